@@ -1,0 +1,53 @@
+/* diag.h — diagnostics: positioned errors, warnings, notes and help lines.
+ *
+ * Every stage (parser, checker, estimator, emitters) reports through this API.
+ * Diagnostics are collected, sorted into source order (stable), and rendered
+ * either clang-style for humans (source line + caret/underline, "= note:",
+ * "= help:", colour only on a TTY) or as JSON objects
+ * {severity, summary, detail, range {file, start {line, column}, end {line, column}}}.
+ */
+#ifndef LLMC_DIAG_H
+#define LLMC_DIAG_H
+
+#include <stdio.h>
+#include <stdarg.h>
+
+/* 1-based line and column; column counts bytes. file is the path as given. */
+typedef struct {
+    const char *file;
+    int line, col;
+} SrcPos;
+
+/* [start, end) — end is one past the last character of the span. */
+typedef struct {
+    SrcPos start, end;
+} SrcRange;
+
+typedef enum { DIAG_ERROR, DIAG_WARNING } DiagSeverity;
+
+typedef struct Diag Diag;   /* one diagnostic with its notes and help lines */
+typedef struct Diags Diags; /* the collection for one run */
+
+Diags *diags_new(void);
+void diags_free(Diags *);
+
+/* Register a source text so that rendering can show its lines. The buffer must
+ * outlive the Diags. Files not registered render without the source excerpt. */
+void diags_add_source(Diags *, const char *file, const char *text, size_t len);
+
+Diag *diag_error(Diags *, SrcRange at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+Diag *diag_warning(Diags *, SrcRange at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Errors without a source position (I/O, usage); rendered as "llmc: error: ...". */
+Diag *diag_error_nopos(Diags *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Attach "= note: ..." / "= help: ..." lines (in the JSON form they join "detail"). */
+void diag_note(Diag *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void diag_help(Diag *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int diags_error_count(const Diags *);
+int diags_warning_count(const Diags *);
+
+typedef enum { DIAG_FMT_HUMAN, DIAG_FMT_JSON } DiagFormat;
+/* Sort into source order and print all. colour: -1 auto (isatty), 0 off, 1 on. */
+void diags_render(Diags *, FILE *out, DiagFormat, int colour);
+
+#endif

@@ -1,0 +1,19 @@
+/* emit.h — artifacts from the typed plan (templates/ filled by compiler/emit_*.c). */
+#ifndef LLMC_EMIT_H
+#define LLMC_EMIT_H
+
+#include "plan.h"
+#include "estimate.h"
+
+/* Cross-file lints (GRES type/count, ntasks vs world size, memory/CPU requests
+ * fit the node, time format). Run by both `llmc check` and compile.
+ * Returns the number of errors added to d. */
+int emit_check(const Plan *plan, Diags *d);
+
+/* Write every artifact of every job in plan into out_dir, atomically: a temp
+ * directory beside out_dir, renamed into place; on failure out_dir is left as it
+ * was. ests[i] is the estimate of plan->jobs[i]. Returns 0 on success, else
+ * reports into d and returns non-zero. */
+int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Diags *d);
+
+#endif

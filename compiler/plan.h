@@ -1,0 +1,147 @@
+/* plan.h — the typed plan: what the checker builds from the AST, and the only
+ * thing the estimator and the emitters read. Every value keeps the source range
+ * it came from (field `*_at`), so later stages can point at the line.
+ *
+ * Memory: everything hangs off Plan's arena and is freed by plan_free().
+ * Units are normalised here: sizes in bytes, durations in seconds,
+ * percentages as fractions (3% -> 0.03).
+ */
+#ifndef LLMC_PLAN_H
+#define LLMC_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "diag.h"
+
+/* ---- built-in GPU catalogue (compiler/gpu_catalog.c) ---- */
+typedef struct {
+    const char *name;        /* as written in plans: "H100_80GB" */
+    const char *gres_type;   /* Slurm GRES type: "h100_80gb" (lower case, used in
+                                slurm.conf, gres.conf and --gres alike) */
+    double mem_bytes;        /* HBM capacity, bytes */
+    double usable_bytes;     /* what a process can allocate (capacity minus driver/ECC reserve) */
+    double bf16_tflops;      /* dense bf16 tensor peak, TFLOP/s */
+    double hbm_tbps;         /* memory bandwidth, TB/s */
+    double default_mfu;      /* achieved model-FLOPs utilisation assumed when the plan sets none */
+} GpuSpec;
+
+const GpuSpec *gpu_catalog_find(const char *name);
+int gpu_catalog_count(void);
+const GpuSpec *gpu_catalog_at(int i);
+
+/* ---- enums ---- */
+typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } ModelArch;
+typedef enum { FORMAT_ALPACA, FORMAT_SHAREGPT, FORMAT_TEXT } DataFormat;
+typedef enum { STAGE_PT, STAGE_SFT } TrainStage;
+typedef enum { TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3 } ChatTemplate;
+typedef enum { PREC_BF16, PREC_FP16, PREC_FP32 } Precision;
+typedef enum { SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 } ShardStage;
+typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
+typedef enum { ATTN_FLASH, ATTN_EAGER } AttentionKind;
+typedef enum { SCHED_COSINE, SCHED_LINEAR, SCHED_CONSTANT } LrSchedule;
+typedef enum { BACKEND_LLMC, BACKEND_LLAMAFACTORY } TrainBackend;
+typedef enum { BADREC_FAIL, BADREC_SKIP } BadRecordPolicy;
+
+/* ---- blocks ---- */
+typedef struct {
+    const char *name; SrcRange at;          /* block name */
+    const char *partition; SrcRange partition_at;
+    const char *hostlist; SrcRange hostlist_at;   /* as written: "hgx[001-032]" */
+    char **hosts; int nhosts;               /* expanded, in order */
+    const GpuSpec *gpu; int gpus_per_node; SrcRange gpu_at;
+    int cpus; SrcRange cpus_at;             /* per node */
+    uint64_t memory_bytes; SrcRange memory_at;  /* per node (RealMemory) */
+} PlanCluster;
+
+typedef struct {
+    const char *name; SrcRange at;
+    ModelArch arch; SrcRange arch_at;
+    const char *path; SrcRange path_at;     /* HF model directory (config.json, safetensors) */
+    const char *tokenizer; SrcRange tokenizer_at; /* dir with tokenizer.json; default = path */
+    bool from_scratch;                      /* init = scratch: random init, path only for output config */
+    int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
+    SrcRange layers_at, hidden_at, heads_at, kv_heads_at, head_dim_at, ffn_at, vocab_at;
+    int max_context; SrcRange max_context_at;     /* max_position_embeddings */
+    double rope_theta, rms_eps;
+    bool tie_embeddings;                    /* default: false (true for small Qwen) */
+    bool qkv_bias;                          /* derived: qwen2 -> true, llama/qwen3 -> false */
+    bool qk_norm;                           /* derived: qwen3 -> true */
+} PlanModel;
+
+/* LLaMA-Factory's dataset_info columns and tags; NULL when not set. */
+typedef struct {
+    const char *prompt, *query, *response, *history, *messages, *system, *tools, *text;
+} DatasetColumns;
+typedef struct {
+    const char *role, *content, *user, *assistant, *observation, *function, *system;
+} DatasetTags;
+
+typedef struct {
+    const char *name; SrcRange at;
+    const char *file; SrcRange file_at;
+    DataFormat format; SrcRange format_at;
+    DatasetColumns columns; SrcRange columns_at;
+    DatasetTags tags; SrcRange tags_at;
+    bool ranking;
+    int64_t samples; SrcRange samples_at;   /* record count if known, else -1 */
+    uint64_t size_bytes; SrcRange size_at;  /* file size if stated, else 0 */
+    int64_t tokens; SrcRange tokens_at;     /* token count if stated/measured, else -1 */
+} PlanDataset;
+
+typedef struct {
+    const char *name; SrcRange at;
+    TrainStage stage; SrcRange stage_at;
+    PlanModel *model; SrcRange model_at;
+    PlanDataset **data; int ndata; SrcRange data_at;
+    ChatTemplate template_; SrcRange template_at;
+    int context; SrcRange context_at;
+    double epochs; SrcRange epochs_at;      /* may be fractional */
+    int64_t max_steps; SrcRange max_steps_at; /* 0 = derived from epochs */
+    int micro_batch; SrcRange batch_at;     /* "4 per gpu" */
+    int grad_accum; SrcRange grad_accum_at; /* default 1 */
+    double lr, min_lr; SrcRange lr_at;
+    LrSchedule schedule;
+    double warmup_ratio; int64_t warmup_steps; SrcRange warmup_at; /* one of them set */
+    double weight_decay, beta1, beta2, adam_eps, grad_clip;
+    uint64_t seed;
+    Precision precision; SrcRange precision_at;
+    ShardStage shard; SrcRange shard_at;
+    Recompute recompute; SrcRange recompute_at;
+    AttentionKind attention;
+    bool packing;                           /* default: true for pt, false for sft */
+    BadRecordPolicy bad_records;
+    double mfu; SrcRange mfu_at;            /* 0 = GPU catalogue default */
+    double bytes_per_token;                 /* for size-only datasets; default 4.0 */
+    TrainBackend backend; SrcRange backend_at;
+    const char *output_dir; SrcRange output_at;   /* where checkpoints/model go */
+    int64_t checkpoint_every_steps;         /* 0 = derived from checkpoint_every_seconds */
+    double checkpoint_every_seconds; SrcRange checkpoint_at; /* default 30 min */
+    int checkpoint_keep;                    /* default 2 */
+} PlanTrain;
+
+typedef struct {
+    const char *name; SrcRange at;
+    PlanTrain *run; SrcRange run_at;
+    PlanCluster *cluster; SrcRange cluster_at;
+    int nodes; SrcRange nodes_at;
+    double time_seconds; SrcRange time_at;
+    uint64_t mem_bytes; SrcRange mem_at;    /* per node --mem; 0 = all of node */
+    int cpus_per_task; SrcRange cpus_per_task_at; /* default cpus / gpus_per_node */
+    const char *account; const char *qos;   /* NULL when not set */
+    const char *log_dir; SrcRange log_dir_at; /* default "logs" */
+    bool requeue;                           /* default true: requeue on preemption */
+} PlanJob;
+
+typedef struct Plan {
+    const char *main_file;                  /* the file given on the command line */
+    PlanCluster **clusters; int nclusters;
+    PlanModel **models; int nmodels;
+    PlanDataset **datasets; int ndatasets;
+    PlanTrain **trains; int ntrains;
+    PlanJob **jobs; int njobs;
+    void *arena;                            /* owned allocations */
+} Plan;
+
+void plan_free(Plan *);
+
+#endif

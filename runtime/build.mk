@@ -1,0 +1,22 @@
+# runtime/ -> build/llmc-train (CPU backend). runtime/*.re are re2c sources.
+RUNTIME_SRC := $(sort $(wildcard runtime/*.c))
+RUNTIME_RE  := $(sort $(wildcard runtime/*.re))
+RUNTIME_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(RUNTIME_SRC)) \
+               $(patsubst runtime/%.re,$(BUILD)/gen-obj/rt_%.o,$(RUNTIME_RE))
+RUNTIME_LIB_OBJ := $(filter-out $(BUILD)/runtime/main.o,$(RUNTIME_OBJ))
+RUNTIME_LIBS := -lcjson -lopenblas -lpthread -lm
+
+$(GEN)/rt_%.c: runtime/%.re
+	@mkdir -p $(dir $@)
+	re2c -W --no-generation-date -Iruntime -I/usr/share/re2c/include -o $@ $<
+
+$(BUILD)/gen-obj/rt_%.o: $(GEN)/rt_%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -Wno-implicit-fallthrough -c -o $@ $<
+
+$(BUILD)/runtime/%.o: runtime/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -pthread -c -o $@ $<
+
+$(BUILD)/llmc-train: $(RUNTIME_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)

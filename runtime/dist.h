@@ -1,0 +1,35 @@
+/* dist.h — ranks and collectives for the CPU backend (runtime/dist.c).
+ *
+ * One process per rank. Ranks come from the launcher: Open MPI's mpirun
+ * (OMPI_COMM_WORLD_*), or srun (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); a
+ * plain run is rank 0 of 1 and needs no launcher. Every collective either
+ * completes or fails the whole job with a clear message within a bounded time
+ * (a dead peer never hangs the others).
+ */
+#ifndef LLMC_DIST_H
+#define LLMC_DIST_H
+
+#include <stddef.h>
+
+typedef struct {
+    int rank, world, local_rank;
+    const char *host;           /* this process's host name */
+} DistInfo;
+
+/* Initialise from the environment; returns 0, or non-zero with a message on stderr. */
+int dist_init(DistInfo *out);
+void dist_finalize(void);
+
+/* In-place sum over all ranks (deterministic: the same result bits on every rank,
+ * independent of arrival order). */
+int dist_allreduce_sum_f32(float *buf, size_t n);
+int dist_allreduce_sum_f64(double *buf, size_t n);
+/* Broadcast from rank 0. */
+int dist_broadcast(void *buf, size_t bytes);
+int dist_barrier(void);
+/* Logical OR of a flag over all ranks (used to agree on stopping after a signal). */
+int dist_any(int flag);
+/* Stop every rank with a message: never returns. */
+_Noreturn void dist_abort(const char *why);
+
+#endif

@@ -1,0 +1,49 @@
+/* llmc-train — the trainer runtime's command line: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+#include "commands.h"
+
+#define LLMC_TRAIN_VERSION "0.1.0"
+
+/* Subcommands land from separate modules while the runtime is being built;
+ * a missing one is reported, not linked against. */
+#pragma weak cmd_tokenize
+#pragma weak cmd_prepare
+#pragma weak cmd_run
+#pragma weak cmd_verify
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmc-train COMMAND [ARGS]\n"
+          "\n"
+          "commands:\n"
+          "  run PLAN.json          train as the plan says (resumes from the latest checkpoint)\n"
+          "  prepare PLAN.json      tokenize the plan's datasets into packed token shards\n"
+          "  tokenize --tokenizer DIR [--decode]\n"
+          "                         text on stdin -> token ids (or ids -> text)\n"
+          "  verify DIR             check a checkpoint's sha256 manifest\n"
+          "\n"
+          "  --help, --version\n", out);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
+        {"run", cmd_run}, {"prepare", cmd_prepare},
+        {"tokenize", cmd_tokenize}, {"verify", cmd_verify},
+    };
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }
+    if (!strcmp(argv[1], "--version")) { printf("llmc-train %s\n", LLMC_TRAIN_VERSION); return 0; }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        if (strcmp(argv[1], cmds[i].name)) continue;
+        if (!cmds[i].fn) {
+            fprintf(stderr, "llmc-train: '%s' is not built into this binary\n", argv[1]);
+            return 2;
+        }
+        return cmds[i].fn(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "llmc-train: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,15 @@
+/* stopsig.h — preemption: SIGUSR2 (Slurm's --signal=USR2@T) or SIGTERM ask the
+ * trainer to finish the current step, write a checkpoint and exit with
+ * STOP_EXIT_REQUEUE so Slurm requeues the job (runtime/stopsig.c). */
+#ifndef LLMC_STOPSIG_H
+#define LLMC_STOPSIG_H
+
+#define STOP_EXIT_REQUEUE 3   /* exit status after a requested stop + checkpoint */
+
+void stopsig_install(void);
+/* Non-zero once a stop signal arrived (async-signal-safe flag). */
+int stopsig_requested(void);
+/* The signal's name, for the log line ("USR2", "TERM"), or NULL. */
+const char *stopsig_name(void);
+
+#endif
