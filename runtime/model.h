@@ -1,0 +1,109 @@
+/* model.h — the decoder-only transformer (Llama / Qwen2 / Qwen3) in one code path.
+ *
+ * STABLE (the CUDA backend mirrors this): ModelConfig's fields, the parameter
+ * order and names produced by model_layout(), and the math described below.
+ *
+ * Parameters live in one contiguous fp32 buffer, tensor after tensor, in this
+ * order (HF names; shapes are [out, in] like torch.nn.Linear, row-major):
+ *
+ *   model.embed_tokens.weight                     [vocab, hidden]
+ *   for each layer N = 0 .. layers-1:
+ *     model.layers.N.input_layernorm.weight       [hidden]
+ *     model.layers.N.self_attn.q_proj.weight      [heads*head_dim, hidden]
+ *     model.layers.N.self_attn.q_proj.bias        [heads*head_dim]      (qkv_bias)
+ *     model.layers.N.self_attn.k_proj.weight      [kv_heads*head_dim, hidden]
+ *     model.layers.N.self_attn.k_proj.bias        [kv_heads*head_dim]   (qkv_bias)
+ *     model.layers.N.self_attn.v_proj.weight      [kv_heads*head_dim, hidden]
+ *     model.layers.N.self_attn.v_proj.bias        [kv_heads*head_dim]   (qkv_bias)
+ *     model.layers.N.self_attn.q_norm.weight      [head_dim]            (qk_norm)
+ *     model.layers.N.self_attn.k_norm.weight      [head_dim]            (qk_norm)
+ *     model.layers.N.self_attn.o_proj.weight      [hidden, heads*head_dim]
+ *     model.layers.N.post_attention_layernorm.weight [hidden]
+ *     model.layers.N.mlp.gate_proj.weight         [ffn, hidden]
+ *     model.layers.N.mlp.up_proj.weight           [ffn, hidden]
+ *     model.layers.N.mlp.down_proj.weight         [hidden, ffn]
+ *   model.norm.weight                             [hidden]
+ *   lm_head.weight                                [vocab, hidden]       (absent when tied)
+ *
+ * Math (fp32): x = embed[id]; per layer
+ *   h = rmsnorm(x) * w_in; q,k,v = h W^T (+ b); [q,k per-head rmsnorm (qk_norm)];
+ *   RoPE (HF rotate-half, inv_freq[i] = theta^(-2i/head_dim), angle = pos * inv_freq);
+ *   causal attention inside a document: token j sees i iff j - pos[j] <= i <= j,
+ *   scores scaled by 1/sqrt(head_dim), query head h uses kv head h / (heads/kv_heads);
+ *   x += o_proj(attn); h = rmsnorm(x) * w_post; x += down(silu(gate(h)) * up(h)).
+ * logits = rmsnorm(x) * w_norm @ lm_head^T (lm_head = embed when tied).
+ * rmsnorm(x) = x / sqrt(mean(x^2) + rms_eps).
+ *
+ * Loss: at row position t the model predicts id[t+1]; a position counts when
+ * mask[t+1] == 1 and pos[t+1] > 0 (runtime/shard.h). model_forward returns the
+ * SUM of cross-entropies over counted positions; the trainer divides by the label
+ * count of the whole global batch (HF's num_items_in_batch behaviour).
+ */
+#ifndef LLMC_MODEL_H
+#define LLMC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { MODEL_LLAMA, MODEL_QWEN2, MODEL_QWEN3 } ModelArchKind;
+
+typedef struct {
+    ModelArchKind arch;
+    int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;
+    double rope_theta, rms_eps;
+    int tie_embeddings;   /* lm_head shares model.embed_tokens.weight */
+    int qkv_bias;         /* q/k/v projections have biases (Qwen2) */
+    int qk_norm;          /* per-head RMSNorm on q and k before RoPE (Qwen3) */
+} ModelConfig;
+
+/* One tensor of the parameter buffer. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int64_t shape[2];
+    size_t offset;        /* in floats from the start of the buffer */
+    size_t numel;
+    int decay;            /* AdamW weight decay applies (HF Trainer: not to biases
+                             and norm weights) */
+} ParamInfo;
+
+typedef struct {
+    ModelConfig cfg;
+    ParamInfo *params;    /* in the order documented above */
+    int n_params;
+    size_t n_floats;      /* total parameter count */
+    float *w;             /* parameters */
+    float *g;             /* gradients (written by model_backward) */
+} Model;
+
+/* A micro-batch: B rows of T tokens (runtime/shard.h semantics). */
+typedef struct {
+    const uint32_t *ids, *pos;
+    const uint8_t *mask;
+    int B, T;
+} Batch;
+
+/* Saved activations of the last forward, sized for B*T tokens. */
+typedef struct ModelActs ModelActs;
+
+/* Check a config; on error writes a message into err and returns -1. */
+int model_config_check(const ModelConfig *c, char *err, size_t errlen);
+/* Lay out parameters (names, shapes, offsets) and allocate w and g (zeroed). */
+int model_init(Model *m, const ModelConfig *c);
+void model_free(Model *m);
+const ParamInfo *model_find(const Model *m, const char *name);
+/* HF-style random init: linear/embedding weights ~ N(0, std), biases 0, norms 1. */
+void model_init_random(Model *m, uint64_t seed, double std);
+
+ModelActs *model_acts_new(const ModelConfig *c, int B, int T);
+void model_acts_free(ModelActs *a);
+
+/* Forward pass; keeps what backward needs in a. Returns the summed
+ * cross-entropy over counted label positions and their count in *n_labels. */
+double model_forward(Model *m, ModelActs *a, const Batch *b, int64_t *n_labels);
+/* The logits of the last forward: [B*T, vocab]. */
+const float *model_logits(const ModelActs *a);
+/* Backward of (scale * summed loss) of the last forward: overwrites m->g. */
+void model_backward(Model *m, ModelActs *a, const Batch *b, float scale);
+
+#endif
