@@ -20,3 +20,16 @@ $(BUILD)/runtime/%.o: runtime/%.c
 
 $(BUILD)/llmc-train: $(RUNTIME_OBJ)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
+
+# MPI for runtime/dist.c: Open MPI's own flags from mpicc. Without mpicc the
+# trainer still builds (srun + TCP rendezvous work) and refuses, with a message,
+# to start under mpirun; the warning below makes such a build visible.
+MPICC      ?= mpicc
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+ifneq ($(strip $(MPI_LIBS)),)
+$(BUILD)/runtime/dist.o: CPPFLAGS += -DLLMC_WITH_MPI $(MPI_CFLAGS)
+RUNTIME_LIBS += $(MPI_LIBS)
+else
+$(warning llmc-train: mpicc not found; building without MPI (mpirun launches are refused, srun works))
+endif

@@ -1,0 +1,431 @@
+/* dist.c — ranks and collectives for the CPU backend; see dist.h.
+ *
+ * Three ways to run, chosen from the environment at dist_init:
+ *   - mpirun (OMPI_COMM_WORLD_SIZE set): Open MPI point-to-point messages.
+ *     Needs a build with MPI (runtime/build.mk adds it when mpicc exists); a
+ *     binary built without MPI refuses to start under mpirun instead of running
+ *     N copies that each think they are alone.
+ *   - srun (SLURM_STEP_NUM_TASKS > 1, SLURM_PROCID): a TCP rendezvous. Rank 0
+ *     listens on MASTER_PORT; the others connect to MASTER_ADDR:MASTER_PORT.
+ *   - neither: rank 0 of 1, every collective is the identity.
+ *
+ * Every collective is a star through rank 0 built on two primitives (send to a
+ * rank, receive from a rank): rank 0 receives the buffers in rank order, sums
+ * them in rank order, and sends the result back. So the sum is the same bits on
+ * every rank and does not depend on arrival order or on the backend.
+ *
+ * A dead peer never hangs the others: on TCP a closed connection is seen at
+ * once (the kernel closes a killed process's sockets) and every wait is bounded
+ * by LLMC_DIST_TIMEOUT seconds (default 600) plus TCP keepalive for a vanished
+ * host; under mpirun, Open MPI ends the job when one process dies.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef LLMC_WITH_MPI
+#include <mpi.h>
+#endif
+#include "dist.h"
+#include "log.h"
+
+enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_TCP };
+
+#define HELLO_MAGIC 0x6c6c6d63u          /* "llmc" */
+#define CHUNK_ELEMS (1u << 18)           /* elements per reduction round */
+
+static struct {
+    int backend;
+    DistInfo info;
+    char host[256];
+    int timeout_ms;
+    int *fd;            /* TCP: rank 0 holds fd[r] for r >= 1; others fd[0] (to rank 0) */
+    void *scratch;      /* rank 0: one chunk received from a peer */
+} D = { .backend = BACKEND_SINGLE, .info = { 0, 1, 0, "localhost" } };
+
+static int env_int(const char *name, int fallback)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return fallback;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < 0 || v > 1 << 24) return -2;   /* caller reports */
+    return (int)v;
+}
+
+_Noreturn void dist_abort(const char *why)
+{
+    log_error("%s; stopping all ranks", why);
+#ifdef LLMC_WITH_MPI
+    if (D.backend == BACKEND_MPI) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    /* Closing our sockets is what tells the other ranks to stop. */
+    if (D.backend == BACKEND_TCP) {
+        int n = D.info.rank == 0 ? D.info.world : 1;
+        for (int i = 0; i < n; i++) if (D.fd[i] >= 0) close(D.fd[i]);
+    }
+    exit(1);
+}
+
+static _Noreturn void peer_failed(int peer, const char *what)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s rank %d (it exited, was killed, or its node failed)", what, peer);
+    dist_abort(msg);
+}
+
+/* ---- TCP primitives ---------------------------------------------------- */
+
+static int tcp_fd_of(int peer)
+{
+    return D.info.rank == 0 ? D.fd[peer] : D.fd[0];
+}
+
+static void wait_fd(int fd, short events, int peer)
+{
+    struct pollfd p = { .fd = fd, .events = events };
+    for (;;) {
+        int r = poll(&p, 1, D.timeout_ms);
+        if (r > 0) return;
+        if (r == 0) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "no progress from rank %d for %d s (LLMC_DIST_TIMEOUT)",
+                     peer, D.timeout_ms / 1000);
+            dist_abort(msg);
+        }
+        if (errno != EINTR) peer_failed(peer, "poll failed on the connection to");
+    }
+}
+
+static void tcp_send(int peer, const void *buf, size_t bytes)
+{
+    int fd = tcp_fd_of(peer);
+    const char *p = buf;
+    while (bytes) {
+        wait_fd(fd, POLLOUT, peer);
+        ssize_t n = send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (n <= 0) peer_failed(peer, "lost the connection to");
+        p += n; bytes -= (size_t)n;
+    }
+}
+
+static void tcp_recv(int peer, void *buf, size_t bytes)
+{
+    int fd = tcp_fd_of(peer);
+    char *p = buf;
+    while (bytes) {
+        wait_fd(fd, POLLIN, peer);
+        ssize_t n = recv(fd, p, bytes, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        if (n <= 0) peer_failed(peer, "lost the connection to");
+        p += n; bytes -= (size_t)n;
+    }
+}
+
+/* ---- point-to-point, whichever backend --------------------------------- */
+
+static void send_to(int peer, const void *buf, size_t bytes)
+{
+#ifdef LLMC_WITH_MPI
+    if (D.backend == BACKEND_MPI) {
+        const char *p = buf;
+        while (bytes) {      /* MPI counts are int */
+            int n = bytes > (1u << 30) ? 1 << 30 : (int)bytes;
+            if (MPI_Send(p, n, MPI_BYTE, peer, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+                peer_failed(peer, "MPI_Send failed to");
+            p += n; bytes -= (size_t)n;
+        }
+        return;
+    }
+#endif
+    tcp_send(peer, buf, bytes);
+}
+
+static void recv_from(int peer, void *buf, size_t bytes)
+{
+#ifdef LLMC_WITH_MPI
+    if (D.backend == BACKEND_MPI) {
+        char *p = buf;
+        while (bytes) {
+            int n = bytes > (1u << 30) ? 1 << 30 : (int)bytes;
+            if (MPI_Recv(p, n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                peer_failed(peer, "MPI_Recv failed from");
+            p += n; bytes -= (size_t)n;
+        }
+        return;
+    }
+#endif
+    tcp_recv(peer, buf, bytes);
+}
+
+/* ---- TCP rendezvous ------------------------------------------------------ */
+
+static void set_keepalive(int fd)
+{
+    int on = 1, idle = 10, intvl = 5, cnt = 3;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Rank 0: accept world-1 connections; each peer says who it is. */
+static int tcp_accept_all(int port)
+{
+    int ls = socket(AF_INET6, SOCK_STREAM, 0), v6only = 0, on = 1;
+    struct sockaddr_in6 a;
+    memset(&a, 0, sizeof a);
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons((uint16_t)port);
+    if (ls < 0) { log_error("socket: %s", strerror(errno)); return -1; }
+    setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 128) != 0) {
+        log_error("cannot listen on MASTER_PORT %d: %s", port, strerror(errno));
+        close(ls);
+        return -1;
+    }
+    double deadline = now_s() + D.timeout_ms / 1000.0;
+    for (int joined = 1; joined < D.info.world;) {
+        int left_ms = (int)((deadline - now_s()) * 1000);
+        struct pollfd p = { .fd = ls, .events = POLLIN };
+        int r = left_ms > 0 ? poll(&p, 1, left_ms) : 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            log_error("only %d of %d ranks connected to port %d within %d s",
+                      joined, D.info.world, port, D.timeout_ms / 1000);
+            close(ls);
+            return -1;
+        }
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0) continue;
+        uint32_t hello[3];
+        struct pollfd q = { .fd = fd, .events = POLLIN };
+        /* A stranger on the port gets 10 s to say hello, then is dropped. */
+        if (poll(&q, 1, 10000) != 1 || recv(fd, hello, sizeof hello, MSG_WAITALL) != sizeof hello ||
+            hello[0] != HELLO_MAGIC) {
+            close(fd);
+            continue;
+        }
+        int peer = (int)hello[1];
+        if ((int)hello[2] != D.info.world || peer <= 0 || peer >= D.info.world || D.fd[peer] >= 0) {
+            log_error("rank %d joined with world size %u (expected %d, or a rank twice)",
+                      peer, hello[2], D.info.world);
+            close(fd); close(ls);
+            return -1;
+        }
+        set_keepalive(fd);
+        D.fd[peer] = fd;
+        joined++;
+    }
+    close(ls);
+    return 0;
+}
+
+/* Rank > 0: connect to rank 0, retrying while it is not listening yet. */
+static int tcp_connect_root(const char *addr, int port)
+{
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res;
+    int rc = getaddrinfo(addr, service, &hints, &res);
+    if (rc != 0) {
+        log_error("cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(rc));
+        return -1;
+    }
+    double deadline = now_s() + D.timeout_ms / 1000.0;
+    int fd = -1;
+    while (fd < 0 && now_s() < deadline) {
+        for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+            fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+            if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) { close(fd); fd = -1; }
+        }
+        if (fd < 0) usleep(100 * 1000);
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        log_error("could not connect to rank 0 at %s:%d within %d s", addr, port, D.timeout_ms / 1000);
+        return -1;
+    }
+    set_keepalive(fd);
+    D.fd[0] = fd;
+    uint32_t hello[3] = { HELLO_MAGIC, (uint32_t)D.info.rank, (uint32_t)D.info.world };
+    tcp_send(0, hello, sizeof hello);
+    return 0;
+}
+
+/* ---- init --------------------------------------------------------------- */
+
+static void set_host(void)
+{
+    /* Slurm's node name tells ranks apart even when nodes share a host. */
+    const char *node = getenv("SLURMD_NODENAME");
+    if (node && *node) snprintf(D.host, sizeof D.host, "%s", node);
+    else if (gethostname(D.host, sizeof D.host) != 0) strcpy(D.host, "?");
+    D.host[sizeof D.host - 1] = '\0';
+    D.info.host = D.host;
+}
+
+int dist_init(DistInfo *out)
+{
+    set_host();
+    int t = env_int("LLMC_DIST_TIMEOUT", 600);
+    if (t <= 0) { fprintf(stderr, "llmc-train: LLMC_DIST_TIMEOUT must be a positive number of seconds\n"); return 1; }
+    D.timeout_ms = t * 1000;
+    D.info.rank = 0; D.info.world = 1; D.info.local_rank = 0;
+
+    int ompi_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
+    int step_world = env_int("SLURM_STEP_NUM_TASKS", 0);
+    if (ompi_world < 0 || step_world < 0) {
+        fprintf(stderr, "llmc-train: OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS is not a number\n");
+        return 1;
+    }
+    if (ompi_world > 0) {
+#ifdef LLMC_WITH_MPI
+        int provided;
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            fprintf(stderr, "llmc-train: MPI_Init failed\n");
+            return 1;
+        }
+        /* Errors return to us and end the job with our message. */
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(MPI_COMM_WORLD, &D.info.rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &D.info.world);
+        D.info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+        D.backend = BACKEND_MPI;
+#else
+        if (ompi_world > 1) {
+            fprintf(stderr, "llmc-train: started by mpirun with %d ranks, but this binary was built "
+                            "without MPI (no mpicc at build time); rebuild with Open MPI installed, "
+                            "or launch with srun and MASTER_ADDR/MASTER_PORT\n", ompi_world);
+            return 1;
+        }
+#endif
+    } else if (step_world > 1) {
+        int rank = env_int("SLURM_PROCID", -1);
+        const char *addr = getenv("MASTER_ADDR");
+        int port = env_int("MASTER_PORT", -1);
+        if (rank < 0 || rank >= step_world) {
+            fprintf(stderr, "llmc-train: SLURM_PROCID is missing or not in 0..%d\n", step_world - 1);
+            return 1;
+        }
+        if (!addr || !*addr || port <= 0 || port > 65535) {
+            fprintf(stderr, "llmc-train: srun started %d ranks; set MASTER_ADDR and MASTER_PORT "
+                            "(1-65535) for their rendezvous (the emitted train script does)\n", step_world);
+            return 1;
+        }
+        D.info.rank = rank;
+        D.info.world = step_world;
+        D.info.local_rank = env_int("SLURM_LOCALID", 0);
+        if (D.info.local_rank < 0) D.info.local_rank = 0;
+        D.backend = BACKEND_TCP;
+        D.fd = malloc(sizeof(int) * (size_t)step_world);
+        if (!D.fd) { fprintf(stderr, "llmc-train: out of memory\n"); return 1; }
+        for (int i = 0; i < step_world; i++) D.fd[i] = -1;
+        log_set_rank(D.info.rank, D.info.world, D.host);
+        if ((rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port)) != 0) return 1;
+    }
+    log_set_rank(D.info.rank, D.info.world, D.host);
+    if (D.info.world > 1 && D.info.rank == 0) {
+        D.scratch = malloc(CHUNK_ELEMS * sizeof(double));
+        if (!D.scratch) { log_error("out of memory"); return 1; }
+    }
+    if (out) *out = D.info;
+    return 0;
+}
+
+void dist_finalize(void)
+{
+#ifdef LLMC_WITH_MPI
+    if (D.backend == BACKEND_MPI) MPI_Finalize();
+#endif
+    if (D.backend == BACKEND_TCP) {
+        int n = D.info.rank == 0 ? D.info.world : 1;
+        for (int i = 0; i < n; i++) if (D.fd[i] >= 0) close(D.fd[i]);
+        free(D.fd);
+        D.fd = NULL;
+    }
+    free(D.scratch);
+    D.scratch = NULL;
+    D.backend = BACKEND_SINGLE;
+}
+
+/* ---- collectives --------------------------------------------------------- */
+
+/* Sum over ranks in rank order, chunk by chunk, result back to every rank. */
+#define DEFINE_ALLREDUCE(NAME, T)                                                  \
+    int NAME(T *buf, size_t n)                                                     \
+    {                                                                              \
+        if (D.info.world == 1) return 0;                                           \
+        for (size_t off = 0; off < n; off += CHUNK_ELEMS) {                        \
+            size_t m = n - off < CHUNK_ELEMS ? n - off : CHUNK_ELEMS;              \
+            T *part = buf + off;                                                   \
+            if (D.info.rank == 0) {                                                \
+                T *in = D.scratch;                                                 \
+                for (int r = 1; r < D.info.world; r++) {                           \
+                    recv_from(r, in, m * sizeof(T));                               \
+                    for (size_t i = 0; i < m; i++) part[i] += in[i];               \
+                }                                                                  \
+                for (int r = 1; r < D.info.world; r++) send_to(r, part, m * sizeof(T)); \
+            } else {                                                               \
+                send_to(0, part, m * sizeof(T));                                   \
+                recv_from(0, part, m * sizeof(T));                                 \
+            }                                                                      \
+        }                                                                          \
+        return 0;                                                                  \
+    }
+
+DEFINE_ALLREDUCE(dist_allreduce_sum_f32, float)
+DEFINE_ALLREDUCE(dist_allreduce_sum_f64, double)
+
+int dist_broadcast(void *buf, size_t bytes)
+{
+    if (D.info.world == 1) return 0;
+    if (D.info.rank == 0)
+        for (int r = 1; r < D.info.world; r++) send_to(r, buf, bytes);
+    else
+        recv_from(0, buf, bytes);
+    return 0;
+}
+
+int dist_any(int flag)
+{
+    if (D.info.world == 1) return flag != 0;
+    int32_t v = flag != 0;
+    if (D.info.rank == 0) {
+        for (int r = 1; r < D.info.world; r++) {
+            int32_t in;
+            recv_from(r, &in, sizeof in);
+            v |= in != 0;
+        }
+        for (int r = 1; r < D.info.world; r++) send_to(r, &v, sizeof v);
+    } else {
+        send_to(0, &v, sizeof v);
+        recv_from(0, &v, sizeof v);
+    }
+    return v;
+}
+
+int dist_barrier(void)
+{
+    dist_any(0);
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* prom.c — write rank 0's metrics in Prometheus' text exposition format; see prom.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include "prom.h"
+
+/* Label values escape backslash, double quote and newline. */
+static void escape_label(char *out, size_t cap, const char *s)
+{
+    size_t n = 0;
+    for (; s && *s && n + 3 < cap; s++) {
+        if (*s == '\\' || *s == '"') { out[n++] = '\\'; out[n++] = *s; }
+        else if (*s == '\n') { out[n++] = '\\'; out[n++] = 'n'; }
+        else out[n++] = *s;
+    }
+    out[n] = '\0';
+}
+
+static void gauge(FILE *f, const char *name, const char *help, const char *job, double v)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+    if (isnan(v))      fprintf(f, "%s{job=\"%s\"} NaN\n", name, job);
+    else if (isinf(v)) fprintf(f, "%s{job=\"%s\"} %sInf\n", name, job, v > 0 ? "+" : "-");
+    else               fprintf(f, "%s{job=\"%s\"} %.17g\n", name, job, v);
+}
+
+int prom_write(const char *path, const PromMetrics *m)
+{
+    char job[256], tmp[4096];
+    escape_label(job, sizeof job, m->job ? m->job : "");
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr, "prom: path too long: %s\n", path);
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "prom: cannot write %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    struct rusage ru;
+    double rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : NAN;
+    gauge(f, "llmc_train_step", "Optimizer steps completed.", job, (double)m->step);
+    gauge(f, "llmc_train_total_steps", "Optimizer steps in the whole run.", job, (double)m->total_steps);
+    gauge(f, "llmc_train_loss", "Training loss of the last step.", job, m->loss);
+    gauge(f, "llmc_train_lr", "Learning rate of the last step.", job, m->lr);
+    gauge(f, "llmc_train_tokens_per_second", "Training throughput, all ranks.", job, m->tokens_per_second);
+    gauge(f, "llmc_train_step_seconds", "Wall time of the last step.", job, m->step_seconds);
+    gauge(f, "llmc_train_tokens_total", "Tokens trained on so far, all ranks.", job, m->tokens_total);
+    gauge(f, "llmc_train_grad_norm", "Gradient norm before clipping, last step.", job, m->grad_norm);
+    gauge(f, "llmc_train_world_size", "Ranks in the job.", job, (double)m->world_size);
+    gauge(f, "llmc_train_peak_rss_bytes", "Peak resident memory of rank 0.", job, rss);
+    int bad = ferror(f) != 0;
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
+    if (fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "prom: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* prom.h — rank 0's training metrics as a Prometheus text file (runtime/prom.c),
+ * for node_exporter's textfile collector (--collector.textfile.directory).
+ *
+ * The trainer (runtime/train.c) calls prom_write after each logged step on rank 0:
+ *
+ *     PromMetrics m = { .job = plan_job, .step = step, .total_steps = steps,
+ *                       .loss = loss, .lr = lr, .tokens_per_second = tps,
+ *                       .step_seconds = dt, .tokens_total = tokens_seen,
+ *                       .grad_norm = norm, .world_size = world };
+ *     prom_write(path, &m);     // path e.g. OUTPUT_DIR/llmc_train.prom
+ *
+ * The file is replaced atomically (temp file in the same directory, fsync,
+ * rename), so the collector never reads half a file. Metric names:
+ *   llmc_train_step, llmc_train_total_steps, llmc_train_loss, llmc_train_lr,
+ *   llmc_train_tokens_per_second, llmc_train_step_seconds, llmc_train_tokens_total,
+ *   llmc_train_grad_norm, llmc_train_world_size, llmc_train_peak_rss_bytes
+ * all gauges, labelled {job="..."}. A NaN value (e.g. grad_norm unknown) is
+ * written as Prometheus' NaN.
+ */
+#ifndef LLMC_PROM_H
+#define LLMC_PROM_H
+
+typedef struct {
+    const char *job;            /* plan.json "job"; label value (escaped) */
+    long step, total_steps;
+    double loss, lr;
+    double tokens_per_second, step_seconds;
+    double tokens_total;        /* tokens trained on so far, all ranks */
+    double grad_norm;
+    int world_size;
+} PromMetrics;
+
+/* Returns 0, or -1 with a message on stderr (the file is then left as it was). */
+int prom_write(const char *path, const PromMetrics *m);
+
+#endif
