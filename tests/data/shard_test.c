@@ -1,0 +1,92 @@
+/* shard_test.c — shard_io round trip and the reader's refusals (suite data). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "shard_io.h"
+
+static int passed, failed;
+#define CHECK(cond, ...) do { if (cond) passed++; else { failed++; \
+    fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* Write two shards of rows whose every value encodes (row, column). */
+static void write_set(const char *dir, uint32_t ctx, const uint64_t *rows, size_t n_shards)
+{
+    char err[256], path[512];
+    ShardEntry e[8];
+    uint64_t global = 0;
+    for (size_t s = 0; s < n_shards; s++) {
+        size_t n = rows[s] * ctx;
+        uint32_t *ids = malloc(n * 4 + 4), *pos = malloc(n * 4 + 4);
+        uint8_t *mask = malloc(n + 1);
+        uint64_t labels = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = global + i / ctx;
+            ids[i] = (uint32_t)(r * 1000 + i % ctx) % 500;
+            pos[i] = (uint32_t)(i % ctx);
+            mask[i] = (uint8_t)((r + i % ctx) & 1);
+            labels += mask[i];
+        }
+        global += rows[s];
+        ShardHeader h = {.context = ctx, .n_rows = rows[s], .vocab_size = 500, .pad_id = 3,
+                         .n_docs = rows[s], .n_label_tokens = labels};
+        snprintf(path, sizeof path, "%s/shard-%05zu.bin", dir, s);
+        CHECK(shard_write(path, &h, ids, pos, mask, err, sizeof err) == 0, "write: %s", err);
+        e[s].file = strrchr(path, '/') + 1;
+        e[s].file = strdup(e[s].file);
+        e[s].n_rows = rows[s];
+        e[s].n_docs = rows[s];
+        e[s].n_label_tokens = labels;
+        free(ids); free(pos); free(mask);
+    }
+    ShardIndexInfo info = {.context = ctx, .vocab_size = 500, .pad_id = 3, .packing = 1,
+                           .n_tokens = 7, .data_hash = "abc", .summary_json = "{\"kept\": 1}"};
+    CHECK(shard_index_write(dir, &info, e, n_shards, err, sizeof err) == 0, "index: %s", err);
+    for (size_t s = 0; s < n_shards; s++) free(e[s].file);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) { fprintf(stderr, "usage: shard_test SCRATCHDIR\n"); return 2; }
+    const char *dir = argv[1];
+    char err[256], path[512];
+    uint32_t ctx = 16;
+    uint64_t rows[3] = {5, 0, 7};
+    write_set(dir, ctx, rows, 3);
+
+    ShardSet set;
+    CHECK(shard_set_open(&set, dir, err, sizeof err) == 0, "open: %s", err);
+    CHECK(set.n_rows == 12 && set.n_shards == 3 && set.context == ctx && set.packing == 1 &&
+          set.n_tokens == 7 && !strcmp(set.data_hash, "abc"), "index figures");
+    /* read across the shard boundary, including the empty shard */
+    uint32_t ids[12 * 16], pos[12 * 16];
+    uint8_t mask[12 * 16];
+    CHECK(shard_set_read_rows(&set, 3, 6, ids, pos, mask, err, sizeof err) == 0, "read: %s", err);
+    int ok = 1;
+    for (size_t i = 0; i < 6 * ctx; i++) {
+        uint64_t r = 3 + i / ctx;
+        if (ids[i] != (uint32_t)(r * 1000 + i % ctx) % 500 || pos[i] != i % ctx || mask[i] != ((r + i % ctx) & 1))
+            ok = 0;
+    }
+    CHECK(ok, "row contents across shards");
+    CHECK(shard_set_read_rows(&set, 0, 12, ids, NULL, NULL, err, sizeof err) == 0, "read all ids: %s", err);
+    CHECK(shard_set_read_rows(&set, 10, 3, ids, pos, mask, err, sizeof err) != 0, "read past the end refused");
+    shard_set_close(&set);
+    char *h = shard_index_data_hash(dir);
+    CHECK(h && !strcmp(h, "abc"), "data hash");
+    free(h);
+
+    /* a truncated shard is refused at open */
+    snprintf(path, sizeof path, "%s/shard-00002.bin", dir);
+    CHECK(truncate(path, 64 + 16 * 4) == 0, "truncate");
+    CHECK(shard_set_open(&set, dir, err, sizeof err) != 0 && strstr(err, "truncated"), "truncated refused: %s", err);
+    /* a missing index means nothing is read */
+    snprintf(path, sizeof path, "%s/index.json", dir);
+    unlink(path);
+    CHECK(shard_set_open(&set, dir, err, sizeof err) != 0, "no index refused");
+    CHECK(shard_index_data_hash(dir) == NULL, "no index, no hash");
+
+    printf("shard_test: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
