@@ -10,6 +10,14 @@
 
 #include "plan.h"
 
+/* Where tokens_per_epoch came from (the weakest source over all datasets). */
+typedef enum {
+    TOKENS_STATED,          /* every dataset states (or prep measured) its token count */
+    TOKENS_FROM_SIZE,       /* file size / bytes_per_token (capped by samples x context for sft) */
+    TOKENS_FROM_SAMPLES,    /* only a sample count: samples x context, an upper bound */
+    TOKENS_UNKNOWN          /* a dataset states none of tokens, size, samples: no time estimate */
+} TokenSource;
+
 typedef struct {
     /* parameters (exact, from the architecture) */
     int64_t params_total, params_embedding, params_per_layer;
@@ -23,10 +31,59 @@ typedef struct {
     double tokens_total, flops_per_token, mfu, step_seconds, total_seconds, gpu_hours;
     int64_t steps_total, global_batch;      /* global batch in sequences */
     int requeue_segments;                   /* job time-limit segments needed (1 = fits) */
+
+    /* ---- added by the estimator (documented in docs/estimator.md) ---- */
+    bool cpu_only;                          /* no GPU in the cluster: host memory, CPU throughput */
+    int world_size, data_parallel;          /* ranks; ZeRO shards over data_parallel */
+    double model_bytes_per_param;           /* 16 for bf16/fp16 mixed + Adam, 16 for fp32 + Adam */
+    double activation_bytes_per_value;      /* 2 (bf16/fp16) or 4 (fp32, and every CPU plan) */
+    double activations_layers_bytes;        /* part of activations_bytes kept for the layers */
+    double activations_working_bytes;       /* one layer's recomputed working set (recompute=full) */
+    double reserve_context_bytes;           /* CUDA context + library workspaces (or process overhead) */
+    double reserve_fragmentation_bytes;     /* allocator fragmentation allowance */
+    bool logits_chunked;                    /* false: full b x s x vocab fp32 logits + gradient */
+    bool fits;                              /* total_bytes <= usable_bytes (true when usable unknown) */
+    double seq_tokens;                      /* tokens a sequence carries on average (compute length) */
+    double sequences_per_epoch;             /* sequences the trainer sees per epoch */
+    TokenSource tokens_source;
+    double peak_flops_per_device;           /* FLOP/s: GPU bf16 (fp32 for fp32 plans) peak, or CPU node */
+    double tokens_per_second;               /* whole job, real tokens */
+    double time_limit_seconds;              /* the job's time limit (0 = none stated) */
 } Estimate;
 
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d);
+
+/* ---- the formulas, exposed for explain and for the check vectors in tests ---- */
+
+/* Exact parameter count of a Llama/Qwen2/Qwen3 decoder. embedding: the input
+ * embedding plus the output head when untied; per_layer: one decoder layer. */
+int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_layer);
+
+/* Model states per device (ZeRO paper, Rajbhandari et al. 2020, section 3/5):
+ * weights, gradients and optimizer states for `params` parameters sharded over
+ * `dp` ranks by `shard`. Mixed precision: 2 + 2 + 12 bytes/param; fp32: 4 + 4 + 8. */
+void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
+                           double *weights, double *grads, double *optimizer);
+
+/* Korthikanti et al. 2022, eq. (1) with t = 1: activation bytes of one GPT
+ * layer, s*b*h*(34 + 5*a*s/h); flash drops the 5*a*s^2*b attention-score term. */
+double estimate_korthikanti_layer(double s, double b, double h, double a, bool flash);
+
+/* The same accounting applied to a Llama/Qwen layer (GQA, SwiGLU, RMSNorm, no
+ * dropout): bytes of activations one layer keeps for backward, at
+ * bytes_per_value per activation value. */
+double estimate_llama_layer(const PlanModel *m, double s, double b, bool flash,
+                            Recompute rc, double bytes_per_value);
+
+/* Per-device peak memory of the job at a given micro batch, recompute mode and
+ * ZeRO stage (memory fields, world/data_parallel, fits). Used for the plan's own
+ * settings and for the "what would fit" help lines. */
+void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
+                     Estimate *out);
+
+/* Names for printing. */
+const char *estimate_token_source_name(TokenSource s);
 
 #endif

@@ -1,0 +1,529 @@
+/* estimate.c — memory per GPU and time to train, from the typed plan alone.
+ *
+ * Every formula and constant here is documented, with its source, in
+ * docs/estimator.md; the names of the constants below match that document.
+ * The inputs are the PlanJob and what hangs off it (section "Inputs").
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "estimate.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MIB (1024.0 * 1024.0)
+
+/* DeepSpeed's defaults (deepspeed/runtime/zero/config.py), in elements. */
+#define DS_REDUCE_BUCKET_ELEMS      5e8   /* reduce_bucket_size */
+#define DS_ALLGATHER_BUCKET_ELEMS   5e8   /* allgather_bucket_size (stages 1, 2) */
+#define DS_PREFETCH_BUCKET_ELEMS    5e7   /* stage3_prefetch_bucket_size */
+
+/* Fixed per-process allowances and the allocator's fragmentation share. */
+#define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
+#define CPU_PROCESS_BYTES   (256.0 * MIB) /* trainer binary, OpenBLAS thread buffers, stacks */
+#define FRAGMENTATION_SHARE 0.05          /* of all tensor bytes */
+
+/* CPU plans: fp32 peak of one core (AVX2: 2 FMA units x 8 lanes x 2 flop x 2 GHz)
+ * and the utilisation assumed when the plan states no mfu. */
+#define CPU_CORE_PEAK_FLOPS 64e9
+#define CPU_DEFAULT_MFU     0.2
+
+/* The warning threshold for a plan that leaves most of the GPU idle. */
+#define LOW_MEMORY_SHARE    0.30
+
+#define MAX_BATCH_SEARCH    (1 << 20)
+
+/* ---- parameters ---------------------------------------------------------- */
+
+/* Products of plan integers saturate instead of overflowing: a hostile plan
+ * gets an absurd estimate and a "does not fit", never undefined behaviour. */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) return INT64_MAX;
+    return r;
+}
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r)) return INT64_MAX;
+    return r;
+}
+
+static int64_t head_dim_of(const PlanModel *m)
+{
+    if (m->head_dim > 0) return m->head_dim;
+    return m->heads > 0 ? m->hidden / m->heads : 0;
+}
+
+int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_layer)
+{
+    int64_t h = m->hidden > 0 ? m->hidden : 0;
+    int64_t hd = head_dim_of(m);
+    int64_t q = mul_sat(m->heads > 0 ? m->heads : 0, hd);
+    int64_t kv = mul_sat(m->kv_heads > 0 ? m->kv_heads : 0, hd);
+    int64_t f = m->ffn > 0 ? m->ffn : 0;
+    int64_t v = m->vocab > 0 ? m->vocab : 0;
+    int64_t layers = m->layers > 0 ? m->layers : 0;
+
+    /* q, k, v, o projections; biases on q, k, v only (qwen2); per-head RMSNorm
+     * weights on q and k (qwen3) are shared across heads: head_dim each. */
+    int64_t attn = add_sat(add_sat(mul_sat(h, q), mul_sat(2 * h, kv)), mul_sat(q, h));
+    if (m->qkv_bias) attn = add_sat(attn, add_sat(q, 2 * kv));
+    if (m->qk_norm) attn = add_sat(attn, 2 * hd);
+    int64_t mlp = mul_sat(3 * h, f);                 /* gate, up, down */
+    int64_t layer = add_sat(add_sat(attn, mlp), 2 * h); /* two RMSNorm weights */
+    int64_t emb = mul_sat(v, h);
+    if (!m->tie_embeddings) emb = mul_sat(emb, 2); /* separate lm_head */
+
+    if (embedding) *embedding = emb;
+    if (per_layer) *per_layer = layer;
+    return add_sat(add_sat(mul_sat(layers, layer), emb), h); /* + final norm */
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
+                           double *weights, double *grads, double *optimizer)
+{
+    /* Mixed precision: 16-bit weights and gradients, fp32 master weights +
+     * Adam m + v = K = 12 bytes (ZeRO paper, 2 + 2 + K). fp32: 4 + 4 + 8. */
+    double wb = prec == PREC_FP32 ? 4 : 2;
+    double gb = wb;
+    double ob = prec == PREC_FP32 ? 8 : 12;
+    double n = dp > 0 ? dp : 1;
+    double w = wb * params, g = gb * params, o = ob * params;
+    if (shard >= SHARD_ZERO1) o /= n;
+    if (shard >= SHARD_ZERO2) g /= n;
+    if (shard >= SHARD_ZERO3) w /= n;
+    *weights = w;
+    *grads = g;
+    *optimizer = o;
+}
+
+double estimate_korthikanti_layer(double s, double b, double h, double a, bool flash)
+{
+    double bytes = 34.0 * s * b * h;
+    if (!flash) bytes += 5.0 * a * s * s * b;
+    return bytes;
+}
+
+double estimate_llama_layer(const PlanModel *m, double s, double b, bool flash,
+                            Recompute rc, double bytes_per_value)
+{
+    double h = m->hidden, hd = (double)head_dim_of(m);
+    double q = m->heads * hd, kv = m->kv_heads * hd, f = m->ffn;
+    /* Values kept per token, following Korthikanti's accounting without
+     * dropout: RMSNorm inputs (2h), q/k/v projection input (h), q, k, v after
+     * RoPE, the o_proj input (q), the MLP input (h), and SwiGLU's gate, silu
+     * output, up and product (4 ffn). qk_norm adds the pre-norm q and k. */
+    double per_token = 4 * h + 2 * q + 2 * kv + 4 * f;
+    if (m->qk_norm) per_token += q + kv;
+    double bytes = s * b * per_token * bytes_per_value;
+    if (flash) {
+        bytes += 4.0 * m->heads * s * b;                /* fp32 log-sum-exp per row */
+    } else if (rc == RECOMPUTE_NONE) {
+        bytes += m->heads * s * s * b * bytes_per_value; /* softmax output */
+    }
+    /* RECOMPUTE_SELECTIVE (eager): the attention core is recomputed, so the
+     * s^2 scores are not kept (Korthikanti's selective recomputation). */
+    return bytes;
+}
+
+static bool is_cpu_only(const PlanCluster *c)
+{
+    return c->gpu == NULL || c->gpus_per_node <= 0;
+}
+
+/* The largest single weight matrix: what ZeRO-3 must gather in one piece. */
+static double largest_matrix(const PlanModel *m)
+{
+    double h = m->hidden, hd = (double)head_dim_of(m);
+    double big = (double)m->vocab * h;
+    double mlp = h * m->ffn, attn = h * m->heads * hd;
+    if (mlp > big) big = mlp;
+    if (attn > big) big = attn;
+    return big;
+}
+
+static double comm_buffers(const PlanModel *m, double params, ShardStage shard, int dp,
+                           double value_bytes)
+{
+    if (dp <= 1 || shard == SHARD_NONE) return 0; /* all-reduce in place on the gradients */
+    double reduce = fmin(DS_REDUCE_BUCKET_ELEMS, params) * value_bytes;
+    if (shard == SHARD_ZERO1 || shard == SHARD_ZERO2)
+        return reduce + fmin(DS_ALLGATHER_BUCKET_ELEMS, params) * value_bytes;
+    /* ZeRO-3: the gathered largest matrix and the prefetched next bucket, the
+     * full gradient of that matrix before its reduce-scatter, and the bucket. */
+    double big = largest_matrix(m);
+    double prefetch = fmin(DS_PREFETCH_BUCKET_ELEMS, params);
+    return (big + prefetch) * value_bytes + big * value_bytes + reduce;
+}
+
+void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
+                     Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanModel *m = t->model;
+    const PlanCluster *c = job->cluster;
+    bool cpu = is_cpu_only(c);
+    int nodes = job->nodes > 0 ? job->nodes : 1;
+
+    e->cpu_only = cpu;
+    e->world_size = cpu ? nodes : nodes * c->gpus_per_node; /* CPU: one rank per node */
+    e->data_parallel = e->world_size;
+    e->params_total = estimate_params(m, &e->params_embedding, &e->params_per_layer);
+
+    /* The CPU backend computes in fp32 whatever the plan's precision says. */
+    Precision prec = cpu ? PREC_FP32 : t->precision;
+    double bpv = prec == PREC_FP32 ? 4 : 2;
+    e->model_bytes_per_param = 16; /* 2 + 2 + 12 mixed, 4 + 4 + 8 fp32 */
+    e->activation_bytes_per_value = bpv;
+    estimate_model_states((double)e->params_total, prec, shard, e->data_parallel,
+                          &e->weights_bytes, &e->grads_bytes, &e->optimizer_bytes);
+
+    /* Activations at the worst case: a micro batch padded to the full context. */
+    double s = t->context > 0 ? t->context : 0;
+    double b = micro_batch > 0 ? micro_batch : 0;
+    double h = m->hidden, layers = m->layers > 0 ? m->layers : 0;
+    bool flash = t->attention == ATTN_FLASH;
+    if (rc == RECOMPUTE_FULL) {
+        e->activations_layers_bytes = layers * s * b * h * bpv;  /* each layer's input */
+        e->activations_working_bytes = estimate_llama_layer(m, s, b, flash, RECOMPUTE_NONE, bpv);
+    } else {
+        e->activations_layers_bytes = layers * estimate_llama_layer(m, s, b, flash, rc, bpv);
+        e->activations_working_bytes = 0;
+    }
+    /* Final RMSNorm input and the lm_head input. */
+    double head_in = 2 * s * b * h * bpv;
+    e->activations_bytes = e->activations_layers_bytes + e->activations_working_bytes + head_in;
+
+    /* Logits and their gradient, fp32, not chunked. */
+    e->logits_chunked = false;
+    e->logits_bytes = 8.0 * s * b * m->vocab;
+
+    e->comm_bytes = cpu ? 0 : comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv);
+
+    double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
+                     e->activations_bytes + e->logits_bytes + e->comm_bytes;
+    e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES : GPU_CONTEXT_BYTES;
+    e->reserve_fragmentation_bytes = FRAGMENTATION_SHARE * tensors;
+    e->reserve_bytes = e->reserve_context_bytes + e->reserve_fragmentation_bytes;
+    e->total_bytes = tensors + e->reserve_bytes;
+
+    if (cpu) {
+        uint64_t mem = job->mem_bytes ? job->mem_bytes : c->memory_bytes;
+        e->usable_bytes = (double)mem;
+    } else {
+        e->usable_bytes = c->gpu->usable_bytes;
+    }
+    e->fits = e->usable_bytes <= 0 || e->total_bytes <= e->usable_bytes;
+}
+
+/* Memory only grows with the batch, so search by doubling, then bisect. */
+static int max_fitting_batch(const PlanJob *job, Recompute rc, ShardStage shard)
+{
+    Estimate probe;
+    memset(&probe, 0, sizeof probe);
+    estimate_memory(job, 1, rc, shard, &probe);
+    if (probe.usable_bytes <= 0) return -1;
+    if (!probe.fits) return 0;
+    int lo = 1, hi = 2;
+    for (;;) {
+        estimate_memory(job, hi, rc, shard, &probe);
+        if (!probe.fits) break;
+        lo = hi;
+        if (hi >= MAX_BATCH_SEARCH) return hi;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        estimate_memory(job, mid, rc, shard, &probe);
+        if (probe.fits) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+/* ---- data and time ------------------------------------------------------ */
+
+const char *estimate_token_source_name(TokenSource s)
+{
+    switch (s) {
+    case TOKENS_STATED: return "stated";
+    case TOKENS_FROM_SIZE: return "file size";
+    case TOKENS_FROM_SAMPLES: return "samples x context";
+    case TOKENS_UNKNOWN: return "unknown";
+    }
+    return "unknown";
+}
+
+/* Tokens and sequences per epoch, summed over the datasets. Returns the first
+ * dataset with nothing to count from, or NULL. */
+static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
+{
+    const PlanDataset *missing = NULL;
+    double ctx = t->context > 0 ? t->context : 1;
+    double bpt = t->bytes_per_token > 0 ? t->bytes_per_token : 4.0;
+    bool packed = t->packing;
+    TokenSource worst = TOKENS_STATED;
+    double tokens = 0, sequences = 0, samples = 0;
+
+    for (int i = 0; i < t->ndata; i++) {
+        const PlanDataset *ds = t->data[i];
+        double cap = ds->samples > 0 ? (double)ds->samples * ctx : INFINITY;
+        double tk;
+        TokenSource src;
+        if (ds->tokens >= 0) {
+            tk = (double)ds->tokens; src = TOKENS_STATED;
+        } else if (ds->size_bytes > 0) {
+            tk = (double)ds->size_bytes / bpt; src = TOKENS_FROM_SIZE;
+        } else if (ds->samples > 0) {
+            tk = cap; src = TOKENS_FROM_SAMPLES;
+        } else {
+            if (!missing) missing = ds;
+            worst = TOKENS_UNKNOWN;
+            continue;
+        }
+        /* A sample longer than the context is truncated to it. */
+        if (tk > cap) tk = cap;
+        if (src > worst) worst = src;
+        tokens += tk;
+        samples += ds->samples > 0 ? (double)ds->samples : ceil(tk / ctx);
+        /* Packed: sequences are full contexts. Unpacked: one sequence per sample;
+         * with no sample count, samples are taken as full-context long. */
+        sequences += packed || ds->samples <= 0 ? ceil(tk / ctx) : (double)ds->samples;
+    }
+    e->tokens_source = worst;
+    e->tokens_measured = worst == TOKENS_STATED;
+    e->tokens_per_epoch = tokens;
+    e->samples_per_epoch = samples;
+    e->sequences_per_epoch = sequences;
+    e->seq_tokens = sequences > 0 ? tokens / sequences : 0;
+    return missing;
+}
+
+static double matmul_params(const PlanModel *m, const Estimate *e)
+{
+    /* The input embedding is a lookup, not a matmul; a tied matrix still
+     * multiplies as the lm_head. */
+    double n = (double)e->params_total;
+    if (!m->tie_embeddings) n -= (double)m->vocab * m->hidden;
+    return n;
+}
+
+static void estimate_time(const PlanJob *job, Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanModel *m = t->model;
+    const PlanCluster *c = job->cluster;
+
+    int mb = t->micro_batch > 0 ? t->micro_batch : 1;
+    int ga = t->grad_accum > 0 ? t->grad_accum : 1;
+    e->global_batch = (int64_t)mb * ga * (e->data_parallel > 0 ? e->data_parallel : 1);
+
+    /* FLOPs per token: 6N for the matmuls (forward 2N, backward 4N), plus
+     * attention scores and values: forward 4 * layers * s * q_dim, halved for
+     * causal masking, times 3 with backward. Recompute repeats forward work. */
+    double n = matmul_params(m, e);
+    /* With no data to count (max_steps and unknown datasets), sequences are
+     * taken as full contexts. */
+    if (e->seq_tokens <= 0) e->seq_tokens = t->context > 0 ? t->context : 0;
+    double s = e->seq_tokens;
+    double attn_fwd = 2.0 * (m->layers > 0 ? m->layers : 0) * s * (m->heads * (double)head_dim_of(m));
+    double fpt = 6.0 * n + 3.0 * attn_fwd;
+    if (t->recompute == RECOMPUTE_FULL) fpt += 2.0 * n + attn_fwd;
+    else if (t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER) fpt += attn_fwd;
+    e->flops_per_token = fpt;
+
+    if (e->cpu_only) {
+        int cores = job->cpus_per_task > 0 ? job->cpus_per_task : (c->cpus > 0 ? c->cpus : 1);
+        e->peak_flops_per_device = cores * CPU_CORE_PEAK_FLOPS;
+        e->mfu = t->mfu > 0 ? t->mfu : CPU_DEFAULT_MFU;
+    } else {
+        /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */
+        double peak = c->gpu->bf16_tflops * 1e12;
+        if (t->precision == PREC_FP32) peak /= 2;
+        e->peak_flops_per_device = peak;
+        e->mfu = t->mfu > 0 ? t->mfu : c->gpu->default_mfu;
+    }
+
+    if (t->max_steps > 0) {
+        e->steps_total = t->max_steps;
+    } else if (e->tokens_source == TOKENS_UNKNOWN) {
+        e->steps_total = 0;
+    } else {
+        double steps = ceil(t->epochs * e->sequences_per_epoch / (double)e->global_batch);
+        e->steps_total = steps > 9e18 ? INT64_MAX : (int64_t)steps;
+    }
+    double step_tokens = (double)e->global_batch * e->seq_tokens;
+    e->tokens_total = (double)e->steps_total * step_tokens;
+    if (t->max_steps <= 0 && e->tokens_source != TOKENS_UNKNOWN) {
+        /* The last step of an epoch is partial: count the data, not the slots. */
+        double data_tokens = t->epochs * e->tokens_per_epoch;
+        if (data_tokens < e->tokens_total) e->tokens_total = data_tokens;
+    }
+
+    double rate = e->world_size * e->peak_flops_per_device * e->mfu;
+    e->step_seconds = rate > 0 ? step_tokens * fpt / rate : 0;
+    e->total_seconds = rate > 0 ? e->tokens_total * fpt / rate : 0;
+    e->tokens_per_second = e->step_seconds > 0 ? step_tokens / e->step_seconds : 0;
+    e->gpu_hours = e->total_seconds * e->world_size / 3600.0;
+
+    e->time_limit_seconds = job->time_seconds > 0 ? job->time_seconds : 0;
+    e->requeue_segments = 1;
+    if (e->time_limit_seconds > 0 && e->total_seconds > e->time_limit_seconds) {
+        double seg = ceil(e->total_seconds / e->time_limit_seconds);
+        e->requeue_segments = seg > 1e9 ? 1000000000 : (int)seg;
+    }
+}
+
+/* ---- diagnostics ---------------------------------------------------------- */
+
+static void fmt_duration(char *buf, size_t n, double sec)
+{
+    if (sec < 120) snprintf(buf, n, "%.0f s", sec);
+    else if (sec < 2 * 3600) snprintf(buf, n, "%.1f min", sec / 60);
+    else if (sec < 72 * 3600) snprintf(buf, n, "%.1f h", sec / 3600);
+    else snprintf(buf, n, "%.1f d (%.0f h)", sec / 86400, sec / 3600);
+}
+
+static const char *recompute_name(Recompute r)
+{
+    return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static const char *shard_name(ShardStage s)
+{
+    static const char *names[] = {"none", "zero1", "zero2", "zero3"};
+    return (unsigned)s < 4 ? names[s] : "none";
+}
+
+static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    diag_note(dg, "weights %.1f GiB, gradients %.1f GiB, optimizer states %.1f GiB "
+              "(%.0f bytes/param, shard=%s over %d ranks)",
+              e->weights_bytes / GIB, e->grads_bytes / GIB, e->optimizer_bytes / GIB,
+              e->model_bytes_per_param, shard_name(t->shard), e->data_parallel);
+    diag_note(dg, "activations %.1f GiB (batch %d x context %d, recompute=%s, attention=%s)",
+              e->activations_bytes / GIB, t->micro_batch, t->context,
+              recompute_name(t->recompute), t->attention == ATTN_FLASH ? "flash" : "eager");
+    diag_note(dg, "logits and their gradient %.1f GiB (batch x context x vocab %d, fp32, not chunked)",
+              e->logits_bytes / GIB, t->model->vocab);
+    if (e->comm_bytes > 0)
+        diag_note(dg, "communication buffers %.1f GiB (DeepSpeed default bucket sizes)",
+                  e->comm_bytes / GIB);
+    diag_note(dg, "%s %.1f GiB + allocator fragmentation %.1f GiB",
+              e->cpu_only ? "process overhead" : "CUDA context and workspaces",
+              e->reserve_context_bytes / GIB, e->reserve_fragmentation_bytes / GIB);
+}
+
+static void help_alternatives(Diag *dg, const PlanJob *job)
+{
+    const PlanTrain *t = job->run;
+    Estimate alt;
+    if (t->recompute != RECOMPUTE_FULL) {
+        memset(&alt, 0, sizeof alt);
+        estimate_memory(job, t->micro_batch, RECOMPUTE_FULL, t->shard, &alt);
+        diag_help(dg, "recompute = full at this batch %s (%.1f GiB)",
+                  alt.fits ? "fits" : "does not fit either", alt.total_bytes / GIB);
+    }
+    if (!is_cpu_only(job->cluster) && t->shard != SHARD_ZERO3 && job->nodes * job->cluster->gpus_per_node > 1) {
+        memset(&alt, 0, sizeof alt);
+        estimate_memory(job, t->micro_batch, t->recompute, SHARD_ZERO3, &alt);
+        diag_help(dg, "shard = zero3 at this batch %s (%.1f GiB)",
+                  alt.fits ? "fits" : "does not fit either", alt.total_bytes / GIB);
+    }
+    if (t->recompute != RECOMPUTE_FULL && t->shard != SHARD_ZERO3 && !is_cpu_only(job->cluster)) {
+        memset(&alt, 0, sizeof alt);
+        estimate_memory(job, t->micro_batch, RECOMPUTE_FULL, SHARD_ZERO3, &alt);
+        diag_help(dg, "recompute = full with shard = zero3 %s (%.1f GiB)",
+                  alt.fits ? "fits" : "does not fit either", alt.total_bytes / GIB);
+    }
+}
+
+static int report_memory(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    if (e->usable_bytes <= 0) return 0;
+    const char *unit = e->cpu_only ? "node" : "GPU";
+    char what[160];
+    if (e->cpu_only)
+        snprintf(what, sizeof what, "%s has %.1f GiB", job->mem_bytes ? "the job's mem" : "the node",
+                 e->usable_bytes / GIB);
+    else
+        snprintf(what, sizeof what, "%s has %.1f GiB usable", c->gpu->name, e->usable_bytes / GIB);
+
+    if (!e->fits) {
+        Diag *dg = diag_error(d, t->batch_at, "plan does not fit: %.1f GiB per %s needed, %s",
+                              e->total_bytes / GIB, unit, what);
+        note_breakdown(dg, job, e);
+        if (e->max_micro_batch_that_fits > 0) {
+            Estimate at;
+            memset(&at, 0, sizeof at);
+            estimate_memory(job, e->max_micro_batch_that_fits, t->recompute, t->shard, &at);
+            diag_help(dg, "batch = %d per %s fits (%.1f GiB)", e->max_micro_batch_that_fits,
+                      e->cpu_only ? "node" : "gpu", at.total_bytes / GIB);
+        } else {
+            diag_help(dg, "not even batch = 1 fits with these settings");
+        }
+        help_alternatives(dg, job);
+        return 1;
+    }
+    if (!e->cpu_only && e->total_bytes < LOW_MEMORY_SHARE * e->usable_bytes) {
+        Diag *dg = diag_warning(d, t->batch_at, "plan uses %.1f GiB of the %.1f GiB usable per GPU (%.0f%%)",
+                                e->total_bytes / GIB, e->usable_bytes / GIB,
+                                100.0 * e->total_bytes / e->usable_bytes);
+        if (e->max_micro_batch_that_fits > t->micro_batch) {
+            Estimate at;
+            memset(&at, 0, sizeof at);
+            estimate_memory(job, e->max_micro_batch_that_fits, t->recompute, t->shard, &at);
+            diag_help(dg, "batch = %d per gpu still fits (%.1f GiB), or fewer GPUs would do",
+                      e->max_micro_batch_that_fits, at.total_bytes / GIB);
+        }
+    }
+    return 0;
+}
+
+static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const PlanDataset *missing)
+{
+    const PlanTrain *t = job->run;
+    if (missing && t->max_steps <= 0) {
+        Diag *dg = diag_warning(d, missing->at,
+                                "time to train not estimated: dataset '%s' states no token count, "
+                                "file size or sample count", missing->name ? missing->name : "?");
+        diag_help(dg, "state its tokens, size or samples so that steps and time can be computed");
+        return 0;
+    }
+    if (e->requeue_segments <= 1 || job->requeue) return 0;
+
+    char need[64], limit[64];
+    fmt_duration(need, sizeof need, e->total_seconds);
+    fmt_duration(limit, sizeof limit, e->time_limit_seconds);
+    Diag *dg = diag_error(d, job->time_at,
+                          "run cannot finish inside the time limit: %s of training needed, time is %s, "
+                          "and requeue is off", need, limit);
+    diag_note(dg, "%lld steps x %.2f s per step (%.3g tokens at %.3g tokens/s, mfu %.2f)",
+              (long long)e->steps_total, e->step_seconds, e->tokens_total, e->tokens_per_second, e->mfu);
+    diag_help(dg, "requeue = true runs it in %d segments of %s, resuming from checkpoints",
+              e->requeue_segments, limit);
+    return 1;
+}
+
+int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
+{
+    memset(out, 0, sizeof *out);
+    if (!job || !job->run || !job->run->model || !job->cluster) return 0;
+    const PlanTrain *t = job->run;
+    if (!is_cpu_only(job->cluster) && job->cluster->gpu->usable_bytes <= 0) return 0;
+
+    estimate_memory(job, t->micro_batch, t->recompute, t->shard, out);
+    out->max_micro_batch_that_fits = max_fitting_batch(job, t->recompute, t->shard);
+    const PlanDataset *missing = count_tokens(t, out);
+    estimate_time(job, out);
+
+    int errors = report_memory(job, out, d);
+    errors += report_time(job, out, d, missing);
+    return errors;
+}
