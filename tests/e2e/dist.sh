@@ -1,0 +1,143 @@
+#!/bin/bash
+# tests/e2e/dist.sh DIST_TEST — runtime/dist.c under real launchers: Open MPI's
+# mpirun and srun-style ranks (SLURM_PROCID/SLURM_STEP_NUM_TASKS + MASTER_ADDR/PORT
+# TCP rendezvous, started here by hand as srun would). Checks rank-order sums on
+# every rank with the same bits on both backends, that kill -9 of one rank stops
+# the others with a clear message within 60 s, and that USR2/TERM on one rank
+# stops all ranks with exit 3. Every wait is bounded.
+set -u
+BIN=$(realpath "$1")
+T=$(mktemp -d /tmp/e2e-dist.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
+trap cleanup EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
+export OMPI_MCA_rmaps_base_oversubscribe=1
+unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
+pass=0 fail=0
+ok()  { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; cat "$f"; done; fail=$((fail + 1)); }
+
+# A port nobody listens on (tests may run beside other jobs).
+PORT=$((20000 + $$ % 20000))
+next_port() {
+    PORT=$((PORT + 1))
+    while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+}
+
+# tcp_start N MODE LOGPREFIX [ENV...]: start N srun-style ranks in the background.
+tcp_start() {
+    local n=$1 mode=$2 log=$3; shift 3
+    next_port
+    TCP_PIDS=()
+    for ((r = 0; r < n; r++)); do
+        env "$@" SLURM_STEP_NUM_TASKS=$n SLURM_PROCID=$r SLURM_LOCALID=$r \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN" "$mode" >"$log.$r" 2>&1 &
+        TCP_PIDS+=($!); PIDS+=($!)
+    done
+}
+
+# wait_for_line FILE PATTERN SECONDS
+wait_for_line() {
+    local i
+    for ((i = 0; i < $3 * 10; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    return 1
+}
+
+# wait_pid PID SECONDS -> sets RC (124 when it did not end in time)
+wait_pid() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        if ! kill -0 "$1" 2>/dev/null; then wait "$1" 2>/dev/null; RC=$?; return 0; fi
+        sleep 0.1
+    done
+    RC=124
+}
+
+# 1. plain run: rank 0 of 1
+if "$BIN" check >"$T/single" 2>&1 && grep -q '^rank 0/1 ok' "$T/single"; then ok "single rank"; else bad "single rank" "$T/single"; fi
+
+# 2. mpirun, 2 ranks: rank-order sums, same bits on both
+timeout 120 mpirun -np 2 "$BIN" check >"$T/mpi2" 2>&1; rc=$?
+if [[ $rc -eq 0 && $(grep -c ' ok ' "$T/mpi2") -eq 2 && $(grep ' ok ' "$T/mpi2" | awk '{print $4}' | sort -u | wc -l) -eq 1 ]]
+then ok "mpirun 2 ranks: rank-order sum, same bits"; else bad "mpirun 2 ranks (rc $rc)" "$T/mpi2"; fi
+
+# 3. srun-style TCP, 2 and 3 ranks; the 2-rank bits equal mpirun's
+for n in 2 3; do
+    tcp_start $n check "$T/tcp$n"
+    rc=0; for p in "${TCP_PIDS[@]}"; do wait_pid "$p" 60; [[ $RC -eq 0 ]] || rc=$RC; done
+    hashes=$(cat "$T/tcp$n".* | grep ' ok ' | awk '{print $4}' | sort -u)
+    if [[ $rc -eq 0 && $(cat "$T/tcp$n".* | grep -c ' ok ') -eq $n && $(wc -l <<<"$hashes") -eq 1 ]]; then
+        ok "tcp $n ranks: rank-order sum, same bits"
+    else bad "tcp $n ranks (rc $rc)" "$T/tcp$n".*; fi
+    [[ $n -eq 2 ]] && tcp2_hash=$hashes
+done
+mpi_hash=$(grep ' ok ' "$T/mpi2" | awk '{print $4}' | sort -u)
+if [[ -n "$mpi_hash" && "$mpi_hash" == "$tcp2_hash" ]]; then ok "mpirun and tcp give the same bits"
+else bad "mpirun ($mpi_hash) and tcp ($tcp2_hash) bits differ"; fi
+
+# 4. kill -9 one rank under mpirun: mpirun ends the job, non-zero, within 60 s
+mpirun -np 2 "$BIN" loop >"$T/mpikill" 2>&1 &
+mp=$!; PIDS+=($mp)
+if wait_for_line "$T/mpikill" 'rank 1/2 .*ready pid' 30; then
+    victim=$(grep 'rank 1/2 .*ready pid' "$T/mpikill" | sed 's/.*pid //')
+    kill -9 "$victim"
+    wait_pid $mp 60
+    if [[ $RC -ne 0 && $RC -ne 124 ]] && grep -q 'rank 1 .*signal 9' "$T/mpikill"
+    then ok "mpirun: kill -9 of rank 1 stops the job (exit $RC) within 60 s"
+    else bad "mpirun: kill -9 of rank 1 (exit $RC)" "$T/mpikill"; fi
+else bad "mpirun loop did not start" "$T/mpikill"; fi
+
+# 5. kill -9 one rank on TCP (a middle rank, then rank 0): the others exit 1 within 60 s, saying why
+for victim in 1 0; do
+    tcp_start 3 loop "$T/tcpkill$victim" LLMC_DIST_TIMEOUT=300
+    if wait_for_line "$T/tcpkill$victim.$victim" 'ready' 30; then
+        kill -9 "${TCP_PIDS[$victim]}"
+        good=1
+        for r in 0 1 2; do
+            [[ $r -eq $victim ]] && continue
+            wait_pid "${TCP_PIDS[$r]}" 60
+            [[ $RC -eq 1 ]] && grep -q 'error: lost the connection to rank' "$T/tcpkill$victim.$r" || good=0
+        done
+        wait "${TCP_PIDS[$victim]}" 2>/dev/null
+        if [[ $good -eq 1 ]]; then ok "tcp: kill -9 of rank $victim stops the others with a message within 60 s"
+        else bad "tcp: kill -9 of rank $victim" "$T/tcpkill$victim".*; fi
+    else bad "tcp loop did not start" "$T/tcpkill$victim".*; fi
+done
+
+# 6. USR2 to one rank (TCP) / TERM to one rank: all ranks finish the step and exit 3
+for sig in USR2 TERM; do
+    tcp_start 2 loop "$T/tcpstop$sig"
+    if wait_for_line "$T/tcpstop$sig.1" 'ready' 30; then
+        kill -s $sig "${TCP_PIDS[1]}"
+        good=1
+        for r in 0 1; do wait_pid "${TCP_PIDS[$r]}" 60; [[ $RC -eq 3 ]] || good=0; done
+        grep -q "stop requested ($sig)" "$T/tcpstop$sig.1" || good=0
+        if [[ $good -eq 1 ]]; then ok "tcp: $sig on rank 1 stops both ranks with exit 3"
+        else bad "tcp: $sig on rank 1" "$T/tcpstop$sig".*; fi
+    else bad "tcp loop did not start" "$T/tcpstop$sig".*; fi
+done
+
+# 7. USR2 to mpirun: forwarded to the ranks, which stop together with exit 3
+mpirun -np 2 "$BIN" loop >"$T/mpistop" 2>&1 &   # no wrapper: the signal goes to mpirun
+mp=$!; PIDS+=($mp)
+if wait_for_line "$T/mpistop" 'rank 1/2 .*ready' 30 && wait_for_line "$T/mpistop" 'rank 0/2 .*ready' 30; then
+    kill -USR2 $mp
+    wait_pid $mp 60
+    if [[ $RC -eq 3 && $(grep -c 'stop requested' "$T/mpistop") -eq 2 ]]; then ok "mpirun: USR2 stops both ranks with exit 3"
+    else bad "mpirun: USR2 (exit $RC)" "$T/mpistop"; fi
+else bad "mpirun loop did not start" "$T/mpistop"; fi
+
+# 8. misconfiguration fails fast with a message
+env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 "$BIN" check >"$T/noaddr" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q 'set MASTER_ADDR and MASTER_PORT' "$T/noaddr"; then ok "srun without MASTER_ADDR: clear error"
+else bad "srun without MASTER_ADDR (rc $rc)" "$T/noaddr"; fi
+next_port
+start=$SECONDS
+env LLMC_DIST_TIMEOUT=2 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+    timeout 30 "$BIN" check >"$T/noroot" 2>&1; rc=$?
+if [[ $rc -eq 1 && $((SECONDS - start)) -lt 10 ]] && grep -q 'could not connect to rank 0' "$T/noroot"
+then ok "rank 0 never comes: bounded wait, clear error"; else bad "rank 0 never comes (rc $rc)" "$T/noroot"; fi
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

@@ -1,0 +1,103 @@
+/* dist_test — drives runtime/dist.c under a real launcher (tests/e2e/dist.sh).
+ *
+ *   dist_test check   run every collective on known inputs; each rank prints
+ *                     "rank R/W ok HASH" where HASH covers the reduced bits, so
+ *                     the script can check that all ranks hold the same bits.
+ *   dist_test loop    allreduce forever (a training loop without a model); on
+ *                     SIGUSR2/SIGTERM the ranks agree to stop (dist_any) and exit 3.
+ *                     Writes "ready" once the first collective is done.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "dist.h"
+#include "log.h"
+#include "stopsig.h"
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }
+    return h;
+}
+
+/* A value whose sum depends on the order of addition in float. */
+static float term(int rank, size_t i)
+{
+    return (float)(1.0 / (1.0 + (double)i)) * (rank % 2 ? 1e-7f : 1e7f) + (float)rank * 0.3f;
+}
+
+static int check(const DistInfo *di)
+{
+    int bad = 0;
+    /* f32 across several reduction chunks (dist.c reduces 2^18 elements a round). */
+    size_t n = (1u << 18) * 2 + 12345;
+    float *v = malloc(n * sizeof *v);
+    double *d = malloc(n * sizeof *d);
+    if (!v || !d) return 1;
+    for (size_t i = 0; i < n; i++) { v[i] = term(di->rank, i); d[i] = (double)term(di->rank, i); }
+    dist_allreduce_sum_f32(v, n);
+    dist_allreduce_sum_f64(d, n);
+    for (size_t i = 0; i < n; i++) {
+        float want = 0.0f;            /* rank order, left to right */
+        double wantd = 0.0;
+        for (int r = 0; r < di->world; r++) { want += term(r, i); wantd += (double)term(r, i); }
+        if (memcmp(&want, &v[i], sizeof want) || memcmp(&wantd, &d[i], sizeof wantd)) {
+            log_error("element %zu: got %.9g/%.17g, rank-order sum is %.9g/%.17g",
+                      i, v[i], d[i], want, wantd);
+            bad = 1;
+            break;
+        }
+    }
+    uint64_t h = fnv(1469598103934665603ull, v, n * sizeof *v);
+    h = fnv(h, d, n * sizeof *d);
+
+    char msg[64] = {0};
+    if (di->rank == 0) snprintf(msg, sizeof msg, "hello from rank 0 of %d", di->world);
+    dist_broadcast(msg, sizeof msg);
+    char want[64] = {0};
+    snprintf(want, sizeof want, "hello from rank 0 of %d", di->world);
+    if (memcmp(msg, want, sizeof want)) { log_error("broadcast got '%s'", msg); bad = 1; }
+
+    if (dist_any(0) != 0) { log_error("dist_any(0 everywhere) != 0"); bad = 1; }
+    if (dist_any(di->rank == di->world - 1) != 1) { log_error("dist_any(last rank) != 1"); bad = 1; }
+    dist_barrier();
+    h = fnv(h, msg, sizeof msg);
+    printf("rank %d/%d ok %016llx\n", di->rank, di->world, (unsigned long long)h);
+    fflush(stdout);
+    free(v); free(d);
+    return bad;
+}
+
+static int loop(const DistInfo *di)
+{
+    float g[1024];
+    for (long step = 0;; step++) {
+        for (int i = 0; i < 1024; i++) g[i] = (float)(di->rank + i);
+        dist_allreduce_sum_f32(g, 1024);
+        if (step == 0) log_info("ready pid %ld", (long)getpid());
+        if (dist_any(stopsig_requested())) {
+            log_info("stop requested (%s), step %ld finished; exiting %d",
+                     stopsig_name() ? stopsig_name() : "by another rank", step, STOP_EXIT_REQUEUE);
+            return STOP_EXIT_REQUEUE;
+        }
+        usleep(20 * 1000);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[1], "check") && strcmp(argv[1], "loop"))) {
+        fprintf(stderr, "usage: dist_test check|loop\n");
+        return 2;
+    }
+    stopsig_install();
+    DistInfo di;
+    if (dist_init(&di) != 0) return 1;
+    int rc = strcmp(argv[1], "check") == 0 ? check(&di) : loop(&di);
+    dist_finalize();
+    return rc;
+}

@@ -1,0 +1,17 @@
+# tests/e2e — multi-rank (dist), preemption, failures, Slurm end to end.
+#   make test-e2e-dist   collectives under mpirun and srun-style TCP, kill -9, stop signals
+#   make test-slurm      the local Slurm harness (tests/slurm/cluster.sh)
+#   make test-e2e        the trainer through the local two-node Slurm (needs llmc + llmc-train)
+E2E_DIST_TEST := $(BUILD)/tests/e2e/dist_test
+
+$(BUILD)/tests/e2e/dist_test.o: tests/e2e/dist_test.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(E2E_DIST_TEST): $(BUILD)/tests/e2e/dist_test.o $(BUILD)/runtime/dist.o $(BUILD)/runtime/log.o $(BUILD)/runtime/stopsig.o
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(MPI_LIBS) -lm
+
+TEST_SUITES += e2e-dist
+.PHONY: test-e2e-dist
+test-e2e-dist: $(E2E_DIST_TEST)
+	@bash tests/e2e/dist.sh $(E2E_DIST_TEST)
