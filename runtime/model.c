@@ -1,0 +1,399 @@
+/* model.c — parameter layout, init, forward and backward of the decoder (model.h). */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_cpu.h"
+#include "rng.h"
+
+int model_config_check(const ModelConfig *c, char *err, size_t errlen)
+{
+    const char *why = NULL;
+    if (c->layers < 1 || c->layers > 1024) why = "layers must be in 1..1024";
+    else if (c->hidden < 1 || c->heads < 1 || c->kv_heads < 1 || c->head_dim < 2 || c->ffn < 1 || c->vocab < 2)
+        why = "hidden, heads, kv_heads, head_dim, ffn and vocab must be positive";
+    else if (c->heads % c->kv_heads) why = "heads must be a multiple of kv_heads";
+    else if (c->head_dim % 2) why = "head_dim must be even (RoPE rotates halves)";
+    else if (c->head_dim > 1024) why = "head_dim must be at most 1024";
+    else if (!(c->rope_theta > 0) || !(c->rms_eps > 0)) why = "rope_theta and rms_eps must be positive";
+    if (why) { snprintf(err, errlen, "model config: %s", why); return -1; }
+    return 0;
+}
+
+/* Per-layer parameter count: the order in model.h. */
+static int layer_param_count(const ModelConfig *c)
+{
+    return 9 + (c->qkv_bias ? 3 : 0) + (c->qk_norm ? 2 : 0);
+}
+
+typedef struct {
+    float *in_norm, *wq, *bq, *wk, *bk, *wv, *bv, *q_norm, *k_norm, *wo, *post_norm, *wg, *wu, *wd;
+} LayerW;
+
+/* Pointers to layer l's tensors inside buf (the weights or the gradients). */
+static LayerW layer_w(const Model *m, float *buf, int l)
+{
+    const ModelConfig *c = &m->cfg;
+    const ParamInfo *p = m->params + 1 + (size_t)l * layer_param_count(c);
+    LayerW w = {0};
+#define NEXT() (buf + (p++)->offset)
+    w.in_norm = NEXT();
+    w.wq = NEXT(); if (c->qkv_bias) w.bq = NEXT();
+    w.wk = NEXT(); if (c->qkv_bias) w.bk = NEXT();
+    w.wv = NEXT(); if (c->qkv_bias) w.bv = NEXT();
+    if (c->qk_norm) { w.q_norm = NEXT(); w.k_norm = NEXT(); }
+    w.wo = NEXT(); w.post_norm = NEXT(); w.wg = NEXT(); w.wu = NEXT(); w.wd = NEXT();
+#undef NEXT
+    return w;
+}
+
+static void add_param(Model *m, const char *name, int64_t d0, int64_t d1, int decay)
+{
+    ParamInfo *p = &m->params[m->n_params++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->ndim = d1 ? 2 : 1;
+    p->shape[0] = d0;
+    p->shape[1] = d1;
+    p->numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    p->offset = m->n_floats;
+    p->decay = decay;
+    m->n_floats += p->numel;
+}
+
+int model_init(Model *m, const ModelConfig *c)
+{
+    char err[128];
+    memset(m, 0, sizeof *m);
+    if (model_config_check(c, err, sizeof err)) return -1;
+    m->cfg = *c;
+    int total = 3 + c->layers * layer_param_count(c);
+    m->params = calloc((size_t)total, sizeof *m->params);
+    if (!m->params) return -1;
+    int64_t H = c->hidden, qd = (int64_t)c->heads * c->head_dim, kd = (int64_t)c->kv_heads * c->head_dim;
+    char name[96];
+    add_param(m, "model.embed_tokens.weight", c->vocab, H, 1);
+    for (int l = 0; l < c->layers; l++) {
+#define P(suffix, d0, d1, decay) \
+        (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), add_param(m, name, d0, d1, decay))
+        P("input_layernorm.weight", H, 0, 0);
+        P("self_attn.q_proj.weight", qd, H, 1);
+        if (c->qkv_bias) P("self_attn.q_proj.bias", qd, 0, 0);
+        P("self_attn.k_proj.weight", kd, H, 1);
+        if (c->qkv_bias) P("self_attn.k_proj.bias", kd, 0, 0);
+        P("self_attn.v_proj.weight", kd, H, 1);
+        if (c->qkv_bias) P("self_attn.v_proj.bias", kd, 0, 0);
+        if (c->qk_norm) {
+            P("self_attn.q_norm.weight", c->head_dim, 0, 0);
+            P("self_attn.k_norm.weight", c->head_dim, 0, 0);
+        }
+        P("self_attn.o_proj.weight", H, qd, 1);
+        P("post_attention_layernorm.weight", H, 0, 0);
+        P("mlp.gate_proj.weight", c->ffn, H, 1);
+        P("mlp.up_proj.weight", c->ffn, H, 1);
+        P("mlp.down_proj.weight", H, c->ffn, 1);
+#undef P
+    }
+    add_param(m, "model.norm.weight", H, 0, 0);
+    if (!c->tie_embeddings) add_param(m, "lm_head.weight", c->vocab, H, 1);
+    m->w = calloc(m->n_floats, sizeof(float));
+    m->g = calloc(m->n_floats, sizeof(float));
+    if (!m->w || !m->g) { model_free(m); return -1; }
+    return 0;
+}
+
+void model_free(Model *m)
+{
+    free(m->params);
+    free(m->w);
+    free(m->g);
+    memset(m, 0, sizeof *m);
+}
+
+const ParamInfo *model_find(const Model *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name)) return &m->params[i];
+    return NULL;
+}
+
+static int is_norm_or_bias(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 5 && !strcmp(name + n - 5, ".bias")) || strstr(name, "norm.weight") != NULL;
+}
+
+void model_init_random(Model *m, uint64_t seed, double std)
+{
+    Rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *p = &m->params[i];
+        float *w = m->w + p->offset;
+        if (strstr(p->name, "norm.weight")) {
+            for (size_t k = 0; k < p->numel; k++) w[k] = 1.0f;
+        } else if (is_norm_or_bias(p->name)) {
+            memset(w, 0, p->numel * sizeof(float));
+        } else {
+            for (size_t k = 0; k < p->numel; k++) w[k] = (float)(rng_normal(&r) * std);
+        }
+    }
+}
+
+/* ---- activations ---- */
+
+struct ModelActs {
+    int B, T, N;
+    ModelConfig c;
+    /* saved for backward, per layer l at offset l * (N * width) */
+    float *x;                 /* [L+1][N,H] residual stream at each layer input; x[L] final */
+    float *xmid;              /* [L][N,H] after the attention residual */
+    float *h1, *rstd1;        /* [L][N,H] normed input, [L][N] */
+    float *qraw, *kraw;       /* [L][N,qd], [L][N,kd] projections before qk-norm (qk_norm only) */
+    float *qn_rstd, *kn_rstd; /* [L][N*H], [L][N*KV] */
+    float *q, *k, *v;         /* [L][N,qd], [L][N,kd] after qk-norm and RoPE */
+    float *probs;             /* [L][B,H,T,T] */
+    float *att;               /* [L][N,qd] attention output before o_proj */
+    float *h2, *rstd2;        /* [L][N,H], [L][N] */
+    float *gate, *up, *act;   /* [L][N,F] */
+    float *hf, *rstdf;        /* [N,H], [N] final norm */
+    float *logits;            /* [N,V] */
+    /* backward scratch */
+    float *dx, *dh, *dq, *dk, *dv, *datt, *dgate, *dup, *dact, *dlogits;
+};
+
+static float *alloc_f(size_t n, int *fail)
+{
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) *fail = 1;
+    return p;
+}
+
+ModelActs *model_acts_new(const ModelConfig *c, int B, int T)
+{
+    ModelActs *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    size_t N = (size_t)B * T, L = c->layers, H = c->hidden, F = c->ffn, V = c->vocab;
+    size_t qd = (size_t)c->heads * c->head_dim, kd = (size_t)c->kv_heads * c->head_dim;
+    int fail = 0;
+    a->B = B; a->T = T; a->N = (int)N; a->c = *c;
+    a->x = alloc_f((L + 1) * N * H, &fail);
+    a->xmid = alloc_f(L * N * H, &fail);
+    a->h1 = alloc_f(L * N * H, &fail);
+    a->rstd1 = alloc_f(L * N, &fail);
+    if (c->qk_norm) {
+        a->qraw = alloc_f(L * N * qd, &fail);
+        a->kraw = alloc_f(L * N * kd, &fail);
+        a->qn_rstd = alloc_f(L * N * c->heads, &fail);
+        a->kn_rstd = alloc_f(L * N * c->kv_heads, &fail);
+    }
+    a->q = alloc_f(L * N * qd, &fail);
+    a->k = alloc_f(L * N * kd, &fail);
+    a->v = alloc_f(L * N * kd, &fail);
+    a->probs = alloc_f(L * (size_t)B * c->heads * T * T, &fail);
+    a->att = alloc_f(L * N * qd, &fail);
+    a->h2 = alloc_f(L * N * H, &fail);
+    a->rstd2 = alloc_f(L * N, &fail);
+    a->gate = alloc_f(L * N * F, &fail);
+    a->up = alloc_f(L * N * F, &fail);
+    a->act = alloc_f(L * N * F, &fail);
+    a->hf = alloc_f(N * H, &fail);
+    a->rstdf = alloc_f(N, &fail);
+    a->logits = alloc_f(N * V, &fail);
+    a->dx = alloc_f(N * H, &fail);
+    a->dh = alloc_f(N * H, &fail);
+    a->dq = alloc_f(N * qd, &fail);
+    a->dk = alloc_f(N * kd, &fail);
+    a->dv = alloc_f(N * kd, &fail);
+    a->datt = alloc_f(N * qd, &fail);
+    a->dgate = alloc_f(N * F, &fail);
+    a->dup = alloc_f(N * F, &fail);
+    a->dact = alloc_f(N * F, &fail);
+    a->dlogits = alloc_f(N * V, &fail);
+    if (fail) { model_acts_free(a); return NULL; }
+    return a;
+}
+
+void model_acts_free(ModelActs *a)
+{
+    if (!a) return;
+    float *all[] = {a->x, a->xmid, a->h1, a->rstd1, a->qraw, a->kraw, a->qn_rstd, a->kn_rstd,
+                    a->q, a->k, a->v, a->probs, a->att, a->h2, a->rstd2, a->gate, a->up, a->act,
+                    a->hf, a->rstdf, a->logits, a->dx, a->dh, a->dq, a->dk, a->dv, a->datt,
+                    a->dgate, a->dup, a->dact, a->dlogits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    free(a);
+}
+
+const float *model_logits(const ModelActs *a) { return a->logits; }
+
+/* Does row position t (in a row of T) carry a loss term, predicting id[t+1]? */
+static int is_label(const Batch *b, size_t row_base, int t)
+{
+    if (t + 1 >= b->T) return 0;
+    size_t n = row_base + (size_t)t + 1;
+    return b->mask[n] && b->pos[n] > 0;
+}
+
+double model_forward(Model *m, ModelActs *a, const Batch *b, int64_t *n_labels)
+{
+    const ModelConfig *c = &m->cfg;
+    int N = a->N, H = c->hidden, F = c->ffn, V = c->vocab, hd = c->head_dim;
+    int qd = c->heads * hd, kd = c->kv_heads * hd;
+    size_t NH = (size_t)N * H;
+    float eps = (float)c->rms_eps;
+    const float *embed = m->w + m->params[0].offset;
+    for (int n = 0; n < N; n++)
+        memcpy(a->x + (size_t)n * H, embed + (size_t)b->ids[n] * H, (size_t)H * sizeof(float));
+
+    for (int l = 0; l < c->layers; l++) {
+        LayerW w = layer_w(m, m->w, l);
+        float *x = a->x + l * NH, *xmid = a->xmid + l * NH, *xout = a->x + (l + 1) * NH;
+        float *h1 = a->h1 + l * NH, *h2 = a->h2 + l * NH;
+        float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd, *v = a->v + (size_t)l * N * kd;
+        float *att = a->att + (size_t)l * N * qd;
+        float *probs = a->probs + (size_t)l * a->B * c->heads * a->T * a->T;
+        float *gate = a->gate + (size_t)l * N * F, *up = a->up + (size_t)l * N * F, *act = a->act + (size_t)l * N * F;
+
+        op_rmsnorm(h1, a->rstd1 + (size_t)l * N, x, w.in_norm, N, H, eps);
+        if (c->qk_norm) {
+            float *qraw = a->qraw + (size_t)l * N * qd, *kraw = a->kraw + (size_t)l * N * kd;
+            op_linear(qraw, h1, w.wq, w.bq, N, H, qd);
+            op_linear(kraw, h1, w.wk, w.bk, N, H, kd);
+            op_rmsnorm(q, a->qn_rstd + (size_t)l * N * c->heads, qraw, w.q_norm, N * c->heads, hd, eps);
+            op_rmsnorm(k, a->kn_rstd + (size_t)l * N * c->kv_heads, kraw, w.k_norm, N * c->kv_heads, hd, eps);
+        } else {
+            op_linear(q, h1, w.wq, w.bq, N, H, qd);
+            op_linear(k, h1, w.wk, w.bk, N, H, kd);
+        }
+        op_linear(v, h1, w.wv, w.bv, N, H, kd);
+        op_rope(q, b->pos, N, c->heads, hd, c->rope_theta, 0);
+        op_rope(k, b->pos, N, c->kv_heads, hd, c->rope_theta, 0);
+        op_attention(att, probs, q, k, v, b->pos, a->B, a->T, c->heads, c->kv_heads, hd);
+        op_linear(xmid, att, w.wo, NULL, N, qd, H);
+        for (size_t i = 0; i < NH; i++) xmid[i] += x[i];
+
+        op_rmsnorm(h2, a->rstd2 + (size_t)l * N, xmid, w.post_norm, N, H, eps);
+        op_linear(gate, h2, w.wg, NULL, N, H, F);
+        op_linear(up, h2, w.wu, NULL, N, H, F);
+        op_swiglu(act, gate, up, (size_t)N * F);
+        op_linear(xout, act, w.wd, NULL, N, F, H);
+        for (size_t i = 0; i < NH; i++) xout[i] += xmid[i];
+    }
+
+    const float *final_norm = m->w + m->params[1 + c->layers * layer_param_count(c)].offset;
+    const float *lm_head = c->tie_embeddings ? embed : m->w + m->params[m->n_params - 1].offset;
+    op_rmsnorm(a->hf, a->rstdf, a->x + (size_t)c->layers * NH, final_norm, N, H, eps);
+    op_linear(a->logits, a->hf, lm_head, NULL, N, H, V);
+
+    double loss = 0.0;
+    int64_t count = 0;
+    for (int r = 0; r < b->B; r++) {
+        size_t base = (size_t)r * b->T;
+        for (int t = 0; t < b->T; t++) {
+            if (!is_label(b, base, t)) continue;
+            const float *lg = a->logits + (base + t) * V;
+            float mx = lg[0];
+            for (int i = 1; i < V; i++) if (lg[i] > mx) mx = lg[i];
+            double s = 0.0;
+            for (int i = 0; i < V; i++) s += exp((double)(lg[i] - mx));
+            loss += log(s) + mx - lg[b->ids[base + t + 1]];
+            count++;
+        }
+    }
+    if (n_labels) *n_labels = count;
+    return loss;
+}
+
+void model_backward(Model *m, ModelActs *a, const Batch *b, float scale)
+{
+    const ModelConfig *c = &m->cfg;
+    int N = a->N, H = c->hidden, F = c->ffn, V = c->vocab, hd = c->head_dim;
+    int qd = c->heads * hd, kd = c->kv_heads * hd;
+    size_t NH = (size_t)N * H;
+    memset(m->g, 0, m->n_floats * sizeof(float));
+
+    /* d(scale * sum CE)/dlogits = scale * (softmax - onehot) at label positions */
+    memset(a->dlogits, 0, (size_t)N * V * sizeof(float));
+    for (int r = 0; r < b->B; r++) {
+        size_t base = (size_t)r * b->T;
+        for (int t = 0; t < b->T; t++) {
+            if (!is_label(b, base, t)) continue;
+            const float *lg = a->logits + (base + t) * V;
+            float *dl = a->dlogits + (base + t) * V;
+            float mx = lg[0];
+            for (int i = 1; i < V; i++) if (lg[i] > mx) mx = lg[i];
+            float s = 0.0f;
+            for (int i = 0; i < V; i++) { dl[i] = expf(lg[i] - mx); s += dl[i]; }
+            float inv = scale / s;
+            for (int i = 0; i < V; i++) dl[i] *= inv;
+            dl[b->ids[base + t + 1]] -= scale;
+        }
+    }
+
+    size_t norm_off = m->params[1 + c->layers * layer_param_count(c)].offset;
+    size_t head_off = c->tie_embeddings ? m->params[0].offset : m->params[m->n_params - 1].offset;
+    op_linear_dw(m->g + head_off, a->dlogits, a->hf, N, H, V);
+    op_linear_dx(a->dh, a->dlogits, m->w + head_off, N, H, V, 0);
+    op_rmsnorm_bwd(a->dx, m->g + norm_off, a->dh, a->x + (size_t)c->layers * NH, a->rstdf,
+                   m->w + norm_off, N, H, 0);
+
+    for (int l = c->layers - 1; l >= 0; l--) {
+        LayerW w = layer_w(m, m->w, l), g = layer_w(m, m->g, l);
+        float *x = a->x + l * NH, *xmid = a->xmid + l * NH;
+        float *h1 = a->h1 + l * NH, *h2 = a->h2 + l * NH;
+        float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd, *v = a->v + (size_t)l * N * kd;
+        float *att = a->att + (size_t)l * N * qd;
+        float *probs = a->probs + (size_t)l * a->B * c->heads * a->T * a->T;
+        float *gate = a->gate + (size_t)l * N * F, *up = a->up + (size_t)l * N * F, *act = a->act + (size_t)l * N * F;
+
+        /* MLP: a->dx holds d(layer output) = d(xmid) through the residual */
+        op_linear_dw(g.wd, a->dx, act, N, F, H);
+        op_linear_dx(a->dact, a->dx, w.wd, N, F, H, 0);
+        op_swiglu_bwd(a->dgate, a->dup, a->dact, gate, up, (size_t)N * F);
+        op_linear_dw(g.wg, a->dgate, h2, N, H, F);
+        op_linear_dw(g.wu, a->dup, h2, N, H, F);
+        op_linear_dx(a->dh, a->dgate, w.wg, N, H, F, 0);
+        op_linear_dx(a->dh, a->dup, w.wu, N, H, F, 1);
+        op_rmsnorm_bwd(a->dx, g.post_norm, a->dh, xmid, a->rstd2 + (size_t)l * N, w.post_norm, N, H, 1);
+
+        /* attention: a->dx now holds d(xmid) = d(x) through the residual */
+        op_linear_dw(g.wo, a->dx, att, N, qd, H);
+        op_linear_dx(a->datt, a->dx, w.wo, N, qd, H, 0);
+        op_attention_bwd(a->dq, a->dk, a->dv, a->datt, probs, q, k, v, b->pos, a->B, a->T,
+                         c->heads, c->kv_heads, hd);
+        op_rope(a->dq, b->pos, N, c->heads, hd, c->rope_theta, 1);
+        op_rope(a->dk, b->pos, N, c->kv_heads, hd, c->rope_theta, 1);
+        if (c->qk_norm) {
+            /* dq/dk become gradients of the raw projections (reuse datt/dh-sized scratch) */
+            float *qraw = a->qraw + (size_t)l * N * qd, *kraw = a->kraw + (size_t)l * N * kd;
+            op_rmsnorm_bwd(a->datt, g.q_norm, a->dq, qraw, a->qn_rstd + (size_t)l * N * c->heads,
+                           w.q_norm, N * c->heads, hd, 0);
+            memcpy(a->dq, a->datt, (size_t)N * qd * sizeof(float));
+            op_rmsnorm_bwd(a->datt, g.k_norm, a->dk, kraw, a->kn_rstd + (size_t)l * N * c->kv_heads,
+                           w.k_norm, N * c->kv_heads, hd, 0);
+            memcpy(a->dk, a->datt, (size_t)N * kd * sizeof(float));
+        }
+        if (c->qkv_bias) {
+            op_bias_dw(g.bq, a->dq, N, qd);
+            op_bias_dw(g.bk, a->dk, N, kd);
+            op_bias_dw(g.bv, a->dv, N, kd);
+        }
+        op_linear_dw(g.wq, a->dq, h1, N, H, qd);
+        op_linear_dw(g.wk, a->dk, h1, N, H, kd);
+        op_linear_dw(g.wv, a->dv, h1, N, H, kd);
+        op_linear_dx(a->dh, a->dq, w.wq, N, H, qd, 0);
+        op_linear_dx(a->dh, a->dk, w.wk, N, H, kd, 1);
+        op_linear_dx(a->dh, a->dv, w.wv, N, H, kd, 1);
+        op_rmsnorm_bwd(a->dx, g.in_norm, a->dh, x, a->rstd1 + (size_t)l * N, w.in_norm, N, H, 1);
+    }
+
+    float *dembed = m->g + m->params[0].offset;
+    for (int n = 0; n < N; n++) {
+        float *d = dembed + (size_t)b->ids[n] * H;
+        const float *s = a->dx + (size_t)n * H;
+        for (int i = 0; i < H; i++) d[i] += s[i];
+    }
+}

@@ -1,0 +1,348 @@
+/* safetensors.c — read (single file or sharded index) and write HF safetensors. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+uint16_t st_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);   /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float st_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+float st_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0) {
+        if (man == 0) u = sign;
+        else {                                  /* subnormal: normalise */
+            int e = -1;
+            do { man <<= 1; e++; } while (!(man & 0x400u));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static size_t dtype_size(StDtype d) { return d == ST_F32 ? 4 : 2; }
+
+static int parse_dtype(const char *s, StDtype *out)
+{
+    if (!strcmp(s, "F32")) *out = ST_F32;
+    else if (!strcmp(s, "BF16")) *out = ST_BF16;
+    else if (!strcmp(s, "F16")) *out = ST_F16;
+    else return -1;
+    return 0;
+}
+
+static char *read_small_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    fclose(f);
+    if (!buf) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
+    if (n > max) { free(buf); snprintf(err, errlen, "%s: larger than %zu bytes", path, max); return NULL; }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+static int add_file(StModel *st, const char *path)
+{
+    for (int i = 0; i < st->n_files; i++)
+        if (!strcmp(st->files[i], path)) return i;
+    char **f = realloc(st->files, (size_t)(st->n_files + 1) * sizeof *f);
+    if (!f) return -1;
+    st->files = f;
+    uint64_t *d = realloc(st->data_start, (size_t)(st->n_files + 1) * sizeof *d);
+    if (!d) return -1;
+    st->data_start = d;
+    st->files[st->n_files] = strdup(path);
+    if (!st->files[st->n_files]) return -1;
+    return st->n_files++;
+}
+
+/* Parse one .safetensors file's header and append its tensors. */
+static int load_header(StModel *st, const char *path, char *err, size_t errlen)
+{
+    int fi = add_file(st, path);
+    if (fi < 0) { snprintf(err, errlen, "out of memory"); return -1; }
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    struct stat sb;
+    unsigned char lenb[8];
+    if (fstat(fileno(f), &sb) || fread(lenb, 1, 8, f) != 8) {
+        fclose(f);
+        snprintf(err, errlen, "%s: not a safetensors file (shorter than 8 bytes)", path);
+        return -1;
+    }
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+    if (hlen > 100u * 1024 * 1024 || hlen + 8 > (uint64_t)sb.st_size) {
+        fclose(f);
+        snprintf(err, errlen, "%s: bad safetensors header length %llu", path, (unsigned long long)hlen);
+        return -1;
+    }
+    char *hdr = malloc(hlen + 1);
+    if (!hdr || fread(hdr, 1, hlen, f) != hlen) {
+        free(hdr); fclose(f);
+        snprintf(err, errlen, "%s: cannot read header", path);
+        return -1;
+    }
+    fclose(f);
+    hdr[hlen] = 0;
+    uint64_t data_len = (uint64_t)sb.st_size - 8 - hlen;
+    st->data_start[fi] = 8 + hlen;
+    cJSON *root = cJSON_Parse(hdr);
+    free(hdr);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        snprintf(err, errlen, "%s: header is not a JSON object", path);
+        return -1;
+    }
+    int rc = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, root) {
+        if (!strcmp(e->string, "__metadata__")) continue;
+        cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+        cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+        StTensor t = {0};
+        t.file = fi;
+        if (!cJSON_IsString(dt) || parse_dtype(dt->valuestring, &t.dtype)) {
+            snprintf(err, errlen, "%s: tensor '%s': unsupported or missing dtype (want F32, BF16 or F16)",
+                     path, e->string);
+            rc = -1; break;
+        }
+        if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
+            snprintf(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, e->string);
+            rc = -1; break;
+        }
+        t.numel = 1;
+        cJSON *d;
+        cJSON_ArrayForEach(d, sh) {
+            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12) { rc = -1; break; }
+            t.shape[t.ndim++] = (int64_t)d->valuedouble;
+            t.numel *= (size_t)d->valuedouble;
+        }
+        cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
+        if (rc || !cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || b0->valuedouble < 0 ||
+            b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
+            snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
+            rc = -1; break;
+        }
+        t.begin = (uint64_t)b0->valuedouble;
+        t.end = (uint64_t)b1->valuedouble;
+        if (t.end - t.begin != t.numel * dtype_size(t.dtype)) {
+            snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements", path, e->string,
+                     (unsigned long long)(t.end - t.begin), t.numel);
+            rc = -1; break;
+        }
+        if (st_find(st, e->string)) {
+            snprintf(err, errlen, "%s: tensor '%s' appears twice", path, e->string);
+            rc = -1; break;
+        }
+        t.name = strdup(e->string);
+        StTensor *nt = realloc(st->tensors, (size_t)(st->n_tensors + 1) * sizeof *nt);
+        if (!t.name || !nt) { free(t.name); snprintf(err, errlen, "out of memory"); rc = -1; break; }
+        st->tensors = nt;
+        st->tensors[st->n_tensors++] = t;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int load_index(StModel *st, const char *dir, const char *index, char *err, size_t errlen)
+{
+    char *text = read_small_file(index, 64u << 20, NULL, err, errlen);
+    if (!text) return -1;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        cJSON_Delete(root);
+        snprintf(err, errlen, "%s: no \"weight_map\" object", index);
+        return -1;
+    }
+    /* Load each distinct shard file once; the tensors' own headers are authoritative. */
+    int rc = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, map) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || e->valuestring[0] == '.') {
+            snprintf(err, errlen, "%s: weight_map entry '%s' is not a file name in the directory", index, e->string);
+            rc = -1; break;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
+        int seen = 0;
+        for (int i = 0; i < st->n_files; i++) if (!strcmp(st->files[i], path)) seen = 1;
+        if (!seen && load_header(st, path, err, errlen)) { rc = -1; break; }
+    }
+    if (!rc) {
+        cJSON_ArrayForEach(e, map) {
+            if (!st_find(st, e->string)) {
+                snprintf(err, errlen, "%s: tensor '%s' is not in %s", index, e->string, e->valuestring);
+                rc = -1; break;
+            }
+        }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int st_open(StModel *st, const char *path, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    struct stat sb;
+    if (stat(path, &sb)) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    int rc;
+    if (S_ISDIR(sb.st_mode)) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
+        if (access(p, F_OK) == 0) rc = load_index(st, path, p, err, errlen);
+        else {
+            snprintf(p, sizeof p, "%s/model.safetensors", path);
+            rc = load_header(st, p, err, errlen);
+        }
+    } else {
+        rc = load_header(st, path, err, errlen);
+    }
+    if (rc) st_close(st);
+    return rc;
+}
+
+void st_close(StModel *st)
+{
+    for (int i = 0; i < st->n_files; i++) free(st->files[i]);
+    for (int i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
+    free(st->files);
+    free(st->data_start);
+    free(st->tensors);
+    memset(st, 0, sizeof *st);
+}
+
+const StTensor *st_find(const StModel *st, const char *name)
+{
+    for (int i = 0; i < st->n_tensors; i++)
+        if (!strcmp(st->tensors[i].name, name)) return &st->tensors[i];
+    return NULL;
+}
+
+int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, size_t errlen)
+{
+    const char *path = st->files[t->file];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    size_t bytes = t->end - t->begin, es = dtype_size(t->dtype);
+    unsigned char *buf = t->dtype == ST_F32 ? (unsigned char *)out : malloc(bytes ? bytes : 1);
+    if (!buf) { close(fd); snprintf(err, errlen, "out of memory"); return -1; }
+    size_t got = 0;
+    while (got < bytes) {
+        ssize_t n = pread(fd, buf + got, bytes - got, (off_t)(st->data_start[t->file] + t->begin + got));
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            snprintf(err, errlen, "%s: short read of tensor '%s'", path, t->name);
+            close(fd);
+            if (buf != (unsigned char *)out) free(buf);
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    if (t->dtype != ST_F32) {
+        for (size_t i = 0; i < t->numel; i++) {
+            uint16_t h = (uint16_t)(buf[i * es] | (buf[i * es + 1] << 8));
+            out[i] = t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
+        }
+        free(buf);
+    }
+    return 0;
+}
+
+static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
+
+int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
+             const char *metadata_json, char *err, size_t errlen)
+{
+    if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return -1; }
+    size_t es = dtype_size(dtype);
+    /* Header JSON, built by hand to keep the tensors in the given order. */
+    size_t cap = 256 + (metadata_json ? strlen(metadata_json) : 0) + (size_t)n * 256, len = 0;
+    char *h = malloc(cap);
+    if (!h) { snprintf(err, errlen, "out of memory"); return -1; }
+    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{%s}", metadata_json ? metadata_json : "");
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t numel = 1;
+        len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name,
+                                dtype == ST_F32 ? "F32" : "BF16");
+        for (int d = 0; d < t[i].ndim; d++) {
+            len += (size_t)snprintf(h + len, cap - len, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+            numel *= (size_t)t[i].shape[d];
+        }
+        len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%llu,%llu]}",
+                                (unsigned long long)off, (unsigned long long)(off + numel * es));
+        off += numel * es;
+        if (len + 256 >= cap) { free(h); snprintf(err, errlen, "st_write: header too long"); return -1; }
+    }
+    h[len++] = '}';
+    while ((len + 8) % 8) h[len++] = ' ';   /* data section starts 8-aligned */
+
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { free(h); snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    unsigned char lenb[8];
+    for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    int rc = write_all(f, lenb, 8) || write_all(f, h, len);
+    free(h);
+    for (int i = 0; i < n && !rc; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
+        if (dtype == ST_F32) { rc = write_all(f, t[i].data, numel * 4); continue; }
+        unsigned char buf[8192];
+        for (size_t k = 0; k < numel && !rc; k += 4096) {
+            size_t m = numel - k < 4096 ? numel - k : 4096;
+            for (size_t j = 0; j < m; j++) {
+                uint16_t b = st_f32_to_bf16(t[i].data[k + j]);
+                buf[2 * j] = (unsigned char)b;
+                buf[2 * j + 1] = (unsigned char)(b >> 8);
+            }
+            rc = write_all(f, buf, 2 * m);
+        }
+    }
+    if (!rc) rc = fflush(f) || fsync(fileno(f));
+    if (fclose(f)) rc = -1;
+    if (!rc && rename(tmp, path)) rc = -1;
+    if (rc) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
