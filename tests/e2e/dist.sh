@@ -93,13 +93,13 @@ for victim in 1 0; do
     tcp_start 3 loop "$T/tcpkill$victim" LLMC_DIST_TIMEOUT=300
     if wait_for_line "$T/tcpkill$victim.$victim" 'ready' 30; then
         kill -9 "${TCP_PIDS[$victim]}"
+        wait "${TCP_PIDS[$victim]}" 2>/dev/null   # reap quietly (no "Killed" line)
         good=1
         for r in 0 1 2; do
             [[ $r -eq $victim ]] && continue
             wait_pid "${TCP_PIDS[$r]}" 60
             [[ $RC -eq 1 ]] && grep -q 'error: lost the connection to rank' "$T/tcpkill$victim.$r" || good=0
         done
-        wait "${TCP_PIDS[$victim]}" 2>/dev/null
         if [[ $good -eq 1 ]]; then ok "tcp: kill -9 of rank $victim stops the others with a message within 60 s"
         else bad "tcp: kill -9 of rank $victim" "$T/tcpkill$victim".*; fi
     else bad "tcp loop did not start" "$T/tcpkill$victim".*; fi
