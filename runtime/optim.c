@@ -1,0 +1,86 @@
+/* optim.c — AdamW, clipping, schedules (optim.h). */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+double lr_at(const LrSchedule *s, int64_t step)
+{
+    double f;
+    if (step < s->warmup_steps) {
+        f = (double)step / (double)(s->warmup_steps > 1 ? s->warmup_steps : 1);
+    } else if (s->kind == LR_CONSTANT) {
+        f = 1.0;
+    } else {
+        int64_t span = s->total_steps - s->warmup_steps;
+        double progress = (double)(step - s->warmup_steps) / (double)(span > 1 ? span : 1);
+        if (s->kind == LR_LINEAR) {
+            f = (double)(s->total_steps - step) / (double)(span > 1 ? span : 1);
+            if (f < 0) f = 0;
+        } else {
+            double rate = s->lr > 0 ? s->min_lr / s->lr : 0.0;
+            f = 0.5 * (1.0 + cos(M_PI * progress));
+            f = f * (1.0 - rate) + rate;
+            if (f < 0) f = 0;
+        }
+    }
+    return s->lr * f;
+}
+
+int64_t warmup_from_ratio(int64_t total_steps, double ratio)
+{
+    return (int64_t)ceil((double)total_steps * ratio);
+}
+
+double grad_global_norm(const float *g, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    return sqrt(s);
+}
+
+void grad_clip(float *g, size_t n, double norm, double max_norm)
+{
+    if (!(max_norm > 0)) return;
+    double coef = max_norm / (norm + 1e-6);
+    if (coef >= 1.0) return;
+    float c = (float)coef;
+    for (size_t i = 0; i < n; i++) g[i] *= c;
+}
+
+int adamw_init(AdamW *o, size_t n, double beta1, double beta2, double eps, double weight_decay)
+{
+    *o = (AdamW){.beta1 = beta1, .beta2 = beta2, .eps = eps, .weight_decay = weight_decay, .n = n};
+    o->m = calloc(n ? n : 1, sizeof(float));
+    o->v = calloc(n ? n : 1, sizeof(float));
+    if (!o->m || !o->v) { adamw_free(o); return -1; }
+    return 0;
+}
+
+void adamw_free(AdamW *o)
+{
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+void adamw_step(AdamW *o, const ParamInfo *params, int n_params, float *w, const float *g, double lr)
+{
+    o->t++;
+    double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
+    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), eps = (float)o->eps;
+    float b1 = (float)o->beta1, b2 = (float)o->beta2;
+    for (int p = 0; p < n_params; p++) {
+        size_t off = params[p].offset, n = params[p].numel;
+        float decay = params[p].decay ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
+        float *wp = w + off, *m = o->m + off, *v = o->v + off;
+        const float *gp = g + off;
+        for (size_t i = 0; i < n; i++) {
+            wp[i] *= decay;
+            m[i] = b1 * m[i] + (1.0f - b1) * gp[i];
+            v[i] = b2 * v[i] + (1.0f - b2) * gp[i] * gp[i];
+            float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+            wp[i] -= step_size * m[i] / denom;
+        }
+    }
+}

@@ -1,0 +1,20 @@
+#!/bin/bash
+# tests/cpu/run.sh BUILD — run the CPU trainer's checks; close with "N passed, N failed".
+set -u
+BUILD=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+pass=0 fail=0
+tally() {   # tally NAME OUTPUT-FILE EXIT-STATUS
+    local line p f
+    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$2" | tail -n 1)
+    p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')
+    if [[ -z "$line" ]]; then p=0 f=1; echo "FAIL $1: no result line (exit $3)"; fi
+    if [[ $3 -ne 0 && ${f:-0} -eq 0 ]]; then f=1; echo "FAIL $1: exit $3"; fi
+    pass=$((pass + p)); fail=$((fail + f))
+}
+out=$(mktemp)
+"$BUILD/tests/cpu/test_model" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
+grep -v '^  \[' "$out"; tally model "$out" $rc
+rm -f "$out"
+echo "cpu: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]

@@ -1,0 +1,16 @@
+# tests/cpu — the CPU trainer: model/optimizer against PyTorch fixtures, formats,
+# plan loading, and training runs (resume bit-identity, export, verify).
+#   make test-cpu
+CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o rng.o safetensors.o optim.o)
+
+$(BUILD)/tests/cpu/%.o: tests/cpu/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/cpu/test_model: $(BUILD)/tests/cpu/test_model.o $(CPU_TEST_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lcjson -lopenblas -lm
+
+TEST_SUITES += cpu
+.PHONY: test-cpu
+test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/llmc-train
+	@bash tests/cpu/run.sh $(BUILD)
