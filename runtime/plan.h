@@ -1,0 +1,64 @@
+/* plan.h (runtime) — plan.json (docs/plan.md, version 1) loaded for llmc-train.
+ * Not the compiler's compiler/plan.h: this is the runtime's read-only view.
+ *
+ * Every key the trainer needs is checked (present, right type, sane range);
+ * an error names the key path ("plan.json: train.lr: expected a number").
+ * Relative paths are resolved against the directory holding plan.json.
+ * `json` keeps the whole parsed document for keys other modules read. */
+#ifndef LLMC_RUNTIME_PLAN_H
+#define LLMC_RUNTIME_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+#include "model.h"
+
+#define RUN_PLAN_VERSION 1
+
+typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } RunSchedule;
+
+typedef struct {
+    char *path;                 /* plan.json as given */
+    char *dir;                  /* its directory */
+    char *job, *stage;          /* stage: "pt" | "sft" */
+    /* model */
+    char *model_name, *model_path, *init;   /* init: "pretrained" | "scratch"; model_path may be NULL */
+    ModelConfig model;
+    /* tokenizer */
+    char *tokenizer_path;       /* resolved; NULL when unset */
+    char *template_;            /* "qwen" | "llama3" | NULL */
+    /* data */
+    int context, packing;
+    char *shards_dir;           /* resolved */
+    /* train */
+    double epochs;
+    int64_t max_steps;          /* -1 when null */
+    int micro_batch, grad_accum, global_batch;
+    double lr, min_lr;
+    RunSchedule schedule;
+    double warmup_ratio;        /* -1 when null */
+    int64_t warmup_steps;       /* -1 when null */
+    double weight_decay, beta1, beta2, eps, grad_clip;
+    uint64_t seed;
+    char *precision;            /* "bf16" | "fp16" | "fp32" */
+    /* parallel */
+    int world_size, data_parallel;
+    /* checkpoint */
+    char *ckpt_dir;             /* resolved */
+    int64_t ckpt_every_steps;   /* -1 when null */
+    double ckpt_every_seconds;  /* -1 when null */
+    int ckpt_keep, resume;
+    /* output */
+    char *out_dir, *metrics_path;   /* resolved; metrics_path is inside out_dir unless absolute */
+    int log_every;
+    cJSON *json;
+} RunPlan;
+
+/* 0 ok; -1 with a message ("PATH: key: what") in err. */
+int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen);
+void run_plan_free(RunPlan *p);
+/* Resolve a plan-relative path (malloc'd). */
+char *run_plan_resolve(const RunPlan *p, const char *rel);
+
+#endif
