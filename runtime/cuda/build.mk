@@ -1,0 +1,34 @@
+# runtime/cuda/ -> build/llmc-train-cuda (needs nvcc; builds without a GPU).
+# Kernels (*.cu) go through nvcc for sm_90 (H100/H200); host code (*.c) is C11
+# through $(CC) with the same warnings as the rest of the tree.
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90
+CUDA_SRC    := $(sort $(wildcard runtime/cuda/*.c))
+CUDA_CU     := $(sort $(wildcard runtime/cuda/*.cu))
+CUDA_OBJ    := $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(CUDA_SRC)) \
+               $(patsubst runtime/cuda/%.cu,build/cuda/%.cu.o,$(CUDA_CU))
+CUDA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -MMD -MP
+CUDA_INC    := -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
+               $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
+NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra,-Werror -Xptxas -v
+CUDA_DEPS_LIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu)
+CUDA_LDFLAGS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
+ifneq ($(CUDA_DEPS_LIB),)
+CUDA_LDFLAGS += -L$(CUDA_DEPS_LIB) -Wl,-rpath,$(abspath $(CUDA_DEPS_LIB))
+endif
+CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson -lstdc++ -lm -lpthread
+
+.PHONY: cuda
+cuda: build/llmc-train-cuda
+
+build/cuda/%.o: runtime/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -c -o $@ $<
+
+build/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -c -o $@ $< 2> build/cuda/$*.ptxas.txt || { cat build/cuda/$*.ptxas.txt; exit 1; }
+
+build/llmc-train-cuda: $(CUDA_OBJ)
+	$(CC) -o $@ $^ $(CUDA_LDFLAGS) $(CUDA_LIBS)

@@ -1,0 +1,146 @@
+/* gemm.c — row-major GEMMs on cuBLASLt (column-major) with a per-shape plan cache.
+ *
+ * A row-major X[r,c] is the column-major X^T[c,r] with the same leading
+ * dimension, so D = op(A).op(B) is computed as D^T = op(B)^T . op(A)^T:
+ * cuBLASLt's first operand is our B, its second our A. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include "gemm.h"
+
+#define GEMM_CACHE 512
+
+typedef struct {
+    GemmArgs key;               /* pointers, alpha and beta zeroed; c_is_d set */
+    int c_is_d;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+} GemmPlan;
+
+struct Gemm {
+    cublasLtHandle_t lt;
+    cudaStream_t stream;
+    void *ws;
+    size_t ws_bytes;
+    GemmPlan plans[GEMM_CACHE];
+    int n_plans;
+};
+
+static void lt_check(cublasStatus_t st, const char *what, const GemmArgs *a)
+{
+    if (st == CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "llmc-train-cuda: cuBLASLt %s failed (status %d) for M=%d N=%d K=%d transA=%d transB=%d "
+            "batch=%d d_f32=%d\n", what, (int)st, a ? a->M : 0, a ? a->N : 0, a ? a->K : 0,
+            a ? a->transA : 0, a ? a->transB : 0, a ? a->batch : 0, a ? a->d_f32 : 0);
+    exit(1);
+}
+
+Gemm *gemm_create(void *stream, size_t workspace_bytes)
+{
+    Gemm *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->stream = (cudaStream_t)stream;
+    g->ws_bytes = workspace_bytes;
+    lt_check(cublasLtCreate(&g->lt), "create", NULL);
+    if (cudaMalloc(&g->ws, workspace_bytes) != cudaSuccess) {
+        fprintf(stderr, "llmc-train-cuda: cannot allocate %zu bytes of GEMM workspace\n", workspace_bytes);
+        cublasLtDestroy(g->lt);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void gemm_destroy(Gemm *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_plans; i++) {
+        GemmPlan *p = &g->plans[i];
+        cublasLtMatmulDescDestroy(p->desc);
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->lc);
+    }
+    cudaFree(g->ws);
+    cublasLtDestroy(g->lt);
+    free(g);
+}
+
+static void set_batch(cublasLtMatrixLayout_t l, int batch, long long stride, const GemmArgs *a)
+{
+    if (batch <= 1) return;
+    int32_t b = batch;
+    int64_t s = stride;
+    lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b), "batch", a);
+    lt_check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s),
+             "stride", a);
+}
+
+/* Field by field: the structs' padding bytes are not comparable. */
+static int same_shape(const GemmArgs *x, const GemmArgs *y)
+{
+    return x->transA == y->transA && x->transB == y->transB && x->M == y->M && x->N == y->N &&
+           x->K == y->K && x->lda == y->lda && x->ldb == y->ldb && x->ldd == y->ldd &&
+           x->strideA == y->strideA && x->strideB == y->strideB && x->strideD == y->strideD &&
+           x->d_f32 == y->d_f32 && x->batch == y->batch;
+}
+
+static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
+{
+    GemmArgs key = *a;
+    key.A = key.B = key.C = NULL;
+    key.D = NULL;
+    key.alpha = key.beta = 0.f;
+    if (key.batch < 1) key.batch = 1;
+    for (int i = 0; i < g->n_plans; i++)
+        if (g->plans[i].c_is_d == c_is_d && same_shape(&g->plans[i].key, &key)) return &g->plans[i];
+    if (g->n_plans == GEMM_CACHE) {
+        fprintf(stderr, "llmc-train-cuda: more than %d GEMM shapes\n", GEMM_CACHE);
+        exit(1);
+    }
+    GemmPlan *p = &g->plans[g->n_plans];
+    memset(p, 0, sizeof *p);
+    p->key = key;
+    p->c_is_d = c_is_d;
+
+    /* Column-major view: m = N, n = M; first operand = our B, second = our A. */
+    cublasOperation_t opa = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opb = key.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    lt_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc", a);
+    lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa", a);
+    lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb", a);
+    uint64_t a_rows = key.transB ? key.K : key.N, a_cols = key.transB ? key.N : key.K;
+    uint64_t b_rows = key.transA ? key.M : key.K, b_cols = key.transA ? key.K : key.M;
+    cudaDataType_t dt = key.d_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, a_rows, a_cols, key.ldb), "layout", a);
+    lt_check(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, b_rows, b_cols, key.lda), "layout", a);
+    lt_check(cublasLtMatrixLayoutCreate(&p->lc, dt, key.N, key.M, key.ldd), "layout", a);
+    set_batch(p->la, key.batch, key.strideB, a);
+    set_batch(p->lb, key.batch, key.strideA, a);
+    set_batch(p->lc, key.batch, key.strideD, a);
+
+    cublasLtMatmulPreference_t pref;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found),
+             "heuristic", a);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
+    p->algo = res.algo;
+    g->n_plans++;
+    return p;
+}
+
+void gemm_run(Gemm *g, const GemmArgs *a)
+{
+    const void *C = a->C ? a->C : a->D;
+    GemmPlan *p = plan_for(g, a, C == a->D);
+    lt_check(cublasLtMatmul(g->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, C, p->lc,
+                            a->D, p->lc, &p->algo, g->ws, g->ws_bytes, g->stream), "matmul", a);
+}

@@ -1,0 +1,595 @@
+/* kernels.cu — the CUDA backend's fused elementwise, normalisation, attention-softmax,
+ * cross-entropy and optimizer kernels. GEMMs are not here: they go through cuBLASLt
+ * (gemm.c). Memory-bound kernels move 16 bytes (8 bf16) per thread access. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include "kernels.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define WARP 32
+
+static __device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* 8 bf16 <-> 8 floats through one 16-byte access. */
+static __device__ __forceinline__ void load8(float f[8], const bf16 *p)
+{
+    uint4 u = *(const uint4 *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+    for (int i = 0; i < 4; i++) {
+        float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x; f[2 * i + 1] = t.y;
+    }
+}
+static __device__ __forceinline__ void store8(bf16 *p, const float f[8])
+{
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    *(uint4 *)p = u;
+}
+
+static unsigned blocks_for(size_t n, int threads)
+{
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b ? b : 1);
+}
+
+/* ---- embedding ---- */
+
+__global__ void embed_fwd_k(bf16 *out, const int *ids, const bf16 *wte, int N, int C)
+{
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)N * C) return;
+    int n = (int)(i / C), c = (int)(i % C);
+    *(uint4 *)(out + i) = *(const uint4 *)(wte + (size_t)ids[n] * C + c);
+}
+
+__global__ void embed_bwd_k(float *dwte, const int *ids, const bf16 *dx, int N, int C)
+{
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)N * C) return;
+    int n = (int)(i / C), c = (int)(i % C);
+    float f[8];
+    load8(f, dx + i);
+    float *dst = dwte + (size_t)ids[n] * C + c;
+    for (int k = 0; k < 8; k++) atomicAdd(dst + k, f[k]);
+}
+
+extern "C" void k_embed_fwd(bf16_t *out, const int *ids, const bf16_t *wte, int N, int C, kstream_t s)
+{
+    embed_fwd_k<<<blocks_for((size_t)N * C / 8, 256), 256, 0, s>>>((bf16 *)out, ids, (const bf16 *)wte, N, C);
+}
+extern "C" void k_embed_bwd(float *dwte, const int *ids, const bf16_t *dx, int N, int C, kstream_t s)
+{
+    embed_bwd_k<<<blocks_for((size_t)N * C / 8, 256), 256, 0, s>>>(dwte, ids, (const bf16 *)dx, N, C);
+}
+
+/* ---- RMSNorm: one warp per row ---- */
+
+__global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 *w, int N, int C, float eps)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;
+    const bf16 *xr = x + (size_t)row * C;
+    float ss = 0.f;
+    for (int i = lane * 8; i < C; i += WARP * 8) {
+        float f[8];
+        load8(f, xr + i);
+        for (int k = 0; k < 8; k++) ss += f[k] * f[k];
+    }
+    float r = rsqrtf(warp_sum(ss) / C + eps);
+    if (lane == 0) rstd[row] = r;
+    bf16 *o = out + (size_t)row * C;
+    for (int i = lane * 8; i < C; i += WARP * 8) {
+        float f[8], g[8];
+        load8(f, xr + i);
+        load8(g, w + i);
+        for (int k = 0; k < 8; k++) f[k] = f[k] * r * g[k];
+        store8(o + i, f);
+    }
+}
+
+/* Each block walks rows with its warps and sums dw in shared memory, then adds it
+ * to the fp32 gradient once: C atomics per block instead of per row. */
+__global__ void rmsnorm_bwd_k(bf16 *dx, float *dw, const bf16 *dy, const bf16 *x, const bf16 *w,
+                              const float *rstd, const bf16 *dres, int N, int C)
+{
+    extern __shared__ float dw_s[];
+    for (int i = threadIdx.x; i < C; i += blockDim.x) dw_s[i] = 0.f;
+    __syncthreads();
+    int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
+        const bf16 *xr = x + (size_t)row * C, *dyr = dy + (size_t)row * C;
+        float r = rstd[row];
+        float dot = 0.f;   /* sum_c (dy*w) * xhat */
+        for (int i = lane * 8; i < C; i += WARP * 8) {
+            float a[8], b[8], g[8];
+            load8(a, xr + i); load8(b, dyr + i); load8(g, w + i);
+            for (int k = 0; k < 8; k++) dot += b[k] * g[k] * a[k] * r;
+        }
+        dot = warp_sum(dot) / C;
+        for (int i = lane * 8; i < C; i += WARP * 8) {
+            float a[8], b[8], g[8], o[8];
+            load8(a, xr + i); load8(b, dyr + i); load8(g, w + i);
+            if (dres) load8(o, dres + (size_t)row * C + i);
+            else for (int k = 0; k < 8; k++) o[k] = 0.f;
+            for (int k = 0; k < 8; k++) {
+                float xh = a[k] * r;
+                o[k] += r * (b[k] * g[k] - xh * dot);
+                atomicAdd(&dw_s[i + k], b[k] * xh);
+            }
+            store8(dx + (size_t)row * C + i, o);
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < C; i += blockDim.x) atomicAdd(&dw[i], dw_s[i]);
+}
+
+extern "C" void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
+                              int N, int C, float eps, kstream_t s)
+{
+    rmsnorm_fwd_k<<<blocks_for(N, 8), 256, 0, s>>>((bf16 *)out, rstd, (const bf16 *)x, (const bf16 *)w, N, C, eps);
+}
+extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
+                              const float *rstd, const bf16_t *dres, int N, int C, kstream_t s)
+{
+    int blocks = (N + 7) / 8;
+    if (blocks > 528) blocks = 528;
+    rmsnorm_bwd_k<<<blocks, 256, C * sizeof(float), s>>>((bf16 *)dx, dw, (const bf16 *)dy, (const bf16 *)x,
+                                                        (const bf16 *)w, rstd, (const bf16 *)dres, N, C);
+}
+
+/* ---- QKV split + bias + RoPE ---- */
+
+/* HF's rotate-half RoPE: pairs (i, i + D/2) turn by pos * theta^(-2i/D). */
+static __device__ __forceinline__ void rope_angle(float *c, float *sn, int pos, int i, int D, float theta)
+{
+    float inv = 1.0f / powf(theta, (float)(2 * i) / (float)D);
+    sincosf((float)pos * inv, sn, c);
+}
+
+__global__ void qkv_rope_fwd_k(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, const bf16 *bias,
+                               const int *pos, int B, int T, int H, int KV, int D, float theta)
+{
+    int half = D / 2, heads = H + 2 * KV;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * heads * half) return;
+    int i = (int)(idx % half);
+    int hh = (int)((idx / half) % heads);
+    int n = (int)(idx / ((size_t)half * heads));
+    int b = n / T, t = n % T;
+    const bf16 *src = qkv + (size_t)n * heads * D + (size_t)hh * D;
+    float x1 = __bfloat162float(src[i]), x2 = __bfloat162float(src[i + half]);
+    if (bias) {
+        x1 += __bfloat162float(bias[hh * D + i]);
+        x2 += __bfloat162float(bias[hh * D + i + half]);
+    }
+    bf16 *dst;
+    if (hh < H) dst = q + (((size_t)b * H + hh) * T + t) * D;
+    else if (hh < H + KV) dst = k + (((size_t)b * KV + (hh - H)) * T + t) * D;
+    else dst = v + (((size_t)b * KV + (hh - H - KV)) * T + t) * D;
+    if (hh < H + KV) {
+        float c, sn;
+        rope_angle(&c, &sn, pos[n], i, D, theta);
+        float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
+        x1 = y1; x2 = y2;
+    }
+    dst[i] = __float2bfloat16(x1);
+    dst[i + half] = __float2bfloat16(x2);
+}
+
+__global__ void qkv_rope_bwd_k(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv,
+                               const int *pos, int B, int T, int H, int KV, int D, float theta)
+{
+    int half = D / 2, heads = H + 2 * KV;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * heads * half) return;
+    int i = (int)(idx % half);
+    int hh = (int)((idx / half) % heads);
+    int n = (int)(idx / ((size_t)half * heads));
+    int b = n / T, t = n % T;
+    const bf16 *src;
+    if (hh < H) src = dq + (((size_t)b * H + hh) * T + t) * D;
+    else if (hh < H + KV) src = dk + (((size_t)b * KV + (hh - H)) * T + t) * D;
+    else src = dv + (((size_t)b * KV + (hh - H - KV)) * T + t) * D;
+    float g1 = __bfloat162float(src[i]), g2 = __bfloat162float(src[i + half]);
+    if (hh < H + KV) {
+        float c, sn;
+        rope_angle(&c, &sn, pos[n], i, D, theta);
+        float x1 = g1 * c + g2 * sn, x2 = g2 * c - g1 * sn;
+        g1 = x1; g2 = x2;
+    }
+    bf16 *dst = dqkv + (size_t)n * heads * D + (size_t)hh * D;
+    dst[i] = __float2bfloat16(g1);
+    dst[i + half] = __float2bfloat16(g2);
+}
+
+/* 32 columns x 8 row lanes per block; blockIdx.y splits the rows. */
+__global__ void bias_grad_k(float *dbias, const bf16 *dy, int N, int M)
+{
+    __shared__ float part[8][33];
+    int col = blockIdx.x * 32 + threadIdx.x;
+    int per = (N + gridDim.y - 1) / gridDim.y;
+    int r0 = blockIdx.y * per, r1 = min(N, r0 + per);
+    float acc = 0.f;
+    if (col < M)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += __bfloat162float(dy[(size_t)r * M + col]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < M) {
+        float s = 0.f;
+        for (int k = 0; k < 8; k++) s += part[k][threadIdx.x];
+        atomicAdd(&dbias[col], s);
+    }
+}
+
+extern "C" void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf16_t *bias,
+                               const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s)
+{
+    size_t n = (size_t)B * T * (H + 2 * KV) * (D / 2);
+    qkv_rope_fwd_k<<<blocks_for(n, 256), 256, 0, s>>>((bf16 *)q, (bf16 *)k, (bf16 *)v, (const bf16 *)qkv,
+                                                      (const bf16 *)bias, pos, B, T, H, KV, D, theta);
+}
+extern "C" void k_qkv_rope_bwd(bf16_t *dqkv, const bf16_t *dq, const bf16_t *dk, const bf16_t *dv,
+                               const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s)
+{
+    size_t n = (size_t)B * T * (H + 2 * KV) * (D / 2);
+    qkv_rope_bwd_k<<<blocks_for(n, 256), 256, 0, s>>>((bf16 *)dqkv, (const bf16 *)dq, (const bf16 *)dk,
+                                                      (const bf16 *)dv, pos, B, T, H, KV, D, theta);
+}
+extern "C" void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, kstream_t s)
+{
+    dim3 grid((M + 31) / 32, 64), block(32, 8);
+    bias_grad_k<<<grid, block, 0, s>>>(dbias, (const bf16 *)dy, N, M);
+}
+
+/* ---- attention softmax over materialised scores: one warp per query row ---- */
+
+__global__ void attn_softmax_fwd_k(bf16 *SP, const int *pos, int B, int H, int T, float scale)
+{
+    long long row = (long long)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    if (row >= (long long)B * H * T) return;
+    int t = (int)(row % T), b = (int)(row / ((long long)H * T));
+    int lo = t - pos[b * T + t];
+    if (lo < 0) lo = 0;
+    bf16 *r = SP + row * T;
+    float m = -INFINITY, sum = 0.f;
+    for (int j0 = lane * 8; j0 < T; j0 += WARP * 8) {
+        if (j0 > t || j0 + 8 <= lo) continue;
+        float f[8];
+        load8(f, r + j0);
+        for (int k = 0; k < 8; k++) {
+            int j = j0 + k;
+            if (j < lo || j > t) continue;
+            float x = f[k] * scale;
+            if (x > m) { sum *= __expf(m - x); m = x; }
+            sum += __expf(x - m);
+        }
+    }
+    float mw = warp_max(m);
+    sum = (m == -INFINITY) ? 0.f : sum * __expf(m - mw);
+    sum = warp_sum(sum);
+    float inv = 1.f / sum;
+    for (int j0 = lane * 8; j0 < T; j0 += WARP * 8) {
+        float f[8];
+        if (j0 > t || j0 + 8 <= lo) {
+            for (int k = 0; k < 8; k++) f[k] = 0.f;
+        } else {
+            load8(f, r + j0);
+            for (int k = 0; k < 8; k++) {
+                int j = j0 + k;
+                f[k] = (j < lo || j > t) ? 0.f : __expf(f[k] * scale - mw) * inv;
+            }
+        }
+        store8(r + j0, f);
+    }
+}
+
+__global__ void attn_softmax_bwd_k(bf16 *dPS, const bf16 *P, long long rows, int T)
+{
+    long long row = (long long)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    if (row >= rows) return;
+    const bf16 *p = P + row * T;
+    bf16 *d = dPS + row * T;
+    float dot = 0.f;
+    for (int j0 = lane * 8; j0 < T; j0 += WARP * 8) {
+        float a[8], g[8];
+        load8(a, p + j0); load8(g, d + j0);
+        for (int k = 0; k < 8; k++) dot += a[k] * g[k];
+    }
+    dot = warp_sum(dot);
+    for (int j0 = lane * 8; j0 < T; j0 += WARP * 8) {
+        float a[8], g[8];
+        load8(a, p + j0); load8(g, d + j0);
+        for (int k = 0; k < 8; k++) g[k] = a[k] * (g[k] - dot);
+        store8(d + j0, g);
+    }
+}
+
+extern "C" void k_attn_softmax_fwd(bf16_t *SP, const int *pos, int B, int H, int T, float scale, kstream_t s)
+{
+    long long rows = (long long)B * H * T;
+    attn_softmax_fwd_k<<<blocks_for((size_t)rows, 8), 256, 0, s>>>((bf16 *)SP, pos, B, H, T, scale);
+}
+extern "C" void k_attn_softmax_bwd(bf16_t *dPS, const bf16_t *P, long long rows, int T, kstream_t s)
+{
+    attn_softmax_bwd_k<<<blocks_for((size_t)rows, 8), 256, 0, s>>>((bf16 *)dPS, (const bf16 *)P, rows, T);
+}
+
+/* ---- layout swap ---- */
+
+__global__ void swap12_k(bf16 *out, const bf16 *in, int B, int A1, int A2, int D)
+{
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int D8 = D / 8;
+    if (idx >= (size_t)B * A1 * A2 * D8) return;
+    int d = (int)(idx % D8);
+    size_t r = idx / D8;
+    int a2 = (int)(r % A2);
+    int a1 = (int)((r / A2) % A1);
+    int b = (int)(r / ((size_t)A2 * A1));
+    const uint4 *src = (const uint4 *)(in + (((size_t)b * A1 + a1) * A2 + a2) * D) + d;
+    uint4 *dst = (uint4 *)(out + (((size_t)b * A2 + a2) * A1 + a1) * D) + d;
+    *dst = *src;
+}
+
+extern "C" void k_swap12(bf16_t *out, const bf16_t *in, int B, int A1, int A2, int D, kstream_t s)
+{
+    size_t n = (size_t)B * A1 * A2 * (D / 8);
+    swap12_k<<<blocks_for(n, 256), 256, 0, s>>>((bf16 *)out, (const bf16 *)in, B, A1, A2, D);
+}
+
+/* ---- SwiGLU ---- */
+
+__global__ void swiglu_fwd_k(bf16 *h, const bf16 *gu, int N, int F)
+{
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)N * F) return;
+    size_t n = i / F, c = i % F;
+    float g[8], u[8], o[8];
+    load8(g, gu + n * 2 * F + c);
+    load8(u, gu + n * 2 * F + F + c);
+    for (int k = 0; k < 8; k++) o[k] = g[k] / (1.f + __expf(-g[k])) * u[k];
+    store8(h + i, o);
+}
+
+__global__ void swiglu_bwd_k(bf16 *dgu, const bf16 *dh, const bf16 *gu, int N, int F)
+{
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= (size_t)N * F) return;
+    size_t n = i / F, c = i % F;
+    float g[8], u[8], d[8], dg[8], du[8];
+    load8(g, gu + n * 2 * F + c);
+    load8(u, gu + n * 2 * F + F + c);
+    load8(d, dh + i);
+    for (int k = 0; k < 8; k++) {
+        float sg = 1.f / (1.f + __expf(-g[k]));
+        du[k] = d[k] * g[k] * sg;
+        dg[k] = d[k] * u[k] * sg * (1.f + g[k] * (1.f - sg));
+    }
+    store8(dgu + n * 2 * F + c, dg);
+    store8(dgu + n * 2 * F + F + c, du);
+}
+
+extern "C" void k_swiglu_fwd(bf16_t *h, const bf16_t *gu, int N, int F, kstream_t s)
+{
+    swiglu_fwd_k<<<blocks_for((size_t)N * F / 8, 256), 256, 0, s>>>((bf16 *)h, (const bf16 *)gu, N, F);
+}
+extern "C" void k_swiglu_bwd(bf16_t *dgu, const bf16_t *dh, const bf16_t *gu, int N, int F, kstream_t s)
+{
+    swiglu_bwd_k<<<blocks_for((size_t)N * F / 8, 256), 256, 0, s>>>((bf16 *)dgu, (const bf16 *)dh,
+                                                                      (const bf16 *)gu, N, F);
+}
+
+/* ---- fused softmax cross-entropy: one block per row ---- */
+
+#define CE_THREADS 512
+
+__global__ void cross_entropy_k(bf16 *logits, float *loss, const int *targets, int V, float grad_scale)
+{
+    __shared__ float red_m[CE_THREADS / WARP], red_s[CE_THREADS / WARP];
+    int row = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP;
+    bf16 *x = logits + (size_t)row * V;
+    int tgt = targets[row];
+    if (tgt < 0) {
+        if (tid == 0) loss[row] = 0.f;
+        if (grad_scale != 0.f) {
+            float z[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            for (int j = tid * 8; j < V; j += CE_THREADS * 8) store8(x + j, z);
+        }
+        return;
+    }
+    float m = -INFINITY, sum = 0.f;
+    for (int j = tid * 8; j < V; j += CE_THREADS * 8) {
+        float f[8];
+        load8(f, x + j);
+        float lm = f[0];
+        for (int k = 1; k < 8; k++) lm = fmaxf(lm, f[k]);
+        if (lm > m) { sum *= __expf(m - lm); m = lm; }
+        for (int k = 0; k < 8; k++) sum += __expf(f[k] - m);
+    }
+    float mw = warp_max(m);
+    sum = (m == -INFINITY) ? 0.f : sum * __expf(m - mw);
+    sum = warp_sum(sum);
+    if (lane == 0) { red_m[wid] = mw; red_s[wid] = sum; }
+    __syncthreads();
+    float M = red_m[0];
+    for (int w = 1; w < CE_THREADS / WARP; w++) M = fmaxf(M, red_m[w]);
+    float S = 0.f;
+    for (int w = 0; w < CE_THREADS / WARP; w++) S += red_s[w] * __expf(red_m[w] - M);
+    float xt = __bfloat162float(x[tgt]);
+    __syncthreads();   /* everyone has read x[tgt] before it is overwritten */
+    if (tid == 0) loss[row] = logf(S) + M - xt;
+    if (grad_scale == 0.f) return;
+    float inv = 1.f / S;
+    for (int j = tid * 8; j < V; j += CE_THREADS * 8) {
+        float f[8];
+        load8(f, x + j);
+        for (int k = 0; k < 8; k++) {
+            float p = __expf(f[k] - M) * inv;
+            f[k] = (p - (j + k == tgt ? 1.f : 0.f)) * grad_scale;
+        }
+        store8(x + j, f);
+    }
+}
+
+extern "C" void k_cross_entropy(bf16_t *logits, float *loss, const int *targets, int rows, int V,
+                                float grad_scale, kstream_t s)
+{
+    cross_entropy_k<<<rows, CE_THREADS, 0, s>>>((bf16 *)logits, loss, targets, V, grad_scale);
+}
+
+/* ---- reductions ---- */
+
+__global__ void sum_add_k(float *acc, const float *x, int n)
+{
+    __shared__ float part[32];
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+    s = warp_sum(s);
+    if (threadIdx.x % WARP == 0) part[threadIdx.x / WARP] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (int w = 0; w < (int)blockDim.x / WARP; w++) t += part[w];
+        *acc += t;
+    }
+}
+
+extern "C" void k_sum_add(float *acc, const float *x, int n, kstream_t s)
+{
+    sum_add_k<<<1, 1024, 0, s>>>(acc, x, n);
+}
+
+#define SUMSQ_BLOCKS 1024
+
+__global__ void sumsq_part_k(float *part, const float *x, size_t n)
+{
+    __shared__ float red[32];
+    float s = 0.f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        s += x[i] * x[i];
+    s = warp_sum(s);
+    if (threadIdx.x % WARP == 0) red[threadIdx.x / WARP] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.f;
+        for (int w = 0; w < (int)blockDim.x / WARP; w++) t += red[w];
+        part[blockIdx.x] = t;
+    }
+}
+
+extern "C" int k_sumsq_scratch(void) { return SUMSQ_BLOCKS; }
+
+extern "C" void k_sumsq(float *out, float *scratch, const float *x, size_t n, kstream_t s)
+{
+    sumsq_part_k<<<SUMSQ_BLOCKS, 256, 0, s>>>(scratch, x, n);
+    cudaMemsetAsync(out, 0, sizeof(float), s);
+    sum_add_k<<<1, 1024, 0, s>>>(out, scratch, SUMSQ_BLOCKS);
+}
+
+/* ---- AdamW (torch.optim.AdamW semantics, decoupled decay) ---- */
+
+__global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m, float *v, size_t n,
+                        size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
+                        float bc1, float bc2, const float *sumsq, float clip)
+{
+    float scale = 1.f;
+    if (clip > 0.f) {
+        float norm = sqrtf(*sumsq);
+        scale = fminf(1.f, clip / (norm + 1e-6f));
+    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = grad[i] * scale;
+        float mi = b1 * m[i] + (1.f - b1) * g;
+        float vi = b2 * v[i] + (1.f - b2) * g * g;
+        m[i] = mi; v[i] = vi;
+        float p = master[i];
+        if (goff + i < decay_end) p *= 1.f - lr * wd;
+        p -= (lr / bc1) * mi / (sqrtf(vi) / sqrtf(bc2) + eps);
+        master[i] = p;
+        param[i] = __float2bfloat16(p);
+    }
+}
+
+extern "C" void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
+                        size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
+                        float bc1, float bc2, const float *sumsq, float clip, kstream_t s)
+{
+    unsigned blocks = blocks_for(n, 256);
+    if (blocks > 132 * 16) blocks = 132 * 16;
+    adamw_k<<<blocks, 256, 0, s>>>(master, (bf16 *)param, grad, m, v, n, goff, decay_end, lr, b1, b2, eps, wd,
+                                   bc1, bc2, sumsq, clip);
+}
+
+/* ---- init and conversion ---- */
+
+static __device__ __forceinline__ uint64_t splitmix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* A normal deviate from the element index alone (Box-Muller): the same seed gives the
+ * same weights on every rank and every run. */
+__global__ void init_normal_k(float *x, size_t n, uint64_t seed, float std)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t r = splitmix64(seed ^ splitmix64(i));
+        float u1 = ((r >> 40) + 1) * (1.0f / 16777217.0f);
+        float u2 = ((r >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+        x[i] = std * sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    }
+}
+__global__ void fill_k(float *x, size_t n, float value)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = value;
+}
+__global__ void f32_to_bf16_k(bf16 *out, const float *in, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16(in[i]);
+}
+__global__ void bf16_to_f32_k(float *out, const bf16 *in, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __bfloat162float(in[i]);
+}
+
+static unsigned grid_for(size_t n)
+{
+    unsigned b = blocks_for(n, 256);
+    return b > 132 * 32 ? 132 * 32 : b;
+}
+extern "C" void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s)
+{
+    init_normal_k<<<grid_for(n), 256, 0, s>>>(x, n, seed, std);
+}
+extern "C" void k_fill(float *x, size_t n, float value, kstream_t s)
+{
+    fill_k<<<grid_for(n), 256, 0, s>>>(x, n, value);
+}
+extern "C" void k_f32_to_bf16(bf16_t *out, const float *in, size_t n, kstream_t s)
+{
+    f32_to_bf16_k<<<grid_for(n), 256, 0, s>>>((bf16 *)out, in, n);
+}
+extern "C" void k_bf16_to_f32(float *out, const bf16_t *in, size_t n, kstream_t s)
+{
+    bf16_to_f32_k<<<grid_for(n), 256, 0, s>>>(out, (const bf16 *)in, n);
+}

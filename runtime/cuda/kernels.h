@@ -1,0 +1,82 @@
+/* kernels.h — the CUDA backend's device kernels, callable from C (runtime/cuda/kernels.cu).
+ *
+ * Tensors are row-major. bf16 values travel as uint16_t on the host side.
+ * Activations use N = B*T rows (one per token); attention tensors use
+ * [B, heads, T, D]. Every launcher enqueues on `stream` and returns at once;
+ * launch errors are checked by the caller with cuda_check_last(). */
+#ifndef LLMC_CUDA_KERNELS_H
+#define LLMC_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t bf16_t;
+typedef struct CUstream_st *kstream_t;
+
+/* out[n,:] = wte[ids[n],:] */
+void k_embed_fwd(bf16_t *out, const int *ids, const bf16_t *wte, int N, int C, kstream_t s);
+/* dwte[ids[n],:] += dx[n,:] (fp32 accumulate) */
+void k_embed_bwd(float *dwte, const int *ids, const bf16_t *dx, int N, int C, kstream_t s);
+
+/* out = x * rsqrt(mean(x^2) + eps) * w; rstd[n] saved for the backward pass. */
+void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
+                   int N, int C, float eps, kstream_t s);
+/* dx = (dres ? dres : 0) + d(rmsnorm)/dx . dy ; dw += sum_n dy * xhat. dx may alias dres. */
+void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
+                   const float *rstd, const bf16_t *dres, int N, int C, kstream_t s);
+
+/* qkv [N, (H+2KV)*D] (+ bias) -> q [B,H,T,D], k,v [B,KV,T,D], RoPE (rotate-half) on q,k at pos. */
+void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf16_t *bias,
+                    const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s);
+/* The transpose: dq,dk,dv -> dqkv [N, (H+2KV)*D] with the inverse rotation. */
+void k_qkv_rope_bwd(bf16_t *dqkv, const bf16_t *dq, const bf16_t *dk, const bf16_t *dv,
+                    const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s);
+/* dbias[j] += sum_n dy[n, j] */
+void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, kstream_t s);
+
+/* In place over S [B*H*T, T]: P = softmax(scale*S) over the keys a query may see
+ * (key i for query t iff t - pos[b,t] <= i <= t), zero elsewhere. */
+void k_attn_softmax_fwd(bf16_t *SP, const int *pos, int B, int H, int T, float scale, kstream_t s);
+/* In place over dP: dS = P * (dP - sum_i P*dP) (row-wise). */
+void k_attn_softmax_bwd(bf16_t *dPS, const bf16_t *P, long long rows, int T, kstream_t s);
+
+/* in [B, A1, A2, D] -> out [B, A2, A1, D] (D % 8 == 0) */
+void k_swap12(bf16_t *out, const bf16_t *in, int B, int A1, int A2, int D, kstream_t s);
+
+/* gu [N, 2F] = [gate | up] -> h [N, F] = silu(gate) * up */
+void k_swiglu_fwd(bf16_t *h, const bf16_t *gu, int N, int F, kstream_t s);
+void k_swiglu_bwd(bf16_t *dgu, const bf16_t *dh, const bf16_t *gu, int N, int F, kstream_t s);
+
+/* Fused softmax cross-entropy over a logits chunk [rows, V] (bf16), in place:
+ * loss[r] = logsumexp - logit[target] (0 where target < 0), and when grad_scale != 0
+ * the row becomes dlogits = (softmax - onehot) * grad_scale (0 where target < 0). */
+void k_cross_entropy(bf16_t *logits, float *loss, const int *targets, int rows, int V,
+                     float grad_scale, kstream_t s);
+
+/* *acc += sum(x[0..n)) — one block, deterministic. */
+void k_sum_add(float *acc, const float *x, int n, kstream_t s);
+/* out[0] = sum(x^2), deterministic (partials in scratch of k_sumsq_scratch() floats). */
+int k_sumsq_scratch(void);
+void k_sumsq(float *out, float *scratch, const float *x, size_t n, kstream_t s);
+
+/* AdamW on a shard: elements [0, n) of master/m/v/grad/param; elements whose global
+ * index (goff + i) is below decay_end take weight decay. The gradient is scaled by
+ * min(1, clip / (sqrt(*sumsq) + 1e-6)) when clip > 0 (torch's clip_grad_norm_). */
+void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
+             size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
+             float bc1, float bc2, const float *sumsq, float clip, kstream_t s);
+
+/* Initialisation and conversion. */
+void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s);
+void k_fill(float *x, size_t n, float value, kstream_t s);
+void k_f32_to_bf16(bf16_t *out, const float *in, size_t n, kstream_t s);
+void k_bf16_to_f32(float *out, const bf16_t *in, size_t n, kstream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,300 @@
+/* llmc-train-cuda — the CUDA trainer's command line.
+ *
+ *   params  --model NAME | --config config.json     parameter table (no GPU needed)
+ *   bench   --model NAME [--batch B] [--seq T] ...  training-step benchmark, random init/data
+ *   check   --config F --weights F --tokens F --out DIR [--lr ...]
+ *                                                   logits, gradients and a loss curve for
+ *                                                   the comparisons in tests/cuda/
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime_api.h>
+#include "cuda_check.h"
+#include "cuda_dist.h"
+#include "model_cuda.h"
+
+#define H200_BF16_PEAK 989.4e12   /* dense bf16 FLOP/s, H200 SXM datasheet */
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmc-train-cuda COMMAND [ARGS]\n"
+          "\n"
+          "  params --model NAME | --config config.json\n"
+          "        print the parameter table and count (no GPU needed)\n"
+          "  bench --model NAME [--batch B] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
+          "        [--zero1] [--seed S]\n"
+          "        time training steps on random weights and tokens; one JSON line per rank 0\n"
+          "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
+          "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X]\n"
+          "        write step-0 logits and gradients and the loss of every step (tests/cuda/)\n"
+          "\n"
+          "models: qwen2.5-0.5b, qwen2.5-1.5b, tiny\n", out);
+}
+
+typedef struct {
+    const char *model, *config, *weights, *tokens, *out;
+    int batch, seq, steps, warmup, recompute, zero1;
+    unsigned long long seed;
+    float lr, wd, clip, b1, b2, eps;
+} Opts;
+
+static int parse_opts(int argc, char **argv, Opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->batch = 8; o->seq = 2048; o->steps = 10; o->warmup = 3; o->seed = 1234;
+    o->lr = 1e-4f; o->wd = 0.1f; o->clip = 1.0f; o->b1 = 0.9f; o->b2 = 0.95f; o->eps = 1e-8f;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define STR(name, dst) if (!strcmp(a, name)) { if (!v) goto missing; dst = v; i++; continue; }
+#define INT(name, dst) if (!strcmp(a, name)) { if (!v) goto missing; char *e; long x = strtol(v, &e, 10); \
+            if (*e || x < 0 || x > 1000000000) { fprintf(stderr, "llmc-train-cuda: %s: bad integer '%s'\n", a, v); return -1; } \
+            dst = (int)x; i++; continue; }
+#define FLT(name, dst) if (!strcmp(a, name)) { if (!v) goto missing; char *e; double x = strtod(v, &e); \
+            if (*e || !isfinite(x)) { fprintf(stderr, "llmc-train-cuda: %s: bad number '%s'\n", a, v); return -1; } \
+            dst = (float)x; i++; continue; }
+        STR("--model", o->model) STR("--config", o->config) STR("--weights", o->weights)
+        STR("--tokens", o->tokens) STR("--out", o->out)
+        INT("--batch", o->batch) INT("--seq", o->seq) INT("--steps", o->steps) INT("--warmup", o->warmup)
+        FLT("--lr", o->lr) FLT("--wd", o->wd) FLT("--clip", o->clip) FLT("--beta1", o->b1)
+        FLT("--beta2", o->b2) FLT("--eps", o->eps)
+        if (!strcmp(a, "--seed")) { if (!v) goto missing; o->seed = strtoull(v, NULL, 10); i++; continue; }
+        if (!strcmp(a, "--recompute")) { o->recompute = 1; continue; }
+        if (!strcmp(a, "--zero1")) { o->zero1 = 1; continue; }
+        fprintf(stderr, "llmc-train-cuda: unknown option '%s'\n", a);
+        return -1;
+    missing:
+        fprintf(stderr, "llmc-train-cuda: %s needs a value\n", a);
+        return -1;
+#undef STR
+#undef INT
+#undef FLT
+    }
+    return 0;
+}
+
+static int get_config(const Opts *o, CudaModelConfig *cfg)
+{
+    if (o->config) return cuda_model_config_json(o->config, cfg);
+    if (!o->model) { fprintf(stderr, "llmc-train-cuda: give --model NAME or --config FILE\n"); return -1; }
+    if (cuda_model_preset(o->model, cfg) != 0) {
+        fprintf(stderr, "llmc-train-cuda: unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, tiny)\n", o->model);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_params(int argc, char **argv)
+{
+    Opts o;
+    CudaModelConfig cfg;
+    CudaModel m;
+    memset(&m, 0, sizeof m);
+    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
+    if (cuda_model_layout(&m, &cfg, 1) != 0) return 1;
+    for (int i = 0; i < m.n_params; i++) {
+        const CudaParam *p = &m.params[i];
+        if (p->cols) printf("%-56s [%d, %d]\n", p->name, p->rows, p->cols);
+        else printf("%-56s [%d]\n", p->name, p->rows);
+    }
+    CudaModel probe = m;
+    printf("parameters %zu\n", m.n_real);
+    printf("flops_per_token_at_2048 %.6e\n", cuda_model_flops_per_token(&probe, 2048));
+    free(m.params);
+    free(m.lo);
+    return 0;
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static size_t device_used_bytes(void)
+{
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    return tot - fr;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    Opts o;
+    CudaModelConfig cfg;
+    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
+    if (o.steps < 1) { fprintf(stderr, "llmc-train-cuda: --steps must be >= 1\n"); return 2; }
+    CudaDist d;
+    if (cuda_dist_init(&d) != 0) return 1;
+    CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .comm = d.comm,
+                        .comm_stream = d.comm_stream};
+    CudaModel m;
+    size_t base_used = device_used_bytes();
+    if (cuda_model_create(&m, &cfg, o.batch, o.seq, o.recompute, &par) != 0) return 1;
+    cuda_model_init_random(&m, o.seed, 0.02f);
+    int N = o.batch * o.seq;
+    int *ids = malloc(N * sizeof(int)), *pos = malloc(N * sizeof(int)), *tg = malloc(N * sizeof(int));
+    if (!ids || !pos || !tg) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
+    uint64_t r = o.seed * 7919u + (uint64_t)d.rank * 104729u + 1;
+    size_t peak = 0;
+    double t_sum = 0, t_min = 1e30;
+    float loss = 0, norm = 0;
+    double labels = cuda_dist_sum(&d, (double)o.batch * (o.seq - 1));
+    for (int s = 0; s < o.warmup + o.steps; s++) {
+        for (int i = 0; i < N; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int)((r >> 33) % (uint64_t)cfg.vocab);
+            pos[i] = i % o.seq;
+        }
+        for (int i = 0; i < N; i++) tg[i] = (i % o.seq == o.seq - 1) ? -1 : ids[i + 1];
+        CUDA_CHECK(cudaDeviceSynchronize());
+        double t0 = wall();
+        cuda_model_zero_grad(&m);
+        CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
+        cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, 1);
+        norm = cuda_model_step(&m, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
+        CUDA_CHECK(cudaMemcpy(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost));
+        double dt = wall() - t0;
+        size_t used = device_used_bytes();
+        if (used > peak) peak = used;
+        loss = (float)(cuda_dist_sum(&d, loss) / labels);
+        if (s >= o.warmup) { t_sum += dt; if (dt < t_min) t_min = dt; }
+        if (d.rank == 0)
+            fprintf(stderr, "step %d loss %.4f grad_norm %.4f time %.1f ms\n", s, loss, norm, dt * 1e3);
+    }
+    double step = t_sum / o.steps;
+    double tok_s = (double)N * d.world / step;
+    double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
+    if (d.rank == 0)
+        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
+               "\"recompute\":%d,\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+               "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
+               o.model ? o.model : o.config, o.batch, o.seq, d.world, o.zero1, o.recompute, m.n_real,
+               step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
+               m.bytes_allocated / 1073741824.0, loss);
+    free(ids); free(pos); free(tg);
+    cuda_model_destroy(&m);
+    cuda_dist_finalize(&d);
+    return 0;
+}
+
+/* Token file for `check`: int32 little-endian B, T, S, then S batches of
+ * ids[B*T], pos[B*T], targets[B*T]. */
+static int *read_tokens(const char *path, int *B, int *T, int *S)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { fprintf(stderr, "%s: cannot open\n", path); return NULL; }
+    int h[3];
+    int *buf = NULL;
+    if (fread(h, 4, 3, fp) != 3 || h[0] < 1 || h[1] < 8 || h[2] < 1 || (long long)h[0] * h[1] * h[2] > 100000000LL) {
+        fprintf(stderr, "%s: bad header\n", path);
+        fclose(fp);
+        return NULL;
+    }
+    size_t n = (size_t)h[0] * h[1] * h[2] * 3;
+    buf = malloc(n * 4);
+    if (!buf || fread(buf, 4, n, fp) != n) {
+        fprintf(stderr, "%s: short file\n", path);
+        free(buf);
+        fclose(fp);
+        return NULL;
+    }
+    fclose(fp);
+    *B = h[0]; *T = h[1]; *S = h[2];
+    return buf;
+}
+
+static int write_file(const char *dir, const char *name, const void *data, size_t bytes)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp || fwrite(data, 1, bytes, fp) != bytes || fclose(fp) != 0) {
+        fprintf(stderr, "%s: cannot write\n", tmp);
+        return -1;
+    }
+    return rename(tmp, path) ? -1 : 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    Opts o;
+    CudaModelConfig cfg;
+    if (parse_opts(argc, argv, &o)) return 2;
+    if (!o.config || !o.weights || !o.tokens || !o.out) {
+        fprintf(stderr, "llmc-train-cuda: check needs --config, --weights, --tokens and --out\n");
+        return 2;
+    }
+    if (get_config(&o, &cfg)) return 2;
+    int B, T, S;
+    int *tok = read_tokens(o.tokens, &B, &T, &S);
+    if (!tok) return 2;
+    CudaDist d;
+    if (cuda_dist_init(&d) != 0) return 1;
+    CudaParallel par = {.rank = 0, .world = 1};
+    CudaModel m;
+    if (cuda_model_create(&m, &cfg, B, T, o.recompute, &par) != 0) return 1;
+    if (cuda_model_load_safetensors(&m, o.weights) != 0) return 1;
+    size_t N = (size_t)B * T, V = cfg.vocab;
+    float *logits = malloc(N * V * sizeof(float)), *grads = malloc(m.n_real * sizeof(float));
+    float *losses = malloc(S * sizeof(float));
+    if (!logits || !grads || !losses) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
+    for (int s = 0; s < S; s++) {
+        const int *ids = tok + (size_t)s * 3 * N, *pos = ids + N, *tg = pos + N;
+        size_t labels = 0;
+        for (size_t i = 0; i < N; i++) labels += tg[i] >= 0;
+        if (!labels) { fprintf(stderr, "%s: batch %d has no label tokens\n", o.tokens, s); return 2; }
+        cuda_model_zero_grad(&m);
+        CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
+        cuda_model_micro(&m, ids, pos, tg, 1.0f / labels, s == 0 ? logits : NULL, 1);
+        float loss;
+        CUDA_CHECK(cudaMemcpyAsync(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost, m.stream));
+        CUDA_CHECK(cudaStreamSynchronize(m.stream));
+        losses[s] = loss / labels;
+        if (s == 0) {
+            size_t k = 0;
+            for (int i = 0; i < m.n_params; i++) {
+                const CudaParam *p = &m.params[i];
+                CUDA_CHECK(cudaMemcpy(grads + k, m.grad + p->off, p->numel * sizeof(float), cudaMemcpyDeviceToHost));
+                k += p->numel;
+            }
+        }
+        float norm = cuda_model_step(&m, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
+        fprintf(stderr, "step %d loss %.6f grad_norm %.6f\n", s, losses[s], norm);
+    }
+    char text[64];
+    FILE *lf;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/losses.txt", o.out);
+    if (!(lf = fopen(path, "w"))) { fprintf(stderr, "%s: cannot write\n", path); return 1; }
+    for (int s = 0; s < S; s++) { snprintf(text, sizeof text, "%.7f\n", losses[s]); fputs(text, lf); }
+    fclose(lf);
+    snprintf(path, sizeof path, "%s/params.txt", o.out);
+    if (!(lf = fopen(path, "w"))) { fprintf(stderr, "%s: cannot write\n", path); return 1; }
+    for (int i = 0; i < m.n_params; i++) fprintf(lf, "%s %zu\n", m.params[i].name, m.params[i].numel);
+    fclose(lf);
+    if (write_file(o.out, "logits.f32", logits, N * V * sizeof(float)) ||
+        write_file(o.out, "grads.f32", grads, m.n_real * sizeof(float)))
+        return 1;
+    free(logits); free(grads); free(losses); free(tok);
+    cuda_model_destroy(&m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *c = argv[1];
+    if (!strcmp(c, "--help") || !strcmp(c, "-h")) { usage(stdout); return 0; }
+    if (!strcmp(c, "params")) return cmd_params(argc - 1, argv + 1);
+    if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "check")) return cmd_check(argc - 1, argv + 1);
+    fprintf(stderr, "llmc-train-cuda: unknown command '%s'\n", c);
+    usage(stderr);
+    return 2;
+}

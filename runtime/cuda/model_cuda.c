@@ -1,0 +1,631 @@
+/* model_cuda.c — the decoder's forward and backward passes on the GPU, the fused
+ * LM-head cross-entropy, bucketed gradient reduction and AdamW.
+ *
+ * Attention is computed with materialised scores per (batch, kv-head) group:
+ * S = Q K^T for the G query heads that share one K/V head is one strided-batched
+ * GEMM of (G*T) x T, so grouped-query attention needs no K/V copies. The softmax
+ * applies causality and document boundaries from pos (see shard.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include "model_cuda.h"
+#include "cuda_check.h"
+
+#define ALIGN_ELEMS 64
+
+static size_t take(size_t *cur, size_t n)
+{
+    size_t o = *cur;
+    *cur += (n + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+    return o;
+}
+
+int cuda_model_preset(const char *name, CudaModelConfig *c)
+{
+    memset(c, 0, sizeof *c);
+    c->rope_theta = 1000000.f;
+    c->rms_eps = 1e-6f;
+    c->tie_embeddings = 1;
+    c->qkv_bias = 1;
+    c->vocab = 151936;
+    c->head_dim = 64;
+    if (!strcmp(name, "qwen2.5-0.5b")) {
+        c->layers = 24; c->hidden = 896; c->heads = 14; c->kv_heads = 2; c->ffn = 4864;
+    } else if (!strcmp(name, "qwen2.5-1.5b")) {
+        c->layers = 28; c->hidden = 1536; c->heads = 12; c->kv_heads = 2; c->ffn = 8960; c->head_dim = 128;
+    } else if (!strcmp(name, "tiny")) {
+        c->layers = 2; c->hidden = 128; c->heads = 4; c->kv_heads = 2; c->ffn = 256; c->head_dim = 32;
+        c->vocab = 512;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static void add_param(CudaModel *m, const char *name, size_t off, int rows, int cols)
+{
+    CudaParam *p = &m->params[m->n_params++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->off = off;
+    p->rows = rows;
+    p->cols = cols;
+    p->numel = (size_t)rows * (cols ? cols : 1);
+    m->n_real += p->numel;
+}
+
+int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world)
+{
+    const CudaModelConfig *c = cfg;
+    if (c->layers < 1 || c->layers > 500 || c->hidden < 8 || c->heads < 1 || c->kv_heads < 1 ||
+        c->heads % c->kv_heads || c->head_dim < 8 || c->ffn < 8 || c->vocab < 8) {
+        fprintf(stderr, "llmc-train-cuda: model shape out of range (layers %d hidden %d heads %d kv_heads %d "
+                "head_dim %d ffn %d vocab %d)\n", c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim,
+                c->ffn, c->vocab);
+        return -1;
+    }
+    if (c->hidden % 8 || c->head_dim % 16 || c->ffn % 8 || c->vocab % 8) {
+        fprintf(stderr, "llmc-train-cuda: hidden, ffn and vocab must be multiples of 8 and head_dim of 16 "
+                "(16-byte vector access)\n");
+        return -1;
+    }
+    m->cfg = *cfg;
+    int L = c->layers, C = c->hidden, HD = c->heads * c->head_dim, KVD = c->kv_heads * c->head_dim;
+    int QKVD = HD + 2 * KVD, F = c->ffn, V = c->vocab;
+    m->params = calloc((size_t)L * 12 + 4, sizeof *m->params);
+    m->lo = calloc((size_t)L, sizeof *m->lo);
+    if (!m->params || !m->lo) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    size_t cur = 0;
+    for (int l = 0; l < L; l++) {
+        m->lo[l].qkv_w = take(&cur, (size_t)QKVD * C);
+        m->lo[l].o_w = take(&cur, (size_t)C * HD);
+        m->lo[l].gu_w = take(&cur, (size_t)2 * F * C);
+        m->lo[l].down_w = take(&cur, (size_t)C * F);
+    }
+    m->off_embed = take(&cur, (size_t)V * C);
+    m->off_lm = c->tie_embeddings ? m->off_embed : take(&cur, (size_t)V * C);
+    m->decay_end = cur;
+    for (int l = 0; l < L; l++) {
+        m->lo[l].ln1 = take(&cur, C);
+        m->lo[l].qkv_b = c->qkv_bias ? take(&cur, QKVD) : 0;
+        m->lo[l].ln2 = take(&cur, C);
+    }
+    m->off_norm = take(&cur, C);
+    size_t unit = (size_t)ALIGN_ELEMS * (world > 0 ? world : 1);
+    m->n_total = (cur + unit - 1) / unit * unit;
+
+    char nm[96];
+    add_param(m, "model.embed_tokens.weight", m->off_embed, V, C);
+    for (int l = 0; l < L; l++) {
+        const CudaLayerOffsets *o = &m->lo[l];
+#define P(suffix, off, r, cc) do { snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix); \
+                                    add_param(m, nm, off, r, cc); } while (0)
+        P("input_layernorm.weight", o->ln1, C, 0);
+        P("self_attn.q_proj.weight", o->qkv_w, HD, C);
+        P("self_attn.k_proj.weight", o->qkv_w + (size_t)HD * C, KVD, C);
+        P("self_attn.v_proj.weight", o->qkv_w + (size_t)(HD + KVD) * C, KVD, C);
+        if (c->qkv_bias) {
+            P("self_attn.q_proj.bias", o->qkv_b, HD, 0);
+            P("self_attn.k_proj.bias", o->qkv_b + HD, KVD, 0);
+            P("self_attn.v_proj.bias", o->qkv_b + HD + KVD, KVD, 0);
+        }
+        P("self_attn.o_proj.weight", o->o_w, C, HD);
+        P("post_attention_layernorm.weight", o->ln2, C, 0);
+        P("mlp.gate_proj.weight", o->gu_w, F, C);
+        P("mlp.up_proj.weight", o->gu_w + (size_t)F * C, F, C);
+        P("mlp.down_proj.weight", o->down_w, C, F);
+#undef P
+    }
+    add_param(m, "model.norm.weight", m->off_norm, C, 0);
+    if (!c->tie_embeddings) add_param(m, "lm_head.weight", m->off_lm, V, C);
+    return 0;
+}
+
+static void *dalloc(CudaModel *m, size_t bytes, int *fail)
+{
+    void *p = NULL;
+    if (*fail) return NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaGetLastError();
+        cudaMemGetInfo(&fr, &tot);
+        fprintf(stderr, "llmc-train-cuda: out of GPU memory allocating %.2f GiB (%.2f GiB allocated so far, "
+                "%.2f GiB free)\n", bytes / 1073741824.0, m->bytes_allocated / 1073741824.0, fr / 1073741824.0);
+        *fail = 1;
+        return NULL;
+    }
+    m->bytes_allocated += bytes;
+    return p;
+}
+
+int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute,
+                      const CudaParallel *par)
+{
+    memset(m, 0, sizeof *m);
+    m->par = *par;
+    if (cuda_model_layout(m, cfg, par->world) != 0) return -1;
+    if (B < 1 || T < 8 || T % 8) {
+        fprintf(stderr, "llmc-train-cuda: micro-batch %d x %d: need B >= 1 and T a multiple of 8\n", B, T);
+        return -1;
+    }
+    if ((long long)B * T > (1LL << 30) / cfg->hidden) {
+        fprintf(stderr, "llmc-train-cuda: micro-batch %d x %d too large\n", B, T);
+        return -1;
+    }
+    m->B = B; m->T = T; m->recompute = recompute;
+    const CudaModelConfig *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->hidden, L = c->layers, H = c->heads;
+    size_t HD = H * c->head_dim, KVD = (size_t)c->kv_heads * c->head_dim, QKVD = HD + 2 * KVD;
+    size_t F = c->ffn, V = c->vocab, BB = sizeof(bf16_t), FF = sizeof(float);
+    size_t PP = (size_t)B * H * T * T;
+    int fail = 0;
+
+    cudaStream_t st;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    m->stream = st;
+    m->gemm = gemm_create(st, 64u << 20);
+    if (!m->gemm) return -1;
+
+    if (par->world > 1 && par->zero1) {
+        m->shard_len = m->n_total / par->world;
+        m->shard_off = (size_t)par->rank * m->shard_len;
+    } else {
+        m->shard_len = m->n_total;
+        m->shard_off = 0;
+    }
+    m->w = dalloc(m, m->n_total * BB, &fail);
+    m->grad = dalloc(m, m->n_total * FF, &fail);
+    m->master = dalloc(m, m->shard_len * FF, &fail);
+    m->m = dalloc(m, m->shard_len * FF, &fail);
+    m->v = dalloc(m, m->shard_len * FF, &fail);
+
+    m->xs = calloc(L + 1, sizeof *m->xs);
+    m->acts = calloc(L, sizeof *m->acts);
+    if (!m->xs || !m->acts) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    for (size_t l = 0; l <= L; l++) m->xs[l] = dalloc(m, N * C * BB, &fail);
+    for (size_t l = 0; l < L; l++) {
+        CudaLayerActs *a = &m->acts[l];
+        if (recompute && l > 0) { *a = m->acts[0]; continue; }
+        a->ln1 = dalloc(m, N * C * BB, &fail);
+        a->ln2 = dalloc(m, N * C * BB, &fail);
+        a->q = dalloc(m, N * HD * BB, &fail);
+        a->k = dalloc(m, N * KVD * BB, &fail);
+        a->v = dalloc(m, N * KVD * BB, &fail);
+        a->P = dalloc(m, PP * BB, &fail);
+        a->att = dalloc(m, N * HD * BB, &fail);
+        a->xmid = dalloc(m, N * C * BB, &fail);
+        a->gu = dalloc(m, N * 2 * F * BB, &fail);
+        a->h = dalloc(m, N * F * BB, &fail);
+        a->rstd1 = dalloc(m, N * FF, &fail);
+        a->rstd2 = dalloc(m, N * FF, &fail);
+    }
+    m->ce_chunk = (int)(N < 8192 ? N : 8192);
+    m->qkv = dalloc(m, N * QKVD * BB, &fail);
+    m->o = dalloc(m, N * HD * BB, &fail);
+    m->hf = dalloc(m, N * C * BB, &fail);
+    m->logits = dalloc(m, (size_t)m->ce_chunk * V * BB, &fail);
+    m->rstdf = dalloc(m, N * FF, &fail);
+    m->losses = dalloc(m, N * FF, &fail);
+    m->loss_acc = dalloc(m, FF, &fail);
+    m->sumsq = dalloc(m, FF, &fail);
+    m->sumsq_scratch = dalloc(m, (size_t)k_sumsq_scratch() * FF, &fail);
+    m->ids = dalloc(m, N * sizeof(int), &fail);
+    m->pos = dalloc(m, N * sizeof(int), &fail);
+    m->targets = dalloc(m, N * sizeof(int), &fail);
+    m->dres = dalloc(m, N * C * BB, &fail);
+    m->dln = dalloc(m, N * C * BB, &fail);
+    m->dgu = dalloc(m, N * 2 * F * BB, &fail);
+    m->dh = dalloc(m, N * F * BB, &fail);
+    m->datt = dalloc(m, N * HD * BB, &fail);
+    m->dO = dalloc(m, N * HD * BB, &fail);
+    m->dP = dalloc(m, PP * BB, &fail);
+    m->dq = dalloc(m, N * HD * BB, &fail);
+    m->dk = dalloc(m, N * KVD * BB, &fail);
+    m->dv = dalloc(m, N * KVD * BB, &fail);
+    m->dqkv = dalloc(m, N * QKVD * BB, &fail);
+    if (fail) return -1;
+    if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {
+        fprintf(stderr, "llmc-train-cuda: too many layers\n");
+        return -1;
+    }
+    if (par->world > 1)
+        for (size_t l = 0; l <= L; l++) {
+            cudaEvent_t e;
+            CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            m->layer_done[l] = e;
+        }
+    CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->shard_len * FF, st));
+    CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->shard_len * FF, st));
+    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * FF, st));
+    CUDA_CHECK(cudaMemsetAsync(m->loss_acc, 0, FF, st));
+    return 0;
+}
+
+void cuda_model_destroy(CudaModel *m)
+{
+    /* Device memory goes with the process; the host tables are freed here. */
+    if (m->gemm) gemm_destroy(m->gemm);
+    free(m->params); free(m->lo); free(m->xs); free(m->acts);
+    memset(m, 0, sizeof *m);
+}
+
+/* A full fp32 copy of the weights (tmp, on the device) becomes the bf16 weights
+ * and this rank's master shard. */
+static void adopt_weights(CudaModel *m, float *tmp)
+{
+    cudaStream_t st = m->stream;
+    k_f32_to_bf16(m->w, tmp, m->n_total, st);
+    CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
+                               cudaMemcpyDeviceToDevice, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void cuda_model_init_random(CudaModel *m, uint64_t seed, float std)
+{
+    float *tmp;
+    cudaStream_t st = m->stream;
+    CUDA_CHECK(cudaMalloc((void **)&tmp, m->n_total * sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(tmp, 0, m->n_total * sizeof(float), st));
+    for (int i = 0; i < m->n_params; i++) {
+        const CudaParam *p = &m->params[i];
+        if (p->cols) k_init_normal(tmp + p->off, p->numel, seed * 1000003ull + (uint64_t)i, std, st);
+        else if (strstr(p->name, "norm")) k_fill(tmp + p->off, p->numel, 1.f, st);
+    }
+    adopt_weights(m, tmp);
+    CUDA_CHECK(cudaFree(tmp));
+}
+
+/* ---- safetensors: 8-byte header length, JSON header, raw little-endian data ---- */
+
+#include <cjson/cJSON.h>
+
+static float bf16_bits_to_f32(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float f16_bits_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, f = h & 1023, u;
+    if (e == 0) {
+        float v = ldexpf((float)f, -24);
+        return s ? -v : v;
+    }
+    if (e == 31) u = s | 0x7f800000u | (f << 13);
+    else u = s | ((e + 112) << 23) | (f << 13);
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+int cuda_model_load_safetensors(CudaModel *m, const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { fprintf(stderr, "%s: cannot open\n", path); return -1; }
+    uint64_t hlen = 0;
+    unsigned char lb[8];
+    int rc = -1;
+    char *hdr = NULL;
+    cJSON *root = NULL;
+    float *tmp = NULL, *host = NULL;
+    if (fread(lb, 1, 8, fp) != 8) { fprintf(stderr, "%s: not a safetensors file (short)\n", path); goto out; }
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lb[i];
+    if (fseeko(fp, 0, SEEK_END) != 0) goto out;
+    off_t fsize = ftello(fp);
+    if (hlen == 0 || hlen > 100000000ull || (off_t)(8 + hlen) > fsize) {
+        fprintf(stderr, "%s: bad safetensors header length %llu\n", path, (unsigned long long)hlen);
+        goto out;
+    }
+    hdr = malloc(hlen + 1);
+    if (!hdr || fseeko(fp, 8, SEEK_SET) != 0 || fread(hdr, 1, hlen, fp) != hlen) {
+        fprintf(stderr, "%s: cannot read header\n", path);
+        goto out;
+    }
+    hdr[hlen] = 0;
+    root = cJSON_Parse(hdr);
+    if (!cJSON_IsObject(root)) { fprintf(stderr, "%s: header is not a JSON object\n", path); goto out; }
+    CUDA_CHECK(cudaMalloc((void **)&tmp, m->n_total * sizeof(float)));
+    CUDA_CHECK(cudaMemset(tmp, 0, m->n_total * sizeof(float)));
+    for (int i = 0; i < m->n_params; i++) {
+        const CudaParam *p = &m->params[i];
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(root, p->name);
+        if (!t) { fprintf(stderr, "%s: tensor '%s' missing\n", path, p->name); goto out; }
+        cJSON *dt = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+        cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+        cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+        if (!cJSON_IsString(dt) || !cJSON_IsArray(shape) || cJSON_GetArraySize(offs) != 2) {
+            fprintf(stderr, "%s: tensor '%s': malformed entry\n", path, p->name);
+            goto out;
+        }
+        int nd = cJSON_GetArraySize(shape);
+        int want_nd = p->cols ? 2 : 1;
+        int ok = nd == want_nd && cJSON_GetArrayItem(shape, 0)->valuedouble == p->rows &&
+                 (!p->cols || cJSON_GetArrayItem(shape, 1)->valuedouble == p->cols);
+        if (!ok) {
+            fprintf(stderr, "%s: tensor '%s' has the wrong shape (want [%d%s%.0d])\n", path, p->name, p->rows,
+                    p->cols ? ", " : "", p->cols);
+            goto out;
+        }
+        int esz = !strcmp(dt->valuestring, "F32") ? 4 :
+                  (!strcmp(dt->valuestring, "BF16") || !strcmp(dt->valuestring, "F16")) ? 2 : 0;
+        if (!esz) { fprintf(stderr, "%s: tensor '%s': dtype %s not supported\n", path, p->name, dt->valuestring); goto out; }
+        double b0 = cJSON_GetArrayItem(offs, 0)->valuedouble, b1 = cJSON_GetArrayItem(offs, 1)->valuedouble;
+        if (b0 < 0 || b1 - b0 != (double)p->numel * esz || 8 + (double)hlen + b1 > (double)fsize) {
+            fprintf(stderr, "%s: tensor '%s': data offsets out of range\n", path, p->name);
+            goto out;
+        }
+        free(host);
+        host = malloc(p->numel * 4);
+        if (!host) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); goto out; }
+        if (fseeko(fp, (off_t)(8 + hlen + (uint64_t)b0), SEEK_SET) != 0 ||
+            fread(host, esz, p->numel, fp) != p->numel) {
+            fprintf(stderr, "%s: tensor '%s': short read\n", path, p->name);
+            goto out;
+        }
+        if (esz == 2) {
+            const uint16_t *h16 = (const uint16_t *)host;
+            int is_bf = !strcmp(dt->valuestring, "BF16");
+            for (size_t k = p->numel; k-- > 0;) host[k] = is_bf ? bf16_bits_to_f32(h16[k]) : f16_bits_to_f32(h16[k]);
+        }
+        CUDA_CHECK(cudaMemcpy(tmp + p->off, host, p->numel * 4, cudaMemcpyHostToDevice));
+    }
+    adopt_weights(m, tmp);
+    rc = 0;
+out:
+    if (tmp) cudaFree(tmp);
+    free(host);
+    cJSON_Delete(root);
+    free(hdr);
+    fclose(fp);
+    return rc;
+}
+
+int cuda_model_config_json(const char *path, CudaModelConfig *c)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) { fprintf(stderr, "%s: cannot open\n", path); return -1; }
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    if (!cJSON_IsObject(j)) { fprintf(stderr, "%s: not a JSON object\n", path); cJSON_Delete(j); return -1; }
+    memset(c, 0, sizeof *c);
+    struct { const char *key; int *dst; } ints[] = {
+        {"num_hidden_layers", &c->layers}, {"hidden_size", &c->hidden}, {"num_attention_heads", &c->heads},
+        {"num_key_value_heads", &c->kv_heads}, {"intermediate_size", &c->ffn}, {"vocab_size", &c->vocab},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(j, ints[i].key);
+        if (!cJSON_IsNumber(v)) { fprintf(stderr, "%s: '%s' missing or not a number\n", path, ints[i].key); rc = -1; }
+        else *ints[i].dst = v->valueint;
+    }
+    cJSON *hd = cJSON_GetObjectItemCaseSensitive(j, "head_dim");
+    c->head_dim = cJSON_IsNumber(hd) ? hd->valueint : (c->heads ? c->hidden / c->heads : 0);
+    cJSON *th = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
+    c->rope_theta = cJSON_IsNumber(th) ? (float)th->valuedouble : 10000.f;
+    cJSON *eps = cJSON_GetObjectItemCaseSensitive(j, "rms_norm_eps");
+    c->rms_eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : 1e-6f;
+    cJSON *tie = cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings");
+    c->tie_embeddings = cJSON_IsBool(tie) ? cJSON_IsTrue(tie) : 0;
+    cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+    c->qkv_bias = cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen2");
+    cJSON *ab = cJSON_GetObjectItemCaseSensitive(j, "attention_bias");
+    if (cJSON_IsBool(ab)) c->qkv_bias = cJSON_IsTrue(ab);
+    if (cJSON_IsString(mt) && strcmp(mt->valuestring, "qwen2") && strcmp(mt->valuestring, "llama")) {
+        fprintf(stderr, "%s: model_type '%s' not supported by the CUDA backend (qwen2, llama)\n", path, mt->valuestring);
+        rc = -1;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* ---- forward / backward ---- */
+
+static void mm(CudaModel *m, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+               void *D, int ldd, int d_f32, const void *C, float alpha, float beta)
+{
+    GemmArgs a = {.transA = ta, .transB = tb, .M = M, .N = N, .K = K, .A = A, .lda = lda, .B = B, .ldb = ldb,
+                  .D = D, .ldd = ldd, .C = C, .d_f32 = d_f32, .alpha = alpha, .beta = beta, .batch = 1};
+    gemm_run(m->gemm, &a);
+}
+
+static void bmm(CudaModel *m, int ta, int tb, int M, int N, int K, const void *A, int lda, long long sA,
+                const void *B, int ldb, long long sB, void *D, int ldd, long long sD, float alpha, int batch)
+{
+    GemmArgs a = {.transA = ta, .transB = tb, .M = M, .N = N, .K = K, .A = A, .lda = lda, .strideA = sA,
+                  .B = B, .ldb = ldb, .strideB = sB, .D = D, .ldd = ldd, .strideD = sD, .alpha = alpha,
+                  .beta = 0.f, .batch = batch};
+    gemm_run(m->gemm, &a);
+}
+
+/* Forward of one layer from xs[l]; with stop_before_down (recompute inside the
+ * backward pass) the last GEMM, whose output is not needed, is skipped. */
+static void layer_fwd(CudaModel *m, int l, int stop_before_down)
+{
+    const CudaModelConfig *c = &m->cfg;
+    CudaLayerActs *a = &m->acts[l];
+    const CudaLayerOffsets *o = &m->lo[l];
+    cudaStream_t st = m->stream;
+    int B = m->B, T = m->T, N = B * T, C = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int HD = H * D, QKVD = HD + 2 * KV * D, F = c->ffn, G = H / KV;
+    bf16_t *W = m->w, *x = m->xs[l];
+
+    k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, N, C, c->rms_eps, st);
+    mm(m, 0, 1, N, QKVD, C, a->ln1, C, W + o->qkv_w, C, m->qkv, QKVD, 0, NULL, 1.f, 0.f);
+    k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, B, T, H, KV, D,
+                   c->rope_theta, st);
+    /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
+    bmm(m, 0, 1, G * T, T, D, a->q, D, (long long)G * T * D, a->k, D, (long long)T * D,
+        a->P, T, (long long)G * T * T, 1.f, B * KV);
+    k_attn_softmax_fwd(a->P, m->pos, B, H, T, 1.f / sqrtf((float)D), st);
+    /* O = P V: [G*T, T] x [T, D] */
+    bmm(m, 0, 0, G * T, D, T, a->P, T, (long long)G * T * T, a->v, D, (long long)T * D,
+        m->o, D, (long long)G * T * D, 1.f, B * KV);
+    k_swap12(a->att, m->o, B, H, T, D, st);
+    mm(m, 0, 1, N, C, HD, a->att, HD, W + o->o_w, HD, a->xmid, C, 0, x, 1.f, 1.f);
+    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, N, C, c->rms_eps, st);
+    mm(m, 0, 1, N, 2 * F, C, a->ln2, C, W + o->gu_w, C, a->gu, 2 * F, 0, NULL, 1.f, 0.f);
+    k_swiglu_fwd(a->h, a->gu, N, F, st);
+    if (!stop_before_down)
+        mm(m, 0, 1, N, C, F, a->h, F, W + o->down_w, F, m->xs[l + 1], C, 0, a->xmid, 1.f, 1.f);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* Backward of one layer: m->dres holds dLoss/dxs[l+1] on entry and dLoss/dxs[l] on exit. */
+static void layer_bwd(CudaModel *m, int l)
+{
+    const CudaModelConfig *c = &m->cfg;
+    CudaLayerActs *a = &m->acts[l];
+    const CudaLayerOffsets *o = &m->lo[l];
+    cudaStream_t st = m->stream;
+    int B = m->B, T = m->T, N = B * T, C = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
+    int HD = H * D, QKVD = HD + 2 * KV * D, F = c->ffn, G = H / KV;
+    bf16_t *W = m->w;
+    float *g = m->grad, scale = 1.f / sqrtf((float)D);
+
+    if (m->recompute) layer_fwd(m, l, 1);
+    /* MLP */
+    mm(m, 0, 0, N, F, C, m->dres, C, W + o->down_w, F, m->dh, F, 0, NULL, 1.f, 0.f);
+    mm(m, 1, 0, C, F, N, m->dres, C, a->h, F, g + o->down_w, F, 1, NULL, 1.f, 1.f);
+    k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, st);
+    mm(m, 0, 0, N, C, 2 * F, m->dgu, 2 * F, W + o->gu_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
+    mm(m, 1, 0, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w, C, 1, NULL, 1.f, 1.f);
+    k_rmsnorm_bwd(m->dres, g + o->ln2, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C, st);
+    /* attention output projection */
+    mm(m, 0, 0, N, HD, C, m->dres, C, W + o->o_w, HD, m->datt, HD, 0, NULL, 1.f, 0.f);
+    mm(m, 1, 0, C, HD, N, m->dres, C, a->att, HD, g + o->o_w, HD, 1, NULL, 1.f, 1.f);
+    k_swap12(m->dO, m->datt, B, T, H, D, st);
+    /* dP = dO V^T; dS = softmax'; dV = P^T dO; dQ = scale dS K; dK = scale dS^T Q */
+    bmm(m, 0, 1, G * T, T, D, m->dO, D, (long long)G * T * D, a->v, D, (long long)T * D,
+        m->dP, T, (long long)G * T * T, 1.f, B * KV);
+    k_attn_softmax_bwd(m->dP, a->P, (long long)B * H * T, T, st);
+    bmm(m, 1, 0, T, D, G * T, a->P, T, (long long)G * T * T, m->dO, D, (long long)G * T * D,
+        m->dv, D, (long long)T * D, 1.f, B * KV);
+    bmm(m, 0, 0, G * T, D, T, m->dP, T, (long long)G * T * T, a->k, D, (long long)T * D,
+        m->dq, D, (long long)G * T * D, scale, B * KV);
+    bmm(m, 1, 0, T, D, G * T, m->dP, T, (long long)G * T * T, a->q, D, (long long)G * T * D,
+        m->dk, D, (long long)T * D, scale, B * KV);
+    k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, B, T, H, KV, D, c->rope_theta, st);
+    if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, st);
+    mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
+    mm(m, 1, 0, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w, C, 1, NULL, 1.f, 1.f);
+    k_rmsnorm_bwd(m->dres, g + o->ln1, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C, st);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* All-reduce (sum) a gradient range on the communication stream once the compute
+ * stream has produced it (event ev). */
+static void reduce_bucket(CudaModel *m, size_t off, size_t count, int ev)
+{
+    cudaStream_t cs = (cudaStream_t)m->par.comm_stream;
+    cudaEvent_t e = (cudaEvent_t)m->layer_done[ev];
+    CUDA_CHECK(cudaEventRecord(e, (cudaStream_t)m->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(cs, e, 0));
+    NCCL_CHECK(ncclAllReduce(m->grad + off, m->grad + off, count, ncclFloat, ncclSum, (ncclComm_t)m->par.comm, cs));
+}
+
+void cuda_model_zero_grad(CudaModel *m)
+{
+    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));
+}
+
+void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
+                      float grad_scale, float *logits_out, int last_micro)
+{
+    const CudaModelConfig *c = &m->cfg;
+    cudaStream_t st = m->stream;
+    int N = m->B * m->T, C = c->hidden, V = c->vocab, L = c->layers;
+    int train = grad_scale != 0.f;
+    int bucketed = train && last_micro && m->par.world > 1 && !m->par.zero1;
+    bf16_t *W = m->w;
+
+    CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
+    for (int l = 0; l < L; l++) layer_fwd(m, l, 0);
+
+    /* Final norm, then LM head + cross-entropy chunk by chunk: bf16 logits of at
+     * most ce_chunk rows exist at a time, and become dlogits in place. */
+    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], W + m->off_norm, N, C, c->rms_eps, st);
+    for (int r0 = 0; r0 < N; r0 += m->ce_chunk) {
+        int rn = N - r0 < m->ce_chunk ? N - r0 : m->ce_chunk;
+        mm(m, 0, 1, rn, V, C, m->hf + (size_t)r0 * C, C, W + m->off_lm, C, m->logits, V, 0, NULL, 1.f, 0.f);
+        if (logits_out) {
+            uint16_t *hb = malloc((size_t)rn * V * 2);
+            if (!hb) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); exit(1); }
+            CUDA_CHECK(cudaMemcpyAsync(hb, m->logits, (size_t)rn * V * 2, cudaMemcpyDeviceToHost, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            for (size_t i = 0; i < (size_t)rn * V; i++) {
+                uint32_t u = (uint32_t)hb[i] << 16;
+                memcpy(&logits_out[(size_t)r0 * V + i], &u, 4);
+            }
+            free(hb);
+        }
+        k_cross_entropy(m->logits, m->losses + r0, m->targets + r0, rn, V, grad_scale, st);
+        if (!train) continue;
+        mm(m, 0, 0, rn, C, V, m->logits, V, W + m->off_lm, C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f, 0.f);
+        mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, m->grad + m->off_lm, C, 1, NULL, 1.f, 1.f);
+    }
+    k_sum_add(m->loss_acc, m->losses, N, st);
+    CUDA_CHECK(cudaGetLastError());
+    if (!train) return;
+    k_rmsnorm_bwd(m->dres, m->grad + m->off_norm, m->dln, m->xs[L], W + m->off_norm, m->rstdf, NULL, N, C, st);
+    for (int l = L - 1; l >= 0; l--) {
+        layer_bwd(m, l);
+        if (bucketed) {
+            size_t end = l + 1 < L ? m->lo[l + 1].qkv_w : m->off_embed;
+            reduce_bucket(m, m->lo[l].qkv_w, end - m->lo[l].qkv_w, l);
+        }
+    }
+    k_embed_bwd(m->grad + m->off_embed, m->ids, m->dres, N, C, st);
+    if (bucketed) reduce_bucket(m, m->off_embed, m->n_total - m->off_embed, L);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+float cuda_model_step(CudaModel *m, float lr, float b1, float b2, float eps, float wd, float clip)
+{
+    cudaStream_t st = m->stream;
+    ncclComm_t comm = (ncclComm_t)m->par.comm;
+    if (m->par.world > 1) {
+        if (m->par.zero1) {
+            /* ZeRO-1: each rank receives the summed gradient of its own shard. */
+            NCCL_CHECK(ncclReduceScatter(m->grad, m->grad + m->shard_off, m->shard_len, ncclFloat, ncclSum, comm, st));
+        } else {
+            cudaEvent_t e = (cudaEvent_t)m->layer_done[m->cfg.layers];
+            CUDA_CHECK(cudaEventRecord(e, (cudaStream_t)m->par.comm_stream));
+            CUDA_CHECK(cudaStreamWaitEvent(st, e, 0));
+        }
+    }
+    k_sumsq(m->sumsq, m->sumsq_scratch, m->grad + m->shard_off, m->shard_len, st);
+    if (m->par.world > 1 && m->par.zero1)
+        NCCL_CHECK(ncclAllReduce(m->sumsq, m->sumsq, 1, ncclFloat, ncclSum, comm, st));
+    m->step++;
+    float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
+    k_adamw(m->master, m->w + m->shard_off, m->grad + m->shard_off, m->m, m->v, m->shard_len, m->shard_off,
+            m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, clip, st);
+    if (m->par.world > 1 && m->par.zero1)
+        NCCL_CHECK(ncclAllGather(m->w + m->shard_off, m->w, m->shard_len, ncclBfloat16, comm, st));
+    float ss = 0.f;
+    CUDA_CHECK(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
+    return sqrtf(ss);
+}
+
+double cuda_model_flops_per_token(const CudaModel *m, int T)
+{
+    const CudaModelConfig *c = &m->cfg;
+    double C = c->hidden, HD = (double)c->heads * c->head_dim, KVD = (double)c->kv_heads * c->head_dim;
+    double per_layer = C * (HD + 2 * KVD) + HD * C + 3.0 * C * c->ffn;
+    double n_mm = c->layers * per_layer + (double)c->vocab * C;
+    return 6.0 * n_mm + 12.0 * c->layers * HD * T;
+}

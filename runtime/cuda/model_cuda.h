@@ -1,0 +1,113 @@
+/* model_cuda.h — the Llama/Qwen2 decoder on the GPU: bf16 weights and activations,
+ * fp32 master weights, gradients and AdamW states (runtime/cuda/model_cuda.c).
+ *
+ * All parameters live in one flat buffer (fp32 master, bf16 working copy, fp32
+ * gradient): the per-layer matrices first (layer by layer, so a layer's gradients
+ * are one contiguous bucket for the all-reduce), then the embedding and LM head,
+ * then everything that takes no weight decay (norm weights, biases). Every Hugging
+ * Face tensor (model.layers.3.self_attn.k_proj.weight ...) is one contiguous slice;
+ * q/k/v and gate/up are adjacent so each pair/triple is one GEMM. */
+#ifndef LLMC_CUDA_MODEL_H
+#define LLMC_CUDA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gemm.h"
+#include "kernels.h"
+
+typedef struct {
+    int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
+    float rope_theta, rms_eps;
+    int tie_embeddings, qkv_bias;
+} CudaModelConfig;
+
+typedef struct {
+    char name[96];
+    size_t off, numel;
+    int rows, cols;             /* cols == 0 for vectors */
+} CudaParam;
+
+typedef struct {
+    size_t qkv_w, o_w, gu_w, down_w;   /* matrices */
+    size_t ln1, qkv_b, ln2;            /* no decay */
+} CudaLayerOffsets;
+
+typedef struct {
+    bf16_t *ln1, *ln2, *q, *k, *v, *P, *att, *xmid, *gu, *h;
+    float *rstd1, *rstd2;
+} CudaLayerActs;
+
+typedef struct {
+    int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
+    void *comm;                         /* ncclComm_t or NULL */
+    void *comm_stream;                  /* cudaStream_t for overlapped reductions */
+} CudaParallel;
+
+typedef struct {
+    CudaModelConfig cfg;
+    int B, T, recompute;                /* micro-batch shape; recompute: full activation recompute */
+    /* parameters */
+    CudaParam *params; int n_params;    /* the HF tensors */
+    CudaLayerOffsets *lo;
+    size_t off_embed, off_lm, off_norm;
+    size_t n_total;                     /* flat length, padded to a multiple of 64*world */
+    size_t decay_end;                   /* flat indices below this take weight decay */
+    size_t n_real;                      /* parameters counted (no padding) */
+    bf16_t *w;                          /* bf16 working weights [n_total] */
+    float *grad;                        /* fp32 gradients [n_total] */
+    float *master, *m, *v;              /* fp32 shard [shard_len] */
+    size_t shard_off, shard_len;
+    /* activations */
+    bf16_t **xs;                        /* residual stream at each layer input, [L+1][N*C] */
+    CudaLayerActs *acts;                /* per layer (or all the same buffers under recompute) */
+    bf16_t *qkv, *o, *hf, *logits;
+    float *rstdf, *losses, *loss_acc, *sumsq, *sumsq_scratch;
+    int *ids, *pos, *targets;
+    int ce_chunk;
+    /* backward scratch */
+    bf16_t *dres, *dln, *dgu, *dh, *datt, *dO, *dP, *dq, *dk, *dv, *dqkv;
+    /* runtime */
+    void *stream;                       /* cudaStream_t */
+    Gemm *gemm;
+    CudaParallel par;
+    void *layer_done[512];              /* cudaEvent_t per layer, for bucket overlap */
+    size_t bytes_allocated;             /* our cudaMalloc high-water mark */
+    int step;                           /* optimizer steps taken (Adam bias correction) */
+} CudaModel;
+
+/* Known shapes: "qwen2.5-0.5b", "qwen2.5-1.5b", "tiny" (tests). 0 or -1 if unknown. */
+int cuda_model_preset(const char *name, CudaModelConfig *out);
+/* Read a Hugging Face config.json. 0 or -1 with a message. */
+int cuda_model_config_json(const char *path, CudaModelConfig *out);
+
+/* Lay out the parameter table only (no GPU): counts and HF names. */
+int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world);
+/* Allocate everything on the current device for micro-batch B x T. 0 or -1 with a message. */
+int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute,
+                      const CudaParallel *par);
+void cuda_model_destroy(CudaModel *m);
+
+/* HF init: normal(0, std) for matrices and embeddings, 0 for biases, 1 for norms. */
+void cuda_model_init_random(CudaModel *m, uint64_t seed, float std);
+/* Load a safetensors file (F32 or BF16 tensors named as HF names them). 0 or -1. */
+int cuda_model_load_safetensors(CudaModel *m, const char *path);
+/* Copy the fp32 master shard into the working bf16 weights everywhere (after load). */
+void cuda_model_sync_weights(CudaModel *m);
+
+/* One micro-batch: ids, pos [B*T] and targets [B*T] (-1 where no loss) from the host.
+ * Forward + loss; with grad_scale != 0 also the backward pass, gradients accumulated
+ * into m->grad (dlogits scaled by grad_scale, i.e. 1/label tokens of the whole step).
+ * The summed loss is added to the device scalar m->loss_acc. logits_out (host,
+ * [B*T*V] fp32) receives the logits when not NULL (tests). last_micro: start the
+ * bucketed gradient reduction as each layer finishes. */
+void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
+                      float grad_scale, float *logits_out, int last_micro);
+void cuda_model_zero_grad(CudaModel *m);
+/* Finish gradient reduction, clip, AdamW. Returns the global grad norm (pre-clip). */
+float cuda_model_step(CudaModel *m, float lr, float b1, float b2, float eps, float wd, float clip);
+
+/* FLOPs of one token's forward+backward: 6*N + 12*L*C*T (N: parameters in matmuls,
+ * the LM head counted once even when tied to the embedding). */
+double cuda_model_flops_per_token(const CudaModel *m, int T);
+
+#endif
