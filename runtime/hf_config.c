@@ -1,0 +1,132 @@
+/* hf_config.c — read/write HF config.json (hf_config.h). */
+#include "hf_config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *arch_type(ModelArchKind a)
+{
+    return a == MODEL_LLAMA ? "llama" : a == MODEL_QWEN2 ? "qwen2" : "qwen3";
+}
+
+static const char *arch_class(ModelArchKind a)
+{
+    return a == MODEL_LLAMA ? "LlamaForCausalLM" : a == MODEL_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+}
+
+/* An integer member, or dflt when absent and dflt >= 0. */
+static int get_i(cJSON *o, const char *k, long dflt, long *out, const char *path, char *err, size_t errlen)
+{
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v || cJSON_IsNull(v)) {
+        if (dflt >= 0) { *out = dflt; return 0; }
+        snprintf(err, errlen, "%s: missing \"%s\"", path, k);
+        return -1;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9) {
+        snprintf(err, errlen, "%s: \"%s\" is not a non-negative integer", path, k);
+        return -1;
+    }
+    *out = (long)v->valuedouble;
+    return 0;
+}
+
+int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
+{
+    char file[4096];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(file, sizeof file, "%s/config.json", path);
+    else snprintf(file, sizeof file, "%s", path);
+    FILE *f = fopen(file, "rb");
+    if (!f) { snprintf(err, errlen, "%s: %s", file, strerror(errno)); return -1; }
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+    if (!buf) { snprintf(err, errlen, "out of memory"); return -1; }
+    buf[n] = 0;
+    cJSON *o = cJSON_Parse(buf);
+    free(buf);
+    if (!cJSON_IsObject(o)) { cJSON_Delete(o); snprintf(err, errlen, "%s: not a JSON object", file); return -1; }
+    memset(out, 0, sizeof *out);
+    int rc = -1;
+    const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "model_type"));
+    if (!mt) { snprintf(err, errlen, "%s: missing \"model_type\"", file); goto done; }
+    if (!strcmp(mt, "llama")) out->arch = MODEL_LLAMA;
+    else if (!strcmp(mt, "qwen2")) out->arch = MODEL_QWEN2;
+    else if (!strcmp(mt, "qwen3")) out->arch = MODEL_QWEN3;
+    else { snprintf(err, errlen, "%s: model_type \"%s\" is not llama, qwen2 or qwen3", file, mt); goto done; }
+    long L, H, nh, kv, hd, F, V, ctx;
+    if (get_i(o, "num_hidden_layers", -1, &L, file, err, errlen) ||
+        get_i(o, "hidden_size", -1, &H, file, err, errlen) ||
+        get_i(o, "num_attention_heads", -1, &nh, file, err, errlen) ||
+        get_i(o, "num_key_value_heads", nh, &kv, file, err, errlen) ||
+        get_i(o, "head_dim", nh ? H / nh : 0, &hd, file, err, errlen) ||
+        get_i(o, "intermediate_size", -1, &F, file, err, errlen) ||
+        get_i(o, "vocab_size", -1, &V, file, err, errlen) ||
+        get_i(o, "max_position_embeddings", 2048, &ctx, file, err, errlen))
+        goto done;
+    out->layers = (int)L; out->hidden = (int)H; out->heads = (int)nh; out->kv_heads = (int)kv;
+    out->head_dim = (int)hd; out->ffn = (int)F; out->vocab = (int)V; out->max_context = (int)ctx;
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    out->rope_theta = cJSON_IsNumber(v) ? v->valuedouble : 10000.0;
+    v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
+    out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;
+    out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
+    out->qkv_bias = out->arch == MODEL_QWEN2 ||
+                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "attention_bias"));
+    out->qk_norm = out->arch == MODEL_QWEN3;
+    rc = model_config_check(out, err, errlen);
+done:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dtype,
+                    int bos_id, int eos_id, char *err, size_t errlen)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch_class(c->arch), arch_type(c->arch));
+    fprintf(f, "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+               "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+               "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n",
+            c->hidden, c->ffn, c->layers, c->heads, c->kv_heads, c->head_dim, c->vocab, c->max_context);
+    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n  \"hidden_act\": \"silu\",\n",
+            c->rope_theta, c->rms_eps);
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_embeddings ? "true" : "false");
+    if (c->arch != MODEL_QWEN2)
+        fprintf(f, "  \"attention_bias\": %s,\n", c->qkv_bias ? "true" : "false");
+    if (c->arch == MODEL_LLAMA) fprintf(f, "  \"mlp_bias\": false,\n");
+    if (c->arch != MODEL_LLAMA) fprintf(f, "  \"use_sliding_window\": false,\n");
+    fprintf(f, "  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n");
+    if (bos_id >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", bos_id);
+    if (eos_id >= 0) fprintf(f, "  \"eos_token_id\": %d,\n", eos_id);
+    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n", torch_dtype);
+    int rc = (fflush(f) || fsync(fileno(f))) ? -1 : 0;
+    if (fclose(f)) rc = -1;
+    if (!rc && rename(tmp, path)) rc = -1;
+    if (rc) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno)); unlink(tmp); }
+    return rc;
+}
+
+int hf_config_diff(const ModelConfig *a, const ModelConfig *b, char *buf, size_t len)
+{
+#define CMP(field) \
+    if (a->field != b->field) { snprintf(buf, len, #field " %g vs %g", (double)a->field, (double)b->field); return 1; }
+    CMP(arch) CMP(layers) CMP(hidden) CMP(heads) CMP(kv_heads) CMP(head_dim) CMP(ffn) CMP(vocab)
+    CMP(tie_embeddings) CMP(qkv_bias) CMP(qk_norm)
+#undef CMP
+    if (fabs(a->rope_theta - b->rope_theta) > 1e-6 * b->rope_theta) {
+        snprintf(buf, len, "rope_theta %g vs %g", a->rope_theta, b->rope_theta);
+        return 1;
+    }
+    return 0;
+}
