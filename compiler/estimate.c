@@ -130,6 +130,31 @@ double estimate_llama_layer(const PlanModel *m, double s, double b, bool flash,
     return bytes;
 }
 
+double estimate_hf_layer(const PlanModel *m, double s, double b, bool flash, double bytes_per_value)
+{
+    double h = m->hidden, hd = (double)head_dim_of(m);
+    double q = m->heads * hd, kv = m->kv_heads * hd, f = m->ffn, bpv = bytes_per_value;
+    /* transformers' RMSNorm upcasts its input to fp32 (kept for pow and mul),
+     * keeps the normalised value in the input dtype and 1/rms in fp32. */
+    double norm = 4 * h + bpv * h + 4;
+    double per_token = 2 * norm + 2 * bpv * h;       /* two norms, their outputs */
+    if (m->qk_norm)
+        per_token += (4 + bpv) * q + 4 * m->heads + (4 + bpv) * kv + 4 * m->kv_heads;
+    per_token += bpv * q * 2 + bpv * 4 * f;           /* q, o_proj input; SwiGLU's four */
+    double bytes;
+    if (flash) {
+        /* SDPA keeps k and v un-repeated (enable_gqa) and a fp32 log-sum-exp. */
+        per_token += bpv * kv * 2 + 4 * m->heads;
+        bytes = s * b * per_token;
+    } else {
+        /* Eager repeats k and v to every head, keeps the fp32 softmax and its
+         * cast back to the input dtype (one tensor when that is fp32). */
+        per_token += bpv * q * 2;
+        bytes = s * b * per_token + m->heads * s * s * b * (4 + (bpv < 4 ? bpv : 0));
+    }
+    return bytes;
+}
+
 static bool is_cpu_only(const PlanCluster *c)
 {
     return c->gpu == NULL || c->gpus_per_node <= 0;
@@ -160,6 +185,13 @@ static double comm_buffers(const PlanModel *m, double params, ShardStage shard, 
     return (big + prefetch) * value_bytes + big * value_bytes + reduce;
 }
 
+/* Ranks on one node: one per GPU; on CPU nodes the job's tasks (default 1). */
+static int ranks_per_node(const PlanJob *job)
+{
+    if (!is_cpu_only(job->cluster)) return job->cluster->gpus_per_node;
+    return job->tasks_per_node > 0 ? job->tasks_per_node : 1;
+}
+
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *e)
 {
@@ -168,9 +200,10 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     const PlanCluster *c = job->cluster;
     bool cpu = is_cpu_only(c);
     int nodes = job->nodes > 0 ? job->nodes : 1;
+    int per_node = ranks_per_node(job);
 
     e->cpu_only = cpu;
-    e->world_size = cpu ? nodes : nodes * c->gpus_per_node; /* CPU: one rank per node */
+    e->world_size = nodes * per_node;
     e->data_parallel = e->world_size;
     e->params_total = estimate_params(m, &e->params_embedding, &e->params_per_layer);
 
@@ -182,25 +215,38 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     estimate_model_states((double)e->params_total, prec, shard, e->data_parallel,
                           &e->weights_bytes, &e->grads_bytes, &e->optimizer_bytes);
 
-    /* Activations at the worst case: a micro batch padded to the full context. */
+    /* Activations at the worst case: a micro batch padded to the full context.
+     * The llamafactory backend runs transformers' layers, which keep more. */
+    bool hf = t->backend == BACKEND_LLAMAFACTORY && !cpu;
+    e->activations_transformers = hf;
     double s = t->context > 0 ? t->context : 0;
     double b = micro_batch > 0 ? micro_batch : 0;
     double h = m->hidden, layers = m->layers > 0 ? m->layers : 0;
     bool flash = t->attention == ATTN_FLASH;
+    double layer_all = hf ? estimate_hf_layer(m, s, b, flash, bpv)
+                          : estimate_llama_layer(m, s, b, flash, RECOMPUTE_NONE, bpv);
+    /* Backward of the layer in flight holds the gradients of SwiGLU's product,
+     * silu output and up projection at once (3 ffn values per token). */
+    double grad_buffers = 3.0 * s * b * m->ffn * bpv;
     if (rc == RECOMPUTE_FULL) {
         e->activations_layers_bytes = layers * s * b * h * bpv;  /* each layer's input */
-        e->activations_working_bytes = estimate_llama_layer(m, s, b, flash, RECOMPUTE_NONE, bpv);
+        e->activations_working_bytes = layer_all + grad_buffers;
     } else {
-        e->activations_layers_bytes = layers * estimate_llama_layer(m, s, b, flash, rc, bpv);
-        e->activations_working_bytes = 0;
+        /* transformers has no selective recomputation: it keeps everything. */
+        double kept = rc == RECOMPUTE_SELECTIVE && !hf
+                          ? estimate_llama_layer(m, s, b, flash, rc, bpv) : layer_all;
+        e->activations_layers_bytes = layers * kept;
+        e->activations_working_bytes = grad_buffers;
     }
     /* Final RMSNorm input and the lm_head input. */
     double head_in = 2 * s * b * h * bpv;
     e->activations_bytes = e->activations_layers_bytes + e->activations_working_bytes + head_in;
 
-    /* Logits and their gradient, fp32, not chunked. */
+    /* Logits and their gradient in fp32, not chunked; transformers also keeps
+     * the 16-bit logits the lm_head wrote, while it upcasts them. */
     e->logits_chunked = false;
-    e->logits_bytes = 8.0 * s * b * m->vocab;
+    e->logits_bytes_per_value = hf && bpv < 4 ? 8 + bpv : 8;
+    e->logits_bytes = e->logits_bytes_per_value * s * b * m->vocab;
 
     e->comm_bytes = cpu ? 0 : comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv);
 
@@ -212,8 +258,9 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     e->total_bytes = tensors + e->reserve_bytes;
 
     if (cpu) {
+        /* The node's memory (or the job's --mem), shared by its ranks. */
         uint64_t mem = job->mem_bytes ? job->mem_bytes : c->memory_bytes;
-        e->usable_bytes = (double)mem;
+        e->usable_bytes = (double)mem / per_node;
     } else {
         e->usable_bytes = c->gpu->usable_bytes;
     }
@@ -336,7 +383,9 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     e->flops_per_token = fpt;
 
     if (e->cpu_only) {
-        int cores = job->cpus_per_task > 0 ? job->cpus_per_task : (c->cpus > 0 ? c->cpus : 1);
+        int cores = job->cpus_per_task > 0 ? job->cpus_per_task
+                                           : (c->cpus > 0 ? c->cpus / ranks_per_node(job) : 1);
+        if (cores < 1) cores = 1;
         e->peak_flops_per_device = cores * CPU_CORE_PEAK_FLOPS;
         e->mfu = t->mfu > 0 ? t->mfu : CPU_DEFAULT_MFU;
     } else {
@@ -387,6 +436,15 @@ static void fmt_duration(char *buf, size_t n, double sec)
     else snprintf(buf, n, "%.1f d (%.0f h)", sec / 86400, sec / 3600);
 }
 
+static void fmt_count(char *buf, size_t n, double v)
+{
+    if (v < 1e3) snprintf(buf, n, "%.0f", v);
+    else if (v < 1e6) snprintf(buf, n, "%.1fK", v / 1e3);
+    else if (v < 1e9) snprintf(buf, n, "%.1fM", v / 1e6);
+    else if (v < 1e12) snprintf(buf, n, "%.1fB", v / 1e9);
+    else snprintf(buf, n, "%.1fT", v / 1e12);
+}
+
 static const char *recompute_name(Recompute r)
 {
     return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
@@ -418,28 +476,38 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
               e->reserve_context_bytes / GIB, e->reserve_fragmentation_bytes / GIB);
 }
 
-static void help_alternatives(Diag *dg, const PlanJob *job)
+/* One "what else would fit" help line: the alternative at the plan's batch,
+ * or the largest batch that fits under it. */
+static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Recompute rc,
+                             ShardStage shard)
 {
     const PlanTrain *t = job->run;
     Estimate alt;
-    if (t->recompute != RECOMPUTE_FULL) {
-        memset(&alt, 0, sizeof alt);
-        estimate_memory(job, t->micro_batch, RECOMPUTE_FULL, t->shard, &alt);
-        diag_help(dg, "recompute = full at this batch %s (%.1f GiB)",
-                  alt.fits ? "fits" : "does not fit either", alt.total_bytes / GIB);
+    memset(&alt, 0, sizeof alt);
+    estimate_memory(job, t->micro_batch, rc, shard, &alt);
+    if (alt.fits) {
+        diag_help(dg, "%s fits at this batch (%.1f GiB)", what, alt.total_bytes / GIB);
+        return;
     }
-    if (!is_cpu_only(job->cluster) && t->shard != SHARD_ZERO3 && job->nodes * job->cluster->gpus_per_node > 1) {
-        memset(&alt, 0, sizeof alt);
-        estimate_memory(job, t->micro_batch, t->recompute, SHARD_ZERO3, &alt);
-        diag_help(dg, "shard = zero3 at this batch %s (%.1f GiB)",
-                  alt.fits ? "fits" : "does not fit either", alt.total_bytes / GIB);
+    int b = max_fitting_batch(job, rc, shard);
+    if (b <= 0) {
+        diag_help(dg, "%s does not fit either (%.1f GiB)", what, alt.total_bytes / GIB);
+        return;
     }
-    if (t->recompute != RECOMPUTE_FULL && t->shard != SHARD_ZERO3 && !is_cpu_only(job->cluster)) {
-        memset(&alt, 0, sizeof alt);
-        estimate_memory(job, t->micro_batch, RECOMPUTE_FULL, SHARD_ZERO3, &alt);
-        diag_help(dg, "recompute = full with shard = zero3 %s (%.1f GiB)",
-                  alt.fits ? "fits" : "does not fit either", alt.total_bytes / GIB);
-    }
+    estimate_memory(job, b, rc, shard, &alt);
+    diag_help(dg, "%s fits at batch = %d per gpu (%.1f GiB)", what, b, alt.total_bytes / GIB);
+}
+
+static void help_alternatives(Diag *dg, const PlanJob *job)
+{
+    const PlanTrain *t = job->run;
+    bool multi = !is_cpu_only(job->cluster) && job->nodes * job->cluster->gpus_per_node > 1;
+    if (t->recompute != RECOMPUTE_FULL)
+        help_alternative(dg, job, "recompute = full", RECOMPUTE_FULL, t->shard);
+    if (multi && t->shard != SHARD_ZERO3)
+        help_alternative(dg, job, "shard = zero3", t->recompute, SHARD_ZERO3);
+    if (multi && t->recompute != RECOMPUTE_FULL && t->shard != SHARD_ZERO3)
+        help_alternative(dg, job, "recompute = full with shard = zero3", RECOMPUTE_FULL, SHARD_ZERO3);
 }
 
 static int report_memory(const PlanJob *job, const Estimate *e, Diags *d)
@@ -504,8 +572,12 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
     Diag *dg = diag_error(d, job->time_at,
                           "run cannot finish inside the time limit: %s of training needed, time is %s, "
                           "and requeue is off", need, limit);
-    diag_note(dg, "%lld steps x %.2f s per step (%.3g tokens at %.3g tokens/s, mfu %.2f)",
-              (long long)e->steps_total, e->step_seconds, e->tokens_total, e->tokens_per_second, e->mfu);
+    char tokens[32], rate[32];
+    fmt_count(tokens, sizeof tokens, e->tokens_total);
+    fmt_count(rate, sizeof rate, e->tokens_per_second);
+    diag_note(dg, "%lld steps x %.2f s per step: %s tokens at %s tokens/s (mfu %.2f, %s tokens)",
+              (long long)e->steps_total, e->step_seconds, tokens, rate, e->mfu,
+              estimate_token_source_name(e->tokens_source));
     diag_help(dg, "requeue = true runs it in %d segments of %s, resuming from checkpoints",
               e->requeue_segments, limit);
     return 1;

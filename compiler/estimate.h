@@ -42,6 +42,8 @@ typedef struct {
     double reserve_context_bytes;           /* CUDA context + library workspaces (or process overhead) */
     double reserve_fragmentation_bytes;     /* allocator fragmentation allowance */
     bool logits_chunked;                    /* false: full b x s x vocab fp32 logits + gradient */
+    double logits_bytes_per_value;          /* per b x s x vocab: 8 (fp32 + grad), 10 transformers */
+    bool activations_transformers;          /* llamafactory backend: transformers' layers (measured) */
     bool fits;                              /* total_bytes <= usable_bytes (true when usable unknown) */
     double seq_tokens;                      /* tokens a sequence carries on average (compute length) */
     double sequences_per_epoch;             /* sequences the trainer sees per epoch */
@@ -76,6 +78,13 @@ double estimate_korthikanti_layer(double s, double b, double h, double a, bool f
  * bytes_per_value per activation value. */
 double estimate_llama_layer(const PlanModel *m, double s, double b, bool flash,
                             Recompute rc, double bytes_per_value);
+
+/* The same for transformers' own Llama/Qwen2/Qwen3 layers (the llamafactory
+ * backend), as measured with autograd's saved-tensor hooks (tests/estimator/
+ * hf_reference.py): fp32 RMSNorm inputs, eager softmax kept in fp32 and again
+ * in the input dtype, k/v repeated to every head in eager. No recompute. */
+double estimate_hf_layer(const PlanModel *m, double s, double b, bool flash,
+                         double bytes_per_value);
 
 /* Per-device peak memory of the job at a given micro batch, recompute mode and
  * ZeRO stage (memory fields, world/data_parallel, fits). Used for the plan's own

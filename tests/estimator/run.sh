@@ -1,0 +1,42 @@
+#!/bin/bash
+# Run the estimator's unit checks, then `llmc explain` on every example against
+# tests/estimator/expected/NAME.txt (and NAME.json for --format=json).
+# Closes with one "N passed, N failed" line. UPDATE=1 re-records the goldens.
+set -u
+unit=$1 llmc=$2
+here=$(dirname "$0")
+pass=0 fail=0
+
+out=$("$unit" "$here" 2>&1); rc=$?
+echo "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+if [[ -n "$line" ]]; then
+    pass=$((pass + ${line%% passed*}))
+    f=${line#*passed, }; fail=$((fail + ${f%% failed*}))
+fi
+[[ $rc -ne 0 && -z "$line" ]] && { echo "FAIL unit checks exited $rc"; fail=$((fail + 1)); }
+
+for plan in examples/*.llm examples/*/*.llm; do
+    [[ -f "$plan" ]] || continue
+    name=$(basename "$plan" .llm)
+    for fmt in txt json; do
+        want=$here/expected/$name.$fmt
+        args=(explain "$plan" --color=never)
+        [[ $fmt == json ]] && args+=(--format=json)
+        got=$("$llmc" "${args[@]}" 2>&1); rc=$?
+        got+=$'\n'"exit $rc"
+        if [[ ${UPDATE:-0} == 1 ]]; then
+            mkdir -p "$here/expected"; printf '%s\n' "$got" >"$want"
+        fi
+        if [[ -f "$want" ]] && diff -u "$want" <(printf '%s\n' "$got") >/dev/null; then
+            pass=$((pass + 1))
+        else
+            echo "FAIL explain $plan ($fmt):"
+            if [[ -f "$want" ]]; then diff -u "$want" <(printf '%s\n' "$got") | head -40
+            else echo "  no golden $want (UPDATE=1 records it)"; fi
+            fail=$((fail + 1))
+        fi
+    done
+done
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

@@ -1,0 +1,488 @@
+/* test_estimate.c — check vectors for the estimator (compiler/estimate.c).
+ *
+ * Sources of the expected numbers:
+ *   - parameter counts: transformers itself (hf_reference.json, written by
+ *     hf_reference.py) and the figures quoted in the issue;
+ *   - model states: the ZeRO paper (Rajbhandari et al. 2020), figure 1 / table 1;
+ *   - activations: Korthikanti et al. 2022 (eq. 1 and the GPT-3 ratios of
+ *     section 4), and the bytes autograd saves in transformers' layers;
+ *   - time: hand arithmetic written out beside each check.
+ * Usage: test_estimate DIR   (DIR holds hf_reference.json)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "estimate.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static int passed, failed;
+
+#define CHECK(cond, ...) do { \
+    if (cond) passed++; \
+    else { failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
+} while (0)
+
+static bool near(double got, double want, double rel)
+{
+    return fabs(got - want) <= rel * fabs(want);
+}
+
+/* ---- hand-built plans ---- */
+
+static const GpuSpec H100 = {"H100_80GB", "h100_80gb", 81559.0 * 1048576, 81510.0 * 1048576,
+                             989.0, 3.35, 0.40};
+
+static const SrcRange BATCH_AT = {{"t.llm", 20, 3}, {"t.llm", 20, 20}};
+static const SrcRange TIME_AT = {{"t.llm", 30, 3}, {"t.llm", 30, 12}};
+
+static PlanModel model(ModelArch arch, int layers, int hidden, int heads, int kv, int head_dim,
+                       int ffn, int vocab, bool tied)
+{
+    PlanModel m;
+    memset(&m, 0, sizeof m);
+    m.name = "m";
+    m.arch = arch;
+    m.layers = layers; m.hidden = hidden; m.heads = heads; m.kv_heads = kv;
+    m.head_dim = head_dim; m.ffn = ffn; m.vocab = vocab;
+    m.tie_embeddings = tied;
+    m.qkv_bias = arch == ARCH_QWEN2;
+    m.qk_norm = arch == ARCH_QWEN3;
+    return m;
+}
+
+typedef struct {
+    PlanModel m;
+    PlanDataset ds;
+    PlanDataset *dsp[1];
+    PlanTrain t;
+    PlanCluster c;
+    PlanJob j;
+} Fixture;
+
+/* A bf16 job on `nodes` x 8 H100 with one dataset of `tokens` tokens. */
+static void fixture(Fixture *f, PlanModel m, int nodes, int context, int batch,
+                    ShardStage shard, Recompute rc, double tokens)
+{
+    memset(f, 0, sizeof *f);
+    f->m = m;
+    f->ds.name = "d";
+    f->ds.at = (SrcRange){{"t.llm", 10, 1}, {"t.llm", 10, 8}};
+    f->ds.samples = -1;
+    f->ds.tokens = tokens >= 0 ? (int64_t)tokens : -1;
+    f->dsp[0] = &f->ds;
+    f->t.stage = STAGE_PT;
+    f->t.model = &f->m;
+    f->t.data = f->dsp; f->t.ndata = 1;
+    f->t.context = context; f->t.epochs = 1;
+    f->t.micro_batch = batch; f->t.batch_at = BATCH_AT; f->t.grad_accum = 1;
+    f->t.precision = PREC_BF16; f->t.shard = shard; f->t.recompute = rc;
+    f->t.attention = ATTN_FLASH; f->t.packing = true; f->t.bytes_per_token = 4.0;
+    f->c.name = "metal";
+    f->c.gpu = &H100; f->c.gpus_per_node = 8; f->c.cpus = 224;
+    f->c.memory_bytes = 2ull << 40;
+    f->j.name = "job";
+    f->j.run = &f->t; f->j.cluster = &f->c; f->j.nodes = nodes;
+    f->j.time_seconds = 48 * 3600.0; f->j.time_at = TIME_AT;
+    f->j.requeue = true;
+}
+
+/* Run estimate_job and return the rendered diagnostics (caller frees). */
+static char *run_job(const PlanJob *j, Estimate *e, int *errors)
+{
+    Diags *d = diags_new();
+    *errors = estimate_job(j, e, d);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (diags_error_count(d) + diags_warning_count(d) > 0)
+        diags_render(d, mem, DIAG_FMT_HUMAN, 0);
+    fclose(mem);
+    CHECK(diags_error_count(d) == *errors, "returned error count %d matches Diags %d",
+          *errors, diags_error_count(d));
+    diags_free(d);
+    return text;
+}
+
+/* ---- parameters ---- */
+
+static void test_params_issue(void)
+{
+    PlanModel q05 = model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true);
+    PlanModel q15 = model(ARCH_QWEN2, 28, 1536, 12, 2, 0, 8960, 151936, true);
+    PlanModel l8 = model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false);
+    int64_t emb, layer;
+    CHECK(estimate_params(&q05, &emb, &layer) == 494032768LL, "Qwen2.5-0.5B");
+    CHECK(emb == 151936LL * 896, "0.5B tied embedding counted once: %lld", (long long)emb);
+    CHECK(estimate_params(&q15, NULL, NULL) == 1543714304LL, "Qwen2.5-1.5B");
+    CHECK(estimate_params(&l8, &emb, &layer) == 8030261248LL, "Llama-3-8B");
+    CHECK(emb == 2LL * 128256 * 4096, "8B untied: embedding + lm_head");
+    CHECK(layer == 218112000LL, "Llama-3-8B layer: %lld", (long long)layer);
+}
+
+static cJSON *load_json(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    return cJSON_Parse(buf);
+}
+
+static void test_params_transformers(const cJSON *ref)
+{
+    static const struct { const char *name; PlanModel m; } cases[] = {
+        {"Qwen2.5-0.5B", {.arch = ARCH_QWEN2, .layers = 24, .hidden = 896, .heads = 14, .kv_heads = 2,
+                          .ffn = 4864, .vocab = 151936, .tie_embeddings = true, .qkv_bias = true}},
+        {"Qwen2.5-1.5B", {.arch = ARCH_QWEN2, .layers = 28, .hidden = 1536, .heads = 12, .kv_heads = 2,
+                          .ffn = 8960, .vocab = 151936, .tie_embeddings = true, .qkv_bias = true}},
+        {"Qwen2.5-32B", {.arch = ARCH_QWEN2, .layers = 64, .hidden = 5120, .heads = 40, .kv_heads = 8,
+                         .ffn = 27648, .vocab = 152064, .qkv_bias = true}},
+        {"Qwen2.5-72B", {.arch = ARCH_QWEN2, .layers = 80, .hidden = 8192, .heads = 64, .kv_heads = 8,
+                         .ffn = 29568, .vocab = 152064, .qkv_bias = true}},
+        {"Llama-3-8B", {.arch = ARCH_LLAMA, .layers = 32, .hidden = 4096, .heads = 32, .kv_heads = 8,
+                        .ffn = 14336, .vocab = 128256}},
+        {"Llama-3.2-1B", {.arch = ARCH_LLAMA, .layers = 16, .hidden = 2048, .heads = 32, .kv_heads = 8,
+                          .head_dim = 64, .ffn = 8192, .vocab = 128256, .tie_embeddings = true}},
+        {"Qwen3-0.6B", {.arch = ARCH_QWEN3, .layers = 28, .hidden = 1024, .heads = 16, .kv_heads = 8,
+                        .head_dim = 128, .ffn = 3072, .vocab = 151936, .tie_embeddings = true,
+                        .qk_norm = true}},
+        {"Qwen3-8B", {.arch = ARCH_QWEN3, .layers = 36, .hidden = 4096, .heads = 32, .kv_heads = 8,
+                      .head_dim = 128, .ffn = 12288, .vocab = 151936, .qk_norm = true}},
+    };
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(ref, "params");
+    CHECK(cJSON_GetArraySize(params) == (int)(sizeof cases / sizeof cases[0]),
+          "every reference model is checked");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(params, cases[i].name);
+        int64_t got = estimate_params(&cases[i].m, NULL, NULL);
+        CHECK(cJSON_IsNumber(want) && (double)got == want->valuedouble,
+              "%s: %lld, transformers counts %.0f", cases[i].name, (long long)got,
+              cJSON_IsNumber(want) ? want->valuedouble : -1);
+    }
+}
+
+/* ---- memory ---- */
+
+static void test_zero_paper(void)
+{
+    /* ZeRO paper, figure 1: a 7.5B model on 64 GPUs with K = 12 needs 120 GB of
+     * model states per GPU without ZeRO, 31.4 GB with P_os, 16.6 GB with
+     * P_os+g and 1.9 GB with P_os+g+p. */
+    static const struct { ShardStage s; double gb; } want[] = {
+        {SHARD_NONE, 120.0}, {SHARD_ZERO1, 31.4}, {SHARD_ZERO2, 16.6}, {SHARD_ZERO3, 1.9},
+    };
+    for (int i = 0; i < 4; i++) {
+        double w, g, o;
+        estimate_model_states(7.5e9, PREC_BF16, want[i].s, 64, &w, &g, &o);
+        double gb = round((w + g + o) / 1e8) / 10;
+        CHECK(gb == want[i].gb, "ZeRO stage %d: %.1f GB, paper says %.1f", i, gb, want[i].gb);
+    }
+    /* Table 1's 1T-parameter row: 1024 GPUs, P_os+g+p gives 15.6 GB per GPU. */
+    double w, g, o;
+    estimate_model_states(1e12, PREC_BF16, SHARD_ZERO3, 1024, &w, &g, &o);
+    CHECK(round((w + g + o) / 1e8) / 10 == 15.6, "1T on 1024 GPUs: %.2f GB", (w + g + o) / 1e9);
+    /* fp32 training: 4 + 4 + 8 bytes per parameter. */
+    estimate_model_states(1e9, PREC_FP32, SHARD_NONE, 1, &w, &g, &o);
+    CHECK(w == 4e9 && g == 4e9 && o == 8e9, "fp32 states");
+}
+
+static void test_korthikanti(void)
+{
+    /* GPT-3 175B: a = 96, h = 12288, s = 2048. Section 4.1: 5as/h = 80, so
+     * the attention term dominates 34, and selective recomputation (dropping it)
+     * saves 70% of the activation memory. */
+    double s = 2048, b = 1, h = 12288, a = 96;
+    double full = estimate_korthikanti_layer(s, b, h, a, false);
+    double flash = estimate_korthikanti_layer(s, b, h, a, true);
+    CHECK(full == s * b * h * (34 + 80), "GPT-3 layer: sbh(34 + 80)");
+    CHECK(flash == 34 * s * b * h, "flash keeps 34 sbh");
+    CHECK(round(100 * (1 - flash / full)) == 70, "selective saves 70%%: %.1f%%", 100 * (1 - flash / full));
+    /* 34 sbh at GPT-3 size, t = 1, b = 1: 34 x 2048 x 12288 = 855,638,016 bytes. */
+    CHECK(flash == 855638016.0, "34 sbh at GPT-3 size: %.0f", flash);
+}
+
+static void test_layer_vs_transformers(const cJSON *ref)
+{
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(ref, "layer_activation_bytes");
+    int n = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+#define NUM(k) (cJSON_GetObjectItemCaseSensitive(row, k)->valuedouble)
+        const char *arch = cJSON_GetObjectItemCaseSensitive(row, "arch")->valuestring;
+        ModelArch a = !strcmp(arch, "qwen3") ? ARCH_QWEN3 : !strcmp(arch, "qwen2") ? ARCH_QWEN2 : ARCH_LLAMA;
+        PlanModel m = model(a, 1, (int)NUM("hidden"), (int)NUM("heads"), (int)NUM("kv_heads"),
+                            (int)NUM("head_dim"), (int)NUM("ffn"), 1000, false);
+        bool flash = !strcmp(cJSON_GetObjectItemCaseSensitive(row, "attention")->valuestring, "sdpa");
+        double want = NUM("bytes");
+        double got = estimate_hf_layer(&m, NUM("s"), NUM("b"), flash, 2);
+        /* Autograd also keeps a few scalars (16 bytes per layer here). */
+        CHECK(fabs(got - want) <= 64, "%s %s layer: %.0f bytes, autograd saved %.0f",
+              arch, flash ? "sdpa" : "eager", got, want);
+        /* The lean accounting (llmc backend) never exceeds transformers'. */
+        double lean = estimate_llama_layer(&m, NUM("s"), NUM("b"), flash, RECOMPUTE_NONE, 2);
+        CHECK(lean < got, "%s lean %.0f < transformers %.0f", arch, lean, got);
+        n++;
+#undef NUM
+    }
+    CHECK(n >= 3, "reference layers present: %d", n);
+}
+
+static void test_llama_layer_formula(void)
+{
+    /* Llama-3-8B layer at s = 4096, b = 1, flash, bf16, by hand:
+     * per token 4h + 2q + 2kv + 4f = 16384 + 8192 + 2048 + 57344 = 83968 values,
+     * x 2 bytes x 4096 tokens = 687,865,856, + fp32 lse 4 * 32 * 4096 = 524,288. */
+    PlanModel m = model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false);
+    CHECK(estimate_llama_layer(&m, 4096, 1, true, RECOMPUTE_NONE, 2) == 687865856.0 + 524288.0,
+          "Llama-3-8B flash layer");
+    /* Eager keeps the softmax: + a s^2 b x 2 bytes = 1,073,741,824. Selective drops it. */
+    CHECK(estimate_llama_layer(&m, 4096, 1, false, RECOMPUTE_NONE, 2) == 687865856.0 + 1073741824.0,
+          "Llama-3-8B eager layer");
+    CHECK(estimate_llama_layer(&m, 4096, 1, false, RECOMPUTE_SELECTIVE, 2) == 687865856.0,
+          "Llama-3-8B selective layer");
+}
+
+static void test_fit_boundary(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* Llama-3-8B, 1 node of 8 H100, ZeRO-2, no recompute, context 4096. */
+    fixture(&f, model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false), 1, 4096, 1,
+            SHARD_ZERO2, RECOMPUTE_NONE, 1e9);
+    free(run_job(&f.j, &e, &errors));
+    int max = e.max_micro_batch_that_fits;
+    CHECK(max >= 1, "8B fits at batch 1 on H100 with zero2: %.1f GiB", e.total_bytes / GIB);
+    Estimate at;
+    estimate_memory(&f.j, max, f.t.recompute, f.t.shard, &at);
+    CHECK(at.fits && at.total_bytes <= H100.usable_bytes, "batch %d fits", max);
+    estimate_memory(&f.j, max + 1, f.t.recompute, f.t.shard, &at);
+    CHECK(!at.fits && at.total_bytes > H100.usable_bytes, "batch %d does not", max + 1);
+
+    f.t.micro_batch = max;
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 0 && !strstr(text, "does not fit"), "no error at the largest batch:\n%s", text);
+    free(text);
+
+    f.t.micro_batch = max + 1;
+    text = run_job(&f.j, &e, &errors);
+    char help[64];
+    snprintf(help, sizeof help, "help: batch = %d per gpu fits", max);
+    CHECK(errors == 1 && strstr(text, "t.llm:20:3: error: plan does not fit"),
+          "error at the batch:\n%s", text);
+    CHECK(strstr(text, help) != NULL, "help names batch %d:\n%s", max, text);
+    CHECK(strstr(text, "recompute = full fits at this batch"), "help suggests recompute:\n%s", text);
+    CHECK(strstr(text, "note: activations"), "breakdown notes:\n%s", text);
+    free(text);
+
+    /* The breakdown adds up. */
+    double sum = e.weights_bytes + e.grads_bytes + e.optimizer_bytes + e.activations_bytes +
+                 e.logits_bytes + e.comm_bytes + e.reserve_bytes;
+    CHECK(near(e.total_bytes, sum, 1e-12), "total is the sum of the parts");
+}
+
+static void test_examples(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* DESIGN.md / issue: qwen72b SFT on 32 x 8 H100, zero3 + recompute full,
+     * batch 4 x 2560 must fit. */
+    fixture(&f, model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false), 32, 2560, 4,
+            SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    free(run_job(&f.j, &e, &errors));
+    CHECK(errors == 0 && e.fits, "72B zero3+full at 4 x 2560 fits: %.1f GiB", e.total_bytes / GIB);
+    CHECK(e.params_total == 72706203648LL, "72B params");
+    /* The issue: a 32B at context 4096 fits at batch 4 per GPU and not at 8. */
+    fixture(&f, model(ARCH_QWEN2, 64, 5120, 40, 8, 0, 27648, 152064, false), 32, 4096, 4,
+            SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    free(run_job(&f.j, &e, &errors));
+    CHECK(errors == 0 && e.fits, "32B at 4 x 4096 fits: %.1f GiB", e.total_bytes / GIB);
+    f.t.micro_batch = 8;
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 1 && !e.fits, "32B at 8 x 4096 does not fit: %.1f GiB", e.total_bytes / GIB);
+    free(text);
+}
+
+static void test_low_use_warning(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 512, 1,
+            SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 0 && strstr(text, "t.llm:20:3: warning: plan uses"), "waste warning:\n%s", text);
+    CHECK(e.max_micro_batch_that_fits > 1 && strstr(text, "still fits"), "suggests a batch:\n%s", text);
+    free(text);
+}
+
+/* ---- data and time ---- */
+
+static void test_time_arithmetic(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* Llama-3-8B on 2 x 8 H100, 1e9 stated tokens, packed at context 1000,
+     * batch 4: 1e6 sequences / global batch 64 = 15625 steps.
+     * FLOPs/token: matmul params 8,030,261,248 - 128256*4096 = 7,504,924,672;
+     * 6N = 45,029,548,032; attention 3 x 2 x 32 x 1000 x 4096 = 786,432,000;
+     * sum 45,815,980,032. Rate 16 x 989e12 x 0.40 = 6.3296e15 FLOP/s, so
+     * 1e9 tokens take 7238.37 s: 3 segments of a 1 h limit. */
+    fixture(&f, model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false), 2, 1000, 4,
+            SHARD_ZERO3, RECOMPUTE_NONE, 1e9);
+    f.j.time_seconds = 3600;
+    f.j.requeue = true;
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 0, "requeue on: no error:\n%s", text);
+    free(text);
+    CHECK(e.tokens_measured && e.tokens_source == TOKENS_STATED, "stated tokens");
+    CHECK(e.global_batch == 64 && e.steps_total == 15625, "steps %lld, global batch %lld",
+          (long long)e.steps_total, (long long)e.global_batch);
+    CHECK(e.flops_per_token == 45815980032.0, "flops/token %.0f", e.flops_per_token);
+    CHECK(near(e.total_seconds, 7238.3689, 1e-6), "total %.4f s", e.total_seconds);
+    CHECK(near(e.step_seconds, 64 * 1000 * 45815980032.0 / 6.3296e15, 1e-12), "step seconds");
+    CHECK(near(e.gpu_hours, 7238.3689 * 16 / 3600, 1e-6), "gpu hours %.3f", e.gpu_hours);
+    CHECK(e.requeue_segments == 3, "segments %d", e.requeue_segments);
+
+    f.j.requeue = false;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 1 && strstr(text, "t.llm:30:3: error: run cannot finish inside the time limit"),
+          "time error:\n%s", text);
+    CHECK(strstr(text, "requeue = true runs it in 3 segments"), "segments in help:\n%s", text);
+    free(text);
+
+    /* Full recompute adds a forward: + 2N + attention forward. */
+    f.j.requeue = true;
+    f.t.recompute = RECOMPUTE_FULL;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.flops_per_token == 45815980032.0 + 2 * 7504924672.0 + 262144000.0,
+          "recompute full flops/token %.0f", e.flops_per_token);
+
+    /* max_steps wins over epochs. */
+    f.t.max_steps = 100;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.steps_total == 100 && e.tokens_total == 100.0 * 64 * 1000, "max_steps");
+}
+
+static void test_sft_tokens(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* DESIGN.md: 37k samples at context 2560 in a 38 MB file is not 95M tokens
+     * per epoch: at 4 bytes/token it is 9.5M, 257 tokens per sample. */
+    fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 2560, 4,
+            SHARD_NONE, RECOMPUTE_NONE, -1);
+    f.t.stage = STAGE_SFT;
+    f.t.packing = false;
+    f.t.epochs = 5;
+    f.ds.samples = 37000;
+    f.ds.size_bytes = 38000000;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.tokens_per_epoch == 9.5e6 && !e.tokens_measured && e.tokens_source == TOKENS_FROM_SIZE,
+          "tokens from size: %.0f", e.tokens_per_epoch);
+    CHECK(e.sequences_per_epoch == 37000 && near(e.seq_tokens, 9.5e6 / 37000, 1e-12),
+          "one sequence per sample, %.1f tokens each", e.seq_tokens);
+    CHECK(e.steps_total == (int64_t)ceil(5 * 37000 / 32.0), "steps %lld", (long long)e.steps_total);
+    CHECK(near(e.tokens_total, 5 * 9.5e6, 1e-12), "tokens total %.0f", e.tokens_total);
+    /* A file bigger than samples x context is capped there. */
+    f.ds.size_bytes = 4000000000ull;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.tokens_per_epoch == 37000.0 * 2560, "capped at samples x context");
+    /* Stated tokens win over the size. */
+    f.ds.tokens = 12345678;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.tokens_per_epoch == 12345678 && e.tokens_measured, "stated tokens win");
+    /* Nothing to count from: a warning at the dataset, no steps. */
+    f.ds.tokens = -1; f.ds.size_bytes = 0; f.ds.samples = -1;
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 0 && e.tokens_source == TOKENS_UNKNOWN && e.steps_total == 0 &&
+          strstr(text, "t.llm:10:1: warning: time to train not estimated"), "unknown tokens:\n%s", text);
+    free(text);
+}
+
+static void test_cpu_plan(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, model(ARCH_QWEN2, 2, 64, 4, 2, 0, 128, 512, true), 1, 128, 8,
+            SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    f.c.gpu = NULL; f.c.gpus_per_node = 0; f.c.cpus = 2;
+    f.c.memory_bytes = 24ull << 30;
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 0 && e.cpu_only && e.world_size == 1 && e.usable_bytes == 24.0 * GIB,
+          "CPU plan against node memory:\n%s", text);
+    CHECK(e.activation_bytes_per_value == 4 && e.weights_bytes == 4.0 * e.params_total,
+          "CPU runs fp32");
+    CHECK(e.peak_flops_per_device == 2 * 64e9 && e.mfu == 0.2, "CPU throughput assumption");
+    CHECK(e.comm_bytes == 0, "no GPU buffers");
+    free(text);
+    /* The job's --mem bounds it, and two tasks share the node. */
+    f.j.mem_bytes = 1ull << 20;
+    f.j.tasks_per_node = 2;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 1 && e.world_size == 2 && e.usable_bytes == 0.5 * (1 << 20) &&
+          strstr(text, "per node needed"), "tiny --mem does not fit:\n%s", text);
+    free(text);
+}
+
+static void test_hostile(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, model(ARCH_LLAMA, 2000000000, 2000000000, 2000000000, 2000000000, 0, 2000000000,
+                      2000000000, false), 1000000, 2000000000, 2000000000, SHARD_ZERO3,
+            RECOMPUTE_FULL, 9e18);
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(errors >= 1 && !e.fits && e.max_micro_batch_that_fits == 0, "absurd plan does not fit");
+    free(text);
+    /* Zeros everywhere: no division by zero, no crash. */
+    fixture(&f, model(ARCH_LLAMA, 0, 0, 0, 0, 0, 0, 0, false), 0, 0, 0, SHARD_NONE,
+            RECOMPUTE_NONE, 0);
+    f.t.epochs = 0;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(isfinite(e.total_bytes) && isfinite(e.total_seconds), "zeros are finite");
+    free(text);
+    /* A job without a run or cluster is left alone. */
+    PlanJob empty;
+    memset(&empty, 0, sizeof empty);
+    Diags *d = diags_new();
+    CHECK(estimate_job(&empty, &e, d) == 0 && e.total_bytes == 0, "incomplete job");
+    diags_free(d);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "tests/estimator";
+    cJSON *ref = load_json(dir, "hf_reference.json");
+    CHECK(ref != NULL, "read %s/hf_reference.json", dir);
+
+    test_params_issue();
+    if (ref) test_params_transformers(ref);
+    test_zero_paper();
+    test_korthikanti();
+    if (ref) test_layer_vs_transformers(ref);
+    test_llama_layer_formula();
+    test_fit_boundary();
+    test_examples();
+    test_low_use_warning();
+    test_time_arithmetic();
+    test_sft_tokens();
+    test_cpu_plan();
+    test_hostile();
+
+    cJSON_Delete(ref);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
