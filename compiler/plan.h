@@ -48,7 +48,8 @@ typedef struct {
     const char *partition; SrcRange partition_at;
     const char *hostlist; SrcRange hostlist_at;   /* as written: "hgx[001-032]" */
     char **hosts; int nhosts;               /* expanded, in order */
-    const GpuSpec *gpu; int gpus_per_node; SrcRange gpu_at;
+    const GpuSpec *gpu; int gpus_per_node; SrcRange gpu_at;  /* `gpu = none`: gpu NULL,
+                                               gpus_per_node 0 (CPU-only nodes) */
     int cpus; SrcRange cpus_at;             /* per node */
     uint64_t memory_bytes; SrcRange memory_at;  /* per node (RealMemory) */
 } PlanCluster;
@@ -71,6 +72,7 @@ typedef struct {
 /* LLaMA-Factory's dataset_info columns and tags; NULL when not set. */
 typedef struct {
     const char *prompt, *query, *response, *history, *messages, *system, *tools, *text;
+    const char *chosen, *rejected;          /* ranking (preference) datasets only */
 } DatasetColumns;
 typedef struct {
     const char *role, *content, *user, *assistant, *observation, *function, *system;
@@ -130,6 +132,9 @@ typedef struct {
     const char *account; const char *qos;   /* NULL when not set */
     const char *log_dir; SrcRange log_dir_at; /* default "logs" */
     bool requeue;                           /* default true: requeue on preemption */
+    int tasks_per_node; SrcRange tasks_at;  /* `tasks`; default gpus_per_node, or 1 on a
+                                               cluster with `gpu = none` (CPU-only: one
+                                               trainer process per node, fp32, no --gres) */
 } PlanJob;
 
 typedef struct Plan {

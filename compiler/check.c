@@ -1,0 +1,1182 @@
+/* check.c — the checker: AST of every file -> typed plan (plan.h).
+ *
+ * Reports, in one run, every unknown/duplicate/missing key, wrong type, wrong or
+ * missing unit, out-of-range value, undefined or wrong-kind reference, and the
+ * cross-field rules (model shape, context, hostlist size, dataset format vs
+ * columns/tags, stage vs data, template, global batch, paths). A plan with
+ * errors is still filled as far as possible so that later rules can run.
+ */
+#include "frontend.h"
+#include "hostlist.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_COUNT } BlockKind;
+static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job"};
+
+typedef struct {
+    const char *name;
+    BlockKind kind;
+    const Item *item;
+    void *obj;           /* PlanCluster *, PlanModel *, ... */
+} Symbol;
+
+typedef struct {
+    Arena *a;
+    Diags *d;
+    Plan *plan;
+    Symbol *syms;
+    int nsyms;
+} Checker;
+
+/* The entries of one block or sub-block, with how to name it in messages. */
+typedef struct {
+    Entry **es;
+    int n;
+    const char *where;   /* "model block 'qwen72b'" */
+    SrcRange at;         /* where "missing key" points */
+} Scope;
+
+/* ---- did you mean ---- */
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 99;
+    int prev[65], cur[65];
+    for (size_t j = 0; j <= lb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int best = prev[j - 1] + cost;
+            if (prev[j] + 1 < best) best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+            cur[j] = best;
+        }
+        memcpy(prev, cur, sizeof(int) * (lb + 1));
+    }
+    return prev[lb];
+}
+
+const char *did_you_mean(const char *word, const char *const *cands, int n)
+{
+    int len = (int)strlen(word);
+    int limit = (len + 2) / 3;
+    if (limit < 1) limit = 1;
+    if (limit > 3) limit = 3;
+    const char *best = NULL;
+    int bestd = limit + 1;
+    for (int i = 0; i < n; i++) {
+        int dist = edit_distance(word, cands[i]);
+        if (dist < bestd && dist < (int)strlen(cands[i])) { best = cands[i]; bestd = dist; }
+    }
+    return best;
+}
+
+static const char *join_names(Arena *a, const char *const *names, int n)
+{
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(names[i]) + 2;
+    char *s = arena_alloc(a, len);
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(s, ", ");
+        strcat(s, names[i]);
+    }
+    return s;
+}
+
+/* ---- describing values ---- */
+
+static const char *term_desc(Checker *c, const Term *t)
+{
+    switch (t->kind) {
+    case TERM_INT: return arena_printf(c->a, "integer %s", t->text);
+    case TERM_FLOAT: return arena_printf(c->a, "number %s", t->text);
+    case TERM_STRING: return "a string";
+    case TERM_IDENT: return arena_printf(c->a, "name '%s'", t->text);
+    case TERM_HOSTLIST: return "a hostlist";
+    case TERM_PERCENT: return "'%'";
+    case TERM_LIST: return "a list";
+    }
+    return "a value";
+}
+
+static const char *value_desc(Checker *c, const Value *v)
+{
+    if (v->nterms == 2 && (v->terms[0]->kind == TERM_INT || v->terms[0]->kind == TERM_FLOAT)) {
+        if (v->terms[1]->kind == TERM_IDENT)
+            return arena_printf(c->a, "'%s %s'", v->terms[0]->text, v->terms[1]->text);
+        if (v->terms[1]->kind == TERM_PERCENT)
+            return arena_printf(c->a, "percentage %s%%", v->terms[0]->text);
+    }
+    if (v->nterms > 1) return "several values";
+    return term_desc(c, v->terms[0]);
+}
+
+static bool is_number(const Term *t) { return t->kind == TERM_INT || t->kind == TERM_FLOAT; }
+
+/* ---- keys ---- */
+
+static Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char *sub)
+{
+    Scope s = {es, n, NULL, it->name ? it->name_at : it->kind_at};
+    if (sub) s.where = arena_printf(c->a, "'%s' of %s block '%s'", sub, it->kind_name, it->name ? it->name : "?");
+    else s.where = arena_printf(c->a, "%s block '%s'", it->kind_name, it->name ? it->name : "?");
+    return s;
+}
+
+static void check_keys(Checker *c, const Scope *s, const char *const *keys, int nkeys)
+{
+    for (int i = 0; i < s->n; i++) {
+        Entry *e = s->es[i];
+        bool known = false;
+        for (int k = 0; k < nkeys; k++)
+            if (strcmp(e->key, keys[k]) == 0) known = true;
+        if (!known) {
+            const char *dym = did_you_mean(e->key, keys, nkeys);
+            if (dym) {
+                diag_error(c->d, e->key_at, "unknown key '%s' in %s; did you mean '%s'?", e->key, s->where, dym);
+            } else {
+                Diag *g = diag_error(c->d, e->key_at, "unknown key '%s' in %s", e->key, s->where);
+                diag_note(g, "valid keys: %s", join_names(c->a, keys, nkeys));
+            }
+            continue;
+        }
+        for (int j = 0; j < i; j++) {
+            if (strcmp(s->es[j]->key, e->key) != 0) continue;
+            Diag *g = diag_error(c->d, e->key_at, "duplicate key '%s' in %s", e->key, s->where);
+            diag_note(g, "first set at line %d", s->es[j]->key_at.start.line);
+            break;
+        }
+    }
+}
+
+static Entry *find(const Scope *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->es[i]->key, key) == 0) return s->es[i];
+    return NULL;
+}
+
+static Entry *require(Checker *c, const Scope *s, const char *key, const char *example)
+{
+    Entry *e = find(s, key);
+    if (!e) {
+        Diag *g = diag_error(c->d, s->at, "missing required key '%s' in %s", key, s->where);
+        diag_help(g, "add '%s = %s'", key, example);
+    }
+    return e;
+}
+
+/* The entry must hold a value (not a sub-block) of exactly n terms. */
+static bool want_terms(Checker *c, const Entry *e, int n, const char *what)
+{
+    if (!e->value) {
+        diag_error(c->d, e->key_at, "'%s' takes %s, not a block", e->key, what);
+        return false;
+    }
+    if (e->value->nterms == n) return true;
+    if (e->value->nterms > n) {
+        SrcRange r = {e->value->terms[n]->at.start, e->value->at.end};
+        Diag *g = diag_error(c->d, r, "unexpected %s after the value of '%s'",
+                             term_desc(c, e->value->terms[n]), e->key);
+        diag_note(g, "'%s' takes %s", e->key, what);
+        return false;
+    }
+    return true;   /* fewer terms: the caller reports what is missing */
+}
+
+static bool get_int(Checker *c, const Entry *e, int64_t min, int64_t max, int64_t *out)
+{
+    if (!e->value) return want_terms(c, e, 1, "an integer");
+    const Value *v = e->value;
+    const Term *t = v->terms[0];
+    if (v->nterms == 2 && is_number(t) && (v->terms[1]->kind == TERM_IDENT || v->terms[1]->kind == TERM_PERCENT)) {
+        diag_error(c->d, v->terms[1]->at, "'%s' is a plain integer and takes no unit", e->key);
+        return false;
+    }
+    if (!want_terms(c, e, 1, "an integer")) return false;
+    if (t->kind != TERM_INT) {
+        diag_error(c->d, t->at, "'%s' must be an integer, found %s", e->key, term_desc(c, t));
+        return false;
+    }
+    if (t->overflow || t->ival < min || t->ival > max) {
+        if (t->ival < min && !t->overflow)
+            diag_error(c->d, t->at, "'%s' must be at least %lld, found %s", e->key, (long long)min, t->text);
+        else
+            diag_error(c->d, t->at, "'%s' must be at most %lld, found %s", e->key, (long long)max, t->text);
+        return false;
+    }
+    *out = t->ival;
+    return true;
+}
+
+static bool get_int32(Checker *c, const Entry *e, int min, int max, int *out)
+{
+    int64_t v;
+    if (!get_int(c, e, min, max, &v)) return false;
+    *out = (int)v;
+    return true;
+}
+
+/* A plain number; min_open: the minimum itself is not allowed. */
+static bool get_number(Checker *c, const Entry *e, double min, bool min_open, double max, double *out)
+{
+    if (!e->value) return want_terms(c, e, 1, "a number");
+    const Value *v = e->value;
+    const Term *t = v->terms[0];
+    if (v->nterms == 2 && is_number(t) && (v->terms[1]->kind == TERM_IDENT || v->terms[1]->kind == TERM_PERCENT)) {
+        diag_error(c->d, v->terms[1]->at, "'%s' is a plain number and takes no unit", e->key);
+        return false;
+    }
+    if (!want_terms(c, e, 1, "a number")) return false;
+    if (!is_number(t)) {
+        diag_error(c->d, t->at, "'%s' must be a number, found %s", e->key, term_desc(c, t));
+        return false;
+    }
+    double x = t->fval;
+    if (t->overflow || x < min || (min_open && x == min)) {
+        if (t->overflow) diag_error(c->d, t->at, "'%s' is out of range", e->key);
+        else diag_error(c->d, t->at, "'%s' must be %s %g, found %s", e->key, min_open ? "greater than" : "at least", min, t->text);
+        return false;
+    }
+    if (x > max) {
+        diag_error(c->d, t->at, "'%s' must be at most %g, found %s", e->key, max, t->text);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool get_string(Checker *c, const Entry *e, const char **out)
+{
+    if (!want_terms(c, e, 1, "a string")) return false;
+    const Term *t = e->value->terms[0];
+    if (t->kind != TERM_STRING) {
+        Diag *g = diag_error(c->d, t->at, "'%s' must be a string, found %s", e->key, term_desc(c, t));
+        if (t->kind == TERM_IDENT || t->kind == TERM_HOSTLIST)
+            diag_help(g, "put it in double quotes: %s = \"%s\"", e->key, t->text);
+        return false;
+    }
+    *out = t->str;
+    return true;
+}
+
+static bool get_bool(Checker *c, const Entry *e, bool *out)
+{
+    if (!want_terms(c, e, 1, "true or false")) return false;
+    const Term *t = e->value->terms[0];
+    if (t->kind == TERM_IDENT && strcmp(t->str, "true") == 0) { *out = true; return true; }
+    if (t->kind == TERM_IDENT && strcmp(t->str, "false") == 0) { *out = false; return true; }
+    diag_error(c->d, t->at, "'%s' must be true or false, found %s", e->key, term_desc(c, t));
+    return false;
+}
+
+static bool get_enum(Checker *c, const Entry *e, const char *const *names, int n, int *out)
+{
+    if (!want_terms(c, e, 1, "a name")) return false;
+    const Term *t = e->value->terms[0];
+    const char *word = t->kind == TERM_IDENT || t->kind == TERM_STRING ? t->str : NULL;
+    if (word)
+        for (int i = 0; i < n; i++)
+            if (strcmp(word, names[i]) == 0) {
+                if (t->kind == TERM_STRING) {
+                    Diag *g = diag_error(c->d, t->at, "'%s' takes a name, not a string", e->key);
+                    diag_help(g, "write it without quotes: %s = %s", e->key, word);
+                    return false;
+                }
+                *out = i;
+                return true;
+            }
+    Diag *g;
+    if (word) {
+        const char *dym = did_you_mean(word, names, n);
+        if (dym) g = diag_error(c->d, t->at, "unknown %s '%s'; did you mean '%s'?", e->key, word, dym);
+        else g = diag_error(c->d, t->at, "unknown %s '%s'", e->key, word);
+    } else {
+        g = diag_error(c->d, t->at, "'%s' must be one of its names, found %s", e->key, term_desc(c, t));
+    }
+    diag_note(g, "'%s' is one of: %s", e->key, join_names(c->a, names, n));
+    return false;
+}
+
+/* ---- quantities with units ---- */
+
+typedef struct {
+    const char *unit;
+    double scale;
+} Unit;
+
+static const Unit size_units[] = {
+    {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+    {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+};
+static const Unit duration_units[] = {{"s", 1}, {"min", 60}, {"h", 3600}, {"d", 86400}};
+
+#define NUNITS(u) ((int)(sizeof(u) / sizeof((u)[0])))
+
+/* `NUMBER UNIT` with UNIT from the table. what: "a size", example: "2 TiB". */
+static bool get_quantity(Checker *c, const Entry *e, const Unit *units, int nunits,
+                         const char *what, const char *example, double *out)
+{
+    if (!e->value) return want_terms(c, e, 2, what);
+    const Value *v = e->value;
+    const Term *num = v->terms[0];
+    const char *names[16];
+    for (int i = 0; i < nunits; i++) names[i] = units[i].unit;
+    const char *list = join_names(c->a, names, nunits);
+    if (!is_number(num)) {
+        Diag *g = diag_error(c->d, num->at, "'%s' must be %s, found %s", e->key, what, value_desc(c, v));
+        diag_help(g, "for example: %s = %s", e->key, example);
+        return false;
+    }
+    if (v->nterms == 1) {
+        Diag *g = diag_error(c->d, num->at, "'%s' needs a unit: %s", e->key, list);
+        diag_help(g, "for example: %s = %s", e->key, example);
+        return false;
+    }
+    if (!want_terms(c, e, 2, what)) return false;
+    const Term *u = v->terms[1];
+    if (u->kind != TERM_IDENT) {
+        Diag *g = diag_error(c->d, u->at, "'%s' needs a unit (%s), found %s", e->key, list, term_desc(c, u));
+        if (u->kind == TERM_PERCENT) diag_note(g, "'%s' is %s, not a percentage", e->key, what);
+        return false;
+    }
+    for (int i = 0; i < nunits; i++) {
+        if (strcmp(u->str, units[i].unit) != 0) continue;
+        if (num->fval < 0 || num->overflow) {
+            diag_error(c->d, num->at, "'%s' must not be negative", e->key);
+            return false;
+        }
+        *out = num->fval * units[i].scale;
+        return true;
+    }
+    Diag *g = diag_error(c->d, u->at, "'%s' is not a unit of %s; '%s' takes %s", u->str,
+                         units == size_units ? "size" : "time", e->key, list);
+    if (units == duration_units && strcmp(u->str, "m") == 0) {
+        diag_help(g, "write 'min' for minutes ('m' could be read as months or metres)");
+        return false;
+    }
+    const char *dym = did_you_mean(u->str, names, nunits);
+    if (dym && strcasecmp(dym, u->str) == 0)
+        diag_help(g, "units are case-sensitive: did you mean '%s'?", dym);
+    else if (dym)
+        diag_help(g, "did you mean '%s'?", dym);
+    bool other = false;
+    const Unit *ou = units == size_units ? duration_units : size_units;
+    int no = units == size_units ? NUNITS(duration_units) : NUNITS(size_units);
+    for (int i = 0; i < no; i++)
+        if (strcmp(u->str, ou[i].unit) == 0) other = true;
+    if (other) diag_note(g, "'%s' is a unit of %s", u->str, units == size_units ? "time" : "size");
+    return false;
+}
+
+static bool get_size(Checker *c, const Entry *e, uint64_t *out)
+{
+    double x;
+    if (!get_quantity(c, e, size_units, NUNITS(size_units), "a size", "64 GiB", &x)) return false;
+    if (x > 1.8e19) {
+        diag_error(c->d, e->value->at, "'%s' is out of range", e->key);
+        return false;
+    }
+    *out = (uint64_t)llround(x);
+    return true;
+}
+
+static bool get_duration(Checker *c, const Entry *e, double *out)
+{
+    if (!get_quantity(c, e, duration_units, NUNITS(duration_units), "a duration", "48 h", out)) return false;
+    if (*out > 366.0 * 86400) {
+        diag_error(c->d, e->value->at, "'%s' is longer than a year", e->key);
+        return false;
+    }
+    return true;
+}
+
+/* `NUMBER %`, as a fraction. */
+static bool is_percent(const Value *v)
+{
+    return v && v->nterms >= 2 && is_number(v->terms[0]) && v->terms[1]->kind == TERM_PERCENT;
+}
+
+static bool get_percent(Checker *c, const Entry *e, double max_pct, double *out)
+{
+    if (!want_terms(c, e, 2, "a percentage")) return false;
+    const Value *v = e->value;
+    if (!is_percent(v)) {
+        Diag *g = diag_error(c->d, v->terms[0]->at, "'%s' must be a percentage, found %s", e->key, value_desc(c, v));
+        diag_help(g, "for example: %s = 3%%", e->key);
+        return false;
+    }
+    double x = v->terms[0]->fval;
+    if (x < 0 || x > max_pct) {
+        diag_error(c->d, v->at, "'%s' must be between 0%% and %g%%, found %s%%", e->key, max_pct, v->terms[0]->text);
+        return false;
+    }
+    *out = x / 100.0;
+    return true;
+}
+
+/* `N WORD` (e.g. "100 steps"); true with *n set when the value has that shape. */
+static bool is_count_of(const Value *v, const char *word)
+{
+    return v && v->nterms == 2 && v->terms[0]->kind == TERM_INT && v->terms[1]->kind == TERM_IDENT &&
+           strcmp(v->terms[1]->str, word) == 0;
+}
+
+/* ---- references ---- */
+
+static Symbol *lookup(Checker *c, const char *name)
+{
+    for (int i = 0; i < c->nsyms; i++)
+        if (strcmp(c->syms[i].name, name) == 0) return &c->syms[i];
+    return NULL;
+}
+
+static void *resolve_ref(Checker *c, const Entry *e, const Term *t, BlockKind kind)
+{
+    if (t->kind != TERM_IDENT) {
+        Diag *g = diag_error(c->d, t->at, "'%s' must name a %s block, found %s", e->key, kind_names[kind], term_desc(c, t));
+        if (t->kind == TERM_STRING) diag_help(g, "write the name without quotes");
+        return NULL;
+    }
+    Symbol *s = lookup(c, t->str);
+    if (s && s->kind == kind) return s->obj;
+    if (s) {
+        Diag *g = diag_error(c->d, t->at, "'%s' is a %s, not a %s", t->str, kind_names[s->kind], kind_names[kind]);
+        diag_note(g, "'%s' is defined at %s:%d", t->str, s->item->at.start.file, s->item->at.start.line);
+        return NULL;
+    }
+    const char **cands = arena_alloc(c->a, sizeof(char *) * (size_t)(c->nsyms + 1));
+    int n = 0;
+    for (int i = 0; i < c->nsyms; i++)
+        if (c->syms[i].kind == kind) cands[n++] = c->syms[i].name;
+    const char *dym = did_you_mean(t->str, cands, n);
+    if (dym) diag_error(c->d, t->at, "undefined %s '%s'; did you mean '%s'?", kind_names[kind], t->str, dym);
+    else if (n) {
+        Diag *g = diag_error(c->d, t->at, "undefined %s '%s'", kind_names[kind], t->str);
+        diag_note(g, "defined %ss: %s", kind_names[kind], join_names(c->a, cands, n < 10 ? n : 10));
+    } else {
+        diag_error(c->d, t->at, "undefined %s '%s'; the plan defines no %s block", kind_names[kind], t->str, kind_names[kind]);
+    }
+    return NULL;
+}
+
+static void *get_ref(Checker *c, const Entry *e, BlockKind kind)
+{
+    if (!want_terms(c, e, 1, arena_printf(c->a, "the name of a %s block", kind_names[kind]))) return NULL;
+    return resolve_ref(c, e, e->value->terms[0], kind);
+}
+
+/* ---- paths ---- */
+
+/* Paths are written verbatim into shell scripts and JSON: refuse what would
+ * break them or does not mean what the user thinks. */
+static bool check_path(Checker *c, const Entry *e, const char *path, bool is_file)
+{
+    SrcRange at = e->value->at;
+    if (!path[0]) {
+        diag_error(c->d, at, "'%s' is an empty path", e->key);
+        return false;
+    }
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            diag_error(c->d, at, "'%s' contains a control character", e->key);
+            return false;
+        }
+        if (strchr("\"'`$\\", *p)) {
+            Diag *g = diag_error(c->d, at, "'%s' contains '%c', which is not allowed in paths", e->key, *p);
+            diag_note(g, "paths are written verbatim into the job script and must not need quoting");
+            return false;
+        }
+    }
+    if (path[0] == '~') {
+        Diag *g = diag_error(c->d, at, "'%s' starts with '~', which is not expanded", e->key);
+        diag_help(g, "write the full path, or a path relative to where llmc and sbatch run");
+        return false;
+    }
+    if (isspace((unsigned char)path[0]) || isspace((unsigned char)path[strlen(path) - 1])) {
+        diag_error(c->d, at, "'%s' begins or ends with white space", e->key);
+        return false;
+    }
+    if (is_file && path[strlen(path) - 1] == '/') {
+        diag_error(c->d, at, "'%s' names a file but ends with '/'", e->key);
+        return false;
+    }
+    if (!is_file && strcmp(path, "/") == 0) {
+        diag_error(c->d, at, "'%s' must not be the root directory", e->key);
+        return false;
+    }
+    return true;
+}
+
+static const char *get_path(Checker *c, const Entry *e, bool is_file)
+{
+    const char *s = NULL;
+    if (!get_string(c, e, &s)) return NULL;
+    return check_path(c, e, s, is_file) ? s : NULL;
+}
+
+/* ---- blocks ---- */
+
+static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory"};
+
+static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, cluster_keys, NUNITS(cluster_keys));
+    Entry *e;
+    if ((e = require(c, &s, "partition", "\"gpu\""))) {
+        cl->partition_at = e->at;
+        if (get_string(c, e, &cl->partition)) {
+            bool ok = cl->partition[0] != 0;
+            for (const char *p = cl->partition; *p; p++)
+                if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.')) ok = false;
+            if (!ok) diag_error(c->d, e->value->at, "partition name must be letters, digits, '_', '-' or '.'");
+        }
+    }
+    if ((e = require(c, &s, "nodes", "hgx[001-032]")) && want_terms(c, e, 1, "a hostlist")) {
+        const Term *t = e->value->terms[0];
+        cl->hostlist_at = t->at;
+        if (t->kind == TERM_HOSTLIST || t->kind == TERM_IDENT || t->kind == TERM_STRING) {
+            const char *err = NULL;
+            int n = hostlist_expand(c->a, t->str, &cl->hosts, &err);
+            if (n < 0) diag_error(c->d, t->at, "%s", err);
+            else { cl->hostlist = t->str; cl->nhosts = n; }
+        } else {
+            Diag *g = diag_error(c->d, t->at, "'nodes' must be a hostlist, found %s", term_desc(c, t));
+            diag_help(g, "for example: nodes = hgx[001-032]");
+        }
+    }
+    if ((e = require(c, &s, "gpu", "H100_80GB x 8")) && e->value) {
+        const Value *v = e->value;
+        const Term *t = v->terms[0];
+        cl->gpu_at = v->at;
+        const char *names[32];
+        int n = gpu_catalog_count();
+        for (int i = 0; i < n && i < 32; i++) names[i] = gpu_catalog_at(i)->name;
+        const char *count_word = v->nterms >= 2 && v->terms[1]->kind == TERM_IDENT ? v->terms[1]->str : NULL;
+        if (t->kind == TERM_IDENT && strcmp(t->str, "none") == 0) {
+            if (want_terms(c, e, 1, "'none' alone")) { cl->gpu = NULL; cl->gpus_per_node = 0; }
+        } else if (t->kind != TERM_IDENT) {
+            Diag *g = diag_error(c->d, t->at, "'gpu' must be a GPU model and count, found %s", term_desc(c, t));
+            diag_help(g, "for example: gpu = H100_80GB x 8 (or gpu = none for CPU-only nodes)");
+        } else if (!gpu_catalog_find(t->str)) {
+            const char *dym = did_you_mean(t->str, names, n);
+            Diag *g = dym ? diag_error(c->d, t->at, "unknown GPU '%s'; did you mean '%s'?", t->str, dym)
+                          : diag_error(c->d, t->at, "unknown GPU '%s'", t->str);
+            diag_note(g, "known GPUs: %s", join_names(c->a, names, n));
+        } else if (v->nterms == 1) {
+            Diag *g = diag_error(c->d, t->at, "'gpu' needs a count per node");
+            diag_help(g, "write gpu = %s x 8", t->str);
+        } else if (count_word && count_word[0] == 'x' && count_word[1] && v->nterms == 2 &&
+                   strspn(count_word + 1, "0123456789") == strlen(count_word + 1)) {
+            int k = atoi(count_word + 1);
+            if (k < 1 || k > 16 || strlen(count_word) > 3) diag_error(c->d, v->terms[1]->at, "GPUs per node must be between 1 and 16");
+            else { cl->gpu = gpu_catalog_find(t->str); cl->gpus_per_node = k; }
+        } else if (!count_word || strcmp(count_word, "x") != 0) {
+            Diag *g = diag_error(c->d, v->terms[1]->at, "expected 'x' and a count after the GPU name");
+            diag_help(g, "write gpu = %s x 8", t->str);
+        } else if (v->nterms < 3) {
+            diag_error(c->d, v->terms[1]->at, "expected a GPU count after 'x'");
+        } else if (want_terms(c, e, 3, "a GPU model and count")) {
+            const Term *k = v->terms[2];
+            if (k->kind != TERM_INT) diag_error(c->d, k->at, "GPU count must be an integer, found %s", term_desc(c, k));
+            else if (k->ival < 1 || k->ival > 16) diag_error(c->d, k->at, "GPUs per node must be between 1 and 16, found %s", k->text);
+            else { cl->gpu = gpu_catalog_find(t->str); cl->gpus_per_node = (int)k->ival; }
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a GPU model and count");
+    }
+    if ((e = require(c, &s, "cpus", "224"))) { cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus); }
+    if ((e = require(c, &s, "memory", "2 TiB"))) {
+        cl->memory_at = e->at;
+        if (get_size(c, e, &cl->memory_bytes) && cl->memory_bytes < (1u << 20)) {
+            diag_error(c->d, e->value->at, "node memory must be at least 1 MiB");
+            cl->memory_bytes = 0;
+        }
+    }
+}
+
+static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
+                                         "kv_heads", "head_dim", "ffn", "vocab", "max_context",
+                                         "rope_theta", "rms_eps", "tie_embeddings"};
+static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
+static const char *const init_names[] = {"pretrained", "scratch"};
+
+static void check_model(Checker *c, const Item *it, PlanModel *m)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, model_keys, NUNITS(model_keys));
+    Entry *e;
+    int v;
+    if ((e = require(c, &s, "arch", "qwen2"))) { m->arch_at = e->at; if (get_enum(c, e, arch_names, 3, &v)) m->arch = (ModelArch)v; }
+    if ((e = find(&s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
+    /* A pretrained model is loaded from path; from scratch, path is optional
+     * and the tokenizer must be named. */
+    e = m->from_scratch ? find(&s, "path") : require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");
+    if (e) { m->path_at = e->at; m->path = get_path(c, e, false); }
+    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_path(c, e, false); }
+    else if (m->from_scratch && !find(&s, "path")) {
+        Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
+        diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
+    } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
+
+    struct { const char *key; int *out; SrcRange *at; int max; const char *ex; } ints[] = {
+        {"layers", &m->layers, &m->layers_at, 1000, "80"},
+        {"hidden", &m->hidden, &m->hidden_at, 1 << 20, "8192"},
+        {"heads", &m->heads, &m->heads_at, 4096, "64"},
+        {"ffn", &m->ffn, &m->ffn_at, 1 << 22, "29568"},
+        {"vocab", &m->vocab, &m->vocab_at, 1 << 24, "152064"},
+        {"max_context", &m->max_context, &m->max_context_at, 1 << 24, "32768"},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((e = require(c, &s, ints[i].key, ints[i].ex))) {
+            *ints[i].at = e->at;
+            get_int32(c, e, 1, ints[i].max, ints[i].out);
+        }
+    if ((e = find(&s, "kv_heads"))) { m->kv_heads_at = e->at; get_int32(c, e, 1, 4096, &m->kv_heads); }
+    else { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
+    bool head_dim_set = false;
+    if ((e = find(&s, "head_dim"))) { m->head_dim_at = e->at; head_dim_set = get_int32(c, e, 1, 4096, &m->head_dim); }
+
+    m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
+    m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
+    if ((e = find(&s, "rope_theta"))) get_number(c, e, 0, true, 1e12, &m->rope_theta);
+    if ((e = find(&s, "rms_eps"))) get_number(c, e, 0, true, 1, &m->rms_eps);
+    if ((e = find(&s, "tie_embeddings"))) get_bool(c, e, &m->tie_embeddings);
+    m->qkv_bias = m->arch == ARCH_QWEN2;
+    m->qk_norm = m->arch == ARCH_QWEN3;
+
+    /* Shape rules. */
+    if (m->heads > 0 && m->kv_heads > 0) {
+        if (m->kv_heads > m->heads) {
+            diag_error(c->d, m->kv_heads_at, "kv_heads (%d) must not exceed heads (%d)", m->kv_heads, m->heads);
+        } else if (m->heads % m->kv_heads != 0) {
+            Diag *g = diag_error(c->d, m->kv_heads_at, "heads (%d) must be divisible by kv_heads (%d)", m->heads, m->kv_heads);
+            diag_note(g, "each key/value head serves a whole group of query heads");
+        }
+    }
+    if (m->hidden > 0 && m->heads > 0) {
+        if (!head_dim_set) {
+            if (m->hidden % m->heads != 0) {
+                Diag *g = diag_error(c->d, m->hidden_at, "hidden (%d) must be divisible by heads (%d)", m->hidden, m->heads);
+                diag_help(g, "or set head_dim explicitly (qwen3)");
+            } else {
+                m->head_dim = m->hidden / m->heads;
+                m->head_dim_at = m->hidden_at;
+            }
+        } else if (m->arch != ARCH_QWEN3 && (int64_t)m->head_dim * m->heads != m->hidden) {
+            Diag *g = diag_error(c->d, m->head_dim_at, "head_dim x heads (%d x %d = %lld) must equal hidden (%d) for %s",
+                                 m->head_dim, m->heads, (long long)m->head_dim * m->heads, m->hidden, arch_names[m->arch]);
+            diag_note(g, "only qwen3 has a head_dim independent of hidden");
+        }
+        if (m->head_dim > 0 && m->head_dim % 2 != 0)
+            diag_error(c->d, m->head_dim_at, "head_dim (%d) must be even for rotary embeddings", m->head_dim);
+    }
+}
+
+static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens"};
+static const char *const format_names[] = {"alpaca", "sharegpt", "text"};
+static const char *const column_keys[] = {"prompt", "query", "response", "history", "messages",
+                                          "system", "tools", "text", "chosen", "rejected"};
+static const char *const tag_keys[] = {"role", "content", "user", "assistant", "observation", "function", "system"};
+
+/* Fill a columns/tags sub-block; `slots` parallels `keys`. */
+static void get_string_table(Checker *c, const Item *it, const Entry *e, const char *const *keys, int nkeys,
+                             const char **slots[])
+{
+    if (!e->sub && e->value) {
+        Diag *g = diag_error(c->d, e->value->at, "'%s' is a block of names, not a value", e->key);
+        diag_help(g, "write %s { %s = \"...\" }", e->key, keys[0]);
+        return;
+    }
+    Scope s = scope_of(c, it, e->sub, e->nsub, e->key);
+    s.at = e->key_at;
+    check_keys(c, &s, keys, nkeys);
+    for (int k = 0; k < nkeys; k++) {
+        Entry *x = find(&s, keys[k]);
+        const char *str;
+        if (!x || !get_string(c, x, &str)) continue;
+        if (!str[0]) { diag_error(c->d, x->value->at, "'%s' must not be empty", x->key); continue; }
+        *slots[k] = str;
+    }
+}
+
+static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, dataset_keys, NUNITS(dataset_keys));
+    Entry *e;
+    int v;
+    ds->samples = -1;
+    ds->tokens = -1;
+    if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
+        ds->file_at = e->at;
+        ds->file = get_path(c, e, true);
+        if (ds->file) {
+            const char *dot = strrchr(ds->file, '.');
+            const char *slash = strrchr(ds->file, '/');
+            if (!dot || (slash && dot < slash) ||
+                (strcmp(dot, ".json") && strcmp(dot, ".jsonl") && strcmp(dot, ".parquet"))) {
+                Diag *g = diag_error(c->d, e->value->at, "dataset file must end in .json, .jsonl or .parquet");
+                diag_note(g, "these are the formats LLaMA-Factory and llmc-train read");
+            }
+        }
+    }
+    bool format_ok = false;
+    if ((e = require(c, &s, "format", "sharegpt"))) {
+        ds->format_at = e->at;
+        if (get_enum(c, e, format_names, 3, &v)) { ds->format = (DataFormat)v; format_ok = true; }
+    }
+    if ((e = find(&s, "ranking"))) get_bool(c, e, &ds->ranking);
+    const char **col_slots[] = {&ds->columns.prompt, &ds->columns.query, &ds->columns.response,
+                                &ds->columns.history, &ds->columns.messages, &ds->columns.system,
+                                &ds->columns.tools, &ds->columns.text, &ds->columns.chosen,
+                                &ds->columns.rejected};
+    const char **tag_slots[] = {&ds->tags.role, &ds->tags.content, &ds->tags.user, &ds->tags.assistant,
+                                &ds->tags.observation, &ds->tags.function, &ds->tags.system};
+    Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
+    if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, column_keys, NUNITS(column_keys), col_slots); }
+    if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, tag_keys, NUNITS(tag_keys), tag_slots); }
+    if ((e = find(&s, "samples"))) { ds->samples_at = e->at; get_int(c, e, 1, INT64_MAX, &ds->samples); }
+    if ((e = find(&s, "size"))) { ds->size_at = e->at; get_size(c, e, &ds->size_bytes); }
+    if ((e = find(&s, "tokens"))) { ds->tokens_at = e->at; get_int(c, e, 1, INT64_MAX, &ds->tokens); }
+
+    if (!format_ok) return;
+    /* LLaMA-Factory's rules for which columns and tags each format uses. */
+    const char *fmt = format_names[ds->format];
+    SrcRange cat = cols ? cols->key_at : ds->format_at;
+    const DatasetColumns *co = &ds->columns;
+    struct { const char *name, *val; bool alpaca, sharegpt, text; } use[] = {
+        {"prompt", co->prompt, 1, 0, 0}, {"query", co->query, 1, 0, 0}, {"response", co->response, 1, 0, 0},
+        {"history", co->history, 1, 0, 0}, {"messages", co->messages, 0, 1, 0}, {"system", co->system, 1, 1, 0},
+        {"tools", co->tools, 1, 1, 0}, {"text", co->text, 0, 0, 1}, {"chosen", co->chosen, 1, 1, 0},
+        {"rejected", co->rejected, 1, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof use / sizeof use[0]; i++) {
+        if (!use[i].val) continue;
+        bool ok = ds->format == FORMAT_ALPACA ? use[i].alpaca : ds->format == FORMAT_SHAREGPT ? use[i].sharegpt : use[i].text;
+        Entry *x = NULL;
+        for (int k = 0; cols && k < cols->nsub; k++)
+            if (strcmp(cols->sub[k]->key, use[i].name) == 0) { x = cols->sub[k]; break; }
+        SrcRange at = x ? x->key_at : cat;
+        if (!ok) {
+            Diag *g = diag_error(c->d, at, "column '%s' is not used by %s datasets", use[i].name, fmt);
+            diag_note(g, ds->format == FORMAT_ALPACA ? "alpaca columns: prompt, query, response, history, system, tools"
+                         : ds->format == FORMAT_SHAREGPT ? "sharegpt columns: messages, system, tools"
+                                                         : "text columns: text");
+        } else if ((i == 8 || i == 9) && !ds->ranking) {
+            Diag *g = diag_error(c->d, at, "column '%s' is only used by ranking datasets", use[i].name);
+            diag_help(g, "add 'ranking = true' for preference data");
+        }
+    }
+    Diag *g;
+    switch (ds->format) {
+    case FORMAT_SHAREGPT:
+        if (!co->messages) {
+            g = diag_error(c->d, cat, "sharegpt dataset '%s' needs columns { messages = \"...\" }", ds->name);
+            diag_note(g, "the column that holds the list of turns (LLaMA-Factory: \"conversations\" by default)");
+        }
+        if (!ds->tags.role || !ds->tags.content) {
+            g = diag_error(c->d, tags ? tags->key_at : ds->format_at,
+                           "sharegpt dataset '%s' needs tags { role = \"...\" content = \"...\" }", ds->name);
+            diag_note(g, "the keys of each turn that hold the speaker and the text");
+        }
+        break;
+    case FORMAT_ALPACA:
+        if (!co->prompt) {
+            g = diag_error(c->d, cat, "alpaca dataset '%s' needs columns { prompt = \"...\" }", ds->name);
+            diag_note(g, "the column with the instruction (LLaMA-Factory: \"instruction\")");
+        }
+        if (!ds->ranking && !co->response) {
+            g = diag_error(c->d, cat, "alpaca dataset '%s' needs columns { response = \"...\" }", ds->name);
+            diag_note(g, "the column with the answer (LLaMA-Factory: \"output\")");
+        }
+        break;
+    case FORMAT_TEXT:
+        if (!co->text) diag_error(c->d, cat, "text dataset '%s' needs columns { text = \"...\" }", ds->name);
+        if (ds->ranking) diag_error(c->d, find(&s, "ranking")->value->at, "text datasets cannot be ranking datasets");
+        break;
+    }
+    if (ds->ranking && ds->format != FORMAT_TEXT && (!co->chosen || !co->rejected)) {
+        g = diag_error(c->d, cat, "ranking dataset '%s' needs columns { chosen = \"...\" rejected = \"...\" }", ds->name);
+        diag_note(g, "preference data holds a preferred and a rejected answer per example");
+    }
+    if (tags && ds->format != FORMAT_SHAREGPT) {
+        g = diag_error(c->d, tags->key_at, "tags are only used by sharegpt datasets, not %s", fmt);
+        diag_help(g, "remove the tags block, or set format = sharegpt");
+    }
+}
+
+static const char *const train_keys[] = {
+    "stage", "model", "data", "template", "context", "epochs", "max_steps", "batch", "grad_accum", "lr",
+    "min_lr", "schedule", "warmup", "weight_decay", "betas", "eps", "grad_clip", "seed", "precision",
+    "shard", "recompute", "attention", "packing", "bad_records", "mfu", "bytes_per_token", "backend",
+    "output", "checkpoint_every", "checkpoint_keep"};
+static const char *const stage_names[] = {"pt", "sft"};
+static const char *const template_names[] = {"none", "qwen", "llama3"};
+static const char *const precision_names[] = {"bf16", "fp16", "fp32"};
+static const char *const shard_names[] = {"none", "zero1", "zero2", "zero3"};
+static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const attention_names[] = {"flash", "eager"};
+static const char *const schedule_names[] = {"cosine", "linear", "constant"};
+static const char *const backend_names[] = {"llmc", "llamafactory"};
+static const char *const badrec_names[] = {"fail", "skip"};
+
+static void check_train(Checker *c, const Item *it, PlanTrain *t)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, train_keys, NUNITS(train_keys));
+    Entry *e;
+    int v;
+    bool stage_ok = false;
+    if ((e = require(c, &s, "stage", "sft"))) {
+        t->stage_at = e->at;
+        if (get_enum(c, e, stage_names, 2, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
+    }
+    if ((e = require(c, &s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
+    if ((e = require(c, &s, "data", "[NAME]")) && want_terms(c, e, 1, "a list of dataset names")) {
+        t->data_at = e->at;
+        const Term *x = e->value->terms[0];
+        PtrVec list = {0};
+        if (x->kind == TERM_LIST) {
+            if (x->nitems == 0) diag_error(c->d, x->at, "'data' needs at least one dataset");
+            for (int i = 0; i < x->nitems; i++) {
+                const Value *iv = x->items[i];
+                if (iv->nterms != 1) {
+                    diag_error(c->d, iv->terms[1]->at, "unexpected %s in the list of datasets", term_desc(c, iv->terms[1]));
+                    continue;
+                }
+                PlanDataset *ds = resolve_ref(c, e, iv->terms[0], K_DATASET);
+                if (!ds) continue;
+                bool dup = false;
+                for (int k = 0; k < list.n; k++) dup |= list.items[k] == ds;
+                if (dup) diag_error(c->d, iv->at, "dataset '%s' is listed twice", ds->name);
+                else ptrvec_push(c->a, &list, ds);
+            }
+        } else {
+            PlanDataset *ds = resolve_ref(c, e, x, K_DATASET);
+            if (ds) ptrvec_push(c->a, &list, ds);
+        }
+        t->data = (PlanDataset **)list.items;
+        t->ndata = list.n;
+    }
+    t->template_ = TEMPLATE_NONE;
+    Entry *tmpl = find(&s, "template");
+    if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, 3, &v)) t->template_ = (ChatTemplate)v; }
+    if ((e = require(c, &s, "context", "4096"))) { t->context_at = e->at; get_int32(c, e, 1, 1 << 24, &t->context); }
+    t->epochs = 1.0;
+    if ((e = find(&s, "epochs"))) { t->epochs_at = e->at; get_number(c, e, 0, true, 1e6, &t->epochs); }
+    if ((e = find(&s, "max_steps"))) { t->max_steps_at = e->at; get_int(c, e, 1, INT64_MAX / 2, &t->max_steps); }
+    if ((e = require(c, &s, "batch", "4 per gpu")) && e->value) {
+        t->batch_at = e->at;
+        const Value *bv = e->value;
+        if (bv->nterms >= 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
+            strcmp(bv->terms[1]->str, "per") == 0) {
+            const Term *unit = bv->terms[2];
+            if (unit->kind != TERM_IDENT || strcmp(unit->str, "gpu") != 0) {
+                Diag *g = diag_error(c->d, unit->at, "'batch' is counted per gpu, found 'per %s'", unit->text);
+                diag_note(g, "on CPU-only clusters 'per gpu' means per trainer process");
+            } else if (want_terms(c, e, 3, "a count per gpu")) {
+                if (bv->terms[0]->ival < 1 || bv->terms[0]->ival > 65536)
+                    diag_error(c->d, bv->terms[0]->at, "'batch' must be between 1 and 65536 per gpu, found %s", bv->terms[0]->text);
+                else
+                    t->micro_batch = (int)bv->terms[0]->ival;
+            }
+        } else {
+            Diag *g = diag_error(c->d, bv->at, "'batch' must be a count per gpu, found %s", value_desc(c, bv));
+            diag_help(g, "for example: batch = 4 per gpu (the global batch follows from nodes and grad_accum)");
+        }
+    }
+    t->grad_accum = 1;
+    if ((e = find(&s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32(c, e, 1, 1 << 20, &t->grad_accum); }
+    if ((e = require(c, &s, "lr", "1e-5"))) { t->lr_at = e->at; get_number(c, e, 0, true, 1, &t->lr); }
+    if ((e = find(&s, "min_lr")) && get_number(c, e, 0, false, 1, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
+        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
+    if ((e = find(&s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
+    if ((e = find(&s, "warmup")) && e->value) {
+        t->warmup_at = e->at;
+        const Value *wv = e->value;
+        if (is_percent(wv)) get_percent(c, e, 100, &t->warmup_ratio);
+        else if (is_count_of(wv, "steps")) {
+            if (wv->terms[0]->ival < 0) diag_error(c->d, wv->at, "'warmup' must not be negative");
+            else t->warmup_steps = wv->terms[0]->ival;
+        } else if (wv->nterms == 1 && wv->terms[0]->kind == TERM_INT) {
+            get_int(c, e, 0, INT64_MAX / 2, &t->warmup_steps);
+        } else {
+            Diag *g = diag_error(c->d, wv->at, "'warmup' must be a percentage of the steps or a step count, found %s", value_desc(c, wv));
+            diag_help(g, "for example: warmup = 3%% or warmup = 100 steps");
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a percentage or a step count");
+    }
+    t->weight_decay = 0.0;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->adam_eps = 1e-8;
+    t->grad_clip = 1.0;
+    t->seed = 42;
+    if ((e = find(&s, "weight_decay"))) get_number(c, e, 0, false, 10, &t->weight_decay);
+    if ((e = find(&s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
+        const Term *x = e->value->terms[0];
+        if (x->kind != TERM_LIST || x->nitems != 2 || x->items[0]->nterms != 1 || x->items[1]->nterms != 1 ||
+            !is_number(x->items[0]->terms[0]) || !is_number(x->items[1]->terms[0])) {
+            Diag *g = diag_error(c->d, x->at, "'betas' must be a list of two numbers");
+            diag_help(g, "for example: betas = [0.9, 0.95]");
+        } else {
+            double b1 = x->items[0]->terms[0]->fval, b2 = x->items[1]->terms[0]->fval;
+            if (b1 < 0 || b1 >= 1) diag_error(c->d, x->items[0]->at, "beta1 must be in [0, 1), found %g", b1);
+            else if (b2 < 0 || b2 >= 1) diag_error(c->d, x->items[1]->at, "beta2 must be in [0, 1), found %g", b2);
+            else { t->beta1 = b1; t->beta2 = b2; }
+        }
+    }
+    if ((e = find(&s, "eps"))) get_number(c, e, 0, true, 1, &t->adam_eps);
+    if ((e = find(&s, "grad_clip"))) get_number(c, e, 0, false, 1e6, &t->grad_clip);
+    int64_t seed;
+    if ((e = find(&s, "seed")) && get_int(c, e, 0, INT64_MAX, &seed)) t->seed = (uint64_t)seed;
+    if ((e = find(&s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
+    if ((e = find(&s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
+    if ((e = find(&s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
+    if ((e = find(&s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
+    t->packing = stage_ok && t->stage == STAGE_PT;
+    if ((e = find(&s, "packing"))) get_bool(c, e, &t->packing);
+    if ((e = find(&s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
+    if ((e = find(&s, "mfu")) && e->value) {
+        t->mfu_at = e->at;
+        if (is_percent(e->value)) {
+            if (get_percent(c, e, 100, &t->mfu) && t->mfu == 0) { diag_error(c->d, e->value->at, "'mfu' must be above 0%%"); t->mfu = 0; }
+        } else {
+            get_number(c, e, 0, true, 1, &t->mfu);
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a fraction or percentage");
+    }
+    t->bytes_per_token = 4.0;
+    if ((e = find(&s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
+    if ((e = find(&s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
+    if ((e = require(c, &s, "output", "\"/mnt/data-hps/runs/NAME\""))) { t->output_at = e->at; t->output_dir = get_path(c, e, false); }
+    t->checkpoint_every_seconds = 1800;
+    if ((e = find(&s, "checkpoint_every")) && e->value) {
+        t->checkpoint_at = e->at;
+        if (is_count_of(e->value, "steps")) {
+            if (e->value->terms[0]->ival < 1) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
+            else { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
+        } else {
+            double secs;
+            if (get_duration(c, e, &secs)) {
+                if (secs < 60) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 min");
+                else t->checkpoint_every_seconds = secs;
+            }
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a duration or a step count");
+    }
+    t->checkpoint_keep = 2;
+    if ((e = find(&s, "checkpoint_keep"))) get_int32(c, e, 1, 1000, &t->checkpoint_keep);
+
+    /* Cross-field rules of the run itself. */
+    if (t->model && t->context > 0 && t->model->max_context > 0 && t->context > t->model->max_context) {
+        Diag *g = diag_error(c->d, t->context_at, "context %d exceeds the max_context %d of model '%s'",
+                             t->context, t->model->max_context, t->model->name);
+        diag_note(g, "max_context of '%s' is set at %s:%d", t->model->name, t->model->max_context_at.start.file,
+                  t->model->max_context_at.start.line);
+    }
+    if (!stage_ok) return;
+    if (t->stage == STAGE_SFT && !tmpl) {
+        Diag *g = diag_error(c->d, s.at, "sft run '%s' needs a chat template", t->name);
+        diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
+    } else if (t->stage == STAGE_SFT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
+               strcmp(tmpl->value->terms[0]->str, "none") == 0) {
+        diag_error(c->d, tmpl->value->at, "sft needs a chat template; 'none' is only for pt");
+    } else if (t->stage == STAGE_PT && tmpl && t->template_ != TEMPLATE_NONE) {
+        diag_warning(c->d, tmpl->value->at, "template is ignored for pt (pre-training reads raw text)");
+    }
+    for (int i = 0; i < t->ndata; i++) {
+        const PlanDataset *ds = t->data[i];
+        SrcRange at = t->data_at;
+        if (ds->ranking) {
+            Diag *g = diag_error(c->d, at, "dataset '%s' is a ranking dataset; stage %s cannot train on it", ds->name, stage_names[t->stage]);
+            diag_note(g, "ranking data is for preference training (dpo, rm), which llmc does not run");
+        } else if (t->stage == STAGE_PT && ds->format != FORMAT_TEXT) {
+            Diag *g = diag_error(c->d, at, "pre-training (pt) needs text data, but dataset '%s' is %s", ds->name, format_names[ds->format]);
+            diag_help(g, "use a dataset with format = text, or stage = sft");
+        } else if (t->stage == STAGE_SFT && ds->format == FORMAT_TEXT) {
+            Diag *g = diag_error(c->d, at, "sft needs conversations, but dataset '%s' is text", ds->name);
+            diag_help(g, "use an alpaca or sharegpt dataset, or stage = pt");
+        }
+    }
+    if (t->max_steps > 0 && t->warmup_steps > 0 && t->warmup_steps >= t->max_steps)
+        diag_error(c->d, t->warmup_at, "warmup (%lld steps) must be shorter than max_steps (%lld)",
+                   (long long)t->warmup_steps, (long long)t->max_steps);
+}
+
+static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",
+                                       "account", "qos", "logs", "requeue"};
+
+static void check_job(Checker *c, const Item *it, PlanJob *j)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, job_keys, NUNITS(job_keys));
+    Entry *e;
+    if ((e = require(c, &s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
+    if ((e = require(c, &s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
+    if ((e = require(c, &s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
+    if ((e = require(c, &s, "time", "48 h"))) {
+        j->time_at = e->at;
+        if (get_duration(c, e, &j->time_seconds) && j->time_seconds < 60) {
+            diag_error(c->d, e->value->at, "'time' must be at least 1 min");
+            j->time_seconds = 0;
+        }
+    }
+    if ((e = find(&s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
+    if ((e = find(&s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
+    if ((e = find(&s, "account")) && get_string(c, e, &j->account) && !j->account[0])
+        diag_error(c->d, e->value->at, "'account' must not be empty");
+    if ((e = find(&s, "qos")) && get_string(c, e, &j->qos) && !j->qos[0])
+        diag_error(c->d, e->value->at, "'qos' must not be empty");
+    j->log_dir = "logs";
+    if ((e = find(&s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
+    j->requeue = true;
+    if ((e = find(&s, "requeue"))) get_bool(c, e, &j->requeue);
+    Entry *tasks = find(&s, "tasks");
+    if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
+
+    const PlanCluster *cl = j->cluster;
+    if (!cl) return;
+    if (j->nodes > 0 && cl->nhosts > 0 && j->nodes > cl->nhosts) {
+        Diag *g = diag_error(c->d, j->nodes_at, "job asks for %d nodes, but cluster '%s' has %d", j->nodes, cl->name, cl->nhosts);
+        diag_note(g, "cluster '%s' nodes = %s", cl->name, cl->hostlist);
+    }
+    if (cl->gpus_per_node > 0) {
+        if (tasks && j->tasks_per_node > 0 && j->tasks_per_node != cl->gpus_per_node) {
+            Diag *g = diag_error(c->d, tasks->value->at, "'tasks' must equal the %d GPUs per node of cluster '%s'",
+                                 cl->gpus_per_node, cl->name);
+            diag_note(g, "llmc runs one trainer process per GPU");
+        }
+        if (!tasks) j->tasks_per_node = cl->gpus_per_node;
+    } else if (!tasks) {
+        j->tasks_per_node = 1;
+    }
+    if (!j->cpus_per_task && cl->cpus > 0 && j->tasks_per_node > 0) {
+        j->cpus_per_task = cl->cpus / j->tasks_per_node;
+        if (j->cpus_per_task < 1) j->cpus_per_task = 1;
+    }
+    if (j->tasks_per_node > 0 && cl->cpus > 0 && j->cpus_per_task * j->tasks_per_node > cl->cpus) {
+        Diag *g = diag_error(c->d, j->cpus_per_task_at.start.file ? j->cpus_per_task_at : j->tasks_at,
+                             "%d tasks x %d cpus_per_task = %d CPUs, but nodes of cluster '%s' have %d",
+                             j->tasks_per_node, j->cpus_per_task, j->tasks_per_node * j->cpus_per_task, cl->name, cl->cpus);
+        diag_help(g, "cpus_per_task = %d fits", cl->cpus / j->tasks_per_node > 0 ? cl->cpus / j->tasks_per_node : 1);
+    }
+    if (j->mem_bytes && cl->memory_bytes && j->mem_bytes > cl->memory_bytes) {
+        Diag *g = diag_error(c->d, j->mem_at, "'mem' asks for more memory than a node of cluster '%s' has", cl->name);
+        diag_note(g, "cluster '%s' memory is set at %s:%d", cl->name, cl->memory_at.start.file, cl->memory_at.start.line);
+    }
+
+    const PlanTrain *t = j->run;
+    if (!t) return;
+    if (!cl->gpu && cl->hostlist && t->precision != PREC_FP32) {
+        Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
+                             "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
+        diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
+    }
+    /* Global batch arithmetic: sequences per optimizer step against the data. */
+    if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {
+        int64_t world = (int64_t)j->nodes * j->tasks_per_node;
+        int64_t global = world * t->micro_batch * t->grad_accum;
+        int64_t samples = 0;
+        bool known = t->ndata > 0;
+        for (int i = 0; i < t->ndata; i++) {
+            if (t->data[i]->samples < 0) known = false;
+            else samples += t->data[i]->samples;
+        }
+        if (known && t->stage == STAGE_SFT && global > samples) {
+            Diag *g = diag_error(c->d, j->nodes_at,
+                                 "global batch of %lld sequences is larger than the %lld samples of run '%s'",
+                                 (long long)global, (long long)samples, t->name);
+            diag_note(g, "global batch = batch %d per gpu x grad_accum %d x %lld processes (%d nodes x %d)",
+                      t->micro_batch, t->grad_accum, (long long)world, j->nodes, j->tasks_per_node);
+            diag_help(g, "use fewer nodes or a smaller batch so that an epoch has at least one step");
+        }
+    }
+}
+
+/* ---- the plan ---- */
+
+static void add_block(Checker *c, const Item *it)
+{
+    BlockKind kind = K_COUNT;
+    for (int k = 0; k < K_COUNT; k++)
+        if (strcmp(it->kind_name, kind_names[k]) == 0) kind = (BlockKind)k;
+    if (kind == K_COUNT) {
+        const char *dym = did_you_mean(it->kind_name, kind_names, K_COUNT);
+        Diag *g = dym ? diag_error(c->d, it->kind_at, "unknown block '%s'; did you mean '%s'?", it->kind_name, dym)
+                      : diag_error(c->d, it->kind_at, "unknown block '%s'", it->kind_name);
+        diag_note(g, "blocks: cluster, model, dataset, train, job");
+        return;
+    }
+    if (!it->name) {
+        Diag *g = diag_error(c->d, it->kind_at, "%s block needs a name", it->kind_name);
+        diag_help(g, "write '%s NAME { ... }'", it->kind_name);
+        return;
+    }
+    Symbol *prev = lookup(c, it->name);
+    if (prev) {
+        Diag *g = diag_error(c->d, it->name_at, "duplicate block name '%s'", it->name);
+        diag_note(g, "'%s' is already a %s block at %s:%d", it->name, kind_names[prev->kind],
+                  prev->item->name_at.start.file, prev->item->name_at.start.line);
+        return;
+    }
+    size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob)};
+    void *obj = arena_alloc(c->a, sizes[kind]);
+    /* Every Plan* struct starts with `const char *name; SrcRange at;`. */
+    PlanCluster *head = obj;
+    head->name = it->name;
+    head->at = it->name_at;
+    c->syms = xrealloc(c->syms, sizeof(Symbol) * (size_t)(c->nsyms + 1));
+    c->syms[c->nsyms++] = (Symbol){it->name, kind, it, obj};
+}
+
+void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
+{
+    Checker c = {.a = plan->arena, .d = d, .plan = plan};
+    for (int f = 0; f < nfiles; f++)
+        for (int i = 0; i < files[f]->nitems; i++) {
+            const Item *it = files[f]->items[i];
+            if (it->kind == ITEM_BLOCK) {
+                add_block(&c, it);
+            } else if (strcmp(it->kind_name, "use") != 0) {
+                static const char *const stmts[] = {"use"};
+                const char *dym = did_you_mean(it->kind_name, stmts, 1);
+                Diag *g = diag_error(d, it->kind_at, "unknown statement '%s'%s", it->kind_name,
+                                     dym ? "; did you mean 'use'?" : "");
+                diag_note(g, "a string at the top level follows 'use': use \"cluster.llm\"");
+            }
+        }
+    /* Check in dependency order: later kinds refer to earlier ones. */
+    PtrVec lists[K_COUNT] = {{0}};
+    for (int k = 0; k < K_COUNT; k++)
+        for (int i = 0; i < c.nsyms; i++) {
+            Symbol *s = &c.syms[i];
+            if (s->kind != (BlockKind)k) continue;
+            switch (s->kind) {
+            case K_CLUSTER: check_cluster(&c, s->item, s->obj); break;
+            case K_MODEL: check_model(&c, s->item, s->obj); break;
+            case K_DATASET: check_dataset(&c, s->item, s->obj); break;
+            case K_TRAIN: check_train(&c, s->item, s->obj); break;
+            case K_JOB: check_job(&c, s->item, s->obj); break;
+            case K_COUNT: break;
+            }
+            ptrvec_push(c.a, &lists[k], s->obj);
+        }
+    plan->clusters = (PlanCluster **)lists[K_CLUSTER].items; plan->nclusters = lists[K_CLUSTER].n;
+    plan->models = (PlanModel **)lists[K_MODEL].items; plan->nmodels = lists[K_MODEL].n;
+    plan->datasets = (PlanDataset **)lists[K_DATASET].items; plan->ndatasets = lists[K_DATASET].n;
+    plan->trains = (PlanTrain **)lists[K_TRAIN].items; plan->ntrains = lists[K_TRAIN].n;
+    plan->jobs = (PlanJob **)lists[K_JOB].items; plan->njobs = lists[K_JOB].n;
+    free(c.syms);
+}

@@ -1,0 +1,431 @@
+/* diag.c — collects diagnostics and renders them clang-style or as JSON (diag.h). */
+#include "diag.h"
+#include "arena.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    char *file;
+    char *text;
+    size_t len;
+    size_t *line_start;   /* byte offset of each line, built on first use */
+    int nlines;
+} Source;
+
+struct Diag {
+    DiagSeverity severity;
+    SrcRange at;
+    bool has_pos;
+    char *message;
+    char **extra;         /* "note: ..." / "help: ..." lines */
+    int nextra;
+    int seq;              /* insertion order, for a stable sort */
+};
+
+struct Diags {
+    Diag **items;
+    int n, cap;
+    Source *sources;
+    int nsources;
+    char **names;         /* interned file names not registered as sources */
+    int nnames;
+    int errors, warnings;
+};
+
+Diags *diags_new(void)
+{
+    return xcalloc(1, sizeof(Diags));
+}
+
+void diags_free(Diags *d)
+{
+    if (!d) return;
+    for (int i = 0; i < d->n; i++) {
+        Diag *g = d->items[i];
+        free(g->message);
+        for (int j = 0; j < g->nextra; j++) free(g->extra[j]);
+        free(g->extra);
+        free(g);
+    }
+    free(d->items);
+    for (int i = 0; i < d->nsources; i++) {
+        free(d->sources[i].file);
+        free(d->sources[i].text);
+        free(d->sources[i].line_start);
+    }
+    free(d->sources);
+    for (int i = 0; i < d->nnames; i++) free(d->names[i]);
+    free(d->names);
+    free(d);
+}
+
+void diags_add_source(Diags *d, const char *file, const char *text, size_t len)
+{
+    for (int i = 0; i < d->nsources; i++)
+        if (strcmp(d->sources[i].file, file) == 0) return;
+    d->sources = xrealloc(d->sources, sizeof(Source) * (size_t)(d->nsources + 1));
+    Source *s = &d->sources[d->nsources++];
+    s->file = xstrdup(file);
+    /* A private copy: the caller's buffer may be freed before rendering. */
+    s->text = xmalloc(len + 1);
+    memcpy(s->text, text, len);
+    s->text[len] = 0;
+    s->len = len;
+    s->line_start = NULL;
+    s->nlines = 0;
+}
+
+/* File names are copied so that a diagnostic outlives the plan it points into. */
+static const char *intern_file(Diags *d, const char *file)
+{
+    if (!file) return NULL;
+    for (int i = 0; i < d->nsources; i++)
+        if (strcmp(d->sources[i].file, file) == 0) return d->sources[i].file;
+    for (int i = 0; i < d->nnames; i++)
+        if (strcmp(d->names[i], file) == 0) return d->names[i];
+    d->names = xrealloc(d->names, sizeof(char *) * (size_t)(d->nnames + 1));
+    d->names[d->nnames] = xstrdup(file);
+    return d->names[d->nnames++];
+}
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *p = xmalloc((size_t)n + 1);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    return p;
+}
+
+static Diag *add(Diags *d, DiagSeverity sev, const SrcRange *at, const char *fmt, va_list ap)
+{
+    Diag *g = xcalloc(1, sizeof(Diag));
+    g->severity = sev;
+    if (at && at->start.file) {
+        g->has_pos = true;
+        g->at = *at;
+        g->at.start.file = intern_file(d, at->start.file);
+        g->at.end.file = g->at.start.file;
+        if (g->at.end.line < g->at.start.line ||
+            (g->at.end.line == g->at.start.line && g->at.end.col < g->at.start.col))
+            g->at.end = g->at.start;
+    }
+    g->message = vformat(fmt, ap);
+    g->seq = d->n;
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 16;
+        d->items = xrealloc(d->items, sizeof(Diag *) * (size_t)d->cap);
+    }
+    d->items[d->n++] = g;
+    if (sev == DIAG_ERROR) d->errors++; else d->warnings++;
+    return g;
+}
+
+Diag *diag_error(Diags *d, SrcRange at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Diag *g = add(d, DIAG_ERROR, &at, fmt, ap);
+    va_end(ap);
+    return g;
+}
+
+Diag *diag_warning(Diags *d, SrcRange at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Diag *g = add(d, DIAG_WARNING, &at, fmt, ap);
+    va_end(ap);
+    return g;
+}
+
+Diag *diag_error_nopos(Diags *d, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Diag *g = add(d, DIAG_ERROR, NULL, fmt, ap);
+    va_end(ap);
+    return g;
+}
+
+static void add_extra(Diag *g, const char *label, const char *fmt, va_list ap)
+{
+    if (!g) return;
+    char *body = vformat(fmt, ap);
+    size_t n = strlen(label) + strlen(body) + 3;
+    char *line = xmalloc(n);
+    snprintf(line, n, "%s: %s", label, body);
+    free(body);
+    g->extra = xrealloc(g->extra, sizeof(char *) * (size_t)(g->nextra + 1));
+    g->extra[g->nextra++] = line;
+}
+
+void diag_note(Diag *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_extra(g, "note", fmt, ap);
+    va_end(ap);
+}
+
+void diag_help(Diag *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_extra(g, "help", fmt, ap);
+    va_end(ap);
+}
+
+int diags_error_count(const Diags *d) { return d->errors; }
+int diags_warning_count(const Diags *d) { return d->warnings; }
+
+/* ---- ordering ---- */
+
+static int file_rank(const Diags *d, const char *file)
+{
+    for (int i = 0; i < d->nsources; i++)
+        if (d->sources[i].file == file) return i;
+    for (int i = 0; i < d->nnames; i++)
+        if (d->names[i] == file) return d->nsources + i;
+    return d->nsources + d->nnames;
+}
+
+static const Diags *sort_ctx;
+
+static int cmp_diag(const void *pa, const void *pb)
+{
+    const Diag *a = *(Diag *const *)pa, *b = *(Diag *const *)pb;
+    if (a->has_pos != b->has_pos) return a->has_pos ? 1 : -1;   /* position-less first */
+    if (a->has_pos) {
+        int fa = file_rank(sort_ctx, a->at.start.file), fb = file_rank(sort_ctx, b->at.start.file);
+        if (fa != fb) return fa < fb ? -1 : 1;
+        if (a->at.start.line != b->at.start.line) return a->at.start.line < b->at.start.line ? -1 : 1;
+        if (a->at.start.col != b->at.start.col) return a->at.start.col < b->at.start.col ? -1 : 1;
+    }
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static void sort_diags(Diags *d)
+{
+    sort_ctx = d;
+    qsort(d->items, (size_t)d->n, sizeof(Diag *), cmp_diag);
+    sort_ctx = NULL;
+}
+
+/* ---- human rendering ---- */
+
+#define C_RESET  "\033[0m"
+#define C_BOLD   "\033[1m"
+#define C_RED    "\033[1;31m"
+#define C_MAG    "\033[1;35m"
+#define C_GREEN  "\033[1;32m"
+#define C_CYAN   "\033[1;36m"
+
+static Source *find_source(Diags *d, const char *file)
+{
+    for (int i = 0; i < d->nsources; i++)
+        if (d->sources[i].file == file) return &d->sources[i];
+    return NULL;
+}
+
+static void index_lines(Source *s)
+{
+    if (s->line_start) return;
+    int cap = 64;
+    s->line_start = xmalloc(sizeof(size_t) * (size_t)cap);
+    s->line_start[s->nlines++] = 0;
+    for (size_t i = 0; i < s->len; i++) {
+        if (s->text[i] != '\n') continue;
+        if (s->nlines == cap) {
+            cap *= 2;
+            s->line_start = xrealloc(s->line_start, sizeof(size_t) * (size_t)cap);
+        }
+        s->line_start[s->nlines++] = i + 1;
+    }
+}
+
+/* Length of a valid UTF-8 sequence at p (max n bytes), 0 if invalid. */
+static int utf8_len(const unsigned char *p, size_t n)
+{
+    int len;
+    unsigned cp;
+    if (p[0] < 0x80) return 1;
+    if ((p[0] & 0xE0) == 0xC0) { len = 2; cp = p[0] & 0x1F; }
+    else if ((p[0] & 0xF0) == 0xE0) { len = 3; cp = p[0] & 0x0F; }
+    else if ((p[0] & 0xF8) == 0xF0) { len = 4; cp = p[0] & 0x07; }
+    else return 0;
+    if ((size_t)len > n) return 0;
+    for (int i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* Print text with control bytes and invalid UTF-8 shown as '?'. */
+static void put_clean(FILE *out, const char *text)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    size_t n = strlen(text);
+    for (size_t i = 0; i < n;) {
+        int l = utf8_len(p + i, n - i);
+        if (l == 1 && (p[i] >= 0x20 && p[i] != 0x7f)) fputc(p[i], out);
+        else if (l == 1 && p[i] == '\n') fputc('\n', out);
+        else if (l > 1) fwrite(p + i, 1, (size_t)l, out);
+        else { fputc('?', out); l = 1; }
+        i += (size_t)l;
+    }
+}
+
+static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool colour)
+{
+    index_lines(s);
+    int line = g->at.start.line;
+    if (line < 1 || line > s->nlines) return;
+    const unsigned char *base = (const unsigned char *)s->text + s->line_start[line - 1];
+    size_t end = line < s->nlines ? s->line_start[line] - 1 : s->len;
+    size_t linelen = end - s->line_start[line - 1];
+    if (linelen && base[linelen - 1] == '\r') linelen--;
+
+    size_t col0 = g->at.start.col > 0 ? (size_t)g->at.start.col - 1 : 0;
+    size_t col1 = g->at.end.line == line && g->at.end.col > g->at.start.col
+                      ? (size_t)g->at.end.col - 1 : (g->at.end.line > line ? linelen : col0 + 1);
+    if (col0 > linelen) col0 = linelen;
+    if (col1 > linelen) col1 = linelen;
+    if (col1 <= col0) col1 = col0 + 1;
+
+    /* Very long lines: show a window around the position. */
+    size_t from = 0, to = linelen;
+    if (col0 > 120) {
+        from = col0 - 60;
+        while (from < col0 && (base[from] & 0xC0) == 0x80) from++;
+    }
+    if (to - from > 240) to = from + 240 > col1 ? from + 240 : col1;
+    if (to > linelen) to = linelen;
+
+    /* Build the display line and the marker line side by side. */
+    size_t cap = (to - from) * 4 + 16;
+    char *text = xmalloc(cap), *mark = xmalloc(cap);
+    size_t nt = 0, nm = 0;
+    if (from > 0) { memcpy(text, "...", 3); memcpy(mark, "   ", 3); nt = nm = 3; }
+    for (size_t i = from; i < to;) {
+        int l = utf8_len(base + i, to - i);
+        char m = i >= col0 && i < col1 ? (i == col0 ? '^' : '~') : ' ';
+        if (l == 1 && base[i] == '\t') { text[nt++] = '\t'; mark[nm++] = m == ' ' ? '\t' : m; }
+        else if (l == 1 && base[i] >= 0x20 && base[i] != 0x7f) { text[nt++] = (char)base[i]; mark[nm++] = m; }
+        else if (l > 1) { memcpy(text + nt, base + i, (size_t)l); nt += (size_t)l; mark[nm++] = m; }
+        else { text[nt++] = '?'; mark[nm++] = m; l = 1; }
+        i += (size_t)l;
+    }
+    if (col0 >= to) mark[nm++] = '^';   /* end of line / end of file */
+    while (nm && mark[nm - 1] == ' ') nm--;
+    fprintf(out, "%*d | %.*s\n", width, line, (int)nt, text);
+    fprintf(out, "%*s | %s%.*s%s\n", width, "", colour ? C_GREEN : "", (int)nm, mark, colour ? C_RESET : "");
+    free(text);
+    free(mark);
+}
+
+static void render_human(Diags *d, FILE *out, bool colour)
+{
+    for (int i = 0; i < d->n; i++) {
+        const Diag *g = d->items[i];
+        const char *sev = g->severity == DIAG_ERROR ? "error" : "warning";
+        const char *sevc = g->severity == DIAG_ERROR ? C_RED : C_MAG;
+        if (colour) fputs(C_BOLD, out);
+        if (g->has_pos) {
+            put_clean(out, g->at.start.file);
+            fprintf(out, ":%d:%d: ", g->at.start.line, g->at.start.col);
+        } else {
+            fputs("llmc: ", out);
+        }
+        if (colour) fprintf(out, "%s%s:%s%s ", sevc, sev, C_RESET, C_BOLD);
+        else fprintf(out, "%s: ", sev);
+        put_clean(out, g->message);
+        fputs(colour ? C_RESET "\n" : "\n", out);
+        int width = 5;
+        if (g->has_pos) {
+            char buf[16];
+            int n = snprintf(buf, sizeof buf, "%d", g->at.start.line);
+            if (n > width) width = n;
+            Source *s = find_source(d, g->at.start.file);
+            if (s) render_excerpt(out, s, g, width, colour);
+        }
+        for (int j = 0; j < g->nextra; j++) {
+            const char *colon = strchr(g->extra[j], ':');
+            int lab = (int)(colon - g->extra[j]);
+            fprintf(out, "%*s = %s%.*s%s:", width, "", colour ? C_CYAN : "", lab, g->extra[j],
+                    colour ? C_RESET : "");
+            put_clean(out, colon + 1);
+            fputc('\n', out);
+        }
+    }
+}
+
+/* ---- JSON rendering ---- */
+
+static cJSON *pos_json(int line, int col)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "line", line);
+    cJSON_AddNumberToObject(o, "column", col);
+    return o;
+}
+
+static void render_json(Diags *d, FILE *out)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < d->n; i++) {
+        const Diag *g = d->items[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "severity", g->severity == DIAG_ERROR ? "error" : "warning");
+        cJSON_AddStringToObject(o, "summary", g->message);
+        size_t len = 1;
+        for (int j = 0; j < g->nextra; j++) len += strlen(g->extra[j]) + 1;
+        char *detail = xmalloc(len);
+        detail[0] = 0;
+        for (int j = 0; j < g->nextra; j++) {
+            if (j) strcat(detail, "\n");
+            strcat(detail, g->extra[j]);
+        }
+        cJSON_AddStringToObject(o, "detail", detail);
+        free(detail);
+        if (g->has_pos) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "file", g->at.start.file);
+            cJSON_AddItemToObject(r, "start", pos_json(g->at.start.line, g->at.start.col));
+            cJSON_AddItemToObject(r, "end", pos_json(g->at.end.line, g->at.end.col));
+            cJSON_AddItemToObject(o, "range", r);
+        } else {
+            cJSON_AddNullToObject(o, "range");
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *text = cJSON_Print(arr);
+    if (text) {
+        fputs(text, out);
+        fputc('\n', out);
+        free(text);
+    }
+    cJSON_Delete(arr);
+}
+
+void diags_render(Diags *d, FILE *out, DiagFormat fmt, int colour)
+{
+    sort_diags(d);
+    if (fmt == DIAG_FMT_JSON) {
+        render_json(d, out);
+    } else {
+        bool c = colour < 0 ? isatty(fileno(out)) != 0 : colour > 0;
+        render_human(d, out, c);
+    }
+    fflush(out);
+}

@@ -1,0 +1,220 @@
+/* fmt.c — canonical formatting of a parsed .llm file (fmt.h).
+ *
+ * Comments are not in the tree; they are kept in source order beside it and
+ * placed by position: a comment on the line where an entry (or a block header,
+ * or a closing brace) ends stays at the end of that line; any other comment goes
+ * on its own line before the next thing that follows it in the source.
+ */
+#include "fmt.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    const SourceFile *sf;
+    int ci;              /* next comment to place */
+    int last_line;       /* source line of the last thing written */
+} Fmt;
+
+static void put(Fmt *f, const char *s, size_t n)
+{
+    if (f->len + n + 1 > f->cap) {
+        while (f->len + n + 1 > f->cap) f->cap = f->cap ? f->cap * 2 : 4096;
+        f->buf = xrealloc(f->buf, f->cap);
+    }
+    memcpy(f->buf + f->len, s, n);
+    f->len += n;
+    f->buf[f->len] = 0;
+}
+
+static void puts_(Fmt *f, const char *s) { put(f, s, strlen(s)); }
+
+static void indent(Fmt *f, int depth)
+{
+    for (int i = 0; i < depth; i++) put(f, "  ", 2);
+}
+
+static bool before(SrcPos a, SrcPos b)
+{
+    return a.line < b.line || (a.line == b.line && a.col < b.col);
+}
+
+static const Comment *peek(Fmt *f)
+{
+    return f->ci < f->sf->ncomments ? f->sf->comments[f->ci] : NULL;
+}
+
+/* Blank line when the source had one between the last thing and `line`. */
+static void gap(Fmt *f, int line, bool first)
+{
+    if (!first && line > f->last_line + 1) put(f, "\n", 1);
+}
+
+/* Own-line comments that come before position p. */
+static void comments_before(Fmt *f, SrcPos p, int depth, bool *first)
+{
+    const Comment *c;
+    while ((c = peek(f)) && before(c->at.start, p)) {
+        if (c->at.start.line >= f->last_line || *first) gap(f, c->at.start.line, *first);
+        indent(f, depth);
+        puts_(f, c->text);
+        put(f, "\n", 1);
+        if (c->at.start.line > f->last_line) f->last_line = c->at.start.line;
+        *first = false;
+        f->ci++;
+    }
+}
+
+/* A comment on `line` (after what was just written) ends that line. */
+static void trailing(Fmt *f, int line)
+{
+    const Comment *c = peek(f);
+    if (c && c->at.start.line == line && !c->own_line) {
+        put(f, "  ", 2);
+        puts_(f, c->text);
+        f->ci++;
+    }
+    put(f, "\n", 1);
+    if (line > f->last_line) f->last_line = line;
+}
+
+static void put_value(Fmt *f, const Value *v);
+
+static void put_term(Fmt *f, const Term *t)
+{
+    if (t->kind != TERM_LIST) {
+        puts_(f, t->text);
+        return;
+    }
+    put(f, "[", 1);
+    for (int i = 0; i < t->nitems; i++) {
+        if (i) put(f, ", ", 2);
+        put_value(f, t->items[i]);
+    }
+    put(f, "]", 1);
+}
+
+static void put_value(Fmt *f, const Value *v)
+{
+    for (int i = 0; i < v->nterms; i++) {
+        if (i && v->terms[i]->kind != TERM_PERCENT) put(f, " ", 1);
+        put_term(f, v->terms[i]);
+    }
+}
+
+/* Does a comment of its own sit between entries a and b? (breaks alignment) */
+static bool comment_between(const Fmt *f, const Entry *a, const Entry *b)
+{
+    for (int i = f->ci; i < f->sf->ncomments; i++) {
+        const Comment *c = f->sf->comments[i];
+        if (!before(c->at.start, b->at.start)) break;
+        if (before(c->at.start, a->at.start)) continue;
+        if (c->at.start.line == a->at.end.line && !c->own_line) continue;   /* trailing */
+        return true;
+    }
+    return false;
+}
+
+static void put_entries(Fmt *f, Entry **es, int n, int depth, SrcRange close);
+
+static void put_entry(Fmt *f, const Entry *e, int depth, int width)
+{
+    indent(f, depth);
+    puts_(f, e->key);
+    if (e->value) {
+        int pad = width - (int)strlen(e->key);
+        for (int i = 0; i < pad; i++) put(f, " ", 1);
+        put(f, " = ", 3);
+        put_value(f, e->value);
+        /* Comments inside a multi-line value move after the entry. */
+        int inner = f->ci;
+        while (inner < f->sf->ncomments && before(f->sf->comments[inner]->at.start, e->at.end)) inner++;
+        int first_inner = f->ci;
+        f->ci = inner;
+        trailing(f, e->at.end.line);
+        for (int i = first_inner; i < inner; i++) {
+            indent(f, depth);
+            puts_(f, f->sf->comments[i]->text);
+            put(f, "\n", 1);
+        }
+    } else {
+        put(f, " {", 2);
+        trailing(f, e->key_at.start.line);
+        put_entries(f, e->sub, e->nsub, depth + 1, e->close_at);
+        indent(f, depth);
+        put(f, "}", 1);
+        trailing(f, e->close_at.start.line);
+    }
+}
+
+static void put_entries(Fmt *f, Entry **es, int n, int depth, SrcRange close)
+{
+    bool first = true;
+    int i = 0;
+    while (i < n) {
+        /* A run: consecutive simple entries with no blank line or comment between. */
+        int j = i, width = 0;
+        if (es[i]->value) {
+            width = (int)strlen(es[i]->key);
+            while (j + 1 < n && es[j + 1]->value && es[j]->value &&
+                   es[j + 1]->at.start.line <= es[j]->at.end.line + 1 && !comment_between(f, es[j], es[j + 1])) {
+                j++;
+                if ((int)strlen(es[j]->key) > width) width = (int)strlen(es[j]->key);
+            }
+        }
+        for (int k = i; k <= j; k++) {
+            comments_before(f, es[k]->at.start, depth, &first);
+            gap(f, es[k]->at.start.line, first);
+            first = false;
+            put_entry(f, es[k], depth, width);
+        }
+        i = j + 1;
+    }
+    comments_before(f, close.start, depth, &first);
+}
+
+char *fmt_source(const SourceFile *sf, size_t *len)
+{
+    Fmt f = {.sf = sf};
+    bool first = true;
+    const Item *prev = NULL;
+    for (int i = 0; i < sf->nitems; i++) {
+        const Item *it = sf->items[i];
+        /* Blocks are always set apart by one blank line. */
+        if (prev && (prev->kind == ITEM_BLOCK || it->kind == ITEM_BLOCK) && f.last_line + 1 >= it->at.start.line) {
+            const Comment *c = peek(&f);
+            int start = c && before(c->at.start, it->at.start) ? c->at.start.line : it->at.start.line;
+            if (start <= f.last_line + 1) f.last_line = start - 2;
+        }
+        comments_before(&f, it->at.start, 0, &first);
+        gap(&f, it->at.start.line, first);
+        first = false;
+        if (it->kind == ITEM_USE) {
+            puts_(&f, it->kind_name);
+            put(&f, " ", 1);
+            puts_(&f, it->use_text);
+            trailing(&f, it->at.end.line);
+        } else {
+            puts_(&f, it->kind_name);
+            if (it->name) {
+                put(&f, " ", 1);
+                puts_(&f, it->name);
+            }
+            put(&f, " {", 2);
+            trailing(&f, it->kind_at.start.line);
+            put_entries(&f, it->entries, it->nentries, 1, it->close_at);
+            put(&f, "}", 1);
+            trailing(&f, it->close_at.start.line);
+        }
+        prev = it;
+    }
+    SrcPos end = {sf->path, 1 << 30, 0};
+    comments_before(&f, end, 0, &first);
+    if (!f.buf) put(&f, "", 0);
+    *len = f.len;
+    return f.buf;
+}

@@ -1,0 +1,163 @@
+/* frontend.c — read files, parse, follow `use`, run the checker (frontend.h). */
+#include "frontend.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *frontend_read_file(const char *path, size_t *len, Arena *a, Diags *d, const SrcRange *at)
+{
+    const char *why = NULL;
+    char *buf = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        why = strerror(errno);
+    } else if (fstat(fd, &st) != 0) {
+        why = strerror(errno);
+    } else if (S_ISDIR(st.st_mode)) {
+        why = "is a directory";
+    } else if (!S_ISREG(st.st_mode)) {
+        why = "not a regular file";
+    } else if ((uint64_t)st.st_size > FRONTEND_MAX_FILE_BYTES) {
+        why = arena_printf(a, "file is too large (%lld bytes; a plan may have at most %u)",
+                           (long long)st.st_size, FRONTEND_MAX_FILE_BYTES);
+    } else {
+        size_t n = (size_t)st.st_size, got = 0;
+        buf = arena_alloc(a, n + 1);
+        while (got < n) {
+            ssize_t r = read(fd, buf + got, n - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) { why = strerror(errno); break; }
+            if (r == 0) break;   /* file shrank while reading */
+            got += (size_t)r;
+        }
+        buf[got] = 0;
+        *len = got;
+    }
+    if (fd >= 0) close(fd);
+    if (why) {
+        if (at) diag_error(d, *at, "cannot read '%s': %s", path, why);
+        else diag_error_nopos(d, "cannot read '%s': %s", path, why);
+        return NULL;
+    }
+    return buf;
+}
+
+SourceFile *frontend_parse_file(const char *path, Arena *a, Diags *d)
+{
+    size_t len = 0;
+    char *text = frontend_read_file(path, &len, a, d, NULL);
+    if (!text) return NULL;
+    diags_add_source(d, path, text, len);
+    return parse_source(path, text, len, a, d);
+}
+
+/* ---- `use` resolution ---- */
+
+typedef struct {
+    Arena *a;
+    Diags *d;
+    PtrVec files;       /* SourceFile *, in load order */
+    PtrVec loaded;      /* canonical paths of files[] (same order) */
+    PtrVec stack;       /* canonical paths being loaded (cycle detection) */
+    PtrVec stack_names; /* their display paths */
+} Loader;
+
+/* "dir/of/using.llm" + "x.llm" -> "dir/of/x.llm"; absolute paths stay. */
+static const char *resolve_relative(Arena *a, const char *using_file, const char *path)
+{
+    if (path[0] == '/') return arena_strdup(a, path);
+    const char *slash = strrchr(using_file, '/');
+    if (!slash) return arena_strdup(a, path);
+    return arena_printf(a, "%.*s/%s", (int)(slash - using_file), using_file, path);
+}
+
+static void load_file(Loader *L, const char *path, const char *canon, const SrcRange *use_at);
+
+static void load_uses(Loader *L, SourceFile *sf)
+{
+    for (int i = 0; i < sf->nitems; i++) {
+        Item *it = sf->items[i];
+        if (it->kind != ITEM_USE) continue;
+        if (strcmp(it->kind_name, "use") != 0) continue;   /* reported by the checker */
+        if (!it->use_path[0]) {
+            diag_error(L->d, it->use_at, "empty path in 'use'");
+            continue;
+        }
+        const char *path = resolve_relative(L->a, sf->path, it->use_path);
+        char real[PATH_MAX];
+        if (!realpath(path, real)) {
+            diag_error(L->d, it->use_at, "cannot read '%s': %s", path, strerror(errno));
+            continue;
+        }
+        bool cycle = false;
+        for (int k = 0; k < L->stack.n; k++) {
+            if (strcmp(L->stack.items[k], real) != 0) continue;
+            Diag *g = diag_error(L->d, it->use_at, "'use' cycle: '%s' uses itself", path);
+            for (int j = k; j < L->stack.n; j++)
+                diag_note(g, "'%s' uses '%s'", (const char *)L->stack_names.items[j],
+                          j + 1 < L->stack.n ? (const char *)L->stack_names.items[j + 1] : path);
+            cycle = true;
+            break;
+        }
+        if (cycle) continue;
+        bool seen = false;
+        for (int k = 0; k < L->loaded.n; k++)
+            if (strcmp(L->loaded.items[k], real) == 0) seen = true;
+        if (seen) continue;      /* shared file used twice: load once */
+        load_file(L, path, arena_strdup(L->a, real), &it->use_at);
+    }
+}
+
+static void load_file(Loader *L, const char *path, const char *canon, const SrcRange *use_at)
+{
+    size_t len = 0;
+    char *text = frontend_read_file(path, &len, L->a, L->d, use_at);
+    if (!text) return;
+    diags_add_source(L->d, path, text, len);
+    SourceFile *sf = parse_source(path, text, len, L->a, L->d);
+    ptrvec_push(L->a, &L->stack, (void *)canon);
+    ptrvec_push(L->a, &L->stack_names, (void *)path);
+    ptrvec_push(L->a, &L->loaded, (void *)canon);
+    ptrvec_push(L->a, &L->files, sf);
+    load_uses(L, sf);
+    L->stack.n--;
+    L->stack_names.n--;
+}
+
+Plan *frontend_load(const char *path, Diags *d)
+{
+    Arena *a = arena_new();
+    Loader L = {.a = a, .d = d};
+    size_t len = 0;
+    char *text = frontend_read_file(path, &len, a, d, NULL);
+    if (!text) {
+        arena_free(a);
+        return NULL;
+    }
+    char real[PATH_MAX];
+    const char *canon = realpath(path, real) ? arena_strdup(a, real) : arena_strdup(a, path);
+    diags_add_source(d, path, text, len);
+    SourceFile *sf = parse_source(path, text, len, a, d);
+    ptrvec_push(a, &L.stack, (void *)canon);
+    ptrvec_push(a, &L.stack_names, (void *)sf->path);
+    ptrvec_push(a, &L.loaded, (void *)canon);
+    ptrvec_push(a, &L.files, sf);
+    load_uses(&L, sf);
+
+    Plan *plan = arena_alloc(a, sizeof(Plan));
+    plan->arena = a;
+    plan->main_file = sf->path;
+    check_plan((SourceFile **)L.files.items, L.files.n, plan, d);
+    return plan;
+}
+
+void plan_free(Plan *p)
+{
+    if (p) arena_free(p->arena);
+}

@@ -1,0 +1,272 @@
+/* parse.c — the hand-written loop around the Lemon parser (as SQLite does):
+ * pulls tokens from the re2c lexer, keeps comments aside for the formatter,
+ * turns a name followed by '=' or '{' into KEY, limits nesting, and builds the
+ * AST through the ctx_* actions. */
+#include "parse_ctx.h"
+#include "parser.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void *LlmcParseAlloc(void *(*)(size_t));
+void LlmcParseFree(void *, void (*)(void *));
+void LlmcParse(void *, int, Token, ParseCtx *);
+
+SrcRange range_join(SrcRange a, SrcRange b)
+{
+    return (SrcRange){a.start, b.end};
+}
+
+/* ---- AST construction (called from the grammar actions) ---- */
+
+void ctx_block(ParseCtx *c, const Token *kind, const Token *name, PtrVec *entries, const Token *close)
+{
+    Item *it = arena_alloc(c->arena, sizeof(Item));
+    it->kind = ITEM_BLOCK;
+    it->kind_name = arena_strndup(c->arena, kind->text, (size_t)kind->len);
+    it->kind_at = kind->at;
+    if (name) {
+        it->name = arena_strndup(c->arena, name->text, (size_t)name->len);
+        it->name_at = name->at;
+    }
+    it->entries = (Entry **)entries->items;
+    it->nentries = entries->n;
+    it->close_at = close->at;
+    it->at = range_join(kind->at, close->at);
+    ptrvec_push(c->arena, &c->items, it);
+}
+
+void ctx_use(ParseCtx *c, const Token *kw, const Token *path)
+{
+    Item *it = arena_alloc(c->arena, sizeof(Item));
+    it->kind = ITEM_USE;
+    it->kind_name = arena_strndup(c->arena, kw->text, (size_t)kw->len);
+    it->kind_at = kw->at;
+    it->use_path = lexer_decode_string(c->arena, path);
+    it->use_text = arena_strndup(c->arena, path->text, (size_t)path->len);
+    it->use_at = path->at;
+    it->at = range_join(kw->at, path->at);
+    ptrvec_push(c->arena, &c->items, it);
+}
+
+Entry *ctx_entry(ParseCtx *c, const Token *key, Value *v, PtrVec *sub, const Token *close)
+{
+    Entry *e = arena_alloc(c->arena, sizeof(Entry));
+    e->key = arena_strndup(c->arena, key->text, (size_t)key->len);
+    e->key_at = key->at;
+    e->value = v;
+    if (sub) {
+        e->sub = (Entry **)sub->items;
+        e->nsub = sub->n;
+        e->close_at = close->at;
+        e->at = range_join(key->at, close->at);
+    } else {
+        e->at = range_join(key->at, v->at);
+    }
+    return e;
+}
+
+Value *ctx_value(ParseCtx *c, Value *v, Term *t)
+{
+    if (!v) {
+        v = arena_alloc(c->arena, sizeof(Value));
+        v->at = t->at;
+    }
+    PtrVec vec = {(void **)v->terms, v->nterms, v->nterms};
+    /* Values are short; grow by copying (PtrVec keeps capacity == count here). */
+    ptrvec_push(c->arena, &vec, t);
+    v->terms = (Term **)vec.items;
+    v->nterms = vec.n;
+    v->at.end = t->at.end;
+    return v;
+}
+
+Term *ctx_term(ParseCtx *c, TermKind kind, const Token *tok)
+{
+    Term *t = arena_alloc(c->arena, sizeof(Term));
+    t->kind = kind;
+    t->at = tok->at;
+    t->text = arena_strndup(c->arena, tok->text, (size_t)tok->len);
+    switch (kind) {
+    case TERM_INT:
+        errno = 0;
+        t->ival = strtoll(t->text, NULL, 10);
+        t->overflow = errno == ERANGE;
+        t->fval = (double)t->ival;
+        break;
+    case TERM_FLOAT:
+        t->fval = strtod(t->text, NULL);
+        t->overflow = !isfinite(t->fval);
+        break;
+    case TERM_STRING:
+        t->str = lexer_decode_string(c->arena, tok);
+        break;
+    default:
+        t->str = t->text;
+        break;
+    }
+    return t;
+}
+
+Term *ctx_list(ParseCtx *c, const Token *open, PtrVec *elems, const Token *close)
+{
+    Term *t = arena_alloc(c->arena, sizeof(Term));
+    t->kind = TERM_LIST;
+    t->at = range_join(open->at, close->at);
+    t->text = "[...]";
+    if (elems) {
+        t->items = (Value **)elems->items;
+        t->nitems = elems->n;
+    }
+    return t;
+}
+
+/* ---- syntax errors ---- */
+
+static const char *token_desc(ParseCtx *c, int major, const Token *tok)
+{
+    switch (major) {
+    case 0: return "end of file";
+    case TK_EQ: return "'='";
+    case TK_LBRACE: return "'{'";
+    case TK_RBRACE: return "'}'";
+    case TK_LBRACKET: return "'['";
+    case TK_RBRACKET: return "']'";
+    case TK_COMMA: return "','";
+    case TK_PERCENT: return "'%'";
+    case TK_STRING: return "a string";
+    case TK_INT: case TK_FLOAT:
+        return arena_printf(c->arena, "number %.*s", tok->len > 40 ? 40 : tok->len, tok->text);
+    case TK_KEY:
+    case TK_IDENT:
+    case TK_HOSTLIST:
+        return arena_printf(c->arena, "'%.*s'", tok->len > 40 ? 40 : tok->len, tok->text);
+    default: return "a token";
+    }
+}
+
+void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expected, int ntokens)
+{
+    c->syntax_errors++;
+    char buf[256] = "";
+    const char *names[16];
+    int n = 0;
+    bool value = ntokens > TK_LBRACKET && expected[TK_INT] && expected[TK_STRING] && expected[TK_LBRACKET];
+    bool top = ntokens > TK_IDENT && expected[TK_IDENT] && expected[TK_KEY] && !expected[TK_EQ] &&
+               !expected[TK_RBRACE] && !value;
+    if (top) names[n++] = "a block such as 'model NAME { ... }' or 'use \"file.llm\"'";
+    else if (expected[TK_KEY]) names[n++] = "'key = value'";
+    if (expected[TK_EQ]) names[n++] = "'='";
+    if (expected[TK_LBRACE]) names[n++] = "'{'";
+    if (value) names[n++] = "a value";
+    else {
+        if (expected[TK_IDENT] && !top) names[n++] = "a name";
+        if (expected[TK_STRING]) names[n++] = "a string";
+    }
+    if (expected[TK_COMMA]) names[n++] = "','";
+    if (expected[TK_RBRACKET]) names[n++] = "']'";
+    if (expected[TK_RBRACE]) names[n++] = "'}'";
+    if (expected[0] && n == 0) names[n++] = "end of file";
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(buf, i == n - 1 ? " or " : ", ");
+        strcat(buf, names[i]);
+    }
+    const char *found = token_desc(c, major, tok);
+    Diag *g;
+    if (n)
+        g = diag_error(c->diags, tok->at, "expected %s, found %s", buf, found);
+    else
+        g = diag_error(c->diags, tok->at, "unexpected %s", found);
+    if (major == TK_KEY && top)
+        diag_help(g, "a plan is a list of blocks: cluster, model, dataset, train, job; each is 'KIND NAME { key = value ... }'");
+    else if (major == 0 && expected[TK_RBRACE])
+        diag_note(g, "a block is not closed");
+    else if (major == TK_EQ && expected[TK_KEY] == false && !top && expected[TK_RBRACE])
+        diag_help(g, "is a key missing before '='?");
+}
+
+/* ---- the driver loop ---- */
+
+/* Next token that is not a comment; comments are stored in the SourceFile. */
+static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments, int *last_line)
+{
+    for (;;) {
+        lexer_next(lx, t);
+        if (t->kind != TK_COMMENT) {
+            if (t->kind) *last_line = t->at.end.line;
+            return t->kind;
+        }
+        Comment *cm = arena_alloc(c->arena, sizeof(Comment));
+        cm->at = t->at;
+        /* Trim trailing blanks so that fmt output is stable. */
+        int len = t->len;
+        while (len > 1 && (t->text[len - 1] == ' ' || t->text[len - 1] == '\t' || t->text[len - 1] == '\r'))
+            len--;
+        cm->text = arena_strndup(c->arena, t->text, (size_t)len);
+        cm->own_line = *last_line != t->at.start.line;
+        ptrvec_push(c->arena, comments, cm);
+    }
+}
+
+SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *a, Diags *d)
+{
+    SourceFile *sf = arena_alloc(a, sizeof(SourceFile));
+    sf->path = arena_strdup(a, path);
+    sf->text = text;
+    sf->len = len;
+
+    ParseCtx c = {.arena = a, .diags = d, .sf = sf};
+    PtrVec comments = {0};
+    Lexer lx;
+    lexer_init(&lx, sf->path, text, len, a, d);
+    void *parser = LlmcParseAlloc(malloc);
+    if (!parser) {
+        fputs("llmc: error: out of memory\n", stderr);
+        exit(2);
+    }
+
+    int last_line = 0;
+    int depth = 0, list_depth = 0;
+    Token cur, next;
+    next_significant(&lx, &cur, &c, &comments, &last_line);
+    for (;;) {
+        if (cur.kind == 0) {
+            LlmcParse(parser, 0, cur, &c);
+            break;
+        }
+        if (cur.kind == TK_LBRACKET || cur.kind == TK_LBRACE) {
+            if (++depth > MAX_NESTING) {
+                diag_error(d, cur.at, "nesting deeper than %d levels", MAX_NESTING);
+                c.syntax_errors++;
+                break;
+            }
+        } else if ((cur.kind == TK_RBRACKET || cur.kind == TK_RBRACE) && depth > 0) {
+            depth--;
+        }
+        /* The lexer needs to know about lists before it reads the next token. */
+        if (cur.kind == TK_LBRACKET) list_depth++;
+        lx.in_list = list_depth > 0;
+        next_significant(&lx, &next, &c, &comments, &last_line);
+        if (cur.kind == TK_IDENT && (next.kind == TK_EQ || next.kind == TK_LBRACE)) cur.kind = TK_KEY;
+        LlmcParse(parser, cur.kind, cur, &c);
+        if (c.overflow) {
+            diag_error(d, cur.at, "nesting too deep");
+            c.syntax_errors++;
+            break;
+        }
+        cur = next;
+        if (cur.kind == TK_RBRACKET && list_depth > 0) list_depth--;
+        if (cur.kind == TK_LBRACE || cur.kind == TK_RBRACE) list_depth = 0;
+        lx.in_list = list_depth > 0;
+    }
+    LlmcParseFree(parser, free);
+
+    sf->items = (Item **)c.items.items;
+    sf->nitems = c.items.n;
+    sf->comments = (Comment **)comments.items;
+    sf->ncomments = comments.n;
+    sf->syntax_errors = c.syntax_errors + lx.errors;
+    return sf;
+}

@@ -1,0 +1,26 @@
+/* parse_ctx.h — what the Lemon actions (grammar/parser.y) call to build the AST;
+ * implemented in compiler/parse.c. */
+#ifndef LLMC_PARSE_CTX_H
+#define LLMC_PARSE_CTX_H
+
+#include <stdbool.h>
+#include "ast.h"
+
+typedef struct {
+    Arena *arena;
+    Diags *diags;
+    SourceFile *sf;
+    PtrVec items;
+    bool overflow;
+    int syntax_errors;
+} ParseCtx;
+
+void ctx_block(ParseCtx *, const Token *kind, const Token *name, PtrVec *entries, const Token *close);
+void ctx_use(ParseCtx *, const Token *kw, const Token *path);
+Entry *ctx_entry(ParseCtx *, const Token *key, Value *v, PtrVec *sub, const Token *close);
+Value *ctx_value(ParseCtx *, Value *v, Term *t);
+Term *ctx_term(ParseCtx *, TermKind, const Token *);
+Term *ctx_list(ParseCtx *, const Token *open, PtrVec *elems, const Token *close);
+void ctx_syntax_error(ParseCtx *, int major, const Token *tok, const bool *expected, int ntokens);
+
+#endif
