@@ -1,0 +1,145 @@
+/* metrics.c — JSON-lines step metrics and the loss-curve SVG (metrics.h). */
+#include "metrics.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+uint64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru)) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u;   /* Linux reports KiB */
+}
+
+int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
+{
+    mf->path = strdup(path);
+    mf->f = NULL;
+    /* keep the lines of steps already done (a resumed run rewrites the rest) */
+    FILE *old = fopen(path, "r");
+    char *kept = NULL;
+    size_t klen = 0, kcap = 0;
+    if (old) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, old)) > 0) {
+            cJSON *o = cJSON_Parse(line);
+            cJSON *s = cJSON_GetObjectItem(o, "step");
+            int keep = cJSON_IsNumber(s) && s->valuedouble <= (double)keep_through && line[n - 1] == '\n';
+            cJSON_Delete(o);
+            if (!keep) continue;
+            if (klen + (size_t)n + 1 > kcap) {
+                kcap = (klen + (size_t)n + 1) * 2;
+                char *k = realloc(kept, kcap);
+                if (!k) break;
+                kept = k;
+            }
+            memcpy(kept + klen, line, (size_t)n);
+            klen += (size_t)n;
+        }
+        free(line);
+        fclose(old);
+    }
+    mf->f = fopen(path, "w");
+    if (!mf->f) { free(kept); return -1; }
+    if (klen) fwrite(kept, 1, klen, mf->f);
+    free(kept);
+    fflush(mf->f);
+    return 0;
+}
+
+int metrics_write(MetricsFile *mf, const StepMetrics *m)
+{
+    if (!mf->f) return -1;
+    fprintf(mf->f,
+            "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%lld,"
+            "\"tokens_per_s\":%.1f,\"step_time_s\":%.6f,\"peak_rss_bytes\":%llu}\n",
+            (long long)m->step, m->loss, m->lr, m->grad_norm, (long long)m->tokens, m->tokens_per_s,
+            m->step_time_s, (unsigned long long)m->peak_rss_bytes);
+    return fflush(mf->f) ? -1 : 0;
+}
+
+void metrics_close(MetricsFile *mf)
+{
+    if (mf->f) { fsync(fileno(mf->f)); fclose(mf->f); }
+    free(mf->path);
+    mf->f = NULL;
+    mf->path = NULL;
+}
+
+int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
+{
+    FILE *f = fopen(metrics_path, "r");
+    if (!f) return -1;
+    double *xs = NULL, *ys = NULL;
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        cJSON *o = cJSON_Parse(line);
+        cJSON *s = cJSON_GetObjectItem(o, "step"), *l = cJSON_GetObjectItem(o, "loss");
+        if (cJSON_IsNumber(s) && cJSON_IsNumber(l) && isfinite(l->valuedouble)) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                double *nx = realloc(xs, cap * sizeof *xs), *ny = nx ? realloc(ys, cap * sizeof *ys) : NULL;
+                if (nx) xs = nx;
+                if (ny) ys = ny;
+                if (!nx || !ny) { cJSON_Delete(o); break; }
+            }
+            xs[n] = s->valuedouble;
+            ys[n] = l->valuedouble;
+            n++;
+        }
+        cJSON_Delete(o);
+    }
+    free(line);
+    fclose(f);
+    if (!n) { free(xs); free(ys); return -1; }
+    double x0 = xs[0], x1 = xs[n - 1], y0 = 0, y1 = ys[0];
+    for (size_t i = 0; i < n; i++) if (ys[i] > y1) y1 = ys[i];
+    if (baseline > y1) y1 = baseline;
+    if (x1 <= x0) x1 = x0 + 1;
+    y1 *= 1.05;
+    const double W = 640, H = 400, L = 60, R = 20, T = 30, B = 40;
+#define PX(x) (L + ((x) - x0) / (x1 - x0) * (W - L - R))
+#define PY(y) (H - B - ((y) - y0) / (y1 - y0) * (H - T - B))
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", svg_path);
+    FILE *o = fopen(tmp, "w");
+    if (!o) { free(xs); free(ys); return -1; }
+    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(o, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(o, "<text x=\"%.0f\" y=\"18\">training loss (mean CE per label token) vs step</text>\n", L);
+    fprintf(o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
+    fprintf(o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", L, T, L, H - B);
+    for (int k = 0; k <= 4; k++) {
+        double yv = y0 + (y1 - y0) * k / 4, xv = x0 + (x1 - x0) * k / 4;
+        fprintf(o, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", L - 4, PY(yv) + 4, yv);
+        fprintf(o, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f</text>\n", PX(xv), H - B + 16, xv);
+    }
+    fprintf(o, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", (W + L) / 2, H - 6);
+    if (baseline > 0) {
+        fprintf(o, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"gray\" stroke-dasharray=\"4 4\"/>\n",
+                L, PY(baseline), W - R, PY(baseline));
+        fprintf(o, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\" fill=\"gray\">unigram baseline %.3f</text>\n",
+                W - R, PY(baseline) - 4, baseline);
+    }
+    fprintf(o, "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"");
+    for (size_t i = 0; i < n; i++) fprintf(o, "%s%.1f,%.1f", i ? " " : "", PX(xs[i]), PY(ys[i]));
+    fprintf(o, "\"/>\n</svg>\n");
+#undef PX
+#undef PY
+    free(xs);
+    free(ys);
+    int rc = (fflush(o) || fsync(fileno(o))) ? -1 : 0;
+    if (fclose(o)) rc = -1;
+    if (!rc && rename(tmp, svg_path)) rc = -1;
+    if (rc) unlink(tmp);
+    return rc;
+}
