@@ -1,0 +1,206 @@
+/* emit_check.c — the per-job layout every artifact is written from, and the
+ * checks that the artifacts will be accepted by Slurm and cannot be used to
+ * inject into a shell script or a Slurm config line. Run by `llmc check` and
+ * before every compile; each error points at the plan value responsible. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "emit_internal.h"
+
+#define MIB (1024.0 * 1024.0)
+#define MAX_GPUS_PER_NODE 64
+#define MAX_TIME_SECONDS (365.0 * 24 * 3600)
+
+void job_layout(const PlanJob *job, JobLayout *L)
+{
+    memset(L, 0, sizeof *L);
+    L->job = job;
+    L->train = job->run;
+    L->cluster = job->cluster;
+    const PlanCluster *c = job->cluster;
+    L->gpu = c && c->gpu && c->gpus_per_node > 0;
+    L->gres_type = L->gpu ? c->gpu->gres_type : NULL;
+    L->gpus_per_node = L->gpu ? c->gpus_per_node : 0;
+    L->tasks_per_node = L->gpu ? c->gpus_per_node : 1;
+    L->world_size = job->nodes * L->tasks_per_node;
+    int cpus = c ? c->cpus : 0;
+    if (job->cpus_per_task > 0) L->cpus_per_task = job->cpus_per_task;
+    else L->cpus_per_task = cpus / L->tasks_per_node > 0 ? cpus / L->tasks_per_node : 1;
+    L->node_mem_mib = c ? (uint64_t)floor((double)c->memory_bytes / MIB) : 0;
+    L->mem_mib = job->mem_bytes ? (uint64_t)ceil((double)job->mem_bytes / MIB) : 0;
+    L->time_minutes = (int64_t)ceil(job->time_seconds / 60.0 - 1e-9);
+}
+
+int stop_signal_lead_seconds(const JobLayout *L, const Estimate *e)
+{
+    /* Time to finish the step in flight and write the checkpoint: two steps
+     * plus five minutes, at most a quarter of the limit and at most an hour.
+     * Slurm may deliver the signal up to 60 s early, so never below 60. */
+    double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
+    double lead = 300 + ceil(2 * step);
+    double cap = L->job->time_seconds / 4;
+    if (cap > 3600) cap = 3600;
+    if (lead > cap) lead = cap;
+    if (lead < 60) lead = 60;
+    return (int)lead;
+}
+
+/* ---- checks ---- */
+
+static void check_name(Diags *d, SrcRange at, const char *what, const char *s)
+{
+    if (!s) return;
+    long cc = control_char_at(s);
+    if (cc >= 0) {
+        Diag *g = diag_error(d, at, "%s contains a control character (byte 0x%02x at offset %ld)",
+                             what, (unsigned char)s[cc], cc);
+        diag_note(g, "it would end the line in slurm.conf, an #SBATCH directive or the job script");
+        return;
+    }
+    if (!slurm_name_ok(s)) {
+        Diag *g = diag_error(d, at, "%s '%s' is not a valid Slurm name", what, s);
+        diag_note(g, "it reaches slurm.conf, #SBATCH directives and file names unquoted");
+        diag_help(g, "use letters, digits, '.', '_' and '-', not starting with '-' or '.'");
+    }
+}
+
+static void check_path(Diags *d, SrcRange at, const char *what, const char *s)
+{
+    if (!s) return;
+    long cc = control_char_at(s);
+    if (cc >= 0)
+        diag_error(d, at, "%s contains a control character (byte 0x%02x at offset %ld)",
+                   what, (unsigned char)s[cc], cc);
+}
+
+static void check_cluster(const PlanCluster *c, Diags *d)
+{
+    check_name(d, c->at, "cluster name", c->name);
+    check_name(d, c->partition_at, "partition", c->partition);
+    if (c->nhosts < 1) diag_error(d, c->hostlist_at, "cluster '%s' has no nodes", c->name ? c->name : "?");
+    for (int i = 0; i < c->nhosts; i++) {
+        if (!slurm_name_ok(c->hosts[i]) || control_char_at(c->hosts[i]) >= 0) {
+            check_name(d, c->hostlist_at, "node name", c->hosts[i]);
+            break;   /* one message for the hostlist, not one per node */
+        }
+    }
+    for (int i = 0; i < c->nhosts; i++)
+        for (int j = i + 1; j < c->nhosts && j < i + 4096; j++)
+            if (strcmp(c->hosts[i], c->hosts[j]) == 0) {
+                diag_error(d, c->hostlist_at, "node '%s' is listed twice", c->hosts[i]);
+                i = c->nhosts;
+                break;
+            }
+    if (c->gpu) {
+        if (c->gpus_per_node < 1 || c->gpus_per_node > MAX_GPUS_PER_NODE)
+            diag_error(d, c->gpu_at, "%d GPUs per node: must be between 1 and %d",
+                       c->gpus_per_node, MAX_GPUS_PER_NODE);
+        if (!c->gpu->gres_type || !slurm_name_ok(c->gpu->gres_type))
+            diag_error(d, c->gpu_at, "GPU '%s' has no usable GRES type name", c->gpu->name);
+    } else if (c->gpus_per_node != 0) {
+        diag_error(d, c->gpu_at, "%d GPUs per node but no GPU model", c->gpus_per_node);
+    }
+    if (c->cpus < 1) diag_error(d, c->cpus_at, "cluster '%s': cpus must be at least 1", c->name ? c->name : "?");
+    if ((double)c->memory_bytes < MIB)
+        diag_error(d, c->memory_at, "node memory %llu bytes is less than 1 MiB (slurm.conf RealMemory counts MiB)",
+                   (unsigned long long)c->memory_bytes);
+}
+
+static void check_job(const PlanJob *job, Diags *d)
+{
+    check_name(d, job->at, "job name", job->name);
+    if (job->name && (strlen(job->name) > 200))
+        diag_error(d, job->at, "job name is longer than 200 characters");
+    if (job->account) check_name(d, job->at, "account", job->account);
+    if (job->qos) check_name(d, job->at, "qos", job->qos);
+    if (!job->cluster || !job->run) return;   /* the checker reported it */
+
+    const PlanCluster *c = job->cluster;
+    JobLayout L;
+    job_layout(job, &L);
+
+    if (job->nodes < 1)
+        diag_error(d, job->nodes_at, "nodes = %d: a job needs at least one node", job->nodes);
+    else if (job->nodes > c->nhosts) {
+        Diag *g = diag_error(d, job->nodes_at, "job asks for %d nodes but cluster '%s' has %d",
+                             job->nodes, c->name, c->nhosts);
+        diag_note(g, "sbatch would reject it: 'Requested node configuration is not available'");
+    }
+
+    if (c->cpus > 0 && (int64_t)L.cpus_per_task * L.tasks_per_node > c->cpus) {
+        Diag *g = diag_error(d, job->cpus_per_task_at,
+                             "%d CPUs per task x %d tasks per node = %lld CPUs, but a node of '%s' has %d",
+                             L.cpus_per_task, L.tasks_per_node,
+                             (long long)L.cpus_per_task * L.tasks_per_node, c->name, c->cpus);
+        diag_help(g, "cpus_per_task = %d fits", c->cpus / L.tasks_per_node > 0 ? c->cpus / L.tasks_per_node : 1);
+    }
+    if (job->cpus_per_task < 0)
+        diag_error(d, job->cpus_per_task_at, "cpus_per_task must be positive");
+
+    if (L.mem_mib > L.node_mem_mib && L.node_mem_mib > 0) {
+        Diag *g = diag_error(d, job->mem_at, "--mem=%lluM asks for more than a node of '%s' has (RealMemory=%llu MiB)",
+                             (unsigned long long)L.mem_mib, c->name, (unsigned long long)L.node_mem_mib);
+        diag_help(g, "leave mem out to ask for the whole node (--mem=0)");
+    }
+
+    if (!(job->time_seconds > 0))
+        diag_error(d, job->time_at, "time limit must be positive");
+    else if (job->time_seconds > MAX_TIME_SECONDS)
+        diag_error(d, job->time_at, "time limit of %.0f days is longer than a year", job->time_seconds / 86400);
+    else if (fmod(job->time_seconds, 60.0) != 0) {
+        Diag *g = diag_warning(d, job->time_at, "time limit rounded up to %lld minutes", (long long)L.time_minutes);
+        diag_note(g, "Slurm counts time limits in whole minutes");
+    }
+
+    const char *log_dir = job->log_dir ? job->log_dir : "logs";
+    long bad = sbatch_path_bad_at(log_dir);
+    if (!*log_dir) {
+        diag_error(d, job->log_dir_at, "log directory is empty");
+    } else if (bad >= 0) {
+        unsigned char ch = (unsigned char)log_dir[bad];
+        Diag *g = (ch < ' ' || ch == 0x7f)
+            ? diag_error(d, job->log_dir_at, "log directory contains a control character (byte 0x%02x at offset %ld)", ch, bad)
+            : diag_error(d, job->log_dir_at, "log directory contains '%c' (offset %ld), which #SBATCH --output cannot take", ch, bad);
+        diag_note(g, "#SBATCH lines are not shell: they cannot be quoted, and %% starts a Slurm filename pattern");
+    }
+
+    /* strings that reach the LLaMA-Factory YAML, plan.json and dataset_info */
+    const PlanTrain *t = job->run;
+    check_name(d, t->at, "train block name", t->name);
+    if (t->model) {
+        check_path(d, t->model->path_at, "model path", t->model->path);
+        check_path(d, t->model->tokenizer_at, "tokenizer path", t->model->tokenizer);
+    }
+    check_path(d, t->output_at, "output directory", t->output_dir);
+    if (t->backend == BACKEND_LLAMAFACTORY) {
+        if (!L.gpu) {
+            Diag *g = diag_error(d, t->backend_at, "backend = llamafactory needs a GPU cluster; '%s' has no GPUs", c->name);
+            diag_help(g, "use backend = llmc, whose CPU backend runs without GPUs");
+        }
+        if (t->seed > 0xffffffffULL)
+            diag_error(d, t->at, "seed %llu does not fit 32 bits, as LLaMA-Factory (numpy) needs",
+                       (unsigned long long)t->seed);
+    }
+    for (int i = 0; i < t->ndata; i++) {
+        const PlanDataset *ds = t->data[i];
+        if (!ds) continue;
+        check_name(d, ds->at, "dataset name", ds->name);   /* joined with ',' in the YAML */
+        check_path(d, ds->file_at, "dataset file", ds->file);
+    }
+}
+
+int emit_check(const Plan *plan, Diags *d)
+{
+    int before = diags_error_count(d);
+    for (int i = 0; i < plan->nclusters; i++)
+        if (plan->clusters[i]) check_cluster(plan->clusters[i], d);
+    for (int i = 0; i < plan->njobs; i++)
+        if (plan->jobs[i]) check_job(plan->jobs[i], d);
+    for (int i = 0; i < plan->njobs; i++)
+        for (int j = i + 1; j < plan->njobs; j++)
+            if (plan->jobs[i] && plan->jobs[j] && plan->jobs[i]->name && plan->jobs[j]->name &&
+                strcmp(plan->jobs[i]->name, plan->jobs[j]->name) == 0)
+                diag_error(d, plan->jobs[j]->at, "a second job named '%s' (its files would overwrite the first's)",
+                           plan->jobs[j]->name);
+    return diags_error_count(d) - before;
+}

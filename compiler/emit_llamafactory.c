@@ -1,0 +1,305 @@
+/* emit_llamafactory.c — for `backend = llamafactory`: LLaMA-Factory's training
+ * YAML (libyaml's emitter) and the DeepSpeed JSON of the ZeRO stage (cJSON).
+ *
+ * LLaMA-Factory hands the YAML to HfArgumentParser.parse_dict, which rejects
+ * unknown keys and does not convert types; so only keys of its hparams
+ * dataclasses (model_args, data_args, finetuning_args, training_args and
+ * transformers' Seq2SeqTrainingArguments) are written, each as the type the
+ * dataclass declares. Floats always carry a '.' and a signed exponent
+ * ("1.0e-05"): YAML 1.1 loaders (PyYAML) read "1e-05" as a string. Strings
+ * are double-quoted so "true" or "123" in a path stays a string. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include <yaml.h>
+#include "emit_internal.h"
+
+const char *lf_yaml_name(void) { return "llamafactory_train.yaml"; }
+
+const char *lf_deepspeed_name(const JobLayout *L)
+{
+    switch (zero_stage(L->train->shard)) {
+    case 1: return "ds_z1_config.json";
+    case 2: return "ds_z2_config.json";
+    case 3: return "ds_z3_config.json";
+    default: return "ds_z0_config.json";
+    }
+}
+
+/* ---- YAML writing ---- */
+
+typedef struct {
+    yaml_emitter_t em;
+    Buf out;
+    bool failed;
+} Yaml;
+
+static int yaml_to_buf(void *data, unsigned char *buffer, size_t size)
+{
+    Buf *b = data;
+    buf_put(b, (const char *)buffer, size);
+    return !b->failed;
+}
+
+static void yaml_emit(Yaml *y, yaml_event_t *ev)
+{
+    if (y->failed) { yaml_event_delete(ev); return; }
+    if (!yaml_emitter_emit(&y->em, ev)) y->failed = true;
+}
+
+static void yaml_scalar(Yaml *y, const char *text, yaml_scalar_style_t style)
+{
+    yaml_event_t ev;
+    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)text, (int)strlen(text),
+                                      style == YAML_PLAIN_SCALAR_STYLE, style != YAML_PLAIN_SCALAR_STYLE,
+                                      style)) {
+        y->failed = true;
+        return;
+    }
+    yaml_emit(y, &ev);
+}
+
+static void y_key(Yaml *y, const char *key) { yaml_scalar(y, key, YAML_PLAIN_SCALAR_STYLE); }
+
+static void y_str(Yaml *y, const char *key, const char *v)
+{
+    y_key(y, key);
+    yaml_scalar(y, v ? v : "", YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+}
+
+static void y_int(Yaml *y, const char *key, long long v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%lld", v);
+    y_key(y, key);
+    yaml_scalar(y, text, YAML_PLAIN_SCALAR_STYLE);
+}
+
+static void y_bool(Yaml *y, const char *key, bool v)
+{
+    y_key(y, key);
+    yaml_scalar(y, v ? "true" : "false", YAML_PLAIN_SCALAR_STYLE);
+}
+
+/* Shortest text that reads back as v, in YAML 1.1 float syntax. */
+static void yaml_float_text(double v, char *out, size_t n)
+{
+    char tmp[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    /* split mantissa and exponent; make sure the mantissa has a '.' */
+    char *e = strchr(tmp, 'e');
+    char mant[40], expo[16] = "";
+    if (e) {
+        snprintf(mant, sizeof mant, "%.*s", (int)(e - tmp), tmp);
+        snprintf(expo, sizeof expo, "%s", e);   /* "e-05" / "e+20": sign always present */
+    } else {
+        snprintf(mant, sizeof mant, "%s", tmp);
+    }
+    snprintf(out, n, "%s%s%s", mant, strchr(mant, '.') ? "" : ".0", expo);
+}
+
+static void y_float(Yaml *y, const char *key, double v)
+{
+    char text[48];
+    yaml_float_text(isfinite(v) ? v : 0.0, text, sizeof text);
+    y_key(y, key);
+    yaml_scalar(y, text, YAML_PLAIN_SCALAR_STYLE);
+}
+
+static void y_begin_map(Yaml *y)
+{
+    yaml_event_t ev;
+    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE);
+    yaml_emit(y, &ev);
+}
+
+static void y_end_map(Yaml *y)
+{
+    yaml_event_t ev;
+    yaml_mapping_end_event_initialize(&ev);
+    yaml_emit(y, &ev);
+}
+
+static const char *lf_scheduler(const PlanTrain *t)
+{
+    switch (t->schedule) {
+    case SCHED_LINEAR: return "linear";
+    case SCHED_CONSTANT:
+        return (t->warmup_steps > 0 || t->warmup_ratio > 0) ? "constant_with_warmup" : "constant";
+    case SCHED_COSINE: break;
+    }
+    return t->min_lr > 0 ? "cosine_with_min_lr" : "cosine";
+}
+
+static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
+{
+    const PlanTrain *t = L->train;
+    const PlanModel *m = t->model;
+
+    /* model */
+    char *path = artifact_path(L, m ? m->path : "");
+    y_str(y, "model_name_or_path", path);
+    free(path);
+    /* method */
+    y_str(y, "stage", name_stage(t->stage));
+    y_bool(y, "do_train", true);
+    y_str(y, "finetuning_type", "full");
+    y_str(y, "deepspeed", lf_deepspeed_name(L));
+    /* gradient checkpointing is on in LLaMA-Factory unless disabled; it has
+     * no selective mode, so selective means on */
+    y_bool(y, "disable_gradient_checkpointing", t->recompute == RECOMPUTE_NONE);
+    y_str(y, "flash_attn", t->attention == ATTN_FLASH ? "fa2" : "disabled");
+
+    /* dataset */
+    Buf names;
+    buf_init(&names);
+    for (int i = 0; i < t->ndata; i++) {
+        if (!t->data[i]) continue;
+        if (names.len) buf_put(&names, ",", 1);
+        buf_puts(&names, t->data[i]->name);
+    }
+    y_str(y, "dataset", names.data ? names.data : "");
+    buf_free(&names);
+    y_str(y, "dataset_dir", ".");   /* the job script runs in the compiled directory */
+    y_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
+    y_int(y, "cutoff_len", t->context);
+    y_bool(y, "packing", t->packing);
+    y_bool(y, "overwrite_cache", true);
+    int cpus_node = L->cpus_per_task * L->tasks_per_node;
+    y_int(y, "preprocessing_num_workers", cpus_node < 16 ? (cpus_node > 0 ? cpus_node : 1) : 16);
+
+    /* output: overwrite_output_dir false, so a requeued job resumes from the
+     * last checkpoint in output_dir (LLaMA-Factory's hparams/parser.py) */
+    path = artifact_path(L, t->output_dir ? t->output_dir : "output");
+    y_str(y, "output_dir", path);
+    free(path);
+    y_int(y, "logging_steps", 1);
+    long long save_steps = t->checkpoint_every_steps;
+    if (save_steps <= 0) {
+        double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
+        double secs = t->checkpoint_every_seconds > 0 ? t->checkpoint_every_seconds : 1800;
+        save_steps = step > 0 ? (long long)ceil(secs / step) : 500;
+        if (save_steps < 1) save_steps = 1;
+    }
+    y_int(y, "save_steps", save_steps);
+    y_int(y, "save_total_limit", t->checkpoint_keep > 0 ? t->checkpoint_keep : 2);
+    y_bool(y, "save_only_model", false);
+    y_bool(y, "plot_loss", true);
+    y_bool(y, "overwrite_output_dir", false);
+    y_str(y, "report_to", "none");
+
+    /* train */
+    y_int(y, "per_device_train_batch_size", t->micro_batch);
+    y_int(y, "gradient_accumulation_steps", t->grad_accum > 0 ? t->grad_accum : 1);
+    y_float(y, "learning_rate", t->lr);
+    y_float(y, "num_train_epochs", t->epochs);
+    if (t->max_steps > 0) y_int(y, "max_steps", t->max_steps);
+    const char *sched = lf_scheduler(t);
+    y_str(y, "lr_scheduler_type", sched);
+    if (strcmp(sched, "cosine_with_min_lr") == 0) {
+        y_key(y, "lr_scheduler_kwargs");
+        y_begin_map(y);
+        y_float(y, "min_lr", t->min_lr);
+        y_end_map(y);
+    }
+    if (t->warmup_steps > 0) y_int(y, "warmup_steps", t->warmup_steps);
+    else y_float(y, "warmup_ratio", t->warmup_ratio);
+    y_float(y, "weight_decay", t->weight_decay);
+    y_float(y, "adam_beta1", t->beta1);
+    y_float(y, "adam_beta2", t->beta2);
+    y_float(y, "adam_epsilon", t->adam_eps);
+    y_float(y, "max_grad_norm", t->grad_clip);
+    y_int(y, "seed", (long long)t->seed);   /* emit_check: fits 32 bits */
+    y_bool(y, "bf16", t->precision == PREC_BF16);
+    y_bool(y, "fp16", t->precision == PREC_FP16);
+    y_int(y, "ddp_timeout", 180000000);
+}
+
+char *emit_lf_yaml(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
+{
+    Yaml y;
+    memset(&y, 0, sizeof y);
+    buf_init(&y.out);
+    if (!yaml_emitter_initialize(&y.em)) { snprintf(err, errlen, "libyaml: cannot initialise the emitter"); return NULL; }
+    yaml_emitter_set_output(&y.em, yaml_to_buf, &y.out);
+    yaml_emitter_set_unicode(&y.em, 1);
+    yaml_emitter_set_width(&y.em, -1);   /* never fold long paths */
+
+    yaml_event_t ev;
+    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
+    yaml_emit(&y, &ev);
+    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
+    yaml_emit(&y, &ev);
+    y_begin_map(&y);
+    lf_body(&y, L, e);
+    y_end_map(&y);
+    yaml_document_end_event_initialize(&ev, 1);
+    yaml_emit(&y, &ev);
+    yaml_stream_end_event_initialize(&ev);
+    yaml_emit(&y, &ev);
+
+    bool failed = y.failed || y.out.failed;
+    if (failed)
+        snprintf(err, errlen, "libyaml: %s", y.em.problem ? y.em.problem : "out of memory writing the YAML");
+    yaml_emitter_delete(&y.em);
+    if (failed) { buf_free(&y.out); return NULL; }
+    return y.out.data;
+}
+
+/* DeepSpeed config as LLaMA-Factory's examples/deepspeed/ds_z{0,2,3}_config.json
+ * ("auto" values are filled by the HF Trainer from the YAML); ZeRO-1 is the
+ * ZeRO-2 file with stage 1. */
+char *emit_lf_deepspeed(const JobLayout *L, char *err, size_t errlen)
+{
+    int stage = zero_stage(L->train->shard);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "train_batch_size", "auto");
+    cJSON_AddStringToObject(o, "train_micro_batch_size_per_gpu", "auto");
+    cJSON_AddStringToObject(o, "gradient_accumulation_steps", "auto");
+    cJSON_AddStringToObject(o, "gradient_clipping", "auto");
+    cJSON_AddTrueToObject(o, "zero_allow_untested_optimizer");
+    cJSON *fp16 = cJSON_AddObjectToObject(o, "fp16");
+    cJSON_AddStringToObject(fp16, "enabled", "auto");
+    cJSON_AddNumberToObject(fp16, "loss_scale", 0);
+    cJSON_AddNumberToObject(fp16, "loss_scale_window", 1000);
+    cJSON_AddNumberToObject(fp16, "initial_scale_power", 16);
+    cJSON_AddNumberToObject(fp16, "hysteresis", 2);
+    cJSON_AddNumberToObject(fp16, "min_loss_scale", 1);
+    cJSON *bf16 = cJSON_AddObjectToObject(o, "bf16");
+    cJSON_AddStringToObject(bf16, "enabled", "auto");
+    cJSON *z = cJSON_AddObjectToObject(o, "zero_optimization");
+    cJSON_AddNumberToObject(z, "stage", stage);
+    if (stage < 3) {
+        cJSON_AddTrueToObject(z, "allgather_partitions");
+        cJSON_AddNumberToObject(z, "allgather_bucket_size", 5e8);
+        cJSON_AddFalseToObject(z, "overlap_comm");
+        cJSON_AddTrueToObject(z, "reduce_scatter");
+        cJSON_AddNumberToObject(z, "reduce_bucket_size", 5e8);
+        cJSON_AddTrueToObject(z, "contiguous_gradients");
+        cJSON_AddTrueToObject(z, "round_robin_gradients");
+    } else {
+        cJSON_AddFalseToObject(z, "overlap_comm");
+        cJSON_AddTrueToObject(z, "contiguous_gradients");
+        cJSON_AddNumberToObject(z, "sub_group_size", 1e9);
+        cJSON_AddStringToObject(z, "reduce_bucket_size", "auto");
+        cJSON_AddStringToObject(z, "stage3_prefetch_bucket_size", "auto");
+        cJSON_AddStringToObject(z, "stage3_param_persistence_threshold", "auto");
+        cJSON_AddNumberToObject(z, "stage3_max_live_parameters", 1e9);
+        cJSON_AddNumberToObject(z, "stage3_max_reuse_distance", 1e9);
+        cJSON_AddTrueToObject(z, "stage3_gather_16bit_weights_on_model_save");
+    }
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text) { snprintf(err, errlen, "out of memory writing the DeepSpeed config"); return NULL; }
+    size_t n = strlen(text);
+    char *res = realloc(text, n + 2);
+    if (!res) { free(text); snprintf(err, errlen, "out of memory writing the DeepSpeed config"); return NULL; }
+    res[n] = '\n';
+    res[n + 1] = '\0';
+    return res;
+}

@@ -1,0 +1,332 @@
+/* emit_plan_json.c — plan.json, the runtime plan (docs/plan.md, version 1),
+ * and the spellings of the plan's enums shared with the other artifacts.
+ * Written with cJSON: keys in a fixed order, integers printed exactly as
+ * integers (raw number text, so 64-bit values keep every digit), unset values
+ * as null. Same plan, same bytes. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+#include "emit_internal.h"
+
+const char *name_arch(ModelArch a)
+{
+    switch (a) {
+    case ARCH_LLAMA: return "llama";
+    case ARCH_QWEN2: return "qwen2";
+    case ARCH_QWEN3: return "qwen3";
+    }
+    return "?";
+}
+const char *name_format(DataFormat f)
+{
+    switch (f) {
+    case FORMAT_ALPACA: return "alpaca";
+    case FORMAT_SHAREGPT: return "sharegpt";
+    case FORMAT_TEXT: return "text";
+    }
+    return "?";
+}
+const char *name_stage(TrainStage s) { return s == STAGE_PT ? "pt" : "sft"; }
+const char *name_template(ChatTemplate t)
+{
+    switch (t) {
+    case TEMPLATE_NONE: return NULL;
+    case TEMPLATE_QWEN: return "qwen";
+    case TEMPLATE_LLAMA3: return "llama3";
+    }
+    return NULL;
+}
+const char *name_precision(Precision p)
+{
+    switch (p) {
+    case PREC_BF16: return "bf16";
+    case PREC_FP16: return "fp16";
+    case PREC_FP32: return "fp32";
+    }
+    return "?";
+}
+const char *name_recompute(Recompute r)
+{
+    switch (r) {
+    case RECOMPUTE_NONE: return "none";
+    case RECOMPUTE_SELECTIVE: return "selective";
+    case RECOMPUTE_FULL: return "full";
+    }
+    return "?";
+}
+const char *name_attention(AttentionKind a) { return a == ATTN_EAGER ? "eager" : "flash"; }
+const char *name_schedule(LrSchedule s)
+{
+    switch (s) {
+    case SCHED_COSINE: return "cosine";
+    case SCHED_LINEAR: return "linear";
+    case SCHED_CONSTANT: return "constant";
+    }
+    return "?";
+}
+const char *name_backend(TrainBackend b) { return b == BACKEND_LLAMAFACTORY ? "llamafactory" : "llmc"; }
+int zero_stage(ShardStage s)
+{
+    switch (s) {
+    case SHARD_NONE: return 0;
+    case SHARD_ZERO1: return 1;
+    case SHARD_ZERO2: return 2;
+    case SHARD_ZERO3: return 3;
+    }
+    return 0;
+}
+
+/* ---- small builders ---- */
+
+static void add_int(cJSON *o, const char *key, int64_t v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRId64, v);
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(text));
+}
+
+static void add_uint(cJSON *o, const char *key, uint64_t v)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRIu64, v);
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(text));
+}
+
+static void add_num(cJSON *o, const char *key, double v) { cJSON_AddNumberToObject(o, key, v); }
+static void add_null(cJSON *o, const char *key) { cJSON_AddNullToObject(o, key); }
+static void add_str(cJSON *o, const char *key, const char *s)
+{
+    if (s) cJSON_AddStringToObject(o, key, s);
+    else cJSON_AddNullToObject(o, key);
+}
+static void add_bool(cJSON *o, const char *key, bool b) { cJSON_AddBoolToObject(o, key, b); }
+
+/* int64 "unset" conventions of plan.h: -1 (counts) or 0 (steps) mean null */
+static void add_int_or_null(cJSON *o, const char *key, int64_t v, int64_t unset)
+{
+    if (v == unset) add_null(o, key);
+    else add_int(o, key, v);
+}
+
+/* a plan path, spelled for plan.json's directory */
+static void add_path(cJSON *o, const char *key, const JobLayout *L, const char *path)
+{
+    char *p = artifact_path(L, path);
+    add_str(o, key, p);
+    free(p);
+}
+
+static cJSON *model_json(const JobLayout *L, const PlanModel *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_str(o, "name", m->name);
+    add_str(o, "arch", name_arch(m->arch));
+    add_path(o, "path", L, m->path);
+    add_str(o, "init", m->from_scratch ? "scratch" : "pretrained");
+    add_int(o, "layers", m->layers);
+    add_int(o, "hidden", m->hidden);
+    add_int(o, "heads", m->heads);
+    add_int(o, "kv_heads", m->kv_heads);
+    add_int(o, "head_dim", m->head_dim > 0 ? m->head_dim : (m->heads > 0 ? m->hidden / m->heads : 0));
+    add_int(o, "ffn", m->ffn);
+    add_int(o, "vocab", m->vocab);
+    add_int(o, "max_context", m->max_context);
+    add_num(o, "rope_theta", m->rope_theta);
+    add_num(o, "rms_eps", m->rms_eps);
+    add_bool(o, "tie_embeddings", m->tie_embeddings);
+    add_bool(o, "qkv_bias", m->qkv_bias);
+    add_bool(o, "qk_norm", m->qk_norm);
+    return o;
+}
+
+static cJSON *dataset_json(const JobLayout *L, const PlanDataset *ds)
+{
+    DatasetColumns c;
+    DatasetTags t;
+    dataset_effective(ds, &c, &t);
+    cJSON *o = cJSON_CreateObject();
+    add_str(o, "name", ds->name);
+    add_path(o, "file", L, ds->file);
+    add_str(o, "format", name_format(ds->format));
+    cJSON *cols = cJSON_AddObjectToObject(o, "columns");
+    add_str(cols, "messages", c.messages);
+    add_str(cols, "system", c.system);
+    add_str(cols, "tools", c.tools);
+    add_str(cols, "prompt", c.prompt);
+    add_str(cols, "query", c.query);
+    add_str(cols, "response", c.response);
+    add_str(cols, "history", c.history);
+    add_str(cols, "text", c.text);
+    cJSON *tags = cJSON_AddObjectToObject(o, "tags");
+    add_str(tags, "role", t.role);
+    add_str(tags, "content", t.content);
+    add_str(tags, "user", t.user);
+    add_str(tags, "assistant", t.assistant);
+    add_str(tags, "observation", t.observation);
+    add_str(tags, "function", t.function);
+    add_str(tags, "system", t.system);
+    add_int_or_null(o, "samples", ds->samples, -1);
+    if (ds->size_bytes) add_uint(o, "size_bytes", ds->size_bytes);
+    else add_null(o, "size_bytes");
+    add_int_or_null(o, "tokens", ds->tokens, -1);
+    return o;
+}
+
+static cJSON *estimate_json(const Estimate *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_int(o, "params_total", e->params_total);
+    add_int(o, "params_embedding", e->params_embedding);
+    add_int(o, "params_per_layer", e->params_per_layer);
+    add_num(o, "weights_bytes", e->weights_bytes);
+    add_num(o, "grads_bytes", e->grads_bytes);
+    add_num(o, "optimizer_bytes", e->optimizer_bytes);
+    add_num(o, "activations_bytes", e->activations_bytes);
+    add_num(o, "logits_bytes", e->logits_bytes);
+    add_num(o, "comm_bytes", e->comm_bytes);
+    add_num(o, "reserve_bytes", e->reserve_bytes);
+    add_num(o, "total_bytes", e->total_bytes);
+    add_num(o, "usable_bytes", e->usable_bytes);
+    add_int(o, "max_micro_batch_that_fits", e->max_micro_batch_that_fits);
+    add_num(o, "tokens_per_epoch", e->tokens_per_epoch);
+    add_bool(o, "tokens_measured", e->tokens_measured);
+    add_num(o, "samples_per_epoch", e->samples_per_epoch);
+    add_num(o, "tokens_total", e->tokens_total);
+    add_num(o, "flops_per_token", e->flops_per_token);
+    add_num(o, "mfu", e->mfu);
+    add_num(o, "step_seconds", e->step_seconds);
+    add_num(o, "total_seconds", e->total_seconds);
+    add_num(o, "gpu_hours", e->gpu_hours);
+    add_int(o, "steps_total", e->steps_total);
+    add_int(o, "global_batch", e->global_batch);
+    add_int(o, "requeue_segments", e->requeue_segments);
+    add_bool(o, "cpu_only", e->cpu_only);
+    add_int(o, "world_size", e->world_size);
+    add_int(o, "data_parallel", e->data_parallel);
+    add_num(o, "model_bytes_per_param", e->model_bytes_per_param);
+    add_num(o, "activation_bytes_per_value", e->activation_bytes_per_value);
+    add_num(o, "activations_layers_bytes", e->activations_layers_bytes);
+    add_num(o, "activations_working_bytes", e->activations_working_bytes);
+    add_num(o, "reserve_context_bytes", e->reserve_context_bytes);
+    add_num(o, "reserve_fragmentation_bytes", e->reserve_fragmentation_bytes);
+    add_bool(o, "logits_chunked", e->logits_chunked);
+    add_bool(o, "fits", e->fits);
+    add_num(o, "seq_tokens", e->seq_tokens);
+    add_num(o, "sequences_per_epoch", e->sequences_per_epoch);
+    add_num(o, "peak_flops_per_device", e->peak_flops_per_device);
+    add_num(o, "tokens_per_second", e->tokens_per_second);
+    add_num(o, "time_limit_seconds", e->time_limit_seconds);
+    return o;
+}
+
+char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
+{
+    const PlanJob *job = L->job;
+    const PlanTrain *t = L->train;
+    const PlanModel *m = t->model;
+    char *out_dir = artifact_path(L, t->output_dir ? t->output_dir : "output");
+    if (!out_dir) { snprintf(err, errlen, "out of memory writing plan.json"); return NULL; }
+    int data_parallel = L->world_size;   /* no tensor/pipeline parallelism */
+
+    cJSON *root = cJSON_CreateObject();
+    add_int(root, "llmc_plan_version", 1);
+    add_str(root, "job", job->name);
+    add_str(root, "stage", name_stage(t->stage));
+    add_str(root, "backend", name_backend(t->backend));
+    if (m) cJSON_AddItemToObject(root, "model", model_json(L, m));
+    else add_null(root, "model");
+
+    cJSON *tok = cJSON_AddObjectToObject(root, "tokenizer");
+    add_path(tok, "path", L, m ? (m->tokenizer ? m->tokenizer : m->path) : NULL);
+    add_str(tok, "template", name_template(t->template_));
+
+    cJSON *dsets = cJSON_AddArrayToObject(root, "datasets");
+    for (int i = 0; i < t->ndata; i++)
+        if (t->data[i]) cJSON_AddItemToArray(dsets, dataset_json(L, t->data[i]));
+
+    cJSON *data = cJSON_AddObjectToObject(root, "data");
+    add_int(data, "context", t->context);
+    add_bool(data, "packing", t->packing);
+    add_str(data, "on_bad_record", t->bad_records == BADREC_SKIP ? "skip" : "fail");
+    add_str(data, "shards_dir", "shards");
+
+    cJSON *tr = cJSON_AddObjectToObject(root, "train");
+    add_num(tr, "epochs", t->epochs);
+    add_int_or_null(tr, "max_steps", t->max_steps, 0);
+    add_int(tr, "micro_batch", t->micro_batch);
+    add_int(tr, "grad_accum", t->grad_accum > 0 ? t->grad_accum : 1);
+    add_int(tr, "global_batch", (int64_t)t->micro_batch * (t->grad_accum > 0 ? t->grad_accum : 1) * data_parallel);
+    add_num(tr, "lr", t->lr);
+    add_num(tr, "min_lr", t->min_lr);
+    add_str(tr, "schedule", name_schedule(t->schedule));
+    if (t->warmup_steps > 0) {
+        add_null(tr, "warmup_ratio");
+        add_int(tr, "warmup_steps", t->warmup_steps);
+    } else {
+        add_num(tr, "warmup_ratio", t->warmup_ratio);
+        add_null(tr, "warmup_steps");
+    }
+    add_num(tr, "weight_decay", t->weight_decay);
+    add_num(tr, "beta1", t->beta1);
+    add_num(tr, "beta2", t->beta2);
+    add_num(tr, "eps", t->adam_eps);
+    add_num(tr, "grad_clip", t->grad_clip);
+    add_uint(tr, "seed", t->seed);
+    add_str(tr, "precision", name_precision(t->precision));
+    add_str(tr, "recompute", name_recompute(t->recompute));
+    add_str(tr, "attention", name_attention(t->attention));
+
+    cJSON *par = cJSON_AddObjectToObject(root, "parallel");
+    add_int(par, "nodes", job->nodes);
+    add_int(par, "gpus_per_node", L->gpus_per_node);
+    add_int(par, "tasks_per_node", L->tasks_per_node);
+    add_int(par, "world_size", L->world_size);
+    add_int(par, "data_parallel", data_parallel);
+    add_int(par, "zero_stage", zero_stage(t->shard));
+
+    cJSON *ck = cJSON_AddObjectToObject(root, "checkpoint");
+    size_t dl = strlen(out_dir) + sizeof "/checkpoints";
+    char *ckdir = malloc(dl);
+    if (ckdir) snprintf(ckdir, dl, "%s%scheckpoints", out_dir,
+                        out_dir[0] && out_dir[strlen(out_dir) - 1] == '/' ? "" : "/");
+    add_str(ck, "dir", ckdir);
+    free(ckdir);
+    add_int_or_null(ck, "every_steps", t->checkpoint_every_steps, 0);
+    if (t->checkpoint_every_seconds > 0) add_num(ck, "every_seconds", t->checkpoint_every_seconds);
+    else add_null(ck, "every_seconds");
+    add_int(ck, "keep", t->checkpoint_keep);
+    add_bool(ck, "resume", true);
+    add_str(ck, "signal", "USR2");
+
+    cJSON *out = cJSON_AddObjectToObject(root, "output");
+    add_str(out, "dir", out_dir);
+    add_str(out, "metrics", "metrics.jsonl");
+    add_int(out, "log_every", 1);
+
+    cJSON *sl = cJSON_AddObjectToObject(root, "slurm");
+    add_str(sl, "cluster", L->cluster->name);
+    add_str(sl, "partition", L->cluster->partition);
+    add_int(sl, "time_limit_seconds", L->time_minutes * 60);
+    add_int(sl, "cpus_per_task", L->cpus_per_task);
+    add_bool(sl, "requeue", job->requeue);
+    bool signal = e && e->requeue_segments > 1 && job->requeue && t->backend == BACKEND_LLMC;
+    if (signal) add_int(sl, "stop_signal_seconds", stop_signal_lead_seconds(L, e));
+    else add_null(sl, "stop_signal_seconds");
+    add_int(sl, "stop_exit_status", 3);
+
+    if (e) cJSON_AddItemToObject(root, "estimate", estimate_json(e));
+    else add_null(root, "estimate");
+
+    free(out_dir);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) { snprintf(err, errlen, "out of memory writing plan.json"); return NULL; }
+    size_t n = strlen(text);
+    char *res = realloc(text, n + 2);
+    if (!res) { free(text); snprintf(err, errlen, "out of memory writing plan.json"); return NULL; }
+    res[n] = '\n';
+    res[n + 1] = '\0';
+    return res;
+}

@@ -1,0 +1,120 @@
+/* emit_slurm.c — the Slurm artifacts of a job: the slurm.conf and gres.conf
+ * snippets of its cluster and the sbatch script (from templates/). Every value
+ * comes from the JobLayout, so the GRES type and count, task counts and memory
+ * are the same in all three. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "emit_internal.h"
+
+static char *fill(Tmpl *t, const char *name, char *err, size_t errlen)
+{
+    const char *text = template_text(name);
+    if (!text) { snprintf(err, errlen, "template %s is missing", name); tmpl_free(t); return NULL; }
+    Buf out;
+    buf_init(&out);
+    char why[256];
+    if (tmpl_fill(t, text, &out, why, sizeof why) != 0) {
+        snprintf(err, errlen, "templates/%s.tmpl: %s", name, why);
+        buf_free(&out);
+        tmpl_free(t);
+        return NULL;
+    }
+    tmpl_free(t);
+    return out.data ? out.data : strdup("");
+}
+
+/* The holes shared by slurm.conf and gres.conf. */
+static void cluster_vars(Tmpl *t, const JobLayout *L)
+{
+    const PlanCluster *c = L->cluster;
+    Buf nodes;
+    buf_init(&nodes);
+    hostlist_compress(&nodes, c->hosts, c->nhosts);
+    tmpl_set(t, "cluster", c->name);
+    tmpl_set(t, "nodes", nodes.failed ? NULL : nodes.data);
+    if (nodes.failed) t->failed = true;
+    buf_free(&nodes);
+    tmpl_set(t, "gpu", L->gpu ? "1" : "");
+    tmpl_set(t, "cpu_only", L->gpu ? "" : "1");
+    tmpl_set(t, "gres_type", L->gpu ? L->gres_type : "");
+}
+
+char *emit_slurm_conf(const JobLayout *L, char *err, size_t errlen)
+{
+    Tmpl t;
+    tmpl_init(&t);
+    cluster_vars(&t, L);
+    tmpl_setf(&t, "cpus", "%d", L->cluster->cpus);
+    tmpl_setf(&t, "real_memory_mib", "%llu", (unsigned long long)L->node_mem_mib);
+    tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
+    tmpl_set(&t, "partition", L->cluster->partition);
+    /* The partition's limit is this job's limit: sbatch --test-only then
+     * checks the script against exactly what the plan asked for. */
+    Buf time;
+    buf_init(&time);
+    slurm_time(&time, L->job->time_seconds);
+    tmpl_set(&t, "max_time", time.data);
+    buf_free(&time);
+    return fill(&t, "slurm.conf", err, errlen);
+}
+
+char *emit_gres_conf(const JobLayout *L, char *err, size_t errlen)
+{
+    Tmpl t;
+    tmpl_init(&t);
+    cluster_vars(&t, L);
+    if (L->gpus_per_node == 1) tmpl_set(&t, "device_files", "/dev/nvidia0");
+    else tmpl_setf(&t, "device_files", "/dev/nvidia[0-%d]", L->gpus_per_node > 0 ? L->gpus_per_node - 1 : 0);
+    return fill(&t, "gres.conf", err, errlen);
+}
+
+char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
+{
+    const PlanJob *job = L->job;
+    const PlanTrain *train = L->train;
+    bool lf = train->backend == BACKEND_LLAMAFACTORY;
+    Tmpl t;
+    tmpl_init(&t);
+    tmpl_set(&t, "job", job->name);
+    tmpl_set(&t, "train", train->name);
+    tmpl_set(&t, "stage", name_stage(train->stage));
+    tmpl_set(&t, "cluster", L->cluster->name);
+    tmpl_set(&t, "partition", L->cluster->partition);
+    tmpl_setf(&t, "nodes", "%d", job->nodes);
+    tmpl_setf(&t, "tasks_per_node", "%d", L->tasks_per_node);
+    tmpl_set(&t, "gpu", L->gpu ? "1" : "");
+    tmpl_set(&t, "gres_type", L->gpu ? L->gres_type : "");
+    tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
+    tmpl_setf(&t, "cpus_per_task", "%d", L->cpus_per_task);
+    /* --mem=0: all of each node's memory */
+    if (L->mem_mib) tmpl_setf(&t, "mem", "%lluM", (unsigned long long)L->mem_mib);
+    else tmpl_set(&t, "mem", "0");
+    Buf b;
+    buf_init(&b);
+    slurm_time(&b, job->time_seconds);
+    tmpl_set(&t, "time", b.data);
+    buf_free(&b);
+    const char *log_dir = job->log_dir ? job->log_dir : "logs";
+    tmpl_set(&t, "log_dir", log_dir);
+    buf_init(&b);
+    sh_quote(&b, log_dir);
+    tmpl_set(&t, "log_dir_q", b.data);
+    buf_free(&b);
+    tmpl_set(&t, "account", job->account ? job->account : "");
+    tmpl_set(&t, "qos", job->qos ? job->qos : "");
+    tmpl_set(&t, "requeue", job->requeue ? "1" : "");
+    tmpl_set(&t, "no_requeue", job->requeue ? "" : "1");
+    if (lf) {
+        tmpl_set(&t, "yaml", lf_yaml_name());
+        tmpl_set(&t, "deepspeed", lf_deepspeed_name(L));
+        tmpl_setf(&t, "cpus_per_node", "%d", L->cpus_per_task * L->tasks_per_node);
+        return fill(&t, "job_llamafactory.slurm", err, errlen);
+    }
+    /* The early-warning signal only when the run needs more than one
+     * time-limit segment and can come back (requeue on). */
+    bool segments = e && e->requeue_segments > 1 && job->requeue;
+    if (segments) tmpl_setf(&t, "signal_seconds", "%d", stop_signal_lead_seconds(L, e));
+    else tmpl_set(&t, "signal_seconds", "");
+    return fill(&t, "job_llmc.slurm", err, errlen);
+}
