@@ -1,0 +1,138 @@
+/* tokenize_cmd.c — `llmc-train tokenize`: look at what the tokenizer does.
+ *
+ *   llmc-train tokenize --tokenizer DIR            text on stdin -> ids, one line
+ *   llmc-train tokenize --tokenizer DIR --tokens   one token per line: id, JSON-quoted token text
+ *   llmc-train tokenize --tokenizer DIR --decode   ids on stdin (space/comma separated,
+ *                                                  [ ] allowed) -> the text, raw bytes */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "tokenizer.h"
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmc-train tokenize --tokenizer DIR [--decode | --tokens]\n"
+          "  reads text on stdin and prints its token ids (no special tokens are added;\n"
+          "  special tokens written in the text, like <|im_end|>, are recognized)\n"
+          "  --tokens   one line per token: id and its text as Hugging Face shows it\n"
+          "  --decode   read ids on stdin, write the text they decode to\n", out);
+}
+
+static int read_stdin(UniBuf *b)
+{
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+        if (unibuf_append(b, chunk, n)) return -1;
+    return ferror(stdin) ? -1 : 0;
+}
+
+/* Print s as a JSON string (escapes control characters, quotes, backslashes). */
+static void print_json_string(const uint8_t *s, size_t n)
+{
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static int decode_ids(const Tokenizer *tok, const UniBuf *in)
+{
+    TokIds ids = {0};
+    UniBuf out = {0};
+    int rc = 0;
+    size_t i = 0;
+    while (i < in->len && !rc) {
+        uint8_t c = in->p[i];
+        if (c == ' ' || c == ',' || c == '\n' || c == '\t' || c == '\r' || c == '[' || c == ']') { i++; continue; }
+        if (c < '0' || c > '9') {
+            fprintf(stderr, "llmc-train tokenize: stdin byte %zu: expected a token id, found '%c'\n", i + 1, c);
+            rc = 1;
+            break;
+        }
+        uint64_t v = 0;
+        while (i < in->len && in->p[i] >= '0' && in->p[i] <= '9' && v <= UINT32_MAX) v = v * 10 + (in->p[i++] - '0');
+        size_t len;
+        if (v >= tok_vocab_size(tok) || !tok_token_bytes(tok, (uint32_t)v, &len)) {
+            fprintf(stderr, "llmc-train tokenize: id %llu is not in the vocabulary (size %u)\n",
+                    (unsigned long long)v, tok_vocab_size(tok));
+            rc = 1;
+            break;
+        }
+        if (tokids_push(&ids, (uint32_t)v)) rc = 1;
+    }
+    if (!rc && tok_decode(tok, ids.ids, ids.len, &out)) rc = 1;
+    if (!rc && out.len) fwrite(out.p, 1, out.len, stdout);
+    tokids_free(&ids);
+    unibuf_free(&out);
+    return rc;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *dir = NULL;
+    int decode = 0, tokens = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) dir = argv[++i];
+        else if (!strncmp(argv[i], "--tokenizer=", 12)) dir = argv[i] + 12;
+        else if (!strcmp(argv[i], "--decode")) decode = 1;
+        else if (!strcmp(argv[i], "--tokens")) tokens = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else {
+            fprintf(stderr, "llmc-train tokenize: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!dir || (decode && tokens)) { usage(stderr); return 2; }
+    char err[512];
+    Tokenizer *tok = tok_load(dir, err, sizeof err);
+    if (!tok) { fprintf(stderr, "llmc-train tokenize: %s\n", err); return 2; }
+    UniBuf in = {0};
+    if (read_stdin(&in)) {
+        fprintf(stderr, "llmc-train tokenize: reading stdin: %s\n", strerror(errno));
+        tok_free(tok);
+        unibuf_free(&in);
+        return 2;
+    }
+    int rc = 0;
+    if (decode) {
+        rc = decode_ids(tok, &in);
+    } else {
+        TokEncoder *enc = tok_encoder_new(tok);
+        TokIds ids = {0};
+        if (!enc || tok_encode(enc, (const char *)in.p, in.len, &ids)) {
+            fprintf(stderr, "llmc-train tokenize: out of memory\n");
+            rc = 1;
+        } else if (tokens) {
+            UniBuf shown = {0};
+            for (size_t i = 0; i < ids.len; i++) {
+                shown.len = 0;
+                tok_token_display(tok, ids.ids[i], &shown);
+                printf("%u\t", ids.ids[i]);
+                print_json_string(shown.p, shown.len);
+                putchar('\n');
+            }
+            unibuf_free(&shown);
+        } else {
+            for (size_t i = 0; i < ids.len; i++) printf(i ? " %u" : "%u", ids.ids[i]);
+            putchar('\n');
+        }
+        tokids_free(&ids);
+        tok_encoder_free(enc);
+    }
+    unibuf_free(&in);
+    tok_free(tok);
+    if (fflush(stdout) != 0) return 2;
+    return rc;
+}
