@@ -10,7 +10,10 @@ $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 $(BUILD)/tests/cpu/test_model: $(BUILD)/tests/cpu/test_model.o $(CPU_TEST_OBJ)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lcjson -lopenblas -lm
 
+$(BUILD)/tests/cpu/make_shards: $(BUILD)/tests/cpu/make_shards.o $(BUILD)/runtime/shard_io.o $(BUILD)/runtime/rng.o
+	$(CC) $(LDFLAGS) -o $@ $^ -lcjson -lm
+
 TEST_SUITES += cpu
 .PHONY: test-cpu
-test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/llmc-train
+test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train
 	@bash tests/cpu/run.sh $(BUILD)
