@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "estimate.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -304,6 +305,14 @@ const char *estimate_token_source_name(TokenSource s)
     return "unknown";
 }
 
+/* Size of a regular file, or 0 when it cannot be read from here. */
+static double file_size(const char *path)
+{
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    return (double)st.st_size;
+}
+
 /* Tokens and sequences per epoch, summed over the datasets. Returns the first
  * dataset with nothing to count from, or NULL. */
 static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
@@ -324,6 +333,10 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
             tk = (double)ds->tokens; src = TOKENS_STATED;
         } else if (ds->size_bytes > 0) {
             tk = (double)ds->size_bytes / bpt; src = TOKENS_FROM_SIZE;
+        } else if (file_size(ds->file) > 0) {
+            /* Reachable at compile time (a local plan): its size, not a guess. */
+            tk = file_size(ds->file) / bpt; src = TOKENS_FROM_SIZE;
+            e->size_read_from_file = true;
         } else if (ds->samples > 0) {
             tk = cap; src = TOKENS_FROM_SAMPLES;
         } else {
@@ -336,6 +349,7 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
         if (src > worst) worst = src;
         tokens += tk;
         samples += ds->samples > 0 ? (double)ds->samples : ceil(tk / ctx);
+        if (ds->samples <= 0) e->samples_unknown = true;
         /* Packed: sequences are full contexts. Unpacked: one sequence per sample;
          * with no sample count, samples are taken as full-context long. */
         sequences += packed || ds->samples <= 0 ? ceil(tk / ctx) : (double)ds->samples;

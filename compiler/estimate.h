@@ -48,6 +48,8 @@ typedef struct {
     double seq_tokens;                      /* tokens a sequence carries on average (compute length) */
     double sequences_per_epoch;             /* sequences the trainer sees per epoch */
     TokenSource tokens_source;
+    bool size_read_from_file;               /* a dataset's size was read from its file (reachable here) */
+    bool samples_unknown;                   /* a dataset has no sample count: samples = tokens / context */
     double peak_flops_per_device;           /* FLOP/s: GPU bf16 (fp32 for fp32 plans) peak, or CPU node */
     double tokens_per_second;               /* whole job, real tokens */
     double time_limit_seconds;              /* the job's time limit (0 = none stated) */
@@ -91,6 +93,11 @@ double estimate_hf_layer(const PlanModel *m, double s, double b, bool flash,
  * settings and for the "what would fit" help lines. */
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *out);
+
+/* The estimate as a JSON object, keys as the field names (docs/estimator.md,
+ * "plan.json estimate fields"); `llmc explain --format=json` prints it. */
+struct cJSON;
+struct cJSON *estimate_to_json(const Estimate *e);
 
 /* Names for printing. */
 const char *estimate_token_source_name(TokenSource s);

@@ -1,0 +1,459 @@
+/* explain.c — `llmc explain PLAN`: the estimate of every job, figure by figure,
+ * with the assumptions behind each, as an aligned table or as JSON.
+ *
+ *   llmc explain PLAN [--format=human|json] [--color=auto|always|never]
+ *
+ * Human: diagnostics on stderr, tables on stdout. JSON: one object on stdout,
+ * {"jobs": [{"job", "estimate", "assumptions"}], "diagnostics": [...]}, with the
+ * estimate's keys as in plan.json (docs/estimator.md).
+ * Exit: 0 clean, 1 plan errors (tables are still printed when the front end
+ * succeeded), 2 usage or I/O.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "estimate.h"
+#include "frontend.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
+
+static const char explain_usage[] =
+    "usage: llmc explain PLAN [--format=human|json] [--color=auto|always|never]\n"
+    "  memory per GPU and time to train for every job in PLAN, with the assumptions\n";
+
+/* ---- names and number formatting ---- */
+
+static const char *shard_name(ShardStage s)
+{
+    static const char *names[] = {"none", "zero1", "zero2", "zero3"};
+    return (unsigned)s < 4 ? names[s] : "none";
+}
+
+static const char *recompute_name(Recompute r)
+{
+    return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+static const char *precision_name(Precision p)
+{
+    return p == PREC_FP32 ? "fp32" : p == PREC_FP16 ? "fp16" : "bf16";
+}
+
+static const char *arch_name(ModelArch a)
+{
+    return a == ARCH_QWEN3 ? "qwen3" : a == ARCH_QWEN2 ? "qwen2" : "llama";
+}
+
+/* 1234567 -> "1,234,567" */
+static void fmt_int(char *buf, size_t n, double v)
+{
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", v < 0 ? -v : v);
+    size_t len = strlen(digits), o = 0;
+    if (v < 0 && o + 1 < n) buf[o++] = '-';
+    for (size_t i = 0; i < len && o + 1 < n; i++) {
+        if (i > 0 && (len - i) % 3 == 0 && o + 1 < n) buf[o++] = ',';
+        if (o + 1 < n) buf[o++] = digits[i];
+    }
+    buf[o] = 0;
+}
+
+/* 9.5e6 -> "9.5M" */
+static void fmt_count(char *buf, size_t n, double v)
+{
+    if (v < 1e3) snprintf(buf, n, "%.0f", v);
+    else if (v < 1e6) snprintf(buf, n, "%.1fK", v / 1e3);
+    else if (v < 1e9) snprintf(buf, n, "%.1fM", v / 1e6);
+    else if (v < 1e12) snprintf(buf, n, "%.1fB", v / 1e9);
+    else snprintf(buf, n, "%.1fT", v / 1e12);
+}
+
+static void fmt_duration(char *buf, size_t n, double sec)
+{
+    if (sec < 1) snprintf(buf, n, "%.0f ms", sec * 1000);
+    else if (sec < 120) snprintf(buf, n, "%.1f s", sec);
+    else if (sec < 2 * 3600) snprintf(buf, n, "%.1f min", sec / 60);
+    else if (sec < 72 * 3600) snprintf(buf, n, "%.1f h", sec / 3600);
+    else snprintf(buf, n, "%.1f d", sec / 86400);
+}
+
+/* ---- the table ---- */
+
+typedef struct {
+    FILE *out;
+    bool colour;
+} Table;
+
+static void section(Table *t, const char *title)
+{
+    fprintf(t->out, "\n%s%s%s\n", t->colour ? "\033[1m" : "", title, t->colour ? "\033[0m" : "");
+}
+
+/* One row: label (indented by depth), a right-aligned value, a detail. */
+static void row(Table *t, int depth, const char *label, const char *value, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void row(Table *t, int depth, const char *label, const char *value, const char *fmt, ...)
+{
+    char detail[512] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+    }
+    int indent = 2 + 2 * depth;
+    int width = 34 - indent;
+    fprintf(t->out, "%*s%-*s %12s", indent, "", width, label, value);
+    if (detail[0]) fprintf(t->out, "   %s", detail);
+    fputc('\n', t->out);
+}
+
+static void gib_row(Table *t, int depth, const char *label, double bytes, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void gib_row(Table *t, int depth, const char *label, double bytes, const char *fmt, ...)
+{
+    char value[32], detail[512] = "";
+    if (bytes < GIB) snprintf(value, sizeof value, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    else snprintf(value, sizeof value, "%.2f GiB", bytes / GIB);
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+    }
+    row(t, depth, label, value, detail[0] ? "%s" : NULL, detail);
+}
+
+/* ---- assumptions: everything that cannot be known at compile time ---- */
+
+typedef struct {
+    char line[16][256];
+    int n;
+} Assumptions;
+
+static void assume(Assumptions *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void assume(Assumptions *a, const char *fmt, ...)
+{
+    if (a->n >= 16) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->line[a->n++], sizeof a->line[0], fmt, ap);
+    va_end(ap);
+}
+
+static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptions *a)
+{
+    const PlanTrain *t = job->run;
+    memset(a, 0, sizeof *a);
+    assume(a, "memory is the worst case: every micro batch padded to the full context (%d)", t->context);
+    if (e->cpu_only)
+        assume(a, "CPU backend: fp32 weights, gradients, Adam m and v, activations; "
+                  "peak %.0f GFLOP/s per core (AVX2 FMA at 2 GHz)", 64.0);
+    else if (e->activations_transformers)
+        assume(a, "llamafactory backend: activations as transformers' layers keep them "
+                  "(measured with autograd's saved-tensor hooks)");
+    else
+        assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
+               precision_name(t->precision));
+    if (!e->cpu_only)
+        assume(a, "communication buffers at DeepSpeed's defaults (reduce bucket 5e8, "
+                  "allgather bucket 5e8, stage-3 prefetch 5e7 elements)");
+    assume(a, "allocator fragmentation: 5%% of all tensor bytes");
+    switch (e->tokens_source) {
+    case TOKENS_STATED:
+        assume(a, "tokens per epoch as stated (or measured by prep) for every dataset");
+        break;
+    case TOKENS_FROM_SIZE:
+        assume(a, "tokens per epoch from %s at %.1f bytes/token (not measured; "
+                  "llmc-train prepare measures it)",
+               e->size_read_from_file ? "the file's size, read now" : "the stated file size",
+               t->bytes_per_token > 0 ? t->bytes_per_token : 4.0);
+        break;
+    case TOKENS_FROM_SAMPLES:
+        assume(a, "tokens per epoch = samples x context: an upper bound (no size or token count "
+                  "stated); time is overestimated");
+        break;
+    case TOKENS_UNKNOWN:
+        assume(a, "tokens per epoch unknown: a dataset states no tokens, size or samples");
+        break;
+    }
+    if (!t->packing && e->samples_unknown && e->tokens_source != TOKENS_UNKNOWN)
+        assume(a, "sample count not stated: samples taken as context-long, so steps are a lower bound");
+    if (!t->packing && t->stage == STAGE_SFT)
+        assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted");
+    if (t->mfu > 0)
+        assume(a, "mfu %.2f as the plan states", t->mfu);
+    else if (e->cpu_only)
+        assume(a, "mfu %.2f: the CPU default; set `mfu` after measuring", e->mfu);
+    else
+        assume(a, "mfu %.2f: the catalogue default for %s; set `mfu` after measuring",
+               e->mfu, job->cluster->gpu->name);
+    assume(a, "not counted: model loading, checkpoint writes, evaluation, queueing and restarts");
+}
+
+/* ---- human output ---- */
+
+static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanModel *m = t->model;
+    const PlanCluster *c = job->cluster;
+    char a[64], b[64], d[64];
+    const char *dev = e->cpu_only ? "node" : "GPU";
+
+    fprintf(tb->out, "%sjob %s%s: run %s on cluster %s\n", tb->colour ? "\033[1m" : "", job->name,
+            tb->colour ? "\033[0m" : "", t->name, c->name);
+    if (e->cpu_only)
+        fprintf(tb->out, "  %d node%s, CPU only, %d rank%s\n", job->nodes, job->nodes == 1 ? "" : "s",
+                e->world_size, e->world_size == 1 ? "" : "s");
+    else
+        fprintf(tb->out, "  %d node%s x %d %s = %d GPUs, data parallel %d, shard %s\n", job->nodes,
+                job->nodes == 1 ? "" : "s", c->gpus_per_node, c->gpu->name, e->world_size,
+                e->data_parallel, shard_name(t->shard));
+    fmt_int(a, sizeof a, (double)e->params_total);
+    fmt_int(b, sizeof b, (double)e->params_per_layer);
+    fmt_int(d, sizeof d, (double)e->params_embedding);
+    fprintf(tb->out, "  model %s (%s): %s parameters; %d layers of %s, embedding%s %s\n", m->name,
+            arch_name(m->arch), a, m->layers, b, m->tie_embeddings ? " (tied)" : " + lm_head", d);
+
+    char title[128];
+    if (e->usable_bytes > 0)
+        snprintf(title, sizeof title, "memory per %s (%.1f GiB usable)", dev, e->usable_bytes / GIB);
+    else
+        snprintf(title, sizeof title, "memory per %s (no memory stated to compare with)", dev);
+    section(tb, title);
+    Precision prec = e->cpu_only ? PREC_FP32 : t->precision;
+    const char *pn = precision_name(prec);
+    char over[64] = "";
+    if (e->data_parallel > 1) snprintf(over, sizeof over, ", sharded over %d", e->data_parallel);
+    gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 ? over : "");
+    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", pn, t->shard >= SHARD_ZERO2 ? over : "");
+    gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
+            prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
+            t->shard >= SHARD_ZERO1 ? over : "");
+    gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
+            t->micro_batch, t->context, recompute_name(t->recompute),
+            t->attention == ATTN_FLASH ? "flash" : "eager");
+    snprintf(a, sizeof a, "kept for %d layers", m->layers);
+    gib_row(tb, 1, a, e->activations_layers_bytes, "%s",
+            t->recompute == RECOMPUTE_FULL ? "each layer's input only" : "everything backward needs");
+    gib_row(tb, 1, "layer in backward", e->activations_working_bytes, "%s",
+            t->recompute == RECOMPUTE_FULL ? "one layer recomputed + its gradient buffers"
+                                           : "gradient buffers of the layer in flight");
+    gib_row(tb, 1, "final norm and lm_head input",
+            e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes, NULL);
+    gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
+            "%.0f bytes x batch x context x vocab %d, %s", e->logits_bytes_per_value, m->vocab,
+            e->logits_chunked ? "chunked" : "not chunked");
+    if (!e->cpu_only)
+        gib_row(tb, 0, "communication buffers", e->comm_bytes, "%s",
+                t->shard == SHARD_ZERO3 ? "largest matrix gathered + its gradient, prefetch, reduce bucket"
+                : t->shard == SHARD_NONE || e->data_parallel <= 1 ? "all-reduce in place"
+                                                                  : "reduce and allgather buckets");
+    gib_row(tb, 0, e->cpu_only ? "process overhead" : "CUDA context, workspaces",
+            e->reserve_context_bytes, NULL);
+    gib_row(tb, 0, "allocator fragmentation", e->reserve_fragmentation_bytes, "5%% of tensors");
+    if (e->usable_bytes > 0)
+        gib_row(tb, 0, "total", e->total_bytes, "%.0f%% of %.1f GiB usable: %s",
+                100.0 * e->total_bytes / e->usable_bytes, e->usable_bytes / GIB,
+                e->fits ? "fits" : "DOES NOT FIT");
+    else
+        gib_row(tb, 0, "total", e->total_bytes, NULL);
+    if (e->max_micro_batch_that_fits >= 0) {
+        snprintf(a, sizeof a, "%d", e->max_micro_batch_that_fits);
+        row(tb, 0, "largest batch that fits", a, "per %s, same settings", e->cpu_only ? "rank" : "gpu");
+    }
+
+    section(tb, "time");
+    fmt_count(a, sizeof a, e->tokens_per_epoch);
+    row(tb, 0, "tokens per epoch", e->tokens_source == TOKENS_UNKNOWN ? "unknown" : a, "%s",
+        estimate_token_source_name(e->tokens_source));
+    fmt_int(a, sizeof a, e->sequences_per_epoch);
+    row(tb, 0, "sequences per epoch", a, "%s",
+        t->packing ? "packed to the context" : "one per sample");
+    snprintf(a, sizeof a, "%.1f", e->seq_tokens);
+    row(tb, 0, "tokens per sequence", a, "mean");
+    fmt_int(a, sizeof a, (double)e->global_batch);
+    row(tb, 0, "global batch", a, "%d per %s x %d accumulation x %d", t->micro_batch,
+        e->cpu_only ? "rank" : "gpu", t->grad_accum > 0 ? t->grad_accum : 1, e->data_parallel);
+    fmt_int(a, sizeof a, (double)e->steps_total);
+    if (t->max_steps > 0) row(tb, 0, "steps", a, "max_steps");
+    else row(tb, 0, "steps", a, "%g epochs", t->epochs);
+    fmt_count(a, sizeof a, e->tokens_total);
+    row(tb, 0, "tokens to train", a, NULL);
+    snprintf(a, sizeof a, "%.3g", e->flops_per_token);
+    row(tb, 0, "FLOPs per token", a, "6N + attention%s",
+        t->recompute == RECOMPUTE_FULL ? " + forward again (recompute=full)"
+        : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "");
+    fmt_count(a, sizeof a, e->tokens_per_second);
+    if (e->peak_flops_per_device >= 1e12)
+        row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f", e->world_size,
+            e->peak_flops_per_device / 1e12, e->mfu);
+    else
+        row(tb, 0, "tokens per second", a, "%d x %.0f GFLOP/s peak x mfu %.2f", e->world_size,
+            e->peak_flops_per_device / 1e9, e->mfu);
+    fmt_duration(a, sizeof a, e->step_seconds);
+    row(tb, 0, "step time", a, NULL);
+    fmt_duration(a, sizeof a, e->total_seconds);
+    row(tb, 0, "time to train", a, NULL);
+    snprintf(a, sizeof a, "%.1f", e->gpu_hours);
+    row(tb, 0, e->cpu_only ? "node-hours" : "GPU-hours", a, NULL);
+    if (e->time_limit_seconds > 0) {
+        fmt_duration(a, sizeof a, e->time_limit_seconds);
+        snprintf(b, sizeof b, "%d", e->requeue_segments);
+        row(tb, 0, "time-limit segments", b, "of %s%s", a,
+            e->requeue_segments <= 1 ? "" : job->requeue ? ", requeued from checkpoints"
+                                                           : ": requeue is off");
+    }
+
+    Assumptions as;
+    collect_assumptions(job, e, &as);
+    section(tb, "assumptions");
+    for (int i = 0; i < as.n; i++) fprintf(tb->out, "  - %s\n", as.line[i]);
+}
+
+/* ---- JSON output ---- */
+
+cJSON *estimate_to_json(const Estimate *e)
+{
+    cJSON *o = cJSON_CreateObject();
+#define NUM(f) cJSON_AddNumberToObject(o, #f, (double)e->f)
+#define BOOL(f) cJSON_AddBoolToObject(o, #f, e->f)
+    NUM(params_total); NUM(params_embedding); NUM(params_per_layer);
+    NUM(weights_bytes); NUM(grads_bytes); NUM(optimizer_bytes); NUM(activations_bytes);
+    NUM(logits_bytes); NUM(comm_bytes); NUM(reserve_bytes); NUM(total_bytes); NUM(usable_bytes);
+    NUM(max_micro_batch_that_fits);
+    NUM(tokens_per_epoch); BOOL(tokens_measured); NUM(samples_per_epoch);
+    NUM(tokens_total); NUM(flops_per_token); NUM(mfu); NUM(step_seconds); NUM(total_seconds);
+    NUM(gpu_hours); NUM(steps_total); NUM(global_batch); NUM(requeue_segments);
+    BOOL(cpu_only); NUM(world_size); NUM(data_parallel); NUM(model_bytes_per_param);
+    NUM(activation_bytes_per_value); NUM(activations_layers_bytes); NUM(activations_working_bytes);
+    NUM(reserve_context_bytes); NUM(reserve_fragmentation_bytes); BOOL(logits_chunked);
+    NUM(logits_bytes_per_value); BOOL(activations_transformers); BOOL(fits); NUM(seq_tokens);
+    NUM(sequences_per_epoch); BOOL(size_read_from_file); BOOL(samples_unknown);
+    cJSON_AddStringToObject(o, "tokens_source", estimate_token_source_name(e->tokens_source));
+    NUM(peak_flops_per_device); NUM(tokens_per_second); NUM(time_limit_seconds);
+#undef NUM
+#undef BOOL
+    return o;
+}
+
+/* The diagnostics as diags_render writes them in JSON, parsed back into a tree. */
+static cJSON *diagnostics_json(Diags *d)
+{
+    if (diags_error_count(d) + diags_warning_count(d) == 0) return cJSON_CreateArray();
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return cJSON_CreateArray();
+    diags_render(d, mem, DIAG_FMT_JSON, 0);
+    fclose(mem);
+    cJSON *arr = cJSON_Parse(text);
+    free(text);
+    return arr ? arr : cJSON_CreateArray();
+}
+
+/* ---- entry ---- */
+
+int explain_main(int argc, char **argv)
+{
+    const char *path = NULL;
+    bool json = false;
+    int colour = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(explain_usage, stdout);
+            return EXPLAIN_CLEAN;
+        } else if (!strcmp(a, "--format=json")) {
+            json = true;
+        } else if (!strcmp(a, "--format=human")) {
+            json = false;
+        } else if (!strcmp(a, "--color=always") || !strcmp(a, "--colour=always")) {
+            colour = 1;
+        } else if (!strcmp(a, "--color=never") || !strcmp(a, "--colour=never")) {
+            colour = 0;
+        } else if (!strcmp(a, "--color=auto") || !strcmp(a, "--colour=auto")) {
+            colour = -1;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "llmc: error: unknown option '%s' for explain\n%s", a, explain_usage);
+            return EXPLAIN_USAGE;
+        } else if (path) {
+            fprintf(stderr, "llmc: error: explain takes one plan, got '%s' and '%s'\n", path, a);
+            return EXPLAIN_USAGE;
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "llmc: error: explain needs a plan file\n%s", explain_usage);
+        return EXPLAIN_USAGE;
+    }
+
+    Diags *d = diags_new();
+    Plan *plan = frontend_load(path, d);
+    if (!plan) {
+        diags_render(d, json ? stdout : stderr, json ? DIAG_FMT_JSON : DIAG_FMT_HUMAN, colour);
+        diags_free(d);
+        return EXPLAIN_USAGE;
+    }
+    bool front_errors = diags_error_count(d) > 0;
+    Estimate *ests = calloc((size_t)plan->njobs + 1, sizeof *ests);
+    if (!ests) {
+        fputs("llmc: error: out of memory\n", stderr);
+        plan_free(plan);
+        diags_free(d);
+        return EXPLAIN_USAGE;
+    }
+    /* A plan with front-end errors is incomplete: no later stage runs on it. */
+    if (!front_errors)
+        for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
+    int rc = diags_error_count(d) ? EXPLAIN_PLAN : EXPLAIN_CLEAN;
+
+    if (json) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON *jobs = cJSON_AddArrayToObject(root, "jobs");
+        for (int i = 0; !front_errors && i < plan->njobs; i++) {
+            const PlanJob *job = plan->jobs[i];
+            if (!job->run || !job->cluster) continue;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "job", job->name);
+            cJSON_AddItemToObject(o, "estimate", estimate_to_json(&ests[i]));
+            Assumptions as;
+            collect_assumptions(job, &ests[i], &as);
+            cJSON *arr = cJSON_AddArrayToObject(o, "assumptions");
+            for (int k = 0; k < as.n; k++) cJSON_AddItemToArray(arr, cJSON_CreateString(as.line[k]));
+            cJSON_AddItemToArray(jobs, o);
+        }
+        cJSON_AddItemToObject(root, "diagnostics", diagnostics_json(d));
+        char *text = cJSON_Print(root);
+        if (text) {
+            fputs(text, stdout);
+            fputc('\n', stdout);
+        }
+        free(text);
+        cJSON_Delete(root);
+    } else {
+        diags_render(d, stderr, DIAG_FMT_HUMAN, colour);
+        fflush(stderr);
+        Table tb = {stdout, colour == 1 || (colour < 0 && isatty(fileno(stdout)))};
+        int shown = 0;
+        for (int i = 0; !front_errors && i < plan->njobs; i++) {
+            const PlanJob *job = plan->jobs[i];
+            if (!job->run || !job->run->model || !job->cluster) continue;
+            if (shown++) fputc('\n', stdout);
+            print_job(&tb, job, &ests[i]);
+        }
+        if (!front_errors && shown == 0) fputs("no job in the plan to explain\n", stdout);
+    }
+    fflush(stdout);
+    free(ests);
+    plan_free(plan);
+    diags_free(d);
+    return rc;
+}
