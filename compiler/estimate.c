@@ -522,6 +522,21 @@ static void help_alternatives(Diag *dg, const PlanJob *job)
         help_alternative(dg, job, "shard = zero3", t->recompute, SHARD_ZERO3);
     if (multi && t->recompute != RECOMPUTE_FULL && t->shard != SHARD_ZERO3)
         help_alternative(dg, job, "recompute = full with shard = zero3", RECOMPUTE_FULL, SHARD_ZERO3);
+    /* Sharded states shrink with more ranks: the fewest nodes of the cluster
+     * that would hold this batch. */
+    if (t->shard != SHARD_NONE && !is_cpu_only(job->cluster)) {
+        PlanJob more = *job;
+        int limit = job->cluster->nhosts > 0 ? job->cluster->nhosts : job->nodes;
+        Estimate alt;
+        for (more.nodes = job->nodes + 1; more.nodes <= limit; more.nodes++) {
+            memset(&alt, 0, sizeof alt);
+            estimate_memory(&more, t->micro_batch, t->recompute, t->shard, &alt);
+            if (alt.fits) {
+                diag_help(dg, "nodes = %d fits at this batch (%.1f GiB)", more.nodes, alt.total_bytes / GIB);
+                break;
+            }
+        }
+    }
 }
 
 static int report_memory(const PlanJob *job, const Estimate *e, Diags *d)

@@ -16,7 +16,7 @@ if [[ -n "$line" ]]; then
 fi
 [[ $rc -ne 0 && -z "$line" ]] && { echo "FAIL unit checks exited $rc"; fail=$((fail + 1)); }
 
-for plan in examples/*.llm examples/*/*.llm; do
+for plan in examples/*.llm examples/*/*.llm tests/estimator/plans/*.llm; do
     [[ -f "$plan" ]] || continue
     name=$(basename "$plan" .llm)
     for fmt in txt json; do
@@ -38,5 +38,19 @@ for plan in examples/*.llm examples/*/*.llm; do
         fi
     done
 done
+# The command line: usage errors exit 2, a missing plan file exits 2.
+expect_exit() {
+    local want=$1; shift
+    "$llmc" "$@" >/dev/null 2>&1; local rc=$?
+    if [[ $rc -eq $want ]]; then pass=$((pass + 1))
+    else echo "FAIL llmc $*: exit $rc, want $want"; fail=$((fail + 1)); fi
+}
+expect_exit 2 explain
+expect_exit 2 explain --bogus examples/tiny/tiny.llm
+expect_exit 2 explain examples/tiny/tiny.llm examples/tiny/tiny.llm
+expect_exit 2 explain /nonexistent/plan.llm
+expect_exit 0 explain --help
+expect_exit 1 explain tests/estimator/plans/qwen32b_b8_no_requeue.llm --format=json
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
