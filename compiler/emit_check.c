@@ -21,7 +21,9 @@ void job_layout(const PlanJob *job, JobLayout *L)
     L->gpu = c && c->gpu && c->gpus_per_node > 0;
     L->gres_type = L->gpu ? c->gpu->gres_type : NULL;
     L->gpus_per_node = L->gpu ? c->gpus_per_node : 0;
-    L->tasks_per_node = L->gpu ? c->gpus_per_node : 1;
+    /* one rank per GPU; without GPUs one per node unless the plan says */
+    if (L->gpu) L->tasks_per_node = c->gpus_per_node;
+    else L->tasks_per_node = job->tasks_per_node > 0 ? job->tasks_per_node : 1;
     L->world_size = job->nodes * L->tasks_per_node;
     int cpus = c ? c->cpus : 0;
     if (job->cpus_per_task > 0) L->cpus_per_task = job->cpus_per_task;
@@ -134,6 +136,9 @@ static void check_job(const PlanJob *job, Diags *d)
                              (long long)L.cpus_per_task * L.tasks_per_node, c->name, c->cpus);
         diag_help(g, "cpus_per_task = %d fits", c->cpus / L.tasks_per_node > 0 ? c->cpus / L.tasks_per_node : 1);
     }
+    if (L.gpu && job->tasks_per_node > 0 && job->tasks_per_node != L.gpus_per_node)
+        diag_error(d, job->tasks_at, "tasks = %d but --gres gives %d GPUs per node: one rank per GPU",
+                   job->tasks_per_node, L.gpus_per_node);
     if (job->cpus_per_task < 0)
         diag_error(d, job->cpus_per_task_at, "cpus_per_task must be positive");
 

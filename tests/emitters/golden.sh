@@ -1,0 +1,73 @@
+#!/bin/bash
+# tests/emitters/golden.sh record|check LLMC — golden/: the full output of every
+# plan with a job block in examples/ and tests/emitters/plans/, as golden/NAME/.
+#   record  recompile each plan into golden/NAME (make golden)
+#   check   compile each into a scratch directory at the same depth as golden/NAME
+#           (relative paths in the artifacts depend on where they are) and
+#           diff -r against golden/NAME; then compile again from a different
+#           working directory (a directory whose examples/ and tests/ link to
+#           the repository's) and demand identical bytes.
+# Run from the repository root. Closes with "N passed, N failed".
+set -u
+mode=$1
+LLMC=$(realpath "$2")
+ROOT=$(pwd)
+pass=0 fail=0
+ok()  { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+
+plans=()
+for p in examples/*.llm examples/*/*.llm tests/emitters/plans/*.llm; do
+    [[ -f $p ]] && grep -qE '^job ' "$p" && plans+=("$p")
+done
+
+if [[ $mode == record ]]; then
+    mkdir -p golden
+    for p in "${plans[@]}"; do
+        name=$(basename "$p" .llm)
+        if "$LLMC" "$p" -o "golden/$name" 2>/dev/null; then echo "recorded golden/$name"; else echo "FAILED $p"; exit 1; fi
+    done
+    exit 0
+fi
+
+[[ $mode == check ]] || { echo "usage: golden.sh record|check LLMC" >&2; exit 2; }
+mkdir -p build
+SCRATCH=$(mktemp -d /tmp/golden-check.XXXXXX)
+OTHER=$(mktemp -d /tmp/golden-cwd.XXXXXX)
+OUT=
+trap 'rm -rf "$SCRATCH" "$OTHER" ${OUT:+"$OUT"}' EXIT
+mkdir -p "$OTHER/build"
+ln -s "$ROOT/examples" "$OTHER/examples"
+ln -s "$ROOT/tests" "$OTHER/tests"
+for p in "${plans[@]}"; do
+    name=$(basename "$p" .llm)
+    if [[ ! -d golden/$name ]]; then
+        bad "golden/$name missing (make golden, review, commit)"
+        continue
+    fi
+    # build/golden-NAME.PID sits two levels below the root, like golden/NAME
+    out="build/golden-$name.$$"
+    OUT=$out
+    if ! "$LLMC" "$p" -o "$out" >"$SCRATCH/$name.log" 2>&1; then
+        bad "llmc $p"
+        cat "$SCRATCH/$name.log"
+        continue
+    fi
+    if diff -r "golden/$name" "$out" >"$SCRATCH/$name.diff"; then
+        ok "golden/$name matches"
+    else
+        bad "golden/$name differs (make golden to re-record if intended)"
+        head -n 40 "$SCRATCH/$name.diff"
+    fi
+    if (cd "$OTHER" && "$LLMC" "$p" -o "build/$name") >"$SCRATCH/$name.log2" 2>&1 &&
+        diff -r "$out" "$OTHER/build/$name" >/dev/null; then
+        ok "$name: same bytes from another working directory"
+    else
+        bad "$name: output differs when compiled from another working directory"
+        cat "$SCRATCH/$name.log2"
+        diff -r "$out" "$OTHER/build/$name" | head -n 20
+    fi
+    rm -rf "$out"
+done
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]

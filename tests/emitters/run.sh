@@ -1,0 +1,137 @@
+#!/bin/bash
+# tests/emitters/run.sh EMIT_TEST LLMC — the emitters suite (make test-emitters).
+#  1. emit_test: unit tests on hand-built plans (quoting, hostlists, templates,
+#     emit_check positions, atomic output directory).
+#  2. every example and tests/emitters/plans/*.llm compiles; `bash -n` on every
+#     emitted script; every JSON/YAML artifact parses and has what its consumer
+#     needs (check_artifacts.py, Debian's /usr/bin/python3 with PyYAML).
+#  3. hostile plans (tests/emitters/plans/hostile/*.llm, first line
+#     "# expect: LINE:COL: MESSAGE") are rejected at that position, write
+#     nothing, and run nothing.
+#  4. real Slurm (root only): the two-node plan's slurm.conf + gres.conf bring
+#     up both nodes IDLE with their GPUs (tests/slurm/cluster.sh), and
+#     `sbatch --test-only` accepts the emitted script.
+# Closes with "N passed, N failed".
+set -u
+EMIT_TEST=$(realpath "$1")
+LLMC=$(realpath "$2")
+ROOT=$(pwd)
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/emitters-test.XXXXXX)
+SLURM_STATE=
+cleanup() {
+    if [[ -n $SLURM_STATE ]]; then bash "$ROOT/tests/slurm/cluster.sh" stop "$SLURM_STATE" >/dev/null 2>&1; fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+pass=0 fail=0
+ok()  { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+# fold a sub-run's closing "N passed, N failed" line into the totals
+add_counts() {
+    local line f
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    if [[ -z $line ]]; then bad "$2: no result line"; return; fi
+    pass=$((pass + ${line%% passed*}))
+    f=${line#*, }
+    fail=$((fail + ${f%% failed*}))
+}
+
+# 1. unit tests
+mkdir -p "$T/unit"
+"$EMIT_TEST" "$T/unit" >"$T/unit.log" 2>&1
+grep -E '^(ok|FAIL|     )' "$T/unit.log"
+add_counts "$T/unit.log" emit_test
+
+# 2. compile every plan that has a job
+mkdir -p "$T/ex"
+for p in examples/*.llm examples/*/*.llm tests/emitters/plans/*.llm; do
+    [[ -f $p ]] || continue
+    grep -qE '^job ' "$p" || continue
+    name=$(basename "$p" .llm)
+    if "$LLMC" "$p" -o "$T/ex/$name" >"$T/ex/$name.log" 2>&1; then
+        ok "llmc $p -o DIR"
+    else
+        bad "llmc $p -o DIR"
+        cat "$T/ex/$name.log"
+    fi
+done
+while IFS= read -r s; do
+    if bash -n "$s" 2>"$T/bash-n.log"; then ok "bash -n ${s#"$T"/}"; else bad "bash -n ${s#"$T"/}"; cat "$T/bash-n.log"; fi
+done < <(find "$T/unit" "$T/ex" -name '*.slurm' | sort)
+"$PY" tests/emitters/check_artifacts.py "$T/unit/out" "$T/unit/cpu" "$T/unit/lf" "$T/unit/multi" "$T"/ex/*/ \
+    >"$T/artifacts.log" 2>&1
+grep -E '^(ok|FAIL)' "$T/artifacts.log" | sed "s#$T/##"
+add_counts "$T/artifacts.log" check_artifacts.py
+
+# the tiny plan's relative paths are rewritten for plan.json's directory
+if [[ -f "$T/ex/tiny/plan.json" ]]; then
+    mkdir -p "$T/rel/a/b"
+    "$LLMC" examples/tiny/tiny.llm -o "$T/rel/a/b/tiny" >/dev/null 2>&1
+    tok=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["tokenizer"]["path"])' "$T/rel/a/b/tiny/plan.json")
+    if [[ -f "$T/rel/a/b/tiny/$tok/tokenizer.json" ]]; then
+        ok "plan.json's relative tokenizer path resolves from its own directory ($tok)"
+    else
+        bad "plan.json's relative tokenizer path '$tok' does not resolve from $T/rel/a/b/tiny"
+    fi
+fi
+
+# 3. hostile plans: rejected where they say, nothing written, nothing run
+mkdir -p "$T/cwd"
+for p in tests/emitters/plans/hostile/*.llm; do
+    expect=$(sed -n '1s/^# expect: //p' "$p")
+    rc=0
+    (cd "$T/cwd" && "$LLMC" "$ROOT/$p" -o "$T/hostile-out") >"$T/hostile.log" 2>&1 || rc=$?
+    if [[ $rc -eq 1 ]] && grep -qF "$ROOT/$p:$expect" "$T/hostile.log" && [[ ! -e "$T/hostile-out" ]] &&
+        [[ -z $(find "$T" "$ROOT" -maxdepth 3 -name PWNED 2>/dev/null) ]]; then
+        ok "hostile $(basename "$p"): rejected at $expect"
+    else
+        bad "hostile $(basename "$p"): expected exit 1 and '$expect', nothing written (exit $rc)"
+        cat "$T/hostile.log"
+    fi
+    rm -rf "$T/hostile-out"
+done
+
+# 4. real Slurm: the emitted snippets bring the nodes up, sbatch takes the script
+if [[ $(id -u) -ne 0 || ! -f tests/slurm/cluster.sh ]]; then
+    echo "note: real-Slurm checks skipped (need root and tests/slurm/cluster.sh)"
+elif [[ ! -f "$T/ex/slurm2/slurm.conf" ]]; then
+    bad "real Slurm: tests/emitters/plans/slurm2.llm did not compile"
+else
+    SLURM_STATE="$T/slurm"
+    if bash tests/slurm/cluster.sh start "$SLURM_STATE" "$T/ex/slurm2/slurm.conf" "$T/ex/slurm2/gres.conf" \
+        >"$T/slurm-start.log" 2>&1; then
+        ok "the emitted slurm.conf + gres.conf start a two-node Slurm"
+        export SLURM_CONF="$SLURM_STATE/slurm.conf"
+        sinfo -N -h -o '%N %t %G' >"$T/sinfo.log" 2>&1
+        if [[ $(grep -cE '^hgx00[12] idle gpu:h100_80gb:8' "$T/sinfo.log") -eq 2 ]]; then
+            ok "both nodes IDLE with gpu:h100_80gb:8"
+        else
+            bad "both nodes IDLE with gpu:h100_80gb:8"
+            cat "$T/sinfo.log"
+        fi
+        # as a user would: from the compiled directory
+        if (cd "$T/ex/slurm2" && mkdir -p logs/pair && sbatch --test-only pair_pt.slurm) >"$T/sbatch.log" 2>&1 &&
+            grep -q 'to start at' "$T/sbatch.log"; then
+            ok "sbatch --test-only accepts the emitted script ($(head -c 80 "$T/sbatch.log"))"
+        else
+            bad "sbatch --test-only accepts the emitted script"
+            cat "$T/sbatch.log"
+        fi
+        # a script asking for more than the nodes have is refused: the check is real
+        sed 's/--gres=gpu:h100_80gb:8/--gres=gpu:h100_80gb:9/' "$T/ex/slurm2/pair_pt.slurm" >"$T/ex/slurm2/too_many.slurm"
+        if (cd "$T/ex/slurm2" && sbatch --test-only too_many.slurm) >"$T/sbatch-bad.log" 2>&1; then
+            bad "sbatch --test-only refuses 9 GPUs per node"
+            cat "$T/sbatch-bad.log"
+        else
+            ok "sbatch --test-only refuses 9 GPUs per node (the test can fail)"
+        fi
+        unset SLURM_CONF
+    else
+        bad "the emitted slurm.conf + gres.conf start a two-node Slurm"
+        cat "$T/slurm-start.log"
+    fi
+fi
+
+echo "$pass passed, $fail failed"
+[[ $fail -eq 0 ]]
