@@ -15,6 +15,10 @@ tally() {   # tally NAME OUTPUT-FILE EXIT-STATUS
 out=$(mktemp)
 "$BUILD/tests/cpu/test_model" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
 grep -v '^  \[' "$out"; tally model "$out" $rc
+scratch=$(mktemp -d /tmp/cpu-formats.XXXXXX)
+"$BUILD/tests/cpu/test_formats" "$scratch" "$here/tiny_plan.json" >"$out" 2>&1; rc=$?
+rm -rf "$scratch"
+cat "$out"; tally formats "$out" $rc
 bash "$here/train_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally train "$out" $rc
 rm -f "$out"

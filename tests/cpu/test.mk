@@ -1,7 +1,7 @@
 # tests/cpu — the CPU trainer: model/optimizer against PyTorch fixtures, formats,
 # plan loading, and training runs (resume bit-identity, export, verify).
 #   make test-cpu
-CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o rng.o safetensors.o optim.o)
+CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o rng.o safetensors.o optim.o sha256.o hf_config.o plan.o)
 
 $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 	@mkdir -p $(dir $@)
@@ -13,7 +13,10 @@ $(BUILD)/tests/cpu/test_model: $(BUILD)/tests/cpu/test_model.o $(CPU_TEST_OBJ)
 $(BUILD)/tests/cpu/make_shards: $(BUILD)/tests/cpu/make_shards.o $(BUILD)/runtime/shard_io.o $(BUILD)/runtime/rng.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lcjson -lm
 
+$(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lcjson -lopenblas -lm
+
 TEST_SUITES += cpu
 .PHONY: test-cpu
-test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train
+test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train
 	@bash tests/cpu/run.sh $(BUILD)

@@ -1,0 +1,230 @@
+/* test_formats.c — safetensors (F32/BF16/F16, sharded index, bad files), sha256
+ * vectors, config.json round trip, LR schedules, plan.json loading.
+ * Usage: test_formats SCRATCH_DIR TINY_PLAN.json ; prints "N passed, N failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hf_config.h"
+#include "optim.h"
+#include "../../runtime/plan.h"   /* not compiler/plan.h, which -Icompiler finds first */
+#include "safetensors.h"
+#include "sha256.h"
+
+static int passed, failed;
+static void check(int ok, const char *what)
+{
+    if (ok) passed++;
+    else { failed++; printf("FAIL %s\n", what); }
+}
+
+static void write_raw(const char *path, const char *header, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    uint64_t len = strlen(header);
+    unsigned char lb[8];
+    for (int i = 0; i < 8; i++) lb[i] = (unsigned char)(len >> (8 * i));
+    fwrite(lb, 1, 8, f);
+    fwrite(header, 1, len, f);
+    if (n) fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+static int open_fails_with(const char *path, const char *text)
+{
+    StModel st;
+    char err[512] = "";
+    int rc = st_open(&st, path, err, sizeof err);
+    if (rc == 0) { st_close(&st); return 0; }
+    if (!strstr(err, text)) { printf("  message was: %s\n", err); return 0; }
+    return 1;
+}
+
+static void test_conversions(void)
+{
+    check(st_f32_to_bf16(1.0f) == 0x3f80, "bf16(1.0) = 0x3f80");
+    check(st_f32_to_bf16(1.00390625f) == 0x3f80, "bf16 rounds a tie to even (down)");
+    check(st_f32_to_bf16(1.01171875f) == 0x3f82, "bf16 rounds a tie to even (up)");
+    check(st_bf16_to_f32(0xc040) == -3.0f, "bf16 0xc040 = -3");
+    check(st_f16_to_f32(0x3c00) == 1.0f && st_f16_to_f32(0xc000) == -2.0f, "f16 1 and -2");
+    check(st_f16_to_f32(0x7bff) == 65504.0f, "f16 max 65504");
+    check(st_f16_to_f32(0x0001) == ldexpf(1.0f, -24), "f16 smallest subnormal 2^-24");
+    check(st_f16_to_f32(0x03ff) == ldexpf(1023.0f, -24), "f16 largest subnormal");
+    check(isinf(st_f16_to_f32(0x7c00)) && isnan(st_f16_to_f32(0x7e00)), "f16 inf and nan");
+}
+
+static void test_safetensors(const char *dir)
+{
+    char p[4300], err[512];
+    float a[6] = {1, -2, 3.5f, 0.1f, -0.25f, 1e-3f}, b[4] = {7, 8, 9, 10}, out[6];
+    StWriteTensor t[2] = {{"x.weight", 2, {2, 3}, a}, {"y.bias", 1, {4}, b}};
+    snprintf(p, sizeof p, "%s/f32.safetensors", dir);
+    check(st_write(p, t, 2, ST_F32, "\"format\":\"pt\"", err, sizeof err) == 0, "st_write F32");
+    StModel st;
+    check(st_open(&st, p, err, sizeof err) == 0 && st.n_tensors == 2, "st_open reads both tensors");
+    const StTensor *x = st_find(&st, "x.weight");
+    check(x && x->ndim == 2 && x->shape[0] == 2 && x->shape[1] == 3 && x->dtype == ST_F32, "shape and dtype");
+    check(x && st_read_f32(&st, x, out, err, sizeof err) == 0 && !memcmp(out, a, sizeof a), "F32 data exact");
+    check(st.data_start[0] % 8 == 0, "data section 8-byte aligned");
+    st_close(&st);
+
+    snprintf(p, sizeof p, "%s/bf16.safetensors", dir);
+    check(st_write(p, t, 2, ST_BF16, NULL, err, sizeof err) == 0, "st_write BF16");
+    int ok = st_open(&st, p, err, sizeof err) == 0;
+    x = ok ? st_find(&st, "x.weight") : NULL;
+    ok = x && x->dtype == ST_BF16 && st_read_f32(&st, x, out, err, sizeof err) == 0;
+    for (int i = 0; ok && i < 6; i++) ok = out[i] == st_bf16_to_f32(st_f32_to_bf16(a[i]));
+    check(ok, "BF16 round trip = rounding");
+    if (!st.n_files) memset(&st, 0, sizeof st);
+    st_close(&st);
+
+    /* F16, handcrafted */
+    uint16_t h[3] = {0x3c00, 0xc000, 0x3800};
+    snprintf(p, sizeof p, "%s/f16.safetensors", dir);
+    write_raw(p, "{\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,6]}}", h, 6);
+    ok = st_open(&st, p, err, sizeof err) == 0;
+    x = ok ? st_find(&st, "h") : NULL;
+    check(x && st_read_f32(&st, x, out, err, sizeof err) == 0 && out[0] == 1 && out[1] == -2 && out[2] == 0.5f,
+          "F16 tensor read as fp32");
+    if (ok) st_close(&st);
+
+    /* sharded: index + two files */
+    char sd[4096];
+    snprintf(sd, 4000, "%s/sharded", dir);
+    mkdir(sd, 0755);
+    snprintf(p, sizeof p, "%s/model-00001-of-00002.safetensors", sd);
+    st_write(p, &t[0], 1, ST_F32, NULL, err, sizeof err);
+    snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", sd);
+    st_write(p, &t[1], 1, ST_BF16, NULL, err, sizeof err);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", sd);
+    FILE *f = fopen(p, "w");
+    fputs("{\"metadata\":{\"total_size\":32},\"weight_map\":{\"x.weight\":\"model-00001-of-00002.safetensors\","
+          "\"y.bias\":\"model-00002-of-00002.safetensors\"}}", f);
+    fclose(f);
+    ok = st_open(&st, sd, err, sizeof err) == 0;
+    check(ok && st.n_files == 2 && st.n_tensors == 2, "sharded index: two files, two tensors");
+    const StTensor *y = ok ? st_find(&st, "y.bias") : NULL;
+    check(y && y->dtype == ST_BF16 && st_read_f32(&st, y, out, err, sizeof err) == 0 && out[3] == 10.0f,
+          "sharded: tensor read from the second file");
+    if (ok) st_close(&st);
+    f = fopen(p, "w");
+    fputs("{\"weight_map\":{\"x.weight\":\"model-00001-of-00002.safetensors\",\"z\":\"model-00003-of-00002.safetensors\"}}", f);
+    fclose(f);
+    check(open_fails_with(sd, "model-00003-of-00002.safetensors: No such file"), "sharded: missing shard file named");
+    f = fopen(p, "w");
+    fputs("{\"weight_map\":{\"x.weight\":\"../../etc/passwd\"}}", f);
+    fclose(f);
+    check(open_fails_with(sd, "is not a file name in the directory"), "sharded: path outside the directory refused");
+
+    /* broken files */
+    snprintf(p, sizeof p, "%s/bad1.safetensors", dir);
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", a, 8);
+    check(open_fails_with(p, "data_offsets outside the file"), "truncated data detected");
+    write_raw(p, "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", a, 8);
+    check(open_fails_with(p, "unsupported or missing dtype"), "unsupported dtype named");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", a, 8);
+    check(open_fails_with(p, "8 bytes for 3 elements"), "size/shape mismatch detected");
+    write_raw(p, "{not json", NULL, 0);
+    check(open_fails_with(p, "header is not a JSON object"), "bad header JSON");
+    f = fopen(p, "wb");
+    unsigned char huge[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+    fwrite(huge, 1, 8, f);
+    fclose(f);
+    check(open_fails_with(p, "bad safetensors header length"), "absurd header length");
+}
+
+static void test_sha256(const char *dir)
+{
+    char p[4096], hex[65];
+    snprintf(p, sizeof p, "%s/a-million", dir);
+    FILE *f = fopen(p, "wb");
+    for (int i = 0; i < 1000000; i++) fputc('a', f);
+    fclose(f);
+    check(sha256_file_hex(p, hex) == 0 && !strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
+          "sha256 of a million 'a' (FIPS 180-2 vector)");
+    Sha256 s;
+    uint8_t d[32];
+    sha256_init(&s);
+    sha256_update(&s, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56);
+    sha256_final(&s, d);
+    check(d[0] == 0x24 && d[1] == 0x8d && d[31] == 0xc1, "sha256 of the 448-bit vector");
+}
+
+static void test_hf_config(const char *dir)
+{
+    ModelConfig c = {MODEL_QWEN3, 3, 96, 6, 2, 32, 200, 1000, 4096, 1e6, 1e-6, 1, 0, 1}, r;
+    char p[4096], err[512], diff[128];
+    const ModelArchKind archs[3] = {MODEL_LLAMA, MODEL_QWEN2, MODEL_QWEN3};
+    for (int i = 0; i < 3; i++) {
+        c.arch = archs[i];
+        c.qkv_bias = c.arch == MODEL_QWEN2;
+        c.qk_norm = c.arch == MODEL_QWEN3;
+        snprintf(p, sizeof p, "%s/config.json", dir);
+        int ok = hf_config_write(p, &c, "float32", 1, 2, err, sizeof err) == 0 &&
+                 hf_config_read(dir, &r, err, sizeof err) == 0 && !hf_config_diff(&c, &r, diff, sizeof diff) &&
+                 r.max_context == 4096 && r.rms_eps == 1e-6;
+        check(ok, c.arch == MODEL_LLAMA ? "config.json round trip (llama)" :
+                  c.arch == MODEL_QWEN2 ? "config.json round trip (qwen2)" : "config.json round trip (qwen3)");
+    }
+    FILE *f = fopen(p, "w");
+    fputs("{\"model_type\":\"gpt2\",\"hidden_size\":8}", f);
+    fclose(f);
+    check(hf_config_read(p, &r, err, sizeof err) != 0 && strstr(err, "\"gpt2\" is not llama, qwen2 or qwen3"),
+          "config.json: unsupported model_type named");
+    /* a stock Qwen2 config: no head_dim (hidden/heads), attention bias implied */
+    f = fopen(p, "w");
+    fputs("{\"model_type\":\"qwen2\",\"hidden_size\":896,\"intermediate_size\":4864,\"num_hidden_layers\":24,"
+          "\"num_attention_heads\":14,\"num_key_value_heads\":2,\"vocab_size\":151936,\"rope_theta\":1000000.0,"
+          "\"rms_norm_eps\":1e-06,\"tie_word_embeddings\":true,\"max_position_embeddings\":32768}", f);
+    fclose(f);
+    check(hf_config_read(p, &r, err, sizeof err) == 0 && r.head_dim == 64 && r.qkv_bias && r.tie_embeddings &&
+              r.kv_heads == 2, "stock Qwen2.5-0.5B config.json: head_dim derived, bias implied");
+}
+
+static void test_schedules(void)
+{
+    LrSchedule s = {LR_LINEAR, 1.0, 0, 10, 110};
+    check(lr_at(&s, 0) == 0 && fabs(lr_at(&s, 5) - 0.5) < 1e-12 && lr_at(&s, 10) == 1.0 &&
+              fabs(lr_at(&s, 60) - 0.5) < 1e-12 && lr_at(&s, 110) == 0, "linear with warmup");
+    s.kind = LR_CONSTANT;
+    check(fabs(lr_at(&s, 3) - 0.3) < 1e-12 && lr_at(&s, 50) == 1.0 && lr_at(&s, 109) == 1.0, "constant with warmup");
+    s = (LrSchedule){LR_COSINE, 2.0, 0.2, 0, 100};
+    check(lr_at(&s, 0) == 2.0 && fabs(lr_at(&s, 50) - 1.1) < 1e-12 && fabs(lr_at(&s, 100) - 0.2) < 1e-12,
+          "cosine to min_lr (0.5*(1+cos) scaled between min_lr and lr)");
+    check(warmup_from_ratio(1000, 0.03) == 30 && warmup_from_ratio(333, 0.03) == 10, "warmup = ceil(total * ratio)");
+    float g[4] = {3, 0, 4, 0};
+    double n = grad_global_norm(g, 4);
+    grad_clip(g, 4, n, 1.0);
+    check(n == 5.0 && fabsf(g[0] - 0.6f) < 1e-6f && fabsf(g[2] - 0.8f) < 1e-6f, "global-norm clip to 1");
+}
+
+static void test_plan(const char *plan_path)
+{
+    RunPlan p;
+    char err[512];
+    int ok = run_plan_load(&p, plan_path, err, sizeof err) == 0;
+    if (!ok) printf("  %s\n", err);
+    check(ok && p.model.hidden == 32 && p.model.kv_heads == 2 && p.model.qkv_bias && p.micro_batch == 4 &&
+              p.grad_accum == 2 && p.max_steps == 12 && p.warmup_steps == 2 && p.warmup_ratio < 0 &&
+              p.schedule == SCHEDULE_COSINE && p.ckpt_every_steps == 4 && p.ckpt_every_seconds < 0 &&
+              p.tokenizer_path == NULL && strstr(p.shards_dir, "/shards") && strstr(p.metrics_path, "run/metrics.jsonl"),
+          "tiny_plan.json loads with every field");
+    if (ok) run_plan_free(&p);
+    check(run_plan_load(&p, "/nonexistent/plan.json", err, sizeof err) != 0 && strstr(err, "/nonexistent/plan.json: No such file"),
+          "missing plan file named");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) { fprintf(stderr, "usage: test_formats SCRATCH_DIR TINY_PLAN\n"); return 2; }
+    test_conversions();
+    test_safetensors(argv[1]);
+    test_sha256(argv[1]);
+    test_hf_config(argv[1]);
+    test_schedules();
+    test_plan(argv[2]);
+    printf("formats: %d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
