@@ -598,9 +598,18 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
     char need[64], limit[64];
     fmt_duration(need, sizeof need, e->total_seconds);
     fmt_duration(limit, sizeof limit, e->time_limit_seconds);
-    Diag *dg = diag_error(d, job->time_at,
-                          "run cannot finish inside the time limit: %s of training needed, time is %s, "
-                          "and requeue is off", need, limit);
+    /* samples x context is an upper bound on the tokens: then the run only
+     * may not finish, and saying "cannot" would be a guess. */
+    bool upper_bound = e->tokens_source == TOKENS_FROM_SAMPLES && t->max_steps <= 0;
+    Diag *dg = upper_bound
+        ? diag_warning(d, job->time_at,
+                       "run may not finish inside the time limit: up to %s of training, time is %s, "
+                       "and requeue is off", need, limit)
+        : diag_error(d, job->time_at,
+                     "run cannot finish inside the time limit: %s of training needed, time is %s, "
+                     "and requeue is off", need, limit);
+    if (upper_bound)
+        diag_note(dg, "tokens are samples x context, an upper bound; state the datasets' size or tokens");
     char tokens[32], rate[32];
     fmt_count(tokens, sizeof tokens, e->tokens_total);
     fmt_count(rate, sizeof rate, e->tokens_per_second);
@@ -609,7 +618,7 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
               estimate_token_source_name(e->tokens_source));
     diag_help(dg, "requeue = true runs it in %d segments of %s, resuming from checkpoints",
               e->requeue_segments, limit);
-    return 1;
+    return upper_bound ? 0 : 1;
 }
 
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d)

@@ -13,6 +13,8 @@ the C test reads the numbers from there. Run:
    autograd's saved-tensor hooks: the model is run with 2 layers and with 1,
    and the difference is one layer. Parameters (and views of them) are not
    counted; tensors sharing storage are counted once.
+3. The peak memory of one forward + backward of a whole bf16 model (above its
+   weights), with and without gradient checkpointing (GPU only).
 """
 import json
 import sys
@@ -73,6 +75,26 @@ def saved_bytes(spec, s, b, attn, device):
     return sum(seen.values())
 
 
+def step_peak(spec, s, b, checkpointing):
+    """Peak bytes allocated during one forward + backward of a bf16 model, on
+    top of its weights: gradients, activations, logits and the loss."""
+    model = AutoModelForCausalLM.from_config(make_config(*spec, attn="sdpa"))
+    model = model.to(device="cuda", dtype=torch.bfloat16).train()
+    if checkpointing:
+        model.gradient_checkpointing_enable()
+    ids = torch.randint(0, spec[7], (b, s), device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del model, loss
+    torch.cuda.empty_cache()
+    return peak
+
+
 def main():
     ref = {"torch": torch.__version__, "transformers": transformers.__version__,
            "params": {name: count_params(spec) for name, spec in MODELS.items()},
@@ -91,6 +113,14 @@ def main():
                 "arch": arch, "hidden": h, "heads": heads, "kv_heads": kv, "head_dim": hd,
                 "ffn": ffn, "s": s, "b": b, "attention": attn, "device": device,
                 "bytes": two - one})
+    # Whole forward + backward, Qwen2.5-0.5B's shape, b = 4, s = 2048, SDPA.
+    ref["step_peak_bytes"] = []
+    if device == "cuda":
+        for ckpt in (False, True):
+            ref["step_peak_bytes"].append({
+                "model": "Qwen2.5-0.5B", "s": 2048, "b": 4, "attention": "sdpa",
+                "gradient_checkpointing": ckpt,
+                "bytes": step_peak(MODELS["Qwen2.5-0.5B"], 2048, 4, ckpt)})
     json.dump(ref, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 

@@ -402,6 +402,14 @@ static void test_sft_tokens(void)
     f.ds.tokens = 12345678;
     free(run_job(&f.j, &e, &errors));
     CHECK(e.tokens_per_epoch == 12345678 && e.tokens_measured, "stated tokens win");
+    /* samples x context only (an upper bound): a time-limit overrun is a warning. */
+    f.ds.tokens = -1; f.ds.size_bytes = 0;
+    f.j.time_seconds = 1; f.j.requeue = false;
+    char *upper = run_job(&f.j, &e, &errors);
+    CHECK(errors == 0 && e.tokens_source == TOKENS_FROM_SAMPLES && e.requeue_segments > 1 &&
+          strstr(upper, "t.llm:30:3: warning: run may not finish"), "upper bound warns:\n%s", upper);
+    free(upper);
+    f.j.time_seconds = 48 * 3600.0; f.j.requeue = true;
     /* Nothing to count from: a warning at the dataset, no steps. */
     f.ds.tokens = -1; f.ds.size_bytes = 0; f.ds.samples = -1;
     char *text = run_job(&f.j, &e, &errors);
