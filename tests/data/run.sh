@@ -52,6 +52,9 @@ for t in qwen3 llama3; do
     fi
 done
 
+mkdir -p "$SCRATCH/json"
+run json_stream "$T/json_stream_test" "$SCRATCH/json"
+
 mkdir -p "$SCRATCH/shards"
 run shard_io "$T/shard_test" "$SCRATCH/shards"
 

@@ -1,0 +1,65 @@
+/* json_stream.h — read the records of a JSON dataset one at a time.
+ *
+ * A dataset file is either one JSON array of records (LLaMA-Factory's .json)
+ * or JSON Lines (one value per line, .jsonl); which one is decided by the
+ * first non-blank character ('[' = array). The file is read through a fixed
+ * buffer and only the current record is held in memory, so files of many GB
+ * stream in constant memory (plus the largest record).
+ *
+ * Every value carries its line and column (1-based; columns count characters)
+ * so that a bad record is reported as file:line:col. Strings are decoded
+ * (escapes, surrogate pairs; a lone surrogate becomes U+FFFD) and
+ * NUL-terminated; their bytes are otherwise kept as they are in the file. */
+#ifndef LLMC_JSON_STREAM_H
+#define LLMC_JSON_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { JV_NULL, JV_FALSE, JV_TRUE, JV_NUMBER, JV_STRING, JV_ARRAY, JV_OBJECT } JvType;
+
+typedef struct JsonValue JsonValue;
+struct JsonValue {
+    JvType type;
+    uint32_t line, col;      /* where the value starts */
+    const char *str;         /* JV_STRING: decoded text; JV_NUMBER: its source text */
+    size_t len;
+    double num;              /* JV_NUMBER */
+    const char *key;         /* member name when inside an object, else NULL */
+    size_t key_len;
+    JsonValue *child;        /* first element / member */
+    JsonValue *next;         /* next sibling */
+    size_t n_children;
+};
+
+typedef struct JsonStream JsonStream;
+
+/* Open PATH for streaming. NULL with a message in err. */
+JsonStream *js_open(const char *path, char *err, size_t errlen);
+void js_close(JsonStream *s);
+
+enum { JS_RECORD = 1, JS_END = 0, JS_ERROR = -1, JS_BAD_RECORD = -2 };
+
+/* Read the next record. JS_RECORD: *out is valid until the next call.
+ * JS_END: no more records. JS_ERROR: the file cannot be read further (message
+ * in js_error, with file:line:col). JS_BAD_RECORD: this record is not valid
+ * JSON but the stream skipped to the next line (JSON Lines only); the message
+ * is in js_error and reading may continue. */
+int js_next(JsonStream *s, JsonValue **out);
+const char *js_error(const JsonStream *s);
+
+/* Records returned so far (1-based number of the last one, bad ones included). */
+uint64_t js_record_number(const JsonStream *s);
+/* Bytes consumed so far (for progress). */
+uint64_t js_offset(const JsonStream *s);
+int js_is_array(const JsonStream *s);
+
+/* Member of an object by name, or NULL. */
+const JsonValue *jv_get(const JsonValue *obj, const char *key);
+
+/* Parse one JSON document held in memory (used by tests and the fuzzer):
+ * returns the number of top-level values read, -1 on a syntax error. */
+long js_parse_buffer(const char *data, size_t len, char *err, size_t errlen);
+
+#endif
