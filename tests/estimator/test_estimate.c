@@ -234,6 +234,35 @@ static void test_layer_vs_transformers(const cJSON *ref)
     CHECK(n >= 3, "reference layers present: %d", n);
 }
 
+static void test_step_peak(const cJSON *ref)
+{
+    /* Whole forward + backward of a bf16 transformers model with Qwen2.5-0.5B's
+     * shape at 4 x 2048, on an H200: gradients + activations + logits against
+     * torch.cuda.max_memory_allocated above the weights. The estimate leaves
+     * out a few temporaries (the tied embedding's second gradient, loss
+     * scratch), so it is allowed to be up to 10% low, never high. */
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(ref, "step_peak_bytes");
+    const cJSON *row;
+    int n = 0;
+    cJSON_ArrayForEach(row, rows) {
+        bool ckpt = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "gradient_checkpointing"));
+        double want = cJSON_GetObjectItemCaseSensitive(row, "bytes")->valuedouble;
+        Fixture f;
+        fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 2048, 4,
+                SHARD_NONE, ckpt ? RECOMPUTE_FULL : RECOMPUTE_NONE, 1e6);
+        f.c.gpus_per_node = 1;
+        f.t.backend = BACKEND_LLAMAFACTORY;
+        Estimate e;
+        memset(&e, 0, sizeof e);
+        estimate_memory(&f.j, 4, f.t.recompute, f.t.shard, &e);
+        double got = e.grads_bytes + e.activations_bytes + e.logits_bytes;
+        CHECK(got <= want && got >= 0.90 * want, "step peak%s: estimate %.3f GB, measured %.3f GB",
+              ckpt ? " (checkpointing)" : "", got / 1e9, want / 1e9);
+        n++;
+    }
+    CHECK(n == 2, "step peak references present: %d", n);
+}
+
 static void test_llama_layer_formula(void)
 {
     /* Llama-3-8B layer at s = 4096, b = 1, flash, bf16, by hand:
@@ -481,6 +510,7 @@ int main(int argc, char **argv)
     test_zero_paper();
     test_korthikanti();
     if (ref) test_layer_vs_transformers(ref);
+    if (ref) test_step_peak(ref);
     test_llama_layer_formula();
     test_fit_boundary();
     test_examples();
