@@ -126,7 +126,37 @@ else
         else
             ok "sbatch --test-only refuses 9 GPUs per node (the test can fail)"
         fi
-        unset SLURM_CONF
+        # The script's protocol on a real run: submitted from another directory
+        # (plan found through scontrol's Command=), the trainer's exit 3 makes
+        # the script requeue the job; the second start completes it. Slurm
+        # holds a requeued job for 120 s; the test makes it eligible at once.
+        mkdir -p "$T/ex/logs/pair"
+        export LLMC_STAND_IN_LOG="$T/stand-in.log"
+        jid=$(cd "$T/ex" && LLMC_TRAIN="$ROOT/tests/emitters/stand_in_trainer.sh" sbatch --parsable slurm2/pair_pt.slurm 2>"$T/sbatch-run.log")
+        state=
+        for ((i = 0; i < 60; i++)); do
+            state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+|Restarts=[0-9]+' | tr '\n' ' ')
+            [[ $state == *"Restarts=1"* && $state == *PENDING* ]] && break
+            sleep 1
+        done
+        scontrol update JobId="$jid" StartTime=now >/dev/null 2>&1
+        for ((i = 0; i < 60; i++)); do
+            state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+|Restarts=[0-9]+' | tr '\n' ' ')
+            [[ $state == *COMPLETED* || $state == *FAILED* || $state == *CANCELLED* ]] && break
+            sleep 1
+        done
+        plan="$T/ex/slurm2/plan.json"
+        if [[ $state == *COMPLETED* && $state == *"Restarts=1"* ]] &&
+            [[ $(grep -c "^run $plan rank=.* restart=0 master=hgx001:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
+            [[ $(grep -c "^run $plan rank=.* restart=1 master=hgx001:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
+            [[ $(grep -c "^prepare $plan rank=0" "$LLMC_STAND_IN_LOG") -eq 2 ]] &&
+            grep -q "requeueing job $jid" "$T/ex/logs/pair/pair_pt-$jid.err"; then
+            ok "exit 3 from the trainer requeues the job; it runs again and completes ($state)"
+        else
+            bad "exit 3 from the trainer requeues the job; it runs again and completes (job ${jid:-?}: $state)"
+            cat "$T/sbatch-run.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/pair/* 2>/dev/null | tail -n 40
+        fi
+        unset SLURM_CONF LLMC_STAND_IN_LOG
     else
         bad "the emitted slurm.conf + gres.conf start a two-node Slurm"
         cat "$T/slurm-start.log"
