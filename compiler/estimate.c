@@ -17,6 +17,9 @@
 #define DS_REDUCE_BUCKET_ELEMS      5e8   /* reduce_bucket_size */
 #define DS_ALLGATHER_BUCKET_ELEMS   5e8   /* allgather_bucket_size (stages 1, 2) */
 #define DS_PREFETCH_BUCKET_ELEMS    5e7   /* stage3_prefetch_bucket_size */
+/* The HF Trainer's "auto" (transformers' DeepSpeed integration): reduce bucket
+ * hidden^2, stage-3 prefetch 0.9 hidden^2 elements. */
+#define HF_AUTO_PREFETCH_SHARE      0.9
 
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
@@ -173,16 +176,20 @@ static double largest_matrix(const PlanModel *m)
 }
 
 static double comm_buffers(const PlanModel *m, double params, ShardStage shard, int dp,
-                           double value_bytes)
+                           double value_bytes, bool hf_auto)
 {
     if (dp <= 1 || shard == SHARD_NONE) return 0; /* all-reduce in place on the gradients */
     double reduce = fmin(DS_REDUCE_BUCKET_ELEMS, params) * value_bytes;
     if (shard == SHARD_ZERO1 || shard == SHARD_ZERO2)
         return reduce + fmin(DS_ALLGATHER_BUCKET_ELEMS, params) * value_bytes;
     /* ZeRO-3: the gathered largest matrix and the prefetched next bucket, the
-     * full gradient of that matrix before its reduce-scatter, and the bucket. */
+     * full gradient of that matrix before its reduce-scatter, and the bucket.
+     * The llamafactory backend's DeepSpeed JSON says "auto" for the stage-3
+     * sizes, which the HF Trainer fills from the hidden size. */
+    double h = m->hidden;
     double big = largest_matrix(m);
-    double prefetch = fmin(DS_PREFETCH_BUCKET_ELEMS, params);
+    double prefetch = fmin(hf_auto ? HF_AUTO_PREFETCH_SHARE * h * h : DS_PREFETCH_BUCKET_ELEMS, params);
+    if (hf_auto) reduce = fmin(h * h, params) * value_bytes;
     return (big + prefetch) * value_bytes + big * value_bytes + reduce;
 }
 
@@ -249,7 +256,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     e->logits_bytes_per_value = hf && bpv < 4 ? 8 + bpv : 8;
     e->logits_bytes = e->logits_bytes_per_value * s * b * m->vocab;
 
-    e->comm_bytes = cpu ? 0 : comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv);
+    e->comm_bytes = cpu ? 0 : comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv, hf);
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
                      e->activations_bytes + e->logits_bytes + e->comm_bytes;
@@ -327,15 +334,15 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
     for (int i = 0; i < t->ndata; i++) {
         const PlanDataset *ds = t->data[i];
         double cap = ds->samples > 0 ? (double)ds->samples * ctx : INFINITY;
-        double tk;
+        double tk, on_disk;
         TokenSource src;
         if (ds->tokens >= 0) {
             tk = (double)ds->tokens; src = TOKENS_STATED;
         } else if (ds->size_bytes > 0) {
             tk = (double)ds->size_bytes / bpt; src = TOKENS_FROM_SIZE;
-        } else if (file_size(ds->file) > 0) {
+        } else if ((on_disk = file_size(ds->file)) > 0) {
             /* Reachable at compile time (a local plan): its size, not a guess. */
-            tk = file_size(ds->file) / bpt; src = TOKENS_FROM_SIZE;
+            tk = on_disk / bpt; src = TOKENS_FROM_SIZE;
             e->size_read_from_file = true;
         } else if (ds->samples > 0) {
             tk = cap; src = TOKENS_FROM_SAMPLES;

@@ -340,6 +340,32 @@ static void test_examples(void)
     free(text);
 }
 
+static void test_comm_buffers(void)
+{
+    Fixture f;
+    Estimate e;
+    /* 72B at ZeRO-3, bf16: the embedding (152064 x 8192 = 1,245,708,288) is
+     * the largest matrix, gathered and its gradient: 2 x 2 x 1,245,708,288;
+     * prefetch 5e7 x 2; reduce bucket 5e8 x 2. */
+    fixture(&f, model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false), 32, 2560, 4,
+            SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    memset(&e, 0, sizeof e);
+    estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO3, &e);
+    CHECK(e.comm_bytes == 4.0 * 1245708288 + 1e8 + 1e9, "zero3 buffers %.0f", e.comm_bytes);
+    /* llamafactory: the HF Trainer's "auto" sizes, hidden^2 and 0.9 hidden^2. */
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO3, &e);
+    CHECK(e.comm_bytes == 4.0 * 1245708288 + 2 * 0.9 * 8192 * 8192 + 2.0 * 8192 * 8192,
+          "zero3 auto buffers %.0f", e.comm_bytes);
+    /* ZeRO-2: reduce + allgather buckets, 5e8 elements each at 2 bytes. */
+    f.t.backend = BACKEND_LLMC;
+    estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO2, &e);
+    CHECK(e.comm_bytes == 2e9, "zero2 buffers %.0f", e.comm_bytes);
+    /* No sharding or a single rank: in place. */
+    estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_NONE, &e);
+    CHECK(e.comm_bytes == 0, "no buffers without ZeRO");
+}
+
 static void test_low_use_warning(void)
 {
     Fixture f;
@@ -514,6 +540,7 @@ int main(int argc, char **argv)
     test_llama_layer_formula();
     test_fit_boundary();
     test_examples();
+    test_comm_buffers();
     test_low_use_warning();
     test_time_arithmetic();
     test_sft_tokens();
