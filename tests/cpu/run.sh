@@ -13,8 +13,15 @@ tally() {   # tally NAME OUTPUT-FILE EXIT-STATUS
     pass=$((pass + p)); fail=$((fail + f))
 }
 out=$(mktemp)
-"$BUILD/tests/cpu/test_model" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
+scratch=$(mktemp -d /tmp/cpu-model.XXXXXX)
+"$BUILD/tests/cpu/test_model" --export-hf "$scratch" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
 grep -v '^  \[' "$out"; tally model "$out" $rc
+# the export is deterministic: the committed HF fixtures are exactly what we write
+if diff -r "$scratch" "$here/fixtures/hf" >/dev/null; then echo "ok   HF export bytes equal the committed fixtures"; pass=$((pass + 1))
+else echo "FAIL HF export differs from tests/cpu/fixtures/hf"; fail=$((fail + 1)); fi
+rm -rf "$scratch"
+/usr/bin/python3 "$here/check_hf_load.py" --local "$here/fixtures/hf" >"$out" 2>&1; rc=$?
+cat "$out"; tally hf-load "$out" $rc
 scratch=$(mktemp -d /tmp/cpu-formats.XXXXXX)
 "$BUILD/tests/cpu/test_formats" "$scratch" "$here/tiny_plan.json" >"$out" 2>&1; rc=$?
 rm -rf "$scratch"

@@ -1,13 +1,17 @@
 /* test_model.c — the CPU model against PyTorch fixtures (tests/cpu/make_fixtures.py):
  * logits, loss, every gradient, 10 AdamW steps with accumulation + clipping +
  * schedule, and a finite-difference check of a few gradients.
- * Usage: test_model FIXTURE.safetensors... ; prints "N passed, N failed". */
+ * Usage: test_model [--export-hf DIR] FIXTURE.safetensors... ; prints "N passed, N failed".
+ * --export-hf DIR: also export each fixture's initial weights as a HF model
+ * DIR/CASE/ and write our logits for one document to DIR/CASE.logits.safetensors
+ * (tests/cpu/check_hf_load.py compares them with transformers on a GPU machine). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "model.h"
 #include "optim.h"
 #include "safetensors.h"
@@ -90,6 +94,33 @@ static void load_batch(StModel *st, const char *tag, OwnedBatch *ob)
     ob->b = (Batch){ob->ids, ob->pos, ob->mask, (int)t->shape[0], (int)t->shape[1]};
 }
 
+static const char *export_dir;
+
+/* Export the model and our logits for one document (positions 0..T-1) of batch A's ids. */
+static void export_hf(const char *path, Model *m, const OwnedBatch *A)
+{
+    char dir[4096], err[512], lp[4200];
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    snprintf(dir, sizeof dir, "%s/%.*s", export_dir, (int)(strlen(base) - strlen(".safetensors")), base);
+    int T = A->b.T;
+    uint32_t *pos = malloc((size_t)T * 4);
+    for (int t = 0; t < T; t++) pos[t] = (uint32_t)t;
+    Batch one = {A->ids, pos, A->mask, 1, T};
+    ModelActs *acts = model_acts_new(&m->cfg, 1, T);
+    model_forward(m, acts, &one, NULL);
+    float *ids = malloc((size_t)T * sizeof(float));
+    for (int t = 0; t < T; t++) ids[t] = (float)A->ids[t];
+    StWriteTensor t2[2] = {{"input_ids", 2, {1, T}, ids}, {"logits", 3, {1, T, m->cfg.vocab}, model_logits(acts)}};
+    snprintf(lp, sizeof lp, "%s.logits.safetensors", dir);
+    int ok = hf_export(dir, m, ST_F32, NULL, err, sizeof err) == 0 &&
+             st_write(lp, t2, 2, ST_F32, NULL, err, sizeof err) == 0;
+    check(ok, "HF export of the fixture model and our logits", path);
+    if (!ok) printf("  %s\n", err);
+    free(ids);
+    free(pos);
+    model_acts_free(acts);
+}
+
 static void run_fixture(const char *path)
 {
     StModel st;
@@ -124,6 +155,7 @@ static void run_fixture(const char *path)
     load_batch(&st, "A", &A);
     load_batch(&st, "B", &B);
     ModelActs *acts = model_acts_new(&c, A.b.B, A.b.T);
+    if (export_dir) export_hf(path, &m, &A);
 
     /* forward: logits and mean loss */
     int64_t count;
@@ -231,7 +263,9 @@ static void run_fixture(const char *path)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) run_fixture(argv[i]);
+    int i = 1;
+    if (argc > 2 && !strcmp(argv[1], "--export-hf")) { export_dir = argv[2]; i = 3; }
+    for (; i < argc; i++) run_fixture(argv[i]);
     printf("model: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
