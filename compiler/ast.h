@@ -40,7 +40,7 @@ typedef struct {
 
 struct Value {
     Term **terms;
-    int nterms;
+    int nterms, cap;
     SrcRange at;
 };
 
@@ -65,6 +65,7 @@ typedef struct {
     const char *name; SrcRange name_at;      /* NULL when missing */
     Entry **entries; int nentries;
     SrcRange close_at;
+    bool broken;         /* a syntax error inside: entries may be missing */
 } Item;
 
 typedef struct {
@@ -79,6 +80,7 @@ typedef struct {
     Item **items; int nitems;
     Comment **comments; int ncomments;
     int syntax_errors;
+    SrcPos *error_pos; int nerror_pos;   /* where syntax errors were reported */
 } SourceFile;
 
 /* Lexer (grammar/lexer.re). */

@@ -29,8 +29,17 @@ typedef struct {
     Diags *d;
     Plan *plan;
     Symbol *syms;
-    int nsyms;
+    int nsyms, capsyms;
+    int *index;          /* open-addressing hash of syms by name: slot -> index + 1 */
+    size_t nindex;
 } Checker;
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
 
 /* The entries of one block or sub-block, with how to name it in messages. */
 typedef struct {
@@ -38,6 +47,11 @@ typedef struct {
     int n;
     const char *where;   /* "model block 'qwen72b'" */
     SrcRange at;         /* where "missing key" points */
+    bool broken;         /* syntax error inside: do not report missing keys */
+    const char *missing[32], *examples[32];   /* required keys not set */
+    int nmissing;
+    const char *suggested[32];   /* keys offered by "did you mean": not also "missing" */
+    int nsuggested;
 } Scope;
 
 /* ---- did you mean ---- */
@@ -123,34 +137,36 @@ static bool is_number(const Term *t) { return t->kind == TERM_INT || t->kind == 
 
 static Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char *sub)
 {
-    Scope s = {es, n, NULL, it->name ? it->name_at : it->kind_at};
+    Scope s = {.es = es, .n = n, .at = it->name ? it->name_at : it->kind_at, .broken = it->broken};
     if (sub) s.where = arena_printf(c->a, "'%s' of %s block '%s'", sub, it->kind_name, it->name ? it->name : "?");
     else s.where = arena_printf(c->a, "%s block '%s'", it->kind_name, it->name ? it->name : "?");
     return s;
 }
 
-static void check_keys(Checker *c, const Scope *s, const char *const *keys, int nkeys)
+static void check_keys(Checker *c, Scope *s, const char *const *keys, int nkeys)
 {
+    const Entry *first[64] = {0};   /* first entry of each known key */
     for (int i = 0; i < s->n; i++) {
         Entry *e = s->es[i];
-        bool known = false;
-        for (int k = 0; k < nkeys; k++)
-            if (strcmp(e->key, keys[k]) == 0) known = true;
-        if (!known) {
+        int known = -1;
+        for (int k = 0; k < nkeys && k < 64; k++)
+            if (strcmp(e->key, keys[k]) == 0) known = k;
+        if (known < 0) {
             const char *dym = did_you_mean(e->key, keys, nkeys);
             if (dym) {
                 diag_error(c->d, e->key_at, "unknown key '%s' in %s; did you mean '%s'?", e->key, s->where, dym);
+                if (s->nsuggested < 32) s->suggested[s->nsuggested++] = dym;
             } else {
                 Diag *g = diag_error(c->d, e->key_at, "unknown key '%s' in %s", e->key, s->where);
                 diag_note(g, "valid keys: %s", join_names(c->a, keys, nkeys));
             }
             continue;
         }
-        for (int j = 0; j < i; j++) {
-            if (strcmp(s->es[j]->key, e->key) != 0) continue;
+        if (first[known]) {
             Diag *g = diag_error(c->d, e->key_at, "duplicate key '%s' in %s", e->key, s->where);
-            diag_note(g, "first set at line %d", s->es[j]->key_at.start.line);
-            break;
+            diag_note(g, "first set at line %d", first[known]->key_at.start.line);
+        } else {
+            first[known] = e;
         }
     }
 }
@@ -162,14 +178,37 @@ static Entry *find(const Scope *s, const char *key)
     return NULL;
 }
 
-static Entry *require(Checker *c, const Scope *s, const char *key, const char *example)
+/* Find a required key; missing ones are reported together by report_missing(). */
+static Entry *require(Checker *c, Scope *s, const char *key, const char *example)
 {
+    (void)c;
     Entry *e = find(s, key);
-    if (!e) {
-        Diag *g = diag_error(c->d, s->at, "missing required key '%s' in %s", key, s->where);
-        diag_help(g, "add '%s = %s'", key, example);
+    for (int i = 0; i < s->nsuggested; i++)
+        if (strcmp(s->suggested[i], key) == 0) return e;   /* already reported as a misspelling */
+    if (!e && s->nmissing < 32) {
+        s->missing[s->nmissing] = key;
+        s->examples[s->nmissing++] = example;
     }
     return e;
+}
+
+static void report_missing(Checker *c, const Scope *s)
+{
+    if (s->nmissing == 0 || s->broken) return;
+    Diag *g;
+    if (s->nmissing == 1) {
+        g = diag_error(c->d, s->at, "missing required key '%s' in %s", s->missing[0], s->where);
+    } else {
+        char list[512] = "";
+        for (int i = 0; i < s->nmissing; i++) {
+            if (i) strcat(list, i == s->nmissing - 1 ? " and " : ", ");
+            strcat(list, "'");
+            strcat(list, s->missing[i]);
+            strcat(list, "'");
+        }
+        g = diag_error(c->d, s->at, "missing required keys %s in %s", list, s->where);
+    }
+    for (int i = 0; i < s->nmissing; i++) diag_help(g, "add '%s = %s'", s->missing[i], s->examples[i]);
 }
 
 /* The entry must hold a value (not a sub-block) of exactly n terms. */
@@ -432,9 +471,37 @@ static bool is_count_of(const Value *v, const char *word)
 
 static Symbol *lookup(Checker *c, const char *name)
 {
-    for (int i = 0; i < c->nsyms; i++)
-        if (strcmp(c->syms[i].name, name) == 0) return &c->syms[i];
-    return NULL;
+    if (!c->nindex) return NULL;
+    for (size_t j = hash_name(name) & (c->nindex - 1);; j = (j + 1) & (c->nindex - 1)) {
+        int k = c->index[j];
+        if (!k) return NULL;
+        if (strcmp(c->syms[k - 1].name, name) == 0) return &c->syms[k - 1];
+    }
+}
+
+static void index_symbol(Checker *c, int i)
+{
+    size_t j = hash_name(c->syms[i].name) & (c->nindex - 1);
+    while (c->index[j]) j = (j + 1) & (c->nindex - 1);
+    c->index[j] = i + 1;
+}
+
+static void add_symbol(Checker *c, Symbol s)
+{
+    if (c->nsyms == c->capsyms) {
+        c->capsyms = c->capsyms ? c->capsyms * 2 : 64;
+        c->syms = xrealloc(c->syms, sizeof(Symbol) * (size_t)c->capsyms);
+    }
+    c->syms[c->nsyms++] = s;
+    if ((size_t)c->nsyms * 2 > c->nindex) {
+        free(c->index);
+        c->nindex = c->nindex ? c->nindex * 2 : 128;
+        while ((size_t)c->nsyms * 2 > c->nindex) c->nindex *= 2;
+        c->index = xcalloc(c->nindex, sizeof(int));
+        for (int i = 0; i < c->nsyms; i++) index_symbol(c, i);
+    } else {
+        index_symbol(c, c->nsyms - 1);
+    }
 }
 
 static void *resolve_ref(Checker *c, const Entry *e, const Term *t, BlockKind kind)
@@ -600,6 +667,7 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
             cl->memory_bytes = 0;
         }
     }
+    report_missing(c, &s);
 }
 
 static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
@@ -621,7 +689,7 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
     e = m->from_scratch ? find(&s, "path") : require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");
     if (e) { m->path_at = e->at; m->path = get_path(c, e, false); }
     if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_path(c, e, false); }
-    else if (m->from_scratch && !find(&s, "path")) {
+    else if (m->from_scratch && !find(&s, "path") && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
@@ -651,6 +719,7 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
     if ((e = find(&s, "tie_embeddings"))) get_bool(c, e, &m->tie_embeddings);
     m->qkv_bias = m->arch == ARCH_QWEN2;
     m->qk_norm = m->arch == ARCH_QWEN3;
+    report_missing(c, &s);
 
     /* Shape rules. */
     if (m->heads > 0 && m->kv_heads > 0) {
@@ -746,6 +815,7 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
     if ((e = find(&s, "samples"))) { ds->samples_at = e->at; get_int(c, e, 1, INT64_MAX, &ds->samples); }
     if ((e = find(&s, "size"))) { ds->size_at = e->at; get_size(c, e, &ds->size_bytes); }
     if ((e = find(&s, "tokens"))) { ds->tokens_at = e->at; get_int(c, e, 1, INT64_MAX, &ds->tokens); }
+    report_missing(c, &s);
 
     if (!format_ok) return;
     /* LLaMA-Factory's rules for which columns and tags each format uses. */
@@ -978,6 +1048,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     }
     t->checkpoint_keep = 2;
     if ((e = find(&s, "checkpoint_keep"))) get_int32(c, e, 1, 1000, &t->checkpoint_keep);
+    report_missing(c, &s);
 
     /* Cross-field rules of the run itself. */
     if (t->model && t->context > 0 && t->model->max_context > 0 && t->context > t->model->max_context) {
@@ -987,7 +1058,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
                   t->model->max_context_at.start.line);
     }
     if (!stage_ok) return;
-    if (t->stage == STAGE_SFT && !tmpl) {
+    if (t->stage == STAGE_SFT && !tmpl && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "sft run '%s' needs a chat template", t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
     } else if (t->stage == STAGE_SFT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
@@ -1045,6 +1116,7 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     if ((e = find(&s, "requeue"))) get_bool(c, e, &j->requeue);
     Entry *tasks = find(&s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
+    report_missing(c, &s);
 
     const PlanCluster *cl = j->cluster;
     if (!cl) return;
@@ -1137,8 +1209,7 @@ static void add_block(Checker *c, const Item *it)
     PlanCluster *head = obj;
     head->name = it->name;
     head->at = it->name_at;
-    c->syms = xrealloc(c->syms, sizeof(Symbol) * (size_t)(c->nsyms + 1));
-    c->syms[c->nsyms++] = (Symbol){it->name, kind, it, obj};
+    add_symbol(c, (Symbol){it->name, kind, it, obj});
 }
 
 void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
@@ -1179,4 +1250,5 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
     plan->trains = (PlanTrain **)lists[K_TRAIN].items; plan->ntrains = lists[K_TRAIN].n;
     plan->jobs = (PlanJob **)lists[K_JOB].items; plan->njobs = lists[K_JOB].n;
     free(c.syms);
+    free(c.index);
 }

@@ -18,7 +18,28 @@ typedef struct {
     const SourceFile *sf;
     int ci;              /* next comment to place */
     int last_line;       /* source line of the last thing written */
+    size_t *line_off;    /* byte offset of each source line */
+    int nlines;
 } Fmt;
+
+static size_t offset_of(const Fmt *f, SrcPos p)
+{
+    if (p.line < 1 || p.line > f->nlines) return f->sf->len;
+    size_t o = f->line_off[p.line - 1] + (size_t)(p.col > 0 ? p.col - 1 : 0);
+    return o < f->sf->len ? o : f->sf->len;
+}
+
+/* Only blanks (and, when allowed, one '{') between a and b in the source? */
+static bool blank_between(const Fmt *f, SrcPos a, SrcPos b, bool allow_brace)
+{
+    size_t i = offset_of(f, a), j = offset_of(f, b);
+    for (; i < j; i++) {
+        char ch = f->sf->text[i];
+        if (ch == '{' && allow_brace) { allow_brace = false; continue; }
+        if (ch != ' ' && ch != '\t' && ch != '\r') return false;
+    }
+    return true;
+}
 
 static void put(Fmt *f, const char *s, size_t n)
 {
@@ -69,17 +90,18 @@ static void comments_before(Fmt *f, SrcPos p, int depth, bool *first)
     }
 }
 
-/* A comment on `line` (after what was just written) ends that line. */
-static void trailing(Fmt *f, int line)
+/* A comment right after `end` on its line (only blanks, or the block's '{'
+ * when `brace`, between) ends the line just written. */
+static void trailing(Fmt *f, SrcPos end, bool brace)
 {
     const Comment *c = peek(f);
-    if (c && c->at.start.line == line && !c->own_line) {
+    if (c && c->at.start.line == end.line && blank_between(f, end, c->at.start, brace)) {
         put(f, "  ", 2);
         puts_(f, c->text);
         f->ci++;
     }
     put(f, "\n", 1);
-    if (line > f->last_line) f->last_line = line;
+    if (end.line > f->last_line) f->last_line = end.line;
 }
 
 static void put_value(Fmt *f, const Value *v);
@@ -113,7 +135,7 @@ static bool comment_between(const Fmt *f, const Entry *a, const Entry *b)
         const Comment *c = f->sf->comments[i];
         if (!before(c->at.start, b->at.start)) break;
         if (before(c->at.start, a->at.start)) continue;
-        if (c->at.start.line == a->at.end.line && !c->own_line) continue;   /* trailing */
+        if (c->at.start.line == a->at.end.line && blank_between(f, a->at.end, c->at.start, false)) continue;   /* trailing */
         return true;
     }
     return false;
@@ -135,7 +157,7 @@ static void put_entry(Fmt *f, const Entry *e, int depth, int width)
         while (inner < f->sf->ncomments && before(f->sf->comments[inner]->at.start, e->at.end)) inner++;
         int first_inner = f->ci;
         f->ci = inner;
-        trailing(f, e->at.end.line);
+        trailing(f, e->at.end, false);
         for (int i = first_inner; i < inner; i++) {
             indent(f, depth);
             puts_(f, f->sf->comments[i]->text);
@@ -143,11 +165,11 @@ static void put_entry(Fmt *f, const Entry *e, int depth, int width)
         }
     } else {
         put(f, " {", 2);
-        trailing(f, e->key_at.start.line);
+        trailing(f, e->key_at.end, true);
         put_entries(f, e->sub, e->nsub, depth + 1, e->close_at);
         indent(f, depth);
         put(f, "}", 1);
-        trailing(f, e->close_at.start.line);
+        trailing(f, e->close_at.end, false);
     }
 }
 
@@ -180,16 +202,19 @@ static void put_entries(Fmt *f, Entry **es, int n, int depth, SrcRange close)
 char *fmt_source(const SourceFile *sf, size_t *len)
 {
     Fmt f = {.sf = sf};
+    f.line_off = xmalloc(sizeof(size_t) * (sf->len + 2));
+    f.line_off[f.nlines++] = 0;
+    for (size_t i = 0; i < sf->len; i++)
+        if (sf->text[i] == '\n') f.line_off[f.nlines++] = i + 1;
     bool first = true;
     const Item *prev = NULL;
     for (int i = 0; i < sf->nitems; i++) {
         const Item *it = sf->items[i];
         /* Blocks are always set apart by one blank line. */
-        if (prev && (prev->kind == ITEM_BLOCK || it->kind == ITEM_BLOCK) && f.last_line + 1 >= it->at.start.line) {
-            const Comment *c = peek(&f);
-            int start = c && before(c->at.start, it->at.start) ? c->at.start.line : it->at.start.line;
-            if (start <= f.last_line + 1) f.last_line = start - 2;
-        }
+        const Comment *c = peek(&f);
+        int start = c && before(c->at.start, it->at.start) ? c->at.start.line : it->at.start.line;
+        if (prev && (prev->kind == ITEM_BLOCK || it->kind == ITEM_BLOCK) && start <= f.last_line + 1)
+            f.last_line = start - 2;
         comments_before(&f, it->at.start, 0, &first);
         gap(&f, it->at.start.line, first);
         first = false;
@@ -197,7 +222,7 @@ char *fmt_source(const SourceFile *sf, size_t *len)
             puts_(&f, it->kind_name);
             put(&f, " ", 1);
             puts_(&f, it->use_text);
-            trailing(&f, it->at.end.line);
+            trailing(&f, it->at.end, false);
         } else {
             puts_(&f, it->kind_name);
             if (it->name) {
@@ -205,16 +230,17 @@ char *fmt_source(const SourceFile *sf, size_t *len)
                 puts_(&f, it->name);
             }
             put(&f, " {", 2);
-            trailing(&f, it->kind_at.start.line);
+            trailing(&f, it->name ? it->name_at.end : it->kind_at.end, true);
             put_entries(&f, it->entries, it->nentries, 1, it->close_at);
             put(&f, "}", 1);
-            trailing(&f, it->close_at.start.line);
+            trailing(&f, it->close_at.end, false);
         }
         prev = it;
     }
     SrcPos end = {sf->path, 1 << 30, 0};
     comments_before(&f, end, 0, &first);
     if (!f.buf) put(&f, "", 0);
+    free(f.line_off);
     *len = f.len;
     return f.buf;
 }

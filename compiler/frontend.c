@@ -21,23 +21,35 @@ char *frontend_read_file(const char *path, size_t *len, Arena *a, Diags *d, cons
         why = strerror(errno);
     } else if (S_ISDIR(st.st_mode)) {
         why = "is a directory";
-    } else if (!S_ISREG(st.st_mode)) {
-        why = "not a regular file";
-    } else if ((uint64_t)st.st_size > FRONTEND_MAX_FILE_BYTES) {
+    } else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > FRONTEND_MAX_FILE_BYTES) {
         why = arena_printf(a, "file is too large (%lld bytes; a plan may have at most %u)",
                            (long long)st.st_size, FRONTEND_MAX_FILE_BYTES);
     } else {
-        size_t n = (size_t)st.st_size, got = 0;
-        buf = arena_alloc(a, n + 1);
-        while (got < n) {
-            ssize_t r = read(fd, buf + got, n - got);
+        /* Regular files, pipes and process substitution alike: read to EOF. */
+        size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536, got = 0;
+        char *tmp = xmalloc(cap + 1);
+        for (;;) {
+            if (got == cap) {
+                if (cap > FRONTEND_MAX_FILE_BYTES) break;
+                cap *= 2;
+                tmp = xrealloc(tmp, cap + 1);
+            }
+            ssize_t r = read(fd, tmp + got, cap - got);
             if (r < 0 && errno == EINTR) continue;
             if (r < 0) { why = strerror(errno); break; }
-            if (r == 0) break;   /* file shrank while reading */
+            if (r == 0) break;
             got += (size_t)r;
         }
-        buf[got] = 0;
-        *len = got;
+        if (!why && got > FRONTEND_MAX_FILE_BYTES)
+            why = arena_printf(a, "file is too large (more than %u bytes, the most a plan may have)",
+                               FRONTEND_MAX_FILE_BYTES);
+        if (!why) {
+            buf = arena_alloc(a, got + 1);
+            memcpy(buf, tmp, got);
+            buf[got] = 0;
+            *len = got;
+        }
+        free(tmp);
     }
     if (fd >= 0) close(fd);
     if (why) {
@@ -68,13 +80,51 @@ typedef struct {
     PtrVec stack_names; /* their display paths */
 } Loader;
 
+/* Lexical clean-up for display and opening: "a/./b" -> "a/b", "a/b/../c" -> "a/c"
+ * ('..' after '..' or at the start is kept). */
+static const char *normalize_path(Arena *a, const char *path)
+{
+    size_t n = strlen(path);
+    char *out = arena_alloc(a, n + 2);
+    const char **parts = arena_alloc(a, sizeof(char *) * (n + 1));
+    size_t *lens = arena_alloc(a, sizeof(size_t) * (n + 1));
+    int np = 0;
+    bool abs = path[0] == '/';
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        const char *q = p;
+        while (*q && *q != '/') q++;
+        size_t len = (size_t)(q - p);
+        if (len == 0 || (len == 1 && p[0] == '.')) {
+            /* skip */
+        } else if (len == 2 && p[0] == '.' && p[1] == '.' && np > 0 &&
+                   !(lens[np - 1] == 2 && parts[np - 1][0] == '.' && parts[np - 1][1] == '.')) {
+            np--;
+        } else if (!(len == 2 && p[0] == '.' && p[1] == '.' && abs && np == 0)) {
+            parts[np] = p;
+            lens[np++] = len;
+        }
+        p = q;
+    }
+    size_t o = 0;
+    if (abs) out[o++] = '/';
+    for (int i = 0; i < np; i++) {
+        if (i) out[o++] = '/';
+        memcpy(out + o, parts[i], lens[i]);
+        o += lens[i];
+    }
+    if (o == 0) out[o++] = '.';
+    out[o] = 0;
+    return out;
+}
+
 /* "dir/of/using.llm" + "x.llm" -> "dir/of/x.llm"; absolute paths stay. */
 static const char *resolve_relative(Arena *a, const char *using_file, const char *path)
 {
-    if (path[0] == '/') return arena_strdup(a, path);
+    if (path[0] == '/') return normalize_path(a, path);
     const char *slash = strrchr(using_file, '/');
-    if (!slash) return arena_strdup(a, path);
-    return arena_printf(a, "%.*s/%s", (int)(slash - using_file), using_file, path);
+    if (!slash) return normalize_path(a, path);
+    return normalize_path(a, arena_printf(a, "%.*s/%s", (int)(slash - using_file), using_file, path));
 }
 
 static void load_file(Loader *L, const char *path, const char *canon, const SrcRange *use_at);
@@ -124,8 +174,8 @@ static void load_file(Loader *L, const char *path, const char *canon, const SrcR
     ptrvec_push(L->a, &L->stack, (void *)canon);
     ptrvec_push(L->a, &L->stack_names, (void *)path);
     ptrvec_push(L->a, &L->loaded, (void *)canon);
-    ptrvec_push(L->a, &L->files, sf);
     load_uses(L, sf);
+    ptrvec_push(L->a, &L->files, sf);   /* after what it uses: definitions in use order */
     L->stack.n--;
     L->stack_names.n--;
 }
@@ -147,8 +197,8 @@ Plan *frontend_load(const char *path, Diags *d)
     ptrvec_push(a, &L.stack, (void *)canon);
     ptrvec_push(a, &L.stack_names, (void *)sf->path);
     ptrvec_push(a, &L.loaded, (void *)canon);
-    ptrvec_push(a, &L.files, sf);
     load_uses(&L, sf);
+    ptrvec_push(a, &L.files, sf);
 
     Plan *plan = arena_alloc(a, sizeof(Plan));
     plan->arena = a;

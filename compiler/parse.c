@@ -13,6 +13,7 @@
 void *LlmcParseAlloc(void *(*)(size_t));
 void LlmcParseFree(void *, void (*)(void *));
 void LlmcParse(void *, int, Token, ParseCtx *);
+int LlmcParseRecovering(void *);
 
 SrcRange range_join(SrcRange a, SrcRange b)
 {
@@ -35,6 +36,12 @@ void ctx_block(ParseCtx *c, const Token *kind, const Token *name, PtrVec *entrie
     it->nentries = entries->n;
     it->close_at = close->at;
     it->at = range_join(kind->at, close->at);
+    for (int i = 0; i < c->error_pos.n; i++) {
+        const SrcPos *p = c->error_pos.items[i];
+        if ((p->line > it->at.start.line || (p->line == it->at.start.line && p->col >= it->at.start.col)) &&
+            (p->line < it->at.end.line || (p->line == it->at.end.line && p->col < it->at.end.col)))
+            it->broken = true;
+    }
     ptrvec_push(c->arena, &c->items, it);
 }
 
@@ -74,11 +81,11 @@ Value *ctx_value(ParseCtx *c, Value *v, Term *t)
         v = arena_alloc(c->arena, sizeof(Value));
         v->at = t->at;
     }
-    PtrVec vec = {(void **)v->terms, v->nterms, v->nterms};
-    /* Values are short; grow by copying (PtrVec keeps capacity == count here). */
+    PtrVec vec = {(void **)v->terms, v->nterms, v->cap};
     ptrvec_push(c->arena, &vec, t);
     v->terms = (Term **)vec.items;
     v->nterms = vec.n;
+    v->cap = vec.cap;
     v->at.end = t->at.end;
     return v;
 }
@@ -150,6 +157,9 @@ static const char *token_desc(ParseCtx *c, int major, const Token *tok)
 void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expected, int ntokens)
 {
     c->syntax_errors++;
+    SrcPos *pos = arena_alloc(c->arena, sizeof(SrcPos));
+    *pos = tok->at.start;
+    ptrvec_push(c->arena, &c->error_pos, pos);
     char buf[256] = "";
     const char *names[16];
     int n = 0;
@@ -175,6 +185,15 @@ void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expe
     }
     const char *found = token_desc(c, major, tok);
     Diag *g;
+    if (c->prev.kind == TK_EQ && (major == TK_KEY || major == TK_RBRACE || major == 0)) {
+        g = diag_error(c->diags, tok->at, "missing value after '=', found %s", found);
+        return;
+    }
+    if (major == TK_EQ && c->prev.kind == TK_KEY && expected[TK_LBRACE] && !expected[TK_KEY]) {
+        g = diag_error(c->diags, c->prev.at, "'%.*s = ...' is outside of any block", c->prev.len > 40 ? 40 : c->prev.len, c->prev.text);
+        diag_note(g, "is a '}' above it closing the block too early?");
+        return;
+    }
     if (n)
         g = diag_error(c->diags, tok->at, "expected %s, found %s", buf, found);
     else
@@ -193,7 +212,14 @@ void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expe
 static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments, int *last_line)
 {
     for (;;) {
+        int errors = lx->errors;
         lexer_next(lx, t);
+        if (lx->errors != errors) {
+            /* A lexical error: the block around it may have lost entries. */
+            SrcPos *pos = arena_alloc(c->arena, sizeof(SrcPos));
+            *pos = t->at.start;
+            ptrvec_push(c->arena, &c->error_pos, pos);
+        }
         if (t->kind != TK_COMMENT) {
             if (t->kind) *last_line = t->at.end.line;
             return t->kind;
@@ -251,6 +277,13 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         next_significant(&lx, &next, &c, &comments, &last_line);
         if (cur.kind == TK_IDENT && (next.kind == TK_EQ || next.kind == TK_LBRACE)) cur.kind = TK_KEY;
         LlmcParse(parser, cur.kind, cur, &c);
+        c.prev = cur;
+        if (LlmcParseRecovering(parser)) {
+            /* Blocks holding tokens skipped in recovery are marked broken. */
+            SrcPos *pos = arena_alloc(a, sizeof(SrcPos));
+            *pos = cur.at.start;
+            ptrvec_push(a, &c.error_pos, pos);
+        }
         if (c.overflow) {
             diag_error(d, cur.at, "nesting too deep");
             c.syntax_errors++;

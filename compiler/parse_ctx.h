@@ -13,6 +13,8 @@ typedef struct {
     PtrVec items;
     bool overflow;
     int syntax_errors;
+    PtrVec error_pos;    /* SrcPos * of each syntax error */
+    Token prev;          /* the token before the one being parsed */
 } ParseCtx;
 
 void ctx_block(ParseCtx *, const Token *kind, const Token *name, PtrVec *entries, const Token *close);

@@ -120,8 +120,9 @@ const char *lexer_decode_string(Arena *a, const Token *t)
 {
     char *out = arena_alloc(a, (size_t)t->len + 1);
     size_t n = 0;
-    const char *p = t->text + 1, *end = t->text + t->len - 1;
+    const char *p = t->text + 1, *end = t->text + t->len;
     while (p < end) {
+        if (*p == '"') break;   /* the closing quote (absent when unterminated) */
         if (*p != '\\') { out[n++] = *p++; continue; }
         p++;
         switch (*p) {
@@ -189,7 +190,7 @@ int lexer_next(Lexer *lx, Token *t)
         "-"? (digits "." digits exp? | digits exp) { kind = TK_FLOAT; goto token; }
         ident                 { kind = TK_IDENT; goto token; }
         hostbr | hostdot | hostname ("," hostname)+ { goto hostlist; }
-        "\""                  { if (!scan_string(lx)) continue; kind = TK_STRING; goto token; }
+        "\""                  { scan_string(lx); kind = TK_STRING; goto token; }
         [\x80-\xff]           {
             int l = utf8_seq(lx->tok, lx->lim);
             lx->errors++;

@@ -85,6 +85,13 @@ static bool parser_accepts(yyParser *p, int major)
     return false;
 }
 
+/* True while Lemon recovers from a syntax error (further errors are not
+ * reported until three tokens have been shifted). */
+int LlmcParseRecovering(void *p)
+{
+    return ((yyParser *)p)->yyerrcnt >= 0;
+}
+
 static void report_syntax_error(struct yyParser *p, int major, const Token *tok, ParseCtx *ctx)
 {
     bool expected[YYNTOKEN];

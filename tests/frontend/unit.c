@@ -1,0 +1,141 @@
+/* unit.c — C unit tests of front-end pieces: hostlists, the GPU catalogue,
+ * did-you-mean, diagnostics rendering, frontend_load. Prints TAP-like lines. */
+#include "fmt.h"
+#include "frontend.h"
+#include "hostlist.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+static void check(int cond, const char *what)
+{
+    printf("%s - %s\n", cond ? "ok" : "not ok", what);
+    if (!cond) failures++;
+}
+
+static void hosts(const char *expr, int n, const char *first, const char *last)
+{
+    Arena *a = arena_new();
+    char **h = NULL;
+    const char *err = NULL;
+    int got = hostlist_expand(a, expr, &h, &err);
+    char what[256];
+    snprintf(what, sizeof what, "hostlist %s -> %d hosts %s..%s", expr, n, first, last);
+    check(got == n && strcmp(h[0], first) == 0 && strcmp(h[got - 1], last) == 0, what);
+    arena_free(a);
+}
+
+static void hosts_bad(const char *expr, const char *msg)
+{
+    Arena *a = arena_new();
+    char **h = NULL;
+    const char *err = NULL;
+    int got = hostlist_expand(a, expr, &h, &err);
+    char what[256];
+    snprintf(what, sizeof what, "hostlist %s is rejected: %s", expr, msg);
+    check(got == -1 && err && strstr(err, msg), what);
+    arena_free(a);
+}
+
+/* Render diagnostics of a plan in memory into a string. */
+static char *render(const char *text, DiagFormat f)
+{
+    Arena *a = arena_new();
+    Diags *d = diags_new();
+    diags_add_source(d, "t.llm", text, strlen(text));
+    SourceFile *sf = parse_source("t.llm", text, strlen(text), a, d);
+    Plan *p = arena_alloc(a, sizeof(Plan));
+    p->arena = a;
+    check_plan(&sf, 1, p, d);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    diags_render(d, out, f, 0);
+    fclose(out);
+    diags_free(d);
+    plan_free(p);
+    return buf;
+}
+
+int main(void)
+{
+    hosts("hgx[001-032]", 32, "hgx001", "hgx032");
+    hosts("hgx[01-04,07]", 5, "hgx01", "hgx07");
+    hosts("a,b", 2, "a", "b");
+    hosts("localhost", 1, "localhost", "localhost");
+    hosts("r[1-2]n[1-3]", 6, "r1n1", "r2n3");
+    hosts("n[8-10]", 3, "n8", "n10");
+    hosts("gpu-[1-2].ib,login", 3, "gpu-1.ib", "login");
+    hosts("n[000001-100000]", 100000, "n000001", "n100000");
+    hosts_bad("n[5-1]", "backwards");
+    hosts_bad("n[1-3],n2", "appears twice");
+    hosts_bad("n[1-", "unclosed");
+    hosts_bad("n[0-1999999]", "more than 1000000");
+    hosts_bad("a,", "ends with ','");
+    hosts_bad("n[a-b]", "malformed");
+
+    check(gpu_catalog_count() >= 6, "catalogue has at least 6 GPUs");
+    const char *need[] = {"A100_40GB", "A100_80GB", "H100_80GB", "H200_141GB", "B200", "L40S"};
+    for (int i = 0; i < 6; i++) {
+        const GpuSpec *g = gpu_catalog_find(need[i]);
+        char what[128];
+        snprintf(what, sizeof what, "catalogue: %s is sane", need[i]);
+        check(g && g->usable_bytes < g->mem_bytes && g->usable_bytes > 0.9 * g->mem_bytes && g->bf16_tflops > 100 &&
+              g->hbm_tbps > 0.5 && g->default_mfu > 0.2 && g->default_mfu < 0.7 && g->gres_type[0] >= 'a',
+              what);
+    }
+    check(fabs(gpu_catalog_find("H100_80GB")->usable_bytes / 1073741824.0 - 79.6) < 0.05, "H100 usable is 79.6 GiB");
+    check(gpu_catalog_find("H100") == NULL && gpu_catalog_at(-1) == NULL && gpu_catalog_at(99) == NULL,
+          "catalogue rejects unknown names and indexes");
+
+    const char *keys[] = {"epochs", "context", "max_steps"};
+    check(did_you_mean("epoch", keys, 3) && strcmp(did_you_mean("epoch", keys, 3), "epochs") == 0, "did you mean epochs");
+    check(did_you_mean("zzzzzz", keys, 3) == NULL, "no suggestion for a far word");
+    check(did_you_mean("CONTEXT", keys, 3) && strcmp(did_you_mean("CONTEXT", keys, 3), "context") == 0, "case-insensitive");
+
+    char *h = render("job j {\n\tnodes = \"x\"\n}\n", DIAG_FMT_HUMAN);
+    check(strstr(h, "t.llm:2:10: error: 'nodes' must be an integer, found a string\n") != NULL, "human: header line");
+    check(strstr(h, "    2 | \tnodes = \"x\"\n      | \t        ^~~\n") != NULL, "human: gutter, tab kept in caret line");
+    free(h);
+    char *j = render("job j {\n  nodes = \"x\"\n}\n", DIAG_FMT_JSON);
+    check(strstr(j, "\"summary\":\t\"'nodes' must be an integer, found a string\"") != NULL, "json: summary");
+    check(strstr(j, "\"start\":\t{\n\t\t\t\t\"line\":\t2,\n\t\t\t\t\"column\":\t11") != NULL, "json: range start");
+    free(j);
+    char *u = render("job j { nodes = 1 time = 1 h run = r cluster = c }\n# caf\xc3\xa9\n", DIAG_FMT_HUMAN);
+    check(strstr(u, "undefined train 'r'") && strstr(u, "undefined cluster 'c'"), "two errors in one run");
+    free(u);
+
+    Diags *d = diags_new();
+    Plan *p = frontend_load("examples/qwen72b_sft.llm", d);
+    check(p && diags_error_count(d) == 0, "frontend_load: qwen72b_sft has no errors");
+    if (p && p->njobs == 1 && p->ntrains == 1 && p->nclusters == 1) {
+        const PlanJob *job = p->jobs[0];
+        const PlanTrain *t = job->run;
+        check(job->cluster->nhosts == 32 && strcmp(job->cluster->hosts[31], "hgx032") == 0, "hosts expanded");
+        check(job->cluster->gpus_per_node == 8 && job->tasks_per_node == 8 && job->cpus_per_task == 28, "tasks and cpus per task");
+        check(job->cluster->memory_bytes == 2ull << 40, "2 TiB is binary");
+        check(job->time_seconds == 48 * 3600.0, "48 h in seconds");
+        check(t->micro_batch == 4 && fabs(t->warmup_ratio - 0.03) < 1e-12 && t->lr == 1e-5, "batch, warmup, lr");
+        check(t->model->head_dim == 128 && t->model->qkv_bias && !t->model->qk_norm, "derived model fields");
+        check(t->ndata == 1 && t->data[0]->samples == 37123 && strcmp(t->data[0]->tags.assistant, "assistant") == 0,
+              "dataset fields");
+        check(t->shard == SHARD_ZERO3 && t->recompute == RECOMPUTE_FULL && t->precision == PREC_BF16, "enums");
+    } else {
+        check(0, "frontend_load: plan shape");
+    }
+    plan_free(p);
+    diags_free(d);
+    d = diags_new();
+    p = frontend_load("examples/qwen32b_pt.llm", d);
+    check(p && p->ndatasets == 1 && p->datasets[0]->size_bytes == 48740000000ull, "48.74 GB is SI");
+    plan_free(p);
+    diags_free(d);
+    d = diags_new();
+    check(frontend_load("/nonexistent/plan.llm", d) == NULL && diags_error_count(d) == 1, "frontend_load: NULL on I/O failure");
+    diags_free(d);
+    return failures ? 1 : 0;
+}
