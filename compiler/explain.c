@@ -182,6 +182,9 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "tokens per epoch unknown: a dataset states no tokens, size or samples");
         break;
     }
+    if (t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_FLASH)
+        assume(a, "recompute = selective with flash attention keeps what none keeps: "
+                  "flash never stores the attention scores selective would drop");
     if (!t->packing && e->samples_unknown && e->tokens_source != TOKENS_UNKNOWN)
         assume(a, "sample count not stated: samples taken as context-long, so steps are a lower bound");
     if (!t->packing && t->stage == STAGE_SFT)
@@ -267,6 +270,18 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     if (e->max_micro_batch_that_fits >= 0) {
         snprintf(a, sizeof a, "%d", e->max_micro_batch_that_fits);
         row(tb, 0, "largest batch that fits", a, "per %s, same settings", e->cpu_only ? "rank" : "gpu");
+        /* The total at powers of two up to the first that does not fit. */
+        char sweep[256] = "";
+        size_t used = 0;
+        for (int mb = 1; mb <= (1 << 20) && used + 32 < sizeof sweep; mb *= 2) {
+            Estimate at;
+            memset(&at, 0, sizeof at);
+            estimate_memory(job, mb, t->recompute, t->shard, &at);
+            used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %.1f", used ? ", " : "",
+                                     mb, at.total_bytes / GIB);
+            if (!at.fits) break;
+        }
+        row(tb, 1, "by batch", "GiB", "%s", sweep);
     }
 
     section(tb, "time");
