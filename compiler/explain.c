@@ -454,7 +454,8 @@ int explain_main(int argc, char **argv)
         free(text);
         cJSON_Delete(root);
     } else {
-        diags_render(d, stderr, DIAG_FMT_HUMAN, colour);
+        if (diags_error_count(d) + diags_warning_count(d) > 0)
+            diags_render(d, stderr, DIAG_FMT_HUMAN, colour);
         fflush(stderr);
         Table tb = {stdout, colour == 1 || (colour < 0 && isatty(fileno(stdout)))};
         int shown = 0;
