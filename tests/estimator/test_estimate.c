@@ -204,6 +204,11 @@ static void test_korthikanti(void)
     CHECK(full == s * b * h * (34 + 80), "GPT-3 layer: sbh(34 + 80)");
     CHECK(flash == 34 * s * b * h, "flash keeps 34 sbh");
     CHECK(round(100 * (1 - flash / full)) == 70, "selective saves 70%%: %.1f%%", 100 * (1 - flash / full));
+    /* MT-NLG 530B: a = 128, h = 20480: 5as/h = 64, selective saves 65%. */
+    double mt = estimate_korthikanti_layer(2048, 1, 20480, 128, false);
+    double mt_sel = estimate_korthikanti_layer(2048, 1, 20480, 128, true);
+    CHECK(mt == 2048.0 * 20480 * (34 + 64), "MT-NLG layer: sbh(34 + 64)");
+    CHECK(round(100 * (1 - mt_sel / mt)) == 65, "MT-NLG selective saves 65%%");
     /* 34 sbh at GPT-3 size, t = 1, b = 1: 34 x 2048 x 12288 = 855,638,016 bytes. */
     CHECK(flash == 855638016.0, "34 sbh at GPT-3 size: %.0f", flash);
 }
