@@ -105,7 +105,7 @@ static void yaml_float_text(double v, char *out, size_t n)
 
 static void y_float(Yaml *y, const char *key, double v)
 {
-    char text[48];
+    char text[64];
     yaml_float_text(isfinite(v) ? v : 0.0, text, sizeof text);
     y_key(y, key);
     yaml_scalar(y, text, YAML_PLAIN_SCALAR_STYLE);

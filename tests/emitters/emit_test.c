@@ -161,7 +161,7 @@ static char *check_json(const Plan *p, int *nerr)
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
-    diags_render(d, mem, DIAG_FMT_JSON, 0);
+    if (diags_error_count(d) + diags_warning_count(d) > 0) diags_render(d, mem, DIAG_FMT_JSON, 0);
     fclose(mem);
     diags_free(d);
     return text;
