@@ -15,3 +15,9 @@ TEST_SUITES += e2e-dist
 .PHONY: test-e2e-dist
 test-e2e-dist: $(E2E_DIST_TEST)
 	@bash tests/e2e/dist.sh $(E2E_DIST_TEST)
+
+# llmc-train across ranks, stop signals and kills, without Slurm.
+TEST_SUITES += e2e-train
+.PHONY: test-e2e-train
+test-e2e-train: $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
+	@bash tests/e2e/train.sh $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
