@@ -1,5 +1,7 @@
 /* plan.h (runtime) — plan.json (docs/plan.md, version 1) loaded for llmc-train.
  * Not the compiler's compiler/plan.h: this is the runtime's read-only view.
+ * Files outside runtime/ must include it by path ("../../runtime/plan.h"):
+ * the build's -Icompiler comes first and would find compiler/plan.h.
  *
  * Every key the trainer needs is checked (present, right type, sane range);
  * an error names the key path ("plan.json: train.lr: expected a number").

@@ -415,7 +415,7 @@ int cmd_run(int argc, char **argv)
         }
         int stop = dist_any(stopsig_requested() || st.step == args.stop_after);
         int due = (plan.ckpt_every_steps > 0 && st.step % plan.ckpt_every_steps == 0) ||
-                  (plan.ckpt_every_seconds > 0 && now_s() - last_ckpt >= plan.ckpt_every_seconds);
+                  (is0 && plan.ckpt_every_seconds > 0 && now_s() - last_ckpt >= plan.ckpt_every_seconds);
         due = dist_any(due);   /* rank 0's clock decides for everyone */
         if (stop < 0 || due < 0) goto out;
         if ((stop || due) && st.step < total) {
