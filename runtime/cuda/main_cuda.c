@@ -25,10 +25,11 @@ static void usage(FILE *out)
           "  params --model NAME | --config config.json\n"
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
-          "        [--zero1] [--seed S]\n"
+          "        [--zero1] [--eager-attention] [--seed S]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
           "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
-          "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X]\n"
+          "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X] [--recompute]\n"
+          "        [--eager-attention]\n"
           "        write step-0 logits and gradients and the loss of every step (tests/cuda/)\n"
           "\n"
           "models: qwen2.5-0.5b, qwen2.5-1.5b, tiny\n", out);
@@ -36,7 +37,7 @@ static void usage(FILE *out)
 
 typedef struct {
     const char *model, *config, *weights, *tokens, *out;
-    int batch, seq, steps, warmup, recompute, zero1;
+    int batch, seq, steps, warmup, recompute, zero1, eager;
     unsigned long long seed;
     float lr, wd, clip, b1, b2, eps;
 } Opts;
@@ -64,6 +65,7 @@ static int parse_opts(int argc, char **argv, Opts *o)
         if (!strcmp(a, "--seed")) { if (!v) goto missing; o->seed = strtoull(v, NULL, 10); i++; continue; }
         if (!strcmp(a, "--recompute")) { o->recompute = 1; continue; }
         if (!strcmp(a, "--zero1")) { o->zero1 = 1; continue; }
+        if (!strcmp(a, "--eager-attention")) { o->eager = 1; continue; }
         fprintf(stderr, "llmc-train-cuda: unknown option '%s'\n", a);
         return -1;
     missing:
@@ -134,7 +136,7 @@ static int cmd_bench(int argc, char **argv)
                         .comm_stream = d.comm_stream};
     CudaModel m;
     size_t base_used = device_used_bytes();
-    if (cuda_model_create(&m, &cfg, o.batch, o.seq, o.recompute, &par) != 0) return 1;
+    if (cuda_model_create(&m, &cfg, o.batch, o.seq, o.recompute, !o.eager, &par) != 0) return 1;
     cuda_model_init_random(&m, o.seed, 0.02f);
     int N = o.batch * o.seq;
     int *ids = malloc(N * sizeof(int)), *pos = malloc(N * sizeof(int)), *tg = malloc(N * sizeof(int));
@@ -171,9 +173,9 @@ static int cmd_bench(int argc, char **argv)
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
-               "\"recompute\":%d,\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+               "\"recompute\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.seq, d.world, o.zero1, o.recompute, m.n_real,
+               o.model ? o.model : o.config, o.batch, o.seq, d.world, o.zero1, o.recompute, m.flash ? "flash" : "eager", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
@@ -238,7 +240,7 @@ static int cmd_check(int argc, char **argv)
     if (cuda_dist_init(&d) != 0) return 1;
     CudaParallel par = {.rank = 0, .world = 1};
     CudaModel m;
-    if (cuda_model_create(&m, &cfg, B, T, o.recompute, &par) != 0) return 1;
+    if (cuda_model_create(&m, &cfg, B, T, o.recompute, !o.eager, &par) != 0) return 1;
     if (cuda_model_load_safetensors(&m, o.weights) != 0) return 1;
     size_t N = (size_t)B * T, V = cfg.vocab;
     float *logits = malloc(N * V * sizeof(float)), *grads = malloc(m.n_real * sizeof(float));

@@ -13,6 +13,7 @@
 #include <nccl.h>
 #include "model_cuda.h"
 #include "cuda_check.h"
+#include "flash_attn.h"
 
 #define ALIGN_ELEMS 64
 
@@ -140,7 +141,7 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
     return p;
 }
 
-int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute,
+int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par)
 {
     memset(m, 0, sizeof *m);
@@ -155,6 +156,10 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
         return -1;
     }
     m->B = B; m->T = T; m->recompute = recompute;
+    m->flash = flash && k_flash_supported(cfg->head_dim, T);
+    if (flash && !m->flash)
+        fprintf(stderr, "llmc-train-cuda: fused attention needs head_dim 32/64/128 and T %% 64 == 0; "
+                "using materialised attention\n");
     const CudaModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->hidden, L = c->layers, H = c->heads;
     size_t HD = H * c->head_dim, KVD = (size_t)c->kv_heads * c->head_dim, QKVD = HD + 2 * KVD;
@@ -193,7 +198,8 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
         a->q = dalloc(m, N * HD * BB, &fail);
         a->k = dalloc(m, N * KVD * BB, &fail);
         a->v = dalloc(m, N * KVD * BB, &fail);
-        a->P = dalloc(m, PP * BB, &fail);
+        if (m->flash) a->lse = dalloc(m, (size_t)B * H * T * FF, &fail);
+        else a->P = dalloc(m, PP * BB, &fail);
         a->att = dalloc(m, N * HD * BB, &fail);
         a->xmid = dalloc(m, N * C * BB, &fail);
         a->gu = dalloc(m, N * 2 * F * BB, &fail);
@@ -203,7 +209,7 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
     }
     m->ce_chunk = (int)(N < 8192 ? N : 8192);
     m->qkv = dalloc(m, N * QKVD * BB, &fail);
-    m->o = dalloc(m, N * HD * BB, &fail);
+    if (!m->flash) m->o = dalloc(m, N * HD * BB, &fail);
     m->hf = dalloc(m, N * C * BB, &fail);
     m->logits = dalloc(m, (size_t)m->ce_chunk * V * BB, &fail);
     m->rstdf = dalloc(m, N * FF, &fail);
@@ -219,8 +225,12 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
     m->dgu = dalloc(m, N * 2 * F * BB, &fail);
     m->dh = dalloc(m, N * F * BB, &fail);
     m->datt = dalloc(m, N * HD * BB, &fail);
-    m->dO = dalloc(m, N * HD * BB, &fail);
-    m->dP = dalloc(m, PP * BB, &fail);
+    if (m->flash) {
+        m->fa_scratch = dalloc(m, k_flash_bwd_scratch_floats(B, (int)H, T, c->head_dim) * FF, &fail);
+    } else {
+        m->dO = dalloc(m, N * HD * BB, &fail);
+        m->dP = dalloc(m, PP * BB, &fail);
+    }
     m->dq = dalloc(m, N * HD * BB, &fail);
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
@@ -462,14 +472,18 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     mm(m, 0, 1, N, QKVD, C, a->ln1, C, W + o->qkv_w, C, m->qkv, QKVD, 0, NULL, 1.f, 0.f);
     k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, B, T, H, KV, D,
                    c->rope_theta, st);
-    /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
-    bmm(m, 0, 1, G * T, T, D, a->q, D, (long long)G * T * D, a->k, D, (long long)T * D,
-        a->P, T, (long long)G * T * T, 1.f, B * KV);
-    k_attn_softmax_fwd(a->P, m->pos, B, H, T, 1.f / sqrtf((float)D), st);
-    /* O = P V: [G*T, T] x [T, D] */
-    bmm(m, 0, 0, G * T, D, T, a->P, T, (long long)G * T * T, a->v, D, (long long)T * D,
-        m->o, D, (long long)G * T * D, 1.f, B * KV);
-    k_swap12(a->att, m->o, B, H, T, D, st);
+    if (m->flash) {
+        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, B, H, KV, T, D, st);
+    } else {
+        /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
+        bmm(m, 0, 1, G * T, T, D, a->q, D, (long long)G * T * D, a->k, D, (long long)T * D,
+            a->P, T, (long long)G * T * T, 1.f, B * KV);
+        k_attn_softmax_fwd(a->P, m->pos, B, H, T, 1.f / sqrtf((float)D), st);
+        /* O = P V: [G*T, T] x [T, D] */
+        bmm(m, 0, 0, G * T, D, T, a->P, T, (long long)G * T * T, a->v, D, (long long)T * D,
+            m->o, D, (long long)G * T * D, 1.f, B * KV);
+        k_swap12(a->att, m->o, B, H, T, D, st);
+    }
     mm(m, 0, 1, N, C, HD, a->att, HD, W + o->o_w, HD, a->xmid, C, 0, x, 1.f, 1.f);
     k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, N, C, c->rms_eps, st);
     mm(m, 0, 1, N, 2 * F, C, a->ln2, C, W + o->gu_w, C, a->gu, 2 * F, 0, NULL, 1.f, 0.f);
@@ -502,17 +516,22 @@ static void layer_bwd(CudaModel *m, int l)
     /* attention output projection */
     mm(m, 0, 0, N, HD, C, m->dres, C, W + o->o_w, HD, m->datt, HD, 0, NULL, 1.f, 0.f);
     mm(m, 1, 0, C, HD, N, m->dres, C, a->att, HD, g + o->o_w, HD, 1, NULL, 1.f, 1.f);
-    k_swap12(m->dO, m->datt, B, T, H, D, st);
-    /* dP = dO V^T; dS = softmax'; dV = P^T dO; dQ = scale dS K; dK = scale dS^T Q */
-    bmm(m, 0, 1, G * T, T, D, m->dO, D, (long long)G * T * D, a->v, D, (long long)T * D,
-        m->dP, T, (long long)G * T * T, 1.f, B * KV);
-    k_attn_softmax_bwd(m->dP, a->P, (long long)B * H * T, T, st);
-    bmm(m, 1, 0, T, D, G * T, a->P, T, (long long)G * T * T, m->dO, D, (long long)G * T * D,
-        m->dv, D, (long long)T * D, 1.f, B * KV);
-    bmm(m, 0, 0, G * T, D, T, m->dP, T, (long long)G * T * T, a->k, D, (long long)T * D,
-        m->dq, D, (long long)G * T * D, scale, B * KV);
-    bmm(m, 1, 0, T, D, G * T, m->dP, T, (long long)G * T * T, a->q, D, (long long)G * T * D,
-        m->dk, D, (long long)T * D, scale, B * KV);
+    if (m->flash) {
+        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
+                    B, H, KV, T, D, st);
+    } else {
+        k_swap12(m->dO, m->datt, B, T, H, D, st);
+        /* dP = dO V^T; dS = softmax'; dV = P^T dO; dQ = scale dS K; dK = scale dS^T Q */
+        bmm(m, 0, 1, G * T, T, D, m->dO, D, (long long)G * T * D, a->v, D, (long long)T * D,
+            m->dP, T, (long long)G * T * T, 1.f, B * KV);
+        k_attn_softmax_bwd(m->dP, a->P, (long long)B * H * T, T, st);
+        bmm(m, 1, 0, T, D, G * T, a->P, T, (long long)G * T * T, m->dO, D, (long long)G * T * D,
+            m->dv, D, (long long)T * D, 1.f, B * KV);
+        bmm(m, 0, 0, G * T, D, T, m->dP, T, (long long)G * T * T, a->k, D, (long long)T * D,
+            m->dq, D, (long long)G * T * D, scale, B * KV);
+        bmm(m, 1, 0, T, D, G * T, m->dP, T, (long long)G * T * T, a->q, D, (long long)G * T * D,
+            m->dk, D, (long long)T * D, scale, B * KV);
+    }
     k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, B, T, H, KV, D, c->rope_theta, st);
     if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, st);
     mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);

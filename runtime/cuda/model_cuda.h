@@ -34,7 +34,7 @@ typedef struct {
 
 typedef struct {
     bf16_t *ln1, *ln2, *q, *k, *v, *P, *att, *xmid, *gu, *h;
-    float *rstd1, *rstd2;
+    float *rstd1, *rstd2, *lse;         /* P: eager attention only; lse: flash only */
 } CudaLayerActs;
 
 typedef struct {
@@ -46,6 +46,7 @@ typedef struct {
 typedef struct {
     CudaModelConfig cfg;
     int B, T, recompute;                /* micro-batch shape; recompute: full activation recompute */
+    int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
     /* parameters */
     CudaParam *params; int n_params;    /* the HF tensors */
     CudaLayerOffsets *lo;
@@ -66,6 +67,7 @@ typedef struct {
     int ce_chunk;
     /* backward scratch */
     bf16_t *dres, *dln, *dgu, *dh, *datt, *dO, *dP, *dq, *dk, *dv, *dqkv;
+    float *fa_scratch;
     /* runtime */
     void *stream;                       /* cudaStream_t */
     Gemm *gemm;
@@ -82,8 +84,10 @@ int cuda_model_config_json(const char *path, CudaModelConfig *out);
 
 /* Lay out the parameter table only (no GPU): counts and HF names. */
 int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world);
-/* Allocate everything on the current device for micro-batch B x T. 0 or -1 with a message. */
-int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute,
+/* Allocate everything on the current device for micro-batch B x T. flash: fused
+ * attention when the head size and T allow it (else materialised scores, "eager").
+ * 0 or -1 with a message. */
+int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par);
 void cuda_model_destroy(CudaModel *m);
 

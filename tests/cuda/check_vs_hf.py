@@ -182,13 +182,16 @@ def main():
     ap.add_argument("--work", default="/tmp/llmc-cuda-check")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--recompute", action="store_true")
+    ap.add_argument("--head-dim", type=int, default=32)
+    ap.add_argument("--eager-attention", action="store_true", help="materialised-score attention path")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    CFG["head_dim"] = args.head_dim
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = False
     res = Results()
     V = CFG["vocab_size"]
-    extra = ["--recompute"] if args.recompute else []
+    extra = (["--recompute"] if args.recompute else []) + (["--eager-attention"] if args.eager_attention else [])
 
     cfg, model = make_weights(1234)
     save_model(cfg, model, args.work)
@@ -197,7 +200,7 @@ def main():
 
     # 1. HF on plain causal rows (one document per row).
     rng = np.random.default_rng(7)
-    B, T = 2, 64
+    B, T = 2, 192                      # three 64-key blocks: the fused kernels' block walks
     ids = rng.integers(0, V, (B, T)).astype(np.int32)
     pos = np.tile(np.arange(T, dtype=np.int32), (B, 1))
     mask = np.ones((B, T), np.int32); mask[0, :10] = 0
@@ -218,7 +221,7 @@ def main():
     res.check("reference == hf logits", rel(ref_logits(W, ids_t.long(), pos_t.long()).detach().cpu(), ref.detach().cpu()), 1e-5)
 
     # 2. Packed documents: gradients at step 0 and the AdamW loss curve.
-    B, T = 4, 64
+    B, T = 4, 128
     batches = []
     rng = np.random.default_rng(11)
     for s in range(args.steps):

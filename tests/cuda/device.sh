@@ -18,6 +18,18 @@ summary+=("check: $(tail -1 "$out/check.log")")
 cp /tmp/chk/curve.tsv "$out/" 2>/dev/null
 python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk_rc --steps 20 --recompute > "$out/check_recompute.log" 2>&1
 summary+=("check --recompute: $(tail -1 "$out/check_recompute.log")")
+python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk_eager --steps 20 --eager-attention > "$out/check_eager.log" 2>&1
+summary+=("check --eager-attention: $(tail -1 "$out/check_eager.log")")
+for hd in 64 128; do
+    python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk_$hd --steps 20 --head-dim $hd > "$out/check_hd$hd.log" 2>&1
+    summary+=("check --head-dim $hd: $(tail -1 "$out/check_hd$hd.log")")
+done
+for model in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4"; do
+    set -- $model
+    ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 --steps 10 --warmup 3 --eager-attention \
+        > "$out/eager_$1.json" 2> "$out/eager_$1.log"
+    summary+=("eager attention $1: $(cat "$out/eager_$1.json")")
+done
 if [[ $ngpu -ge 2 ]]; then
     for z in "" "--zero1"; do
         for r in 0 1; do
