@@ -422,14 +422,15 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     } else if (e->tokens_source == TOKENS_UNKNOWN) {
         e->steps_total = 0;
     } else {
-        double steps = ceil(t->epochs * e->sequences_per_epoch / (double)e->global_batch);
-        e->steps_total = steps > 9e18 ? INT64_MAX : (int64_t)steps;
+        double epochs = t->epochs > 0 && isfinite(t->epochs) ? t->epochs : 0;
+        double steps = ceil(epochs * e->sequences_per_epoch / (double)e->global_batch);
+        e->steps_total = !(steps >= 0) ? 0 : steps > 9e18 ? INT64_MAX : (int64_t)steps;
     }
     double step_tokens = (double)e->global_batch * e->seq_tokens;
     e->tokens_total = (double)e->steps_total * step_tokens;
     if (t->max_steps <= 0 && e->tokens_source != TOKENS_UNKNOWN) {
         /* The last step of an epoch is partial: count the data, not the slots. */
-        double data_tokens = t->epochs * e->tokens_per_epoch;
+        double data_tokens = (t->epochs > 0 && isfinite(t->epochs) ? t->epochs : 0) * e->tokens_per_epoch;
         if (data_tokens < e->tokens_total) e->tokens_total = data_tokens;
     }
 

@@ -522,6 +522,15 @@ static void test_hostile(void)
     text = run_job(&f.j, &e, &errors);
     CHECK(isfinite(e.total_bytes) && isfinite(e.total_seconds), "zeros are finite");
     free(text);
+    /* Not-a-number and infinite epochs, mfu, bytes per token. */
+    fixture(&f, model(ARCH_LLAMA, 2, 64, 4, 2, 0, 128, 512, false), 1, 128, 1, SHARD_NONE,
+            RECOMPUTE_NONE, 1e6);
+    f.t.epochs = NAN; f.t.mfu = NAN; f.t.bytes_per_token = NAN;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.steps_total == 0 && isfinite(e.total_seconds), "NaN epochs: no steps");
+    f.t.epochs = INFINITY;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.steps_total == 0 && isfinite(e.total_seconds), "infinite epochs: no steps");
     /* A job without a run or cluster is left alone. */
     PlanJob empty;
     memset(&empty, 0, sizeof empty);
