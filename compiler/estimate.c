@@ -491,8 +491,10 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
     diag_note(dg, "logits and their gradient %.1f GiB (batch x context x vocab %d, fp32, not chunked)",
               e->logits_bytes / GIB, t->model->vocab);
     if (e->comm_bytes > 0)
-        diag_note(dg, "communication buffers %.1f GiB (DeepSpeed default bucket sizes)",
-                  e->comm_bytes / GIB);
+        diag_note(dg, "communication buffers %.1f GiB (%s)", e->comm_bytes / GIB,
+                  e->activations_transformers && job->run->shard == SHARD_ZERO3
+                      ? "ZeRO-3 buckets as the HF Trainer sizes \"auto\""
+                      : "DeepSpeed default bucket sizes");
     diag_note(dg, "%s %.1f GiB + allocator fragmentation %.1f GiB",
               e->cpu_only ? "process overhead" : "CUDA context and workspaces",
               e->reserve_context_bytes / GIB, e->reserve_fragmentation_bytes / GIB);

@@ -160,7 +160,10 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
                precision_name(t->precision));
-    if (!e->cpu_only)
+    if (!e->cpu_only && e->activations_transformers && t->shard == SHARD_ZERO3)
+        assume(a, "ZeRO-3 buckets as the HF Trainer fills \"auto\": reduce hidden^2, "
+                  "prefetch 0.9 hidden^2 elements");
+    else if (!e->cpu_only)
         assume(a, "communication buffers at DeepSpeed's defaults (reduce bucket 5e8, "
                   "allgather bucket 5e8, stage-3 prefetch 5e7 elements)");
     assume(a, "allocator fragmentation: 5%% of all tensor bytes");
