@@ -53,6 +53,7 @@ struct Tokenizer {
     size_t n_added_lens;
 
     int64_t eos, pad, bos;
+    int add_bos;
 };
 
 int tokids_push(TokIds *t, uint32_t id)
@@ -539,6 +540,7 @@ Tokenizer *tok_load(const char *path, char *err, size_t errlen)
         t->eos = config_token(t, cfg, "eos_token");
         t->pad = config_token(t, cfg, "pad_token");
         t->bos = config_token(t, cfg, "bos_token");
+        t->add_bos = json_true(cfg, "add_bos_token");
         cJSON_Delete(cfg);
     }
     return t;
@@ -564,6 +566,7 @@ uint32_t tok_vocab_size(const Tokenizer *t) { return t->n_ids; }
 int64_t tok_eos_id(const Tokenizer *t) { return t->eos; }
 int64_t tok_pad_id(const Tokenizer *t) { return t->pad; }
 int64_t tok_bos_id(const Tokenizer *t) { return t->bos; }
+int tok_add_bos(const Tokenizer *t) { return t->add_bos; }
 
 int64_t tok_token_id(const Tokenizer *t, const char *text)
 {

@@ -47,6 +47,8 @@ int64_t tok_token_id(const Tokenizer *tok, const char *text);
 int64_t tok_eos_id(const Tokenizer *tok);
 int64_t tok_pad_id(const Tokenizer *tok);
 int64_t tok_bos_id(const Tokenizer *tok);
+/* tokenizer_config.json's add_bos_token (LLaMA-Factory adds bos to pre-training text when set). */
+int tok_add_bos(const Tokenizer *tok);
 
 TokEncoder *tok_encoder_new(const Tokenizer *tok);
 void tok_encoder_free(TokEncoder *enc);

@@ -8,8 +8,9 @@ Face format, shaped like Qwen2's: NFC normalizer, the GPT-4-style Split regex
 <|im_end|>: 512 ids in all.
 
 The training corpus is the tiny arithmetic data rendered the way the "qwen"
-chat template renders it (without the special tokens, which are never merged),
-plus a little English so the tokenizer is not useless on other text.
+chat template renders it (with LLaMA-Factory's default Qwen system prompt, and
+without the special tokens, which are never merged), plus a little English so
+the tokenizer is not useless on other text.
 """
 import json
 import os
@@ -21,6 +22,7 @@ N_MERGES = 253
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 EXTRA_TEXT = """\
 You are Qwen, created by Alibaba Cloud. You are a helpful assistant.
 The answer is the sum or the difference of the two numbers.
@@ -119,6 +121,7 @@ def corpus():
     for name in ("arith.json",):
         with open(os.path.join(ROOT, "examples", "tiny", "data", name), encoding="utf-8") as f:
             for rec in json.load(f):
+                texts.append("system\n" + QWEN_SYSTEM + "\n")
                 for m in rec["messages"]:
                     texts.append(m["role"] + "\n" + m["content"] + "\n")
     return texts

@@ -1,0 +1,186 @@
+/* chat_template.c — rendering and tokenizing conversations as LLaMA-Factory does. */
+#include "chat_template.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Format strings copied from LLaMA-Factory's template.py (register_template). */
+static const ChatTemplate TEMPLATES[] = {
+    {
+        .name = "qwen",
+        .user = "<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n",
+        .assistant = "{{content}}<|im_end|>\n",
+        .system = "<|im_start|>system\n{{content}}<|im_end|>\n",
+        .observation = "<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
+                       "<|im_start|>assistant\n",
+        .default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+        .bos_prefix = 0,
+        .stop_word = "<|im_end|>",
+    },
+    {
+        .name = "llama3",
+        .user = "<|start_header_id|>user<|end_header_id|>\n\n{{content}}<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        .assistant = "{{content}}<|eot_id|>",
+        .system = "<|start_header_id|>system<|end_header_id|>\n\n{{content}}<|eot_id|>",
+        .observation = "<|start_header_id|>ipython<|end_header_id|>\n\n{{content}}<|eot_id|>"
+                       "<|start_header_id|>assistant<|end_header_id|>\n\n",
+        .default_system = NULL,
+        .bos_prefix = 1,
+        .stop_word = "<|eot_id|>",
+    },
+};
+
+const ChatTemplate *chat_template_find(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof TEMPLATES / sizeof TEMPLATES[0]; i++)
+        if (!strcmp(TEMPLATES[i].name, name)) return &TEMPLATES[i];
+    return NULL;
+}
+
+void chat_doc_reset(ChatDoc *doc)
+{
+    doc->n = 0;
+    doc->text.len = 0;
+    doc->n_pairs = 0;
+    doc->pretrain = 0;
+}
+
+void chat_doc_free(ChatDoc *doc)
+{
+    free(doc->pieces);
+    unibuf_free(&doc->text);
+    memset(doc, 0, sizeof *doc);
+}
+
+static ChatPiece *new_piece(ChatDoc *doc, uint32_t pair, int target)
+{
+    if (doc->n == doc->cap) {
+        size_t cap = doc->cap ? doc->cap * 2 : 16;
+        ChatPiece *p = realloc(doc->pieces, cap * sizeof *p);
+        if (!p) return NULL;
+        doc->pieces = p;
+        doc->cap = cap;
+    }
+    ChatPiece *p = &doc->pieces[doc->n++];
+    memset(p, 0, sizeof *p);
+    p->pair = pair;
+    p->target = (uint8_t)target;
+    p->token = -1;
+    p->off = (uint32_t)doc->text.len;
+    return p;
+}
+
+static int add_token(ChatDoc *doc, uint32_t pair, int target, int64_t id)
+{
+    ChatPiece *p = new_piece(doc, pair, target);
+    if (!p) return -1;
+    p->token = id;
+    return 0;
+}
+
+/* One string element: fmt with {{content}} replaced (an empty result is skipped, as LLaMA-Factory does). */
+static int add_format(ChatDoc *doc, uint32_t pair, int target, const char *fmt, const char *content, size_t len)
+{
+    const char *hole = strstr(fmt, "{{content}}");
+    size_t before = hole ? (size_t)(hole - fmt) : strlen(fmt);
+    size_t start = doc->text.len;
+    if (unibuf_append(&doc->text, fmt, before)) return -1;
+    if (hole && (unibuf_append(&doc->text, content, len) || unibuf_append(&doc->text, hole + 11, strlen(hole + 11))))
+        return -1;
+    size_t n = doc->text.len - start;
+    if (n == 0) return 0;
+    if (n > UINT32_MAX || start > UINT32_MAX) return -1;
+    ChatPiece *p = new_piece(doc, pair, target);
+    if (!p) return -1;
+    p->off = (uint32_t)start;
+    p->len = (uint32_t)n;
+    return 0;
+}
+
+int chat_render(const ChatTemplate *tpl, const char *system, size_t system_len,
+                const ChatMessage *msgs, size_t n, int64_t bos_id, ChatDoc *doc)
+{
+    chat_doc_reset(doc);
+    if (!system || system_len == 0) {   /* `system or default_system` */
+        system = tpl->default_system;
+        system_len = system ? strlen(system) : 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t pair = (uint32_t)(i / 2);
+        int target = (int)(i % 2);
+        if (i == 0) {
+            if (tpl->bos_prefix && bos_id >= 0 && add_token(doc, pair, target, bos_id)) return -1;
+            if (system_len && add_format(doc, pair, target, tpl->system, system, system_len)) return -1;
+        }
+        const char *fmt = msgs[i].role == ROLE_USER ? tpl->user
+                        : msgs[i].role == ROLE_ASSISTANT ? tpl->assistant : tpl->observation;
+        if (add_format(doc, pair, target, fmt, msgs[i].content, msgs[i].len)) return -1;
+    }
+    doc->n_pairs = (uint32_t)(n / 2);
+    return 0;
+}
+
+int chat_render_text(const char *text, size_t len, int64_t bos_id, int64_t eos_id, ChatDoc *doc)
+{
+    chat_doc_reset(doc);
+    doc->pretrain = 1;
+    doc->n_pairs = 1;
+    if (bos_id >= 0 && add_token(doc, 0, 1, bos_id)) return -1;
+    if (len && add_format(doc, 0, 1, "{{content}}", text, len)) return -1;
+    if (eos_id >= 0 && add_token(doc, 0, 1, eos_id)) return -1;
+    return 0;
+}
+
+void chat_infer_seqlen(size_t source_len, size_t target_len, size_t cutoff,
+                       size_t *new_source, size_t *new_target)
+{
+    size_t max_target;
+    if (target_len * 2 < cutoff) max_target = cutoff;
+    else if (source_len * 2 < cutoff) max_target = cutoff - source_len;
+    else max_target = (size_t)((double)cutoff * ((double)target_len / (double)(source_len + target_len)));
+    *new_target = target_len < max_target ? target_len : max_target;
+    size_t max_source = cutoff > *new_target ? cutoff - *new_target : 0;
+    *new_source = source_len < max_source ? source_len : max_source;
+}
+
+static int push_mask(UniBuf *mask, uint8_t v, size_t n)
+{
+    if (unibuf_reserve(mask, n)) return -1;
+    memset(mask->p + mask->len, v, n);
+    mask->len += n;
+    return 0;
+}
+
+int chat_tokenize(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, TokIds *ids, UniBuf *mask)
+{
+    TokIds side[2] = {{0}, {0}};
+    size_t total = 0, k = 0;
+    int rc = 0;
+    for (uint32_t pair = 0; pair < doc->n_pairs && !rc; pair++) {
+        side[0].len = side[1].len = 0;
+        for (; k < doc->n && doc->pieces[k].pair == pair; k++) {
+            const ChatPiece *p = &doc->pieces[k];
+            TokIds *t = &side[p->target];
+            if (p->token >= 0) rc = tokids_push(t, (uint32_t)p->token);
+            else rc = tok_encode(enc, (const char *)doc->text.p + p->off, p->len, t);
+            if (rc) break;
+        }
+        if (rc) break;
+        size_t ns, nt;
+        if (doc->pretrain) {   /* a plain document is simply cut at the cutoff */
+            ns = 0;
+            nt = side[1].len < cutoff ? side[1].len : cutoff;
+        } else {
+            if (total >= cutoff) break;
+            chat_infer_seqlen(side[0].len, side[1].len, cutoff - total, &ns, &nt);
+        }
+        for (size_t i = 0; i < ns && !rc; i++) rc = tokids_push(ids, side[0].ids[i]);
+        for (size_t i = 0; i < nt && !rc; i++) rc = tokids_push(ids, side[1].ids[i]);
+        if (!rc) rc = push_mask(mask, 0, ns) || push_mask(mask, 1, nt);
+        total += ns + nt;
+    }
+    tokids_free(&side[0]);
+    tokids_free(&side[1]);
+    return rc ? -1 : 0;
+}

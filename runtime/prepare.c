@@ -1,0 +1,757 @@
+/* prepare.c — `llmc-train prepare PLAN.json`: the plan's datasets -> token shards.
+ *
+ * The main thread streams records in order (json_stream), checks them
+ * (records), renders them with the chat template into a batch; worker threads
+ * tokenize a batch while the main thread reads the next one; the main thread
+ * packs finished batches into rows in record order, so the output does not
+ * depend on the number of threads. Shards are written whole (temp, fsync,
+ * rename) and index.json last; a directory whose index.json carries the same
+ * data hash is left alone. docs/shards.md describes the output. */
+#include <errno.h>
+#include <dirent.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "chat_template.h"
+#include "commands.h"
+#include "json_stream.h"
+#include "records.h"
+#include "shard_io.h"
+#include "tokenizer.h"
+
+#define BATCH 1024
+#define MAX_SHOWN_BAD 10
+
+/* ---- the plan's data section ---- */
+
+typedef struct {
+    char *plan_dir;
+    int pretrain;               /* stage "pt" */
+    char *tokenizer_path;
+    const ChatTemplate *tpl;
+    DatasetSpec *ds;
+    size_t n_ds;
+    uint32_t context;
+    int packing;
+    int skip_bad;               /* on_bad_record "skip" */
+    char *shards_dir;
+    int64_t model_vocab;        /* -1 when absent */
+    char hash[33];
+} DataPlan;
+
+static int say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("llmc-train prepare: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+/* path relative to the plan's directory (docs/plan.md) unless absolute */
+static char *resolve(const char *dir, const char *path)
+{
+    if (path[0] == '/' || !dir[0]) return strdup(path);
+    size_t a = strlen(dir), b = strlen(path);
+    char *p = malloc(a + b + 2);
+    if (p) { memcpy(p, dir, a); p[a] = '/'; memcpy(p + a + 1, path, b + 1); }
+    return p;
+}
+
+static const char *get_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static char *dup_or(const cJSON *o, const char *key, const char *fallback)
+{
+    const char *s = get_str(o, key);
+    return s ? strdup(s) : fallback ? strdup(fallback) : NULL;
+}
+
+static void free_spec(DatasetSpec *d)
+{
+    char **fields[] = {&d->name, &d->file, &d->messages, &d->system, &d->tools, &d->prompt, &d->query,
+                       &d->response, &d->history, &d->text, &d->role, &d->content, &d->user, &d->assistant,
+                       &d->observation, &d->function, &d->system_tag};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) free(*fields[i]);
+}
+
+static void free_plan(DataPlan *p)
+{
+    for (size_t i = 0; i < p->n_ds; i++) free_spec(&p->ds[i]);
+    free(p->ds);
+    free(p->plan_dir);
+    free(p->tokenizer_path);
+    free(p->shards_dir);
+}
+
+/* FNV-1a over bytes, two lanes with different offsets -> 128 bits of hex. */
+typedef struct { uint64_t a, b; } Hash;
+
+static void hash_add(Hash *h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h->a = (h->a ^ p[i]) * 0x100000001B3ull;
+        h->b = (h->b ^ p[i]) * 0x100000001B3ull;
+        h->b ^= h->b >> 29;
+    }
+}
+
+static int hash_file_stat(Hash *h, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    int64_t v[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
+    hash_add(h, path, strlen(path) + 1);
+    hash_add(h, v, sizeof v);
+    return 0;
+}
+
+static int load_plan(const char *path, DataPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->model_vocab = -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return say("%s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (!text || got != (size_t)n) { free(text); return say("%s: cannot read", path); }
+    text[n] = '\0';
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root) return say("%s: not valid JSON", path);
+    int rc = -1;
+    char *slash = strrchr(path, '/');
+    p->plan_dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
+    if (slash == path) { free(p->plan_dir); p->plan_dir = strdup("/"); }
+
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "llmc_plan_version");
+    const char *stage = get_str(root, "stage");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
+    const cJSON *datasets = cJSON_GetObjectItemCaseSensitive(root, "datasets");
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(data, "context");
+    const char *tpath = get_str(tok, "path"), *tname = get_str(tok, "template");
+    const char *policy = get_str(data, "on_bad_record"), *sdir = get_str(data, "shards_dir");
+    if (!cJSON_IsNumber(version) || version->valueint != 1) { say("%s: llmc_plan_version must be 1", path); goto done; }
+    if (!stage || (strcmp(stage, "pt") && strcmp(stage, "sft"))) { say("%s: stage must be \"pt\" or \"sft\"", path); goto done; }
+    p->pretrain = !strcmp(stage, "pt");
+    if (!tpath) { say("%s: tokenizer.path is missing", path); goto done; }
+    if (tname && !(p->tpl = chat_template_find(tname))) {
+        say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, tname);
+        goto done;
+    }
+    if (!p->pretrain && !p->tpl) { say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path); goto done; }
+    if (!cJSON_IsNumber(ctx) || ctx->valuedouble < 2 || ctx->valuedouble > 1 << 24 ||
+        ctx->valuedouble != (double)(int)ctx->valuedouble) {
+        say("%s: data.context must be an integer in [2, 2^24]", path);
+        goto done;
+    }
+    p->context = (uint32_t)ctx->valuedouble;
+    p->packing = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(data, "packing"));
+    if (!policy || (strcmp(policy, "skip") && strcmp(policy, "fail"))) {
+        say("%s: data.on_bad_record must be \"skip\" or \"fail\"", path);
+        goto done;
+    }
+    p->skip_bad = !strcmp(policy, "skip");
+    if (!sdir || !sdir[0]) { say("%s: data.shards_dir is missing", path); goto done; }
+    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    if (cJSON_IsNumber(mv)) p->model_vocab = (int64_t)mv->valuedouble;
+    p->tokenizer_path = resolve(p->plan_dir, tpath);
+    p->shards_dir = resolve(p->plan_dir, sdir);
+    if (!cJSON_IsArray(datasets) || cJSON_GetArraySize(datasets) == 0) { say("%s: no datasets", path); goto done; }
+    p->n_ds = (size_t)cJSON_GetArraySize(datasets);
+    p->ds = calloc(p->n_ds, sizeof *p->ds);
+    if (!p->ds) { p->n_ds = 0; say("out of memory"); goto done; }
+    size_t i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, datasets) {
+        DatasetSpec *s = &p->ds[i++];
+        const char *file = get_str(d, "file"), *format = get_str(d, "format");
+        const cJSON *cols = cJSON_GetObjectItemCaseSensitive(d, "columns");
+        const cJSON *tags = cJSON_GetObjectItemCaseSensitive(d, "tags");
+        s->name = dup_or(d, "name", "?");
+        if (!file) { say("%s: dataset %s: file is missing", path, s->name); goto done; }
+        s->file = resolve(p->plan_dir, file);
+        if (!format || (strcmp(format, "sharegpt") && strcmp(format, "alpaca") && strcmp(format, "text"))) {
+            say("%s: dataset %s: format must be sharegpt, alpaca or text", path, s->name);
+            goto done;
+        }
+        s->format = !strcmp(format, "sharegpt") ? FMT_SHAREGPT : !strcmp(format, "alpaca") ? FMT_ALPACA : FMT_TEXT;
+        if (s->format != FMT_TEXT && p->pretrain) {
+            say("%s: dataset %s: a pt plan takes format text", path, s->name);
+            goto done;
+        }
+        if (s->format == FMT_TEXT && !p->pretrain) {
+            say("%s: dataset %s: format text is for pt plans; sft needs sharegpt or alpaca", path, s->name);
+            goto done;
+        }
+        /* null columns/tags take LLaMA-Factory's defaults (DatasetAttr) */
+        s->messages = dup_or(cols, "messages", "conversations");
+        s->system = dup_or(cols, "system", NULL);
+        s->tools = dup_or(cols, "tools", NULL);
+        s->prompt = dup_or(cols, "prompt", "instruction");
+        s->query = dup_or(cols, "query", "input");
+        s->response = dup_or(cols, "response", "output");
+        s->history = dup_or(cols, "history", NULL);
+        s->text = dup_or(cols, "text", s->format == FMT_TEXT ? "text" : NULL);
+        s->role = dup_or(tags, "role", "from");
+        s->content = dup_or(tags, "content", "value");
+        s->user = dup_or(tags, "user", "human");
+        s->assistant = dup_or(tags, "assistant", "gpt");
+        s->observation = dup_or(tags, "observation", "observation");
+        s->function = dup_or(tags, "function", "function_call");
+        s->system_tag = dup_or(tags, "system", "system");
+    }
+
+    /* the idempotence key: the data-relevant plan sections and input file stats */
+    Hash h = {0xCBF29CE484222325ull, 0x84222325CBF29CE4ull};
+    hash_add(&h, "llmc-shards-1", 14);
+    const char *keys[] = {"stage", "tokenizer", "datasets", "data"};
+    for (size_t k = 0; k < 4; k++) {
+        char *s = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, keys[k]));
+        if (s) { hash_add(&h, s, strlen(s)); free(s); }
+    }
+    for (size_t k = 0; k < p->n_ds; k++)
+        if (hash_file_stat(&h, p->ds[k].file)) { say("%s: %s", p->ds[k].file, strerror(errno)); goto done; }
+    char tj[4096];
+    struct stat st;
+    int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
+    snprintf(tj, sizeof tj, is_dir ? "%s/tokenizer.json" : "%s", p->tokenizer_path);
+    hash_file_stat(&h, tj);
+    if (is_dir) { snprintf(tj, sizeof tj, "%s/tokenizer_config.json", p->tokenizer_path); hash_file_stat(&h, tj); }
+    snprintf(p->hash, sizeof p->hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- tokenizing batches on worker threads ---- */
+
+typedef struct {
+    ChatDoc doc;
+    TokIds ids;
+    UniBuf mask;
+    int failed;
+} Slot;
+
+typedef struct {
+    Slot slots[BATCH];
+    size_t n;
+} Batch;
+
+typedef struct Pool Pool;
+
+typedef struct {
+    Pool *pool;
+    pthread_t thread;
+    TokEncoder *enc;
+} Worker;
+
+struct Pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    Batch *batch;             /* in flight, or NULL */
+    unsigned generation;
+    atomic_size_t next;       /* next slot of batch to take */
+    size_t finished;          /* slots of batch done */
+    int active;               /* workers still inside batch */
+    size_t cutoff;
+    int quit;
+    Worker *workers;
+    int n_workers;
+};
+
+static void *worker_main(void *arg)
+{
+    Worker *w = arg;
+    Pool *p = w->pool;
+    unsigned seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->work, &p->mu);
+        if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
+        seen = p->generation;
+        Batch *b = p->batch;
+        if (!b) { pthread_mutex_unlock(&p->mu); continue; }   /* woke after that batch was done */
+        p->active++;
+        pthread_mutex_unlock(&p->mu);
+        size_t mine = 0, i;
+        while ((i = atomic_fetch_add(&p->next, 1)) < b->n) {
+            Slot *s = &b->slots[i];
+            s->ids.len = s->mask.len = 0;
+            s->failed = chat_tokenize(&s->doc, w->enc, p->cutoff, &s->ids, &s->mask) != 0;
+            mine++;
+        }
+        pthread_mutex_lock(&p->mu);
+        p->finished += mine;
+        p->active--;
+        if (p->finished == b->n && p->active == 0) pthread_cond_signal(&p->done);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static void pool_dispatch(Pool *p, Batch *b)
+{
+    pthread_mutex_lock(&p->mu);
+    p->batch = b;
+    atomic_store(&p->next, 0);
+    p->finished = 0;
+    p->generation++;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void pool_wait(Pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    /* every slot done and no worker still holding the batch (it is refilled next) */
+    while (p->batch && (p->finished < p->batch->n || p->active > 0)) pthread_cond_wait(&p->done, &p->mu);
+    p->batch = NULL;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- packing rows into shards ---- */
+
+typedef struct {
+    const char *dir;
+    uint32_t context, pad_id, vocab_size;
+    int packing, pretrain;
+    uint64_t rows_per_shard;
+    /* the shard being filled: rows_in_shard complete rows + the open row */
+    uint32_t *ids, *pos;
+    uint8_t *mask;
+    uint64_t rows_in_shard;
+    uint32_t fill;              /* tokens in the open row */
+    uint64_t shard_docs, shard_labels;
+    ShardEntry *entries;
+    size_t n_entries;
+    uint64_t n_tokens, n_labels, n_rows, n_docs;
+} Packer;
+
+static int write_shard(Packer *k)
+{
+    if (k->rows_in_shard == 0) return 0;
+    char name[64], err[512];
+    snprintf(name, sizeof name, "shard-%05zu.bin", k->n_entries);
+    char *path = resolve(k->dir, name);
+    ShardHeader h = {.context = k->context, .n_rows = k->rows_in_shard, .vocab_size = k->vocab_size,
+                     .pad_id = k->pad_id, .n_docs = k->shard_docs, .n_label_tokens = k->shard_labels};
+    int rc = shard_write(path, &h, k->ids, k->pos, k->mask, err, sizeof err);
+    free(path);
+    if (rc) return say("%s", err);
+    ShardEntry *e = realloc(k->entries, (k->n_entries + 1) * sizeof *e);
+    if (!e) return say("out of memory");
+    k->entries = e;
+    e[k->n_entries++] = (ShardEntry){.file = strdup(name), .n_rows = k->rows_in_shard, .n_docs = k->shard_docs,
+                                     .n_label_tokens = k->shard_labels, .fd = -1};
+    k->n_rows += k->rows_in_shard;
+    k->rows_in_shard = 0;
+    k->shard_docs = k->shard_labels = 0;
+    return 0;
+}
+
+/* Close the open row (pad it) and start a new one; write the shard when full. */
+static int close_row(Packer *k)
+{
+    if (k->fill == 0) return 0;
+    size_t base = (size_t)k->rows_in_shard * k->context;
+    for (uint32_t t = k->fill; t < k->context; t++) {
+        k->ids[base + t] = k->pad_id;
+        k->pos[base + t] = 0;
+        k->mask[base + t] = 0;
+    }
+    k->fill = 0;
+    k->rows_in_shard++;
+    if (k->rows_in_shard == k->rows_per_shard) return write_shard(k);
+    return 0;
+}
+
+/* Place tokens [from, to) of a document at the open row; the row must have room. */
+static void place(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t from, size_t to)
+{
+    size_t base = (size_t)k->rows_in_shard * k->context + k->fill;
+    for (size_t i = from; i < to; i++) {
+        size_t j = base + (i - from);
+        k->ids[j] = ids[i];
+        k->pos[j] = (uint32_t)(i - from);
+        k->mask[j] = i == from ? 0 : mask[i];   /* the first token of a segment predicts nothing */
+        k->shard_labels += k->mask[j];
+        k->n_labels += k->mask[j];
+    }
+    k->fill += (uint32_t)(to - from);
+    k->n_tokens += to - from;
+}
+
+static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n)
+{
+    if (n == 0) return 0;
+    k->n_docs++;
+    if (k->pretrain && k->packing) {
+        /* one stream of documents cut into rows; a piece continuing in the next row starts at pos 0 */
+        int first = 1;
+        size_t at = 0;
+        while (at < n) {
+            size_t room = k->context - k->fill, take = n - at < room ? n - at : room;
+            if (first) { k->shard_docs++; first = 0; }
+            place(k, ids, mask, at, at + take);
+            at += take;
+            if (k->fill == k->context && close_row(k)) return -1;
+        }
+        return 0;
+    }
+    if (n > k->context) n = k->context;
+    if (!k->packing || k->fill + n > k->context) {
+        if (close_row(k)) return -1;
+    }
+    k->shard_docs++;
+    place(k, ids, mask, 0, n);
+    if (!k->packing || k->fill == k->context) return close_row(k);
+    return 0;
+}
+
+/* ---- the command ---- */
+
+typedef struct {
+    uint64_t kept, skipped[REC_N_REASONS], shown;
+} Counts;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void human(double v, char *out, size_t n)
+{
+    if (v >= 1e9) snprintf(out, n, "%.2fG", v / 1e9);
+    else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
+    else if (v >= 1e3) snprintf(out, n, "%.1fk", v / 1e3);
+    else snprintf(out, n, "%.0f", v);
+}
+
+typedef struct {
+    int tty;
+    double start, last;
+    uint64_t total_bytes, done_bytes;
+} Progress;
+
+static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
+{
+    double t = now_s();
+    if (!final && t - pr->last < (pr->tty ? 0.5 : 10.0)) return;
+    pr->last = t;
+    double el = t - pr->start > 1e-6 ? t - pr->start : 1e-6;
+    uint64_t recs = c->kept;
+    for (int r = 1; r < REC_N_REASONS; r++) recs += c->skipped[r];
+    char a[32], b[32], d[32];
+    human((double)recs / el, a, sizeof a);
+    human((double)k->n_tokens, b, sizeof b);
+    human((double)k->n_tokens / el, d, sizeof d);
+    double frac = pr->total_bytes ? (double)pr->done_bytes / (double)pr->total_bytes : 1.0;
+    double eta = frac > 0 ? el * (1 - frac) / frac : 0;
+    fprintf(stderr, "%sllmc-train prepare: %" PRIu64 " records (%s/s), %s tokens (%s/s), %.0f%%, ETA %02d:%02d%s",
+            pr->tty ? "\r" : "", recs, a, b, d, frac * 100, (int)eta / 60, (int)eta % 60, pr->tty && !final ? "" : "\n");
+}
+
+static int clean_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return say("%s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        int ours = !strcmp(e->d_name, "index.json") || !strcmp(e->d_name, "index.json.tmp") ||
+                   (!strncmp(e->d_name, "shard-", 6) &&
+                    ((n > 4 && !strcmp(e->d_name + n - 4, ".bin")) || (n > 8 && !strcmp(e->d_name + n - 8, ".bin.tmp"))));
+        if (!ours) continue;
+        char *p = resolve(dir, e->d_name);
+        if (p) { unlink(p); free(p); }
+    }
+    closedir(d);
+    return 0;
+}
+
+static int mkdirs(const char *path)
+{
+    char *p = strdup(path);
+    if (!p) return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) { free(p); return -1; }
+        *s = '/';
+    }
+    int rc = mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    free(p);
+    return rc;
+}
+
+static void usage(FILE *out)
+{
+    fputs("usage: llmc-train prepare PLAN.json [--threads N] [--force] [--shard-tokens N]\n"
+          "  tokenizes the plan's datasets into packed token shards in data.shards_dir\n"
+          "  --threads N        tokenizer threads (default: all cores)\n"
+          "  --force            redo even when index.json says the shards are up to date\n"
+          "  --shard-tokens N   tokens per shard file (default 33554432)\n", out);
+}
+
+int cmd_prepare(int argc, char **argv)
+{
+    const char *plan_path = NULL;
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    long long shard_tokens = 1LL << 25;
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--shard-tokens") && i + 1 < argc) shard_tokens = strtoll(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--force")) force = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if (argv[i][0] == '-' || plan_path) { say("unexpected argument '%s'", argv[i]); usage(stderr); return 2; }
+        else plan_path = argv[i];
+    }
+    if (!plan_path || threads < 1 || threads > 1024 || shard_tokens < 1) { usage(stderr); return 2; }
+
+    DataPlan plan;
+    if (load_plan(plan_path, &plan)) { free_plan(&plan); return 2; }
+    if (!force) {
+        char *have = shard_index_data_hash(plan.shards_dir);
+        int same = have && !strcmp(have, plan.hash);
+        free(have);
+        if (same) {
+            fprintf(stderr, "llmc-train prepare: %s is up to date (data hash %s)\n", plan.shards_dir, plan.hash);
+            free_plan(&plan);
+            return 0;
+        }
+    }
+    char err[512];
+    Tokenizer *tok = tok_load(plan.tokenizer_path, err, sizeof err);
+    if (!tok) { say("%s", err); free_plan(&plan); return 2; }
+    int status = 1;
+    uint32_t vocab = tok_vocab_size(tok);
+    if (plan.model_vocab >= 0 && (int64_t)vocab > plan.model_vocab) {
+        say("the tokenizer has %u ids but model.vocab is %" PRId64, vocab, plan.model_vocab);
+        tok_free(tok);
+        free_plan(&plan);
+        return 1;
+    }
+    /* special ids as LLaMA-Factory sets them: the template's stop word replaces eos,
+     * pad falls back to eos; pre-training text ends with eos (llama3: <|end_of_text|>) */
+    int64_t eos = plan.tpl ? tok_token_id(tok, plan.tpl->stop_word) : tok_eos_id(tok);
+    if (plan.tpl && !strcmp(plan.tpl->name, "llama3") && plan.pretrain) eos = tok_token_id(tok, "<|end_of_text|>");
+    int64_t pad = tok_pad_id(tok) >= 0 ? tok_pad_id(tok) : eos;
+    int64_t bos = tok_bos_id(tok);
+    if (eos < 0 || pad < 0) {
+        say("%s: the tokenizer has no end-of-sequence token%s", plan.tokenizer_path,
+            plan.tpl ? " for the template" : " (tokenizer_config.json eos_token)");
+        tok_free(tok);
+        free_plan(&plan);
+        return 1;
+    }
+    if (mkdirs(plan.shards_dir) || clean_dir(plan.shards_dir)) {
+        say("%s: %s", plan.shards_dir, strerror(errno));
+        tok_free(tok);
+        free_plan(&plan);
+        return 2;
+    }
+
+    Pool pool = {.cutoff = plan.pretrain && plan.packing ? SIZE_MAX : plan.context, .n_workers = (int)threads};
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pool.workers = calloc((size_t)threads, sizeof *pool.workers);
+    Batch *batches = calloc(2, sizeof *batches);
+    Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
+                .packing = plan.packing, .pretrain = plan.pretrain};
+    k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
+    size_t cells = (size_t)k.rows_per_shard * plan.context;
+    k.ids = malloc(cells * 4);
+    k.pos = malloc(cells * 4);
+    k.mask = malloc(cells);
+    int started = 0;
+    if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
+    for (int i = 0; i < pool.n_workers; i++) {
+        pool.workers[i].pool = &pool;
+        pool.workers[i].enc = tok_encoder_new(tok);
+        if (!pool.workers[i].enc || pthread_create(&pool.workers[i].thread, NULL, worker_main, &pool.workers[i])) {
+            tok_encoder_free(pool.workers[i].enc);
+            say("cannot start worker threads");
+            goto out;
+        }
+        started++;
+    }
+
+    Counts counts = {0};
+    Progress pr = {.tty = isatty(2), .start = now_s()};
+    pr.last = pr.start;
+    for (size_t i = 0; i < plan.n_ds; i++) {
+        struct stat st;
+        if (stat(plan.ds[i].file, &st) == 0) pr.total_bytes += (uint64_t)st.st_size;
+    }
+    RecordView view = {0};
+    int cur = 0, fatal = 0;
+    Batch *inflight = NULL;
+    uint64_t bytes_before = 0;
+    for (size_t di = 0; di < plan.n_ds && !fatal; di++) {
+        const DatasetSpec *ds = &plan.ds[di];
+        JsonStream *js = js_open(ds->file, err, sizeof err);
+        if (!js) { say("%s", err); status = 2; fatal = 1; break; }
+        int more = 1;
+        while (more && !fatal) {
+            Batch *b = &batches[cur];
+            b->n = 0;
+            while (b->n < BATCH) {
+                JsonValue *rec;
+                int rc = js_next(js, &rec);
+                if (rc == JS_END) { more = 0; break; }
+                if (rc == JS_ERROR) { say("%s", js_error(js)); fatal = 1; break; }
+                RecReason why;
+                const JsonValue *where = NULL;
+                char msg[600];
+                if (rc == JS_BAD_RECORD) {
+                    why = REC_INVALID_JSON;
+                    snprintf(msg, sizeof msg, "%s", js_error(js));
+                } else {
+                    why = record_convert(ds, rec, &view, &where, msg, sizeof msg);
+                }
+                if (why != REC_OK) {
+                    char full[900];
+                    if (where)
+                        snprintf(full, sizeof full, "%s:%u:%u: record %" PRIu64 ": %s", ds->file, where->line,
+                                 where->col, js_record_number(js), msg);
+                    else
+                        snprintf(full, sizeof full, "%s", msg);
+                    if (!plan.skip_bad) {
+                        say("%s", full);
+                        say("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
+                        fatal = 1;
+                        break;
+                    }
+                    counts.skipped[why]++;
+                    if (counts.shown++ < MAX_SHOWN_BAD) fprintf(stderr, "%s (skipped)\n", full);
+                    continue;
+                }
+                Slot *s = &b->slots[b->n];
+                int rr = ds->format == FMT_TEXT
+                             ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
+                             : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
+                if (rr) { say("out of memory"); fatal = 1; break; }
+                b->n++;
+                counts.kept++;
+            }
+            pr.done_bytes = bytes_before + js_offset(js);
+            /* the previous batch is tokenized meanwhile; pack it, then hand this one out */
+            if (inflight) {
+                pool_wait(&pool);
+                for (size_t i = 0; i < inflight->n && !fatal; i++) {
+                    Slot *s = &inflight->slots[i];
+                    if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
+                    if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
+                }
+                inflight = NULL;
+            }
+            if (fatal) break;
+            if (b->n) { pool_dispatch(&pool, b); inflight = b; cur ^= 1; }
+            progress(&pr, &counts, &k, 0);
+        }
+        bytes_before += js_offset(js);
+        js_close(js);
+    }
+    if (inflight) {
+        pool_wait(&pool);
+        for (size_t i = 0; i < inflight->n && !fatal; i++) {
+            Slot *s = &inflight->slots[i];
+            if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
+            if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
+        }
+    }
+    record_view_free(&view);
+    if (fatal) goto out;
+    if (close_row(&k) || write_shard(&k)) goto out;
+    pr.done_bytes = pr.total_bytes;
+    progress(&pr, &counts, &k, 1);
+    if (counts.kept == 0 || k.n_rows == 0) {
+        say("no usable records in the plan's datasets");
+        goto out;
+    }
+
+    /* summary: to stderr and into index.json */
+    uint64_t skipped = 0;
+    for (int r = 1; r < REC_N_REASONS; r++) skipped += counts.skipped[r];
+    cJSON *sum = cJSON_CreateObject();
+    cJSON_AddNumberToObject(sum, "records_kept", (double)counts.kept);
+    cJSON_AddNumberToObject(sum, "records_skipped", (double)skipped);
+    cJSON *by = cJSON_AddObjectToObject(sum, "skipped_by_reason");
+    char reasons[512] = "";
+    for (int r = 1; r < REC_N_REASONS; r++) {
+        if (!counts.skipped[r]) continue;
+        cJSON_AddNumberToObject(by, rec_reason_name((RecReason)r), (double)counts.skipped[r]);
+        size_t l = strlen(reasons);
+        snprintf(reasons + l, sizeof reasons - l, "%s%s %" PRIu64, l ? ", " : " (", rec_reason_name((RecReason)r),
+                 counts.skipped[r]);
+    }
+    if (reasons[0]) strncat(reasons, ")", sizeof reasons - strlen(reasons) - 1);
+    char *sum_text = cJSON_PrintUnformatted(sum);
+    cJSON_Delete(sum);
+    ShardIndexInfo info = {.context = plan.context, .vocab_size = vocab, .pad_id = (uint32_t)pad,
+                           .packing = plan.packing, .n_tokens = k.n_tokens, .data_hash = plan.hash,
+                           .summary_json = sum_text};
+    int irc = shard_index_write(plan.shards_dir, &info, k.entries, k.n_entries, err, sizeof err);
+    free(sum_text);
+    if (irc) { say("%s", err); goto out; }
+    fprintf(stderr, "llmc-train prepare: %" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
+            " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s\n",
+            counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
+            k.n_entries == 1 ? "" : "s", plan.shards_dir);
+    status = 0;
+out:
+    pthread_mutex_lock(&pool.mu);
+    pool.quit = 1;
+    pthread_cond_broadcast(&pool.work);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < started; i++) {
+        pthread_join(pool.workers[i].thread, NULL);
+        tok_encoder_free(pool.workers[i].enc);
+    }
+    for (int b = 0; batches && b < 2; b++)
+        for (size_t i = 0; i < BATCH; i++) {
+            chat_doc_free(&batches[b].slots[i].doc);
+            tokids_free(&batches[b].slots[i].ids);
+            unibuf_free(&batches[b].slots[i].mask);
+        }
+    free(batches);
+    free(pool.workers);
+    pthread_mutex_destroy(&pool.mu);
+    pthread_cond_destroy(&pool.work);
+    pthread_cond_destroy(&pool.done);
+    for (size_t i = 0; i < k.n_entries; i++) free(k.entries[i].file);
+    free(k.entries);
+    free(k.ids);
+    free(k.pos);
+    free(k.mask);
+    tok_free(tok);
+    free_plan(&plan);
+    return status;
+}
