@@ -352,10 +352,34 @@ int dist_init(DistInfo *out)
     return 0;
 }
 
+/* MPI_Finalize waits for every rank, so a rank that leaves early (after an
+ * error) would hang there while the others wait in a collective for it. Meet
+ * first in a barrier with a deadline (30 s, or LLMC_DIST_TIMEOUT if shorter);
+ * when the others do not come, end the job. */
+#define FINALIZE_WAIT_S 30
+
 void dist_finalize(void)
 {
 #ifdef LLMC_WITH_MPI
-    if (D.backend == BACKEND_MPI) MPI_Finalize();
+    if (D.backend == BACKEND_MPI) {
+        MPI_Request req;
+        int done = 0;
+        int wait_s = D.timeout_ms / 1000 < FINALIZE_WAIT_S ? D.timeout_ms / 1000 : FINALIZE_WAIT_S;
+        double deadline = now_s() + wait_s;
+        if (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS) dist_abort("MPI_Ibarrier failed at the end of the run");
+        while (!done) {
+            if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) dist_abort("MPI_Test failed at the end of the run");
+            if (done) break;
+            if (now_s() > deadline) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "the other ranks did not reach the end of the run within %d s "
+                         "(one of them failed or is stuck)", wait_s);
+                dist_abort(msg);
+            }
+            usleep(1000);
+        }
+        MPI_Finalize();
+    }
 #endif
     if (D.backend == BACKEND_TCP) {
         int n = D.info.rank == 0 ? D.info.world : 1;

@@ -128,7 +128,24 @@ if wait_for_line "$T/mpistop" 'rank 1/2 .*ready' 30 && wait_for_line "$T/mpistop
     else bad "mpirun: USR2 (exit $RC)" "$T/mpistop"; fi
 else bad "mpirun loop did not start" "$T/mpistop"; fi
 
-# 8. misconfiguration fails fast with a message
+# 8. rank 0 fails and leaves while rank 1 waits for it in a collective: no hang
+for launcher in mpirun tcp; do
+    start=$SECONDS
+    if [[ $launcher == mpirun ]]; then
+        LLMC_DIST_TIMEOUT=5 timeout 120 mpirun -np 2 "$BIN" leave0 >"$T/leave.$launcher" 2>&1; rc=$?
+        want='did not reach the end of the run'
+    else
+        tcp_start 2 leave0 "$T/leave.$launcher"
+        rc=0; for p in "${TCP_PIDS[@]}"; do wait_pid "$p" 60; [[ $RC -ne 0 ]] && rc=$RC; done
+        cat "$T/leave.$launcher".* >"$T/leave.$launcher"
+        want='rank 1/2 .*error: lost the connection to rank 0'
+    fi
+    if [[ $rc -ne 0 && $rc -ne 124 && $((SECONDS - start)) -lt 60 ]] && grep -q "$want" "$T/leave.$launcher"
+    then ok "$launcher: rank 0 leaves early, the job ends in $((SECONDS - start)) s with a message"
+    else bad "$launcher: rank 0 leaves early (rc $rc)" "$T/leave.$launcher"; fi
+done
+
+# 9. misconfiguration fails fast with a message
 env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 "$BIN" check >"$T/noaddr" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'set MASTER_ADDR and MASTER_PORT' "$T/noaddr"; then ok "srun without MASTER_ADDR: clear error"
 else bad "srun without MASTER_ADDR (rc $rc)" "$T/noaddr"; fi

@@ -6,6 +6,8 @@
  *   dist_test loop    allreduce forever (a training loop without a model); on
  *                     SIGUSR2/SIGTERM the ranks agree to stop (dist_any) and exit 3.
  *                     Writes "ready" once the first collective is done.
+ *   dist_test leave0  rank 0 fails and leaves at once while the others wait for it
+ *                     in a collective: the job must still end, with a message.
  */
 #include <math.h>
 #include <stdint.h>
@@ -90,13 +92,23 @@ static int loop(const DistInfo *di)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "check") && strcmp(argv[1], "loop"))) {
-        fprintf(stderr, "usage: dist_test check|loop\n");
+    if (argc != 2 || (strcmp(argv[1], "check") && strcmp(argv[1], "loop") && strcmp(argv[1], "leave0"))) {
+        fprintf(stderr, "usage: dist_test check|loop|leave0\n");
         return 2;
     }
     stopsig_install();
     DistInfo di;
     if (dist_init(&di) != 0) return 1;
+    if (!strcmp(argv[1], "leave0")) {
+        if (di.rank == 0) {
+            log_error("failing on purpose");
+            dist_finalize();
+            return 1;
+        }
+        dist_any(0);
+        dist_finalize();
+        return 0;
+    }
     int rc = strcmp(argv[1], "check") == 0 ? check(&di) : loop(&di);
     dist_finalize();
     return rc;
