@@ -207,7 +207,14 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
         y_float(y, "min_lr", t->min_lr);
         y_end_map(y);
     }
+    /* transformers 5 dropped warmup_ratio (warmup_steps < 1 is a ratio there);
+     * 4.x has no such reading. Whole steps mean the same to both, so a ratio
+     * is turned into steps with the estimated step count; only when that is
+     * unknown is warmup_ratio written (right on 4.x, refused loudly by 5.x). */
+    int64_t steps = t->max_steps > 0 ? t->max_steps : (e && e->steps_total > 0 ? e->steps_total : 0);
     if (t->warmup_steps > 0) y_int(y, "warmup_steps", t->warmup_steps);
+    else if (!(t->warmup_ratio > 0)) y_int(y, "warmup_steps", 0);
+    else if (steps > 0) y_int(y, "warmup_steps", (long long)ceil(t->warmup_ratio * (double)steps));
     else y_float(y, "warmup_ratio", t->warmup_ratio);
     y_float(y, "weight_decay", t->weight_decay);
     y_float(y, "adam_beta1", t->beta1);
