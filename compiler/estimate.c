@@ -23,7 +23,8 @@
 
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
-#define CPU_PROCESS_BYTES   (256.0 * MIB) /* trainer binary, OpenBLAS thread buffers, stacks */
+#define CPU_PROCESS_BYTES   (16.0 * MIB)  /* trainer binary, libraries, stacks */
+#define CPU_BLAS_THREAD_BYTES (32.0 * MIB) /* OpenBLAS's GEMM buffer per thread (x86-64) */
 #define FRAGMENTATION_SHARE 0.05          /* of all tensor bytes */
 
 /* CPU plans: fp32 peak of one core (AVX2: 2 FMA units x 8 lanes x 2 flop x 2 GHz)
@@ -200,6 +201,15 @@ static int ranks_per_node(const PlanJob *job)
     return job->tasks_per_node > 0 ? job->tasks_per_node : 1;
 }
 
+/* Cores (and BLAS threads) of one CPU rank. */
+static int cpu_cores(const PlanJob *job)
+{
+    const PlanCluster *c = job->cluster;
+    int cores = job->cpus_per_task > 0 ? job->cpus_per_task
+                                       : (c->cpus > 0 ? c->cpus / ranks_per_node(job) : 1);
+    return cores < 1 ? 1 : cores;
+}
+
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *e)
 {
@@ -260,7 +270,8 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
                      e->activations_bytes + e->logits_bytes + e->comm_bytes;
-    e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES : GPU_CONTEXT_BYTES;
+    e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES + cpu_cores(job) * CPU_BLAS_THREAD_BYTES
+                                   : GPU_CONTEXT_BYTES;
     e->reserve_fragmentation_bytes = FRAGMENTATION_SHARE * tensors;
     e->reserve_bytes = e->reserve_context_bytes + e->reserve_fragmentation_bytes;
     e->total_bytes = tensors + e->reserve_bytes;
@@ -404,10 +415,7 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     e->flops_per_token = fpt;
 
     if (e->cpu_only) {
-        int cores = job->cpus_per_task > 0 ? job->cpus_per_task
-                                           : (c->cpus > 0 ? c->cpus / ranks_per_node(job) : 1);
-        if (cores < 1) cores = 1;
-        e->peak_flops_per_device = cores * CPU_CORE_PEAK_FLOPS;
+        e->peak_flops_per_device = cpu_cores(job) * CPU_CORE_PEAK_FLOPS;
         e->mfu = t->mfu > 0 ? t->mfu : CPU_DEFAULT_MFU;
     } else {
         /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */

@@ -261,8 +261,11 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
                 t->shard == SHARD_ZERO3 ? "largest matrix gathered + its gradient, prefetch, reduce bucket"
                 : t->shard == SHARD_NONE || e->data_parallel <= 1 ? "all-reduce in place"
                                                                   : "reduce and allgather buckets");
-    gib_row(tb, 0, e->cpu_only ? "process overhead" : "CUDA context, workspaces",
-            e->reserve_context_bytes, NULL);
+    if (e->cpu_only)
+        gib_row(tb, 0, "process overhead", e->reserve_context_bytes,
+                "binary, libraries, stacks + OpenBLAS's buffer per thread");
+    else
+        gib_row(tb, 0, "CUDA context, workspaces", e->reserve_context_bytes, NULL);
     gib_row(tb, 0, "allocator fragmentation", e->reserve_fragmentation_bytes, "5%% of tensors");
     if (e->usable_bytes > 0)
         gib_row(tb, 0, "total", e->total_bytes, "%.0f%% of %.1f GiB usable: %s",
