@@ -6,7 +6,7 @@ of the type its dataclass declares (it does not convert), dataset_info.json
 has every column and tag of its format, plan.json has docs/plan.md's keys.
 Prints "ok"/"FAIL" lines; exit 1 on any failure. Run with Debian's python3
 (/usr/bin/python3 has PyYAML)."""
-import json, os, sys
+import json, os, re, sys
 import yaml
 
 # key -> type, from LLaMA-Factory src/llamafactory/hparams/{model,data,finetuning,
@@ -99,7 +99,51 @@ def check_dir(d):
             info = json.load(open(os.path.join(d, "dataset_info.json")))
             check(all(x in info for x in doc["dataset"].split(",")), f"{p}: every dataset is in dataset_info.json")
 
+def check_consistency(d):
+    """slurm.conf, gres.conf, the job script and plan.json tell one story."""
+    files = os.listdir(d)
+    scripts = [f for f in files if f.endswith(".slurm")]
+    if "slurm.conf" not in files or len(scripts) != 1:
+        return
+    conf = open(os.path.join(d, "slurm.conf")).read()
+    gres = open(os.path.join(d, "gres.conf")).read()
+    script = open(os.path.join(d, scripts[0])).read()
+    plan = json.load(open(os.path.join(d, "plan.json")))
+    node = re.search(r"^NodeName=(\S+) CPUs=(\d+) RealMemory=(\d+)(?: Gres=gpu:(\w+):(\d+))? State=UNKNOWN$", conf, re.M)
+    sb = dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(\S+))?$", script, re.M))
+    if not node:
+        check(False, f"{d}: slurm.conf has a NodeName line")
+        return
+    hosts, cpus, mem, gtype, gcount = node.groups()
+    par = plan["parallel"]
+    if gtype:
+        g = re.search(r"^NodeName=(\S+) Name=gpu Type=(\w+) File=/dev/nvidia(?:\[0-(\d+)\]|(0))$", gres, re.M)
+        files_n = (int(g.group(3)) + 1 if g.group(3) else 1) if g else -1
+        check(g is not None and g.group(1) == hosts and g.group(2) == gtype and files_n == int(gcount)
+              and sb.get("gres") == f"gpu:{gtype}:{gcount}" and "GresTypes=gpu" in conf
+              and par["gpus_per_node"] == int(gcount),
+              f"{d}: GRES type and count agree in slurm.conf, gres.conf, --gres and plan.json (gpu:{gtype}:{gcount})")
+        check(int(sb["ntasks-per-node"]) == int(gcount), f"{d}: one task per GPU")
+    else:
+        check("Gres" not in conf and "gres" not in sb and "Name=gpu" not in gres and par["gpus_per_node"] == 0,
+              f"{d}: no GRES anywhere on a CPU-only cluster")
+    check(int(sb["nodes"]) * int(sb["ntasks-per-node"]) == par["world_size"] and int(sb["nodes"]) == par["nodes"],
+          f"{d}: nodes x ntasks-per-node = plan.json world_size ({par['world_size']})")
+    check(int(sb["cpus-per-task"]) * int(sb["ntasks-per-node"]) <= int(cpus),
+          f"{d}: cpus-per-task x tasks fits the node's {cpus} CPUs")
+    m = sb["mem"]
+    check(m == "0" or (m.endswith("M") and int(m[:-1]) <= int(mem)), f"{d}: --mem={m} fits RealMemory={mem}")
+    t = re.fullmatch(r"(\d+)-(\d\d):(\d\d):00", sb["time"])
+    check(t is not None and (int(t[1]) * 1440 + int(t[2]) * 60 + int(t[3])) * 60 == plan["slurm"]["time_limit_seconds"],
+          f"{d}: --time={sb['time']} is plan.json's time limit")
+    part = re.search(r"^PartitionName=(\S+) Nodes=(\S+) Default=YES MaxTime=(\S+) State=UP$", conf, re.M)
+    check(part is not None and part.group(1) == sb["partition"] and part.group(2) == hosts and part.group(3) == sb["time"],
+          f"{d}: --partition and MaxTime match the PartitionName line")
+
+
 for d in sys.argv[1:]:
     check_dir(d)
+    for root, dirs, _ in os.walk(d):
+        check_consistency(root)
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
