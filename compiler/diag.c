@@ -214,7 +214,7 @@ static int cmp_diag(const void *pa, const void *pb)
 static void sort_diags(Diags *d)
 {
     sort_ctx = d;
-    qsort(d->items, (size_t)d->n, sizeof(Diag *), cmp_diag);
+    if (d->n > 1) qsort(d->items, (size_t)d->n, sizeof(Diag *), cmp_diag);
     sort_ctx = NULL;
 }
 

@@ -48,7 +48,7 @@ static int usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-typedef struct {
+typedef struct Options {
     DiagFormat format;
     int colour;
     const char *out_dir;
@@ -56,6 +56,8 @@ typedef struct {
     const char **files;
     int nfiles;
 } Options;
+
+static int options_error(struct Options *o, const char *fmt, const char *arg);
 
 /* Parse options shared by the subcommands; returns -1 on success or an exit code. */
 static int parse_options(int argc, char **argv, Options *o, bool is_fmt)
@@ -75,7 +77,7 @@ static int parse_options(int argc, char **argv, Options *o, bool is_fmt)
         } else if (strcmp(a, "--format=human") == 0) {
             o->format = DIAG_FMT_HUMAN;
         } else if (strncmp(a, "--format", 8) == 0) {
-            return usage_error("unknown format in '%s' (human or json)", a);
+            return options_error(o, "unknown format in '%s' (human or json)", a);
         } else if (strcmp(a, "--color=always") == 0 || strcmp(a, "--colour=always") == 0) {
             o->colour = 1;
         } else if (strcmp(a, "--color=never") == 0 || strcmp(a, "--colour=never") == 0) {
@@ -83,9 +85,9 @@ static int parse_options(int argc, char **argv, Options *o, bool is_fmt)
         } else if (strcmp(a, "--color=auto") == 0 || strcmp(a, "--colour=auto") == 0) {
             o->colour = -1;
         } else if (strncmp(a, "--color", 7) == 0 || strncmp(a, "--colour", 8) == 0) {
-            return usage_error("unknown colour mode in '%s' (auto, always or never)", a);
+            return options_error(o, "unknown colour mode in '%s' (auto, always or never)", a);
         } else if (!is_fmt && strcmp(a, "-o") == 0) {
-            if (i + 1 >= argc) return usage_error("%s needs a directory", a);
+            if (i + 1 >= argc) return options_error(o, "%s needs a directory", a);
             o->out_dir = argv[++i];
         } else if (!is_fmt && strncmp(a, "--output=", 9) == 0) {
             o->out_dir = a + 9;
@@ -96,11 +98,18 @@ static int parse_options(int argc, char **argv, Options *o, bool is_fmt)
         } else if (is_fmt && strcmp(a, "-w") == 0) {
             o->fmt_write = true;
         } else {
-            return usage_error("unknown option '%s'", a);
+            return options_error(o, "unknown option '%s'", a);
         }
     }
-    if (o->out_dir && !o->out_dir[0]) return usage_error("%s", "empty output directory");
+    if (o->out_dir && !o->out_dir[0]) return options_error(o, "%s", "empty output directory");
     return -1;
+}
+
+static int options_error(Options *o, const char *fmt, const char *arg)
+{
+    free(o->files);
+    o->files = NULL;
+    return usage_error(fmt, arg);
 }
 
 static int finish(Diags *d, const Options *o)
@@ -137,9 +146,9 @@ static int cmd_check(int argc, char **argv)
 {
     Options o = {0};
     int rc = parse_options(argc, argv, &o, false);
-    if (rc >= 0) return rc;
-    if (o.nfiles == 0) return usage_error("%s", "check needs at least one PLAN");
-    if (o.out_dir) return usage_error("%s", "check writes nothing; -o is for compiling");
+    if (rc >= 0) return rc;   /* options freed by options_error */
+    if (o.nfiles == 0) return options_error(&o, "%s", "check needs at least one PLAN");
+    if (o.out_dir) return options_error(&o, "%s", "check writes nothing; -o is for compiling");
     Diags *d = diags_new();
     bool io_error = false, stopped = false;
     for (int i = 0; i < o.nfiles; i++) plan_free(check_one(o.files[i], d, NULL, &io_error, &stopped));
@@ -154,9 +163,9 @@ static int cmd_compile(int argc, char **argv)
 {
     Options o = {0};
     int rc = parse_options(argc, argv, &o, false);
-    if (rc >= 0) return rc;
-    if (o.nfiles != 1) return usage_error("%s", "compile takes exactly one PLAN (llmc PLAN -o DIR)");
-    if (!o.out_dir) return usage_error("%s", "compile needs an output directory: llmc PLAN -o DIR");
+    if (rc >= 0) return rc;   /* options freed by options_error */
+    if (o.nfiles != 1) return options_error(&o, "%s", "compile takes exactly one PLAN (llmc PLAN -o DIR)");
+    if (!o.out_dir) return options_error(&o, "%s", "compile needs an output directory: llmc PLAN -o DIR");
     Diags *d = diags_new();
     bool io_error = false, stopped = false;
     Estimate *ests = NULL;
@@ -207,11 +216,11 @@ static int cmd_fmt(int argc, char **argv)
 {
     Options o = {0};
     int rc = parse_options(argc, argv, &o, true);
-    if (rc >= 0) return rc;
-    if (o.nfiles == 0) return usage_error("%s", "fmt needs at least one PLAN");
-    if (o.fmt_check && o.fmt_write) return usage_error("%s", "--check and -w exclude each other");
+    if (rc >= 0) return rc;   /* options freed by options_error */
+    if (o.nfiles == 0) return options_error(&o, "%s", "fmt needs at least one PLAN");
+    if (o.fmt_check && o.fmt_write) return options_error(&o, "%s", "--check and -w exclude each other");
     if (!o.fmt_check && !o.fmt_write && o.nfiles > 1)
-        return usage_error("%s", "fmt prints one file; use -w or --check for several");
+        return options_error(&o, "%s", "fmt prints one file; use -w or --check for several");
     Diags *d = diags_new();
     Arena *a = arena_new();
     int status = EXIT_CLEAN;

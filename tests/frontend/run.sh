@@ -1,9 +1,11 @@
 #!/bin/bash
-# tests/frontend/run.sh LLMC [LABEL] — the front-end suite against one llmc binary.
+# tests/frontend/run.sh LLMC UNIT [LABEL] — the front-end suite against one llmc
+# binary and the C unit-test binary.
 # Runs from the repository root. Prints "N passed, N failed" last.
 set -u
 LLMC=$1
-LABEL=${2:-}
+UNIT=$2
+LABEL=${3:-}
 TMP=$(mktemp -d /tmp/llmc-frontend.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 pass=0 fail=0
@@ -134,8 +136,10 @@ run fmt --check tests/frontend/fmt/messy.llm >/dev/null; [[ $? -eq 1 ]] && ok ||
 ls "$TMP"/w.llm.llmc-fmt.* >/dev/null 2>&1 && bad "fmt -w left a temp file" || ok
 
 # 7. Unit tests of the library (hostlists, catalogue, did-you-mean, diagnostics).
-if [[ -x ${LLMC%/llmc}/tests/frontend_unit ]]; then
-    out=$(${LLMC%/llmc}/tests/frontend_unit 2>&1); rc=$?
+if [[ ! -x $UNIT ]]; then
+    bad "no unit-test binary $UNIT"
+else
+    out=$("$UNIT" 2>&1); rc=$?
     echo "$out" | grep -v '^ok' || true
     p=$(grep -c '^ok' <<<"$out"); f=$(grep -c '^not ok' <<<"$out")
     pass=$((pass + p)); fail=$((fail + f))
