@@ -29,6 +29,7 @@ struct JsonStream {
     int state;               /* array mode: 0 before '[', 1 expecting first value or ']', 2 after a value, 3 done */
     uint64_t record;
     int failed;              /* a syntax error was recorded for the current record */
+    int in_line_record;      /* reading a JSON Lines record */
     char err[512];
     ArenaBlock *arena;       /* blocks of the current record */
     char *scratch;           /* string being decoded */
@@ -116,16 +117,19 @@ static void syntax(JsonStream *s, const char *fmt, ...)
 static const char *describe(int c, char *tmp)
 {
     if (c < 0) return "end of file";
+    if (c == '\n') return "the end of the line";
     if (c >= 0x20 && c < 0x7F) { snprintf(tmp, 16, "'%c'", c); return tmp; }
     snprintf(tmp, 16, "byte 0x%02X", c);
     return tmp;
 }
 
+/* Inside a JSON Lines record a line break ends the record, so it is not skipped. */
 static void skip_ws(JsonStream *s)
 {
     for (;;) {
         int c = peek(s);
         if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return;
+        if (c == '\n' && s->in_line_record) return;
         advance(s);
     }
 }
@@ -474,7 +478,9 @@ int js_next(JsonStream *s, JsonValue **out)
     skip_ws(s);
     if (peek(s) < 0) return read_failed(s) ? JS_ERROR : JS_END;
     s->record++;
+    s->in_line_record = 1;
     JsonValue *v = read_value(s, 1);
+    s->in_line_record = 0;
     if (v) {
         /* the rest of the line must be blank */
         int c;

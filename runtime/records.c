@@ -130,7 +130,8 @@ static RecReason sharegpt(const DatasetSpec *d, const JsonValue *rec, RecordView
     if (turn == 0) return bad(REC_NO_TURNS, list, where, msg, msglen, "no user/assistant turns");
     if (turn % 2)
         return bad(REC_ODD_TURNS, list, where, msg, msglen,
-                   "the conversation ends with a user turn (%zu messages; nothing to train on)", turn);
+                   "the conversation ends with a user turn (%zu message%s; nothing to train on)", turn,
+                   turn == 1 ? "" : "s");
     return REC_OK;
 }
 

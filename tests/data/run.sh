@@ -76,5 +76,8 @@ tok_cli() {
 }
 check tokenize-command tok_cli
 
+mkdir -p "$SCRATCH/prepare"
+run prepare bash tests/data/prepare_test.sh "$BUILD" "$SCRATCH/prepare"
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -46,9 +46,69 @@ static void write_set(const char *dir, uint32_t ctx, const uint64_t *rows, size_
     for (size_t s = 0; s < n_shards; s++) free(e[s].file);
 }
 
+/* --check DIR: the invariants of prepared shards (shard.h), and a summary line. */
+static int check_dir(const char *dir)
+{
+    ShardSet set;
+    char err[512];
+    if (shard_set_open(&set, dir, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    uint32_t ctx = set.context;
+    uint32_t *ids = malloc(ctx * 4), *pos = malloc(ctx * 4);
+    uint8_t *mask = malloc(ctx);
+    uint64_t tokens = 0, labels = 0, docs = 0, bad = 0;
+    for (uint64_t r = 0; r < set.n_rows && !bad; r++) {
+        if (shard_set_read_rows(&set, r, 1, ids, pos, mask, err, sizeof err)) { fprintf(stderr, "%s\n", err); bad++; break; }
+        int in_pad = 0;
+        for (uint32_t t = 0; t < ctx; t++) {
+            int is_pad = ids[t] == set.pad_id && pos[t] == 0 && mask[t] == 0 &&
+                         (in_pad || t == ctx - 1 || (ids[t + 1] == set.pad_id && pos[t + 1] == 0));
+            if (ids[t] >= set.vocab_size) { fprintf(stderr, "row %llu: id %u >= vocab\n", (unsigned long long)r, ids[t]); bad++; }
+            if (t == 0 && pos[t] != 0) { fprintf(stderr, "row %llu starts at pos %u\n", (unsigned long long)r, pos[t]); bad++; }
+            if (t > 0 && pos[t] != 0 && pos[t] != pos[t - 1] + 1) { fprintf(stderr, "row %llu: pos jumps at %u\n", (unsigned long long)r, t); bad++; }
+            if (pos[t] == 0 && mask[t]) { fprintf(stderr, "row %llu: a document start is a label at %u\n", (unsigned long long)r, t); bad++; }
+            if (mask[t] > 1) bad++;
+            if (in_pad && !is_pad) { fprintf(stderr, "row %llu: token after padding at %u\n", (unsigned long long)r, t); bad++; }
+            if (is_pad && pos[t] == 0 && t > 0 && !in_pad) in_pad = 1;
+            if (!in_pad && !is_pad) { tokens++; labels += mask[t]; if (pos[t] == 0) docs++; }
+            if (bad) break;
+        }
+    }
+    printf("rows %llu docs %llu segments %llu tokens %llu labels %llu\n", (unsigned long long)set.n_rows,
+           (unsigned long long)set.n_docs, (unsigned long long)docs, (unsigned long long)tokens, (unsigned long long)labels);
+    int ok = !bad && labels == set.n_label_tokens;
+    if (labels != set.n_label_tokens) fprintf(stderr, "labels %llu, index says %llu\n", (unsigned long long)labels,
+                                              (unsigned long long)set.n_label_tokens);
+    free(ids); free(pos); free(mask);
+    shard_set_close(&set);
+    return ok ? 0 : 1;
+}
+
+/* --row DIR N: the ids of row N up to its padding, then the mask, one line each. */
+static int print_row(const char *dir, unsigned long long row)
+{
+    ShardSet set;
+    char err[512];
+    if (shard_set_open(&set, dir, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    uint32_t *ids = malloc(set.context * 4), *pos = malloc(set.context * 4);
+    uint8_t *mask = malloc(set.context);
+    int rc = shard_set_read_rows(&set, row, 1, ids, pos, mask, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    uint32_t n = set.context;
+    while (!rc && n > 0 && ids[n - 1] == set.pad_id && pos[n - 1] == 0) n--;
+    for (uint32_t t = 0; !rc && t < n; t++) printf(t ? " %u" : "%u", ids[t]);
+    if (!rc) putchar('\n');
+    for (uint32_t t = 0; !rc && t < n; t++) printf(t ? " %u" : "%u", mask[t]);
+    if (!rc) putchar('\n');
+    free(ids); free(pos); free(mask);
+    shard_set_close(&set);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2) { fprintf(stderr, "usage: shard_test SCRATCHDIR\n"); return 2; }
+    if (argc == 3 && !strcmp(argv[1], "--check")) return check_dir(argv[2]);
+    if (argc == 4 && !strcmp(argv[1], "--row")) return print_row(argv[2], strtoull(argv[3], NULL, 10));
+    if (argc != 2) { fprintf(stderr, "usage: shard_test SCRATCHDIR | --check DIR | --row DIR N\n"); return 2; }
     const char *dir = argv[1];
     char err[256], path[512];
     uint32_t ctx = 16;
