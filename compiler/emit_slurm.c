@@ -111,6 +111,7 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
         tmpl_setf(&t, "cpus_per_node", "%d", L->cpus_per_task * L->tasks_per_node);
         return fill(&t, "job_llamafactory.slurm", err, errlen);
     }
+    tmpl_setf(&t, "world_size", "%d", L->world_size);
     /* The early-warning signal only when the run needs more than one
      * time-limit segment and can come back (requeue on). */
     bool segments = e && e->requeue_segments > 1 && job->requeue;

@@ -156,6 +156,26 @@ else
             bad "exit 3 from the trainer requeues the job; it runs again and completes (job ${jid:-?}: $state)"
             cat "$T/sbatch-run.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/pair/* 2>/dev/null | tail -n 40
         fi
+        # The LLaMA-Factory script: one launcher per node, NODE_RANK = node index,
+        # torchrun's environment set, run in the compiled directory.
+        export LLMC_STAND_IN_LOG="$T/stand-in-lf.log"
+        jid=$(cd "$T/ex" && LLAMAFACTORY_CLI="$ROOT/tests/emitters/stand_in_llamafactory.sh" \
+            sbatch --parsable slurm2_lf/pair_lf.slurm 2>"$T/sbatch-lf.log")
+        for ((i = 0; i < 60; i++)); do
+            state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+' | tr '\n' ' ')
+            [[ $state == *COMPLETED* || $state == *FAILED* || $state == *CANCELLED* ]] && break
+            sleep 1
+        done
+        want="nnodes=2 nproc=8 force=1 master=hgx001:$((20000 + jid % 20000))"
+        if [[ $state == *COMPLETED* ]] &&
+            grep -q "^train llamafactory_train.yaml node_rank=0 $want host=hgx001 cwd=$T/ex/slurm2_lf\$" "$LLMC_STAND_IN_LOG" &&
+            grep -q "^train llamafactory_train.yaml node_rank=1 $want host=hgx002 cwd=$T/ex/slurm2_lf\$" "$LLMC_STAND_IN_LOG" &&
+            [[ $(wc -l <"$LLMC_STAND_IN_LOG") -eq 2 ]]; then
+            ok "LLaMA-Factory script: one launcher per node, NODE_RANK 0/1, torchrun env, compiled dir"
+        else
+            bad "LLaMA-Factory script: one launcher per node (job ${jid:-?}: $state)"
+            cat "$T/sbatch-lf.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/pair/*lf* 2>/dev/null | tail -n 20
+        fi
         unset SLURM_CONF LLMC_STAND_IN_LOG
     else
         bad "the emitted slurm.conf + gres.conf start a two-node Slurm"
