@@ -21,6 +21,10 @@
  * hidden^2, stage-3 prefetch 0.9 hidden^2 elements. */
 #define HF_AUTO_PREFETCH_SHARE      0.9
 
+/* The llmc CUDA trainer (runtime/cuda/model_cuda.c) computes the loss over
+ * this many rows of logits at a time. */
+#define LLMC_CE_CHUNK_ROWS  8192.0
+
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
 #define CPU_PROCESS_BYTES   (16.0 * MIB)  /* trainer binary, libraries, stacks */
@@ -194,6 +198,36 @@ static double comm_buffers(const PlanModel *m, double params, ShardStage shard, 
     return (big + prefetch) * value_bytes + big * value_bytes + reduce;
 }
 
+/* Activation and scratch bytes of the llmc CUDA trainer, which allocates all
+ * of it once, up front (runtime/cuda/model_cuda.c, cuda_model_create), for a
+ * micro batch of n = b x s tokens. layers: what is kept across the forward
+ * (the residual stream at every layer input, and every layer's set unless
+ * recomputed); working: one layer's set under recompute plus the forward and
+ * backward scratch. */
+static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, bool recompute,
+                                  double *layers_bytes, double *working_bytes)
+{
+    double c = m->hidden, hd = (double)head_dim_of(m), heads = m->heads, f = m->ffn;
+    double q = heads * hd, kv = m->kv_heads * hd, qkv = q + 2 * kv;
+    double layers = m->layers > 0 ? m->layers : 0;
+    double n = s * b;
+    /* One layer's set: ln1, ln2, xmid (c), q and attention output (q), k, v,
+     * gate+up (2 ffn) and silu(gate)*up (ffn) in bf16, two fp32 1/rms per
+     * token, and the fp32 log-sum-exp (flash) or the bf16 scores (eager). */
+    double layer = n * ((3 * c + 2 * q + 2 * kv + 3 * f) * 2 + 8) +
+                   (flash ? n * 4 * heads : b * heads * s * s * 2);
+    double residual = (layers + 1) * n * c * 2;
+    /* Forward scratch: fused qkv, o (eager), final norm output, its 1/rms,
+     * losses, token ids / positions / targets. */
+    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12);
+    /* Backward scratch: d residual, d norm, d gate+up, d h, d attention,
+     * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
+    double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +
+                 (flash ? n * (3 * q + heads) * 4 : n * q * 2 + b * heads * s * s * 2);
+    *layers_bytes = residual + (recompute ? 0 : layers * layer);
+    *working_bytes = (recompute ? layer : 0) + fwd + bwd;
+}
+
 /* Ranks on one node: one per GPU; on CPU nodes the job's tasks (default 1). */
 static int ranks_per_node(const PlanJob *job)
 {
@@ -234,9 +268,17 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
                           &e->weights_bytes, &e->grads_bytes, &e->optimizer_bytes);
 
     /* Activations at the worst case: a micro batch padded to the full context.
-     * The llamafactory backend runs transformers' layers, which keep more. */
+     * The llamafactory backend runs transformers' layers, which keep more;
+     * the llmc backend on GPUs is our CUDA trainer, whose allocations are known. */
     bool hf = t->backend == BACKEND_LLAMAFACTORY && !cpu;
+    bool llmc_cuda = !hf && !cpu && prec != PREC_FP32;
     e->activations_transformers = hf;
+    e->llmc_cuda_allocation = llmc_cuda;
+    if (llmc_cuda) {
+        /* It accumulates gradients in fp32: 2 + 4 + 12 bytes per parameter. */
+        e->grads_bytes *= 2;
+        e->model_bytes_per_param = 18;
+    }
     double s = t->context > 0 ? t->context : 0;
     double b = micro_batch > 0 ? micro_batch : 0;
     double h = m->hidden, layers = m->layers > 0 ? m->layers : 0;
@@ -246,7 +288,13 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     /* Backward of the layer in flight holds the gradients of SwiGLU's product,
      * silu output and up projection at once (3 ffn values per token). */
     double grad_buffers = 3.0 * s * b * m->ffn * bpv;
-    if (rc == RECOMPUTE_FULL) {
+    double head_in = 2 * s * b * h * bpv;   /* final RMSNorm input, lm_head input */
+    if (llmc_cuda) {
+        /* No selective recompute in the trainer: selective keeps everything. */
+        llmc_cuda_activations(m, s, b, flash, rc == RECOMPUTE_FULL,
+                              &e->activations_layers_bytes, &e->activations_working_bytes);
+        head_in = 0;                          /* in the residual stream and scratch */
+    } else if (rc == RECOMPUTE_FULL) {
         e->activations_layers_bytes = layers * s * b * h * bpv;  /* each layer's input */
         e->activations_working_bytes = layer_all + grad_buffers;
     } else {
@@ -256,23 +304,35 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->activations_layers_bytes = layers * kept;
         e->activations_working_bytes = grad_buffers;
     }
-    /* Final RMSNorm input and the lm_head input. */
-    double head_in = 2 * s * b * h * bpv;
     e->activations_bytes = e->activations_layers_bytes + e->activations_working_bytes + head_in;
 
-    /* Logits and their gradient in fp32, not chunked; transformers also keeps
-     * the 16-bit logits the lm_head wrote, while it upcasts them. */
-    e->logits_chunked = false;
-    e->logits_bytes_per_value = hf && bpv < 4 ? 8 + bpv : 8;
-    e->logits_bytes = e->logits_bytes_per_value * s * b * m->vocab;
+    if (llmc_cuda) {
+        /* bf16 logits of at most LLMC_CE_CHUNK_ROWS rows at a time, turned
+         * into their gradient in place. */
+        e->logits_chunked = true;
+        e->logits_chunk_rows = fmin(s * b, LLMC_CE_CHUNK_ROWS);
+        e->logits_bytes_per_value = 2;
+        e->logits_bytes = 2 * e->logits_chunk_rows * m->vocab;
+    } else {
+        /* Logits and their gradient in fp32, not chunked; transformers also
+         * keeps the 16-bit logits the lm_head wrote, while it upcasts them. */
+        e->logits_chunked = false;
+        e->logits_chunk_rows = s * b;
+        e->logits_bytes_per_value = hf && bpv < 4 ? 8 + bpv : 8;
+        e->logits_bytes = e->logits_bytes_per_value * s * b * m->vocab;
+    }
 
-    e->comm_bytes = cpu ? 0 : comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv, hf);
+    /* The llmc trainer reduces and gathers in place up to ZeRO-1; beyond that
+     * (not implemented there yet) the buffers a ZeRO-2/3 implementation keeps. */
+    if (cpu || (llmc_cuda && shard <= SHARD_ZERO1)) e->comm_bytes = 0;
+    else e->comm_bytes = comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv, hf);
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
                      e->activations_bytes + e->logits_bytes + e->comm_bytes;
     e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES + cpu_cores(job) * CPU_BLAS_THREAD_BYTES
                                    : GPU_CONTEXT_BYTES;
-    e->reserve_fragmentation_bytes = FRAGMENTATION_SHARE * tensors;
+    /* A caching allocator fragments; the llmc trainer allocates once, up front. */
+    e->reserve_fragmentation_bytes = llmc_cuda ? 0 : FRAGMENTATION_SHARE * tensors;
     e->reserve_bytes = e->reserve_context_bytes + e->reserve_fragmentation_bytes;
     e->total_bytes = tensors + e->reserve_bytes;
 
@@ -496,16 +556,24 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
     diag_note(dg, "activations %.1f GiB (batch %d x context %d, recompute=%s, attention=%s)",
               e->activations_bytes / GIB, t->micro_batch, t->context,
               recompute_name(t->recompute), t->attention == ATTN_FLASH ? "flash" : "eager");
-    diag_note(dg, "logits and their gradient %.1f GiB (batch x context x vocab %d, fp32, not chunked)",
-              e->logits_bytes / GIB, t->model->vocab);
+    if (e->logits_chunked)
+        diag_note(dg, "logits and their gradient %.1f GiB (%.0f rows at a time x vocab %d, bf16)",
+                  e->logits_bytes / GIB, e->logits_chunk_rows, t->model->vocab);
+    else
+        diag_note(dg, "logits and their gradient %.1f GiB (batch x context x vocab %d, not chunked)",
+                  e->logits_bytes / GIB, t->model->vocab);
     if (e->comm_bytes > 0)
         diag_note(dg, "communication buffers %.1f GiB (%s)", e->comm_bytes / GIB,
                   e->activations_transformers && job->run->shard == SHARD_ZERO3
                       ? "ZeRO-3 buckets as the HF Trainer sizes \"auto\""
                       : "DeepSpeed default bucket sizes");
-    diag_note(dg, "%s %.1f GiB + allocator fragmentation %.1f GiB",
-              e->cpu_only ? "process overhead" : "CUDA context and workspaces",
-              e->reserve_context_bytes / GIB, e->reserve_fragmentation_bytes / GIB);
+    if (e->reserve_fragmentation_bytes > 0)
+        diag_note(dg, "%s %.1f GiB + allocator fragmentation %.1f GiB",
+                  e->cpu_only ? "process overhead" : "CUDA context and workspaces",
+                  e->reserve_context_bytes / GIB, e->reserve_fragmentation_bytes / GIB);
+    else
+        diag_note(dg, "%s %.1f GiB", e->cpu_only ? "process overhead" : "CUDA context and workspaces",
+                  e->reserve_context_bytes / GIB);
 }
 
 /* One "what else would fit" help line: the alternative at the plan's batch,

@@ -35,7 +35,8 @@ typedef struct {
     /* ---- added by the estimator (documented in docs/estimator.md) ---- */
     bool cpu_only;                          /* no GPU in the cluster: host memory, CPU throughput */
     int world_size, data_parallel;          /* ranks; ZeRO shards over data_parallel */
-    double model_bytes_per_param;           /* 16 for bf16/fp16 mixed + Adam, 16 for fp32 + Adam */
+    double model_bytes_per_param;           /* 16: 2 + 2 + 12 mixed, 4 + 4 + 8 fp32; 18 for the llmc
+                                               CUDA trainer (fp32 gradients), all before sharding */
     double activation_bytes_per_value;      /* 2 (bf16/fp16) or 4 (fp32, and every CPU plan) */
     double activations_layers_bytes;        /* part of activations_bytes kept for the layers */
     double activations_working_bytes;       /* one layer's recomputed working set (recompute=full) */
@@ -44,6 +45,8 @@ typedef struct {
     bool logits_chunked;                    /* false: full b x s x vocab fp32 logits + gradient */
     double logits_bytes_per_value;          /* per b x s x vocab: 8 (fp32 + grad), 10 transformers */
     bool activations_transformers;          /* llamafactory backend: transformers' layers (measured) */
+    bool llmc_cuda_allocation;              /* llmc backend on GPUs: the CUDA trainer's own allocations */
+    double logits_chunk_rows;               /* rows of logits alive at once (b x s when not chunked) */
     bool fits;                              /* total_bytes <= usable_bytes (true when usable unknown) */
     double seq_tokens;                      /* tokens a sequence carries on average (compute length) */
     double sequences_per_epoch;             /* sequences the trainer sees per epoch */

@@ -157,6 +157,10 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else if (e->activations_transformers)
         assume(a, "llamafactory backend: activations as transformers' layers keep them "
                   "(measured with autograd's saved-tensor hooks)");
+    else if (e->llmc_cuda_allocation)
+        assume(a, "llmc backend: what the CUDA trainer allocates (runtime/cuda/model_cuda.c): "
+                  "fp32 gradients, loss over 8192 rows at a time, no selective recompute, "
+                  "ZeRO-1 at most (higher stages are estimated, not implemented there)");
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
                precision_name(t->precision));
@@ -166,7 +170,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else if (!e->cpu_only)
         assume(a, "communication buffers at DeepSpeed's defaults (reduce bucket 5e8, "
                   "allgather bucket 5e8, stage-3 prefetch 5e7 elements)");
-    assume(a, "allocator fragmentation: 5%% of all tensor bytes");
+    if (!e->llmc_cuda_allocation) assume(a, "allocator fragmentation: 5%% of all tensor bytes");
     switch (e->tokens_source) {
     case TOKENS_STATED:
         assume(a, "tokens per epoch as stated (or measured by prep) for every dataset");
@@ -238,7 +242,8 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     char over[64] = "";
     if (e->data_parallel > 1) snprintf(over, sizeof over, ", sharded over %d", e->data_parallel);
     gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 ? over : "");
-    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", pn, t->shard >= SHARD_ZERO2 ? over : "");
+    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", e->llmc_cuda_allocation ? "fp32" : pn,
+            t->shard >= SHARD_ZERO2 ? over : "");
     gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
             prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
             t->shard >= SHARD_ZERO1 ? over : "");
@@ -248,14 +253,23 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     snprintf(a, sizeof a, "kept for %d layers", m->layers);
     gib_row(tb, 1, a, e->activations_layers_bytes, "%s",
             t->recompute == RECOMPUTE_FULL ? "each layer's input only" : "everything backward needs");
-    gib_row(tb, 1, "layer in backward", e->activations_working_bytes, "%s",
-            t->recompute == RECOMPUTE_FULL ? "one layer recomputed + its gradient buffers"
-                                           : "gradient buffers of the layer in flight");
-    gib_row(tb, 1, "final norm and lm_head input",
-            e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes, NULL);
-    gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
-            "%.0f bytes x batch x context x vocab %d, %s", e->logits_bytes_per_value, m->vocab,
-            e->logits_chunked ? "chunked" : "not chunked");
+    if (e->llmc_cuda_allocation)
+        gib_row(tb, 1, "scratch", e->activations_working_bytes, "%s",
+                t->recompute == RECOMPUTE_FULL ? "one layer's set, reused + forward/backward scratch"
+                                               : "forward/backward scratch");
+    else
+        gib_row(tb, 1, "layer in backward", e->activations_working_bytes, "%s",
+                t->recompute == RECOMPUTE_FULL ? "one layer recomputed + its gradient buffers"
+                                               : "gradient buffers of the layer in flight");
+    double head_in = e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes;
+    if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
+    if (e->logits_chunked)
+        gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
+                "%.0f bytes x %.0f rows at a time x vocab %d, gradient in place",
+                e->logits_bytes_per_value, e->logits_chunk_rows, m->vocab);
+    else
+        gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
+                "%.0f bytes x batch x context x vocab %d, not chunked", e->logits_bytes_per_value, m->vocab);
     if (!e->cpu_only)
         gib_row(tb, 0, "communication buffers", e->comm_bytes, "%s",
                 t->shard == SHARD_ZERO3 ? "largest matrix gathered + its gradient, prefetch, reduce bucket"
@@ -266,7 +280,10 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
                 "binary, libraries, stacks + OpenBLAS's buffer per thread");
     else
         gib_row(tb, 0, "CUDA context, workspaces", e->reserve_context_bytes, NULL);
-    gib_row(tb, 0, "allocator fragmentation", e->reserve_fragmentation_bytes, "5%% of tensors");
+    if (e->llmc_cuda_allocation)
+        gib_row(tb, 0, "allocator fragmentation", 0, "none: allocated once, up front");
+    else
+        gib_row(tb, 0, "allocator fragmentation", e->reserve_fragmentation_bytes, "5%% of tensors");
     if (e->usable_bytes > 0)
         gib_row(tb, 0, "total", e->total_bytes, "%.0f%% of %.1f GiB usable: %s",
                 100.0 * e->total_bytes / e->usable_bytes, e->usable_bytes / GIB,
@@ -355,7 +372,8 @@ cJSON *estimate_to_json(const Estimate *e)
     BOOL(cpu_only); NUM(world_size); NUM(data_parallel); NUM(model_bytes_per_param);
     NUM(activation_bytes_per_value); NUM(activations_layers_bytes); NUM(activations_working_bytes);
     NUM(reserve_context_bytes); NUM(reserve_fragmentation_bytes); BOOL(logits_chunked);
-    NUM(logits_bytes_per_value); BOOL(activations_transformers); BOOL(fits); NUM(seq_tokens);
+    NUM(logits_bytes_per_value); NUM(logits_chunk_rows); BOOL(activations_transformers);
+    BOOL(llmc_cuda_allocation); BOOL(fits); NUM(seq_tokens);
     NUM(sequences_per_epoch); BOOL(size_read_from_file); BOOL(samples_unknown);
     cJSON_AddStringToObject(o, "tokens_source", estimate_token_source_name(e->tokens_source));
     NUM(peak_flops_per_device); NUM(tokens_per_second); NUM(time_limit_seconds);

@@ -334,15 +334,59 @@ static void test_examples(void)
     free(run_job(&f.j, &e, &errors));
     CHECK(errors == 0 && e.fits, "72B zero3+full at 4 x 2560 fits: %.1f GiB", e.total_bytes / GIB);
     CHECK(e.params_total == 72706203648LL, "72B params");
-    /* The issue: a 32B at context 4096 fits at batch 4 per GPU and not at 8. */
+    /* The issue: a 32B at context 4096 fits at batch 4 per GPU and not at 8.
+     * That holds where the whole b x s x vocab logits exist (transformers, the
+     * llamafactory backend). The llmc CUDA trainer computes the loss over 8192
+     * rows at a time, and there batch 8 fits too (up to 15). */
     fixture(&f, model(ARCH_QWEN2, 64, 5120, 40, 8, 0, 27648, 152064, false), 32, 4096, 4,
             SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    f.t.backend = BACKEND_LLAMAFACTORY;
     free(run_job(&f.j, &e, &errors));
-    CHECK(errors == 0 && e.fits, "32B at 4 x 4096 fits: %.1f GiB", e.total_bytes / GIB);
+    CHECK(errors == 0 && e.fits, "32B (transformers) at 4 x 4096 fits: %.1f GiB", e.total_bytes / GIB);
     f.t.micro_batch = 8;
     char *text = run_job(&f.j, &e, &errors);
-    CHECK(errors == 1 && !e.fits, "32B at 8 x 4096 does not fit: %.1f GiB", e.total_bytes / GIB);
+    CHECK(errors == 1 && !e.fits, "32B (transformers) at 8 x 4096 does not fit: %.1f GiB",
+          e.total_bytes / GIB);
     free(text);
+    f.t.backend = BACKEND_LLMC;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(errors == 0 && e.fits && e.logits_chunked && e.max_micro_batch_that_fits == 15,
+          "32B (llmc trainer) at 8 x 4096 fits: %.1f GiB, largest %d", e.total_bytes / GIB,
+          e.max_micro_batch_that_fits);
+}
+
+static void test_llmc_cuda_allocation(void)
+{
+    /* The llmc CUDA trainer's allocations (runtime/cuda/model_cuda.c) for its
+     * "tiny" shape: 2 layers, hidden 128, 4 heads of 32, 2 kv heads, ffn 256,
+     * vocab 512, tied, qkv bias; micro batch 2 x 64 (n = 128 tokens), flash.
+     * Parameters: layer = 128*128 + 2*128*64 + 128*128 + (128 + 128) bias
+     * + 3*128*256 + 256 norms = 147,968; 2 layers + 512*128 + 128 = 361,600.
+     * States: 361,600 x (2 + 4 + 12) = 6,508,800 bytes.
+     * One layer's set: 128 x ((3*128 + 2*128 + 2*64 + 3*256) * 2 + 8) + 128*4*4
+     *   = 128 x 3080 + 2048 = 396,288.
+     * Residual stream: 3 x 128 x 128 x 2 = 98,304.
+     * Forward scratch: 128 x (256*2 + 128*2 + 20) = 100,864.
+     * Backward scratch: 128 x (2*128 + 3*256 + 3*128 + 4*64) * 2 + 128 x (3*128 + 4) * 4
+     *   = 425,984 + 198,656 = 624,640.
+     * Logits: 128 rows x 512 x 2 = 131,072. */
+    Fixture f;
+    Estimate e;
+    fixture(&f, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 1, 64, 2,
+            SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    f.c.gpus_per_node = 1;
+    memset(&e, 0, sizeof e);
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.llmc_cuda_allocation && e.params_total == 361600, "tiny: %lld params", (long long)e.params_total);
+    CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == 6508800.0, "tiny states");
+    CHECK(e.activations_layers_bytes == 98304.0 + 2 * 396288.0, "tiny kept: %.0f", e.activations_layers_bytes);
+    CHECK(e.activations_working_bytes == 100864.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
+    CHECK(e.logits_bytes == 131072.0 && e.logits_chunk_rows == 128, "tiny logits");
+    CHECK(e.reserve_fragmentation_bytes == 0 && e.comm_bytes == 0, "allocated once, in place");
+    /* Recompute keeps one layer's set, used by every layer in turn. */
+    estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
+    CHECK(e.activations_layers_bytes == 98304.0 &&
+          e.activations_working_bytes == 396288.0 + 100864.0 + 624640.0, "tiny recompute");
 }
 
 static void test_comm_buffers(void)
@@ -554,6 +598,7 @@ int main(int argc, char **argv)
     test_llama_layer_formula();
     test_fit_boundary();
     test_examples();
+    test_llmc_cuda_allocation();
     test_comm_buffers();
     test_low_use_warning();
     test_time_arithmetic();
