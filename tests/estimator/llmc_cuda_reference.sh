@@ -1,0 +1,25 @@
+#!/bin/bash
+# What the llmc CUDA trainer really allocates (its cudaMalloc high-water mark,
+# "allocated_gib" of `llmc-train-cuda bench`), for the estimator's check vectors.
+# Needs a GPU machine (nvcc, NCCL; cJSON via .deps/). Run from the repository root:
+#   bash tests/estimator/llmc_cuda_reference.sh > tests/estimator/llmc_cuda_reference.json
+set -euo pipefail
+make -s cuda >&2
+rows=()
+while read -r model batch seq flags; do
+    line=$(./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" \
+           --steps 2 --warmup 1 $flags 2>/dev/null | tail -n 1)
+    rows+=("$line")
+done <<'CASES'
+qwen2.5-0.5b 4 2048
+qwen2.5-0.5b 4 2048 --recompute
+qwen2.5-0.5b 2 1024 --eager-attention
+qwen2.5-1.5b 2 2048
+qwen2.5-1.5b 2 2048 --recompute
+CASES
+printf '%s\n' "${rows[@]}" | python3 -c '
+import json, sys
+keep = ("model", "batch", "seq", "world", "zero1", "recompute", "attention", "params", "allocated_gib")
+rows = [json.loads(l) for l in sys.stdin if l.strip()]
+json.dump([{k: r[k] for k in keep} for r in rows], sys.stdout, indent=1)
+print()'
