@@ -116,6 +116,25 @@ static bool scan_string(Lexer *lx)
     }
 }
 
+/* Comments are text too: no control bytes, valid UTF-8. */
+static void check_comment(Lexer *lx)
+{
+    for (const unsigned char *p = lx->tok; p < lx->cur;) {
+        if ((*p < 0x20 && *p != '\t' && *p != '\r') || *p == 0x7f) {
+            lx->errors++;
+            diag_error(lx->diags, range_of(lx, p, p + 1), "control byte 0x%02x in comment", *p);
+            return;
+        }
+        int l = utf8_seq(p, lx->cur);
+        if (l == 0) {
+            lx->errors++;
+            diag_error(lx->diags, range_of(lx, p, p + 1), "invalid UTF-8 byte 0x%02x in comment", *p);
+            return;
+        }
+        p += l;
+    }
+}
+
 const char *lexer_decode_string(Arena *a, const Token *t)
 {
     char *out = arena_alloc(a, (size_t)t->len + 1);
@@ -178,7 +197,7 @@ int lexer_next(Lexer *lx, Token *t)
         $                     { t->kind = 0; lx->cur = lx->lim; goto done; }
         [ \t\r\v\f]+          { continue; }
         "\n"                  { lx->line++; lx->line_start = lx->cur; continue; }
-        "#" [^\n]*            { kind = TK_COMMENT; goto token; }
+        "#" [^\n]*            { check_comment(lx); kind = TK_COMMENT; goto token; }
         "="                   { kind = TK_EQ; goto token; }
         "{"                   { kind = TK_LBRACE; goto token; }
         "}"                   { kind = TK_RBRACE; goto token; }

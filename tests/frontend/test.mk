@@ -37,5 +37,5 @@ build/fuzz/fuzz_frontend: tests/frontend/fuzz_frontend.c $(FRONTEND_LIB_SRC) $(G
 fuzz-frontend: build/fuzz/fuzz_frontend
 	@rm -rf build/fuzz/corpus-frontend && mkdir -p build/fuzz/corpus-frontend
 	@cp examples/*.llm examples/tiny/*.llm tests/frontend/bad/*.llm tests/frontend/fmt/*.llm build/fuzz/corpus-frontend/
-	build/fuzz/fuzz_frontend -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 \
+	build/fuzz/fuzz_frontend -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=build/fuzz/ \
 	    -dict=tests/frontend/fuzz.dict build/fuzz/corpus-frontend
