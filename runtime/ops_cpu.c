@@ -180,6 +180,18 @@ static int attn_lo(const uint32_t *pos, int j)
     return lo < 0 ? 0 : (int)lo;
 }
 
+/* Copy kv head kvh of row b of x [B*T, KV*hd] into xt [hd, T] (transposed), so the
+ * dot products over d become loops over i that the compiler can vectorise while
+ * each score still sums d in ascending order. */
+static void transpose_head(float *restrict xt, const float *restrict x, int b, int kvh, const AttnArgs *a)
+{
+    int T = a->T, hd = a->hd, ks = a->KV * hd;
+    for (int i = 0; i < T; i++) {
+        const float *xi = x + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
+        for (int d = 0; d < hd; d++) xt[(size_t)d * T + i] = xi[d];
+    }
+}
+
 static void attn_fwd_one(void *ctx, int idx)
 {
     AttnArgs *a = ctx;
@@ -188,31 +200,37 @@ static void attn_fwd_one(void *ctx, int idx)
     float scale = 1.0f / sqrtf((float)hd);
     const uint32_t *pos = a->pos + (size_t)b * T;
     float *P = a->probs + ((size_t)b * a->H + h) * T * T;
+    float *kt = malloc((size_t)T * hd * sizeof(float));
+    if (!kt) abort();
+    transpose_head(kt, a->k, b, kvh, a);
     for (int j = 0; j < T; j++) {
         const float *qj = a->q + ((size_t)b * T + j) * qs + (size_t)h * hd;
-        float *pj = P + (size_t)j * T;
+        float *restrict pj = P + (size_t)j * T;
         int lo = attn_lo(pos, j);
         memset(pj, 0, (size_t)T * sizeof(float));
+        for (int d = 0; d < hd; d++) {
+            const float *restrict kd = kt + (size_t)d * T;
+            float qd = qj[d];
+            for (int i = lo; i <= j; i++) pj[i] += qd * kd[i];
+        }
         float mx = -INFINITY;
         for (int i = lo; i <= j; i++) {
-            const float *ki = a->k + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
-            float s = 0.0f;
-            for (int d = 0; d < hd; d++) s += qj[d] * ki[d];
-            s *= scale;
-            pj[i] = s;
-            if (s > mx) mx = s;
+            pj[i] *= scale;
+            if (pj[i] > mx) mx = pj[i];
         }
         float sum = 0.0f;
         for (int i = lo; i <= j; i++) { pj[i] = expf(pj[i] - mx); sum += pj[i]; }
         float inv = 1.0f / sum;
-        float *oj = a->out + ((size_t)b * T + j) * qs + (size_t)h * hd;
+        float *restrict oj = a->out + ((size_t)b * T + j) * qs + (size_t)h * hd;
         memset(oj, 0, (size_t)hd * sizeof(float));
         for (int i = lo; i <= j; i++) {
             pj[i] *= inv;
-            const float *vi = a->v + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
-            for (int d = 0; d < hd; d++) oj[d] += pj[i] * vi[d];
+            const float *restrict vi = a->v + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
+            float p = pj[i];
+            for (int d = 0; d < hd; d++) oj[d] += p * vi[d];
         }
     }
+    free(kt);
 }
 
 void op_attention(float *out, float *probs, const float *q, const float *k, const float *v,
@@ -231,8 +249,9 @@ static void attn_bwd_one(void *ctx, int idx)
     int qs = a->H * hd, ks = a->KV * hd;
     float scale = 1.0f / sqrtf((float)hd);
     const uint32_t *pos = a->pos + (size_t)b * T;
-    float *dp = malloc((size_t)T * sizeof(float));
-    if (!dp) abort();
+    float *dp = malloc((size_t)T * sizeof(float)), *vt = malloc((size_t)T * hd * sizeof(float));
+    if (!dp || !vt) abort();
+    transpose_head(vt, a->v, b, kvh, a);
     for (int i = 0; i < T; i++) {
         memset(a->dk + ((size_t)b * T + i) * ks + (size_t)kvh * hd, 0, (size_t)hd * sizeof(float));
         memset(a->dv + ((size_t)b * T + i) * ks + (size_t)kvh * hd, 0, (size_t)hd * sizeof(float));
@@ -240,29 +259,35 @@ static void attn_bwd_one(void *ctx, int idx)
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
         const float *P = a->saved_probs + ((size_t)b * a->H + h) * T * T;
         for (int j = 0; j < T; j++) {
-            const float *pj = P + (size_t)j * T;
-            const float *doj = a->dout + ((size_t)b * T + j) * qs + (size_t)h * hd;
-            const float *qj = a->q + ((size_t)b * T + j) * qs + (size_t)h * hd;
-            float *dqj = a->dq + ((size_t)b * T + j) * qs + (size_t)h * hd;
+            const float *restrict pj = P + (size_t)j * T;
+            const float *restrict doj = a->dout + ((size_t)b * T + j) * qs + (size_t)h * hd;
+            const float *restrict qj = a->q + ((size_t)b * T + j) * qs + (size_t)h * hd;
+            float *restrict dqj = a->dq + ((size_t)b * T + j) * qs + (size_t)h * hd;
             int lo = attn_lo(pos, j);
+            /* dP[i] = dout_j . v_i (d ascending, vectorised over i) */
+            for (int i = lo; i <= j; i++) dp[i] = 0.0f;
+            for (int d = 0; d < hd; d++) {
+                const float *restrict vd = vt + (size_t)d * T;
+                float g = doj[d];
+                for (int i = lo; i <= j; i++) dp[i] += g * vd[i];
+            }
             float dot = 0.0f;
             for (int i = lo; i <= j; i++) {
-                const float *vi = a->v + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
-                float *dvi = a->dv + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
-                float s = 0.0f;
-                for (int d = 0; d < hd; d++) { s += doj[d] * vi[d]; dvi[d] += pj[i] * doj[d]; }
-                dp[i] = s;
-                dot += pj[i] * s;
+                float *restrict dvi = a->dv + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
+                float p = pj[i];
+                for (int d = 0; d < hd; d++) dvi[d] += p * doj[d];
+                dot += p * dp[i];
             }
             memset(dqj, 0, (size_t)hd * sizeof(float));
             for (int i = lo; i <= j; i++) {
                 float ds = pj[i] * (dp[i] - dot) * scale;
-                const float *ki = a->k + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
-                float *dki = a->dk + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
+                const float *restrict ki = a->k + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
+                float *restrict dki = a->dk + ((size_t)b * T + i) * ks + (size_t)kvh * hd;
                 for (int d = 0; d < hd; d++) { dqj[d] += ds * ki[d]; dki[d] += ds * qj[d]; }
             }
         }
     }
+    free(vt);
     free(dp);
 }
 
