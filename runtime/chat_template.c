@@ -146,6 +146,7 @@ void chat_infer_seqlen(size_t source_len, size_t target_len, size_t cutoff,
 
 static int push_mask(UniBuf *mask, uint8_t v, size_t n)
 {
+    if (n == 0) return 0;
     if (unibuf_reserve(mask, n)) return -1;
     memset(mask->p + mask->len, v, n);
     mask->len += n;
