@@ -135,6 +135,17 @@ run fmt --check "$TMP/w.llm" >/dev/null && ok || bad "fmt --check after -w"
 run fmt --check tests/frontend/fmt/messy.llm >/dev/null; [[ $? -eq 1 ]] && ok || bad "fmt --check on messy file should exit 1"
 ls "$TMP"/w.llm.llmc-fmt.* >/dev/null 2>&1 && bad "fmt -w left a temp file" || ok
 
+# Docs: the man page renders without warnings; language.md documents every key.
+if command -v groff >/dev/null; then
+    w=$(LC_ALL=C groff -man -ww -z docs/llmc.1 2>&1)
+    [[ -z $w ]] && ok || bad "docs/llmc.1: $w"
+fi
+missing=""
+for k in $(awk '/_keys\[\] = \{/ {on=1} on {print} /\};/ {on=0}' compiler/check.c | grep -o '"[a-z_0-9]*"' | tr -d '"' | sort -u); do
+    grep -q "\`$k\`" docs/language.md || missing="$missing $k"
+done
+[[ -z $missing ]] && ok || bad "docs/language.md does not document:$missing"
+
 # 7. Unit tests of the library (hostlists, catalogue, did-you-mean, diagnostics).
 if [[ ! -x $UNIT ]]; then
     bad "no unit-test binary $UNIT"
