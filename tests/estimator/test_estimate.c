@@ -355,6 +355,41 @@ static void test_examples(void)
           e.max_micro_batch_that_fits);
 }
 
+static void test_llmc_cuda_measured(const cJSON *ref)
+{
+    /* llmc-train-cuda bench on an H200 (llmc_cuda_reference.sh): its cudaMalloc
+     * high-water mark, printed to 0.01 GiB, against weights + gradients +
+     * optimizer + activations + logits (the context is not in that count). */
+    int n = 0;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, ref) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
+        PlanModel m = !strcmp(name, "qwen2.5-1.5b")
+                          ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
+                          : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
+        int b = (int)cJSON_GetObjectItemCaseSensitive(row, "batch")->valuedouble;
+        int s = (int)cJSON_GetObjectItemCaseSensitive(row, "seq")->valuedouble;
+        bool rc = cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble != 0;
+        bool flash = !strcmp(cJSON_GetObjectItemCaseSensitive(row, "attention")->valuestring, "flash");
+        double want = cJSON_GetObjectItemCaseSensitive(row, "allocated_gib")->valuedouble;
+        Fixture f;
+        fixture(&f, m, 1, s, b, SHARD_NONE, rc ? RECOMPUTE_FULL : RECOMPUTE_NONE, 1e6);
+        f.c.gpus_per_node = 1;
+        f.t.attention = flash ? ATTN_FLASH : ATTN_EAGER;
+        Estimate e;
+        memset(&e, 0, sizeof e);
+        estimate_memory(&f.j, b, f.t.recompute, SHARD_NONE, &e);
+        double got = (e.weights_bytes + e.grads_bytes + e.optimizer_bytes + e.activations_bytes +
+                      e.logits_bytes) / GIB;
+        CHECK(e.params_total == (int64_t)cJSON_GetObjectItemCaseSensitive(row, "params")->valuedouble,
+              "%s params", name);
+        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s: estimate %.4f GiB, allocated %.2f GiB",
+              name, b, s, rc ? " recompute" : "", flash ? "" : " eager", got, want);
+        n++;
+    }
+    CHECK(n >= 5, "llmc CUDA references present: %d", n);
+}
+
 static void test_llmc_cuda_allocation(void)
 {
     /* The llmc CUDA trainer's allocations (runtime/cuda/model_cuda.c) for its
@@ -599,6 +634,10 @@ int main(int argc, char **argv)
     test_fit_boundary();
     test_examples();
     test_llmc_cuda_allocation();
+    cJSON *cuda_ref = load_json(dir, "llmc_cuda_reference.json");
+    CHECK(cuda_ref != NULL, "read %s/llmc_cuda_reference.json", dir);
+    if (cuda_ref) test_llmc_cuda_measured(cuda_ref);
+    cJSON_Delete(cuda_ref);
     test_comm_buffers();
     test_low_use_warning();
     test_time_arithmetic();
