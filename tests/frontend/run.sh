@@ -8,6 +8,8 @@ UNIT=$2
 LABEL=${3:-}
 TMP=$(mktemp -d /tmp/llmc-frontend.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+# A private copy: a concurrent `make` may relink the binary while the suite runs.
+cp "$LLMC" "$TMP/llmc" && LLMC=$TMP/llmc
 pass=0 fail=0
 ok()   { pass=$((pass + 1)); }
 bad()  { fail=$((fail + 1)); echo "FAIL${LABEL:+ [$LABEL]}: $*"; }
