@@ -80,7 +80,8 @@ double estimate_korthikanti_layer(double s, double b, double h, double a, bool f
 
 /* The same accounting applied to a Llama/Qwen layer (GQA, SwiGLU, RMSNorm, no
  * dropout): bytes of activations one layer keeps for backward, at
- * bytes_per_value per activation value. */
+ * bytes_per_value per activation value. Used for CPU plans; the llmc backend on
+ * GPUs is estimated from the CUDA trainer's own allocations instead. */
 double estimate_llama_layer(const PlanModel *m, double s, double b, bool flash,
                             Recompute rc, double bytes_per_value);
 
@@ -93,7 +94,9 @@ double estimate_hf_layer(const PlanModel *m, double s, double b, bool flash,
 
 /* Per-device peak memory of the job at a given micro batch, recompute mode and
  * ZeRO stage (memory fields, world/data_parallel, fits). Used for the plan's own
- * settings and for the "what would fit" help lines. */
+ * settings and for the "what would fit" help lines. Three accountings: the llmc
+ * CUDA trainer's allocations (llmc backend, GPU), transformers' (llamafactory),
+ * the lean per-op one in fp32 (CPU). */
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *out);
 
