@@ -439,7 +439,8 @@ static void test_outputs(void)
           file_has(out, "train_llm.slurm", "#SBATCH --output=logs/%x-%j.out\n") &&
           file_has(out, "train_llm.slurm", "#SBATCH --requeue\n"),
           "sbatch directives");
-    check(file_has(out, "train_llm.slurm", "\"$train\" run \"$plan\"") &&
+    check(file_has(out, "train_llm.slurm", "bash -c \"$rank_wrapper\" \"$train\" \"$plan\" \"$stop_mark\"") &&
+          file_has(out, "train_llm.slurm", "\"$0\" run \"$1\"") &&
           file_has(out, "train_llm.slurm", "scontrol requeue \"$job_id\""),
           "the script launches llmc-train run and requeues on exit 3");
     char *script = join(out, "train_llm.slurm");

@@ -127,12 +127,19 @@ else
             ok "sbatch --test-only refuses 9 GPUs per node (the test can fail)"
         fi
         # The script's protocol on a real run: submitted from another directory
-        # (plan found through scontrol's Command=), the trainer's exit 3 makes
-        # the script requeue the job; the second start completes it. Slurm
-        # holds a requeued job for 120 s; the test makes it eligible at once.
+        # (plan found through scontrol's Command=); USR2 sent to the job's steps
+        # (as --signal=USR2@T does, here at once with scancel) reaches all 16
+        # ranks, they exit 3, the script requeues the job, and the second start
+        # completes it. Slurm holds a requeued job for 120 s; the test makes it
+        # eligible at once.
         mkdir -p "$T/ex/logs/pair"
         export LLMC_STAND_IN_LOG="$T/stand-in.log"
         jid=$(cd "$T/ex" && LLMC_TRAIN="$ROOT/tests/emitters/stand_in_trainer.sh" sbatch --parsable slurm2/pair_pt.slurm 2>"$T/sbatch-run.log")
+        for ((i = 0; i < 60; i++)); do
+            [[ $(grep -c '^waiting' "$LLMC_STAND_IN_LOG" 2>/dev/null) -eq 16 ]] && break
+            sleep 0.5
+        done
+        scancel --signal=USR2 "$jid"
         state=
         for ((i = 0; i < 60; i++)); do
             state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+|Restarts=[0-9]+' | tr '\n' ' ')
@@ -150,12 +157,31 @@ else
             [[ $(grep -c "^run $plan rank=.* restart=0 master=hgx001:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
             [[ $(grep -c "^run $plan rank=.* restart=1 master=hgx001:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
             [[ $(grep -c "^prepare $plan rank=0" "$LLMC_STAND_IN_LOG") -eq 2 ]] &&
+            [[ $(grep -c "^usr2 rank=" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
             grep -q "requeueing job $jid" "$T/ex/logs/pair/pair_pt-$jid.err"; then
-            ok "exit 3 from the trainer requeues the job; it runs again and completes ($state)"
+            ok "USR2 reaches all 16 ranks; their exit 3 requeues the job; it runs again and completes ($state)"
         else
             bad "exit 3 from the trainer requeues the job; it runs again and completes (job ${jid:-?}: $state)"
-            cat "$T/sbatch-run.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/pair/* 2>/dev/null | tail -n 40
+            cat "$T/sbatch-run.log" "$T"/ex/logs/pair/*.err 2>/dev/null | tail -n 40
         fi
+        # A rank that fails (exit 1) is a failure, not a stop: srun kills the
+        # other ranks at once, the job fails, nothing is requeued.
+        export LLMC_STAND_IN_LOG="$T/stand-in-crash.log"
+        jid=$(cd "$T/ex" && LLMC_TRAIN="$ROOT/tests/emitters/stand_in_trainer.sh" LLMC_STAND_IN_CRASH_RANK=5 \
+            sbatch --parsable slurm2/pair_pt.slurm 2>"$T/sbatch-crash.log")
+        for ((i = 0; i < 60; i++)); do
+            state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+|Restarts=[0-9]+' | tr '\n' ' ')
+            [[ $state == *COMPLETED* || $state == *FAILED* || $state == *CANCELLED* ]] && break
+            sleep 1
+        done
+        if [[ $state == *FAILED* && $state == *"Restarts=0"* ]] && (( i < 30 )) &&
+            grep -q "llmc: the trainer failed" "$T/ex/logs/pair/pair_pt-$jid.err"; then
+            ok "a failing rank fails the job within seconds, no requeue ($state)"
+        else
+            bad "a failing rank fails the job within seconds, no requeue (job ${jid:-?}: $state after ${i}s)"
+            cat "$T/ex/logs/pair/pair_pt-$jid.err" 2>/dev/null | tail -n 20
+        fi
+
         # The LLaMA-Factory script: one launcher per node, NODE_RANK = node index,
         # torchrun's environment set, run in the compiled directory.
         export LLMC_STAND_IN_LOG="$T/stand-in-lf.log"
