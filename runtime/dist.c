@@ -348,6 +348,10 @@ int dist_init(DistInfo *out)
         D.scratch = malloc(CHUNK_ELEMS * sizeof(double));
         if (!D.scratch) { log_error("out of memory"); return 1; }
     }
+    /* One line per rank at the start, so a job's log shows where every rank ran. */
+    if (D.info.world > 1)
+        log_info("rank %d of %d started on %s (local rank %d, %s)", D.info.rank, D.info.world, D.host,
+                 D.info.local_rank, D.backend == BACKEND_MPI ? "Open MPI" : "TCP rendezvous");
     if (out) *out = D.info;
     return 0;
 }

@@ -21,3 +21,9 @@ TEST_SUITES += e2e-train
 .PHONY: test-e2e-train
 test-e2e-train: $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
 	@bash tests/e2e/train.sh $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
+
+# The emitted script through sbatch on the local two-node Slurm (root).
+TEST_SUITES += e2e-slurm
+.PHONY: test-e2e-slurm
+test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train
+	@bash tests/e2e/slurm.sh $(BUILD)/llmc $(BUILD)/llmc-train
