@@ -17,7 +17,18 @@ CUDA_LDFLAGS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
 ifneq ($(CUDA_DEPS_LIB),)
 CUDA_LDFLAGS += -L$(CUDA_DEPS_LIB) -Wl,-rpath,$(abspath $(CUDA_DEPS_LIB))
 endif
-CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson -lstdc++ -lm -lpthread
+# The CPU runtime's modules that `run` shares with llmc-train: plan loader, shards,
+# metrics, safetensors/checkpoints, HF config, the host model layout (model.o links
+# ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine).
+CUDA_RT_OBJ := $(patsubst %,$(BUILD)/runtime/%.o,plan shard_io metrics safetensors hf_config checkpoint \
+               model ops_cpu optim rng sha256 log stopsig)
+CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
+ifneq ($(CUDA_NETLIB),)
+CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLIB)))
+else
+CUDA_BLAS   := -lopenblas
+endif
+CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson $(CUDA_BLAS) -lstdc++ -lm -lpthread
 
 .PHONY: cuda
 cuda: build/llmc-train-cuda
@@ -30,5 +41,5 @@ build/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -c -o $@ $< 2> build/cuda/$*.ptxas.txt || { cat build/cuda/$*.ptxas.txt; exit 1; }
 
-build/llmc-train-cuda: $(CUDA_OBJ)
-	$(CC) -o $@ $^ $(CUDA_LDFLAGS) $(CUDA_LIBS)
+build/llmc-train-cuda: $(CUDA_OBJ) $(CUDA_RT_OBJ)
+	$(CC) -pthread -o $@ $^ $(CUDA_LDFLAGS) $(CUDA_LIBS)

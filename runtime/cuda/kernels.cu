@@ -505,12 +505,12 @@ extern "C" void k_sumsq(float *out, float *scratch, const float *x, size_t n, ks
 
 __global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m, float *v, size_t n,
                         size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
-                        float bc1, float bc2, const float *sumsq, float clip)
+                        float bc1, float bc2, const float *sumsq, float grad_mult, float clip)
 {
-    float scale = 1.f;
+    float scale = grad_mult;
     if (clip > 0.f) {
-        float norm = sqrtf(*sumsq);
-        scale = fminf(1.f, clip / (norm + 1e-6f));
+        float norm = sqrtf(*sumsq) * grad_mult;
+        scale *= fminf(1.f, clip / (norm + 1e-6f));
     }
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float g = grad[i] * scale;
@@ -527,12 +527,12 @@ __global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m,
 
 extern "C" void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
                         size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
-                        float bc1, float bc2, const float *sumsq, float clip, kstream_t s)
+                        float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s)
 {
     unsigned blocks = blocks_for(n, 256);
     if (blocks > 132 * 16) blocks = 132 * 16;
     adamw_k<<<blocks, 256, 0, s>>>(master, (bf16 *)param, grad, m, v, n, goff, decay_end, lr, b1, b2, eps, wd,
-                                   bc1, bc2, sumsq, clip);
+                                   bc1, bc2, sumsq, grad_mult, clip);
 }
 
 /* ---- init and conversion ---- */

@@ -64,11 +64,12 @@ int k_sumsq_scratch(void);
 void k_sumsq(float *out, float *scratch, const float *x, size_t n, kstream_t s);
 
 /* AdamW on a shard: elements [0, n) of master/m/v/grad/param; elements whose global
- * index (goff + i) is below decay_end take weight decay. The gradient is scaled by
- * min(1, clip / (sqrt(*sumsq) + 1e-6)) when clip > 0 (torch's clip_grad_norm_). */
+ * index (goff + i) is below decay_end take weight decay. The gradient used is
+ * grad * grad_mult, scaled by min(1, clip / (norm + 1e-6)) when clip > 0, where
+ * norm = sqrt(*sumsq) * grad_mult (torch's clip_grad_norm_ on the scaled gradient). */
 void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
              size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
-             float bc1, float bc2, const float *sumsq, float clip, kstream_t s);
+             float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s);
 
 /* Initialisation and conversion. */
 void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s);

@@ -1,5 +1,6 @@
 /* llmc-train-cuda — the CUDA trainer's command line.
  *
+ *   run     PLAN.json [--stop-after N]              train as the plan says (train_cuda.c)
  *   params  --model NAME | --config config.json     parameter table (no GPU needed)
  *   bench   --model NAME [--batch B] [--seq T] ...  training-step benchmark, random init/data
  *   check   --config F --weights F --tokens F --out DIR [--lr ...]
@@ -15,6 +16,7 @@
 #include "cuda_check.h"
 #include "cuda_dist.h"
 #include "model_cuda.h"
+#include "train_cuda.h"
 
 #define H200_BF16_PEAK 989.4e12   /* dense bf16 FLOP/s, H200 SXM datasheet */
 
@@ -22,6 +24,8 @@ static void usage(FILE *out)
 {
     fputs("usage: llmc-train-cuda COMMAND [ARGS]\n"
           "\n"
+          "  run PLAN.json [--stop-after N]\n"
+          "        train as the plan says on the GPU(s) (resumes from the latest checkpoint)\n"
           "  params --model NAME | --config config.json\n"
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
@@ -158,7 +162,7 @@ static int cmd_bench(int argc, char **argv)
         cuda_model_zero_grad(&m);
         CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
         cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, 1);
-        norm = cuda_model_step(&m, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
+        norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
         CUDA_CHECK(cudaMemcpy(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost));
         double dt = wall() - t0;
         size_t used = device_used_bytes();
@@ -266,7 +270,7 @@ static int cmd_check(int argc, char **argv)
                 k += p->numel;
             }
         }
-        float norm = cuda_model_step(&m, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
+        float norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
         fprintf(stderr, "step %d loss %.6f grad_norm %.6f\n", s, losses[s], norm);
     }
     char text[64];
@@ -293,6 +297,7 @@ int main(int argc, char **argv)
     if (argc < 2) { usage(stderr); return 2; }
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h")) { usage(stdout); return 0; }
+    if (!strcmp(c, "run")) return cmd_run_cuda(argc - 1, argv + 1);
     if (!strcmp(c, "params")) return cmd_params(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "check")) return cmd_check(argc - 1, argv + 1);

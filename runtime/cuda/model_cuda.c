@@ -610,7 +610,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaGetLastError());
 }
 
-float cuda_model_step(CudaModel *m, float lr, float b1, float b2, float eps, float wd, float clip)
+float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b2, float eps, float wd,
+                      float clip)
 {
     cudaStream_t st = m->stream;
     ncclComm_t comm = (ncclComm_t)m->par.comm;
@@ -630,14 +631,51 @@ float cuda_model_step(CudaModel *m, float lr, float b1, float b2, float eps, flo
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
     k_adamw(m->master, m->w + m->shard_off, m->grad + m->shard_off, m->m, m->v, m->shard_len, m->shard_off,
-            m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, clip, st);
+            m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
     if (m->par.world > 1 && m->par.zero1)
         NCCL_CHECK(ncclAllGather(m->w + m->shard_off, m->w, m->shard_len, ncclBfloat16, comm, st));
     float ss = 0.f;
     CUDA_CHECK(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaGetLastError());
-    return sqrtf(ss);
+    return sqrtf(ss) * grad_mult;
+}
+
+void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
+{
+    size_t bytes = m->n_total * sizeof(float), off = m->shard_off * sizeof(float), len = m->shard_len * sizeof(float);
+    float *tmp = m->grad;   /* scratch between steps */
+    CUDA_CHECK(cudaMemcpy(tmp, w, bytes, cudaMemcpyHostToDevice));
+    adopt_weights(m, tmp);
+    if (mom1 && mom2) {
+        CUDA_CHECK(cudaMemcpy(m->m, (const char *)mom1 + off, len, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(m->v, (const char *)mom2 + off, len, cudaMemcpyHostToDevice));
+        m->step = step;
+    }
+    CUDA_CHECK(cudaMemset(m->grad, 0, bytes));
+}
+
+/* One fp32 shard array -> a full host array (all-gather through the gradient buffer). */
+static void gather_to_host(CudaModel *m, const float *shard, float *host)
+{
+    cudaStream_t st = m->stream;
+    if (m->par.world > 1 && m->par.zero1) {
+        NCCL_CHECK(ncclAllGather(shard, m->grad, m->shard_len, ncclFloat, (ncclComm_t)m->par.comm, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        if (host) CUDA_CHECK(cudaMemcpy(host, m->grad, m->n_total * sizeof(float), cudaMemcpyDeviceToHost));
+    } else if (host) {
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        CUDA_CHECK(cudaMemcpy(host, shard, m->n_total * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+}
+
+void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
+{
+    gather_to_host(m, m->master, w);
+    gather_to_host(m, m->m, mom1);
+    gather_to_host(m, m->v, mom2);
+    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));
+    CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
 }
 
 double cuda_model_flops_per_token(const CudaModel *m, int T)

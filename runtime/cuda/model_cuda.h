@@ -95,8 +95,6 @@ void cuda_model_destroy(CudaModel *m);
 void cuda_model_init_random(CudaModel *m, uint64_t seed, float std);
 /* Load a safetensors file (F32 or BF16 tensors named as HF names them). 0 or -1. */
 int cuda_model_load_safetensors(CudaModel *m, const char *path);
-/* Copy the fp32 master shard into the working bf16 weights everywhere (after load). */
-void cuda_model_sync_weights(CudaModel *m);
 
 /* One micro-batch: ids, pos [B*T] and targets [B*T] (-1 where no loss) from the host.
  * Forward + loss; with grad_scale != 0 also the backward pass, gradients accumulated
@@ -107,8 +105,19 @@ void cuda_model_sync_weights(CudaModel *m);
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, int last_micro);
 void cuda_model_zero_grad(CudaModel *m);
-/* Finish gradient reduction, clip, AdamW. Returns the global grad norm (pre-clip). */
-float cuda_model_step(CudaModel *m, float lr, float b1, float b2, float eps, float wd, float clip);
+/* Finish gradient reduction, clip, AdamW on grad * grad_mult (1 when the loss
+ * gradient was already scaled in cuda_model_micro). Returns the global norm of
+ * grad * grad_mult before clipping. */
+float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b2, float eps, float wd,
+                      float clip);
+
+/* Host fp32 views in the flat layout (n_total floats, cuda_model_layout offsets).
+ * set: weights (and, when mom1/mom2 are not NULL, AdamW moments with `step` steps
+ * taken) from full host buffers on every rank. get: gather the full master weights
+ * and moments to host buffers (collective under ZeRO-1; buffers may be NULL on
+ * ranks other than 0). The gradient buffer is used as scratch: call between steps. */
+void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step);
+void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2);
 
 /* FLOPs of one token's forward+backward: 6*N + 12*L*C*T (N: parameters in matmuls,
  * the LM head counted once even when tied to the embedding). */
