@@ -418,6 +418,14 @@ static int emit_to(Fixture *f, const char *dir)
     return rc;
 }
 
+static int emit_to_quiet(Fixture *f, const char *dir)
+{
+    Diags *d = diags_new();
+    int rc = emit_outputs(&f->plan, &f->est, dir, d);
+    diags_free(d);
+    return rc;
+}
+
 static void test_outputs(void)
 {
     Fixture f;
@@ -579,6 +587,85 @@ static void test_atomic(void)
     free(deep); free(file); free(plan_path); free(out); free(keep); free(foreign);
 }
 
+/* Count lines starting with prefix. */
+static int count_lines(const char *text, const char *prefix)
+{
+    int n = 0;
+    size_t len = strlen(prefix);
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, prefix, len) == 0) n++;
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+/* Property: whatever strings a plan holds in the places that reach Slurm
+ * lines and the script, either emit_check rejects the plan and nothing is
+ * written, or the artifacts have exactly the lines of a clean plan (nothing
+ * injected) and the script parses. Deterministic pseudo-random strings from an
+ * alphabet of shell and Slurm metacharacters. */
+static void test_injection_property(void)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnop/._-$`'\"\\;|&<>(){}[]*?!#~%,= \t\n";
+    uint32_t rng = 12345;
+    int accepted = 0, rejected = 0, broken = 0;
+    Fixture base;
+    fixture(&base, 2, 8);
+    char *ref_dir = join(scratch, "prop_ref");
+    emit_to(&base, ref_dir);
+    char *ref_script_path = join(ref_dir, "train_llm.slurm"), *ref_conf_path = join(ref_dir, "slurm.conf");
+    char *ref_script = read_file(ref_script_path), *ref_conf = read_file(ref_conf_path);
+    int ref_sbatch = ref_script ? count_lines(ref_script, "#SBATCH") : -1;
+    int ref_conf_lines = ref_conf ? count_lines(ref_conf, "") : -1;
+    char *out = join(scratch, "prop");
+    for (int iter = 0; iter < 300; iter++) {
+        char s[4][16];
+        for (int k = 0; k < 4; k++) {
+            rng = rng * 1103515245u + 12345u;
+            int len = 1 + (int)((rng >> 16) % 6);
+            for (int i = 0; i < len; i++) {
+                rng = rng * 1103515245u + 12345u;
+                s[k][i] = alphabet[(rng >> 16) % (sizeof alphabet - 1)];
+            }
+            s[k][len] = '\0';
+        }
+        Fixture f;
+        fixture(&f, 2, 8);
+        int which = iter % 4;   /* one hostile field at a time, the others clean */
+        if (which == 0) f.job.log_dir = s[0];
+        if (which == 1) f.job.name = s[1];
+        if (which == 2) f.cluster.partition = s[2];
+        if (which == 3) f.job.account = s[3];
+        Diags *d = diags_new();
+        int errs = emit_check(&f.plan, d);
+        diags_free(d);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+        run_shell(cmd);
+        if (errs > 0) {
+            rejected++;
+            if (emit_to_quiet(&f, out) == 0 || exists(out)) broken++;
+            continue;
+        }
+        accepted++;
+        if (emit_to_quiet(&f, out) != 0) { broken++; continue; }
+        char *name = NULL;
+        if (asprintf(&name, "%s.slurm", f.job.name) < 0) abort();
+        char *sp = join(out, name), *cp = join(out, "slurm.conf");
+        char *script = read_file(sp), *conf = read_file(cp);
+        snprintf(cmd, sizeof cmd, "bash -n '%s' 2>/dev/null", sp);
+        if (!script || !conf || count_lines(script, "#SBATCH") != ref_sbatch + (which == 3) ||
+            count_lines(conf, "") != ref_conf_lines || run_shell(cmd) != 0)
+            broken++;
+        free(script); free(conf); free(sp); free(cp); free(name);
+    }
+    check(broken == 0 && accepted > 0 && rejected > 0,
+          "300 plans with hostile names: %d rejected (nothing written), %d accepted with no injected line, %d broken",
+          rejected, accepted, broken);
+    free(out); free(ref_dir); free(ref_script_path); free(ref_conf_path); free(ref_script); free(ref_conf);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -593,6 +680,7 @@ int main(int argc, char **argv)
     test_checks();
     test_outputs();
     test_atomic();
+    test_injection_property();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
