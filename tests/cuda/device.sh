@@ -1,53 +1,91 @@
 #!/bin/bash
-# Everything the CUDA backend checks on a GPU machine, in one go (the device lease is
-# short): build, correctness against HF/PyTorch, benchmark, two-GPU data parallelism.
-#   tests/cuda/device.sh OUTDIR [quick]
-# Logs go to OUTDIR; the last lines printed are the summary.
+# Everything the CUDA backend checks on a GPU machine, in one go (device time is
+# short): build, correctness against HF/PyTorch, GPU training of the tiny plan
+# against the CPU trainer, data parallelism on two GPUs, benchmark.
+#
+#   tests/cuda/device.sh OUTDIR [SECTION...]
+#     sections: check check-variants run dp bench torch   (default: all)
+#
+# `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
+# plan compiled and prepared, plus the CPU trainer's metrics for comparison).
+# On a machine without OpenBLAS, netlib BLAS unpacked into .deps-cuda/ is used.
+# Logs go to OUTDIR; OUTDIR/summary.txt has one line per result.
 set -uo pipefail
-out=${1:?usage: device.sh OUTDIR [quick]}
-mode=${2:-full}
+out=${1:?usage: device.sh OUTDIR [SECTION...]}
+shift
+sections=${*:-check check-variants run dp bench torch}
+has() { [[ " $sections " == *" $1 "* ]]; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-note() { echo "$*" >> "$out/summary.txt"; }
+note() { echo "$*" | tee -a "$out/summary.txt"; }
 : > "$out/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
 ngpu=$(nvidia-smi -L | wc -l)
-if ! make -s cuda > "$out/build.log" 2>&1; then tail -40 "$out/build.log"; exit 1; fi
-steps=200; [[ $mode == quick ]] && steps=50
-python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk --steps $steps > "$out/check.log" 2>&1
-note "check: $(tail -1 "$out/check.log")"
-cp /tmp/chk/curve.tsv "$out/" 2>/dev/null
-python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk_rc --steps 20 --recompute > "$out/check_recompute.log" 2>&1
-note "check --recompute: $(tail -1 "$out/check_recompute.log")"
-python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk_eager --steps 20 --eager-attention > "$out/check_eager.log" 2>&1
-note "check --eager-attention: $(tail -1 "$out/check_eager.log")"
-for hd in 64 128; do
-    python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work /tmp/chk_$hd --steps 20 --head-dim $hd > "$out/check_hd$hd.log" 2>&1
-    note "check --head-dim $hd: $(tail -1 "$out/check_hd$hd.log")"
-done
-for model in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4"; do
-    set -- $model
-    ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 --steps 10 --warmup 3 --eager-attention \
-        > "$out/eager_$1.json" 2> "$out/eager_$1.log"
-    note "eager attention $1: $(cat "$out/eager_$1.json")"
-done
-if [[ $ngpu -ge 2 ]]; then
+if [[ -d .deps-cuda/usr ]] && ! ldconfig -p | grep -q libopenblas; then
+    mkdir -p .deps/usr && cp -a .deps-cuda/usr/. .deps/usr/
+fi
+if ! make -s -j8 cuda > "$out/build.log" 2>&1; then note "build FAILED"; tail -40 "$out/build.log"; exit 1; fi
+chk() {   # name, args...
+    local name=$1; shift
+    python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda --work "/tmp/chk_$name" "$@" > "$out/check_$name.log" 2>&1
+    note "check $name: $(tail -1 "$out/check_$name.log")"
+    grep -h FAIL "$out/check_$name.log" | head -5
+    grep -h "loss curve:" "$out/check_$name.log"
+}
+if has check; then
+    chk main --steps 200
+    cp /tmp/chk_main/curve.tsv "$out/" 2>/dev/null
+fi
+if has check-variants; then
+    chk hd128 --steps 20 --head-dim 128
+    chk hd64 --steps 20 --head-dim 64
+    chk recompute --steps 20 --recompute
+    chk eager --steps 20 --eager-attention
+fi
+if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
+    r=.cuda-run/tiny
+    rm -rf $r/run-gpu $r/run-gpu2
+    ./build/llmc-train-cuda run $r/plan-gpu.json --stop-after 400 > "$out/run_gpu_a.log" 2>&1
+    rc1=$?
+    ./build/llmc-train-cuda run $r/plan-gpu.json > "$out/run_gpu_b.log" 2>&1
+    rc2=$?
+    note "run tiny on 1 GPU: stop-after 400 exit $rc1 (want 3), resume exit $rc2, $(wc -l < $r/run-gpu/metrics.jsonl) metric lines, final/: $(ls $r/run-gpu/final | tr '\n' ' ')"
+    python3 tests/cuda/compare_runs.py $r/run-cpu/metrics.jsonl $r/run-gpu/metrics.jsonl > "$out/cmp_cpu_gpu.log" 2>&1
+    note "cpu fp32 vs gpu bf16: $(grep -E 'mean|final' "$out/cmp_cpu_gpu.log" | tr '\n' ' ')"
+    cp $r/run-gpu/metrics.jsonl "$out/tiny_gpu_metrics.jsonl"; cp $r/run-gpu/gpu_metrics.jsonl "$out/tiny_gpu_memory.jsonl"
+    tail -2 "$out/run_gpu_b.log"
+    if [[ $ngpu -ge 2 ]]; then
+        for rk in 0 1; do
+            RANK=$rk WORLD_SIZE=2 LOCAL_RANK=$rk MASTER_ADDR=127.0.0.1 MASTER_PORT=29521 \
+                ./build/llmc-train-cuda run $r/plan-gpu2.json > "$out/run_gpu2_$rk.log" 2>&1 &
+        done
+        wait
+        python3 tests/cuda/compare_runs.py $r/run-gpu/metrics.jsonl $r/run-gpu2/metrics.jsonl > "$out/cmp_gpu1_gpu2.log" 2>&1
+        note "1 GPU vs 2 GPUs (ZeRO-1): $(grep -E 'mean|final|same' "$out/cmp_gpu1_gpu2.log" | tr '\n' ' ')"
+        tail -1 "$out/run_gpu2_0.log"
+    fi
+fi
+if has dp && [[ $ngpu -ge 2 ]]; then
     for z in "" "--zero1"; do
-        for r in 0 1; do
-            RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+        for rk in 0 1; do
+            RANK=$rk WORLD_SIZE=2 LOCAL_RANK=$rk MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
                 ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 8 --seq 2048 --steps 10 --warmup 3 $z \
-                > "$out/dp${z}_$r.json" 2> "$out/dp${z}_$r.log" &
+                > "$out/dp${z}_$rk.json" 2> "$out/dp${z}_$rk.log" &
         done
         wait
         note "dp2 $z: $(cat "$out/dp${z}_0.json")"
     done
 fi
-./build/llmc-train-cuda bench --model qwen2.5-1.5b --batch 4 --seq 2048 --steps 10 --warmup 3 --recompute \
-    > "$out/recompute.json" 2> "$out/recompute.log"
-note "1.5b recompute: $(cat "$out/recompute.json")"
-BENCH_TORCH=${BENCH_TORCH:-1} bash bench/cuda/run.sh "$out/bench" > "$out/bench.txt" 2>&1
-cp "$out/bench/bench.jsonl" "$out/" 2>/dev/null
-cat "$out/summary.txt"
-grep -E "^(PASS|FAIL)" "$out/check.log" | grep FAIL | head -20
-grep -E "worst|loss curve" "$out/check.log"
-cat "$out/bench.txt" | tail -12
+if has bench; then
+    for v in "qwen2.5-1.5b 4 LLMC_FLASH_PIPELINE=0" "qwen2.5-1.5b 4 --eager-attention" "qwen2.5-0.5b 8 --eager-attention" \
+             "qwen2.5-1.5b 4 --recompute"; do
+        set -- $v
+        if [[ $3 == LLMC_* ]]; then env "$3" ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 > "$out/var.json" 2>/dev/null
+        else ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 $3 > "$out/var.json" 2>/dev/null; fi
+        note "variant $v: $(cat "$out/var.json")"
+    done
+    torch=0; has torch && torch=1
+    BENCH_TORCH=$torch bash bench/cuda/run.sh "$out/bench" > "$out/bench.txt" 2>&1
+    cp "$out/bench/bench.jsonl" "$out/" 2>/dev/null
+    tail -8 "$out/bench.txt"
+fi

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Prepare .cuda-run/tiny/ for tests/cuda/device.sh's `run` section, on this (CPU)
+# machine: compile examples/tiny/tiny.llm, tokenize its data into shards, write
+# plan-cpu.json / plan-gpu.json / plan-gpu2.json (private output directories; the
+# GPU plans in bf16, plan-gpu2 on 2 ranks with ZeRO-1 and the same global batch),
+# and train plan-cpu.json with the CPU trainer for the reference metrics.
+# Needs build/llmc and build/llmc-train. Add /.cuda-run/ to .git/info/exclude.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .cuda-run/tiny
+mkdir -p .cuda-run
+build/llmc examples/tiny/tiny.llm -o .cuda-run/tiny > /dev/null
+build/llmc-train prepare .cuda-run/tiny/plan.json
+python3 - <<'PY'
+import json
+p = json.load(open(".cuda-run/tiny/plan.json"))
+def variant(name, prec, **par):
+    q = json.loads(json.dumps(p))
+    q["output"]["dir"] = "run-" + name
+    q["checkpoint"]["dir"] = "run-" + name + "/ckpt"
+    q["train"]["precision"] = prec
+    if par:
+        q["train"].update(micro_batch=p["train"]["micro_batch"] // 2, grad_accum=1,
+                          global_batch=p["train"]["global_batch"])
+        q["parallel"].update(par)
+    json.dump(q, open(f".cuda-run/tiny/plan-{name}.json", "w"), indent=1)
+variant("cpu", "fp32")
+variant("gpu", "bf16")
+variant("gpu2", "bf16", world_size=2, data_parallel=2, zero_stage=1, gpus_per_node=2)
+PY
+build/llmc-train run .cuda-run/tiny/plan-cpu.json
+rm -rf .cuda-run/tiny/run-cpu/ckpt .cuda-run/tiny/run-cpu/final
