@@ -27,3 +27,10 @@ TEST_SUITES += e2e-slurm
 .PHONY: test-e2e-slurm
 test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train
 	@bash tests/e2e/slurm.sh $(BUILD)/llmc $(BUILD)/llmc-train
+
+# The same dist tests with runtime/dist.c built with ASan + UBSan (build/san).
+TEST_SUITES += e2e-dist-san
+.PHONY: test-e2e-dist-san
+test-e2e-dist-san:
+	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/dist_test
+	@E2E_SAN=1 bash tests/e2e/dist.sh build/san/tests/e2e/dist_test
