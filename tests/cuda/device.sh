@@ -4,7 +4,7 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: check check-variants run dp bench torch   (default: all)
+#     sections: check check-variants check-more run dp bench torch   (default: all)
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -13,7 +13,7 @@
 set -uo pipefail
 out=${1:?usage: device.sh OUTDIR [SECTION...]}
 shift
-sections=${*:-check check-variants run dp bench torch}
+sections=${*:-check check-variants check-more run dp bench torch}
 has() { [[ " $sections " == *" $1 "* ]]; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -39,6 +39,8 @@ fi
 if has check-variants; then
     chk hd128 --steps 20 --head-dim 128
     chk hd64 --steps 20 --head-dim 64
+fi
+if has check-more; then
     chk recompute --steps 20 --recompute
     chk eager --steps 20 --eager-attention
 fi
