@@ -506,13 +506,20 @@ const JsonValue *jv_get(const JsonValue *obj, const char *key)
     return found;
 }
 
+JsonStream *js_open_memory(const char *data, size_t len, const char *name)
+{
+    /* fmemopen refuses an empty buffer; an empty stream reads from /dev/null */
+    FILE *f = len ? fmemopen((void *)data, len, "rb") : fopen("/dev/null", "rb");
+    if (!f) return NULL;
+    JsonStream *s = open_file(f, name);
+    if (!s) fclose(f);
+    return s;
+}
+
 long js_parse_buffer(const char *data, size_t len, char *err, size_t errlen)
 {
-    if (len == 0) return 0;
-    FILE *f = fmemopen((void *)data, len, "rb");
-    if (!f) { snprintf(err, errlen, "fmemopen failed"); return -1; }
-    JsonStream *s = open_file(f, "<buffer>");
-    if (!s) { fclose(f); snprintf(err, errlen, "out of memory"); return -1; }
+    JsonStream *s = js_open_memory(data, len, "<buffer>");
+    if (!s) { snprintf(err, errlen, "cannot open a memory stream"); return -1; }
     long n = 0;
     JsonValue *v;
     int rc;

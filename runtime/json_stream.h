@@ -58,6 +58,9 @@ int js_is_array(const JsonStream *s);
 /* Member of an object by name, or NULL. */
 const JsonValue *jv_get(const JsonValue *obj, const char *key);
 
+/* Stream records from memory (data must outlive the stream); name is used in messages. */
+JsonStream *js_open_memory(const char *data, size_t len, const char *name);
+
 /* Parse one JSON document held in memory (used by tests and the fuzzer):
  * returns the number of top-level values read, -1 on a syntax error. */
 long js_parse_buffer(const char *data, size_t len, char *err, size_t errlen);

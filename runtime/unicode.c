@@ -90,6 +90,7 @@ int utf8_valid(const uint8_t *s, size_t n)
 
 int utf8_sanitize(const uint8_t *s, size_t n, UniBuf *out)
 {
+    if (n == 0) return 0;
     if (unibuf_reserve(out, n)) return -1;
     size_t i = 0, run = 0;   /* s[run..i) is valid and not yet copied */
     while (i < n) {
@@ -202,6 +203,7 @@ static int nfc_segment(const uint8_t *s, size_t n, UniBuf *out)
 
 int unicode_nfc(const uint8_t *s, size_t n, UniBuf *out)
 {
+    if (n == 0) return 0;
     if (unibuf_reserve(out, n)) return -1;
     size_t copied = 0, safe = 0, i = 0;   /* safe: last boundary (ccc 0, quick-check Yes) */
     unsigned last_cc = 0;
