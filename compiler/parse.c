@@ -185,8 +185,10 @@ void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expe
     }
     const char *found = token_desc(c, major, tok);
     Diag *g;
-    if (c->prev.kind == TK_EQ && (major == TK_KEY || major == TK_RBRACE || major == 0)) {
-        g = diag_error(c->diags, tok->at, "missing value after '=', found %s", found);
+    if (c->prev.kind == TK_EQ && value) {
+        g = diag_error(c->diags, tok->at, "expected a value after '=', found %s", found);
+        if (major == TK_KEY || major == TK_RBRACE || major == 0)
+            diag_note(g, "the value of '%.*s' is missing", c->prev_key.len > 40 ? 40 : c->prev_key.len, c->prev_key.text);
         return;
     }
     if (major == TK_EQ && c->prev.kind == TK_KEY && expected[TK_LBRACE] && !expected[TK_KEY]) {
@@ -277,6 +279,7 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         next_significant(&lx, &next, &c, &comments, &last_line);
         if (cur.kind == TK_IDENT && (next.kind == TK_EQ || next.kind == TK_LBRACE)) cur.kind = TK_KEY;
         LlmcParse(parser, cur.kind, cur, &c);
+        if (cur.kind == TK_KEY) c.prev_key = cur;
         c.prev = cur;
         if (LlmcParseRecovering(parser)) {
             /* Blocks holding tokens skipped in recovery are marked broken. */

@@ -15,6 +15,7 @@ typedef struct {
     int syntax_errors;
     PtrVec error_pos;    /* SrcPos * of each syntax error */
     Token prev;          /* the token before the one being parsed */
+    Token prev_key;      /* the last KEY token */
 } ParseCtx;
 
 void ctx_block(ParseCtx *, const Token *kind, const Token *name, PtrVec *entries, const Token *close);

@@ -37,6 +37,13 @@ for plan in tests/frontend/json/*.llm; do
     ok
 done
 
+run check --format=json /nonexistent/plan.llm >"$TMP/out" 2>"$TMP/err"; rc=$?
+if [[ $rc -eq 2 ]] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d[0]["range"] is None and "cannot read" in d[0]["summary"]' "$TMP/out"; then
+    ok
+else
+    bad "json: I/O error should be exit 2 with range null"
+fi
+
 # 3. Examples check clean (the front end reports no error) and are formatted.
 for plan in examples/*.llm examples/tiny/*.llm; do
     [[ -f $plan ]] || continue
