@@ -1,7 +1,9 @@
 #!/bin/bash
-# tests/emitters/run.sh EMIT_TEST LLMC — the emitters suite (make test-emitters).
+# tests/emitters/run.sh EMIT_TEST LLMC [EMIT_TEST_SAN] — the emitters suite
+# (make test-emitters).
 #  1. emit_test: unit tests on hand-built plans (quoting, hostlists, templates,
-#     emit_check positions, atomic output directory).
+#     emit_check positions, atomic output directory, injection property), and
+#     again built with ASan+UBSan when EMIT_TEST_SAN is given.
 #  2. every example and tests/emitters/plans/*.llm compiles; `bash -n` on every
 #     emitted script; every JSON/YAML artifact parses and has what its consumer
 #     needs (check_artifacts.py, Debian's /usr/bin/python3 with PyYAML).
@@ -42,6 +44,17 @@ mkdir -p "$T/unit"
 "$EMIT_TEST" "$T/unit" >"$T/unit.log" 2>&1
 grep -E '^(ok|FAIL|     )' "$T/unit.log"
 add_counts "$T/unit.log" emit_test
+
+# the same under ASan+UBSan (leaks, overflows, undefined behaviour abort it)
+if [[ -n ${3:-} && -x $3 && $(realpath "$3") != "$EMIT_TEST" ]]; then
+    mkdir -p "$T/unit-san"
+    if "$(realpath "$3")" "$T/unit-san" >"$T/unit-san.log" 2>&1; then
+        ok "emit_test under ASan+UBSan: $(tail -n 1 "$T/unit-san.log")"
+    else
+        bad "emit_test under ASan+UBSan"
+        grep -vE '^ok' "$T/unit-san.log" | tail -n 30
+    fi
+fi
 
 # 2. compile every plan that has a job
 mkdir -p "$T/ex"

@@ -1,5 +1,5 @@
 # tests/emitters — the llmc emitters (compiler/emit*.c, templates/, golden/).
-#   make test-emitters   unit tests on hand-built plans, artifact validation
+#   make test-emitters   unit tests on hand-built plans (also under ASan+UBSan), artifact validation
 #                        (bash -n, JSON, LLaMA-Factory YAML keys and types),
 #                        hostile plans, and sbatch --test-only on a real local
 #                        two-node Slurm (tests/slurm/cluster.sh; needs root)
@@ -23,8 +23,10 @@ $(EMIT_TEST): $(BUILD)/tests/emitters/emit_test.o $(EMIT_TEST_OBJ)
 TEST_SUITES += emitters golden
 GOLDEN_TARGETS += golden-record
 .PHONY: test-emitters test-golden golden-record
+# The unit tests run a second time built with ASan+UBSan (build/san).
 test-emitters: $(EMIT_TEST) $(BUILD)/llmc
-	@bash tests/emitters/run.sh $(EMIT_TEST) $(BUILD)/llmc
+	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/emitters/emit_test
+	@bash tests/emitters/run.sh $(EMIT_TEST) $(BUILD)/llmc build/san/tests/emitters/emit_test
 
 test-golden: $(BUILD)/llmc
 	@bash tests/emitters/golden.sh check $(BUILD)/llmc
