@@ -1057,6 +1057,12 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         diag_note(g, "max_context of '%s' is set at %s:%d", t->model->name, t->model->max_context_at.start.file,
                   t->model->max_context_at.start.line);
     }
+    if (t->model && tmpl && ((t->template_ == TEMPLATE_QWEN && t->model->arch == ARCH_LLAMA) ||
+                             (t->template_ == TEMPLATE_LLAMA3 && t->model->arch != ARCH_LLAMA))) {
+        Diag *g = diag_warning(c->d, tmpl->value->at, "template %s with %s model '%s'",
+                               template_names[t->template_], arch_names[t->model->arch], t->model->name);
+        diag_note(g, "a chat template must match the format the model was (or will be) trained with");
+    }
     if (!stage_ok) return;
     if (t->stage == STAGE_SFT && !tmpl && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "sft run '%s' needs a chat template", t->name);
@@ -1151,6 +1157,12 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
 
     const PlanTrain *t = j->run;
     if (!t) return;
+    if (t->checkpoint_at.start.file && t->checkpoint_every_seconds > 0 && j->time_seconds > 0 &&
+        t->checkpoint_every_seconds >= j->time_seconds) {
+        Diag *g = diag_warning(c->d, t->checkpoint_at, "run '%s' checkpoints less often than job '%s' may run",
+                               t->name, j->name);
+        diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
+    }
     if (!cl->gpu && cl->hostlist && t->precision != PREC_FP32) {
         Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);

@@ -277,7 +277,11 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         if (cur.kind == TK_LBRACKET) list_depth++;
         lx.in_list = list_depth > 0;
         next_significant(&lx, &next, &c, &comments, &last_line);
-        if (cur.kind == TK_IDENT && (next.kind == TK_EQ || next.kind == TK_LBRACE)) cur.kind = TK_KEY;
+        /* A host-like name before '=' ("kv-heads =") is taken as a key too, so that
+         * the checker can say it is unknown and suggest the right one. */
+        if ((cur.kind == TK_IDENT || (cur.kind == TK_HOSTLIST && next.kind == TK_EQ)) &&
+            (next.kind == TK_EQ || next.kind == TK_LBRACE))
+            cur.kind = TK_KEY;
         LlmcParse(parser, cur.kind, cur, &c);
         if (cur.kind == TK_KEY) c.prev_key = cur;
         c.prev = cur;
