@@ -34,3 +34,9 @@ TEST_SUITES += e2e-dist-san
 test-e2e-dist-san:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/dist_test
 	@E2E_SAN=1 bash tests/e2e/dist.sh build/san/tests/e2e/dist_test
+
+# A real 1-minute time limit with Slurm's own USR2 warning (about 40 s).
+TEST_SUITES += e2e-timelimit
+.PHONY: test-e2e-timelimit
+test-e2e-timelimit: $(BUILD)/llmc $(BUILD)/llmc-train
+	@bash tests/e2e/timelimit.sh $(BUILD)/llmc $(BUILD)/llmc-train

@@ -1,0 +1,52 @@
+#!/bin/bash
+# tests/e2e/timelimit.sh LLMC LLMC_TRAIN — a real time limit on the local Slurm
+# (`make test-e2e-timelimit`, about 40 s).
+# The emitted script is submitted with a 1-minute limit and Slurm's own early
+# warning (`sbatch --time=1 --signal=USR2@45`, the form llmc emits when a run
+# needs several time limits) for a run of several minutes. Slurm, not the test,
+# sends USR2: the trainer checkpoints and exits 3, the script requeues, and the job
+# resumes from that checkpoint instead of being killed at the limit.
+set -u
+LLMC=$(realpath "$1"); BIN=$(realpath "$2")
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CLUSTER=$ROOT/tests/slurm/cluster.sh
+T=$(mktemp -d /tmp/e2e-timelimit.XXXXXX)
+trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()  { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
+finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
+[[ $(id -u) -eq 0 ]] || { echo "FAIL needs root (Slurm)"; fail=1; finish; }
+unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
+export LLMC_TRAIN=$HERE/llmc-train-local.sh LLMC_TRAIN_BIN=$BIN LLMC_THREADS=1
+job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
+wait_for_line() {
+    local i
+    for ((i = 0; i < $3 * 5; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.2; done
+    return 1
+}
+
+mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
+sed -e 's/max_steps        = 60/max_steps        = 20000/' -e 's/checkpoint_every = 10 steps/checkpoint_every = 100 steps/' \
+    "$HERE/tiny_2node.llm" >"$T/long.llm"
+(cd "$T" && "$LLMC" long.llm -o out) >"$T/llmc.log" 2>&1 || { bad "llmc compile" "$T/llmc.log"; finish; }
+"$CLUSTER" start "$T/slurm" "$T/out/slurm.conf" "$T/out/gres.conf" >"$T/cluster.log" 2>&1 || { bad "cluster" "$T/cluster.log"; finish; }
+eval "$("$CLUSTER" env "$T/slurm")"
+
+id=$(cd "$T" && sbatch --parsable --time=1 --signal=USR2@45 out/tiny_2node.slurm)
+err=$T/logs/tiny_2node-$id.err
+if wait_for_line "$err" 'stopping at step [0-9]* (USR2); exit 3' 120 && wait_for_line "$err" "requeueing job $id" 30; then
+    step=$(grep -o 'stopping at step [0-9]*' "$err" | head -n 1 | grep -o '[0-9]*$')
+    ok "Slurm's USR2 before the 1-minute limit: checkpoint at step $step, exit 3, requeued"
+else bad "no USR2 stop before the time limit (state $(job_field "$id" JobState))" "$err"; finish; fi
+for ((i = 0; i < 300; i++)); do
+    [[ $(job_field "$id" JobState) == RUNNING && $(job_field "$id" Restarts) -ge 1 ]] && break
+    [[ $(job_field "$id" Reason) == BeginTime ]] && scontrol update JobId="$id" StartTime=now 2>/dev/null
+    sleep 0.2
+done
+if wait_for_line "$err" "resumed from .* at step $step\$" 60; then ok "the requeued job resumed at step $step"
+else bad "no resume at step $step" "$err"; fi
+! grep -q 'DUE TO TIME LIMIT' "$err" && ok "never killed by the time limit" || bad "killed at the time limit" "$err"
+scancel "$id"
+finish
