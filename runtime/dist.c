@@ -189,16 +189,29 @@ static double now_s(void)
 /* Rank 0: accept world-1 connections; each peer says who it is. */
 static int tcp_accept_all(int port)
 {
-    int ls = socket(AF_INET6, SOCK_STREAM, 0), v6only = 0, on = 1;
-    struct sockaddr_in6 a;
-    memset(&a, 0, sizeof a);
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons((uint16_t)port);
-    if (ls < 0) { log_error("socket: %s", strerror(errno)); return -1; }
-    setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 128) != 0) {
+    /* IPv4 and IPv6 on one socket where the host has IPv6, else IPv4 only. */
+    int ls = socket(AF_INET6, SOCK_STREAM, 0), v6only = 0, on = 1, bound;
+    if (ls >= 0) {
+        struct sockaddr_in6 a;
+        memset(&a, 0, sizeof a);
+        a.sin6_family = AF_INET6;
+        a.sin6_addr = in6addr_any;
+        a.sin6_port = htons((uint16_t)port);
+        setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof v6only);
+        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        bound = bind(ls, (struct sockaddr *)&a, sizeof a) == 0;
+    } else {
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+        a.sin_port = htons((uint16_t)port);
+        ls = socket(AF_INET, SOCK_STREAM, 0);
+        if (ls < 0) { log_error("socket: %s", strerror(errno)); return -1; }
+        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        bound = bind(ls, (struct sockaddr *)&a, sizeof a) == 0;
+    }
+    if (!bound || listen(ls, 128) != 0) {
         log_error("cannot listen on MASTER_PORT %d: %s", port, strerror(errno));
         close(ls);
         return -1;
@@ -310,6 +323,7 @@ int dist_init(DistInfo *out)
         MPI_Comm_rank(MPI_COMM_WORLD, &D.info.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &D.info.world);
         D.info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+        if (D.info.local_rank < 0) D.info.local_rank = 0;
         D.backend = BACKEND_MPI;
 #else
         if (ompi_world > 1) {

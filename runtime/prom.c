@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "log.h"
 #include "prom.h"
 
 /* Label values escape backslash, double quote and newline. */
@@ -33,12 +34,12 @@ int prom_write(const char *path, const PromMetrics *m)
     char job[256], tmp[4096];
     escape_label(job, sizeof job, m->job ? m->job : "");
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        fprintf(stderr, "prom: path too long: %s\n", path);
+        log_error("prom: path too long: %s", path);
         return -1;
     }
     FILE *f = fopen(tmp, "w");
     if (!f) {
-        fprintf(stderr, "prom: cannot write %s: %s\n", tmp, strerror(errno));
+        log_error("prom: cannot write %s: %s", tmp, strerror(errno));
         return -1;
     }
     struct rusage ru;
@@ -57,7 +58,7 @@ int prom_write(const char *path, const PromMetrics *m)
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
     if (fclose(f) != 0) bad = 1;
     if (bad || rename(tmp, path) != 0) {
-        fprintf(stderr, "prom: cannot write %s: %s\n", path, strerror(errno));
+        log_error("prom: cannot write %s: %s", path, strerror(errno));
         unlink(tmp);
         return -1;
     }

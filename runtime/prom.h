@@ -30,7 +30,7 @@ typedef struct {
     int world_size;
 } PromMetrics;
 
-/* Returns 0, or -1 with a message on stderr (the file is then left as it was). */
+/* Returns 0, or -1 with a message (log_error) and the file left as it was. */
 int prom_write(const char *path, const PromMetrics *m);
 
 #endif

@@ -1,0 +1,72 @@
+/* prom_test DIR — runtime/prom.c: the Prometheus text file is complete, escaped,
+ * replaced atomically, and left alone when it cannot be written. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "prom.h"
+
+static int pass, fail;
+static void check(int ok, const char *what)
+{
+    printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    if (ok) pass++; else fail++;
+}
+
+static char *slurp(const char *path)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) { fprintf(stderr, "usage: prom_test DIR\n"); return 2; }
+    char path[4096], bad[4096];
+    snprintf(path, sizeof path, "%s/llmc_train.prom", argv[1]);
+    snprintf(bad, sizeof bad, "%s/no-such-dir/llmc_train.prom", argv[1]);
+
+    PromMetrics m = { .job = "a\"b\\c\nd", .step = 7, .total_steps = 100, .loss = 2.5, .lr = 1e-4,
+                      .tokens_per_second = 1234.5, .step_seconds = 0.25, .tokens_total = 9e9,
+                      .grad_norm = NAN, .world_size = 2 };
+    check(prom_write(path, &m) == 0, "prom_write returns 0");
+    char *s = slurp(path);
+    static const char *names[] = { "llmc_train_step", "llmc_train_total_steps", "llmc_train_loss", "llmc_train_lr",
+        "llmc_train_tokens_per_second", "llmc_train_step_seconds", "llmc_train_tokens_total",
+        "llmc_train_grad_norm", "llmc_train_world_size", "llmc_train_peak_rss_bytes" };
+    int all = s != NULL;
+    for (size_t i = 0; all && i < sizeof names / sizeof names[0]; i++) {
+        char help[128], type[128];
+        snprintf(help, sizeof help, "# HELP %s ", names[i]);
+        snprintf(type, sizeof type, "# TYPE %s gauge\n", names[i]);
+        all = strstr(s, help) && strstr(s, type);
+    }
+    check(all, "all ten gauges with HELP and TYPE lines");
+    check(s && strstr(s, "llmc_train_step{job=\"a\\\"b\\\\c\\nd\"} 7\n"), "job label escaped (quote, backslash, newline)");
+    check(s && strstr(s, "llmc_train_grad_norm{job=\"a\\\"b\\\\c\\nd\"} NaN\n"), "NaN written as NaN");
+    check(s && strstr(s, "llmc_train_tokens_total{job=\"a\\\"b\\\\c\\nd\"} 9000000000\n"), "large values exact");
+
+    m.step = 8;
+    check(prom_write(path, &m) == 0 && (s = slurp(path)) && strstr(s, "} 8\n") && !strstr(s, "} 7\n"),
+          "a second write replaces the file");
+    check(count_entries(argv[1]) == 1, "no temporary file left behind");
+    check(prom_write(bad, &m) == -1, "an unwritable path fails with -1");
+    check((s = slurp(path)) && strstr(s, "} 8\n"), "the previous file is untouched by a failed write");
+    printf("%d passed, %d failed\n", pass, fail);
+    return fail != 0;
+}
