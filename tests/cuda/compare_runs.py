@@ -2,9 +2,13 @@
 """Compare two training runs' metrics.jsonl (same plan, same init, same data order):
 the CUDA trainer (bf16) against the CPU trainer (fp32), or one GPU against two.
 
-usage: compare_runs.py REFERENCE.jsonl CANDIDATE.jsonl [--tol-mean X] [--tol-final X]
-Passes when the mean |loss difference| over all steps is below --tol-mean and the
-mean loss of the last 10% of steps differs by less than --tol-final (relative).
+usage: compare_runs.py REFERENCE.jsonl CANDIDATE.jsonl [--early N] [--tol-early X] [--tol-final X]
+
+Two checks, because training is chaotic: early on the runs must agree step by step
+(mean |loss difference| over the first N steps below --tol-early); later, rounding
+differences grow into different trajectories -- two bf16 GPU runs that differ only in
+reduction order (1 vs 2 GPUs) drift apart as much as bf16 vs fp32 do -- so only the
+final loss (mean of the last 10% of steps) is compared, relatively, within --tol-final.
 Prints "N passed, N failed"."""
 import argparse, json, sys
 
@@ -20,8 +24,9 @@ def losses(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ref"); ap.add_argument("cand")
-    ap.add_argument("--tol-mean", type=float, default=0.05)
-    ap.add_argument("--tol-final", type=float, default=0.05)
+    ap.add_argument("--early", type=int, default=50)
+    ap.add_argument("--tol-early", type=float, default=0.01)
+    ap.add_argument("--tol-final", type=float, default=0.15)
     a = ap.parse_args()
     ref, cand = losses(a.ref), losses(a.cand)
     steps = sorted(set(ref) & set(cand))
@@ -34,11 +39,14 @@ def main():
           f"{len(ref)} vs {len(cand)} steps")
     if steps:
         d = [abs(ref[s] - cand[s]) for s in steps]
+        e = d[:a.early]
         k = max(1, len(steps) // 10)
         fr = sum(ref[s] for s in steps[-k:]) / k
         fc = sum(cand[s] for s in steps[-k:]) / k
-        check("mean |loss diff|", sum(d) / len(d) < a.tol_mean, f"{sum(d) / len(d):.4f} (max {max(d):.4f})")
-        check("final loss", abs(fr - fc) / fr < a.tol_final, f"{fr:.4f} vs {fc:.4f}")
+        check(f"mean |loss diff| over the first {len(e)} steps", sum(e) / len(e) < a.tol_early,
+              f"{sum(e) / len(e):.5f} (max {max(e):.5f}; over all steps: mean {sum(d) / len(d):.4f})")
+        check("final loss (last 10% of steps)", abs(fr - fc) / fr < a.tol_final,
+              f"{fr:.4f} vs {fc:.4f} ({100 * abs(fr - fc) / fr:.1f}%)")
         for s in steps[:3] + steps[len(steps) // 2:len(steps) // 2 + 1] + steps[-2:]:
             print(f"  step {s}: {ref[s]:.4f} vs {cand[s]:.4f}")
     print(f"{passed} passed, {failed} failed")
