@@ -84,6 +84,18 @@ int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Di
             return -1;
         }
 
+    /* LLaMA-Factory cannot checkpoint on a signal: a run longer than the
+     * limit ends at the limit and resumes only when resubmitted. */
+    for (int i = 0; ests && i < plan->njobs; i++) {
+        const PlanJob *job = plan->jobs[i];
+        if (job->run->backend == BACKEND_LLAMAFACTORY && ests[i].requeue_segments > 1) {
+            Diag *g = diag_warning(d, job->time_at, "the run needs %d time limits; LLaMA-Factory stops at each limit",
+                                   ests[i].requeue_segments);
+            diag_note(g, "it saves every save_steps and resumes from the last checkpoint in output_dir when resubmitted");
+            diag_help(g, "backend = llmc checkpoints on USR2 before the limit and requeues itself");
+        }
+    }
+
     OutDir o;
     char err[512];
     if (outdir_begin(&o, out_dir, err, sizeof err) != 0) {

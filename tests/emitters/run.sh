@@ -89,6 +89,17 @@ if [[ -f "$T/ex/tiny/plan.json" ]]; then
     fi
 fi
 
+# a LLaMA-Factory run longer than its time limit compiles with a warning
+sed -e 's/^  time    = 12 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" \
+    tests/emitters/plans/lf_sft.llm >"$T/lf_short.llm"
+if "$LLMC" "$T/lf_short.llm" -o "$T/lf_short" >"$T/lf_short.log" 2>&1 &&
+    grep -q "warning: the run needs [0-9]* time limits; LLaMA-Factory stops at each limit" "$T/lf_short.log"; then
+    ok "LLaMA-Factory run longer than the limit: compiled, with a warning"
+else
+    bad "LLaMA-Factory run longer than the limit: compiled, with a warning"
+    cat "$T/lf_short.log"
+fi
+
 # 3. hostile plans: rejected where they say, nothing written, nothing run
 mkdir -p "$T/cwd"
 for p in tests/emitters/plans/hostile/*.llm; do
