@@ -58,16 +58,60 @@ if diff <(losses "$T/a/run/metrics.jsonl") <(losses "$T/b/run/metrics.jsonl") >/
 then ok "resumed metrics: one line per step, losses and grad norms identical"
 else bad "resumed metrics differ" "$T/a/run/metrics.jsonl" "$T/b/run/metrics.jsonl"; fi
 
+# 2b. a real SIGUSR2 mid-run: checkpoint at the step it was in, exit 3; resume = uninterrupted
+mkrun "$T/s0" 'p["train"]["max_steps"]=150; p["checkpoint"]["every_steps"]=None'
+mkrun "$T/s1" 'p["train"]["max_steps"]=150; p["checkpoint"]["every_steps"]=None'
+(cd "$T/s0" && "$BIN" run plan.json) >"$T/s0.log" 2>&1
+(cd "$T/s1" && exec "$BIN" run plan.json) >"$T/s1.log" 2>&1 &
+spid=$!; PIDS+=($spid)
+for _ in $(seq 1 600); do [[ $( (wc -l <"$T/s1/run/metrics.jsonl") 2>/dev/null || echo 0) -ge 3 ]] && break; sleep 0.05; done
+kill -USR2 "$spid" 2>/dev/null
+wait "$spid"; rc1=$?
+(cd "$T/s1" && "$BIN" run plan.json) >"$T/s2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 3 && $rc2 -eq 0 ]] && grep -q "stopping at step [0-9]* (USR2)" "$T/s1.log" \
+   && cmp -s "$T/s0/run/final/model.safetensors" "$T/s1/run/final/model.safetensors"
+then ok "SIGUSR2 at $(grep -o 'stopping at step [0-9]*' "$T/s1.log"): exit 3, resume -> bit-identical to uninterrupted"
+else bad "SIGUSR2 stop/resume (exit $rc1, $rc2)" "$T/s1.log" "$T/s2.log"; fi
+
+# 2c. time-based cadence: every_seconds (tiny) checkpoints each step; keep 2 prunes the rest
+mkrun "$T/t" 'p["checkpoint"]["every_steps"]=None; p["checkpoint"]["every_seconds"]=0.001'
+(cd "$T/t" && "$BIN" run plan.json) >"$T/t.log" 2>&1; rc=$?
+[[ $rc -eq 0 && $(grep -c "checkpoint step" "$T/t.log") -eq 11 && $(ls -d "$T"/t/ckpt/step-* | wc -l) -eq 2 ]] \
+    && ok "every_seconds cadence: a checkpoint after each of steps 1..11, 2 kept" || bad "every_seconds (exit $rc)" "$T/t.log"
+
+# 2d. held-out evaluation on prepared shards: every labelled document counted once
+mkrun "$T/ev" 'p["train"]["max_steps"]=40'
+mkdir -p "$T/ev/eval"; "$MKSH" "$T/ev/eval" 16 32 64 99 >/dev/null 2>&1
+(cd "$T/ev" && "$BIN" run plan.json --eval-shards eval) >"$T/ev.log" 2>&1; rc=$?
+if [[ $rc -eq 0 ]] && $PY - "$T/ev/run/result.json" "$T/ev/eval/index.json" <<'PYEOF'
+import json, sys
+r, idx = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ok = (r["eval_documents"] == idx["n_docs"] and 0 < r["eval_correct"] <= r["eval_documents"]
+      and abs(r["eval_accuracy"] - r["eval_correct"] / r["eval_documents"]) < 1e-6
+      and r["eval_loss"] < 0.5 * r["unigram_baseline"])
+sys.exit(0 if ok else 1)
+PYEOF
+then ok "eval: $(grep -o '"eval_correct": [0-9]*' "$T/ev/run/result.json") of $(grep -o '"eval_documents": [0-9]*' "$T/ev/run/result.json"), loss < half the baseline"
+else bad "eval (exit $rc)" "$T/ev.log" "$T/ev/run/result.json"; fi
+
+mkrun "$T/ev0" 'p["train"]["max_steps"]=1; p["train"]["lr"]=0.0; p["train"]["min_lr"]=0.0'
+cp -r "$T/ev/eval" "$T/ev0/eval"
+(cd "$T/ev0" && "$BIN" run plan.json --eval-shards eval) >"$T/ev0.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["eval_correct"] * 4 < r["eval_documents"] else 1)' "$T/ev0/run/result.json" \
+    && ok "eval of an untrained model: $(grep -o '"eval_correct": [0-9]*' "$T/ev0/run/result.json") (the metric can fail)" \
+    || bad "untrained eval (exit $rc)" "$T/ev0.log" "$T/ev0/run/result.json"
+
 # 3. two ranks (srun-style TCP rendezvous) with accumulation 1 == one rank with accumulation 2
 mkrun "$T/c" 'p["train"]["grad_accum"]=1; p["parallel"]["world_size"]=2; p["parallel"]["data_parallel"]=2'
 PORT=$((21000 + $$ % 20000))
 while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+RANKS=()
 for r in 0 1; do
     (cd "$T/c" && LLMC_THREADS=1 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \
         MASTER_PORT=$PORT timeout 120 "$BIN" run plan.json) >"$T/c.$r.log" 2>&1 &
-    PIDS+=($!)
+    PIDS+=($!); RANKS+=($!)
 done
-wait "${PIDS[0]}"; rc0=$?; wait "${PIDS[1]}"; rc1=$?
+wait "${RANKS[0]}"; rc0=$?; wait "${RANKS[1]}"; rc1=$?
 if [[ $rc0 -eq 0 && $rc1 -eq 0 ]] && cmp -s "$T/a/run/final/model.safetensors" "$T/c/run/final/model.safetensors"
 then ok "2 ranks x accum 1 == 1 rank x accum 2: final weights bit-identical"
 else bad "2-rank run (exit $rc0, $rc1)" "$T/c.0.log" "$T/c.1.log"; fi
