@@ -254,6 +254,7 @@ typedef struct {
     TokIds ids;
     UniBuf mask;
     int failed;
+    size_t dataset;           /* index into the plan's datasets */
 } Slot;
 
 typedef struct {
@@ -437,6 +438,19 @@ typedef struct {
     uint64_t kept, skipped[REC_N_REASONS], shown;
 } Counts;
 
+/* Per dataset, for index.json: the estimator can use real token counts. */
+typedef struct {
+    uint64_t kept, skipped, tokens, labels;
+} DatasetCounts;
+
+/* Tokens of one document as packed (cut at the context unless pre-training text is streamed). */
+static void count_doc(DatasetCounts *c, const Slot *s, uint32_t context, int stream)
+{
+    size_t n = stream || s->ids.len < context ? s->ids.len : context;
+    c->tokens += n;
+    for (size_t i = 1; i < n; i++) c->labels += s->mask.p[i];
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -591,6 +605,7 @@ int cmd_prepare(int argc, char **argv)
     k.pos = malloc(cells * 4);
     k.mask = malloc(cells);
     int started = 0;
+    DatasetCounts *per_ds = NULL;
     if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
     for (int i = 0; i < pool.n_workers; i++) {
         pool.workers[i].pool = &pool;
@@ -604,6 +619,8 @@ int cmd_prepare(int argc, char **argv)
     }
 
     Counts counts = {0};
+    per_ds = calloc(plan.n_ds, sizeof *per_ds);
+    if (!per_ds) { say("out of memory"); goto out; }
     Progress pr = {.tty = isatty(2), .start = now_s()};
     pr.last = pr.start;
     for (size_t i = 0; i < plan.n_ds; i++) {
@@ -650,16 +667,19 @@ int cmd_prepare(int argc, char **argv)
                         break;
                     }
                     counts.skipped[why]++;
+                    per_ds[di].skipped++;
                     if (counts.shown++ < MAX_SHOWN_BAD) fprintf(stderr, "%s (skipped)\n", full);
                     continue;
                 }
                 Slot *s = &b->slots[b->n];
+                s->dataset = di;
                 int rr = ds->format == FMT_TEXT
                              ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
                              : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
                 if (rr) { say("out of memory"); fatal = 1; break; }
                 b->n++;
                 counts.kept++;
+                per_ds[di].kept++;
             }
             pr.done_bytes = bytes_before + js_offset(js);
             /* the previous batch is tokenized meanwhile; pack it, then hand this one out */
@@ -669,6 +689,7 @@ int cmd_prepare(int argc, char **argv)
                     Slot *s = &inflight->slots[i];
                     if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
                     if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
+                    count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
                 }
                 inflight = NULL;
             }
@@ -685,6 +706,7 @@ int cmd_prepare(int argc, char **argv)
             Slot *s = &inflight->slots[i];
             if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
             if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
+            count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
         }
     }
     record_view_free(&view);
@@ -713,6 +735,18 @@ int cmd_prepare(int argc, char **argv)
                  counts.skipped[r]);
     }
     if (reasons[0]) strncat(reasons, ")", sizeof reasons - strlen(reasons) - 1);
+    cJSON *dsa = cJSON_AddArrayToObject(sum, "datasets");
+    for (size_t i = 0; i < plan.n_ds; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", plan.ds[i].name);
+        cJSON_AddNumberToObject(o, "records_kept", (double)per_ds[i].kept);
+        cJSON_AddNumberToObject(o, "records_skipped", (double)per_ds[i].skipped);
+        cJSON_AddNumberToObject(o, "tokens", (double)per_ds[i].tokens);
+        cJSON_AddNumberToObject(o, "label_tokens", (double)per_ds[i].labels);
+        cJSON_AddItemToArray(dsa, o);
+    }
+    free(per_ds);
+    per_ds = NULL;
     char *sum_text = cJSON_PrintUnformatted(sum);
     cJSON_Delete(sum);
     ShardIndexInfo info = {.context = plan.context, .vocab_size = vocab, .pad_id = (uint32_t)pad,
@@ -727,6 +761,7 @@ int cmd_prepare(int argc, char **argv)
             k.n_entries == 1 ? "" : "s", plan.shards_dir);
     status = 0;
 out:
+    free(per_ds);
     pthread_mutex_lock(&pool.mu);
     pool.quit = 1;
     pthread_cond_broadcast(&pool.work);

@@ -44,6 +44,10 @@ ans=$(printf '%s<|im_end|>\n' "$a" | "$TRAIN" tokenize --tokenizer examples/tiny
 if [[ "$got" == "${want%$'\n'}" && $labels -eq $ans ]]; then ok "row 0 = record 1 in the qwen template, $labels labels"
 else no "row 0" "got: $got / labels $labels, answer tokens $ans"; fi
 
+sumok=$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); d=i["summary"]["datasets"][0]
+print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_tokens"] and d["records_kept"] == 4000))' "$S/tiny/shards/index.json")
+if [[ $sumok == 1 ]]; then ok "index.json summary: per-dataset records and tokens"; else no "index.json summary"; fi
+
 # 2. idempotent: a second run does nothing; a changed input file is prepared again
 before=$(stat -c %Y.%s "$S/tiny/shards/shard-00000.bin")
 out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1)
