@@ -436,23 +436,24 @@ __global__ void __launch_bounds__(128) flash_fwd2_k(bf16 *O, float *LSE, const b
     }
 }
 
-template <int D>
-__global__ void __launch_bounds__(128) flash_bwd2_k(float *dKh, float *dVh, float *dQacc, const bf16 *Q,
+template <int D, int NW>
+__global__ void __launch_bounds__(NW * 32) flash_bwd2_k(float *dKh, float *dVh, float *dQacc, const bf16 *Q,
                                                    const bf16 *K, const bf16 *V, const bf16 *dO, const float *LSE,
                                                    const float *Dvec, const int *pos, int H, int KV, int T,
                                                    float sl2, float scale)
 {
-    constexpr int LD = D + 8, LDS = 32 + 8;
+    constexpr int LD = D + 8, LDS = 32 + 8, KB = 16 * NW;   /* NW warps x 16 keys */
+    static_assert(2 * D / NW >= 16, "each warp takes at least 16 dQ columns");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *Ks = (bf16 *)smem_raw, *Vs = Ks + 64 * LD, *Qb = Vs + 64 * LD, *dOb = Qb + 2 * 32 * LD;
+    bf16 *Ks = (bf16 *)smem_raw, *Vs = Ks + KB * LD, *Qb = Vs + KB * LD, *dOb = Qb + 2 * 32 * LD;
     bf16 *dSt = dOb + 2 * 32 * LD;
     __shared__ __align__(16) float lse_b[2][32], dvec_b[2][32];
     __shared__ __align__(16) int pos_b[2][32];
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
     int kb = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
-    int k0 = kb * 64;
-    tile_async<D, LD>(Ks, K + ((size_t)(b * KV + kvh) * T + k0) * D, D, 64);
-    tile_async<D, LD>(Vs, V + ((size_t)(b * KV + kvh) * T + k0) * D, D, 64);
+    int k0 = kb * KB;
+    tile_async<D, LD>(Ks, K + ((size_t)(b * KV + kvh) * T + k0) * D, D, KB);
+    tile_async<D, LD>(Vs, V + ((size_t)(b * KV + kvh) * T + k0) * D, D, KB);
     /* stage 0: the first query block */
     tile_async<D, LD>(Qb, Q + ((size_t)bh * T + k0) * D, D, 32);
     tile_async<D, LD>(dOb, dO + ((size_t)(b * T + k0) * H + h) * D, (size_t)H * D, 32);
@@ -487,7 +488,7 @@ __global__ void __launch_bounds__(128) flash_bwd2_k(float *dKh, float *dVh, floa
             cp_async_wait<0>();
         }
         /* Skip query blocks whose documents all start after these keys. */
-        if (!__syncthreads_or(tid < 32 && qs + tid - pos_s[tid] <= k0 + 63)) { __syncthreads(); continue; }
+        if (!__syncthreads_or(tid < 32 && qs + tid - pos_s[tid] <= k0 + KB - 1)) { __syncthreads(); continue; }
 
         float st[4][4];
         for (int j = 0; j < 4; j++) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
@@ -556,14 +557,15 @@ __global__ void __launch_bounds__(128) flash_bwd2_k(float *dKh, float *dVh, floa
             *(uint32_t *)&dSt[(warp * 16 + g + 8) * LDS + j * 8 + 2 * q4] = pack_bf16(dpt[j][2], dpt[j][3]);
         }
         __syncthreads();
-        /* dQ[32 x D] += dS K: warp -> 16 query rows x D/2 columns */
-        int mq = (warp & 1) * 16, nd = (warp >> 1) * (D / 2);
-        float dq[D / 16][4];
-        for (int i = 0; i < D / 16; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
-        for (int kk = 0; kk < 4; kk++) {
+        /* dQ[32 x D] += dS K: warp -> 16 query rows x 2D/NW columns */
+        constexpr int DC = 2 * D / NW;
+        int mq = (warp & 1) * 16, nd = (warp >> 1) * DC;
+        float dq[DC / 8][4];
+        for (int i = 0; i < DC / 8; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
+        for (int kk = 0; kk < NW; kk++) {
             uint32_t a[4];
             ldsm_x4_t(a, &dSt[(kk * 16 + lane % 8 + (lane / 16) * 8) * LDS + mq + ((lane / 8) % 2) * 8]);
-            for (int dp = 0; dp < D / 32; dp++) {
+            for (int dp = 0; dp < DC / 16; dp++) {
                 uint32_t r[4];
                 ldsm_x4_t(r, &Ks[(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + nd + dp * 16 + (lane / 16) * 8]);
                 mma16816(dq[2 * dp], a, r[0], r[1]);
@@ -571,7 +573,7 @@ __global__ void __launch_bounds__(128) flash_bwd2_k(float *dKh, float *dVh, floa
             }
         }
         float *dst = dQacc + ((size_t)bh * T + qs + mq + g) * D + nd + 2 * q4;
-        for (int i = 0; i < D / 16; i++) {
+        for (int i = 0; i < DC / 8; i++) {
             atomicAdd(dst + i * 8, dq[i][0] * scale);
             atomicAdd(dst + i * 8 + 1, dq[i][1] * scale);
             atomicAdd(dst + 8 * D + i * 8, dq[i][2] * scale);
@@ -614,7 +616,11 @@ __global__ void flash_bwd_post_k(bf16 *dq, bf16 *dk, bf16 *dv, const float *dQac
 template <int D>
 static size_t fwd_smem(int pipe) { return (size_t)(pipe ? 5 : 3) * 64 * (D + 8) * sizeof(bf16); }
 template <int D>
-static size_t bwd_smem(int pipe) { return ((size_t)2 * 64 * (D + 8) + (pipe ? 4 : 2) * 32 * (D + 8) + 64 * 40) * sizeof(bf16); }
+static size_t bwd_smem(int pipe, int nw)
+{
+    size_t kb = 16 * (size_t)nw;
+    return (2 * kb * (D + 8) + (pipe ? 4 : 2) * 32 * (D + 8) + kb * 40) * sizeof(bf16);
+}
 
 /* LLMC_FLASH_PIPELINE=0 selects the single-stage kernels (for comparison). */
 static int use_pipeline(void)
@@ -655,19 +661,33 @@ static void launch_bwd(float *dKh, float *dVh, float *dQacc, const bf16_t *Q, co
 {
     static int configured;
     int pipe = use_pipeline();
+    /* Wide blocks (8 warps, 128 keys) halve the dQ atomics and the Q/dO reloads per
+     * key; LLMC_FLASH_BWD_WARPS=4 selects 64-key blocks. */
+    const char *ew = getenv("LLMC_FLASH_BWD_WARPS");
+    int wide = D >= 64 && T % 128 == 0 && !(ew && ew[0] == '4');
     if (!configured) {
-        cudaFuncSetAttribute(flash_bwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(0));
-        cudaFuncSetAttribute(flash_bwd2_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(1));
+        cudaFuncSetAttribute(flash_bwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(0, 4));
+        cudaFuncSetAttribute(flash_bwd2_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(1, 4));
+        if (D >= 64)
+            cudaFuncSetAttribute(flash_bwd2_k<D, D >= 64 ? 8 : 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)bwd_smem<D>(1, 8));
         configured = 1;
     }
-    dim3 grid(T / 64, B * H);
     float scale = 1.f / sqrtf((float)D);
+    if (pipe && wide) {
+        dim3 grid(T / 128, B * H);
+        flash_bwd2_k<D, D >= 64 ? 8 : 4><<<grid, 256, bwd_smem<D>(1, 8), s>>>(
+            dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos,
+            H, KV, T, scale * 1.4426950408889634f, scale);
+        return;
+    }
+    dim3 grid(T / 64, B * H);
     if (pipe)
-        flash_bwd2_k<D><<<grid, 128, bwd_smem<D>(1), s>>>(dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K,
-                                                          (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos, H, KV,
-                                                          T, scale * 1.4426950408889634f, scale);
+        flash_bwd2_k<D, 4><<<grid, 128, bwd_smem<D>(1, 4), s>>>(dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K,
+                                                             (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos, H, KV,
+                                                             T, scale * 1.4426950408889634f, scale);
     else
-        flash_bwd_k<D><<<grid, 128, bwd_smem<D>(0), s>>>(dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K,
+        flash_bwd_k<D><<<grid, 128, bwd_smem<D>(0, 4), s>>>(dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K,
                                                          (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos, H, KV,
                                                          T, scale * 1.4426950408889634f, scale);
 }

@@ -200,7 +200,7 @@ def main():
 
     # 1. HF on plain causal rows (one document per row).
     rng = np.random.default_rng(7)
-    B, T = 2, 192                      # three 64-key blocks: the fused kernels' block walks
+    B, T = 2, 256                      # 4 blocks of 64 keys, 2 of 128: the fused kernels walk them
     ids = rng.integers(0, V, (B, T)).astype(np.int32)
     pos = np.tile(np.arange(T, dtype=np.int32), (B, 1))
     mask = np.ones((B, T), np.int32); mask[0, :10] = 0
@@ -221,7 +221,7 @@ def main():
     res.check("reference == hf logits", rel(ref_logits(W, ids_t.long(), pos_t.long()).detach().cpu(), ref.detach().cpu()), 1e-5)
 
     # 2. Packed documents: gradients at step 0 and the AdamW loss curve.
-    B, T = 4, 128
+    B, T = 4, 256
     batches = []
     rng = np.random.default_rng(11)
     for s in range(args.steps):
