@@ -82,6 +82,9 @@ int hostlist_expand(Arena *a, const char *expr, char ***hosts, const char **err)
             q++;
         }
         if (q == p) { *err = "empty host name in hostlist"; return -1; }
+        int groups = 0;
+        for (const char *r = p; r < q; r++) groups += *r == '[';
+        if (groups > 8) { *err = "more than 8 [...] groups in one host name"; return -1; }
         expand_piece(&ex, p, (size_t)(q - p), "");
         p = *q ? q + 1 : q;
         if (*q && !*p) { *err = "hostlist ends with ','"; return -1; }

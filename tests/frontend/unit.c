@@ -77,6 +77,9 @@ int main(void)
     hosts_bad("n[0-1999999]", "more than 1000000");
     hosts_bad("a,", "ends with ','");
     hosts_bad("n[a-b]", "malformed");
+    hosts_bad("n[1][2][3][4][5][6][7][8][9]", "more than 8");
+    hosts("a[1-2]b[1-2]c[1-2]d[1-2]e[1-2]f[1-2]g[1-2]h[1-2]", 256, "a1b1c1d1e1f1g1h1", "a2b2c2d2e2f2g2h2");
+    hosts_bad("n[1-9][1-9][1-9][1-9][1-9][1-9][1-9][1-9]", "more than 1000000");
 
     check(gpu_catalog_count() >= 6, "catalogue has at least 6 GPUs");
     const char *need[] = {"A100_40GB", "A100_80GB", "H100_80GB", "H200_141GB", "B200", "L40S"};
