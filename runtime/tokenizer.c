@@ -2,6 +2,7 @@
 #include "tokenizer.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,10 +124,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 static uint32_t byte_to_char[256];
 static int16_t char_to_byte[0x144];   /* every mapped character is below U+0144 */
 
-static void bytelevel_init(void)
+static void bytelevel_build(void)
 {
-    static int done;
-    if (done) return;   /* idempotent; the values are constant, so a race only rewrites them */
     int n = 0;
     for (int b = 0; b < 256; b++) {
         int direct = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
@@ -134,7 +133,12 @@ static void bytelevel_init(void)
     }
     for (int c = 0; c < 0x144; c++) char_to_byte[c] = -1;
     for (int b = 0; b < 256; b++) char_to_byte[byte_to_char[b]] = (int16_t)b;
-    done = 1;
+}
+
+static void bytelevel_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, bytelevel_build);
 }
 
 /* ByteLevel text -> bytes into out. 0 ok; 1 if text has a character outside the map. */

@@ -101,6 +101,13 @@ for f in sharegpt_bad.json alpaca_bad.jsonl text_bad.jsonl; do
     else no "fail policy: $f (exit $rc)" "$out"; fi
 done
 
+# alpaca: record 1 is "instruction\ninput" -> output, rendered with the qwen template
+row=$("$SHARD" --row "$S/skip-alpaca_bad.jsonl/shards" 0)
+got=$(head -n 1 <<<"$row" | "$TRAIN" tokenize --tokenizer examples/tiny/tokenizer --decode)
+want=$(printf '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\nAdd.\n2 and 3<|im_end|>\n<|im_start|>assistant\n5<|im_end|>')
+lab=$(tail -n 1 <<<"$row" | tr ' ' '\n' | grep -c 1)
+if [[ $got == "$want" && $lab -eq 3 ]]; then ok "alpaca record rendered (prompt + query, 3 labels)"; else no "alpaca row" "$got / $lab"; fi
+
 # 7. kill -9 in the middle: nothing complete-looking is left; a rerun finishes
 python3 - "$S/big.json" <<'PY'
 import json, sys
