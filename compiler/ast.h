@@ -70,8 +70,7 @@ typedef struct {
 
 typedef struct {
     SrcRange at;
-    const char *text;    /* including '#' */
-    bool own_line;       /* nothing but blanks before it on its line */
+    const char *text;    /* including '#', trailing blanks removed */
 } Comment;
 
 typedef struct {

@@ -211,7 +211,7 @@ void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expe
 /* ---- the driver loop ---- */
 
 /* Next token that is not a comment; comments are stored in the SourceFile. */
-static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments, int *last_line)
+static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments)
 {
     for (;;) {
         int errors = lx->errors;
@@ -222,10 +222,7 @@ static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments, 
             *pos = t->at.start;
             ptrvec_push(c->arena, &c->error_pos, pos);
         }
-        if (t->kind != TK_COMMENT) {
-            if (t->kind) *last_line = t->at.end.line;
-            return t->kind;
-        }
+        if (t->kind != TK_COMMENT) return t->kind;
         Comment *cm = arena_alloc(c->arena, sizeof(Comment));
         cm->at = t->at;
         /* Trim trailing blanks so that fmt output is stable. */
@@ -233,7 +230,6 @@ static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments, 
         while (len > 1 && (t->text[len - 1] == ' ' || t->text[len - 1] == '\t' || t->text[len - 1] == '\r'))
             len--;
         cm->text = arena_strndup(c->arena, t->text, (size_t)len);
-        cm->own_line = *last_line != t->at.start.line;
         ptrvec_push(c->arena, comments, cm);
     }
 }
@@ -255,10 +251,9 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         exit(2);
     }
 
-    int last_line = 0;
     int depth = 0, list_depth = 0;
     Token cur, next;
-    next_significant(&lx, &cur, &c, &comments, &last_line);
+    next_significant(&lx, &cur, &c, &comments);
     for (;;) {
         if (cur.kind == 0) {
             LlmcParse(parser, 0, cur, &c);
@@ -276,7 +271,7 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         /* The lexer needs to know about lists before it reads the next token. */
         if (cur.kind == TK_LBRACKET) list_depth++;
         lx.in_list = list_depth > 0;
-        next_significant(&lx, &next, &c, &comments, &last_line);
+        next_significant(&lx, &next, &c, &comments);
         /* A host-like name before '=' ("kv-heads =") is taken as a key too, so that
          * the checker can say it is unknown and suggest the right one. */
         if ((cur.kind == TK_IDENT || (cur.kind == TK_HOSTLIST && next.kind == TK_EQ)) &&

@@ -27,15 +27,6 @@ static SrcRange range_of(const Lexer *lx, const unsigned char *a, const unsigned
     return (SrcRange){pos_at(lx, a), pos_at(lx, b)};
 }
 
-static void lex_error(Lexer *lx, const unsigned char *a, const unsigned char *b, const char *msg, int c)
-{
-    lx->errors++;
-    if (c >= 0x20 && c < 0x7f)
-        diag_error(lx->diags, range_of(lx, a, b), msg, c);
-    else
-        diag_error(lx->diags, range_of(lx, a, b), msg, c);
-}
-
 static int utf8_seq(const unsigned char *p, const unsigned char *lim)
 {
     int len;
@@ -225,10 +216,11 @@ int lexer_next(Lexer *lx, Token *t)
         }
         *                     {
             int c = *lx->tok;
+            lx->errors++;
             if (c >= 0x21 && c < 0x7f)
-                lex_error(lx, lx->tok, lx->cur, "unexpected character '%c'", c);
+                diag_error(lx->diags, range_of(lx, lx->tok, lx->cur), "unexpected character '%c'", c);
             else
-                lex_error(lx, lx->tok, lx->cur, "unexpected byte 0x%02x", c);
+                diag_error(lx->diags, range_of(lx, lx->tok, lx->cur), "unexpected byte 0x%02x", c);
             continue;
         }
 */
