@@ -1029,7 +1029,8 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     t->bytes_per_token = 4.0;
     if ((e = find(&s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
     if ((e = find(&s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
-    if ((e = require(c, &s, "output", "\"/mnt/data-hps/runs/NAME\""))) { t->output_at = e->at; t->output_dir = get_path(c, e, false); }
+    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_path(c, e, false); }
+    else t->output_dir = arena_printf(c->a, "runs/%s", t->name);   /* relative to the submit directory */
     t->checkpoint_every_seconds = 1800;
     if ((e = find(&s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;

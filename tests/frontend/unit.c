@@ -112,6 +112,22 @@ int main(void)
     check(strstr(u, "undefined train 'r'") && strstr(u, "undefined cluster 'c'"), "two errors in one run");
     free(u);
 
+    {
+        const char *text = "train t { stage = pt model = m data = [x] context = 8 batch = 1 per gpu lr = 0.1 }\n";
+        Arena *a = arena_new();
+        Diags *dd = diags_new();
+        SourceFile *sf = parse_source("o.llm", text, strlen(text), a, dd);
+        Plan *pl = arena_alloc(a, sizeof(Plan));
+        pl->arena = a;
+        check_plan(&sf, 1, pl, dd);
+        check(pl->ntrains == 1 && strcmp(pl->trains[0]->output_dir, "runs/t") == 0, "output defaults to runs/NAME");
+        check(pl->trains[0]->packing && pl->trains[0]->epochs == 1.0 && pl->trains[0]->checkpoint_every_seconds == 1800 &&
+              pl->trains[0]->checkpoint_keep == 2 && pl->trains[0]->grad_accum == 1 && pl->trains[0]->seed == 42,
+              "train defaults: packing for pt, 1 epoch, checkpoint every 30 min, keep 2");
+        diags_free(dd);
+        plan_free(pl);
+    }
+
     Diags *d = diags_new();
     Plan *p = frontend_load("examples/qwen72b_sft.llm", d);
     check(p && diags_error_count(d) == 0, "frontend_load: qwen72b_sft has no errors");
