@@ -87,6 +87,17 @@ done:
     return rc;
 }
 
+/* The shortest %g form that reads back as the same double (1e-06, not 9.99...e-07). */
+static void shortest_double(char *buf, size_t len, double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    /* JSON wants a float to look like one when it has no exponent or point: 1000000 -> 1000000.0 */
+    if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", len - strlen(buf) - 1);
+}
+
 int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dtype,
                     int bos_id, int eos_id, char *err, size_t errlen)
 {
@@ -99,8 +110,10 @@ int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dt
                "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
                "  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n",
             c->hidden, c->ffn, c->layers, c->heads, c->kv_heads, c->head_dim, c->vocab, c->max_context);
-    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n  \"hidden_act\": \"silu\",\n",
-            c->rope_theta, c->rms_eps);
+    char theta[32], eps[32];
+    shortest_double(theta, sizeof theta, c->rope_theta);
+    shortest_double(eps, sizeof eps, c->rms_eps);
+    fprintf(f, "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n  \"hidden_act\": \"silu\",\n", theta, eps);
     fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_embeddings ? "true" : "false");
     if (c->arch != MODEL_QWEN2)
         fprintf(f, "  \"attention_bias\": %s,\n", c->qkv_bias ? "true" : "false");

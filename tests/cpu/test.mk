@@ -18,5 +18,5 @@ $(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OB
 
 TEST_SUITES += cpu
 .PHONY: test-cpu
-test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train
+test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
 	@bash tests/cpu/run.sh $(BUILD)
