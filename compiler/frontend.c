@@ -145,6 +145,12 @@ static void load_uses(Loader *L, SourceFile *sf)
             diag_error(L->d, it->use_at, "cannot read '%s': %s", path, strerror(errno));
             continue;
         }
+        struct stat st;
+        if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+            /* Only plain files: a FIFO or device named in a plan could block forever. */
+            diag_error(L->d, it->use_at, "cannot use '%s': not a regular file", path);
+            continue;
+        }
         bool cycle = false;
         for (int k = 0; k < L->stack.n; k++) {
             if (strcmp(L->stack.items[k], real) != 0) continue;
