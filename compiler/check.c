@@ -1088,6 +1088,8 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             diag_help(g, "use an alpaca or sharegpt dataset, or stage = pt");
         }
     }
+    if (t->max_steps > 0 && t->epochs_at.start.file)
+        diag_warning(c->d, t->epochs_at, "epochs is ignored: max_steps is set and decides the length of run '%s'", t->name);
     if (t->max_steps > 0 && t->warmup_steps > 0 && t->warmup_steps >= t->max_steps)
         diag_error(c->d, t->warmup_at, "warmup (%lld steps) must be shorter than max_steps (%lld)",
                    (long long)t->warmup_steps, (long long)t->max_steps);
