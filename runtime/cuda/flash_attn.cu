@@ -331,24 +331,24 @@ __global__ void __launch_bounds__(128) flash_bwd_k(float *dKh, float *dVh, float
 
 /* Pipelined variants: the next K/V (forward) or Q/dO (backward) block is fetched with
  * cp.async into a second shared-memory stage while the current one is used. */
-template <int D>
-__global__ void __launch_bounds__(128) flash_fwd2_k(bf16 *O, float *LSE, const bf16 *Q, const bf16 *K,
+template <int D, int NW>
+__global__ void __launch_bounds__(NW * 32) flash_fwd2_k(bf16 *O, float *LSE, const bf16 *Q, const bf16 *K,
                                                    const bf16 *V, const int *pos, int H, int KV, int T, float sl2)
 {
-    constexpr int LD = D + 8;
+    constexpr int LD = D + 8, QB = 16 * NW;   /* NW warps x 16 query rows */
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *Qs = (bf16 *)smem_raw, *Kb = Qs + 64 * LD, *Vb = Kb + 2 * 64 * LD;   /* K, V: two stages */
+    bf16 *Qs = (bf16 *)smem_raw, *Kb = Qs + QB * LD, *Vb = Kb + 2 * 64 * LD;   /* K, V: two stages */
     __shared__ int lo_min;
     int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
     int qb = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
-    int q0 = qb * 64;
+    int q0 = qb * QB, kb_last = (q0 + QB - 1) / 64;
     const bf16 *Kg = K + (size_t)(b * KV + kvh) * T * D, *Vg = V + (size_t)(b * KV + kvh) * T * D;
     if (tid == 0) lo_min = q0;
     __syncthreads();
-    if (tid < 64) atomicMin(&lo_min, q0 + tid - pos[b * T + q0 + tid]);
+    if (tid < QB) atomicMin(&lo_min, q0 + tid - pos[b * T + q0 + tid]);
     __syncthreads();
     int kb0 = lo_min / 64;
-    tile_async<D, LD>(Qs, Q + ((size_t)bh * T + q0) * D, D, 64);
+    tile_async<D, LD>(Qs, Q + ((size_t)bh * T + q0) * D, D, QB);
     tile_async<D, LD>(Kb, Kg + (size_t)kb0 * 64 * D, D, 64);
     tile_async<D, LD>(Vb, Vg + (size_t)kb0 * 64 * D, D, 64);
     cp_async_commit();
@@ -359,10 +359,10 @@ __global__ void __launch_bounds__(128) flash_fwd2_k(bf16 *O, float *LSE, const b
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
 
-    for (int kb = kb0; kb <= qb; kb++) {
+    for (int kb = kb0; kb <= kb_last; kb++) {
         int c = (kb - kb0) & 1;
         const bf16 *Ks = Kb + c * 64 * LD, *Vs = Vb + c * 64 * LD;
-        if (kb < qb) {   /* the next key block streams in while this one is used */
+        if (kb < kb_last) {   /* the next key block streams in while this one is used */
             tile_async<D, LD>(Kb + (c ^ 1) * 64 * LD, Kg + (size_t)(kb + 1) * 64 * D, D, 64);
             tile_async<D, LD>(Vb + (c ^ 1) * 64 * LD, Vg + (size_t)(kb + 1) * 64 * D, D, 64);
             cp_async_commit();
@@ -614,7 +614,7 @@ __global__ void flash_bwd_post_k(bf16 *dq, bf16 *dk, bf16 *dv, const float *dQac
 }
 
 template <int D>
-static size_t fwd_smem(int pipe) { return (size_t)(pipe ? 5 : 3) * 64 * (D + 8) * sizeof(bf16); }
+static size_t fwd_smem(int pipe, int nw) { return ((size_t)16 * nw + (pipe ? 4 : 2) * 64) * (D + 8) * sizeof(bf16); }
 template <int D>
 static size_t bwd_smem(int pipe, int nw)
 {
@@ -639,19 +639,32 @@ static void launch_fwd(bf16_t *O, float *LSE, const bf16_t *Q, const bf16_t *K, 
 {
     static int configured;
     int pipe = use_pipeline();
+    /* Wide blocks (8 warps, 128 queries) halve the K/V loads per query;
+     * LLMC_FLASH_FWD_WARPS=4 selects 64-query blocks. */
+    const char *ew = getenv("LLMC_FLASH_FWD_WARPS");
+    int wide = D >= 64 && T % 128 == 0 && !(ew && ew[0] == '4');
+    constexpr int NWW = D >= 64 ? 8 : 4;
     if (!configured) {
-        cudaFuncSetAttribute(flash_fwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(0));
-        cudaFuncSetAttribute(flash_fwd2_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(1));
+        cudaFuncSetAttribute(flash_fwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(0, 4));
+        cudaFuncSetAttribute(flash_fwd2_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(1, 4));
+        cudaFuncSetAttribute(flash_fwd2_k<D, NWW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)fwd_smem<D>(1, NWW));
         configured = 1;
     }
-    dim3 grid(T / 64, B * H);
     float sl2 = 1.4426950408889634f / sqrtf((float)D);
+    if (pipe && wide) {
+        dim3 grid(T / 128, B * H);
+        flash_fwd2_k<D, NWW><<<grid, NWW * 32, fwd_smem<D>(1, NWW), s>>>(
+            (bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, pos, H, KV, T, sl2);
+        return;
+    }
+    dim3 grid(T / 64, B * H);
     if (pipe)
-        flash_fwd2_k<D><<<grid, 128, fwd_smem<D>(1), s>>>((bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K,
-                                                          (const bf16 *)V, pos, H, KV, T, sl2);
+        flash_fwd2_k<D, 4><<<grid, 128, fwd_smem<D>(1, 4), s>>>((bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K,
+                                                               (const bf16 *)V, pos, H, KV, T, sl2);
     else
-        flash_fwd_k<D><<<grid, 128, fwd_smem<D>(0), s>>>((bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K,
-                                                         (const bf16 *)V, pos, H, KV, T, sl2);
+        flash_fwd_k<D><<<grid, 128, fwd_smem<D>(0, 4), s>>>((bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K,
+                                                            (const bf16 *)V, pos, H, KV, T, sl2);
 }
 
 template <int D>

@@ -15,6 +15,8 @@
 #include <cuda_runtime_api.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "../hf_config.h"
+#include "host_model.h"
 #include "model_cuda.h"
 #include "train_cuda.h"
 
@@ -82,9 +84,20 @@ static int parse_opts(int argc, char **argv, Opts *o)
     return 0;
 }
 
-static int get_config(const Opts *o, CudaModelConfig *cfg)
+/* --config: a HF config.json read by the CPU runtime's reader (hf_config.h); the
+ * runtime form lands in *mc when mc is not NULL. */
+static int get_config(const Opts *o, CudaModelConfig *cfg, ModelConfig *mc)
 {
-    if (o->config) return cuda_model_config_json(o->config, cfg);
+    if (o->config) {
+        ModelConfig tmp;
+        char err[512];
+        if (hf_config_read(o->config, &tmp, err, sizeof err) || cuda_config_from_model(&tmp, cfg, err, sizeof err)) {
+            fprintf(stderr, "llmc-train-cuda: %s\n", err);
+            return -1;
+        }
+        if (mc) *mc = tmp;
+        return 0;
+    }
     if (!o->model) { fprintf(stderr, "llmc-train-cuda: give --model NAME or --config FILE\n"); return -1; }
     if (cuda_model_preset(o->model, cfg) != 0) {
         fprintf(stderr, "llmc-train-cuda: unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, tiny)\n", o->model);
@@ -99,7 +112,7 @@ static int cmd_params(int argc, char **argv)
     CudaModelConfig cfg;
     CudaModel m;
     memset(&m, 0, sizeof m);
-    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
+    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg, NULL)) return 2;
     if (cuda_model_layout(&m, &cfg, 1) != 0) return 1;
     for (int i = 0; i < m.n_params; i++) {
         const CudaParam *p = &m.params[i];
@@ -132,7 +145,7 @@ static int cmd_bench(int argc, char **argv)
 {
     Opts o;
     CudaModelConfig cfg;
-    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
+    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg, NULL)) return 2;
     if (o.steps < 1) { fprintf(stderr, "llmc-train-cuda: --steps must be >= 1\n"); return 2; }
     CudaDist d;
     if (cuda_dist_init(&d) != 0) return 1;
@@ -236,7 +249,8 @@ static int cmd_check(int argc, char **argv)
         fprintf(stderr, "llmc-train-cuda: check needs --config, --weights, --tokens and --out\n");
         return 2;
     }
-    if (get_config(&o, &cfg)) return 2;
+    ModelConfig mc;
+    if (get_config(&o, &cfg, &mc)) return 2;
     int B, T, S;
     int *tok = read_tokens(o.tokens, &B, &T, &S);
     if (!tok) return 2;
@@ -245,7 +259,11 @@ static int cmd_check(int argc, char **argv)
     CudaParallel par = {.rank = 0, .world = 1};
     CudaModel m;
     if (cuda_model_create(&m, &cfg, B, T, o.recompute, !o.eager, &par) != 0) return 1;
-    if (cuda_model_load_safetensors(&m, o.weights) != 0) return 1;
+    char err[1024];
+    if (cuda_model_load_hf(&m, &mc, o.weights, err, sizeof err)) {
+        fprintf(stderr, "llmc-train-cuda: %s\n", err);
+        return 1;
+    }
     size_t N = (size_t)B * T, V = cfg.vocab;
     float *logits = malloc(N * V * sizeof(float)), *grads = malloc(m.n_real * sizeof(float));
     float *losses = malloc(S * sizeof(float));

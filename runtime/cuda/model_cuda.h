@@ -79,8 +79,6 @@ typedef struct {
 
 /* Known shapes: "qwen2.5-0.5b", "qwen2.5-1.5b", "tiny" (tests). 0 or -1 if unknown. */
 int cuda_model_preset(const char *name, CudaModelConfig *out);
-/* Read a Hugging Face config.json. 0 or -1 with a message. */
-int cuda_model_config_json(const char *path, CudaModelConfig *out);
 
 /* Lay out the parameter table only (no GPU): counts and HF names. */
 int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world);
@@ -93,8 +91,6 @@ void cuda_model_destroy(CudaModel *m);
 
 /* HF init: normal(0, std) for matrices and embeddings, 0 for biases, 1 for norms. */
 void cuda_model_init_random(CudaModel *m, uint64_t seed, float std);
-/* Load a safetensors file (F32 or BF16 tensors named as HF names them). 0 or -1. */
-int cuda_model_load_safetensors(CudaModel *m, const char *path);
 
 /* One micro-batch: ids, pos [B*T] and targets [B*T] (-1 where no loss) from the host.
  * Forward + loss; with grad_scale != 0 also the backward pass, gradients accumulated

@@ -33,6 +33,7 @@
 #include "../stopsig.h"
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "host_model.h"
 #include "model_cuda.h"
 #include "train_cuda.h"
 
@@ -94,38 +95,6 @@ static int json_int(const cJSON *root, const char *obj, const char *key, int dfl
     return cJSON_IsNumber(v) ? v->valueint : dflt;
 }
 
-/* Host model (HF order, train.c's layout) <-> the GPU model's flat layout, by name. */
-static int map_params(const Model *hm, const CudaModel *cm, size_t *cuda_off)
-{
-    for (int i = 0; i < hm->n_params; i++) {
-        int found = 0;
-        for (int j = 0; j < cm->n_params && !found; j++)
-            if (!strcmp(hm->params[i].name, cm->params[j].name)) {
-                if (hm->params[i].numel != cm->params[j].numel) break;
-                cuda_off[i] = cm->params[j].off;
-                found = 1;
-            }
-        if (!found) {
-            log_error("parameter %s has no counterpart in the CUDA model", hm->params[i].name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void host_to_flat(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t n_total)
-{
-    memset(flat, 0, n_total * sizeof *flat);
-    for (int i = 0; i < hm->n_params; i++)
-        memcpy(flat + cuda_off[i], src + hm->params[i].offset, hm->params[i].numel * sizeof *flat);
-}
-
-static void flat_to_host(const Model *hm, const size_t *cuda_off, const float *flat, float *dst)
-{
-    for (int i = 0; i < hm->n_params; i++)
-        memcpy(dst + hm->params[i].offset, flat + cuda_off[i], hm->params[i].numel * sizeof *dst);
-}
-
 static size_t device_used(void)
 {
     size_t fr = 0, tot = 0;
@@ -163,9 +132,9 @@ int cmd_run_cuda(int argc, char **argv)
         return 2;
     }
     const ModelConfig *mc = &plan.model;
-    if (mc->qk_norm) {
-        fprintf(stderr, "llmc-train-cuda run: %s: model.qk_norm (Qwen3) is not implemented by the CUDA backend\n",
-                plan.path);
+    CudaModelConfig cc;
+    if (cuda_config_from_model(mc, &cc, err, sizeof err)) {
+        fprintf(stderr, "llmc-train-cuda run: %s: model: %s\n", plan.path, err);
         run_plan_free(&plan);
         return 2;
     }
@@ -227,10 +196,6 @@ int cmd_run_cuda(int argc, char **argv)
         if (load_hf_weights(plan.model_path, &hm, err, sizeof err)) { log_error("%s", err); goto out; }
     }
 
-    CudaModelConfig cc = {
-        .layers = mc->layers, .hidden = mc->hidden, .heads = mc->heads, .kv_heads = mc->kv_heads,
-        .head_dim = mc->head_dim, .ffn = mc->ffn, .vocab = mc->vocab, .rope_theta = (float)mc->rope_theta,
-        .rms_eps = (float)mc->rms_eps, .tie_embeddings = mc->tie_embeddings, .qkv_bias = mc->qkv_bias};
     CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = zero_stage >= 1, .comm = d.comm,
                         .comm_stream = d.comm_stream};
     int want_recompute = recompute && !strcmp(recompute, "full");
@@ -246,7 +211,8 @@ int cmd_run_cuda(int argc, char **argv)
 
     cuda_off = malloc((size_t)hm.n_params * sizeof *cuda_off);
     flat = malloc(cm.n_total * sizeof *flat);
-    if (!cuda_off || !flat || map_params(&hm, &cm, cuda_off)) { if (!flat) log_error("out of memory"); goto out; }
+    if (!cuda_off || !flat) { log_error("out of memory"); goto out; }
+    if (cuda_host_map(&hm, &cm, cuda_off, err, sizeof err)) { log_error("%s", err); goto out; }
 
     int64_t total = plan.max_steps > 0 ? plan.max_steps
                                        : (int64_t)ceil(plan.epochs * (double)set.n_rows / (double)G);
@@ -277,11 +243,11 @@ int cmd_run_cuda(int argc, char **argv)
             flat_m = malloc(cm.n_total * sizeof *flat_m);
             flat_v = malloc(cm.n_total * sizeof *flat_v);
             if (!flat_m || !flat_v) { log_error("out of memory"); goto out; }
-            host_to_flat(&hm, cuda_off, opt.m, flat_m, cm.n_total);
-            host_to_flat(&hm, cuda_off, opt.v, flat_v, cm.n_total);
+            cuda_host_to_flat(&hm, cuda_off, opt.m, flat_m, cm.n_total);
+            cuda_host_to_flat(&hm, cuda_off, opt.v, flat_v, cm.n_total);
         }
     }
-    host_to_flat(&hm, cuda_off, hm.w, flat, cm.n_total);
+    cuda_host_to_flat(&hm, cuda_off, hm.w, flat, cm.n_total);
     cuda_model_set_flat(&cm, flat, flat_m, flat_v, (int)opt.t);
 
     char gpu_path[4200];
@@ -379,9 +345,9 @@ int cmd_run_cuda(int argc, char **argv)
             if (!flat_m || !flat_v) { log_error("out of memory"); goto out; }
             cuda_model_get_flat(&cm, is0 ? flat : NULL, is0 ? flat_m : NULL, is0 ? flat_v : NULL);
             if (is0) {
-                flat_to_host(&hm, cuda_off, flat, hm.w);
-                flat_to_host(&hm, cuda_off, flat_m, opt.m);
-                flat_to_host(&hm, cuda_off, flat_v, opt.v);
+                cuda_flat_to_host(&hm, cuda_off, flat, hm.w);
+                cuda_flat_to_host(&hm, cuda_off, flat_m, opt.m);
+                cuda_flat_to_host(&hm, cuda_off, flat_v, opt.v);
                 opt.t = cm.step;
                 if (ckpt_save(plan.ckpt_dir, &hm, &opt, &st, plan.ckpt_keep, err, sizeof err)) {
                     log_error("checkpoint: %s", err);
@@ -405,9 +371,9 @@ int cmd_run_cuda(int argc, char **argv)
     if (!flat_m || !flat_v) { log_error("out of memory"); goto out; }
     cuda_model_get_flat(&cm, is0 ? flat : NULL, is0 ? flat_m : NULL, is0 ? flat_v : NULL);
     if (is0) {
-        flat_to_host(&hm, cuda_off, flat, hm.w);
-        flat_to_host(&hm, cuda_off, flat_m, opt.m);
-        flat_to_host(&hm, cuda_off, flat_v, opt.v);
+        cuda_flat_to_host(&hm, cuda_off, flat, hm.w);
+        cuda_flat_to_host(&hm, cuda_off, flat_m, opt.m);
+        cuda_flat_to_host(&hm, cuda_off, flat_v, opt.v);
         opt.t = cm.step;
         if (ckpt_save(plan.ckpt_dir, &hm, &opt, &st, plan.ckpt_keep, err, sizeof err)) {
             log_error("checkpoint: %s", err);

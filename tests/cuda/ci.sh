@@ -35,7 +35,7 @@ expect "config.json, untied head" 0 "parameters 630167424" $bin params --config 
 expect "config.json lm_head" 0 "lm_head.weight" $bin params --config "$tmp/config.json"
 echo '{"model_type": "qwen2", "hidden_size": 896}' > "$tmp/partial.json"
 expect "config.json missing keys" 2 "num_hidden_layers" $bin params --config "$tmp/partial.json"
-echo '{"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 60, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512}' > "$tmp/odd.json"
+echo '{"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 100, "vocab_size": 512}' > "$tmp/odd.json"
 expect "shape the kernels cannot take" 1 "multiples of 8" $bin params --config "$tmp/odd.json"
 expect "unknown model" 2 "unknown model 'qwen9'" $bin params --model qwen9
 expect "bad integer option" 2 "bad integer" $bin bench --model tiny --batch x
@@ -47,6 +47,8 @@ expect "run with a missing plan" 2 "$tmp/nope.json" $bin run "$tmp/nope.json"
 echo '{"llmc_plan_version": 1' > "$tmp/broken.json"
 expect "run with a broken plan" 2 "broken.json" $bin run "$tmp/broken.json"
 expect "help" 0 "run PLAN.json" $bin --help
+echo '{"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512, "head_dim": 16}' > "$tmp/qwen3.json"
+expect "Qwen3 (qk_norm) refused" 2 "qk_norm" $bin params --config "$tmp/qwen3.json"
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
 fi

@@ -1,0 +1,79 @@
+/* host_model.c — runtime/model.h parameters <-> the GPU model's flat layout, by HF name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../checkpoint.h"
+#include "host_model.h"
+
+int cuda_config_from_model(const ModelConfig *mc, CudaModelConfig *cc, char *err, size_t errlen)
+{
+    if (mc->qk_norm) {
+        snprintf(err, errlen, "qk_norm (Qwen3) is not implemented by the CUDA backend");
+        return -1;
+    }
+    memset(cc, 0, sizeof *cc);
+    cc->layers = mc->layers;
+    cc->hidden = mc->hidden;
+    cc->heads = mc->heads;
+    cc->kv_heads = mc->kv_heads;
+    cc->head_dim = mc->head_dim;
+    cc->ffn = mc->ffn;
+    cc->vocab = mc->vocab;
+    cc->rope_theta = (float)mc->rope_theta;
+    cc->rms_eps = (float)mc->rms_eps;
+    cc->tie_embeddings = mc->tie_embeddings;
+    cc->qkv_bias = mc->qkv_bias;
+    return 0;
+}
+
+int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *err, size_t errlen)
+{
+    for (int i = 0; i < hm->n_params; i++) {
+        const CudaParam *hit = NULL;
+        for (int j = 0; j < cm->n_params && !hit; j++)
+            if (!strcmp(hm->params[i].name, cm->params[j].name)) hit = &cm->params[j];
+        if (!hit || hit->numel != hm->params[i].numel) {
+            snprintf(err, errlen, "parameter %s has no counterpart of that size in the CUDA model",
+                     hm->params[i].name);
+            return -1;
+        }
+        cuda_off[i] = hit->off;
+    }
+    return 0;
+}
+
+void cuda_host_to_flat(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t n_total)
+{
+    memset(flat, 0, n_total * sizeof *flat);
+    for (int i = 0; i < hm->n_params; i++)
+        memcpy(flat + cuda_off[i], src + hm->params[i].offset, hm->params[i].numel * sizeof *flat);
+}
+
+void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *flat, float *dst)
+{
+    for (int i = 0; i < hm->n_params; i++)
+        memcpy(dst + hm->params[i].offset, flat + cuda_off[i], hm->params[i].numel * sizeof *dst);
+}
+
+int cuda_model_load_hf(CudaModel *cm, const ModelConfig *mc, const char *path, char *err, size_t errlen)
+{
+    Model hm = {0};
+    size_t *off = NULL;
+    float *flat = NULL;
+    int rc = -1;
+    if (model_init(&hm, mc)) { snprintf(err, errlen, "cannot allocate the host copy of the model"); goto out; }
+    if (load_hf_weights(path, &hm, err, errlen)) goto out;
+    off = malloc((size_t)hm.n_params * sizeof *off);
+    flat = malloc(cm->n_total * sizeof *flat);
+    if (!off || !flat) { snprintf(err, errlen, "out of memory"); goto out; }
+    if (cuda_host_map(&hm, cm, off, err, errlen)) goto out;
+    cuda_host_to_flat(&hm, off, hm.w, flat, cm->n_total);
+    cuda_model_set_flat(cm, flat, NULL, NULL, 0);
+    rc = 0;
+out:
+    free(flat);
+    free(off);
+    model_free(&hm);
+    return rc;
+}

@@ -1,0 +1,26 @@
+/* host_model.h — the CPU runtime's model description (runtime/model.h: ModelConfig,
+ * the HF-ordered fp32 parameter buffer) next to the GPU model's flat layout
+ * (runtime/cuda/host_model.c). Weights enter and leave the GPU through these, so
+ * loading, initialisation, checkpoints and the HF export are the CPU runtime's. */
+#ifndef LLMC_CUDA_HOST_MODEL_H
+#define LLMC_CUDA_HOST_MODEL_H
+
+#include <stddef.h>
+#include "../model.h"
+#include "model_cuda.h"
+
+/* The GPU model's config for a runtime config; -1 with a message in err when the
+ * CUDA backend cannot run it (Qwen3's qk_norm). */
+int cuda_config_from_model(const ModelConfig *mc, CudaModelConfig *cc, char *err, size_t errlen);
+
+/* For each host parameter, its offset in the GPU flat layout (cuda_off[n_params]). */
+int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *err, size_t errlen);
+/* Host buffer in Model order (src, hm->n_floats) <-> flat layout (flat, cm->n_total; padding zero). */
+void cuda_host_to_flat(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t n_total);
+void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *flat, float *dst);
+
+/* Load HF weights (a directory or .safetensors file; F32/BF16/F16; sharded or not)
+ * with the CPU runtime's loader and put them on the GPU. 0, or -1 with err. */
+int cuda_model_load_hf(CudaModel *cm, const ModelConfig *mc, const char *path, char *err, size_t errlen);
+
+#endif
