@@ -198,6 +198,10 @@ int outdir_commit(OutDir *o, char *err, size_t errlen)
         fsync_parent(o->final_path);
         return 0;
     }
+    if (S_ISLNK(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is a symbolic link; name the directory it points to", o->final_path);
+        return -1;
+    }
     if (!S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "'%s' exists and is not a directory; not replacing it", o->final_path);
         return -1;

@@ -572,6 +572,14 @@ static void test_atomic(void)
     fclose(fp);
     f.job.log_dir = "logs";
     check(emit_to(&f, file) != 0, "refuses to replace a regular file");
+    /* a symbolic link in DIR's place is not followed or replaced */
+    char *link = join(scratch, "alink");
+    char *target = join(scratch, "atomic");
+    if (symlink(target, link) != 0) abort();
+    check(emit_to(&f, link) != 0, "refuses a symbolic link as DIR");
+    struct stat lst;
+    check(lstat(link, &lst) == 0 && S_ISLNK(lst.st_mode), "the symbolic link is left as it was");
+    free(link); free(target);
     /* a missing parent directory: an error, nothing created */
     char *deep = join(scratch, "no/such/dir");
     check(emit_to(&f, deep) != 0, "a missing parent directory is an error");
