@@ -19,6 +19,7 @@ $(GEN)/%.c: grammar/%.re
 $(GEN)/%.c $(GEN)/%.h: grammar/%.y
 	@mkdir -p $(GEN)
 	lemon -q -d$(GEN) -T/usr/share/lemon/lempar.c $<
+	@touch $(GEN)/$*.h
 
 $(BUILD)/compiler/%.o: compiler/%.c | $(patsubst grammar/%.y,$(GEN)/%.h,$(GRAMMAR_Y))
 	@mkdir -p $(dir $@)
