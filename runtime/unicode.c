@@ -145,7 +145,21 @@ static uint32_t compose(uint32_t a, uint32_t b)
     return 0;
 }
 
-/* Full NFC of a (short) valid UTF-8 segment. */
+/* Stable sort of n non-starters by canonical combining class. */
+static int counting_sort(uint32_t *v, size_t n)
+{
+    uint32_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) return -1;
+    size_t start[257] = {0};
+    for (size_t i = 0; i < n; i++) start[unicode_ccc(v[i]) + 1]++;
+    for (int c = 0; c < 256; c++) start[c + 1] += start[c];
+    for (size_t i = 0; i < n; i++) tmp[start[unicode_ccc(v[i])]++] = v[i];
+    memcpy(v, tmp, n * sizeof *tmp);
+    free(tmp);
+    return 0;
+}
+
+/* Full NFC of a valid UTF-8 segment. */
 static int nfc_segment(const uint8_t *s, size_t n, UniBuf *out)
 {
     /* at most 4 code points per byte after decomposition (Hangul: 3 per 3 bytes,
@@ -168,14 +182,26 @@ static int nfc_segment(const uint8_t *s, size_t n, UniBuf *out)
         if (d) { memcpy(cps + m, d, len * sizeof *d); m += len; }
         else cps[m++] = c;
     }
-    /* canonical ordering: stable insertion sort of each run of non-starters by ccc */
-    for (size_t i = 1; i < m; i++) {
-        unsigned cc = unicode_ccc(cps[i]);
-        if (!cc) continue;
-        size_t j = i;
-        uint32_t c = cps[i];
-        while (j > 0 && unicode_ccc(cps[j - 1]) > cc) { cps[j] = cps[j - 1]; j--; }
-        cps[j] = c;
+    /* canonical ordering: a stable sort of each run of non-starters by ccc
+     * (insertion sort for short runs, counting sort for long ones, so a flood
+     * of combining marks stays linear) */
+    for (size_t a = 0; a < m;) {
+        if (!unicode_ccc(cps[a])) { a++; continue; }
+        size_t b = a;
+        while (b < m && unicode_ccc(cps[b])) b++;
+        if (b - a <= 32) {
+            for (size_t i = a + 1; i < b; i++) {
+                uint32_t c = cps[i];
+                unsigned cc = unicode_ccc(c);
+                size_t j = i;
+                while (j > a && unicode_ccc(cps[j - 1]) > cc) { cps[j] = cps[j - 1]; j--; }
+                cps[j] = c;
+            }
+        } else if (counting_sort(cps + a, b - a)) {
+            if (cps != local) free(cps);
+            return -1;
+        }
+        a = b;
     }
     /* canonical composition */
     size_t w = 0;

@@ -70,6 +70,39 @@ int main(int argc, char **argv)
     if (lines > 10000 && bad == 0) passed++;
     else { failed++; fprintf(stderr, "FAIL NFC: %ld of %ld lines wrong\n", bad, lines); }
 
+    /* a long run of combining marks (the counting-sort path) is ordered like a
+     * stable sort by combining class */
+    {
+        static const uint32_t marks[] = {0x0301, 0x0316, 0x0300, 0x0323, 0x0344, 0x05B0, 0x0F71};
+        size_t n = 1000;
+        uint32_t *cps = malloc((n + 1) * sizeof *cps);
+        uint8_t *in = malloc(4 * (n + 1)), *want = malloc(8 * (n + 1));
+        size_t il = 0, wl = 0;
+        cps[0] = 'a';
+        for (size_t i = 1; i <= n; i++) cps[i] = marks[(i * 7 + i / 3) % 7];
+        for (size_t i = 0; i <= n; i++) il += utf8_encode(cps[i], in + il);
+        /* expected: decompose U+0344 (-> 0308 0301) and insertion-sort by class here */
+        uint32_t *d = malloc(2 * (n + 1) * sizeof *d);
+        size_t m = 0;
+        for (size_t i = 0; i <= n; i++) {
+            if (cps[i] == 0x0344) { d[m++] = 0x0308; d[m++] = 0x0301; } else d[m++] = cps[i];
+        }
+        for (size_t i = 2; i < m; i++) {
+            uint32_t c = d[i];
+            size_t j = i;
+            while (j > 1 && unicode_ccc(d[j - 1]) > unicode_ccc(c)) { d[j] = d[j - 1]; j--; }
+            d[j] = c;
+        }
+        for (size_t i = 0; i < m; i++) wl += utf8_encode(d[i], want + wl);
+        UniBuf a = {0}, b = {0};
+        unicode_nfc(in, il, &a);
+        unicode_nfc(want, wl, &b);   /* already in order: the sort is the identity, only composition remains */
+        if (a.len == b.len && !memcmp(a.p, b.p, a.len)) passed++;
+        else { failed++; fprintf(stderr, "FAIL NFC of a long mark run\n"); }
+        unibuf_free(&a); unibuf_free(&b);
+        free(cps); free(in); free(want); free(d);
+    }
+
     /* invalid UTF-8: each maximal invalid subpart becomes one U+FFFD */
     CHECK_SAN("a\x80" "b", 3, "a\xEF\xBF\xBD" "b");
     CHECK_SAN("\xE2\x82", 2, "\xEF\xBF\xBD");                      /* truncated 3-byte */

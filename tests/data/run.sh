@@ -78,6 +78,15 @@ tok_cli() {
 }
 check tokenize-command tok_cli
 
+# hostile input stays linear: 400,000 combining marks, a 2 MB word, 2 MB of spaces
+hostile() {
+    python3 -c 'import sys; sys.stdout.write("a" + "".join("\u0301\u0316\u0300\u0323"[i % 4] for i in range(400000)) + " " + "x" * 2000000 + " " * 2000000 + "1" * 100000)' > "$SCRATCH/hostile.txt"
+    local n
+    n=$(timeout 120 "$BUILD/llmc-train" tokenize --tokenizer examples/tiny/tokenizer < "$SCRATCH/hostile.txt" | wc -w)
+    [[ $n -gt 100000 ]]
+}
+check hostile-input hostile
+
 mkdir -p "$SCRATCH/prepare"
 run prepare bash tests/data/prepare_test.sh "$BUILD" "$SCRATCH/prepare"
 
