@@ -6,9 +6,10 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= -gencode=arch=compute_90,code=sm_90
 CUDA_SRC    := $(sort $(wildcard runtime/cuda/*.c))
 CUDA_CU     := $(sort $(wildcard runtime/cuda/*.cu))
-CUDA_OBJ    := $(patsubst runtime/cuda/%.c,build/cuda/%.o,$(CUDA_SRC)) \
-               $(patsubst runtime/cuda/%.cu,build/cuda/%.cu.o,$(CUDA_CU))
-CUDA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -MMD -MP
+# Host objects follow SAN=1 (into build/san, with the sanitizers); kernels never do.
+CUDA_OBJ    := $(patsubst runtime/cuda/%.c,$(BUILD)/cuda/%.o,$(CUDA_SRC)) \
+               $(patsubst runtime/cuda/%.cu,$(BUILD)/cuda/%.cu.o,$(CUDA_CU))
+CUDA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -MMD -MP
 CUDA_INC    := -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
                $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
 NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra,-Werror -Xptxas -v
@@ -31,15 +32,15 @@ endif
 CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson $(CUDA_BLAS) -lstdc++ -lm -lpthread
 
 .PHONY: cuda
-cuda: build/llmc-train-cuda
+cuda: $(BUILD)/llmc-train-cuda
 
-build/cuda/%.o: runtime/cuda/%.c
+$(BUILD)/cuda/%.o: runtime/cuda/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -c -o $@ $<
 
-build/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h
+$(BUILD)/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h runtime/cuda/flash_attn.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -c -o $@ $< 2> build/cuda/$*.ptxas.txt || { cat build/cuda/$*.ptxas.txt; exit 1; }
+	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -c -o $@ $< 2> $(BUILD)/cuda/$*.ptxas.txt || { cat $(BUILD)/cuda/$*.ptxas.txt; exit 1; }
 
-build/llmc-train-cuda: $(CUDA_OBJ) $(CUDA_RT_OBJ)
-	$(CC) -pthread -o $@ $^ $(CUDA_LDFLAGS) $(CUDA_LIBS)
+$(BUILD)/llmc-train-cuda: $(CUDA_OBJ) $(CUDA_RT_OBJ)
+	$(CC) -pthread -o $@ $^ $(LDFLAGS) $(CUDA_LDFLAGS) $(CUDA_LIBS)
