@@ -151,6 +151,10 @@ void cuda_dist_finalize(CudaDist *d)
 double cuda_dist_sum(CudaDist *d, double v)
 {
     if (d->world == 1) return v;
+    /* Nothing else of this communicator in flight (gradient buckets on the
+     * communication stream): collectives on several streams could interleave
+     * differently on different ranks. */
+    CUDA_CHECK(cudaDeviceSynchronize());
     double *buf;
     CUDA_CHECK(cudaMalloc((void **)&buf, sizeof *buf));
     CUDA_CHECK(cudaMemcpy(buf, &v, sizeof v, cudaMemcpyHostToDevice));
