@@ -16,14 +16,23 @@ run() {   # label, command...
     echo "== $label" >&2
     "$@" 2> "$out/$label.log" | tee -a "$out/bench.jsonl" || { echo "$label failed:"; tail -5 "$out/$label.log"; }
 }
-for shape in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4"; do
+shapes=("qwen2.5-0.5b 8" "qwen2.5-1.5b 4")
+for shape in "${shapes[@]}"; do
     set -- $shape
     run "llmc-$1" ./build/llmc-train-cuda bench --model "$1" --batch "$2" --seq 2048 --steps "$steps" --warmup 3
-    if [[ ${BENCH_TORCH:-1} == 1 ]]; then
-        run "torch-eager-$1" python3 bench/cuda/torch_bench.py --model "$1" --batch "$2" --seq 2048 --steps "$steps"
-        [[ ${BENCH_COMPILE:-1} == 1 ]] && run "torch-compile-$1" python3 bench/cuda/torch_bench.py --model "$1" --batch "$2" --seq 2048 --steps "$steps" --compile
-    fi
 done
+if [[ ${BENCH_TORCH:-1} == 1 ]]; then
+    for shape in "${shapes[@]}"; do
+        set -- $shape
+        run "torch-eager-$1" python3 bench/cuda/torch_bench.py --model "$1" --batch "$2" --seq 2048 --steps "$steps"
+    done
+    if [[ ${BENCH_COMPILE:-1} == 1 ]]; then
+        for shape in "${shapes[@]}"; do
+            set -- $shape
+            run "torch-compile-$1" python3 bench/cuda/torch_bench.py --model "$1" --batch "$2" --seq 2048 --steps "$steps" --compile
+        done
+    fi
+fi
 python3 - "$out/bench.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
