@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/e2e/slurm.sh LLMC LLMC_TRAIN — the whole path on a real two-node Slurm
+# tests/e2e/slurm.sh LLMC LLMC_TRAIN DIST_TEST — the whole path on a real two-node Slurm
 # (tests/slurm/cluster.sh): `llmc` compiles tests/e2e/tiny_2node.llm, the cluster
 # is configured from the emitted slurm.conf/gres.conf snippets, and the emitted job
 # script is submitted with sbatch, unchanged. Three jobs:
@@ -10,9 +10,11 @@
 #      resumes each time and ends with weights bit-identical to A's
 #   C. rank 1 is killed with -9: the job FAILS within 60 s with a message naming
 #      the task, and the latest checkpoint still verifies
+#   D. Open MPI's mpirun inside a two-node allocation (the other launch dist.c
+#      accepts): one rank per node, the same reduced bits on both
 # Needs root (Slurm). Everything it starts is torn down on exit.
 set -u
-LLMC=$(realpath "$1"); BIN=$(realpath "$2")
+LLMC=$(realpath "$1"); BIN=$(realpath "$2"); DIST_TEST=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$ROOT/tests/slurm/cluster.sh
@@ -142,5 +144,20 @@ if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
     if verify_latest "$CC" "$T/c.verify"; then ok "after the kill, the latest checkpoint $(cat "$CC/latest") verifies"
     else bad "latest checkpoint after the kill" "$T/c.verify"; fi
 else bad "job C did not checkpoint step 20" "$errc"; fi
+
+# ---- D: mpirun inside the allocation
+cat >"$T/mpi.sh" <<JOB
+#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 -o $T/mpi-%j.out
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
+mpirun "$DIST_TEST" check
+JOB
+D=$(sbatch --parsable "$T/mpi.sh")
+if wait_state "$D" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL && [[ $(job_field "$D" JobState) == COMPLETED ]] &&
+   grep -q 'rank 0 of 2 started on n1 (local rank 0, Open MPI)' "$T/mpi-$D.out" &&
+   grep -q 'rank 1 of 2 started on n2 (local rank 0, Open MPI)' "$T/mpi-$D.out" &&
+   [[ $(grep -c '^rank [01]/2 ok ' "$T/mpi-$D.out") -eq 2 && $(grep '^rank [01]/2 ok ' "$T/mpi-$D.out" | awk '{print $4}' | sort -u | wc -l) -eq 1 ]]
+then ok "mpirun inside a 2-node allocation: rank 0 on n1, rank 1 on n2, same bits"
+else bad "mpirun inside the allocation (state $(job_field "$D" JobState))" "$T/mpi-$D.out"; fi
 
 finish

@@ -25,8 +25,8 @@ test-e2e-train: $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
 # The emitted script through sbatch on the local two-node Slurm (root).
 TEST_SUITES += e2e-slurm
 .PHONY: test-e2e-slurm
-test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train
-	@bash tests/e2e/slurm.sh $(BUILD)/llmc $(BUILD)/llmc-train
+test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
+	@bash tests/e2e/slurm.sh $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
 
 # The same dist tests with runtime/dist.c built with ASan + UBSan (build/san).
 TEST_SUITES += e2e-dist-san
