@@ -160,5 +160,18 @@ env LLMC_DIST_TIMEOUT=2 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 MASTER_ADDR=127.0.
 if [[ $rc -eq 1 && $((SECONDS - start)) -lt 10 ]] && grep -q 'could not connect to rank 0' "$T/noroot"
 then ok "rank 0 never comes: bounded wait, clear error"; else bad "rank 0 never comes (rc $rc)" "$T/noroot"; fi
 
+# 10. a build without MPI (NOMPI_BIN, when given) refuses mpirun with a message, and srun-style ranks still work
+if [[ -n "${NOMPI_BIN:-}" ]]; then
+    timeout 120 mpirun -np 2 "$NOMPI_BIN" check >"$T/nompi" 2>&1; rc=$?
+    if [[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'built without MPI' "$T/nompi"; then ok "no-MPI build under mpirun: refuses with a message"
+    else bad "no-MPI build under mpirun (rc $rc)" "$T/nompi"; fi
+    save=$BIN; BIN=$(realpath "$NOMPI_BIN")
+    tcp_start 2 check "$T/nompitcp"
+    rc=0; for p in "${TCP_PIDS[@]}"; do wait_pid "$p" 60; [[ $RC -eq 0 ]] || rc=$RC; done
+    if [[ $rc -eq 0 && $(cat "$T/nompitcp".* | grep ' ok ' | awk '{print $4}' | sort -u) == "$tcp2_hash" ]]
+    then ok "no-MPI build: srun-style ranks work, same bits"; else bad "no-MPI build over TCP (rc $rc)" "$T/nompitcp".*; fi
+    BIN=$save
+fi
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
