@@ -31,6 +31,7 @@
 
 #define BATCH 1024
 #define MAX_SHOWN_BAD 10
+#define MAX_SHOWN_CHECK 100
 
 /* ---- the plan's data section ---- */
 
@@ -339,6 +340,7 @@ typedef struct {
     const char *dir;
     uint32_t context, pad_id, vocab_size;
     int packing, pretrain;
+    int dry;                    /* --check: count rows, write nothing */
     uint64_t rows_per_shard;
     /* the shard being filled: rows_in_shard complete rows + the open row */
     uint32_t *ids, *pos;
@@ -359,7 +361,7 @@ static int write_shard(Packer *k)
     char *path = resolve(k->dir, name);
     ShardHeader h = {.context = k->context, .n_rows = k->rows_in_shard, .vocab_size = k->vocab_size,
                      .pad_id = k->pad_id, .n_docs = k->shard_docs, .n_label_tokens = k->shard_labels};
-    int rc = shard_write(path, &h, k->ids, k->pos, k->mask, err, sizeof err);
+    int rc = k->dry ? 0 : shard_write(path, &h, k->ids, k->pos, k->mask, err, sizeof err);
     free(path);
     if (rc) return say("%s", err);
     ShardEntry *e = realloc(k->entries, (k->n_entries + 1) * sizeof *e);
@@ -529,6 +531,8 @@ static void usage(FILE *out)
           "  tokenizes the plan's datasets into packed token shards in data.shards_dir\n"
           "  --threads N        tokenizer threads (default: all cores)\n"
           "  --force            redo even when index.json says the shards are up to date\n"
+          "  --check            read, check and tokenize everything, list every bad record\n"
+          "                     (up to 100) and the totals; write nothing\n"
           "  --shard-tokens N   tokens per shard file (default 33554432)\n", out);
 }
 
@@ -537,11 +541,12 @@ int cmd_prepare(int argc, char **argv)
     const char *plan_path = NULL;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     long long shard_tokens = 1LL << 25;
-    int force = 0;
+    int force = 0, check_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--shard-tokens") && i + 1 < argc) shard_tokens = strtoll(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--force")) force = 1;
+        else if (!strcmp(argv[i], "--check")) check_only = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (argv[i][0] == '-' || plan_path) { say("unexpected argument '%s'", argv[i]); usage(stderr); return 2; }
         else plan_path = argv[i];
@@ -550,7 +555,7 @@ int cmd_prepare(int argc, char **argv)
 
     DataPlan plan;
     if (load_plan(plan_path, &plan)) { free_plan(&plan); return 2; }
-    if (!force) {
+    if (!force && !check_only) {
         char *have = shard_index_data_hash(plan.shards_dir);
         int same = have && !strcmp(have, plan.hash);
         free(have);
@@ -584,7 +589,7 @@ int cmd_prepare(int argc, char **argv)
         free_plan(&plan);
         return 1;
     }
-    if (mkdirs(plan.shards_dir) || clean_dir(plan.shards_dir)) {
+    if (!check_only && (mkdirs(plan.shards_dir) || clean_dir(plan.shards_dir))) {
         say("%s: %s", plan.shards_dir, strerror(errno));
         tok_free(tok);
         free_plan(&plan);
@@ -598,7 +603,7 @@ int cmd_prepare(int argc, char **argv)
     pool.workers = calloc((size_t)threads, sizeof *pool.workers);
     Batch *batches = calloc(2, sizeof *batches);
     Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
-                .packing = plan.packing, .pretrain = plan.pretrain};
+                .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only};
     k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
     size_t cells = (size_t)k.rows_per_shard * plan.context;
     k.ids = malloc(cells * 4);
@@ -660,7 +665,7 @@ int cmd_prepare(int argc, char **argv)
                                  where->col, js_record_number(js), msg);
                     else
                         snprintf(full, sizeof full, "%s", msg);
-                    if (!plan.skip_bad) {
+                    if (!plan.skip_bad && !check_only) {
                         say("%s", full);
                         say("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
                         fatal = 1;
@@ -668,7 +673,8 @@ int cmd_prepare(int argc, char **argv)
                     }
                     counts.skipped[why]++;
                     per_ds[di].skipped++;
-                    if (counts.shown++ < MAX_SHOWN_BAD) fprintf(stderr, "%s (skipped)\n", full);
+                    if (counts.shown++ < (check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD))
+                        fprintf(stderr, "%s%s\n", full, check_only ? "" : " (skipped)");
                     continue;
                 }
                 Slot *s = &b->slots[b->n];
@@ -749,6 +755,16 @@ int cmd_prepare(int argc, char **argv)
     per_ds = NULL;
     char *sum_text = cJSON_PrintUnformatted(sum);
     cJSON_Delete(sum);
+    if (check_only) {
+        /* the totals as one JSON line on stdout (for tools), the verdict on stderr */
+        printf("%s\n", sum_text ? sum_text : "{}");
+        free(sum_text);
+        fprintf(stderr, "llmc-train prepare --check: %" PRIu64 " records good, %" PRIu64 " bad%s; %" PRIu64
+                " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u\n", counts.kept, skipped, reasons,
+                k.n_tokens, k.n_labels, k.n_rows, plan.context);
+        status = skipped && !plan.skip_bad ? 1 : 0;
+        goto out;
+    }
     ShardIndexInfo info = {.context = plan.context, .vocab_size = vocab, .pad_id = (uint32_t)pad,
                            .packing = plan.packing, .n_tokens = k.n_tokens, .data_hash = plan.hash,
                            .summary_json = sum_text};

@@ -101,6 +101,14 @@ for f in sharegpt_bad.json alpaca_bad.jsonl text_bad.jsonl; do
     else no "fail policy: $f (exit $rc)" "$out"; fi
 done
 
+# --check lists every bad record, writes nothing, and says on stdout what it found
+plan "$S/check" sharegpt "$S/sharegpt_bad.json" 64 false fail
+out=$("$TRAIN" prepare --check "$S/check/plan.json" 2>"$S/check/err"); rc=$?
+nbad=$(grep -c ': record [0-9]*: ' "$S/check/err")
+kept=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["records_kept"])' "$out" 2>/dev/null)
+if [[ $rc -eq 1 && $nbad -eq 11 && $kept == 3 && ! -e $S/check/shards ]]; then ok "--check: 11 bad records listed, nothing written"
+else no "--check (exit $rc, $nbad listed, kept $kept)" "$(cat "$S/check/err")"; fi
+
 # alpaca: record 1 is "instruction\ninput" -> output, rendered with the qwen template
 row=$("$SHARD" --row "$S/skip-alpaca_bad.jsonl/shards" 0)
 got=$(head -n 1 <<<"$row" | "$TRAIN" tokenize --tokenizer examples/tiny/tokenizer --decode)
