@@ -44,8 +44,10 @@ fi
 
 if python3 -c 'import tokenizers' 2>/dev/null; then
     echo "== Hugging Face tokenizers $(python3 -c 'import tokenizers; print(tokenizers.__version__)')"
-    RAYON_NUM_THREADS=1 python3 bench/tokenizer_hf.py "$TOK" "$CORPUS" "$OUT/llmc.ids" 1
+    exact=0
+    RAYON_NUM_THREADS=1 python3 bench/tokenizer_hf.py "$TOK" "$CORPUS" "$OUT/llmc.ids" 1 || exact=$?
     python3 bench/tokenizer_hf.py "$TOK" "$CORPUS" "$OUT/llmc.ids" "$(nproc)"
+    exit $exact
 else
     echo "== Hugging Face tokenizers: not installed for $(command -v python3) (run this on the GPU machine)"
 fi
