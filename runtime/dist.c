@@ -301,7 +301,10 @@ int dist_init(DistInfo *out)
 {
     set_host();
     int t = env_int("LLMC_DIST_TIMEOUT", 600);
-    if (t <= 0) { fprintf(stderr, "llmc-train: LLMC_DIST_TIMEOUT must be a positive number of seconds\n"); return 1; }
+    if (t <= 0 || t > 2000000) {   /* kept in int milliseconds */
+        fprintf(stderr, "llmc-train: LLMC_DIST_TIMEOUT must be a number of seconds from 1 to 2000000\n");
+        return 1;
+    }
     D.timeout_ms = t * 1000;
     D.info.rank = 0; D.info.world = 1; D.info.local_rank = 0;
 

@@ -153,6 +153,9 @@ done
 env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 "$BIN" check >"$T/noaddr" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'set MASTER_ADDR and MASTER_PORT' "$T/noaddr"; then ok "srun without MASTER_ADDR: clear error"
 else bad "srun without MASTER_ADDR (rc $rc)" "$T/noaddr"; fi
+LLMC_DIST_TIMEOUT=99999999 "$BIN" check >"$T/badtimeout" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q 'LLMC_DIST_TIMEOUT must be' "$T/badtimeout"; then ok "LLMC_DIST_TIMEOUT out of range: clear error"
+else bad "LLMC_DIST_TIMEOUT out of range (rc $rc)" "$T/badtimeout"; fi
 next_port
 start=$SECONDS
 env LLMC_DIST_TIMEOUT=2 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
