@@ -1,10 +1,11 @@
 #!/bin/bash
-# tests/emitters/run.sh EMIT_TEST LLMC [EMIT_TEST_SAN] — the emitters suite
-# (make test-emitters).
+# tests/emitters/run.sh EMIT_TEST LLMC [EMIT_TEST_SAN [LLMC_SAN]] — the emitters
+# suite (make test-emitters).
 #  1. emit_test: unit tests on hand-built plans (quoting, hostlists, templates,
 #     emit_check positions, atomic output directory, injection property), and
 #     again built with ASan+UBSan when EMIT_TEST_SAN is given.
-#  2. every example and tests/emitters/plans/*.llm compiles; `bash -n` on every
+#  2. every example and tests/emitters/plans/*.llm compiles (also with LLMC_SAN:
+#     the same bytes); `bash -n` on every
 #     emitted script; every JSON/YAML artifact parses and has what its consumer
 #     needs (check_artifacts.py, Debian's /usr/bin/python3 with PyYAML).
 #  3. hostile plans (tests/emitters/plans/hostile/*.llm, first line
@@ -87,6 +88,22 @@ if [[ -f "$T/ex/tiny/plan.json" ]]; then
     else
         bad "plan.json's relative tokenizer path '$tok' does not resolve from $T/rel/a/b/tiny"
     fi
+fi
+
+# llmc built with ASan+UBSan writes the same bytes for every plan
+if [[ -n ${4:-} && -x $4 && $(realpath "$4") != "$LLMC" ]]; then
+    mkdir -p "$T/san"   # same depth as $T/ex/NAME: relative paths must agree
+    for d in "$T"/ex/*/; do
+        name=$(basename "$d")
+        p=$(ls examples/"$name".llm examples/*/"$name".llm tests/emitters/plans/"$name".llm 2>/dev/null | head -n 1)
+        [[ -n $p ]] || continue
+        if "$(realpath "$4")" "$p" -o "$T/san/$name" >"$T/san-$name.log" 2>&1 && diff -r "$d" "$T/san/$name" >/dev/null; then
+            ok "llmc under ASan+UBSan: $p, same bytes"
+        else
+            bad "llmc under ASan+UBSan: $p"
+            tail -n 20 "$T/san-$name.log"
+        fi
+    done
 fi
 
 # a LLaMA-Factory run longer than its time limit compiles with a warning

@@ -24,9 +24,10 @@ TEST_SUITES += emitters golden
 GOLDEN_TARGETS += golden-record
 .PHONY: test-emitters test-golden golden-record
 # The unit tests run a second time built with ASan+UBSan (build/san).
+# So does llmc on every plan (its output compared byte for byte).
 test-emitters: $(EMIT_TEST) $(BUILD)/llmc
-	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/emitters/emit_test
-	@bash tests/emitters/run.sh $(EMIT_TEST) $(BUILD)/llmc build/san/tests/emitters/emit_test
+	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/emitters/emit_test build/san/llmc
+	@bash tests/emitters/run.sh $(EMIT_TEST) $(BUILD)/llmc build/san/tests/emitters/emit_test build/san/llmc
 
 test-golden: $(BUILD)/llmc
 	@bash tests/emitters/golden.sh check $(BUILD)/llmc
