@@ -24,7 +24,7 @@ enum { TF_EXISTS = 1, TF_ADDED = 2, TF_SPECIAL = 4, TF_RAWTEXT = 8 };
 typedef struct {
     uint32_t id;
     uint32_t off, len;       /* content in the pool */
-    uint8_t lstrip, rstrip;
+    uint8_t lstrip, rstrip, special;
 } AddedToken;
 
 struct Tokenizer {
@@ -339,7 +339,7 @@ static int load_added(Tokenizer *t, const cJSON *list, const char *path, char *e
         a->lstrip = (uint8_t)json_true(e, "lstrip");
         a->rstrip = (uint8_t)json_true(e, "rstrip");
         if (pool_add(t, content, a->len, &a->off)) return fail(err, errlen, "out of memory");
-        if (json_true(e, "special")) a->id |= 0x80000000u;   /* marked; cleared below */
+        a->special = (uint8_t)json_true(e, "special");
         size_t i = hash_bytes((const uint8_t *)content, a->len) & t->added_mask;
         while (t->added_slots[i]) i = (i + 1) & t->added_mask;
         t->added_slots[i] = (uint32_t)t->n_added + 1;
@@ -497,10 +497,8 @@ static int load_json(Tokenizer *t, const cJSON *root, const char *path, char *er
     }
     if (load_added(t, added, path, err, errlen)) return -1;
     for (size_t i = 0; i < t->n_added; i++) {
-        AddedToken *a = &t->added[i];
-        int special = (a->id & 0x80000000u) != 0;
-        a->id &= 0x7FFFFFFFu;
-        t->tok_flags[a->id] = TF_EXISTS | TF_ADDED | (special ? TF_SPECIAL : 0);
+        const AddedToken *a = &t->added[i];
+        t->tok_flags[a->id] = TF_EXISTS | TF_ADDED | (a->special ? TF_SPECIAL : 0);
         t->tok_off[a->id] = a->off;
         t->tok_len[a->id] = a->len;
     }
