@@ -28,7 +28,7 @@ wait_for_line() {
 }
 
 mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
-sed -e 's/max_steps        = 60/max_steps        = 20000/' -e 's/checkpoint_every = 10 steps/checkpoint_every = 100 steps/' \
+sed -e 's/max_steps        = 150/max_steps        = 20000/' -e 's/checkpoint_every = 10 steps/checkpoint_every = 100 steps/' \
     "$HERE/tiny_2node.llm" >"$T/long.llm"
 (cd "$T" && "$LLMC" long.llm -o out) >"$T/llmc.log" 2>&1 || { bad "llmc compile" "$T/llmc.log"; finish; }
 "$CLUSTER" start "$T/slurm" "$T/out/slurm.conf" "$T/out/gres.conf" >"$T/cluster.log" 2>&1 || { bad "cluster" "$T/cluster.log"; finish; }
