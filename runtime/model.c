@@ -50,6 +50,15 @@ static LayerW layer_w(const Model *m, float *buf, int l)
     return w;
 }
 
+size_t model_param_count(const ModelConfig *c)
+{
+    size_t H = (size_t)c->hidden, V = (size_t)c->vocab, F = (size_t)c->ffn, hd = (size_t)c->head_dim;
+    size_t qd = (size_t)c->heads * hd, kd = (size_t)c->kv_heads * hd;
+    size_t layer = H + qd * H + 2 * kd * H + (c->qkv_bias ? qd + 2 * kd : 0) + (c->qk_norm ? 2 * hd : 0) +
+                   H * qd + H + 3 * F * H;
+    return V * H + (size_t)c->layers * layer + H + (c->tie_embeddings ? 0 : V * H);
+}
+
 static void add_param(Model *m, const char *name, int64_t d0, int64_t d1, int decay)
 {
     ParamInfo *p = &m->params[m->n_params++];
@@ -98,6 +107,7 @@ int model_init(Model *m, const ModelConfig *c)
     }
     add_param(m, "model.norm.weight", H, 0, 0);
     if (!c->tie_embeddings) add_param(m, "lm_head.weight", c->vocab, H, 1);
+    if (m->n_floats != model_param_count(c)) abort();   /* the two must describe one layout */
     m->w = calloc(m->n_floats, sizeof(float));
     m->g = calloc(m->n_floats, sizeof(float));
     if (!m->w || !m->g) { model_free(m); return -1; }
@@ -169,6 +179,17 @@ static float *alloc_f(size_t n, int *fail)
     float *p = calloc(n ? n : 1, sizeof(float));
     if (!p) *fail = 1;
     return p;
+}
+
+double model_acts_bytes(const ModelConfig *c, int B, int T)
+{
+    double N = (double)B * T, L = c->layers, H = c->hidden, F = c->ffn, V = c->vocab;
+    double qd = (double)c->heads * c->head_dim, kd = (double)c->kv_heads * c->head_dim;
+    double per_layer = N * (3 * H + 2 + qd * 2 + kd * 2 + 3 * F) + (double)B * c->heads * T * T;
+    if (c->qk_norm) per_layer += N * (qd + kd + c->heads + c->kv_heads);
+    double floats = L * per_layer + N * H /* final x */ + N * (H + 1) + 2 * N * V /* logits, dlogits */
+                    + N * (2 * H + 2 * qd + 2 * kd + 3 * F) /* backward scratch */;
+    return floats * sizeof(float);
 }
 
 ModelActs *model_acts_new(const ModelConfig *c, int B, int T)

@@ -88,6 +88,8 @@ typedef struct ModelActs ModelActs;
 
 /* Check a config; on error writes a message into err and returns -1. */
 int model_config_check(const ModelConfig *c, char *err, size_t errlen);
+/* Number of parameters (floats) of the layout above, without allocating. */
+size_t model_param_count(const ModelConfig *c);
 /* Lay out parameters (names, shapes, offsets) and allocate w and g (zeroed). */
 int model_init(Model *m, const ModelConfig *c);
 void model_free(Model *m);
@@ -95,6 +97,8 @@ const ParamInfo *model_find(const Model *m, const char *name);
 /* HF-style random init: linear/embedding weights ~ N(0, std), biases 0, norms 1. */
 void model_init_random(Model *m, uint64_t seed, double std);
 
+/* Bytes model_acts_new(c, B, T) allocates (for a memory check before training). */
+double model_acts_bytes(const ModelConfig *c, int B, int T);
 ModelActs *model_acts_new(const ModelConfig *c, int B, int T);
 void model_acts_free(ModelActs *a);
 

@@ -291,6 +291,19 @@ int cmd_run(int argc, char **argv)
         log_error("the plan is for %d data-parallel ranks, this run has %d", plan.data_parallel, di.world);
         goto out;
     }
+    {
+        /* weights, gradients, accumulator, two AdamW moments, activations: refuse up
+         * front what cannot fit, rather than be killed by the OOM killer mid-run */
+        double need = 5.0 * 4.0 * (double)model_param_count(&plan.model) +
+                      model_acts_bytes(&plan.model, plan.micro_batch, plan.context);
+        double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        if (have > 0 && need > have) {
+            log_error("the CPU backend needs %.1f GiB for this model at micro_batch %d x context %d "
+                      "(fp32 weights, gradients, AdamW state, activations); this machine has %.1f GiB",
+                      need / 1073741824.0, plan.micro_batch, plan.context, have / 1073741824.0);
+            goto out;
+        }
+    }
     if (shard_set_open(&set, plan.shards_dir, err, sizeof err)) {
         log_error("%s (run `llmc-train prepare %s` first)", err, plan.path);
         goto out;

@@ -8,6 +8,8 @@ LLMC=$(realpath "$1"); BIN=$(realpath "$2")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d /tmp/cpu-tiny.XXXXXX)
 trap 'rm -rf "$T"' EXIT
+# private copies: other builds in the shared tree may relink the binaries meanwhile
+cp "$LLMC" "$T/llmc" && cp "$BIN" "$T/llmc-train" && LLMC="$T/llmc" BIN="$T/llmc-train"
 pass=0 fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }

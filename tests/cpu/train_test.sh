@@ -9,6 +9,8 @@ T=$(mktemp -d /tmp/cpu-train.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
+# a private copy: other builds in the shared tree may relink build/llmc-train meanwhile
+cp "$BIN" "$T/llmc-train" && BIN="$T/llmc-train"
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
 export LLMC_THREADS=2
 pass=0 fail=0
@@ -149,6 +151,19 @@ mkrun "$T/f" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['model
 (cd "$T/f" && "$BIN" run plan.json) >"$T/f.log" 2>&1; rc=$?
 [[ $rc -ne 0 ]] && grep -q "config.json disagrees with the plan's model: ffn 96 vs 64" "$T/f.log" \
     && ok "pretrained config mismatch: named field, non-zero exit" || bad "config mismatch (exit $rc)" "$T/f.log"
+
+# 5b. a corrupted latest checkpoint is refused, not trained from
+mkrun "$T/k"
+(cd "$T/k" && "$BIN" run plan.json --stop-after 4) >/dev/null 2>&1
+printf '\x01' | dd of="$T/k/ckpt/step-00000004/model.safetensors" bs=1 seek=300 conv=notrunc 2>/dev/null
+(cd "$T/k" && "$BIN" run plan.json) >"$T/k.log" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "step-00000004 fails its manifest" "$T/k.log" \
+    && ok "corrupted checkpoint: named, exit 1" || bad "corrupted checkpoint (exit $rc)" "$T/k.log"
+# 5c. a model that cannot fit in this machine's memory is refused before allocating
+mkrun "$T/m" 'p["model"].update(vocab=152064, hidden=8192, layers=80, ffn=29568, heads=64, kv_heads=8, head_dim=128, max_context=4096); p["data"]["context"]=4096'
+(cd "$T/m" && "$BIN" run plan.json) >"$T/m.log" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "the CPU backend needs [0-9.]* GiB for this model" "$T/m.log" \
+    && ok "72B-sized model on this CPU: refused up front with the memory it needs" || bad "memory check (exit $rc)" "$T/m.log"
 
 # 6. bad plans: exit 2, the key path in the message
 check_plan() {   # NAME EDIT EXPECTED-TEXT
