@@ -109,7 +109,7 @@ PORT=$((21000 + $$ % 20000))
 while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
 RANKS=()
 for r in 0 1; do
-    (cd "$T/c" && LLMC_THREADS=1 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \
+    (cd "$T/c" && SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \
         MASTER_PORT=$PORT timeout 120 "$BIN" run plan.json) >"$T/c.$r.log" 2>&1 &
     PIDS+=($!); RANKS+=($!)
 done
