@@ -440,7 +440,7 @@ int cmd_run(int argc, char **argv)
             if (is0 && tty) fputc('\n', stderr);
             if (is0) log_info("checkpoint step %" PRId64 " -> %s", st.step, plan.ckpt_dir);
         }
-        if (stop) {
+        if (stop && st.step < total) {   /* at the last step: finish (export) instead */
             dist_barrier();
             const char *sig = stopsig_name();
             if (is0) log_info("stopping at step %" PRId64 " (%s); exit %d to be requeued", st.step,
