@@ -13,6 +13,16 @@ tally() {   # tally NAME OUTPUT-FILE EXIT-STATUS
     pass=$((pass + p)); fail=$((fail + f))
 }
 out=$(mktemp)
+# the committed PyTorch fixtures are what make_fixtures.py writes
+scratch=$(mktemp -d /tmp/cpu-fixtures.XXXXXX)
+same_fixtures() {
+    local f
+    for f in "$here"/fixtures/*.safetensors; do cmp -s "$f" "$scratch/$(basename "$f")" || return 1; done
+}
+if /usr/bin/python3 "$here/make_fixtures.py" "$scratch" >/dev/null 2>&1 && same_fixtures
+then echo "ok   make_fixtures.py reproduces the committed fixtures byte for byte"; pass=$((pass + 1))
+else echo "FAIL make_fixtures.py output differs from tests/cpu/fixtures"; fail=$((fail + 1)); fi
+rm -rf "$scratch"
 scratch=$(mktemp -d /tmp/cpu-model.XXXXXX)
 "$BUILD/tests/cpu/test_model" --export-hf "$scratch" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
 grep -v '^  \[' "$out"; tally model "$out" $rc
