@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential re2c lemon libcjson-dev libyaml-dev libopenblas-dev
       openmpi-bin libopenmpi-dev slurm-wlm slurm-client munge
-      clang libclang-rt-14-dev nodejs npm python3 unicode-data iproute2 procps)
+      clang libclang-rt-14-dev nodejs npm python3 unicode-data iproute2 procps python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
