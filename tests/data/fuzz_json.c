@@ -1,6 +1,9 @@
 /* fuzz_json.c — libFuzzer target: any bytes as a dataset file (array or JSON
  * Lines), each record checked as sharegpt, alpaca and text and, when valid,
- * rendered with the qwen template. No crash, no hang, no leak. */
+ * rendered with the qwen template and tokenized with the tiny tokenizer under
+ * a cutoff taken from the input. No crash, no hang, no leak; the result never
+ * exceeds the cutoff and has one mask byte per id. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "json_stream.h"
@@ -15,8 +18,22 @@ static DatasetSpec specs[3] = {
     {.format = FMT_TEXT, .text = "text"},
 };
 
+static Tokenizer *tok;
+static TokEncoder *enc;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc; (void)argv;
+    char err[512];
+    tok = tok_load("examples/tiny/tokenizer", err, sizeof err);
+    if (!tok) { fprintf(stderr, "fuzz_json: run from the repository root: %s\n", err); abort(); }
+    enc = tok_encoder_new(tok);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    size_t cutoff = size ? 1 + data[size - 1] % 64 : 8;
     JsonStream *s = js_open_memory((const char *)data, size, "fuzz");
     if (!s) return 0;
     RecordView view = {0};
@@ -35,6 +52,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             if (k == 2) chat_render_text(view.text, view.text_len, -1, 0, &doc);
             else chat_render(tpl, view.system, view.system_len, view.msgs, view.n, -1, &doc);
+            TokIds ids = {0};
+            UniBuf mask = {0};
+            if (chat_tokenize(&doc, enc, cutoff, &ids, &mask) || ids.len > cutoff || mask.len != ids.len) abort();
+            tokids_free(&ids);
+            unibuf_free(&mask);
         }
     }
     chat_doc_free(&doc);

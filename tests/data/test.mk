@@ -23,10 +23,11 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined 
               -Iruntime -I$(GEN)
 DATA_FUZZ_SRC := runtime/tokenizer.c runtime/unicode.c runtime/unicode_tables.c runtime/json_stream.c \
                  runtime/records.c runtime/chat_template.c $(GEN)/rt_pretok.c
+DATA_FUZZ_LIBS := -lcjson -lm -pthread
 
 $(BUILD)/fuzz/%: tests/data/%.c $(DATA_FUZZ_SRC) runtime/*.h
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(DATA_FUZZ_SRC) -lcjson -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(DATA_FUZZ_SRC) $(DATA_FUZZ_LIBS)
 
 .PHONY: fuzz-data
 fuzz-data: $(BUILD)/fuzz/fuzz_tokenizer $(BUILD)/fuzz/fuzz_json
