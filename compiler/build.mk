@@ -32,3 +32,6 @@ $(BUILD)/gen-obj/%.o: $(GEN)/%.c | $(patsubst grammar/%.y,$(GEN)/%.h,$(GRAMMAR_Y
 
 $(BUILD)/llmc: $(COMPILER_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(COMPILER_LIBS)
+
+# The templates are compiled into llmc (.incbin): rebuild when one changes.
+$(BUILD)/compiler/emit_template_data.o: $(wildcard templates/*.tmpl)

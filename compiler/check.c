@@ -1115,10 +1115,14 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     }
     if ((e = find(&s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
     if ((e = find(&s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
-    if ((e = find(&s, "account")) && get_string(c, e, &j->account) && !j->account[0])
-        diag_error(c->d, e->value->at, "'account' must not be empty");
-    if ((e = find(&s, "qos")) && get_string(c, e, &j->qos) && !j->qos[0])
-        diag_error(c->d, e->value->at, "'qos' must not be empty");
+    if ((e = find(&s, "account")) && get_string(c, e, &j->account)) {
+        j->account_at = e->value->at;
+        if (!j->account[0]) diag_error(c->d, e->value->at, "'account' must not be empty");
+    }
+    if ((e = find(&s, "qos")) && get_string(c, e, &j->qos)) {
+        j->qos_at = e->value->at;
+        if (!j->qos[0]) diag_error(c->d, e->value->at, "'qos' must not be empty");
+    }
     j->log_dir = "logs";
     if ((e = find(&s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
     j->requeue = true;
@@ -1170,6 +1174,23 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
+    }
+    /* What the llmc trainer implements: the CPU backend keeps a full replica per
+     * rank; the CUDA backend shards optimizer states (ZeRO-1) at most. A plan
+     * that relies on more would pass the estimate and then run out of memory. */
+    if (t->backend == BACKEND_LLMC && t->shard != SHARD_NONE && (!cl->gpu || t->shard > SHARD_ZERO1)) {
+        static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
+        Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
+                             "shard = %s is not implemented by the llmc trainer on %s",
+                             shard_text[t->shard], cl->gpu ? "GPUs" : "CPUs");
+        if (cl->gpu) {
+            diag_note(g, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further");
+            diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = zero1 if it fits (llmc explain)",
+                      (int)t->shard);
+        } else {
+            diag_note(g, "the llmc CPU backend keeps a full replica of weights and optimizer states on every rank");
+            diag_help(g, "use shard = none");
+        }
     }
     /* Global batch arithmetic: sequences per optimizer step against the data. */
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {

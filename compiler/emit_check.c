@@ -113,8 +113,8 @@ static void check_job(const PlanJob *job, Diags *d)
     check_name(d, job->at, "job name", job->name);
     if (job->name && (strlen(job->name) > 200))
         diag_error(d, job->at, "job name is longer than 200 characters");
-    if (job->account) check_name(d, job->at, "account", job->account);
-    if (job->qos) check_name(d, job->at, "qos", job->qos);
+    if (job->account) check_name(d, job->account_at, "account", job->account);
+    if (job->qos) check_name(d, job->qos_at, "qos", job->qos);
     if (!job->cluster || !job->run) return;   /* the checker reported it */
 
     const PlanCluster *c = job->cluster;

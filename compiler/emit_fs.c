@@ -33,6 +33,27 @@ static void remove_tree(const char *path)
     nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* mkdir -p for the output directory's parent: `llmc plan.llm -o out/run1`
+ * works on a fresh checkout. Only directories are created, never files. */
+static int make_parents(const char *path)
+{
+    char *p = strdup(path);
+    if (!p) return -1;
+    mode_t mask = umask(0);
+    umask(mask);
+    int rc = 0;
+    for (char *s = p + 1; ; s++) {
+        if (*s != '/' && *s != '\0') continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, 0777 & ~mask) != 0 && errno != EEXIST) { rc = -1; break; }
+        *s = c;
+        if (!c) break;
+    }
+    free(p);
+    return rc;
+}
+
 static bool component_ok(const char *s, size_t n)
 {
     if (n == 0 || n > 255) return false;
@@ -75,7 +96,12 @@ int outdir_begin(OutDir *o, const char *out_dir, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    if (!mkdtemp(o->tmp_path)) {
+    bool made = mkdtemp(o->tmp_path) != NULL;
+    if (!made && errno == ENOENT && make_parents(parent) == 0) {
+        memcpy(o->tmp_path + strlen(o->tmp_path) - 6, "XXXXXX", 6);   /* mkdtemp may have filled it */
+        made = mkdtemp(o->tmp_path) != NULL;
+    }
+    if (!made) {
         snprintf(err, errlen, "cannot create a directory beside '%s': %s", o->final_path, strerror(errno));
         free(o->tmp_path); o->tmp_path = NULL;
         goto done;

@@ -13,13 +13,7 @@
 
 #define LLMC_VERSION "0.1.0"
 
-/* Written by other engineers at the same time; until they are linked the CLI
- * stops after the front end and says so. The lead removes these at integration. */
-#pragma weak estimate_job
-#pragma weak emit_check
-#pragma weak emit_outputs
-#pragma weak explain_main
-int explain_main(int argc, char **argv);
+int explain_main(int argc, char **argv);   /* compiler/explain.c */
 
 enum { EXIT_CLEAN = 0, EXIT_PLAN = 1, EXIT_USAGE = 2 };
 
@@ -122,7 +116,7 @@ static int finish(Diags *d, const Options *o)
 }
 
 /* Front end, then estimator and cross-file lints; the plan is kept for emitting. */
-static Plan *check_one(const char *path, Diags *d, Estimate **ests_out, bool *io_error, bool *stopped)
+static Plan *check_one(const char *path, Diags *d, Estimate **ests_out, bool *io_error)
 {
     Plan *plan = frontend_load(path, d);
     if (!plan) {
@@ -130,10 +124,6 @@ static Plan *check_one(const char *path, Diags *d, Estimate **ests_out, bool *io
         return NULL;
     }
     if (diags_error_count(d)) return plan;
-    if (!estimate_job || !emit_check) {
-        *stopped = true;
-        return plan;
-    }
     Estimate *ests = xcalloc((size_t)plan->njobs + 1, sizeof(Estimate));
     for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
     emit_check(plan, d);
@@ -150,11 +140,9 @@ static int cmd_check(int argc, char **argv)
     if (o.nfiles == 0) return options_error(&o, "%s", "check needs at least one PLAN");
     if (o.out_dir) return options_error(&o, "%s", "check writes nothing; -o is for compiling");
     Diags *d = diags_new();
-    bool io_error = false, stopped = false;
-    for (int i = 0; i < o.nfiles; i++) plan_free(check_one(o.files[i], d, NULL, &io_error, &stopped));
+    bool io_error = false;
+    for (int i = 0; i < o.nfiles; i++) plan_free(check_one(o.files[i], d, NULL, &io_error));
     free(o.files);
-    if (stopped && !diags_error_count(d) && o.format == DIAG_FMT_HUMAN)
-        fputs("llmc: note: estimator or emitters not built; stopped after checking\n", stderr);
     rc = finish(d, &o);
     return io_error ? EXIT_USAGE : rc;
 }
@@ -167,21 +155,19 @@ static int cmd_compile(int argc, char **argv)
     if (o.nfiles != 1) return options_error(&o, "%s", "compile takes exactly one PLAN (llmc PLAN -o DIR)");
     if (!o.out_dir) return options_error(&o, "%s", "compile needs an output directory: llmc PLAN -o DIR");
     Diags *d = diags_new();
-    bool io_error = false, stopped = false;
+    bool io_error = false;
     Estimate *ests = NULL;
-    Plan *plan = check_one(o.files[0], d, &ests, &io_error, &stopped);
-    bool emitted = false;
-    if (plan && !diags_error_count(d) && !stopped) {
-        if (!emit_outputs) stopped = true;
-        else if (emit_outputs(plan, ests, o.out_dir, d) == 0) emitted = true;
+    Plan *plan = check_one(o.files[0], d, &ests, &io_error);
+    bool emitted = false, emit_failed = false;
+    if (plan && !diags_error_count(d)) {
+        if (emit_outputs(plan, ests, o.out_dir, d) == 0) emitted = true;
+        else emit_failed = true;   /* the plan was clean: writing failed, an I/O error */
     }
     free(ests);
-    if (stopped && !diags_error_count(d))
-        fputs("llmc: note: estimator or emitters not built; stopped after checking, nothing written\n", stderr);
     free(o.files);
     rc = finish(d, &o);
     plan_free(plan);
-    if (io_error) return EXIT_USAGE;
+    if (io_error || emit_failed) return EXIT_USAGE;
     if (rc == EXIT_CLEAN && !emitted) return EXIT_USAGE;
     return rc;
 }
@@ -267,12 +253,6 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 2, argv + 2);
-    if (strcmp(cmd, "explain") == 0) {
-        if (!explain_main) {
-            fputs("llmc: note: explain is not built into this llmc; stopped\n", stderr);
-            return EXIT_USAGE;
-        }
-        return explain_main(argc - 1, argv + 1);
-    }
+    if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);
     return cmd_compile(argc - 1, argv + 1);
 }

@@ -129,7 +129,8 @@ typedef struct {
     double time_seconds; SrcRange time_at;
     uint64_t mem_bytes; SrcRange mem_at;    /* per node --mem; 0 = all of node */
     int cpus_per_task; SrcRange cpus_per_task_at; /* default cpus / gpus_per_node */
-    const char *account; const char *qos;   /* NULL when not set */
+    const char *account; SrcRange account_at; /* NULL when not set */
+    const char *qos; SrcRange qos_at;         /* NULL when not set */
     const char *log_dir; SrcRange log_dir_at; /* default "logs" */
     bool requeue;                           /* default true: requeue on preemption */
     int tasks_per_node; SrcRange tasks_at;  /* `tasks`; default gpus_per_node, or 1 on a

@@ -14,15 +14,6 @@ for b in "$LLMC" "$TRAIN"; do
 done
 
 echo "== compile examples/tiny/tiny.llm -> $OUT"
-mkdir -p out
-# tiny.llm's run directory (out/tiny/run) lies inside llmc's output directory. A
-# run of a plan compiled elsewhere can create out/tiny before llmc ever wrote it,
-# and llmc then refuses to replace it; such a directory holding nothing but a
-# training run is this demo's own leftover: remove it.
-if [[ -d $OUT && ! -e $OUT/.llmc-output && -z $(ls -A "$OUT" | grep -vx run) ]]; then
-    echo "demo: removing $OUT (an earlier training run, not written by llmc)"
-    rm -rf "$OUT"
-fi
 "$LLMC" examples/tiny/tiny.llm -o "$OUT"
 
 # The held-out set: the same plan with the evaluation file and its own shards.

@@ -580,9 +580,18 @@ static void test_atomic(void)
     struct stat lst;
     check(lstat(link, &lst) == 0 && S_ISLNK(lst.st_mode), "the symbolic link is left as it was");
     free(link); free(target);
-    /* a missing parent directory: an error, nothing created */
+    /* missing parent directories are made (mkdir -p); a parent that is a
+     * regular file is an error */
     char *deep = join(scratch, "no/such/dir");
-    check(emit_to(&f, deep) != 0, "a missing parent directory is an error");
+    char *deep_plan = join(deep, "plan.json");
+    check(emit_to(&f, deep) == 0 && access(deep_plan, F_OK) == 0, "missing parent directories are created");
+    free(deep_plan);
+    char *through_file = join(scratch, "a_file/dir");
+    char *a_file = join(scratch, "a_file");
+    FILE *plain = fopen(a_file, "w");
+    if (plain) fclose(plain);
+    check(emit_to(&f, through_file) != 0, "a parent that is a file is an error");
+    free(through_file); free(a_file);
     check(emit_to(&f, "/") != 0 && emit_to(&f, ".") != 0, "refuses '/' and '.'");
 
     /* same plan, two directories: identical bytes */

@@ -10,8 +10,6 @@ EMIT_TEST := $(BUILD)/tests/emitters/emit_test
 EMIT_TEST_OBJ := $(filter $(BUILD)/compiler/emit%.o,$(COMPILER_OBJ)) \
                  $(BUILD)/compiler/diag.o $(BUILD)/compiler/arena.o
 
-# The templates are compiled into llmc (.incbin): rebuild when one changes.
-$(BUILD)/compiler/emit_template_data.o: $(wildcard templates/*.tmpl)
 
 $(BUILD)/tests/emitters/emit_test.o: tests/emitters/emit_test.c
 	@mkdir -p $(dir $@)

@@ -12,19 +12,13 @@ $(BUILD)/tests/frontend_unit: tests/frontend/unit.c $(FRONTEND_LIB_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) -lcjson -lm
 
 .PHONY: test-frontend test-frontend-san fuzz-frontend
-# The CLI with only the front end linked (estimator/emitters are weak symbols in
-# main.c): lets the sanitizer run cover exactly this area's code.
-$(BUILD)/tests/llmc_frontend: $(BUILD)/compiler/main.o $(FRONTEND_LIB_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -lcjson -lm
-
 test-frontend: $(BUILD)/llmc $(BUILD)/tests/frontend_unit
 	@bash tests/frontend/run.sh $(BUILD)/llmc $(BUILD)/tests/frontend_unit
 
 # The same suite with AddressSanitizer + UndefinedBehaviorSanitizer.
 test-frontend-san:
-	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/llmc_frontend build/san/tests/frontend_unit >/dev/null
-	@ASAN_OPTIONS=detect_leaks=1 bash tests/frontend/run.sh build/san/tests/llmc_frontend build/san/tests/frontend_unit san
+	@$(MAKE) --no-print-directory -s SAN=1 build/san/llmc build/san/tests/frontend_unit >/dev/null
+	@ASAN_OPTIONS=detect_leaks=1 bash tests/frontend/run.sh build/san/llmc build/san/tests/frontend_unit san
 
 # libFuzzer over lexer, parser, checker and formatter (clang); corpus: examples + bad plans.
 FUZZ_TARGETS += fuzz-frontend
