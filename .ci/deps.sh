@@ -6,6 +6,8 @@ pkgs=(build-essential re2c lemon libcjson-dev libyaml-dev libopenblas-dev
       clang libclang-rt-14-dev nodejs npm python3 unicode-data iproute2 procps python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
+    # Node.js from another source (NodeSource) ships npm inside its nodejs package.
+    [[ $p == nodejs || $p == npm ]] && command -v node >/dev/null && command -v npm >/dev/null && continue
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then

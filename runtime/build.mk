@@ -8,7 +8,7 @@ RUNTIME_LIBS := -lcjson -lopenblas -lpthread -lm
 
 $(GEN)/rt_%.c: runtime/%.re
 	@mkdir -p $(dir $@)
-	re2c -W --no-generation-date -Iruntime -I/usr/share/re2c/include -o $@ $<
+	re2c -W --no-generation-date -Iruntime -o $@ $<
 
 $(BUILD)/gen-obj/rt_%.o: $(GEN)/rt_%.c
 	@mkdir -p $(dir $@)
