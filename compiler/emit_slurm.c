@@ -112,6 +112,7 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
         return fill(&t, "job_llamafactory.slurm", err, errlen);
     }
     tmpl_setf(&t, "world_size", "%d", L->world_size);
+    tmpl_set(&t, "trainer", L->gpu ? "llmc-train-cuda" : "llmc-train");
     /* The early-warning signal only when the run needs more than one
      * time-limit segment and can come back (requeue on). */
     bool segments = e && e->requeue_segments > 1 && job->requeue;

@@ -19,10 +19,13 @@ ifneq ($(CUDA_DEPS_LIB),)
 CUDA_LDFLAGS += -L$(CUDA_DEPS_LIB) -Wl,-rpath,$(abspath $(CUDA_DEPS_LIB))
 endif
 # The CPU runtime's modules that `run` shares with llmc-train: plan loader, shards,
+# data preparation and the tokenizer (prepare/tokenize/verify are llmc-train's own),
 # metrics, safetensors/checkpoints, HF config, the host model layout (model.o links
 # ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine).
 CUDA_RT_OBJ := $(patsubst %,$(BUILD)/runtime/%.o,plan shard_io metrics safetensors hf_config checkpoint \
-               model ops_cpu optim rng sha256 log stopsig)
+               model ops_cpu optim rng sha256 log stopsig \
+               prepare tokenize_cmd tokenizer json_stream chat_template records unicode unicode_tables) \
+               $(BUILD)/gen-obj/rt_pretok.o
 CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
 ifneq ($(CUDA_NETLIB),)
 CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLIB)))

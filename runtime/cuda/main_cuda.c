@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "../commands.h"
 #include "../hf_config.h"
 #include "host_model.h"
 #include "model_cuda.h"
@@ -28,6 +29,8 @@ static void usage(FILE *out)
           "\n"
           "  run PLAN.json [--stop-after N]\n"
           "        train as the plan says on the GPU(s) (resumes from the latest checkpoint)\n"
+          "  prepare PLAN.json | tokenize --tokenizer DIR | verify DIR\n"
+          "        as in llmc-train (the same code), so a GPU node needs only this binary\n"
           "  params --model NAME | --config config.json\n"
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
@@ -316,6 +319,9 @@ int main(int argc, char **argv)
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h")) { usage(stdout); return 0; }
     if (!strcmp(c, "run")) return cmd_run_cuda(argc - 1, argv + 1);
+    if (!strcmp(c, "prepare")) return cmd_prepare(argc - 1, argv + 1);
+    if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(c, "params")) return cmd_params(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "check")) return cmd_check(argc - 1, argv + 1);
