@@ -2,13 +2,24 @@
 RUNTIME_SRC := $(sort $(wildcard runtime/*.c))
 RUNTIME_RE  := $(sort $(wildcard runtime/*.re))
 RUNTIME_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(RUNTIME_SRC)) \
-               $(patsubst runtime/%.re,$(BUILD)/gen-obj/rt_%.o,$(RUNTIME_RE))
+               $(patsubst runtime/%.re,$(BUILD)/gen-obj/rt_%.o,$(RUNTIME_RE)) \
+               $(BUILD)/gen-obj/rt_unicode_tables.o
 RUNTIME_LIB_OBJ := $(filter-out $(BUILD)/runtime/main.o,$(RUNTIME_OBJ))
 RUNTIME_LIBS := -lcjson -lopenblas -lpthread -lm
 
+# The tokenizer's Unicode tables (NFC data, letter/number/space classes) come
+# from the Unicode Character Database of Debian's unicode-data package.
+UCD_DIR ?= /usr/share/unicode
+$(GEN)/rt_unicode_tables.c $(GEN)/pretok_unicode.inc &: runtime/gen_unicode.py
+	@mkdir -p $(GEN)
+	@test -f $(UCD_DIR)/UnicodeData.txt || { echo "no $(UCD_DIR)/UnicodeData.txt: apt-get install unicode-data" >&2; exit 1; }
+	python3 runtime/gen_unicode.py $(UCD_DIR) $(GEN)
+
+$(GEN)/rt_pretok.c: $(GEN)/pretok_unicode.inc
+
 $(GEN)/rt_%.c: runtime/%.re
 	@mkdir -p $(dir $@)
-	re2c -W --no-generation-date -Iruntime -o $@ $<
+	re2c -W --no-generation-date -Iruntime -I$(GEN) -o $@ $<
 
 $(BUILD)/gen-obj/rt_%.o: $(GEN)/rt_%.c
 	@mkdir -p $(dir $@)

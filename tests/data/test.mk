@@ -2,9 +2,9 @@
 # chat templates, prepare. `make test-data` (also under SAN=1).
 TEST_SUITES += data
 
-DATA_OBJ := $(addprefix $(BUILD)/runtime/,tokenizer.o unicode.o unicode_tables.o shard_io.o json_stream.o \
+DATA_OBJ := $(addprefix $(BUILD)/runtime/,tokenizer.o unicode.o shard_io.o json_stream.o \
             chat_template.o records.o) \
-            $(BUILD)/gen-obj/rt_pretok.o
+            $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
 DATA_TESTS := nfc_test tokenizer_test shard_test json_stream_test chat_test
 
 $(BUILD)/tests/data/%: tests/data/%.c $(DATA_OBJ)
@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_CC := clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
               -Iruntime -I$(GEN)
-DATA_FUZZ_SRC := runtime/tokenizer.c runtime/unicode.c runtime/unicode_tables.c runtime/json_stream.c \
+DATA_FUZZ_SRC := runtime/tokenizer.c runtime/unicode.c $(GEN)/rt_unicode_tables.c runtime/json_stream.c \
                  runtime/records.c runtime/chat_template.c $(GEN)/rt_pretok.c
 DATA_FUZZ_LIBS := -lcjson -lm -pthread
 
