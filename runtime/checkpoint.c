@@ -73,7 +73,7 @@ static void remove_flat_dir(const char *dir)
     rmdir(dir);
 }
 
-static int mkdir_p(const char *path)
+int mkdir_parents(const char *path)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s", path);
@@ -347,7 +347,7 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     snprintf(name, sizeof name, "step-%08" PRId64, st->step);
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", ckpt_dir, name);
     snprintf(final, sizeof final, "%s/%s", ckpt_dir, name);
-    if (mkdir_p(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
+    if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
     remove_flat_dir(tmp);   /* a leftover of an interrupted save */
     if (mkdir(tmp, 0755)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
 
@@ -496,7 +496,7 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
     char tmp[4096], p[4200], src[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     remove_flat_dir(tmp);
-    if (mkdir_p(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    if (mkdir_parents(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
     if (write_model_file(p, m, m->w, "", dtype, err, errlen)) return -1;
     int bos, eos;

@@ -56,4 +56,7 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen);
 /* fsync a directory (after renames inside it). */
 int fsync_dir(const char *dir);
 
+/* mkdir -p: create path and its missing parents (mode 0755). 0, or -1 with errno. */
+int mkdir_parents(const char *path);
+
 #endif

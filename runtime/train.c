@@ -36,6 +36,7 @@
 #include "plan.h"
 #include "prom.h"
 #include "rng.h"
+#include "row_stream.h"
 #include "shard_io.h"
 #include "stopsig.h"
 
@@ -44,30 +45,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The shuffled row stream: row of stream index i. */
-typedef struct {
-    uint64_t n_rows, seed;
-    int64_t epoch;        /* epoch whose permutation is in perm; -1 none */
-    uint64_t *perm;
-} RowStream;
-
-static uint64_t stream_row(RowStream *rs, int64_t i)
-{
-    int64_t epoch = i / (int64_t)rs->n_rows;
-    if (epoch != rs->epoch) {
-        Rng r;
-        rng_seed(&r, rs->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(epoch + 1)));
-        for (uint64_t k = 0; k < rs->n_rows; k++) rs->perm[k] = k;
-        for (uint64_t k = rs->n_rows - 1; k > 0; k--) {
-            uint64_t j = rng_below(&r, k + 1), t = rs->perm[k];
-            rs->perm[k] = rs->perm[j];
-            rs->perm[j] = t;
-        }
-        rs->epoch = epoch;
-    }
-    return rs->perm[i % (int64_t)rs->n_rows];
 }
 
 typedef struct {
@@ -190,19 +167,6 @@ static int evaluate(Model *m, const char *dir, int B, EvalResult *res, char *err
     model_acts_free(acts);
     shard_set_close(&set);
     return rc;
-}
-
-static int mkdir_p(const char *path)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return -1;
-        *s = '/';
-    }
-    return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
 }
 
 static void usage(void)
@@ -344,13 +308,10 @@ int cmd_run(int argc, char **argv)
     if (adamw_init(&opt, model.n_floats, plan.beta1, plan.beta2, plan.eps, plan.weight_decay) ||
         !(acts = model_acts_new(&model.cfg, MB, T)) || batch_alloc(&bb, MB, T) ||
         !(acc = malloc(model.n_floats * sizeof *acc)) || !(rows = malloc((size_t)MB * sizeof *rows)) ||
-        !(rs.perm = malloc(set.n_rows * sizeof *rs.perm))) {
+        row_stream_init(&rs, set.n_rows, plan.seed)) {
         log_error("out of memory");
         goto out;
     }
-    rs.n_rows = set.n_rows;
-    rs.seed = plan.seed;
-    rs.epoch = -1;
 
     TrainState st = {0};
     rng_seed(&st.rng, plan.seed);
@@ -361,7 +322,7 @@ int cmd_run(int argc, char **argv)
     }
     double baseline = is0 ? unigram_baseline(&set, model.cfg.vocab) : 0;
     if (is0) {
-        if (mkdir_p(plan.out_dir)) { log_error("%s: %s", plan.out_dir, strerror(errno)); goto out; }
+        if (mkdir_parents(plan.out_dir)) { log_error("%s: %s", plan.out_dir, strerror(errno)); goto out; }
         if (metrics_open(&mf, plan.metrics_path, st.step)) {
             log_error("%s: %s", plan.metrics_path, strerror(errno));
             goto out;
@@ -382,7 +343,7 @@ int cmd_run(int argc, char **argv)
         for (int a = 0; a < GA; a++) {
             int slot = a * di.world + di.rank;
             for (int i = 0; i < MB; i++)
-                rows[i] = stream_row(&rs, st.rows_consumed + slot + (int64_t)i * S);
+                rows[i] = row_stream_row(&rs, st.rows_consumed + slot + (int64_t)i * S);
             int64_t tok = 0, n_lab;
             if (batch_read(&set, rows, MB, model.cfg.vocab, &bb, &tok, err, sizeof err)) {
                 log_error("%s", err);
@@ -502,7 +463,7 @@ int cmd_run(int argc, char **argv)
     rc = 0;
 out:
     metrics_close(&mf);
-    free(rs.perm);
+    row_stream_free(&rs);
     free(rows);
     free(acc);
     if (bb.ids || bb.pos || bb.mask) batch_free(&bb);

@@ -2,10 +2,10 @@
  * heads and document masks, on bf16 tensor cores (mma.sync m16n8k16, ldmatrix).
  *
  * The FlashAttention-2 scheme: scores never reach device memory. Forward: a block
- * owns 64 queries of one head (4 warps x 16 rows), walks the key blocks its rows
- * may see with an online softmax, and writes O ([B,T,H,D], the layout the output
- * projection reads) and the log2-sum-exp per row. Backward: a block owns 64 keys
- * of one query head, walks the query blocks that may see them, recomputes P from
+ * owns 16 queries per warp (4 or 8 warps) of one head, walks the 64-key blocks its
+ * rows may see with an online softmax, and writes O ([B,T,H,D], the layout the output
+ * projection reads) and the log2-sum-exp per row. Backward: a block owns 16 keys per
+ * warp of one query head, walks the 32-query blocks that may see them, recomputes P from
  * the saved log-sum-exp, and accumulates dK, dV in registers (per query head,
  * summed over the group afterwards) and dQ through fp32 atomics.
  *
@@ -52,17 +52,6 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
  *  B operand from B[k][n] row-major (.trans):          row k0 + l%8 + ((l/8)%2)*8, col n0 + (l/16)*8
  *  A operand from At[k][m] row-major (.trans):         row k0 + l%8 + (l/16)*8,     col m0 + ((l/8)%2)*8 */
 
-/* Copy rows x D bf16 from global (row stride gstride elements) into smem (row stride LD). */
-template <int D, int LD>
-static __device__ __forceinline__ void tile_load(bf16 *s, const bf16 *g, size_t gstride, int rows)
-{
-    for (int i = threadIdx.x; i < rows * D / 8; i += blockDim.x) {
-        int r = i / (D / 8), c = (i % (D / 8)) * 8;
-        *(uint4 *)&s[r * LD + c] = *(const uint4 *)&g[(size_t)r * gstride + c];
-    }
-}
-
-
 static __device__ __forceinline__ void cp_async16(void *s, const void *g)
 {
     uint32_t a = (uint32_t)__cvta_generic_to_shared(s);
@@ -87,99 +76,6 @@ static __device__ __forceinline__ void tile_async(bf16 *s, const bf16 *g, size_t
     }
 }
 
-template <int D>
-__global__ void __launch_bounds__(128) flash_fwd_k(bf16 *O, float *LSE, const bf16 *Q, const bf16 *K,
-                                                   const bf16 *V, const int *pos, int H, int KV, int T, float sl2)
-{
-    constexpr int LD = D + 8;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *Qs = (bf16 *)smem_raw, *Ks = Qs + 64 * LD, *Vs = Ks + 64 * LD;
-    __shared__ int lo_min;
-    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
-    int qb = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
-    int q0 = qb * 64;
-    const bf16 *Kg = K + (size_t)(b * KV + kvh) * T * D, *Vg = V + (size_t)(b * KV + kvh) * T * D;
-    if (tid == 0) lo_min = q0;
-    __syncthreads();
-    tile_load<D, LD>(Qs, Q + ((size_t)bh * T + q0) * D, D, 64);
-    if (tid < 64) atomicMin(&lo_min, q0 + tid - pos[b * T + q0 + tid]);
-    __syncthreads();
-
-    uint32_t qf[D / 16][4];
-    for (int kk = 0; kk < D / 16; kk++)
-        ldsm_x4(qf[kk], &Qs[(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8]);
-    int t0 = q0 + warp * 16 + g, t1 = t0 + 8;
-    int lo0 = t0 - pos[b * T + t0], lo1 = t1 - pos[b * T + t1];
-    float o[D / 8][4];
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-
-    for (int kb = lo_min / 64; kb <= qb; kb++) {
-        __syncthreads();
-        tile_load<D, LD>(Ks, Kg + (size_t)kb * 64 * D, D, 64);
-        tile_load<D, LD>(Vs, Vg + (size_t)kb * 64 * D, D, 64);
-        __syncthreads();
-        float s[8][4];
-        for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-        for (int kk = 0; kk < D / 16; kk++)
-            for (int np = 0; np < 4; np++) {
-                uint32_t r[4];
-                ldsm_x4(r, &Ks[(np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8]);
-                mma16816(s[2 * np], qf[kk], r[0], r[1]);
-                mma16816(s[2 * np + 1], qf[kk], r[2], r[3]);
-            }
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-        for (int j = 0; j < 8; j++)
-            for (int e = 0; e < 2; e++) {
-                int key = kb * 64 + j * 8 + 2 * q4 + e;
-                s[j][e] = (key <= t0 && key >= lo0) ? s[j][e] * sl2 : -INFINITY;
-                s[j][2 + e] = (key <= t1 && key >= lo1) ? s[j][2 + e] * sl2 : -INFINITY;
-                mx0 = fmaxf(mx0, s[j][e]);
-                mx1 = fmaxf(mx1, s[j][2 + e]);
-            }
-        for (int o_ = 1; o_ <= 2; o_ <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o_));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o_));
-        }
-        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-        float base0 = mn0 == -INFINITY ? 0.f : mn0, base1 = mn1 == -INFINITY ? 0.f : mn1;
-        float a0 = exp2f(m0 - base0), a1 = exp2f(m1 - base1);
-        m0 = mn0; m1 = mn1;
-        l0 *= a0; l1 *= a1;
-        for (int i = 0; i < D / 8; i++) { o[i][0] *= a0; o[i][1] *= a0; o[i][2] *= a1; o[i][3] *= a1; }
-        for (int j = 0; j < 8; j++) {
-            s[j][0] = exp2f(s[j][0] - base0); s[j][1] = exp2f(s[j][1] - base0);
-            s[j][2] = exp2f(s[j][2] - base1); s[j][3] = exp2f(s[j][3] - base1);
-            l0 += s[j][0] + s[j][1];
-            l1 += s[j][2] + s[j][3];
-        }
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t r[4];
-                ldsm_x4_t(r, &Vs[(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + dp * 16 + (lane / 16) * 8]);
-                mma16816(o[2 * dp], a, r[0], r[1]);
-                mma16816(o[2 * dp + 1], a, r[2], r[3]);
-            }
-        }
-    }
-    for (int o_ = 1; o_ <= 2; o_ <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, o_);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, o_);
-    }
-    float inv0 = 1.f / l0, inv1 = 1.f / l1;
-    bf16 *O0 = O + ((size_t)(b * T + t0) * H + h) * D, *O1 = O + ((size_t)(b * T + t1) * H + h) * D;
-    for (int i = 0; i < D / 8; i++) {
-        *(__nv_bfloat162 *)&O0[i * 8 + 2 * q4] = __floats2bfloat162_rn(o[i][0] * inv0, o[i][1] * inv0);
-        *(__nv_bfloat162 *)&O1[i * 8 + 2 * q4] = __floats2bfloat162_rn(o[i][2] * inv1, o[i][3] * inv1);
-    }
-    if (q4 == 0) {
-        LSE[(size_t)bh * T + t0] = m0 + log2f(l0);
-        LSE[(size_t)bh * T + t1] = m1 + log2f(l1);
-    }
-}
-
 /* Dvec[b,h,t] = sum_d dO * O (both [B,T,H,D]); one warp per row. */
 __global__ void flash_bwd_pre_k(float *Dvec, const bf16 *O, const bf16 *dO, int B, int T, int H, int D)
 {
@@ -197,142 +93,10 @@ __global__ void flash_bwd_pre_k(float *Dvec, const bf16 *O, const bf16 *dO, int 
     if (lane == 0) Dvec[((size_t)b * H + h) * T + t] = acc;
 }
 
-template <int D>
-__global__ void __launch_bounds__(128) flash_bwd_k(float *dKh, float *dVh, float *dQacc, const bf16 *Q,
-                                                   const bf16 *K, const bf16 *V, const bf16 *dO, const float *LSE,
-                                                   const float *Dvec, const int *pos, int H, int KV, int T,
-                                                   float sl2, float scale)
-{
-    constexpr int LD = D + 8, LDS = 32 + 8;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *Ks = (bf16 *)smem_raw, *Vs = Ks + 64 * LD, *Qs = Vs + 64 * LD, *dOs = Qs + 32 * LD, *dSt = dOs + 32 * LD;
-    __shared__ float lse_s[32], dvec_s[32];
-    __shared__ int lo_s[32];
-    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
-    int kb = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
-    int k0 = kb * 64;
-    tile_load<D, LD>(Ks, K + ((size_t)(b * KV + kvh) * T + k0) * D, D, 64);
-    tile_load<D, LD>(Vs, V + ((size_t)(b * KV + kvh) * T + k0) * D, D, 64);
-    float dk[D / 8][4], dv[D / 8][4];
-    for (int i = 0; i < D / 8; i++)
-        for (int e = 0; e < 4; e++) dk[i][e] = dv[i][e] = 0.f;
-    int key0 = k0 + warp * 16 + g, key1 = key0 + 8;
-
-    for (int qs = k0; qs < T; qs += 32) {
-        __syncthreads();
-        tile_load<D, LD>(Qs, Q + ((size_t)bh * T + qs) * D, D, 32);
-        tile_load<D, LD>(dOs, dO + ((size_t)(b * T + qs) * H + h) * D, (size_t)H * D, 32);
-        if (tid < 32) {
-            int t = qs + tid;
-            lse_s[tid] = LSE[(size_t)bh * T + t];
-            dvec_s[tid] = Dvec[(size_t)bh * T + t];
-            lo_s[tid] = t - pos[b * T + t];
-        }
-        /* Skip query blocks whose documents all start after these keys. */
-        if (!__syncthreads_or(tid < 32 && lo_s[tid] <= k0 + 63)) continue;
-
-        float st[4][4];
-        for (int j = 0; j < 4; j++) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[4];
-            ldsm_x4(a, &Ks[(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8]);
-            for (int np = 0; np < 2; np++) {
-                uint32_t r[4];
-                ldsm_x4(r, &Qs[(np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8]);
-                mma16816(st[2 * np], a, r[0], r[1]);
-                mma16816(st[2 * np + 1], a, r[2], r[3]);
-            }
-        }
-        for (int j = 0; j < 4; j++)
-            for (int e = 0; e < 2; e++) {
-                int qi = j * 8 + 2 * q4 + e, t = qs + qi, lo = lo_s[qi];
-                float L = lse_s[qi];
-                st[j][e] = (key0 <= t && key0 >= lo) ? exp2f(st[j][e] * sl2 - L) : 0.f;
-                st[j][2 + e] = (key1 <= t && key1 >= lo) ? exp2f(st[j][2 + e] * sl2 - L) : 0.f;
-            }
-        /* dV += P^T dO */
-        for (int kk = 0; kk < 2; kk++) {
-            uint32_t a[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]), pack_bf16(st[2 * kk][2], st[2 * kk][3]),
-                             pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                             pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t r[4];
-                ldsm_x4_t(r, &dOs[(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + dp * 16 + (lane / 16) * 8]);
-                mma16816(dv[2 * dp], a, r[0], r[1]);
-                mma16816(dv[2 * dp + 1], a, r[2], r[3]);
-            }
-        }
-        /* dP^T = V dO^T, then dS^T = P^T (dP^T - Dvec) */
-        float dpt[4][4];
-        for (int j = 0; j < 4; j++) dpt[j][0] = dpt[j][1] = dpt[j][2] = dpt[j][3] = 0.f;
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t a[4];
-            ldsm_x4(a, &Vs[(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8]);
-            for (int np = 0; np < 2; np++) {
-                uint32_t r[4];
-                ldsm_x4(r, &dOs[(np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8]);
-                mma16816(dpt[2 * np], a, r[0], r[1]);
-                mma16816(dpt[2 * np + 1], a, r[2], r[3]);
-            }
-        }
-        for (int j = 0; j < 4; j++)
-            for (int e = 0; e < 2; e++) {
-                float dd = dvec_s[j * 8 + 2 * q4 + e];
-                dpt[j][e] = st[j][e] * (dpt[j][e] - dd);
-                dpt[j][2 + e] = st[j][2 + e] * (dpt[j][2 + e] - dd);
-            }
-        /* dK += dS^T Q */
-        for (int kk = 0; kk < 2; kk++) {
-            uint32_t a[4] = {pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]), pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]),
-                             pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
-                             pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t r[4];
-                ldsm_x4_t(r, &Qs[(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + dp * 16 + (lane / 16) * 8]);
-                mma16816(dk[2 * dp], a, r[0], r[1]);
-                mma16816(dk[2 * dp + 1], a, r[2], r[3]);
-            }
-        }
-        for (int j = 0; j < 4; j++) {
-            *(uint32_t *)&dSt[(warp * 16 + g) * LDS + j * 8 + 2 * q4] = pack_bf16(dpt[j][0], dpt[j][1]);
-            *(uint32_t *)&dSt[(warp * 16 + g + 8) * LDS + j * 8 + 2 * q4] = pack_bf16(dpt[j][2], dpt[j][3]);
-        }
-        __syncthreads();
-        /* dQ[32 x D] += dS K: warp -> 16 query rows x D/2 columns */
-        int mq = (warp & 1) * 16, nd = (warp >> 1) * (D / 2);
-        float dq[D / 16][4];
-        for (int i = 0; i < D / 16; i++) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.f;
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t a[4];
-            ldsm_x4_t(a, &dSt[(kk * 16 + lane % 8 + (lane / 16) * 8) * LDS + mq + ((lane / 8) % 2) * 8]);
-            for (int dp = 0; dp < D / 32; dp++) {
-                uint32_t r[4];
-                ldsm_x4_t(r, &Ks[(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + nd + dp * 16 + (lane / 16) * 8]);
-                mma16816(dq[2 * dp], a, r[0], r[1]);
-                mma16816(dq[2 * dp + 1], a, r[2], r[3]);
-            }
-        }
-        float *dst = dQacc + ((size_t)bh * T + qs + mq + g) * D + nd + 2 * q4;
-        for (int i = 0; i < D / 16; i++) {
-            atomicAdd(dst + i * 8, dq[i][0] * scale);
-            atomicAdd(dst + i * 8 + 1, dq[i][1] * scale);
-            atomicAdd(dst + 8 * D + i * 8, dq[i][2] * scale);
-            atomicAdd(dst + 8 * D + i * 8 + 1, dq[i][3] * scale);
-        }
-    }
-    float *dk0 = dKh + ((size_t)bh * T + key0) * D + 2 * q4, *dv0 = dVh + ((size_t)bh * T + key0) * D + 2 * q4;
-    for (int i = 0; i < D / 8; i++) {
-        *(float2 *)&dk0[i * 8] = make_float2(dk[i][0] * scale, dk[i][1] * scale);
-        *(float2 *)&dk0[8 * D + i * 8] = make_float2(dk[i][2] * scale, dk[i][3] * scale);
-        *(float2 *)&dv0[i * 8] = make_float2(dv[i][0], dv[i][1]);
-        *(float2 *)&dv0[8 * D + i * 8] = make_float2(dv[i][2], dv[i][3]);
-    }
-}
-
-/* Pipelined variants: the next K/V (forward) or Q/dO (backward) block is fetched with
- * cp.async into a second shared-memory stage while the current one is used. */
+/* Forward. The next K/V block is fetched with cp.async into a second shared-memory
+ * stage while the current one is used. */
 template <int D, int NW>
-__global__ void __launch_bounds__(NW * 32) flash_fwd2_k(bf16 *O, float *LSE, const bf16 *Q, const bf16 *K,
+__global__ void __launch_bounds__(NW * 32) flash_fwd_k(bf16 *O, float *LSE, const bf16 *Q, const bf16 *K,
                                                    const bf16 *V, const int *pos, int H, int KV, int T, float sl2)
 {
     constexpr int LD = D + 8, QB = 16 * NW;   /* NW warps x 16 query rows */
@@ -436,8 +200,9 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd2_k(bf16 *O, float *LSE, con
     }
 }
 
+/* Backward, double-buffered the same way over the query blocks (Q, dO, LSE, Dvec, pos). */
 template <int D, int NW>
-__global__ void __launch_bounds__(NW * 32) flash_bwd2_k(float *dKh, float *dVh, float *dQacc, const bf16 *Q,
+__global__ void __launch_bounds__(NW * 32) flash_bwd_k(float *dKh, float *dVh, float *dQacc, const bf16 *Q,
                                                    const bf16 *K, const bf16 *V, const bf16 *dO, const float *LSE,
                                                    const float *Dvec, const int *pos, int H, int KV, int T,
                                                    float sl2, float scale)
@@ -614,57 +379,41 @@ __global__ void flash_bwd_post_k(bf16 *dq, bf16 *dk, bf16 *dv, const float *dQac
 }
 
 template <int D>
-static size_t fwd_smem(int pipe, int nw) { return ((size_t)16 * nw + (pipe ? 4 : 2) * 64) * (D + 8) * sizeof(bf16); }
+static size_t fwd_smem(int nw) { return ((size_t)16 * nw + 4 * 64) * (D + 8) * sizeof(bf16); }
 template <int D>
-static size_t bwd_smem(int pipe, int nw)
+static size_t bwd_smem(int nw)
 {
     size_t kb = 16 * (size_t)nw;
-    return (2 * kb * (D + 8) + (pipe ? 4 : 2) * 32 * (D + 8) + kb * 40) * sizeof(bf16);
+    return (2 * kb * (D + 8) + 4 * 32 * (D + 8) + kb * 40) * sizeof(bf16);
 }
 
-/* LLMC_FLASH_PIPELINE=0 selects the single-stage kernels (for comparison). */
-static int use_pipeline(void)
+/* Wide blocks (8 warps: 128 queries forward, 128 keys backward) halve the K/V loads
+ * per query and the dQ atomics per key; LLMC_FLASH_FWD_WARPS=4 / LLMC_FLASH_BWD_WARPS=4
+ * select 64-row blocks (for comparison). */
+static int use_wide(const char *env, int D, int T)
 {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("LLMC_FLASH_PIPELINE");
-        v = !(e && e[0] == '0');
-    }
-    return v;
+    const char *e = getenv(env);
+    return D >= 64 && T % 128 == 0 && !(e && e[0] == '4');
 }
 
 template <int D>
 static void launch_fwd(bf16_t *O, float *LSE, const bf16_t *Q, const bf16_t *K, const bf16_t *V, const int *pos,
                        int B, int H, int KV, int T, cudaStream_t s)
 {
-    static int configured;
-    int pipe = use_pipeline();
-    /* Wide blocks (8 warps, 128 queries) halve the K/V loads per query;
-     * LLMC_FLASH_FWD_WARPS=4 selects 64-query blocks. */
-    const char *ew = getenv("LLMC_FLASH_FWD_WARPS");
-    int wide = D >= 64 && T % 128 == 0 && !(ew && ew[0] == '4');
     constexpr int NWW = D >= 64 ? 8 : 4;
+    static int configured;
     if (!configured) {
-        cudaFuncSetAttribute(flash_fwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(0, 4));
-        cudaFuncSetAttribute(flash_fwd2_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(1, 4));
-        cudaFuncSetAttribute(flash_fwd2_k<D, NWW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)fwd_smem<D>(1, NWW));
+        cudaFuncSetAttribute(flash_fwd_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(4));
+        cudaFuncSetAttribute(flash_fwd_k<D, NWW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fwd_smem<D>(NWW));
         configured = 1;
     }
     float sl2 = 1.4426950408889634f / sqrtf((float)D);
-    if (pipe && wide) {
-        dim3 grid(T / 128, B * H);
-        flash_fwd2_k<D, NWW><<<grid, NWW * 32, fwd_smem<D>(1, NWW), s>>>(
+    if (use_wide("LLMC_FLASH_FWD_WARPS", D, T))
+        flash_fwd_k<D, NWW><<<dim3(T / (16 * NWW), B * H), NWW * 32, fwd_smem<D>(NWW), s>>>(
             (bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, pos, H, KV, T, sl2);
-        return;
-    }
-    dim3 grid(T / 64, B * H);
-    if (pipe)
-        flash_fwd2_k<D, 4><<<grid, 128, fwd_smem<D>(1, 4), s>>>((bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K,
-                                                               (const bf16 *)V, pos, H, KV, T, sl2);
     else
-        flash_fwd_k<D><<<grid, 128, fwd_smem<D>(0, 4), s>>>((bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K,
-                                                            (const bf16 *)V, pos, H, KV, T, sl2);
+        flash_fwd_k<D, 4><<<dim3(T / 64, B * H), 128, fwd_smem<D>(4), s>>>(
+            (bf16 *)O, LSE, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, pos, H, KV, T, sl2);
 }
 
 template <int D>
@@ -672,37 +421,22 @@ static void launch_bwd(float *dKh, float *dVh, float *dQacc, const bf16_t *Q, co
                        const bf16_t *dO, const float *LSE, const float *Dvec, const int *pos, int B, int H, int KV,
                        int T, cudaStream_t s)
 {
+    constexpr int NWW = D >= 64 ? 8 : 4;
     static int configured;
-    int pipe = use_pipeline();
-    /* Wide blocks (8 warps, 128 keys) halve the dQ atomics and the Q/dO reloads per
-     * key; LLMC_FLASH_BWD_WARPS=4 selects 64-key blocks. */
-    const char *ew = getenv("LLMC_FLASH_BWD_WARPS");
-    int wide = D >= 64 && T % 128 == 0 && !(ew && ew[0] == '4');
     if (!configured) {
-        cudaFuncSetAttribute(flash_bwd_k<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(0, 4));
-        cudaFuncSetAttribute(flash_bwd2_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(1, 4));
-        if (D >= 64)
-            cudaFuncSetAttribute(flash_bwd2_k<D, D >= 64 ? 8 : 4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)bwd_smem<D>(1, 8));
+        cudaFuncSetAttribute(flash_bwd_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(4));
+        cudaFuncSetAttribute(flash_bwd_k<D, NWW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(NWW));
         configured = 1;
     }
-    float scale = 1.f / sqrtf((float)D);
-    if (pipe && wide) {
-        dim3 grid(T / 128, B * H);
-        flash_bwd2_k<D, D >= 64 ? 8 : 4><<<grid, 256, bwd_smem<D>(1, 8), s>>>(
+    float scale = 1.f / sqrtf((float)D), sl2 = scale * 1.4426950408889634f;
+    if (use_wide("LLMC_FLASH_BWD_WARPS", D, T))
+        flash_bwd_k<D, NWW><<<dim3(T / (16 * NWW), B * H), NWW * 32, bwd_smem<D>(NWW), s>>>(
             dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos,
-            H, KV, T, scale * 1.4426950408889634f, scale);
-        return;
-    }
-    dim3 grid(T / 64, B * H);
-    if (pipe)
-        flash_bwd2_k<D, 4><<<grid, 128, bwd_smem<D>(1, 4), s>>>(dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K,
-                                                             (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos, H, KV,
-                                                             T, scale * 1.4426950408889634f, scale);
+            H, KV, T, sl2, scale);
     else
-        flash_bwd_k<D><<<grid, 128, bwd_smem<D>(0, 4), s>>>(dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K,
-                                                         (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos, H, KV,
-                                                         T, scale * 1.4426950408889634f, scale);
+        flash_bwd_k<D, 4><<<dim3(T / 64, B * H), 128, bwd_smem<D>(4), s>>>(
+            dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos,
+            H, KV, T, sl2, scale);
 }
 
 extern "C" int k_flash_supported(int D, int T) { return (D == 32 || D == 64 || D == 128) && T % 64 == 0; }

@@ -11,6 +11,7 @@
 #include "gemm.h"
 
 #define GEMM_CACHE 512
+#define GEMM_TUNE_ALGOS 8
 
 typedef struct {
     GemmArgs key;               /* pointers, alpha and beta zeroed; c_is_d set */
@@ -25,6 +26,7 @@ struct Gemm {
     cudaStream_t stream;
     void *ws;
     size_t ws_bytes;
+    int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates */
     GemmPlan plans[GEMM_CACHE];
     int n_plans;
 };
@@ -44,6 +46,8 @@ Gemm *gemm_create(void *stream, size_t workspace_bytes)
     if (!g) return NULL;
     g->stream = (cudaStream_t)stream;
     g->ws_bytes = workspace_bytes;
+    const char *tune = getenv("LLMC_GEMM_TUNE");
+    g->tune = tune && !strcmp(tune, "1");
     lt_check(cublasLtCreate(&g->lt), "create", NULL);
     if (cudaMalloc(&g->ws, workspace_bytes) != cudaSuccess) {
         fprintf(stderr, "llmc-train-cuda: cannot allocate %zu bytes of GEMM workspace\n", workspace_bytes);
@@ -88,6 +92,46 @@ static int same_shape(const GemmArgs *x, const GemmArgs *y)
            x->d_f32 == y->d_f32 && x->batch == y->batch;
 }
 
+/* LLMC_GEMM_TUNE=1: of cuBLASLt's first GEMM_TUNE_ALGOS candidates for a new shape,
+ * keep the fastest over a few runs on this call's operands. The runs write a scratch
+ * output (beta 0), so the call's own result is untouched. The choice follows
+ * timings, so two runs may pick different algorithms (last-bit differences): off
+ * by default. Returns the index of the choice in res (0, cuBLASLt's first, on
+ * any failure). */
+static int fastest(Gemm *g, GemmPlan *p, const GemmArgs *a, const cublasLtMatmulHeuristicResult_t *res, int found)
+{
+    size_t elems = (size_t)a->M * a->ldd;
+    if (a->batch > 1) elems += (size_t)a->strideD * (a->batch - 1);
+    void *scratch = NULL;
+    cudaEvent_t e0, e1;
+    if (cudaMalloc(&scratch, elems * (a->d_f32 ? 4 : 2)) != cudaSuccess) { cudaGetLastError(); return 0; }
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const float one = 1.f, zero = 0.f;
+    int best = 0;
+    float best_ms = -1.f;
+    for (int k = 0; k < found; k++) {
+        if (res[k].state != CUBLAS_STATUS_SUCCESS) continue;
+        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &zero, scratch, p->lc,
+                                           scratch, p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
+        cudaEventRecord(e0, g->stream);
+        for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; r++)
+            st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &zero, scratch, p->lc, scratch,
+                                p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
+        cudaEventRecord(e1, g->stream);
+        float ms = 0.f;
+        if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            continue;
+        if (best_ms < 0.f || ms < best_ms) { best = k; best_ms = ms; }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(scratch);
+    cudaGetLastError();
+    return best;
+}
+
 static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
 {
     GemmArgs key = *a;
@@ -126,13 +170,13 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
     lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
     int found = 0;
-    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found),
-             "heuristic", a);
+    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
+                                            g->tune ? GEMM_TUNE_ALGOS : 1, res, &found), "heuristic", a);
     cublasLtMatmulPreferenceDestroy(pref);
     if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
-    p->algo = res.algo;
+    p->algo = res[found > 1 ? fastest(g, p, a, res, found) : 0].algo;
     g->n_plans++;
     return p;
 }

@@ -159,26 +159,43 @@ static __device__ __forceinline__ void rope_angle(float *c, float *sn, int pos, 
     sincosf((float)pos * inv, sn, c);
 }
 
-__global__ void qkv_rope_fwd_k(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, const bf16 *bias,
-                               const int *pos, int B, int T, int H, int KV, int D, float theta)
+/* Thread idx of the rope kernels: pair i of head hh (q heads, then k, then v) of token n. */
+typedef struct { int i, hh, n; } RopeIdx;
+
+static __device__ __forceinline__ int rope_idx(RopeIdx *r, int B, int T, int H, int KV, int D)
 {
     int half = D / 2, heads = H + 2 * KV;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * T * heads * half) return;
-    int i = (int)(idx % half);
-    int hh = (int)((idx / half) % heads);
-    int n = (int)(idx / ((size_t)half * heads));
+    if (idx >= (size_t)B * T * heads * half) return 0;
+    r->i = (int)(idx % half);
+    r->hh = (int)((idx / half) % heads);
+    r->n = (int)(idx / ((size_t)half * heads));
+    return 1;
+}
+
+/* Row of head hh for token n in q [B,H,T,D] / k, v [B,KV,T,D]. */
+static __device__ __forceinline__ bf16 *head_row(bf16 *q, bf16 *k, bf16 *v, int n, int hh, int T, int H, int KV,
+                                                 int D)
+{
     int b = n / T, t = n % T;
-    const bf16 *src = qkv + (size_t)n * heads * D + (size_t)hh * D;
+    if (hh < H) return q + (((size_t)b * H + hh) * T + t) * D;
+    if (hh < H + KV) return k + (((size_t)b * KV + (hh - H)) * T + t) * D;
+    return v + (((size_t)b * KV + (hh - H - KV)) * T + t) * D;
+}
+
+__global__ void qkv_rope_fwd_k(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, const bf16 *bias,
+                               const int *pos, int B, int T, int H, int KV, int D, float theta)
+{
+    RopeIdx r;
+    if (!rope_idx(&r, B, T, H, KV, D)) return;
+    int i = r.i, hh = r.hh, n = r.n, half = D / 2;
+    const bf16 *src = qkv + ((size_t)n * (H + 2 * KV) + hh) * D;
     float x1 = __bfloat162float(src[i]), x2 = __bfloat162float(src[i + half]);
     if (bias) {
         x1 += __bfloat162float(bias[hh * D + i]);
         x2 += __bfloat162float(bias[hh * D + i + half]);
     }
-    bf16 *dst;
-    if (hh < H) dst = q + (((size_t)b * H + hh) * T + t) * D;
-    else if (hh < H + KV) dst = k + (((size_t)b * KV + (hh - H)) * T + t) * D;
-    else dst = v + (((size_t)b * KV + (hh - H - KV)) * T + t) * D;
+    bf16 *dst = head_row(q, k, v, n, hh, T, H, KV, D);
     if (hh < H + KV) {
         float c, sn;
         rope_angle(&c, &sn, pos[n], i, D, theta);
@@ -192,17 +209,10 @@ __global__ void qkv_rope_fwd_k(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, const
 __global__ void qkv_rope_bwd_k(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv,
                                const int *pos, int B, int T, int H, int KV, int D, float theta)
 {
-    int half = D / 2, heads = H + 2 * KV;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * T * heads * half) return;
-    int i = (int)(idx % half);
-    int hh = (int)((idx / half) % heads);
-    int n = (int)(idx / ((size_t)half * heads));
-    int b = n / T, t = n % T;
-    const bf16 *src;
-    if (hh < H) src = dq + (((size_t)b * H + hh) * T + t) * D;
-    else if (hh < H + KV) src = dk + (((size_t)b * KV + (hh - H)) * T + t) * D;
-    else src = dv + (((size_t)b * KV + (hh - H - KV)) * T + t) * D;
+    RopeIdx r;
+    if (!rope_idx(&r, B, T, H, KV, D)) return;
+    int i = r.i, hh = r.hh, n = r.n, half = D / 2;
+    const bf16 *src = head_row((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, n, hh, T, H, KV, D);
     float g1 = __bfloat162float(src[i]), g2 = __bfloat162float(src[i + half]);
     if (hh < H + KV) {
         float c, sn;
@@ -210,7 +220,7 @@ __global__ void qkv_rope_bwd_k(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const
         float x1 = g1 * c + g2 * sn, x2 = g2 * c - g1 * sn;
         g1 = x1; g2 = x2;
     }
-    bf16 *dst = dqkv + (size_t)n * heads * D + (size_t)hh * D;
+    bf16 *dst = dqkv + ((size_t)n * (H + 2 * KV) + hh) * D;
     dst[i] = __float2bfloat16(g1);
     dst[i + half] = __float2bfloat16(g2);
 }
@@ -476,12 +486,18 @@ extern "C" void k_sum_add(float *acc, const float *x, int n, kstream_t s)
 
 #define SUMSQ_BLOCKS 1024
 
+/* 16-byte loads when x is 16-byte aligned (the tail, or an unaligned x, element-wise). */
 __global__ void sumsq_part_k(float *part, const float *x, size_t n)
 {
     __shared__ float red[32];
     float s = 0.f;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        s += x[i] * x[i];
+    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    size_t n4 = ((uintptr_t)x % 16 == 0) ? n / 4 : 0;
+    for (size_t i = tid; i < n4; i += stride) {
+        float4 v = ((const float4 *)x)[i];
+        s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    for (size_t i = n4 * 4 + tid; i < n; i += stride) s += x[i] * x[i];
     s = warp_sum(s);
     if (threadIdx.x % WARP == 0) red[threadIdx.x / WARP] = s;
     __syncthreads();
@@ -503,36 +519,66 @@ extern "C" void k_sumsq(float *out, float *scratch, const float *x, size_t n, ks
 
 /* ---- AdamW (torch.optim.AdamW semantics, decoupled decay) ---- */
 
-__global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m, float *v, size_t n,
-                        size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
-                        float bc1, float bc2, const float *sumsq, float grad_mult, float clip)
+typedef struct {
+    float lr, b1, b2, eps, wd, bc1, bc2, scale;
+    size_t goff, decay_end;
+} AdamArgs;
+
+static __device__ __forceinline__ float adam_one(float *p, float g, float *m, float *v, size_t gi, const AdamArgs &a)
 {
-    float scale = grad_mult;
+    g *= a.scale;
+    float mi = a.b1 * *m + (1.f - a.b1) * g;
+    float vi = a.b2 * *v + (1.f - a.b2) * g * g;
+    *m = mi; *v = vi;
+    float x = *p;
+    if (gi < a.decay_end) x *= 1.f - a.lr * a.wd;
+    x -= (a.lr / a.bc1) * mi / (sqrtf(vi) / sqrtf(a.bc2) + a.eps);
+    *p = x;
+    return x;
+}
+
+/* The step is memory-bound (fp32 master, gradient and moments: 16 bytes read and
+ * 14 written per parameter): groups of 4 elements through 16-byte accesses when
+ * every array is aligned for it, element-wise otherwise and for the tail. */
+__global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m, float *v, size_t n, AdamArgs a,
+                        const float *sumsq, float grad_mult, float clip)
+{
+    a.scale = grad_mult;
     if (clip > 0.f) {
         float norm = sqrtf(*sumsq) * grad_mult;
-        scale *= fminf(1.f, clip / (norm + 1e-6f));
+        a.scale *= fminf(1.f, clip / (norm + 1e-6f));
     }
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float g = grad[i] * scale;
-        float mi = b1 * m[i] + (1.f - b1) * g;
-        float vi = b2 * v[i] + (1.f - b2) * g * g;
-        m[i] = mi; v[i] = vi;
-        float p = master[i];
-        if (goff + i < decay_end) p *= 1.f - lr * wd;
-        p -= (lr / bc1) * mi / (sqrtf(vi) / sqrtf(bc2) + eps);
-        master[i] = p;
-        param[i] = __float2bfloat16(p);
+    size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    int aligned = ((uintptr_t)master | (uintptr_t)grad | (uintptr_t)m | (uintptr_t)v) % 16 == 0 &&
+                  (uintptr_t)param % 8 == 0;
+    size_t n4 = aligned ? n / 4 : 0;
+    for (size_t i = tid; i < n4; i += stride) {
+        float4 p4 = ((float4 *)master)[i], g4 = ((const float4 *)grad)[i];
+        float4 m4 = ((float4 *)m)[i], v4 = ((float4 *)v)[i];
+        size_t gi = a.goff + 4 * i;
+        float y0 = adam_one(&p4.x, g4.x, &m4.x, &v4.x, gi, a);
+        float y1 = adam_one(&p4.y, g4.y, &m4.y, &v4.y, gi + 1, a);
+        float y2 = adam_one(&p4.z, g4.z, &m4.z, &v4.z, gi + 2, a);
+        float y3 = adam_one(&p4.w, g4.w, &m4.w, &v4.w, gi + 3, a);
+        ((float4 *)master)[i] = p4;
+        ((float4 *)m)[i] = m4;
+        ((float4 *)v)[i] = v4;
+        __nv_bfloat162 lo = __floats2bfloat162_rn(y0, y1), hi = __floats2bfloat162_rn(y2, y3);
+        uint2 packed = make_uint2(*(uint32_t *)&lo, *(uint32_t *)&hi);
+        ((uint2 *)param)[i] = packed;
     }
+    for (size_t i = n4 * 4 + tid; i < n; i += stride)
+        param[i] = __float2bfloat16(adam_one(&master[i], grad[i], &m[i], &v[i], a.goff + i, a));
 }
 
 extern "C" void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
                         size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
                         float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s)
 {
-    unsigned blocks = blocks_for(n, 256);
-    if (blocks > 132 * 16) blocks = 132 * 16;
-    adamw_k<<<blocks, 256, 0, s>>>(master, (bf16 *)param, grad, m, v, n, goff, decay_end, lr, b1, b2, eps, wd,
-                                   bc1, bc2, sumsq, grad_mult, clip);
+    unsigned blocks = blocks_for(n / 4 + 1, 256);
+    if (blocks > 132 * 8) blocks = 132 * 8;
+    AdamArgs a = {lr, b1, b2, eps, wd, bc1, bc2, 1.f, goff, decay_end};
+    adamw_k<<<blocks, 256, 0, s>>>(master, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
 }
 
 /* ---- init and conversion ---- */

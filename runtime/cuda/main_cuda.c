@@ -19,6 +19,7 @@
 #include "../hf_config.h"
 #include "host_model.h"
 #include "model_cuda.h"
+#include "phase_timer.h"
 #include "train_cuda.h"
 
 #define H200_BF16_PEAK 989.4e12   /* dense bf16 FLOP/s, H200 SXM datasheet */
@@ -36,6 +37,7 @@ static void usage(FILE *out)
           "  bench --model NAME [--batch B] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
           "        [--zero1] [--eager-attention] [--seed S]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
+          "        (LLMC_PHASE_TIMES=1: as many steps again with per-phase GPU times on stderr)\n"
           "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
           "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X] [--recompute]\n"
           "        [--eager-attention]\n"
@@ -166,7 +168,10 @@ static int cmd_bench(int argc, char **argv)
     double t_sum = 0, t_min = 1e30;
     float loss = 0, norm = 0;
     double labels = cuda_dist_sum(&d, (double)o.batch * (o.seq - 1));
-    for (int s = 0; s < o.warmup + o.steps; s++) {
+    /* warm-up, timed steps, then (LLMC_PHASE_TIMES=1) as many steps again with events */
+    int phased = m.timer ? o.steps : 0;
+    for (int s = 0; s < o.warmup + o.steps + phased; s++) {
+        int timed = s >= o.warmup && s < o.warmup + o.steps, in_phase = s >= o.warmup + o.steps;
         for (int i = 0; i < N; i++) {
             r = r * 6364136223846793005ull + 1442695040888963407ull;
             ids[i] = (int)((r >> 33) % (uint64_t)cfg.vocab);
@@ -175,19 +180,23 @@ static int cmd_bench(int argc, char **argv)
         for (int i = 0; i < N; i++) tg[i] = (i % o.seq == o.seq - 1) ? -1 : ids[i + 1];
         CUDA_CHECK(cudaDeviceSynchronize());
         double t0 = wall();
+        if (in_phase) phase_step_begin(m.timer);
         cuda_model_zero_grad(&m);
         CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
         cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, 1);
         norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
+        if (in_phase) phase_step_end(m.timer);
         CUDA_CHECK(cudaMemcpy(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost));
         double dt = wall() - t0;
         size_t used = device_used_bytes();
         if (used > peak) peak = used;
         loss = (float)(cuda_dist_sum(&d, loss) / labels);
-        if (s >= o.warmup) { t_sum += dt; if (dt < t_min) t_min = dt; }
+        if (timed) { t_sum += dt; if (dt < t_min) t_min = dt; }
         if (d.rank == 0)
-            fprintf(stderr, "step %d loss %.4f grad_norm %.4f time %.1f ms\n", s, loss, norm, dt * 1e3);
+            fprintf(stderr, "step %d loss %.4f grad_norm %.4f time %.1f ms%s\n", s, loss, norm, dt * 1e3,
+                    in_phase ? " (phase events)" : "");
     }
+    if (d.rank == 0) phase_report(m.timer, stderr);
     double step = t_sum / o.steps;
     double tok_s = (double)N * d.world / step;
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);

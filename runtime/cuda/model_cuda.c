@@ -14,6 +14,7 @@
 #include "model_cuda.h"
 #include "cuda_check.h"
 #include "flash_attn.h"
+#include "phase_timer.h"
 
 #define ALIGN_ELEMS 64
 
@@ -172,6 +173,7 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
     m->stream = st;
     m->gemm = gemm_create(st, 64u << 20);
     if (!m->gemm) return -1;
+    m->timer = phase_timer_new(st);
 
     if (par->world > 1 && par->zero1) {
         m->shard_len = m->n_total / par->world;
@@ -257,6 +259,7 @@ void cuda_model_destroy(CudaModel *m)
 {
     /* Device memory goes with the process; the host tables are freed here. */
     if (m->gemm) gemm_destroy(m->gemm);
+    phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     memset(m, 0, sizeof *m);
 }
@@ -307,40 +310,79 @@ static void bmm(CudaModel *m, int ta, int tb, int M, int N, int K, const void *A
     gemm_run(m->gemm, &a);
 }
 
+/* One layer's tensors and shape, for layer_fwd and layer_bwd. */
+typedef struct {
+    CudaLayerActs *a;
+    const CudaLayerOffsets *o;
+    cudaStream_t st;
+    bf16_t *W;                  /* bf16 weights */
+    int B, T, N, C, H, KV, D, HD, QKVD, F, G;
+} LayerCtx;
+
+static LayerCtx layer_ctx(CudaModel *m, int l)
+{
+    const CudaModelConfig *c = &m->cfg;
+    LayerCtx x = {.a = &m->acts[l], .o = &m->lo[l], .st = (cudaStream_t)m->stream, .W = m->w,
+                  .B = m->B, .T = m->T, .N = m->B * m->T, .C = c->hidden, .H = c->heads, .KV = c->kv_heads,
+                  .D = c->head_dim, .F = c->ffn};
+    x.HD = x.H * x.D;
+    x.QKVD = x.HD + 2 * x.KV * x.D;
+    x.G = x.H / x.KV;
+    return x;
+}
+
+/* A weight gradient dW[M,N] (fp32) = op(A) . op(B): written by the first micro-batch
+ * after cuda_model_zero_grad, accumulated by the others (no zeroing pass, no read of zeros). */
+static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, const void *B, int ldb, float *dW)
+{
+    mm(m, 1, 0, M, N, K, A, lda, B, ldb, dW, N, 1, NULL, 1.f, m->grad_fresh ? 0.f : 1.f);
+}
+
+#define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)
+
 /* Forward of one layer from xs[l]; with stop_before_down (recompute inside the
  * backward pass) the last GEMM, whose output is not needed, is skipped. */
 static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 {
     const CudaModelConfig *c = &m->cfg;
-    CudaLayerActs *a = &m->acts[l];
-    const CudaLayerOffsets *o = &m->lo[l];
-    cudaStream_t st = m->stream;
-    int B = m->B, T = m->T, N = B * T, C = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
-    int HD = H * D, QKVD = HD + 2 * KV * D, F = c->ffn, G = H / KV;
-    bf16_t *W = m->w, *x = m->xs[l];
+    LayerCtx z = layer_ctx(m, l);
+    CudaLayerActs *a = z.a;
+    const CudaLayerOffsets *o = z.o;
+    bf16_t *W = z.W, *x = m->xs[l];
 
-    k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, N, C, c->rms_eps, st);
-    mm(m, 0, 1, N, QKVD, C, a->ln1, C, W + o->qkv_w, C, m->qkv, QKVD, 0, NULL, 1.f, 0.f);
-    k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, B, T, H, KV, D,
-                   c->rope_theta, st);
+    k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, z.N, z.C, c->rms_eps, z.st);
+    PHASE(m, PH_NORM);
+    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, m->qkv, z.QKVD, 0, NULL, 1.f, 0.f);
+    PHASE(m, PH_QKV_GEMM);
+    k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, z.B, z.T, z.H, z.KV, z.D,
+                   c->rope_theta, z.st);
+    PHASE(m, PH_ROPE);
     if (m->flash) {
-        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, B, H, KV, T, D, st);
+        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z.B, z.H, z.KV, z.T, z.D, z.st);
     } else {
+        int G = z.G, T = z.T, D = z.D;
         /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
         bmm(m, 0, 1, G * T, T, D, a->q, D, (long long)G * T * D, a->k, D, (long long)T * D,
-            a->P, T, (long long)G * T * T, 1.f, B * KV);
-        k_attn_softmax_fwd(a->P, m->pos, B, H, T, 1.f / sqrtf((float)D), st);
+            a->P, T, (long long)G * T * T, 1.f, z.B * z.KV);
+        k_attn_softmax_fwd(a->P, m->pos, z.B, z.H, T, 1.f / sqrtf((float)D), z.st);
         /* O = P V: [G*T, T] x [T, D] */
         bmm(m, 0, 0, G * T, D, T, a->P, T, (long long)G * T * T, a->v, D, (long long)T * D,
-            m->o, D, (long long)G * T * D, 1.f, B * KV);
-        k_swap12(a->att, m->o, B, H, T, D, st);
+            m->o, D, (long long)G * T * D, 1.f, z.B * z.KV);
+        k_swap12(a->att, m->o, z.B, z.H, T, D, z.st);
     }
-    mm(m, 0, 1, N, C, HD, a->att, HD, W + o->o_w, HD, a->xmid, C, 0, x, 1.f, 1.f);
-    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, N, C, c->rms_eps, st);
-    mm(m, 0, 1, N, 2 * F, C, a->ln2, C, W + o->gu_w, C, a->gu, 2 * F, 0, NULL, 1.f, 0.f);
-    k_swiglu_fwd(a->h, a->gu, N, F, st);
-    if (!stop_before_down)
-        mm(m, 0, 1, N, C, F, a->h, F, W + o->down_w, F, m->xs[l + 1], C, 0, a->xmid, 1.f, 1.f);
+    PHASE(m, PH_ATTN);
+    mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, W + o->o_w, z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
+    PHASE(m, PH_O_GEMM);
+    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, z.N, z.C, c->rms_eps, z.st);
+    PHASE(m, PH_NORM);
+    mm(m, 0, 1, z.N, 2 * z.F, z.C, a->ln2, z.C, W + o->gu_w, z.C, a->gu, 2 * z.F, 0, NULL, 1.f, 0.f);
+    PHASE(m, PH_GU_GEMM);
+    k_swiglu_fwd(a->h, a->gu, z.N, z.F, z.st);
+    PHASE(m, PH_SWIGLU);
+    if (!stop_before_down) {
+        mm(m, 0, 1, z.N, z.C, z.F, a->h, z.F, W + o->down_w, z.F, m->xs[l + 1], z.C, 0, a->xmid, 1.f, 1.f);
+        PHASE(m, PH_DOWN_GEMM);
+    }
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -348,46 +390,59 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 static void layer_bwd(CudaModel *m, int l)
 {
     const CudaModelConfig *c = &m->cfg;
-    CudaLayerActs *a = &m->acts[l];
-    const CudaLayerOffsets *o = &m->lo[l];
-    cudaStream_t st = m->stream;
-    int B = m->B, T = m->T, N = B * T, C = c->hidden, H = c->heads, KV = c->kv_heads, D = c->head_dim;
-    int HD = H * D, QKVD = HD + 2 * KV * D, F = c->ffn, G = H / KV;
-    bf16_t *W = m->w;
-    float *g = m->grad, scale = 1.f / sqrtf((float)D);
+    if (m->recompute) layer_fwd(m, l, 1);   /* its time shows in the forward phases */
+    LayerCtx z = layer_ctx(m, l);
+    CudaLayerActs *a = z.a;
+    const CudaLayerOffsets *o = z.o;
+    bf16_t *W = z.W;
+    float *g = m->grad, scale = 1.f / sqrtf((float)z.D);
+    int N = z.N, C = z.C, F = z.F, HD = z.HD, QKVD = z.QKVD;
 
-    if (m->recompute) layer_fwd(m, l, 1);
     /* MLP */
     mm(m, 0, 0, N, F, C, m->dres, C, W + o->down_w, F, m->dh, F, 0, NULL, 1.f, 0.f);
-    mm(m, 1, 0, C, F, N, m->dres, C, a->h, F, g + o->down_w, F, 1, NULL, 1.f, 1.f);
-    k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, st);
+    PHASE(m, PH_DOWN_DX);
+    wgrad(m, C, F, N, m->dres, C, a->h, F, g + o->down_w);
+    PHASE(m, PH_DOWN_DW);
+    k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, z.st);
+    PHASE(m, PH_SWIGLU_BWD);
     mm(m, 0, 0, N, C, 2 * F, m->dgu, 2 * F, W + o->gu_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
-    mm(m, 1, 0, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w, C, 1, NULL, 1.f, 1.f);
-    k_rmsnorm_bwd(m->dres, g + o->ln2, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C, st);
+    PHASE(m, PH_GU_DX);
+    wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w);
+    PHASE(m, PH_GU_DW);
+    k_rmsnorm_bwd(m->dres, g + o->ln2, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C, z.st);
+    PHASE(m, PH_NORM_BWD);
     /* attention output projection */
     mm(m, 0, 0, N, HD, C, m->dres, C, W + o->o_w, HD, m->datt, HD, 0, NULL, 1.f, 0.f);
-    mm(m, 1, 0, C, HD, N, m->dres, C, a->att, HD, g + o->o_w, HD, 1, NULL, 1.f, 1.f);
+    PHASE(m, PH_O_DX);
+    wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
+    PHASE(m, PH_O_DW);
     if (m->flash) {
         k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
-                    B, H, KV, T, D, st);
+                    z.B, z.H, z.KV, z.T, z.D, z.st);
     } else {
-        k_swap12(m->dO, m->datt, B, T, H, D, st);
+        int G = z.G, T = z.T, D = z.D, BKV = z.B * z.KV;
+        k_swap12(m->dO, m->datt, z.B, T, z.H, D, z.st);
         /* dP = dO V^T; dS = softmax'; dV = P^T dO; dQ = scale dS K; dK = scale dS^T Q */
         bmm(m, 0, 1, G * T, T, D, m->dO, D, (long long)G * T * D, a->v, D, (long long)T * D,
-            m->dP, T, (long long)G * T * T, 1.f, B * KV);
-        k_attn_softmax_bwd(m->dP, a->P, (long long)B * H * T, T, st);
+            m->dP, T, (long long)G * T * T, 1.f, BKV);
+        k_attn_softmax_bwd(m->dP, a->P, (long long)z.B * z.H * T, T, z.st);
         bmm(m, 1, 0, T, D, G * T, a->P, T, (long long)G * T * T, m->dO, D, (long long)G * T * D,
-            m->dv, D, (long long)T * D, 1.f, B * KV);
+            m->dv, D, (long long)T * D, 1.f, BKV);
         bmm(m, 0, 0, G * T, D, T, m->dP, T, (long long)G * T * T, a->k, D, (long long)T * D,
-            m->dq, D, (long long)G * T * D, scale, B * KV);
+            m->dq, D, (long long)G * T * D, scale, BKV);
         bmm(m, 1, 0, T, D, G * T, m->dP, T, (long long)G * T * T, a->q, D, (long long)G * T * D,
-            m->dk, D, (long long)T * D, scale, B * KV);
+            m->dk, D, (long long)T * D, scale, BKV);
     }
-    k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, B, T, H, KV, D, c->rope_theta, st);
-    if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, st);
+    PHASE(m, PH_ATTN_BWD);
+    k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, c->rope_theta, z.st);
+    if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, z.st);
+    PHASE(m, PH_ROPE_BWD);
     mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
-    mm(m, 1, 0, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w, C, 1, NULL, 1.f, 1.f);
-    k_rmsnorm_bwd(m->dres, g + o->ln1, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C, st);
+    PHASE(m, PH_QKV_DX);
+    wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w);
+    PHASE(m, PH_QKV_DW);
+    k_rmsnorm_bwd(m->dres, g + o->ln1, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C, z.st);
+    PHASE(m, PH_NORM_BWD);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -402,9 +457,19 @@ static void reduce_bucket(CudaModel *m, size_t off, size_t count, int ev)
     NCCL_CHECK(ncclAllReduce(m->grad + off, m->grad + off, count, ncclFloat, ncclSum, (ncclComm_t)m->par.comm, cs));
 }
 
+/* The matrix gradients are written by their GEMMs (beta 0, see wgrad) in the next
+ * micro-batch; only what is accumulated with atomics is zeroed here: the norm
+ * weights and biases, and an untied embedding (a tied one is first written by the
+ * LM-head GEMM). Padding between tensors is never written and stays zero. */
 void cuda_model_zero_grad(CudaModel *m)
 {
-    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));
+    cudaStream_t st = (cudaStream_t)m->stream;
+    CUDA_CHECK(cudaMemsetAsync(m->grad + m->decay_end, 0, (m->n_total - m->decay_end) * sizeof(float), st));
+    if (!m->cfg.tie_embeddings)
+        CUDA_CHECK(cudaMemsetAsync(m->grad + m->off_embed, 0, (size_t)m->cfg.vocab * m->cfg.hidden * sizeof(float),
+                                   st));
+    m->grad_fresh = 1;
+    PHASE(m, PH_ZERO_GRAD);
 }
 
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
@@ -421,14 +486,17 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
+    PHASE(m, PH_EMBED);
     for (int l = 0; l < L; l++) layer_fwd(m, l, 0);
 
     /* Final norm, then LM head + cross-entropy chunk by chunk: bf16 logits of at
      * most ce_chunk rows exist at a time, and become dlogits in place. */
     k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], W + m->off_norm, N, C, c->rms_eps, st);
+    PHASE(m, PH_NORM);
     for (int r0 = 0; r0 < N; r0 += m->ce_chunk) {
         int rn = N - r0 < m->ce_chunk ? N - r0 : m->ce_chunk;
         mm(m, 0, 1, rn, V, C, m->hf + (size_t)r0 * C, C, W + m->off_lm, C, m->logits, V, 0, NULL, 1.f, 0.f);
+        PHASE(m, PH_LM_GEMM);
         if (logits_out) {
             uint16_t *hb = malloc((size_t)rn * V * 2);
             if (!hb) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); exit(1); }
@@ -441,14 +509,19 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
             free(hb);
         }
         k_cross_entropy(m->logits, m->losses + r0, m->targets + r0, rn, V, grad_scale, st);
+        PHASE(m, PH_CE);
         if (!train) continue;
         mm(m, 0, 0, rn, C, V, m->logits, V, W + m->off_lm, C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f, 0.f);
-        mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, m->grad + m->off_lm, C, 1, NULL, 1.f, 1.f);
+        PHASE(m, PH_LM_DX);
+        mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, m->grad + m->off_lm, C, 1, NULL, 1.f,
+           m->grad_fresh && r0 == 0 ? 0.f : 1.f);
+        PHASE(m, PH_LM_DW);
     }
     k_sum_add(m->loss_acc, m->losses, N, st);
     CUDA_CHECK(cudaGetLastError());
     if (!train) return;
     k_rmsnorm_bwd(m->dres, m->grad + m->off_norm, m->dln, m->xs[L], W + m->off_norm, m->rstdf, NULL, N, C, st);
+    PHASE(m, PH_NORM_BWD);
     for (int l = L - 1; l >= 0; l--) {
         layer_bwd(m, l);
         if (bucketed) {
@@ -457,6 +530,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         }
     }
     k_embed_bwd(m->grad + m->off_embed, m->ids, m->dres, N, C, st);
+    PHASE(m, PH_EMBED_BWD);
+    m->grad_fresh = 0;
     if (bucketed) reduce_bucket(m, m->off_embed, m->n_total - m->off_embed, L);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -476,15 +551,18 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
             CUDA_CHECK(cudaStreamWaitEvent(st, e, 0));
         }
     }
+    PHASE(m, PH_GRAD_REDUCE);
     k_sumsq(m->sumsq, m->sumsq_scratch, m->grad + m->shard_off, m->shard_len, st);
     if (m->par.world > 1 && m->par.zero1)
         NCCL_CHECK(ncclAllReduce(m->sumsq, m->sumsq, 1, ncclFloat, ncclSum, comm, st));
+    PHASE(m, PH_GRAD_NORM);
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
     k_adamw(m->master, m->w + m->shard_off, m->grad + m->shard_off, m->m, m->v, m->shard_len, m->shard_off,
             m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
     if (m->par.world > 1 && m->par.zero1)
         NCCL_CHECK(ncclAllGather(m->w + m->shard_off, m->w, m->shard_len, ncclBfloat16, comm, st));
+    PHASE(m, PH_ADAMW);
     float ss = 0.f;
     CUDA_CHECK(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));

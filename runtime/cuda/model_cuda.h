@@ -75,6 +75,9 @@ typedef struct {
     void *layer_done[512];              /* cudaEvent_t per layer, for bucket overlap */
     size_t bytes_allocated;             /* our cudaMalloc high-water mark */
     int step;                           /* optimizer steps taken (Adam bias correction) */
+    int grad_fresh;                     /* since cuda_model_zero_grad no micro-batch has written
+                                           the matrix gradients: the next one overwrites them */
+    struct PhaseTimer *timer;           /* per-phase GPU times (LLMC_PHASE_TIMES=1), else NULL */
 } CudaModel;
 
 /* Known shapes: "qwen2.5-0.5b", "qwen2.5-1.5b", "tiny" (tests). 0 or -1 if unknown. */
@@ -100,6 +103,7 @@ void cuda_model_init_random(CudaModel *m, uint64_t seed, float std);
  * bucketed gradient reduction as each layer finishes. */
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, int last_micro);
+/* Start a step's gradients from zero (the first micro-batch after it overwrites). */
 void cuda_model_zero_grad(CudaModel *m);
 /* Finish gradient reduction, clip, AdamW on grad * grad_mult (1 when the loss
  * gradient was already scaled in cuda_model_micro). Returns the global norm of

@@ -29,6 +29,7 @@
 #include "../optim.h"
 #include "../plan.h"
 #include "../rng.h"
+#include "../row_stream.h"
 #include "../shard_io.h"
 #include "../stopsig.h"
 #include "cuda_check.h"
@@ -42,43 +43,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-typedef struct {
-    uint64_t n_rows, seed;
-    int64_t epoch;
-    uint64_t *perm;
-} RowStream;
-
-/* The same permutation as runtime/train.c's stream_row. */
-static uint64_t stream_row(RowStream *rs, int64_t i)
-{
-    int64_t epoch = i / (int64_t)rs->n_rows;
-    if (epoch != rs->epoch) {
-        Rng r;
-        rng_seed(&r, rs->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(epoch + 1)));
-        for (uint64_t k = 0; k < rs->n_rows; k++) rs->perm[k] = k;
-        for (uint64_t k = rs->n_rows - 1; k > 0; k--) {
-            uint64_t j = rng_below(&r, k + 1), t = rs->perm[k];
-            rs->perm[k] = rs->perm[j];
-            rs->perm[j] = t;
-        }
-        rs->epoch = epoch;
-    }
-    return rs->perm[i % (int64_t)rs->n_rows];
-}
-
-static int mkdir_p(const char *path)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = 0;
-        if (mkdir(p, 0755) && errno != EEXIST) return -1;
-        *s = '/';
-    }
-    return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
 }
 
 static const char *json_str(const cJSON *root, const char *obj, const char *key)
@@ -100,6 +64,29 @@ static size_t device_used(void)
     size_t fr = 0, tot = 0;
     CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
     return tot - fr;
+}
+
+/* Gather the GPU's master weights and AdamW moments into the host model and
+ * optimizer (collective under ZeRO-1), and on rank 0 write a checkpoint. The
+ * moment buffers are allocated on first use. 0, or -1 after logging. */
+static int gather_and_save(CudaModel *cm, Model *hm, AdamW *opt, const size_t *cuda_off, float *flat,
+                           float **flat_m, float **flat_v, const RunPlan *plan, const TrainState *st, int is0)
+{
+    if (!*flat_m) *flat_m = malloc(cm->n_total * sizeof **flat_m);
+    if (!*flat_v) *flat_v = malloc(cm->n_total * sizeof **flat_v);
+    if (!*flat_m || !*flat_v) { log_error("out of memory"); return -1; }
+    cuda_model_get_flat(cm, is0 ? flat : NULL, is0 ? *flat_m : NULL, is0 ? *flat_v : NULL);
+    if (!is0) return 0;
+    cuda_flat_to_host(hm, cuda_off, flat, hm->w);
+    cuda_flat_to_host(hm, cuda_off, *flat_m, opt->m);
+    cuda_flat_to_host(hm, cuda_off, *flat_v, opt->v);
+    opt->t = cm->step;
+    char err[1024];
+    if (ckpt_save(plan->ckpt_dir, hm, opt, st, plan->ckpt_keep, err, sizeof err)) {
+        log_error("checkpoint: %s", err);
+        return -1;
+    }
+    return 0;
 }
 
 static void usage(void)
@@ -225,13 +212,10 @@ int cmd_run_cuda(int argc, char **argv)
     if (adamw_init(&opt, hm.n_floats, plan.beta1, plan.beta2, plan.eps, plan.weight_decay) ||
         !(ids = malloc(N * 4)) || !(pos = malloc(N * 4)) || !(mask = malloc(N)) || !(ids_i = malloc(N * sizeof(int))) ||
         !(pos_i = malloc(N * sizeof(int))) || !(tg = malloc(N * sizeof(int))) ||
-        !(rows = malloc((size_t)MB * sizeof *rows)) || !(rs.perm = malloc(set.n_rows * sizeof *rs.perm))) {
+        !(rows = malloc((size_t)MB * sizeof *rows)) || row_stream_init(&rs, set.n_rows, plan.seed)) {
         log_error("out of memory");
         goto out;
     }
-    rs.n_rows = set.n_rows;
-    rs.seed = plan.seed;
-    rs.epoch = -1;
 
     TrainState st = {0};
     rng_seed(&st.rng, plan.seed);
@@ -252,7 +236,7 @@ int cmd_run_cuda(int argc, char **argv)
 
     char gpu_path[4200];
     if (is0) {
-        if (mkdir_p(plan.out_dir)) { log_error("%s: %s", plan.out_dir, strerror(errno)); goto out; }
+        if (mkdir_parents(plan.out_dir)) { log_error("%s: %s", plan.out_dir, strerror(errno)); goto out; }
         if (metrics_open(&mf, plan.metrics_path, st.step)) {
             log_error("%s: %s", plan.metrics_path, strerror(errno));
             goto out;
@@ -275,7 +259,7 @@ int cmd_run_cuda(int argc, char **argv)
         CUDA_CHECK(cudaMemsetAsync(cm.loss_acc, 0, sizeof(float), (cudaStream_t)cm.stream));
         for (int a = 0; a < GA; a++) {
             int slot = a * d.world + d.rank;
-            for (int i = 0; i < MB; i++) rows[i] = stream_row(&rs, st.rows_consumed + slot + (int64_t)i * S);
+            for (int i = 0; i < MB; i++) rows[i] = row_stream_row(&rs, st.rows_consumed + slot + (int64_t)i * S);
             for (int r = 0; r < MB; r++)
                 if (shard_set_read_rows(&set, rows[r], 1, ids + (size_t)r * T, pos + (size_t)r * T,
                                         mask + (size_t)r * T, err, sizeof err)) {
@@ -340,21 +324,8 @@ int cmd_run_cuda(int argc, char **argv)
                   (is0 && plan.ckpt_every_seconds > 0 && now_s() - last_ckpt >= plan.ckpt_every_seconds);
         due = (int)cuda_dist_sum(&d, due) > 0;
         if ((stop || due) && st.step < total) {
-            if (!flat_m) flat_m = malloc(cm.n_total * sizeof *flat_m);
-            if (!flat_v) flat_v = malloc(cm.n_total * sizeof *flat_v);
-            if (!flat_m || !flat_v) { log_error("out of memory"); goto out; }
-            cuda_model_get_flat(&cm, is0 ? flat : NULL, is0 ? flat_m : NULL, is0 ? flat_v : NULL);
-            if (is0) {
-                cuda_flat_to_host(&hm, cuda_off, flat, hm.w);
-                cuda_flat_to_host(&hm, cuda_off, flat_m, opt.m);
-                cuda_flat_to_host(&hm, cuda_off, flat_v, opt.v);
-                opt.t = cm.step;
-                if (ckpt_save(plan.ckpt_dir, &hm, &opt, &st, plan.ckpt_keep, err, sizeof err)) {
-                    log_error("checkpoint: %s", err);
-                    goto out;
-                }
-                log_info("checkpoint step %" PRId64 " -> %s", st.step, plan.ckpt_dir);
-            }
+            if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, is0)) goto out;
+            if (is0) log_info("checkpoint step %" PRId64 " -> %s", st.step, plan.ckpt_dir);
             last_ckpt = now_s();
         }
         if (stop) {
@@ -366,19 +337,8 @@ int cmd_run_cuda(int argc, char **argv)
         }
     }
 
-    if (!flat_m) flat_m = malloc(cm.n_total * sizeof *flat_m);
-    if (!flat_v) flat_v = malloc(cm.n_total * sizeof *flat_v);
-    if (!flat_m || !flat_v) { log_error("out of memory"); goto out; }
-    cuda_model_get_flat(&cm, is0 ? flat : NULL, is0 ? flat_m : NULL, is0 ? flat_v : NULL);
+    if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, is0)) goto out;
     if (is0) {
-        cuda_flat_to_host(&hm, cuda_off, flat, hm.w);
-        cuda_flat_to_host(&hm, cuda_off, flat_m, opt.m);
-        cuda_flat_to_host(&hm, cuda_off, flat_v, opt.v);
-        opt.t = cm.step;
-        if (ckpt_save(plan.ckpt_dir, &hm, &opt, &st, plan.ckpt_keep, err, sizeof err)) {
-            log_error("checkpoint: %s", err);
-            goto out;
-        }
         char final_dir[4200], svg[4200];
         snprintf(final_dir, sizeof final_dir, "%s/final", plan.out_dir);
         StDtype dt = !strcmp(plan.precision, "bf16") ? ST_BF16 : ST_F32;
@@ -398,7 +358,7 @@ int cmd_run_cuda(int argc, char **argv)
 out:
     metrics_close(&mf);
     if (gpu_mf) fclose(gpu_mf);
-    free(rs.perm); free(rows); free(ids); free(pos); free(mask); free(ids_i); free(pos_i); free(tg);
+    row_stream_free(&rs); free(rows); free(ids); free(pos); free(mask); free(ids_i); free(pos_i); free(tg);
     free(flat); free(flat_m); free(flat_v); free(cuda_off);
     if (have_cm) cuda_model_destroy(&cm);
     adamw_free(&opt);

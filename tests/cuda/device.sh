@@ -79,7 +79,7 @@ if has dp && [[ $ngpu -ge 2 ]]; then
     done
 fi
 if has bench; then
-    for v in "qwen2.5-1.5b 4 LLMC_FLASH_PIPELINE=0" "qwen2.5-1.5b 4 --eager-attention" "qwen2.5-0.5b 8 --eager-attention" \
+    for v in "qwen2.5-1.5b 4 LLMC_GEMM_TUNE=1" "qwen2.5-1.5b 4 --eager-attention" "qwen2.5-0.5b 8 --eager-attention" \
              "qwen2.5-1.5b 4 --recompute"; do
         set -- $v
         if [[ $3 == LLMC_* ]]; then env "$3" ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 > "$out/var.json" 2>/dev/null
