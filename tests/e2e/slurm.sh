@@ -70,12 +70,13 @@ wait_step() {
     done
     return 1
 }
-# A requeued job is held ~2 minutes (BeginTime); let it start again now.
+# release_requeued ID N: wait (bounded) until the job runs again for the N-th time.
+# A requeued job is held for AuthInfo=cred_expire (10 s on the test cluster, see
+# tests/slurm/cluster.sh); starting it earlier races Slurm's revoked credential.
 release_requeued() {
     local i
-    for ((i = 0; i < 300; i++)); do
-        [[ $(job_field "$1" JobState) == RUNNING && $(job_field "$1" Restarts) -ge ${2:-1} ]] && return 0
-        [[ $(job_field "$1" Reason) == BeginTime ]] && scontrol update JobId="$1" StartTime=now 2>/dev/null
+    for ((i = 0; i < 450; i++)); do
+        [[ $(job_field "$1" JobState) == RUNNING && $(job_field "$1" Restarts) -ge $2 ]] && return 0
         sleep 0.2
     done
     return 1

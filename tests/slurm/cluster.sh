@@ -29,6 +29,10 @@
 # LLMC_SLURM_PORT_BASE, or else from a checksum of STATE_DIR (so two clusters with
 # different state directories, e.g. two test suites at once, get different ports);
 # it moves up by 100 while any of its ports is in use.
+# A requeued job may start again after AuthInfo=cred_expire (10 s here, Slurm's
+# default is 120 s): tests of requeue need not wait two minutes. Starting it
+# earlier (scontrol update StartTime=now) races the revoked credential of the
+# previous run ("Job credential revoked") and fails the job.
 # munged is a shared system daemon: it is started when needed and left running.
 set -u
 
@@ -207,6 +211,7 @@ SlurmctldPort=$base
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=cred_expire=10
 CredType=cred/munge
 StateSaveLocation=$STATE/state
 SlurmdSpoolDir=$STATE/spool/%n
