@@ -28,9 +28,9 @@ finish() { echo "($SECONDS s)"; echo "$pass passed, $fail failed"; [[ $fail -eq 
 
 if [[ $(id -u) -ne 0 ]]; then echo "FAIL needs root (Slurm)"; fail=1; finish; fi
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
-# The trainer as the script starts it: on this one-host cluster node names do not
-# resolve, llmc-train-local.sh maps MASTER_ADDR to Slurm's NodeAddr (see there).
-export LLMC_TRAIN=$HERE/llmc-train-local.sh LLMC_TRAIN_BIN=$BIN LLMC_THREADS=1
+# The trainer as the script starts it (the script takes MASTER_ADDR from the
+# node's NodeAddr, so the unresolvable names n1, n2 of this cluster work).
+export LLMC_TRAIN=$BIN LLMC_THREADS=1
 
 # compile DIR [STEPS]: tests/e2e/tiny_2node.llm (max_steps = STEPS) compiled in DIR
 # (its own run/ and shards), logs/ made

@@ -19,7 +19,7 @@ bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f";
 finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
 [[ $(id -u) -eq 0 ]] || { echo "FAIL needs root (Slurm)"; fail=1; finish; }
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
-export LLMC_TRAIN=$HERE/llmc-train-local.sh LLMC_TRAIN_BIN=$BIN LLMC_THREADS=1
+export LLMC_TRAIN=$BIN LLMC_THREADS=1
 job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 wait_for_line() {
     local i
