@@ -233,9 +233,11 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "llmc-train run: %s\n", err);
         return 2;
     }
+    /* Before the rendezvous: a USR2/TERM that arrives while ranks connect is a
+     * stop request like any other, not the default action (death, no message). */
+    stopsig_install();
     DistInfo di;
     if (dist_init(&di)) { run_plan_free(&plan); return 1; }
-    stopsig_install();
     int rc = 1;
     openblas_set_num_threads(ops_threads());
 
