@@ -195,8 +195,8 @@ else
         done
         plan="$T/ex/slurm2/plan.json"
         if [[ $state == *COMPLETED* && $state == *"Restarts=1"* ]] &&
-            [[ $(grep -c "^run $plan rank=.* restart=0 master=hgx001:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
-            [[ $(grep -c "^run $plan rank=.* restart=1 master=hgx001:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
+            [[ $(grep -c "^run $plan rank=.* restart=0 master=127.0.0.1:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
+            [[ $(grep -c "^run $plan rank=.* restart=1 master=127.0.0.1:" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
             [[ $(grep -c "^prepare $plan rank=0" "$LLMC_STAND_IN_LOG") -eq 2 ]] &&
             [[ $(grep -c "^usr2 rank=" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
             grep -q "requeueing job $jid" "$T/ex/logs/pair/pair_pt-$jid.err"; then
@@ -233,7 +233,7 @@ else
             [[ $state == *COMPLETED* || $state == *FAILED* || $state == *CANCELLED* ]] && break
             sleep 1
         done
-        want="nnodes=2 nproc=8 force=1 master=hgx001:$((20000 + jid % 20000))"
+        want="nnodes=2 nproc=8 force=1 master=127.0.0.1:$((20000 + jid % 20000))"
         if [[ $state == *COMPLETED* ]] &&
             grep -q "^train llamafactory_train.yaml node_rank=0 $want host=hgx001 cwd=$T/ex/slurm2_lf\$" "$LLMC_STAND_IN_LOG" &&
             grep -q "^train llamafactory_train.yaml node_rank=1 $want host=hgx002 cwd=$T/ex/slurm2_lf\$" "$LLMC_STAND_IN_LOG" &&
