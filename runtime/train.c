@@ -37,6 +37,7 @@
 #include "prom.h"
 #include "rng.h"
 #include "row_stream.h"
+#include "run_init.h"
 #include "shard_io.h"
 #include "stopsig.h"
 
@@ -270,34 +271,10 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
     }
-    if (shard_set_open(&set, plan.shards_dir, err, sizeof err)) {
-        log_error("%s (run `llmc-train prepare %s` first)", err, plan.path);
-        goto out;
-    }
+    if (run_open_shards(&set, &plan, &plan.model)) goto out;
     have_set = 1;
-    if ((int)set.context != plan.context || set.n_rows == 0) {
-        log_error("%s: shards have context %u and %" PRIu64 " rows; the plan wants context %d", plan.shards_dir,
-                  set.context, set.n_rows, plan.context);
-        goto out;
-    }
-    if (set.vocab_size > (uint32_t)plan.model.vocab) {
-        log_error("%s: tokenizer vocabulary %u is larger than the model's %d", plan.shards_dir, set.vocab_size,
-                  plan.model.vocab);
-        goto out;
-    }
     if (model_init(&model, &plan.model)) { log_error("cannot allocate the model"); goto out; }
-    if (!strcmp(plan.init, "scratch")) {
-        model_init_random(&model, plan.seed, 0.02);
-    } else {
-        ModelConfig hc;
-        char diff[128];
-        if (hf_config_read(plan.model_path, &hc, err, sizeof err)) { log_error("%s", err); goto out; }
-        if (hf_config_diff(&plan.model, &hc, diff, sizeof diff)) {
-            log_error("%s/config.json disagrees with the plan's model: %s (plan vs config)", plan.model_path, diff);
-            goto out;
-        }
-        if (load_hf_weights(plan.model_path, &model, err, sizeof err)) { log_error("%s", err); goto out; }
-    }
+    if (run_init_weights(&model, &plan, &plan.model)) goto out;
 
     const int T = plan.context, MB = plan.micro_batch, GA = plan.grad_accum, G = plan.global_batch;
     int64_t total = plan.max_steps > 0 ? plan.max_steps

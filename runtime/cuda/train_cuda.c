@@ -30,6 +30,7 @@
 #include "../plan.h"
 #include "../rng.h"
 #include "../row_stream.h"
+#include "../run_init.h"
 #include "../shard_io.h"
 #include "../stopsig.h"
 #include "cuda_check.h"
@@ -154,34 +155,11 @@ int cmd_run_cuda(int argc, char **argv)
         log_error("the plan is for %d data-parallel ranks, this run has %d", plan.data_parallel, d.world);
         goto out;
     }
-    if (shard_set_open(&set, plan.shards_dir, err, sizeof err)) {
-        log_error("%s (run `llmc-train prepare %s` first)", err, plan.path);
-        goto out;
-    }
+    if (run_open_shards(&set, &plan, mc)) goto out;
     have_set = 1;
-    if ((int)set.context != plan.context || set.n_rows == 0) {
-        log_error("%s: shards have context %u and %" PRIu64 " rows; the plan wants context %d", plan.shards_dir,
-                  set.context, set.n_rows, plan.context);
-        goto out;
-    }
-    if (set.vocab_size > (uint32_t)mc->vocab) {
-        log_error("%s: tokenizer vocabulary %u is larger than the model's %d", plan.shards_dir, set.vocab_size,
-                  mc->vocab);
-        goto out;
-    }
     if (model_init(&hm, mc)) { log_error("cannot allocate the host copy of the model"); goto out; }
-    if (!strcmp(plan.init, "scratch")) {
-        model_init_random(&hm, plan.seed, 0.02);   /* the CPU trainer's init, bit for bit */
-    } else {
-        ModelConfig hc;
-        char diff[128];
-        if (hf_config_read(plan.model_path, &hc, err, sizeof err)) { log_error("%s", err); goto out; }
-        if (hf_config_diff(mc, &hc, diff, sizeof diff)) {
-            log_error("%s/config.json disagrees with the plan's model: %s (plan vs config)", plan.model_path, diff);
-            goto out;
-        }
-        if (load_hf_weights(plan.model_path, &hm, err, sizeof err)) { log_error("%s", err); goto out; }
-    }
+    /* the CPU trainer's init, bit for bit */
+    if (run_init_weights(&hm, &plan, mc)) goto out;
 
     CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = zero_stage >= 1, .comm = d.comm,
                         .comm_stream = d.comm_stream};
