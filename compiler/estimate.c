@@ -21,9 +21,13 @@
  * hidden^2, stage-3 prefetch 0.9 hidden^2 elements. */
 #define HF_AUTO_PREFETCH_SHARE      0.9
 
-/* The llmc CUDA trainer (runtime/cuda/model_cuda.c) computes the loss over
- * this many rows of logits at a time. */
+/* The llmc CUDA trainer (runtime/cuda/model_cuda.c): it computes the loss over
+ * this many rows of logits at a time; every tensor's slice of its flat parameter
+ * buffers is rounded up to this many elements (ALIGN_ELEMS); the gradient norm
+ * sums this many fp32 partials (kernels.cu SUMSQ_BLOCKS). */
 #define LLMC_CE_CHUNK_ROWS  8192.0
+#define LLMC_ALIGN_ELEMS    64.0
+#define LLMC_SUMSQ_BLOCKS   1024.0
 
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
@@ -198,6 +202,36 @@ static double comm_buffers(const PlanModel *m, double params, ShardStage shard, 
     return (big + prefetch) * value_bytes + big * value_bytes + reduce;
 }
 
+/* Length of the llmc CUDA trainer's flat parameter buffers (cuda_model_layout):
+ * per layer the qkv, o, gate+up and down matrices, then the embedding (and an
+ * untied lm_head), then per layer the two norm weights and the qkv bias, and the
+ * final norm; each slice rounded up to 64 elements, the whole to 64 x ranks so
+ * that ZeRO-1 shards are equal. The trainer refuses qk_norm (Qwen3); its two
+ * head_dim weights are laid out here as the other vectors would be. */
+static double llmc_cuda_flat_params(const PlanModel *m, int world)
+{
+    double c = m->hidden > 0 ? m->hidden : 0, hd = (double)head_dim_of(m);
+    double q = (m->heads > 0 ? m->heads : 0) * hd, kv = (m->kv_heads > 0 ? m->kv_heads : 0) * hd;
+    double f = m->ffn > 0 ? m->ffn : 0, v = m->vocab > 0 ? m->vocab : 0;
+    double layers = m->layers > 0 ? m->layers : 0, a = LLMC_ALIGN_ELEMS;
+#define SLICE(n) (ceil((n) / a) * a)
+    double matrices = SLICE((q + 2 * kv) * c) + SLICE(c * q) + SLICE(2 * f * c) + SLICE(c * f);
+    double vectors = 2 * SLICE(c) + (m->qkv_bias ? SLICE(q + 2 * kv) : 0) + (m->qk_norm ? 2 * SLICE(hd) : 0);
+    double flat = layers * (matrices + vectors) + SLICE(v * c) * (m->tie_embeddings ? 1 : 2) + SLICE(c);
+#undef SLICE
+    double unit = a * (world > 0 ? world : 1);
+    return ceil(flat / unit) * unit;
+}
+
+/* The fused attention kernel (flash_attn.cu, k_flash_supported) takes head
+ * sizes 32, 64 and 128 and a context that is a multiple of 64; otherwise the
+ * trainer materialises the scores ("eager") whatever the plan asks. */
+bool estimate_llmc_cuda_flash(const PlanModel *m, int context)
+{
+    int64_t hd = head_dim_of(m);
+    return (hd == 32 || hd == 64 || hd == 128) && context > 0 && context % 64 == 0;
+}
+
 /* Activation and scratch bytes of the llmc CUDA trainer, which allocates all
  * of it once, up front (runtime/cuda/model_cuda.c, cuda_model_create), for a
  * micro batch of n = b x s tokens. layers: what is kept across the forward
@@ -218,8 +252,9 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
                    (flash ? n * 4 * heads : b * heads * s * s * 2);
     double residual = (layers + 1) * n * c * 2;
     /* Forward scratch: fused qkv, o (eager), final norm output, its 1/rms,
-     * losses, token ids / positions / targets. */
-    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12);
+     * losses, token ids / positions / targets; the loss accumulator, the
+     * squared gradient norm and its partial sums (fp32). */
+    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12) + (2 + LLMC_SUMSQ_BLOCKS) * 4;
     /* Backward scratch: d residual, d norm, d gate+up, d h, d attention,
      * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
     double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +
@@ -275,14 +310,21 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     e->activations_transformers = hf;
     e->llmc_cuda_allocation = llmc_cuda;
     if (llmc_cuda) {
-        /* It accumulates gradients in fp32: 2 + 4 + 12 bytes per parameter. */
-        e->grads_bytes *= 2;
+        /* bf16 weights and fp32 gradients over the whole (padded) flat buffer,
+         * fp32 master weights and Adam m, v over this rank's shard: 2 + 4 + 12
+         * bytes per parameter. The trainer shards the optimizer states only
+         * (ZeRO-1), whatever higher stage a plan asks (train_cuda.c). */
+        double flat = llmc_cuda_flat_params(m, e->world_size);
+        double shard_len = shard >= SHARD_ZERO1 && e->world_size > 1 ? flat / e->world_size : flat;
+        e->weights_bytes = 2 * flat;
+        e->grads_bytes = 4 * flat;
+        e->optimizer_bytes = 12 * shard_len;
         e->model_bytes_per_param = 18;
     }
     double s = t->context > 0 ? t->context : 0;
     double b = micro_batch > 0 ? micro_batch : 0;
     double h = m->hidden, layers = m->layers > 0 ? m->layers : 0;
-    bool flash = t->attention == ATTN_FLASH;
+    bool flash = t->attention == ATTN_FLASH && (!llmc_cuda || estimate_llmc_cuda_flash(m, t->context));
     double layer_all = hf ? estimate_hf_layer(m, s, b, flash, bpv)
                           : estimate_llama_layer(m, s, b, flash, RECOMPUTE_NONE, bpv);
     /* Backward of the layer in flight holds the gradients of SwiGLU's product,
@@ -322,9 +364,9 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->logits_bytes = e->logits_bytes_per_value * s * b * m->vocab;
     }
 
-    /* The llmc trainer reduces and gathers in place up to ZeRO-1; beyond that
-     * (not implemented there yet) the buffers a ZeRO-2/3 implementation keeps. */
-    if (cpu || (llmc_cuda && shard <= SHARD_ZERO1)) e->comm_bytes = 0;
+    /* The llmc CUDA trainer all-reduces, reduce-scatters and all-gathers in
+     * place on its flat buffers (NCCL's own buffers are in the context). */
+    if (cpu || llmc_cuda) e->comm_bytes = 0;
     else e->comm_bytes = comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv, hf);
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
@@ -540,6 +582,14 @@ static const char *recompute_name(Recompute r)
     return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
+const char *estimate_attention_name(const PlanTrain *t, const Estimate *e)
+{
+    if (t->attention != ATTN_FLASH) return "eager";
+    if (e->llmc_cuda_allocation && !estimate_llmc_cuda_flash(t->model, t->context))
+        return "eager (no fused kernel)";
+    return "flash";
+}
+
 static const char *shard_name(ShardStage s)
 {
     static const char *names[] = {"none", "zero1", "zero2", "zero3"};
@@ -555,7 +605,7 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
               e->model_bytes_per_param, shard_name(t->shard), e->data_parallel);
     diag_note(dg, "activations %.1f GiB (batch %d x context %d, recompute=%s, attention=%s)",
               e->activations_bytes / GIB, t->micro_batch, t->context,
-              recompute_name(t->recompute), t->attention == ATTN_FLASH ? "flash" : "eager");
+              recompute_name(t->recompute), estimate_attention_name(t, e));
     if (e->logits_chunked)
         diag_note(dg, "logits and their gradient %.1f GiB (%.0f rows at a time x vocab %d, bf16)",
                   e->logits_bytes / GIB, e->logits_chunk_rows, t->model->vocab);
@@ -602,12 +652,18 @@ static void help_alternatives(Diag *dg, const PlanJob *job)
 {
     const PlanTrain *t = job->run;
     bool multi = !is_cpu_only(job->cluster) && job->nodes * job->cluster->gpus_per_node > 1;
+    /* The highest stage the backend implements: the llmc trainer on GPUs
+     * shards optimizer states only (the checker refuses more). */
+    bool llmc_gpu = t->backend == BACKEND_LLMC && !is_cpu_only(job->cluster);
+    ShardStage most = llmc_gpu ? SHARD_ZERO1 : SHARD_ZERO3;
+    const char *shard_alt = llmc_gpu ? "shard = zero1" : "shard = zero3";
+    const char *both_alt = llmc_gpu ? "recompute = full with shard = zero1" : "recompute = full with shard = zero3";
     if (t->recompute != RECOMPUTE_FULL)
         help_alternative(dg, job, "recompute = full", RECOMPUTE_FULL, t->shard);
-    if (multi && t->shard != SHARD_ZERO3)
-        help_alternative(dg, job, "shard = zero3", t->recompute, SHARD_ZERO3);
-    if (multi && t->recompute != RECOMPUTE_FULL && t->shard != SHARD_ZERO3)
-        help_alternative(dg, job, "recompute = full with shard = zero3", RECOMPUTE_FULL, SHARD_ZERO3);
+    if (multi && t->shard < most)
+        help_alternative(dg, job, shard_alt, t->recompute, most);
+    if (multi && t->recompute != RECOMPUTE_FULL && t->shard < most)
+        help_alternative(dg, job, both_alt, RECOMPUTE_FULL, most);
     /* Sharded states shrink with more ranks: the fewest nodes of the cluster
      * that would hold this batch. */
     if (t->shard != SHARD_NONE && !is_cpu_only(job->cluster)) {

@@ -105,7 +105,14 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
 struct cJSON;
 struct cJSON *estimate_to_json(const Estimate *e);
 
-/* Names for printing. */
+/* Whether the llmc CUDA trainer runs its fused attention kernel for this model
+ * at this context (head_dim 32, 64 or 128, context a multiple of 64); when not,
+ * it materialises the scores whatever `attention` says, and so does the estimate. */
+bool estimate_llmc_cuda_flash(const PlanModel *m, int context);
+
+/* Names for printing. The attention the estimate counts: the plan's, or
+ * "eager (no fused kernel)" where the llmc CUDA trainer cannot run flash. */
 const char *estimate_token_source_name(TokenSource s);
+const char *estimate_attention_name(const PlanTrain *t, const Estimate *e);
 
 #endif

@@ -160,16 +160,22 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else if (e->llmc_cuda_allocation)
         assume(a, "llmc backend: what the CUDA trainer allocates (runtime/cuda/model_cuda.c): "
                   "fp32 gradients, loss over 8192 rows at a time, no selective recompute, "
-                  "ZeRO-1 at most (higher stages are estimated, not implemented there)");
+                  "ZeRO-1 at most (a higher stage runs as ZeRO-1)");
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
                precision_name(t->precision));
     if (!e->cpu_only && e->activations_transformers && t->shard == SHARD_ZERO3)
         assume(a, "ZeRO-3 buckets as the HF Trainer fills \"auto\": reduce hidden^2, "
                   "prefetch 0.9 hidden^2 elements");
+    else if (e->llmc_cuda_allocation)
+        assume(a, "collectives in place on the trainer's flat buffers; NCCL's own buffers "
+                  "are in the context allowance");
     else if (!e->cpu_only)
         assume(a, "communication buffers at DeepSpeed's defaults (reduce bucket 5e8, "
                   "allgather bucket 5e8, stage-3 prefetch 5e7 elements)");
+    if (e->llmc_cuda_allocation && t->attention == ATTN_FLASH && !estimate_llmc_cuda_flash(t->model, t->context))
+        assume(a, "attention = flash: the trainer's fused kernel needs head_dim 32, 64 or 128 and a "
+                  "context that is a multiple of 64, so it materialises the scores (counted)");
     if (!e->llmc_cuda_allocation) assume(a, "allocator fragmentation: 5%% of all tensor bytes");
     switch (e->tokens_source) {
     case TOKENS_STATED:
@@ -241,15 +247,17 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     const char *pn = precision_name(prec);
     char over[64] = "";
     if (e->data_parallel > 1) snprintf(over, sizeof over, ", sharded over %d", e->data_parallel);
-    gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 ? over : "");
-    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", e->llmc_cuda_allocation ? "fp32" : pn,
-            t->shard >= SHARD_ZERO2 ? over : "");
+    /* The llmc CUDA trainer shards the optimizer states only, at any stage. */
+    bool llmc = e->llmc_cuda_allocation;
+    gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 && !llmc ? over : "");
+    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", llmc ? "fp32" : pn,
+            t->shard >= SHARD_ZERO2 && !llmc ? over : "");
     gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
             prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
             t->shard >= SHARD_ZERO1 ? over : "");
     gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
             t->micro_batch, t->context, recompute_name(t->recompute),
-            t->attention == ATTN_FLASH ? "flash" : "eager");
+            estimate_attention_name(t, e));
     snprintf(a, sizeof a, "kept for %d layers", m->layers);
     gib_row(tb, 1, a, e->activations_layers_bytes, "%s",
             t->recompute == RECOMPUTE_FULL ? "each layer's input only" : "everything backward needs");
@@ -272,7 +280,8 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
                 "%.0f bytes x batch x context x vocab %d, not chunked", e->logits_bytes_per_value, m->vocab);
     if (!e->cpu_only)
         gib_row(tb, 0, "communication buffers", e->comm_bytes, "%s",
-                t->shard == SHARD_ZERO3 ? "largest matrix gathered + its gradient, prefetch, reduce bucket"
+                llmc ? "collectives in place on the flat buffers"
+                : t->shard == SHARD_ZERO3 ? "largest matrix gathered + its gradient, prefetch, reduce bucket"
                 : t->shard == SHARD_NONE || e->data_parallel <= 1 ? "all-reduce in place"
                                                                   : "reduce and allgather buckets");
     if (e->cpu_only)

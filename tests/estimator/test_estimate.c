@@ -328,16 +328,16 @@ static void test_examples(void)
     Estimate e;
     int errors;
     /* DESIGN.md / issue: qwen72b SFT on 32 x 8 H100, zero3 + recompute full,
-     * batch 4 x 2560 must fit. */
+     * batch 4 x 2560 must fit (llamafactory: DeepSpeed ZeRO-3, as the example). */
     fixture(&f, model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false), 32, 2560, 4,
             SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    f.t.backend = BACKEND_LLAMAFACTORY;
     free(run_job(&f.j, &e, &errors));
     CHECK(errors == 0 && e.fits, "72B zero3+full at 4 x 2560 fits: %.1f GiB", e.total_bytes / GIB);
     CHECK(e.params_total == 72706203648LL, "72B params");
     /* The issue: a 32B at context 4096 fits at batch 4 per GPU and not at 8.
      * That holds where the whole b x s x vocab logits exist (transformers, the
-     * llamafactory backend). The llmc CUDA trainer computes the loss over 8192
-     * rows at a time, and there batch 8 fits too (up to 15). */
+     * llamafactory backend). */
     fixture(&f, model(ARCH_QWEN2, 64, 5120, 40, 8, 0, 27648, 152064, false), 32, 4096, 4,
             SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
     f.t.backend = BACKEND_LLAMAFACTORY;
@@ -348,11 +348,23 @@ static void test_examples(void)
     CHECK(errors == 1 && !e.fits, "32B (transformers) at 8 x 4096 does not fit: %.1f GiB",
           e.total_bytes / GIB);
     free(text);
+    /* The llmc CUDA trainer shards the optimizer states only (ZeRO-1, whatever
+     * stage the plan asks): bf16 weights and fp32 gradients of 32.8B parameters
+     * alone are 183 GiB per GPU. The help offers what that backend implements. */
     f.t.backend = BACKEND_LLMC;
-    free(run_job(&f.j, &e, &errors));
-    CHECK(errors == 0 && e.fits && e.logits_chunked && e.max_micro_batch_that_fits == 15,
-          "32B (llmc trainer) at 8 x 4096 fits: %.1f GiB, largest %d", e.total_bytes / GIB,
+    f.t.shard = SHARD_ZERO1;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 1 && !e.fits && e.logits_chunked && e.max_micro_batch_that_fits == 0 &&
+          e.weights_bytes + e.grads_bytes > 183 * GIB,
+          "32B (llmc trainer, zero1) does not fit: %.1f GiB, largest %d", e.total_bytes / GIB,
           e.max_micro_batch_that_fits);
+    CHECK(!strstr(text, "zero3") && strstr(text, "not even batch = 1"), "no zero3 help for llmc:\n%s", text);
+    free(text);
+    f.t.shard = SHARD_NONE;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(strstr(text, "shard = zero1 does not fit") && !strstr(text, "zero3"),
+          "llmc help offers zero1:\n%s", text);
+    free(text);
 }
 
 static void test_llmc_cuda_measured(const cJSON *ref)
@@ -401,7 +413,8 @@ static void test_llmc_cuda_allocation(void)
      * One layer's set: 128 x ((3*128 + 2*128 + 2*64 + 3*256) * 2 + 8) + 128*4*4
      *   = 128 x 3080 + 2048 = 396,288.
      * Residual stream: 3 x 128 x 128 x 2 = 98,304.
-     * Forward scratch: 128 x (256*2 + 128*2 + 20) = 100,864.
+     * Forward scratch: 128 x (256*2 + 128*2 + 20) + (2 + 1024) * 4 = 104,968
+ *   (the last: loss accumulator, squared norm and its 1024 partial sums).
      * Backward scratch: 128 x (2*128 + 3*256 + 3*128 + 4*64) * 2 + 128 x (3*128 + 4) * 4
      *   = 425,984 + 198,656 = 624,640.
      * Logits: 128 rows x 512 x 2 = 131,072. */
@@ -415,36 +428,93 @@ static void test_llmc_cuda_allocation(void)
     CHECK(e.llmc_cuda_allocation && e.params_total == 361600, "tiny: %lld params", (long long)e.params_total);
     CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == 6508800.0, "tiny states");
     CHECK(e.activations_layers_bytes == 98304.0 + 2 * 396288.0, "tiny kept: %.0f", e.activations_layers_bytes);
-    CHECK(e.activations_working_bytes == 100864.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
+    CHECK(e.activations_working_bytes == 104968.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
     CHECK(e.logits_bytes == 131072.0 && e.logits_chunk_rows == 128, "tiny logits");
     CHECK(e.reserve_fragmentation_bytes == 0 && e.comm_bytes == 0, "allocated once, in place");
     /* Recompute keeps one layer's set, used by every layer in turn. */
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 &&
-          e.activations_working_bytes == 396288.0 + 100864.0 + 624640.0, "tiny recompute");
+          e.activations_working_bytes == 396288.0 + 104968.0 + 624640.0, "tiny recompute");
+
+    /* ZeRO-1 over 2 x 8 ranks: the flat buffers round up to 64 x 16 elements,
+     * 361,600 -> 362,496; bf16 weights and fp32 gradients over all of it, the
+     * fp32 master, m and v over 362,496 / 16 = 22,656. ZeRO-2/3 plans get the
+     * same: the trainer shards optimizer states only. */
+    Fixture g;
+    fixture(&g, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 2, 64, 2,
+            SHARD_ZERO1, RECOMPUTE_NONE, 1e6);
+    for (ShardStage st = SHARD_ZERO1; st <= SHARD_ZERO3; st++) {
+        memset(&e, 0, sizeof e);
+        estimate_memory(&g.j, 2, RECOMPUTE_NONE, st, &e);
+        CHECK(e.weights_bytes == 724992.0 && e.grads_bytes == 1449984.0 && e.optimizer_bytes == 271872.0 &&
+                  e.comm_bytes == 0,
+              "tiny ZeRO-%d over 16: %.0f %.0f %.0f", (int)st, e.weights_bytes, e.grads_bytes, e.optimizer_bytes);
+    }
+
+    /* Each tensor's slice rounds up to 64 elements: hidden 200 (norm weights
+     * 200 -> 256), 4 heads of 32, 2 kv heads, ffn 328, vocab 1000, untied.
+     * Matrices per layer 51,200 + 25,600 + 131,200 + 65,600 (multiples of 64),
+     * vectors 256 + 256 (qkv bias) + 256; embedding and lm_head 200,000 each;
+     * final norm 256: 2 x 274,368 + 400,000 + 256 = 948,992 (948,712 parameters). */
+    fixture(&g, model(ARCH_QWEN2, 2, 200, 4, 2, 32, 328, 1000, false), 1, 64, 2,
+            SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    g.c.gpus_per_node = 1;
+    memset(&e, 0, sizeof e);
+    estimate_memory(&g.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.params_total == 948712 && e.weights_bytes == 2 * 948992.0 &&
+              e.grads_bytes == 4 * 948992.0 && e.optimizer_bytes == 12 * 948992.0,
+          "padded flat buffers: %lld params, %.0f weight bytes", (long long)e.params_total, e.weights_bytes);
+
+    /* Context 96 is not a multiple of 64: the trainer materialises the scores
+     * although the plan asks for flash (n = 2 x 96 = 192 tokens).
+     * One layer's set: 192 x 3080 + 2 x 4 x 96^2 x 2 (scores) = 738,816.
+     * Residual stream: 3 x 192 x 128 x 2 = 147,456.
+     * Forward scratch: 192 x (256*2 + 128*2 (o) + 128*2 + 20) + 4,104 = 204,552.
+     * Backward scratch: 192 x 3328 + 192 x 128 x 2 (dO) + 147,456 (dP) = 835,584.
+     * Logits: 192 x 512 x 2 = 196,608. With the states: 9,370,632 bytes. */
+    CHECK(!estimate_llmc_cuda_flash(&f.m, 96) && estimate_llmc_cuda_flash(&f.m, 64), "flash needs context %% 64");
+    f.t.context = 96;
+    memset(&e, 0, sizeof e);
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.activations_layers_bytes == 147456.0 + 2 * 738816.0 &&
+              e.activations_working_bytes == 204552.0 + 835584.0 &&
+              e.weights_bytes + e.grads_bytes + e.optimizer_bytes + e.activations_bytes + e.logits_bytes ==
+                  9370632.0,
+          "tiny at context 96 (eager): kept %.0f, scratch %.0f", e.activations_layers_bytes,
+          e.activations_working_bytes);
+    /* head_dim 48 has no fused kernel either. */
+    PlanModel h48 = model(ARCH_QWEN2, 2, 192, 4, 2, 48, 256, 512, true);
+    CHECK(!estimate_llmc_cuda_flash(&h48, 2048), "no fused kernel for head_dim 48");
 }
 
 static void test_comm_buffers(void)
 {
     Fixture f;
     Estimate e;
-    /* 72B at ZeRO-3, bf16: the embedding (152064 x 8192 = 1,245,708,288) is
-     * the largest matrix, gathered and its gradient: 2 x 2 x 1,245,708,288;
-     * prefetch 5e7 x 2; reduce bucket 5e8 x 2. */
+    /* 72B at ZeRO-3 at DeepSpeed's default sizes (the accounting outside the
+     * llmc CUDA trainer and transformers: here fp32, 4 bytes a value): the
+     * embedding (152064 x 8192 = 1,245,708,288) is the largest matrix, gathered
+     * and its gradient: 2 x 4 x 1,245,708,288; prefetch 5e7 x 4; reduce bucket 5e8 x 4. */
     fixture(&f, model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false), 32, 2560, 4,
             SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    f.t.precision = PREC_FP32;
     memset(&e, 0, sizeof e);
     estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO3, &e);
-    CHECK(e.comm_bytes == 4.0 * 1245708288 + 1e8 + 1e9, "zero3 buffers %.0f", e.comm_bytes);
+    CHECK(!e.llmc_cuda_allocation && e.comm_bytes == 8.0 * 1245708288 + 2e8 + 2e9, "zero3 buffers %.0f",
+          e.comm_bytes);
+    f.t.precision = PREC_BF16;
     /* llamafactory: the HF Trainer's "auto" sizes, hidden^2 and 0.9 hidden^2. */
     f.t.backend = BACKEND_LLAMAFACTORY;
     estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO3, &e);
     CHECK(e.comm_bytes == 4.0 * 1245708288 + 2 * 0.9 * 8192 * 8192 + 2.0 * 8192 * 8192,
           "zero3 auto buffers %.0f", e.comm_bytes);
     /* ZeRO-2: reduce + allgather buckets, 5e8 elements each at 2 bytes. */
-    f.t.backend = BACKEND_LLMC;
     estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO2, &e);
     CHECK(e.comm_bytes == 2e9, "zero2 buffers %.0f", e.comm_bytes);
+    /* The llmc CUDA trainer reduces and gathers in place at every stage. */
+    f.t.backend = BACKEND_LLMC;
+    estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_ZERO2, &e);
+    CHECK(e.llmc_cuda_allocation && e.comm_bytes == 0, "llmc zero2 buffers %.0f", e.comm_bytes);
     /* No sharding or a single rank: in place. */
     estimate_memory(&f.j, 4, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.comm_bytes == 0, "no buffers without ZeRO");
