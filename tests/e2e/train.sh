@@ -76,7 +76,9 @@ mkdir -p "$T/shards"
 mkrun "$T/one" 24 1 2
 mkrun "$T/two" 24 2 1
 (cd "$T/one" && "$BIN" run plan.json) >"$T/one.log" 2>&1; rc1=$?
-(cd "$T/two" && timeout 300 mpirun -np 2 "$BIN" run plan.json) >"$T/two.log" 2>&1; rc2=$?
+# Each rank's output also to its own files: mpirun forwards the ranks' pipes in
+# chunks, so on the shared terminal two ranks' lines can interleave mid-line.
+(cd "$T/two" && timeout 300 mpirun -np 2 --output-filename "$T/two-out" "$BIN" run plan.json) >"$T/two.log" 2>&1; rc2=$?
 if [[ $rc1 -eq 0 && $rc2 -eq 0 ]] && $PY - "$T/one/run/metrics.jsonl" "$T/two/run/metrics.jsonl" <<'PYEOF'
 import json, sys
 a = [json.loads(l)["loss"] for l in open(sys.argv[1])]
@@ -87,8 +89,8 @@ then ok "mpirun 2 ranks == 1 rank with 2x accumulation (24 losses within 1e-5)"
 else bad "mpirun 2 ranks vs 1 rank (exit $rc1, $rc2)" "$T/one.log" "$T/two.log"; fi
 cmp -s "$T/one/run/final/model.safetensors" "$T/two/run/final/model.safetensors" \
     && ok "mpirun 2 ranks: final weights bit-identical to 1 rank" || bad "2-rank final weights differ from 1-rank"
-grep -v '^\[rank [01]/2 [^]]*\] ' "$T/two.log" >"$T/two.unprefixed"
-grep -q '^\[rank 0/2 [^]]*\] done: 24 steps' "$T/two.log" && ! grep -q . "$T/two.unprefixed" \
+cat "$T"/two-out/1/rank.*/std* 2>/dev/null | grep -v '^\[rank [01]/2 [^]]*\] ' >"$T/two.unprefixed"
+grep -q '^\[rank 0/2 [^]]*\] done: 24 steps' "$T"/two-out/1/rank.0/std* && ! grep -q . "$T/two.unprefixed" \
     && ok "every log line of the 2-rank run has the rank and host prefix" || bad "log prefix (lines without it below)" "$T/two.unprefixed"
 grep -q '^llmc_train_step{job="cpu_test"} 24$' "$T/two/run/llmc_train.prom" && grep -q '^llmc_train_world_size{job="cpu_test"} 2$' "$T/two/run/llmc_train.prom" \
     && ok "Prometheus textfile: llmc_train_step 24, world size 2" || bad "Prometheus textfile" "$T/two/run/llmc_train.prom"
