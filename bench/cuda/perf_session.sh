@@ -2,17 +2,31 @@
 # One GPU session for the CUDA trainer's performance work, inside a time budget:
 # build, correctness against HF/PyTorch, our benchmark on both shapes with
 # per-phase GPU times, the tokenizer benchmark against Hugging Face tokenizers,
-# then (time permitting) the LLMC_GEMM_TUNE=1 variant and its correctness check.
+# the LLMC_GEMM_TUNE=1 variant, and the estimator's allocation reference.
 #
-#   bash bench/cuda/perf_session.sh OUTDIR [BUDGET_S]     (GPU machine, repo root)
+#   bash bench/cuda/perf_session.sh OUTDIR [BUDGET_S [PART...]]   (GPU machine, repo root)
 #
-# Carry .deps, .deps-cuda, build/gen (no re2c/unicode-data there) and the two
-# tokenizer model folders (bench/tokenizer_bench.sh). Every part runs under
-# `timeout`; a part that does not fit in what is left of BUDGET_S (default 290)
-# is skipped and says so. Results: OUTDIR/summary.txt and one log per part.
+# PARTs, run in the order given (default: build check bench tokenizer tune check128):
+#   build      make -j16 cuda (build/gen must have come along: no re2c/unicode-data there)
+#   check      tests/cuda/check_vs_hf.py, CHECK_STEPS AdamW steps (default 50)
+#   bench      llmc-train-cuda bench, 1.5B 4x2048 and 0.5B 8x2048, LLMC_PHASE_TIMES=1
+#   tokenizer  bench/tokenizer_bench.sh against Hugging Face (Qwen3, Llama 3)
+#   tune       the two bench shapes with LLMC_GEMM_TUNE=1 (and phase times)
+#   check128   check_vs_hf.py at head_dim 128, CHECK128_STEPS steps (default 20)
+#   reference  tests/estimator/llmc_cuda_reference.sh > OUTDIR/llmc_cuda_reference.json
+#
+# Carry .deps, .deps-cuda, build/gen and, for `tokenizer`, the two tokenizer model
+# folders (bench/tokenizer_bench.sh). Every part runs under `timeout`; a part that
+# does not fit in what is left of BUDGET_S (default 290) is skipped and says so.
+# Results: OUTDIR/summary.txt (appended to) and one log per part. Exit status: 1 if
+# the build or a correctness check failed.
 set -uo pipefail
-out=${1:?usage: perf_session.sh OUTDIR [BUDGET_S]}
+out=${1:?usage: perf_session.sh OUTDIR [BUDGET_S [PART...]]}
 budget=${2:-290}
+shift $(( $# < 2 ? $# : 2 ))
+parts=("$@")
+(( ${#parts[@]} )) || parts=(build check bench tokenizer tune check128)
+failed=0
 mkdir -p "$out"
 start=$SECONDS
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -30,26 +44,29 @@ part() {
     note "$name: exit $rc in $((SECONDS - t0)) s"
     return $rc
 }
-: > "$out/summary.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee -a "$out/summary.txt"
 
-# (a) build. Generated sources came along: newer than their inputs, so make keeps them.
-touch build/gen/pretok_unicode.inc build/gen/rt_unicode_tables.c && touch build/gen/rt_pretok.c
-if [[ -d .deps-cuda/usr ]] && ! ldconfig -p | grep -q libopenblas; then cp -a .deps-cuda/usr/. .deps/usr/; fi
-part build 60 170 make -j16 cuda > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-grep -A2 "flash_bwd_k\|flash_fwd_k" build/cuda/flash_attn.ptxas.txt | grep -E "registers|spill" >> "$out/build.log"
+build() {   # generated sources came along: newer than their inputs, so make keeps them
+    touch build/gen/pretok_unicode.inc build/gen/rt_unicode_tables.c && touch build/gen/rt_pretok.c
+    if [[ -d .deps-cuda/usr ]] && ! ldconfig -p | grep -q libopenblas; then cp -a .deps-cuda/usr/. .deps/usr/; fi
+    part build 60 170 make -j16 cuda > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; return 1; }
+    grep -A2 "flash_bwd_k\|flash_fwd_k" build/cuda/flash_attn.ptxas.txt | grep -E "registers|spill" >> "$out/build.log"
+    awk '/Compiling entry/ {f = $0} /registers|spill/ && f ~ /rmsnorm_bwd|rope|bias_grad|colsum/ {print f; print}' \
+        build/cuda/kernels.ptxas.txt >> "$out/build.log"
+}
 
-# (b) correctness: HF logits/loss/gradients, document masks, an AdamW loss curve
+# correctness: HF logits/loss/gradients, document masks, an AdamW loss curve
 chk() {   # name, min, max, args...
-    local name=$1 min=$2 max=$3; shift 3
+    local name=$1 min=$2 max=$3 rc; shift 3
     part "check $name" "$min" "$max" python3 tests/cuda/check_vs_hf.py --bin build/llmc-train-cuda \
         --work "/tmp/chk_$name" "$@" > "$out/check_$name.log" 2>&1
+    rc=$?
     note "  $(tail -1 "$out/check_$name.log")"
     grep -h "FAIL\|loss curve:\|worst" "$out/check_$name.log" | head -6 | tee -a "$out/summary.txt"
+    return $rc
 }
-chk main 30 100 --steps 50
 
-# (c) benchmark, default settings, then the same steps again with phase events
+# benchmark: the timed steps, then (LLMC_PHASE_TIMES=1) the same steps again with phase events
 bench() {   # label, min, env..., -- args...
     local label=$1 min=$2; shift 2
     local envs=()
@@ -62,10 +79,7 @@ bench() {   # label, min, env..., -- args...
     cat "$out/bench_$label.json" >> "$out/bench.txt"
     rm -f "$out/bench_$label.json"
 }
-bench 1.5b 20 LLMC_PHASE_TIMES=1 -- --model qwen2.5-1.5b --batch 4
-bench 0.5b 20 LLMC_PHASE_TIMES=1 -- --model qwen2.5-0.5b --batch 8
-
-# (d) tokenizer throughput and exactness against Hugging Face tokenizers
+# tokenizer throughput and exactness against Hugging Face tokenizers
 tokbench() {
     make -s build/bench/tokenizer_bench TOKBENCH_OBJ="build/runtime/tokenizer.o build/runtime/unicode.o \
         build/gen-obj/rt_unicode_tables.o build/gen-obj/rt_pretok.o" || return 1
@@ -75,11 +89,27 @@ tokbench() {
     echo "exit $?"
 }
 export -f tokbench
-part tokenizer 30 75 bash -c tokbench > "$out/tokenizer_bench.txt" 2>&1
-grep -E "^(threads|hf )|exact|match|mismatch" "$out/tokenizer_bench.txt" | tee -a "$out/summary.txt"
 
-# extras: cuBLASLt candidates timed per shape (LLMC_GEMM_TUNE=1)
-bench 1.5b-tune 20 LLMC_GEMM_TUNE=1 -- --model qwen2.5-1.5b --batch 4
-bench 0.5b-tune 20 LLMC_GEMM_TUNE=1 -- --model qwen2.5-0.5b --batch 8
-LLMC_GEMM_TUNE=1 chk hd128-tune 30 60 --steps 20 --head-dim 128
+for p in "${parts[@]}"; do
+    case $p in
+    build) build || { failed=1; break; } ;;
+    check) chk main 30 100 --steps "${CHECK_STEPS:-50}" || failed=1 ;;
+    bench)
+        bench 1.5b 20 LLMC_PHASE_TIMES=1 -- --model qwen2.5-1.5b --batch 4
+        bench 0.5b 20 LLMC_PHASE_TIMES=1 -- --model qwen2.5-0.5b --batch 8 ;;
+    tokenizer)
+        part tokenizer 30 75 bash -c tokbench > "$out/tokenizer_bench.txt" 2>&1
+        grep -E "^(threads|hf )|exact|match|mismatch" "$out/tokenizer_bench.txt" | tee -a "$out/summary.txt" ;;
+    tune)   # cuBLASLt candidates timed per shape
+        bench 1.5b-tune 20 LLMC_GEMM_TUNE=1 LLMC_PHASE_TIMES=1 -- --model qwen2.5-1.5b --batch 4
+        bench 0.5b-tune 20 LLMC_GEMM_TUNE=1 LLMC_PHASE_TIMES=1 -- --model qwen2.5-0.5b --batch 8 ;;
+    check128) chk hd128 30 60 --steps "${CHECK128_STEPS:-20}" --head-dim 128 || failed=1 ;;
+    reference)
+        part reference 30 90 bash tests/estimator/llmc_cuda_reference.sh > "$out/llmc_cuda_reference.json" \
+            2> "$out/reference.log"
+        note "  $(tr -d '\n ' < "$out/llmc_cuda_reference.json" | head -c 600)" ;;
+    *) note "unknown part $p"; failed=1 ;;
+    esac
+done
 note "total $((SECONDS - start)) s"
+exit $failed

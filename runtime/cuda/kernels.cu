@@ -100,10 +100,86 @@ __global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 
     }
 }
 
-/* Each block walks rows with its warps and sums dw in shared memory, then adds it
- * to the fp32 gradient once: C atomics per block instead of per row. */
-__global__ void rmsnorm_bwd_k(bf16 *dx, float *dw, const bf16 *dy, const bf16 *x, const bf16 *w,
-                              const float *rstd, const bf16 *dres, int N, int C)
+static __device__ __forceinline__ void unpack8(float f[8], uint4 u)
+{
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+    for (int i = 0; i < 4; i++) {
+        float2 t = __bfloat1622float2(h[i]);
+        f[2 * i] = t.x; f[2 * i + 1] = t.y;
+    }
+}
+
+/* RMSNorm backward, one warp per row with the row in registers: lane owns the
+ * 8-column slices lane*8 + j*256 (j < VPL), reads x and dy once from memory, and
+ * sums its columns' dw over the rows it visits in registers. The block then adds
+ * its warps' sums in warp order in shared memory and writes one partial row per
+ * block; colsum_finish_k adds the partials in block order: deterministic, no atomics. */
+template <int VPL>
+__global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x,
+                                                     const bf16 *w, const float *rstd, const bf16 *dres,
+                                                     int N, int C)
+{
+    __shared__ float red[VPL * WARP * 8];
+    int warps = blockDim.x / WARP, wid = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    float acc[VPL][8];
+#pragma unroll
+    for (int j = 0; j < VPL; j++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) acc[j][k] = 0.f;
+    for (int row = blockIdx.x * warps + wid; row < N; row += gridDim.x * warps) {
+        const bf16 *xr = x + (size_t)row * C, *dyr = dy + (size_t)row * C;
+        uint4 xv[VPL], dv[VPL];
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            int i = (j * WARP + lane) * 8;
+            if (i < C) { xv[j] = *(const uint4 *)(xr + i); dv[j] = *(const uint4 *)(dyr + i); }
+        }
+        float r = rstd[row], dot = 0.f;   /* sum_c (dy*w) * x, times r below */
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            int i = (j * WARP + lane) * 8;
+            if (i < C) {
+                float a[8], b[8], g[8];
+                unpack8(a, xv[j]); unpack8(b, dv[j]); load8(g, w + i);
+                for (int k = 0; k < 8; k++) dot += b[k] * g[k] * a[k];
+            }
+        }
+        dot = warp_sum(dot) * r / C;
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            int i = (j * WARP + lane) * 8;
+            if (i < C) {
+                float a[8], b[8], g[8], o[8];
+                unpack8(a, xv[j]); unpack8(b, dv[j]); load8(g, w + i);
+                if (dres) load8(o, dres + (size_t)row * C + i);
+                else for (int k = 0; k < 8; k++) o[k] = 0.f;
+                for (int k = 0; k < 8; k++) {
+                    float xh = a[k] * r;
+                    o[k] += r * (b[k] * g[k] - xh * dot);
+                    acc[j][k] += b[k] * xh;
+                }
+                store8(dx + (size_t)row * C + i, o);
+            }
+        }
+    }
+    for (int wv = 0; wv < warps; wv++) {
+        if (wid == wv) {
+#pragma unroll
+            for (int j = 0; j < VPL; j++) {
+                int i = (j * WARP + lane) * 8;
+                if (i < C)
+                    for (int k = 0; k < 8; k++) red[i + k] = (wv ? red[i + k] : 0.f) + acc[j][k];
+            }
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = red[i];
+}
+
+/* Rows wider than 2048: the row is read twice (the second time from cache) and each
+ * block sums dw in shared memory with atomics (order not fixed), then writes its partial. */
+__global__ void rmsnorm_bwd_wide_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x, const bf16 *w,
+                                   const float *rstd, const bf16 *dres, int N, int C)
 {
     extern __shared__ float dw_s[];
     for (int i = threadIdx.x; i < C; i += blockDim.x) dw_s[i] = 0.f;
@@ -133,7 +209,51 @@ __global__ void rmsnorm_bwd_k(bf16 *dx, float *dw, const bf16 *dy, const bf16 *x
         }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < C; i += blockDim.x) atomicAdd(&dw[i], dw_s[i]);
+    for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = dw_s[i];
+}
+
+/* dst[c] += sum over p < P of part[p*M + c], in the order p = 0, 1, ...: 32 columns per
+ * block, 32 lanes each summing every 32nd partial, then lane sums added in lane order. */
+__global__ void colsum_finish_k(float *dst, const float *part, int P, int M)
+{
+    __shared__ float red[32][33];
+    int col = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.f;
+    if (col < M)
+        for (int p = threadIdx.y; p < P; p += 32) s += part[(size_t)p * M + col];
+    red[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < M) {
+        float t = 0.f;
+        for (int k = 0; k < 32; k++) t += red[k][threadIdx.x];
+        dst[col] += t;
+    }
+}
+
+static void colsum_finish(float *dst, const float *part, int P, int M, cudaStream_t s)
+{
+    colsum_finish_k<<<(M + 31) / 32, dim3(32, 32), 0, s>>>(dst, part, P, M);
+}
+
+#define RMS_BWD_MAX_BLOCKS 512
+#define BIAS_GRAD_SPLITS 64
+
+static int sm_count(void)
+{
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
+            cudaSuccess || n < 1)
+            n = 132;
+    }
+    return n;
+}
+
+extern "C" size_t k_colsum_scratch(int C, int M)
+{
+    size_t a = (size_t)RMS_BWD_MAX_BLOCKS * C, b = (size_t)BIAS_GRAD_SPLITS * M;
+    return a > b ? a : b;
 }
 
 extern "C" void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
@@ -142,12 +262,21 @@ extern "C" void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const b
     rmsnorm_fwd_k<<<blocks_for(N, 8), 256, 0, s>>>((bf16 *)out, rstd, (const bf16 *)x, (const bf16 *)w, N, C, eps);
 }
 extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
-                              const float *rstd, const bf16_t *dres, int N, int C, kstream_t s)
+                              const float *rstd, const bf16_t *dres, int N, int C, float *scratch, kstream_t s)
 {
-    int blocks = (N + 7) / 8;
-    if (blocks > 528) blocks = 528;
-    rmsnorm_bwd_k<<<blocks, 256, C * sizeof(float), s>>>((bf16 *)dx, dw, (const bf16 *)dy, (const bf16 *)x,
-                                                        (const bf16 *)w, rstd, (const bf16 *)dres, N, C);
+    int blocks = (N + 7) / 8, cap = 2 * sm_count();
+    if (cap > RMS_BWD_MAX_BLOCKS) cap = RMS_BWD_MAX_BLOCKS;
+    if (blocks > cap) blocks = cap;
+    bf16 *o = (bf16 *)dx;
+    const bf16 *g = (const bf16 *)dy, *xx = (const bf16 *)x, *ww = (const bf16 *)w, *r = (const bf16 *)dres;
+    int vpl = (C + WARP * 8 - 1) / (WARP * 8);
+    if (vpl <= 1) rmsnorm_bwd_k<1><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 2) rmsnorm_bwd_k<2><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 4) rmsnorm_bwd_k<4><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 6) rmsnorm_bwd_k<6><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 8) rmsnorm_bwd_k<8><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else rmsnorm_bwd_wide_k<<<blocks, 256, C * sizeof(float), s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    colsum_finish(dw, scratch, blocks, C, s);
 }
 
 /* ---- QKV split + bias + RoPE ---- */
@@ -157,20 +286,6 @@ static __device__ __forceinline__ void rope_angle(float *c, float *sn, int pos, 
 {
     float inv = 1.0f / powf(theta, (float)(2 * i) / (float)D);
     sincosf((float)pos * inv, sn, c);
-}
-
-/* Thread idx of the rope kernels: pair i of head hh (q heads, then k, then v) of token n. */
-typedef struct { int i, hh, n; } RopeIdx;
-
-static __device__ __forceinline__ int rope_idx(RopeIdx *r, int B, int T, int H, int KV, int D)
-{
-    int half = D / 2, heads = H + 2 * KV;
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * T * heads * half) return 0;
-    r->i = (int)(idx % half);
-    r->hh = (int)((idx / half) % heads);
-    r->n = (int)(idx / ((size_t)half * heads));
-    return 1;
 }
 
 /* Row of head hh for token n in q [B,H,T,D] / k, v [B,KV,T,D]. */
@@ -183,85 +298,126 @@ static __device__ __forceinline__ bf16 *head_row(bf16 *q, bf16 *k, bf16 *v, int 
     return v + (((size_t)b * KV + (hh - H - KV)) * T + t) * D;
 }
 
-__global__ void qkv_rope_fwd_k(bf16 *q, bf16 *k, bf16 *v, const bf16 *qkv, const bf16 *bias,
-                               const int *pos, int B, int T, int H, int KV, int D, float theta)
+/* One thread per (token, 8 consecutive rotation pairs i0..i0+7, half of the heads):
+ * the 8 angles are computed once and applied to that slice of each of its q and k
+ * heads (v heads are only moved); a head costs two 16-byte loads (x[i0..],
+ * x[i0+D/2..]) and two 16-byte stores. */
+__global__ void __launch_bounds__(256) qkv_rope_fwd_k(bf16 *__restrict__ q, bf16 *__restrict__ k,
+                                                      bf16 *__restrict__ v, const bf16 *__restrict__ qkv,
+                                                      const bf16 *__restrict__ bias, const int *__restrict__ pos,
+                                                      int B, int T, int H, int KV, int D, float theta)
 {
-    RopeIdx r;
-    if (!rope_idx(&r, B, T, H, KV, D)) return;
-    int i = r.i, hh = r.hh, n = r.n, half = D / 2;
-    const bf16 *src = qkv + ((size_t)n * (H + 2 * KV) + hh) * D;
-    float x1 = __bfloat162float(src[i]), x2 = __bfloat162float(src[i + half]);
-    if (bias) {
-        x1 += __bfloat162float(bias[hh * D + i]);
-        x2 += __bfloat162float(bias[hh * D + i + half]);
+    int half = D / 2, per = half / 8, heads = H + 2 * KV;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * per) return;
+    int n = (int)(idx / per), i0 = (int)(idx % per) * 8;
+    float c[8], sn[8];
+#pragma unroll
+    for (int k8 = 0; k8 < 8; k8++) rope_angle(&c[k8], &sn[k8], pos[n], i0 + k8, D, theta);
+    const bf16 *src = qkv + (size_t)n * heads * D;
+    int h0 = (int)((long)heads * blockIdx.y / gridDim.y), h1 = (int)((long)heads * (blockIdx.y + 1) / gridDim.y);
+#pragma unroll 2
+    for (int hh = h0; hh < h1; hh++) {
+        float x1[8], x2[8];
+        load8(x1, src + hh * D + i0);
+        load8(x2, src + hh * D + half + i0);
+        if (bias) {
+            float b1[8], b2[8];
+            load8(b1, bias + hh * D + i0);
+            load8(b2, bias + hh * D + half + i0);
+            for (int e = 0; e < 8; e++) { x1[e] += b1[e]; x2[e] += b2[e]; }
+        }
+        if (hh < H + KV)
+            for (int e = 0; e < 8; e++) {
+                float y1 = x1[e] * c[e] - x2[e] * sn[e], y2 = x2[e] * c[e] + x1[e] * sn[e];
+                x1[e] = y1; x2[e] = y2;
+            }
+        bf16 *dst = head_row(q, k, v, n, hh, T, H, KV, D);
+        store8(dst + i0, x1);
+        store8(dst + half + i0, x2);
     }
-    bf16 *dst = head_row(q, k, v, n, hh, T, H, KV, D);
-    if (hh < H + KV) {
-        float c, sn;
-        rope_angle(&c, &sn, pos[n], i, D, theta);
-        float y1 = x1 * c - x2 * sn, y2 = x2 * c + x1 * sn;
-        x1 = y1; x2 = y2;
-    }
-    dst[i] = __float2bfloat16(x1);
-    dst[i + half] = __float2bfloat16(x2);
 }
 
-__global__ void qkv_rope_bwd_k(bf16 *dqkv, const bf16 *dq, const bf16 *dk, const bf16 *dv,
-                               const int *pos, int B, int T, int H, int KV, int D, float theta)
+__global__ void __launch_bounds__(256) qkv_rope_bwd_k(bf16 *__restrict__ dqkv, const bf16 *__restrict__ dq,
+                                                      const bf16 *__restrict__ dk, const bf16 *__restrict__ dv,
+                                                      const int *__restrict__ pos, int B, int T, int H, int KV,
+                                                      int D, float theta)
 {
-    RopeIdx r;
-    if (!rope_idx(&r, B, T, H, KV, D)) return;
-    int i = r.i, hh = r.hh, n = r.n, half = D / 2;
-    const bf16 *src = head_row((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, n, hh, T, H, KV, D);
-    float g1 = __bfloat162float(src[i]), g2 = __bfloat162float(src[i + half]);
-    if (hh < H + KV) {
-        float c, sn;
-        rope_angle(&c, &sn, pos[n], i, D, theta);
-        float x1 = g1 * c + g2 * sn, x2 = g2 * c - g1 * sn;
-        g1 = x1; g2 = x2;
+    int half = D / 2, per = half / 8, heads = H + 2 * KV;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * per) return;
+    int n = (int)(idx / per), i0 = (int)(idx % per) * 8;
+    float c[8], sn[8];
+#pragma unroll
+    for (int k8 = 0; k8 < 8; k8++) rope_angle(&c[k8], &sn[k8], pos[n], i0 + k8, D, theta);
+    bf16 *dst = dqkv + (size_t)n * heads * D;
+    int h0 = (int)((long)heads * blockIdx.y / gridDim.y), h1 = (int)((long)heads * (blockIdx.y + 1) / gridDim.y);
+#pragma unroll 2
+    for (int hh = h0; hh < h1; hh++) {
+        const bf16 *src = head_row((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, n, hh, T, H, KV, D);
+        float g1[8], g2[8];
+        load8(g1, src + i0);
+        load8(g2, src + half + i0);
+        if (hh < H + KV)
+            for (int e = 0; e < 8; e++) {
+                float x1 = g1[e] * c[e] + g2[e] * sn[e], x2 = g2[e] * c[e] - g1[e] * sn[e];
+                g1[e] = x1; g2[e] = x2;
+            }
+        store8(dst + hh * D + i0, g1);
+        store8(dst + hh * D + half + i0, g2);
     }
-    bf16 *dst = dqkv + ((size_t)n * (H + 2 * KV) + hh) * D;
-    dst[i] = __float2bfloat16(g1);
-    dst[i + half] = __float2bfloat16(g2);
 }
 
-/* 32 columns x 8 row lanes per block; blockIdx.y splits the rows. */
-__global__ void bias_grad_k(float *dbias, const bf16 *dy, int N, int M)
+/* Column sums of dy [N, M] (M % 8 == 0), partial per row split: a block is 32 lanes
+ * of 8 columns x 8 row lanes; blockIdx.y takes one of gridDim.y row ranges. The
+ * row lanes' sums are added in lane order; colsum_finish_k adds the splits in order. */
+__global__ void bias_grad_part_k(float *part, const bf16 *dy, int N, int M)
 {
-    __shared__ float part[8][33];
-    int col = blockIdx.x * 32 + threadIdx.x;
+    __shared__ float red[8][WARP * 8 + 4];
+    int col = (blockIdx.x * WARP + threadIdx.x) * 8;
     int per = (N + gridDim.y - 1) / gridDim.y;
     int r0 = blockIdx.y * per, r1 = min(N, r0 + per);
-    float acc = 0.f;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     if (col < M)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) acc += __bfloat162float(dy[(size_t)r * M + col]);
-    part[threadIdx.y][threadIdx.x] = acc;
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            float f[8];
+            load8(f, dy + (size_t)r * M + col);
+            for (int e = 0; e < 8; e++) acc[e] += f[e];
+        }
+    for (int e = 0; e < 8; e++) red[threadIdx.y][threadIdx.x * 8 + e] = acc[e];
     __syncthreads();
-    if (threadIdx.y == 0 && col < M) {
+    int t = threadIdx.y * WARP + threadIdx.x, c = blockIdx.x * WARP * 8 + t;
+    if (c < M) {
         float s = 0.f;
-        for (int k = 0; k < 8; k++) s += part[k][threadIdx.x];
-        atomicAdd(&dbias[col], s);
+        for (int y = 0; y < 8; y++) s += red[y][t];
+        part[(size_t)blockIdx.y * M + c] = s;
     }
 }
+
+#define ROPE_HEAD_SPLIT 2   /* more threads in flight; the angles are computed per split */
 
 extern "C" void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf16_t *bias,
                                const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s)
 {
-    size_t n = (size_t)B * T * (H + 2 * KV) * (D / 2);
-    qkv_rope_fwd_k<<<blocks_for(n, 256), 256, 0, s>>>((bf16 *)q, (bf16 *)k, (bf16 *)v, (const bf16 *)qkv,
-                                                      (const bf16 *)bias, pos, B, T, H, KV, D, theta);
+    size_t n = (size_t)B * T * (D / 16);
+    dim3 grid(blocks_for(n, 256), ROPE_HEAD_SPLIT);
+    qkv_rope_fwd_k<<<grid, 256, 0, s>>>((bf16 *)q, (bf16 *)k, (bf16 *)v, (const bf16 *)qkv, (const bf16 *)bias, pos,
+                                        B, T, H, KV, D, theta);
 }
 extern "C" void k_qkv_rope_bwd(bf16_t *dqkv, const bf16_t *dq, const bf16_t *dk, const bf16_t *dv,
                                const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s)
 {
-    size_t n = (size_t)B * T * (H + 2 * KV) * (D / 2);
-    qkv_rope_bwd_k<<<blocks_for(n, 256), 256, 0, s>>>((bf16 *)dqkv, (const bf16 *)dq, (const bf16 *)dk,
-                                                      (const bf16 *)dv, pos, B, T, H, KV, D, theta);
+    size_t n = (size_t)B * T * (D / 16);
+    dim3 grid(blocks_for(n, 256), ROPE_HEAD_SPLIT);
+    qkv_rope_bwd_k<<<grid, 256, 0, s>>>((bf16 *)dqkv, (const bf16 *)dq, (const bf16 *)dk, (const bf16 *)dv, pos,
+                                        B, T, H, KV, D, theta);
 }
-extern "C" void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, kstream_t s)
+extern "C" void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, float *scratch, kstream_t s)
 {
-    dim3 grid((M + 31) / 32, 64), block(32, 8);
-    bias_grad_k<<<grid, block, 0, s>>>(dbias, (const bf16 *)dy, N, M);
+    int splits = BIAS_GRAD_SPLITS < N ? BIAS_GRAD_SPLITS : N;
+    dim3 grid((M / 8 + WARP - 1) / WARP, splits), block(WARP, 8);
+    bias_grad_part_k<<<grid, block, 0, s>>>(scratch, (const bf16 *)dy, N, M);
+    colsum_finish(dbias, scratch, splits, M, s);
 }
 
 /* ---- attention softmax over materialised scores: one warp per query row ---- */

@@ -25,9 +25,12 @@ void k_embed_bwd(float *dwte, const int *ids, const bf16_t *dx, int N, int C, ks
 /* out = x * rsqrt(mean(x^2) + eps) * w; rstd[n] saved for the backward pass. */
 void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
                    int N, int C, float eps, kstream_t s);
-/* dx = (dres ? dres : 0) + d(rmsnorm)/dx . dy ; dw += sum_n dy * xhat. dx may alias dres. */
+/* dx = (dres ? dres : 0) + d(rmsnorm)/dx . dy ; dw += sum_n dy * xhat. dx may alias dres.
+ * dw is summed in a fixed order (per-block partials in scratch, then a second kernel). */
 void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
-                   const float *rstd, const bf16_t *dres, int N, int C, kstream_t s);
+                   const float *rstd, const bf16_t *dres, int N, int C, float *scratch, kstream_t s);
+/* Floats of scratch that k_rmsnorm_bwd (rows of C) and k_bias_grad (rows of M) need. */
+size_t k_colsum_scratch(int C, int M);
 
 /* qkv [N, (H+2KV)*D] (+ bias) -> q [B,H,T,D], k,v [B,KV,T,D], RoPE (rotate-half) on q,k at pos. */
 void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf16_t *bias,
@@ -35,8 +38,8 @@ void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf
 /* The transpose: dq,dk,dv -> dqkv [N, (H+2KV)*D] with the inverse rotation. */
 void k_qkv_rope_bwd(bf16_t *dqkv, const bf16_t *dq, const bf16_t *dk, const bf16_t *dv,
                     const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s);
-/* dbias[j] += sum_n dy[n, j] */
-void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, kstream_t s);
+/* dbias[j] += sum_n dy[n, j] (M % 8 == 0), summed in a fixed order through scratch. */
+void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, float *scratch, kstream_t s);
 
 /* In place over S [B*H*T, T]: P = softmax(scale*S) over the keys a query may see
  * (key i for query t iff t - pos[b,t] <= i <= t), zero elsewhere. */

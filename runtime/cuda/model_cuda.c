@@ -213,7 +213,10 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
     m->qkv = dalloc(m, N * QKVD * BB, &fail);
     if (!m->flash) m->o = dalloc(m, N * HD * BB, &fail);
     m->hf = dalloc(m, N * C * BB, &fail);
-    m->logits = dalloc(m, (size_t)m->ce_chunk * V * BB, &fail);
+    /* The logits chunk doubles as the scratch of the column sums (norm-weight and
+     * bias gradients), which run outside the LM-head phase. */
+    size_t logit_bytes = (size_t)m->ce_chunk * V * BB, colsum_bytes = k_colsum_scratch((int)C, (int)QKVD) * FF;
+    m->logits = dalloc(m, logit_bytes > colsum_bytes ? logit_bytes : colsum_bytes, &fail);
     m->rstdf = dalloc(m, N * FF, &fail);
     m->losses = dalloc(m, N * FF, &fail);
     m->loss_acc = dalloc(m, FF, &fail);
@@ -409,7 +412,8 @@ static void layer_bwd(CudaModel *m, int l)
     PHASE(m, PH_GU_DX);
     wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w);
     PHASE(m, PH_GU_DW);
-    k_rmsnorm_bwd(m->dres, g + o->ln2, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C, z.st);
+    k_rmsnorm_bwd(m->dres, g + o->ln2, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C, (float *)m->logits,
+                  z.st);
     PHASE(m, PH_NORM_BWD);
     /* attention output projection */
     mm(m, 0, 0, N, HD, C, m->dres, C, W + o->o_w, HD, m->datt, HD, 0, NULL, 1.f, 0.f);
@@ -435,13 +439,14 @@ static void layer_bwd(CudaModel *m, int l)
     }
     PHASE(m, PH_ATTN_BWD);
     k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, c->rope_theta, z.st);
-    if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, z.st);
+    if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
     mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_QKV_DX);
     wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w);
     PHASE(m, PH_QKV_DW);
-    k_rmsnorm_bwd(m->dres, g + o->ln1, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C, z.st);
+    k_rmsnorm_bwd(m->dres, g + o->ln1, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C, (float *)m->logits,
+                  z.st);
     PHASE(m, PH_NORM_BWD);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -520,7 +525,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     k_sum_add(m->loss_acc, m->losses, N, st);
     CUDA_CHECK(cudaGetLastError());
     if (!train) return;
-    k_rmsnorm_bwd(m->dres, m->grad + m->off_norm, m->dln, m->xs[L], W + m->off_norm, m->rstdf, NULL, N, C, st);
+    k_rmsnorm_bwd(m->dres, m->grad + m->off_norm, m->dln, m->xs[L], W + m->off_norm, m->rstdf, NULL, N, C,
+                  (float *)m->logits, st);
     PHASE(m, PH_NORM_BWD);
     for (int l = L - 1; l >= 0; l--) {
         layer_bwd(m, l);
