@@ -28,6 +28,11 @@
 #define LLMC_CE_CHUNK_ROWS  8192.0
 #define LLMC_ALIGN_ELEMS    64.0
 #define LLMC_SUMSQ_BLOCKS   1024.0
+/* The logits chunk doubles as the scratch of the deterministic column sums
+ * (kernels.cu k_colsum_scratch): fp32 partials of up to 512 row blocks for a
+ * norm-weight gradient (hidden wide), 64 splits for the qkv bias gradient. */
+#define LLMC_RMS_BWD_MAX_BLOCKS 512.0
+#define LLMC_BIAS_GRAD_SPLITS   64.0
 
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
@@ -350,11 +355,14 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
 
     if (llmc_cuda) {
         /* bf16 logits of at most LLMC_CE_CHUNK_ROWS rows at a time, turned
-         * into their gradient in place. */
+         * into their gradient in place; the buffer is at least the column-sum
+         * scratch it doubles as (which only tiny shapes reach). */
+        double hd = (double)head_dim_of(m), qkv = (m->heads + 2.0 * m->kv_heads) * hd;
+        double colsum = 4 * fmax(LLMC_RMS_BWD_MAX_BLOCKS * h, LLMC_BIAS_GRAD_SPLITS * qkv);
         e->logits_chunked = true;
         e->logits_chunk_rows = fmin(s * b, LLMC_CE_CHUNK_ROWS);
         e->logits_bytes_per_value = 2;
-        e->logits_bytes = 2 * e->logits_chunk_rows * m->vocab;
+        e->logits_bytes = fmax(2 * e->logits_chunk_rows * m->vocab, colsum);
     } else {
         /* Logits and their gradient in fp32, not chunked; transformers also
          * keeps the 16-bit logits the lm_head wrote, while it upcasts them. */
