@@ -1192,6 +1192,13 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_help(g, "use shard = none");
         }
     }
+    /* The llmc CUDA backend has no q/k RMSNorm yet (the CPU backend has). */
+    if (t->backend == BACKEND_LLMC && cl->gpu && t->model && t->model->qk_norm) {
+        Diag *g = diag_error(c->d, t->model->arch_at.start.file ? t->model->arch_at : t->model_at,
+                             "arch = qwen3 is not implemented by the llmc trainer on GPUs");
+        diag_note(g, "the llmc CUDA backend has no q/k RMSNorm (qwen3); the CPU backend has");
+        diag_help(g, "use backend = llamafactory in run '%s'", t->name);
+    }
     /* Global batch arithmetic: sequences per optimizer step against the data. */
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {
         int64_t world = (int64_t)j->nodes * j->tasks_per_node;
