@@ -1,10 +1,12 @@
 /* run_init.c — shards and initial weights of a training run (see run_init.h). */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "checkpoint.h"
 #include "hf_config.h"
 #include "log.h"
+#include "metrics.h"
 #include "run_init.h"
 
 int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc)
@@ -49,5 +51,21 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
         log_error("%s", err);
         return -1;
     }
+    return 0;
+}
+
+int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len)
+{
+    char err[1024], svg[4200];
+    snprintf(final_dir, final_len, "%s/final", plan->out_dir);
+    StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
+    if (hf_export(final_dir, m, dt, plan->tokenizer_path, err, sizeof err)) {
+        log_error("export: %s", err);
+        return -1;
+    }
+    const char *slash = strrchr(plan->metrics_path, '/');
+    snprintf(svg, sizeof svg, "%.*s/loss_curve.svg", slash ? (int)(slash - plan->metrics_path) : 1,
+             slash ? plan->metrics_path : ".");
+    if (metrics_svg(plan->metrics_path, svg, baseline)) log_error("%s: cannot write the loss curve", svg);
     return 0;
 }

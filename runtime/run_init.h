@@ -1,8 +1,10 @@
-/* run_init.h — the start of a training run that the CPU and the CUDA trainers
- * share, so both refuse the same plans with the same messages and start from the
- * same weights: the plan's token shards opened and checked against the model,
- * and the host model's weights set (random init for `init = scratch`, else the
- * Hugging Face checkpoint at the plan's model path, checked against its config). */
+/* run_init.h — the start and the end of a training run that the CPU and the
+ * CUDA trainers share, so both refuse the same plans with the same messages,
+ * start from the same weights and leave the same files: the plan's token shards
+ * opened and checked against the model, the host model's weights set (random
+ * init for `init = scratch`, else the Hugging Face checkpoint at the plan's model
+ * path, checked against its config), and at the end the HF export and the loss
+ * curve. */
 #ifndef LLMC_RUN_INIT_H
 #define LLMC_RUN_INIT_H
 
@@ -16,5 +18,10 @@ int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc);
 
 /* Fill an initialised model's weights; 0, or -1 after logging why. */
 int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc);
+
+/* Rank 0 at the end: the HF export into OUT/final (its path into final_dir) and
+ * the loss curve beside the metrics file, which the caller has closed. baseline:
+ * the unigram loss drawn on the curve, 0 for none. 0, or -1 after logging why. */
+int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len);
 
 #endif

@@ -397,18 +397,9 @@ int cmd_run(int argc, char **argv)
             log_error("checkpoint: %s", err);
             goto out;
         }
-        char final_dir[4200], svg[4200];
-        snprintf(final_dir, sizeof final_dir, "%s/final", plan.out_dir);
-        StDtype dt = !strcmp(plan.precision, "bf16") ? ST_BF16 : ST_F32;
-        if (hf_export(final_dir, &model, dt, plan.tokenizer_path, err, sizeof err)) {
-            log_error("export: %s", err);
-            goto out;
-        }
+        char final_dir[4200];
         metrics_close(&mf);
-        char *slash = strrchr(plan.metrics_path, '/');
-        snprintf(svg, sizeof svg, "%.*s/loss_curve.svg", slash ? (int)(slash - plan.metrics_path) : 1,
-                 slash ? plan.metrics_path : ".");
-        if (metrics_svg(plan.metrics_path, svg, baseline)) log_error("%s: cannot write the loss curve", svg);
+        if (run_write_final(&plan, &model, baseline, final_dir, sizeof final_dir)) goto out;
         /* the final loss: mean of the last 10% of steps (at least 1) from the metrics file */
         double fl = last_loss;
         FILE *f = fopen(plan.metrics_path, "r");

@@ -317,18 +317,9 @@ int cmd_run_cuda(int argc, char **argv)
 
     if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, is0)) goto out;
     if (is0) {
-        char final_dir[4200], svg[4200];
-        snprintf(final_dir, sizeof final_dir, "%s/final", plan.out_dir);
-        StDtype dt = !strcmp(plan.precision, "bf16") ? ST_BF16 : ST_F32;
-        if (hf_export(final_dir, &hm, dt, plan.tokenizer_path, err, sizeof err)) {
-            log_error("export: %s", err);
-            goto out;
-        }
+        char final_dir[4200];
         metrics_close(&mf);
-        char *slash = strrchr(plan.metrics_path, '/');
-        snprintf(svg, sizeof svg, "%.*s/loss_curve.svg", slash ? (int)(slash - plan.metrics_path) : 1,
-                 slash ? plan.metrics_path : ".");
-        if (metrics_svg(plan.metrics_path, svg, 0)) log_error("%s: cannot write the loss curve", svg);
+        if (run_write_final(&plan, &hm, 0, final_dir, sizeof final_dir)) goto out;
         log_info("done: %" PRId64 " steps, last loss %.4f, peak GPU memory %.2f GiB; model in %s", st.step, last_loss,
                  (peak - base_used + cm.bytes_allocated) / 1073741824.0, final_dir);
     }
