@@ -12,6 +12,9 @@ Each case writes CASE.safetensors holding, for one small model:
   adam.w.NAME   parameters after 10 AdamW steps (grad accumulation over A and B,
                 clip_grad_norm_, warmup + cosine-with-min-lr schedule)
   adam.loss / adam.lr / adam.grad_norm   per step
+  adam.S.{w,m,v,g}.NAME     for the optimizer steps S in STATE_STEPS: the state before
+                step S (weights, AdamW moments, accumulated and clipped gradient), and
+  adam.S.next.{w,m,v}.NAME  the state after it, so each step can be tested alone
 and the config plus optimizer settings as JSON in the header's __metadata__.
 """
 import json, math, os, struct, sys
@@ -162,6 +165,11 @@ def decay_names(names):
     return [n for n in names if not (n.endswith(".bias") or "norm" in n)]
 
 
+# Optimizer steps whose whole state is recorded: the first with a nonzero learning rate
+# (warmup) and the last (cosine tail, bias correction at t = 10).
+STATE_STEPS = (1, 9)
+
+
 def write_safetensors(path, tensors, meta):
     header, off, blobs = {"__metadata__": meta}, 0, []
     for name, t in tensors:
@@ -216,7 +224,17 @@ def make_case(out, name, c, opt, seed):
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_([Q[n] for n in names], opt["grad_clip"])
         lrs.append(optim.param_groups[0]["lr"])
+        if step in STATE_STEPS:
+            st = lambda n, k: optim.state[Q[n]][k] if Q[n] in optim.state else torch.zeros_like(Q[n])
+            tensors += [(f"adam.{step}.w." + n, Q[n].detach().clone()) for n in names]
+            tensors += [(f"adam.{step}.m." + n, st(n, "exp_avg").clone()) for n in names]
+            tensors += [(f"adam.{step}.v." + n, st(n, "exp_avg_sq").clone()) for n in names]
+            tensors += [(f"adam.{step}.g." + n, Q[n].grad.detach().clone()) for n in names]
         optim.step()
+        if step in STATE_STEPS:
+            tensors += [(f"adam.{step}.next.w." + n, Q[n].detach().clone()) for n in names]
+            tensors += [(f"adam.{step}.next.m." + n, optim.state[Q[n]]["exp_avg"].clone()) for n in names]
+            tensors += [(f"adam.{step}.next.v." + n, optim.state[Q[n]]["exp_avg_sq"].clone()) for n in names]
         sched.step()
         losses.append(float(loss))
         norms.append(float(gn))

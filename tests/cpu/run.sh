@@ -13,25 +13,45 @@ tally() {   # tally NAME OUTPUT-FILE EXIT-STATUS
     pass=$((pass + p)); fail=$((fail + f))
 }
 out=$(mktemp)
-# the committed PyTorch fixtures are what make_fixtures.py writes
+py=${PYTHON:-/usr/bin/python3}   # Debian python3-torch; PYTHON= another with torch + numpy
+# make_fixtures.py is deterministic here (two runs, same bytes) and reproduces the
+# committed fixtures to float64 accuracy (same_fixtures.py says why not to the byte)
 scratch=$(mktemp -d /tmp/cpu-fixtures.XXXXXX)
-same_fixtures() {
-    local f
-    for f in "$here"/fixtures/*.safetensors; do cmp -s "$f" "$scratch/$(basename "$f")" || return 1; done
-}
-if /usr/bin/python3 "$here/make_fixtures.py" "$scratch" >/dev/null 2>&1 && same_fixtures
-then echo "ok   make_fixtures.py reproduces the committed fixtures byte for byte"; pass=$((pass + 1))
-else echo "FAIL make_fixtures.py output differs from tests/cpu/fixtures"; fail=$((fail + 1)); fi
+mkdir "$scratch/a" "$scratch/b"
+if "$py" "$here/make_fixtures.py" "$scratch/a" >/dev/null 2>&1 &&
+   "$py" "$here/make_fixtures.py" "$scratch/b" >/dev/null 2>&1 && diff -r "$scratch/a" "$scratch/b" >/dev/null
+then echo "ok   make_fixtures.py writes the same bytes twice"; pass=$((pass + 1))
+else echo "FAIL make_fixtures.py is not deterministic on this machine"; fail=$((fail + 1)); fi
+"$py" "$here/same_fixtures.py" "$scratch/a" "$here/fixtures" >"$out" 2>&1; rc=$?
+cat "$out"; tally fixtures "$out" $rc
 rm -rf "$scratch"
 scratch=$(mktemp -d /tmp/cpu-model.XXXXXX)
-"$BUILD/tests/cpu/test_model" --export-hf "$scratch" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
+"$BUILD/tests/cpu/test_model" --export-hf "$scratch/a" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
 grep -v '^  \[' "$out"; tally model "$out" $rc
-# the export is deterministic: the committed HF fixtures are exactly what we write
-if diff -r "$scratch" "$here/fixtures/hf" >/dev/null; then echo "ok   HF export bytes equal the committed fixtures"; pass=$((pass + 1))
-else echo "FAIL HF export differs from tests/cpu/fixtures/hf"; fail=$((fail + 1)); fi
-rm -rf "$scratch"
-/usr/bin/python3 "$here/check_hf_load.py" --local "$here/fixtures/hf" >"$out" 2>&1; rc=$?
+# the export is deterministic: twice on this machine, the same bytes
+"$BUILD/tests/cpu/test_model" --export-hf "$scratch/b" "$here"/fixtures/*.safetensors >/dev/null 2>&1
+if diff -r "$scratch/a" "$scratch/b" >/dev/null; then echo "ok   HF export: the same bytes twice"; pass=$((pass + 1))
+else echo "FAIL HF export differs between two runs"; fail=$((fail + 1)); fi
+# ... and matches the committed export (weights to the byte, logits within tolerance)
+"$py" "$here/same_export.py" "$scratch/a" "$here/fixtures/hf" >"$out" 2>&1; rc=$?
+cat "$out"; tally export "$out" $rc
+# the fresh export loads in the hand-written PyTorch model with our logits
+"$py" "$here/check_hf_load.py" --local "$scratch/a" >"$out" 2>&1; rc=$?
 cat "$out"; tally hf-load "$out" $rc
+rm -rf "$scratch"
+# the numerics under every OpenBLAS kernel set this CPU can run (their summation
+# orders differ; the tolerances above must hold for all of them)
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+for core in Prescott Sandybridge Haswell Zen SkylakeX; do
+    case $core in
+        Sandybridge) need=avx ;; Haswell|Zen) need="avx2 fma" ;; SkylakeX) need="avx512f avx512bw avx512vl avx512dq" ;; *) need=pni ;;   # SSE3
+    esac
+    missing=; for f in $need; do [[ " $flags " == *" $f "* ]] || missing+=" $f"; done
+    if [[ -n $missing ]]; then echo "note kernels $core: not run, this CPU lacks$missing"; continue; fi
+    OPENBLAS_CORETYPE=$core "$BUILD/tests/cpu/test_model" "$here"/fixtures/*.safetensors >"$out" 2>&1; rc=$?
+    sed -i "s/^model:/model [$core]:/" "$out"
+    grep -v '^  \[' "$out"; tally "model-$core" "$out" $rc
+done
 scratch=$(mktemp -d /tmp/cpu-formats.XXXXXX)
 "$BUILD/tests/cpu/test_formats" "$scratch" "$here/tiny_plan.json" >"$out" 2>&1; rc=$?
 rm -rf "$scratch"

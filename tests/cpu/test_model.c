@@ -1,6 +1,7 @@
 /* test_model.c — the CPU model against PyTorch fixtures (tests/cpu/make_fixtures.py):
- * logits, loss, every gradient, 10 AdamW steps with accumulation + clipping +
- * schedule, and a finite-difference check of a few gradients.
+ * logits, loss, every gradient, AdamW steps with accumulation + clipping + schedule
+ * (each recorded step alone, and ten in a row), and a finite-difference check of a
+ * few gradients. Tolerances: see "Error analysis" below.
  * Usage: test_model [--export-hf DIR] FIXTURE.safetensors... ; prints "N passed, N failed".
  * --export-hf DIR: also export each fixture's initial weights as a HF model
  * DIR/CASE/ and write our logits for one document to DIR/CASE.logits.safetensors
@@ -20,7 +21,7 @@ static int passed, failed;
 
 static void check(int ok, const char *what, const char *fixture)
 {
-    if (ok) passed++;
+    if (ok) { passed++; if (getenv("VERBOSE_OK")) printf("ok   %s: %s\n", fixture, what); }
     else { failed++; printf("FAIL %s: %s\n", fixture, what); }
 }
 
@@ -121,6 +122,190 @@ static void export_hf(const char *path, Model *m, const OwnedBatch *A)
     model_acts_free(acts);
 }
 
+/* Error analysis behind the tolerances (u = 2^-24, fp32 unit roundoff).
+ *
+ * Forward and backward are fp32 GEMMs whose summation order depends on OpenBLAS's
+ * kernel set (Prescott, Haswell, Zen, SkylakeX differ in blocking and FMA use). A dot
+ * product of length K in any order errs by at most gamma_K = K u / (1 - K u) times
+ * the sum of |terms| (Higham, Accuracy and Stability, Thm 3.1); here K <= 40, so
+ * 2.4e-6 per product, and rounding errors of random sign grow like sqrt(K) u
+ * (Higham & Mary 2019), 4e-7. A value of these 2-layer models passes through about a
+ * dozen such products, norms and softmaxes of modest condition, hence the
+ * comparisons against the float64 reference: logits and gradients within
+ * rel 1e-4 + abs 1e-5 (abs for elements that cancel to near zero), the mean loss
+ * within 2e-5 (about 1e-5 relative at losses near 2).
+ *
+ * Adam is not a smooth function of its gradient where the gradient is near zero:
+ * m/sqrt(v) turns a rounding-sized gradient into a step of size up to lr. So ten
+ * steps of two fp32 implementations (or of one with two kernel sets) diverge in such
+ * elements by up to 2 lr per step, and no elementwise tolerance on a trajectory can be
+ * both tight and safe. Hence the split: each recorded step is replayed from torch's
+ * state with torch's gradient, where the update is well conditioned (relative errors
+ * in m, v and g stay relative in m/sqrt(v)) and bounded per element below; our
+ * gradient at torch's weights is compared as any gradient is; and the trajectory of
+ * ten steps of our own is held to the bound Adam itself guarantees. */
+#define U 0x1p-24
+
+static const int state_steps[] = {1, 9};   /* make_fixtures.py STATE_STEPS */
+
+typedef struct {
+    Model *m;
+    ModelActs *acts;
+    const Batch *A, *B;
+    StModel *st;
+    AdamW *opt;
+    const LrSchedule *sch;
+    double clip;
+    const char *path;
+} Ctx;
+
+/* dst[offset of each parameter] = fixture tensor PREFIX.NAME */
+static void read_flat(StModel *st, const Model *m, const char *prefix, float *dst)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        char name[160];
+        size_t n;
+        snprintf(name, sizeof name, "%s.%s", prefix, m->params[i].name);
+        float *t = read_tensor(st, name, &n);
+        if (n != m->params[i].numel) { fprintf(stderr, "%s: %zu elements\n", name, n); exit(2); }
+        memcpy(dst + m->params[i].offset, t, n * sizeof(float));
+        free(t);
+    }
+}
+
+/* One optimizer step's gradient: micro-batches A and B accumulated, divided by all
+ * label tokens (HF), pre-clip norm into *gn, clipped. Returns the mean loss. */
+static double accumulate(Ctx *c, float *acc, double *gn)
+{
+    int64_t ca, cb;
+    double sa = model_forward(c->m, c->acts, c->A, &ca);
+    model_backward(c->m, c->acts, c->A, 1.0f);
+    memcpy(acc, c->m->g, c->m->n_floats * sizeof(float));
+    double sb = model_forward(c->m, c->acts, c->B, &cb);
+    model_backward(c->m, c->acts, c->B, 1.0f);
+    float inv = (float)(1.0 / (double)(ca + cb));
+    for (size_t i = 0; i < c->m->n_floats; i++) acc[i] = (acc[i] + c->m->g[i]) * inv;
+    *gn = grad_global_norm(acc, c->m->n_floats);
+    grad_clip(acc, c->m->n_floats, *gn, c->clip);
+    return (sa + sb) / (double)(ca + cb);
+}
+
+/* Step S alone: loss, norm and clipped gradient of ours at torch's weights, then
+ * adamw_step on torch's (w, m, v, g) against torch's result, each element within its
+ * own rounding bound. For m' = b1 m + (1-b1) g and v' = b2 v + (1-b2) g^2 the inputs
+ * are rounded (u each), each product and sum adds u, and 1 - b in fp32 carries b's
+ * rounding relative to 1 - b: b u / (1 - b). Then d = sqrt(v'/bc2) + eps, r = m'/d,
+ * w' = w (1 - lr wd) - (lr/bc1) r; the bound is twice the first-order sum. */
+static void adam_step_alone(Ctx *c, int s, double ref_loss, double ref_gn, float *acc)
+{
+    Model *m = c->m;
+    AdamW *o = c->opt;
+    size_t n = m->n_floats;
+    char pre[64], what[256];
+    float *g = malloc(n * sizeof(float)), *w1 = malloc(n * sizeof(float)), *m1 = malloc(n * sizeof(float)),
+          *v1 = malloc(n * sizeof(float)), *w0 = malloc(n * sizeof(float));
+    snprintf(pre, sizeof pre, "adam.%d.w", s); read_flat(c->st, m, pre, m->w);
+    snprintf(pre, sizeof pre, "adam.%d.m", s); read_flat(c->st, m, pre, o->m);
+    snprintf(pre, sizeof pre, "adam.%d.v", s); read_flat(c->st, m, pre, o->v);
+    snprintf(pre, sizeof pre, "adam.%d.g", s); read_flat(c->st, m, pre, g);
+    snprintf(pre, sizeof pre, "adam.%d.next.w", s); read_flat(c->st, m, pre, w1);
+    snprintf(pre, sizeof pre, "adam.%d.next.m", s); read_flat(c->st, m, pre, m1);
+    snprintf(pre, sizeof pre, "adam.%d.next.v", s); read_flat(c->st, m, pre, v1);
+    memcpy(w0, m->w, n * sizeof(float));
+
+    double gn, loss = accumulate(c, acc, &gn), worst;
+    snprintf(what, sizeof what, "step %d at torch's weights: loss %.7f vs %.7f", s, loss, ref_loss);
+    check(fabs(loss - ref_loss) <= 2e-5, what, c->path);
+    snprintf(what, sizeof what, "step %d at torch's weights: grad norm %.7g vs %.7g", s, gn, ref_gn);
+    check(fabs(gn - ref_gn) <= 1e-4 * ref_gn + 1e-6, what, c->path);
+    int ok = close_all(acc, g, n, 1e-4, 1e-5, &worst);
+    snprintf(what, sizeof what, "step %d: clipped accumulated gradient within rel 1e-4 / abs 1e-5 (worst %.3g)", s, worst);
+    check(ok, what, c->path);
+
+    /* the step itself, from torch's gradient */
+    double lr = lr_at(c->sch, s), b1 = o->beta1, b2 = o->beta2;
+    o->t = s;
+    double bc1 = 1 - pow(b1, s + 1), bc2 = 1 - pow(b2, s + 1);
+    float *mm = malloc(n * sizeof(float)), *vv = malloc(n * sizeof(float));
+    memcpy(mm, o->m, n * sizeof(float));
+    memcpy(vv, o->v, n * sizeof(float));
+    adamw_step(o, m->params, m->n_params, m->w, g, lr);
+    double wm = 0, mmw = 0, vmw = 0;
+    int wok = 1, mok = 1, vok = 1;
+    for (int p = 0; p < m->n_params; p++) {
+        double wd = m->params[p].decay ? o->weight_decay : 0;
+        for (size_t k = m->params[p].offset; k < m->params[p].offset + m->params[p].numel; k++) {
+            double gk = fabs(g[k]), mk = fabs(mm[k]), vk = vv[k];
+            double em = b1 * mk * 2 * U + (1 - b1) * gk * (2 * U + b1 * U / (1 - b1)) + U * fabs(m1[k]);
+            double ev = b2 * vk * 2 * U + (1 - b2) * gk * gk * (3 * U + b2 * U / (1 - b2)) + U * v1[k];
+            double d = sqrt(v1[k] / bc2) + o->eps, r = fabs(m1[k]) / d;
+            double ed = sqrt(v1[k] / bc2) * (v1[k] > 0 ? ev / v1[k] / 2 : 0) + d * 4 * U;
+            double er = em / d + r * (ed / d + U);
+            double ew = fabs(w0[k]) * 3 * U * (1 + lr * wd) + lr / bc1 * (er + 2 * U * r) + U * fabs(w1[k]);
+            double dw = fabs((double)m->w[k] - w1[k]) / (2 * ew + 1e-30);
+            double dm = fabs((double)o->m[k] - m1[k]) / (2 * em + 1e-30);
+            double dv = fabs((double)o->v[k] - v1[k]) / (2 * ev + 1e-30);
+            if (!(dw <= 1)) wok = 0;
+            if (!(dm <= 1)) mok = 0;
+            if (!(dv <= 1)) vok = 0;
+            if (dw > wm) wm = dw;
+            if (dm > mmw) mmw = dm;
+            if (dv > vmw) vmw = dv;
+        }
+    }
+    snprintf(what, sizeof what, "step %d alone: weights within their rounding bound (worst %.3g of it)", s, wm);
+    check(wok, what, c->path);
+    snprintf(what, sizeof what, "step %d alone: first moment within its rounding bound (worst %.3g of it)", s, mmw);
+    check(mok, what, c->path);
+    snprintf(what, sizeof what, "step %d alone: second moment within its rounding bound (worst %.3g of it)", s, vmw);
+    check(vok, what, c->path);
+    check(o->t == s + 1, "adamw_step counts the step (bias correction)", c->path);
+    free(g); free(w1); free(m1); free(v1); free(w0); free(mm); free(vv);
+}
+
+/* Adam's own bound on |m^/sqrt(v^)| after t steps, by Cauchy-Schwarz over the
+ * gradient history: m^ = sum a_k g_k, v^ = sum b_k g_k^2, so |m^|/sqrt(v^) <=
+ * sqrt(sum a_k^2 / b_k). */
+static double adam_ratio_bound(double b1, double b2, int t)
+{
+    double s = 0;
+    for (int k = 1; k <= t; k++) {
+        double a = (1 - b1) * pow(b1, t - k) / (1 - pow(b1, t)), b = (1 - b2) * pow(b2, t - k) / (1 - pow(b2, t));
+        s += a * a / b;
+    }
+    return sqrt(s);
+}
+
+/* Ten steps of our own from torch's initial weights. Each step moves an element by
+ * at most lr * bound (decay only shrinks differences), so ours and torch's can differ
+ * by at most sum 2 lr_s bound_s; anything beyond is a wrong step, not rounding. */
+static void adam_trajectory(Ctx *c, float *acc)
+{
+    Model *m = c->m;
+    AdamW *o = c->opt;
+    size_t n = m->n_floats;
+    char what[256];
+    read_flat(c->st, m, "w", m->w);
+    memset(o->m, 0, n * sizeof(float));
+    memset(o->v, 0, n * sizeof(float));
+    o->t = 0;
+    double limit = 1e-6;
+    for (int s = 0; s < c->sch->total_steps; s++) {
+        double gn, lr = lr_at(c->sch, s);
+        accumulate(c, acc, &gn);
+        adamw_step(o, m->params, m->n_params, m->w, acc, lr);
+        limit += 2 * lr * adam_ratio_bound(o->beta1, o->beta2, s + 1);
+    }
+    float *w = malloc(n * sizeof(float));
+    read_flat(c->st, m, "adam.w", w);
+    double far = 0;
+    for (size_t k = 0; k < n; k++) if (fabs((double)m->w[k] - w[k]) > far) far = fabs((double)m->w[k] - w[k]);
+    snprintf(what, sizeof what, "after %d AdamW steps of our own: max abs diff %.3g within Adam's bound %.3g",
+             (int)c->sch->total_steps, far, limit);
+    check(far <= limit, what, c->path);
+    free(w);
+}
+
 static void run_fixture(const char *path)
 {
     StModel st;
@@ -202,55 +387,24 @@ static void run_fixture(const char *path)
     }
     free(g0);
 
-    /* 10 AdamW steps: accumulate A and B, divide by all label tokens, clip, schedule */
-    LrSchedule sch = {LR_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
-                      (int64_t)jnum(oj, "steps")};
+    /* AdamW: each recorded step alone from torch's state, then the whole trajectory */
     AdamW opt;
     adamw_init(&opt, m.n_floats, jnum(oj, "beta1"), jnum(oj, "beta2"), jnum(oj, "eps"), jnum(oj, "weight_decay"));
+    LrSchedule sch = {LR_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
+                      (int64_t)jnum(oj, "steps")};
     float *ref_lr = read_tensor(&st, "adam.lr", NULL), *ref_l = read_tensor(&st, "adam.loss", NULL);
     float *ref_gn = read_tensor(&st, "adam.grad_norm", NULL);
     float *acc = malloc(m.n_floats * sizeof(float));
-    int steps = (int)sch.total_steps, sched_ok = 1, loss_ok = 1, gn_ok = 1;
+    int steps = (int)sch.total_steps, sched_ok = 1;
     for (int s = 0; s < steps; s++) {
-        int64_t ca, cb;
-        double sa = model_forward(&m, acts, &A.b, &ca);
-        model_backward(&m, acts, &A.b, 1.0f);
-        memcpy(acc, m.g, m.n_floats * sizeof(float));
-        double sb = model_forward(&m, acts, &B.b, &cb);
-        model_backward(&m, acts, &B.b, 1.0f);
-        float inv = (float)(1.0 / (double)(ca + cb));
-        for (size_t i = 0; i < m.n_floats; i++) acc[i] = (acc[i] + m.g[i]) * inv;
-        double gn = grad_global_norm(acc, m.n_floats);
-        grad_clip(acc, m.n_floats, gn, jnum(oj, "grad_clip"));
         double lr = lr_at(&sch, s);
         if (fabs(lr - ref_lr[s]) > 1e-9 + 1e-6 * ref_lr[s]) sched_ok = 0;
-        if (fabs((sa + sb) / (ca + cb) - ref_l[s]) > 2e-5) loss_ok = 0;
-        if (fabs(gn - ref_gn[s]) > 1e-4 * ref_gn[s] + 1e-6) gn_ok = 0;
-        adamw_step(&opt, m.params, m.n_params, m.w, acc, lr);
     }
     check(sched_ok, "learning-rate schedule matches LambdaLR (warmup + cosine with min_lr)", path);
-    check(loss_ok, "loss of each AdamW step within 2e-5", path);
-    check(gn_ok, "pre-clip gradient norm of each step within rel 1e-4", path);
-    for (int i = 0; i < m.n_params; i++) {
-        char name[128];
-        snprintf(name, sizeof name, "adam.w.%s", m.params[i].name);
-        float *w = read_tensor(&st, name, NULL);
-        /* Adam's m/sqrt(v) amplifies fp32 rounding where a gradient is near zero, so a
-         * few elements may drift further: all within abs 1e-3 (a tenth of one lr step),
-         * and at least 99.5% within rel 1e-4 / abs 2e-5. */
-        size_t n = m.params[i].numel, off_tol = 0;
-        double far = 0;
-        for (size_t k = 0; k < n; k++) {
-            double d = fabs((double)m.w[m.params[i].offset + k] - w[k]);
-            if (d > 2e-5 + 1e-4 * fabs(w[k])) off_tol++;
-            if (d > far) far = d;
-        }
-        ok = far <= 1e-3 && off_tol * 200 <= n;
-        snprintf(what, sizeof what, "after 10 AdamW steps %s: %zu of %zu outside rel 1e-4 / abs 2e-5, max abs diff %.3g",
-                 m.params[i].name, off_tol, n, far);
-        check(ok, what, path);
-        free(w);
-    }
+    Ctx cx = {&m, acts, &A.b, &B.b, &st, &opt, &sch, jnum(oj, "grad_clip"), path};
+    for (size_t k = 0; k < sizeof state_steps / sizeof state_steps[0]; k++)
+        adam_step_alone(&cx, state_steps[k], ref_l[state_steps[k]], ref_gn[state_steps[k]], acc);
+    adam_trajectory(&cx, acc);
     free(acc); free(ref_lr); free(ref_l); free(ref_gn); free(ref_logits); free(ref_loss);
     adamw_free(&opt);
     model_acts_free(acts);
