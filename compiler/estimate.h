@@ -115,4 +115,10 @@ bool estimate_llmc_cuda_flash(const PlanModel *m, int context);
 const char *estimate_token_source_name(TokenSource s);
 const char *estimate_attention_name(const PlanTrain *t, const Estimate *e);
 
+/* Seconds before the time limit at which a multi-segment llmc run is told to
+ * checkpoint and stop (--signal=USR2@T): two steps plus five minutes, at most a
+ * quarter of the limit and an hour, never below 60 (Slurm may signal up to 60 s
+ * early). report_time refuses a limit that this lead would swallow. */
+int estimate_stop_signal_seconds(const PlanJob *job, const Estimate *e);
+
 #endif
