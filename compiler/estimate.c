@@ -734,17 +734,6 @@ static int report_memory(const PlanJob *job, const Estimate *e, Diags *d)
     return 0;
 }
 
-int estimate_stop_signal_seconds(const PlanJob *job, const Estimate *e)
-{
-    double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
-    double lead = 300 + ceil(2 * step);
-    double cap = job->time_seconds / 4;
-    if (cap > 3600) cap = 3600;
-    if (lead > cap) lead = cap;
-    if (lead < 60) lead = 60;
-    return (int)lead;
-}
-
 /* A run in several segments stops each one at the signal: the lead must leave
  * time to train (an error when it takes the whole limit), and should leave most
  * of it (a warning past a quarter). */
