@@ -469,6 +469,11 @@ static bool get_size(Checker *c, const Entry *e, uint64_t *out)
         diag_error(c->d, e->value->at, "'%s' is out of range", e->key);
         return false;
     }
+    if (fabs(x - (double)llround(x)) > 1e-6 * (x > 1 ? x : 1)) {   /* "1.5 B"; "0.1 KB" is 100 bytes */
+        diag_error(c->d, e->value->at, "'%s' must be a whole number of bytes, found %s", e->key,
+                   value_desc(c, e->value));
+        return false;
+    }
     *out = (uint64_t)llround(x);
     return true;
 }
