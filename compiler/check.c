@@ -8,6 +8,7 @@
  */
 #include "frontend.h"
 #include "hostlist.h"
+#include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
 
 #include <ctype.h>
 #include <math.h>
@@ -291,6 +292,52 @@ static bool get_number(Checker *c, const Entry *e, double min, bool min_open, do
     return true;
 }
 
+/* ---- limits of the contract (contract/plan_limits.h) ---- */
+
+static const char *bound_text(Checker *c, const PlanLimit *l, double b)
+{
+    return l->kind == PLAN_INT || (b == floor(b) && fabs(b) < 1e16) ? arena_printf(c->a, "%.0f", b)
+                                                                       : arena_printf(c->a, "%g", b);
+}
+
+/* A value the plan derives or converts (a percentage, a beta of a list, a
+ * product) against its row; `what` names it in the message. */
+static bool within(Checker *c, SrcRange at, const char *what, PlanLimitId id, double x, const char *shown)
+{
+    const PlanLimit *l = plan_limit(id);
+    int why = plan_limit_violation(l, x);
+    if (!why) return true;
+    if (why == 1) diag_error(c->d, at, "'%s' is out of range", what);
+    else if (why == 2) diag_error(c->d, at, "'%s' must be an integer, found %s", what, shown);
+    else diag_error(c->d, at, "'%s' must be %s %s, found %s", what, plan_limit_bound_word(l, why),
+                    bound_text(c, l, why == 3 ? l->min : l->max), shown);
+    return false;
+}
+
+static bool get_int_lim(Checker *c, const Entry *e, PlanLimitId id, int64_t *out)
+{
+    const PlanLimit *l = plan_limit(id);
+    return get_int(c, e, (int64_t)l->min, (int64_t)l->max, out);
+}
+
+static bool get_int32_lim(Checker *c, const Entry *e, PlanLimitId id, int *out)
+{
+    int64_t v;
+    if (!get_int_lim(c, e, id, &v)) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool get_number_lim(Checker *c, const Entry *e, PlanLimitId id, double *out)
+{
+    const PlanLimit *l = plan_limit(id);
+    double x;
+    if (!get_number(c, e, l->min, (l->flags & PLAN_MIN_OPEN) != 0, l->max, &x)) return false;
+    if (!within(c, e->value->terms[0]->at, e->key, id, x, e->value->terms[0]->text)) return false;
+    *out = x;
+    return true;
+}
+
 static bool get_string(Checker *c, const Entry *e, const char **out)
 {
     if (!want_terms(c, e, 1, "a string")) return false;
@@ -420,6 +467,11 @@ static bool get_size(Checker *c, const Entry *e, uint64_t *out)
     if (!get_quantity(c, e, size_units, NUNITS(size_units), "a size", "64 GiB", &x)) return false;
     if (x > 1.8e19) {
         diag_error(c->d, e->value->at, "'%s' is out of range", e->key);
+        return false;
+    }
+    if (fabs(x - (double)llround(x)) > 1e-6 * (x > 1 ? x : 1)) {   /* "1.5 B"; "0.1 KB" is 100 bytes */
+        diag_error(c->d, e->value->at, "'%s' must be a whole number of bytes, found %s", e->key,
+                   value_desc(c, e->value));
         return false;
     }
     *out = (uint64_t)llround(x);
@@ -694,28 +746,28 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
 
-    struct { const char *key; int *out; SrcRange *at; int max; const char *ex; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, 1000, "80"},
-        {"hidden", &m->hidden, &m->hidden_at, 1 << 20, "8192"},
-        {"heads", &m->heads, &m->heads_at, 4096, "64"},
-        {"ffn", &m->ffn, &m->ffn_at, 1 << 22, "29568"},
-        {"vocab", &m->vocab, &m->vocab_at, 1 << 24, "152064"},
-        {"max_context", &m->max_context, &m->max_context_at, 1 << 24, "32768"},
+    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; } ints[] = {
+        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80"},
+        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192"},
+        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64"},
+        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568"},
+        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064"},
+        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768"},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((e = require(c, &s, ints[i].key, ints[i].ex))) {
             *ints[i].at = e->at;
-            get_int32(c, e, 1, ints[i].max, ints[i].out);
+            get_int32_lim(c, e, ints[i].lim, ints[i].out);
         }
-    if ((e = find(&s, "kv_heads"))) { m->kv_heads_at = e->at; get_int32(c, e, 1, 4096, &m->kv_heads); }
+    if ((e = find(&s, "kv_heads"))) { m->kv_heads_at = e->at; get_int32_lim(c, e, PL_MODEL_KV_HEADS, &m->kv_heads); }
     else { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
     bool head_dim_set = false;
-    if ((e = find(&s, "head_dim"))) { m->head_dim_at = e->at; head_dim_set = get_int32(c, e, 1, 4096, &m->head_dim); }
+    if ((e = find(&s, "head_dim"))) { m->head_dim_at = e->at; head_dim_set = get_int32_lim(c, e, PL_MODEL_HEAD_DIM, &m->head_dim); }
 
     m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
     m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
-    if ((e = find(&s, "rope_theta"))) get_number(c, e, 0, true, 1e12, &m->rope_theta);
-    if ((e = find(&s, "rms_eps"))) get_number(c, e, 0, true, 1, &m->rms_eps);
+    if ((e = find(&s, "rope_theta"))) get_number_lim(c, e, PL_MODEL_ROPE_THETA, &m->rope_theta);
+    if ((e = find(&s, "rms_eps"))) get_number_lim(c, e, PL_MODEL_RMS_EPS, &m->rms_eps);
     if ((e = find(&s, "tie_embeddings"))) get_bool(c, e, &m->tie_embeddings);
     m->qkv_bias = m->arch == ARCH_QWEN2;
     m->qk_norm = m->arch == ARCH_QWEN3;
@@ -735,7 +787,8 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
             if (m->hidden % m->heads != 0) {
                 Diag *g = diag_error(c->d, m->hidden_at, "hidden (%d) must be divisible by heads (%d)", m->hidden, m->heads);
                 diag_help(g, "or set head_dim explicitly (qwen3)");
-            } else {
+            } else if (within(c, m->hidden_at, "head_dim", PL_MODEL_HEAD_DIM, m->hidden / m->heads,
+                              arena_printf(c->a, "hidden / heads = %d", m->hidden / m->heads))) {
                 m->head_dim = m->hidden / m->heads;
                 m->head_dim_at = m->hidden_at;
             }
@@ -772,6 +825,12 @@ static void get_string_table(Checker *c, const Item *it, const Entry *e, const c
         const char *str;
         if (!x || !get_string(c, x, &str)) continue;
         if (!str[0]) { diag_error(c->d, x->value->at, "'%s' must not be empty", x->key); continue; }
+        long cc = plan_control_char_at(str);
+        if (cc >= 0) {
+            Diag *g = diag_error(c->d, x->value->at, "'%s' contains a control character (byte 0x%02x at offset %ld)",
+                                 x->key, (unsigned char)str[cc], cc);
+            diag_note(g, "names of columns and tags reach dataset_info.json, the trainer's messages and terminals");
+        }   /* kept: the rules below need not also call it missing */
         *slots[k] = str;
     }
 }
@@ -812,9 +871,14 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
     Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
     if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, column_keys, NUNITS(column_keys), col_slots); }
     if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, tag_keys, NUNITS(tag_keys), tag_slots); }
-    if ((e = find(&s, "samples"))) { ds->samples_at = e->at; get_int(c, e, 1, INT64_MAX, &ds->samples); }
-    if ((e = find(&s, "size"))) { ds->size_at = e->at; get_size(c, e, &ds->size_bytes); }
-    if ((e = find(&s, "tokens"))) { ds->tokens_at = e->at; get_int(c, e, 1, INT64_MAX, &ds->tokens); }
+    if ((e = find(&s, "samples"))) { ds->samples_at = e->at; get_int_lim(c, e, PL_DATASET_SAMPLES, &ds->samples); }
+    if ((e = find(&s, "size")) && get_size(c, e, &ds->size_bytes)) {
+        ds->size_at = e->at;
+        if (!within(c, e->value->at, "size", PL_DATASET_SIZE, (double)ds->size_bytes,
+                    arena_printf(c->a, "%llu bytes", (unsigned long long)ds->size_bytes)))
+            ds->size_bytes = 0;
+    }
+    if ((e = find(&s, "tokens"))) { ds->tokens_at = e->at; get_int_lim(c, e, PL_DATASET_TOKENS, &ds->tokens); }
     report_missing(c, &s);
 
     if (!format_ok) return;
@@ -939,10 +1003,10 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     t->template_ = TEMPLATE_NONE;
     Entry *tmpl = find(&s, "template");
     if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, 3, &v)) t->template_ = (ChatTemplate)v; }
-    if ((e = require(c, &s, "context", "4096"))) { t->context_at = e->at; get_int32(c, e, 1, 1 << 24, &t->context); }
+    if ((e = require(c, &s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
     t->epochs = 1.0;
-    if ((e = find(&s, "epochs"))) { t->epochs_at = e->at; get_number(c, e, 0, true, 1e6, &t->epochs); }
-    if ((e = find(&s, "max_steps"))) { t->max_steps_at = e->at; get_int(c, e, 1, INT64_MAX / 2, &t->max_steps); }
+    if ((e = find(&s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
+    if ((e = find(&s, "max_steps"))) { t->max_steps_at = e->at; get_int_lim(c, e, PL_TRAIN_MAX_STEPS, &t->max_steps); }
     if ((e = require(c, &s, "batch", "4 per gpu")) && e->value) {
         t->batch_at = e->at;
         const Value *bv = e->value;
@@ -953,8 +1017,10 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
                 Diag *g = diag_error(c->d, unit->at, "'batch' is counted per gpu, found 'per %s'", unit->text);
                 diag_note(g, "on CPU-only clusters 'per gpu' means per trainer process");
             } else if (want_terms(c, e, 3, "a count per gpu")) {
-                if (bv->terms[0]->ival < 1 || bv->terms[0]->ival > 65536)
-                    diag_error(c->d, bv->terms[0]->at, "'batch' must be between 1 and 65536 per gpu, found %s", bv->terms[0]->text);
+                const PlanLimit *l = plan_limit(PL_TRAIN_MICRO_BATCH);
+                if (bv->terms[0]->overflow || plan_limit_violation(l, (double)bv->terms[0]->ival))
+                    diag_error(c->d, bv->terms[0]->at, "'batch' must be between %.0f and %.0f per gpu, found %s",
+                               l->min, l->max, bv->terms[0]->text);
                 else
                     t->micro_batch = (int)bv->terms[0]->ival;
             }
@@ -964,20 +1030,22 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         }
     }
     t->grad_accum = 1;
-    if ((e = find(&s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32(c, e, 1, 1 << 20, &t->grad_accum); }
-    if ((e = require(c, &s, "lr", "1e-5"))) { t->lr_at = e->at; get_number(c, e, 0, true, 1, &t->lr); }
-    if ((e = find(&s, "min_lr")) && get_number(c, e, 0, false, 1, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
+    if ((e = find(&s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32_lim(c, e, PL_TRAIN_GRAD_ACCUM, &t->grad_accum); }
+    if ((e = require(c, &s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
+    if ((e = find(&s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
         diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
     if ((e = find(&s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
     if ((e = find(&s, "warmup")) && e->value) {
         t->warmup_at = e->at;
         const Value *wv = e->value;
-        if (is_percent(wv)) get_percent(c, e, 100, &t->warmup_ratio);
+        if (is_percent(wv)) get_percent(c, e, plan_limit(PL_TRAIN_WARMUP_RATIO)->max * 100, &t->warmup_ratio);
         else if (is_count_of(wv, "steps")) {
             if (wv->terms[0]->ival < 0) diag_error(c->d, wv->at, "'warmup' must not be negative");
-            else t->warmup_steps = wv->terms[0]->ival;
+            else if (within(c, wv->terms[0]->at, "warmup", PL_TRAIN_WARMUP_STEPS,
+                            wv->terms[0]->overflow ? INFINITY : (double)wv->terms[0]->ival, wv->terms[0]->text))
+                t->warmup_steps = wv->terms[0]->ival;
         } else if (wv->nterms == 1 && wv->terms[0]->kind == TERM_INT) {
-            get_int(c, e, 0, INT64_MAX / 2, &t->warmup_steps);
+            get_int_lim(c, e, PL_TRAIN_WARMUP_STEPS, &t->warmup_steps);
         } else {
             Diag *g = diag_error(c->d, wv->at, "'warmup' must be a percentage of the steps or a step count, found %s", value_desc(c, wv));
             diag_help(g, "for example: warmup = 3%% or warmup = 100 steps");
@@ -991,7 +1059,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     t->adam_eps = 1e-8;
     t->grad_clip = 1.0;
     t->seed = 42;
-    if ((e = find(&s, "weight_decay"))) get_number(c, e, 0, false, 10, &t->weight_decay);
+    if ((e = find(&s, "weight_decay"))) get_number_lim(c, e, PL_TRAIN_WEIGHT_DECAY, &t->weight_decay);
     if ((e = find(&s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
         const Term *x = e->value->terms[0];
         if (x->kind != TERM_LIST || x->nitems != 2 || x->items[0]->nterms != 1 || x->items[1]->nterms != 1 ||
@@ -1000,15 +1068,27 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             diag_help(g, "for example: betas = [0.9, 0.95]");
         } else {
             double b1 = x->items[0]->terms[0]->fval, b2 = x->items[1]->terms[0]->fval;
-            if (b1 < 0 || b1 >= 1) diag_error(c->d, x->items[0]->at, "beta1 must be in [0, 1), found %g", b1);
-            else if (b2 < 0 || b2 >= 1) diag_error(c->d, x->items[1]->at, "beta2 must be in [0, 1), found %g", b2);
-            else { t->beta1 = b1; t->beta2 = b2; }
+            const Term *t1 = x->items[0]->terms[0], *t2 = x->items[1]->terms[0];
+            if (within(c, t1->at, "beta1", PL_TRAIN_BETA1, t1->overflow ? INFINITY : b1, t1->text) &&
+                within(c, t2->at, "beta2", PL_TRAIN_BETA2, t2->overflow ? INFINITY : b2, t2->text)) {
+                t->beta1 = b1;
+                t->beta2 = b2;
+            }
         }
     }
-    if ((e = find(&s, "eps"))) get_number(c, e, 0, true, 1, &t->adam_eps);
-    if ((e = find(&s, "grad_clip"))) get_number(c, e, 0, false, 1e6, &t->grad_clip);
+    if ((e = find(&s, "eps"))) get_number_lim(c, e, PL_TRAIN_EPS, &t->adam_eps);
+    if ((e = find(&s, "grad_clip"))) get_number_lim(c, e, PL_TRAIN_GRAD_CLIP, &t->grad_clip);
     int64_t seed;
-    if ((e = find(&s, "seed")) && get_int(c, e, 0, INT64_MAX, &seed)) t->seed = (uint64_t)seed;
+    if ((e = find(&s, "seed"))) {
+        const Term *st = e->value && e->value->nterms == 1 ? e->value->terms[0] : NULL;
+        const PlanLimit *l = plan_limit(PL_TRAIN_SEED);
+        if (st && st->kind == TERM_INT && (st->overflow || (double)st->ival > l->max)) {
+            Diag *g = diag_error(c->d, st->at, "'seed' must be at most %.0f, found %s", l->max, st->text);
+            diag_note(g, "plan.json numbers are read as doubles, exact up to 2^53 - 1; a larger seed would change");
+        } else if (get_int_lim(c, e, PL_TRAIN_SEED, &seed)) {
+            t->seed = (uint64_t)seed;
+        }
+    }
     if ((e = find(&s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
     if ((e = find(&s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
     if ((e = find(&s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
@@ -1035,12 +1115,17 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     if ((e = find(&s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;
         if (is_count_of(e->value, "steps")) {
-            if (e->value->terms[0]->ival < 1) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
-            else { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
+            const Term *n = e->value->terms[0];
+            if (n->ival < 1 && !n->overflow) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
+            else if (within(c, n->at, "checkpoint_every", PL_CKPT_EVERY_STEPS, n->overflow ? INFINITY : (double)n->ival, n->text)) { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
         } else {
             double secs;
             if (get_duration(c, e, &secs)) {
-                if (secs < 60) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 min");
+                const PlanLimit *l = plan_limit(PL_CKPT_EVERY_SECONDS);
+                if (plan_limit_violation(l, secs) == 3)
+                    diag_error(c->d, e->value->at, "'checkpoint_every' must be at least %g min", l->min / 60);
+                else if (plan_limit_violation(l, secs))
+                    diag_error(c->d, e->value->at, "'checkpoint_every' must be at most %g d", l->max / 86400);
                 else t->checkpoint_every_seconds = secs;
             }
         }
@@ -1048,7 +1133,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         want_terms(c, e, 1, "a duration or a step count");
     }
     t->checkpoint_keep = 2;
-    if ((e = find(&s, "checkpoint_keep"))) get_int32(c, e, 1, 1000, &t->checkpoint_keep);
+    if ((e = find(&s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
     report_missing(c, &s);
 
     /* Cross-field rules of the run itself. */
@@ -1087,6 +1172,15 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             Diag *g = diag_error(c->d, at, "sft needs conversations, but dataset '%s' is text", ds->name);
             diag_help(g, "use an alpaca or sharegpt dataset, or stage = pt");
         }
+    }
+    /* The llmc trainer reads JSON and JSON Lines (runtime/records.c), no Parquet. */
+    for (int i = 0; i < t->ndata; i++) {
+        const PlanDataset *ds = t->data[i];
+        if (t->backend != BACKEND_LLMC || !ds->file || plan_llmc_reads_dataset(ds->file)) continue;
+        Diag *g = diag_error(c->d, ds->file_at, "dataset '%s' is a Parquet file, which the llmc trainer cannot read",
+                             ds->name);
+        diag_note(g, "run '%s' uses backend = llmc%s", t->name, t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "convert it to JSON Lines (.jsonl), or set backend = llamafactory in run '%s'", t->name);
     }
     if (t->max_steps > 0 && t->epochs_at.start.file)
         diag_warning(c->d, t->epochs_at, "epochs is ignored: max_steps is set and decides the length of run '%s'", t->name);
@@ -1203,6 +1297,15 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {
         int64_t world = (int64_t)j->nodes * j->tasks_per_node;
         int64_t global = world * t->micro_batch * t->grad_accum;
+        const PlanLimit *gl = plan_limit(PL_TRAIN_GLOBAL_BATCH);
+        if (within(c, j->nodes_at, "world size", PL_PARALLEL_WORLD, (double)world,
+                   arena_printf(c->a, "%lld processes (%d nodes x %d)", (long long)world, j->nodes, j->tasks_per_node)) &&
+            plan_limit_violation(gl, (double)global)) {
+            Diag *g = diag_error(c->d, j->nodes_at, "global batch of %lld sequences is more than %.0f",
+                                 (long long)global, gl->max);
+            diag_note(g, "global batch = batch %d per gpu x grad_accum %d x %lld processes (%d nodes x %d)",
+                      t->micro_batch, t->grad_accum, (long long)world, j->nodes, j->tasks_per_node);
+        }
         int64_t samples = 0;
         bool known = t->ndata > 0;
         for (int i = 0; i < t->ndata; i++) {

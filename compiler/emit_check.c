@@ -36,16 +36,7 @@ void job_layout(const PlanJob *job, JobLayout *L)
 
 int stop_signal_lead_seconds(const JobLayout *L, const Estimate *e)
 {
-    /* Time to finish the step in flight and write the checkpoint: two steps
-     * plus five minutes, at most a quarter of the limit and at most an hour.
-     * Slurm may deliver the signal up to 60 s early, so never below 60. */
-    double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
-    double lead = 300 + ceil(2 * step);
-    double cap = L->job->time_seconds / 4;
-    if (cap > 3600) cap = 3600;
-    if (lead > cap) lead = cap;
-    if (lead < 60) lead = 60;
-    return (int)lead;
+    return estimate_stop_signal_seconds(L->job, e);   /* the estimator checks it against the limit */
 }
 
 /* ---- checks ---- */

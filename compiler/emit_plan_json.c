@@ -4,6 +4,7 @@
  * integers (raw number text, so 64-bit values keep every digit), unset values
  * as null. Same plan, same bytes. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +95,18 @@ static void add_uint(cJSON *o, const char *key, uint64_t v)
     cJSON_AddItemToObject(o, key, cJSON_CreateRaw(text));
 }
 
-static void add_num(cJSON *o, const char *key, double v) { cJSON_AddNumberToObject(o, key, v); }
+/* As cJSON prints (%.15g, else %.17g), but falling back to 17 digits whenever
+ * 15 do not read back as exactly v: cJSON stops at 15 when they are "close
+ * enough", which turns beta2 = 0.9999999999999999 into 1, a value the trainer
+ * (rightly) refuses. */
+static void add_num(cJSON *o, const char *key, double v)
+{
+    if (!isfinite(v)) { cJSON_AddNullToObject(o, key); return; }
+    char text[40];
+    snprintf(text, sizeof text, "%1.15g", v);
+    if (strtod(text, NULL) != v) snprintf(text, sizeof text, "%1.17g", v);
+    cJSON_AddItemToObject(o, key, cJSON_CreateRaw(text));
+}
 static void add_null(cJSON *o, const char *key) { cJSON_AddNullToObject(o, key); }
 static void add_str(cJSON *o, const char *key, const char *s)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "estimate.h"
+#include "plan_limits.h"   /* contract/: PLAN_YEAR_SECONDS */
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MIB (1024.0 * 1024.0)
@@ -733,6 +734,34 @@ static int report_memory(const PlanJob *job, const Estimate *e, Diags *d)
     return 0;
 }
 
+/* A run in several segments stops each one at the signal: the lead must leave
+ * time to train (an error when it takes the whole limit), and should leave most
+ * of it (a warning past a quarter). */
+static int report_segments(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    const PlanTrain *t = job->run;
+    if (e->requeue_segments <= 1 || !job->requeue || t->backend != BACKEND_LLMC) return 0;
+    int lead = estimate_stop_signal_seconds(job, e);
+    char limit[64];
+    fmt_duration(limit, sizeof limit, job->time_seconds);
+    if (lead >= job->time_seconds) {
+        Diag *dg = diag_error(d, job->time_at,
+                              "time %s leaves no time to train: run '%s' needs %d segments, and each is told to "
+                              "checkpoint and stop %d s before its limit",
+                              limit, t->name, e->requeue_segments, lead);
+        diag_note(dg, "the stop signal (--signal=USR2@%d) comes at least 60 s early: Slurm may deliver it up to 60 s "
+                      "before the time given", lead);
+        diag_help(dg, "time = 4 min or longer (a limit of T spends at most T/4 on stopping)");
+        return 1;
+    }
+    if (lead > job->time_seconds / 4) {
+        Diag *dg = diag_warning(d, job->time_at, "time %s spends %d s of each of the %d segments of run '%s' on stopping",
+                                limit, lead, e->requeue_segments, t->name);
+        diag_note(dg, "the trainer checkpoints and stops %d s before each limit (--signal=USR2@%d)", lead, lead);
+    }
+    return 0;
+}
+
 static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const PlanDataset *missing)
 {
     const PlanTrain *t = job->run;
@@ -743,14 +772,27 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
         diag_help(dg, "state its tokens, size or samples so that steps and time can be computed");
         return 0;
     }
-    if (e->requeue_segments <= 1 || job->requeue) return 0;
-
     char need[64], limit[64];
+    bool upper_bound = e->tokens_source == TOKENS_FROM_SAMPLES && t->max_steps <= 0;
+    if (e->total_seconds > PLAN_YEAR_SECONDS) {
+        /* 1e9 segments and billions of days are a typo in a count, not a plan. */
+        fmt_duration(need, sizeof need, e->total_seconds);
+        Diag *dg = upper_bound
+            ? diag_warning(d, job->time_at, "run '%s' may need up to %s of training, more than a year", t->name, need)
+            : diag_error(d, job->time_at, "run '%s' needs %s of training, more than a year", t->name, need);
+        diag_note(dg, "%lld steps x %.2f s per step (%s tokens)", (long long)e->steps_total, e->step_seconds,
+                  estimate_token_source_name(e->tokens_source));
+        if (upper_bound) diag_note(dg, "tokens are samples x context, an upper bound; state the datasets' size or tokens");
+        diag_help(dg, "check the datasets' samples, size and tokens, epochs and max_steps");
+        return upper_bound ? 0 : 1;
+    }
+    if (job->requeue) return report_segments(job, e, d);
+    if (e->requeue_segments <= 1) return 0;
+
     fmt_duration(need, sizeof need, e->total_seconds);
     fmt_duration(limit, sizeof limit, e->time_limit_seconds);
     /* samples x context is an upper bound on the tokens: then the run only
      * may not finish, and saying "cannot" would be a guess. */
-    bool upper_bound = e->tokens_source == TOKENS_FROM_SAMPLES && t->max_steps <= 0;
     Diag *dg = upper_bound
         ? diag_warning(d, job->time_at,
                        "run may not finish inside the time limit: up to %s of training, time is %s, "

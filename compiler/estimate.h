@@ -8,6 +8,7 @@
 #ifndef LLMC_ESTIMATE_H
 #define LLMC_ESTIMATE_H
 
+#include <math.h>
 #include "plan.h"
 
 /* Where tokens_per_epoch came from (the weakest source over all datasets). */
@@ -114,5 +115,20 @@ bool estimate_llmc_cuda_flash(const PlanModel *m, int context);
  * "eager (no fused kernel)" where the llmc CUDA trainer cannot run flash. */
 const char *estimate_token_source_name(TokenSource s);
 const char *estimate_attention_name(const PlanTrain *t, const Estimate *e);
+
+/* Seconds before the time limit at which a multi-segment llmc run is told to
+ * checkpoint and stop (--signal=USR2@T): two steps plus five minutes, at most a
+ * quarter of the limit and an hour, never below 60 (Slurm may signal up to 60 s
+ * early). report_time refuses a limit that this lead would swallow. */
+static inline int estimate_stop_signal_seconds(const PlanJob *job, const Estimate *e)
+{
+    double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
+    double lead = 300 + ceil(2 * step);
+    double cap = job->time_seconds / 4;
+    if (cap > 3600) cap = 3600;
+    if (lead > cap) lead = cap;
+    if (lead < 60) lead = 60;
+    return (int)lead;
+}
 
 #endif

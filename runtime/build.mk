@@ -44,3 +44,8 @@ RUNTIME_LIBS += $(MPI_LIBS)
 else
 $(warning llmc-train: mpicc not found; building without MPI (mpirun launches are refused, srun works))
 endif
+
+# contract/ holds what llmc and llmc-train must agree on (plan_limits.h: the
+# limits of a valid plan); the runtime includes it, never compiler/. (llmc's
+# fragment adds it to every compile too, for the tests that build its sources.)
+$(BUILD)/runtime/%.o: CPPFLAGS += -Icontract

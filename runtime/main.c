@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "commands.h"
+#include "plan.h"
 
 #define LLMC_TRAIN_VERSION "0.1.0"
 
@@ -22,6 +23,7 @@ static void usage(FILE *out)
           "  tokenize --tokenizer DIR [--decode]\n"
           "                         text on stdin -> token ids (or ids -> text)\n"
           "  verify DIR             check a checkpoint's sha256 manifest\n"
+          "  check-plan PLAN.json   read the plan as run does: exit 0 accepted, 1 refused\n"
           "\n"
           "  --help, --version\n", out);
 }
@@ -31,6 +33,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"run", cmd_run}, {"prepare", cmd_prepare},
         {"tokenize", cmd_tokenize}, {"verify", cmd_verify},
+        {"check-plan", cmd_check_plan},
     };
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }

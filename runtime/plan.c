@@ -1,6 +1,8 @@
 /* plan.c — load and check plan.json for the trainer (plan.h). */
 #include "plan.h"
 
+#include "plan_limits.h"   /* contract/: the limits llmc checks with */
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@ typedef struct {
     char *err;
     size_t errlen;
     int failed;
+    char elem[32];      /* "datasets[3]": the element being read, for rows of "datasets" */
 } Ctx;
 
 static void fail(Ctx *c, const char *key, const char *fmt, ...)
@@ -58,33 +61,35 @@ static char *get_str(Ctx *c, const cJSON *obj, const char *sect, const char *key
     return strdup(v->valuestring);
 }
 
-static double get_num(Ctx *c, const cJSON *obj, const char *sect, const char *key, double lo, double hi,
-                      int nullable, double if_null)
+/* A number checked against its row of the contract (contract/plan_limits.h):
+ * the same limits llmc's checker applies. if_null when null and nullable. */
+static double get_lim(Ctx *c, const cJSON *obj, PlanLimitId id, double if_null)
 {
-    cJSON *v = member(c, obj, sect, key);
+    const PlanLimit *l = plan_limit(id);
+    int nullable = (l->flags & PLAN_NULLABLE) != 0;
+    const char *sect = strcmp(l->sect, "datasets") ? l->sect : c->elem;
+    cJSON *v = member(c, obj, sect, l->key);
     char path[128];
-    snprintf(path, sizeof path, "%s.%s", sect, key);
+    snprintf(path, sizeof path, "%s.%s", sect, l->key);
     if (!v) return if_null;
     if (cJSON_IsNull(v) && nullable) return if_null;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
         fail(c, path, nullable ? "expected a number or null" : "expected a number");
         return if_null;
     }
-    if (v->valuedouble < lo || v->valuedouble > hi) {
-        fail(c, path, "%g is outside %g..%g", v->valuedouble, lo, hi);
+    double x = v->valuedouble;
+    int why = plan_limit_violation(l, x);
+    if (why == 2) {
+        fail(c, path, "expected an integer, got %.17g", x);
         return if_null;
     }
-    return v->valuedouble;
-}
-
-static int64_t get_int(Ctx *c, const cJSON *obj, const char *sect, const char *key, double lo, double hi,
-                       int nullable)
-{
-    double d = get_num(c, obj, sect, key, lo, hi, nullable, -1);
-    char path[128];
-    snprintf(path, sizeof path, "%s.%s", sect, key);
-    if (!c->failed && d != floor(d)) fail(c, path, "expected an integer, got %g", d);
-    return (int64_t)d;
+    if (why) {
+        char bound[32];
+        snprintf(bound, sizeof bound, l->kind == PLAN_INT ? "%.0f" : "%.17g", why == 3 ? l->min : l->max);
+        fail(c, path, "must be %s %s (%s), found %.17g", plan_limit_bound_word(l, why), bound, l->meaning, x);
+        return if_null;
+    }
+    return x;
 }
 
 static int get_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key)
@@ -109,6 +114,63 @@ static int one_of(Ctx *c, const char *sect, const char *key, const char *val, co
     }
     fail(c, path, "'%s' is not one of %s", val, list);
     return -1;
+}
+
+/* A directory the trainer writes (and rotates checkpoints) in. */
+static void check_write_dir(Ctx *c, const char *key, const char *dir)
+{
+    const char *why = dir ? plan_write_dir_problem(dir) : NULL;
+    if (why) fail(c, key, "'%s' %s", dir, why);
+}
+
+/* A string member that may be null; a control character in it is refused
+ * (it would reach the terminal and the shards' metadata raw). */
+static void check_text(Ctx *c, const cJSON *obj, const char *sect, const char *key)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s.%s", sect, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v || cJSON_IsNull(v)) return;
+    if (!cJSON_IsString(v)) { fail(c, path, "expected a string or null"); return; }
+    long at = plan_control_char_at(v->valuestring);
+    if (at >= 0)
+        fail(c, path, "contains a control character (byte 0x%02x at offset %ld)",
+             (unsigned char)v->valuestring[at], at);
+}
+
+/* datasets[]: what llmc's checker also refuses (file type for the llmc
+ * trainer, counts, control characters in names). Absent in hand-written plans
+ * that only `run` prepared shards. */
+static void check_datasets(Ctx *c, const cJSON *ds, int llmc_backend)
+{
+    if (!ds) return;
+    if (!cJSON_IsArray(ds)) { fail(c, "datasets", "expected an array"); return; }
+    int i = 0;
+    for (const cJSON *d = ds->child; d && !c->failed; d = d->next, i++) {
+        snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
+        if (!cJSON_IsObject(d)) { fail(c, c->elem, "expected an object"); return; }
+        char *file = get_str(c, d, c->elem, "file", 0);
+        if (file && llmc_backend && !plan_llmc_reads_dataset(file)) {
+            char path[64];
+            snprintf(path, sizeof path, "%s.file", c->elem);
+            fail(c, path, "'%s': the llmc trainer reads .json and .jsonl files only (backend llamafactory reads Parquet)",
+                 file);
+        }
+        free(file);
+        check_text(c, d, c->elem, "name");
+        static const char *const subs[] = {"columns", "tags"};
+        for (int k = 0; k < 2; k++) {
+            const cJSON *o = cJSON_GetObjectItemCaseSensitive(d, subs[k]);
+            if (!o || cJSON_IsNull(o)) continue;
+            char sect[64];
+            snprintf(sect, sizeof sect, "%s.%s", c->elem, subs[k]);
+            if (!cJSON_IsObject(o)) { fail(c, sect, "expected an object"); continue; }
+            for (const cJSON *f = o->child; f; f = f->next) check_text(c, o, sect, f->string);
+        }
+        get_lim(c, d, PL_DATASET_SAMPLES, -1);
+        get_lim(c, d, PL_DATASET_SIZE, -1);
+        get_lim(c, d, PL_DATASET_TOKENS, -1);
+    }
 }
 
 char *run_plan_resolve(const RunPlan *p, const char *rel)
@@ -147,7 +209,7 @@ static char *read_file(const char *path, char *err, size_t errlen)
 int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
-    Ctx c = {path, err, errlen, 0};
+    Ctx c = {path, err, errlen, 0, ""};
     char *text = read_file(path, err, errlen);
     if (!text) return -1;
     const char *end = NULL;
@@ -185,6 +247,14 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     else if (st) fail(&c, "stage", "expected a string");
     one_of(&c, "", "stage", p->stage, (const char *const[]){"pt", "sft", NULL});
 
+    /* backend: absent in hand-written plans means llmc */
+    cJSON *be = cJSON_GetObjectItemCaseSensitive(root, "backend");
+    int llmc_backend = 1;
+    if (be && !cJSON_IsString(be)) fail(&c, "backend", "expected a string");
+    else if (be) llmc_backend = one_of(&c, "", "backend", be->valuestring,
+                                       (const char *const[]){"llmc", "llamafactory", NULL}) == 0;
+    check_datasets(&c, cJSON_GetObjectItemCaseSensitive(root, "datasets"), llmc_backend);
+
     cJSON *m = get_obj(&c, root, "model");
     cJSON *tk = get_obj(&c, root, "tokenizer");
     cJSON *da = get_obj(&c, root, "data");
@@ -205,16 +275,16 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     one_of(&c, "model", "init", p->init, (const char *const[]){"pretrained", "scratch", NULL});
     ModelConfig *mc = &p->model;
     mc->arch = a == 0 ? MODEL_LLAMA : a == 1 ? MODEL_QWEN2 : MODEL_QWEN3;
-    mc->layers = (int)get_int(&c, m, "model", "layers", 1, 1024, 0);
-    mc->hidden = (int)get_int(&c, m, "model", "hidden", 1, 1 << 20, 0);
-    mc->heads = (int)get_int(&c, m, "model", "heads", 1, 4096, 0);
-    mc->kv_heads = (int)get_int(&c, m, "model", "kv_heads", 1, 4096, 0);
-    mc->head_dim = (int)get_int(&c, m, "model", "head_dim", 2, 1024, 0);
-    mc->ffn = (int)get_int(&c, m, "model", "ffn", 1, 1 << 22, 0);
-    mc->vocab = (int)get_int(&c, m, "model", "vocab", 2, 1 << 24, 0);
-    mc->max_context = (int)get_int(&c, m, "model", "max_context", 1, 1 << 24, 0);
-    mc->rope_theta = get_num(&c, m, "model", "rope_theta", 1e-9, 1e12, 0, 0);
-    mc->rms_eps = get_num(&c, m, "model", "rms_eps", 1e-12, 1, 0, 0);
+    mc->layers = (int)get_lim(&c, m, PL_MODEL_LAYERS, 0);
+    mc->hidden = (int)get_lim(&c, m, PL_MODEL_HIDDEN, 0);
+    mc->heads = (int)get_lim(&c, m, PL_MODEL_HEADS, 0);
+    mc->kv_heads = (int)get_lim(&c, m, PL_MODEL_KV_HEADS, 0);
+    mc->head_dim = (int)get_lim(&c, m, PL_MODEL_HEAD_DIM, 0);
+    mc->ffn = (int)get_lim(&c, m, PL_MODEL_FFN, 0);
+    mc->vocab = (int)get_lim(&c, m, PL_MODEL_VOCAB, 0);
+    mc->max_context = (int)get_lim(&c, m, PL_MODEL_MAX_CONTEXT, 0);
+    mc->rope_theta = get_lim(&c, m, PL_MODEL_ROPE_THETA, 0);
+    mc->rms_eps = get_lim(&c, m, PL_MODEL_RMS_EPS, 0);
     mc->tie_embeddings = get_bool(&c, m, "model", "tie_embeddings");
     mc->qkv_bias = get_bool(&c, m, "model", "qkv_bias");
     mc->qk_norm = get_bool(&c, m, "model", "qk_norm");
@@ -228,55 +298,63 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     free(tp);
     p->template_ = get_str(&c, tk, "tokenizer", "template", 1);
 
-    p->context = (int)get_int(&c, da, "data", "context", 2, 1 << 24, 0);
+    p->context = (int)get_lim(&c, da, PL_DATA_CONTEXT, 0);
     p->packing = get_bool(&c, da, "data", "packing");
     char *sd = get_str(&c, da, "data", "shards_dir", 0);
     p->shards_dir = run_plan_resolve(p, sd);
     free(sd);
 
-    p->epochs = get_num(&c, tr, "train", "epochs", 0, 1e9, 1, -1);
-    p->max_steps = get_int(&c, tr, "train", "max_steps", 1, 1e15, 1);
+    p->epochs = get_lim(&c, tr, PL_TRAIN_EPOCHS, -1);
+    p->max_steps = (int64_t)get_lim(&c, tr, PL_TRAIN_MAX_STEPS, -1);
     if (!c.failed && p->epochs < 0 && p->max_steps < 0) fail(&c, "train", "epochs and max_steps are both null");
-    p->micro_batch = (int)get_int(&c, tr, "train", "micro_batch", 1, 1 << 20, 0);
-    p->grad_accum = (int)get_int(&c, tr, "train", "grad_accum", 1, 1 << 20, 0);
-    p->global_batch = (int)get_int(&c, tr, "train", "global_batch", 1, 1 << 30, 0);
-    p->lr = get_num(&c, tr, "train", "lr", 0, 10, 0, 0);
-    p->min_lr = get_num(&c, tr, "train", "min_lr", 0, 10, 1, 0);
+    p->micro_batch = (int)get_lim(&c, tr, PL_TRAIN_MICRO_BATCH, 0);
+    p->grad_accum = (int)get_lim(&c, tr, PL_TRAIN_GRAD_ACCUM, 0);
+    p->global_batch = (int)get_lim(&c, tr, PL_TRAIN_GLOBAL_BATCH, 0);
+    p->lr = get_lim(&c, tr, PL_TRAIN_LR, 0);
+    p->min_lr = get_lim(&c, tr, PL_TRAIN_MIN_LR, 0);
+    if (!c.failed && p->min_lr > p->lr)   /* the schedule would climb from lr to min_lr */
+        fail(&c, "train.min_lr", "%.17g must not exceed lr (%.17g)", p->min_lr, p->lr);
     char *sch = get_str(&c, tr, "train", "schedule", 0);
     int s = one_of(&c, "train", "schedule", sch, (const char *const[]){"cosine", "linear", "constant", NULL});
     p->schedule = s == 1 ? SCHEDULE_LINEAR : s == 2 ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
     free(sch);
-    p->warmup_ratio = get_num(&c, tr, "train", "warmup_ratio", 0, 1, 1, -1);
-    p->warmup_steps = get_int(&c, tr, "train", "warmup_steps", 0, 1e15, 1);
+    p->warmup_ratio = get_lim(&c, tr, PL_TRAIN_WARMUP_RATIO, -1);
+    p->warmup_steps = (int64_t)get_lim(&c, tr, PL_TRAIN_WARMUP_STEPS, -1);
     if (!c.failed && (p->warmup_ratio < 0) == (p->warmup_steps < 0))
         fail(&c, "train.warmup_ratio", "exactly one of warmup_ratio and warmup_steps must be non-null");
-    p->weight_decay = get_num(&c, tr, "train", "weight_decay", 0, 10, 0, 0);
-    p->beta1 = get_num(&c, tr, "train", "beta1", 0, 0.999999999, 0, 0);
-    p->beta2 = get_num(&c, tr, "train", "beta2", 0, 0.999999999, 0, 0);
-    p->eps = get_num(&c, tr, "train", "eps", 0, 1, 0, 0);
-    p->grad_clip = get_num(&c, tr, "train", "grad_clip", 0, 1e9, 1, 0);
-    p->seed = (uint64_t)get_int(&c, tr, "train", "seed", 0, 9007199254740991.0, 0);
+    p->weight_decay = get_lim(&c, tr, PL_TRAIN_WEIGHT_DECAY, 0);
+    p->beta1 = get_lim(&c, tr, PL_TRAIN_BETA1, 0);
+    p->beta2 = get_lim(&c, tr, PL_TRAIN_BETA2, 0);
+    p->eps = get_lim(&c, tr, PL_TRAIN_EPS, 0);
+    p->grad_clip = get_lim(&c, tr, PL_TRAIN_GRAD_CLIP, 0);
+    p->seed = (uint64_t)get_lim(&c, tr, PL_TRAIN_SEED, 0);
     p->precision = get_str(&c, tr, "train", "precision", 0);
     one_of(&c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
 
-    p->world_size = (int)get_int(&c, pa, "parallel", "world_size", 1, 1 << 20, 0);
-    p->data_parallel = (int)get_int(&c, pa, "parallel", "data_parallel", 1, 1 << 20, 0);
-    if (!c.failed && p->global_batch != p->micro_batch * p->grad_accum * p->data_parallel)
+    p->world_size = (int)get_lim(&c, pa, PL_PARALLEL_WORLD, 0);
+    p->data_parallel = (int)get_lim(&c, pa, PL_PARALLEL_DP, 0);
+    if (!c.failed && p->data_parallel > p->world_size)
+        fail(&c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
+    if (!c.failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)
         fail(&c, "train.global_batch", "%d is not micro_batch (%d) x grad_accum (%d) x data_parallel (%d)",
              p->global_batch, p->micro_batch, p->grad_accum, p->data_parallel);
 
     char *cd = get_str(&c, ck, "checkpoint", "dir", 0);
+    check_write_dir(&c, "checkpoint.dir", cd);
     p->ckpt_dir = run_plan_resolve(p, cd);
     free(cd);
-    p->ckpt_every_steps = get_int(&c, ck, "checkpoint", "every_steps", 1, 1e15, 1);
-    p->ckpt_every_seconds = get_num(&c, ck, "checkpoint", "every_seconds", 1e-3, 1e12, 1, -1);
-    p->ckpt_keep = (int)get_int(&c, ck, "checkpoint", "keep", 1, 1000000, 0);
+    p->ckpt_every_steps = (int64_t)get_lim(&c, ck, PL_CKPT_EVERY_STEPS, -1);
+    p->ckpt_every_seconds = get_lim(&c, ck, PL_CKPT_EVERY_SECONDS, -1);
+    p->ckpt_keep = (int)get_lim(&c, ck, PL_CKPT_KEEP, 0);
     p->resume = get_bool(&c, ck, "checkpoint", "resume");
 
     char *od = get_str(&c, ou, "output", "dir", 0);
+    check_write_dir(&c, "output.dir", od);
     p->out_dir = run_plan_resolve(p, od);
     free(od);
     char *mt = get_str(&c, ou, "output", "metrics", 0);
+    const char *mwhy = mt ? plan_inner_file_problem(mt) : NULL;
+    if (mwhy) fail(&c, "output.metrics", "'%s' %s", mt, mwhy);
     if (mt && p->out_dir) {
         if (mt[0] == '/') p->metrics_path = strdup(mt);
         else {
@@ -286,7 +364,7 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
         }
     }
     free(mt);
-    p->log_every = (int)get_int(&c, ou, "output", "log_every", 1, 1e9, 0);
+    p->log_every = (int)get_lim(&c, ou, PL_OUTPUT_LOG_EVERY, 0);
 done:
     if (c.failed) { run_plan_free(p); return -1; }
     return 0;
@@ -300,4 +378,23 @@ void run_plan_free(RunPlan *p)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     cJSON_Delete(p->json);
     memset(p, 0, sizeof *p);
+}
+
+/* llmc-train check-plan PLAN.json: read the plan as `run` does, exit 0 when the
+ * trainer accepts it, 1 with the refusal (the field named) when not. */
+int cmd_check_plan(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fputs("usage: llmc-train check-plan PLAN.json\n", stderr);
+        return 2;
+    }
+    RunPlan p;
+    char err[512];
+    if (run_plan_load(&p, argv[1], err, sizeof err)) {
+        fprintf(stderr, "llmc-train: %s\n", err);
+        return 1;
+    }
+    printf("%s: accepted (job %s)\n", argv[1], p.job);
+    run_plan_free(&p);
+    return 0;
 }

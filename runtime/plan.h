@@ -3,7 +3,8 @@
  * Files outside runtime/ must include it by path ("../../runtime/plan.h"):
  * the build's -Icompiler comes first and would find compiler/plan.h.
  *
- * Every key the trainer needs is checked (present, right type, sane range);
+ * Every key the trainer needs is checked (present, right type, and in range:
+ * the limits are contract/plan_limits.h, the table llmc's checker uses);
  * an error names the key path ("plan.json: train.lr: expected a number").
  * Relative paths are resolved against the directory holding plan.json.
  * `json` keeps the whole parsed document for keys other modules read. */
@@ -60,6 +61,9 @@ typedef struct {
 /* 0 ok; -1 with a message ("PATH: key: what") in err. */
 int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen);
 void run_plan_free(RunPlan *p);
+/* `llmc-train check-plan PLAN.json`: run_plan_load alone; exit 0 accepted,
+ * 1 refused (message on stderr), 2 usage. */
+int cmd_check_plan(int argc, char **argv);
 /* Resolve a plan-relative path (malloc'd). */
 char *run_plan_resolve(const RunPlan *p, const char *rel);
 

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""tests/limits/walk.py LLMC LLMC_TRAIN — walk every row of contract/plan_limits.h.
+
+For each row (a plan.json field with its limits) and each edge value (min, max,
+one step or ulp past each, open bounds, a fraction for integers, huge values,
+NaN/Infinity, null, a string, a boolean):
+  1. .llm side (rows that the plan spells): write the value into the tiny
+     example, run `llmc check`; a value outside the row must be an error at its
+     line, one inside must draw no limit error there. When the plan compiles,
+     `llmc-train check-plan` must accept the emitted plan.json, which must hold
+     the value.
+  2. plan.json side: edit the field of a valid emitted plan.json; check-plan must
+     accept exactly the values inside the row, and for every value the .llm side
+     judged, both programs must agree.
+Then the cases of issue 11 that only a plan.json can hold. Prints "N passed, N failed".
+"""
+import json, math, os, re, subprocess, sys, tempfile
+
+LLMC, TRAIN = sys.argv[1], sys.argv[2]
+ROOT = os.getcwd()
+BASE_LLM = open("examples/tiny/tiny.llm").read()
+passed = failed = 0
+
+
+def ok():
+    global passed
+    passed += 1
+
+
+def bad(msg):
+    global failed
+    failed += 1
+    print("FAIL:", msg)
+
+
+def rows():
+    text = open("contract/plan_limits.h").read()
+    body = text[text.index("#define PLAN_LIMITS(X)"):text.index("typedef enum { PLAN_INT")]
+    consts = {"PLAN_INT_EXACT_MAX": "9007199254740991", "PLAN_YEAR_SECONDS": "(366.0 * 86400)"}
+    out = []
+    for m in re.finditer(r'X\((\w+),\s*"(\w+)",\s*"(\w+)",\s*(PLAN_INT|PLAN_NUM),\s*([^,]+),\s*([^,]+),\s*([^,]+),\s*"([^"]*)",\s*"([^"]*)"\)', body):
+        ident, sect, key, kind, lo, hi, flags, llm, meaning = m.groups()
+        ev = lambda s: eval(re.sub(r"\b(PLAN_\w+)\b", lambda k: consts[k.group(1)], s), {})
+        out.append(dict(id=ident, sect=sect, key=key, int=kind == "PLAN_INT", min=float(ev(lo)), max=float(ev(hi)),
+                        min_open="PLAN_MIN_OPEN" in flags, max_open="PLAN_MAX_OPEN" in flags,
+                        nullable="PLAN_NULLABLE" in flags, llm=None if llm == "-" else llm))
+    n = len(re.findall(r"^\s*X\(", body, re.M))
+    if n != len(out) or n < 30:
+        bad(f"parsed {len(out)} of {n} rows of contract/plan_limits.h")
+    return out
+
+
+def valid(r, x):
+    """The row's verdict, as the C side computes it (plan_limit_violation)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return x is None and r["nullable"]
+    if not math.isfinite(x) or (r["int"] and x != math.floor(x)):
+        return False
+    if x < r["min"] or (r["min_open"] and x == r["min"]):
+        return False
+    if x > r["max"] or (r["max_open"] and x == r["max"]):
+        return False
+    return True
+
+
+def edges(r):
+    lo, hi = r["min"], r["max"]
+    if r["int"]:
+        vs = [int(lo), int(lo) - 1, int(hi), int(hi) + 1, int(lo) + 0.5, 2**63 - 1, -(2**63)]
+    else:
+        vs = [lo, math.nextafter(lo, -math.inf), math.nextafter(lo, math.inf), hi,
+              math.nextafter(hi, math.inf), math.nextafter(hi, -math.inf), -1.0, 1e300]
+    return vs
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, **kw)
+
+
+BLOCKS = {"model": "model tiny {", "dataset": "dataset arith {", "train": "train tiny_sft {"}
+
+
+def llm_spelling(r, x):
+    where, form = r["llm"].split(" ", 1)
+    block, key = where.split(".")
+    if isinstance(x, float) and x == int(x) and abs(x) < 1e17 and not r["int"]:
+        num = repr(x)                      # "60.0": a float the lexer reads as one
+    else:
+        num = repr(x)
+    if "%p" in form:
+        pct = x * 100
+        num = repr(pct)
+    value = form.replace("%v", num).replace("%p", num)
+    return block, key, value
+
+
+def with_value(block, key, value):
+    """The tiny plan with `key = value` in block; returns (text, line number)."""
+    lines = BASE_LLM.split("\n")
+    start = next(i for i, l in enumerate(lines) if l.startswith(BLOCKS[block]))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("}"))
+    for i in range(start, end):
+        if re.match(r"\s*%s\s*=" % key, lines[i]):
+            lines[i] = f"  {key} = {value}"
+            return "\n".join(lines), i + 1
+    lines.insert(end, f"  {key} = {value}")
+    return "\n".join(lines), end + 1
+
+
+LIMIT_WORDS = re.compile(r"must be (at least|at most|greater than|less than|between)|out of range|"
+                         r"must be an integer|longer than a year|must not be negative|must not exceed")
+
+
+def llm_side(r, x, tmp):
+    """None when the value cannot be written in a plan; else True when llmc refused it at its line."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not math.isfinite(x):
+        return None
+    block, key, value = llm_spelling(r, x)
+    text, line = with_value(block, key, value)
+    path = os.path.join(tmp, "p.llm")
+    open(path, "w").write(text)
+    p = run([LLMC, "check", "--format=json", path])
+    try:
+        diags = json.loads(p.stdout)
+    except ValueError:
+        bad(f"{r['id']} = {value}: llmc check gave no JSON (exit {p.returncode}) {p.stderr[:200]}")
+        return None
+    at_line = [d for d in diags if d.get("severity") == "error" and d.get("range") and
+               d["range"]["start"]["line"] == line]
+    # a limit error about this key ('lr', 'batch', 'beta1', ...), not a cross-field
+    # rule that another key's value decides (kv_heads > heads, min_lr > lr)
+    names = {f"'{key}'", f"'{r['key']}'"}
+    limit_err = [d for d in at_line if LIMIT_WORDS.search(d["summary"]) and any(n in d["summary"] for n in names)]
+    want = valid(r, x)
+    label = f"{r['id']} .llm {key} = {value}"
+    if want and limit_err:
+        bad(f"{label}: inside the limits, llmc refused: {limit_err[0]['summary']}")
+    elif not want and not at_line:
+        bad(f"{label}: outside the limits, llmc said nothing at line {line}")
+    else:
+        ok()
+    if not want:
+        return True
+    if limit_err:
+        return True
+    if any(d.get("severity") == "error" for d in diags):
+        return None    # refused by another rule: no verdict on the limit to compare
+
+    # accepted: compile, and the trainer must accept the plan.json with the value in it
+    out = os.path.join(tmp, "out")
+    c = run([LLMC, path, "-o", out], cwd=ROOT)
+    if c.returncode != 0:
+        bad(f"{label}: check clean but compile failed: {c.stderr[:300]}")
+        return False
+    t = run([TRAIN, "check-plan", os.path.join(out, "plan.json")])
+    if t.returncode != 0:
+        bad(f"{label}: llmc accepted, llmc-train refused: {t.stderr.strip()}")
+    else:
+        ok()
+    pj = json.load(open(os.path.join(out, "plan.json")))
+    got = pj["datasets"][0][r["key"]] if r["sect"] == "datasets" else pj[r["sect"]][r["key"]]
+    if got is None and r["key"] == "warmup_steps" and x == 0 and pj["train"]["warmup_ratio"] == 0:
+        got = 0    # "warmup = 0 steps" is written as warmup_ratio 0
+    if got is None or got != x:
+        bad(f"{label}: plan.json holds {got}")
+    else:
+        ok()
+    return False
+
+
+def json_edit(base, r, x):
+    p = json.loads(json.dumps(base))
+    obj = p["datasets"][0] if r["sect"] == "datasets" else p[r["sect"]]
+    obj[r["key"]] = x
+    num = isinstance(x, (int, float)) and not isinstance(x, bool) and valid(r, x)
+    tr, par = p["train"], p["parallel"]
+    # keep the cross-field rules satisfied, so that only the row decides
+    if r["key"] == "heads" and num:
+        p["model"]["kv_heads"] = 1
+    if r["key"] == "kv_heads" and num:
+        p["model"]["heads"] = x
+    if r["key"] == "data_parallel" and num:
+        par["world_size"] = x
+    if r["key"] == "lr" and num:
+        tr["min_lr"] = 0
+    if r["key"] == "min_lr" and num:
+        tr["lr"] = max(x, tr["lr"])
+    if r["key"] == "warmup_steps" and x is not None:
+        tr["warmup_ratio"] = None
+    if r["key"] == "global_batch" and num:
+        tr["micro_batch"] = math.gcd(int(x), 65536)
+        tr["grad_accum"] = int(x) // tr["micro_batch"]
+    if r["key"] == "warmup_ratio" and x is None:
+        tr["warmup_steps"] = 5
+    if r["key"] == "epochs" and x is None:
+        tr["max_steps"] = 10
+    if r["key"] == "context" and num:
+        p["model"]["max_context"] = max(x, 2)
+    if r["key"] in ("micro_batch", "grad_accum", "data_parallel") and num:
+        tr["global_batch"] = tr["micro_batch"] * tr["grad_accum"] * par["data_parallel"]
+    return p
+
+
+def trainer_accepts(plan, tmp, name="e.json"):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump(plan, f, indent=1)    # NaN/Infinity are written as such: not JSON, refused
+    t = run([TRAIN, "check-plan", path])
+    if t.returncode not in (0, 1):
+        bad(f"check-plan exit {t.returncode}: {t.stderr.strip()}")
+    return t.returncode == 0, t.stderr.strip()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="llmc-limits.")
+    base_dir = os.path.join(tmp, "base")
+    c = run([LLMC, "examples/tiny/tiny.llm", "-o", base_dir])
+    if c.returncode != 0:
+        bad("the tiny example does not compile: " + c.stderr[:300])
+        print(f"{passed} passed, {failed} failed")
+        return 1
+    base = json.load(open(os.path.join(base_dir, "plan.json")))
+    ok_base, msg = trainer_accepts(base, tmp)
+    (ok if ok_base else lambda: bad("emitted tiny plan.json refused: " + msg))()
+
+    for r in rows():
+        for x in edges(r) + [math.nan, math.inf, -math.inf, "1", True, None, 1e300, -1e300]:
+            llm_refused = llm_side(r, x, tmp) if r["llm"] else None
+            acc, msg = trainer_accepts(json_edit(base, r, x), tmp)
+            want = valid(r, x)
+            label = f"{r['id']} plan.json {r['sect']}.{r['key']} = {x!r}"
+            if acc != want:
+                bad(f"{label}: llmc-train {'accepted' if acc else 'refused'} ({msg}); the table says {'accept' if want else 'refuse'}")
+            elif not acc and isinstance(x, float) and not math.isfinite(x):
+                (ok if "invalid JSON" in msg else lambda: bad(f"{label}: {msg}"))()   # JSON has no NaN/Infinity
+            elif not acc and r["key"] not in msg:
+                bad(f"{label}: refusal does not name the field: {msg}")
+            else:
+                ok()
+            if llm_refused is not None:
+                (ok if llm_refused == (not acc) else lambda: bad(f"{label}: llmc {'refused' if llm_refused else 'accepted'}, llmc-train {'accepted' if acc else 'refused'}"))()
+
+    # ---- the cases of issue 11, trainer side: each refused with its field named
+    def case(name, edit, field, accept=False):
+        p = json.loads(json.dumps(base))
+        edit(p)
+        acc, msg = trainer_accepts(p, tmp)
+        if acc != accept:
+            bad(f"case {name}: llmc-train {'accepted' if acc else 'refused'}: {msg}")
+        elif not accept and field not in msg:
+            bad(f"case {name}: refusal does not name {field}: {msg}")
+        else:
+            ok()
+
+    def tr(**kv):
+        return lambda p: p["train"].update(kv)
+    case("lr = 0", tr(lr=0.0, min_lr=0.0), "train.lr")
+    case("eps = 0", tr(eps=0.0), "train.eps")
+    case("min_lr > lr", tr(lr=1e-3, min_lr=0.998), "train.min_lr")
+    case("seed above 2^53", tr(seed=2**53 + 2), "train.seed")
+    case("max_steps = 1e16", tr(max_steps=10**16), "train.max_steps")
+    case("checkpoint.dir = /", lambda p: p["checkpoint"].update(dir="/"), "checkpoint.dir")
+    case("checkpoint.dir = //", lambda p: p["checkpoint"].update(dir="//"), "checkpoint.dir")
+    case("output.dir = /", lambda p: p["output"].update(dir="/"), "output.dir")
+    case("output.metrics = ../../..", lambda p: p["output"].update(metrics="../../.."), "output.metrics")
+    case("output.metrics = a/../../m", lambda p: p["output"].update(metrics="a/../../m"), "output.metrics")
+    case("output.metrics = /etc/x", lambda p: p["output"].update(metrics="/etc/x"), "output.metrics")
+    case("output.metrics = logs/m.jsonl", lambda p: p["output"].update(metrics="logs/m.jsonl"), "", accept=True)
+    case("every_steps = INT64_MAX", lambda p: p["checkpoint"].update(every_steps=2**63 - 1), "checkpoint.every_steps")
+    case("vocab = 1", lambda p: p["model"].update(vocab=1), "model.vocab")
+    case("samples = INT64_MAX", lambda p: p["datasets"][0].update(samples=2**63 - 1), "datasets[0].samples")
+    case(".parquet with backend llmc", lambda p: p["datasets"][0].update(file="d/chat.parquet"), "datasets[0].file")
+    case(".parquet with backend llamafactory",
+         lambda p: (p["datasets"][0].update(file="d/chat.parquet"), p.update(backend="llamafactory")), "", accept=True)
+    case("ESC in a column", lambda p: p["datasets"][0]["columns"].update(messages="m\x1b[2J"), "datasets[0].columns.messages")
+    case("ESC in a tag", lambda p: p["datasets"][0]["tags"].update(role="r\x1b]0;x\x07"), "datasets[0].tags.role")
+    case("global batch overflowing int", lambda p: (p["train"].update(micro_batch=65536, grad_accum=1 << 20, global_batch=1 << 30)),
+         "train.global_batch")
+
+    # ---- the stop signal against the time limit (llmc side; the bad plan has the error)
+    def job_time(t, steps):
+        text = BASE_LLM.replace("time    = 10 min", f"time    = {t}").replace("checkpoint_every = 50 steps",
+                                                                           f"checkpoint_every = 50 steps\n  max_steps = {steps}")
+        path = os.path.join(tmp, "t.llm")
+        open(path, "w").write(text)
+        return run([LLMC, "check", "--color=never", path])
+    p = job_time("2 min", 100000)
+    if p.returncode == 0 and "spends 60 s of each of the" in p.stderr:
+        ok()
+    else:
+        bad(f"time = 2 min, many segments: expected a warning, exit 0; got {p.returncode}: {p.stderr[:400]}")
+    p = job_time("1 min", 100000)
+    if p.returncode == 1 and "leaves no time to train" in p.stderr:
+        ok()
+    else:
+        bad(f"time = 1 min, many segments: expected an error; got {p.returncode}: {p.stderr[:400]}")
+    p = job_time("1 min", 10)
+    if p.returncode == 0 and "leaves no time" not in p.stderr:
+        ok()
+    else:
+        bad(f"time = 1 min, one segment: expected clean; got {p.returncode}: {p.stderr[:400]}")
+    subprocess.run(["rm", "-rf", tmp])
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+sys.exit(main())
