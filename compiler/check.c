@@ -1123,10 +1123,15 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             if (get_duration(c, e, &secs)) {
                 const PlanLimit *l = plan_limit(PL_CKPT_EVERY_SECONDS);
                 if (plan_limit_violation(l, secs) == 3)
-                    diag_error(c->d, e->value->at, "'checkpoint_every' must be at least %g min", l->min / 60);
+                    diag_error(c->d, e->value->at, "'checkpoint_every' must be more than 0 s");
                 else if (plan_limit_violation(l, secs))
                     diag_error(c->d, e->value->at, "'checkpoint_every' must be at most %g d", l->max / 86400);
-                else t->checkpoint_every_seconds = secs;
+                else {
+                    t->checkpoint_every_seconds = secs;
+                    /* valid, but a large model then spends its time writing checkpoints */
+                    if (secs < 60)
+                        diag_warning(c->d, e->value->at, "checkpoint every %g s: more often than once a minute", secs);
+                }
             }
         }
     } else if (e) {

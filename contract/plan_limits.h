@@ -69,7 +69,7 @@
     X(PARALLEL_WORLD,    "parallel", "world_size",    PLAN_INT, 1, 1 << 20, 0, "-", "trainer processes (nodes x tasks_per_node)") \
     X(PARALLEL_DP,       "parallel", "data_parallel", PLAN_INT, 1, 1 << 20, 0, "-", "data-parallel ranks") \
     X(CKPT_EVERY_STEPS,  "checkpoint", "every_steps",   PLAN_INT, 1, 1e15, PLAN_NULLABLE, "train.checkpoint_every %v steps", "steps between checkpoints") \
-    X(CKPT_EVERY_SECONDS,"checkpoint", "every_seconds", PLAN_NUM, 60, PLAN_YEAR_SECONDS, PLAN_NULLABLE, "train.checkpoint_every %v s", "seconds between checkpoints") \
+    X(CKPT_EVERY_SECONDS,"checkpoint", "every_seconds", PLAN_NUM, 0, PLAN_YEAR_SECONDS, PLAN_MIN_OPEN | PLAN_NULLABLE, "train.checkpoint_every %v s", "seconds between checkpoints") \
     X(CKPT_KEEP,         "checkpoint", "keep",          PLAN_INT, 1, 1000, 0, "train.checkpoint_keep %v", "checkpoints kept") \
     X(OUTPUT_LOG_EVERY,  "output", "log_every",  PLAN_INT, 1, 1e9, 0, "-", "steps between metrics lines")
 
