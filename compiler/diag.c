@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,7 +34,9 @@ struct Diags {
     int nsources;
     char **names;         /* interned file names not registered as sources */
     int nnames;
-    int errors, warnings;
+    int errors, warnings, notes;
+    int shown[3];         /* stored diagnostics of each severity (at most DIAG_MAX_SHOWN) */
+    long long dropped[3]; /* counted but not stored, past the cap */
 };
 
 Diags *diags_new(void)
@@ -103,8 +106,22 @@ static char *vformat(const char *fmt, va_list ap)
     return p;
 }
 
+static void count(Diags *d, DiagSeverity sev)
+{
+    if (sev == DIAG_ERROR) d->errors++;
+    else if (sev == DIAG_WARNING) d->warnings++;
+    else d->notes++;
+}
+
 static Diag *add(Diags *d, DiagSeverity sev, const SrcRange *at, const char *fmt, va_list ap)
 {
+    /* Past the cap a diagnostic is only counted: no formatting, no memory, so
+     * that a file of millions of bad bytes costs time linear in its size. */
+    if (d->shown[sev] >= DIAG_MAX_SHOWN) {
+        count(d, sev);
+        d->dropped[sev]++;
+        return NULL;
+    }
     Diag *g = xcalloc(1, sizeof(Diag));
     g->severity = sev;
     if (at && at->start.file) {
@@ -123,7 +140,22 @@ static Diag *add(Diags *d, DiagSeverity sev, const SrcRange *at, const char *fmt
         d->items = xrealloc(d->items, sizeof(Diag *) * (size_t)d->cap);
     }
     d->items[d->n++] = g;
-    if (sev == DIAG_ERROR) d->errors++; else d->warnings++;
+    d->shown[sev]++;
+    count(d, sev);
+    return g;
+}
+
+bool diags_full(const Diags *d)
+{
+    return d->shown[DIAG_ERROR] >= DIAG_MAX_SHOWN;
+}
+
+Diag *diag_note_at(Diags *d, SrcRange at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    Diag *g = add(d, DIAG_NOTE, &at, fmt, ap);
+    va_end(ap);
     return g;
 }
 
@@ -184,6 +216,7 @@ void diag_help(Diag *g, const char *fmt, ...)
 
 int diags_error_count(const Diags *d) { return d->errors; }
 int diags_warning_count(const Diags *d) { return d->warnings; }
+int diags_note_count(const Diags *d) { return d->notes; }
 
 /* ---- ordering ---- */
 
@@ -271,19 +304,51 @@ static int utf8_len(const unsigned char *p, size_t n)
     return len;
 }
 
-/* Print text with control bytes and invalid UTF-8 shown as '?'. */
-static void put_clean(FILE *out, const char *text)
+/* The display form of one character of input at p (n bytes left): printable
+ * ASCII and valid non-control UTF-8 as they are; C0 controls, DEL and bytes
+ * that are not UTF-8 as \xNN; C1 controls (U+0080..U+009F) as \u{NN}. Writes
+ * at most 8 bytes to out, returns their number; *used is the input consumed. */
+static size_t display_char(const unsigned char *p, size_t n, bool keep_tab, char *out, size_t *used)
+{
+    int l = utf8_len(p, n);
+    if (l == 1 && ((p[0] >= 0x20 && p[0] != 0x7f) || (keep_tab && p[0] == '\t'))) {
+        out[0] = (char)p[0];
+        *used = 1;
+        return 1;
+    }
+    if (l == 2 && p[0] == 0xC2 && p[1] < 0xA0) {   /* U+0080..U+009F */
+        *used = 2;
+        return (size_t)snprintf(out, 9, "\\u{%02x}", p[1]);
+    }
+    if (l > 1) {
+        memcpy(out, p, (size_t)l);
+        *used = (size_t)l;
+        return (size_t)l;
+    }
+    *used = 1;
+    return (size_t)snprintf(out, 9, "\\x%02x", p[0]);
+}
+
+char *diag_escape(const char *text)
 {
     const unsigned char *p = (const unsigned char *)text;
-    size_t n = strlen(text);
+    size_t n = strlen(text), o = 0;
+    char *out = xmalloc(n * 8 + 1);
     for (size_t i = 0; i < n;) {
-        int l = utf8_len(p + i, n - i);
-        if (l == 1 && (p[i] >= 0x20 && p[i] != 0x7f)) fputc(p[i], out);
-        else if (l == 1 && p[i] == '\n') fputc('\n', out);
-        else if (l > 1) fwrite(p + i, 1, (size_t)l, out);
-        else { fputc('?', out); l = 1; }
-        i += (size_t)l;
+        size_t used;
+        o += display_char(p + i, n - i, true, out + o, &used);
+        i += used;
     }
+    out[o] = 0;
+    return out;
+}
+
+/* Print text that may echo input: every control character escaped. */
+static void put_clean(FILE *out, const char *text)
+{
+    char *e = diag_escape(text);
+    fputs(e, out);
+    free(e);
 }
 
 static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool colour)
@@ -313,18 +378,20 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
     if (to > linelen) to = linelen;
 
     /* Build the display line and the marker line side by side. */
-    size_t cap = (to - from) * 4 + 16;
+    size_t cap = (to - from) * 8 + 16;
     char *text = xmalloc(cap), *mark = xmalloc(cap);
     size_t nt = 0, nm = 0;
     if (from > 0) { memcpy(text, "...", 3); memcpy(mark, "   ", 3); nt = nm = 3; }
     for (size_t i = from; i < to;) {
-        int l = utf8_len(base + i, to - i);
         char m = i >= col0 && i < col1 ? (i == col0 ? '^' : '~') : ' ';
-        if (l == 1 && base[i] == '\t') { text[nt++] = '\t'; mark[nm++] = m == ' ' ? '\t' : m; }
-        else if (l == 1 && base[i] >= 0x20 && base[i] != 0x7f) { text[nt++] = (char)base[i]; mark[nm++] = m; }
-        else if (l > 1) { memcpy(text + nt, base + i, (size_t)l); nt += (size_t)l; mark[nm++] = m; }
-        else { text[nt++] = '?'; mark[nm++] = m; l = 1; }
-        i += (size_t)l;
+        size_t used;
+        if (base[i] == '\t') { text[nt++] = '\t'; mark[nm++] = m == ' ' ? '\t' : m; i++; continue; }
+        size_t w = display_char(base + i, to - i, false, text + nt, &used);
+        nt += w;
+        /* a multi-byte character is one column; an escape is as wide as its text */
+        size_t cols = used > 1 && w == used ? 1 : w;
+        for (size_t k = 0; k < cols; k++) mark[nm++] = k == 0 ? m : (m == ' ' ? ' ' : '~');
+        i += used;
     }
     if (col0 >= to) mark[nm++] = '^';   /* end of line / end of file */
     while (nm && mark[nm - 1] == ' ') nm--;
@@ -334,12 +401,30 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
     free(mark);
 }
 
+/* "7339002 more errors and 3 more warnings not shown", or NULL when nothing was dropped. */
+static char *dropped_summary(const Diags *d)
+{
+    static const char *const name[3][2] = {{"error", "errors"}, {"warning", "warnings"}, {"note", "notes"}};
+    char buf[256] = "";
+    size_t o = 0;
+    int parts = 0;
+    for (int s = 0; s < 3; s++) {
+        if (!d->dropped[s]) continue;
+        o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%lld more %s", parts ? " and " : "", d->dropped[s],
+                              name[s][d->dropped[s] != 1]);
+        parts++;
+    }
+    if (!parts) return NULL;
+    snprintf(buf + o, sizeof buf - o, " not shown (only the first %d of each kind are listed)", DIAG_MAX_SHOWN);
+    return xstrdup(buf);
+}
+
 static void render_human(Diags *d, FILE *out, bool colour)
 {
     for (int i = 0; i < d->n; i++) {
         const Diag *g = d->items[i];
-        const char *sev = g->severity == DIAG_ERROR ? "error" : "warning";
-        const char *sevc = g->severity == DIAG_ERROR ? C_RED : C_MAG;
+        const char *sev = g->severity == DIAG_ERROR ? "error" : g->severity == DIAG_WARNING ? "warning" : "note";
+        const char *sevc = g->severity == DIAG_ERROR ? C_RED : g->severity == DIAG_WARNING ? C_MAG : C_CYAN;
         if (colour) fputs(C_BOLD, out);
         if (g->has_pos) {
             put_clean(out, g->at.start.file);
@@ -368,6 +453,12 @@ static void render_human(Diags *d, FILE *out, bool colour)
             fputc('\n', out);
         }
     }
+    char *more = dropped_summary(d);
+    if (more) {
+        if (colour) fprintf(out, C_BOLD "llmc: " C_CYAN "note:" C_RESET C_BOLD " %s" C_RESET "\n", more);
+        else fprintf(out, "llmc: note: %s\n", more);
+        free(more);
+    }
 }
 
 /* ---- JSON rendering ---- */
@@ -386,21 +477,34 @@ static void render_json(Diags *d, FILE *out)
     for (int i = 0; i < d->n; i++) {
         const Diag *g = d->items[i];
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "severity", g->severity == DIAG_ERROR ? "error" : "warning");
-        cJSON_AddStringToObject(o, "summary", g->message);
+        cJSON_AddStringToObject(o, "severity", g->severity == DIAG_ERROR ? "error"
+                                               : g->severity == DIAG_WARNING ? "warning" : "note");
+        /* escaped as in the text form: the JSON stays valid UTF-8 and a
+         * consumer that prints it prints no control characters */
+        char *summary = diag_escape(g->message);
+        cJSON_AddStringToObject(o, "summary", summary);
+        free(summary);
         size_t len = 1;
-        for (int j = 0; j < g->nextra; j++) len += strlen(g->extra[j]) + 1;
+        char **extra = xcalloc((size_t)g->nextra + 1, sizeof(char *));
+        for (int j = 0; j < g->nextra; j++) {
+            extra[j] = diag_escape(g->extra[j]);
+            len += strlen(extra[j]) + 1;
+        }
         char *detail = xmalloc(len);
         detail[0] = 0;
         for (int j = 0; j < g->nextra; j++) {
             if (j) strcat(detail, "\n");
-            strcat(detail, g->extra[j]);
+            strcat(detail, extra[j]);
+            free(extra[j]);
         }
+        free(extra);
         cJSON_AddStringToObject(o, "detail", detail);
         free(detail);
         if (g->has_pos) {
             cJSON *r = cJSON_CreateObject();
-            cJSON_AddStringToObject(r, "file", g->at.start.file);
+            char *file = diag_escape(g->at.start.file);
+            cJSON_AddStringToObject(r, "file", file);
+            free(file);
             cJSON_AddItemToObject(r, "start", pos_json(g->at.start.line, g->at.start.col));
             cJSON_AddItemToObject(r, "end", pos_json(g->at.end.line, g->at.end.col));
             cJSON_AddItemToObject(o, "range", r);
@@ -408,6 +512,17 @@ static void render_json(Diags *d, FILE *out)
             cJSON_AddNullToObject(o, "range");
         }
         cJSON_AddItemToArray(arr, o);
+    }
+    char *more = dropped_summary(d);
+    if (more) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "severity", "note");
+        cJSON_AddStringToObject(o, "summary", more);
+        cJSON_AddStringToObject(o, "detail", "");
+        cJSON_AddNullToObject(o, "range");
+        cJSON_AddNumberToObject(o, "not_shown", (double)(d->dropped[0] + d->dropped[1] + d->dropped[2]));
+        cJSON_AddItemToArray(arr, o);
+        free(more);
     }
     char *text = cJSON_Print(arr);
     if (text) {

@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdarg.h>
+#include <stdbool.h>
 
 /* 1-based line and column; column counts bytes. file is the path as given. */
 typedef struct {
@@ -23,7 +24,13 @@ typedef struct {
     SrcPos start, end;
 } SrcRange;
 
-typedef enum { DIAG_ERROR, DIAG_WARNING } DiagSeverity;
+/* A note stands alone (a remark that changes no exit status), unlike diag_note(),
+ * which attaches a line to another diagnostic. */
+typedef enum { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE } DiagSeverity;
+
+/* At most this many diagnostics of each severity are kept and shown; the rest
+ * are counted ("N more errors not shown"), without being formatted or stored. */
+#define DIAG_MAX_SHOWN 100
 
 typedef struct Diag Diag;   /* one diagnostic with its notes and help lines */
 typedef struct Diags Diags; /* the collection for one run */
@@ -37,14 +44,27 @@ void diags_add_source(Diags *, const char *file, const char *text, size_t len);
 
 Diag *diag_error(Diags *, SrcRange at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 Diag *diag_warning(Diags *, SrcRange at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+Diag *diag_note_at(Diags *, SrcRange at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Errors without a source position (I/O, usage); rendered as "llmc: error: ...". */
 Diag *diag_error_nopos(Diags *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The diag_* constructors return NULL past the cap; diag_note()/diag_help()
+ * accept NULL and do nothing. */
 /* Attach "= note: ..." / "= help: ..." lines (in the JSON form they join "detail"). */
 void diag_note(Diag *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void diag_help(Diag *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int diags_error_count(const Diags *);
 int diags_warning_count(const Diags *);
+int diags_note_count(const Diags *);
+/* True once DIAG_MAX_SHOWN errors are stored: later ones are only counted, so a
+ * stage may skip the work of describing them. */
+bool diags_full(const Diags *);
+
+/* text with every control character escaped for display: C0 controls, DEL and
+ * bytes that are not UTF-8 as \xNN, C1 controls as \u{NN} (tabs kept). The one
+ * place where messages that echo input are made safe for a terminal; both
+ * renderers use it. Returns a malloc'd string. */
+char *diag_escape(const char *text);
 
 typedef enum { DIAG_FMT_HUMAN, DIAG_FMT_JSON } DiagFormat;
 /* Sort into source order and print all. colour: -1 auto (isatty), 0 off, 1 on. */

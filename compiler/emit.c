@@ -7,10 +7,6 @@
 #include <string.h>
 #include "emit_internal.h"
 
-static const char marker_text[] =
-    "This directory was written by llmc. It is replaced as a whole by the next\n"
-    "`llmc PLAN -o DIR`; do not keep other files in it.\n";
-
 typedef char *(*LayoutWriter)(const JobLayout *, char *, size_t);
 
 static int put(OutDir *o, const char *prefix, const char *name, char *text, int mode, Diags *d)
@@ -102,8 +98,7 @@ int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Di
         diag_error_nopos(d, "%s", err);
         return -1;
     }
-    int rc = outdir_write(&o, OUTDIR_MARKER, marker_text, strlen(marker_text), 0644, err, sizeof err);
-    if (rc != 0) diag_error_nopos(d, "%s", err);
+    int rc = 0;   /* outdir_commit writes the manifest, OUTDIR_MARKER */
     for (int i = 0; rc == 0 && i < plan->njobs; i++) {
         const PlanJob *job = plan->jobs[i];
         const Estimate *e = ests ? &ests[i] : NULL;

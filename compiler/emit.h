@@ -10,9 +10,10 @@
  * Returns the number of errors added to d. */
 int emit_check(const Plan *plan, Diags *d);
 
-/* Write every artifact of every job in plan into out_dir, atomically: a temp
- * directory beside out_dir, renamed into place; on failure out_dir is left as it
- * was. ests[i] is the estimate of plan->jobs[i]. Returns 0 on success, else
+/* Write every artifact of every job in plan into out_dir: a temp directory
+ * beside out_dir, renamed into place when out_dir is new; in an earlier output
+ * only the files listed in its manifest are replaced (emit_fs.c); on a failure
+ * before the first change out_dir is left as it was. ests[i] is the estimate of plan->jobs[i]. Returns 0 on success, else
  * reports into d and returns non-zero. */
 int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Diags *d);
 

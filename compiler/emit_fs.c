@@ -1,14 +1,18 @@
-/* emit_fs.c — the output directory, written atomically.
+/* emit_fs.c — the output directory, written atomically, file by file.
  *
  * Everything is written into a fresh temporary directory beside DIR
  * (".DIR.llmc-XXXXXX", same file system, so rename is atomic), each file
- * fsync'd; then the temporary directory takes DIR's place in one step
- * (renameat2 RENAME_EXCHANGE; rename(2) when DIR does not exist) and the old
- * tree is removed. A failure before that step leaves DIR exactly as it was.
- * An existing DIR is replaced only if llmc wrote it (it holds OUTDIR_MARKER)
- * or it is empty, so `-o ~` cannot wipe a home directory. Files are created
- * with openat(O_EXCL|O_NOFOLLOW) under the temporary directory's fd, from
- * names checked to be plain components: nothing is written outside DIR. */
+ * fsync'd. A DIR that does not exist: the temporary directory is renamed to
+ * it. An existing DIR: it must be empty or hold OUTDIR_MARKER, the manifest
+ * of the files llmc wrote there (so `-o ~` cannot touch a home directory),
+ * and only those files are replaced, each by rename(2), or removed when the
+ * new output no longer has them; shards, plan files and checkpoints kept in
+ * DIR stay. Every check comes before the first change; the manifest first
+ * lists old and new files together, so that whatever happens midway, every
+ * file llmc may have put in DIR is listed, then only the new set. Files are
+ * created with openat(O_EXCL|O_NOFOLLOW) under the temporary directory's fd,
+ * from names checked to be plain components, and moved with renameat under
+ * DIR's fd opened O_NOFOLLOW: nothing is written outside DIR. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -134,6 +138,9 @@ int outdir_mkdir(OutDir *o, const char *name, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create %s/%s: %s", o->final_path, name, strerror(errno));
         return -1;
     }
+    o->dirs = realloc(o->dirs, sizeof(char *) * (size_t)(o->ndirs + 1));
+    if (!o->dirs || !(o->dirs[o->ndirs] = strdup(name))) { snprintf(err, errlen, "out of memory"); return -1; }
+    o->ndirs++;
     return 0;
 }
 
@@ -172,24 +179,11 @@ int outdir_write(OutDir *o, const char *name, const char *data, size_t len, int 
         snprintf(err, errlen, "cannot write %s/%s: %s", o->final_path, name, strerror(errno));
         return -1;
     }
+    if (strcmp(name, OUTDIR_MARKER) == 0) return 0;   /* the manifest does not list itself */
+    o->files = realloc(o->files, sizeof(char *) * (size_t)(o->nfiles + 1));
+    if (!o->files || !(o->files[o->nfiles] = strdup(name))) { snprintf(err, errlen, "out of memory"); return -1; }
+    o->nfiles++;
     return 0;
-}
-
-/* 1: llmc's earlier output or an empty directory; 0: something else; -1: error */
-static int replaceable(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    int ok = 1;
-    bool marker = false;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        if (strcmp(e->d_name, OUTDIR_MARKER) == 0) marker = true;
-        else ok = 0;
-    }
-    closedir(d);
-    return marker ? 1 : ok;
 }
 
 static void fsync_parent(const char *path)
@@ -201,8 +195,248 @@ static void fsync_parent(const char *path)
     free(copy);
 }
 
+static const char manifest_head[] =
+    "# Written by llmc: the files it put in this directory, one per line.\n"
+    "# `llmc PLAN -o DIR` replaces (or removes) exactly these and leaves every\n"
+    "# other file here alone: shards, plans and checkpoints may live beside them.\n";
+
+typedef struct {
+    char **names;
+    int n;
+} NameList;
+
+static bool list_has(const NameList *l, const char *name)
+{
+    for (int i = 0; i < l->n; i++)
+        if (strcmp(l->names[i], name) == 0) return true;
+    return false;
+}
+
+static int list_add(NameList *l, const char *name)
+{
+    char **grown = realloc(l->names, sizeof(char *) * (size_t)(l->n + 1));
+    if (!grown) return -1;
+    l->names = grown;
+    if (!(l->names[l->n] = strdup(name))) return -1;
+    l->n++;
+    return 0;
+}
+
+static void list_free(NameList *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->names[i]);
+    free(l->names);
+    l->names = NULL;
+    l->n = 0;
+}
+
+/* The manifest in DIR (dir_fd): 1 and its file names in *l (lines that are
+ * not plain relative names are ignored: they are never touched); 0 when DIR
+ * has none; -1 on error. A marker of an older llmc lists nothing: *legacy. */
+static int read_manifest(int dir_fd, NameList *l, bool *legacy)
+{
+    *legacy = false;
+    int fd = openat(dir_fd, OUTDIR_MARKER, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? 0 : -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    char *text = malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (text && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, text + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!text) return -1;
+    text[got] = '\0';
+    *legacy = strncmp(text, "# Written by llmc", 17) != 0;
+    for (char *line = text; !*legacy && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (line[0] != '#' && line[0] && relname_ok(line) && strcmp(line, OUTDIR_MARKER) != 0 &&
+            !list_has(l, line) && list_add(l, line) != 0) {
+            free(text);
+            return -1;
+        }
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    free(text);
+    return 1;
+}
+
+/* The manifest text listing a then those of b not in a. */
+static char *manifest_text(const NameList *a, const NameList *b)
+{
+    size_t len = sizeof manifest_head;
+    for (int i = 0; i < a->n; i++) len += strlen(a->names[i]) + 1;
+    for (int i = 0; b && i < b->n; i++) len += strlen(b->names[i]) + 1;
+    char *t = malloc(len);
+    if (!t) return NULL;
+    char *p = stpcpy(t, manifest_head);
+    for (int i = 0; i < a->n; i++) p = stpcpy(stpcpy(p, a->names[i]), "\n");
+    for (int i = 0; b && i < b->n; i++)
+        if (!list_has(a, b->names[i])) p = stpcpy(stpcpy(p, b->names[i]), "\n");
+    return t;
+}
+
+/* Write text as NAME in the temporary directory (replacing an earlier one). */
+static int stage_text(OutDir *o, const char *name, const char *text, char *err, size_t errlen)
+{
+    unlinkat(o->tmp_fd, name, 0);
+    return outdir_write(o, name, text, strlen(text), 0644, err, errlen);   /* the manifest is not listed */
+}
+
+/* Is the directory part of "a/b" (if any) a real directory in dir_fd, not a link? */
+static bool parent_is_dir(int dir_fd, const char *name)
+{
+    const char *slash = strchr(name, '/');
+    if (!slash) return true;
+    char part[256];
+    size_t n = (size_t)(slash - name);
+    if (n >= sizeof part) return false;
+    memcpy(part, name, n);
+    part[n] = '\0';
+    struct stat st;
+    return fstatat(dir_fd, part, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Replace the files of an existing llmc output directory (see the top). */
+static int commit_in_place(OutDir *o, char *err, size_t errlen)
+{
+    int dir_fd = open(o->final_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0) {
+        snprintf(err, errlen, "cannot open '%s': %s", o->final_path, strerror(errno));
+        return -1;
+    }
+    int rc = -1;
+    NameList old = {0}, now = {0};
+    bool legacy = false;
+    char *text = NULL;
+    int m = read_manifest(dir_fd, &old, &legacy);
+    if (m < 0) {
+        snprintf(err, errlen, "cannot read %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
+        goto done;
+    }
+    if (m == 0) {   /* no manifest: only an empty directory is taken */
+        DIR *d = fdopendir(dup(dir_fd));
+        bool empty = d != NULL;
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = false;
+        if (d) closedir(d);
+        if (!empty) {
+            snprintf(err, errlen, "'%s' exists and was not written by llmc (no %s in it); not replacing it",
+                     o->final_path, OUTDIR_MARKER);
+            goto done;
+        }
+    }
+    for (int i = 0; i < o->nfiles; i++)
+        if (list_add(&now, o->files[i]) != 0) { snprintf(err, errlen, "out of memory"); goto done; }
+
+    /* Check everything before changing anything. */
+    struct stat st;
+    for (int i = 0; i < o->ndirs; i++) {
+        if (fstatat(dir_fd, o->dirs[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue;
+            snprintf(err, errlen, "cannot inspect %s/%s: %s", o->final_path, o->dirs[i], strerror(errno));
+            goto done;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s/%s is in the way (not a directory, and llmc puts one there); not replacing it",
+                     o->final_path, o->dirs[i]);
+            goto done;
+        }
+    }
+    for (int i = 0; i < now.n; i++) {
+        if (!parent_is_dir(dir_fd, now.names[i])) continue;   /* its directory is made below, or refused above */
+        if (fstatat(dir_fd, now.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue;
+            snprintf(err, errlen, "cannot inspect %s/%s: %s", o->final_path, now.names[i], strerror(errno));
+            goto done;
+        }
+        bool ours = legacy || list_has(&old, now.names[i]);
+        if (!ours || S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s/%s exists and llmc did not write it (it is not listed in %s); not replacing it",
+                     o->final_path, now.names[i], OUTDIR_MARKER);
+            goto done;
+        }
+    }
+
+    /* 1. the manifest lists the old and the new files */
+    if (!(text = manifest_text(&old, &now))) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (stage_text(o, OUTDIR_MARKER, text, err, errlen) != 0) goto done;
+    if (renameat(o->tmp_fd, OUTDIR_MARKER, dir_fd, OUTDIR_MARKER) != 0) {
+        snprintf(err, errlen, "cannot write %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
+        goto done;
+    }
+    fsync(dir_fd);
+    /* 2. the new files take their places */
+    mode_t mask = umask(0);
+    umask(mask);
+    for (int i = 0; i < o->ndirs; i++)
+        if (mkdirat(dir_fd, o->dirs[i], 0777 & ~mask) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create %s/%s: %s", o->final_path, o->dirs[i], strerror(errno));
+            goto done;
+        }
+    for (int i = 0; i < now.n; i++)
+        if (renameat(o->tmp_fd, now.names[i], dir_fd, now.names[i]) != 0) {
+            snprintf(err, errlen, "cannot replace %s/%s: %s", o->final_path, now.names[i], strerror(errno));
+            goto done;
+        }
+    /* 3. files of the last output that this one does not have go, and so do
+     * the subdirectories they leave empty (never one holding anything else) */
+    for (int i = 0; i < old.n; i++) {
+        if (list_has(&now, old.names[i]) || !parent_is_dir(dir_fd, old.names[i])) continue;
+        if (fstatat(dir_fd, old.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+            unlinkat(dir_fd, old.names[i], 0);
+        char *slash = strchr(old.names[i], '/');
+        if (slash) {
+            *slash = '\0';
+            unlinkat(dir_fd, old.names[i], AT_REMOVEDIR);   /* fails unless empty: fine */
+            *slash = '/';
+        }
+    }
+    /* 4. the manifest lists the new files only */
+    free(text);
+    NameList none = {0};
+    if (!(text = manifest_text(&now, &none))) { snprintf(err, errlen, "out of memory"); goto done; }
+    if (stage_text(o, OUTDIR_MARKER, text, err, errlen) != 0) goto done;
+    if (renameat(o->tmp_fd, OUTDIR_MARKER, dir_fd, OUTDIR_MARKER) != 0) {
+        snprintf(err, errlen, "cannot write %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
+        goto done;
+    }
+    for (int i = 0; i < o->ndirs; i++) {
+        int sub = openat(dir_fd, o->dirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0) { fsync(sub); close(sub); }
+    }
+    if (fsync(dir_fd) != 0) {
+        snprintf(err, errlen, "cannot sync '%s': %s", o->final_path, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    free(text);
+    list_free(&old);
+    list_free(&now);
+    close(dir_fd);
+    return rc;
+}
+
 int outdir_commit(OutDir *o, char *err, size_t errlen)
 {
+    /* the manifest of this output, for a later compile into the same DIR */
+    NameList now = {o->files, o->nfiles}, none = {0};
+    char *text = manifest_text(&now, &none);
+    if (!text) { snprintf(err, errlen, "out of memory"); return -1; }
+    int w = stage_text(o, OUTDIR_MARKER, text, err, errlen);
+    free(text);
+    if (w != 0) return -1;
     if (fsync(o->tmp_fd) != 0) {
         snprintf(err, errlen, "cannot sync %s: %s", o->tmp_path, strerror(errno));
         return -1;
@@ -232,52 +466,7 @@ int outdir_commit(OutDir *o, char *err, size_t errlen)
         snprintf(err, errlen, "'%s' exists and is not a directory; not replacing it", o->final_path);
         return -1;
     }
-    int r = replaceable(o->final_path);
-    if (r < 0) {
-        snprintf(err, errlen, "cannot read '%s': %s", o->final_path, strerror(errno));
-        return -1;
-    }
-    if (r == 0) {
-        snprintf(err, errlen, "'%s' exists and was not written by llmc (no %s in it); not replacing it",
-                 o->final_path, OUTDIR_MARKER);
-        return -1;
-    }
-    /* swap: tmp_path now names the old tree */
-    if (renameat2(AT_FDCWD, o->tmp_path, AT_FDCWD, o->final_path, RENAME_EXCHANGE) != 0) {
-        if (errno != EINVAL && errno != ENOSYS) {
-            snprintf(err, errlen, "cannot replace '%s': %s", o->final_path, strerror(errno));
-            return -1;
-        }
-        /* file systems without exchange: move the old tree aside first */
-        char *old = NULL;
-        if (asprintf(&old, "%s.old", o->tmp_path) < 0) { snprintf(err, errlen, "out of memory"); return -1; }
-        if (rename(o->final_path, old) != 0) {
-            snprintf(err, errlen, "cannot move '%s' aside: %s", o->final_path, strerror(errno));
-            free(old);
-            return -1;
-        }
-        if (rename(o->tmp_path, o->final_path) != 0) {
-            snprintf(err, errlen, "cannot replace '%s': %s", o->final_path, strerror(errno));
-            rename(old, o->final_path);   /* put the old one back */
-            free(old);
-            return -1;
-        }
-        remove_tree(old);
-        free(old);
-        close(o->tmp_fd);
-        o->tmp_fd = -1;
-        free(o->tmp_path);
-        o->tmp_path = NULL;
-        fsync_parent(o->final_path);
-        return 0;
-    }
-    fsync_parent(o->final_path);
-    close(o->tmp_fd);
-    o->tmp_fd = -1;
-    remove_tree(o->tmp_path);
-    free(o->tmp_path);
-    o->tmp_path = NULL;
-    return 0;
+    return commit_in_place(o, err, errlen);
 }
 
 void outdir_abort(OutDir *o)
@@ -289,4 +478,12 @@ void outdir_abort(OutDir *o)
     o->tmp_path = NULL;
     free(o->final_path);
     o->final_path = NULL;
+    for (int i = 0; i < o->nfiles; i++) free(o->files[i]);
+    free(o->files);
+    o->files = NULL;
+    o->nfiles = 0;
+    for (int i = 0; i < o->ndirs; i++) free(o->dirs[i]);
+    free(o->dirs);
+    o->dirs = NULL;
+    o->ndirs = 0;
 }

@@ -144,6 +144,10 @@ typedef struct {
     char *final_path;     /* DIR as given, without trailing slashes */
     char *tmp_path;       /* .DIR.llmc-XXXXXX beside it */
     int tmp_fd;           /* open directory fd of tmp_path */
+    char **files;         /* what was written, relative names, in order: the manifest */
+    int nfiles;
+    char **dirs;          /* subdirectories made (one component each) */
+    int ndirs;
 } OutDir;
 
 /* Create the temporary directory beside out_dir. Returns 0, else -1 + err. */
@@ -154,9 +158,14 @@ int outdir_mkdir(OutDir *, const char *name, char *err, size_t errlen);
  * inside the temporary directory, with mode, fsync'd. */
 int outdir_write(OutDir *, const char *name, const char *data, size_t len, int mode,
                  char *err, size_t errlen);
-/* Move the temporary directory into place. If out_dir exists it must be an
- * earlier llmc output (it holds OUTDIR_MARKER) or empty; it is replaced and
- * removed. Returns 0, else -1 + err and out_dir is as it was. */
+/* Put the new files in place. A DIR that does not exist: the temporary
+ * directory is renamed to it (one atomic step). An existing DIR must be empty
+ * or hold OUTDIR_MARKER, the manifest of what llmc wrote there: then exactly
+ * the files it lists are replaced (each by an atomic rename) or, when the new
+ * output no longer has them, removed; every other file and directory in DIR
+ * (shards, plans, checkpoints) is left alone. Everything is checked before
+ * anything changes: a file in the way that llmc did not write is refused and
+ * DIR is as it was. Returns 0, else -1 + err. */
 int outdir_commit(OutDir *, char *err, size_t errlen);
 /* Remove the temporary directory if it is still there (after a failure) and
  * free o; call it after outdir_commit too. */

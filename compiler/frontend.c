@@ -9,48 +9,91 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *frontend_read_file(const char *path, size_t *len, Arena *a, Diags *d, const SrcRange *at)
+/* What a file that is not a regular file is, for the message. */
+static const char *file_kind(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
+    return "not a regular file";
+}
+
+/* Read a plan file. Only a regular file, or a pipe that has a writer (`llmc
+ * check <(gen)`, `gen | llmc check /dev/stdin`) when pipes_ok, is read: a
+ * directory, a device, a socket or a FIFO nobody writes to is refused before
+ * any blocking read. stat() first so that a device is never opened; the open
+ * is O_NONBLOCK and fstat() checks the same kind again (the path may have been
+ * swapped in between); a FIFO is probed with one non-blocking read, which
+ * returns 0 when no writer has it open. */
+static char *read_plan_file(const char *path, size_t *len, Arena *a, Diags *d, const SrcRange *at,
+                            bool pipes_ok)
 {
     const char *why = NULL;
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = -1;
     struct stat st;
-    if (fd < 0) {
+    char *tmp = NULL;
+    size_t cap = 0, got = 0;
+    if (stat(path, &st) != 0) {
         why = strerror(errno);
-    } else if (fstat(fd, &st) != 0) {
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode) && !(pipes_ok && S_ISFIFO(st.st_mode))) {
+        why = S_ISDIR(st.st_mode) ? "is a directory" : arena_printf(a, "is %s, not a regular file", file_kind(st.st_mode));
+        goto out;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0 || fstat(fd, &st) != 0) {
         why = strerror(errno);
-    } else if (S_ISDIR(st.st_mode)) {
-        why = "is a directory";
-    } else if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > FRONTEND_MAX_FILE_BYTES) {
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode) && !(pipes_ok && S_ISFIFO(st.st_mode))) {
+        why = S_ISDIR(st.st_mode) ? "is a directory" : arena_printf(a, "is %s, not a regular file", file_kind(st.st_mode));
+        goto out;
+    }
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > FRONTEND_MAX_FILE_BYTES) {
         why = arena_printf(a, "file is too large (%lld bytes; a plan may have at most %u)",
                            (long long)st.st_size, FRONTEND_MAX_FILE_BYTES);
-    } else {
-        /* Regular files, pipes and process substitution alike: read to EOF. */
-        size_t cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536, got = 0;
-        char *tmp = xmalloc(cap + 1);
-        for (;;) {
-            if (got == cap) {
-                if (cap > FRONTEND_MAX_FILE_BYTES) break;
-                cap *= 2;
-                tmp = xrealloc(tmp, cap + 1);
-            }
-            ssize_t r = read(fd, tmp + got, cap - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0) { why = strerror(errno); break; }
-            if (r == 0) break;
-            got += (size_t)r;
-        }
-        if (!why && got > FRONTEND_MAX_FILE_BYTES)
-            why = arena_printf(a, "file is too large (more than %u bytes, the most a plan may have)",
-                               FRONTEND_MAX_FILE_BYTES);
-        if (!why) {
-            buf = arena_alloc(a, got + 1);
-            memcpy(buf, tmp, got);
-            buf[got] = 0;
-            *len = got;
-        }
-        free(tmp);
+        goto out;
     }
+    cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
+    tmp = xmalloc(cap + 1);
+    if (S_ISFIFO(st.st_mode)) {
+        ssize_t r;
+        do r = read(fd, tmp, cap); while (r < 0 && errno == EINTR);
+        if (r == 0) { why = "is a FIFO with no writer, not a regular file"; goto out; }
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { why = strerror(errno); goto out; }
+        if (r > 0) got = (size_t)r;
+    }
+    /* A writer exists (or it is a regular file): ordinary blocking reads to EOF. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    for (;;) {
+        if (got == cap) {
+            if (cap > FRONTEND_MAX_FILE_BYTES) break;
+            cap *= 2;
+            tmp = xrealloc(tmp, cap + 1);
+        }
+        ssize_t r = read(fd, tmp + got, cap - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { why = strerror(errno); break; }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    if (!why && got > FRONTEND_MAX_FILE_BYTES)
+        why = arena_printf(a, "file is too large (more than %u bytes, the most a plan may have)",
+                           FRONTEND_MAX_FILE_BYTES);
+    if (!why) {
+        buf = arena_alloc(a, got + 1);
+        memcpy(buf, tmp, got);
+        buf[got] = 0;
+        *len = got;
+    }
+out:
+    free(tmp);
     if (fd >= 0) close(fd);
     if (why) {
         if (at) diag_error(d, *at, "cannot read '%s': %s", path, why);
@@ -58,6 +101,11 @@ char *frontend_read_file(const char *path, size_t *len, Arena *a, Diags *d, cons
         return NULL;
     }
     return buf;
+}
+
+char *frontend_read_file(const char *path, size_t *len, Arena *a, Diags *d, const SrcRange *at)
+{
+    return read_plan_file(path, len, a, d, at, true);
 }
 
 SourceFile *frontend_parse_file(const char *path, Arena *a, Diags *d)
@@ -146,9 +194,14 @@ static void load_uses(Loader *L, SourceFile *sf)
             continue;
         }
         struct stat st;
-        if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (stat(real, &st) != 0) {
+            diag_error(L->d, it->use_at, "cannot read '%s': %s", path, strerror(errno));
+            continue;
+        }
+        if (!S_ISREG(st.st_mode)) {
             /* Only plain files: a FIFO or device named in a plan could block forever. */
-            diag_error(L->d, it->use_at, "cannot use '%s': not a regular file", path);
+            diag_error(L->d, it->use_at, "cannot use '%s': it is %s, not a regular file", path,
+                       file_kind(st.st_mode));
             continue;
         }
         bool cycle = false;
@@ -173,7 +226,7 @@ static void load_uses(Loader *L, SourceFile *sf)
 static void load_file(Loader *L, const char *path, const char *canon, const SrcRange *use_at)
 {
     size_t len = 0;
-    char *text = frontend_read_file(path, &len, L->a, L->d, use_at);
+    char *text = read_plan_file(path, &len, L->a, L->d, use_at, false);   /* checked again after open */
     if (!text) return;
     diags_add_source(L->d, path, text, len);
     SourceFile *sf = parse_source(path, text, len, L->a, L->d);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LLMC_VERSION "0.1.0"
@@ -37,7 +38,9 @@ static const char usage_text[] =
 static int usage_error(const char *fmt, const char *arg)
 {
     fputs("llmc: error: ", stderr);
-    fprintf(stderr, fmt, arg);
+    char *clean = diag_escape(arg);   /* an argument may hold control characters */
+    fprintf(stderr, fmt, clean);
+    free(clean);
     fputs("\ntry 'llmc --help'\n", stderr);
     return EXIT_USAGE;
 }
@@ -141,7 +144,17 @@ static int cmd_check(int argc, char **argv)
     if (o.out_dir) return options_error(&o, "%s", "check writes nothing; -o is for compiling");
     Diags *d = diags_new();
     bool io_error = false;
-    for (int i = 0; i < o.nfiles; i++) plan_free(check_one(o.files[i], d, NULL, &io_error));
+    for (int i = 0; i < o.nfiles; i++) {
+        int before = diags_error_count(d);
+        Plan *plan = check_one(o.files[i], d, NULL, &io_error);
+        if (plan && plan->njobs == 0 && diags_error_count(d) == before) {
+            /* a library of blocks for `use` checks clean; compiling it is an error */
+            SrcRange at = {{o.files[i], 1, 1}, {o.files[i], 1, 1}};
+            diag_help(diag_note_at(d, at, "the plan has no job block: `llmc PLAN -o DIR` would have nothing to write"),
+                      "a job block names what to run where: job NAME { run = TRAIN  cluster = CLUSTER  nodes = 1  time = 1 h }");
+        }
+        plan_free(plan);
+    }
     free(o.files);
     rc = finish(d, &o);
     return io_error ? EXIT_USAGE : rc;
@@ -159,6 +172,11 @@ static int cmd_compile(int argc, char **argv)
     Estimate *ests = NULL;
     Plan *plan = check_one(o.files[0], d, &ests, &io_error);
     bool emitted = false, emit_failed = false;
+    if (plan && !diags_error_count(d) && plan->njobs == 0) {
+        SrcRange at = {{o.files[0], 1, 1}, {o.files[0], 1, 1}};
+        diag_help(diag_error(d, at, "nothing to compile: the plan has no job block"),
+                  "a job block names what to run where: job NAME { run = TRAIN  cluster = CLUSTER  nodes = 1  time = 1 h }");
+    }
     if (plan && !diags_error_count(d)) {
         if (emit_outputs(plan, ests, o.out_dir, d) == 0) emitted = true;
         else emit_failed = true;   /* the plan was clean: writing failed, an I/O error */
@@ -172,12 +190,23 @@ static int cmd_compile(int argc, char **argv)
     return rc;
 }
 
-/* Replace path's contents atomically: temp file beside it, fsync, rename. */
+/* Replace the contents of the file path names, atomically: a temporary file
+ * beside the real file (a symbolic link is followed, and stays a link), with
+ * the file's mode and, where allowed, its owner; fsync; rename over it. */
 static bool write_atomic(const char *path, const char *text, size_t len)
 {
-    size_t n = strlen(path) + 32;
+    char *target = realpath(path, NULL);
+    struct stat st;
+    if (!target || stat(target, &st) != 0) {
+        char *clean = diag_escape(path);
+        fprintf(stderr, "llmc: error: cannot write '%s': %s\n", clean, strerror(errno));
+        free(clean);
+        free(target);
+        return false;
+    }
+    size_t n = strlen(target) + 32;
     char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.llmc-fmt.XXXXXX", path);
+    snprintf(tmp, n, "%s.llmc-fmt.XXXXXX", target);
     int fd = mkstemp(tmp);
     bool ok = fd >= 0;
     size_t done = 0;
@@ -187,14 +216,20 @@ static bool write_atomic(const char *path, const char *text, size_t len)
         if (w <= 0) ok = false;
         else done += (size_t)w;
     }
+    if (ok && fchown(fd, st.st_uid, st.st_gid) != 0) { /* not ours to give away: keep ours */ }
+    if (ok && fchmod(fd, st.st_mode & 07777) != 0) ok = false;
     if (ok && fsync(fd) != 0) ok = false;
     if (fd >= 0 && close(fd) != 0) ok = false;
-    if (ok && rename(tmp, path) != 0) ok = false;
+    if (ok && rename(tmp, target) != 0) ok = false;
     if (!ok) {
-        fprintf(stderr, "llmc: error: cannot write '%s': %s\n", path, strerror(errno));
+        int e = errno;
+        char *clean = diag_escape(path);
+        fprintf(stderr, "llmc: error: cannot write '%s': %s\n", clean, strerror(e));
+        free(clean);
         if (fd >= 0) unlink(tmp);
     }
     free(tmp);
+    free(target);
     return ok;
 }
 
@@ -220,7 +255,9 @@ static int cmd_fmt(int argc, char **argv)
         bool same = len == sf->len && memcmp(text, sf->text, len) == 0;
         if (o.fmt_check) {
             if (!same) {
-                printf("%s\n", o.files[i]);
+                char *clean = diag_escape(o.files[i]);
+                printf("%s\n", clean);
+                free(clean);
                 if (status == EXIT_CLEAN) status = EXIT_PLAN;
             }
         } else if (o.fmt_write) {

@@ -20,6 +20,25 @@ SrcRange range_join(SrcRange a, SrcRange b)
     return (SrcRange){a.start, b.end};
 }
 
+/* Remember where an error was reported (see ParseCtx.error_pos). Past
+ * ERROR_POS_MAX positions not yet claimed by a block, the last slot holds the
+ * latest one: memory stays bounded, and a block that then goes unmarked can
+ * only add errors far past the ones shown (DIAG_MAX_SHOWN). */
+#define ERROR_POS_MAX 4096
+
+static void note_error_pos(ParseCtx *c, SrcPos p)
+{
+    if (c->nerror_pos == ERROR_POS_MAX) {
+        c->error_pos[c->nerror_pos - 1] = p;   /* keep the latest: blocks end after it */
+        return;
+    }
+    if (c->nerror_pos == c->error_pos_cap) {
+        c->error_pos_cap = c->error_pos_cap ? c->error_pos_cap * 2 : 16;
+        c->error_pos = xrealloc(c->error_pos, sizeof(SrcPos) * (size_t)c->error_pos_cap);
+    }
+    c->error_pos[c->nerror_pos++] = p;
+}
+
 /* ---- AST construction (called from the grammar actions) ---- */
 
 void ctx_block(ParseCtx *c, const Token *kind, const Token *name, PtrVec *entries, const Token *close)
@@ -36,12 +55,17 @@ void ctx_block(ParseCtx *c, const Token *kind, const Token *name, PtrVec *entrie
     it->nentries = entries->n;
     it->close_at = close->at;
     it->at = range_join(kind->at, close->at);
-    for (int i = 0; i < c->error_pos.n; i++) {
-        const SrcPos *p = c->error_pos.items[i];
-        if ((p->line > it->at.start.line || (p->line == it->at.start.line && p->col >= it->at.start.col)) &&
-            (p->line < it->at.end.line || (p->line == it->at.end.line && p->col < it->at.end.col)))
-            it->broken = true;
+    /* Errors before this block's end are inside it or between blocks: either
+     * way no later block can hold them, so only those after it are kept. */
+    int keep = 0;
+    for (int i = 0; i < c->nerror_pos; i++) {
+        const SrcPos *p = &c->error_pos[i];
+        bool after_start = p->line > it->at.start.line || (p->line == it->at.start.line && p->col >= it->at.start.col);
+        bool before_end = p->line < it->at.end.line || (p->line == it->at.end.line && p->col < it->at.end.col);
+        if (after_start && before_end) it->broken = true;
+        if (!before_end) c->error_pos[keep++] = *p;
     }
+    c->nerror_pos = keep;
     ptrvec_push(c->arena, &c->items, it);
 }
 
@@ -157,9 +181,11 @@ static const char *token_desc(ParseCtx *c, int major, const Token *tok)
 void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expected, int ntokens)
 {
     c->syntax_errors++;
-    SrcPos *pos = arena_alloc(c->arena, sizeof(SrcPos));
-    *pos = tok->at.start;
-    ptrvec_push(c->arena, &c->error_pos, pos);
+    note_error_pos(c, tok->at.start);
+    if (diags_full(c->diags)) {   /* only counted now: skip describing it */
+        diag_error(c->diags, tok->at, "syntax error");
+        return;
+    }
     char buf[256] = "";
     const char *names[16];
     int n = 0;
@@ -218,9 +244,7 @@ static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments)
         lexer_next(lx, t);
         if (lx->errors != errors) {
             /* A lexical error: the block around it may have lost entries. */
-            SrcPos *pos = arena_alloc(c->arena, sizeof(SrcPos));
-            *pos = t->at.start;
-            ptrvec_push(c->arena, &c->error_pos, pos);
+            note_error_pos(c, t->at.start);
         }
         if (t->kind != TK_COMMENT) return t->kind;
         Comment *cm = arena_alloc(c->arena, sizeof(Comment));
@@ -282,9 +306,7 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         c.prev = cur;
         if (LlmcParseRecovering(parser)) {
             /* Blocks holding tokens skipped in recovery are marked broken. */
-            SrcPos *pos = arena_alloc(a, sizeof(SrcPos));
-            *pos = cur.at.start;
-            ptrvec_push(a, &c.error_pos, pos);
+            note_error_pos(&c, cur.at.start);
         }
         if (c.overflow) {
             diag_error(d, cur.at, "nesting too deep");
@@ -297,6 +319,7 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
         lx.in_list = list_depth > 0;
     }
     LlmcParseFree(parser, free);
+    free(c.error_pos);
 
     sf->items = (Item **)c.items.items;
     sf->nitems = c.items.n;

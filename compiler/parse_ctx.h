@@ -13,7 +13,11 @@ typedef struct {
     PtrVec items;
     bool overflow;
     int syntax_errors;
-    PtrVec error_pos;    /* SrcPos * of each syntax error */
+    /* Where errors were reported since the last top-level block ended (a block
+     * holding one is marked broken). Pruned at each block and capped, so that
+     * millions of errors cost neither memory nor a scan per block. */
+    SrcPos *error_pos;
+    int nerror_pos, error_pos_cap;
     Token prev;          /* the token before the one being parsed */
     Token prev_key;      /* the last KEY token */
 } ParseCtx;

@@ -62,7 +62,15 @@ static bool scan_string(Lexer *lx)
         if (*p == '"') { lx->cur = p + 1; return true; }
         if (*p == '\\') {
             const unsigned char *e = p + 1;
-            if (e < lx->lim && strchr("\\\"ntr0", *e) && *e) { p = e + 1; continue; }
+            if (e < lx->lim && strchr("\\\"ntr", *e) && *e) { p = e + 1; continue; }
+            if (e < lx->lim && *e == '0') {
+                /* Strings reach C strings, shell scripts and JSON: none can carry a NUL. */
+                lx->errors++;
+                diag_note(diag_error(lx->diags, range_of(lx, p, e + 1), "\\0 cannot appear in a string"),
+                          "plan strings become C strings, shell words and JSON text; none of them can hold a NUL byte");
+                p = e + 1;
+                continue;
+            }
             if (e < lx->lim && *e == 'u' && e + 1 < lx->lim && e[1] == '{') {
                 const unsigned char *q = e + 2;
                 unsigned long cp = 0;
@@ -86,7 +94,7 @@ static bool scan_string(Lexer *lx)
             lx->errors++;
             Diag *g = diag_error(lx->diags, range_of(lx, p, e < lx->lim ? e + 1 : e),
                                  "unknown escape sequence in string");
-            diag_note(g, "valid escapes: \\\\ \\\" \\n \\t \\r \\0 \\u{XXXX}");
+            diag_note(g, "valid escapes: \\\\ \\\" \\n \\t \\r \\u{XXXX}");
             p = e < lx->lim && *e != '\n' ? e + 1 : e;
             continue;
         }
@@ -139,7 +147,7 @@ const char *lexer_decode_string(Arena *a, const Token *t)
         case 'n': out[n++] = '\n'; p++; break;
         case 't': out[n++] = '\t'; p++; break;
         case 'r': out[n++] = '\r'; p++; break;
-        case '0': p++; break;      /* NUL cannot live in a C string; dropped */
+        case '0': p++; break;      /* reported by scan_string: a string cannot hold a NUL */
         case 'u': {
             unsigned long cp = strtoul(p + 2, NULL, 16);
             const char *q = strchr(p, '}');

@@ -78,6 +78,88 @@ done < <(find "$T/unit" "$T/ex" -name '*.slurm' | sort)
 grep -E '^(ok|FAIL)' "$T/artifacts.log" | sed "s#$T/##"
 add_counts "$T/artifacts.log" check_artifacts.py
 
+# recompiling into DIR replaces exactly the files llmc wrote there (its
+# manifest, .llmc-output) and leaves everything else: shards, plans, checkpoints
+R=$T/recompile
+mkdir -p "$R"
+listing() { (cd "$1" && find . -print0 | sort -z | xargs -0 stat -c '%n %F %s %a' ); }
+if "$LLMC" examples/tiny/tiny.llm -o "$R/out" >"$T/re.log" 2>&1 &&
+   diff <(grep -v '^#' "$R/out/.llmc-output" | sort) <(cd "$R/out" && find . -type f ! -name .llmc-output | sed 's#^\./##' | sort) >/dev/null; then
+    ok "the manifest lists exactly the files llmc wrote"
+else
+    bad "the manifest does not list the files llmc wrote"; cat "$T/re.log" "$R/out/.llmc-output"
+fi
+mkdir -p "$R/out/shards" "$R/out/ckpt/step-100"
+echo shard >"$R/out/shards/train-00000.bin"
+echo weights >"$R/out/ckpt/step-100/model.safetensors"
+cp examples/tiny/tiny.llm "$R/out/my_plan.llm"
+echo edited >>"$R/out/plan.json"
+if "$LLMC" examples/tiny/tiny.llm -o "$R/out" >"$T/re.log" 2>&1 &&
+   [[ $(cat "$R/out/shards/train-00000.bin") == shard && $(cat "$R/out/ckpt/step-100/model.safetensors") == weights ]] &&
+   cmp -s "$R/out/my_plan.llm" examples/tiny/tiny.llm; then
+    ok "recompiling keeps shards, checkpoints and a plan kept in DIR"
+else
+    bad "recompiling lost files it did not write"; cat "$T/re.log"; ls -lAR "$R/out" | head -30
+fi
+"$LLMC" examples/tiny/tiny.llm -o "$R/fresh" >/dev/null 2>&1
+diff -r -x shards -x ckpt -x my_plan.llm "$R/fresh" "$R/out" >"$T/re.diff" && ok "recompiling refreshes every file llmc wrote" ||
+    { bad "recompiled files differ from a fresh compile"; head -20 "$T/re.diff"; }
+# a file llmc no longer writes goes; one that it never wrote stays
+"$LLMC" tests/emitters/plans/lf_sft.llm -o "$R/switch" >"$T/re.log" 2>&1
+echo mine >"$R/switch/notes.txt"
+if "$LLMC" examples/tiny/tiny.llm -o "$R/switch" >>"$T/re.log" 2>&1 && [[ ! -e $R/switch/llamafactory_train.yaml ]] &&
+   [[ ! -e $R/switch/lf_job.slurm ]] && [[ -f $R/switch/tiny_job.slurm && $(cat "$R/switch/notes.txt") == mine ]] &&
+   diff -r -x notes.txt "$R/fresh" "$R/switch" >/dev/null; then
+    ok "files of the previous output that the new one lacks are removed, others kept"
+else
+    bad "switching plans in one DIR"; cat "$T/re.log"; ls -A "$R/switch"
+fi
+# one job, then two (a subdirectory each), then one again: the job
+# subdirectories go, except one holding a file llmc did not write
+{ cat examples/tiny/tiny.llm; printf '\njob second {\n  run     = tiny_sft\n  cluster = local\n  nodes   = 1\n  time    = 10 min\n}\n'; } >"$R/two.llm"
+cp -r examples/tiny/tokenizer examples/tiny/data "$R/" 2>/dev/null
+"$LLMC" "$R/two.llm" -o "$R/jobs" >"$T/re.log" 2>&1
+echo keep >"$R/jobs/second/keep.txt"
+if [[ -f $R/jobs/tiny_job/plan.json && -f $R/jobs/second/second.slurm ]] && grep -qx 'second/plan.json' "$R/jobs/.llmc-output" &&
+   "$LLMC" examples/tiny/tiny.llm -o "$R/jobs" >>"$T/re.log" 2>&1 && [[ ! -e $R/jobs/tiny_job ]] &&
+   [[ $(ls -A "$R/jobs/second") == keep.txt ]] && [[ -f $R/jobs/plan.json ]]; then
+    ok "job subdirectories are replaced and removed like files"
+else
+    bad "job subdirectories"; cat "$T/re.log"; ls -AR "$R/jobs" | head -20
+fi
+# a file in the way that llmc did not write: refused, DIR untouched
+"$LLMC" examples/tiny/tiny.llm -o "$R/way" >/dev/null 2>&1
+sed -i '/^gres.conf$/d' "$R/way/.llmc-output"
+echo "the admin's own" >"$R/way/gres.conf"
+before=$(listing "$R/way"; cat "$R/way/.llmc-output")
+"$LLMC" examples/tiny/tiny.llm -o "$R/way" >"$T/re.log" 2>&1; rc=$?
+after=$(listing "$R/way"; cat "$R/way/.llmc-output")
+if [[ $rc -eq 2 ]] && grep -qF "$R/way/gres.conf exists and llmc did not write it (it is not listed in .llmc-output); not replacing it" "$T/re.log" &&
+   [[ $before == "$after" ]] && ! ls -A "$R" | grep -q llmc-; then
+    ok "a file llmc did not write is never replaced; DIR is left as it was"
+else
+    bad "a file in the way (exit $rc)"; cat "$T/re.log"
+fi
+# a directory without the manifest is refused unless empty; an empty one is taken
+mkdir -p "$R/foreign" "$R/empty"; echo x >"$R/foreign/x"
+"$LLMC" examples/tiny/tiny.llm -o "$R/foreign" >"$T/re.log" 2>&1; rc=$?
+[[ $rc -eq 2 && $(ls -A "$R/foreign") == x ]] && grep -q "not written by llmc" "$T/re.log" && ok "a directory llmc did not write is refused" || bad "foreign directory (exit $rc)"
+"$LLMC" examples/tiny/tiny.llm -o "$R/empty" >"$T/re.log" 2>&1 && diff -r "$R/fresh" "$R/empty" >/dev/null && ok "an empty directory is written" || bad "empty directory"
+# an old llmc's marker (no list): its files are replaced, nothing else is touched
+"$LLMC" examples/tiny/tiny.llm -o "$R/legacy" >/dev/null 2>&1
+printf 'This directory was written by llmc. It is replaced as a whole by the next\n`llmc PLAN -o DIR`; do not keep other files in it.\n' >"$R/legacy/.llmc-output"
+echo mine >"$R/legacy/mine.txt"
+"$LLMC" examples/tiny/tiny.llm -o "$R/legacy" >"$T/re.log" 2>&1 && [[ $(cat "$R/legacy/mine.txt") == mine ]] &&
+    diff -r -x mine.txt "$R/fresh" "$R/legacy" >/dev/null && ok "an older llmc's output is taken over" || { bad "older marker"; cat "$T/re.log"; }
+# a symbolic link planted as a job subdirectory is not followed
+"$LLMC" "$R/two.llm" -o "$R/plant" >/dev/null 2>&1
+mkdir -p "$R/elsewhere"; echo precious >"$R/elsewhere/plan.json"
+rm -rf "$R/plant/second"; ln -s "$R/elsewhere" "$R/plant/second"
+"$LLMC" "$R/two.llm" -o "$R/plant" >"$T/re.log" 2>&1; rc=$?
+[[ $rc -eq 2 && $(cat "$R/elsewhere/plan.json") == precious ]] && ok "a link in place of a job directory is refused" || { bad "planted link (exit $rc)"; cat "$T/re.log"; }
+"$LLMC" examples/tiny/tiny.llm -o "$R/plant" >"$T/re.log" 2>&1
+[[ $(cat "$R/elsewhere/plan.json") == precious && -L $R/plant/second ]] && ok "removing old job files does not follow a planted link" || { bad "stale removal followed a link"; cat "$T/re.log"; }
+
 # the tiny plan's relative paths are rewritten for plan.json's directory
 if [[ -f "$T/ex/tiny/plan.json" ]]; then
     mkdir -p "$T/rel/a/b"

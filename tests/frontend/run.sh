@@ -119,6 +119,84 @@ for f in garbage nul utf8 nested unclosed braces; do
     if crashed $rc || [[ $rc -eq 0 ]]; then bad "fmt on hostile $f: exit $rc"; else ok; fi
 done
 
+# 5b. Files that are not regular files: refused at once (exit 2, the path and
+# its kind named), never read with a blocking read; a pipe with a writer is read.
+mkfifo "$TMP/nowriter.llm"
+for sub in check fmt compile; do
+    if [[ $sub == compile ]]; then args=("$TMP/nowriter.llm" -o "$TMP/fifo-out"); else args=("$sub" "$TMP/nowriter.llm"); fi
+    timeout 10 "$LLMC" "${args[@]}" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    if [[ $rc -eq 2 ]] && grep -qF "cannot read '$TMP/nowriter.llm': is a FIFO with no writer, not a regular file" "$TMP/err"; then ok
+    else bad "$sub on a FIFO without a writer: exit $rc (124 = hung)"; head -3 "$TMP/err"; fi
+done
+nonreg() {  # what path kind
+    timeout 10 "$LLMC" check "$2" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+    if [[ $rc -eq 2 ]] && grep -qF "cannot read '$2': is $3" "$TMP/err"; then ok
+    else bad "check on $1: exit $rc, expected 2 and 'is $3'"; head -3 "$TMP/err"; fi
+}
+nonreg /dev/zero /dev/zero "a character device, not a regular file"
+nonreg /dev/null /dev/null "a character device, not a regular file"
+nonreg directory "$TMP" "a directory"
+printf 'use "nowriter.llm"\n' >"$TMP/usenowriter.llm"
+timeout 10 "$LLMC" check "$TMP/usenowriter.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+grep -qF "cannot use '$TMP/nowriter.llm': it is a FIFO, not a regular file" "$TMP/err" && [[ $rc -eq 1 ]] && ok || bad "use of a FIFO: exit $rc"
+printf 'job j {}\n' | timeout 10 "$LLMC" check /dev/stdin >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF "missing required keys" "$TMP/err" && ok || bad "a pipe with a writer is read: exit $rc"
+
+# 5c. A flood of errors: the first 100 and a count, in linear time and bounded memory.
+python3 -c "open('$TMP/flood.llm','wb').write(b'@' * (16 * 1024 * 1024 - 1))"
+python3 -c "open('$TMP/blocks.llm','wb').write(b'm{}' * (4 * 1024 * 1024 // 3))"
+SECONDS=0
+timeout 60 "$LLMC" check --color=never "$TMP/flood.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+t=$SECONDS
+n=$(grep -c ": error: " "$TMP/err")
+if [[ $rc -eq 1 && $n -eq 100 ]] && tail -1 "$TMP/err" | grep -qxF "llmc: note: 16777115 more errors not shown (only the first 100 of each kind are listed)"; then ok
+else bad "16 MiB of one bad byte: exit $rc, $n errors shown, last: $(tail -1 "$TMP/err" | head -c 200)"; fi
+[[ $t -le 20 ]] && ok || bad "16 MiB of one bad byte took ${t}s"
+timeout 60 "$LLMC" check --format=json "$TMP/flood.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+python3 - "$TMP/out" <<'PY' && [[ $rc -eq 1 ]] && ok || bad "json flood: exit $rc, not 100 errors and a summary"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d) == 101, len(d)
+assert all(o["severity"] == "error" for o in d[:100])
+assert d[100]["severity"] == "note" and d[100]["not_shown"] == 16777115 and d[100]["range"] is None, d[100]
+PY
+SECONDS=0
+timeout 60 "$LLMC" check --color=never "$TMP/blocks.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+t=$SECONDS
+[[ $rc -eq 1 && $t -le 20 ]] && grep -q "more errors not shown" "$TMP/err" && ok || bad "1.4 million blocks with errors: exit $rc in ${t}s (was quadratic)"
+
+# 5d. Control characters that reach a message are escaped, never written raw.
+printf 'use "\\u{1b}[31mred.llm"\nuse "\\u{9b}2Jc1.llm"\n# bell \a in a comment\n' >"$TMP/esc.llm"
+run check --color=never "$TMP/esc.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+if [[ $rc -eq 1 ]] && grep -qF "cannot read '$TMP/\\x1b[31mred.llm'" "$TMP/err" && grep -qF "cannot read '$TMP/\\u{9b}2Jc1.llm'" "$TMP/err" &&
+   grep -qF '# bell \x07 in a comment' "$TMP/err" && ! LC_ALL=C grep -qP '[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]' "$TMP/err"; then ok
+else bad "control characters in messages are not escaped"; cat -v "$TMP/err" | head -12; fi
+run check --format=json "$TMP/esc.llm" >"$TMP/out" 2>"$TMP/err"
+python3 - "$TMP/out" <<'PY' && ok || bad "JSON diagnostics carry control characters"
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+d = json.loads(raw)
+text = json.dumps(d, ensure_ascii=False)
+assert not any(ord(ch) < 0x20 and ch not in "\n\t" or 0x7f <= ord(ch) <= 0x9f for s in [o["summary"] + o["detail"] for o in d] for ch in s), d
+assert any("\\x1b[31mred.llm" in o["summary"] for o in d), d
+PY
+# the caret stays under the escaped byte
+run check --color=never "$TMP/esc.llm" 2>&1 | grep -A1 -F '# bell \x07 in a comment' | tail -1 | grep -qE '^ +\| {8}\^~~~$' && ok || bad "caret under an escaped control byte"
+esc_name="$TMP/$(printf 'e\033[2Jx').llm"
+printf 'model m {\n    layers = 1\n}\n' >"$esc_name"
+run fmt --check "$esc_name" >"$TMP/out" 2>&1
+grep -qF 'e\x1b[2Jx.llm' "$TMP/out" && ! grep -q $'\033' "$TMP/out" && ok || bad "fmt --check prints a file name raw"
+
+# 5e. No job block: a note for check (exit 0), an error with a position for compile (exit 1).
+run check --color=never "$TMP/empty.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qF "$TMP/empty.llm:1:1: note: the plan has no job block" "$TMP/err" && ok || bad "check of an empty plan: exit $rc, no note"
+printf 'model m { arch = llama path = "/m" layers = 2 hidden = 64 heads = 4 kv_heads = 4 ffn = 128 vocab = 100 max_context = 64 }\n' >"$TMP/nojob.llm"
+run "$TMP/nojob.llm" -o "$TMP/nojob-out" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF "$TMP/nojob.llm:1:1: error: nothing to compile: the plan has no job block" "$TMP/err" && [[ ! -e $TMP/nojob-out ]] && ok ||
+    bad "compile of a job-less plan: exit $rc"; [[ $rc -eq 1 ]] || head -3 "$TMP/err"
+run "$TMP/empty.llm" -o "$TMP/empty-out" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF "$TMP/empty.llm:1:1: error: nothing to compile" "$TMP/err" && ok || bad "compile of an empty plan: exit $rc"
+
 # 6. Command line.
 cli() {  # expected-exit description args...
     local want=$1 what=$2; shift 2
@@ -146,6 +224,18 @@ run fmt -w "$TMP/w.llm" && cmp -s "$TMP/w.llm" tests/frontend/fmt/messy.fmt && o
 run fmt --check "$TMP/w.llm" >/dev/null && ok || bad "fmt --check after -w"
 run fmt --check tests/frontend/fmt/messy.llm >/dev/null; [[ $? -eq 1 ]] && ok || bad "fmt --check on messy file should exit 1"
 ls "$TMP"/w.llm.llmc-fmt.* >/dev/null 2>&1 && bad "fmt -w left a temp file" || ok
+# fmt -w writes through a symbolic link (it stays a link) and keeps the mode.
+mkdir -p "$TMP/real"
+cp tests/frontend/fmt/messy.llm "$TMP/real/plan.llm"
+chmod 0640 "$TMP/real/plan.llm"
+ln -s real/plan.llm "$TMP/link.llm"
+run fmt -w "$TMP/link.llm"; rc=$?
+[[ $rc -eq 0 && -L $TMP/link.llm ]] && [[ $(readlink "$TMP/link.llm") == real/plan.llm ]] && ok || bad "fmt -w replaced the symbolic link (exit $rc)"
+cmp -s "$TMP/real/plan.llm" tests/frontend/fmt/messy.fmt && ok || bad "fmt -w through a link did not rewrite the target"
+[[ $(stat -c %a "$TMP/real/plan.llm") == 640 ]] && ok || bad "fmt -w changed the mode to $(stat -c %a "$TMP/real/plan.llm")"
+cp tests/frontend/fmt/messy.llm "$TMP/exec.llm"; chmod 0755 "$TMP/exec.llm"
+run fmt -w "$TMP/exec.llm" && [[ $(stat -c %a "$TMP/exec.llm") == 755 ]] && ok || bad "fmt -w lost mode 0755"
+ls "$TMP"/real/plan.llm.llmc-fmt.* "$TMP"/link.llm.llmc-fmt.* >/dev/null 2>&1 && bad "fmt -w through a link left a temp file" || ok
 
 # Docs: the man page renders without warnings; language.md documents every key.
 if command -v groff >/dev/null; then

@@ -156,5 +156,36 @@ int main(void)
     d = diags_new();
     check(frontend_load("/nonexistent/plan.llm", d) == NULL && diags_error_count(d) == 1, "frontend_load: NULL on I/O failure");
     diags_free(d);
+
+    /* the cap: DIAG_MAX_SHOWN kept and shown, the rest counted */
+    d = diags_new();
+    SrcRange at = {{"cap.llm", 1, 1}, {"cap.llm", 1, 2}};
+    int nulls = 0;
+    for (int i = 0; i < 250; i++) {
+        at.start.line = at.end.line = i + 1;
+        Diag *g = diag_error(d, at, "error %d", i);
+        diag_note(g, "a note");   /* NULL past the cap: ignored */
+        nulls += g == NULL;
+    }
+    diag_warning(d, at, "one warning");
+    check(diags_error_count(d) == 250 && diags_warning_count(d) == 1 && nulls == 250 - DIAG_MAX_SHOWN && diags_full(d),
+          "diagnostics past the cap are counted, not kept");
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mem = open_memstream(&buf, &blen);
+    diags_render(d, mem, DIAG_FMT_HUMAN, 0);
+    fclose(mem);
+    int shown = 0;
+    for (char *q = buf; (q = strstr(q, ": error: ")); q++) shown++;
+    check(shown == DIAG_MAX_SHOWN && strstr(buf, "error 99\n") && !strstr(buf, "error 100\n") &&
+          strstr(buf, "llmc: note: 150 more errors not shown") && strstr(buf, "one warning"),
+          "the first 100 errors and a count of the rest");
+    free(buf);
+    diags_free(d);
+
+    /* one escaping helper for every message */
+    char *e = diag_escape("a\x1b[2Jb\xc2\x9b" "c\xff\x7f\td\xc3\xa9");
+    check(strcmp(e, "a\\x1b[2Jb\\u{9b}c\\xff\\x7f\td\xc3\xa9") == 0, "diag_escape: C0, C1, DEL and bad bytes escaped; tab and UTF-8 kept");
+    free(e);
     return failures ? 1 : 0;
 }
