@@ -37,7 +37,6 @@ golden-record: $(BUILD)/llmc
 # artifact writer in memory): artifacts of accepted plans must be well formed
 # with nothing injected (tests/emitters/fuzz_emitters.c). clang-14.
 FUZZ_TARGETS += fuzz-emitters
-FUZZ_TIME ?= 60
 EMIT_FUZZ_SRC := $(filter-out compiler/main.c,$(COMPILER_SRC))
 build/fuzz/fuzz_emitters: tests/emitters/fuzz_emitters.c $(EMIT_FUZZ_SRC) $(GEN)/lexer.c $(GEN)/parser.c \
                           $(wildcard templates/*.tmpl) | $(GEN)/parser.h

@@ -22,7 +22,6 @@ test-frontend-san:
 
 # libFuzzer over lexer, parser, checker and formatter (clang); corpus: examples + bad plans.
 FUZZ_TARGETS += fuzz-frontend
-FUZZ_TIME ?= 60
 build/fuzz/fuzz_frontend: tests/frontend/fuzz_frontend.c $(FRONTEND_LIB_SRC) $(GEN)/lexer.c $(GEN)/parser.c | $(GEN)/parser.h
 	@mkdir -p $(dir $@)
 	clang-14 -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
