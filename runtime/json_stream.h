@@ -49,7 +49,7 @@ enum { JS_RECORD = 1, JS_END = 0, JS_ERROR = -1, JS_BAD_RECORD = -2, JS_TOO_LARG
 
 /* The most memory one record may take once parsed (its decoded strings plus
  * about 100 bytes per JSON value); JS_MAX_RECORD_DEFAULT unless set. */
-#define JS_MAX_RECORD_DEFAULT ((size_t)64 << 20)
+#define JS_MAX_RECORD_DEFAULT ((size_t)16 << 20)
 void js_set_max_record(JsonStream *s, size_t bytes);
 
 /* Read the next record. JS_RECORD: *out is valid until the next call.

@@ -33,7 +33,7 @@
 #include "tokenizer.h"
 
 #define BATCH 1024
-#define BATCH_BYTES ((size_t)64 << 20)   /* a batch also closes at this much rendered text */
+#define BATCH_BYTES ((size_t)32 << 20)   /* a batch also closes at this much rendered text */
 #define SLOT_KEEP ((size_t)1 << 20)      /* a slot's buffers above this are freed after use */
 #define MAX_SHOWN_BAD 10
 #define MAX_SHOWN_CHECK 100
@@ -638,7 +638,7 @@ static void usage(FILE *out)
           "                     (up to 100) and the totals; write nothing\n"
           "  --shard-tokens N   tokens per shard file (default 33554432)\n"
           "  --max-record-bytes N  a record taking more memory than N bytes once read is a bad\n"
-          "                     record (\"too_large\"; default 67108864 = 64 MiB, at most 1 GiB)\n", out);
+          "                     record (\"too_large\"; default 16777216 = 16 MiB, at most 1 GiB)\n", out);
 }
 
 int cmd_prepare(int argc, char **argv)
@@ -867,6 +867,12 @@ int cmd_prepare(int argc, char **argv)
         }
     }
     record_view_free(&view);
+    {
+        uint64_t limit = check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD;
+        if (counts.shown > limit)
+            say("%" PRIu64 " more bad record%s not listed (the first %" PRIu64 " are)%s", counts.shown - limit,
+                counts.shown - limit == 1 ? "" : "s", limit, check_only ? "" : "; prepare --check lists up to 100");
+    }
     if (fatal) goto out;
     if (close_row(&k) || write_shard(&k)) goto out;
     pr.done_bytes = pr.total_bytes;
