@@ -935,8 +935,8 @@ int cmd_prepare(int argc, char **argv)
         if (keep) sweep_dir(plan.shards_dir, keep);
         free(keep);
     }
-    fprintf(stderr, "llmc-train prepare: %" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
-            " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s\n",
+    say("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
+            " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s",
             counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
             k.n_entries == 1 ? "" : "s", plan.shards_dir);
     status = 0;
