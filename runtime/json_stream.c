@@ -2,9 +2,12 @@
 #include "json_stream.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BUF_SIZE (1u << 16)
 #define MAX_DEPTH 512
@@ -34,6 +37,13 @@ struct JsonStream {
     ArenaBlock *arena;       /* blocks of the current record */
     char *scratch;           /* string being decoded */
     size_t scratch_len, scratch_cap;
+    size_t max_record;       /* limit on rec_bytes */
+    size_t rec_bytes;        /* arena bytes taken by the current record */
+    int too_large;           /* the current record passed max_record */
+    int in_str;              /* inside a string (where too_large stopped reading) */
+    uint32_t depth;          /* containers open in the current record */
+    uint32_t rec_line, rec_col;
+    uint64_t rec_offset;
 };
 
 /* ---- arena ---- */
@@ -41,6 +51,8 @@ struct JsonStream {
 static void *arena_alloc(JsonStream *s, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
+    if (n > s->max_record || s->rec_bytes > s->max_record - n) { s->too_large = 1; return NULL; }
+    s->rec_bytes += n;
     ArenaBlock *b = s->arena;
     if (!b || b->size - b->used < n) {
         size_t size = n > ARENA_BLOCK ? n : ARENA_BLOCK;
@@ -101,7 +113,7 @@ static inline void advance(JsonStream *s)
 
 static void syntax(JsonStream *s, const char *fmt, ...)
 {
-    if (s->failed) return;
+    if (s->failed || s->too_large) return;
     s->failed = 1;
     int n = snprintf(s->err, sizeof s->err, "%s:%u:%u: ", s->name, s->line, s->col);
     if (s->record && n > 0 && (size_t)n < sizeof s->err)
@@ -138,6 +150,11 @@ static void skip_ws(JsonStream *s)
 
 static int scratch_put(JsonStream *s, const void *p, size_t n)
 {
+    /* the string being read counts against the record's limit (it is copied to the arena next) */
+    if (s->scratch_len + n + 1 > s->max_record - (s->rec_bytes < s->max_record ? s->rec_bytes : s->max_record)) {
+        s->too_large = 1;
+        return -1;
+    }
     if (s->scratch_cap - s->scratch_len < n + 1) {
         size_t cap = s->scratch_cap ? s->scratch_cap : 256;
         while (cap - s->scratch_len < n + 1) cap *= 2;
@@ -186,6 +203,7 @@ static int put_cp(JsonStream *s, uint32_t c)
 static int read_string(JsonStream *s)
 {
     s->scratch_len = 0;
+    s->in_str = 1;
     for (;;) {
         /* copy a run of plain bytes straight from the buffer */
         if (s->pos == s->end && !refill(s)) { syntax(s, "unterminated string"); return -1; }
@@ -238,6 +256,7 @@ static int read_string(JsonStream *s)
             return -1;
         }
     }
+    s->in_str = 0;
     if (scratch_put(s, "", 1)) { syntax(s, "out of memory"); return -1; }
     s->scratch_len--;
     return 0;
@@ -306,10 +325,11 @@ static JsonValue *read_value(JsonStream *s, int depth)
     switch (c) {
     case '{': {
         advance(s);
+        s->depth++;
         v->type = JV_OBJECT;
         JsonValue **tail = &v->child;
         skip_ws(s);
-        if (peek(s) == '}') { advance(s); return v; }
+        if (peek(s) == '}') { advance(s); s->depth--; return v; }
         for (;;) {
             skip_ws(s);
             if (peek(s) != '"') { syntax(s, "expected a member name (a string), found %s", describe(peek(s), t)); return NULL; }
@@ -331,17 +351,18 @@ static JsonValue *read_value(JsonStream *s, int depth)
             skip_ws(s);
             c = peek(s);
             if (c == ',') { advance(s); continue; }
-            if (c == '}') { advance(s); return v; }
+            if (c == '}') { advance(s); s->depth--; return v; }
             syntax(s, "expected ',' or '}' in an object, found %s", describe(c, t));
             return NULL;
         }
     }
     case '[': {
         advance(s);
+        s->depth++;
         v->type = JV_ARRAY;
         JsonValue **tail = &v->child;
         skip_ws(s);
-        if (peek(s) == ']') { advance(s); return v; }
+        if (peek(s) == ']') { advance(s); s->depth--; return v; }
         for (;;) {
             JsonValue *e = read_value(s, depth + 1);
             if (!e) return NULL;
@@ -351,7 +372,7 @@ static JsonValue *read_value(JsonStream *s, int depth)
             skip_ws(s);
             c = peek(s);
             if (c == ',') { advance(s); continue; }
-            if (c == ']') { advance(s); return v; }
+            if (c == ']') { advance(s); s->depth--; return v; }
             syntax(s, "expected ',' or ']' in an array, found %s", describe(c, t));
             return NULL;
         }
@@ -386,6 +407,7 @@ static JsonStream *open_file(FILE *f, const char *name)
     s->f = f;
     s->name = strdup(name);
     s->line = s->col = 1;
+    s->max_record = JS_MAX_RECORD_DEFAULT;
     if (!s->name) { free(s); return NULL; }
     /* a UTF-8 byte order mark is skipped */
     if (peek(s) == 0xEF && s->end - s->pos >= 3 && s->buf[s->pos + 1] == 0xBB && s->buf[s->pos + 2] == 0xBF) {
@@ -397,10 +419,41 @@ static JsonStream *open_file(FILE *f, const char *name)
     return s;
 }
 
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+FILE *open_regular_file(const char *path, const char *what, char *err, size_t errlen)
+{
+    /* O_NONBLOCK: opening a FIFO without a writer must not wait; fstat decides */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: the %s is %s; it must be a regular file", path, what, file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); close(fd); }
+    return f;
+}
+
+void js_set_max_record(JsonStream *s, size_t bytes) { s->max_record = bytes < 1024 ? 1024 : bytes; }
+
 JsonStream *js_open(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    FILE *f = open_regular_file(path, "dataset", err, errlen);
+    if (!f) return NULL;
     JsonStream *s = open_file(f, path);
     if (!s) { fclose(f); snprintf(err, errlen, "out of memory"); }
     return s;
@@ -431,11 +484,75 @@ static int read_failed(JsonStream *s)
     return 0;
 }
 
+/* Skip the rest of a record that passed the limit, without keeping it: in an
+ * array, to the end of the container (strings and nesting followed); in JSON
+ * Lines, to the end of the line. -1 at end of file. */
+static int skip_rest(JsonStream *s)
+{
+    int in_str = s->in_str, c;
+    uint32_t depth = s->depth;
+    if (!s->array) {
+        while ((c = peek(s)) >= 0 && c != '\n') advance(s);
+        return 0;
+    }
+    for (;;) {
+        if (in_str) {
+            /* a run of plain bytes at once */
+            if (s->pos == s->end && !refill(s)) return -1;
+            c = s->buf[s->pos];
+            advance(s);
+            if (c == '\\') { if (peek(s) < 0) return -1; advance(s); }
+            else if (c == '"') { in_str = 0; if (depth == 0) return 0; }
+            continue;
+        }
+        if (depth == 0) return 0;
+        c = peek(s);
+        if (c < 0) return -1;
+        advance(s);
+        if (c == '"') in_str = 1;
+        else if (c == '[' || c == '{') depth++;
+        else if ((c == ']' || c == '}') && --depth == 0) return 0;
+    }
+}
+
+static int too_large(JsonStream *s)
+{
+    int eof = skip_rest(s) != 0;
+    if (read_failed(s)) return JS_ERROR;
+    snprintf(s->err, sizeof s->err, "%s:%u:%u: record %llu: too large: it takes more than %zu bytes once read "
+             "(%llu bytes in the file%s)", s->name, s->rec_line, s->rec_col, (unsigned long long)s->record,
+             s->max_record, (unsigned long long)(s->offset - s->rec_offset), eof ? ", to the end of the file" : "");
+    s->too_large = 0;
+    if (eof) {
+        if (s->array) { s->state = 3; return JS_ERROR; }   /* the array is not closed */
+        return JS_TOO_LARGE;
+    }
+    if (s->array) s->state = 2;
+    else if (peek(s) == '\n') advance(s);
+    return JS_TOO_LARGE;
+}
+
+static void record_start(JsonStream *s)
+{
+    s->record++;
+    s->rec_bytes = 0;
+    s->too_large = s->in_str = 0;
+    s->depth = 0;
+    s->rec_line = s->line;
+    s->rec_col = s->col;
+    s->rec_offset = s->offset;
+}
+
 int js_next(JsonStream *s, JsonValue **out)
 {
     arena_reset(s);
     s->failed = 0;
     s->err[0] = '\0';
+    if (s->scratch_cap > (4u << 20)) {   /* do not keep a big record's buffer */
+        free(s->scratch);
+        s->scratch = NULL;
+        s->scratch_cap = s->scratch_len = 0;
+    }
     char t[16];
     if (s->array) {
         if (s->state == 3) return JS_END;
@@ -467,8 +584,9 @@ int js_next(JsonStream *s, JsonValue **out)
             syntax(s, "unexpected end of file inside the top-level array");
             return JS_ERROR;
         }
-        s->record++;
+        record_start(s);
         JsonValue *v = read_value(s, 1);
+        if (!v && s->too_large) return too_large(s);
         if (!v) { read_failed(s); return JS_ERROR; }
         s->state = 2;
         *out = v;
@@ -477,10 +595,11 @@ int js_next(JsonStream *s, JsonValue **out)
     /* JSON Lines */
     skip_ws(s);
     if (peek(s) < 0) return read_failed(s) ? JS_ERROR : JS_END;
-    s->record++;
+    record_start(s);
     s->in_line_record = 1;
     JsonValue *v = read_value(s, 1);
     s->in_line_record = 0;
+    if (!v && s->too_large) return too_large(s);
     if (v) {
         /* the rest of the line must be blank */
         int c;

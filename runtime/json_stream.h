@@ -35,17 +35,31 @@ struct JsonValue {
 
 typedef struct JsonStream JsonStream;
 
-/* Open PATH for streaming. NULL with a message in err. */
+/* Open PATH for reading only if it is a regular file: a directory, FIFO,
+ * device or socket is refused without blocking, with a message naming PATH,
+ * WHAT it was meant to be ("dataset", "tokenizer file") and what it is.
+ * NULL with the message in err. */
+FILE *open_regular_file(const char *path, const char *what, char *err, size_t errlen);
+
+/* Open PATH (a regular file) for streaming. NULL with a message in err. */
 JsonStream *js_open(const char *path, char *err, size_t errlen);
 void js_close(JsonStream *s);
 
-enum { JS_RECORD = 1, JS_END = 0, JS_ERROR = -1, JS_BAD_RECORD = -2 };
+enum { JS_RECORD = 1, JS_END = 0, JS_ERROR = -1, JS_BAD_RECORD = -2, JS_TOO_LARGE = -3 };
+
+/* The most memory one record may take once parsed (its decoded strings plus
+ * about 100 bytes per JSON value); JS_MAX_RECORD_DEFAULT unless set. */
+#define JS_MAX_RECORD_DEFAULT ((size_t)16 << 20)
+void js_set_max_record(JsonStream *s, size_t bytes);
 
 /* Read the next record. JS_RECORD: *out is valid until the next call.
  * JS_END: no more records. JS_ERROR: the file cannot be read further (message
  * in js_error, with file:line:col). JS_BAD_RECORD: this record is not valid
  * JSON but the stream skipped to the next line (JSON Lines only); the message
- * is in js_error and reading may continue. */
+ * is in js_error and reading may continue. JS_TOO_LARGE: this record would
+ * take more than the js_set_max_record limit; it was skipped to its end in
+ * constant memory (array or JSON Lines), the message (with the record's
+ * line:col and size) is in js_error, and reading may continue. */
 int js_next(JsonStream *s, JsonValue **out);
 const char *js_error(const JsonStream *s);
 

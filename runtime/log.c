@@ -63,3 +63,63 @@ void log_error(const char *fmt, ...)
     log_line("error: ", fmt, ap);
     va_end(ap);
 }
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    size_t len;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
+    else return 0;
+    if (n < len) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (p[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;   /* overlong */
+    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;                                              /* surrogate */
+    if (cp >= 0x80 && cp <= 0x9F) return 0;                                                  /* C1 control */
+    return len;
+}
+
+char *log_escape(char *out, size_t outlen, const char *s, size_t len)
+{
+    if (!outlen) return out;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0, i = 0;
+    while (i < len) {
+        char piece[8];
+        size_t pn, step;
+        unsigned c = p[i];
+        size_t u = utf8_len(p + i, len - i);
+        if (c >= 0x20 && c < 0x7F) { piece[0] = (char)c; pn = 1; step = 1; }
+        else if (c >= 0x80 && u) { memcpy(piece, p + i, u); pn = u; step = u; }
+        else {
+            const char *named = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == 0x1B ? "\\e" : NULL;
+            if (named) { memcpy(piece, named, 2); pn = 2; }
+            else { snprintf(piece, sizeof piece, "\\x%02X", c); pn = 4; }
+            step = 1;
+        }
+        if (o + pn + 1 > outlen || (i + step < len && o + pn + 4 > outlen)) {
+            /* no room for this piece (and, when more follows, for "...") */
+            if (outlen >= 4) {
+                size_t keep = o;
+                while (keep + 4 > outlen) keep--;
+                if (keep < o)   /* not inside a character */
+                    while (keep > 0 && ((unsigned char)out[keep] & 0xC0) == 0x80) keep--;
+                memcpy(out + keep, "...", 3);
+                o = keep + 3;
+            }
+            break;
+        }
+        memcpy(out + o, piece, pn);
+        o += pn;
+        i += step;
+    }
+    out[o < outlen ? o : outlen - 1] = '\0';
+    return out;
+}

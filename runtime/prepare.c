@@ -9,6 +9,7 @@
  * data hash is left alone. docs/shards.md describes the output. */
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,11 +27,14 @@
 #include "chat_template.h"
 #include "commands.h"
 #include "json_stream.h"
+#include "log.h"
 #include "records.h"
 #include "shard_io.h"
 #include "tokenizer.h"
 
 #define BATCH 1024
+#define BATCH_BYTES ((size_t)32 << 20)   /* a batch also closes at this much rendered text */
+#define SLOT_KEEP ((size_t)1 << 20)      /* a slot's buffers above this are freed after use */
 #define MAX_SHOWN_BAD 10
 #define MAX_SHOWN_CHECK 100
 
@@ -50,14 +55,23 @@ typedef struct {
     char hash[33];
 } DataPlan;
 
+/* Print a message, control characters escaped (messages echo file names,
+ * column and role names from the plan and the data). */
+static void put_line(const char *prefix, const char *text, const char *suffix)
+{
+    char safe[4096];
+    log_escape(safe, sizeof safe, text, strlen(text));
+    fprintf(stderr, "%s%s%s\n", prefix, safe, suffix);
+}
+
 static int say(const char *fmt, ...)
 {
+    char text[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("llmc-train prepare: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    put_line("llmc-train prepare: ", text, "");
     return -1;
 }
 
@@ -127,8 +141,9 @@ static int load_plan(const char *path, DataPlan *p)
 {
     memset(p, 0, sizeof *p);
     p->model_vocab = -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) return say("%s: %s", path, strerror(errno));
+    char oerr[600];
+    FILE *f = open_regular_file(path, "plan file", oerr, sizeof oerr);
+    if (!f) return say("%s", oerr);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -338,6 +353,7 @@ static void pool_wait(Pool *p)
 
 typedef struct {
     const char *dir;
+    char prefix[16];            /* shard-PREFIX-NNNNN.bin: differs from the live set's */
     uint32_t context, pad_id, vocab_size;
     int packing, pretrain;
     int dry;                    /* --check: count rows, write nothing */
@@ -357,7 +373,7 @@ static int write_shard(Packer *k)
 {
     if (k->rows_in_shard == 0) return 0;
     char name[64], err[512];
-    snprintf(name, sizeof name, "shard-%05zu.bin", k->n_entries);
+    snprintf(name, sizeof name, "shard-%s-%05zu.bin", k->prefix, k->n_entries);
     char *path = resolve(k->dir, name);
     ShardHeader h = {.context = k->context, .n_rows = k->rows_in_shard, .vocab_size = k->vocab_size,
                      .pad_id = k->pad_id, .n_docs = k->shard_docs, .n_label_tokens = k->shard_labels};
@@ -453,6 +469,14 @@ static void count_doc(DatasetCounts *c, const Slot *s, uint32_t context, int str
     for (size_t i = 1; i < n; i++) c->labels += s->mask.p[i];
 }
 
+/* A slot that held a big record gives its memory back instead of keeping it for the next. */
+static void slot_trim(Slot *s)
+{
+    if (s->doc.text.cap > SLOT_KEEP || s->doc.cap * sizeof *s->doc.pieces > SLOT_KEEP) chat_doc_free(&s->doc);
+    if (s->ids.cap * sizeof *s->ids.ids > SLOT_KEEP) tokids_free(&s->ids);
+    if (s->mask.cap > SLOT_KEEP) unibuf_free(&s->mask);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -492,22 +516,92 @@ static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
             pr->tty ? "\r" : "", recs, a, b, d, frac * 100, (int)eta / 60, (int)eta % 60, pr->tty && !final ? "" : "\n");
 }
 
-static int clean_dir(const char *dir)
+/* Remove prepare's own files from dir (shard-*.bin, shard-*.bin.tmp,
+ * index.json.tmp) except the shards named in keep (NULL-terminated). Files
+ * prepare did not write are never touched; index.json is only ever replaced. */
+static int sweep_dir(const char *dir, char *const *keep)
 {
     DIR *d = opendir(dir);
     if (!d) return say("%s: %s", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        int ours = !strcmp(e->d_name, "index.json") || !strcmp(e->d_name, "index.json.tmp") ||
+        int ours = !strcmp(e->d_name, "index.json.tmp") ||
                    (!strncmp(e->d_name, "shard-", 6) &&
                     ((n > 4 && !strcmp(e->d_name + n - 4, ".bin")) || (n > 8 && !strcmp(e->d_name + n - 8, ".bin.tmp"))));
+        for (size_t i = 0; ours && keep && keep[i]; i++)
+            if (!strcmp(keep[i], e->d_name)) ours = 0;
         if (!ours) continue;
         char *p = resolve(dir, e->d_name);
         if (p) { unlink(p); free(p); }
     }
     closedir(d);
     return 0;
+}
+
+/* New shard names must not be those of the live set, which stays readable
+ * until the new index.json replaces it: take 8 hex digits of the data hash,
+ * or the next 8 when the live set already uses them. */
+static void choose_prefix(char out[16], const char *hash, char *const *live)
+{
+    for (int half = 0; half < 2; half++) {
+        snprintf(out, 16, "%.8s", hash + 8 * half);
+        char head[32];
+        snprintf(head, sizeof head, "shard-%s-", out);
+        int used = 0;
+        for (size_t i = 0; live && live[i]; i++)
+            if (!strncmp(live[i], head, strlen(head))) used = 1;
+        if (!used) return;
+    }
+}
+
+/* Take DIR/.prepare.lock (flock, released by the kernel when this process
+ * ends, however it ends): concurrent prepares of one plan, as the tasks of a
+ * Slurm job array start them, run one after another. Returns the open fd, or
+ * -1 after a message. A file system without locks is a warning, not an error. */
+static int lock_dir(const char *dir)
+{
+    char *path = resolve(dir, ".prepare.lock");
+    if (!path) return say("out of memory");
+    int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0) say("%s: not a regular file", path);
+        else say("%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        free(path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK) {
+            char holder[256];
+            ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+            holder[n > 0 ? n : 0] = '\0';
+            holder[strcspn(holder, "\n")] = '\0';
+            say("%s: another prepare of this output is running (%s); waiting for it to finish", path,
+                holder[0] ? holder : "its holder did not say who it is yet");
+            double t0 = now_s();
+            int rc;
+            while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {}
+            if (rc != 0) { say("%s: lock: %s", path, strerror(errno)); close(fd); free(path); return -1; }
+            say("%s: lock taken after %.0f s", path, now_s() - t0);
+        } else {
+            say("warning: %s: this file system does not lock (%s); concurrent prepares of this plan are not "
+                "kept apart", path, strerror(errno));
+            free(path);
+            return fd;
+        }
+    }
+    char host[128] = "?", text[256], when[32] = "";
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+    host[sizeof host - 1] = '\0';
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int len = snprintf(text, sizeof text, "pid %ld on %s since %s\n", (long)getpid(), host, when);
+    if (ftruncate(fd, 0) == 0 && len > 0 && pwrite(fd, text, (size_t)len, 0) < 0) { /* the holder note is best effort */ }
+    free(path);
+    return fd;
 }
 
 static int mkdirs(const char *path)
@@ -525,15 +619,26 @@ static int mkdirs(const char *path)
     return rc;
 }
 
+/* Release the lock; the holder note goes with it. */
+static void unlock_dir(int fd)
+{
+    if (fd < 0) return;
+    if (ftruncate(fd, 0) != 0) { /* the note is only a hint for waiters */ }
+    close(fd);
+}
+
 static void usage(FILE *out)
 {
-    fputs("usage: llmc-train prepare PLAN.json [--threads N] [--force] [--shard-tokens N]\n"
+    fputs("usage: llmc-train prepare PLAN.json [--threads N] [--force] [--check] [--shard-tokens N]\n"
+          "                                   [--max-record-bytes N]\n"
           "  tokenizes the plan's datasets into packed token shards in data.shards_dir\n"
           "  --threads N        tokenizer threads (default: all cores)\n"
           "  --force            redo even when index.json says the shards are up to date\n"
           "  --check            read, check and tokenize everything, list every bad record\n"
           "                     (up to 100) and the totals; write nothing\n"
-          "  --shard-tokens N   tokens per shard file (default 33554432)\n", out);
+          "  --shard-tokens N   tokens per shard file (default 33554432)\n"
+          "  --max-record-bytes N  a record taking more memory than N bytes once read is a bad\n"
+          "                     record (\"too_large\"; default 16777216 = 16 MiB, at most 1 GiB)\n", out);
 }
 
 int cmd_prepare(int argc, char **argv)
@@ -541,9 +646,19 @@ int cmd_prepare(int argc, char **argv)
     const char *plan_path = NULL;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     long long shard_tokens = 1LL << 25;
+    long long max_record = (long long)JS_MAX_RECORD_DEFAULT;
     int force = 0, check_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--max-record-bytes") && i + 1 < argc) {
+            char *end;
+            errno = 0;
+            max_record = strtoll(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || max_record < 1024 || max_record > (1LL << 30)) {
+                say("--max-record-bytes: '%s' is not a number of bytes in [1024, 1073741824]", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--shard-tokens") && i + 1 < argc) shard_tokens = strtoll(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--check")) check_only = 1;
@@ -555,24 +670,46 @@ int cmd_prepare(int argc, char **argv)
 
     DataPlan plan;
     if (load_plan(plan_path, &plan)) { free_plan(&plan); return 2; }
-    if (!force && !check_only) {
-        char *have = shard_index_data_hash(plan.shards_dir);
-        int same = have && !strcmp(have, plan.hash);
-        free(have);
-        if (same) {
-            fprintf(stderr, "llmc-train prepare: %s is up to date (data hash %s)\n", plan.shards_dir, plan.hash);
-            free_plan(&plan);
-            return 0;
+    if (max_record != (long long)JS_MAX_RECORD_DEFAULT) {
+        /* a limit other than the default changes which records are kept: part of the key */
+        Hash h = {0, 0};
+        sscanf(plan.hash, "%16" SCNx64 "%16" SCNx64, &h.a, &h.b);
+        hash_add(&h, &max_record, sizeof max_record);
+        snprintf(plan.hash, sizeof plan.hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
+    }
+    /* up to date: index.json is replaced atomically, so it is read without the lock;
+     * after waiting for the lock it is read again (another prepare may have done the work) */
+    int lock_fd = -1;
+    char **live = NULL;
+    for (int locked = 0; !check_only; locked++) {
+        if (!force) {
+            char *have = shard_index_data_hash(plan.shards_dir);
+            int same = have && !strcmp(have, plan.hash);
+            free(have);
+            if (same) {
+                say("%s is up to date (data hash %s)", plan.shards_dir, plan.hash);
+                unlock_dir(lock_fd);
+                free_plan(&plan);
+                return 0;
+            }
         }
+        if (locked) break;
+        if (mkdirs(plan.shards_dir)) {
+            say("%s: %s", plan.shards_dir, strerror(errno));
+            free_plan(&plan);
+            return 2;
+        }
+        if ((lock_fd = lock_dir(plan.shards_dir)) < 0) { free_plan(&plan); return 2; }
     }
     char err[512];
     Tokenizer *tok = tok_load(plan.tokenizer_path, err, sizeof err);
-    if (!tok) { say("%s", err); free_plan(&plan); return 2; }
+    if (!tok) { say("%s", err); unlock_dir(lock_fd); free_plan(&plan); return 2; }
     int status = 1;
     uint32_t vocab = tok_vocab_size(tok);
     if (plan.model_vocab >= 0 && (int64_t)vocab > plan.model_vocab) {
         say("the tokenizer has %u ids but model.vocab is %" PRId64, vocab, plan.model_vocab);
         tok_free(tok);
+        unlock_dir(lock_fd);
         free_plan(&plan);
         return 1;
     }
@@ -586,14 +723,21 @@ int cmd_prepare(int argc, char **argv)
         say("%s: the tokenizer has no end-of-sequence token%s", plan.tokenizer_path,
             plan.tpl ? " for the template" : " (tokenizer_config.json eos_token)");
         tok_free(tok);
+        unlock_dir(lock_fd);
         free_plan(&plan);
         return 1;
     }
-    if (!check_only && (mkdirs(plan.shards_dir) || clean_dir(plan.shards_dir))) {
-        say("%s: %s", plan.shards_dir, strerror(errno));
-        tok_free(tok);
-        free_plan(&plan);
-        return 2;
+    /* the live set (the one index.json names) stays in place and readable until the
+     * new set is complete; leftovers of an interrupted prepare are removed now */
+    if (!check_only) {
+        live = shard_index_files(plan.shards_dir);
+        if (sweep_dir(plan.shards_dir, live)) {
+            tok_free(tok);
+            shard_names_free(live);
+            unlock_dir(lock_fd);
+            free_plan(&plan);
+            return 2;
+        }
     }
 
     Pool pool = {.cutoff = plan.pretrain && plan.packing ? SIZE_MAX : plan.context, .n_workers = (int)threads};
@@ -604,6 +748,7 @@ int cmd_prepare(int argc, char **argv)
     Batch *batches = calloc(2, sizeof *batches);
     Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
                 .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only};
+    choose_prefix(k.prefix, plan.hash, live);
     k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
     size_t cells = (size_t)k.rows_per_shard * plan.context;
     k.ids = malloc(cells * 4);
@@ -640,11 +785,13 @@ int cmd_prepare(int argc, char **argv)
         const DatasetSpec *ds = &plan.ds[di];
         JsonStream *js = js_open(ds->file, err, sizeof err);
         if (!js) { say("%s", err); status = 2; fatal = 1; break; }
+        js_set_max_record(js, (size_t)max_record);
         int more = 1;
         while (more && !fatal) {
             Batch *b = &batches[cur];
             b->n = 0;
-            while (b->n < BATCH) {
+            size_t b_bytes = 0;   /* rendered text in this batch: memory stays bounded with big records */
+            while (b->n < BATCH && b_bytes < BATCH_BYTES) {
                 JsonValue *rec;
                 int rc = js_next(js, &rec);
                 if (rc == JS_END) { more = 0; break; }
@@ -652,9 +799,10 @@ int cmd_prepare(int argc, char **argv)
                 RecReason why;
                 const JsonValue *where = NULL;
                 char msg[600];
-                if (rc == JS_BAD_RECORD) {
-                    why = REC_INVALID_JSON;
-                    snprintf(msg, sizeof msg, "%s", js_error(js));
+                if (rc == JS_BAD_RECORD || rc == JS_TOO_LARGE) {
+                    why = rc == JS_TOO_LARGE ? REC_TOO_LARGE : REC_INVALID_JSON;
+                    snprintf(msg, sizeof msg, "%s%s", js_error(js),
+                             rc == JS_TOO_LARGE ? "; --max-record-bytes raises the limit" : "");
                 } else {
                     why = record_convert(ds, rec, &view, &where, msg, sizeof msg);
                 }
@@ -666,7 +814,7 @@ int cmd_prepare(int argc, char **argv)
                     else
                         snprintf(full, sizeof full, "%s", msg);
                     if (!plan.skip_bad && !check_only) {
-                        say("%s", full);
+                        put_line("", full, "");
                         say("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
                         fatal = 1;
                         break;
@@ -674,7 +822,7 @@ int cmd_prepare(int argc, char **argv)
                     counts.skipped[why]++;
                     per_ds[di].skipped++;
                     if (counts.shown++ < (check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD))
-                        fprintf(stderr, "%s%s\n", full, check_only ? "" : " (skipped)");
+                        put_line("", full, check_only ? "" : " (skipped)");
                     continue;
                 }
                 Slot *s = &b->slots[b->n];
@@ -683,6 +831,7 @@ int cmd_prepare(int argc, char **argv)
                              ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
                              : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
                 if (rr) { say("out of memory"); fatal = 1; break; }
+                b_bytes += s->doc.text.len;
                 b->n++;
                 counts.kept++;
                 per_ds[di].kept++;
@@ -696,6 +845,7 @@ int cmd_prepare(int argc, char **argv)
                     if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
                     if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
                     count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
+                    slot_trim(s);
                 }
                 inflight = NULL;
             }
@@ -713,9 +863,16 @@ int cmd_prepare(int argc, char **argv)
             if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
             if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
             count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
+            slot_trim(s);
         }
     }
     record_view_free(&view);
+    {
+        uint64_t limit = check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD;
+        if (counts.shown > limit)
+            say("%" PRIu64 " more bad record%s not listed (the first %" PRIu64 " are)%s", counts.shown - limit,
+                counts.shown - limit == 1 ? "" : "s", limit, check_only ? "" : "; prepare --check lists up to 100");
+    }
     if (fatal) goto out;
     if (close_row(&k) || write_shard(&k)) goto out;
     pr.done_bytes = pr.total_bytes;
@@ -771,12 +928,23 @@ int cmd_prepare(int argc, char **argv)
     int irc = shard_index_write(plan.shards_dir, &info, k.entries, k.n_entries, err, sizeof err);
     free(sum_text);
     if (irc) { say("%s", err); goto out; }
-    fprintf(stderr, "llmc-train prepare: %" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
-            " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s\n",
+    /* the new index.json is in place: the previous set's files go */
+    {
+        char **keep = calloc(k.n_entries + 1, sizeof *keep);
+        for (size_t i = 0; keep && i < k.n_entries; i++) keep[i] = k.entries[i].file;
+        if (keep) sweep_dir(plan.shards_dir, keep);
+        free(keep);
+    }
+    say("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
+            " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s",
             counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
             k.n_entries == 1 ? "" : "s", plan.shards_dir);
     status = 0;
 out:
+    /* a failed prepare removes what it wrote of the new set; the live set stays */
+    if (status != 0 && !check_only && lock_fd >= 0) sweep_dir(plan.shards_dir, live);
+    shard_names_free(live);
+    unlock_dir(lock_fd);
     free(per_ds);
     pthread_mutex_lock(&pool.mu);
     pool.quit = 1;

@@ -8,7 +8,7 @@
 
 static const char *const REASONS[REC_N_REASONS] = {
     "ok", "invalid_json", "not_object", "missing_column", "bad_type", "unknown_role",
-    "role_order", "odd_turns", "no_turns", "empty_turn", "empty_text", "unsupported",
+    "role_order", "odd_turns", "no_turns", "empty_turn", "empty_text", "unsupported", "too_large",
 };
 
 const char *rec_reason_name(RecReason r)

@@ -39,6 +39,7 @@ typedef enum {
     REC_EMPTY_TURN,
     REC_EMPTY_TEXT,
     REC_UNSUPPORTED,
+    REC_TOO_LARGE,        /* more memory than --max-record-bytes once read (skipped unread) */
     REC_N_REASONS
 } RecReason;
 

@@ -207,8 +207,17 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
 
 static char *read_small_file(const char *path, size_t max, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { fail(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    /* O_NONBLOCK + fstat: a FIFO or device in place of index.json is refused, never waited on */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { fail(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        fail(err, errlen, "%s: not a regular file", path);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); fail(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
     char *buf = malloc(max + 1);
     size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
     fclose(f);
@@ -246,6 +255,38 @@ char *shard_index_data_hash(const char *dir)
     return out;
 }
 
+char **shard_index_files(const char *dir)
+{
+    char err[64];
+    char *path = join_path(dir, "index.json");
+    if (!path) return NULL;
+    char *text = read_small_file(path, 256u << 20, err, sizeof err);
+    free(path);
+    if (!text) return NULL;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "shards");
+    char **names = NULL;
+    if (cJSON_IsArray(arr)) {
+        size_t n = (size_t)cJSON_GetArraySize(arr), k = 0;
+        names = calloc(n + 1, sizeof *names);
+        for (const cJSON *e = arr->child; names && e; e = e->next) {
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
+            if (cJSON_IsString(f) && f->valuestring[0] && !strchr(f->valuestring, '/') &&
+                !(names[k] = strdup(f->valuestring))) { shard_names_free(names); names = NULL; }
+            else if (cJSON_IsString(f) && names[k]) k++;
+        }
+    }
+    cJSON_Delete(o);
+    return names;
+}
+
+void shard_names_free(char **names)
+{
+    for (size_t i = 0; names && names[i]; i++) free(names[i]);
+    free(names);
+}
+
 void shard_set_close(ShardSet *set)
 {
     for (size_t i = 0; i < set->n_shards; i++) {
@@ -262,8 +303,10 @@ void shard_set_close(ShardSet *set)
 /* Check one shard file against its index entry and the set's figures. */
 static int open_shard(ShardSet *set, ShardEntry *e, char *err, size_t errlen)
 {
-    e->fd = open(e->path, O_RDONLY | O_CLOEXEC);
+    e->fd = open(e->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* a FIFO must not block the open */
     if (e->fd < 0) return fail(err, errlen, "%s: %s", e->path, strerror(errno));
+    struct stat rs;
+    if (fstat(e->fd, &rs) != 0 || !S_ISREG(rs.st_mode)) return fail(err, errlen, "%s: not a regular file", e->path);
     ShardHeader h;
     if (pread_all(e->fd, &h, sizeof h, 0) != 0)
         return fail(err, errlen, "%s: cannot read shard header", e->path);

@@ -70,6 +70,12 @@ void shard_set_close(ShardSet *set);
  * index). The caller frees it. Used by prepare to skip work already done. */
 char *shard_index_data_hash(const char *dir);
 
+/* The file names DIR/index.json lists (the live set), as a NULL-terminated
+ * array the caller frees with shard_names_free; NULL when there is no readable
+ * index. prepare keeps these files until a new index replaces them. */
+char **shard_index_files(const char *dir);
+void shard_names_free(char **names);
+
 /* Write one shard: header + arrays, as PATH.tmp, fsync, rename to PATH.
  * h->magic/version/reserved are filled in here. 0 ok; -1 with err. */
 int shard_write(const char *path, const ShardHeader *h, const uint32_t *ids,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "log.h"
 #include "tokenizer.h"
 
 static void usage(FILE *out)
@@ -56,7 +57,9 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
         uint8_t c = in->p[i];
         if (c == ' ' || c == ',' || c == '\n' || c == '\t' || c == '\r' || c == '[' || c == ']') { i++; continue; }
         if (c < '0' || c > '9') {
-            fprintf(stderr, "llmc-train tokenize: stdin byte %zu: expected a token id, found '%c'\n", i + 1, c);
+            char shown[8];
+            log_escape(shown, sizeof shown, (const char *)&c, 1);
+            fprintf(stderr, "llmc-train tokenize: stdin byte %zu: expected a token id, found '%s'\n", i + 1, shown);
             rc = 1;
             break;
         }
@@ -89,7 +92,9 @@ int cmd_tokenize(int argc, char **argv)
         else if (!strcmp(argv[i], "--tokens")) tokens = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else {
-            fprintf(stderr, "llmc-train tokenize: unknown argument '%s'\n", argv[i]);
+            char shown[256];
+            fprintf(stderr, "llmc-train tokenize: unknown argument '%s'\n",
+                    log_escape(shown, sizeof shown, argv[i], strlen(argv[i])));
             usage(stderr);
             return 2;
         }
@@ -97,7 +102,11 @@ int cmd_tokenize(int argc, char **argv)
     if (!dir || (decode && tokens)) { usage(stderr); return 2; }
     char err[512];
     Tokenizer *tok = tok_load(dir, err, sizeof err);
-    if (!tok) { fprintf(stderr, "llmc-train tokenize: %s\n", err); return 2; }
+    if (!tok) {
+        char shown[1024];
+        fprintf(stderr, "llmc-train tokenize: %s\n", log_escape(shown, sizeof shown, err, strlen(err)));
+        return 2;
+    }
     UniBuf in = {0};
     if (read_stdin(&in)) {
         fprintf(stderr, "llmc-train tokenize: reading stdin: %s\n", strerror(errno));

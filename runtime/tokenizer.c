@@ -1,5 +1,6 @@
 /* tokenizer.c — byte-level BPE: loading tokenizer.json, encoding, decoding. */
 #include "tokenizer.h"
+#include "json_stream.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -223,12 +224,13 @@ static const AddedToken *added_find(const Tokenizer *t, const uint8_t *s, size_t
 
 static char *read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { fail(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    /* a FIFO or device is refused before it can block or never end */
+    FILE *f = open_regular_file(path, "tokenizer file", err, errlen);
+    if (!f) return NULL;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
         fclose(f);
-        fail(err, errlen, "%s: not a regular file", path);
+        fail(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     char *buf = malloc((size_t)st.st_size + 1);

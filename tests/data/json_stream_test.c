@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "json_stream.h"
+#include "log.h"
 
 static int passed, failed;
 #define CHECK(cond, ...) do { if (cond) passed++; else { failed++; \
@@ -137,6 +140,78 @@ int main(int argc, char **argv)
     CHECK(!e[0] && n == records, "big array: %d records, %s", n, e);
     CHECK(grew_kb < 16 * 1024, "big array (%ld MiB) grew peak RSS by %ld KiB", size >> 20, grew_kb);
     remove(big);
+
+    /* a record over the limit is skipped to its end without being kept, in both layouts,
+     * with its position; the records around it are read */
+    for (int array = 0; array < 2; array++) {
+        size_t big_n = 300000;
+        char *text = malloc(3 * big_n + 1000);
+        size_t o = 0;
+        o += (size_t)sprintf(text + o, "%s{\"a\": 1}%s", array ? "[" : "", array ? ",\n" : "\n");
+        /* record 2: a long string with escaped quotes and brackets inside */
+        o += (size_t)sprintf(text + o, "{\"x\": [1, {\"t\": \"");
+        for (size_t i = 0; i < big_n; i++) text[o++] = i % 1000 == 7 ? '[' : i % 1000 == 9 ? '}' : 'y';
+        o += (size_t)sprintf(text + o, "\\\"]\\\\\"}], \"z\": \"}\"}%s", array ? ",\n" : "\n");
+        /* record 3: many small values (the size of the tree, not of the text) */
+        o += (size_t)sprintf(text + o, "{\"n\": [[");
+        for (size_t i = 0; i < big_n / 2; i++) { text[o++] = '1'; text[o++] = ','; }
+        o += (size_t)sprintf(text + o, "1]]}%s{\"b\": 2}%s", array ? ",\n" : "\n", array ? "]\n" : "\n");
+        const char *path = put(array ? "big.json" : "big.jsonl", text, o);
+        free(text);
+        char err[256];
+        JsonStream *st = js_open(path, err, sizeof err);
+        CHECK(st != NULL, "open %s: %s", path, err);
+        if (!st) continue;
+        js_set_max_record(st, 65536);
+        JsonValue *v;
+        int r1 = js_next(st, &v);
+        int r2 = js_next(st, &v);
+        char e2[600];
+        snprintf(e2, sizeof e2, "%s", js_error(st));
+        int r3 = js_next(st, &v);
+        char e3[600];
+        snprintf(e3, sizeof e3, "%s", js_error(st));
+        int r4 = js_next(st, &v);
+        const JsonValue *b = r4 == JS_RECORD ? jv_get(v, "b") : NULL;
+        int r5 = js_next(st, &v);
+        CHECK(r1 == JS_RECORD && r2 == JS_TOO_LARGE && r3 == JS_TOO_LARGE && r4 == JS_RECORD && b && b->num == 2 &&
+              r5 == JS_END, "too large (%s): %d %d %d %d %d: %s / %s", array ? "array" : "lines", r1, r2, r3, r4, r5,
+              e2, e3);
+        CHECK(strstr(e2, ":2:1: record 2: too large") && strstr(e3, ":3:1: record 3: too large"),
+              "too-large messages (%s): %s / %s", array ? "array" : "lines", e2, e3);
+        js_close(st);
+    }
+
+    /* only regular files: a FIFO (no writer: it must not block), a directory, a device */
+    {
+        char fifo[700], err[512];
+        snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+        remove(fifo);
+        CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+        const char *paths[] = {fifo, dir, "/dev/zero"};
+        const char *kinds[] = {"a FIFO", "a directory", "a character device"};
+        for (int i = 0; i < 3; i++) {
+            JsonStream *st = js_open(paths[i], err, sizeof err);
+            CHECK(!st && strstr(err, paths[i]) && strstr(err, kinds[i]) && strstr(err, "dataset"),
+                  "js_open(%s): %s", paths[i], st ? "opened" : err);
+            js_close(st);
+        }
+        remove(fifo);
+    }
+
+    /* log_escape: control characters, DEL, C1 and broken UTF-8 as \xNN; valid UTF-8 kept; cut at a character */
+    {
+        char out[64];
+        const char in[] = "a\x1b[31m\x07\tb\x7f\xc2\x9b\xff\xe4\xb8\xad\n";
+        log_escape(out, sizeof out, in, sizeof in - 1);
+        CHECK(!strcmp(out, "a\\e[31m\\x07\\tb\\x7F\\xC2\\x9B\\xFF\xe4\xb8\xad\\n"), "log_escape: %s", out);
+        char small[8];
+        log_escape(small, sizeof small, "abc\xe4\xb8\xad\xe4\xb8\xad", 9);
+        CHECK(!strcmp(small, "abc..."), "log_escape cut: %s", small);
+        const char nul[] = "x\0y";
+        log_escape(out, sizeof out, nul, 3);
+        CHECK(!strcmp(out, "x\\x00y"), "log_escape NUL: %s", out);
+    }
 
     printf("json_stream_test: %d passed, %d failed\n", passed, failed);
     return failed != 0;

@@ -49,9 +49,9 @@ print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_token
 if [[ $sumok == 1 ]]; then ok "index.json summary: per-dataset records and tokens"; else no "index.json summary"; fi
 
 # 2. idempotent: a second run does nothing; a changed input file is prepared again
-before=$(stat -c %Y.%s "$S/tiny/shards/shard-00000.bin")
+before=$(stat -c %Y.%s "$S"/tiny/shards/shard-*-00000.bin)
 out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1)
-if [[ $out == *"up to date"* && $(stat -c %Y.%s "$S/tiny/shards/shard-00000.bin") == "$before" ]]; then ok "second run: up to date"
+if [[ $out == *"up to date"* && $(stat -c %Y.%s "$S"/tiny/shards/shard-*-00000.bin) == "$before" ]]; then ok "second run: up to date"
 else no "idempotence" "$out"; fi
 cp "$R/examples/tiny/data/arith.json" "$S/arith.json"
 plan "$S/tiny2" sharegpt "$S/arith.json" 64 false fail
@@ -131,11 +131,11 @@ plan "$S/kill" sharegpt "$S/big.json" 128 false fail
 "$TRAIN" prepare "$S/kill/plan.json" --threads 2 --shard-tokens 30000 >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 1 400); do
-    [[ -e $S/kill/shards/shard-00002.bin ]] && break
+    compgen -G "$S/kill/shards/shard-*-00002.bin" >/dev/null && break
     sleep 0.02
 done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
-if [[ -e $S/kill/shards/shard-00002.bin && ! -e $S/kill/shards/index.json ]] &&
+if compgen -G "$S/kill/shards/shard-*-00002.bin" >/dev/null && [[ ! -e $S/kill/shards/index.json ]] &&
    ! "$SHARD" --check "$S/kill/shards" >/dev/null 2>&1; then ok "kill -9: shards without index.json, which the reader refuses"
 else no "kill -9" "$(ls "$S/kill/shards" 2>&1)"; fi
 out=$("$TRAIN" prepare "$S/kill/plan.json" --shard-tokens 30000 2>&1)
@@ -150,6 +150,135 @@ plan "$S/nots" sharegpt "$R/examples/tiny/data/arith.json" 64 false fail sft nul
 out=$("$TRAIN" prepare "$S/nots/plan.json" 2>&1); rc3=$?
 if [[ $rc1 -eq 2 && $rc2 -eq 2 && $rc3 -eq 2 && $out == *"needs tokenizer.template"* ]]; then ok "usage and plan errors"
 else no "usage/plan errors ($rc1 $rc2 $rc3)" "$out"; fi
+
+# 9. a failed re-prepare keeps the previous good set: the same index.json, every shard it names
+#    intact, nothing of the new set left behind; so does a re-prepare killed in the middle
+cp "$R/examples/tiny/data/arith.json" "$S/keep.json"
+plan "$S/keep" sharegpt "$S/keep.json" 64 false fail
+"$TRAIN" prepare "$S/keep/plan.json" >/dev/null 2>&1
+cp "$S/keep/shards/index.json" "$S/keep-index.json"
+files=$(ls "$S/keep/shards")
+cp tests/data/bad/sharegpt_bad.json "$S/keep.json"
+out=$("$TRAIN" prepare "$S/keep/plan.json" 2>&1); rc=$?
+chk=$("$SHARD" --check "$S/keep/shards" 2>&1)
+if [[ $rc -eq 1 && $chk == "rows 4000 docs 4000 "* ]] && cmp -s "$S/keep-index.json" "$S/keep/shards/index.json" &&
+   [[ $(ls "$S/keep/shards") == "$files" ]]; then ok "failed re-prepare: the previous set is kept whole"
+else no "failed re-prepare (exit $rc)" "$out $chk $(ls "$S/keep/shards")"; fi
+cp "$S/kill/shards/index.json" "$S/kill-index.json"
+"$TRAIN" prepare "$S/kill/plan.json" --force --threads 2 --shard-tokens 20000 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do
+    [[ $(ls "$S/kill/shards" | grep -c '^shard-') -gt $(($(grep -o '"file"' "$S/kill-index.json" | wc -l) + 3)) ]] && break
+    sleep 0.02
+done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+chk=$("$SHARD" --check "$S/kill/shards" 2>&1)
+if [[ $chk == "rows 40000 docs 40000 "* ]] && cmp -s "$S/kill-index.json" "$S/kill/shards/index.json"; then
+    ok "re-prepare killed with -9: the previous set still reads whole"
+else no "killed re-prepare" "$chk"; fi
+out=$("$TRAIN" prepare "$S/kill/plan.json" --force --shard-tokens 20000 2>&1)
+names=$(python3 -c 'import json,sys; print(" ".join(sorted(s["file"] for s in json.load(open(sys.argv[1]))["shards"])))' "$S/kill/shards/index.json")
+have=$(ls "$S/kill/shards" | grep '^shard-' | tr '\n' ' ')
+if [[ "$names " == "$have" ]] && "$SHARD" --check "$S/kill/shards" >/dev/null 2>&1; then ok "next prepare: only the new set's shards remain"
+else no "files after the switch" "names: $names / have: $have"; fi
+
+# 10. three concurrent prepares of one plan (a Slurm job array): all succeed, one set, no leftovers
+conc() {
+    local force=$1 i pids=() rc=0
+    for i in 1 2 3; do "$TRAIN" prepare "$S/kill/plan.json" $force --shard-tokens 30000 >"$S/conc.$i" 2>&1 & pids+=($!); done
+    for i in 0 1 2; do wait ${pids[$i]} || rc=1; done
+    [[ $rc -eq 0 ]] || { cat "$S"/conc.*; return 1; }
+    "$SHARD" --check "$S/kill/shards" | grep -q '^rows 40000 docs 40000 ' || return 1
+    [[ -z $(ls "$S/kill/shards" | grep tmp) ]] || return 1
+    names=$(python3 -c 'import json,sys; print(" ".join(sorted(s["file"] for s in json.load(open(sys.argv[1]))["shards"])))' "$S/kill/shards/index.json")
+    [[ "$names " == "$(ls "$S/kill/shards" | grep '^shard-' | tr '\n' ' ')" ]] || { echo "stray shards"; return 1; }
+}
+if conc --force && grep -q "waiting for it to finish" "$S"/conc.* && grep -q "pid [0-9]* on " "$S"/conc.*; then
+    ok "3 concurrent prepares --force: one after another, one valid set"
+else no "concurrent prepares --force" "$(cat "$S"/conc.*)"; fi
+touch "$S/big.json"
+if conc "" && [[ $(grep -l "up to date" "$S"/conc.* | wc -l) -eq 2 ]]; then ok "3 concurrent prepares: one prepares, two find it up to date"
+else no "concurrent prepares" "$(cat "$S"/conc.*)"; fi
+
+# 11. only regular files: a dataset or tokenizer that is a device, a FIFO or a directory is refused at once
+mkfifo "$S/fifo"
+mkdir -p "$S/adir/tokenizer.json"   # as a tokenizer: DIR/tokenizer.json is a directory
+nonreg() {
+    local f=$1 kind=$2 out rc
+    plan "$S/nonreg" sharegpt "$f" 64 false skip
+    out=$(timeout 20 "$TRAIN" prepare "$S/nonreg/plan.json" 2>&1); rc=$?
+    [[ $rc -eq 2 && $out == *"$f: the dataset is $kind; it must be a regular file"* ]] || { echo "exit $rc: $out"; return 1; }
+    sed -i "s|\"path\": \"[^\"]*\"|\"path\": \"$f\"|" "$S/nonreg/plan.json"
+    sed -i "s|\"file\": \"[^\"]*\"|\"file\": \"$R/examples/tiny/data/arith.json\"|" "$S/nonreg/plan.json"
+    out=$(timeout 20 "$TRAIN" prepare "$S/nonreg/plan.json" 2>&1); rc=$?
+    [[ $rc -eq 2 && $out == *"$f"*"$kind"* ]] || { echo "tokenizer: exit $rc: $out"; return 1; }
+}
+check_nonreg() { if nonreg "$@"; then ok "refused: $2 ($1)"; else no "not refused: $2 ($1)" "$(nonreg "$@")"; fi; }
+check_nonreg /dev/zero "a character device"
+check_nonreg "$S/fifo" "a FIFO (named pipe)"
+check_nonreg "$S/adir" "a directory"
+out=$(timeout 20 "$TRAIN" prepare "$S/fifo" 2>&1); rc=$?
+if [[ $rc -eq 2 && $out == *"fifo: the plan file is a FIFO"* ]]; then ok "refused: a FIFO as the plan"; else no "FIFO plan (exit $rc)" "$out"; fi
+
+# 12. memory bounded by what is kept: a 300 MB one-line record is refused as too large, read
+#     in constant memory, with its position; a 12 MB record cut to 128 tokens costs far less than 1 GB
+python3 - "$S/huge.jsonl" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write('{"text": "one small document"}\n{"text": "')
+    chunk = "hello world " * 100000
+    for _ in range(250): f.write(chunk)
+    f.write('"}\n{"text": "another small one"}\n')
+PY
+plan "$S/huge" text "$S/huge.jsonl" 128 false skip pt null
+rss_max=150000   # KiB; AddressSanitizer's shadow memory and quarantine take more
+[[ $BUILD == *san* ]] && rss_max=400000
+out=$(/usr/bin/time -f 'maxrss %M' timeout 120 "$TRAIN" prepare "$S/huge/plan.json" 2>&1); rc=$?
+rss=$(grep -o 'maxrss [0-9]*' <<<"$out" | grep -o '[0-9]*')
+if [[ $rc -eq 0 && $out == *"huge.jsonl:2:1: record 2: too large"* && $out == *"2 records kept, 1 skipped (too_large 1)"* &&
+      ${rss:-999999999} -lt $rss_max ]]; then ok "300 MB record: skipped as too large, peak RSS $((rss / 1024)) MiB"
+else no "300 MB record (exit $rc, rss ${rss:-?} KiB)" "$out"; fi
+plan "$S/hugef" text "$S/huge.jsonl" 128 false fail pt null
+out=$(timeout 120 "$TRAIN" prepare "$S/hugef/plan.json" 2>&1); rc=$?
+if [[ $rc -eq 1 && $out == *"record 2: too large"*"--max-record-bytes raises the limit"* ]]; then ok "too large with on_bad_record fail: stops, names the record"
+else no "too large, fail (exit $rc)" "$out"; fi
+python3 - "$S/mid.jsonl" <<'PY'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write('{"text": "' + "hello world " * 1000000 + '"}\n')
+PY
+plan "$S/mid" text "$S/mid.jsonl" 128 false fail pt null
+out=$(/usr/bin/time -f 'maxrss %M' timeout 120 "$TRAIN" prepare "$S/mid/plan.json" 2>&1); rc=$?
+rss=$(grep -o 'maxrss [0-9]*' <<<"$out" | grep -o '[0-9]*')
+chk=$("$SHARD" --check "$S/mid/shards" 2>&1)
+if [[ $rc -eq 0 && $chk == "rows 1 docs 1 segments 1 tokens 128 "* && ${rss:-999999999} -lt $rss_max ]]; then
+    ok "12 MB record cut to 128 tokens: peak RSS $((rss / 1024)) MiB"
+else no "12 MB record (exit $rc, rss ${rss:-?} KiB)" "$out $chk"; fi
+out=$("$TRAIN" prepare "$S/mid/plan.json" --force --max-record-bytes 1048576 2>&1); rc=$?
+if [[ $rc -eq 1 && $out == *"more than 1048576 bytes"* ]]; then ok "--max-record-bytes lowers the limit"; else no "--max-record-bytes (exit $rc)" "$out"; fi
+
+# 13. control characters from the data are escaped in messages (a role name with an escape sequence)
+printf '%s\n' '{"messages": [{"role": "\u001b[2J\u001b]0;pwned\u0007", "content": "hi"}, {"role": "assistant", "content": "x"}]}' \
+    '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}' > "$S/esc.jsonl"
+plan "$S/esc" sharegpt "$S/esc.jsonl" 64 false skip
+out=$("$TRAIN" prepare "$S/esc/plan.json" 2>&1)
+if [[ $out == *"unknown role '\\e[2J\\e]0;pwned\\x07'"* && $out != *$'\e'* && $out != *$'\a'* ]]; then ok "control characters escaped in messages"
+else no "escaping" "$(cat -v <<<"$out")"; fi
+
+# 14. hostile records: NUL bytes, broken UTF-8, deep nesting, huge numbers; 10^6 bad lines print 10 and a count
+python3 - "$S/hostile.jsonl" <<'PY'
+import sys
+w = open(sys.argv[1], "wb").write
+w(b'{"text": "ok one"}\n{"text": "nul \x00 inside"}\n\x00\x00\n{"text": "cut \xe4\xb8"}\n{"text": "bad \xff\xfe \xc0\xaf"}\n')
+w(b"[" * 100000 + b"\n" + b'{"text": 1e999999}\n{"text": ' + b"9" * 100000 + b'}\n{"text": "\\udfff \\ud800x"}\n{"text": "last"}')
+w(b"\nx" * 1000000 + b"\n")
+PY
+plan "$S/hostile" text "$S/hostile.jsonl" 32 false skip pt null
+out=$(timeout 60 "$TRAIN" prepare "$S/hostile/plan.json" 2>&1); rc=$?
+shown=$(grep -c '(skipped)$' <<<"$out")
+if [[ $rc -eq 0 && $shown -eq 10 && $out == *"999995 more bad records not listed"* && $out == *"5 records kept, 1000005 skipped"* &&
+      $(wc -l <<<"$out") -lt 20 ]]; then ok "hostile records: 5 kept, 10 shown, the rest counted"
+else no "hostile records (exit $rc, $shown shown)" "$(head -c 3000 <<<"$out")"; fi
 
 echo "prepare_test: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -3,7 +3,7 @@
 TEST_SUITES += data
 
 DATA_OBJ := $(addprefix $(BUILD)/runtime/,tokenizer.o unicode.o shard_io.o json_stream.o \
-            chat_template.o records.o) \
+            chat_template.o records.o log.o) \
             $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
 DATA_TESTS := nfc_test tokenizer_test shard_test json_stream_test chat_test
 
