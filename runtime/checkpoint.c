@@ -485,7 +485,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
     }
     int64_t version;
     if (state_int(o, "version", 1, 2, &version, path, err, errlen)) goto done;
-    if (version >= 2 && state_int(o, "write_seq", 1, 1e15, &ps->write_seq, path, err, errlen)) goto done;
+    if (version >= 2 && state_int(o, "write_seq", 1, EXACT_INT_MAX, &ps->write_seq, path, err, errlen)) goto done;
 
     /* the fingerprint first: a checkpoint of another plan is refused as such */
     const cJSON *fpo = cJSON_GetObjectItemCaseSensitive(o, "fingerprint");
@@ -608,7 +608,8 @@ static CkptEntry *scan_ckpts(const char *ckpt_dir, int *count)
         const cJSON *ws = cJSON_GetObjectItemCaseSensitive(o, "write_seq");
         if (cJSON_IsObject(o)) {
             if (!ws) v[n].seq = 0;
-            else if (cJSON_IsNumber(ws) && ws->valuedouble >= 1 && ws->valuedouble <= 1e15 &&
+            /* at most 2^52, so the next one (+1) is still an exact integer that a resume accepts */
+            else if (cJSON_IsNumber(ws) && ws->valuedouble >= 1 && ws->valuedouble <= EXACT_INT_MAX / 2 &&
                      floor(ws->valuedouble) == ws->valuedouble)
                 v[n].seq = (int64_t)ws->valuedouble;
         }
@@ -798,9 +799,9 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     } else if (rc == -1) {
         if (latest[0])
             say(err, errlen, "checkpoint %s fails verification: %s%s", first_name, first_why,
-                     n > 1 ? "; no other checkpoint there verifies either" : "");
+                     tried > 1 ? "; no other checkpoint there verifies either" : "");
         else
-            say(err, errlen, "%s%s", first_why, n ? "; no checkpoint there verifies" : "");
+            say(err, errlen, "%s%s", first_why, tried ? "; no checkpoint there verifies" : "");
     } else if (used != latest || !latest[0]) {
         say(warn, warnlen, "checkpoint %s fails verification: %s; resuming from %s/%s instead, the newest "
                  "checkpoint (by write order) that verifies", first_name, first_why, ckpt_dir, used ? used : "?");
@@ -810,7 +811,6 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
         say(warn + wl, warnlen - wl, "%scheckpoint %s/%s records no fingerprint (written by an older llmc-train): "
                  "cannot check that this plan wrote it", wl ? "; " : "", ckpt_dir, used ? used : "?");
     }
-    (void)tried;
     free(v);
     return rc == 0 ? 1 : -1;
 }

@@ -1,7 +1,10 @@
 #!/bin/bash
 # tests/cpu/train_test.sh LLMC_TRAIN MAKE_SHARDS — `llmc-train run` end to end on
 # synthetic shards: learning, resume bit-identity, 2 ranks == 1 rank with twice
-# the accumulation (same bits), HF export + verify, pretrained load, plan errors.
+# the accumulation (same bits), HF export + verify (both sha256sum formats, FIFOs),
+# pretrained load, checkpoint safety (fallback from a damaged latest, rotation and
+# fallback by write order, no latest without --fresh, fingerprint mismatches,
+# state.json ranges, SIGINT/SIGHUP), plan errors.
 set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -188,6 +191,17 @@ echo "step-00000099" >"$T/fg/ckpt/latest"
 (cd "$T/fg" && "$BIN" run plan.json --stop-after 9) >"$T/fg.log" 2>&1; rc=$?
 [[ $rc -eq 3 ]] && grep -q "step-00000099 (named by ./ckpt/latest) fails verification.*resuming from ./ckpt/step-00000008" "$T/fg.log" \
     && ok "latest names a missing checkpoint: falls back to step 8 with a warning" || bad "latest -> missing (exit $rc)" "$T/fg.log"
+
+# the fallback goes by write order, not step number: a fresh run's step 4 is newer than an older run's step 12
+mkrun "$T/fw" 'p["checkpoint"]["keep"]=3'
+(cd "$T/fw" && "$BIN" run plan.json) >/dev/null 2>&1
+(cd "$T/fw" && "$BIN" run plan.json --fresh --stop-after 8) >"$T/fw1.log" 2>&1; rc1=$?
+printf '\x01' | dd of="$T/fw/ckpt/step-00000008/model.safetensors" bs=1 seek=300 conv=notrunc 2>/dev/null
+(cd "$T/fw" && "$BIN" run plan.json --stop-after 9) >"$T/fw2.log" 2>&1; rc2=$?
+[[ $rc1 -eq 3 && $rc2 -eq 3 && $(cd "$T/fw/ckpt" && echo step-*) == "step-00000004 step-00000008 step-00000009" ]] \
+    && grep -q "step-00000008 (named by ./ckpt/latest) fails verification.*resuming from ./ckpt/step-00000004 instead" "$T/fw2.log" \
+    && grep -q "resumed from ./ckpt at step 4" "$T/fw2.log" \
+    && ok "fallback by write order: the fresh run's step 4, not the older run's step 12" || bad "fallback by write order (exit $rc1, $rc2)" "$T/fw1.log" "$T/fw2.log"
 
 # 5b3. rotation by write order: a fresh run (checkpoint.resume = false) over an older run's step-8/step-12
 # keeps what it writes and what latest names; the requeued job resumes from it
