@@ -6,15 +6,28 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "commands.h"
 #include "hf_config.h"
 #include "sha256.h"
+
+/* snprintf for messages, where cutting a long path short is fine. */
+static void say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (len) vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
 
 int fsync_dir(const char *dir)
 {
@@ -138,51 +151,155 @@ int manifest_write(const char *dir, char *err, size_t errlen)
     return rc;
 }
 
+/* Open path for reading only if it is a regular file: O_NONBLOCK, so a FIFO
+ * without a writer cannot block the open, then fstat. fd, or -1 with err
+ * ("PATH: not a regular file" or strerror). *not_regular set when that was why. */
+static int open_regular(const char *path, int *not_regular, char *err, size_t errlen)
+{
+    if (not_regular) *not_regular = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        int e = errno;
+        int notreg = !fstat(fd, &sb) && !S_ISREG(sb.st_mode);
+        close(fd);
+        if (notreg) {
+            if (not_regular) *not_regular = 1;
+            snprintf(err, errlen, "%s: not a regular file (%s)", path,
+                     S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                     : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : S_ISSOCK(sb.st_mode) ? "a socket" : "not a file");
+        } else snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+/* sha256 of a regular file. 0, or -1 with err. */
+static int hash_regular(const char *path, char hex[65], int *not_regular, char *err, size_t errlen)
+{
+    int fd = open_regular(path, not_regular, err, errlen);
+    if (fd < 0) return -1;
+    Sha256 s;
+    sha256_init(&s);
+    static unsigned char buf[1 << 16];
+    uint8_t d[32];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) { say(err, errlen, "%s: %s", path, strerror(errno)); close(fd); return -1; }
+        if (n == 0) break;
+        sha256_update(&s, buf, (size_t)n);
+    }
+    close(fd);
+    sha256_final(&s, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    return 0;
+}
+
+/* Read a small regular file into a NUL-terminated malloc'd buffer. NULL with err. */
+static char *read_regular(const char *path, size_t max, char *err, size_t errlen)
+{
+    int fd = open_regular(path, NULL, err, errlen);
+    if (fd < 0) return NULL;
+    char *buf = malloc(max + 1);
+    size_t got = 0;
+    while (buf && got <= max) {
+        ssize_t n = read(fd, buf + got, max + 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); free(buf); close(fd); return NULL; }
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
+    if (got > max) { snprintf(err, errlen, "%s: larger than %zu bytes", path, max); free(buf); return NULL; }
+    buf[got] = 0;
+    return buf;
+}
+
+/* One manifest line, in either of sha256sum's formats: "HASH  NAME" (text mode)
+ * or "HASH *NAME" (binary mode). HASH: 64 hex digits (either case). NAME: a
+ * file of the directory itself (no '/'). The name's start, or NULL. */
+static const char *manifest_line_name(const char *line, size_t L)
+{
+    if (L < 67 || strspn(line, "0123456789abcdefABCDEF") != 64 || line[64] != ' ' ||
+        (line[65] != ' ' && line[65] != '*'))
+        return NULL;
+    const char *name = line + 66;
+    if (strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) return NULL;
+    return name;
+}
+
 int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
 {
     char p[4096];
     snprintf(p, sizeof p, "%s/MANIFEST.sha256", dir);
-    FILE *f = fopen(p, "r");
-    if (!f) { snprintf(err, errlen, "%s: %s", p, strerror(errno)); return -1; }
-    char line[4600];
-    int bad = 0, lines = 0, lineno = 0;
+    int fd = open_regular(p, NULL, err, errlen);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
+    if (!f) {
+        if (fd >= 0) { close(fd); snprintf(err, errlen, "%s: %s", p, strerror(errno)); }
+        return -1;
+    }
+    char line[4600], first_bad[1200] = "";
+    char **listed = NULL;
+    int bad = 0, lines = 0, lineno = 0, rc = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t L = strlen(line);
         if (L && line[L - 1] == '\n') line[--L] = 0;
+        else if (L == sizeof line - 1) { snprintf(err, errlen, "%s:%d: line too long", p, lineno); rc = -1; break; }
         if (!L) continue;
-        if (L < 67 || line[64] != ' ' || line[65] != ' ' || strspn(line, "0123456789abcdef") != 64 ||
-            strchr(line + 66, '/')) {
-            snprintf(err, errlen, "%s:%d: not a 'SHA256  FILE' line", p, lineno);
-            fclose(f);
-            return -1;
+        const char *name = manifest_line_name(line, L);
+        if (!name) {
+            snprintf(err, errlen, "%s:%d: not a 'SHA256  FILE' or 'SHA256 *FILE' line", p, lineno);
+            rc = -1;
+            break;
         }
+        char **nl = realloc(listed, (size_t)(lines + 1) * sizeof *nl);
+        if (!nl || !(nl[lines] = strdup(name))) { listed = nl ? nl : listed; snprintf(err, errlen, "out of memory"); rc = -1; break; }
+        listed = nl;
         lines++;
-        char fp[4096 + 4700], hex[65];
-        snprintf(fp, sizeof fp, "%s/%s", dir, line + 66);
-        int ok = sha256_file_hex(fp, hex) == 0 && !memcmp(hex, line, 64);
-        if (!ok) bad = 1;
-        if (out) fprintf(out, "%s: %s\n", line + 66, ok ? "OK" : access(fp, F_OK) ? "FAILED open or read" : "FAILED");
+        char fp[4096 + 4700], hex[65], herr[1024];
+        snprintf(fp, sizeof fp, "%s/%s", dir, name);
+        int notreg = 0;
+        const char *why = NULL;
+        if (hash_regular(fp, hex, &notreg, herr, sizeof herr)) why = notreg ? "FAILED not a regular file" : "FAILED open or read";
+        else if (strncasecmp(hex, line, 64)) why = "FAILED";
+        if (why) {
+            if (!bad) {
+                if (!strcmp(why, "FAILED")) say(first_bad, sizeof first_bad, "%s: checksum differs from %s", fp, p);
+                else snprintf(first_bad, sizeof first_bad, "%s", herr);
+            }
+            bad = 1;
+        }
+        if (out) fprintf(out, "%s: %s\n", name, why ? why : "OK");
     }
     fclose(f);
-    if (!lines) { snprintf(err, errlen, "%s: lists no files", p); return -1; }
-    /* a file present but not listed is also a mismatch: the manifest covers the whole directory */
-    int n = 0;
-    char **names = list_files(dir, &n);
-    for (int i = 0; names && i < n; i++) {
-        FILE *g = fopen(p, "r");
-        int listed = 0;
-        while (g && fgets(line, sizeof line, g)) {
-            size_t L = strlen(line);
-            if (L && line[L - 1] == '\n') line[--L] = 0;
-            if (L > 66 && !strcmp(line + 66, names[i])) listed = 1;
+    if (!rc && !lines) { snprintf(err, errlen, "%s: lists no files", p); rc = -1; }
+    if (!rc) {
+        /* a file present but not listed is also a mismatch: the manifest covers the whole directory */
+        int n = 0;
+        char **names = list_files(dir, &n);
+        for (int i = 0; names && i < n; i++) {
+            int is_listed = 0;
+            for (int j = 0; j < lines && !is_listed; j++) is_listed = !strcmp(listed[j], names[i]);
+            if (!is_listed) {
+                if (!bad) say(first_bad, sizeof first_bad, "%s/%s: not listed in %s", dir, names[i], p);
+                bad = 1;
+                if (out) fprintf(out, "%s: FAILED not in manifest\n", names[i]);
+            }
+            free(names[i]);
         }
-        if (g) fclose(g);
-        if (!listed) { bad = 1; if (out) fprintf(out, "%s: FAILED not in manifest\n", names[i]); }
-        free(names[i]);
+        free(names);
+        if (bad) snprintf(err, errlen, "%s", first_bad);
+        rc = bad;
     }
-    free(names);
-    return bad;
+    for (int j = 0; j < lines; j++) free(listed[j]);
+    free(listed);
+    return rc;
 }
 
 int cmd_verify(int argc, char **argv)
@@ -191,10 +308,10 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "usage: llmc-train verify DIR   (checks DIR/MANIFEST.sha256)\n");
         return 2;
     }
-    char err[512];
+    char err[1400];
     int rc = manifest_check(argv[1], stdout, err, sizeof err);
     if (rc < 0) { fprintf(stderr, "llmc-train verify: %s\n", err); return 2; }
-    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch\n", argv[1]);
+    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch (first: %s)\n", argv[1], err);
     return rc ? 1 : 0;
 }
 
@@ -269,85 +386,274 @@ int load_hf_weights(const char *path, Model *m, char *err, size_t errlen)
 
 /* ---- training checkpoints ---- */
 
-static char *state_json(const AdamW *opt, const TrainState *s)
+void ckpt_fp_add(CkptFingerprint *fp, const char *key, const char *fmt, ...)
 {
-    char *buf = malloc(1024);
+    if (fp->n >= CKPT_FP_MAX) return;
+    snprintf(fp->f[fp->n].key, sizeof fp->f[fp->n].key, "%s", key);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(fp->f[fp->n].val, sizeof fp->f[fp->n].val, fmt, ap);
+    va_end(ap);
+    fp->n++;
+}
+
+/* Append s as a JSON string (quoted, escaped). */
+static size_t json_quote(char *out, size_t cap, size_t len, const char *s)
+{
+    if (len < cap) out[len] = '"';
+    len++;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[8];
+        if (c == '"' || c == '\\') snprintf(e, sizeof e, "\\%c", c);
+        else if (c < 0x20) snprintf(e, sizeof e, "\\u%04x", c);
+        else { e[0] = (char)c; e[1] = 0; }
+        for (char *q = e; *q; q++, len++) if (len < cap) out[len] = *q;
+    }
+    if (len < cap) out[len] = '"';
+    return len + 1;
+}
+
+static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq, const CkptFingerprint *fp)
+{
+    size_t cap = 1024 + (fp ? (size_t)fp->n * 300 : 0);
+    char *buf = malloc(cap);
     if (!buf) return NULL;
-    snprintf(buf, 1024,
-             "{\n  \"format\": \"llmc-train-checkpoint\",\n  \"version\": 1,\n  \"step\": %" PRId64 ",\n"
+    size_t len = (size_t)snprintf(buf, cap,
+             "{\n  \"format\": \"llmc-train-checkpoint\",\n  \"version\": 2,\n  \"write_seq\": %" PRId64 ",\n"
+             "  \"step\": %" PRId64 ",\n"
              "  \"adam_t\": %" PRId64 ",\n  \"rows_consumed\": %" PRId64 ",\n  \"tokens_seen\": %" PRId64 ",\n"
-             "  \"rng\": [\"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\"]\n}\n",
-             s->step, opt->t, s->rows_consumed, s->tokens_seen, s->rng.s[0], s->rng.s[1], s->rng.s[2], s->rng.s[3]);
+             "  \"rng\": [\"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\"]",
+             write_seq, s->step, opt->t, s->rows_consumed, s->tokens_seen, s->rng.s[0], s->rng.s[1], s->rng.s[2],
+             s->rng.s[3]);
+    if (fp) {
+        len += (size_t)snprintf(buf + len, cap - len, ",\n  \"fingerprint\": {");
+        for (int i = 0; i < fp->n && len < cap; i++) {
+            len += (size_t)snprintf(buf + len, cap - len, "%s\n    ", i ? "," : "");
+            len = json_quote(buf, cap, len, fp->f[i].key);
+            if (len + 2 < cap) { buf[len++] = ':'; buf[len++] = ' '; }
+            len = json_quote(buf, cap, len, fp->f[i].val);
+        }
+        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "\n  }");
+    }
+    if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "\n}\n");
+    if (len >= cap) { free(buf); return NULL; }
     return buf;
 }
 
-static int parse_state(const char *path, AdamW *opt, TrainState *s, char *err, size_t errlen)
+#define STATE_MAX_BYTES (1u << 20)
+#define EXACT_INT_MAX 9007199254740992.0   /* 2^53: larger JSON numbers are not exact integers */
+
+/* An integer field of state.json in [lo, hi]. 0, or -1 with "PATH: field KEY ..." in err. */
+static int state_int(const cJSON *o, const char *key, double lo, double hi, int64_t *out, const char *path,
+                     char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    cJSON *o = cJSON_Parse(buf);
-    cJSON *step = cJSON_GetObjectItem(o, "step"), *t = cJSON_GetObjectItem(o, "adam_t");
-    cJSON *rows = cJSON_GetObjectItem(o, "rows_consumed"), *tok = cJSON_GetObjectItem(o, "tokens_seen");
-    cJSON *rng = cJSON_GetObjectItem(o, "rng");
-    int ok = cJSON_IsNumber(step) && cJSON_IsNumber(t) && cJSON_IsNumber(rows) && cJSON_IsNumber(tok) &&
-             cJSON_IsArray(rng) && cJSON_GetArraySize(rng) == 4;
-    for (int i = 0; ok && i < 4; i++) {
-        const char *h = cJSON_GetStringValue(cJSON_GetArrayItem(rng, i));
-        char *end;
-        if (!h) { ok = 0; break; }
-        s->rng.s[i] = strtoull(h, &end, 16);
-        if (*end || end == h) ok = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) { snprintf(err, errlen, "%s: field \"%s\" is missing", path, key); return -1; }
+    if (!cJSON_IsNumber(v) || v->valuedouble != v->valuedouble || floor(v->valuedouble) != v->valuedouble) {
+        snprintf(err, errlen, "%s: field \"%s\" is not an integer", path, key);
+        return -1;
     }
-    if (ok) {
-        s->step = (int64_t)step->valuedouble;
-        opt->t = (int64_t)t->valuedouble;
-        s->rows_consumed = (int64_t)rows->valuedouble;
-        s->tokens_seen = (int64_t)tok->valuedouble;
+    if (v->valuedouble < lo || v->valuedouble > hi) {
+        snprintf(err, errlen, "%s: field \"%s\" = %.17g is outside %.17g..%.17g", path, key, v->valuedouble, lo, hi);
+        return -1;
     }
-    cJSON_Delete(o);
-    if (!ok) { snprintf(err, errlen, "%s: not a valid checkpoint state", path); return -1; }
+    *out = (int64_t)v->valuedouble;
     return 0;
 }
 
-static void prune(const char *ckpt_dir, int keep)
+typedef struct {
+    int64_t adam_t, write_seq;
+    TrainState st;
+    int has_fp;
+} ParsedState;
+
+/* Range-check a checkpoint's state.json text (path for messages; dir_step: the
+ * step its directory name says). Returns 0; -1 when invalid (err names path and
+ * field); -2 when valid but its fingerprint differs from want (err names the fields). */
+static int parse_state(const char *path, const char *name, const char *text, int64_t dir_step,
+                       const CkptLimits *lim, const CkptFingerprint *want, ParsedState *ps, char *err, size_t errlen)
 {
+    memset(ps, 0, sizeof *ps);
+    cJSON *o = cJSON_Parse(text);
+    int rc = -1;
+    if (!cJSON_IsObject(o)) { say(err, errlen, "%s: not a JSON object", path); goto done; }
+    const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "format"));
+    if (!fmt || strcmp(fmt, "llmc-train-checkpoint")) {
+        say(err, errlen, "%s: field \"format\" is not \"llmc-train-checkpoint\"", path);
+        goto done;
+    }
+    int64_t version;
+    if (state_int(o, "version", 1, 2, &version, path, err, errlen)) goto done;
+    if (version >= 2 && state_int(o, "write_seq", 1, EXACT_INT_MAX, &ps->write_seq, path, err, errlen)) goto done;
+
+    /* the fingerprint first: a checkpoint of another plan is refused as such */
+    const cJSON *fpo = cJSON_GetObjectItemCaseSensitive(o, "fingerprint");
+    if (version >= 2 && !cJSON_IsObject(fpo)) {
+        say(err, errlen, "%s: field \"fingerprint\" is missing or not an object", path);
+        goto done;
+    }
+    ps->has_fp = fpo != NULL;
+    if (fpo && want) {
+        char diff[1024] = "";
+        size_t dl = 0;
+        int nd = 0;
+        for (int i = 0; i < want->n; i++) {
+            const char *have = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fpo, want->f[i].key));
+            if (!have || !strcmp(have, want->f[i].val)) continue;   /* a key an older writer did not record */
+            if (dl < sizeof diff)
+                dl += (size_t)snprintf(diff + dl, sizeof diff - dl, "%s%s %.60s, the plan says %s", nd ? "; " : "",
+                                       want->f[i].key, have, want->f[i].val);
+            nd++;
+        }
+        if (nd) {
+            say(err, errlen, "checkpoint %s was written with %s (it belongs to another plan: resume with that plan, "
+                     "point checkpoint.dir elsewhere, or pass --fresh to start over at step 0)", name, diff);
+            rc = -2;
+            goto done;
+        }
+    }
+
+    double max_steps = lim && lim->total_steps > 0 ? (double)lim->total_steps : EXACT_INT_MAX;
+    if (state_int(o, "step", 1, max_steps, &ps->st.step, path, err, errlen)) goto done;
+    if (dir_step >= 0 && ps->st.step != dir_step) {
+        say(err, errlen, "%s: field \"step\" = %" PRId64 " but the directory is for step %" PRId64, path,
+                 ps->st.step, dir_step);
+        goto done;
+    }
+    if (state_int(o, "adam_t", 0, EXACT_INT_MAX, &ps->adam_t, path, err, errlen)) goto done;
+    if (ps->adam_t != ps->st.step) {
+        say(err, errlen, "%s: field \"adam_t\" = %" PRId64 ", not the step %" PRId64 " (one AdamW update per step)",
+                 path, ps->adam_t, ps->st.step);
+        goto done;
+    }
+    if (state_int(o, "rows_consumed", 0, EXACT_INT_MAX, &ps->st.rows_consumed, path, err, errlen)) goto done;
+    if (lim && lim->global_batch > 0 && (double)ps->st.rows_consumed != (double)ps->st.step * (double)lim->global_batch) {
+        say(err, errlen, "%s: field \"rows_consumed\" = %" PRId64 ", not step %" PRId64 " x global_batch %" PRId64,
+                 path, ps->st.rows_consumed, ps->st.step, lim->global_batch);
+        goto done;
+    }
+    double max_tok = lim && lim->context > 0 ? (double)ps->st.rows_consumed * (double)lim->context : EXACT_INT_MAX;
+    if (max_tok > EXACT_INT_MAX) max_tok = EXACT_INT_MAX;
+    if (state_int(o, "tokens_seen", 0, max_tok, &ps->st.tokens_seen, path, err, errlen)) goto done;
+    const cJSON *rng = cJSON_GetObjectItemCaseSensitive(o, "rng");
+    if (!cJSON_IsArray(rng) || cJSON_GetArraySize(rng) != 4) {
+        say(err, errlen, "%s: field \"rng\" is not an array of 4 hex strings", path);
+        goto done;
+    }
+    uint64_t any = 0;
+    for (int i = 0; i < 4; i++) {
+        const char *h = cJSON_GetStringValue(cJSON_GetArrayItem(rng, i));
+        if (!h || strlen(h) != 16 || strspn(h, "0123456789abcdefABCDEF") != 16) {
+            say(err, errlen, "%s: field \"rng\"[%d] is not 16 hex digits", path, i);
+            goto done;
+        }
+        ps->st.rng.s[i] = strtoull(h, NULL, 16);
+        any |= ps->st.rng.s[i];
+    }
+    if (!any) { say(err, errlen, "%s: field \"rng\" is all zero (not a generator state)", path); goto done; }
+    rc = 0;
+done:
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* The step of a directory name "step-NNNNNNNN" (8 or more digits), or -1. */
+static int64_t name_step(const char *name)
+{
+    if (strncmp(name, "step-", 5)) return -1;
+    size_t nd = strspn(name + 5, "0123456789");
+    if (nd < 8 || nd > 15 || name[5 + nd]) return -1;
+    return strtoll(name + 5, NULL, 10);
+}
+
+typedef struct {
+    char name[32];
+    int64_t step, seq;   /* seq: write_seq from state.json; 0 none recorded (older writer); -1 unreadable */
+} CkptEntry;
+
+static int cmp_newest_first(const void *a, const void *b)
+{
+    const CkptEntry *x = a, *y = b;
+    if (x->seq != y->seq) return x->seq > y->seq ? -1 : 1;
+    if (x->step != y->step) return x->step > y->step ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* The step-* directories of ckpt_dir, newest first by write order (then step). */
+static CkptEntry *scan_ckpts(const char *ckpt_dir, int *count)
+{
+    *count = 0;
     DIR *d = opendir(ckpt_dir);
-    if (!d) return;
-    char **names = NULL;
+    if (!d) return NULL;
+    CkptEntry *v = NULL;
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "step-", 5) || strlen(e->d_name) != 13) continue;
-        char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
-        if (!nn) break;
-        names = nn;
-        names[n++] = strdup(e->d_name);
+        int64_t step = name_step(e->d_name);
+        if (step < 0) continue;
+        char p[4200], perr[256];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", ckpt_dir, e->d_name);
+        if (lstat(p, &sb) || !S_ISDIR(sb.st_mode)) continue;
+        CkptEntry *nv = realloc(v, (size_t)(n + 1) * sizeof *nv);
+        if (!nv) break;
+        v = nv;
+        say(v[n].name, sizeof v[n].name, "%s", e->d_name);
+        v[n].step = step;
+        v[n].seq = -1;
+        snprintf(p, sizeof p, "%s/%s/state.json", ckpt_dir, e->d_name);
+        char *text = read_regular(p, STATE_MAX_BYTES, perr, sizeof perr);
+        cJSON *o = text ? cJSON_Parse(text) : NULL;
+        const cJSON *ws = cJSON_GetObjectItemCaseSensitive(o, "write_seq");
+        if (cJSON_IsObject(o)) {
+            if (!ws) v[n].seq = 0;
+            /* at most 2^52, so the next one (+1) is still an exact integer that a resume accepts */
+            else if (cJSON_IsNumber(ws) && ws->valuedouble >= 1 && ws->valuedouble <= EXACT_INT_MAX / 2 &&
+                     floor(ws->valuedouble) == ws->valuedouble)
+                v[n].seq = (int64_t)ws->valuedouble;
+        }
+        cJSON_Delete(o);
+        free(text);
+        n++;
     }
     closedir(d);
-    if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
-    for (int i = 0; i < n; i++) {
-        if (i < n - keep) {
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", ckpt_dir, names[i]);
-            remove_flat_dir(p);
-        }
-        free(names[i]);
-    }
-    free(names);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_newest_first);
+    *count = n;
+    return v;
 }
 
-int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st, int keep,
-              char *err, size_t errlen)
+/* Rotation: keep the `keep` newest checkpoints by write order, the one `latest`
+ * names (just written) and every one written after it; remove the others. */
+static void prune(const char *ckpt_dir, const char *latest, int keep)
+{
+    int n;
+    CkptEntry *v = scan_ckpts(ckpt_dir, &n);
+    int li = -1;
+    for (int i = 0; i < n; i++) if (!strcmp(v[i].name, latest)) li = i;
+    int first_removable = keep > li + 1 ? keep : li + 1;
+    for (int i = first_removable; i < n; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", ckpt_dir, v[i].name);
+        remove_flat_dir(p);
+    }
+    free(v);
+}
+
+int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
+              const CkptFingerprint *fp, int keep, char *err, size_t errlen)
 {
     char name[32], tmp[4096], final[4096], p[4200];
     snprintf(name, sizeof name, "step-%08" PRId64, st->step);
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", ckpt_dir, name);
     snprintf(final, sizeof final, "%s/%s", ckpt_dir, name);
     if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
+    /* write order: one more than any checkpoint already there */
+    int n_old;
+    CkptEntry *old = scan_ckpts(ckpt_dir, &n_old);
+    int64_t seq = 1;
+    for (int i = 0; i < n_old; i++) if (old[i].seq >= seq) seq = old[i].seq + 1;
+    free(old);
     remove_flat_dir(tmp);   /* a leftover of an interrupted save */
     if (mkdir(tmp, 0755)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
 
@@ -373,8 +679,9 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     if (t2) free_tensors(t2, n2, c2);
     if (rc) return -1;
 
-    char *sj = state_json(opt, st);
+    char *sj = state_json(opt, st, seq, fp);
     snprintf(p, sizeof p, "%s/state.json", tmp);
+    if (!sj) snprintf(err, errlen, "%s: out of memory", p);
     rc = sj ? write_file_atomic(p, sj, strlen(sj), err, errlen) : -1;
     free(sj);
     if (rc || manifest_write(tmp, err, errlen)) return -1;
@@ -387,39 +694,35 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     snprintf(p, sizeof p, "%s/latest", ckpt_dir);
     if (write_file_atomic(p, latest, strlen(latest), err, errlen)) return -1;
     fsync_dir(ckpt_dir);
-    prune(ckpt_dir, keep);
+    prune(ckpt_dir, name, keep);
     return 0;
 }
 
-int ckpt_load_latest(const char *ckpt_dir, Model *m, AdamW *opt, TrainState *st, char *err, size_t errlen)
+/* Verify and load one checkpoint directory. 0 loaded into m/opt/st; -1 it fails
+ * verification (why in err, naming the file); -2 its fingerprint differs (err). */
+static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprint *fp, const CkptLimits *lim,
+                    Model *m, AdamW *opt, TrainState *st, int *has_fp, char *err, size_t errlen)
 {
-    char p[4700], name[256];
-    snprintf(p, sizeof p, "%s/latest", ckpt_dir);
-    FILE *f = fopen(p, "r");
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        snprintf(err, errlen, "%s: %s", p, strerror(errno));
-        return -1;
-    }
-    int got = fgets(name, sizeof name, f) != NULL;
-    fclose(f);
-    name[strcspn(name, "\n")] = 0;
-    if (!got || strncmp(name, "step-", 5) || strchr(name, '/')) {
-        snprintf(err, errlen, "%s: does not name a step-* directory", p);
-        return -1;
-    }
-    char dir[4400];
+    char dir[4200], p[4300];
     snprintf(dir, sizeof dir, "%s/%s", ckpt_dir, name);
-    char merr[512];
-    int mc = manifest_check(dir, NULL, merr, sizeof merr);
-    if (mc) {
-        snprintf(err, errlen, "checkpoint %s fails its manifest%s%s", dir, mc < 0 ? ": " : "", mc < 0 ? merr : "");
+    struct stat sb;
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        say(err, errlen, "%s: %s", dir, errno && !S_ISDIR(sb.st_mode) ? strerror(errno) : "not a directory");
         return -1;
     }
+    int mc = manifest_check(dir, NULL, err, errlen);
+    if (mc) return -1;
+    snprintf(p, sizeof p, "%s/state.json", dir);
+    char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
+    if (!text) return -1;
+    ParsedState ps;
+    int rc = parse_state(p, dir, text, name_step(name), lim, fp, &ps, err, errlen);
+    free(text);
+    if (rc) return rc;
     StModel sm;
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     if (st_open(&sm, p, err, errlen)) return -1;
-    int rc = read_model_tensors(&sm, m, m->w, "", err, errlen);
+    rc = read_model_tensors(&sm, m, m->w, "", err, errlen);
     st_close(&sm);
     if (rc) return -1;
     snprintf(p, sizeof p, "%s/optimizer.safetensors", dir);
@@ -428,9 +731,88 @@ int ckpt_load_latest(const char *ckpt_dir, Model *m, AdamW *opt, TrainState *st,
     if (!rc) rc = read_model_tensors(&sm, m, opt->v, "exp_avg_sq.", err, errlen);
     st_close(&sm);
     if (rc) return -1;
-    snprintf(p, sizeof p, "%s/state.json", dir);
-    if (parse_state(p, opt, st, err, errlen)) return -1;
-    return 1;
+    *st = ps.st;
+    opt->t = ps.adam_t;
+    *has_fp = ps.has_fp;
+    return 0;
+}
+
+int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
+                AdamW *opt, TrainState *st, char *warn, size_t warnlen, char *err, size_t errlen)
+{
+    if (warnlen) warn[0] = 0;
+    int n;
+    CkptEntry *v = scan_ckpts(ckpt_dir, &n);
+    char lp[4200], latest[32] = "", lerr[1024] = "";
+    say(lp, sizeof lp, "%s/latest", ckpt_dir);
+    int have_latest = 0;
+    struct stat lsb;
+    int no_latest = lstat(lp, &lsb) && errno == ENOENT;
+    char *text = no_latest ? NULL : read_regular(lp, 256, lerr, sizeof lerr);
+    if (text) {
+        have_latest = 1;
+        text[strcspn(text, "\n")] = 0;
+        if (name_step(text) >= 0) say(latest, sizeof latest, "%s", text);
+        else say(lerr, sizeof lerr, "%s: does not name a step-NNNNNNNN directory", lp);
+        free(text);
+    } else if (!no_latest) {
+        have_latest = 1;   /* there, but unreadable: lerr says why */
+    }
+    if (fresh) {
+        if (n || have_latest)
+            say(warn, warnlen, "--fresh: starting at step 0; the %d checkpoint(s) in %s are not resumed "
+                     "(rotation removes them oldest first as new ones are written)", n, ckpt_dir);
+        free(v);
+        return 0;
+    }
+    if (!have_latest) {
+        if (!n) { free(v); return 0; }
+        say(err, errlen, "%s holds %d checkpoint(s) (the newest by write order: %s) but no %s: refusing to "
+                 "start over at step 0; pass --fresh to train from scratch anyway, or write the name of the "
+                 "checkpoint to resume into %s", ckpt_dir, n, v[0].name, lp, lp);
+        free(v);
+        return -1;
+    }
+    /* candidates: the one latest names, then the others newest first by write order */
+    char first_why[1400] = "", first_name[4300] = "";
+    int rc = -1, has_fp = 1, tried = 0;
+    const char *used = NULL;
+    if (latest[0]) {
+        tried++;
+        rc = try_load(ckpt_dir, latest, fp, lim, m, opt, st, &has_fp, first_why, sizeof first_why);
+        say(first_name, sizeof first_name, "%s/%s (named by %s)", ckpt_dir, latest, lp);
+        if (rc == 0) used = latest;
+    } else {
+        say(first_why, sizeof first_why, "%s", lerr);
+        say(first_name, sizeof first_name, "%s", lp);
+    }
+    char why[1400];
+    for (int i = 0; rc == -1 && i < n; i++) {
+        if (!strcmp(v[i].name, latest)) continue;
+        tried++;
+        rc = try_load(ckpt_dir, v[i].name, fp, lim, m, opt, st, &has_fp, why, sizeof why);
+        if (rc == 0) used = v[i].name;
+        if (rc == -2) say(first_why, sizeof first_why, "%s", why);
+    }
+    if (rc == -2) {
+        say(err, errlen, "%s", first_why);
+    } else if (rc == -1) {
+        if (latest[0])
+            say(err, errlen, "checkpoint %s fails verification: %s%s", first_name, first_why,
+                     tried > 1 ? "; no other checkpoint there verifies either" : "");
+        else
+            say(err, errlen, "%s%s", first_why, tried ? "; no checkpoint there verifies" : "");
+    } else if (used != latest || !latest[0]) {
+        say(warn, warnlen, "checkpoint %s fails verification: %s; resuming from %s/%s instead, the newest "
+                 "checkpoint (by write order) that verifies", first_name, first_why, ckpt_dir, used ? used : "?");
+    }
+    if (rc == 0 && !has_fp) {
+        size_t wl = strlen(warn);
+        say(warn + wl, warnlen - wl, "%scheckpoint %s/%s records no fingerprint (written by an older llmc-train): "
+                 "cannot check that this plan wrote it", wl ? "; " : "", ckpt_dir, used ? used : "?");
+    }
+    free(v);
+    return rc == 0 ? 1 : -1;
 }
 
 /* ---- HF export ---- */

@@ -7,7 +7,8 @@
  *   MANIFEST.sha256        sha256sum format over the files above
  * written into CKPT_DIR/.tmp-step-NNNNNNNN (every file fsync'd), renamed into
  * place, then CKPT_DIR/latest (one line: the directory name) replaced
- * atomically, last. Older step-* directories beyond `keep` are removed after.
+ * atomically, last. Then rotation removes the step-* directories beyond `keep`,
+ * oldest by write order (state.json "write_seq"), never by step number.
  *
  * HF export: DIR with model.safetensors, config.json, the tokenizer files of
  * the plan's tokenizer directory, and MANIFEST.sha256; written as DIR.tmp and
@@ -31,12 +32,50 @@ typedef struct {
     Rng rng;                /* the trainer's RNG after `step` steps */
 } TrainState;
 
-/* Write checkpoint for st->step; keep the newest `keep`. 0 ok; -1 with err. */
-int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st, int keep,
-              char *err, size_t errlen);
-/* Load CKPT_DIR/latest into m/opt/st (manifest checked first). Returns 1 when
- * loaded, 0 when there is no checkpoint, -1 on error (message in err). */
-int ckpt_load_latest(const char *ckpt_dir, Model *m, AdamW *opt, TrainState *st, char *err, size_t errlen);
+/* What determines a checkpoint (model shape, data shards, tokenizer, the training
+ * settings that change the math), as key/value text pairs; stored in state.json
+ * ("fingerprint") and compared on resume. Keys are plan.json key paths. Built by
+ * run_fingerprint (runtime/run_init.c) so both trainers record the same. */
+#define CKPT_FP_MAX 48
+typedef struct {
+    int n;
+    struct { char key[40]; char val[80]; } f[CKPT_FP_MAX];
+} CkptFingerprint;
+/* Append key = formatted value (ignored beyond CKPT_FP_MAX). */
+void ckpt_fp_add(CkptFingerprint *fp, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* What a resume needs to range-check state.json against. */
+typedef struct {
+    int64_t total_steps;      /* the plan's step count */
+    int64_t global_batch;     /* rows per optimizer step */
+    int64_t context;          /* tokens per row */
+} CkptLimits;
+
+/* Write checkpoint for st->step, fingerprint fp (may be NULL: none recorded).
+ * Its write sequence (state.json "write_seq") is one more than the highest in
+ * ckpt_dir. Then rotation: the `keep` newest by write order stay, and never the
+ * one `latest` names or one written after it. 0 ok; -1 with err. */
+int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
+              const CkptFingerprint *fp, int keep, char *err, size_t errlen);
+
+/* Resume from ckpt_dir into m/opt/st. Returns 1 when loaded, 0 when there is
+ * nothing to resume (no checkpoint, or `fresh`), -1 on error (message in err).
+ *   - no `latest` but step-* directories: refused (err names the directory and
+ *     --fresh) unless fresh;
+ *   - `latest` is verified (manifest, state.json ranges, tensors); if it fails,
+ *     the newest checkpoint by write order that passes is used and warn says so,
+ *     naming both; when none passes, err names the failing file;
+ *   - a checkpoint whose fingerprint differs from fp is refused, naming the fields.
+ * warn (may be empty on return) gets a message the caller should log. */
+int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
+                AdamW *opt, TrainState *st, char *warn, size_t warnlen, char *err, size_t errlen);
+
+/* Range-check and parse a checkpoint's state.json text (path for messages;
+ * dir_step: the step its directory name says, -1 unknown). Fills opt->t, st,
+ * *write_seq (0 when the file has none) and fp_out (may be NULL). 0, or -1 with
+ * a message naming path and field. */
+int ckpt_parse_state(const char *path, const char *text, int64_t dir_step, const CkptLimits *lim, AdamW *opt,
+                     TrainState *st, int64_t *write_seq, CkptFingerprint *fp_out, char *err, size_t errlen);
 
 /* Load weights from a HF directory (or file) into m; every tensor of m must be
  * present with the right shape (a tied model ignores lm_head.weight). */
@@ -48,9 +87,12 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
 
 /* Write DIR/MANIFEST.sha256 over every regular file in DIR (sorted by name). */
 int manifest_write(const char *dir, char *err, size_t errlen);
-/* Check DIR/MANIFEST.sha256; prints "FILE: OK|FAILED" lines to out when not NULL.
- * Returns 0 when every listed file matches, 1 on a mismatch or missing file,
- * -1 when the manifest cannot be read (message in err). */
+/* Check DIR/MANIFEST.sha256 (lines in either sha256sum format: "HASH  FILE" or
+ * "HASH *FILE"); prints "FILE: OK|FAILED ..." lines to out when not NULL. Only
+ * regular files are read (a FIFO or device listed there is a failure, never
+ * opened for reading). Returns 0 when every listed file matches, 1 on a mismatch
+ * or missing file (the first such file's name in err), -1 when the manifest
+ * cannot be read (message in err). */
 int manifest_check(const char *dir, FILE *out, char *err, size_t errlen);
 
 /* fsync a directory (after renames inside it). */

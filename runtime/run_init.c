@@ -1,13 +1,16 @@
 /* run_init.c — shards and initial weights of a training run (see run_init.h). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "hf_config.h"
 #include "log.h"
 #include "metrics.h"
 #include "run_init.h"
+#include "sha256.h"
 
 int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc)
 {
@@ -68,4 +71,96 @@ int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *
              slash ? plan->metrics_path : ".");
     if (metrics_svg(plan->metrics_path, svg, baseline)) log_error("%s: cannot write the loss curve", svg);
     return 0;
+}
+
+/* A double as the shortest of %.15g / %.17g that reads back exactly. */
+static void fmt_num(char *out, size_t n, double v)
+{
+    snprintf(out, n, "%.15g", v);
+    if (strtod(out, NULL) != v) snprintf(out, n, "%.17g", v);
+}
+
+/* sha256 of a regular file (first 16 hex digits are plenty to tell files apart), or "none". */
+static void file_id(char *out, size_t n, const char *path)
+{
+    struct stat sb;
+    char hex[65];
+    if (!path || stat(path, &sb) || !S_ISREG(sb.st_mode) || sha256_file_hex(path, hex)) snprintf(out, n, "none");
+    else snprintf(out, n, "sha256:%.16s", hex);
+}
+
+void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64_t warmup, CkptFingerprint *fp)
+{
+    const ModelConfig *mc = &p->model;
+    char v[80], path[4200];
+    memset(fp, 0, sizeof *fp);
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(p->json, "model");
+    const char *arch = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mo, "arch"));
+    ckpt_fp_add(fp, "model.arch", "%s", arch ? arch : "?");
+    ckpt_fp_add(fp, "model.layers", "%d", mc->layers);
+    ckpt_fp_add(fp, "model.hidden", "%d", mc->hidden);
+    ckpt_fp_add(fp, "model.heads", "%d", mc->heads);
+    ckpt_fp_add(fp, "model.kv_heads", "%d", mc->kv_heads);
+    ckpt_fp_add(fp, "model.head_dim", "%d", mc->head_dim);
+    ckpt_fp_add(fp, "model.ffn", "%d", mc->ffn);
+    ckpt_fp_add(fp, "model.vocab", "%d", mc->vocab);
+    ckpt_fp_add(fp, "model.max_context", "%d", mc->max_context);
+    fmt_num(v, sizeof v, mc->rope_theta);
+    ckpt_fp_add(fp, "model.rope_theta", "%s", v);
+    fmt_num(v, sizeof v, mc->rms_eps);
+    ckpt_fp_add(fp, "model.rms_eps", "%s", v);
+    ckpt_fp_add(fp, "model.tie_embeddings", "%s", mc->tie_embeddings ? "true" : "false");
+    ckpt_fp_add(fp, "model.qkv_bias", "%s", mc->qkv_bias ? "true" : "false");
+    ckpt_fp_add(fp, "model.qk_norm", "%s", mc->qk_norm ? "true" : "false");
+    ckpt_fp_add(fp, "model.init", "%s", p->init);
+    if (p->tokenizer_path) {
+        struct stat sb;
+        if (!stat(p->tokenizer_path, &sb) && S_ISDIR(sb.st_mode))
+            snprintf(path, sizeof path, "%s/tokenizer.json", p->tokenizer_path);
+        else snprintf(path, sizeof path, "%s", p->tokenizer_path);
+        file_id(v, sizeof v, path);
+    } else snprintf(v, sizeof v, "none");
+    ckpt_fp_add(fp, "tokenizer", "%s", v);
+    ckpt_fp_add(fp, "data.context", "%d", p->context);
+    snprintf(path, sizeof path, "%s/index.json", set->dir);
+    file_id(v, sizeof v, path);
+    ckpt_fp_add(fp, "data.shards", "%s", v);
+    ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
+    ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
+    ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
+    ckpt_fp_add(fp, "train.micro_batch", "%d", p->micro_batch);
+    ckpt_fp_add(fp, "train.grad_accum", "%d", p->grad_accum);
+    ckpt_fp_add(fp, "train.global_batch", "%d", p->global_batch);
+    fmt_num(v, sizeof v, p->lr);
+    ckpt_fp_add(fp, "train.lr", "%s", v);
+    fmt_num(v, sizeof v, p->min_lr);
+    ckpt_fp_add(fp, "train.min_lr", "%s", v);
+    ckpt_fp_add(fp, "train.schedule", "%s", p->schedule == SCHEDULE_LINEAR ? "linear"
+                                            : p->schedule == SCHEDULE_CONSTANT ? "constant" : "cosine");
+    ckpt_fp_add(fp, "train.warmup_steps", "%" PRId64, warmup);
+    fmt_num(v, sizeof v, p->weight_decay);
+    ckpt_fp_add(fp, "train.weight_decay", "%s", v);
+    fmt_num(v, sizeof v, p->beta1);
+    ckpt_fp_add(fp, "train.beta1", "%s", v);
+    fmt_num(v, sizeof v, p->beta2);
+    ckpt_fp_add(fp, "train.beta2", "%s", v);
+    fmt_num(v, sizeof v, p->eps);
+    ckpt_fp_add(fp, "train.eps", "%s", v);
+    fmt_num(v, sizeof v, p->grad_clip);
+    ckpt_fp_add(fp, "train.grad_clip", "%s", v);
+    ckpt_fp_add(fp, "train.seed", "%" PRIu64, p->seed);
+    ckpt_fp_add(fp, "train.precision", "%s", p->precision ? p->precision : "?");
+}
+
+int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, int fresh, Model *m, AdamW *opt,
+               TrainState *st, int is0)
+{
+    if (!plan->resume) return 0;   /* checkpoint.resume = false: the plan says start over */
+    char err[2048], warn[2048];
+    CkptLimits lim = {total, plan->global_batch, plan->context};
+    int got = ckpt_resume(plan->ckpt_dir, fp, &lim, fresh, m, opt, st, warn, sizeof warn, err, sizeof err);
+    if (is0 && warn[0]) log_info("warning: %s", warn);
+    if (got < 0) { log_error("%s", err); return -1; }
+    if (got && is0) log_info("resumed from %s at step %" PRId64, plan->ckpt_dir, st->step);
+    return got;
 }

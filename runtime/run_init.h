@@ -8,6 +8,7 @@
 #ifndef LLMC_RUN_INIT_H
 #define LLMC_RUN_INIT_H
 
+#include "checkpoint.h"
 #include "model.h"
 #include "plan.h"
 #include "shard_io.h"
@@ -23,5 +24,19 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc);
  * the loss curve beside the metrics file, which the caller has closed. baseline:
  * the unigram loss drawn on the curve, 0 for none. 0, or -1 after logging why. */
 int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len);
+
+/* What determines a checkpoint of this run (see CkptFingerprint): the model's
+ * shape, the shards (their index.json's sha256 and row count), the tokenizer
+ * (its tokenizer.json's sha256), and the training settings that change the
+ * math: context, steps, batch and accumulation, the learning-rate schedule,
+ * AdamW settings, clipping, seed, precision. total/warmup: the resolved step
+ * and warmup counts. */
+void run_fingerprint(const RunPlan *plan, const ShardSet *set, int64_t total, int64_t warmup, CkptFingerprint *fp);
+
+/* Resume from plan->ckpt_dir per checkpoint.resume and --fresh (ckpt_resume):
+ * 1 resumed into m/opt/st, 0 start at step 0, -1 after logging why. Only rank 0
+ * (is0) logs the warnings and the "resumed" line. */
+int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, int fresh, Model *m, AdamW *opt,
+               TrainState *st, int is0);
 
 #endif

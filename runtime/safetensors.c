@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,16 +88,28 @@ static int add_file(StModel *st, const char *path)
     return st->n_files++;
 }
 
+static int check_layout(const StModel *st, int t0, const char *path, uint64_t data_len, char *err, size_t errlen);
+
 /* Parse one .safetensors file's header and append its tensors. */
 static int load_header(StModel *st, const char *path, char *err, size_t errlen)
 {
     int fi = add_file(st, path);
     if (fi < 0) { snprintf(err, errlen, "out of memory"); return -1; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    /* O_NONBLOCK: a FIFO without a writer must not block the open; only regular files are read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        snprintf(err, errlen, "%s: not a regular file", path);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     unsigned char lenb[8];
-    if (fstat(fileno(f), &sb) || fread(lenb, 1, 8, f) != 8) {
+    if (fread(lenb, 1, 8, f) != 8) {
         fclose(f);
         snprintf(err, errlen, "%s: not a safetensors file (shorter than 8 bytes)", path);
         return -1;
@@ -125,7 +138,7 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: header is not a JSON object", path);
         return -1;
     }
-    int rc = 0;
+    int rc = 0, t0 = st->n_tensors;
     cJSON *e;
     cJSON_ArrayForEach(e, root) {
         if (!strcmp(e->string, "__metadata__")) continue;
@@ -145,22 +158,37 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
         }
         t.numel = 1;
         cJSON *d;
+        int too_big = 0;
         cJSON_ArrayForEach(d, sh) {
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12) { rc = -1; break; }
+            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12 ||
+                floor(d->valuedouble) != d->valuedouble) {
+                snprintf(err, errlen, "%s: tensor '%s': shape is not a list of non-negative integers", path, e->string);
+                rc = -1; break;
+            }
             t.shape[t.ndim++] = (int64_t)d->valuedouble;
-            t.numel *= (size_t)d->valuedouble;
+            if (__builtin_mul_overflow(t.numel, (size_t)d->valuedouble, &t.numel)) too_big = 1;
+        }
+        if (rc) break;
+        size_t want_bytes = 0;
+        if (too_big || __builtin_mul_overflow(t.numel, dtype_size(t.dtype), &want_bytes)) {
+            snprintf(err, errlen, "%s: tensor '%s': its shape has more elements than any file holds", path, e->string);
+            rc = -1; break;
         }
         cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
-        if (rc || !cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || b0->valuedouble < 0 ||
-            b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
+        if (!cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || floor(b0->valuedouble) != b0->valuedouble ||
+            floor(b1->valuedouble) != b1->valuedouble) {
+            snprintf(err, errlen, "%s: tensor '%s': data_offsets are not integers", path, e->string);
+            rc = -1; break;
+        }
+        if (b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
             snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
             rc = -1; break;
         }
         t.begin = (uint64_t)b0->valuedouble;
         t.end = (uint64_t)b1->valuedouble;
-        if (t.end - t.begin != t.numel * dtype_size(t.dtype)) {
-            snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements", path, e->string,
-                     (unsigned long long)(t.end - t.begin), t.numel);
+        if (t.end - t.begin != want_bytes) {
+            snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements (%s: %zu bytes)", path, e->string,
+                     (unsigned long long)(t.end - t.begin), t.numel, dt->valuestring, want_bytes);
             rc = -1; break;
         }
         if (st_find(st, e->string)) {
@@ -174,6 +202,54 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
         st->tensors[st->n_tensors++] = t;
     }
     cJSON_Delete(root);
+    if (!rc) rc = check_layout(st, t0, path, data_len, err, errlen);
+    return rc;
+}
+
+static const StTensor *layout_base;
+static int cmp_by_offset(const void *a, const void *b)
+{
+    const StTensor *x = &layout_base[*(const int *)a], *y = &layout_base[*(const int *)b];
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* The tensors [t0, n_tensors) of one file must tile its data section exactly, as
+ * the safetensors format requires: no overlap (two tensors sharing bytes), no
+ * hole, nothing after the last tensor. */
+static int check_layout(const StModel *st, int t0, const char *path, uint64_t data_len, char *err, size_t errlen)
+{
+    int n = st->n_tensors - t0;
+    int *ord = malloc((size_t)(n > 0 ? n : 1) * sizeof *ord);
+    if (!ord) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int i = 0; i < n; i++) ord[i] = t0 + i;
+    layout_base = st->tensors;
+    if (n > 1) qsort(ord, (size_t)n, sizeof *ord, cmp_by_offset);
+    uint64_t at = 0;
+    int rc = 0, prev = -1;
+    for (int i = 0; i < n && !rc; i++) {
+        const StTensor *t = &st->tensors[ord[i]];
+        if (t->begin < at) {
+            snprintf(err, errlen, "%s: tensor '%s' (bytes %llu..%llu) overlaps tensor '%s' (bytes %llu..%llu)", path,
+                     t->name, (unsigned long long)t->begin, (unsigned long long)t->end, st->tensors[prev].name,
+                     (unsigned long long)st->tensors[prev].begin, (unsigned long long)st->tensors[prev].end);
+            rc = -1;
+        } else if (t->begin > at) {
+            snprintf(err, errlen, "%s: tensor '%s' starts at byte %llu of the data, leaving bytes %llu..%llu unused "
+                     "(a safetensors file has no holes)", path, t->name, (unsigned long long)t->begin,
+                     (unsigned long long)at, (unsigned long long)t->begin);
+            rc = -1;
+        }
+        at = t->end;
+        prev = ord[i];
+    }
+    if (!rc && at != data_len) {
+        snprintf(err, errlen, "%s: %llu bytes after the last tensor's data (a safetensors file has none)", path,
+                 (unsigned long long)(data_len - at));
+        rc = -1;
+    }
+    free(ord);
     return rc;
 }
 

@@ -1,5 +1,6 @@
-/* stopsig.c — preemption signals: SIGUSR2 (Slurm's --signal=USR2@T) and SIGTERM
- * (scancel, Slurm's time limit, mpirun passing on a stop) only set a flag; the
+/* stopsig.c — preemption signals: SIGUSR2 (Slurm's --signal=USR2@T), SIGTERM
+ * (scancel, Slurm's time limit, mpirun passing on a stop), SIGINT (Ctrl-C, srun
+ * passing one on) and SIGHUP (the terminal or the session went away) only set a flag; the
  * training loop polls it between steps, so a stop never interrupts a step or a
  * checkpoint half-way. */
 #include <signal.h>
@@ -24,6 +25,10 @@ void stopsig_install(void)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR2, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    /* nohup: a SIGHUP the caller chose to ignore stays ignored */
+    struct sigaction old;
+    if (sigaction(SIGHUP, NULL, &old) || old.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);
 }
 
 int stopsig_requested(void)
@@ -36,6 +41,8 @@ const char *stopsig_name(void)
     switch (stop_signal) {
     case SIGUSR2: return "USR2";
     case SIGTERM: return "TERM";
+    case SIGINT:  return "INT";
+    case SIGHUP:  return "HUP";
     default:      return NULL;
     }
 }

@@ -1,4 +1,5 @@
-/* stopsig.h — preemption: SIGUSR2 (Slurm's --signal=USR2@T) or SIGTERM ask the
+/* stopsig.h — preemption: SIGUSR2 (Slurm's --signal=USR2@T), SIGTERM, SIGINT or
+ * SIGHUP (unless inherited as ignored, as under nohup) ask the
  * trainer to finish the current step, write a checkpoint and exit with
  * STOP_EXIT_REQUEUE so Slurm requeues the job (runtime/stopsig.c). */
 #ifndef LLMC_STOPSIG_H
@@ -9,7 +10,7 @@
 void stopsig_install(void);
 /* Non-zero once a stop signal arrived (async-signal-safe flag). */
 int stopsig_requested(void);
-/* The signal's name, for the log line ("USR2", "TERM"), or NULL. */
+/* The signal's name, for the log line ("USR2", "TERM", "INT", "HUP"), or NULL. */
 const char *stopsig_name(void);
 
 #endif

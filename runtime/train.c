@@ -173,16 +173,19 @@ static int evaluate(Model *m, const char *dir, int B, EvalResult *res, char *err
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: llmc-train run PLAN.json [--eval-shards DIR] [--stop-after N]\n"
+            "usage: llmc-train run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]\n"
             "  --eval-shards DIR  after training, report loss and greedy exact-match accuracy on\n"
             "                     prepared held-out shards (written to OUTPUT_DIR/result.json)\n"
-            "  --stop-after N     behave as if a stop signal arrived after step N (checkpoint, exit %d)\n",
+            "  --stop-after N     behave as if a stop signal arrived after step N (checkpoint, exit %d)\n"
+            "  --fresh            start at step 0 even though the checkpoint directory holds checkpoints\n"
+            "                     (they are kept; rotation removes them oldest first)\n",
             STOP_EXIT_REQUEUE);
 }
 
 typedef struct {
     const char *plan_path, *eval_dir;
     int64_t stop_after;
+    int fresh;
 } RunArgs;
 
 static int parse_args(int argc, char **argv, RunArgs *a)
@@ -191,6 +194,7 @@ static int parse_args(int argc, char **argv, RunArgs *a)
     a->stop_after = -1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--eval-shards") && i + 1 < argc) a->eval_dir = argv[++i];
+        else if (!strcmp(argv[i], "--fresh")) a->fresh = 1;
         else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
             char *end;
             a->stop_after = strtoll(argv[++i], &end, 10);
@@ -284,6 +288,8 @@ int cmd_run(int argc, char **argv)
                       plan.lr, plan.min_lr, plan.warmup_steps >= 0 ? plan.warmup_steps
                                                                    : warmup_from_ratio(total, plan.warmup_ratio),
                       total};
+    CkptFingerprint fp;
+    run_fingerprint(&plan, &set, total, sch.warmup_steps, &fp);
     if (adamw_init(&opt, model.n_floats, plan.beta1, plan.beta2, plan.eps, plan.weight_decay) ||
         !(acts = model_acts_new(&model.cfg, MB, T)) || batch_alloc(&bb, MB, T) ||
         !(acc = malloc(model.n_floats * sizeof *acc)) || !(rows = malloc((size_t)MB * sizeof *rows)) ||
@@ -294,11 +300,7 @@ int cmd_run(int argc, char **argv)
 
     TrainState st = {0};
     rng_seed(&st.rng, plan.seed);
-    if (plan.resume) {
-        int got = ckpt_load_latest(plan.ckpt_dir, &model, &opt, &st, err, sizeof err);
-        if (got < 0) { log_error("%s", err); goto out; }
-        if (got && is0) log_info("resumed from %s at step %" PRId64, plan.ckpt_dir, st.step);
-    }
+    if (run_resume(&plan, &fp, total, args.fresh, &model, &opt, &st, is0) < 0) goto out;
     double baseline = is0 ? unigram_baseline(&set, model.cfg.vocab) : 0;
     if (is0) {
         if (mkdir_parents(plan.out_dir)) { log_error("%s: %s", plan.out_dir, strerror(errno)); goto out; }
@@ -372,7 +374,7 @@ int cmd_run(int argc, char **argv)
         due = dist_any(due);   /* rank 0's clock decides for everyone */
         if (stop < 0 || due < 0) goto out;
         if ((stop || due) && st.step < total) {
-            if (is0 && ckpt_save(plan.ckpt_dir, &model, &opt, &st, plan.ckpt_keep, err, sizeof err)) {
+            if (is0 && ckpt_save(plan.ckpt_dir, &model, &opt, &st, &fp, plan.ckpt_keep, err, sizeof err)) {
                 log_error("checkpoint: %s", err);
                 goto out;
             }
@@ -393,7 +395,7 @@ int cmd_run(int argc, char **argv)
 
     if (is0) {
         /* final checkpoint (a requeued job then has nothing left to do) and the HF export */
-        if (ckpt_save(plan.ckpt_dir, &model, &opt, &st, plan.ckpt_keep, err, sizeof err)) {
+        if (ckpt_save(plan.ckpt_dir, &model, &opt, &st, &fp, plan.ckpt_keep, err, sizeof err)) {
             log_error("checkpoint: %s", err);
             goto out;
         }

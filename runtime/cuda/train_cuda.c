@@ -71,7 +71,8 @@ static size_t device_used(void)
  * optimizer (collective under ZeRO-1), and on rank 0 write a checkpoint. The
  * moment buffers are allocated on first use. 0, or -1 after logging. */
 static int gather_and_save(CudaModel *cm, Model *hm, AdamW *opt, const size_t *cuda_off, float *flat,
-                           float **flat_m, float **flat_v, const RunPlan *plan, const TrainState *st, int is0)
+                           float **flat_m, float **flat_v, const RunPlan *plan, const TrainState *st,
+                           const CkptFingerprint *fp, int is0)
 {
     if (!*flat_m) *flat_m = malloc(cm->n_total * sizeof **flat_m);
     if (!*flat_v) *flat_v = malloc(cm->n_total * sizeof **flat_v);
@@ -83,7 +84,7 @@ static int gather_and_save(CudaModel *cm, Model *hm, AdamW *opt, const size_t *c
     cuda_flat_to_host(hm, cuda_off, *flat_v, opt->v);
     opt->t = cm->step;
     char err[1024];
-    if (ckpt_save(plan->ckpt_dir, hm, opt, st, plan->ckpt_keep, err, sizeof err)) {
+    if (ckpt_save(plan->ckpt_dir, hm, opt, st, fp, plan->ckpt_keep, err, sizeof err)) {
         log_error("checkpoint: %s", err);
         return -1;
     }
@@ -92,8 +93,10 @@ static int gather_and_save(CudaModel *cm, Model *hm, AdamW *opt, const size_t *c
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: llmc-train-cuda run PLAN.json [--stop-after N]\n"
-                    "  --stop-after N  behave as if a stop signal arrived after step N (checkpoint, exit %d)\n",
+    fprintf(stderr, "usage: llmc-train-cuda run PLAN.json [--stop-after N] [--fresh]\n"
+                    "  --stop-after N  behave as if a stop signal arrived after step N (checkpoint, exit %d)\n"
+                    "  --fresh         start at step 0 even though the checkpoint directory holds checkpoints\n"
+                    "                  (they are kept; rotation removes them oldest first)\n",
             STOP_EXIT_REQUEUE);
 }
 
@@ -101,8 +104,10 @@ int cmd_run_cuda(int argc, char **argv)
 {
     const char *plan_path = NULL;
     int64_t stop_after = -1;
+    int fresh = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--fresh")) fresh = 1;
+        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
             char *end;
             stop_after = strtoll(argv[++i], &end, 10);
             if (*end || stop_after < 0) { usage(); return 2; }
@@ -186,6 +191,8 @@ int cmd_run_cuda(int argc, char **argv)
                       plan.lr, plan.min_lr, plan.warmup_steps >= 0 ? plan.warmup_steps
                                                                    : warmup_from_ratio(total, plan.warmup_ratio),
                       total};
+    CkptFingerprint fp;
+    run_fingerprint(&plan, &set, total, sch.warmup_steps, &fp);
     size_t N = (size_t)MB * T;
     if (adamw_init(&opt, hm.n_floats, plan.beta1, plan.beta2, plan.eps, plan.weight_decay) ||
         !(ids = malloc(N * 4)) || !(pos = malloc(N * 4)) || !(mask = malloc(N)) || !(ids_i = malloc(N * sizeof(int))) ||
@@ -197,10 +204,9 @@ int cmd_run_cuda(int argc, char **argv)
 
     TrainState st = {0};
     rng_seed(&st.rng, plan.seed);
-    if (plan.resume) {
-        int got = ckpt_load_latest(plan.ckpt_dir, &hm, &opt, &st, err, sizeof err);
-        if (got < 0) { log_error("%s", err); goto out; }
-        if (got && is0) log_info("resumed from %s at step %" PRId64, plan.ckpt_dir, st.step);
+    {
+        int got = run_resume(&plan, &fp, total, fresh, &hm, &opt, &st, is0);
+        if (got < 0) goto out;
         if (got) {
             flat_m = malloc(cm.n_total * sizeof *flat_m);
             flat_v = malloc(cm.n_total * sizeof *flat_v);
@@ -302,7 +308,7 @@ int cmd_run_cuda(int argc, char **argv)
                   (is0 && plan.ckpt_every_seconds > 0 && now_s() - last_ckpt >= plan.ckpt_every_seconds);
         due = (int)cuda_dist_sum(&d, due) > 0;
         if ((stop || due) && st.step < total) {
-            if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, is0)) goto out;
+            if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, &fp, is0)) goto out;
             if (is0) log_info("checkpoint step %" PRId64 " -> %s", st.step, plan.ckpt_dir);
             last_ckpt = now_s();
         }
@@ -315,7 +321,7 @@ int cmd_run_cuda(int argc, char **argv)
         }
     }
 
-    if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, is0)) goto out;
+    if (gather_and_save(&cm, &hm, &opt, cuda_off, flat, &flat_m, &flat_v, &plan, &st, &fp, is0)) goto out;
     if (is0) {
         char final_dir[4200];
         metrics_close(&mf);

@@ -20,3 +20,16 @@ TEST_SUITES += cpu
 .PHONY: test-cpu
 test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
 	@bash tests/cpu/run.sh $(BUILD)
+
+# libFuzzer target for the safetensors reader (FUZZ_CC/FUZZ_FLAGS from tests/data/test.mk):
+#   make fuzz-cpu  runs it for FUZZ_TIME, from the repository root.
+FUZZ_TARGETS += fuzz-cpu
+$(BUILD)/fuzz/fuzz_safetensors: tests/cpu/fuzz_safetensors.c runtime/safetensors.c runtime/safetensors.h
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< runtime/safetensors.c -lcjson -lm
+
+.PHONY: fuzz-cpu
+fuzz-cpu: $(BUILD)/fuzz/fuzz_safetensors
+	@mkdir -p $(BUILD)/fuzz/corpus-safetensors
+	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
+	    $(BUILD)/fuzz/corpus-safetensors tests/cpu/fuzz-seeds/safetensors

@@ -133,6 +133,36 @@ static void test_safetensors(const char *dir)
     fwrite(huge, 1, 8, f);
     fclose(f);
     check(open_fails_with(p, "bad safetensors header length"), "absurd header length");
+
+    /* offsets: overlap, holes, trailing bytes, sizes, integers, non-regular files */
+    float z[8] = {0};
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", z, 24);
+    check(open_fails_with(p, "tensor 'b' (bytes 8..24) overlaps tensor 'a' (bytes 0..16)"), "overlapping data_offsets refused, both named");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", z, 8);
+    check(open_fails_with(p, "overlaps tensor"), "two tensors on the same bytes refused");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}", z, 24);
+    check(open_fails_with(p, "leaving bytes 8..16 unused"), "a hole between tensors refused");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", z, 12);
+    check(open_fails_with(p, "4 bytes after the last tensor"), "trailing bytes after the last tensor refused");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8.5]}}", z, 12);
+    check(open_fails_with(p, "data_offsets are not integers"), "fractional data_offsets refused");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", z, 4);
+    check(open_fails_with(p, "shape is not a list of non-negative integers"), "fractional shape refused");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1000000000000,1000000000000,1000000000000],"
+                 "\"data_offsets\":[0,8]}}", z, 8);
+    check(open_fails_with(p, "more elements than any file holds"), "element count overflow refused");
+    write_raw(p, "{\"a\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,8]}}", z, 8);
+    check(open_fails_with(p, "8 bytes for 2 elements (BF16: 4 bytes)"), "size must be shape x dtype size");
+    write_raw(p, "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                 "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", z, 8);
+    StModel ok_st;
+    check(st_open(&ok_st, p, err, sizeof err) == 0 && ok_st.n_tensors == 2, "an empty tensor beside a full one is fine");
+    if (ok_st.n_files) st_close(&ok_st);
+    snprintf(p, sizeof p, "%s/fifo.safetensors", dir);
+    check(mkfifo(p, 0644) == 0 && open_fails_with(p, "not a regular file"), "a FIFO as a safetensors file: refused, no hang");
 }
 
 static void test_sha256(const char *dir)

@@ -1,7 +1,10 @@
 #!/bin/bash
 # tests/cpu/train_test.sh LLMC_TRAIN MAKE_SHARDS — `llmc-train run` end to end on
 # synthetic shards: learning, resume bit-identity, 2 ranks == 1 rank with twice
-# the accumulation (same bits), HF export + verify, pretrained load, plan errors.
+# the accumulation (same bits), HF export + verify (both sha256sum formats, FIFOs),
+# pretrained load, checkpoint safety (fallback from a damaged latest, rotation and
+# fallback by write order, no latest without --fresh, fingerprint mismatches,
+# state.json ranges, SIGINT/SIGHUP), plan errors.
 set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -96,7 +99,7 @@ PYEOF
 then ok "eval: $(grep -o '"eval_correct": [0-9]*' "$T/ev/run/result.json") of $(grep -o '"eval_documents": [0-9]*' "$T/ev/run/result.json"), loss < half the baseline"
 else bad "eval (exit $rc)" "$T/ev.log" "$T/ev/run/result.json"; fi
 
-mkrun "$T/ev0" 'p["train"]["max_steps"]=1; p["train"]["lr"]=0.0; p["train"]["min_lr"]=0.0'
+mkrun "$T/ev0" 'p["train"]["max_steps"]=1'
 cp -r "$T/ev/eval" "$T/ev0/eval"
 (cd "$T/ev0" && "$BIN" run plan.json --eval-shards eval) >"$T/ev0.log" 2>&1; rc=$?
 [[ $rc -eq 0 ]] && $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["eval_correct"] * 4 < r["eval_documents"] else 1)' "$T/ev0/run/result.json" \
@@ -133,16 +136,28 @@ echo extra >"$T/corrupt/stray.txt"; cp "$F/model.safetensors" "$T/corrupt/"
 [[ $rc -eq 1 ]] && grep -q "stray.txt: FAILED not in manifest" "$T/vs.log" && ok "verify: an unlisted file -> exit 1" || bad "verify stray (exit $rc)" "$T/vs.log"
 "$BIN" verify "$T/nonexistent" >"$T/vn.log" 2>&1; rc=$?
 [[ $rc -eq 2 ]] && grep -q "MANIFEST.sha256" "$T/vn.log" && ok "verify: no manifest -> exit 2 with the path" || bad "verify missing (exit $rc)" "$T/vn.log"
+cp -r "$F" "$T/vb"; (cd "$T/vb" && rm MANIFEST.sha256 && sha256sum -b -- * >MANIFEST.sha256)
+"$BIN" verify "$T/vb" >"$T/vb.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && grep -q '^[0-9a-f]\{64\} \*config.json$' "$T/vb/MANIFEST.sha256" && grep -q "config.json: OK" "$T/vb.log" \
+    && ok "verify: sha256sum -b (binary mode, 'HASH *FILE') manifest accepted" || bad "verify binary-mode manifest (exit $rc)" "$T/vb.log"
+cp -r "$F" "$T/vf"; mkfifo "$T/vf/pipe"; printf '%064d  pipe\n' 0 >>"$T/vf/MANIFEST.sha256"
+timeout 20 "$BIN" verify "$T/vf" >"$T/vf.log" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "pipe: FAILED not a regular file" "$T/vf.log" && grep -q "vf/pipe: not a regular file (a FIFO)" "$T/vf.log" \
+    && ok "verify: a FIFO listed in the manifest -> FAILED not a regular file, exit 1, no hang" || bad "verify FIFO (exit $rc)" "$T/vf.log"
+mkdir -p "$T/vm"; mkfifo "$T/vm/MANIFEST.sha256"
+timeout 20 "$BIN" verify "$T/vm" >"$T/vm.log" 2>&1; rc=$?
+[[ $rc -eq 2 ]] && grep -q "vm/MANIFEST.sha256: not a regular file (a FIFO)" "$T/vm.log" \
+    && ok "verify: MANIFEST.sha256 a FIFO -> exit 2 with a message, no hang" || bad "verify FIFO manifest (exit $rc)" "$T/vm.log"
 
-# 5. start from the exported model (pretrained); lr 0 keeps the weights: export round trip is exact
-mkrun "$T/d" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['train']['lr']=0.0; p['train']['min_lr']=0.0; p['train']['max_steps']=1"
+# 5. start from the exported model (pretrained); one step in warmup (lr 0 at step 0) keeps the weights: export round trip is exact
+mkrun "$T/d" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['train']['max_steps']=1"
 (cd "$T/d" && "$BIN" run plan.json) >"$T/d.log" 2>&1; rc=$?
 [[ $rc -eq 0 ]] && cmp -s "$F/model.safetensors" "$T/d/run/final/model.safetensors" \
     && ok "pretrained load of our export + lr 0 step: weights byte-identical" || bad "pretrained load (exit $rc)" "$T/d.log"
 # bf16 export, read back as a pretrained bf16 model
-mkrun "$T/e" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['train']['lr']=0.0; p['train']['min_lr']=0.0; p['train']['max_steps']=1; p['train']['precision']='bf16'"
+mkrun "$T/e" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['train']['max_steps']=1; p['train']['precision']='bf16'"
 (cd "$T/e" && "$BIN" run plan.json) >"$T/e.log" 2>&1; rc=$?
-mkrun "$T/e2" "p['model']['init']='pretrained'; p['model']['path']='$T/e/run/final'; p['train']['lr']=0.0; p['train']['min_lr']=0.0; p['train']['max_steps']=1; p['train']['precision']='bf16'"
+mkrun "$T/e2" "p['model']['init']='pretrained'; p['model']['path']='$T/e/run/final'; p['train']['max_steps']=1; p['train']['precision']='bf16'"
 (cd "$T/e2" && "$BIN" run plan.json) >>"$T/e.log" 2>&1; rc2=$?
 [[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -q '"torch_dtype": "bfloat16"' "$T/e/run/final/config.json" \
     && grep -q '"BF16"' "$T/e/run/final/model.safetensors" && cmp -s "$T/e/run/final/model.safetensors" "$T/e2/run/final/model.safetensors" \
@@ -152,13 +167,146 @@ mkrun "$T/f" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['model
 [[ $rc -ne 0 ]] && grep -q "config.json disagrees with the plan's model: ffn 96 vs 64" "$T/f.log" \
     && ok "pretrained config mismatch: named field, non-zero exit" || bad "config mismatch (exit $rc)" "$T/f.log"
 
-# 5b. a corrupted latest checkpoint is refused, not trained from
+# 5b. a corrupted latest checkpoint with nothing to fall back to: refused, the file named
 mkrun "$T/k"
 (cd "$T/k" && "$BIN" run plan.json --stop-after 4) >/dev/null 2>&1
 printf '\x01' | dd of="$T/k/ckpt/step-00000004/model.safetensors" bs=1 seek=300 conv=notrunc 2>/dev/null
 (cd "$T/k" && "$BIN" run plan.json) >"$T/k.log" 2>&1; rc=$?
-[[ $rc -eq 1 ]] && grep -q "step-00000004 fails its manifest" "$T/k.log" \
-    && ok "corrupted checkpoint: named, exit 1" || bad "corrupted checkpoint (exit $rc)" "$T/k.log"
+[[ $rc -eq 1 ]] && grep -q "checkpoint ./ckpt/step-00000004 (named by ./ckpt/latest) fails verification: ./ckpt/step-00000004/model.safetensors: checksum differs" "$T/k.log" \
+    && ok "corrupted checkpoint, none to fall back to: refused naming the file, exit 1" || bad "corrupted checkpoint (exit $rc)" "$T/k.log"
+
+# 5b2. a corrupted latest falls back to the newest good checkpoint, with a warning naming both
+mkrun "$T/fb"
+(cd "$T/fb" && "$BIN" run plan.json --stop-after 8) >"$T/fb1.log" 2>&1; rc1=$?
+printf '\x01' | dd of="$T/fb/ckpt/step-00000008/optimizer.safetensors" bs=1 seek=300 conv=notrunc 2>/dev/null
+(cd "$T/fb" && "$BIN" run plan.json) >"$T/fb2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 3 && $rc2 -eq 0 ]] && grep -q "warning: checkpoint ./ckpt/step-00000008 (named by ./ckpt/latest) fails verification: ./ckpt/step-00000008/optimizer.safetensors: checksum differs.*resuming from ./ckpt/step-00000004 instead" "$T/fb2.log" \
+   && grep -q "resumed from ./ckpt at step 4" "$T/fb2.log" && cmp -s "$T/a/run/final/model.safetensors" "$T/fb/run/final/model.safetensors"
+then ok "corrupted latest (step 8): warning names it and step 4, resumes there, final weights bit-identical"
+else bad "fallback to the newest good checkpoint (exit $rc1, $rc2)" "$T/fb1.log" "$T/fb2.log"; fi
+# latest naming a directory that is gone, or garbage: the same fallback
+mkrun "$T/fg"
+(cd "$T/fg" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
+echo "step-00000099" >"$T/fg/ckpt/latest"
+(cd "$T/fg" && "$BIN" run plan.json --stop-after 9) >"$T/fg.log" 2>&1; rc=$?
+[[ $rc -eq 3 ]] && grep -q "step-00000099 (named by ./ckpt/latest) fails verification.*resuming from ./ckpt/step-00000008" "$T/fg.log" \
+    && ok "latest names a missing checkpoint: falls back to step 8 with a warning" || bad "latest -> missing (exit $rc)" "$T/fg.log"
+
+# the fallback goes by write order, not step number: a fresh run's step 4 is newer than an older run's step 12
+mkrun "$T/fw" 'p["checkpoint"]["keep"]=3'
+(cd "$T/fw" && "$BIN" run plan.json) >/dev/null 2>&1
+(cd "$T/fw" && "$BIN" run plan.json --fresh --stop-after 8) >"$T/fw1.log" 2>&1; rc1=$?
+printf '\x01' | dd of="$T/fw/ckpt/step-00000008/model.safetensors" bs=1 seek=300 conv=notrunc 2>/dev/null
+(cd "$T/fw" && "$BIN" run plan.json --stop-after 9) >"$T/fw2.log" 2>&1; rc2=$?
+[[ $rc1 -eq 3 && $rc2 -eq 3 && $(cd "$T/fw/ckpt" && echo step-*) == "step-00000004 step-00000008 step-00000009" ]] \
+    && grep -q "step-00000008 (named by ./ckpt/latest) fails verification.*resuming from ./ckpt/step-00000004 instead" "$T/fw2.log" \
+    && grep -q "resumed from ./ckpt at step 4" "$T/fw2.log" \
+    && ok "fallback by write order: the fresh run's step 4, not the older run's step 12" || bad "fallback by write order (exit $rc1, $rc2)" "$T/fw1.log" "$T/fw2.log"
+
+# 5b3. rotation by write order: a fresh run (checkpoint.resume = false) over an older run's step-8/step-12
+# keeps what it writes and what latest names; the requeued job resumes from it
+mkrun "$T/rot"
+(cd "$T/rot" && "$BIN" run plan.json) >/dev/null 2>&1
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["checkpoint"]["resume"]=False; json.dump(p,open(sys.argv[1],"w"))' "$T/rot/plan.json"
+(cd "$T/rot" && "$BIN" run plan.json --stop-after 4) >"$T/rot1.log" 2>&1; rc1=$?
+kept=$(cd "$T/rot/ckpt" && echo step-*)
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["checkpoint"]["resume"]=True; json.dump(p,open(sys.argv[1],"w"))' "$T/rot/plan.json"
+(cd "$T/rot" && "$BIN" run plan.json) >"$T/rot2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 3 && $rc2 -eq 0 && $kept == "step-00000004 step-00000012" ]] && grep -q "resumed from ./ckpt at step 4" "$T/rot2.log" \
+   && cmp -s "$T/a/run/final/model.safetensors" "$T/rot/run/final/model.safetensors" \
+   && [[ $(cd "$T/rot/ckpt" && echo step-*) == "step-00000008 step-00000012" ]]
+then ok "rotation by write order: fresh step 4 over old step 8/12 keeps step 4 (+ step 12), resume from it is bit-identical"
+else bad "rotation by write order (exit $rc1, $rc2; kept: $kept)" "$T/rot1.log" "$T/rot2.log"; fi
+
+# 5b4. step-* directories but no latest: refused unless --fresh
+mkrun "$T/nl"
+(cd "$T/nl" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
+rm "$T/nl/ckpt/latest"
+(cd "$T/nl" && "$BIN" run plan.json) >"$T/nl1.log" 2>&1; rc1=$?
+(cd "$T/nl" && "$BIN" run plan.json --fresh) >"$T/nl2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 1 ]] && grep -q "./ckpt holds 2 checkpoint(s) (the newest by write order: step-00000008) but no ./ckpt/latest: refusing to start over at step 0; pass --fresh" "$T/nl1.log" \
+   && [[ $rc2 -eq 0 ]] && ! grep -q "resumed from" "$T/nl2.log" && grep -q "warning: --fresh: starting at step 0" "$T/nl2.log" \
+   && cmp -s "$T/a/run/final/model.safetensors" "$T/nl/run/final/model.safetensors"
+then ok "step-* but no latest: refused naming the directory and --fresh; --fresh trains from step 0"
+else bad "no latest (exit $rc1, $rc2)" "$T/nl1.log" "$T/nl2.log"; fi
+
+# 5b5. a checkpoint written by another plan: refused, the differing fields named
+mkrun "$T/fp"
+(cd "$T/fp" && "$BIN" run plan.json --stop-after 4) >/dev/null 2>&1
+fp_case() {   # NAME EDIT EXPECTED-TEXT
+    cp "$T/fp/plan.json" "$T/fp/plan.orig.json"
+    python3 - "$T/fp/plan.json" "$2" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1])); exec(sys.argv[2]); json.dump(p, open(sys.argv[1], "w"))
+PYEOF
+    (cd "$T/fp" && "$BIN" run plan.json) >"$T/fp.log" 2>&1; local rc=$?
+    mv "$T/fp/plan.orig.json" "$T/fp/plan.json"
+    if [[ $rc -eq 1 ]] && grep -qF "$3" "$T/fp.log"; then ok "other plan's checkpoint ($1): refused, '$3'"
+    else bad "fingerprint $1 (exit $rc)" "$T/fp.log"; fi
+}
+fp_case lr 'p["train"]["lr"]=0.02' "checkpoint ./ckpt/step-00000004 was written with train.lr 0.01, the plan says 0.02"
+fp_case batch 'p["train"]["micro_batch"]=2; p["train"]["grad_accum"]=4' "train.micro_batch 4, the plan says 2; train.grad_accum 2, the plan says 4"
+fp_case seed+steps 'p["train"]["seed"]=7; p["train"]["max_steps"]=20' "train.steps 12, the plan says 20; train.seed 42, the plan says 7"
+fp_case model 'p["model"]["rope_theta"]=500000.0' "model.rope_theta 10000, the plan says 500000"
+mv "$T/fp/shards" "$T/fp/shards.orig"; mkdir -p "$T/fp/shards"; "$MKSH" "$T/fp/shards" 64 32 64 8 >/dev/null 2>&1
+fp_case shards 'pass' "data.shards sha256:"
+rm -rf "$T/fp/shards"; mv "$T/fp/shards.orig" "$T/fp/shards"
+(cd "$T/fp" && "$BIN" run plan.json) >"$T/fp.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && grep -q "resumed from ./ckpt at step 4" "$T/fp.log" && ok "the same plan again: resumes" || bad "fingerprint same plan (exit $rc)" "$T/fp.log"
+
+# 5b6. every field of state.json range-checked (the manifest rewritten to match, as a careless edit would)
+mkrun "$T/sj"
+(cd "$T/sj" && "$BIN" run plan.json --stop-after 4) >/dev/null 2>&1
+cp "$T/sj/ckpt/step-00000004/state.json" "$T/sj/state.orig"
+sj_case() {   # NAME EDIT EXPECTED-TEXT
+    python3 - "$T/sj/state.orig" "$T/sj/ckpt/step-00000004/state.json" "$2" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])); exec(sys.argv[3]); open(sys.argv[2], "w").write(s if isinstance(s, str) else json.dumps(s))
+PYEOF
+    (cd "$T/sj/ckpt/step-00000004" && sha256sum model.safetensors optimizer.safetensors state.json >MANIFEST.sha256)
+    (cd "$T/sj" && timeout 60 "$BIN" run plan.json) >"$T/sj.log" 2>&1; local rc=$?
+    if [[ $rc -eq 1 ]] && grep -qF "./ckpt/step-00000004/state.json: $3" "$T/sj.log"; then ok "state.json $1: refused, '$3'"
+    else bad "state.json $1 (exit $rc)" "$T/sj.log"; fi
+}
+sj_case rows-negative 's["rows_consumed"]=-5' 'field "rows_consumed" = -5 is outside 0..9007199254740992'
+sj_case rows-huge 's["rows_consumed"]=4e18' 'field "rows_consumed" = 4e+18 is outside'
+sj_case rows-off 's["rows_consumed"]=33' 'field "rows_consumed" = 33, not step 4 x global_batch 8'
+sj_case step-negative 's["step"]=-5' 'field "step" = -5 is outside 1..12'
+sj_case step-beyond 's["step"]=13' 'field "step" = 13 is outside 1..12'
+sj_case step-dir 's["step"]=3; s["adam_t"]=3; s["rows_consumed"]=24' 'field "step" = 3 but the directory is for step 4'
+sj_case step-fraction 's["step"]=4.5' 'field "step" is not an integer'
+sj_case step-string 's["step"]="4"' 'field "step" is not an integer'
+sj_case adam_t 's["adam_t"]=0' 'field "adam_t" = 0, not the step 4'
+sj_case tokens 's["tokens_seen"]=-1' 'field "tokens_seen" = -1 is outside 0..1024'
+sj_case rng-short 's["rng"]=s["rng"][:3]' 'field "rng" is not an array of 4 hex strings'
+sj_case rng-hex 's["rng"][1]="xyz"' 'field "rng"[1] is not 16 hex digits'
+sj_case rng-zero 's["rng"]=["0"*16]*4' 'field "rng" is all zero'
+sj_case version 's["version"]=9' 'field "version" = 9 is outside 1..2'
+sj_case write_seq 's["write_seq"]=-1' 'field "write_seq" = -1 is outside'
+sj_case missing 'del s["tokens_seen"]' 'field "tokens_seen" is missing'
+sj_case format 's["format"]="pytorch"' 'field "format" is not "llmc-train-checkpoint"'
+sj_case not-json 's="{\"step\": 4,"' 'not a JSON object'
+sj_case fingerprint 'del s["fingerprint"]' 'field "fingerprint" is missing or not an object'
+cp "$T/sj/state.orig" "$T/sj/ckpt/step-00000004/state.json"
+(cd "$T/sj/ckpt/step-00000004" && sha256sum model.safetensors optimizer.safetensors state.json >MANIFEST.sha256)
+(cd "$T/sj" && "$BIN" run plan.json) >"$T/sj.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && grep -q "resumed from ./ckpt at step 4" "$T/sj.log" && cmp -s "$T/a/run/final/model.safetensors" "$T/sj/run/final/model.safetensors" \
+    && ok "state.json restored (manifest in sha256sum's own format): resumes, bit-identical" || bad "state.json restored (exit $rc)" "$T/sj.log"
+
+# 5b7. SIGINT and SIGHUP stop like SIGTERM: checkpoint at that step, exit 3
+for sig in INT HUP; do
+    mkrun "$T/sig$sig" 'p["train"]["max_steps"]=150; p["checkpoint"]["every_steps"]=None'
+    (cd "$T/sig$sig" && exec "$BIN" run plan.json) >"$T/sig$sig.log" 2>&1 &
+    spid=$!; PIDS+=($spid)
+    for _ in $(seq 1 600); do [[ $( (wc -l <"$T/sig$sig/run/metrics.jsonl") 2>/dev/null || echo 0) -ge 3 ]] && break; sleep 0.05; done
+    kill -$sig "$spid" 2>/dev/null
+    wait "$spid"; rc=$?
+    n=$(grep -o "stopping at step [0-9]* ($sig)" "$T/sig$sig.log" | grep -o '[0-9]*')
+    if [[ $rc -eq 3 && -n $n ]] && [[ $(cat "$T/sig$sig/ckpt/latest" 2>/dev/null) == $(printf 'step-%08d' "$n") ]] \
+       && "$BIN" verify "$T/sig$sig/ckpt/step-$(printf %08d "$n")" >/dev/null 2>&1
+    then ok "SIG$sig at step $n: checkpoint written and verified, exit 3"
+    else bad "SIG$sig stop (exit $rc)" "$T/sig$sig.log"; fi
+done
 # 5c. a model that cannot fit in this machine's memory is refused before allocating
 mkrun "$T/m" 'p["model"].update(vocab=152064, hidden=8192, layers=80, ffn=29568, heads=64, kv_heads=8, head_dim=128, max_context=4096); p["data"]["context"]=4096'
 (cd "$T/m" && "$BIN" run plan.json) >"$T/m.log" 2>&1; rc=$?

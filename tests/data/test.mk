@@ -15,9 +15,8 @@ $(BUILD)/tests/data/%: tests/data/%.c $(DATA_OBJ)
 test-data: $(addprefix $(BUILD)/tests/data/,$(DATA_TESTS)) $(BUILD)/llmc-train
 	@BUILD=$(BUILD) bash tests/data/run.sh
 
-# libFuzzer targets (clang): `make fuzz-data` runs each for FUZZ_SECONDS, from the repository root.
+# libFuzzer targets (clang): `make fuzz-data` runs each for FUZZ_TIME, from the repository root.
 FUZZ_TARGETS += fuzz-data
-FUZZ_SECONDS ?= 30
 FUZZ_CC := clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
               -Iruntime -I$(GEN)
@@ -32,7 +31,7 @@ $(BUILD)/fuzz/%: tests/data/%.c $(DATA_FUZZ_SRC) runtime/*.h
 .PHONY: fuzz-data
 fuzz-data: $(BUILD)/fuzz/fuzz_tokenizer $(BUILD)/fuzz/fuzz_json
 	@mkdir -p $(BUILD)/fuzz/corpus-tokenizer $(BUILD)/fuzz/corpus-json
-	$(BUILD)/fuzz/fuzz_tokenizer -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
+	$(BUILD)/fuzz/fuzz_tokenizer -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
 	    $(BUILD)/fuzz/corpus-tokenizer tests/data/fuzz-seeds/tokenizer
-	$(BUILD)/fuzz/fuzz_json -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
+	$(BUILD)/fuzz/fuzz_json -max_total_time=$(FUZZ_TIME) -max_len=8192 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
 	    $(BUILD)/fuzz/corpus-json tests/data/fuzz-seeds/json
