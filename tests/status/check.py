@@ -8,7 +8,7 @@
     check.py watch FILE                               >= 2 JSON lines, each a status object
 
 Every figure is recomputed here from the trainer's own files; exit 1 with a message on a mismatch."""
-import json, math, os, statistics, struct, sys, zlib
+import json, math, os, re, statistics, struct, sys, time, zlib
 import xml.etree.ElementTree as ET
 
 
@@ -126,5 +126,56 @@ def watch(path):
     if len(objs) < 2 or any("progress" not in o for o in objs): fail(f"{len(objs)} snapshots")
 
 
+def prom_samples(path):
+    """name -> value of a Prometheus text file; every sample must have HELP and TYPE gauge."""
+    vals, typed = {}, set()
+    for l in open(path):
+        l = l.rstrip("\n")
+        if l.startswith("# TYPE "):
+            _, _, name, typ = l.split(" ", 3)
+            if typ != "gauge": fail(f"{name}: type {typ}")
+            typed.add(name)
+        elif l and not l.startswith("#"):
+            name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", l).group(0)
+            if name not in typed: fail(f"{name}: sample before its TYPE line")
+            v = l.rsplit(" ", 1)[1]
+            vals[name] = float(v.replace("+Inf", "inf").replace("-Inf", "-inf"))
+    return vals
+
+
+FUNCS = {"time", "label_values", "rate", "sum", "by", "avg", "max", "min"}
+
+
+def dashboard(dash_path, prom_path):
+    """Every metric name of every expression is one the trainer wrote, and every
+    expression evaluates to a finite number against that file."""
+    d = json.load(open(dash_path))
+    vals = prom_samples(prom_path)
+    used, nexpr = set(), 0
+    exprs = [t["expr"] for p in d["panels"] for t in p["targets"]]
+    if any(not p["targets"] for p in d["panels"]): fail("a panel without targets")
+    for v in d["templating"]["list"]:
+        if v.get("type") == "query":
+            m = re.fullmatch(r"label_values\((\w+), job\)", v["query"])
+            if not m or m.group(1) not in vals: fail(f"template query {v['query']}")
+    for e in exprs:
+        nexpr += 1
+        bare = re.sub(r"\{[^}]*\}", "", e)
+        names = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", bare)) - FUNCS
+        for n in names:
+            if n not in vals: fail(f"'{n}' in {e!r} is not in {prom_path} (it has {sorted(vals)})")
+        used |= names
+        py = re.sub(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{[^}]*\}", lambda m: repr(vals[m.group(1)]), e)
+        py = py.replace("time()", repr(time.time()))
+        if re.search(r"[a-zA-Z_]", py.replace("e-", "").replace("e+", "")): fail(f"cannot evaluate {e!r} -> {py!r}")
+        x = eval(py, {"__builtins__": {}})
+        if not math.isfinite(x): fail(f"{e!r} = {x}")
+    want = {"llmc_train_loss", "llmc_train_tokens_per_second", "llmc_train_step_seconds",
+            "llmc_train_step_seconds_estimate", "llmc_train_peak_rss_bytes", "llmc_train_memory_estimate_bytes",
+            "llmc_train_checkpoint_timestamp_seconds"}
+    if want - used: fail(f"no panel shows {sorted(want - used)}")
+    print(f"{nexpr} expressions, {len(used)} metric names, all in the .prom and finite")
+
+
 if __name__ == "__main__":
-    {"running": running, "segments": segments, "svg": svg, "png": png, "watch": watch}[sys.argv[1]](*sys.argv[2:])
+    {"dashboard": dashboard, "running": running, "segments": segments, "svg": svg, "png": png, "watch": watch}[sys.argv[1]](*sys.argv[2:])

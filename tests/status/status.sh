@@ -81,6 +81,66 @@ if PATH=$T/bin "$LLMC" status "$T/bad/p" >"$T/o.txt" 2>&1 && grep -q 'scontrol i
     ok "no Slurm on PATH: '$(grep -o 'scontrol is not on PATH[^)]*)' "$T/o.txt")'"
 else bad "no Slurm on PATH" "$T/o.txt"; fi
 
+# ---- the drift warning (llmc-train, no Slurm): plans whose estimate is wrong on purpose ----
+# variant PLAN_OUT NAME FACTOR|=SECONDS: the plan with max_steps 40, its own output dir,
+# and estimate.step_seconds multiplied by FACTOR (or set to SECONDS)
+variant() {
+    $PY - "$OUT/plan.json" "$1" "$2" "$3" <<'PYEOF'
+import json, sys
+src, dst, name, f = sys.argv[1:]
+p = json.load(open(src))
+p["train"]["max_steps"] = 40
+dp = p["parallel"]["data_parallel"]   # one process: the same global batch by accumulation
+p["train"]["grad_accum"] *= dp
+for k in ("data_parallel", "world_size", "nodes"): p["parallel"][k] = 1
+p["output"]["dir"] = "../" + name
+p["checkpoint"]["dir"] = "../" + name + "/checkpoints"
+p["checkpoint"]["every_steps"] = 20
+e = p["estimate"]["step_seconds"]
+p["estimate"]["step_seconds"] = float(f[1:]) if f.startswith("=") else e * float(f)
+json.dump(p, open(dst, "w"), indent=1)
+PYEOF
+}
+"$BIN" prepare "$OUT/plan.json" >"$T/prepare.log" 2>&1 || bad "prepare" "$T/prepare.log"
+variant "$OUT/plan_slow.json" drift_slow 0.01
+"$BIN" run "$OUT/plan_slow.json" >"$T/slow.log" 2>&1
+if [[ $(grep -c 'warning: step time' "$T/slow.log") -eq 1 ]] &&
+    grep -Eq 'warning: step time [0-9.e-]+ s measured \(median of steps 2-21\) vs [0-9.e-]+ s estimated: the plan under-estimated the step time \(estimate error -[0-9.]+%\): the run is [0-9.]+x slower than planned' "$T/slow.log"; then
+    ok "estimate 100x too fast: one warning, both figures, 'slower than planned'"
+else bad "drift warning (slow)" "$T/slow.log"; fi
+variant "$OUT/plan_fast.json" drift_fast 100
+"$BIN" run "$OUT/plan_fast.json" >"$T/fast.log" 2>&1
+if [[ $(grep -c 'warning: step time' "$T/fast.log") -eq 1 ]] &&
+    grep -Eq 'the plan over-estimated the step time \(estimate error \+[0-9.]+%\): the run is [0-9.]+x faster than planned' "$T/fast.log"; then
+    ok "estimate 100x too slow: one warning, 'faster than planned'"
+else bad "drift warning (fast)" "$T/fast.log"; fi
+# the control: the estimate set to what the slow run measured (median) -> no warning
+med=$($PY -c 'import json,statistics,sys; print(statistics.median(json.loads(l)["step_time_s"] for l in open(sys.argv[1])))' "$T/drift_slow/metrics.jsonl")
+variant "$OUT/plan_ok.json" drift_ok "=$med"
+"$BIN" run "$OUT/plan_ok.json" >"$T/ok.log" 2>&1
+if grep -q 'done: 40 steps' "$T/ok.log" && ! grep -q 'warning: step time' "$T/ok.log"; then
+    ok "estimate = the measured median ($med s): no warning"
+else bad "drift control" "$T/ok.log"; fi
+variant "$OUT/plan_slow2.json" drift_slow2 0.01
+LLMC_DRIFT_STEPS=5 "$BIN" run "$OUT/plan_slow2.json" >"$T/slow2.log" 2>&1
+if grep -q 'median of steps 2-6)' "$T/slow2.log"; then ok "LLMC_DRIFT_STEPS=5: the warning after 5 steps"
+else bad "LLMC_DRIFT_STEPS" "$T/slow2.log"; fi
+
+# ---- the Grafana dashboard against the .prom file a real run wrote ----------------
+if $PY "$HERE/check.py" dashboard "$ROOT/docs/grafana/llmc-train.json" "$T/drift_slow/llmc_train.prom" >"$T/check.txt" 2>&1; then
+    ok "docs/grafana/llmc-train.json: $(cat "$T/check.txt")"
+else bad "dashboard vs .prom" "$T/check.txt" "$T/drift_slow/llmc_train.prom"; fi
+sed 's/llmc_train_tokens_per_second{/llmc_train_tokens_per_sec{/' "$ROOT/docs/grafana/llmc-train.json" >"$T/bad-dash.json"
+if ! $PY "$HERE/check.py" dashboard "$T/bad-dash.json" "$T/drift_slow/llmc_train.prom" >"$T/check.txt" 2>&1 &&
+    grep -q "'llmc_train_tokens_per_sec' .* is not in" "$T/check.txt"; then
+    ok "the check catches a misspelt metric name"
+else bad "dashboard check with a wrong name" "$T/check.txt"; fi
+# status of a finished run (no Slurm job): done, final loss, the held-out marker absent
+if PATH=/usr/bin:/bin "$LLMC" status --format=json "$OUT/plan_ok.json" >"$T/done.json" 2>"$T/e.txt" &&
+    $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["status"]=="done" and s["progress"]["done"] and s["progress"]["step"]==40 and s["checkpoint"]["step"]==40 and s["eta"]["run_seconds"]==0, s' "$T/done.json" 2>>"$T/e.txt"; then
+    ok "a finished run: done, step 40, checkpoint 40, eta 0"
+else bad "finished run" "$T/e.txt" "$T/done.json"; fi
+
 # ---- a running job on the local Slurm --------------------------------------------
 if [[ $(id -u) -ne 0 ]]; then echo "FAIL the Slurm part needs root"; fail=$((fail + 1)); finish; fi
 "$CLUSTER" start "$T/slurm" "$OUT/slurm.conf" "$OUT/gres.conf" >"$T/cluster.log" 2>&1 || { bad "cluster" "$T/cluster.log"; finish; }
