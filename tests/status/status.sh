@@ -114,12 +114,14 @@ if [[ $(grep -c 'warning: step time' "$T/fast.log") -eq 1 ]] &&
     grep -Eq 'the plan over-estimated the step time \(estimate error \+[0-9.]+%\): the run is [0-9.]+x faster than planned' "$T/fast.log"; then
     ok "estimate 100x too slow: one warning, 'faster than planned'"
 else bad "drift warning (fast)" "$T/fast.log"; fi
-# the control: the estimate set to what the slow run measured (median) -> no warning
+# the control: the estimate set to what the slow run measured (median) -> no warning.
+# The margin is 3 (4x) here: step times on a shared CI machine swing by 2x between
+# runs (seen under ASan); the two runs above are 100x off, far outside any margin.
 med=$($PY -c 'import json,statistics,sys; print(statistics.median(json.loads(l)["step_time_s"] for l in open(sys.argv[1])))' "$T/drift_slow/metrics.jsonl")
 variant "$OUT/plan_ok.json" drift_ok "=$med"
-"$BIN" run "$OUT/plan_ok.json" >"$T/ok.log" 2>&1
+LLMC_DRIFT_MARGIN=3 "$BIN" run "$OUT/plan_ok.json" >"$T/ok.log" 2>&1
 if grep -q 'done: 40 steps' "$T/ok.log" && ! grep -q 'warning: step time' "$T/ok.log"; then
-    ok "estimate = the measured median ($med s): no warning"
+    ok "estimate = the measured median ($med s), margin 3: no warning"
 else bad "drift control" "$T/ok.log"; fi
 variant "$OUT/plan_slow2.json" drift_slow2 0.01
 LLMC_DRIFT_STEPS=5 "$BIN" run "$OUT/plan_slow2.json" >"$T/slow2.log" 2>&1
