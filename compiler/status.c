@@ -31,6 +31,7 @@ enum { ST_OK = 0, ST_USAGE = 2 };
 
 typedef struct {
     double step, loss, dt, tps, tokens;
+    double elapsed;            /* LLaMA-Factory: elapsed_time (whole seconds), else NAN */
 } MPoint;
 
 typedef struct {
@@ -280,7 +281,6 @@ static int load_metrics(Status *s, char *err, size_t errlen)
     s->metrics_found = true;
     if (lf) { free(s->metrics_path); s->metrics_path = path; path = NULL; }
     size_t lineno = 0;
-    double prev_elapsed = NAN, prev_step = NAN;
     for (char *line = buf; line < buf + len;) {
         char *nl = memchr(line, '\n', (size_t)(buf + len - line));
         if (!nl) break;   /* partial last line */
@@ -307,11 +307,7 @@ static int load_metrics(Status *s, char *err, size_t errlen)
                 if (isfinite(ev)) push_eval(s, st, ev);
                 double loss = jnum(o, "loss", NAN);
                 double el = parse_timedelta(jstr(o, "elapsed_time"));
-                double dt = NAN;
-                if (isfinite(el) && isfinite(prev_elapsed) && el >= prev_elapsed && st > prev_step)
-                    dt = (el - prev_elapsed) / (st - prev_step);
-                if (isfinite(el)) { prev_elapsed = el; prev_step = st; }
-                if (isfinite(loss)) push_point(s, (MPoint){st, loss, dt, NAN, NAN});
+                if (isfinite(loss)) push_point(s, (MPoint){st, loss, NAN, NAN, NAN, el});
             } else {
                 const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
                 if (!cJSON_IsNumber(lo)) {
@@ -322,7 +318,7 @@ static int load_metrics(Status *s, char *err, size_t errlen)
                     return -1;
                 }
                 push_point(s, (MPoint){stp->valuedouble, lo->valuedouble, jnum(o, "step_time_s", NAN),
-                                       jnum(o, "tokens_per_s", NAN), jnum(o, "tokens", NAN)});
+                                       jnum(o, "tokens_per_s", NAN), jnum(o, "tokens", NAN), NAN});
             }
             cJSON_Delete(o);
         }
@@ -746,6 +742,14 @@ static Derived derive(const Status *s)
             qsort(dts, (size_t)nd, sizeof *dts, cmp_double);
             d.step_s = nd % 2 ? dts[nd / 2] : 0.5 * (dts[nd / 2 - 1] + dts[nd / 2]);
         }
+        /* LLaMA-Factory logs whole seconds since its start: the slope over the
+         * window, back to where a requeued segment restarted the clock */
+        if (!nd && isfinite(last->elapsed)) {
+            size_t j = s->n - 1;
+            while (j > s->n - w && isfinite(s->pts[j - 1].elapsed) && s->pts[j - 1].elapsed <= s->pts[j].elapsed) j--;
+            if (last->step > s->pts[j].step)
+                d.step_s = (last->elapsed - s->pts[j].elapsed) / (last->step - s->pts[j].step);
+        }
     } else if (s->ckpt_valid) {
         d.step = (double)s->ckpt_step;
     }
@@ -838,7 +842,10 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
         fprintf(f, "  progress    %s has no steps yet\n", s->metrics_path);
     }
     fprintf(f, "  step time   ");
-    if (isfinite(d->step_s)) fprintf(f, "%.4g s measured (median of the last %d)", d->step_s, d->window);
+    if (isfinite(d->step_s))
+        fprintf(f, strcmp(s->backend, "llamafactory") == 0 ? "%.4g s measured (elapsed_time over the last %d steps)"
+                                                           : "%.4g s measured (median of the last %d)",
+                d->step_s, d->window);
     else fprintf(f, "not measured yet");
     if (isfinite(s->est_step_s)) fprintf(f, ", %.4g s estimated", s->est_step_s);
     if (isfinite(d->err_pct))

@@ -143,6 +143,46 @@ if PATH=/usr/bin:/bin "$LLMC" status --format=json "$OUT/plan_ok.json" >"$T/done
     ok "a finished run: done, step 40, checkpoint 40, eta 0"
 else bad "finished run" "$T/e.txt" "$T/done.json"; fi
 
+# ---- the LLaMA-Factory backend: trainer_log.jsonl and checkpoint-N -------------------
+# The log is written here in LLaMA-Factory's LogCallback format (one JSON object per
+# logging step: current_steps, total_steps, loss, lr, epoch, percentage,
+# elapsed_time/remaining_time as str(timedelta); eval lines with eval_loss), 2.5 s a step.
+mkdir -p "$T/lf/run/checkpoint-20" "$T/lf/run/checkpoint-40" "$T/lf/run/checkpoint-60"
+$PY - "$ROOT/golden/lf_sft/plan.json" "$T/lf" <<'PYEOF'
+import datetime, json, sys
+src, d = sys.argv[1:]
+p = json.load(open(src))
+p["output"]["dir"] = "run"
+json.dump(p, open(d + "/plan.json", "w"), indent=1)
+with open(d + "/run/trainer_log.jsonl", "w") as f:
+    for s in range(1, 51):
+        el = int(s * 2.5)
+        f.write(json.dumps({"current_steps": s, "total_steps": 200, "loss": 3.0 - s * 0.02, "lr": 1e-5,
+                            "epoch": round(s / 100, 2), "percentage": s / 2,
+                            "elapsed_time": str(datetime.timedelta(seconds=el)),
+                            "remaining_time": str(datetime.timedelta(seconds=int((200 - s) * 2.5)))}) + "\n")
+        if s % 25 == 0:
+            f.write(json.dumps({"current_steps": s, "total_steps": 200, "eval_loss": 2.9 - s * 0.01, "epoch": s / 100,
+                                "percentage": s / 2, "elapsed_time": str(datetime.timedelta(seconds=el)),
+                                "remaining_time": "0:05:00"}) + "\n")
+for n in (20, 40):
+    json.dump({"global_step": n}, open(f"{d}/run/checkpoint-{n}/trainer_state.json", "w"))
+PYEOF
+if PATH=/usr/bin:/bin "$LLMC" status --format=json "$T/lf" >"$T/lf.json" 2>"$T/e.txt" &&
+    PATH=/usr/bin:/bin "$LLMC" status --plot "$T/lf.svg" "$T/lf" >"$T/lf.txt" 2>>"$T/e.txt" &&
+    $PY - "$T/lf.json" "$T/lf.svg" <<'PYEOF' 2>>"$T/e.txt"
+import json, sys
+s = json.load(open(sys.argv[1])); p = s["progress"]; c = s["checkpoint"]; t = s["step_time"]
+assert s["backend"] == "llamafactory" and p["step"] == 50 and p["total_steps"] == 200, s
+assert abs(p["loss"] - (3.0 - 50 * 0.02)) < 1e-12 and abs(p["eval_loss"] - (2.9 - 0.5)) < 1e-12, p
+assert abs(t["measured_seconds"] - (int(50 * 2.5) - int(31 * 2.5)) / 19) < 1e-12, t
+assert c["valid"] and c["name"] == "checkpoint-40" and c["step"] == 40, c   # checkpoint-60 has no trainer_state.json
+svg = open(sys.argv[2]).read()
+assert svg.count('class="eval"') == 2, "two held-out points"
+PYEOF
+then ok "LLaMA-Factory: step 50/200, loss, eval loss, step time from elapsed_time, checkpoint-40, plot with 2 held-out points"
+else bad "LLaMA-Factory backend" "$T/e.txt" "$T/lf.json" "$T/lf.txt"; fi
+
 # ---- a running job on the local Slurm --------------------------------------------
 if [[ $(id -u) -ne 0 ]]; then echo "FAIL the Slurm part needs root"; fail=$((fail + 1)); finish; fi
 "$CLUSTER" start "$T/slurm" "$OUT/slurm.conf" "$OUT/gres.conf" >"$T/cluster.log" 2>&1 || { bad "cluster" "$T/cluster.log"; finish; }
@@ -161,6 +201,8 @@ for ((i = 0; i < 600; i++)); do
     [[ $n -ge 45 && -f $(dirname "$M")/checkpoints/latest ]] && break
     sleep 0.2
 done
+# a real nvidia-smi sample (taken on an H200 with 20 GiB allocated) as the job script writes them
+cp "$HERE/nvidia-smi-h200.csv" "$T/logs/tiny_2node-$id-gpu-n1.csv"
 "$LLMC" status "$OUT" >"$T/run.txt" 2>&1; rc_h=$?
 "$LLMC" status --format=json "$OUT" >"$T/run.json" 2>"$T/run.err"; rc_j=$?
 cat "$T/run.txt"
@@ -176,6 +218,11 @@ if grep -q 'accounting storage' "$T/run.txt" &&
     $PY -c 'import json,sys; s=json.load(open(sys.argv[1]))["slurm"]; assert s["segments_in_sacct"] is None and "accounting" in s["sacct"], s' "$T/run.json"; then
     ok "sacct without accounting storage: said plainly ($(grep -o 'sacct: [^;]*' "$T/run.txt"))"
 else bad "sacct note" "$T/run.txt"; fi
+
+if grep -q 'gpu         n1/0: 3% busy, 21.1 of 140.4 GiB (estimate 0.1 GiB) at 2026/12/01 10:58:43.881' "$T/run.txt" &&
+    $PY -c 'import json,sys; g=json.load(open(sys.argv[1]))["gpus"]; assert g==[{"node":"n1","index":0,"utilization_percent":3,"memory_used_bytes":21619*2**20,"memory_total_bytes":143771*2**20,"time":"2026/12/01 10:58:43.881"}], g' "$T/run.json"; then
+    ok "nvidia-smi samples: the last one of n1/0 (3%, 21619 of 143771 MiB) beside the estimate"
+else bad "nvidia-smi samples" "$T/run.txt" "$T/run.json"; fi
 
 # --plot: SVG and PNG from the live metrics
 # from a frozen copy of the live metrics, so that the point count is exact
