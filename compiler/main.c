@@ -3,6 +3,7 @@
 #include "estimate.h"
 #include "fmt.h"
 #include "frontend.h"
+#include "status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@ static const char usage_text[] =
     "       llmc check PLAN...          diagnostics only (exit 1 on any error)\n"
     "       llmc fmt [--check|-w] PLAN...   canonical formatting\n"
     "       llmc explain PLAN           the estimate, figure by figure\n"
+    "       llmc status OUT_DIR         a submitted run: Slurm, progress, estimate vs measured\n"
     "       llmc --help | --version\n"
     "\n"
     "options:\n"
@@ -291,5 +293,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 2, argv + 2);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0) return status_main(argc - 1, argv + 1);
     return cmd_compile(argc - 1, argv + 1);
 }

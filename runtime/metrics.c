@@ -1,7 +1,9 @@
 /* metrics.c — JSON-lines step metrics and the loss-curve SVG (metrics.h). */
 #include "metrics.h"
+#include "log.h"
 
 #include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,4 +144,64 @@ int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
     if (!rc && rename(tmp, svg_path)) rc = -1;
     if (rc) unlink(tmp);
     return rc;
+}
+
+/* ---- step time against the plan's estimate ---- */
+
+static double drift_env(const char *name, double dflt, double lo, double hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    double x = strtod(v, &end);
+    return (*end || !(x >= lo && x <= hi)) ? dflt : x;
+}
+
+void step_drift_init(StepDrift *d, const struct cJSON *plan_json)
+{
+    memset(d, 0, sizeof *d);
+    const cJSON *est = cJSON_GetObjectItemCaseSensitive(plan_json, "estimate");
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(est, "step_seconds");
+    const cJSON *tb = cJSON_GetObjectItemCaseSensitive(est, "total_bytes");
+    d->estimate_s = cJSON_IsNumber(ss) && ss->valuedouble > 0 ? ss->valuedouble : 0;
+    d->memory_estimate_bytes = cJSON_IsNumber(tb) && tb->valuedouble > 0 ? tb->valuedouble : 0;
+    d->margin = drift_env("LLMC_DRIFT_MARGIN", 0.5, 0.01, 100);
+    d->need = (int)drift_env("LLMC_DRIFT_STEPS", 20, 1, STEP_DRIFT_MAX);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int step_drift_feed(StepDrift *d, int64_t step, double measured_s)
+{
+    if (d->warned || d->estimate_s <= 0 || !(measured_s > 0)) return 0;
+    if (d->fed++ == 0) return 0;   /* the first step of a process warms caches and allocators */
+    double r = measured_s / d->estimate_s;
+    int dir = r > 1 + d->margin ? 1 : r < 1 / (1 + d->margin) ? -1 : 0;
+    if (!dir || dir != d->dir) d->run = 0;
+    d->dir = dir;
+    if (!dir) return 0;
+    d->win[d->run++] = measured_s;
+    if (d->run < d->need) return 0;
+    double w[STEP_DRIFT_MAX];
+    memcpy(w, d->win, (size_t)d->run * sizeof *w);
+    qsort(w, (size_t)d->run, sizeof *w, cmp_dbl);
+    double med = d->run % 2 ? w[d->run / 2] : 0.5 * (w[d->run / 2 - 1] + w[d->run / 2]);
+    d->warned = 1;
+    if (dir > 0)
+        log_info("warning: step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
+                 "the plan under-estimated the step time (estimate error %+.1f%%): the run is %.2fx slower than planned "
+                 "(margin %.0f%%; calibration: docs/estimator.md)",
+                 med, step - d->run + 1, step, d->estimate_s, 100 * (d->estimate_s - med) / med, med / d->estimate_s,
+                 100 * d->margin);
+    else
+        log_info("warning: step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
+                 "the plan over-estimated the step time (estimate error %+.1f%%): the run is %.2fx faster than planned "
+                 "(margin %.0f%%; calibration: docs/estimator.md)",
+                 med, step - d->run + 1, step, d->estimate_s, 100 * (d->estimate_s - med) / med, d->estimate_s / med,
+                 100 * d->margin);
+    return 1;
 }

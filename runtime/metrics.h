@@ -34,4 +34,25 @@ uint64_t peak_rss_bytes(void);
  * (atomic write). A horizontal reference line at `baseline` when > 0. */
 int metrics_svg(const char *metrics_path, const char *svg_path, double baseline);
 
+/* Step time against the plan's estimate (estimate.step_seconds in plan.json).
+ * step_drift_init reads the estimate (and estimate.total_bytes, for the
+ * Prometheus file); margin and N come from LLMC_DRIFT_MARGIN (a fraction,
+ * default 0.5: measured > 1.5x or < 1/1.5 of the estimate) and LLMC_DRIFT_STEPS
+ * (default 20, at most STEP_DRIFT_MAX). step_drift_feed takes each step's
+ * measured wall time; the first step of a process (warm-up) is not counted.
+ * When N consecutive steps are off by more than the margin in the same
+ * direction it logs one warning (log_info) with the median of those N steps,
+ * the estimate and which way the plan was wrong, and returns 1; never again in
+ * this process. Without an estimate it does nothing. */
+#define STEP_DRIFT_MAX 256
+struct cJSON;
+typedef struct {
+    double estimate_s, memory_estimate_bytes, margin;
+    int need, run, dir, warned;
+    int64_t fed;
+    double win[STEP_DRIFT_MAX];
+} StepDrift;
+void step_drift_init(StepDrift *d, const struct cJSON *plan_json);
+int step_drift_feed(StepDrift *d, int64_t step, double measured_s);
+
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "log.h"
 #include "prom.h"
@@ -54,6 +55,27 @@ int prom_write(const char *path, const PromMetrics *m)
     gauge(f, "llmc_train_grad_norm", "Gradient norm before clipping, last step.", job, m->grad_norm);
     gauge(f, "llmc_train_world_size", "Ranks in the job.", job, (double)m->world_size);
     gauge(f, "llmc_train_peak_rss_bytes", "Peak resident memory of rank 0.", job, rss);
+    if (m->step_seconds_estimate > 0)
+        gauge(f, "llmc_train_step_seconds_estimate", "The plan's estimated wall time of one step.", job,
+              m->step_seconds_estimate);
+    if (m->memory_estimate_bytes > 0)
+        gauge(f, "llmc_train_memory_estimate_bytes", "The plan's estimated memory per GPU.", job,
+              m->memory_estimate_bytes);
+    if (m->checkpoint_dir) {
+        char lp[4200], name[64] = "";
+        struct stat st;
+        snprintf(lp, sizeof lp, "%s/latest", m->checkpoint_dir);
+        FILE *l = stat(lp, &st) == 0 && S_ISREG(st.st_mode) ? fopen(lp, "r") : NULL;
+        if (l) {
+            if (fscanf(l, "step-%63[0-9]", name) != 1) name[0] = 0;
+            fclose(l);
+        }
+        if (name[0]) {
+            gauge(f, "llmc_train_checkpoint_step", "Step of the latest complete checkpoint.", job, atof(name));
+            gauge(f, "llmc_train_checkpoint_timestamp_seconds", "When the latest checkpoint was completed (Unix time).",
+                  job, (double)st.st_mtime);
+        }
+    }
     int bad = ferror(f) != 0;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) bad = 1;
     if (fclose(f) != 0) bad = 1;

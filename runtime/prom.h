@@ -14,6 +14,9 @@
  *   llmc_train_step, llmc_train_total_steps, llmc_train_loss, llmc_train_lr,
  *   llmc_train_tokens_per_second, llmc_train_step_seconds, llmc_train_tokens_total,
  *   llmc_train_grad_norm, llmc_train_world_size, llmc_train_peak_rss_bytes
+ * and, when the optional fields are set, llmc_train_step_seconds_estimate,
+ *   llmc_train_memory_estimate_bytes, llmc_train_checkpoint_step,
+ *   llmc_train_checkpoint_timestamp_seconds (mtime of CKPT_DIR/latest, Unix time)
  * all gauges, labelled {job="..."}. A NaN value (e.g. grad_norm unknown) is
  * written as Prometheus' NaN.
  */
@@ -28,6 +31,10 @@ typedef struct {
     double tokens_total;        /* tokens trained on so far, all ranks */
     double grad_norm;
     int world_size;
+    /* optional (0/NULL: the gauge is not written) */
+    double step_seconds_estimate;   /* llmc_train_step_seconds_estimate: plan.json estimate.step_seconds */
+    double memory_estimate_bytes;   /* llmc_train_memory_estimate_bytes: estimate.total_bytes (per GPU) */
+    const char *checkpoint_dir;     /* llmc_train_checkpoint_step and _timestamp_seconds: CKPT_DIR/latest */
 } PromMetrics;
 
 /* Returns 0, or -1 with a message (log_error) and the file left as it was. */

@@ -317,6 +317,7 @@ int cmd_run(int argc, char **argv)
     char prom_path[4200];
     snprintf(prom_path, sizeof prom_path, "%s/llmc_train.prom", plan.out_dir);
     int S = di.world * GA;
+    StepDrift drift; step_drift_init(&drift, plan.json);   /* step time vs the plan's estimate */
 
     while (st.step < total) {
         double t0 = now_s();
@@ -357,7 +358,8 @@ int cmd_run(int argc, char **argv)
             StepMetrics sm = {st.step, loss, lr, gn, (int64_t)sums[2], sums[2] / dt, dt, peak_rss_bytes()};
             if (metrics_write(&mf, &sm)) { log_error("%s: write failed", plan.metrics_path); goto out; }
             PromMetrics pm = {plan.job, (long)st.step, (long)total, loss, lr, sums[2] / dt, dt,
-                              (double)st.tokens_seen, gn, di.world};
+                              (double)st.tokens_seen, gn, di.world, drift.estimate_s, drift.memory_estimate_bytes, plan.ckpt_dir};
+            step_drift_feed(&drift, st.step, dt);
             prom_write(prom_path, &pm);
             if (st.step % plan.log_every == 0 || st.step == total) {
                 if (tty)

@@ -235,6 +235,7 @@ int cmd_run_cuda(int argc, char **argv)
     double last_ckpt = now_s(), last_loss = NAN;
     size_t peak = 0;
     int S = d.world * GA;
+    StepDrift drift; step_drift_init(&drift, plan.json);   /* step time vs the plan's estimate */
 
     while (st.step < total) {
         double t0 = now_s();
@@ -294,6 +295,7 @@ int cmd_run_cuda(int argc, char **argv)
         if (is0) {
             StepMetrics sm = {st.step, loss, lr, gn, (int64_t)tokens, tokens / dt, dt, peak_rss_bytes()};
             if (metrics_write(&mf, &sm)) { log_error("%s: write failed", plan.metrics_path); goto out; }
+            step_drift_feed(&drift, st.step, dt);
             fprintf(gpu_mf, "{\"step\":%" PRId64 ",\"step_time_s\":%.6f,\"gpu_peak_bytes\":%zu,"
                     "\"gpu_allocated_bytes\":%zu}\n", st.step, dt, peak - base_used + cm.bytes_allocated,
                     cm.bytes_allocated);

@@ -1,0 +1,1109 @@
+/* status.c — `llmc status OUT_DIR|PLAN.json`: Slurm's view of the job, the
+ * trainer's progress and the plan's estimate side by side (docs/status.md). */
+#include "status.h"
+#include "arena.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { ST_OK = 0, ST_USAGE = 2 };
+#define WINDOW 20          /* steps for the smoothed loss and the median step time */
+#define MAX_FILE (1u << 30)
+
+typedef struct {
+    double step, loss, dt, tps, tokens;
+    double elapsed;            /* LLaMA-Factory: elapsed_time (whole seconds), else NAN */
+} MPoint;
+
+typedef struct {
+    char node[128];
+    int index;
+    double util, mem_used_mib, mem_total_mib;
+    char time[64];
+} GpuSample;
+
+typedef struct {
+    /* the plan */
+    char *plan_path, *plan_dir, *job, *backend, *out_dir, *metrics_path, *ckpt_dir, *shards_dir;
+    double est_step_s, est_total_bytes, est_usable_bytes, est_total_s, est_rows, time_limit_s;
+    long est_steps, est_segments, max_steps, global_batch;
+    double epochs;
+    /* the trainer's files */
+    bool metrics_found;
+    MPoint *pts;
+    size_t n, cap;
+    StatusPoint *evals;
+    size_t nevals, evcap;
+    long total_steps;          /* from the .prom file or trainer_log.jsonl, else the estimate */
+    const char *total_src;
+    double rows;               /* shard rows (index.json), else the estimate's sequences */
+    bool done;                 /* result.json exists */
+    double final_loss, result_eval_loss;
+    /* checkpoint */
+    char *ckpt_name, *ckpt_note;
+    long ckpt_step;
+    double ckpt_age;
+    bool ckpt_valid;
+    /* Slurm */
+    char *slurm_note;          /* why there is no Slurm view, or what is missing */
+    char *acct_note;
+    bool have_job;
+    char job_id[32], state[64], reason[128], nodes[256], stdout_path[PATH_MAX];
+    double run_time, job_limit;
+    long restarts, log_segments, acct_segments;
+    int njobs_matched;
+    /* GPU samples */
+    GpuSample *gpus;
+    size_t ngpus;
+    char *gpu_note;
+} Status;
+
+static void status_free(Status *s)
+{
+    free(s->plan_path); free(s->plan_dir); free(s->job); free(s->backend); free(s->out_dir);
+    free(s->metrics_path); free(s->ckpt_dir); free(s->shards_dir);
+    free(s->pts); free(s->evals);
+    free(s->ckpt_name); free(s->ckpt_note); free(s->slurm_note); free(s->acct_note);
+    free(s->gpus); free(s->gpu_note);
+    memset(s, 0, sizeof *s);
+}
+
+static char *xprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *p = xmalloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* Read a whole regular file. 0 ok, 1 absent (ENOENT), -1 error (err set). */
+static int read_file(const char *path, char **buf, size_t *len, char *err, size_t errlen)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return 1;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    if ((unsigned long long)st.st_size > MAX_FILE) {
+        snprintf(err, errlen, "%s: larger than %u MiB", path, MAX_FILE >> 20);
+        close(fd);
+        return -1;
+    }
+    size_t cap = (size_t)st.st_size + 1, n = 0;
+    char *p = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap > MAX_FILE) break;
+            cap *= 2;
+            p = xrealloc(p, cap);
+        }
+        ssize_t r = read(fd, p + n, cap - n - 1);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            free(p);
+            close(fd);
+            return -1;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    p[n] = 0;
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+static char *join_path(const char *dir, const char *rel)
+{
+    if (!rel) return NULL;
+    if (rel[0] == '/' || !dir) return xstrdup(rel);
+    return xprintf("%s/%s", dir, rel);
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static double jnum(const cJSON *o, const char *k, double dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* ---- the plan ------------------------------------------------------------- */
+
+static int load_plan(Status *s, const char *target, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(target, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", target, strerror(errno));
+        return -1;
+    }
+    char *path = S_ISDIR(st.st_mode) ? xprintf("%s/plan.json", target) : xstrdup(target);
+    char *buf;
+    size_t len;
+    int r = read_file(path, &buf, &len, err, errlen);
+    if (r == 1) snprintf(err, errlen, "%s: no plan.json (give the directory llmc wrote, or its plan.json)", path);
+    if (r) { free(path); return -1; }
+    cJSON *j = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    const cJSON *ver = j ? cJSON_GetObjectItemCaseSensitive(j, "llmc_plan_version") : NULL;
+    if (!cJSON_IsObject(j) || !cJSON_IsNumber(ver)) {
+        snprintf(err, errlen, "%s: not a plan.json written by llmc (no llmc_plan_version)", path);
+        cJSON_Delete(j);
+        free(path);
+        return -1;
+    }
+    s->plan_path = path;
+    char *slash = strrchr(path, '/');
+    s->plan_dir = slash ? xprintf("%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path) : xstrdup(".");
+    s->job = xstrdup(jstr(j, "job") ? jstr(j, "job") : "?");
+    s->backend = xstrdup(jstr(j, "backend") ? jstr(j, "backend") : "llmc");
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(j, "output");
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "train");
+    const cJSON *sl = cJSON_GetObjectItemCaseSensitive(j, "slurm");
+    const cJSON *es = cJSON_GetObjectItemCaseSensitive(j, "estimate");
+    const cJSON *da = cJSON_GetObjectItemCaseSensitive(j, "data");
+    const char *od = jstr(out, "dir");
+    if (!od) {
+        snprintf(err, errlen, "%s: output.dir: expected a string", path);
+        cJSON_Delete(j);
+        return -1;
+    }
+    s->out_dir = join_path(s->plan_dir, od);
+    const char *mt = jstr(out, "metrics");
+    s->metrics_path = join_path(s->out_dir, mt ? mt : "metrics.jsonl");
+    s->ckpt_dir = jstr(ck, "dir") ? join_path(s->plan_dir, jstr(ck, "dir")) : NULL;
+    s->shards_dir = jstr(da, "shards_dir") ? join_path(s->plan_dir, jstr(da, "shards_dir")) : NULL;
+    s->max_steps = (long)jnum(tr, "max_steps", -1);
+    s->epochs = jnum(tr, "epochs", NAN);
+    s->global_batch = (long)jnum(tr, "global_batch", jnum(es, "global_batch", 0));
+    s->time_limit_s = jnum(sl, "time_limit_seconds", NAN);
+    s->est_step_s = jnum(es, "step_seconds", NAN);
+    s->est_total_s = jnum(es, "total_seconds", NAN);
+    s->est_total_bytes = jnum(es, "total_bytes", NAN);
+    s->est_usable_bytes = jnum(es, "usable_bytes", NAN);
+    s->est_steps = (long)jnum(es, "steps_total", -1);
+    s->est_segments = (long)jnum(es, "requeue_segments", -1);
+    s->est_rows = jnum(es, "sequences_per_epoch", jnum(es, "samples_per_epoch", NAN));
+    cJSON_Delete(j);
+    return 0;
+}
+
+/* ---- the trainer's metrics ------------------------------------------------ */
+
+static void push_point(Status *s, MPoint p)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->pts = xrealloc(s->pts, s->cap * sizeof *s->pts);
+    }
+    s->pts[s->n++] = p;
+}
+
+static void push_eval(Status *s, double step, double loss)
+{
+    if (s->nevals == s->evcap) {
+        s->evcap = s->evcap ? s->evcap * 2 : 16;
+        s->evals = xrealloc(s->evals, s->evcap * sizeof *s->evals);
+    }
+    s->evals[s->nevals++] = (StatusPoint){step, loss};
+}
+
+/* "1 day, 2:03:04" / "0:01:05" (Python's str(timedelta)) -> seconds, or NAN. */
+static double parse_timedelta(const char *t)
+{
+    if (!t) return NAN;
+    double days = 0;
+    const char *p = strstr(t, "day");
+    if (p) {
+        days = atof(t);
+        p = strchr(p, ',');
+        if (!p) return NAN;
+        t = p + 1;
+    }
+    int h, m;
+    double sec;
+    if (sscanf(t, " %d:%d:%lf", &h, &m, &sec) != 3) return NAN;
+    return days * 86400 + h * 3600.0 + m * 60.0 + sec;
+}
+
+/* Each complete line is one JSON object; a last line without its newline is
+ * still being written and is skipped. Anything else is an error. */
+static int load_metrics(Status *s, char *err, size_t errlen)
+{
+    bool lf = strcmp(s->backend, "llamafactory") == 0;
+    char *path = lf ? join_path(s->out_dir, "trainer_log.jsonl") : xstrdup(s->metrics_path);
+    char *buf;
+    size_t len;
+    int r = read_file(path, &buf, &len, err, errlen);
+    if (r) { free(path); return r < 0 ? -1 : 0; }
+    s->metrics_found = true;
+    if (lf) { free(s->metrics_path); s->metrics_path = path; path = NULL; }
+    size_t lineno = 0;
+    for (char *line = buf; line < buf + len;) {
+        char *nl = memchr(line, '\n', (size_t)(buf + len - line));
+        if (!nl) break;   /* partial last line */
+        lineno++;
+        *nl = 0;
+        char *q = line;
+        while (*q == ' ' || *q == '\t' || *q == '\r') q++;
+        if (*q) {
+            cJSON *o = cJSON_Parse(q);
+            const cJSON *stp = cJSON_GetObjectItemCaseSensitive(o, lf ? "current_steps" : "step");
+            if (!cJSON_IsObject(o) || !cJSON_IsNumber(stp)) {
+                snprintf(err, errlen, "%s:%zu: not a metrics line (expected a JSON object with \"%s\")",
+                         s->metrics_path, lineno, lf ? "current_steps" : "step");
+                cJSON_Delete(o);
+                free(buf);
+                free(path);
+                return -1;
+            }
+            if (lf) {
+                double st = stp->valuedouble;
+                double tot = jnum(o, "total_steps", -1);
+                if (tot > 0) { s->total_steps = (long)tot; s->total_src = "trainer_log.jsonl"; }
+                double ev = jnum(o, "eval_loss", NAN);
+                if (isfinite(ev)) push_eval(s, st, ev);
+                double loss = jnum(o, "loss", NAN);
+                double el = parse_timedelta(jstr(o, "elapsed_time"));
+                if (isfinite(loss)) push_point(s, (MPoint){st, loss, NAN, NAN, NAN, el});
+            } else {
+                const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
+                if (!cJSON_IsNumber(lo)) {
+                    snprintf(err, errlen, "%s:%zu: not a metrics line (no numeric \"loss\")", s->metrics_path, lineno);
+                    cJSON_Delete(o);
+                    free(buf);
+                    free(path);
+                    return -1;
+                }
+                push_point(s, (MPoint){stp->valuedouble, lo->valuedouble, jnum(o, "step_time_s", NAN),
+                                       jnum(o, "tokens_per_s", NAN), jnum(o, "tokens", NAN), NAN});
+            }
+            cJSON_Delete(o);
+        }
+        line = nl + 1;
+    }
+    free(buf);
+    free(path);
+    return 0;
+}
+
+/* llmc_train_total_steps from the Prometheus file (the trainer's own count). */
+static void load_prom(Status *s)
+{
+    char *path = join_path(s->out_dir, "llmc_train.prom"), *buf, e[256];
+    size_t len;
+    if (read_file(path, &buf, &len, e, sizeof e) == 0) {
+        for (char *l = buf; l && *l;) {
+            if (strncmp(l, "llmc_train_total_steps{", 23) == 0) {
+                char *sp = strchr(l, '}');
+                if (sp) { s->total_steps = atol(sp + 1); s->total_src = "llmc_train.prom"; }
+            }
+            l = strchr(l, '\n');
+            if (l) l++;
+        }
+        free(buf);
+    }
+    free(path);
+}
+
+static void load_rows(Status *s)
+{
+    s->rows = s->est_rows;
+    if (!s->shards_dir) return;
+    char *path = join_path(s->shards_dir, "index.json"), *buf, e[256];
+    size_t len;
+    if (read_file(path, &buf, &len, e, sizeof e) == 0) {
+        cJSON *j = cJSON_ParseWithLength(buf, len);
+        double r = jnum(j, "n_rows", NAN);
+        if (r > 0) s->rows = r;
+        cJSON_Delete(j);
+        free(buf);
+    }
+    free(path);
+}
+
+static void load_result(Status *s)
+{
+    char *path = join_path(s->out_dir, "result.json"), *buf, e[256];
+    size_t len;
+    s->final_loss = s->result_eval_loss = NAN;
+    if (read_file(path, &buf, &len, e, sizeof e) == 0) {
+        cJSON *j = cJSON_ParseWithLength(buf, len);
+        if (cJSON_IsObject(j)) {
+            s->done = true;
+            s->final_loss = jnum(j, "final_loss", NAN);
+            s->result_eval_loss = jnum(j, "eval_loss", NAN);
+            if (isfinite(s->result_eval_loss))
+                push_eval(s, jnum(j, "steps", s->n ? s->pts[s->n - 1].step : 0), s->result_eval_loss);
+        }
+        cJSON_Delete(j);
+        free(buf);
+    }
+    free(path);
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+static void load_ckpt_llmc(Status *s)
+{
+    s->ckpt_step = -1;
+    if (!s->ckpt_dir) { s->ckpt_note = xstrdup("the plan names no checkpoint directory"); return; }
+    char *lp = join_path(s->ckpt_dir, "latest"), *buf, e[512];
+    size_t len;
+    int r = read_file(lp, &buf, &len, e, sizeof e);
+    if (r) {
+        s->ckpt_note = r > 0 ? xprintf("none yet (%s absent)", lp) : xstrdup(e);
+        free(lp);
+        return;
+    }
+    struct stat st;
+    if (stat(lp, &st) == 0) s->ckpt_age = difftime(time(NULL), st.st_mtime);
+    free(lp);
+    size_t k = strcspn(buf, "\r\n");
+    buf[k] = 0;
+    if (!buf[0] || strchr(buf, '/') || strcmp(buf, "..") == 0 || strcmp(buf, ".") == 0) {
+        s->ckpt_note = xprintf("%s/latest does not name a checkpoint", s->ckpt_dir);
+        free(buf);
+        return;
+    }
+    s->ckpt_name = buf;
+    char *d = join_path(s->ckpt_dir, buf), *man = xprintf("%s/MANIFEST.sha256", d),
+         *sj = xprintf("%s/state.json", d), *sb;
+    struct stat ms;
+    if (stat(man, &ms) != 0 || !S_ISREG(ms.st_mode)) {
+        s->ckpt_note = xprintf("%s: no MANIFEST.sha256", d);
+    } else if (read_file(sj, &sb, &len, e, sizeof e) != 0) {
+        s->ckpt_note = xprintf("%s: no readable state.json", d);
+    } else {
+        cJSON *j = cJSON_ParseWithLength(sb, len);
+        double step = jnum(j, "step", -1);
+        if (step >= 0) { s->ckpt_step = (long)step; s->ckpt_valid = true; }
+        else s->ckpt_note = xprintf("%s/state.json: no step", d);
+        cJSON_Delete(j);
+        free(sb);
+    }
+    free(d); free(man); free(sj);
+}
+
+/* LLaMA-Factory: OUTPUT_DIR/checkpoint-N with trainer_state.json; the highest N. */
+static void load_ckpt_lf(Status *s)
+{
+    s->ckpt_step = -1;
+    DIR *dir = opendir(s->out_dir);
+    if (!dir) { s->ckpt_note = xprintf("none yet (%s: %s)", s->out_dir, strerror(errno)); return; }
+    struct dirent *de;
+    long best = -1;
+    while ((de = readdir(dir))) {
+        char *end;
+        if (strncmp(de->d_name, "checkpoint-", 11) != 0) continue;
+        long n = strtol(de->d_name + 11, &end, 10);
+        if (*end || n < 0 || n <= best) continue;
+        char *ts = xprintf("%s/%s/trainer_state.json", s->out_dir, de->d_name);
+        struct stat st;
+        if (stat(ts, &st) == 0 && S_ISREG(st.st_mode)) {
+            best = n;
+            free(s->ckpt_name);
+            s->ckpt_name = xstrdup(de->d_name);
+            s->ckpt_age = difftime(time(NULL), st.st_mtime);
+        }
+        free(ts);
+    }
+    closedir(dir);
+    if (best >= 0) { s->ckpt_step = best; s->ckpt_valid = true; }
+    else s->ckpt_note = xstrdup("none yet (no checkpoint-N/trainer_state.json)");
+}
+
+/* ---- Slurm ---------------------------------------------------------------- */
+
+static bool on_path(const char *prog)
+{
+    const char *p = getenv("PATH");
+    if (!p) return false;
+    char buf[PATH_MAX];
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? p : ".", prog);
+        if (access(buf, X_OK) == 0) return true;
+        p += n;
+        if (*p) p++;
+    }
+    return false;
+}
+
+/* Run argv (no shell), capture stdout and stderr together. Returns the exit status, -1 if it could not run. */
+static int run_capture(char *const argv[], char **out)
+{
+    int fd[2];
+    *out = NULL;
+    if (pipe(fd)) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (rc) { close(fd[0]); return -1; }
+    size_t cap = 4096, n = 0;
+    char *b = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) b = xrealloc(b, cap *= 2);
+        ssize_t r = read(fd[0], b + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    b[n] = 0;
+    close(fd[0]);
+    int wst;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
+    *out = b;
+    return WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+}
+
+/* KEY=VALUE out of one line of `scontrol show job -o` (value up to the next space). */
+static bool field(const char *line, const char *key, char *val, size_t vlen)
+{
+    size_t kl = strlen(key);
+    for (const char *p = line; (p = strstr(p, key)); p += kl) {
+        if ((p == line || p[-1] == ' ') && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t n = strcspn(v, " \n");
+            snprintf(val, vlen, "%.*s", (int)n, v);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "[D-]HH:MM:SS", "MM:SS", "UNLIMITED" -> seconds (NAN when unknown). */
+static double slurm_duration(const char *t)
+{
+    if (!t[0] || strcmp(t, "UNLIMITED") == 0 || strcmp(t, "INVALID") == 0) return NAN;
+    long d = 0, h = 0, m = 0, sec = 0;
+    const char *dash = strchr(t, '-');
+    if (dash) { d = atol(t); t = dash + 1; }
+    int n = sscanf(t, "%ld:%ld:%ld", &h, &m, &sec);
+    if (n == 2) { sec = m; m = h; h = 0; }
+    else if (n == 1) { m = h; h = 0; }
+    else if (n != 3) return NAN;
+    return d * 86400.0 + h * 3600.0 + m * 60.0 + sec;
+}
+
+static char *real_or_copy(const char *p)
+{
+    char *r = realpath(p, NULL);
+    return r ? r : xstrdup(p);
+}
+
+static void first_line(char *s)
+{
+    s[strcspn(s, "\n")] = 0;
+}
+
+static void load_slurm(Status *s, const char *want_id)
+{
+    if (!on_path("scontrol")) {
+        s->slurm_note = xstrdup("scontrol is not on PATH: no Slurm view (the trainer's files only)");
+        return;
+    }
+    char *out = NULL;
+    char *argv[] = {"scontrol", "show", "job", "-o", (char *)want_id, NULL};
+    int rc = run_capture(argv, &out);
+    if (rc != 0) {
+        if (out) first_line(out);
+        s->slurm_note = xprintf("scontrol show job failed: %s", out && out[0] ? out : "no output");
+        free(out);
+        return;
+    }
+    char *pdir = real_or_copy(s->plan_dir);
+    char val[PATH_MAX];
+    long best = -1;
+    for (char *line = out; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        if (field(line, "JobId", val, sizeof val)) {
+            long id = atol(val);
+            bool match = want_id != NULL;
+            if (!match && field(line, "JobName", val, sizeof val) && strcmp(val, s->job) == 0 &&
+                field(line, "Command", val, sizeof val)) {
+                char *slash = strrchr(val, '/');
+                if (slash) *slash = 0;
+                char *cdir = real_or_copy(slash ? (val[0] ? val : "/") : ".");
+                match = strcmp(cdir, pdir) == 0;
+                free(cdir);
+            }
+            if (match) s->njobs_matched++;
+            if (match && id > best) {
+                best = id;
+                s->have_job = true;
+                snprintf(s->job_id, sizeof s->job_id, "%ld", id);
+                if (!field(line, "JobState", s->state, sizeof s->state)) strcpy(s->state, "?");
+                if (!field(line, "Reason", s->reason, sizeof s->reason)) s->reason[0] = 0;
+                if (!field(line, "NodeList", s->nodes, sizeof s->nodes)) s->nodes[0] = 0;
+                if (!field(line, "StdOut", s->stdout_path, sizeof s->stdout_path)) s->stdout_path[0] = 0;
+                s->restarts = field(line, "Restarts", val, sizeof val) ? atol(val) : 0;
+                s->run_time = field(line, "RunTime", val, sizeof val) ? slurm_duration(val) : NAN;
+                s->job_limit = field(line, "TimeLimit", val, sizeof val) ? slurm_duration(val) : NAN;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(pdir);
+    free(out);
+    if (!s->have_job) {
+        s->slurm_note = want_id ? xprintf("job %s: not known to Slurm", want_id)
+                                : xprintf("no job named %s submitted from %s is known to slurmctld "
+                                          "(finished jobs are forgotten after MinJobAge)", s->job, s->plan_dir);
+        return;
+    }
+    /* segments as the job log tells them: the script prints one "restart N" line per start */
+    s->log_segments = -1;
+    if (s->stdout_path[0]) {
+        char *buf, e[256];
+        size_t len;
+        if (read_file(s->stdout_path, &buf, &len, e, sizeof e) == 0) {
+            char pat[64];
+            snprintf(pat, sizeof pat, "llmc: job %s restart ", s->job_id);
+            s->log_segments = 0;
+            for (char *p = buf; (p = strstr(p, pat)); p += strlen(pat)) s->log_segments++;
+            free(buf);
+        }
+    }
+    /* sacct: every segment of a requeued job (-D), when accounting storage is configured */
+    s->acct_segments = -1;
+    if (!on_path("sacct")) { s->acct_note = xstrdup("sacct is not on PATH"); return; }
+    char *av[] = {"sacct", "-n", "-P", "-X", "-D", "-j", s->job_id, "--format=JobID,State", NULL};
+    rc = run_capture(av, &out);
+    if (rc != 0 || !out) {
+        if (out) first_line(out);
+        s->acct_note = xprintf("sacct: %s", out && out[0] ? out : "failed");
+    } else {
+        s->acct_segments = 0;
+        for (char *p = out; *p; p++)
+            if (*p == '\n') s->acct_segments++;
+    }
+    free(out);
+}
+
+/* ---- nvidia-smi samples --------------------------------------------------- */
+
+/* LOGDIR/JOB-ID-gpu-NODE.csv: nvidia-smi --query-gpu=timestamp,index,utilization.gpu,
+ * memory.used,memory.total,... --format=csv; the last sample of each GPU. */
+static void load_gpus(Status *s)
+{
+    if (!s->have_job || !s->stdout_path[0]) {
+        s->gpu_note = xstrdup("no job log directory known (no Slurm view)");
+        return;
+    }
+    char *dir = xstrdup(s->stdout_path), *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else strcpy(dir, ".");
+    char *pat = xprintf("%s/%s-%s-gpu-*.csv", dir, s->job, s->job_id);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0) {
+        s->gpu_note = xprintf("no nvidia-smi samples (%s)", pat);
+        free(dir); free(pat);
+        return;
+    }
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char *fp = g.gl_pathv[i];
+        const char *nd = strstr(fp + strlen(dir), "-gpu-");
+        char node[128];
+        snprintf(node, sizeof node, "%s", nd ? nd + 5 : "?");
+        char *dot = strrchr(node, '.');
+        if (dot) *dot = 0;
+        char *buf, e[256];
+        size_t len;
+        if (read_file(fp, &buf, &len, e, sizeof e) != 0) continue;
+        for (char *line = buf; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = 0;
+            char ts[64];
+            int idx;
+            double util, used, total;
+            if (nl && sscanf(line, "%63[^,], %d, %lf %%, %lf MiB, %lf MiB", ts, &idx, &util, &used, &total) == 5) {
+                size_t k;
+                for (k = 0; k < s->ngpus; k++)
+                    if (s->gpus[k].index == idx && strcmp(s->gpus[k].node, node) == 0) break;
+                if (k == s->ngpus) {
+                    s->gpus = xrealloc(s->gpus, (s->ngpus + 1) * sizeof *s->gpus);
+                    s->ngpus++;
+                }
+                GpuSample *gs = &s->gpus[k];
+                snprintf(gs->node, sizeof gs->node, "%s", node);
+                snprintf(gs->time, sizeof gs->time, "%s", ts);
+                gs->index = idx;
+                gs->util = util;
+                gs->mem_used_mib = used;
+                gs->mem_total_mib = total;
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+        free(buf);
+    }
+    if (!s->ngpus) s->gpu_note = xprintf("no samples yet in %s", pat);
+    globfree(&g);
+    free(dir);
+    free(pat);
+}
+
+/* ---- derived figures ------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    bool have_step;
+    double step, loss, loss_smooth, tps, step_s, epoch, epochs_total, pct;
+    long total;
+    int window;
+    double err_pct;            /* (estimate - measured) / measured */
+    double eta_s, seg_left_s, seg_end_step;
+    long more_segments;
+    bool finishes_in_segment;
+} Derived;
+
+static Derived derive(const Status *s)
+{
+    Derived d;
+    memset(&d, 0, sizeof d);
+    d.step = d.loss = d.loss_smooth = d.tps = d.step_s = d.epoch = d.epochs_total = d.pct = NAN;
+    d.err_pct = d.eta_s = d.seg_left_s = d.seg_end_step = NAN;
+    d.more_segments = -1;
+    d.total = s->total_steps > 0 ? s->total_steps : s->max_steps > 0 ? s->max_steps : s->est_steps;
+    if (s->n) {
+        const MPoint *last = &s->pts[s->n - 1];
+        d.have_step = true;
+        d.step = last->step;
+        d.loss = last->loss;
+        size_t w = s->n < WINDOW ? s->n : WINDOW;
+        d.window = (int)w;
+        double sum = 0, tsum = 0;
+        int tn = 0;
+        double dts[WINDOW];
+        int nd = 0;
+        for (size_t i = s->n - w; i < s->n; i++) {
+            sum += s->pts[i].loss;
+            if (isfinite(s->pts[i].tps)) { tsum += s->pts[i].tps; tn++; }
+            if (isfinite(s->pts[i].dt) && s->pts[i].dt > 0) dts[nd++] = s->pts[i].dt;
+        }
+        d.loss_smooth = sum / (double)w;
+        if (tn) d.tps = tsum / tn;
+        if (nd) {
+            qsort(dts, (size_t)nd, sizeof *dts, cmp_double);
+            d.step_s = nd % 2 ? dts[nd / 2] : 0.5 * (dts[nd / 2 - 1] + dts[nd / 2]);
+        }
+        /* LLaMA-Factory logs whole seconds since its start: the slope over the
+         * window, back to where a requeued segment restarted the clock */
+        if (!nd && isfinite(last->elapsed)) {
+            size_t j = s->n - 1;
+            while (j > s->n - w && isfinite(s->pts[j - 1].elapsed) && s->pts[j - 1].elapsed <= s->pts[j].elapsed) j--;
+            if (last->step > s->pts[j].step)
+                d.step_s = (last->elapsed - s->pts[j].elapsed) / (last->step - s->pts[j].step);
+        }
+    } else if (s->ckpt_valid) {
+        d.step = (double)s->ckpt_step;
+    }
+    if (isfinite(d.step) && d.total > 0) d.pct = 100.0 * d.step / (double)d.total;
+    if (isfinite(d.step) && s->rows > 0 && s->global_batch > 0) {
+        d.epoch = d.step * (double)s->global_batch / s->rows;
+        if (d.total > 0) d.epochs_total = (double)d.total * (double)s->global_batch / s->rows;
+    }
+    if (isfinite(d.step_s) && isfinite(s->est_step_s) && d.step_s > 0)
+        d.err_pct = 100.0 * (s->est_step_s - d.step_s) / d.step_s;
+    if (isfinite(d.step_s) && d.total > 0 && isfinite(d.step))
+        d.eta_s = ((double)d.total - d.step) * d.step_s;
+    if (s->done) d.eta_s = 0;
+    if (s->have_job && strcmp(s->state, "RUNNING") == 0 && isfinite(s->job_limit) && isfinite(s->run_time)) {
+        d.seg_left_s = s->job_limit - s->run_time;
+        if (d.seg_left_s < 0) d.seg_left_s = 0;
+        if (isfinite(d.eta_s)) {
+            d.finishes_in_segment = d.eta_s <= d.seg_left_s;
+            if (!d.finishes_in_segment) {
+                d.seg_end_step = d.step + d.seg_left_s / d.step_s;
+                d.more_segments = (long)ceil((d.eta_s - d.seg_left_s) / s->job_limit);
+            }
+        }
+    }
+    return d;
+}
+
+static const char *overall(const Status *s)
+{
+    if (s->have_job) {
+        if (strcmp(s->state, "COMPLETED") == 0) return s->done ? "done" : "completed";
+        return s->state;
+    }
+    if (s->done) return "done";
+    if (s->metrics_found) return "unknown";
+    return "not started";
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+static const char *fmt_dur(double sec, char *b, size_t n)
+{
+    if (!isfinite(sec)) snprintf(b, n, "?");
+    else if (sec < 60) snprintf(b, n, "%.1fs", sec);
+    else if (sec < 3600) snprintf(b, n, "%dm%02ds", (int)(sec / 60), (int)fmod(sec, 60));
+    else if (sec < 86400 * 2) snprintf(b, n, "%dh%02dm", (int)(sec / 3600), (int)fmod(sec / 60, 60));
+    else snprintf(b, n, "%dd%02dh", (int)(sec / 86400), (int)fmod(sec / 3600, 24));
+    return b;
+}
+
+static long segments(const Status *s)
+{
+    long seg = s->restarts + 1;
+    if (s->log_segments > seg) seg = s->log_segments;
+    if (s->acct_segments > seg) seg = s->acct_segments;
+    return seg;
+}
+
+static void print_human(FILE *f, const Status *s, const Derived *d)
+{
+    char a[32], b[32], c[32];
+    fprintf(f, "%s: %s  (backend %s, plan %s)\n", s->job, overall(s), s->backend, s->plan_path);
+    if (s->have_job) {
+        fprintf(f, "  slurm       job %s %s", s->job_id, s->state);
+        if (strcmp(s->state, "PENDING") == 0 && s->reason[0]) fprintf(f, " (%s)", s->reason);
+        if (strcmp(s->state, "RUNNING") == 0)
+            fprintf(f, " on %s, %s of the %s limit", s->nodes, fmt_dur(s->run_time, a, sizeof a),
+                    fmt_dur(s->job_limit, b, sizeof b));
+        long seg = segments(s);
+        fprintf(f, "; segment %ld (%ld requeue%s", seg, seg - 1, seg == 2 ? "" : "s");
+        if (s->est_segments > 0) fprintf(f, "; the plan expects %ld segment%s", s->est_segments, s->est_segments == 1 ? "" : "s");
+        fprintf(f, ")\n");
+        if (s->njobs_matched > 1) fprintf(f, "              (%d jobs of this plan known; showing the newest)\n", s->njobs_matched);
+        if (s->acct_note) fprintf(f, "              %s; segments from scontrol's Restarts and the job log\n", s->acct_note);
+    } else {
+        fprintf(f, "  slurm       %s\n", s->slurm_note);
+    }
+    if (!s->metrics_found) {
+        fprintf(f, "  progress    no metrics yet (%s)\n", s->metrics_path);
+    } else if (d->have_step) {
+        fprintf(f, "  progress    step %.0f", d->step);
+        if (d->total > 0) fprintf(f, "/%ld (%.1f%%)", d->total, d->pct);
+        if (isfinite(d->epoch)) fprintf(f, ", epoch %.2f of %.2f", d->epoch, d->epochs_total);
+        fprintf(f, "\n  loss        %.4f latest, %.4f mean of the last %d step%s", d->loss, d->loss_smooth,
+                d->window, d->window == 1 ? "" : "s");
+        if (s->nevals) fprintf(f, "; held-out %.4f at step %.0f", s->evals[s->nevals - 1].loss, s->evals[s->nevals - 1].step);
+        fprintf(f, "\n");
+        if (isfinite(d->tps)) fprintf(f, "  speed       %.0f tokens/s (mean of the last %d steps)\n", d->tps, d->window);
+    } else {
+        fprintf(f, "  progress    %s has no steps yet\n", s->metrics_path);
+    }
+    fprintf(f, "  step time   ");
+    if (isfinite(d->step_s))
+        fprintf(f, strcmp(s->backend, "llamafactory") == 0 ? "%.4g s measured (elapsed_time over the last %d steps)"
+                                                           : "%.4g s measured (median of the last %d)",
+                d->step_s, d->window);
+    else fprintf(f, "not measured yet");
+    if (isfinite(s->est_step_s)) fprintf(f, ", %.4g s estimated", s->est_step_s);
+    if (isfinite(d->err_pct))
+        fprintf(f, ": estimate error %+.1f%% (%s)", d->err_pct,
+                fabs(d->err_pct) < 10 ? "on target" : d->err_pct > 0 ? "the run is faster than planned"
+                                                                       : "the run is slower than planned");
+    fprintf(f, "\n");
+    if (s->done) {
+        fprintf(f, "  eta         finished");
+        if (isfinite(s->final_loss)) fprintf(f, " (final loss %.4f)", s->final_loss);
+        fprintf(f, "\n");
+    } else if (isfinite(d->eta_s)) {
+        fprintf(f, "  eta         run: %s", fmt_dur(d->eta_s, a, sizeof a));
+        if (isfinite(s->est_total_s)) fprintf(f, " (the plan: %s in all)", fmt_dur(s->est_total_s, c, sizeof c));
+        if (isfinite(d->seg_left_s)) {
+            if (d->finishes_in_segment)
+                fprintf(f, "; this segment: %s left, the run finishes in it", fmt_dur(d->seg_left_s, b, sizeof b));
+            else
+                fprintf(f, "; this segment: %s left, ends near step %.0f, then %ld more segment%s",
+                        fmt_dur(d->seg_left_s, b, sizeof b), d->seg_end_step, d->more_segments,
+                        d->more_segments == 1 ? "" : "s");
+        }
+        fprintf(f, "\n");
+    }
+    if (s->ckpt_valid)
+        fprintf(f, "  checkpoint  %s (step %ld), %s old\n", s->ckpt_name, s->ckpt_step, fmt_dur(s->ckpt_age, a, sizeof a));
+    else
+        fprintf(f, "  checkpoint  %s\n", s->ckpt_note ? s->ckpt_note : "none");
+    if (s->ngpus) {
+        for (size_t i = 0; i < s->ngpus; i++) {
+            const GpuSample *g = &s->gpus[i];
+            fprintf(f, "  gpu         %s/%d: %.0f%% busy, %.1f of %.1f GiB", g->node, g->index, g->util,
+                    g->mem_used_mib / 1024, g->mem_total_mib / 1024);
+            if (isfinite(s->est_total_bytes))
+                fprintf(f, " (estimate %.1f GiB)", s->est_total_bytes / 1073741824.0);
+            fprintf(f, " at %s\n", g->time);
+        }
+    } else {
+        fprintf(f, "  gpu         %s\n", s->gpu_note ? s->gpu_note : "no samples");
+    }
+}
+
+static void jset_num(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+static void jset_str(cJSON *o, const char *k, const char *v)
+{
+    if (v) cJSON_AddStringToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+static cJSON *to_json(const Status *s, const Derived *d)
+{
+    cJSON *o = cJSON_CreateObject();
+    jset_str(o, "job", s->job);
+    jset_str(o, "status", overall(s));
+    jset_str(o, "backend", s->backend);
+    jset_str(o, "plan", s->plan_path);
+    cJSON *sl = cJSON_AddObjectToObject(o, "slurm");
+    if (s->have_job) {
+        jset_str(sl, "job_id", s->job_id);
+        jset_str(sl, "state", s->state);
+        jset_str(sl, "reason", s->reason);
+        jset_str(sl, "nodes", s->nodes);
+        jset_num(sl, "run_seconds", s->run_time);
+        jset_num(sl, "time_limit_seconds", s->job_limit);
+        cJSON_AddNumberToObject(sl, "restarts", (double)s->restarts);
+        cJSON_AddNumberToObject(sl, "segments", (double)segments(s));
+        jset_num(sl, "segments_in_log", s->log_segments >= 0 ? (double)s->log_segments : NAN);
+        jset_num(sl, "segments_in_sacct", s->acct_segments >= 0 ? (double)s->acct_segments : NAN);
+        jset_str(sl, "sacct", s->acct_note);
+        jset_str(sl, "log", s->stdout_path[0] ? s->stdout_path : NULL);
+        cJSON_AddNumberToObject(sl, "jobs_of_this_plan", s->njobs_matched);
+    } else {
+        jset_str(sl, "job_id", NULL);
+        jset_str(sl, "note", s->slurm_note);
+    }
+    jset_num(sl, "planned_segments", s->est_segments > 0 ? (double)s->est_segments : NAN);
+    cJSON *p = cJSON_AddObjectToObject(o, "progress");
+    jset_str(p, "metrics", s->metrics_path);
+    cJSON_AddBoolToObject(p, "metrics_found", s->metrics_found);
+    jset_num(p, "step", d->step);
+    jset_num(p, "total_steps", d->total > 0 ? (double)d->total : NAN);
+    jset_num(p, "percent", d->pct);
+    jset_num(p, "epoch", d->epoch);
+    jset_num(p, "epochs", d->epochs_total);
+    jset_num(p, "loss", d->loss);
+    jset_num(p, "loss_smoothed", d->loss_smooth);
+    cJSON_AddNumberToObject(p, "smoothing_window", d->window);
+    jset_num(p, "eval_loss", s->nevals ? s->evals[s->nevals - 1].loss : NAN);
+    jset_num(p, "tokens_per_second", d->tps);
+    cJSON_AddBoolToObject(p, "done", s->done);
+    jset_num(p, "final_loss", s->final_loss);
+    cJSON *t = cJSON_AddObjectToObject(o, "step_time");
+    jset_num(t, "measured_seconds", d->step_s);
+    jset_num(t, "estimated_seconds", s->est_step_s);
+    jset_num(t, "estimate_error_percent", d->err_pct);
+    cJSON *e = cJSON_AddObjectToObject(o, "eta");
+    jset_num(e, "run_seconds", d->eta_s);
+    jset_num(e, "planned_total_seconds", s->est_total_s);
+    jset_num(e, "segment_left_seconds", d->seg_left_s);
+    if (isfinite(d->seg_left_s) && isfinite(d->eta_s)) cJSON_AddBoolToObject(e, "finishes_in_segment", d->finishes_in_segment);
+    else cJSON_AddNullToObject(e, "finishes_in_segment");
+    jset_num(e, "segment_end_step", d->seg_end_step);
+    jset_num(e, "more_segments", d->more_segments >= 0 ? (double)d->more_segments : NAN);
+    cJSON *c = cJSON_AddObjectToObject(o, "checkpoint");
+    cJSON_AddBoolToObject(c, "valid", s->ckpt_valid);
+    jset_str(c, "name", s->ckpt_valid ? s->ckpt_name : NULL);
+    jset_num(c, "step", s->ckpt_valid ? (double)s->ckpt_step : NAN);
+    jset_num(c, "age_seconds", s->ckpt_valid ? s->ckpt_age : NAN);
+    jset_str(c, "note", s->ckpt_note);
+    cJSON *g = cJSON_AddArrayToObject(o, "gpus");
+    for (size_t i = 0; i < s->ngpus; i++) {
+        cJSON *x = cJSON_CreateObject();
+        jset_str(x, "node", s->gpus[i].node);
+        cJSON_AddNumberToObject(x, "index", s->gpus[i].index);
+        jset_num(x, "utilization_percent", s->gpus[i].util);
+        jset_num(x, "memory_used_bytes", s->gpus[i].mem_used_mib * 1048576.0);
+        jset_num(x, "memory_total_bytes", s->gpus[i].mem_total_mib * 1048576.0);
+        jset_str(x, "time", s->gpus[i].time);
+        cJSON_AddItemToArray(g, x);
+    }
+    jset_num(o, "estimated_memory_bytes_per_gpu", s->est_total_bytes);
+    jset_str(o, "gpu_note", s->ngpus ? NULL : s->gpu_note);
+    return o;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+static int collect(Status *s, const char *target, const char *job_id, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (load_plan(s, target, err, errlen)) return -1;
+    if (load_metrics(s, err, errlen)) return -1;
+    if (strcmp(s->backend, "llamafactory") != 0) load_prom(s);
+    load_rows(s);
+    load_result(s);
+    if (strcmp(s->backend, "llamafactory") == 0) load_ckpt_lf(s);
+    else load_ckpt_llmc(s);
+    load_slurm(s, job_id);
+    load_gpus(s);
+    return 0;
+}
+
+static const char status_usage[] =
+    "usage: llmc status [--format=human|json] [--watch[=SECONDS]] [--plot FILE.svg|FILE.png]\n"
+    "                   [--job JOBID] OUT_DIR|PLAN.json\n"
+    "Slurm's view of the job, the trainer's progress and the plan's estimate (docs/status.md).\n";
+
+static volatile sig_atomic_t stop_watch;
+static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
+
+int status_main(int argc, char **argv)
+{
+    bool json = false, watch = false;
+    double interval = 2;
+    const char *target = NULL, *plot = NULL, *job_id = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--format=json") == 0) json = true;
+        else if (strcmp(a, "--format=human") == 0) json = false;
+        else if (strcmp(a, "--watch") == 0) watch = true;
+        else if (strncmp(a, "--watch=", 8) == 0) {
+            char *end;
+            interval = strtod(a + 8, &end);
+            if (*end || !(interval >= 0.1 && interval <= 86400)) {
+                fprintf(stderr, "llmc status: error: --watch=SECONDS needs 0.1 to 86400, not '%s'\n", a + 8);
+                return ST_USAGE;
+            }
+            watch = true;
+        } else if (strcmp(a, "--plot") == 0 || strcmp(a, "--job") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "llmc status: error: %s needs a value\n%s", a, status_usage);
+                return ST_USAGE;
+            }
+            if (a[2] == 'p') plot = argv[++i];
+            else job_id = argv[++i];
+        } else if (strncmp(a, "--plot=", 7) == 0) plot = a + 7;
+        else if (strncmp(a, "--job=", 6) == 0) job_id = a + 6;
+        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(status_usage, stdout);
+            return ST_OK;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "llmc status: error: unknown option '%s'\n%s", a, status_usage);
+            return ST_USAGE;
+        } else if (target) {
+            fprintf(stderr, "llmc status: error: one OUT_DIR or plan.json, not '%s' too\n%s", a, status_usage);
+            return ST_USAGE;
+        } else target = a;
+    }
+    if (!target) {
+        fprintf(stderr, "llmc status: error: no OUT_DIR or plan.json given\n%s", status_usage);
+        return ST_USAGE;
+    }
+    if (job_id) {
+        for (const char *p = job_id; *p; p++)
+            if (!isdigit((unsigned char)*p) && *p != '_') job_id = "";
+        if (!job_id[0] || strlen(job_id) > 20) {
+            fprintf(stderr, "llmc status: error: --job needs a Slurm job id (digits)\n");
+            return ST_USAGE;
+        }
+    }
+    if (plot) {
+        size_t n = strlen(plot);
+        if (n < 5 || (strcmp(plot + n - 4, ".svg") != 0 && strcmp(plot + n - 4, ".png") != 0)) {
+            fprintf(stderr, "llmc status: error: --plot needs a FILE.svg or FILE.png, not '%s'\n", plot);
+            return ST_USAGE;
+        }
+    }
+    bool tty = isatty(STDOUT_FILENO);
+    if (watch) signal(SIGINT, on_sigint);
+    char err[PATH_MAX + 256];
+    for (;;) {
+        Status s;
+        if (collect(&s, target, job_id, err, sizeof err)) {
+            fprintf(stderr, "llmc status: error: %s\n", err);
+            status_free(&s);
+            return ST_USAGE;
+        }
+        Derived d = derive(&s);
+        if (watch && tty && !json) fputs("\033[H\033[2J", stdout);
+        if (json) {
+            cJSON *o = to_json(&s, &d);
+            char *txt = watch ? cJSON_PrintUnformatted(o) : cJSON_Print(o);
+            fputs(txt, stdout);
+            fputc('\n', stdout);
+            free(txt);
+            cJSON_Delete(o);
+        } else {
+            print_human(stdout, &s, &d);
+        }
+        fflush(stdout);
+        if (plot) {
+            StatusPoint *tp = xmalloc((s.n + 1) * sizeof *tp);
+            for (size_t i = 0; i < s.n; i++) tp[i] = (StatusPoint){s.pts[i].step, s.pts[i].loss};
+            char *title = xprintf("%s: loss (%s)", s.job, s.metrics_path);
+            int r = status_plot(plot, title, tp, s.n, s.evals, s.nevals, err, sizeof err);
+            free(tp);
+            free(title);
+            if (r) {
+                fprintf(stderr, "llmc status: error: %s\n", err);
+                status_free(&s);
+                return ST_USAGE;
+            }
+        }
+        bool active = s.have_job && (strcmp(s.state, "RUNNING") == 0 || strcmp(s.state, "PENDING") == 0 ||
+                                     strcmp(s.state, "REQUEUED") == 0 || strcmp(s.state, "CONFIGURING") == 0 ||
+                                     strcmp(s.state, "COMPLETING") == 0 || strcmp(s.state, "SUSPENDED") == 0);
+        bool finished = s.done && !active;
+        status_free(&s);
+        if (!watch || finished || stop_watch) break;
+        if (!json && !tty) fputc('\n', stdout);
+        struct timespec ts = {(time_t)interval, (long)(fmod(interval, 1.0) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_watch) {}
+        if (stop_watch) break;
+    }
+    return ST_OK;
+}
