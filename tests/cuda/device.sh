@@ -4,7 +4,7 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: check check-variants check-more run dp bench torch   (default: all)
+#     sections: check check-variants check-more run resume dp bench torch   (default: all)
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -13,7 +13,7 @@
 set -uo pipefail
 out=${1:?usage: device.sh OUTDIR [SECTION...]}
 shift
-sections=${*:-check check-variants check-more run dp bench torch}
+sections=${*:-check check-variants check-more run resume dp bench torch}
 has() { [[ " $sections " == *" $1 "* ]]; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -43,6 +43,11 @@ fi
 if has check-more; then
     chk recompute --steps 20 --recompute
     chk eager --steps 20 --eager-attention
+fi
+if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
+    bash tests/cuda/resume_check.sh "$out/resume" > "$out/resume.log" 2>&1
+    note "resume safety: $(tail -1 "$out/resume.log")"
+    grep -h FAIL "$out/resume.log" | head -5
 fi
 if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     r=.cuda-run/tiny
