@@ -24,6 +24,9 @@ ngpu=$(nvidia-smi -L | wc -l)
 if [[ -d .deps-cuda/usr ]] && ! ldconfig -p | grep -q libopenblas; then
     mkdir -p .deps/usr && cp -a .deps-cuda/usr/. .deps/usr/
 fi
+# re2c and the Unicode data the build generates from (tests/cuda/fetch_deps.sh)
+[[ -d .deps-cuda/bin ]] && ! command -v re2c >/dev/null && export PATH=$PWD/.deps-cuda/bin:$PATH
+[[ -f .deps-cuda/ucd/UnicodeData.txt && ! -f /usr/share/unicode/UnicodeData.txt ]] && export UCD_DIR=$PWD/.deps-cuda/ucd
 if ! make -s -j8 cuda > "$out/build.log" 2>&1; then note "build FAILED"; tail -40 "$out/build.log"; exit 1; fi
 chk() {   # name, args...
     local name=$1; shift
