@@ -181,6 +181,9 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     case TOKENS_STATED:
         assume(a, "tokens per epoch as stated (or measured by prep) for every dataset");
         break;
+    case TOKENS_FROM_STATS:
+        assume(a, "tokens per epoch as `llmc-train prepare` counted them (FILE.stats.json beside the data)");
+        break;
     case TOKENS_FROM_SIZE:
         assume(a, "tokens per epoch from %s at %.1f bytes/token (not measured; "
                   "llmc-train prepare measures it)",
@@ -213,6 +216,73 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
 }
 
 /* ---- human output ---- */
+
+static void gb(char *buf, size_t n, double bytes)
+{
+    if (bytes >= 1e9) snprintf(buf, n, "%.1f GB", bytes / 1e9);
+    else snprintf(buf, n, "%.1f MB", bytes / 1e6);
+}
+
+/* One optimizer step: compute beside each kind of communication, what
+ * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
+static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    char a[64], b[64], d[64], x[64];
+    if (e->cpu_only || e->step_seconds <= 0) return;
+    section(tb, "one optimizer step");
+    fmt_duration(a, sizeof a, e->compute_seconds);
+    fmt_count(b, sizeof b, (double)e->global_batch * e->padded_seq_tokens);
+    row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
+        e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
+        e->peak_flops_per_device / 1e12, e->mfu);
+    if (e->data_parallel <= 1) {
+        row(tb, 0, "communication", "none", "one GPU");
+        return;
+    }
+    if (!e->fabric_known) {
+        row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
+            c->gpu->name);
+        return;
+    }
+    fmt_duration(a, sizeof a, e->comm_seconds);
+    gb(b, sizeof b, e->comm_allgather_bytes);
+    gb(d, sizeof d, e->comm_reduce_scatter_bytes);
+    gb(x, sizeof x, e->comm_allreduce_bytes);
+    row(tb, 0, "communication", a, "all-gather %s, reduce-scatter %s, all-reduce %s; %.0f collectives", b, d, x,
+        e->comm_collectives);
+    gb(b, sizeof b, e->comm_sent_bytes);
+    fmt_duration(a, sizeof a, e->comm_intra_seconds);
+    row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
+        100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
+    fmt_duration(a, sizeof a, e->comm_inter_seconds);
+    if (job->nodes > 1)
+        row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * 0.90, c->nics,
+            c->nic_bits_per_s / 1e9, c->network_roce ? " RoCE" : "", c->network_default ? " (catalogue)" : "");
+    else
+        row(tb, 1, "inter-node (network)", a, "one node");
+    fmt_duration(a, sizeof a, e->comm_latency_seconds);
+    row(tb, 1, "latency", a, "%.0f collectives x ring of %d hops + launch", e->comm_collectives, e->world_size);
+    fmt_duration(a, sizeof a, e->comm_overlap_seconds);
+    const char *how = t->backend == BACKEND_LLMC
+                          ? (t->shard >= SHARD_ZERO1 ? "none: reduce-scatter and all-gather around AdamW"
+                                                     : "per-layer all-reduce on the comm stream during backward")
+                          : t->shard == SHARD_ZERO3 ? "ZeRO-3 prefetch under forward and backward; overlap_comm off"
+                                                    : "none: overlap_comm off as emitted";
+    row(tb, 0, "overlapped with compute", a, "%s", how);
+    fmt_duration(a, sizeof a, e->comm_exposed_seconds);
+    row(tb, 0, "exposed communication", a, NULL);
+    const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds) ? "latency"
+                       : e->comm_inter_seconds > e->comm_intra_seconds ? "network bandwidth" : "GPU-link bandwidth";
+    fmt_duration(a, sizeof a, e->step_seconds);
+    if (e->comm_bound)
+        row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
+            term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
+    else
+        row(tb, 0, "bound by", "compute", "communication is %.0f%% of compute (mostly %s)",
+            e->compute_seconds > 0 ? 100 * e->comm_seconds / e->compute_seconds : 0, term);
+}
 
 static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
 {
@@ -345,7 +415,7 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         row(tb, 0, "tokens per second", a, "%d x %.0f GFLOP/s peak x mfu %.2f", e->world_size,
             e->peak_flops_per_device / 1e9, e->mfu);
     fmt_duration(a, sizeof a, e->step_seconds);
-    row(tb, 0, "step time", a, NULL);
+    row(tb, 0, "step time", a, "%s", e->comm_exposed_seconds > 0 ? "compute + exposed communication (below)" : "compute");
     fmt_duration(a, sizeof a, e->total_seconds);
     row(tb, 0, "time to train", a, NULL);
     snprintf(a, sizeof a, "%.1f", e->gpu_hours);
@@ -357,6 +427,8 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
             e->requeue_segments <= 1 ? "" : job->requeue ? ", requeued from checkpoints"
                                                            : ": requeue is off");
     }
+
+    print_step(tb, job, e);
 
     Assumptions as;
     collect_assumptions(job, e, &as);
@@ -386,6 +458,13 @@ cJSON *estimate_to_json(const Estimate *e)
     NUM(sequences_per_epoch); BOOL(size_read_from_file); BOOL(samples_unknown);
     cJSON_AddStringToObject(o, "tokens_source", estimate_token_source_name(e->tokens_source));
     NUM(peak_flops_per_device); NUM(tokens_per_second); NUM(time_limit_seconds);
+    BOOL(fabric_known); NUM(compute_seconds); NUM(comm_allgather_bytes); NUM(comm_reduce_scatter_bytes);
+    NUM(comm_allreduce_bytes); NUM(comm_sent_bytes); NUM(comm_collectives); NUM(comm_intra_seconds);
+    NUM(comm_inter_seconds); NUM(comm_latency_seconds); NUM(comm_seconds); NUM(comm_overlap_seconds);
+    NUM(comm_exposed_seconds); BOOL(comm_bound);
+    NUM(host_process_bytes); NUM(host_model_bytes); NUM(host_data_bytes); NUM(host_pinned_bytes);
+    NUM(host_offload_bytes); NUM(host_bytes); NUM(host_usable_bytes); BOOL(host_fits);
+    NUM(padded_seq_tokens); BOOL(padding_from_stats);
 #undef NUM
 #undef BOOL
     return o;
