@@ -1175,6 +1175,67 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
     return upper_bound ? 0 : 1;
 }
 
+/* Host memory per node (docs/estimator.md, "Host memory"), GPU plans. */
+static void estimate_host(const PlanJob *job, Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    uint64_t mem = job->mem_bytes ? job->mem_bytes : c->memory_bytes;
+    e->host_usable_bytes = (double)mem;
+    e->host_fits = true;
+    if (e->cpu_only) return;   /* the per-rank memory check is the host's */
+    double g = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    TrainStates ts = full_training(e);
+    double w, gr, o, offload = 0;
+    estimate_train_states(&ts, t->precision, t->shard, e->data_parallel, &w, &gr, &o, &offload);
+    double n = (double)e->params_total;
+    if (t->backend == BACKEND_LLAMAFACTORY) {
+        e->host_process_bytes = g * HOST_TORCH_PROCESS_BYTES;
+        /* ZeRO-3 (zero.Init): every rank reads one checkpoint file at a time;
+         * otherwise every rank builds the whole 16-bit model on the host first. */
+        e->host_model_bytes = g * (t->shard == SHARD_ZERO3 ? fmin(HOST_HF_SHARD_BYTES, 2 * n) : 2 * n);
+        /* The tokenizing workers LLaMA-Factory starts (preprocessing_num_workers
+         * as emitted: the node's CPUs, at most 16) and the tokenized set. */
+        double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
+        double workers = cpus < 16 ? (cpus > 0 ? cpus : 1) : 16;
+        e->host_data_bytes = workers * HOST_WORKER_BYTES + HOST_TOKEN_BYTES * e->tokens_per_epoch;
+        e->host_pinned_bytes = g * HOST_PINNED_BYTES;
+    } else {
+        /* llmc-train-cuda builds the fp32 weights on the host and uploads them
+         * (4 bytes x P per rank); a checkpoint gathers master, m and v to the
+         * host of rank 0 (3 x 4 x P, gather_to_host). Shards are memory-mapped:
+         * page cache, reclaimable, not counted. */
+        e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
+        e->host_model_bytes = g * 4 * n + 12 * n;
+        e->host_data_bytes = 0;
+        e->host_pinned_bytes = g * HOST_PINNED_BYTES;
+    }
+    e->host_offload_bytes = g * offload;
+    e->host_bytes = e->host_process_bytes + e->host_model_bytes + e->host_data_bytes + e->host_pinned_bytes +
+                    e->host_offload_bytes;
+    e->host_fits = mem == 0 || e->host_bytes <= e->host_usable_bytes;
+}
+
+static int report_host(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    if (e->host_fits || e->cpu_only) return 0;
+    const PlanCluster *c = job->cluster;
+    SrcRange at = job->mem_bytes ? job->mem_at : c->memory_at;
+    Diag *dg = diag_error(d, at, "host memory does not fit: %.1f GiB per node needed, %s %.1f GiB",
+                          e->host_bytes / GIB, job->mem_bytes ? "the job's mem is" : "the node has",
+                          e->host_usable_bytes / GIB);
+    diag_note(dg, "trainer processes %.1f GiB, model loading %.1f GiB, data and workers %.1f GiB, "
+                  "pinned buffers %.1f GiB, offloaded states %.1f GiB",
+              e->host_process_bytes / GIB, e->host_model_bytes / GIB, e->host_data_bytes / GIB,
+              e->host_pinned_bytes / GIB, e->host_offload_bytes / GIB);
+    if (job->mem_bytes && c->memory_bytes >= e->host_bytes)
+        diag_help(dg, "mem = %.0f GiB fits (the node has %.1f GiB)", ceil(e->host_bytes / GIB),
+                  (double)c->memory_bytes / GIB);
+    else if (job->run->backend == BACKEND_LLAMAFACTORY && job->run->shard != SHARD_ZERO3)
+        diag_help(dg, "shard = zero3 loads one checkpoint file per rank at a time");
+    return 1;
+}
+
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
 {
     memset(out, 0, sizeof *out);
@@ -1186,8 +1247,10 @@ int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
     out->max_micro_batch_that_fits = max_fitting_batch(job, t->recompute, t->shard);
     const PlanDataset *missing = count_tokens(t, out);
     estimate_time(job, out);
+    estimate_host(job, out);
 
     int errors = report_memory(job, out, d);
+    errors += report_host(job, out, d);
     errors += report_time(job, out, d, missing);
     return errors;
 }

@@ -386,6 +386,31 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         row(tb, 1, "by batch", "GiB", "%s", sweep);
     }
 
+    if (!e->cpu_only) {
+        if (e->host_usable_bytes > 0)
+            snprintf(title, sizeof title, "host memory per node (%.1f GiB %s)", e->host_usable_bytes / GIB,
+                     job->mem_bytes ? "the job's mem" : "the node has");
+        else
+            snprintf(title, sizeof title, "host memory per node (no memory stated to compare with)");
+        section(tb, title);
+        bool lf = t->backend == BACKEND_LLAMAFACTORY;
+        gib_row(tb, 0, "trainer processes", e->host_process_bytes, "%d x %s", c->gpus_per_node,
+                lf ? "PyTorch + CUDA + NCCL host side" : "llmc-train-cuda host side");
+        gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
+                lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
+                                              : "every rank builds the 16-bit model on the host")
+                   : "fp32 weights built per rank + rank 0's checkpoint gather (master, m, v)");
+        gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
+                lf ? "tokenizing workers + tokenized set (int64 ids and labels)" : "shards memory-mapped (page cache)");
+        gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
+        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+        if (e->host_usable_bytes > 0)
+            gib_row(tb, 0, "total", e->host_bytes, "%.0f%% of %.1f GiB: %s", 100.0 * e->host_bytes / e->host_usable_bytes,
+                    e->host_usable_bytes / GIB, e->host_fits ? "fits" : "DOES NOT FIT");
+        else
+            gib_row(tb, 0, "total", e->host_bytes, NULL);
+    }
+
     section(tb, "time");
     fmt_count(a, sizeof a, e->tokens_per_epoch);
     row(tb, 0, "tokens per epoch", e->tokens_source == TOKENS_UNKNOWN ? "unknown" : a, "%s",
