@@ -78,7 +78,6 @@
 #define HOST_LLMC_PROCESS_BYTES  (0.5 * GIB)   /* llmc-train-cuda: CUDA runtime host side, per rank */
 #define HOST_HF_SHARD_BYTES      5e9           /* transformers' default max_shard_size: one file at a time */
 #define HOST_WORKER_BYTES        (0.5 * GIB)   /* one tokenizing worker (Python + datasets + tokenizer) */
-#define HOST_TOKEN_BYTES         16.0          /* input_ids + labels as int64, Arrow cache */
 #define HOST_PINNED_BYTES        (0.25 * GIB)  /* pinned staging per rank (NCCL, copies) */
 
 /* ---- parameters ---------------------------------------------------------- */
@@ -1195,10 +1194,11 @@ static void estimate_host(const PlanJob *job, Estimate *e)
          * otherwise every rank builds the whole 16-bit model on the host first. */
         e->host_model_bytes = g * (t->shard == SHARD_ZERO3 ? fmin(HOST_HF_SHARD_BYTES, 2 * n) : 2 * n);
         /* The tokenizing workers LLaMA-Factory starts (preprocessing_num_workers
-         * as emitted: the node's CPUs, at most 16) and the tokenized set. */
+         * as emitted: the node's CPUs, at most 16). The tokenized set is an
+         * Arrow cache on disk, memory-mapped: page cache, not counted. */
         double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
         double workers = cpus < 16 ? (cpus > 0 ? cpus : 1) : 16;
-        e->host_data_bytes = workers * HOST_WORKER_BYTES + HOST_TOKEN_BYTES * e->tokens_per_epoch;
+        e->host_data_bytes = workers * HOST_WORKER_BYTES;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     } else {
         /* llmc-train-cuda builds the fp32 weights on the host and uploads them

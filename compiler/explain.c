@@ -247,11 +247,12 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
         return;
     }
     fmt_duration(a, sizeof a, e->comm_seconds);
-    gb(b, sizeof b, e->comm_allgather_bytes);
-    gb(d, sizeof d, e->comm_reduce_scatter_bytes);
-    gb(x, sizeof x, e->comm_allreduce_bytes);
-    row(tb, 0, "communication", a, "all-gather %s, reduce-scatter %s, all-reduce %s; %.0f collectives", b, d, x,
-        e->comm_collectives);
+    char kinds[192] = "";
+    size_t k = 0;
+    if (e->comm_allgather_bytes > 0) { gb(b, sizeof b, e->comm_allgather_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-gather %s, ", b); }
+    if (e->comm_reduce_scatter_bytes > 0 && k < sizeof kinds) { gb(d, sizeof d, e->comm_reduce_scatter_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "reduce-scatter %s, ", d); }
+    if (e->comm_allreduce_bytes > 0 && k < sizeof kinds) { gb(x, sizeof x, e->comm_allreduce_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-reduce %s, ", x); }
+    row(tb, 0, "communication", a, "%s%.0f collectives", kinds, e->comm_collectives);
     gb(b, sizeof b, e->comm_sent_bytes);
     fmt_duration(a, sizeof a, e->comm_intra_seconds);
     row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
@@ -276,6 +277,26 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds) ? "latency"
                        : e->comm_inter_seconds > e->comm_intra_seconds ? "network bandwidth" : "GPU-link bandwidth";
     fmt_duration(a, sizeof a, e->step_seconds);
+    /* The same plan at other batches per GPU: ZeRO-3's collectives do not
+     * shrink with the batch, so a small batch is communication-bound. */
+    if (e->max_micro_batch_that_fits > 0) {
+        char sweep[256] = "";
+        size_t used = 0;
+        PlanTrain tr = *t;
+        PlanJob jb = *job;
+        jb.run = &tr;
+        for (int mb = 1; mb <= e->max_micro_batch_that_fits && mb <= 64 && used + 40 < sizeof sweep; mb *= 2) {
+            Estimate at;
+            Diags *dd = diags_new();
+            tr.micro_batch = mb;
+            estimate_job(&jb, &at, dd);
+            diags_free(dd);
+            fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
+            used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %s%s", used ? ", " : "", mb, b,
+                                     at.comm_bound ? " (comm)" : "");
+        }
+        row(tb, 0, "tokens/s per GPU by batch", "", "%s", sweep);
+    }
     if (e->comm_bound)
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
@@ -401,7 +422,7 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
                                               : "every rank builds the 16-bit model on the host")
                    : "fp32 weights built per rank + rank 0's checkpoint gather (master, m, v)");
         gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
-                lf ? "tokenizing workers + tokenized set (int64 ids and labels)" : "shards memory-mapped (page cache)");
+                lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
         gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
         gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
         if (e->host_usable_bytes > 0)
