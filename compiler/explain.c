@@ -455,8 +455,9 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "");
     fmt_count(a, sizeof a, e->tokens_per_second);
     if (e->peak_flops_per_device >= 1e12)
-        row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f", e->world_size,
-            e->peak_flops_per_device / 1e12, e->mfu);
+        row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
+            e->peak_flops_per_device / 1e12, e->mfu,
+            e->comm_exposed_seconds > 0 ? ", with the exposed communication" : "");
     else
         row(tb, 0, "tokens per second", a, "%d x %.0f GFLOP/s peak x mfu %.2f", e->world_size,
             e->peak_flops_per_device / 1e9, e->mfu);
