@@ -132,14 +132,14 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
-    char line[16][256];
+    char line[20][256];
     int n;
 } Assumptions;
 
 static void assume(Assumptions *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void assume(Assumptions *a, const char *fmt, ...)
 {
-    if (a->n >= 16) return;
+    if (a->n >= 20) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a->line[a->n++], sizeof a->line[0], fmt, ap);
@@ -203,8 +203,22 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "flash never stores the attention scores selective would drop");
     if (!t->packing && e->samples_unknown && e->tokens_source != TOKENS_UNKNOWN)
         assume(a, "sample count not stated: samples taken as context-long, so steps are a lower bound");
-    if (!t->packing && t->stage == STAGE_SFT)
-        assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted");
+    if (!t->packing && e->padding_from_stats)
+        assume(a, "batches pad to their longest sample: %.0f tokens per sequence computed at batch %d "
+                  "(mean %.0f), from the stats file's length histogram", e->padded_seq_tokens, t->micro_batch,
+               e->seq_tokens);
+    else if (!t->packing && t->stage == STAGE_SFT)
+        assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted "
+                  "(no length histogram: no FILE.stats.json beside the data; docs/estimator.md)");
+    if (!e->cpu_only && e->data_parallel > 1 && e->fabric_known)
+        assume(a, "collectives as rings over all %d GPUs: NCCL at %.0f%% of the GPU link and %.0f%% of the "
+                  "network, %.0f/%.0f us per NVLink/network hop; fabric %s",
+               e->world_size, 80.0, 90.0, 1.0, job->cluster->network_roce ? 5.0 : 3.0,
+               job->cluster->link_default && job->cluster->network_default ? "from the GPU catalogue"
+                                                                           : "as the cluster states it");
+    else if (!e->cpu_only && e->data_parallel > 1)
+        assume(a, "communication not estimated: the cluster states no gpu_link/network and the GPU has no "
+                  "catalogue default; the time is compute only");
     if (t->mfu > 0)
         assume(a, "mfu %.2f as the plan states", t->mfu);
     else if (e->cpu_only)
