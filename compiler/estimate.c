@@ -714,6 +714,7 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
         } else {
             if (!missing) missing = ds;
             worst = TOKENS_UNKNOWN;
+            free(st);
             continue;
         }
         /* A sample longer than the context is truncated to it. */
