@@ -642,7 +642,120 @@ static const char *get_path(Checker *c, const Entry *e, bool is_file)
 
 /* ---- blocks ---- */
 
-static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory"};
+static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory",
+                                           "gpu_link", "network", "network_kind"};
+
+/* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
+ * bits per second for network adapters (as NICs are sold). Two types: a link
+ * in Gbps or a NIC in GBps is an error, never a silent factor of 8. The lexer
+ * has no '/', so "GB/s" is written GBps and "Gb/s" Gbps. */
+static const Unit byte_rate_units[] = {{"MBps", 1e6}, {"GBps", 1e9}, {"TBps", 1e12}};
+static const Unit bit_rate_units[] = {{"Mbps", 1e6}, {"Gbps", 1e9}, {"Tbps", 1e12}};
+static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};
+static const double link_rates[] = {600e9, 900e9, 1800e9, 64e9, 128e9};
+static const char *const network_kinds[] = {"infiniband", "roce"};
+
+/* `NUMBER UNIT` for a rate; units: the table of this key, other: the other type. */
+static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u, const Unit *units,
+                     const Unit *other, const char *example, double *out)
+{
+    const char *names[3] = {units[0].unit, units[1].unit, units[2].unit};
+    const char *list = join_names(c->a, names, 3);
+    if (!is_number(num)) {
+        Diag *g = diag_error(c->d, num->at, "'%s' must be a bandwidth, found %s", e->key, term_desc(c, num));
+        diag_help(g, "for example: %s = %s", e->key, example);
+        return false;
+    }
+    if (!u) {
+        Diag *g = diag_error(c->d, num->at, "'%s' needs a unit: %s", e->key, list);
+        diag_help(g, "for example: %s = %s", e->key, example);
+        return false;
+    }
+    if (u->kind == TERM_IDENT) {
+        for (int i = 0; i < 3; i++) {
+            if (strcmp(u->str, units[i].unit) != 0) continue;
+            if (!(num->fval > 0) || num->overflow || num->fval * units[i].scale > 1e15) {
+                diag_error(c->d, num->at, "'%s' must be a positive bandwidth up to 1000 TBps", e->key);
+                return false;
+            }
+            *out = num->fval * units[i].scale;
+            return true;
+        }
+        for (int i = 0; i < 3; i++) {
+            if (strcmp(u->str, other[i].unit) != 0) continue;
+            Diag *g = diag_error(c->d, u->at, "'%s' takes %s per second, not %s: %s is %s per second",
+                                 e->key, units == bit_rate_units ? "bits" : "bytes", u->str, u->str,
+                                 other == bit_rate_units ? "bits" : "bytes");
+            diag_note(g, "%s", units == bit_rate_units
+                                   ? "network adapters are rated in bits per second (400 Gbps = 50 GBps)"
+                                   : "GPU links are quoted in bytes per second (NVLink 4 = 900 GBps)");
+            diag_help(g, "for example: %s = %s", e->key, example);
+            return false;
+        }
+    }
+    Diag *g = diag_error(c->d, u->at, "'%s' is not a unit of bandwidth; '%s' takes %s", u->kind == TERM_IDENT ? u->str : u->text,
+                         e->key, list);
+    if (u->kind == TERM_IDENT) {
+        const char *dym = did_you_mean(u->str, names, 3);
+        if (dym) diag_help(g, "did you mean '%s'?", dym);
+    }
+    return false;
+}
+
+/* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce.
+ * Without them, the GPU's usual node from the catalogue (gpu_catalog_fabric). */
+static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
+{
+    Entry *e;
+    const GpuFabric *fab = gpu_catalog_fabric(cl->gpu);
+    if (fab) {
+        cl->link_bytes_per_s = fab->link_bytes_per_s; cl->link_default = true;
+        cl->nics = fab->nics; cl->nic_bits_per_s = fab->nic_bits_per_s; cl->network_default = true;
+    }
+    if ((e = find(s, "gpu_link")) && e->value) {
+        const Value *v = e->value;
+        const Term *t = v->terms[0];
+        double x;
+        if (t->kind == TERM_IDENT) {
+            int k;
+            if (want_terms(c, e, 1, "a link name or a bandwidth") &&
+                get_enum(c, e, link_names, NUNITS(link_names), &k)) {
+                cl->link_bytes_per_s = link_rates[k]; cl->link_default = false; cl->link_at = v->at;
+            }
+        } else if (v->nterms <= 2 &&
+                   get_rate(c, e, t, v->nterms == 2 ? v->terms[1] : NULL, byte_rate_units, bit_rate_units,
+                            "900 GBps", &x)) {
+            cl->link_bytes_per_s = x; cl->link_default = false; cl->link_at = v->at;
+        } else if (v->nterms > 2) {
+            want_terms(c, e, 2, "a bandwidth");
+        }
+    }
+    if ((e = find(s, "network")) && e->value) {
+        const Value *v = e->value;
+        const Term *k = v->terms[0];
+        double x;
+        if (v->nterms < 3 || k->kind != TERM_INT || v->terms[1]->kind != TERM_IDENT ||
+            strcmp(v->terms[1]->str, "x") != 0) {
+            Diag *g = diag_error(c->d, v->at, "'network' must be adapters per node x speed, found %s",
+                                 value_desc(c, v));
+            diag_help(g, "for example: network = 8 x 400 Gbps");
+        } else if (k->ival < 1 || k->ival > 64) {
+            diag_error(c->d, k->at, "network adapters per node must be between 1 and 64, found %s", k->text);
+        } else if (want_terms(c, e, 4, "adapters x speed") &&
+                   get_rate(c, e, v->terms[2], v->terms[3], bit_rate_units, byte_rate_units, "8 x 400 Gbps", &x)) {
+            cl->nics = (int)k->ival; cl->nic_bits_per_s = x; cl->network_default = false; cl->network_at = v->at;
+        }
+    }
+    if ((e = find(s, "network_kind"))) {
+        int k;
+        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kinds, 2, &k))
+            cl->network_roce = k == 1;
+    }
+    if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
+        cl->link_bytes_per_s = 0;
+        diag_warning(c->d, cl->link_at, "'gpu_link' on a cluster without GPUs is ignored");
+    }
+}
 
 static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 {
@@ -719,6 +832,7 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
             cl->memory_bytes = 0;
         }
     }
+    check_cluster_fabric(c, &s, cl);
     report_missing(c, &s);
 }
 

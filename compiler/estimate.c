@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "estimate.h"
+#include <stdlib.h>
+#include <cjson/cJSON.h>
 #include "plan_limits.h"   /* contract/: PLAN_YEAR_SECONDS */
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -50,6 +52,33 @@
 #define LOW_MEMORY_SHARE    0.30
 
 #define MAX_BATCH_SEARCH    (1 << 20)
+
+/* Communication (docs/estimator.md, "Communication"). NCCL reaches about this
+ * share of a link's one-way bandwidth in its ring collectives (nccl-tests bus
+ * bandwidth: ~360 of NVLink 4's 450 GB/s one way; ~45 of a 400 Gb/s NIC's 50). */
+#define LINK_EFFICIENCY      0.80
+#define NET_EFFICIENCY       0.90
+/* Latency of one ring hop: over NVLink / PCIe inside a node, over the network
+ * (InfiniBand; RoCE adds switch and congestion-control latency). */
+#define HOP_LATENCY_LINK_S   1.0e-6
+#define HOP_LATENCY_IB_S     3.0e-6
+#define HOP_LATENCY_ROCE_S   5.0e-6
+/* Per collective launched: NCCL's kernel launch (llmc trainer, C); DeepSpeed
+ * adds its Python-side bookkeeping (hooks, partitioned-parameter state) per
+ * gathered module or reduced bucket. */
+#define COLL_LAUNCH_NCCL_S   10e-6
+#define COLL_LAUNCH_DS_S     50e-6
+/* ZeRO-3 all-gathers one module at a time: per decoder layer the q, k, v, o,
+ * gate, up and down projections (the norms stay whole: below the
+ * persistence threshold, 10 x hidden under "auto"). */
+#define ZERO3_MODULES_PER_LAYER 7
+
+/* Host memory per node (docs/estimator.md, "Host memory"). */
+#define HOST_TORCH_PROCESS_BYTES (3.0 * GIB)   /* PyTorch + CUDA + NCCL host side, per rank */
+#define HOST_LLMC_PROCESS_BYTES  (0.5 * GIB)   /* llmc-train-cuda: CUDA runtime host side, per rank */
+#define HOST_HF_SHARD_BYTES      5e9           /* transformers' default max_shard_size: one file at a time */
+#define HOST_WORKER_BYTES        (0.5 * GIB)   /* one tokenizing worker (Python + datasets + tokenizer) */
+#define HOST_PINNED_BYTES        (0.25 * GIB)  /* pinned staging per rank (NCCL, copies) */
 
 /* ---- parameters ---------------------------------------------------------- */
 
@@ -118,6 +147,128 @@ void estimate_model_states(double params, Precision prec, ShardStage shard, int 
     *weights = w;
     *grads = g;
     *optimizer = o;
+}
+
+void estimate_train_states(const TrainStates *ts, Precision prec, ShardStage shard, int dp,
+                           double *weights, double *grads, double *optimizer, double *host)
+{
+    double wb = prec == PREC_FP32 ? 4 : 2;
+    double ob = prec == PREC_FP32 ? 8 : 12;
+    double n = dp > 0 ? dp : 1;
+    double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
+    double fr = ts->frozen_params > 0 ? ts->frozen_params : 0;
+    double fb = ts->frozen_bytes_per_param > 0 ? ts->frozen_bytes_per_param : wb;
+    double w = wb * tr + fb * fr, g = wb * tr, o = ob * tr, h = 0;
+    if (shard >= SHARD_ZERO1) o /= n;
+    if (shard >= SHARD_ZERO2) g /= n;
+    if (shard >= SHARD_ZERO3) w /= n;
+    if (ts->offload_optimizer && shard >= SHARD_ZERO1) {
+        /* DeepSpeed's CPU Adam: fp32 master, m, v and the fp32 gradient
+         * partition in host memory; the GPU keeps the 16-bit gradients. */
+        h += o + 4 * tr / n;
+        o = 0;
+    }
+    if (ts->offload_params && shard >= SHARD_ZERO3) {
+        h += w;
+        w = 0;
+    }
+    *weights = w;
+    *grads = g;
+    *optimizer = o;
+    if (host) *host = h;
+}
+
+double estimate_flops_per_token(double matmul_params, double trainable_share, double attn_fwd,
+                                Recompute rc, AttentionKind attn)
+{
+    double share = trainable_share >= 0 && trainable_share <= 1 ? trainable_share : 1;
+    double n = matmul_params;
+    /* forward 2N; backward: input gradients 2N, weight gradients 2N x share */
+    double fpt = 2 * n + 2 * n + 2 * n * share + 3.0 * attn_fwd;
+    if (rc == RECOMPUTE_FULL) fpt += 2.0 * n + attn_fwd;
+    else if (rc == RECOMPUTE_SELECTIVE && attn == ATTN_EAGER) fpt += attn_fwd;
+    return fpt;
+}
+
+/* ---- communication ------------------------------------------------------- */
+
+void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent, double *intra_s,
+                         double *inter_s, double *latency_s)
+{
+    int nodes = f->nodes > 0 ? f->nodes : 1, g = f->gpus_per_node > 0 ? f->gpus_per_node : 1;
+    double d = (double)nodes * g;
+    double passes = k == COLL_ALL_REDUCE ? 2 : 1;   /* reduce-scatter + all-gather */
+    double out = d > 1 ? passes * (d - 1) / d * bytes : 0;
+    /* A ring over every rank; with G rings (one per GPU of a node) each node
+     * sends the same bytes as one rank over its NICs together, and each GPU
+     * sends them over its own link (one direction: half NVIDIA's figure). */
+    double link = f->link_bytes_per_s / 2 * LINK_EFFICIENCY;
+    double net = f->nics * f->nic_bits_per_s / 8 * NET_EFFICIENCY;
+    *sent = out;
+    *intra_s = g > 1 && link > 0 ? out / link : 0;
+    *inter_s = nodes > 1 && net > 0 ? out / net : 0;
+    /* Latency: a chunk goes once (twice for all-reduce) round the ring of D
+     * hops, of which one per node crosses the network. */
+    double hop_net = f->roce ? HOP_LATENCY_ROCE_S : HOP_LATENCY_IB_S;
+    double ring = nodes > 1 ? (d - nodes) * HOP_LATENCY_LINK_S + nodes * hop_net : (d - 1) * HOP_LATENCY_LINK_S;
+    *latency_s = d > 1 ? passes * ring : 0;
+}
+
+void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
+                          Precision prec, int grad_accum, int dp, CommVolume *v)
+{
+    memset(v, 0, sizeof *v);
+    if (dp <= 1) return;
+    double ga = grad_accum > 0 ? grad_accum : 1;
+    double vb = prec == PREC_FP32 ? 4 : 2;
+    double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
+    double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
+    double layers = m->layers > 0 ? m->layers : 0;
+    if (llmc_trainer) {
+        /* runtime/cuda/model_cuda.c: fp32 gradients. Without ZeRO-1, one
+         * all-reduce per layer (and one for the embedding and the rest) on the
+         * last micro-step, on the communication stream during backward; with
+         * ZeRO-1 one reduce-scatter before and one bf16 all-gather after AdamW
+         * (+ the 4-byte norm all-reduce). */
+        if (shard >= SHARD_ZERO1) {
+            v->reduce_scatter_bytes = 4 * tr;
+            v->allgather_bytes = 2 * tr;
+            v->allreduce_bytes = 4;
+            v->collectives = 3;
+        } else {
+            v->allreduce_bytes = 4 * tr;
+            v->collectives = layers + 1;
+        }
+        return;
+    }
+    /* DeepSpeed as emitted (emit_llamafactory.c): 16-bit communication,
+     * overlap_comm false, reduce_scatter true, buckets of 5e8 elements (stages
+     * 0-2); stage 3 "auto": reduce bucket hidden^2 elements. */
+    double bucket = 5e8;
+    if (shard == SHARD_NONE) {
+        v->allreduce_bytes = vb * tr;
+        v->collectives = ceil(tr / bucket);
+    } else if (shard == SHARD_ZERO1) {
+        v->reduce_scatter_bytes = vb * tr;          /* at the accumulation boundary */
+        v->allgather_bytes = vb * tr;               /* updated weights after the step */
+        v->collectives = 2 * ceil(tr / bucket);
+    } else if (shard == SHARD_ZERO2) {
+        v->reduce_scatter_per_micro = vb * tr;      /* gradients partitioned: every micro-step */
+        v->reduce_scatter_bytes = ga * vb * tr;
+        v->allgather_bytes = vb * tr;
+        v->collectives = ga * ceil(tr / bucket) + ceil(tr / bucket);
+    } else {
+        /* Every micro-step: gather every weight in forward, again in backward
+         * (released after use; recompute = full gathers for the recomputed
+         * forward, which backward then uses), reduce-scatter every gradient. */
+        double h = m->hidden > 0 ? m->hidden : 1;
+        double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
+        v->allgather_per_micro = 2 * vb * all;
+        v->reduce_scatter_per_micro = vb * tr;
+        v->allgather_bytes = ga * v->allgather_per_micro;
+        v->reduce_scatter_bytes = ga * v->reduce_scatter_per_micro;
+        v->collectives = ga * (2 * modules + ceil(tr / (h * h)));
+    }
 }
 
 double estimate_korthikanti_layer(double s, double b, double h, double a, bool flash)
@@ -427,6 +578,7 @@ const char *estimate_token_source_name(TokenSource s)
 {
     switch (s) {
     case TOKENS_STATED: return "stated";
+    case TOKENS_FROM_STATS: return "prepare stats";
     case TOKENS_FROM_SIZE: return "file size";
     case TOKENS_FROM_SAMPLES: return "samples x context";
     case TOKENS_UNKNOWN: return "unknown";
@@ -442,6 +594,75 @@ static double file_size(const char *path)
     return (double)st.st_size;
 }
 
+/* The stats file `llmc-train prepare` is to leave beside a dataset:
+ * FILE.stats.json = {"format": "llmc-data-stats", "version": 1, "records": N,
+ * "tokens": T, "length_histogram": {"bin_tokens": W, "counts": [c0, c1, ...]}}
+ * (docs/estimator.md, "The stats file"); bin i holds records of i*W to
+ * (i+1)*W - 1 tokens. Read when reachable from here; false otherwise. */
+bool estimate_read_stats(const char *data_file, DataStats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!data_file) return false;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s.stats.json", data_file) >= sizeof path) return false;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return false;
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, fp) : 0;
+    fclose(fp);
+    if (!buf) return false;
+    buf[n] = 0;
+    cJSON *o = cJSON_Parse(buf);
+    free(buf);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "version");
+    const cJSON *rec = cJSON_GetObjectItemCaseSensitive(o, "records");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(o, "tokens");
+    bool ok = cJSON_IsString(fmt) && strcmp(fmt->valuestring, "llmc-data-stats") == 0 && cJSON_IsNumber(ver) &&
+              ver->valuedouble == 1 && cJSON_IsNumber(rec) && rec->valuedouble >= 1 && rec->valuedouble < 1e15 &&
+              cJSON_IsNumber(tok) && tok->valuedouble >= 0 && tok->valuedouble < 1e18;
+    if (ok) {
+        st->records = floor(rec->valuedouble);
+        st->tokens = floor(tok->valuedouble);
+        const cJSON *hist = cJSON_GetObjectItemCaseSensitive(o, "length_histogram");
+        const cJSON *bin = cJSON_GetObjectItemCaseSensitive(hist, "bin_tokens");
+        const cJSON *counts = cJSON_GetObjectItemCaseSensitive(hist, "counts");
+        if (cJSON_IsNumber(bin) && bin->valuedouble >= 1 && bin->valuedouble <= 1e7 && cJSON_IsArray(counts) &&
+            cJSON_GetArraySize(counts) >= 1 && cJSON_GetArraySize(counts) <= STATS_MAX_BINS) {
+            double sum = 0;
+            const cJSON *c;
+            st->bin = floor(bin->valuedouble);
+            cJSON_ArrayForEach(c, counts) {
+                if (!cJSON_IsNumber(c) || !(c->valuedouble >= 0) || c->valuedouble > 1e15) { st->nbins = 0; sum = -1; break; }
+                st->counts[st->nbins++] = c->valuedouble;
+                sum += c->valuedouble;
+            }
+            if (!(sum > 0)) st->nbins = 0;
+        }
+    }
+    cJSON_Delete(o);
+    return ok;
+}
+
+/* Expected length of the longest of b records drawn from the histogram (each
+ * bin at its upper end, capped at the context): a micro batch padded to its
+ * longest record. E[max] = sum_i x_i (F_i^b - F_{i-1}^b). */
+double estimate_padded_length(const double *counts, int nbins, double bin, int b, double context)
+{
+    double total = 0;
+    for (int i = 0; i < nbins; i++) total += counts[i];
+    if (!(total > 0) || b < 1) return 0;
+    double cum = 0, prev = 0, e = 0;
+    for (int i = 0; i < nbins; i++) {
+        cum += counts[i];
+        double f = pow(cum / total, b);
+        double x = fmin((i + 1) * bin - 1, context);
+        e += x * (f - prev);
+        prev = f;
+    }
+    return e;
+}
+
 /* Tokens and sequences per epoch, summed over the datasets. Returns the first
  * dataset with nothing to count from, or NULL. */
 static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
@@ -452,14 +673,36 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
     bool packed = t->packing;
     TokenSource worst = TOKENS_STATED;
     double tokens = 0, sequences = 0, samples = 0;
+    static double hist[STATS_MAX_BINS];
+    memset(hist, 0, sizeof hist);
+    double hist_bin = 0;
+    int hist_n = 0;
+    bool hist_mixed = false;
 
     for (int i = 0; i < t->ndata; i++) {
         const PlanDataset *ds = t->data[i];
         double cap = ds->samples > 0 ? (double)ds->samples * ctx : INFINITY;
         double tk, on_disk;
         TokenSource src;
+        DataStats *st = calloc(1, sizeof *st);
+        bool have_stats = st && ds->tokens < 0 && estimate_read_stats(ds->file, st);
         if (ds->tokens >= 0) {
             tk = (double)ds->tokens; src = TOKENS_STATED;
+        } else if (have_stats) {
+            /* Measured by prepare: its tokens and records. */
+            tk = st->tokens; src = TOKENS_FROM_STATS;
+            if (ds->samples <= 0) cap = st->records * ctx;
+            if (st->nbins > 0 && !packed) {
+                if (hist_bin == 0 || hist_bin == st->bin) {
+                    hist_bin = st->bin;
+                    for (int k = 0; k < st->nbins; k++) hist[k] += st->counts[k];
+                    if (st->nbins > hist_n) hist_n = st->nbins;
+                } else {
+                    hist_mixed = true;
+                }
+            } else if (!packed) {
+                hist_mixed = true;
+            }
         } else if (ds->size_bytes > 0) {
             tk = (double)ds->size_bytes / bpt; src = TOKENS_FROM_SIZE;
         } else if ((on_disk = file_size(ds->file)) > 0) {
@@ -471,24 +714,36 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
         } else {
             if (!missing) missing = ds;
             worst = TOKENS_UNKNOWN;
+            free(st);
             continue;
         }
         /* A sample longer than the context is truncated to it. */
         if (tk > cap) tk = cap;
         if (src > worst) worst = src;
+        if (!have_stats) hist_mixed = true;
         tokens += tk;
-        samples += ds->samples > 0 ? (double)ds->samples : ceil(tk / ctx);
-        if (ds->samples <= 0) e->samples_unknown = true;
+        double nsamples = ds->samples > 0 ? (double)ds->samples : have_stats ? st->records : -1;
+        samples += nsamples > 0 ? nsamples : ceil(tk / ctx);
+        if (nsamples <= 0) e->samples_unknown = true;
         /* Packed: sequences are full contexts. Unpacked: one sequence per sample;
          * with no sample count, samples are taken as full-context long. */
-        sequences += packed || ds->samples <= 0 ? ceil(tk / ctx) : (double)ds->samples;
+        sequences += packed || nsamples <= 0 ? ceil(tk / ctx) : nsamples;
+        free(st);
     }
     e->tokens_source = worst;
-    e->tokens_measured = worst == TOKENS_STATED;
+    e->tokens_measured = worst <= TOKENS_FROM_STATS;
+    /* Unpacked: every dataset's histogram known (one bin width) decides the
+     * padding; else none is counted (stated as an assumption). */
+    e->padding_from_stats = false;
+    if (!packed && !hist_mixed && hist_n > 0 && t->ndata > 0) {
+        double p = estimate_padded_length(hist, hist_n, hist_bin, t->micro_batch > 0 ? t->micro_batch : 1, ctx);
+        if (p > 0) { e->padded_seq_tokens = p; e->padding_from_stats = true; }
+    }
     e->tokens_per_epoch = tokens;
     e->samples_per_epoch = samples;
     e->sequences_per_epoch = sequences;
     e->seq_tokens = sequences > 0 ? tokens / sequences : 0;
+    if (!(e->padded_seq_tokens >= e->seq_tokens)) e->padded_seq_tokens = e->seq_tokens;
     return missing;
 }
 
@@ -499,6 +754,105 @@ static double matmul_params(const PlanModel *m, const Estimate *e)
     double n = (double)e->params_total;
     if (!m->tie_embeddings) n -= (double)m->vocab * m->hidden;
     return n;
+}
+
+/* Full fine-tuning, no offload: what every plan trains until the language
+ * has LoRA/freeze/offload keys (docs/estimator.md, "Inputs for PEFT and offload"). */
+static TrainStates full_training(const Estimate *e)
+{
+    TrainStates ts = {(double)e->params_total, 0, 0, false, false};
+    return ts;
+}
+
+/* Time of `count` collectives moving `bytes` of tensor in all; adds the terms
+ * to the estimate's sums and returns max(intra, inter) + latency. */
+static double coll_time(const Fabric *f, CollKind k, double bytes, double count, double launch, Estimate *e)
+{
+    if (bytes <= 0 || count <= 0) return 0;
+    double sent, intra, inter, lat;
+    estimate_collective(f, k, bytes, &sent, &intra, &inter, &lat);
+    double latency = count * (lat + launch);
+    e->comm_sent_bytes += sent;
+    e->comm_intra_seconds += intra;
+    e->comm_inter_seconds += inter;
+    e->comm_latency_seconds += latency;
+    return fmax(intra, inter) + latency;
+}
+
+/* The collectives of one optimizer step and what of them hides under compute
+ * (docs/estimator.md, "Communication"). fwd_share: the first forward's share
+ * of a micro-step's FLOPs. */
+static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    int nodes = job->nodes > 0 ? job->nodes : 1;
+    Fabric f = {nodes, c->gpus_per_node, c->link_bytes_per_s, c->nics, c->nic_bits_per_s, c->network_roce};
+    e->fabric_known = !e->cpu_only && (c->gpus_per_node <= 1 || c->link_bytes_per_s > 0) &&
+                      (nodes <= 1 || (c->nics > 0 && c->nic_bits_per_s > 0));
+    if (e->cpu_only || e->data_parallel <= 1 || !e->fabric_known) return;
+    bool llmc = t->backend == BACKEND_LLMC;
+    ShardStage shard = llmc && t->shard > SHARD_ZERO1 ? SHARD_ZERO1 : t->shard;
+    int ga = t->grad_accum > 0 ? t->grad_accum : 1;
+    CommVolume v;
+    estimate_comm_volume(t->model, ts, shard, llmc, t->precision, ga, e->data_parallel, &v);
+    e->comm_allgather_bytes = v.allgather_bytes;
+    e->comm_reduce_scatter_bytes = v.reduce_scatter_bytes;
+    e->comm_allreduce_bytes = v.allreduce_bytes;
+    e->comm_collectives = v.collectives;
+
+    double micro = e->compute_seconds / ga;
+    double fwd = micro * fwd_share, bwd = micro - fwd;
+    double layers = t->model->layers > 0 ? t->model->layers : 0;
+    double total = 0, exposed = 0;
+    if (llmc) {
+        if (shard >= SHARD_ZERO1) {
+            /* On the compute stream, after backward and around AdamW. */
+            total = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_bytes, 1, COLL_LAUNCH_NCCL_S, e) +
+                    coll_time(&f, COLL_ALL_GATHER, v.allgather_bytes, 1, COLL_LAUNCH_NCCL_S, e) +
+                    coll_time(&f, COLL_ALL_REDUCE, v.allreduce_bytes, 1, COLL_LAUNCH_NCCL_S, e);
+            exposed = total;
+        } else {
+            /* Per-layer buckets on the communication stream while backward goes
+             * on (last micro-step only); the last bucket waits for the end. */
+            total = coll_time(&f, COLL_ALL_REDUCE, v.allreduce_bytes, layers + 1, COLL_LAUNCH_NCCL_S, e);
+            exposed = fmax(0, total - bwd) + total / (layers + 1);
+            if (exposed > total) exposed = total;
+        }
+    } else if (shard == SHARD_ZERO3) {
+        /* Prefetch hides the gathers under forward and backward compute, all
+         * but the first module's; overlap_comm is off as emitted, so the
+         * reduce-scatter of each bucket waits for nothing else. */
+        const PlanModel *m = t->model;
+        double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
+        double h = m->hidden > 0 ? m->hidden : 1;
+        double buckets = ceil(ts->trainable_params / (h * h));
+        double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
+        double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
+        double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_per_micro, buckets, COLL_LAUNCH_DS_S, e);
+        double first = modules > 0 ? ag / modules : 0;
+        double ex = fmin(ag, fmax(0, ag - fwd) + first) + fmin(ag2, fmax(0, ag2 - bwd) + first) + rs;
+        /* ga micro-steps alike: scale the sums of one by ga. */
+        e->comm_sent_bytes *= ga; e->comm_intra_seconds *= ga; e->comm_inter_seconds *= ga;
+        e->comm_latency_seconds *= ga;
+        total = ga * (ag + ag2 + rs);
+        exposed = ga * ex;
+    } else {
+        /* DeepSpeed stages 0-2 with overlap_comm off: nothing overlaps. */
+        double bucket = 5e8, tr = ts->trainable_params;
+        double n = ceil(tr / bucket);
+        if (shard == SHARD_NONE)
+            total = coll_time(&f, COLL_ALL_REDUCE, v.allreduce_bytes, n, COLL_LAUNCH_DS_S, e);
+        else
+            total = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_bytes, shard == SHARD_ZERO2 ? ga * n : n,
+                              COLL_LAUNCH_DS_S, e) +
+                    coll_time(&f, COLL_ALL_GATHER, v.allgather_bytes, n, COLL_LAUNCH_DS_S, e);
+        exposed = total;
+    }
+    e->comm_seconds = total;
+    e->comm_exposed_seconds = exposed;
+    e->comm_overlap_seconds = total - exposed;
+    e->comm_bound = total > e->compute_seconds;
 }
 
 static void estimate_time(const PlanJob *job, Estimate *e)
@@ -518,12 +872,16 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     /* With no data to count (max_steps and unknown datasets), sequences are
      * taken as full contexts. */
     if (e->seq_tokens <= 0) e->seq_tokens = t->context > 0 ? t->context : 0;
-    double s = e->seq_tokens;
+    /* Batches are computed at their padded length (packed: the mean). */
+    if (!(e->padded_seq_tokens >= e->seq_tokens)) e->padded_seq_tokens = e->seq_tokens;
+    double s = e->padded_seq_tokens;
     double attn_fwd = 2.0 * (m->layers > 0 ? m->layers : 0) * s * (m->heads * (double)head_dim_of(m));
-    double fpt = 6.0 * n + 3.0 * attn_fwd;
-    if (t->recompute == RECOMPUTE_FULL) fpt += 2.0 * n + attn_fwd;
-    else if (t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER) fpt += attn_fwd;
+    TrainStates ts = full_training(e);
+    double share = ts.trainable_params + ts.frozen_params > 0
+                       ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
+    double fpt = estimate_flops_per_token(n, share, attn_fwd, t->recompute, t->attention);
     e->flops_per_token = fpt;
+    double fwd_share = fpt > 0 ? (2 * n + attn_fwd) / fpt : 0;
 
     if (e->cpu_only) {
         e->peak_flops_per_device = cpu_cores(job) * CPU_CORE_PEAK_FLOPS;
@@ -554,8 +912,12 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     }
 
     double rate = e->world_size * e->peak_flops_per_device * e->mfu;
-    e->step_seconds = rate > 0 ? step_tokens * fpt / rate : 0;
-    e->total_seconds = rate > 0 ? e->tokens_total * fpt / rate : 0;
+    double computed = (double)e->global_batch * e->padded_seq_tokens;   /* padding included */
+    e->compute_seconds = rate > 0 ? computed * fpt / rate : 0;
+    estimate_step_comm(job, e, &ts, fwd_share);
+    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds;
+    /* The last step of an epoch is partial: the time follows the tokens. */
+    e->total_seconds = step_tokens > 0 ? e->tokens_total / step_tokens * e->step_seconds : 0;
     e->tokens_per_second = e->step_seconds > 0 ? step_tokens / e->step_seconds : 0;
     e->gpu_hours = e->total_seconds * e->world_size / 3600.0;
 
@@ -813,6 +1175,68 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
     return upper_bound ? 0 : 1;
 }
 
+/* Host memory per node (docs/estimator.md, "Host memory"), GPU plans. */
+static void estimate_host(const PlanJob *job, Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    uint64_t mem = job->mem_bytes ? job->mem_bytes : c->memory_bytes;
+    e->host_usable_bytes = (double)mem;
+    e->host_fits = true;
+    if (e->cpu_only) return;   /* the per-rank memory check is the host's */
+    double g = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    TrainStates ts = full_training(e);
+    double w, gr, o, offload = 0;
+    estimate_train_states(&ts, t->precision, t->shard, e->data_parallel, &w, &gr, &o, &offload);
+    double n = (double)e->params_total;
+    if (t->backend == BACKEND_LLAMAFACTORY) {
+        e->host_process_bytes = g * HOST_TORCH_PROCESS_BYTES;
+        /* ZeRO-3 (zero.Init): every rank reads one checkpoint file at a time;
+         * otherwise every rank builds the whole 16-bit model on the host first. */
+        e->host_model_bytes = g * (t->shard == SHARD_ZERO3 ? fmin(HOST_HF_SHARD_BYTES, 2 * n) : 2 * n);
+        /* The tokenizing workers LLaMA-Factory starts (preprocessing_num_workers
+         * as emitted: the node's CPUs, at most 16). The tokenized set is an
+         * Arrow cache on disk, memory-mapped: page cache, not counted. */
+        double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
+        double workers = cpus < 16 ? (cpus > 0 ? cpus : 1) : 16;
+        e->host_data_bytes = workers * HOST_WORKER_BYTES;
+        e->host_pinned_bytes = g * HOST_PINNED_BYTES;
+    } else {
+        /* llmc-train-cuda builds the fp32 weights on the host and uploads them
+         * (4 bytes x P per rank); a checkpoint gathers master, m and v to the
+         * host of rank 0 (3 x 4 x P, gather_to_host). Shards are memory-mapped:
+         * page cache, reclaimable, not counted. */
+        e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
+        e->host_model_bytes = g * 4 * n + 12 * n;
+        e->host_data_bytes = 0;
+        e->host_pinned_bytes = g * HOST_PINNED_BYTES;
+    }
+    e->host_offload_bytes = g * offload;
+    e->host_bytes = e->host_process_bytes + e->host_model_bytes + e->host_data_bytes + e->host_pinned_bytes +
+                    e->host_offload_bytes;
+    e->host_fits = mem == 0 || e->host_bytes <= e->host_usable_bytes;
+}
+
+static int report_host(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    if (e->host_fits || e->cpu_only) return 0;
+    const PlanCluster *c = job->cluster;
+    SrcRange at = job->mem_bytes ? job->mem_at : c->memory_at;
+    Diag *dg = diag_error(d, at, "host memory does not fit: %.1f GiB per node needed, %s %.1f GiB",
+                          e->host_bytes / GIB, job->mem_bytes ? "the job's mem is" : "the node has",
+                          e->host_usable_bytes / GIB);
+    diag_note(dg, "trainer processes %.1f GiB, model loading %.1f GiB, data and workers %.1f GiB, "
+                  "pinned buffers %.1f GiB, offloaded states %.1f GiB",
+              e->host_process_bytes / GIB, e->host_model_bytes / GIB, e->host_data_bytes / GIB,
+              e->host_pinned_bytes / GIB, e->host_offload_bytes / GIB);
+    if (job->mem_bytes && c->memory_bytes >= e->host_bytes)
+        diag_help(dg, "mem = %.0f GiB fits (the node has %.1f GiB)", ceil(e->host_bytes / GIB),
+                  (double)c->memory_bytes / GIB);
+    else if (job->run->backend == BACKEND_LLAMAFACTORY && job->run->shard != SHARD_ZERO3)
+        diag_help(dg, "shard = zero3 loads one checkpoint file per rank at a time");
+    return 1;
+}
+
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
 {
     memset(out, 0, sizeof *out);
@@ -824,8 +1248,10 @@ int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
     out->max_micro_batch_that_fits = max_fitting_batch(job, t->recompute, t->shard);
     const PlanDataset *missing = count_tokens(t, out);
     estimate_time(job, out);
+    estimate_host(job, out);
 
     int errors = report_memory(job, out, d);
+    errors += report_host(job, out, d);
     errors += report_time(job, out, d, missing);
     return errors;
 }

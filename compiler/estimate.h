@@ -14,6 +14,7 @@
 /* Where tokens_per_epoch came from (the weakest source over all datasets). */
 typedef enum {
     TOKENS_STATED,          /* every dataset states (or prep measured) its token count */
+    TOKENS_FROM_STATS,      /* read from the stats file `llmc-train prepare` leaves beside the data */
     TOKENS_FROM_SIZE,       /* file size / bytes_per_token (capped by samples x context for sft) */
     TOKENS_FROM_SAMPLES,    /* only a sample count: samples x context, an upper bound */
     TOKENS_UNKNOWN          /* a dataset states none of tokens, size, samples: no time estimate */
@@ -57,7 +58,103 @@ typedef struct {
     double peak_flops_per_device;           /* FLOP/s: GPU bf16 (fp32 for fp32 plans) peak, or CPU node */
     double tokens_per_second;               /* whole job, real tokens */
     double time_limit_seconds;              /* the job's time limit (0 = none stated) */
+
+    /* ---- communication per optimizer step (docs/estimator.md, "Communication") ---- */
+    bool fabric_known;                      /* the cluster has a GPU link and (multi-node) a network */
+    double compute_seconds;                 /* per optimizer step: FLOPs / (world x peak x mfu) */
+    double comm_allgather_bytes;            /* tensor bytes all-gathered per optimizer step */
+    double comm_reduce_scatter_bytes;       /* tensor bytes reduce-scattered per optimizer step */
+    double comm_allreduce_bytes;            /* tensor bytes all-reduced per optimizer step */
+    double comm_sent_bytes;                 /* bytes each GPU sends per optimizer step (ring) */
+    double comm_collectives;                /* collectives launched per optimizer step */
+    double comm_intra_seconds;              /* NVLink (inside a node) bandwidth term, per step */
+    double comm_inter_seconds;              /* network bandwidth term, per step (0 on one node) */
+    double comm_latency_seconds;            /* latency term: collectives x ring hops, per step */
+    double comm_seconds;                    /* all collectives: max(intra, inter) + latency, per step */
+    double comm_overlap_seconds;            /* hidden under compute, per step */
+    double comm_exposed_seconds;            /* not hidden: adds to the step */
+    bool comm_bound;                        /* communication, not compute, bounds the step */
+    /* ---- host memory per node (docs/estimator.md, "Host memory") ---- */
+    double host_process_bytes;              /* trainer processes: runtime, libraries, CUDA host side */
+    double host_model_bytes;                /* model loading: weights staged on the host */
+    double host_data_bytes;                 /* tokenized data and dataloader workers */
+    double host_pinned_bytes;               /* pinned staging buffers */
+    double host_offload_bytes;              /* offloaded optimizer states / parameters */
+    double host_bytes;                      /* sum: per node */
+    double host_usable_bytes;               /* the job's mem, else the node's memory; 0 = unknown */
+    bool host_fits;
+    /* ---- tokens: padding (docs/estimator.md, "Tokens per epoch") ---- */
+    double padded_seq_tokens;               /* tokens a sequence is computed at (padded to the
+                                               longest of its micro batch); = seq_tokens packed */
+    bool padding_from_stats;                /* the length histogram of a stats file decided it */
 } Estimate;
+
+/* What is trained and where the states live: the inputs of the estimate that
+ * parameter-efficient fine-tuning (LoRA, QLoRA, freeze) and DeepSpeed offload
+ * set. Full fine-tuning without offload is {N, 0, 2, false, false}. */
+typedef struct {
+    double trainable_params;        /* with gradients and optimizer states (LoRA: the adapters) */
+    double frozen_params;           /* weights only: no gradient, no optimizer state */
+    double frozen_bytes_per_param;  /* 2 (bf16), 4 (fp32), 0.5 + block scales for 4-bit (QLoRA) */
+    bool offload_optimizer;         /* DeepSpeed offload_optimizer: fp32 master, m, v (+ fp32 grads) on the host */
+    bool offload_params;            /* DeepSpeed offload_param (ZeRO-3 only): 16-bit weights on the host */
+} TrainStates;
+
+/* Model states per GPU and on the host (per rank) for TrainStates: trainable
+ * weights (2 or 4 bytes), frozen weights (frozen_bytes_per_param), gradients
+ * and optimizer states of the trainable part only, sharded by stage over dp;
+ * offloaded states go to *host (DeepSpeed also keeps the fp32 gradient
+ * partition on the host when the optimizer is offloaded). */
+void estimate_train_states(const TrainStates *ts, Precision prec, ShardStage shard, int dp,
+                           double *weights, double *grads, double *optimizer, double *host);
+
+/* FLOPs per token: forward 2N + attention, backward 2N (input gradients) +
+ * 2 x trainable share x N (weight gradients; none for frozen matrices) + 2 x
+ * attention; recompute = full repeats the forward. trainable_share in [0, 1]. */
+double estimate_flops_per_token(double matmul_params, double trainable_share, double attn_fwd_flops,
+                                Recompute rc, AttentionKind attn);
+
+/* ---- the stats file of a dataset (FILE.stats.json, docs/estimator.md) ---- */
+#define STATS_MAX_BINS 4096
+typedef struct {
+    double records, tokens, bin;            /* bin: tokens per histogram bin (0: no histogram) */
+    double counts[STATS_MAX_BINS];
+    int nbins;
+} DataStats;
+/* Read DATA_FILE.stats.json; false when absent or malformed. */
+bool estimate_read_stats(const char *data_file, DataStats *st);
+/* Expected length of the longest of b records drawn from the histogram (bins
+ * at their upper end, capped at the context): what a micro batch pads to. */
+double estimate_padded_length(const double *counts, int nbins, double bin, int b, double context);
+
+/* ---- communication ---- */
+typedef struct {
+    int nodes, gpus_per_node;
+    double link_bytes_per_s;        /* per GPU, both directions together (NVLink as quoted) */
+    int nics; double nic_bits_per_s;/* per node */
+    bool roce;
+} Fabric;
+
+typedef enum { COLL_ALL_REDUCE, COLL_ALL_GATHER, COLL_REDUCE_SCATTER } CollKind;
+
+/* One ring collective over a tensor of `bytes` (the whole tensor, not a rank's
+ * part) among nodes x gpus_per_node ranks: bytes each rank sends ((D-1)/D x
+ * bytes; twice that for all-reduce), its time over the GPU link and over the
+ * network (per node: NICs x speed), and the latency of the ring's hops. */
+void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent, double *intra_s,
+                         double *inter_s, double *latency_s);
+
+/* Collective volumes per optimizer step for a shard stage and backend (tensor
+ * bytes per kind, summed; counts of collectives), from trainable and total
+ * parameters. llmc_trainer: the CUDA trainer (fp32 gradients, ZeRO-1 at most);
+ * else DeepSpeed as the llamafactory backend emits it. */
+typedef struct {
+    double allgather_bytes, reduce_scatter_bytes, allreduce_bytes;
+    double allgather_per_micro, reduce_scatter_per_micro;   /* of those, repeated every micro-step */
+    double collectives;                                     /* launched per optimizer step */
+} CommVolume;
+void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
+                          Precision prec, int grad_accum, int dp, CommVolume *out);
 
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */

@@ -132,14 +132,14 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
-    char line[16][256];
+    char line[20][256];
     int n;
 } Assumptions;
 
 static void assume(Assumptions *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void assume(Assumptions *a, const char *fmt, ...)
 {
-    if (a->n >= 16) return;
+    if (a->n >= 20) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a->line[a->n++], sizeof a->line[0], fmt, ap);
@@ -181,6 +181,9 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     case TOKENS_STATED:
         assume(a, "tokens per epoch as stated (or measured by prep) for every dataset");
         break;
+    case TOKENS_FROM_STATS:
+        assume(a, "tokens per epoch as `llmc-train prepare` counted them (FILE.stats.json beside the data)");
+        break;
     case TOKENS_FROM_SIZE:
         assume(a, "tokens per epoch from %s at %.1f bytes/token (not measured; "
                   "llmc-train prepare measures it)",
@@ -200,8 +203,22 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "flash never stores the attention scores selective would drop");
     if (!t->packing && e->samples_unknown && e->tokens_source != TOKENS_UNKNOWN)
         assume(a, "sample count not stated: samples taken as context-long, so steps are a lower bound");
-    if (!t->packing && t->stage == STAGE_SFT)
-        assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted");
+    if (!t->packing && e->padding_from_stats)
+        assume(a, "batches pad to their longest sample: %.0f tokens per sequence computed at batch %d "
+                  "(mean %.0f), from the stats file's length histogram", e->padded_seq_tokens, t->micro_batch,
+               e->seq_tokens);
+    else if (!t->packing && t->stage == STAGE_SFT)
+        assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted "
+                  "(no length histogram: no FILE.stats.json beside the data; docs/estimator.md)");
+    if (!e->cpu_only && e->data_parallel > 1 && e->fabric_known)
+        assume(a, "collectives as rings over all %d GPUs: NCCL at %.0f%% of the GPU link and %.0f%% of the "
+                  "network, %.0f/%.0f us per NVLink/network hop; fabric %s",
+               e->world_size, 80.0, 90.0, 1.0, job->cluster->network_roce ? 5.0 : 3.0,
+               job->cluster->link_default && job->cluster->network_default ? "from the GPU catalogue"
+                                                                           : "as the cluster states it");
+    else if (!e->cpu_only && e->data_parallel > 1)
+        assume(a, "communication not estimated: the cluster states no gpu_link/network and the GPU has no "
+                  "catalogue default; the time is compute only");
     if (t->mfu > 0)
         assume(a, "mfu %.2f as the plan states", t->mfu);
     else if (e->cpu_only)
@@ -213,6 +230,94 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
 }
 
 /* ---- human output ---- */
+
+static void gb(char *buf, size_t n, double bytes)
+{
+    if (bytes >= 1e9) snprintf(buf, n, "%.1f GB", bytes / 1e9);
+    else snprintf(buf, n, "%.1f MB", bytes / 1e6);
+}
+
+/* One optimizer step: compute beside each kind of communication, what
+ * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
+static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    char a[64], b[64], d[64], x[64];
+    if (e->cpu_only || e->step_seconds <= 0) return;
+    section(tb, "one optimizer step");
+    fmt_duration(a, sizeof a, e->compute_seconds);
+    fmt_count(b, sizeof b, (double)e->global_batch * e->padded_seq_tokens);
+    row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
+        e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
+        e->peak_flops_per_device / 1e12, e->mfu);
+    if (e->data_parallel <= 1) {
+        row(tb, 0, "communication", "none", "one GPU");
+        return;
+    }
+    if (!e->fabric_known) {
+        row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
+            c->gpu->name);
+        return;
+    }
+    fmt_duration(a, sizeof a, e->comm_seconds);
+    char kinds[192] = "";
+    size_t k = 0;
+    if (e->comm_allgather_bytes > 0) { gb(b, sizeof b, e->comm_allgather_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-gather %s, ", b); }
+    if (e->comm_reduce_scatter_bytes > 0 && k < sizeof kinds) { gb(d, sizeof d, e->comm_reduce_scatter_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "reduce-scatter %s, ", d); }
+    if (e->comm_allreduce_bytes > 0 && k < sizeof kinds) { gb(x, sizeof x, e->comm_allreduce_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-reduce %s, ", x); }
+    row(tb, 0, "communication", a, "%s%.0f collectives", kinds, e->comm_collectives);
+    gb(b, sizeof b, e->comm_sent_bytes);
+    fmt_duration(a, sizeof a, e->comm_intra_seconds);
+    row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
+        100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
+    fmt_duration(a, sizeof a, e->comm_inter_seconds);
+    if (job->nodes > 1)
+        row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * 0.90, c->nics,
+            c->nic_bits_per_s / 1e9, c->network_roce ? " RoCE" : "", c->network_default ? " (catalogue)" : "");
+    else
+        row(tb, 1, "inter-node (network)", a, "one node");
+    fmt_duration(a, sizeof a, e->comm_latency_seconds);
+    row(tb, 1, "latency", a, "%.0f collectives x ring of %d hops + launch", e->comm_collectives, e->world_size);
+    fmt_duration(a, sizeof a, e->comm_overlap_seconds);
+    const char *how = t->backend == BACKEND_LLMC
+                          ? (t->shard >= SHARD_ZERO1 ? "none: reduce-scatter and all-gather around AdamW"
+                                                     : "per-layer all-reduce on the comm stream during backward")
+                          : t->shard == SHARD_ZERO3 ? "ZeRO-3 prefetch under forward and backward; overlap_comm off"
+                                                    : "none: overlap_comm off as emitted";
+    row(tb, 0, "overlapped with compute", a, "%s", how);
+    fmt_duration(a, sizeof a, e->comm_exposed_seconds);
+    row(tb, 0, "exposed communication", a, NULL);
+    const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds) ? "latency"
+                       : e->comm_inter_seconds > e->comm_intra_seconds ? "network bandwidth" : "GPU-link bandwidth";
+    fmt_duration(a, sizeof a, e->step_seconds);
+    /* The same plan at other batches per GPU: ZeRO-3's collectives do not
+     * shrink with the batch, so a small batch is communication-bound. */
+    if (e->max_micro_batch_that_fits > 0) {
+        char sweep[256] = "";
+        size_t used = 0;
+        PlanTrain tr = *t;
+        PlanJob jb = *job;
+        jb.run = &tr;
+        for (int mb = 1; mb <= e->max_micro_batch_that_fits && mb <= 64 && used + 40 < sizeof sweep; mb *= 2) {
+            Estimate at;
+            Diags *dd = diags_new();
+            tr.micro_batch = mb;
+            estimate_job(&jb, &at, dd);
+            diags_free(dd);
+            fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
+            used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %s%s", used ? ", " : "", mb, b,
+                                     at.comm_bound ? " (comm)" : "");
+        }
+        row(tb, 0, "tokens/s per GPU by batch", "", "%s", sweep);
+    }
+    if (e->comm_bound)
+        row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
+            term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
+    else
+        row(tb, 0, "bound by", "compute", "communication is %.0f%% of compute (mostly %s)",
+            e->compute_seconds > 0 ? 100 * e->comm_seconds / e->compute_seconds : 0, term);
+}
 
 static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
 {
@@ -316,6 +421,31 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         row(tb, 1, "by batch", "GiB", "%s", sweep);
     }
 
+    if (!e->cpu_only) {
+        if (e->host_usable_bytes > 0)
+            snprintf(title, sizeof title, "host memory per node (%.1f GiB %s)", e->host_usable_bytes / GIB,
+                     job->mem_bytes ? "the job's mem" : "the node has");
+        else
+            snprintf(title, sizeof title, "host memory per node (no memory stated to compare with)");
+        section(tb, title);
+        bool lf = t->backend == BACKEND_LLAMAFACTORY;
+        gib_row(tb, 0, "trainer processes", e->host_process_bytes, "%d x %s", c->gpus_per_node,
+                lf ? "PyTorch + CUDA + NCCL host side" : "llmc-train-cuda host side");
+        gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
+                lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
+                                              : "every rank builds the 16-bit model on the host")
+                   : "fp32 weights built per rank + rank 0's checkpoint gather (master, m, v)");
+        gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
+                lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
+        gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
+        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+        if (e->host_usable_bytes > 0)
+            gib_row(tb, 0, "total", e->host_bytes, "%.0f%% of %.1f GiB: %s", 100.0 * e->host_bytes / e->host_usable_bytes,
+                    e->host_usable_bytes / GIB, e->host_fits ? "fits" : "DOES NOT FIT");
+        else
+            gib_row(tb, 0, "total", e->host_bytes, NULL);
+    }
+
     section(tb, "time");
     fmt_count(a, sizeof a, e->tokens_per_epoch);
     row(tb, 0, "tokens per epoch", e->tokens_source == TOKENS_UNKNOWN ? "unknown" : a, "%s",
@@ -339,13 +469,14 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "");
     fmt_count(a, sizeof a, e->tokens_per_second);
     if (e->peak_flops_per_device >= 1e12)
-        row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f", e->world_size,
-            e->peak_flops_per_device / 1e12, e->mfu);
+        row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
+            e->peak_flops_per_device / 1e12, e->mfu,
+            e->comm_exposed_seconds > 0 ? ", with the exposed communication" : "");
     else
         row(tb, 0, "tokens per second", a, "%d x %.0f GFLOP/s peak x mfu %.2f", e->world_size,
             e->peak_flops_per_device / 1e9, e->mfu);
     fmt_duration(a, sizeof a, e->step_seconds);
-    row(tb, 0, "step time", a, NULL);
+    row(tb, 0, "step time", a, "%s", e->comm_exposed_seconds > 0 ? "compute + exposed communication (below)" : "compute");
     fmt_duration(a, sizeof a, e->total_seconds);
     row(tb, 0, "time to train", a, NULL);
     snprintf(a, sizeof a, "%.1f", e->gpu_hours);
@@ -357,6 +488,8 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
             e->requeue_segments <= 1 ? "" : job->requeue ? ", requeued from checkpoints"
                                                            : ": requeue is off");
     }
+
+    print_step(tb, job, e);
 
     Assumptions as;
     collect_assumptions(job, e, &as);
@@ -386,6 +519,13 @@ cJSON *estimate_to_json(const Estimate *e)
     NUM(sequences_per_epoch); BOOL(size_read_from_file); BOOL(samples_unknown);
     cJSON_AddStringToObject(o, "tokens_source", estimate_token_source_name(e->tokens_source));
     NUM(peak_flops_per_device); NUM(tokens_per_second); NUM(time_limit_seconds);
+    BOOL(fabric_known); NUM(compute_seconds); NUM(comm_allgather_bytes); NUM(comm_reduce_scatter_bytes);
+    NUM(comm_allreduce_bytes); NUM(comm_sent_bytes); NUM(comm_collectives); NUM(comm_intra_seconds);
+    NUM(comm_inter_seconds); NUM(comm_latency_seconds); NUM(comm_seconds); NUM(comm_overlap_seconds);
+    NUM(comm_exposed_seconds); BOOL(comm_bound);
+    NUM(host_process_bytes); NUM(host_model_bytes); NUM(host_data_bytes); NUM(host_pinned_bytes);
+    NUM(host_offload_bytes); NUM(host_bytes); NUM(host_usable_bytes); BOOL(host_fits);
+    NUM(padded_seq_tokens); BOOL(padding_from_stats);
 #undef NUM
 #undef BOOL
     return o;

@@ -25,7 +25,18 @@ typedef struct {
     double default_mfu;      /* achieved model-FLOPs utilisation assumed when the plan sets none */
 } GpuSpec;
 
+/* The usual node built around a part (HGX/DGX): the cluster block's defaults
+ * for `gpu_link` and `network` (docs/estimator.md, "Fabric"). */
+typedef struct {
+    double link_bytes_per_s; /* GPU-to-GPU inside a node, per GPU, both directions together
+                                (NVIDIA's figure: NVLink 4 = 900 GB/s) */
+    int nics;                /* network adapters per node */
+    double nic_bits_per_s;   /* per adapter, one direction (400 Gb/s NDR) */
+    const char *link_name;   /* "NVLink 4", "PCIe 4.0" */
+} GpuFabric;
+
 const GpuSpec *gpu_catalog_find(const char *name);
+const GpuFabric *gpu_catalog_fabric(const GpuSpec *gpu);   /* NULL for none */
 int gpu_catalog_count(void);
 const GpuSpec *gpu_catalog_at(int i);
 
@@ -52,6 +63,13 @@ typedef struct {
                                                gpus_per_node 0 (CPU-only nodes) */
     int cpus; SrcRange cpus_at;             /* per node */
     uint64_t memory_bytes; SrcRange memory_at;  /* per node (RealMemory) */
+    /* ---- fabric (docs/language.md, cluster block; defaults from the GPU catalogue) ---- */
+    double link_bytes_per_s; SrcRange link_at;  /* `gpu_link`: per GPU, both directions together;
+                                                   0 = unknown (CPU-only, or a catalogue entry without) */
+    bool link_default;                          /* from the catalogue, not the plan */
+    int nics; double nic_bits_per_s; SrcRange network_at; /* `network = 8 x 400 Gbps`: per node */
+    bool network_default;                       /* from the catalogue, not the plan */
+    bool network_roce;                          /* `network_kind = roce` (default infiniband) */
 } PlanCluster;
 
 typedef struct {

@@ -690,6 +690,275 @@ static void test_hostile(void)
     diags_free(d);
 }
 
+/* ---- communication (issue 12) ---- */
+
+static void set_fabric(Fixture *f)
+{
+    f->c.link_bytes_per_s = 900e9;   /* NVLink 4, both directions */
+    f->c.nics = 8; f->c.nic_bits_per_s = 400e9;
+}
+
+static void test_collectives(void)
+{
+    /* 4 nodes x 8 GPUs, NVLink 4 (450 GB/s one way, 80% = 360 GB/s), 8 x 400
+     * Gb/s (400 GB/s per node, 90% = 360 GB/s). An all-gather of a 1 GB tensor
+     * over 32 ranks: each sends 31/32 GB = 968,750,000 bytes, 2.69097 ms on
+     * either link; latency 28 NVLink hops x 1 us + 4 network hops x 3 us. */
+    Fabric fab = {4, 8, 900e9, 8, 400e9, false};
+    double sent, intra, inter, lat;
+    estimate_collective(&fab, COLL_ALL_GATHER, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(sent == 968750000.0, "all-gather sends %.0f", sent);
+    CHECK(near(intra, 968750000.0 / 360e9, 1e-12) && near(inter, 968750000.0 / 360e9, 1e-12),
+          "intra %.6f inter %.6f", intra, inter);
+    CHECK(near(lat, 28e-6 + 12e-6, 1e-12), "latency %.9f", lat);
+    /* All-reduce: reduce-scatter + all-gather, twice the bytes and the hops. */
+    estimate_collective(&fab, COLL_ALL_REDUCE, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(sent == 1937500000.0 && near(lat, 80e-6, 1e-12), "all-reduce %.0f, %.9f", sent, lat);
+    /* Half the NICs: the network takes twice as long, NVLink the same. */
+    fab.nics = 4;
+    estimate_collective(&fab, COLL_REDUCE_SCATTER, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(near(inter, 968750000.0 / 180e9, 1e-12) && near(intra, 968750000.0 / 360e9, 1e-12), "4 NICs");
+    /* RoCE hops are slower. */
+    fab.roce = true;
+    estimate_collective(&fab, COLL_REDUCE_SCATTER, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(near(lat, 28e-6 + 4 * 5e-6, 1e-12), "RoCE latency %.9f", lat);
+    /* One node: no network; 7 hops. */
+    Fabric one = {1, 8, 900e9, 8, 400e9, false};
+    estimate_collective(&one, COLL_ALL_GATHER, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(sent == 875000000.0 && inter == 0 && near(lat, 7e-6, 1e-12), "one node");
+    /* One rank: nothing. */
+    Fabric alone = {1, 1, 900e9, 8, 400e9, false};
+    estimate_collective(&alone, COLL_ALL_REDUCE, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(sent == 0 && intra == 0 && inter == 0 && lat == 0, "one rank");
+}
+
+static void test_comm_volumes(void)
+{
+    /* Llama-3-8B: N = 8,030,261,248, bf16 (2 bytes), 32 layers, hidden 4096. */
+    PlanModel l8 = model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false);
+    const double N = 8030261248.0;
+    TrainStates full = {N, 0, 0, false, false};
+    CommVolume v;
+    /* ZeRO-3 (DeepSpeed), 2 micro-steps: per micro-step all-gather 2 x 2N
+     * (forward, backward) and reduce-scatter 2N. Collectives: 32 x 7 + 2
+     * modules gathered twice, and ceil(N / 4096^2) = ceil(478.64) = 479
+     * reduce buckets: 931 per micro-step. */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, 2, 64, &v);
+    CHECK(v.allgather_per_micro == 32121044992.0 && v.allgather_bytes == 64242089984.0, "zero3 gathers %.0f",
+          v.allgather_bytes);
+    CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.allreduce_bytes == 0, "zero3 reduce-scatter");
+    CHECK(v.collectives == 1862, "zero3 collectives %.0f", v.collectives);
+    /* ZeRO-2, 4 micro-steps: reduce-scatter every micro-step, gather once. */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, 4, 64, &v);
+    CHECK(v.reduce_scatter_bytes == 4 * 16060522496.0 && v.allgather_bytes == 16060522496.0, "zero2");
+    /* ZeRO-1: reduce-scatter at the boundary and gather once; none: all-reduce. */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO1, false, PREC_BF16, 4, 64, &v);
+    CHECK(v.reduce_scatter_bytes == 16060522496.0 && v.allgather_bytes == 16060522496.0, "zero1");
+    estimate_comm_volume(&l8, &full, SHARD_NONE, false, PREC_BF16, 4, 64, &v);
+    CHECK(v.allreduce_bytes == 16060522496.0 && v.collectives == 17, "stage 0: %.0f in %.0f", v.allreduce_bytes,
+          v.collectives);
+    /* The llmc CUDA trainer: fp32 gradients, per-layer all-reduce (33). */
+    estimate_comm_volume(&l8, &full, SHARD_NONE, true, PREC_BF16, 4, 64, &v);
+    CHECK(v.allreduce_bytes == 32121044992.0 && v.collectives == 33, "llmc all-reduce");
+    estimate_comm_volume(&l8, &full, SHARD_ZERO1, true, PREC_BF16, 4, 64, &v);
+    CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.allgather_bytes == 16060522496.0, "llmc zero1");
+    /* LoRA-like: 1e7 trainable, the rest frozen: ZeRO-3 still gathers every
+     * weight, but reduces only the adapters' gradients (2e7 bytes). */
+    TrainStates lora = {1e7, N - 1e7, 2, false, false};
+    estimate_comm_volume(&l8, &lora, SHARD_ZERO3, false, PREC_BF16, 1, 64, &v);
+    CHECK(v.allgather_bytes == 4 * N && v.reduce_scatter_bytes == 2e7, "lora zero3 %.0f", v.reduce_scatter_bytes);
+    /* One rank: no communication. */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, 1, 1, &v);
+    CHECK(v.allgather_bytes == 0 && v.collectives == 0, "one rank");
+}
+
+static void test_step_breakdown(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* Qwen2.5-72B, ZeRO-3 (llamafactory), 32 nodes x 8 H100, context 512
+     * (SFT-length sequences), packed, recompute full. Per micro-step: 3 x 2N bytes of tensor,
+     * N = 72,706,203,648: 436,237,221,888 bytes; each GPU sends 255/256 of
+     * it, at 360 GB/s: 1.20705 s on NVLink and on the network. Latency:
+     * 2 x (80 x 7 + 2) + ceil(N / 8192^2) = 1124 + 1084 = 2208 collectives x
+     * (224 x 1 us + 32 x 3 us + 50 us launch) = 0.81696 s. */
+    PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
+    fixture(&f, q72, 32, 512, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    set_fabric(&f);
+    free(run_job(&f.j, &e, &errors));
+    double sent = 436237221888.0 * 255 / 256;
+    CHECK(e.fabric_known && near(e.comm_sent_bytes, sent, 1e-12), "sent %.0f", e.comm_sent_bytes);
+    CHECK(near(e.comm_intra_seconds, sent / 360e9, 1e-9) && near(e.comm_inter_seconds, sent / 360e9, 1e-9),
+          "intra %.5f inter %.5f", e.comm_intra_seconds, e.comm_inter_seconds);
+    CHECK(e.comm_collectives == 2208 && near(e.comm_latency_seconds, 2208 * 370e-6, 1e-9), "latency %.6f",
+          e.comm_latency_seconds);
+    CHECK(near(e.comm_seconds, sent / 360e9 + 2208 * 370e-6, 1e-9), "comm %.5f", e.comm_seconds);
+    CHECK(near(e.step_seconds, e.compute_seconds + e.comm_exposed_seconds, 1e-12) &&
+          near(e.comm_overlap_seconds + e.comm_exposed_seconds, e.comm_seconds, 1e-12), "step = compute + exposed");
+    /* At batch 1 the collectives bound the step; they do not grow with the
+     * batch, so tokens per second per GPU rise with it, and compute does not
+     * bound it until the batch amortises them (the shape of ZeRO++'s and
+     * FSDP's measurements). */
+    double comm1 = e.comm_seconds, tps1 = e.tokens_per_second, compute1 = e.compute_seconds;
+    CHECK(e.comm_bound, "72B at batch 1 on 32 nodes is communication-bound");
+    f.t.micro_batch = 4;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(near(e.comm_seconds, comm1, 1e-12) && near(e.compute_seconds, 4 * compute1, 1e-12),
+          "comm constant, compute x4");
+    CHECK(e.tokens_per_second > 1.5 * tps1, "batch 4 is faster per token: %.0f vs %.0f", e.tokens_per_second, tps1);
+    double tps4 = e.tokens_per_second;
+    f.t.micro_batch = 8;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(!e.comm_bound && e.tokens_per_second > tps4, "batch 8: compute-bound, faster still");
+    /* Total time follows: the same tokens at batch 1 take longer than at 8. */
+    double t8 = e.total_seconds;
+    f.t.micro_batch = 1;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.total_seconds > 1.3 * t8, "time at batch 1 %.0f s > at batch 8 %.0f s", e.total_seconds, t8);
+    /* Gradient accumulation repeats ZeRO-3's collectives per micro-step. */
+    f.t.grad_accum = 4;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(near(e.comm_seconds, 4 * comm1, 1e-9), "ga 4: 4 x the collectives");
+    /* One node: nothing crosses the network. */
+    f.t.grad_accum = 1;
+    f.j.nodes = 1;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.comm_inter_seconds == 0 && e.comm_intra_seconds > 0, "one node: NVLink only");
+    /* No fabric known: communication not estimated, compute only. */
+    f.j.nodes = 4;
+    f.c.nics = 0;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(!e.fabric_known && e.comm_seconds == 0 && e.step_seconds == e.compute_seconds, "unknown fabric");
+    /* The llmc trainer without ZeRO-1 all-reduces fp32 gradients during
+     * backward: with 8B at 4 x 4096 on 2 nodes the reduction hides. */
+    PlanModel l8 = model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false);
+    fixture(&f, l8, 2, 4096, 4, SHARD_NONE, RECOMPUTE_FULL, 1e9);
+    set_fabric(&f);
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.comm_allreduce_bytes == 4 * 8030261248.0 && e.comm_overlap_seconds > 0 &&
+          e.comm_exposed_seconds < e.comm_seconds, "llmc: overlapped all-reduce");
+}
+
+static void test_train_states(void)
+{
+    double w, g, o, h;
+    /* Full fine-tuning matches the ZeRO paper's accounting. */
+    TrainStates full = {7.5e9, 0, 0, false, false};
+    estimate_train_states(&full, PREC_BF16, SHARD_ZERO2, 64, &w, &g, &o, &h);
+    CHECK(w == 15e9 && g == 15e9 / 64 && o == 90e9 / 64 && h == 0, "full zero2");
+    /* LoRA: 1e7 adapters trained, 8e9 frozen in bf16, ZeRO-3 over 8. */
+    TrainStates lora = {1e7, 8e9, 2, false, false};
+    estimate_train_states(&lora, PREC_BF16, SHARD_ZERO3, 8, &w, &g, &o, &h);
+    CHECK(w == (2e7 + 16e9) / 8 && g == 2e7 / 8 && o == 12e7 / 8, "lora zero3 %.0f %.0f %.0f", w, g, o);
+    /* QLoRA: frozen weights at 4 bits + fp16 block scales (0.5625 bytes), no sharding. */
+    TrainStates qlora = {1e7, 8e9, 0.5625, false, false};
+    estimate_train_states(&qlora, PREC_BF16, SHARD_NONE, 1, &w, &g, &o, &h);
+    CHECK(w == 2e7 + 4.5e9 && g == 2e7 && o == 12e7, "qlora");
+    /* Offload (ZeRO-3 over 16): optimizer states and the fp32 gradient
+     * partition to the host, then the 16-bit weights too. */
+    TrainStates off = {32e9, 0, 0, true, false};
+    estimate_train_states(&off, PREC_BF16, SHARD_ZERO3, 16, &w, &g, &o, &h);
+    CHECK(o == 0 && h == (12 * 32e9 + 4 * 32e9) / 16 && w == 64e9 / 16, "offload optimizer: host %.0f", h);
+    off.offload_params = true;
+    estimate_train_states(&off, PREC_BF16, SHARD_ZERO3, 16, &w, &g, &o, &h);
+    CHECK(w == 0 && h == (16 * 32e9 + 2 * 32e9) / 16, "offload params: host %.0f", h);
+    /* Parameter offload is ZeRO-3 only; optimizer offload needs a stage. */
+    estimate_train_states(&off, PREC_BF16, SHARD_NONE, 16, &w, &g, &o, &h);
+    CHECK(h == 0 && o == 12 * 32e9, "no offload without ZeRO");
+    /* FLOPs: frozen matrices have no weight gradients. */
+    CHECK(estimate_flops_per_token(1e9, 1, 1e6, RECOMPUTE_NONE, ATTN_FLASH) == 6e9 + 3e6, "full 6N");
+    CHECK(estimate_flops_per_token(1e9, 0, 1e6, RECOMPUTE_NONE, ATTN_FLASH) == 4e9 + 3e6, "frozen 4N");
+    CHECK(estimate_flops_per_token(1e9, 0, 1e6, RECOMPUTE_FULL, ATTN_FLASH) == 6e9 + 4e6, "frozen + recompute");
+}
+
+static void test_host_memory(void)
+{
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* 72B ZeRO-3 (llamafactory) on one node, job mem = 64 GB:
+     * 8 x 3 GiB processes + 8 x 5 GB checkpoint files + 16 workers x 0.5 GiB
+     * + 8 x 0.25 GiB pinned = 34 GiB + 40 GB = 76.508 GB > 64 GB. */
+    PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
+    fixture(&f, q72, 1, 2560, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.j.mem_bytes = 64000000000ull;
+    f.j.mem_at = (SrcRange){{"t.llm", 31, 3}, {"t.llm", 31, 14}};
+    char *text = run_job(&f.j, &e, &errors);
+    double want = 34 * GIB + 40e9;
+    CHECK(near(e.host_bytes, want, 1e-12) && !e.host_fits, "host %.0f, want %.0f", e.host_bytes, want);
+    CHECK(strstr(text, "t.llm:31:3: error: host memory does not fit: 71.3 GiB per node needed, the job's mem is "
+                       "59.6 GiB") && strstr(text, "help: mem = 72 GiB fits"), "host error:\n%s", text);
+    free(text);
+    /* Without ZeRO-3 every rank builds the 16-bit model on the host: 8 x 2N. */
+    f.t.shard = SHARD_ZERO2;
+    f.j.mem_bytes = 0;
+    f.c.memory_bytes = 1ull << 40;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(e.host_model_bytes == 8 * 2 * 72706203648.0 && !e.host_fits &&
+          strstr(text, "the node has 1024.0 GiB") && strstr(text, "shard = zero3 loads one checkpoint"),
+          "zero2 host:\n%s", text);
+    free(text);
+    /* The llmc trainer: 4P per rank + 12P for rank 0's checkpoint gather. */
+    PlanModel q05 = model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true);
+    fixture(&f, q05, 1, 2048, 4, SHARD_NONE, RECOMPUTE_NONE, 1e8);
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.host_model_bytes == (8 * 4 + 12) * 494032768.0 && e.host_fits, "llmc host %.0f", e.host_model_bytes);
+}
+
+static void test_padding_stats(void)
+{
+    /* Two bins of 100 tokens, one record in each (lengths 99 and 199):
+     * b = 1: E = (99 + 199) / 2 = 149; b = 2: max is 99 only if both are
+     * short (1/4): 99/4 + 199 x 3/4 = 174; capped at a context of 150:
+     * 99/4 + 150 x 3/4 = 137.25. */
+    double counts[2] = {1, 1};
+    CHECK(estimate_padded_length(counts, 2, 100, 1, 1e9) == 149, "b=1");
+    CHECK(estimate_padded_length(counts, 2, 100, 2, 1e9) == 174, "b=2");
+    CHECK(estimate_padded_length(counts, 2, 100, 2, 150) == 137.25, "capped");
+    /* A stats file beside the data decides tokens, records and padding. */
+    char dir[] = "/tmp/llmc-est-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "temp dir");
+    char data[256], stats[300];
+    snprintf(data, sizeof data, "%s/sft.json", dir);
+    snprintf(stats, sizeof stats, "%s.stats.json", data);
+    FILE *fp = fopen(stats, "w");
+    CHECK(fp != NULL, "write stats");
+    if (!fp) return;
+    /* 3000 records of 0-255 tokens, 1000 of 256-511: 700,000 tokens. */
+    fputs("{\"format\": \"llmc-data-stats\", \"version\": 1, \"records\": 4000, \"tokens\": 700000,\n"
+          " \"length_histogram\": {\"bin_tokens\": 256, \"counts\": [3000, 1000]}}\n", fp);
+    fclose(fp);
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 2048, 4, SHARD_NONE,
+            RECOMPUTE_NONE, -1);
+    f.t.stage = STAGE_SFT; f.t.packing = false;
+    f.ds.file = data;
+    free(run_job(&f.j, &e, &errors));
+    /* b = 4: P(all four short) = 0.75^4 = 0.31640625: E = 255 x 0.31640625 +
+     * 511 x 0.68359375 = 429.9999... = 430. */
+    CHECK(e.tokens_source == TOKENS_FROM_STATS && e.tokens_per_epoch == 700000 && e.samples_per_epoch == 4000 &&
+          e.sequences_per_epoch == 4000, "stats tokens: %s %.0f", estimate_token_source_name(e.tokens_source),
+          e.tokens_per_epoch);
+    CHECK(e.padding_from_stats && near(e.padded_seq_tokens, 255 * 0.31640625 + 511 * 0.68359375, 1e-12) &&
+          near(e.seq_tokens, 175, 1e-12), "padded %.3f, mean %.3f", e.padded_seq_tokens, e.seq_tokens);
+    /* Packed: no padding. */
+    f.t.packing = true;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(!e.padding_from_stats && e.padded_seq_tokens == e.seq_tokens, "packed: no padding");
+    /* A malformed stats file is ignored: the file size is used instead (none here). */
+    fp = fopen(stats, "w");
+    if (fp) { fputs("{\"format\": \"other\"}", fp); fclose(fp); }
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.tokens_source != TOKENS_FROM_STATS, "malformed stats ignored");
+    remove(stats);
+    remove(dir);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/estimator";
@@ -716,6 +985,12 @@ int main(int argc, char **argv)
     test_sft_tokens();
     test_cpu_plan();
     test_hostile();
+    test_collectives();
+    test_comm_volumes();
+    test_step_breakdown();
+    test_train_states();
+    test_host_memory();
+    test_padding_stats();
 
     cJSON_Delete(ref);
     printf("%d passed, %d failed\n", passed, failed);
