@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""lf_keys_gen.py LF_REPO LF_COMMIT [TRANSFORMERS_FILE... --transformers-version V]
+   > tests/emitters/lf_keys.txt
+
+Regenerates the list of YAML keys LLaMA-Factory's training parser accepts, from
+a fetched copy of its source (never committed here): every field of every
+dataclass in src/llamafactory/hparams/{model,data,training,finetuning,
+generating}_args.py (the classes _parse_train_args hands to HfArgumentParser),
+plus the fields of transformers' TrainingArguments / Seq2SeqTrainingArguments
+(LLaMA-Factory's TrainingArguments inherits them) read from the given
+transformers source files (training_args.py, training_args_seq2seq.py).
+Fields are read with Python's ast, nothing is imported.
+
+Output, one key a line: KEY<TAB>TYPE<TAB>ORIGIN, where TYPE is the declared
+annotation (Literal[...] keeps its values) and ORIGIN file:class. Comment lines
+(#) record the commits/versions the list came from. Sorted, deterministic.
+"""
+import ast
+import os
+import sys
+
+args = sys.argv[1:]
+tver = "unknown"
+if "--transformers-version" in args:
+    i = args.index("--transformers-version")
+    tver = args[i + 1]
+    del args[i:i + 2]
+lf_repo, lf_commit, tfiles = args[0], args[1], args[2:]
+
+fields = {}
+
+
+def collect(path, origin):
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if not any((isinstance(d, ast.Name) and d.id == "dataclass") or
+                   (isinstance(d, ast.Call) and getattr(d.func, "id", "") == "dataclass")
+                   for d in node.decorator_list):
+            continue
+        for st in node.body:
+            if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                name = st.target.id
+                if name.startswith("_"):
+                    continue
+                ann = ast.unparse(st.annotation).replace("\t", " ")
+                fields.setdefault(name, (ann, f"{origin}:{node.name}"))
+
+
+hp = os.path.join(lf_repo, "src", "llamafactory", "hparams")
+for f in ("model_args", "data_args", "training_args", "finetuning_args", "generating_args"):
+    collect(os.path.join(hp, f + ".py"), "llamafactory/hparams/" + f + ".py")
+for t in tfiles:
+    collect(t, "transformers/" + os.path.basename(t))
+
+print(f"# YAML keys LLaMA-Factory's HfArgumentParser accepts (parse_dict, allow_extra_keys=False)")
+print(f"# llamafactory: github.com/hiyouga/LLaMA-Factory commit {lf_commit}")
+print(f"# transformers: {tver} ({', '.join(os.path.basename(t) for t in tfiles) or 'none'})")
+print(f"# regenerate: python3 tests/emitters/lf_keys_gen.py LF_REPO COMMIT TRANSFORMERS_FILES --transformers-version V")
+for k in sorted(fields):
+    ann, origin = fields[k]
+    print(f"{k}\t{ann}\t{origin}")
