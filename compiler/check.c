@@ -1240,14 +1240,18 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
     }
     if (t->method == METHOD_QLORA && t->quant_method == QUANT_EETQ && t->quant_bits != 8)
         diag_error(c->d, (e = find(s, "quant_method")) ? e->value->at : t->method_at, "quant_method = eetq quantises to 8 bits only; set quant_bits = 8");
-    if (t->use_dora && t->use_rslora) {
-        e = find(s, "rslora");
-        diag_error(c->d, e ? e->key_at : t->at, "dora and rslora cannot both be on");
+    /* LLaMA-Factory's quantization.py: only bitsandbytes at 4 bits loads
+     * under ZeRO-3 (hqq, eetq and 8-bit bnb refuse it); adapter.py: DoRA
+     * only on a bitsandbytes-quantised base */
+    if (t->method == METHOD_QLORA && t->shard == SHARD_ZERO3 && (t->quant_method != QUANT_BNB || t->quant_bits != 4)) {
+        g = diag_error(c->d, t->shard_at, "method = qlora with shard = zero3 needs quant_method = bnb and quant_bits = 4");
+        diag_note(g, "LLaMA-Factory loads only a 4-bit bitsandbytes base under DeepSpeed ZeRO-3");
+        diag_help(g, "use shard = zero2, or quant_bits = 4 with quant_method = bnb");
     }
-    if (t->method == METHOD_QLORA && t->shard == SHARD_ZERO3) {
-        g = diag_error(c->d, t->shard_at, "method = qlora cannot be combined with shard = zero3");
-        diag_note(g, "a quantised base model cannot be partitioned by DeepSpeed ZeRO-3 (LLaMA-Factory refuses it)");
-        diag_help(g, "use shard = zero2 or shard = none");
+    if (t->method == METHOD_QLORA && t->use_dora && t->quant_method != QUANT_BNB) {
+        e = find(s, "dora");
+        diag_error(c->d, e ? e->key_at : t->at, "dora needs quant_method = bnb (LLaMA-Factory: DoRA is not compatible with %s)",
+                   quant_method_names[t->quant_method]);
     }
     if (t->offload != OFFLOAD_NONE) {
         if (t->shard < SHARD_ZERO2 || (t->offload == OFFLOAD_ALL && t->shard != SHARD_ZERO3)) {
@@ -1255,8 +1259,6 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
                            t->offload == OFFLOAD_ALL ? "zero3" : "zero2 or zero3");
             diag_note(g, "DeepSpeed offloads optimizer states from ZeRO-2 on and parameters only with ZeRO-3");
         }
-        if (t->method == METHOD_QLORA)
-            diag_error(c->d, t->offload_at, "offload cannot be combined with method = qlora");
     }
     /* preference keys per stage */
     bool dpo = t->stage == STAGE_DPO, pref = dpo || t->stage == STAGE_KTO;

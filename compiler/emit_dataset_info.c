@@ -106,8 +106,9 @@ char *emit_dataset_info(const JobLayout *L, char *err, size_t errlen)
 {
     cJSON *root = cJSON_CreateObject();
     const PlanTrain *t = L->train;
-    for (int i = 0; i < t->ndata; i++) {
-        const PlanDataset *ds = t->data[i];
+    /* the training data, then the named eval datasets (eval_dataset) */
+    for (int i = 0; i < t->ndata + t->neval_data; i++) {
+        const PlanDataset *ds = i < t->ndata ? t->data[i] : t->eval_data[i - t->ndata];
         if (!ds || cJSON_GetObjectItemCaseSensitive(root, ds->name)) continue;
         cJSON_AddItemToObject(root, ds->name, dataset_entry(L, ds));
     }

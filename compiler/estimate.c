@@ -718,8 +718,7 @@ static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Rec
 static void help_offload(Diag *dg, const PlanJob *job)
 {
     const PlanTrain *t = job->run;
-    if (t->backend != BACKEND_LLAMAFACTORY || is_cpu_only(job->cluster) || t->offload == OFFLOAD_ALL ||
-        t->method == METHOD_QLORA)
+    if (t->backend != BACKEND_LLAMAFACTORY || is_cpu_only(job->cluster) || t->offload == OFFLOAD_ALL)
         return;
     PlanTrain alt_t = *t;
     PlanJob alt_j = *job;

@@ -11,6 +11,10 @@ plus the fields of transformers' TrainingArguments / Seq2SeqTrainingArguments
 transformers source files (training_args.py, training_args_seq2seq.py).
 Fields are read with Python's ast, nothing is imported.
 
+Also the dataset_info.json attributes src/llamafactory/data/parser.py reads
+(DatasetAttr.join: the names in its column_names / tag_names lists, the
+top-level keys it sets), as lines "@column NAME", "@tag NAME", "@entry NAME".
+
 Output, one key a line: KEY<TAB>TYPE<TAB>ORIGIN, where TYPE is the declared
 annotation (Literal[...] keeps its values) and ORIGIN file:class. Comment lines
 (#) record the commits/versions the list came from. Sorted, deterministic.
@@ -59,6 +63,25 @@ print(f"# YAML keys LLaMA-Factory's HfArgumentParser accepts (parse_dict, allow_
 print(f"# llamafactory: github.com/hiyouga/LLaMA-Factory commit {lf_commit}")
 print(f"# transformers: {tver} ({', '.join(os.path.basename(t) for t in tfiles) or 'none'})")
 print(f"# regenerate: python3 tests/emitters/lf_keys_gen.py LF_REPO COMMIT TRANSFORMERS_FILES --transformers-version V")
+# dataset_info.json: what DatasetAttr.join reads
+with open(os.path.join(lf_repo, "src", "llamafactory", "data", "parser.py")) as f:
+    ptree = ast.parse(f.read())
+attrs = {"@column": set(), "@tag": set(), "@entry": {"file_name", "hf_hub_url", "ms_hub_url", "om_hub_url",
+                                                     "script_url", "cloud_file_name", "columns", "tags"}}
+for node in ast.walk(ptree):
+    if isinstance(node, ast.FunctionDef) and node.name == "join":
+        for st in ast.walk(node):
+            if isinstance(st, (ast.Assign, ast.AugAssign)) and isinstance(st.value, ast.List):
+                tgt = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                kind = {"column_names": "@column", "tag_names": "@tag"}.get(getattr(tgt, "id", ""))
+                if kind:
+                    attrs[kind].update(e.value for e in st.value.elts)
+            if (isinstance(st, ast.Call) and getattr(st.func, "attr", "") == "set_attr" and st.args and
+                    isinstance(st.args[0], ast.Constant) and isinstance(st.args[1], ast.Name) and st.args[1].id == "attr"):
+                attrs["@entry"].add(st.args[0].value)
+for kind in ("@entry", "@column", "@tag"):
+    for n in sorted(attrs[kind]):
+        print(f"{kind} {n}")
 for k in sorted(fields):
     ann, origin = fields[k]
     print(f"{k}\t{ann}\t{origin}")
