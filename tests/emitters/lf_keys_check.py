@@ -107,7 +107,9 @@ for path in sorted(yamls):
         args = yaml.safe_load(f)
     errs = []
     for k, v in args.items():
-        if k not in fields:
+        if k in NOT_TOP_LEVEL and k not in fields:
+            print(f"note {path}: {k}: {NOT_TOP_LEVEL[k]}")
+        elif k not in fields:
             errs.append(f"unknown key {k}")
         elif not type_ok(fields[k], v):
             errs.append(f"{k}: {v!r} is not {fields[k]}")
