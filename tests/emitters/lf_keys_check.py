@@ -29,10 +29,14 @@ import yaml
 keys_file, emitter, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
 fields, attrs = {}, {"@entry": set(), "@column": set(), "@tag": set()}
 header = []
+enums = {}  # LLaMA-Factory's string enums (extras/constants.py) by class name
 for line in open(keys_file):
     line = line.rstrip("\n")
     if line.startswith("#"):
         header.append(line)
+    elif line.startswith("@enum "):
+        _, name, *vals = line.split(" ")
+        enums[name] = set(vals)
     elif line.startswith("@"):
         kind, name = line.split(" ", 1)
         attrs[kind].add(name)
@@ -83,6 +87,9 @@ def type_ok(ann, v):
             return True
         return False
     parts = [p.strip() for p in ann.split("|")]
+    for p in parts:
+        if p in enums and isinstance(v, str):
+            return v in enums[p]
     if v is None:
         return "None" in parts
     if isinstance(v, bool):
@@ -117,6 +124,27 @@ for path in sorted(yamls):
         bad(f"{path}: {'; '.join(errs)}")
     else:
         ok(f"{path}: {len(args)} keys, each a field of the declared type")
+    # the DeepSpeed file it names: offload as its name says, overlap_comm off
+    ds = args.get("deepspeed")
+    if ds:
+        with open(os.path.join(os.path.dirname(path), ds)) as f:
+            z = json.load(f)["zero_optimization"]
+        want_opt = "offload" in ds
+        want_par = ds == "ds_z3_offload_config.json"
+        cpu = {"device": "cpu", "pin_memory": True}
+        errs = []
+        if (z.get("offload_optimizer") == cpu) != want_opt:
+            errs.append(f"offload_optimizer {z.get('offload_optimizer')}")
+        if (z.get("offload_param") == cpu) != want_par:
+            errs.append(f"offload_param {z.get('offload_param')}")
+        if z.get("overlap_comm") is not False:
+            errs.append("overlap_comm is not false")
+        if z.get("stage") != int(ds[4]):
+            errs.append(f"stage {z.get('stage')} in {ds}")
+        if errs:
+            bad(f"{path}: {ds}: {'; '.join(errs)}")
+        else:
+            ok(f"{path}: {ds}: stage {z['stage']}, offload optimizer {want_opt}, parameters {want_par}")
     # dataset_info.json as parser.py reads it
     info_path = os.path.join(os.path.dirname(path), "dataset_info.json")
     with open(info_path) as f:

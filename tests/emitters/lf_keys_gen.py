@@ -21,6 +21,7 @@ annotation (Literal[...] keeps its values) and ORIGIN file:class. Comment lines
 """
 import ast
 import os
+import re
 import sys
 
 args = sys.argv[1:]
@@ -79,6 +80,16 @@ for node in ast.walk(ptree):
             if (isinstance(st, ast.Call) and getattr(st.func, "attr", "") == "set_attr" and st.args and
                     isinstance(st.args[0], ast.Constant) and isinstance(st.args[1], ast.Name) and st.args[1].id == "attr"):
                 attrs["@entry"].add(st.args[0].value)
+# the string enums of extras/constants.py that annotations name (QuantizationMethod, ...)
+with open(os.path.join(lf_repo, "src", "llamafactory", "extras", "constants.py")) as f:
+    ctree = ast.parse(f.read())
+used = " ".join(a for a, _ in fields.values())
+for node in ctree.body:
+    if isinstance(node, ast.ClassDef) and re.search(r"\b" + node.name + r"\b", used):
+        vals = [st.value.value for st in node.body if isinstance(st, ast.Assign) and
+                isinstance(st.value, ast.Constant) and isinstance(st.value.value, str)]
+        if vals:
+            print(f"@enum {node.name} {' '.join(vals)}")
 for kind in ("@entry", "@column", "@tag"):
     for n in sorted(attrs[kind]):
         print(f"{kind} {n}")
