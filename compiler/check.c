@@ -919,7 +919,7 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
 static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens"};
 static const char *const format_names[] = {"alpaca", "sharegpt", "text"};
 static const char *const column_keys[] = {"prompt", "query", "response", "history", "messages",
-                                          "system", "tools", "text", "chosen", "rejected"};
+                                          "system", "tools", "text", "chosen", "rejected", "kto_tag"};
 static const char *const tag_keys[] = {"role", "content", "user", "assistant", "observation", "function", "system"};
 
 /* Fill a columns/tags sub-block; `slots` parallels `keys`. */
@@ -979,7 +979,7 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
     const char **col_slots[] = {&ds->columns.prompt, &ds->columns.query, &ds->columns.response,
                                 &ds->columns.history, &ds->columns.messages, &ds->columns.system,
                                 &ds->columns.tools, &ds->columns.text, &ds->columns.chosen,
-                                &ds->columns.rejected};
+                                &ds->columns.rejected, &ds->columns.kto_tag};
     const char **tag_slots[] = {&ds->tags.role, &ds->tags.content, &ds->tags.user, &ds->tags.assistant,
                                 &ds->tags.observation, &ds->tags.function, &ds->tags.system};
     Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
@@ -1004,7 +1004,7 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
         {"prompt", co->prompt, 1, 0, 0}, {"query", co->query, 1, 0, 0}, {"response", co->response, 1, 0, 0},
         {"history", co->history, 1, 0, 0}, {"messages", co->messages, 0, 1, 0}, {"system", co->system, 1, 1, 0},
         {"tools", co->tools, 1, 1, 0}, {"text", co->text, 0, 0, 1}, {"chosen", co->chosen, 1, 1, 0},
-        {"rejected", co->rejected, 1, 1, 0},
+        {"rejected", co->rejected, 1, 1, 0}, {"kto_tag", co->kto_tag, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof use / sizeof use[0]; i++) {
         if (!use[i].val) continue;
@@ -1021,6 +1021,9 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
         } else if ((i == 8 || i == 9) && !ds->ranking) {
             Diag *g = diag_error(c->d, at, "column '%s' is only used by ranking datasets", use[i].name);
             diag_help(g, "add 'ranking = true' for preference data");
+        } else if (i == 10 && ds->ranking) {
+            Diag *g = diag_error(c->d, at, "column 'kto_tag' is not used by ranking datasets");
+            diag_note(g, "KTO data holds one answer per example and a true/false label (kto_tag), not pairs");
         }
     }
     Diag *g;
@@ -1065,8 +1068,22 @@ static const char *const train_keys[] = {
     "stage", "model", "data", "template", "context", "epochs", "max_steps", "batch", "grad_accum", "lr",
     "min_lr", "schedule", "warmup", "weight_decay", "betas", "eps", "grad_clip", "seed", "precision",
     "shard", "recompute", "attention", "packing", "bad_records", "mfu", "bytes_per_token", "backend",
-    "output", "checkpoint_every", "checkpoint_keep"};
-static const char *const stage_names[] = {"pt", "sft"};
+    "output", "checkpoint_every", "checkpoint_keep",
+    /* LLaMA-Factory-only keys (docs/language.md, "train NAME") */
+    "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers",
+    "quant_bits", "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model",
+    "val_size", "eval_data", "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming",
+    "ddp_timeout", "report_to", "run_name", "log_every"};
+static const char *const stage_names[] = {"pt", "sft", "rm", "dpo", "kto"};
+static const char *const method_names[] = {"full", "freeze", "lora", "qlora"};
+static const char *const offload_names[] = {"none", "optimizer", "all"};
+static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
+static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
+static const char *const report_names[] = {"none", "tensorboard", "wandb"};
+/* The linear layers of a llama/qwen2/qwen3 decoder layer (HF module names),
+ * what LoRA can target (LLaMA-Factory's lora_target). */
+static const char *const lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                                "gate_proj", "up_proj", "down_proj"};
 static const char *const template_names[] = {"none", "qwen", "llama3"};
 static const char *const precision_names[] = {"bf16", "fp16", "fp32"};
 static const char *const shard_names[] = {"none", "zero1", "zero2", "zero3"};
@@ -1075,6 +1092,333 @@ static const char *const attention_names[] = {"flash", "eager"};
 static const char *const schedule_names[] = {"cosine", "linear", "constant"};
 static const char *const backend_names[] = {"llmc", "llamafactory"};
 static const char *const badrec_names[] = {"fail", "skip"};
+
+/* `data = [a, b]` or `data = a`: distinct dataset references. */
+static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int *nout)
+{
+    if (!want_terms(c, e, 1, "a list of dataset names")) return;
+    const Term *x = e->value->terms[0];
+    PtrVec list = {0};
+    if (x->kind == TERM_LIST) {
+        if (x->nitems == 0) diag_error(c->d, x->at, "'%s' needs at least one dataset", e->key);
+        for (int i = 0; i < x->nitems; i++) {
+            const Value *iv = x->items[i];
+            if (iv->nterms != 1) {
+                diag_error(c->d, iv->terms[1]->at, "unexpected %s in the list of datasets", term_desc(c, iv->terms[1]));
+                continue;
+            }
+            PlanDataset *ds = resolve_ref(c, e, iv->terms[0], K_DATASET);
+            if (!ds) continue;
+            bool dup = false;
+            for (int k = 0; k < list.n; k++) dup |= list.items[k] == ds;
+            if (dup) diag_error(c->d, iv->at, "dataset '%s' is listed twice", ds->name);
+            else ptrvec_push(c->a, &list, ds);
+        }
+    } else {
+        PlanDataset *ds = resolve_ref(c, e, x, K_DATASET);
+        if (ds) ptrvec_push(c->a, &list, ds);
+    }
+    *out = (PlanDataset **)list.items;
+    *nout = list.n;
+}
+
+/* ---- the LLaMA-Factory-only keys of a train block ---- */
+
+/* What data a stage trains on (LLaMA-Factory's processors: pretrain reads text,
+ * supervised and feedback (kto) one answer per example, pairwise (rm, dpo)
+ * a chosen and a rejected answer). */
+static void check_stage_data(Checker *c, const PlanTrain *t, const PlanDataset *ds, SrcRange at)
+{
+    const char *st = stage_names[t->stage];
+    Diag *g;
+    if (t->stage == STAGE_PT) {
+        if (ds->format != FORMAT_TEXT) {
+            g = diag_error(c->d, at, "pre-training (pt) needs text data, but dataset '%s' is %s", ds->name, format_names[ds->format]);
+            diag_help(g, "use a dataset with format = text, or stage = sft");
+        }
+        return;
+    }
+    if (ds->format == FORMAT_TEXT) {
+        g = diag_error(c->d, at, "%s needs conversations, but dataset '%s' is text", st, ds->name);
+        diag_help(g, "use an alpaca or sharegpt dataset, or stage = pt");
+        return;
+    }
+    bool pairs = t->stage == STAGE_RM || t->stage == STAGE_DPO;
+    if (pairs && !ds->ranking) {
+        g = diag_error(c->d, at, "stage %s needs ranking data, but dataset '%s' is not a ranking dataset", st, ds->name);
+        diag_note(g, "%s learns from pairs: a chosen and a rejected answer to each prompt", st);
+        diag_help(g, "set 'ranking = true' and columns { chosen = \"...\" rejected = \"...\" } in dataset '%s'", ds->name);
+    } else if (!pairs && ds->ranking) {
+        g = diag_error(c->d, at, "dataset '%s' is a ranking dataset; stage %s cannot train on it", ds->name, st);
+        diag_note(g, "ranking data (chosen/rejected pairs) is for stage = rm or stage = dpo");
+    } else if (t->stage == STAGE_KTO && !ds->columns.kto_tag) {
+        g = diag_error(c->d, at, "stage kto needs a kto tag, but dataset '%s' has no columns { kto_tag = \"...\" }", ds->name);
+        diag_note(g, "KTO learns from single answers labelled desirable (true) or undesirable (false)");
+    } else if (t->stage != STAGE_KTO && ds->columns.kto_tag) {
+        g = diag_warning(c->d, ds->columns_at, "column 'kto_tag' of dataset '%s' is ignored by stage %s", ds->name, st);
+        diag_note(g, "only stage = kto reads it");
+    }
+}
+
+static bool get_steps(Checker *c, const Entry *e, int64_t *out)
+{
+    const Value *v = e->value;
+    if (v && (is_count_of(v, "steps") || (v->nterms == 1 && v->terms[0]->kind == TERM_INT))) {
+        const Term *n = v->terms[0];
+        if (n->overflow || n->ival < 1) { diag_error(c->d, v->at, "'%s' must be at least 1 step", e->key); return false; }
+        if (!within(c, n->at, e->key, PL_CKPT_EVERY_STEPS, (double)n->ival, n->text)) return false;
+        *out = n->ival;
+        return true;
+    }
+    if (!v) return want_terms(c, e, 2, "a step count");
+    Diag *g = diag_error(c->d, v->at, "'%s' must be a step count, found %s", e->key, value_desc(c, v));
+    diag_help(g, "for example: %s = 100 steps", e->key);
+    return false;
+}
+
+static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    int v;
+    t->method = METHOD_FULL;
+    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_names, 4, &v)) t->method = (FinetuneMethod)v; }
+    t->lora_rank = 8;
+    t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
+    t->freeze_layers = 2;
+    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);
+    t->lora_alpha = 2 * t->lora_rank;
+    if ((e = find(s, "lora_alpha"))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
+    if ((e = find(s, "lora_dropout"))) {
+        double x;
+        if (get_number(c, e, 0, false, 1, &x)) {
+            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
+            else t->lora_dropout = x;
+        }
+    }
+    if ((e = find(s, "lora_target")) && want_terms(c, e, 1, "'all' or a list of module names")) {
+        const Term *x = e->value->terms[0];
+        if (x->kind == TERM_IDENT && strcmp(x->str, "all") == 0) {
+            t->lora_target = NULL;
+            t->nlora_target = 0;
+        } else if (x->kind != TERM_LIST || x->nitems == 0) {
+            Diag *g = diag_error(c->d, x->at, "'lora_target' must be 'all' or a list of module names, found %s", term_desc(c, x));
+            diag_help(g, "for example: lora_target = [q_proj, v_proj]");
+        } else {
+            const char **names = arena_alloc(c->a, sizeof(char *) * (size_t)x->nitems);
+            int n = 0;
+            for (int i = 0; i < x->nitems; i++) {
+                const Value *iv = x->items[i];
+                const Term *m = iv->terms[0];
+                if (iv->nterms != 1 || (m->kind != TERM_IDENT && m->kind != TERM_STRING)) {
+                    diag_error(c->d, iv->at, "'lora_target' takes module names, found %s", value_desc(c, iv));
+                    continue;
+                }
+                bool known = false, dup = false;
+                for (int k = 0; k < NUNITS(lora_module_names); k++) known |= strcmp(m->str, lora_module_names[k]) == 0;
+                for (int k = 0; k < n; k++) dup |= strcmp(names[k], m->str) == 0;
+                if (!known) {
+                    const char *dym = did_you_mean(m->str, lora_module_names, NUNITS(lora_module_names));
+                    Diag *g = dym ? diag_error(c->d, m->at, "unknown module '%s' for lora_target; did you mean '%s'?", m->str, dym)
+                                  : diag_error(c->d, m->at, "unknown module '%s' for lora_target", m->str);
+                    diag_note(g, "the linear layers of %s models: %s",
+                              t->model ? arch_names[t->model->arch] : "llama/qwen", join_names(c->a, lora_module_names, NUNITS(lora_module_names)));
+                } else if (dup) {
+                    diag_error(c->d, m->at, "module '%s' is listed twice", m->str);
+                } else {
+                    names[n++] = m->str;
+                }
+            }
+            t->lora_target = names;
+            t->nlora_target = n;
+        }
+    }
+    if ((e = find(s, "dora"))) get_bool(c, e, &t->use_dora);
+    if ((e = find(s, "rslora"))) get_bool(c, e, &t->use_rslora);
+    if ((e = find(s, "freeze_layers")) && get_int32(c, e, -1000, 1000, &t->freeze_layers)) {
+        if (t->freeze_layers == 0)
+            diag_error(c->d, e->value->at, "'freeze_layers' must not be 0 (the number of trainable layers: N last, -N first)");
+        else if (t->model && t->model->layers > 0 && abs(t->freeze_layers) > t->model->layers)
+            diag_error(c->d, e->value->at, "'freeze_layers' (%d) is more than the %d layers of model '%s'",
+                       t->freeze_layers, t->model->layers, t->model->name);
+    }
+    if ((e = find(s, "quant_bits")) && get_int32(c, e, 1, 64, &t->quant_bits) && t->quant_bits != 4 && t->quant_bits != 8) {
+        diag_error(c->d, e->value->at, "'quant_bits' must be 4 or 8, found %d", t->quant_bits);
+        t->quant_bits = 4;
+    }
+    if ((e = find(s, "quant_method")) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
+    if ((e = find(s, "offload"))) { t->offload_at = e->at; if (get_enum(c, e, offload_names, 3, &v)) t->offload = (OffloadKind)v; }
+    t->pref_beta = 0.1;
+    if ((e = find(s, "pref_loss"))) { t->pref_loss_at = e->at; if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v; }
+    if ((e = find(s, "pref_beta"))) get_number(c, e, 0, true, 1000, &t->pref_beta);
+    if ((e = find(s, "pref_ftx"))) get_number(c, e, 0, false, 1000, &t->pref_ftx);
+    if ((e = find(s, "ref_model"))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
+    if ((e = find(s, "val_size")) && e->value) {
+        t->val_at = e->at;
+        if (is_percent(e->value)) {
+            double f;
+            if (get_percent(c, e, 100, &f)) {
+                if (f <= 0 || f >= 1) diag_error(c->d, e->value->at, "'val_size' as a percentage must be above 0%% and below 100%%");
+                else t->val_size = f;
+            }
+        } else {
+            int64_t n;
+            if (get_int(c, e, 1, (int64_t)1 << 40, &n)) t->val_size = (double)n;
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a percentage or a sample count");
+    }
+    if ((e = find(s, "eval_data"))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
+    if ((e = find(s, "eval_every"))) { t->eval_every_at = e->at; get_steps(c, e, &t->eval_every_steps); }
+    if ((e = find(s, "eval_batch")) && e->value) {
+        const Value *bv = e->value;
+        if (bv->nterms == 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
+            strcmp(bv->terms[1]->str, "per") == 0 && bv->terms[2]->kind == TERM_IDENT && strcmp(bv->terms[2]->str, "gpu") == 0) {
+            const PlanLimit *l = plan_limit(PL_TRAIN_MICRO_BATCH);
+            if (bv->terms[0]->overflow || plan_limit_violation(l, (double)bv->terms[0]->ival))
+                diag_error(c->d, bv->terms[0]->at, "'eval_batch' must be between %.0f and %.0f per gpu, found %s",
+                           l->min, l->max, bv->terms[0]->text);
+            else
+                t->eval_batch = (int)bv->terms[0]->ival;
+        } else {
+            Diag *g = diag_error(c->d, bv->at, "'eval_batch' must be a count per gpu, found %s", value_desc(c, bv));
+            diag_help(g, "for example: eval_batch = 8 per gpu");
+        }
+    } else if (e) {
+        want_terms(c, e, 3, "a count per gpu");
+    }
+    if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_path(c, e, false); }
+    t->data_shared_fs = true;
+    if ((e = find(s, "data_shared_fs"))) get_bool(c, e, &t->data_shared_fs);
+    if ((e = find(s, "streaming"))) { t->streaming_at = e->at; get_bool(c, e, &t->streaming); }
+    t->ddp_timeout_seconds = 1800;
+    if ((e = find(s, "ddp_timeout"))) {
+        double secs;
+        if (get_duration(c, e, &secs)) {
+            if (secs < 60) diag_error(c->d, e->value->at, "'ddp_timeout' must be at least 1 min (loading a large model takes longer)");
+            else if (secs > 86400) diag_error(c->d, e->value->at, "'ddp_timeout' must be at most 1 d: a hung collective must end the job");
+            else t->ddp_timeout_seconds = secs;
+        }
+    }
+    if ((e = find(s, "report_to")) && get_enum(c, e, report_names, 3, &v)) t->report_to = (ReportTo)v;
+    if ((e = find(s, "run_name")) && get_string(c, e, &t->run_name)) {
+        if (!t->run_name[0] || plan_control_char_at(t->run_name) >= 0) {
+            diag_error(c->d, e->value->at, "'run_name' must be non-empty text without control characters");
+            t->run_name = NULL;
+        }
+    }
+    t->log_every = 1;
+    if ((e = find(s, "log_every"))) get_steps(c, e, &t->log_every);
+}
+
+/* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
+static const char *const lf_only_keys[] = {
+    "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
+    "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
+    "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
+    "run_name", "log_every"};
+
+static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
+    if (t->backend == BACKEND_LLMC) {
+        /* the llmc trainer trains every weight in pt/sft and reads none of these keys */
+        const char *what = NULL;
+        SrcRange at = t->at;
+        if (t->method != METHOD_FULL) { what = arena_printf(c->a, "method = %s", method_names[t->method]); at = t->method_at; }
+        else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
+        else {
+            for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++)
+                if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
+        }
+        if (what) {
+            g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
+            diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does full pt and sft only", t->name,
+                      t->backend_at.start.file ? "" : " (the default)");
+            diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory runs it)", t->name);
+        }
+        return;
+    }
+    bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
+    static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora"};
+    for (int k = 0; k < NUNITS(lora_keys); k++)
+        if (!lora && (e = find(s, lora_keys[k]))) {
+            g = diag_error(c->d, e->key_at, "'%s' is only used with method = lora or qlora", e->key);
+            diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
+        }
+    if (t->method != METHOD_FREEZE && (e = find(s, "freeze_layers")))
+        diag_error(c->d, e->key_at, "'freeze_layers' is only used with method = freeze");
+    if (t->method != METHOD_QLORA && ((e = find(s, "quant_bits")) || (e = find(s, "quant_method")))) {
+        g = diag_error(c->d, e->key_at, "'%s' is only used with method = qlora", e->key);
+        diag_note(g, "qlora quantises the frozen base model and trains LoRA adapters on it");
+    }
+    if (t->method == METHOD_QLORA && t->quant_method == QUANT_EETQ && t->quant_bits != 8)
+        diag_error(c->d, (e = find(s, "quant_method")) ? e->value->at : t->method_at, "quant_method = eetq quantises to 8 bits only; set quant_bits = 8");
+    /* LLaMA-Factory's quantization.py: only bitsandbytes at 4 bits loads
+     * under ZeRO-3 (hqq, eetq and 8-bit bnb refuse it); adapter.py: DoRA
+     * only on a bitsandbytes-quantised base */
+    if (t->method == METHOD_QLORA && t->shard == SHARD_ZERO3 && (t->quant_method != QUANT_BNB || t->quant_bits != 4)) {
+        g = diag_error(c->d, t->shard_at, "method = qlora with shard = zero3 needs quant_method = bnb and quant_bits = 4");
+        diag_note(g, "LLaMA-Factory loads only a 4-bit bitsandbytes base under DeepSpeed ZeRO-3");
+        diag_help(g, "use shard = zero2, or quant_bits = 4 with quant_method = bnb");
+    }
+    if (t->method == METHOD_QLORA && t->use_dora && t->quant_method != QUANT_BNB) {
+        e = find(s, "dora");
+        diag_error(c->d, e ? e->key_at : t->at, "dora needs quant_method = bnb (LLaMA-Factory: DoRA is not compatible with %s)",
+                   quant_method_names[t->quant_method]);
+    }
+    if (t->offload != OFFLOAD_NONE) {
+        if (t->shard < SHARD_ZERO2 || (t->offload == OFFLOAD_ALL && t->shard != SHARD_ZERO3)) {
+            g = diag_error(c->d, t->offload_at, "offload = %s needs shard = %s", offload_names[t->offload],
+                           t->offload == OFFLOAD_ALL ? "zero3" : "zero2 or zero3");
+            diag_note(g, "DeepSpeed offloads optimizer states from ZeRO-2 on and parameters only with ZeRO-3");
+        }
+    }
+    /* preference keys per stage */
+    bool dpo = t->stage == STAGE_DPO, pref = dpo || t->stage == STAGE_KTO;
+    if (!dpo && (e = find(s, "pref_loss"))) {
+        g = diag_error(c->d, e->key_at, "'pref_loss' is only used with stage = dpo");
+        diag_note(g, "orpo and simpo are dpo's pref_loss = orpo / simpo");
+    }
+    static const char *const pref_keys[] = {"pref_beta", "pref_ftx", "ref_model"};
+    for (int k = 0; k < NUNITS(pref_keys); k++)
+        if (!pref && (e = find(s, pref_keys[k])))
+            diag_error(c->d, e->key_at, "'%s' is only used with stage = dpo or stage = kto", e->key);
+    if (dpo && t->ref_model && (t->pref_loss == PREF_ORPO || t->pref_loss == PREF_SIMPO)) {
+        g = diag_error(c->d, t->ref_model_at, "pref_loss = %s uses no reference model", pref_loss_names[t->pref_loss]);
+        diag_help(g, "remove ref_model");
+    }
+    if (t->ref_model && t->model && t->ref_model->vocab != t->model->vocab) {
+        g = diag_error(c->d, t->ref_model_at, "reference model '%s' has vocab %d, model '%s' has %d",
+                       t->ref_model->name, t->ref_model->vocab, t->model->name, t->model->vocab);
+        diag_note(g, "both score the same tokens: they must share the tokenizer");
+    }
+    /* evaluation */
+    if (t->val_size > 0 && t->neval_data > 0) {
+        g = diag_error(c->d, t->eval_data_at, "set either val_size or eval_data, not both");
+        diag_note(g, "val_size holds out part of 'data'; eval_data names separate datasets");
+    }
+    bool evals = t->val_size > 0 || t->neval_data > 0;
+    if (!evals && ((e = find(s, "eval_every")) || (e = find(s, "eval_batch")))) {
+        g = diag_error(c->d, e->key_at, "'%s' needs an evaluation set", e->key);
+        diag_help(g, "add 'val_size = 5%%' or 'eval_data = [NAME]'");
+    }
+    if (evals && t->streaming && t->val_size > 0 && t->val_size < 1)
+        diag_error(c->d, t->val_at, "with streaming = true, val_size must be a sample count, not a percentage");
+    if (t->max_steps > 0 && t->eval_every_steps > t->max_steps)
+        diag_warning(c->d, t->eval_every_at, "eval_every (%lld steps) is more than max_steps (%lld): no evaluation runs",
+                     (long long)t->eval_every_steps, (long long)t->max_steps);
+    /* data */
+    if (t->streaming && t->stage != STAGE_PT) {
+        g = diag_error(c->d, t->streaming_at, "streaming is for pre-training corpora (stage = pt)");
+        diag_note(g, "run '%s' is stage %s", t->name, stage_names[t->stage]);
+    } else if (t->streaming && t->max_steps <= 0) {
+        g = diag_error(c->d, t->streaming_at, "streaming = true needs max_steps");
+        diag_note(g, "a streamed dataset has no length, so epochs cannot decide when the run ends");
+    }
+    if (t->tokenized_path && t->output_dir && strcmp(t->tokenized_path, t->output_dir) == 0)
+        diag_error(c->d, t->tokenized_at, "'tokenized_path' must not be the output directory");
+}
 
 static void check_train(Checker *c, const Item *it, PlanTrain *t)
 {
@@ -1085,34 +1429,12 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     bool stage_ok = false;
     if ((e = require(c, &s, "stage", "sft"))) {
         t->stage_at = e->at;
-        if (get_enum(c, e, stage_names, 2, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
+        if (get_enum(c, e, stage_names, 5, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
     }
     if ((e = require(c, &s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
-    if ((e = require(c, &s, "data", "[NAME]")) && want_terms(c, e, 1, "a list of dataset names")) {
+    if ((e = require(c, &s, "data", "[NAME]"))) {
         t->data_at = e->at;
-        const Term *x = e->value->terms[0];
-        PtrVec list = {0};
-        if (x->kind == TERM_LIST) {
-            if (x->nitems == 0) diag_error(c->d, x->at, "'data' needs at least one dataset");
-            for (int i = 0; i < x->nitems; i++) {
-                const Value *iv = x->items[i];
-                if (iv->nterms != 1) {
-                    diag_error(c->d, iv->terms[1]->at, "unexpected %s in the list of datasets", term_desc(c, iv->terms[1]));
-                    continue;
-                }
-                PlanDataset *ds = resolve_ref(c, e, iv->terms[0], K_DATASET);
-                if (!ds) continue;
-                bool dup = false;
-                for (int k = 0; k < list.n; k++) dup |= list.items[k] == ds;
-                if (dup) diag_error(c->d, iv->at, "dataset '%s' is listed twice", ds->name);
-                else ptrvec_push(c->a, &list, ds);
-            }
-        } else {
-            PlanDataset *ds = resolve_ref(c, e, x, K_DATASET);
-            if (ds) ptrvec_push(c->a, &list, ds);
-        }
-        t->data = (PlanDataset **)list.items;
-        t->ndata = list.n;
+        get_dataset_list(c, e, &t->data, &t->ndata);
     }
     t->template_ = TEMPLATE_NONE;
     Entry *tmpl = find(&s, "template");
@@ -1253,6 +1575,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     }
     t->checkpoint_keep = 2;
     if ((e = find(&s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
+    check_train_lf_keys(c, &s, t);
     report_missing(c, &s);
 
     /* Cross-field rules of the run itself. */
@@ -1269,29 +1592,17 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         diag_note(g, "a chat template must match the format the model was (or will be) trained with");
     }
     if (!stage_ok) return;
-    if (t->stage == STAGE_SFT && !tmpl && !s.broken) {
-        Diag *g = diag_error(c->d, s.at, "sft run '%s' needs a chat template", t->name);
+    if (t->stage != STAGE_PT && !tmpl && !s.broken) {
+        Diag *g = diag_error(c->d, s.at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
-    } else if (t->stage == STAGE_SFT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
+    } else if (t->stage != STAGE_PT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
                strcmp(tmpl->value->terms[0]->str, "none") == 0) {
-        diag_error(c->d, tmpl->value->at, "sft needs a chat template; 'none' is only for pt");
+        diag_error(c->d, tmpl->value->at, "%s needs a chat template; 'none' is only for pt", stage_names[t->stage]);
     } else if (t->stage == STAGE_PT && tmpl && t->template_ != TEMPLATE_NONE) {
         diag_warning(c->d, tmpl->value->at, "template is ignored for pt (pre-training reads raw text)");
     }
-    for (int i = 0; i < t->ndata; i++) {
-        const PlanDataset *ds = t->data[i];
-        SrcRange at = t->data_at;
-        if (ds->ranking) {
-            Diag *g = diag_error(c->d, at, "dataset '%s' is a ranking dataset; stage %s cannot train on it", ds->name, stage_names[t->stage]);
-            diag_note(g, "ranking data is for preference training (dpo, rm), which llmc does not run");
-        } else if (t->stage == STAGE_PT && ds->format != FORMAT_TEXT) {
-            Diag *g = diag_error(c->d, at, "pre-training (pt) needs text data, but dataset '%s' is %s", ds->name, format_names[ds->format]);
-            diag_help(g, "use a dataset with format = text, or stage = sft");
-        } else if (t->stage == STAGE_SFT && ds->format == FORMAT_TEXT) {
-            Diag *g = diag_error(c->d, at, "sft needs conversations, but dataset '%s' is text", ds->name);
-            diag_help(g, "use an alpaca or sharegpt dataset, or stage = pt");
-        }
-    }
+    for (int i = 0; i < t->ndata; i++) check_stage_data(c, t, t->data[i], t->data_at);
+    for (int i = 0; i < t->neval_data; i++) check_stage_data(c, t, t->eval_data[i], t->eval_data_at);
     /* The llmc trainer reads JSON and JSON Lines (runtime/records.c), no Parquet. */
     for (int i = 0; i < t->ndata; i++) {
         const PlanDataset *ds = t->data[i];
@@ -1306,6 +1617,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     if (t->max_steps > 0 && t->warmup_steps > 0 && t->warmup_steps >= t->max_steps)
         diag_error(c->d, t->warmup_at, "warmup (%lld steps) must be shorter than max_steps (%lld)",
                    (long long)t->warmup_steps, (long long)t->max_steps);
+    check_train_lf_rules(c, &s, t);
 }
 
 static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",

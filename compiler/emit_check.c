@@ -197,6 +197,14 @@ static void check_job(const PlanJob *job, Diags *d)
         check_name(d, ds->at, "dataset name", ds->name);   /* joined with ',' in the YAML */
         check_path(d, ds->file_at, "dataset file", ds->file);
     }
+    for (int i = 0; i < t->neval_data; i++) {
+        const PlanDataset *ds = t->eval_data[i];
+        if (!ds) continue;
+        check_name(d, ds->at, "dataset name", ds->name);
+        check_path(d, ds->file_at, "dataset file", ds->file);
+    }
+    if (t->ref_model) check_path(d, t->ref_model->path_at, "reference model path", t->ref_model->path);
+    if (t->tokenized_path) check_path(d, t->tokenized_at, "tokenized_path", t->tokenized_path);
 }
 
 int emit_check(const Plan *plan, Diags *d)

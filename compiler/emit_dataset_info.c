@@ -20,7 +20,9 @@ void dataset_effective(const PlanDataset *ds, DatasetColumns *c, DatasetTags *t)
     case FORMAT_ALPACA:
         if (!c->prompt) c->prompt = "instruction";
         if (!c->query) c->query = "input";
-        if (!c->response) c->response = "output";
+        /* ranking data answers in chosen/rejected (LLaMA-Factory's pairwise
+         * converter reads no response column) */
+        if (!c->response && !ds->ranking) c->response = "output";
         break;
     case FORMAT_SHAREGPT:
         if (!c->messages) c->messages = "conversations";
@@ -89,6 +91,14 @@ static cJSON *dataset_entry(const JobLayout *L, const PlanDataset *ds)
         break;
     }
     }
+    /* preference data: the pair (rm, dpo) or KTO's desirable/undesirable
+     * label; parser.py's DatasetAttr.join reads "chosen", "rejected" and
+     * "kto_tag" from the same columns object */
+    if (ds->ranking) {
+        add_str_or_null(cols, "chosen", c.chosen);
+        add_str_or_null(cols, "rejected", c.rejected);
+    }
+    if (c.kto_tag) add_str_or_null(cols, "kto_tag", c.kto_tag);
     return e;
 }
 
@@ -96,8 +106,9 @@ char *emit_dataset_info(const JobLayout *L, char *err, size_t errlen)
 {
     cJSON *root = cJSON_CreateObject();
     const PlanTrain *t = L->train;
-    for (int i = 0; i < t->ndata; i++) {
-        const PlanDataset *ds = t->data[i];
+    /* the training data, then the named eval datasets (eval_dataset) */
+    for (int i = 0; i < t->ndata + t->neval_data; i++) {
+        const PlanDataset *ds = i < t->ndata ? t->data[i] : t->eval_data[i - t->ndata];
         if (!ds || cJSON_GetObjectItemCaseSensitive(root, ds->name)) continue;
         cJSON_AddItemToObject(root, ds->name, dataset_entry(L, ds));
     }

@@ -20,10 +20,13 @@ const char *lf_yaml_name(void) { return "llamafactory_train.yaml"; }
 
 const char *lf_deepspeed_name(const JobLayout *L)
 {
+    /* the names of LLaMA-Factory's examples/deepspeed/ files */
+    bool off = L->train->offload != OFFLOAD_NONE;
     switch (zero_stage(L->train->shard)) {
     case 1: return "ds_z1_config.json";
-    case 2: return "ds_z2_config.json";
-    case 3: return "ds_z3_config.json";
+    case 2: return off ? "ds_z2_offload_config.json" : "ds_z2_config.json";
+    case 3: return off ? (L->train->offload == OFFLOAD_ALL ? "ds_z3_offload_config.json" : "ds_z3_offload_optimizer_config.json")
+                       : "ds_z3_config.json";
     default: return "ds_z0_config.json";
     }
 }
@@ -136,6 +139,61 @@ static const char *lf_scheduler(const PlanTrain *t)
     return t->min_lr > 0 ? "cosine_with_min_lr" : "cosine";
 }
 
+/* finetuning_type and its arguments (finetuning_args.py FreezeArguments,
+ * LoraArguments; model_args.py QuantizationArguments; RLHFArguments). */
+static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
+{
+    static const char *const ftype[] = {"full", "freeze", "lora", "lora"};
+    y_str(y, "finetuning_type", ftype[t->method]);
+    if (t->method == METHOD_FREEZE) y_int(y, "freeze_trainable_layers", t->freeze_layers);
+    if (t->method == METHOD_LORA || t->method == METHOD_QLORA) {
+        y_int(y, "lora_rank", t->lora_rank);
+        y_int(y, "lora_alpha", t->lora_alpha);
+        y_float(y, "lora_dropout", t->lora_dropout);
+        Buf tg;
+        buf_init(&tg);
+        for (int i = 0; i < t->nlora_target; i++) {
+            if (i) buf_put(&tg, ",", 1);
+            buf_puts(&tg, t->lora_target[i]);
+        }
+        y_str(y, "lora_target", t->nlora_target > 0 && tg.data ? tg.data : "all");
+        buf_free(&tg);
+        y_bool(y, "use_dora", t->use_dora);
+        y_bool(y, "use_rslora", t->use_rslora);
+    }
+    if (t->method == METHOD_QLORA) {
+        static const char *const qm[] = {"bnb", "hqq", "eetq"};
+        y_int(y, "quantization_bit", t->quant_bits);
+        y_str(y, "quantization_method", qm[t->quant_method]);
+    }
+    if (t->stage == STAGE_DPO || t->stage == STAGE_KTO) {
+        static const char *const pl[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
+        y_float(y, "pref_beta", t->pref_beta);
+        y_float(y, "pref_ftx", t->pref_ftx);
+        if (t->stage == STAGE_DPO) y_str(y, "pref_loss", pl[t->pref_loss]);
+        if (t->ref_model && t->ref_model->path) {
+            char *rp = artifact_path(L, t->ref_model->path);
+            y_str(y, "ref_model", rp);
+            free(rp);
+        }
+    }
+}
+
+/* Evaluation: a held-out part of the data (val_size) or named datasets
+ * (eval_dataset), every eval_every steps. */
+static void lf_eval(Yaml *y, const PlanTrain *t)
+{
+    if (t->val_size > 0) y_float(y, "val_size", t->val_size);   /* a fraction < 1, else a count */
+    if (t->val_size <= 0 && t->neval_data == 0) return;
+    y_int(y, "per_device_eval_batch_size", t->eval_batch > 0 ? t->eval_batch : t->micro_batch);
+    if (t->eval_every_steps > 0) {
+        y_str(y, "eval_strategy", "steps");
+        y_float(y, "eval_steps", (double)t->eval_every_steps);
+    } else {
+        y_str(y, "eval_strategy", "epoch");
+    }
+}
+
 static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
 {
     const PlanTrain *t = L->train;
@@ -148,7 +206,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     /* method */
     y_str(y, "stage", name_stage(t->stage));
     y_bool(y, "do_train", true);
-    y_str(y, "finetuning_type", "full");
+    lf_method(y, L, t);
     y_str(y, "deepspeed", lf_deepspeed_name(L));
     /* gradient checkpointing is on in LLaMA-Factory unless disabled; it has
      * no selective mode, so selective means on */
@@ -165,20 +223,43 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     }
     y_str(y, "dataset", names.data ? names.data : "");
     buf_free(&names);
+    if (t->neval_data > 0) {
+        buf_init(&names);
+        for (int i = 0; i < t->neval_data; i++) {
+            if (names.len) buf_put(&names, ",", 1);
+            buf_puts(&names, t->eval_data[i]->name);
+        }
+        y_str(y, "eval_dataset", names.data ? names.data : "");
+        buf_free(&names);
+    }
     y_str(y, "dataset_dir", ".");   /* the job script runs in the compiled directory */
     y_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
     y_int(y, "cutoff_len", t->context);
     y_bool(y, "packing", t->packing);
-    y_bool(y, "overwrite_cache", true);
+    /* tokenised data is reused from tokenized_path (on requeue too); a stale
+     * cache is the user's to delete, never silently rebuilt per start */
+    y_bool(y, "overwrite_cache", false);
+    if (t->tokenized_path) {
+        char *tp = artifact_path(L, t->tokenized_path);
+        y_str(y, "tokenized_path", tp);
+        free(tp);
+    }
+    /* LLaMA-Factory preprocesses on the first rank of the node (or of the job
+     * with data_shared_file_system) while the others wait: that process may
+     * use the CPUs of the node's tasks, capped at 64 (datasets' map() gains
+     * little beyond; more processes mostly cost memory) */
     int cpus_node = L->cpus_per_task * L->tasks_per_node;
-    y_int(y, "preprocessing_num_workers", cpus_node < 16 ? (cpus_node > 0 ? cpus_node : 1) : 16);
+    y_int(y, "preprocessing_num_workers", cpus_node < 64 ? (cpus_node > 0 ? cpus_node : 1) : 64);
+    y_bool(y, "data_shared_file_system", t->data_shared_fs);
+    if (t->streaming) y_bool(y, "streaming", true);
+    lf_eval(y, t);
 
     /* output: overwrite_output_dir false, so a requeued job resumes from the
      * last checkpoint in output_dir (LLaMA-Factory's hparams/parser.py) */
     path = artifact_path(L, t->output_dir ? t->output_dir : "output");
     y_str(y, "output_dir", path);
     free(path);
-    y_int(y, "logging_steps", 1);
+    y_int(y, "logging_steps", t->log_every > 0 ? t->log_every : 1);
     long long save_steps = t->checkpoint_every_steps;
     if (save_steps <= 0) {
         double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
@@ -191,7 +272,9 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     y_bool(y, "save_only_model", false);
     y_bool(y, "plot_loss", true);
     y_bool(y, "overwrite_output_dir", false);
-    y_str(y, "report_to", "none");
+    static const char *const report[] = {"none", "tensorboard", "wandb"};
+    y_str(y, "report_to", report[t->report_to]);
+    y_str(y, "run_name", t->run_name ? t->run_name : t->name);
 
     /* train */
     y_int(y, "per_device_train_batch_size", t->micro_batch);
@@ -224,7 +307,9 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     y_int(y, "seed", (long long)t->seed);   /* emit_check: fits 32 bits */
     y_bool(y, "bf16", t->precision == PREC_BF16);
     y_bool(y, "fp16", t->precision == PREC_FP16);
-    y_int(y, "ddp_timeout", 180000000);
+    /* finite: a rank stuck in a collective (a dead peer, a hung NIC) must end
+     * the job instead of holding the allocation for its whole time limit */
+    y_int(y, "ddp_timeout", (long long)ceil(t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800));
 }
 
 char *emit_lf_yaml(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
@@ -259,11 +344,23 @@ char *emit_lf_yaml(const JobLayout *L, const Estimate *e, char *err, size_t errl
 }
 
 /* DeepSpeed config as LLaMA-Factory's examples/deepspeed/ds_z{0,2,3}_config.json
- * ("auto" values are filled by the HF Trainer from the YAML); ZeRO-1 is the
- * ZeRO-2 file with stage 1. */
+ * and ds_z{2,3}_offload_config.json ("auto" values are filled by the HF
+ * Trainer from the YAML); ZeRO-1 is the ZeRO-2 file with stage 1; ZeRO-3 with
+ * offload = optimizer is ds_z3_offload_config.json without offload_param.
+ *
+ * overlap_comm is false in every file, deliberately: with it DeepSpeed keeps
+ * extra gradient buckets alive to overlap the reduce-scatter with backward
+ * (for ZeRO-2 about 4.5 x reduce_bucket_size, several GiB at the 5e8 bucket
+ * here), memory the estimate does not count and which turns a plan that fits
+ * into an OOM at the first step; LLaMA-Factory's own files ship it off for the
+ * same reason. With CPU offload the step is bound by the PCIe copies and the
+ * CPU optimizer, not by the overlapped collectives, so little time is lost.
+ * Offloaded states live in pinned host memory (pin_memory: the copies run at
+ * full PCIe speed, at the cost of page-locked host RAM the job's --mem covers). */
 char *emit_lf_deepspeed(const JobLayout *L, char *err, size_t errlen)
 {
     int stage = zero_stage(L->train->shard);
+    OffloadKind off = stage >= 2 ? L->train->offload : OFFLOAD_NONE;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "train_batch_size", "auto");
     cJSON_AddStringToObject(o, "train_micro_batch_size_per_gpu", "auto");
@@ -281,6 +378,16 @@ char *emit_lf_deepspeed(const JobLayout *L, char *err, size_t errlen)
     cJSON_AddStringToObject(bf16, "enabled", "auto");
     cJSON *z = cJSON_AddObjectToObject(o, "zero_optimization");
     cJSON_AddNumberToObject(z, "stage", stage);
+    if (off != OFFLOAD_NONE) {
+        cJSON *oo = cJSON_AddObjectToObject(z, "offload_optimizer");
+        cJSON_AddStringToObject(oo, "device", "cpu");
+        cJSON_AddTrueToObject(oo, "pin_memory");
+    }
+    if (off == OFFLOAD_ALL && stage == 3) {
+        cJSON *op = cJSON_AddObjectToObject(z, "offload_param");
+        cJSON_AddStringToObject(op, "device", "cpu");
+        cJSON_AddTrueToObject(op, "pin_memory");
+    }
     if (stage < 3) {
         cJSON_AddTrueToObject(z, "allgather_partitions");
         cJSON_AddNumberToObject(z, "allgather_bucket_size", 5e8);

@@ -29,7 +29,11 @@ const char *name_format(DataFormat f)
     }
     return "?";
 }
-const char *name_stage(TrainStage s) { return s == STAGE_PT ? "pt" : "sft"; }
+const char *name_stage(TrainStage s)
+{
+    static const char *const names[] = {"pt", "sft", "rm", "dpo", "kto"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "sft";
+}
 const char *name_template(ChatTemplate t)
 {
     switch (t) {

@@ -436,6 +436,61 @@ static int cpu_cores(const PlanJob *job)
     return cores < 1 ? 1 : cores;
 }
 
+/* ---- fine-tuning method and offload (backend = llamafactory) ----------------
+ * One function, kept apart for the estimator's rework: the per-GPU bytes of
+ * weights, gradients and optimizer states when only part of the model trains
+ * (LoRA adapters, the last N layers of freeze), when the frozen base is
+ * quantised (qlora), and when DeepSpeed keeps optimizer states (offload =
+ * optimizer) or also the parameters (offload = all, ZeRO-3) in host memory.
+ * Trainable parameters carry 16-bit weights + gradients and fp32 master +
+ * Adam m, v (2 + 2 + 12 bytes) sharded as the ZeRO stage says; frozen ones
+ * only their weights: 16-bit, or quant_bits / 8 bytes for the decoder's
+ * linear layers under qlora (embeddings and norms stay 16-bit). Host memory
+ * for the offloaded states is not counted here (the estimator issue). */
+static double lora_params(const PlanTrain *t, const PlanModel *m)
+{
+    double hd = (double)head_dim_of(m), h = m->hidden, f = m->ffn;
+    double q = m->heads * hd, kv = m->kv_heads * hd;
+    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    double io[7] = {h + q, h + kv, h + kv, q + h, h + f, h + f, f + h};
+    double per_layer = 0;
+    for (int k = 0; k < 7; k++) {
+        bool on = t->nlora_target == 0;
+        for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], names[k]) == 0;
+        if (on) per_layer += t->lora_rank * io[k];
+    }
+    return per_layer * (m->layers > 0 ? m->layers : 0);
+}
+
+static void estimate_method_states(const PlanTrain *t, Precision prec, ShardStage shard, Estimate *e)
+{
+    if (t->backend != BACKEND_LLAMAFACTORY || (t->method == METHOD_FULL && t->offload == OFFLOAD_NONE)) return;
+    const PlanModel *m = t->model;
+    double total = (double)e->params_total, trainable = total, frozen = 0;
+    bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
+    if (lora) { trainable = lora_params(t, m); frozen = total; }
+    else if (t->method == METHOD_FREEZE) {
+        trainable = fmin(total, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
+        frozen = total - trainable;
+    }
+    double w, g, o, n = e->data_parallel > 0 ? e->data_parallel : 1;
+    estimate_model_states(trainable, prec, shard, e->data_parallel, &w, &g, &o);
+    double fb = prec == PREC_FP32 ? 4 : 2;
+    double fw = fb * frozen;
+    if (t->method == METHOD_QLORA && t->quant_bits > 0) {
+        double linear = fmax(0, total - (double)e->params_embedding);
+        fw = fb * (frozen - linear) + t->quant_bits / 8.0 * linear;
+    }
+    double unsharded = fw + (fb + fb + (prec == PREC_FP32 ? 8 : 12)) * trainable;
+    if (shard >= SHARD_ZERO3) fw /= n;
+    if (t->offload != OFFLOAD_NONE) o = 0;   /* fp32 master + Adam states in host memory */
+    if (t->offload == OFFLOAD_ALL && shard >= SHARD_ZERO3) { w = 0; fw = 0; }  /* gathered per layer: comm buffers */
+    e->weights_bytes = w + fw;
+    e->grads_bytes = g;
+    e->optimizer_bytes = o;
+    e->model_bytes_per_param = total > 0 ? unsharded / total : 0;
+}
+
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *e)
 {
@@ -458,6 +513,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     e->activation_bytes_per_value = bpv;
     estimate_model_states((double)e->params_total, prec, shard, e->data_parallel,
                           &e->weights_bytes, &e->grads_bytes, &e->optimizer_bytes);
+    estimate_method_states(t, prec, shard, e);
 
     /* Activations at the worst case: a micro batch padded to the full context.
      * The llamafactory backend runs transformers' layers, which keep more;
@@ -1019,8 +1075,39 @@ static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Rec
     diag_help(dg, "%s fits at batch = %d per gpu (%.1f GiB)", what, b, alt.total_bytes / GIB);
 }
 
+/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (the
+ * host side of it is not estimated yet). */
+static void help_offload(Diag *dg, const PlanJob *job)
+{
+    const PlanTrain *t = job->run;
+    if (t->backend != BACKEND_LLAMAFACTORY || is_cpu_only(job->cluster) || t->offload == OFFLOAD_ALL)
+        return;
+    PlanTrain alt_t = *t;
+    PlanJob alt_j = *job;
+    alt_j.run = &alt_t;
+    Estimate alt;
+    static const struct { OffloadKind off; ShardStage shard; const char *what; } tries[] = {
+        {OFFLOAD_OPTIMIZER, SHARD_ZERO2, "offload = optimizer with shard = zero2"},
+        {OFFLOAD_OPTIMIZER, SHARD_ZERO3, "offload = optimizer with shard = zero3"},
+        {OFFLOAD_ALL, SHARD_ZERO3, "offload = all with shard = zero3"},
+    };
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
+        if (tries[i].shard < t->shard || (tries[i].off == t->offload && tries[i].shard == t->shard)) continue;
+        alt_t.offload = tries[i].off;
+        alt_t.shard = tries[i].shard;
+        memset(&alt, 0, sizeof alt);
+        estimate_memory(&alt_j, t->micro_batch, t->recompute, alt_t.shard, &alt);
+        if (alt.fits) {
+            diag_help(dg, "%s fits at this batch (%.1f GiB per GPU; the offloaded states need host memory)",
+                      tries[i].what, alt.total_bytes / GIB);
+            return;
+        }
+    }
+}
+
 static void help_alternatives(Diag *dg, const PlanJob *job)
 {
+    help_offload(dg, job);
     const PlanTrain *t = job->run;
     bool multi = !is_cpu_only(job->cluster) && job->nodes * job->cluster->gpus_per_node > 1;
     /* The highest stage the backend implements: the llmc trainer on GPUs

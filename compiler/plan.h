@@ -43,7 +43,14 @@ const GpuSpec *gpu_catalog_at(int i);
 /* ---- enums ---- */
 typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } ModelArch;
 typedef enum { FORMAT_ALPACA, FORMAT_SHAREGPT, FORMAT_TEXT } DataFormat;
-typedef enum { STAGE_PT, STAGE_SFT } TrainStage;
+typedef enum { STAGE_PT, STAGE_SFT, STAGE_RM, STAGE_DPO, STAGE_KTO } TrainStage;
+/* Fine-tuning method (LLaMA-Factory's finetuning_type; qlora = lora on a
+ * quantised frozen base). Only METHOD_FULL runs on backend = llmc. */
+typedef enum { METHOD_FULL, METHOD_FREEZE, METHOD_LORA, METHOD_QLORA } FinetuneMethod;
+typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_ALL } OffloadKind;  /* DeepSpeed, to CPU */
+typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
+typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
+typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;
 typedef enum { TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3 } ChatTemplate;
 typedef enum { PREC_BF16, PREC_FP16, PREC_FP32 } Precision;
 typedef enum { SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 } ShardStage;
@@ -91,6 +98,7 @@ typedef struct {
 typedef struct {
     const char *prompt, *query, *response, *history, *messages, *system, *tools, *text;
     const char *chosen, *rejected;          /* ranking (preference) datasets only */
+    const char *kto_tag;                    /* KTO: the column with the true/false label */
 } DatasetColumns;
 typedef struct {
     const char *role, *content, *user, *assistant, *observation, *function, *system;
@@ -137,6 +145,34 @@ typedef struct {
     int64_t checkpoint_every_steps;         /* 0 = derived from checkpoint_every_seconds */
     double checkpoint_every_seconds; SrcRange checkpoint_at; /* default 30 min */
     int checkpoint_keep;                    /* default 2 */
+
+    /* ---- fine-tuning method (backend = llamafactory only, but full) ---- */
+    FinetuneMethod method; SrcRange method_at;   /* default full */
+    int lora_rank, lora_alpha;              /* default 8 and 2 x rank */
+    double lora_dropout;                    /* default 0 */
+    const char **lora_target; int nlora_target;  /* module names; NULL/0 = all */
+    bool use_dora, use_rslora;
+    int freeze_layers;                      /* trainable layers: > 0 last N, < 0 first N; default 2 */
+    int quant_bits; QuantMethod quant_method;    /* qlora: 4 or 8 (default 4), bnb */
+    OffloadKind offload; SrcRange offload_at;    /* DeepSpeed CPU offload; default none */
+    /* ---- preference stages (rm, dpo, kto) ---- */
+    PrefLoss pref_loss; SrcRange pref_loss_at;   /* dpo; default sigmoid */
+    double pref_beta, pref_ftx;             /* default 0.1 and 0 */
+    PlanModel *ref_model; SrcRange ref_model_at; /* NULL: LLaMA-Factory's default reference */
+    /* ---- evaluation ---- */
+    double val_size; SrcRange val_at;       /* 0 = none; < 1 a fraction, >= 1 a count */
+    PlanDataset **eval_data; int neval_data; SrcRange eval_data_at;
+    int64_t eval_every_steps; SrcRange eval_every_at;   /* 0: LLaMA-Factory's default (no eval) */
+    int eval_batch;                         /* per GPU; 0 = batch */
+    /* ---- data handling ---- */
+    const char *tokenized_path; SrcRange tokenized_at;  /* NULL: tokenise on every start */
+    bool data_shared_fs;                    /* default true: one node tokenises for all */
+    bool streaming; SrcRange streaming_at;  /* pt only; needs max_steps */
+    double ddp_timeout_seconds;             /* default 30 min */
+    /* ---- tracking ---- */
+    ReportTo report_to;
+    const char *run_name;                   /* NULL: the train block's name */
+    int64_t log_every;                      /* steps; default 1 */
 } PlanTrain;
 
 typedef struct {

@@ -9,27 +9,27 @@ Prints "ok"/"FAIL" lines; exit 1 on any failure. Run with Debian's python3
 import json, os, re, sys
 import yaml
 
-# key -> type, from LLaMA-Factory src/llamafactory/hparams/{model,data,finetuning,
-# training}_args.py and transformers' Seq2SeqTrainingArguments.
-LF_KEYS = {
-    "model_name_or_path": str, "stage": str, "do_train": bool, "finetuning_type": str,
-    "deepspeed": str, "disable_gradient_checkpointing": bool, "flash_attn": str,
-    "dataset": str, "dataset_dir": str, "template": str, "cutoff_len": int, "packing": bool,
-    "overwrite_cache": bool, "preprocessing_num_workers": int, "output_dir": str,
-    "logging_steps": int, "save_steps": int, "save_total_limit": int, "save_only_model": bool,
-    "plot_loss": bool, "overwrite_output_dir": bool, "report_to": str,
-    "per_device_train_batch_size": int, "gradient_accumulation_steps": int,
-    "learning_rate": float, "num_train_epochs": float, "max_steps": int,
-    "lr_scheduler_type": str, "lr_scheduler_kwargs": dict, "warmup_ratio": float,
-    "warmup_steps": int, "weight_decay": float, "adam_beta1": float, "adam_beta2": float,
-    "adam_epsilon": float, "max_grad_norm": float, "seed": int, "bf16": bool, "fp16": bool,
-    "ddp_timeout": int,
-}
+# key -> type for the keys whose declared type is exactly bool, int, float or
+# str (HfArgumentParser.parse_dict does not convert); every other key's
+# declared type is checked by lf_keys_check.py. The key set is the list
+# derived from LLaMA-Factory's dataclasses (lf_keys.txt, lf_keys_gen.py).
+LF_KEYS = {}
+for _line in open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "lf_keys.txt")):
+    if _line[0] in "#@\n":
+        continue
+    _k, _ann, _ = _line.rstrip("\n").split("\t")
+    LF_KEYS[_k] = {"bool": bool, "int": int, "float": float, "str": str}.get(_ann)
+# transformers 4.x only (written when the step count is unknown; lf_body)
+LF_KEYS.setdefault("warmup_ratio", float)
 LF_CHOICES = {
     "stage": {"pt", "sft", "rm", "ppo", "dpo", "kto"},
     "finetuning_type": {"lora", "oft", "freeze", "full"},
     "flash_attn": {"auto", "disabled", "sdpa", "fa2", "fa3"},
     "lr_scheduler_type": {"linear", "cosine", "cosine_with_min_lr", "constant", "constant_with_warmup"},
+    "quantization_method": {"bnb", "hqq", "eetq"},
+    "pref_loss": {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"},
+    "eval_strategy": {"steps", "epoch"},
+    "report_to": {"none", "tensorboard", "wandb"},
 }
 COLUMNS = {"alpaca": ["prompt", "query", "response", "history", "system", "tools"],
            "sharegpt": ["messages", "system", "tools"]}
@@ -90,7 +90,8 @@ def check_dir(d):
                 continue
             unknown = [k for k in doc if k not in LF_KEYS]
             check(not unknown, f"{p}: only keys LLaMA-Factory accepts {unknown or ''}")
-            wrong = [k for k in doc if k in LF_KEYS and type(doc[k]) is not LF_KEYS[k]]
+            wrong = [k for k in doc if LF_KEYS.get(k) and type(doc[k]) is not LF_KEYS[k]
+                     and not (LF_KEYS[k] is float and type(doc[k]) is int)]
             check(not wrong, f"{p}: every value has its declared type {[(k, type(doc[k]).__name__) for k in wrong] or ''}")
             bad = [k for k, c in LF_CHOICES.items() if k in doc and doc[k] not in c]
             check(not bad, f"{p}: enumerated values are valid {bad or ''}")
