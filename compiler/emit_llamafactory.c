@@ -244,12 +244,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
         y_str(y, "tokenized_path", tp);
         free(tp);
     }
-    /* LLaMA-Factory preprocesses on the first rank of the node (or of the job
-     * with data_shared_file_system) while the others wait: that process may
-     * use the CPUs of the node's tasks, capped at 64 (datasets' map() gains
-     * little beyond; more processes mostly cost memory) */
-    int cpus_node = L->cpus_per_task * L->tasks_per_node;
-    y_int(y, "preprocessing_num_workers", cpus_node < 64 ? (cpus_node > 0 ? cpus_node : 1) : 64);
+    y_int(y, "preprocessing_num_workers", llamafactory_workers((double)L->cpus_per_task * L->tasks_per_node));
     y_bool(y, "data_shared_file_system", t->data_shared_fs);
     if (t->streaming) y_bool(y, "streaming", true);
     lf_eval(y, t);

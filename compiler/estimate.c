@@ -436,17 +436,8 @@ static int cpu_cores(const PlanJob *job)
     return cores < 1 ? 1 : cores;
 }
 
-/* ---- fine-tuning method and offload (backend = llamafactory) ----------------
- * One function, kept apart for the estimator's rework: the per-GPU bytes of
- * weights, gradients and optimizer states when only part of the model trains
- * (LoRA adapters, the last N layers of freeze), when the frozen base is
- * quantised (qlora), and when DeepSpeed keeps optimizer states (offload =
- * optimizer) or also the parameters (offload = all, ZeRO-3) in host memory.
- * Trainable parameters carry 16-bit weights + gradients and fp32 master +
- * Adam m, v (2 + 2 + 12 bytes) sharded as the ZeRO stage says; frozen ones
- * only their weights: 16-bit, or quant_bits / 8 bytes for the decoder's
- * linear layers under qlora (embeddings and norms stay 16-bit). Host memory
- * for the offloaded states is not counted here (the estimator issue). */
+/* LoRA adapter parameters: rank x (d_in + d_out) for each targeted linear
+ * layer of each decoder layer (lora_target empty: all seven). */
 static double lora_params(const PlanTrain *t, const PlanModel *m)
 {
     double hd = (double)head_dim_of(m), h = m->hidden, f = m->ffn;
@@ -462,32 +453,44 @@ static double lora_params(const PlanTrain *t, const PlanModel *m)
     return per_layer * (m->layers > 0 ? m->layers : 0);
 }
 
+/* What the plan trains and where its states live (TrainStates, estimate.h):
+ * the one place the train block's method, quantisation and offload keys become
+ * estimator inputs, for memory, FLOPs, communication and host memory alike. */
+static TrainStates plan_train_states(const PlanTrain *t, const Estimate *e)
+{
+    double total = (double)e->params_total;
+    TrainStates ts = {total, 0, 0, false, false};
+    if (t->backend != BACKEND_LLAMAFACTORY) return ts;   /* the llmc trainer: full, no offload */
+    bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
+    if (lora) { ts.trainable_params = lora_params(t, t->model); ts.frozen_params = total; }
+    else if (t->method == METHOD_FREEZE) {
+        ts.trainable_params = fmin(total, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
+        ts.frozen_params = total - ts.trainable_params;
+    }
+    if (t->method == METHOD_QLORA && t->quant_bits > 0 && ts.frozen_params > 0) {
+        /* the decoder's linear layers at quant_bits plus one fp16 scale per block
+         * of 64 (bitsandbytes); embeddings and norms stay 16-bit */
+        double linear = fmax(0, total - (double)e->params_embedding);
+        double fb = t->precision == PREC_FP32 ? 4 : 2;
+        ts.frozen_bytes_per_param = (fb * (ts.frozen_params - linear) + (t->quant_bits / 8.0 + 2.0 / 64) * linear) /
+                                    ts.frozen_params;
+    }
+    ts.offload_optimizer = t->offload != OFFLOAD_NONE;
+    ts.offload_params = t->offload == OFFLOAD_ALL;
+    return ts;
+}
+
+/* GPU model states of a parameter-efficient or offloaded plan (LoRA, freeze,
+ * qlora, DeepSpeed offload); full fine-tuning keeps estimate_model_states'. */
 static void estimate_method_states(const PlanTrain *t, Precision prec, ShardStage shard, Estimate *e)
 {
     if (t->backend != BACKEND_LLAMAFACTORY || (t->method == METHOD_FULL && t->offload == OFFLOAD_NONE)) return;
-    const PlanModel *m = t->model;
-    double total = (double)e->params_total, trainable = total, frozen = 0;
-    bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
-    if (lora) { trainable = lora_params(t, m); frozen = total; }
-    else if (t->method == METHOD_FREEZE) {
-        trainable = fmin(total, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
-        frozen = total - trainable;
-    }
-    double w, g, o, n = e->data_parallel > 0 ? e->data_parallel : 1;
-    estimate_model_states(trainable, prec, shard, e->data_parallel, &w, &g, &o);
-    double fb = prec == PREC_FP32 ? 4 : 2;
-    double fw = fb * frozen;
-    if (t->method == METHOD_QLORA && t->quant_bits > 0) {
-        double linear = fmax(0, total - (double)e->params_embedding);
-        fw = fb * (frozen - linear) + t->quant_bits / 8.0 * linear;
-    }
-    double unsharded = fw + (fb + fb + (prec == PREC_FP32 ? 8 : 12)) * trainable;
-    if (shard >= SHARD_ZERO3) fw /= n;
-    if (t->offload != OFFLOAD_NONE) o = 0;   /* fp32 master + Adam states in host memory */
-    if (t->offload == OFFLOAD_ALL && shard >= SHARD_ZERO3) { w = 0; fw = 0; }  /* gathered per layer: comm buffers */
-    e->weights_bytes = w + fw;
-    e->grads_bytes = g;
-    e->optimizer_bytes = o;
+    TrainStates ts = plan_train_states(t, e);
+    estimate_train_states(&ts, prec, shard, e->data_parallel, &e->weights_bytes, &e->grads_bytes,
+                          &e->optimizer_bytes, NULL);
+    double fb = prec == PREC_FP32 ? 4 : 2, total = (double)e->params_total;
+    double frozen_b = ts.frozen_bytes_per_param > 0 ? ts.frozen_bytes_per_param : fb;
+    double unsharded = frozen_b * ts.frozen_params + (fb + fb + (prec == PREC_FP32 ? 8 : 12)) * ts.trainable_params;
     e->model_bytes_per_param = total > 0 ? unsharded / total : 0;
 }
 
@@ -812,13 +815,6 @@ static double matmul_params(const PlanModel *m, const Estimate *e)
     return n;
 }
 
-/* Full fine-tuning, no offload: what every plan trains until the language
- * has LoRA/freeze/offload keys (docs/estimator.md, "Inputs for PEFT and offload"). */
-static TrainStates full_training(const Estimate *e)
-{
-    TrainStates ts = {(double)e->params_total, 0, 0, false, false};
-    return ts;
-}
 
 /* Time of `count` collectives moving `bytes` of tensor in all; adds the terms
  * to the estimate's sums and returns max(intra, inter) + latency. */
@@ -932,7 +928,7 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     if (!(e->padded_seq_tokens >= e->seq_tokens)) e->padded_seq_tokens = e->seq_tokens;
     double s = e->padded_seq_tokens;
     double attn_fwd = 2.0 * (m->layers > 0 ? m->layers : 0) * s * (m->heads * (double)head_dim_of(m));
-    TrainStates ts = full_training(e);
+    TrainStates ts = plan_train_states(t, e);
     double share = ts.trainable_params + ts.frozen_params > 0
                        ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
     double fpt = estimate_flops_per_token(n, share, attn_fwd, t->recompute, t->attention);
@@ -1272,7 +1268,7 @@ static void estimate_host(const PlanJob *job, Estimate *e)
     e->host_fits = true;
     if (e->cpu_only) return;   /* the per-rank memory check is the host's */
     double g = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
-    TrainStates ts = full_training(e);
+    TrainStates ts = plan_train_states(t, e);
     double w, gr, o, offload = 0;
     estimate_train_states(&ts, t->precision, t->shard, e->data_parallel, &w, &gr, &o, &offload);
     double n = (double)e->params_total;
@@ -1282,10 +1278,10 @@ static void estimate_host(const PlanJob *job, Estimate *e)
          * otherwise every rank builds the whole 16-bit model on the host first. */
         e->host_model_bytes = g * (t->shard == SHARD_ZERO3 ? fmin(HOST_HF_SHARD_BYTES, 2 * n) : 2 * n);
         /* The tokenizing workers LLaMA-Factory starts (preprocessing_num_workers
-         * as emitted: the node's CPUs, at most 16). The tokenized set is an
-         * Arrow cache on disk, memory-mapped: page cache, not counted. */
+         * as emitted). The tokenized set is an Arrow cache on disk,
+         * memory-mapped: page cache, not counted. */
         double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
-        double workers = cpus < 16 ? (cpus > 0 ? cpus : 1) : 16;
+        double workers = llamafactory_workers(cpus);
         e->host_data_bytes = workers * HOST_WORKER_BYTES;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     } else {

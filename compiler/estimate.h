@@ -213,6 +213,15 @@ bool estimate_llmc_cuda_flash(const PlanModel *m, int context);
 const char *estimate_token_source_name(TokenSource s);
 const char *estimate_attention_name(const PlanTrain *t, const Estimate *e);
 
+/* LLaMA-Factory's preprocessing_num_workers as the emitter writes it and the
+ * host-memory estimate counts it: the first rank of a node tokenizes while the
+ * others wait, so it may use the CPUs of the node's tasks, capped at 64
+ * (datasets' map() gains little beyond; more processes mostly cost memory). */
+static inline int llamafactory_workers(double node_cpus)
+{
+    return node_cpus < 64 ? (node_cpus >= 1 ? (int)node_cpus : 1) : 64;
+}
+
 /* Seconds before the time limit at which a multi-segment llmc run is told to
  * checkpoint and stop (--signal=USR2@T): two steps plus five minutes, at most a
  * quarter of the limit and an hour, never below 60 (Slurm may signal up to 60 s
