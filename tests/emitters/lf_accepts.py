@@ -96,7 +96,10 @@ for path in yamls:
         model, data, training, finetuning, _ = parser.parse_dict(args, allow_extra_keys=False)
         assert training.learning_rate == args["learning_rate"]
         assert training.per_device_train_batch_size == args["per_device_train_batch_size"]
-        assert finetuning.stage == args["stage"] and data.cutoff_len == args["cutoff_len"]
+        # DataArguments.__post_init__ takes one off cutoff_len when packing (LLaMA-Factory
+        # ff6d4d1: "avoid pad_to_multiple_of"): the parser then holds cutoff - 1
+        packed = 1 if args.get("packing") or args.get("neat_packing") else 0
+        assert finetuning.stage == args["stage"] and data.cutoff_len in (args["cutoff_len"], args["cutoff_len"] - packed)
         print(f"ok   {path}: LLaMA-Factory's HfArgumentParser takes every key "
               f"(lr {training.learning_rate}, scheduler {training.lr_scheduler_type}, "
               f"bf16 {training.bf16}, template {data.template})")
