@@ -1,5 +1,6 @@
 /* hf_config.c — read/write HF config.json (hf_config.h). */
 #include "hf_config.h"
+#include "json_stream.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -37,18 +38,67 @@ static int get_i(cJSON *o, const char *k, long dflt, long *out, const char *path
     return 0;
 }
 
+/* RoPE as transformers writes it: version 4 puts `rope_theta` (and an optional
+ * `rope_scaling` object) at the top level, version 5 puts both in
+ * `rope_parameters` {rope_theta, rope_type, ...}. Both trainers implement plain
+ * RoPE only, so a scaling type other than "default" (llama3, yarn, linear,
+ * dynamic, longrope) is refused rather than trained as the wrong model. Without
+ * any theta, the Llama/Qwen default 10000. */
+static int read_rope(cJSON *o, const char *file, double *theta, char *err, size_t errlen)
+{
+    cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+    cJSON *top = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
+    cJSON *nested = cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "rope_theta") : NULL;
+    if ((top && !cJSON_IsNull(top) && !cJSON_IsNumber(top)) || (nested && !cJSON_IsNumber(nested))) {
+        snprintf(err, errlen, "%s: \"rope_theta\" is not a number", file);
+        return -1;
+    }
+    if (cJSON_IsNumber(top) && nested && top->valuedouble != nested->valuedouble) {
+        snprintf(err, errlen, "%s: \"rope_theta\" %g and \"rope_parameters.rope_theta\" %g disagree", file,
+                 top->valuedouble, nested->valuedouble);
+        return -1;
+    }
+    *theta = nested ? nested->valuedouble : cJSON_IsNumber(top) ? top->valuedouble : 10000.0;
+    if (!(*theta > 0) || !isfinite(*theta)) { snprintf(err, errlen, "%s: rope_theta %g is not positive", file, *theta); return -1; }
+    cJSON *scaling[2] = {params, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling")};
+    for (int i = 0; i < 2; i++) {
+        if (!scaling[i] || cJSON_IsNull(scaling[i])) continue;
+        if (!cJSON_IsObject(scaling[i])) {
+            snprintf(err, errlen, "%s: \"%s\" is not an object", file, i ? "rope_scaling" : "rope_parameters");
+            return -1;
+        }
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(scaling[i], "rope_type");
+        if (!t) t = cJSON_GetObjectItemCaseSensitive(scaling[i], "type");
+        const char *type = cJSON_GetStringValue(t);
+        if (!type && t) { snprintf(err, errlen, "%s: rope_type is not a string", file); return -1; }
+        if (type && strcmp(type, "default")) {
+            snprintf(err, errlen, "%s: RoPE scaling \"%.40s\" is not implemented by llmc-train (plain RoPE only); "
+                     "train this model with backend = llamafactory", file, type);
+            return -1;
+        }
+        if (!type && i == 1) {
+            snprintf(err, errlen, "%s: \"rope_scaling\" names no rope_type", file);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
 {
     char file[4096];
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(file, sizeof file, "%s/config.json", path);
     else snprintf(file, sizeof file, "%s", path);
-    FILE *f = fopen(file, "rb");
-    if (!f) { snprintf(err, errlen, "%s: %s", file, strerror(errno)); return -1; }
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    FILE *f = open_regular_file(file, "model config", err, errlen);
+    if (!f) return -1;
+    /* config.json is a few KiB; 16 MiB bounds what a wrong file can cost */
+    enum { CONFIG_MAX = 16 << 20 };
+    char *buf = malloc(CONFIG_MAX + 1);
+    size_t n = buf ? fread(buf, 1, CONFIG_MAX + 1, f) : 0;
     fclose(f);
     if (!buf) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (n > CONFIG_MAX) { free(buf); snprintf(err, errlen, "%s: larger than 16 MiB: not a model config", file); return -1; }
     buf[n] = 0;
     cJSON *o = cJSON_Parse(buf);
     free(buf);
@@ -73,9 +123,8 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
         goto done;
     out->layers = (int)L; out->hidden = (int)H; out->heads = (int)nh; out->kv_heads = (int)kv;
     out->head_dim = (int)hd; out->ffn = (int)F; out->vocab = (int)V; out->max_context = (int)ctx;
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
-    out->rope_theta = cJSON_IsNumber(v) ? v->valuedouble : 10000.0;
-    v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
+    if (read_rope(o, file, &out->rope_theta, err, errlen)) goto done;
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
     out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;
     out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
     out->qkv_bias = out->arch == MODEL_QWEN2 ||

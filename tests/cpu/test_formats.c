@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hf_config.h"
 #include "optim.h"
@@ -211,6 +212,41 @@ static void test_hf_config(const char *dir)
     fclose(f);
     check(hf_config_read(p, &r, err, sizeof err) == 0 && r.head_dim == 64 && r.qkv_bias && r.tie_embeddings &&
               r.kv_heads == 2, "stock Qwen2.5-0.5B config.json: head_dim derived, bias implied");
+    /* transformers 5 writes theta only inside rope_parameters (the old reader fell back to 10000) */
+    static const char *base = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+                              "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300,";
+    const struct { const char *rest, *want_err; double theta; const char *what; } cases[] = {
+        {"\"rope_parameters\":{\"rope_theta\":500000.0,\"rope_type\":\"default\"}}", NULL, 5e5,
+         "transformers 5 config.json: rope_theta from rope_parameters"},
+        {"\"rope_theta\":500000.0,\"rope_scaling\":null}", NULL, 5e5, "transformers 4 config.json: rope_theta, rope_scaling null"},
+        {"\"max_position_embeddings\":64}", NULL, 1e4, "no rope_theta: the default 10000"},
+        {"\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}}",
+         "RoPE scaling \"llama3\" is not implemented", 0, "Llama 3.1 rope_scaling llama3: refused, not trained as plain RoPE"},
+        {"\"rope_parameters\":{\"rope_theta\":1e6,\"rope_type\":\"yarn\",\"factor\":4.0}}",
+         "RoPE scaling \"yarn\" is not implemented", 0, "transformers 5 rope_parameters yarn: refused"},
+        {"\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", "RoPE scaling \"linear\"", 0,
+         "legacy rope_scaling type linear: refused"},
+        {"\"rope_theta\":10000.0,\"rope_parameters\":{\"rope_theta\":500000.0}}", "disagree", 0,
+         "rope_theta and rope_parameters.rope_theta disagreeing: refused"},
+        {"\"rope_theta\":\"big\"}", "is not a number", 0, "rope_theta a string: refused"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        f = fopen(p, "w");
+        fprintf(f, "%s%s", base, cases[i].rest);
+        fclose(f);
+        int rc = hf_config_read(p, &r, err, sizeof err);
+        int ok = cases[i].want_err ? rc != 0 && strstr(err, cases[i].want_err) != NULL
+                                   : rc == 0 && r.rope_theta == cases[i].theta;
+        if (!ok) printf("  got rc %d theta %g: %s\n", rc, r.rope_theta, rc ? err : "");
+        check(ok, cases[i].what);
+    }
+    /* regular files only: a FIFO as config.json is refused at once, not waited on */
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo-config.json", dir);
+    unlink(fifo);
+    check(mkfifo(fifo, 0600) == 0 && hf_config_read(fifo, &r, err, sizeof err) != 0 && strstr(err, "FIFO"),
+          "config.json a FIFO: refused without blocking");
+    unlink(fifo);
 }
 
 static void test_schedules(void)
