@@ -889,7 +889,12 @@ static void check_k8s_volumes(Checker *c, const Entry *e, PlanK8s *k)
     for (int i = 0; i < x->nitems; i++) {
         const Value *v = x->items[i];
         const Term *t = v->terms[0];
-        if (v->nterms != 4 || t->kind != TERM_IDENT || (strcmp(t->str, "pvc") && strcmp(t->str, "host")) ||
+        if (t->kind == TERM_IDENT && strcmp(t->str, "pvc") && strcmp(t->str, "host")) {
+            Diag *g = diag_error(c->d, t->at, "unknown volume kind '%s'", t->str);
+            diag_note(g, "a volume is pvc \"CLAIM\" at \"/PATH\" (a PersistentVolumeClaim) or host \"/DIR\" at \"/PATH\" (a hostPath)");
+            continue;
+        }
+        if (v->nterms != 4 || t->kind != TERM_IDENT ||
             v->terms[1]->kind != TERM_STRING || v->terms[2]->kind != TERM_IDENT || strcmp(v->terms[2]->str, "at") ||
             v->terms[3]->kind != TERM_STRING) {
             Diag *g = diag_error(c->d, v->at, "a volume is pvc \"CLAIM\" at \"/PATH\" or host \"/DIR\" at \"/PATH\", found %s",
@@ -1162,7 +1167,8 @@ static void check_k8s_paths(Checker *c, const PlanJob *j)
     const PlanTrain *t = j->run;
     if (!cl || !cl->k8s || !t) return;
     if (t->model && !t->model->from_scratch) check_k8s_path(c, cl, "model path", t->model->path, t->model->path_at);
-    if (t->model && t->model->tokenizer) check_k8s_path(c, cl, "tokenizer", t->model->tokenizer, t->model->tokenizer_at);
+    if (t->model && t->model->tokenizer && (!t->model->path || strcmp(t->model->tokenizer, t->model->path) != 0))
+        check_k8s_path(c, cl, "tokenizer", t->model->tokenizer, t->model->tokenizer_at);
     for (int i = 0; i < t->ndata; i++)
         if (t->data[i]) check_k8s_path(c, cl, "data file", t->data[i]->file, t->data[i]->file_at);
     for (int i = 0; i < t->neval_data; i++)
