@@ -123,16 +123,24 @@ static char *document(const JobLayout *L, const char *header, Body body, char *e
 
 /* ---- Kubernetes quantities ---- */
 
-/* Bytes as a quantity: the largest binary suffix that divides it ("2Ti",
- * "1800Gi"), else plain bytes. */
+/* Bytes as a quantity, exactly: the largest binary suffix that divides it
+ * ("2Ti", "1800Gi") or the largest decimal one ("1500G" for 1.5 TB), whichever
+ * is shorter (binary on a tie), else plain bytes. */
 void k8s_bytes_quantity(uint64_t b, char *out, size_t n)
 {
-    static const char *const suf[] = {"Ei", "Pi", "Ti", "Gi", "Mi", "Ki"};
+    static const char *const bin[] = {"Ei", "Pi", "Ti", "Gi", "Mi", "Ki"};
+    static const char *const dec[] = {"E", "P", "T", "G", "M", "k"};
+    char a[48], d[48];
+    snprintf(a, sizeof a, "%llu", (unsigned long long)b);
+    snprintf(d, sizeof d, "%llu", (unsigned long long)b);
     for (int i = 0; i < 6; i++) {
         uint64_t unit = 1ULL << (10 * (6 - i));
-        if (b >= unit && b % unit == 0) { snprintf(out, n, "%llu%s", (unsigned long long)(b / unit), suf[i]); return; }
+        if (b >= unit && b % unit == 0) { snprintf(a, sizeof a, "%llu%s", (unsigned long long)(b / unit), bin[i]); break; }
     }
-    snprintf(out, n, "%llu", (unsigned long long)b);
+    uint64_t unit = 1000000000000000000ULL;
+    for (int i = 0; i < 6; i++, unit /= 1000)
+        if (b >= unit && b % unit == 0) { snprintf(d, sizeof d, "%llu%s", (unsigned long long)(b / unit), dec[i]); break; }
+    snprintf(out, n, "%s", strlen(d) < strlen(a) ? d : a);
 }
 
 /* Millicores as a quantity: "224" for whole CPUs, else "120500m". */
