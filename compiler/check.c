@@ -950,6 +950,8 @@ static void check_k8s_nodes(Checker *c, PlanCluster *cl, PlanK8s *k)
         if (strcmp(cl->hosts[i], want) != 0)
             why = arena_printf(c->a, "host %d is '%s', the operator names it '%s'", i + 1, cl->hosts[i], want);
     }
+    if (!why && strlen(cl->hosts[cl->nhosts - 1]) > 63)
+        why = arena_printf(c->a, "pod name '%s' is longer than 63 characters", cl->hosts[cl->nhosts - 1]);
     if (why) {
         Diag *g = diag_error(c->d, cl->hostlist_at, "on Kubernetes, 'nodes' must be the pods the operator creates: %s", why);
         diag_note(g, "%s names the pods of node set NAME NAME-0 .. NAME-(N-1), and Slurm's nodes after them",
