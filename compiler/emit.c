@@ -43,8 +43,14 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
         else if (put(o, prefix, (name), text, (mode), d) != 0) rc = -1;    \
     } while (0)
 
-    WRITE("slurm.conf", emit_slurm_conf(&L, err, sizeof err), 0644);
-    WRITE("gres.conf", emit_gres_conf(&L, err, sizeof err), 0644);
+    const K8sArtifact *k8s;
+    int nk8s = k8s_artifacts(L.cluster, &k8s);
+    if (nk8s == 0) {
+        WRITE("slurm.conf", emit_slurm_conf(&L, err, sizeof err), 0644);
+        WRITE("gres.conf", emit_gres_conf(&L, err, sizeof err), 0644);
+    }
+    /* Slurm in Kubernetes: the operator's resources instead of the snippets */
+    for (int i = 0; i < nk8s; i++) WRITE(k8s[i].name, emit_k8s(&L, &k8s[i], err, sizeof err), 0644);
     if (asprintf(&script_name, "%s.slurm", job->name) < 0) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
     WRITE(script_name, emit_job_script(&L, e, err, sizeof err), 0755);
     free(script_name);

@@ -123,6 +123,20 @@ char *emit_dataset_info(const JobLayout *, char *err, size_t errlen);
 char *emit_plan_json(const JobLayout *, const Estimate *, char *err, size_t errlen);
 char *emit_lf_yaml(const JobLayout *, const Estimate *, char *err, size_t errlen);
 char *emit_lf_deepspeed(const JobLayout *, char *err, size_t errlen);
+/* Slurm on Kubernetes (emit_k8s.c): the files that replace slurm.conf and
+ * gres.conf on a cluster with `slurm = slinky` or `slurm = soperator`. */
+typedef struct {
+    const char *name;         /* file name: "slinky-values.yaml" */
+    const char *what, *how;   /* the header comment: what it is, how to apply it */
+    void *body;               /* the writer (emit_k8s.c's own) */
+} K8sArtifact;
+/* The artifacts of cluster c (0 on hosts). */
+int k8s_artifacts(const PlanCluster *c, const K8sArtifact **out);
+char *emit_k8s(const JobLayout *, const K8sArtifact *, char *err, size_t errlen);
+/* Kubernetes quantities: bytes with the largest exact binary suffix ("2Ti"),
+ * millicores as whole CPUs ("224") or "120500m". */
+void k8s_bytes_quantity(uint64_t bytes, char *out, size_t n);
+void k8s_cpu_quantity(int64_t milli, char *out, size_t n);
 /* File names of the LLaMA-Factory artifacts (fixed per shard stage). */
 const char *lf_yaml_name(void);
 const char *lf_deepspeed_name(const JobLayout *);

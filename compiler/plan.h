@@ -61,6 +61,41 @@ typedef enum { BACKEND_LLMC, BACKEND_LLAMAFACTORY } TrainBackend;
 typedef enum { BADREC_FAIL, BADREC_SKIP } BadRecordPolicy;
 
 /* ---- blocks ---- */
+/* Where a cluster's Slurm runs: on its hosts (slurm.conf/gres.conf snippets),
+ * or in Kubernetes under SchedMD's Slinky slurm-operator or Nebius Soperator
+ * (their custom resources instead of the snippets; compiler/emit_k8s.c). */
+typedef enum { SLURM_HOSTS, SLURM_SLINKY, SLURM_SOPERATOR } SlurmRuntime;
+
+typedef struct {                            /* `key[=value]:Effect`, as `kubectl taint` writes it */
+    const char *key, *value, *effect;       /* value NULL: operator Exists */
+} PlanToleration;
+
+typedef struct {                            /* one shared volume: `pvc "CLAIM" at "/PATH"` or
+                                               `host "/DIR" at "/PATH"` */
+    bool pvc;
+    const char *source;                     /* claim name, or host directory */
+    const char *mount;                      /* where the slurmd pod (and the job) sees it */
+    const char *name;                       /* the pod's volume name: the claim, or host-N */
+    SrcRange at;
+} PlanVolume;
+
+typedef struct {
+    SrcRange at;                            /* the `kubernetes` key */
+    const char *namespace_;                 /* default "slurm" */
+    const char *cluster_name;               /* Slinky: the Controller (helm release) name;
+                                               Soperator: the SlurmCluster; default "slurm" */
+    const char *node_set;                   /* derived: NAME of `nodes = NAME-[0-N]` */
+    const char *image; SrcRange image_at;   /* slurmd container image, with a tag or digest */
+    const char *munge_image; SrcRange munge_image_at;  /* Soperator only */
+    const char *jail; SrcRange jail_at;     /* Soperator only: the jail's PVC claim name */
+    int pool_gpus; SrcRange pool_gpus_at;   /* nvidia.com/gpu each Kubernetes node offers */
+    const char **node_selector; int nnode_selector; /* "key=value" */
+    PlanToleration *tolerations; int ntolerations;
+    int64_t cpu_request_milli; SrcRange cpu_request_at;   /* default: cpus (request = limit) */
+    uint64_t memory_request; SrcRange memory_request_at;  /* bytes; default: memory */
+    PlanVolume *volumes; int nvolumes;
+} PlanK8s;
+
 typedef struct {
     const char *name; SrcRange at;          /* block name */
     const char *partition; SrcRange partition_at;
@@ -77,6 +112,10 @@ typedef struct {
     int nics; double nic_bits_per_s; SrcRange network_at; /* `network = 8 x 400 Gbps`: per node */
     bool network_default;                       /* from the catalogue, not the plan */
     bool network_roce;                          /* `network_kind = roce` (default infiniband) */
+    /* ---- where Slurm runs (docs/language.md, "Slurm on Kubernetes") ---- */
+    SlurmRuntime slurm; SrcRange slurm_at;      /* `slurm = hosts | slinky "V" | soperator "V"` */
+    const char *slurm_version;                  /* the operator's version; NULL on hosts */
+    PlanK8s *k8s;                               /* the `kubernetes { }` sub-block; NULL on hosts */
 } PlanCluster;
 
 typedef struct {

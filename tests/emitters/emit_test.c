@@ -267,6 +267,26 @@ static void test_time(void)
     }
 }
 
+/* Kubernetes quantities (emit_k8s.c): exact, and what the CRDs' quantity pattern takes. */
+static void test_k8s_quantities(void)
+{
+    struct { uint64_t b; const char *want; } mem[] = {
+        { 2ULL << 40, "2Ti" }, { 1800ULL << 30, "1800Gi" }, { 1536ULL << 20, "1536Mi" },
+        { 1ULL << 20, "1Mi" }, { 1000000, "1M" }, { 1500000000000ULL, "1500G" }, { 64000000000ULL, "64G" }, { 1000, "1k" }, { 1023, "1023" }, { 3 * 1024, "3Ki" }, { 0, "0" },
+    };
+    for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
+        char q[48];
+        k8s_bytes_quantity(mem[i].b, q, sizeof q);
+        check(strcmp(q, mem[i].want) == 0, "k8s_bytes_quantity(%llu) = %s (got %s)", (unsigned long long)mem[i].b, mem[i].want, q);
+    }
+    struct { int64_t m; const char *want; } cpu[] = { { 224000, "224" }, { 120500, "120500m" }, { 500, "500m" }, { 1, "1m" } };
+    for (size_t i = 0; i < sizeof cpu / sizeof cpu[0]; i++) {
+        char q[48];
+        k8s_cpu_quantity(cpu[i].m, q, sizeof q);
+        check(strcmp(q, cpu[i].want) == 0, "k8s_cpu_quantity(%lld) = %s (got %s)", (long long)cpu[i].m, cpu[i].want, q);
+    }
+}
+
 static void test_template(void)
 {
     Tmpl t;
@@ -693,6 +713,7 @@ int main(int argc, char **argv)
     test_sh_quote();
     test_hostlist();
     test_time();
+    test_k8s_quantities();
     test_template();
     test_checks();
     test_outputs();

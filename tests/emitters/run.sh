@@ -86,6 +86,16 @@ add_counts "$T/artifacts.log" check_artifacts.py
 grep -E '^(ok|FAIL)' "$T/lfkeys.log" | sed "s#$T/##"
 add_counts "$T/lfkeys.log" lf_keys_check.py
 
+# Slurm on Kubernetes: every Slinky/Soperator artifact against the operators'
+# CRD schemas and chart values recorded in tests/emitters/k8s_schema.json
+# (commits in its "sources"; k8s_schema_gen.py), then violations introduced on purpose
+k8s_dirs=$(grep -lE '^  slurm += (slinky|soperator)' examples/*.llm tests/emitters/plans/*.llm 2>/dev/null | xargs -r -n1 basename | sed "s#\.llm\$#/#; s#^#$T/ex/#")
+"$PY" tests/emitters/k8s_check.py tests/emitters/k8s_schema.json $k8s_dirs >"$T/k8s.log" 2>&1
+"$PY" tests/emitters/k8s_check.py --self-test tests/emitters/k8s_schema.json $k8s_dirs >>"$T/k8s.log" 2>&1
+grep -E '^(ok|FAIL)' "$T/k8s.log" | sed "s#$T/##"
+add_counts <(grep -E '^[0-9]+ passed' "$T/k8s.log" | awk '{p+=$1; f+=$3} END {print p " passed, " f " failed"}') k8s_check.py
+[[ -n $k8s_dirs ]] && ok "k8s plans found: $(echo $k8s_dirs | wc -w)" || bad "no plan with slurm = slinky/soperator"
+
 # recompiling into DIR replaces exactly the files llmc wrote there (its
 # manifest, .llmc-output) and leaves everything else: shards, plans, checkpoints
 R=$T/recompile
