@@ -1,6 +1,6 @@
 /* llmc-train-cuda — the CUDA trainer's command line.
  *
- *   run     PLAN.json [--stop-after N]              train as the plan says (train_cuda.c)
+ *   run     PLAN.json [--stop-after N]              train as the plan says (backend_cuda.c + train_loop.c)
  *   params  --model NAME | --config config.json     parameter table (no GPU needed)
  *   bench   --model NAME [--batch B] [--seq T] ...  training-step benchmark, random init/data
  *   check   --config F --weights F --tokens F --out DIR [--lr ...]
@@ -20,7 +20,7 @@
 #include "host_model.h"
 #include "model_cuda.h"
 #include "phase_timer.h"
-#include "train_cuda.h"
+#include "backend_cuda.h"
 
 #define H200_BF16_PEAK 989.4e12   /* dense bf16 FLOP/s, H200 SXM datasheet */
 
