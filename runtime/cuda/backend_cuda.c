@@ -31,7 +31,6 @@
 
 typedef struct {
     CudaDist d;
-    CudaModelConfig cc;
     CudaModel cm;
     int have_cm;
     Model *hm;                          /* the loop's host mirror */
@@ -66,12 +65,13 @@ static size_t device_used(void)
     return tot - fr;
 }
 
-/* The model must be one the GPU kernels take (no Qwen3 qk_norm, ...). */
+/* The model must be one the GPU kernels take (no Qwen3 qk_norm, shapes of
+ * whole 16-byte vectors): refused before any rank starts. */
 static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
 {
-    CudaBackend *c = self;
+    (void)self;
     char why[512];
-    if (cuda_config_from_model(&plan->model, &c->cc, why, sizeof why)) {
+    if (cuda_model_supports(&plan->model, why, sizeof why)) {
         snprintf(err, errlen, "model: %s", why);
         return -1;
     }
@@ -117,7 +117,7 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
         log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
     if (is0 && recompute && !strcmp(recompute, "selective"))
         log_info("train.recompute = selective: the CUDA backend keeps all activations (no recompute)");
-    if (cuda_model_create(&c->cm, &c->cc, MB, T, want_recompute, want_flash, &par) != 0) return -1;
+    if (cuda_model_create(&c->cm, &plan->model, MB, T, want_recompute, want_flash, &par) != 0) return -1;
     c->have_cm = 1;
     c->base_used = device_used();
     c->hm = hm;
