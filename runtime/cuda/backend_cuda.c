@@ -262,8 +262,9 @@ static int cu_eval_forward(void *self, const Batch *b, int n_rows, double *loss_
     *labels = make_targets(c, b, n_rows);
     CUDA_CHECK(cudaMemsetAsync(c->cm.loss_acc, 0, sizeof(float), (cudaStream_t)c->cm.stream));
     cuda_model_micro(&c->cm, c->ids_i, c->pos_i, c->tg, 0.0f, c->logits, 0);
-    float ls = 0;
-    CUDA_CHECK(cudaMemcpy(&ls, c->cm.loss_acc, sizeof ls, cudaMemcpyDeviceToHost));
+    float ls = 0;   /* on the model's stream: the loss kernels may still be running */
+    CUDA_CHECK(cudaMemcpyAsync(&ls, c->cm.loss_acc, sizeof ls, cudaMemcpyDeviceToHost, (cudaStream_t)c->cm.stream));
+    CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)c->cm.stream));
     *loss_sum = ls;
     logits_argmax(c->logits, (size_t)n_rows * b->T, V, argmax);
     return 0;
