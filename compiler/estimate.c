@@ -529,7 +529,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         /* bf16 weights and fp32 gradients over the whole (padded) flat buffer,
          * fp32 master weights and Adam m, v over this rank's shard: 2 + 4 + 12
          * bytes per parameter. The trainer shards the optimizer states only
-         * (ZeRO-1), whatever higher stage a plan asks (train_cuda.c). */
+         * (ZeRO-1), whatever higher stage a plan asks (backend_cuda.c). */
         double flat = llmc_cuda_flat_params(m, e->world_size);
         double shard_len = shard >= SHARD_ZERO1 && e->world_size > 1 ? flat / e->world_size : flat;
         e->weights_bytes = 2 * flat;

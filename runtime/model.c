@@ -59,10 +59,12 @@ size_t model_param_count(const ModelConfig *c)
     return V * H + (size_t)c->layers * layer + H + (c->tie_embeddings ? 0 : V * H);
 }
 
-static void add_param(Model *m, const char *name, int64_t d0, int64_t d1, int decay)
+static void add_param(Model *m, const char *name, TensorKind kind, int layer, int64_t d0, int64_t d1, int decay)
 {
     ParamInfo *p = &m->params[m->n_params++];
     snprintf(p->name, sizeof p->name, "%s", name);
+    p->kind = kind;
+    p->layer = layer;
     p->ndim = d1 ? 2 : 1;
     p->shape[0] = d0;
     p->shape[1] = d1;
@@ -72,7 +74,7 @@ static void add_param(Model *m, const char *name, int64_t d0, int64_t d1, int de
     m->n_floats += p->numel;
 }
 
-int model_init(Model *m, const ModelConfig *c)
+int model_layout(Model *m, const ModelConfig *c)
 {
     char err[128];
     memset(m, 0, sizeof *m);
@@ -83,34 +85,58 @@ int model_init(Model *m, const ModelConfig *c)
     if (!m->params) return -1;
     int64_t H = c->hidden, qd = (int64_t)c->heads * c->head_dim, kd = (int64_t)c->kv_heads * c->head_dim;
     char name[96];
-    add_param(m, "model.embed_tokens.weight", c->vocab, H, 1);
+    add_param(m, "model.embed_tokens.weight", TENSOR_EMBED, -1, c->vocab, H, 1);
     for (int l = 0; l < c->layers; l++) {
-#define P(suffix, d0, d1, decay) \
-        (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), add_param(m, name, d0, d1, decay))
-        P("input_layernorm.weight", H, 0, 0);
-        P("self_attn.q_proj.weight", qd, H, 1);
-        if (c->qkv_bias) P("self_attn.q_proj.bias", qd, 0, 0);
-        P("self_attn.k_proj.weight", kd, H, 1);
-        if (c->qkv_bias) P("self_attn.k_proj.bias", kd, 0, 0);
-        P("self_attn.v_proj.weight", kd, H, 1);
-        if (c->qkv_bias) P("self_attn.v_proj.bias", kd, 0, 0);
+#define P(suffix, kind, d0, d1, decay) \
+        (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), add_param(m, name, kind, l, d0, d1, decay))
+        P("input_layernorm.weight", TENSOR_IN_NORM, H, 0, 0);
+        P("self_attn.q_proj.weight", TENSOR_Q, qd, H, 1);
+        if (c->qkv_bias) P("self_attn.q_proj.bias", TENSOR_Q_BIAS, qd, 0, 0);
+        P("self_attn.k_proj.weight", TENSOR_K, kd, H, 1);
+        if (c->qkv_bias) P("self_attn.k_proj.bias", TENSOR_K_BIAS, kd, 0, 0);
+        P("self_attn.v_proj.weight", TENSOR_V, kd, H, 1);
+        if (c->qkv_bias) P("self_attn.v_proj.bias", TENSOR_V_BIAS, kd, 0, 0);
         if (c->qk_norm) {
-            P("self_attn.q_norm.weight", c->head_dim, 0, 0);
-            P("self_attn.k_norm.weight", c->head_dim, 0, 0);
+            P("self_attn.q_norm.weight", TENSOR_Q_NORM, c->head_dim, 0, 0);
+            P("self_attn.k_norm.weight", TENSOR_K_NORM, c->head_dim, 0, 0);
         }
-        P("self_attn.o_proj.weight", H, qd, 1);
-        P("post_attention_layernorm.weight", H, 0, 0);
-        P("mlp.gate_proj.weight", c->ffn, H, 1);
-        P("mlp.up_proj.weight", c->ffn, H, 1);
-        P("mlp.down_proj.weight", H, c->ffn, 1);
+        P("self_attn.o_proj.weight", TENSOR_O, H, qd, 1);
+        P("post_attention_layernorm.weight", TENSOR_POST_NORM, H, 0, 0);
+        P("mlp.gate_proj.weight", TENSOR_GATE, c->ffn, H, 1);
+        P("mlp.up_proj.weight", TENSOR_UP, c->ffn, H, 1);
+        P("mlp.down_proj.weight", TENSOR_DOWN, H, c->ffn, 1);
 #undef P
     }
-    add_param(m, "model.norm.weight", H, 0, 0);
-    if (!c->tie_embeddings) add_param(m, "lm_head.weight", c->vocab, H, 1);
+    add_param(m, "model.norm.weight", TENSOR_FINAL_NORM, -1, H, 0, 0);
+    if (!c->tie_embeddings) add_param(m, "lm_head.weight", TENSOR_LM_HEAD, -1, c->vocab, H, 1);
     if (m->n_floats != model_param_count(c)) abort();   /* the two must describe one layout */
+    return 0;
+}
+
+int model_init(Model *m, const ModelConfig *c)
+{
+    if (model_layout(m, c)) return -1;
     m->w = calloc(m->n_floats, sizeof(float));
     m->g = calloc(m->n_floats, sizeof(float));
     if (!m->w || !m->g) { model_free(m); return -1; }
+    return 0;
+}
+
+int model_preset(const char *name, ModelConfig *c)
+{
+    /* Qwen2.5: tied embeddings, q/k/v biases, rope_theta 1e6, rms_eps 1e-6 */
+    *c = (ModelConfig){.arch = MODEL_QWEN2, .vocab = 151936, .head_dim = 64, .max_context = 32768,
+                       .rope_theta = 1000000.0, .rms_eps = 1e-6, .tie_embeddings = 1, .qkv_bias = 1};
+    if (!strcmp(name, "qwen2.5-0.5b")) {
+        c->layers = 24; c->hidden = 896; c->heads = 14; c->kv_heads = 2; c->ffn = 4864;
+    } else if (!strcmp(name, "qwen2.5-1.5b")) {
+        c->layers = 28; c->hidden = 1536; c->heads = 12; c->kv_heads = 2; c->ffn = 8960; c->head_dim = 128;
+    } else if (!strcmp(name, "tiny")) {
+        c->layers = 2; c->hidden = 128; c->heads = 4; c->kv_heads = 2; c->ffn = 256; c->head_dim = 32;
+        c->vocab = 512;
+    } else {
+        return -1;
+    }
     return 0;
 }
 

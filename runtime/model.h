@@ -1,7 +1,9 @@
 /* model.h — the decoder-only transformer (Llama / Qwen2 / Qwen3) in one code path.
  *
- * STABLE (the CUDA backend mirrors this): ModelConfig's fields, the parameter
- * order and names produced by model_layout(), and the math described below.
+ * The one description of the architecture: the CUDA backend takes ModelConfig
+ * as its config and places the tensors of model_layout() (their order, HF names,
+ * shapes and TensorKind) in its own flat buffer (runtime/cuda/model_cuda.c);
+ * the math described below is what both backends compute.
  *
  * Parameters live in one contiguous fp32 buffer, tensor after tensor, in this
  * order (HF names; shapes are [out, in] like torch.nn.Linear, row-major):
@@ -56,9 +58,20 @@ typedef struct {
     int qk_norm;          /* per-head RMSNorm on q and k before RoPE (Qwen3) */
 } ModelConfig;
 
+/* What a tensor is, so that a backend with another memory layout (the CUDA
+ * one fuses q/k/v and gate/up) can place each tensor of this description
+ * without a table of names of its own. */
+typedef enum {
+    TENSOR_EMBED, TENSOR_IN_NORM, TENSOR_Q, TENSOR_Q_BIAS, TENSOR_K, TENSOR_K_BIAS, TENSOR_V, TENSOR_V_BIAS,
+    TENSOR_Q_NORM, TENSOR_K_NORM, TENSOR_O, TENSOR_POST_NORM, TENSOR_GATE, TENSOR_UP, TENSOR_DOWN,
+    TENSOR_FINAL_NORM, TENSOR_LM_HEAD
+} TensorKind;
+
 /* One tensor of the parameter buffer. */
 typedef struct {
     char name[96];
+    TensorKind kind;
+    int layer;            /* its layer, -1 for the embedding, final norm and LM head */
     int ndim;
     int64_t shape[2];
     size_t offset;        /* in floats from the start of the buffer */
@@ -92,6 +105,13 @@ int model_config_check(const ModelConfig *c, char *err, size_t errlen);
 size_t model_param_count(const ModelConfig *c);
 /* Lay out parameters (names, shapes, offsets) and allocate w and g (zeroed). */
 int model_init(Model *m, const ModelConfig *c);
+/* The layout only (params, n_params, n_floats; w and g stay NULL): what a
+ * backend with its own buffers needs. model_free releases it. */
+int model_layout(Model *m, const ModelConfig *c);
+/* Shapes of known checkpoints, for benchmarks and tests without a config.json:
+ * "qwen2.5-0.5b", "qwen2.5-1.5b" (the published Qwen2.5 configs) and "tiny".
+ * 0, or -1 for an unknown name. */
+int model_preset(const char *name, ModelConfig *c);
 void model_free(Model *m);
 const ParamInfo *model_find(const Model *m, const char *name);
 /* HF-style random init: linear/embedding weights ~ N(0, std), biases 0, norms 1. */

@@ -6,27 +6,6 @@
 #include "../checkpoint.h"
 #include "host_model.h"
 
-int cuda_config_from_model(const ModelConfig *mc, CudaModelConfig *cc, char *err, size_t errlen)
-{
-    if (mc->qk_norm) {
-        snprintf(err, errlen, "qk_norm (Qwen3) is not implemented by the CUDA backend");
-        return -1;
-    }
-    memset(cc, 0, sizeof *cc);
-    cc->layers = mc->layers;
-    cc->hidden = mc->hidden;
-    cc->heads = mc->heads;
-    cc->kv_heads = mc->kv_heads;
-    cc->head_dim = mc->head_dim;
-    cc->ffn = mc->ffn;
-    cc->vocab = mc->vocab;
-    cc->rope_theta = (float)mc->rope_theta;
-    cc->rms_eps = (float)mc->rms_eps;
-    cc->tie_embeddings = mc->tie_embeddings;
-    cc->qkv_bias = mc->qkv_bias;
-    return 0;
-}
-
 int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *err, size_t errlen)
 {
     for (int i = 0; i < hm->n_params; i++) {

@@ -9,10 +9,6 @@
 #include "../model.h"
 #include "model_cuda.h"
 
-/* The GPU model's config for a runtime config; -1 with a message in err when the
- * CUDA backend cannot run it (Qwen3's qk_norm). */
-int cuda_config_from_model(const ModelConfig *mc, CudaModelConfig *cc, char *err, size_t errlen);
-
 /* For each host parameter, its offset in the GPU flat layout (cuda_off[n_params]). */
 int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *err, size_t errlen);
 /* Host buffer in Model order (src, hm->n_floats) <-> flat layout (flat, cm->n_total; padding zero). */

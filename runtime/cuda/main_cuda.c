@@ -1,6 +1,6 @@
 /* llmc-train-cuda — the CUDA trainer's command line.
  *
- *   run     PLAN.json [--stop-after N]              train as the plan says (train_cuda.c)
+ *   run     PLAN.json [--stop-after N]              train as the plan says (backend_cuda.c + train_loop.c)
  *   params  --model NAME | --config config.json     parameter table (no GPU needed)
  *   bench   --model NAME [--batch B] [--seq T] ...  training-step benchmark, random init/data
  *   check   --config F --weights F --tokens F --out DIR [--lr ...]
@@ -20,7 +20,7 @@
 #include "host_model.h"
 #include "model_cuda.h"
 #include "phase_timer.h"
-#include "train_cuda.h"
+#include "backend_cuda.h"
 
 #define H200_BF16_PEAK 989.4e12   /* dense bf16 FLOP/s, H200 SXM datasheet */
 
@@ -89,22 +89,22 @@ static int parse_opts(int argc, char **argv, Opts *o)
     return 0;
 }
 
-/* --config: a HF config.json read by the CPU runtime's reader (hf_config.h); the
- * runtime form lands in *mc when mc is not NULL. */
-static int get_config(const Opts *o, CudaModelConfig *cfg, ModelConfig *mc)
+/* The model: --config, a HF config.json read by the CPU runtime's reader
+ * (hf_config.h), or --model, a preset of runtime/model.h. Qwen3 (qk_norm) is
+ * refused here; shapes the kernels cannot take when laid out. */
+static int get_config(const Opts *o, ModelConfig *cfg)
 {
     if (o->config) {
-        ModelConfig tmp;
         char err[512];
-        if (hf_config_read(o->config, &tmp, err, sizeof err) || cuda_config_from_model(&tmp, cfg, err, sizeof err)) {
+        if (hf_config_read(o->config, cfg, err, sizeof err) ||
+            (cfg->qk_norm && cuda_model_supports(cfg, err, sizeof err))) {
             fprintf(stderr, "llmc-train-cuda: %s\n", err);
             return -1;
         }
-        if (mc) *mc = tmp;
         return 0;
     }
     if (!o->model) { fprintf(stderr, "llmc-train-cuda: give --model NAME or --config FILE\n"); return -1; }
-    if (cuda_model_preset(o->model, cfg) != 0) {
+    if (model_preset(o->model, cfg) != 0) {
         fprintf(stderr, "llmc-train-cuda: unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, tiny)\n", o->model);
         return -1;
     }
@@ -114,10 +114,10 @@ static int get_config(const Opts *o, CudaModelConfig *cfg, ModelConfig *mc)
 static int cmd_params(int argc, char **argv)
 {
     Opts o;
-    CudaModelConfig cfg;
+    ModelConfig cfg;
     CudaModel m;
     memset(&m, 0, sizeof m);
-    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg, NULL)) return 2;
+    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
     if (cuda_model_layout(&m, &cfg, 1) != 0) return 1;
     for (int i = 0; i < m.n_params; i++) {
         const CudaParam *p = &m.params[i];
@@ -149,8 +149,8 @@ static size_t device_used_bytes(void)
 static int cmd_bench(int argc, char **argv)
 {
     Opts o;
-    CudaModelConfig cfg;
-    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg, NULL)) return 2;
+    ModelConfig cfg;
+    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
     if (o.steps < 1) { fprintf(stderr, "llmc-train-cuda: --steps must be >= 1\n"); return 2; }
     CudaDist d;
     if (cuda_dist_init(&d) != 0) return 1;
@@ -255,14 +255,13 @@ static int write_file(const char *dir, const char *name, const void *data, size_
 static int cmd_check(int argc, char **argv)
 {
     Opts o;
-    CudaModelConfig cfg;
+    ModelConfig cfg;
     if (parse_opts(argc, argv, &o)) return 2;
     if (!o.config || !o.weights || !o.tokens || !o.out) {
         fprintf(stderr, "llmc-train-cuda: check needs --config, --weights, --tokens and --out\n");
         return 2;
     }
-    ModelConfig mc;
-    if (get_config(&o, &cfg, &mc)) return 2;
+    if (get_config(&o, &cfg)) return 2;
     int B, T, S;
     int *tok = read_tokens(o.tokens, &B, &T, &S);
     if (!tok) return 2;
@@ -272,7 +271,7 @@ static int cmd_check(int argc, char **argv)
     CudaModel m;
     if (cuda_model_create(&m, &cfg, B, T, o.recompute, !o.eager, &par) != 0) return 1;
     char err[1024];
-    if (cuda_model_load_hf(&m, &mc, o.weights, err, sizeof err)) {
+    if (cuda_model_load_hf(&m, &cfg, o.weights, err, sizeof err)) {
         fprintf(stderr, "llmc-train-cuda: %s\n", err);
         return 1;
     }

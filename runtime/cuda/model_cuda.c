@@ -25,60 +25,70 @@ static size_t take(size_t *cur, size_t n)
     return o;
 }
 
-int cuda_model_preset(const char *name, CudaModelConfig *c)
+int cuda_model_supports(const ModelConfig *c, char *err, size_t errlen)
 {
-    memset(c, 0, sizeof *c);
-    c->rope_theta = 1000000.f;
-    c->rms_eps = 1e-6f;
-    c->tie_embeddings = 1;
-    c->qkv_bias = 1;
-    c->vocab = 151936;
-    c->head_dim = 64;
-    if (!strcmp(name, "qwen2.5-0.5b")) {
-        c->layers = 24; c->hidden = 896; c->heads = 14; c->kv_heads = 2; c->ffn = 4864;
-    } else if (!strcmp(name, "qwen2.5-1.5b")) {
-        c->layers = 28; c->hidden = 1536; c->heads = 12; c->kv_heads = 2; c->ffn = 8960; c->head_dim = 128;
-    } else if (!strcmp(name, "tiny")) {
-        c->layers = 2; c->hidden = 128; c->heads = 4; c->kv_heads = 2; c->ffn = 256; c->head_dim = 32;
-        c->vocab = 512;
-    } else {
+    if (c->qk_norm) {
+        snprintf(err, errlen, "qk_norm (Qwen3) is not implemented by the CUDA backend");
+        return -1;
+    }
+    if (c->layers < 1 || c->layers > 500 || c->hidden < 8 || c->heads < 1 || c->kv_heads < 1 ||
+        c->heads % c->kv_heads || c->head_dim < 8 || c->ffn < 8 || c->vocab < 8) {
+        snprintf(err, errlen, "model shape out of range (layers %d hidden %d heads %d kv_heads %d head_dim %d "
+                 "ffn %d vocab %d)", c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim, c->ffn, c->vocab);
+        return -1;
+    }
+    if (c->hidden % 8 || c->head_dim % 16 || c->ffn % 8 || c->vocab % 8) {
+        snprintf(err, errlen, "hidden, ffn and vocab must be multiples of 8 and head_dim of 16 "
+                 "(16-byte vector access)");
         return -1;
     }
     return 0;
 }
 
-static void add_param(CudaModel *m, const char *name, size_t off, int rows, int cols)
+/* Where tensor p of model.h's layout lies in the flat buffer (q/k/v and their
+ * biases one block per layer, gate/up one block). */
+static size_t flat_offset(const CudaModel *m, const ParamInfo *p)
 {
-    CudaParam *p = &m->params[m->n_params++];
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->off = off;
-    p->rows = rows;
-    p->cols = cols;
-    p->numel = (size_t)rows * (cols ? cols : 1);
-    m->n_real += p->numel;
+    const ModelConfig *c = &m->cfg;
+    size_t C = c->hidden, HD = (size_t)c->heads * c->head_dim, KVD = (size_t)c->kv_heads * c->head_dim;
+    const CudaLayerOffsets *o = p->layer >= 0 ? &m->lo[p->layer] : NULL;
+    switch (p->kind) {
+    case TENSOR_EMBED: return m->off_embed;
+    case TENSOR_IN_NORM: return o->ln1;
+    case TENSOR_Q: return o->qkv_w;
+    case TENSOR_K: return o->qkv_w + HD * C;
+    case TENSOR_V: return o->qkv_w + (HD + KVD) * C;
+    case TENSOR_Q_BIAS: return o->qkv_b;
+    case TENSOR_K_BIAS: return o->qkv_b + HD;
+    case TENSOR_V_BIAS: return o->qkv_b + HD + KVD;
+    case TENSOR_O: return o->o_w;
+    case TENSOR_POST_NORM: return o->ln2;
+    case TENSOR_GATE: return o->gu_w;
+    case TENSOR_UP: return o->gu_w + (size_t)c->ffn * C;
+    case TENSOR_DOWN: return o->down_w;
+    case TENSOR_FINAL_NORM: return m->off_norm;
+    case TENSOR_LM_HEAD: return m->off_lm;
+    case TENSOR_Q_NORM: case TENSOR_K_NORM: break;   /* refused by cuda_model_supports */
+    }
+    abort();
 }
 
-int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world)
+int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world)
 {
-    const CudaModelConfig *c = cfg;
-    if (c->layers < 1 || c->layers > 500 || c->hidden < 8 || c->heads < 1 || c->kv_heads < 1 ||
-        c->heads % c->kv_heads || c->head_dim < 8 || c->ffn < 8 || c->vocab < 8) {
-        fprintf(stderr, "llmc-train-cuda: model shape out of range (layers %d hidden %d heads %d kv_heads %d "
-                "head_dim %d ffn %d vocab %d)\n", c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim,
-                c->ffn, c->vocab);
-        return -1;
-    }
-    if (c->hidden % 8 || c->head_dim % 16 || c->ffn % 8 || c->vocab % 8) {
-        fprintf(stderr, "llmc-train-cuda: hidden, ffn and vocab must be multiples of 8 and head_dim of 16 "
-                "(16-byte vector access)\n");
+    const ModelConfig *c = cfg;
+    char err[256];
+    if (cuda_model_supports(c, err, sizeof err)) {
+        fprintf(stderr, "llmc-train-cuda: %s\n", err);
         return -1;
     }
     m->cfg = *cfg;
     int L = c->layers, C = c->hidden, HD = c->heads * c->head_dim, KVD = c->kv_heads * c->head_dim;
     int QKVD = HD + 2 * KVD, F = c->ffn, V = c->vocab;
-    m->params = calloc((size_t)L * 12 + 4, sizeof *m->params);
+    Model hl;   /* the tensors, names and order: runtime/model.h */
     m->lo = calloc((size_t)L, sizeof *m->lo);
-    if (!m->params || !m->lo) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    if (!m->lo || model_layout(&hl, c)) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    m->params = calloc((size_t)hl.n_params, sizeof *m->params);
+    if (!m->params) { model_free(&hl); fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
     size_t cur = 0;
     for (int l = 0; l < L; l++) {
         m->lo[l].qkv_w = take(&cur, (size_t)QKVD * C);
@@ -98,30 +108,17 @@ int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world)
     size_t unit = (size_t)ALIGN_ELEMS * (world > 0 ? world : 1);
     m->n_total = (cur + unit - 1) / unit * unit;
 
-    char nm[96];
-    add_param(m, "model.embed_tokens.weight", m->off_embed, V, C);
-    for (int l = 0; l < L; l++) {
-        const CudaLayerOffsets *o = &m->lo[l];
-#define P(suffix, off, r, cc) do { snprintf(nm, sizeof nm, "model.layers.%d.%s", l, suffix); \
-                                    add_param(m, nm, off, r, cc); } while (0)
-        P("input_layernorm.weight", o->ln1, C, 0);
-        P("self_attn.q_proj.weight", o->qkv_w, HD, C);
-        P("self_attn.k_proj.weight", o->qkv_w + (size_t)HD * C, KVD, C);
-        P("self_attn.v_proj.weight", o->qkv_w + (size_t)(HD + KVD) * C, KVD, C);
-        if (c->qkv_bias) {
-            P("self_attn.q_proj.bias", o->qkv_b, HD, 0);
-            P("self_attn.k_proj.bias", o->qkv_b + HD, KVD, 0);
-            P("self_attn.v_proj.bias", o->qkv_b + HD + KVD, KVD, 0);
-        }
-        P("self_attn.o_proj.weight", o->o_w, C, HD);
-        P("post_attention_layernorm.weight", o->ln2, C, 0);
-        P("mlp.gate_proj.weight", o->gu_w, F, C);
-        P("mlp.up_proj.weight", o->gu_w + (size_t)F * C, F, C);
-        P("mlp.down_proj.weight", o->down_w, C, F);
-#undef P
+    for (int i = 0; i < hl.n_params; i++) {
+        const ParamInfo *hp = &hl.params[i];
+        CudaParam *p = &m->params[m->n_params++];
+        snprintf(p->name, sizeof p->name, "%s", hp->name);
+        p->off = flat_offset(m, hp);
+        p->rows = (int)hp->shape[0];
+        p->cols = hp->ndim == 2 ? (int)hp->shape[1] : 0;
+        p->numel = hp->numel;
+        m->n_real += p->numel;
     }
-    add_param(m, "model.norm.weight", m->off_norm, C, 0);
-    if (!c->tie_embeddings) add_param(m, "lm_head.weight", m->off_lm, V, C);
+    model_free(&hl);
     return 0;
 }
 
@@ -142,7 +139,7 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
     return p;
 }
 
-int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute, int flash,
+int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par)
 {
     memset(m, 0, sizeof *m);
@@ -161,7 +158,7 @@ int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, in
     if (flash && !m->flash)
         fprintf(stderr, "llmc-train-cuda: fused attention needs head_dim 32/64/128 and T %% 64 == 0; "
                 "using materialised attention\n");
-    const CudaModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->hidden, L = c->layers, H = c->heads;
     size_t HD = H * c->head_dim, KVD = (size_t)c->kv_heads * c->head_dim, QKVD = HD + 2 * KVD;
     size_t F = c->ffn, V = c->vocab, BB = sizeof(bf16_t), FF = sizeof(float);
@@ -324,7 +321,7 @@ typedef struct {
 
 static LayerCtx layer_ctx(CudaModel *m, int l)
 {
-    const CudaModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg;
     LayerCtx x = {.a = &m->acts[l], .o = &m->lo[l], .st = (cudaStream_t)m->stream, .W = m->w,
                   .B = m->B, .T = m->T, .N = m->B * m->T, .C = c->hidden, .H = c->heads, .KV = c->kv_heads,
                   .D = c->head_dim, .F = c->ffn};
@@ -347,18 +344,18 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
  * backward pass) the last GEMM, whose output is not needed, is skipped. */
 static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 {
-    const CudaModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg;
     LayerCtx z = layer_ctx(m, l);
     CudaLayerActs *a = z.a;
     const CudaLayerOffsets *o = z.o;
     bf16_t *W = z.W, *x = m->xs[l];
 
-    k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, z.N, z.C, c->rms_eps, z.st);
+    k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
     mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, m->qkv, z.QKVD, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_QKV_GEMM);
     k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, z.B, z.T, z.H, z.KV, z.D,
-                   c->rope_theta, z.st);
+                   (float)c->rope_theta, z.st);
     PHASE(m, PH_ROPE);
     if (m->flash) {
         k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z.B, z.H, z.KV, z.T, z.D, z.st);
@@ -376,7 +373,7 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     PHASE(m, PH_ATTN);
     mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, W + o->o_w, z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
     PHASE(m, PH_O_GEMM);
-    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, z.N, z.C, c->rms_eps, z.st);
+    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
     mm(m, 0, 1, z.N, 2 * z.F, z.C, a->ln2, z.C, W + o->gu_w, z.C, a->gu, 2 * z.F, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_GU_GEMM);
@@ -392,7 +389,7 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 /* Backward of one layer: m->dres holds dLoss/dxs[l+1] on entry and dLoss/dxs[l] on exit. */
 static void layer_bwd(CudaModel *m, int l)
 {
-    const CudaModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg;
     if (m->recompute) layer_fwd(m, l, 1);   /* its time shows in the forward phases */
     LayerCtx z = layer_ctx(m, l);
     CudaLayerActs *a = z.a;
@@ -438,7 +435,7 @@ static void layer_bwd(CudaModel *m, int l)
             m->dk, D, (long long)T * D, scale, BKV);
     }
     PHASE(m, PH_ATTN_BWD);
-    k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, c->rope_theta, z.st);
+    k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, (float)c->rope_theta, z.st);
     if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
     mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
@@ -480,7 +477,7 @@ void cuda_model_zero_grad(CudaModel *m)
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, int last_micro)
 {
-    const CudaModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg;
     cudaStream_t st = m->stream;
     int N = m->B * m->T, C = c->hidden, V = c->vocab, L = c->layers;
     int train = grad_scale != 0.f;
@@ -496,7 +493,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     /* Final norm, then LM head + cross-entropy chunk by chunk: bf16 logits of at
      * most ce_chunk rows exist at a time, and become dlogits in place. */
-    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], W + m->off_norm, N, C, c->rms_eps, st);
+    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], W + m->off_norm, N, C, (float)c->rms_eps, st);
     PHASE(m, PH_NORM);
     for (int r0 = 0; r0 < N; r0 += m->ce_chunk) {
         int rn = N - r0 < m->ce_chunk ? N - r0 : m->ce_chunk;
@@ -615,7 +612,7 @@ void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 
 double cuda_model_flops_per_token(const CudaModel *m, int T)
 {
-    const CudaModelConfig *c = &m->cfg;
+    const ModelConfig *c = &m->cfg;
     double C = c->hidden, HD = (double)c->heads * c->head_dim, KVD = (double)c->kv_heads * c->head_dim;
     double per_layer = C * (HD + 2 * KVD) + HD * C + 3.0 * C * c->ffn;
     double n_mm = c->layers * per_layer + (double)c->vocab * C;

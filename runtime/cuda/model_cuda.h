@@ -12,14 +12,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "../model.h"
 #include "gemm.h"
 #include "kernels.h"
 
-typedef struct {
-    int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
-    float rope_theta, rms_eps;
-    int tie_embeddings, qkv_bias;
-} CudaModelConfig;
 
 typedef struct {
     char name[96];
@@ -44,7 +40,7 @@ typedef struct {
 } CudaParallel;
 
 typedef struct {
-    CudaModelConfig cfg;
+    ModelConfig cfg;                    /* the one description (runtime/model.h) */
     int B, T, recompute;                /* micro-batch shape; recompute: full activation recompute */
     int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
     /* parameters */
@@ -80,15 +76,17 @@ typedef struct {
     struct PhaseTimer *timer;           /* per-phase GPU times (LLMC_PHASE_TIMES=1), else NULL */
 } CudaModel;
 
-/* Known shapes: "qwen2.5-0.5b", "qwen2.5-1.5b", "tiny" (tests). 0 or -1 if unknown. */
-int cuda_model_preset(const char *name, CudaModelConfig *out);
+/* 0, or -1 with a message in err when the GPU kernels cannot run this model
+ * (Qwen3's qk_norm; shapes the vector accesses cannot take). */
+int cuda_model_supports(const ModelConfig *cfg, char *err, size_t errlen);
 
-/* Lay out the parameter table only (no GPU): counts and HF names. */
-int cuda_model_layout(CudaModel *m, const CudaModelConfig *cfg, int world);
+/* Lay out the parameter table only (no GPU): every tensor of runtime/model.h's
+ * layout, in its order and with its HF name, placed in the flat buffer. */
+int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world);
 /* Allocate everything on the current device for micro-batch B x T. flash: fused
  * attention when the head size and T allow it (else materialised scores, "eager").
  * 0 or -1 with a message. */
-int cuda_model_create(CudaModel *m, const CudaModelConfig *cfg, int B, int T, int recompute, int flash,
+int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par);
 void cuda_model_destroy(CudaModel *m);
 

@@ -18,7 +18,7 @@ $(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OB
 
 TEST_SUITES += cpu
 .PHONY: test-cpu
-test-cpu: $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
+test-cpu: $(BUILD)/tests/cpu/loop_test $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
 	@bash tests/cpu/run.sh $(BUILD)
 
 # libFuzzer target for the safetensors reader (FUZZ_CC/FUZZ_FLAGS from tests/data/test.mk):
@@ -33,3 +33,8 @@ fuzz-cpu: $(BUILD)/fuzz/fuzz_safetensors
 	@mkdir -p $(BUILD)/fuzz/corpus-safetensors
 	$(BUILD)/fuzz/fuzz_safetensors -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
 	    $(BUILD)/fuzz/corpus-safetensors tests/cpu/fuzz-seeds/safetensors
+
+# The training loop over a backend that keeps its own copy of the state, as the
+# CUDA backend does (tests/cpu/loop_test.c, tests/cpu/loop_test.sh).
+$(BUILD)/tests/cpu/loop_test: $(BUILD)/tests/cpu/loop_test.o $(RUNTIME_LIB_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)

@@ -45,6 +45,7 @@ expect "unknown option" 2 "unknown option '--frobnicate'" $bin bench --frobnicat
 expect "unknown command" 2 "unknown command 'train'" $bin train
 expect "check needs its files" 2 "check needs" $bin check --config "$tmp/config.json"
 expect "run without a plan" 2 "usage: llmc-train-cuda run" $bin run
+expect "run: the one loop's options (--eval-shards)" 2 "--eval-shards DIR" $bin run
 expect "run with a missing plan" 2 "$tmp/nope.json" $bin run "$tmp/nope.json"
 echo '{"llmc_plan_version": 1' > "$tmp/broken.json"
 expect "run with a broken plan" 2 "broken.json" $bin run "$tmp/broken.json"

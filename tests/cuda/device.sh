@@ -57,9 +57,15 @@ if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     rm -rf $r/run-gpu $r/run-gpu2
     ./build/llmc-train-cuda run $r/plan-gpu.json --stop-after 400 > "$out/run_gpu_a.log" 2>&1
     rc1=$?
-    ./build/llmc-train-cuda run $r/plan-gpu.json > "$out/run_gpu_b.log" 2>&1
+    ev=(); [[ -f $r/shards-eval/index.json ]] && ev=(--eval-shards $r/shards-eval)
+    ./build/llmc-train-cuda run $r/plan-gpu.json "${ev[@]}" > "$out/run_gpu_b.log" 2>&1
     rc2=$?
     note "run tiny on 1 GPU: stop-after 400 exit $rc1 (want 3), resume exit $rc2, $(wc -l < $r/run-gpu/metrics.jsonl) metric lines, final/: $(ls $r/run-gpu/final | tr '\n' ' ')"
+    # the one loop's files: the Prometheus gauges (as the CPU's), result.json with the unigram baseline and eval
+    note "gpu llmc_train.prom: $(grep -c '^llmc_train_' $r/run-gpu/llmc_train.prom 2>/dev/null) gauges ($(grep -c '^llmc_train_' $r/run-cpu/llmc_train.prom 2>/dev/null) on the CPU), $(grep -h '^llmc_train_step{' $r/run-gpu/llmc_train.prom 2>/dev/null)"
+    note "gpu result.json: $(tr -d ' \n' < $r/run-gpu/result.json 2>/dev/null || echo MISSING)"
+    note "cpu result.json: $(tr -d ' \n' < $r/run-cpu/result.json 2>/dev/null || echo MISSING)"
+    cp $r/run-gpu/result.json "$out/tiny_gpu_result.json" 2>/dev/null; cp $r/run-gpu/llmc_train.prom "$out/tiny_gpu.prom" 2>/dev/null
     python3 tests/cuda/compare_runs.py $r/run-cpu/metrics.jsonl $r/run-gpu/metrics.jsonl > "$out/cmp_cpu_gpu.log" 2>&1
     note "cpu fp32 vs gpu bf16: $(grep -E 'mean|final' "$out/cmp_cpu_gpu.log" | tr '\n' ' ')"
     cp $r/run-gpu/metrics.jsonl "$out/tiny_gpu_metrics.jsonl"; cp $r/run-gpu/gpu_metrics.jsonl "$out/tiny_gpu_memory.jsonl"

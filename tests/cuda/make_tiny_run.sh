@@ -3,7 +3,8 @@
 # machine: compile examples/tiny/tiny.llm, tokenize its data into shards, write
 # plan-cpu.json / plan-gpu.json / plan-gpu2.json (private output directories; the
 # GPU plans in bf16, plan-gpu2 on 2 ranks with ZeRO-1 and the same global batch),
-# and train plan-cpu.json with the CPU trainer for the reference metrics.
+# prepare the held-out questions into shards-eval/, and train plan-cpu.json with
+# the CPU trainer (--eval-shards) for the reference metrics and result.json.
 # Needs build/llmc and build/llmc-train. Add /.cuda-run/ to .git/info/exclude.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +13,7 @@ mkdir -p .cuda-run
 build/llmc examples/tiny/tiny.llm -o .cuda-run/tiny > /dev/null
 build/llmc-train prepare .cuda-run/tiny/plan.json
 python3 - <<'PY'
-import json
+import json, os
 p = json.load(open(".cuda-run/tiny/plan.json"))
 def variant(name, prec, **par):
     q = json.loads(json.dumps(p))
@@ -27,6 +28,13 @@ def variant(name, prec, **par):
 variant("cpu", "fp32")
 variant("gpu", "bf16")
 variant("gpu2", "bf16", world_size=2, data_parallel=2, zero_stage=1, gpus_per_node=2)
+# the held-out questions (arith_eval.json) as shards of the same context, for --eval-shards
+q = json.loads(json.dumps(p))
+for d in q["datasets"]:
+    d["file"] = os.path.join(os.path.dirname(d["file"]), "arith_eval.json")
+q["data"]["shards_dir"] = "shards-eval"
+json.dump(q, open(".cuda-run/tiny/plan-eval.json", "w"), indent=1)
 PY
-build/llmc-train run .cuda-run/tiny/plan-cpu.json
+build/llmc-train prepare .cuda-run/tiny/plan-eval.json
+build/llmc-train run .cuda-run/tiny/plan-cpu.json --eval-shards .cuda-run/tiny/shards-eval
 rm -rf .cuda-run/tiny/run-cpu/ckpt .cuda-run/tiny/run-cpu/final

@@ -1,0 +1,312 @@
+/* backend_cuda.c — `llmc-train-cuda run PLAN.json`: the one training loop
+ * (runtime/train_loop.c) on the GPU model (model_cuda.c). The loop gives both
+ * trainers the same plan loader, shards, data order, loss normalisation,
+ * learning-rate schedule, metrics, Prometheus file, checkpoints, held-out
+ * evaluation, result.json and HF export, so a run can move between the backends
+ * (checkpoints are fp32 either way).
+ *
+ * The weights live on the GPU: fp32 master weights and AdamW moments (sharded
+ * across ranks under ZeRO-1), bf16 working weights, fp32 gradients, in the flat
+ * layout of model_cuda.h. The loop's host model and optimizer are the mirror
+ * that checkpoints and the export read: set_state copies them onto the GPU after
+ * init/resume, get_state gathers them back (host_model.c maps the two layouts).
+ *
+ * GPU extras: OUTPUT_DIR/gpu_metrics.jsonl, one line per step with the step time
+ * and the device memory high-water mark (cudaMemGetInfo) next to metrics.jsonl,
+ * and the GPU memory on each step line and the "done" line. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+
+#include "../log.h"
+#include "../train_loop.h"
+#include "backend_cuda.h"
+#include "cuda_check.h"
+#include "cuda_dist.h"
+#include "host_model.h"
+#include "model_cuda.h"
+
+typedef struct {
+    CudaDist d;
+    CudaModel cm;
+    int have_cm;
+    Model *hm;                          /* the loop's host mirror */
+    size_t *cuda_off;                   /* host parameter i at flat offset cuda_off[i] */
+    float *flat, *flat_m, *flat_v;      /* host staging in the flat layout; moments on first use */
+    int *ids_i, *pos_i, *tg;            /* one micro-batch for cuda_model_micro */
+    float *logits;                      /* held-out evaluation: [B*T*V] host logits, on first use */
+    size_t base_used, peak;             /* device memory before our model; high-water mark */
+    float b1, b2, eps, wd;              /* AdamW settings of the plan */
+    FILE *gpu_mf;                       /* OUTPUT_DIR/gpu_metrics.jsonl (rank 0) */
+    char gpu_path[4200];
+} CudaBackend;
+
+static const char *json_str(const cJSON *root, const char *obj, const char *key)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, obj);
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int json_int(const cJSON *root, const char *obj, const char *key, int dflt)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, obj);
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    return cJSON_IsNumber(v) ? v->valueint : dflt;
+}
+
+static size_t device_used(void)
+{
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    return tot - fr;
+}
+
+/* The model must be one the GPU kernels take (no Qwen3 qk_norm, shapes of
+ * whole 16-byte vectors): refused before any rank starts. */
+static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
+{
+    (void)self;
+    char why[512];
+    if (cuda_model_supports(&plan->model, why, sizeof why)) {
+        snprintf(err, errlen, "model: %s", why);
+        return -1;
+    }
+    return 0;
+}
+
+static int cu_dist_init(void *self, int *rank, int *world)
+{
+    CudaBackend *c = self;
+    if (cuda_dist_init(&c->d) != 0) return -1;
+    log_set_rank(c->d.rank, c->d.world, NULL);
+    *rank = c->d.rank;
+    *world = c->d.world;
+    return 0;
+}
+
+static void cu_dist_finalize(void *self) { cuda_dist_finalize(&((CudaBackend *)self)->d); }
+
+static int cu_sum_f64(void *self, double *v, int n)
+{
+    CudaBackend *c = self;
+    for (int i = 0; i < n; i++) v[i] = cuda_dist_sum(&c->d, v[i]);
+    return 0;
+}
+
+static int cu_any(void *self, int flag) { return cuda_dist_sum(&((CudaBackend *)self)->d, flag ? 1 : 0) > 0; }
+static int cu_barrier(void *self) { cuda_dist_sum(&((CudaBackend *)self)->d, 0); return 0; }
+
+static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, size_t *n_params, char *where,
+                     size_t where_len, char *setup, size_t setup_len)
+{
+    CudaBackend *c = self;
+    (void)opt;
+    const int is0 = c->d.rank == 0, T = plan->context, MB = plan->micro_batch;
+    const char *recompute = json_str(plan->json, "train", "recompute");
+    const char *attention = json_str(plan->json, "train", "attention");
+    int zero_stage = json_int(plan->json, "parallel", "zero_stage", 0);
+    CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
+                        .comm_stream = c->d.comm_stream};
+    int want_recompute = recompute && !strcmp(recompute, "full");
+    int want_flash = !(attention && !strcmp(attention, "eager"));
+    if (is0 && zero_stage > 1)
+        log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
+    if (is0 && recompute && !strcmp(recompute, "selective"))
+        log_info("train.recompute = selective: the CUDA backend keeps all activations (no recompute)");
+    if (cuda_model_create(&c->cm, &plan->model, MB, T, want_recompute, want_flash, &par) != 0) return -1;
+    c->have_cm = 1;
+    c->base_used = device_used();
+    c->hm = hm;
+    c->b1 = (float)plan->beta1;
+    c->b2 = (float)plan->beta2;
+    c->eps = (float)plan->eps;
+    c->wd = (float)plan->weight_decay;
+
+    size_t N = (size_t)MB * T;
+    char err[1024];
+    c->cuda_off = malloc((size_t)hm->n_params * sizeof *c->cuda_off);
+    c->flat = malloc(c->cm.n_total * sizeof *c->flat);
+    c->ids_i = malloc(N * sizeof(int));
+    c->pos_i = malloc(N * sizeof(int));
+    c->tg = malloc(N * sizeof(int));
+    if (!c->cuda_off || !c->flat || !c->ids_i || !c->pos_i || !c->tg) { log_error("out of memory"); return -1; }
+    if (cuda_host_map(hm, &c->cm, c->cuda_off, err, sizeof err)) { log_error("%s", err); return -1; }
+    *n_params = c->cm.n_real;
+    snprintf(where, where_len, " on %d GPU(s)", c->d.world);
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d", c->cm.flash ? "fused" : "materialised",
+             c->cm.recompute ? "full" : "none", par.zero1 && c->d.world > 1 ? 1 : 0);
+    return 0;
+}
+
+static void cu_destroy(void *self)
+{
+    CudaBackend *c = self;
+    if (c->gpu_mf) fclose(c->gpu_mf);
+    free(c->ids_i); free(c->pos_i); free(c->tg); free(c->logits);
+    free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off);
+    if (c->have_cm) cuda_model_destroy(&c->cm);
+    c->have_cm = 0;
+}
+
+/* Moment staging buffers, allocated when a resume or a checkpoint first needs them. */
+static int moments_alloc(CudaBackend *c)
+{
+    if (!c->flat_m) c->flat_m = malloc(c->cm.n_total * sizeof *c->flat_m);
+    if (!c->flat_v) c->flat_v = malloc(c->cm.n_total * sizeof *c->flat_v);
+    if (!c->flat_m || !c->flat_v) { log_error("out of memory"); return -1; }
+    return 0;
+}
+
+static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int moments)
+{
+    CudaBackend *c = self;
+    if (moments) {
+        if (moments_alloc(c)) return -1;
+        cuda_host_to_flat(hm, c->cuda_off, opt->m, c->flat_m, c->cm.n_total);
+        cuda_host_to_flat(hm, c->cuda_off, opt->v, c->flat_v, c->cm.n_total);
+    }
+    cuda_host_to_flat(hm, c->cuda_off, hm->w, c->flat, c->cm.n_total);
+    cuda_model_set_flat(&c->cm, c->flat, moments ? c->flat_m : NULL, moments ? c->flat_v : NULL, (int)opt->t);
+    return 0;
+}
+
+/* Gather the GPU's master weights and AdamW moments into the host model and
+ * optimizer (collective under ZeRO-1). */
+static int cu_get_state(void *self, Model *hm, AdamW *opt, int is0)
+{
+    CudaBackend *c = self;
+    if (moments_alloc(c)) return -1;
+    cuda_model_get_flat(&c->cm, is0 ? c->flat : NULL, is0 ? c->flat_m : NULL, is0 ? c->flat_v : NULL);
+    if (!is0) return 0;
+    cuda_flat_to_host(hm, c->cuda_off, c->flat, hm->w);
+    cuda_flat_to_host(hm, c->cuda_off, c->flat_m, opt->m);
+    cuda_flat_to_host(hm, c->cuda_off, c->flat_v, opt->v);
+    opt->t = c->cm.step;
+    return 0;
+}
+
+static int cu_begin(void *self, const RunPlan *plan, int64_t start_step, int is0)
+{
+    CudaBackend *c = self;
+    if (!is0) return 0;
+    snprintf(c->gpu_path, sizeof c->gpu_path, "%s/gpu_metrics.jsonl", plan->out_dir);
+    if (!(c->gpu_mf = fopen(c->gpu_path, start_step ? "a" : "w"))) {
+        log_error("%s: %s", c->gpu_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ids/pos as ints and the next-token targets (-1: no loss) of rows [0, n_rows)
+ * of b; rows past n_rows get no targets. Returns the label count. */
+static int64_t make_targets(CudaBackend *c, const Batch *b, int n_rows)
+{
+    const int T = b->T;
+    int64_t labels = 0;
+    for (size_t k = 0; k < (size_t)b->B * T; k++) {
+        int t = (int)(k % T);
+        c->ids_i[k] = (int)b->ids[k];
+        c->pos_i[k] = (int)b->pos[k];
+        int lab = (int)(k / T) < n_rows && t + 1 < T && b->mask[k + 1] && b->pos[k + 1] > 0;
+        c->tg[k] = lab ? (int)b->ids[k + 1] : -1;
+        labels += lab;
+    }
+    return labels;
+}
+
+static int cu_micro_step(void *self, const Batch *b, int index, int count, int64_t *labels)
+{
+    CudaBackend *c = self;
+    if (index == 0) {
+        cuda_model_zero_grad(&c->cm);
+        CUDA_CHECK(cudaMemsetAsync(c->cm.loss_acc, 0, sizeof(float), (cudaStream_t)c->cm.stream));
+    }
+    *labels = make_targets(c, b, b->B);
+    /* Unscaled loss gradient; multiplied by 1 / the global label count in the step. */
+    cuda_model_micro(&c->cm, c->ids_i, c->pos_i, c->tg, 1.0f, NULL, index == count - 1);
+    return 0;
+}
+
+static int cu_optimizer_step(void *self, float grad_mult, double lr, double clip, double *grad_norm,
+                             double *loss_sum)
+{
+    CudaBackend *c = self;
+    double gn = cuda_model_step(&c->cm, grad_mult, (float)lr, c->b1, c->b2, c->eps, c->wd, (float)clip);
+    float ls = 0;
+    CUDA_CHECK(cudaMemcpy(&ls, c->cm.loss_acc, sizeof ls, cudaMemcpyDeviceToHost));
+    *grad_norm = gn;
+    *loss_sum = ls;
+    return 0;
+}
+
+/* Forward only (grad_scale 0) with the logits copied to the host; rows past
+ * n_rows have no targets, so their loss is 0. */
+static int cu_eval_forward(void *self, const Batch *b, int n_rows, double *loss_sum, int64_t *labels,
+                           uint32_t *argmax)
+{
+    CudaBackend *c = self;
+    const int V = c->cm.cfg.vocab;
+    if (b->B != c->cm.B || b->T != c->cm.T) {
+        log_error("held-out rows of %d tokens: the CUDA backend evaluates at the training context (%d tokens)",
+                  b->T, c->cm.T);
+        return -1;
+    }
+    if (!c->logits && !(c->logits = malloc((size_t)b->B * b->T * V * sizeof *c->logits))) {
+        log_error("out of memory (host logits of %d x %d x %d)", b->B, b->T, V);
+        return -1;
+    }
+    *labels = make_targets(c, b, n_rows);
+    CUDA_CHECK(cudaMemsetAsync(c->cm.loss_acc, 0, sizeof(float), (cudaStream_t)c->cm.stream));
+    cuda_model_micro(&c->cm, c->ids_i, c->pos_i, c->tg, 0.0f, c->logits, 0);
+    float ls = 0;   /* on the model's stream: the loss kernels may still be running */
+    CUDA_CHECK(cudaMemcpyAsync(&ls, c->cm.loss_acc, sizeof ls, cudaMemcpyDeviceToHost, (cudaStream_t)c->cm.stream));
+    CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)c->cm.stream));
+    *loss_sum = ls;
+    logits_argmax(c->logits, (size_t)n_rows * b->T, V, argmax);
+    return 0;
+}
+
+/* GPU memory: our allocations plus what the device gained beyond them. */
+static double gpu_gib(const CudaBackend *c) { return (c->peak - c->base_used + c->cm.bytes_allocated) / 1073741824.0; }
+
+static int cu_step_stats(void *self, int64_t step, double step_s, int is0, char *extra, size_t len)
+{
+    CudaBackend *c = self;
+    size_t used = device_used();
+    if (used > c->peak) c->peak = used;
+    if (!is0) return 0;
+    fprintf(c->gpu_mf, "{\"step\":%" PRId64 ",\"step_time_s\":%.6f,\"gpu_peak_bytes\":%zu,"
+            "\"gpu_allocated_bytes\":%zu}\n", step, step_s, c->peak - c->base_used + c->cm.bytes_allocated,
+            c->cm.bytes_allocated);
+    if (fflush(c->gpu_mf)) { log_error("%s: write failed", c->gpu_path); return -1; }
+    snprintf(extra, len, " gpu %.2f GiB", gpu_gib(c));
+    return 0;
+}
+
+static void cu_final_stats(void *self, char *extra, size_t len)
+{
+    snprintf(extra, len, ", peak GPU memory %.2f GiB", gpu_gib(self));
+}
+
+int cmd_run_cuda(int argc, char **argv)
+{
+    CudaBackend *c = calloc(1, sizeof *c);
+    if (!c) { fprintf(stderr, "llmc-train-cuda run: out of memory\n"); return 1; }
+    TrainBackend be = {
+        .prog = "llmc-train-cuda", .self = c, .check_plan = cu_check_plan,
+        /* ranks: NCCL (cuda_dist.c) */
+        .dist_init = cu_dist_init, .dist_finalize = cu_dist_finalize,
+        .sum_f64 = cu_sum_f64, .any = cu_any, .barrier = cu_barrier,
+        /* the state lives on the GPU; the loop's host model is its mirror */
+        .create = cu_create, .destroy = cu_destroy, .set_state = cu_set_state, .get_state = cu_get_state,
+        .begin = cu_begin, .micro_step = cu_micro_step, .optimizer_step = cu_optimizer_step,
+        .eval_forward = cu_eval_forward, .step_stats = cu_step_stats, .final_stats = cu_final_stats,
+    };
+    int rc = train_loop_run(&be, argc, argv);
+    free(c);
+    return rc;
+}

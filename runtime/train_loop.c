@@ -1,0 +1,520 @@
+/* train_loop.c — the one training loop of `llmc-train run` and `llmc-train-cuda
+ * run` over a backend (train_loop.h). It reads as the run does:
+ *   parse the command line, load the plan, check it against the backend;
+ *   start the ranks; open the shards; initialise the host model;
+ *   build the backend's training state; resolve steps, schedule, fingerprint;
+ *   resume; open metrics; train step by step; final checkpoint, export,
+ *   held-out evaluation, result.json.
+ *
+ * Data order: every epoch is a permutation of the prepared rows (Fisher-Yates,
+ * seeded by train.seed and the epoch number); epochs are concatenated into one
+ * stream and optimizer step s uses stream rows [s*G, (s+1)*G), G = global_batch.
+ * Inside a global batch, S = world * grad_accum "slots" each take micro_batch
+ * rows: slot s takes positions s, s+S, s+2S, ...; rank r runs slots
+ * a*world + r for a = 0..grad_accum-1. So a 2-rank run computes exactly the
+ * micro-batches of a 1-rank run with twice the accumulation, and sums them in
+ * the same order (accumulate, then the rank-ordered all-reduce): same bits.
+ *
+ * Loss: HF's num_items_in_batch behaviour — the sum of token cross-entropies
+ * over the whole global batch (all micro-batches, all ranks) divided by its
+ * number of label tokens. Gradients are summed unscaled, then multiplied once
+ * by 1 / that count inside the backend's optimizer step.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "metrics.h"
+#include "prom.h"
+#include "rng.h"
+#include "row_stream.h"
+#include "run_init.h"
+#include "shard_io.h"
+#include "stopsig.h"
+#include "train_loop.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    uint32_t *ids, *pos;
+    uint8_t *mask;
+    Batch b;
+} BatchBuf;
+
+static int batch_alloc(BatchBuf *bb, int B, int T)
+{
+    size_t n = (size_t)B * T;
+    bb->ids = malloc(n * 4);
+    bb->pos = malloc(n * 4);
+    bb->mask = malloc(n);
+    bb->b = (Batch){bb->ids, bb->pos, bb->mask, B, T};
+    return bb->ids && bb->pos && bb->mask ? 0 : -1;
+}
+
+static void batch_free(BatchBuf *bb) { free(bb->ids); free(bb->pos); free(bb->mask); }
+
+/* Read rows into bb; ids must be inside the model's vocabulary and positions
+ * no later than their place in the row. Adds the non-padding tokens to *tokens. */
+static int batch_read(const ShardSet *set, const uint64_t *rows, int B, int vocab, BatchBuf *bb,
+                      int64_t *tokens, char *err, size_t errlen)
+{
+    size_t T = set->context;
+    for (int r = 0; r < B; r++) {
+        if (shard_set_read_rows(set, rows[r], 1, bb->ids + r * T, bb->pos + r * T, bb->mask + r * T, err, errlen))
+            return -1;
+        for (size_t t = 0; t < T; t++) {
+            uint32_t id = bb->ids[r * T + t], pos = bb->pos[r * T + t];
+            if (id >= (uint32_t)vocab) {
+                snprintf(err, errlen, "%s: row %" PRIu64 " has token id %u, outside the model's vocabulary of %d",
+                         set->dir, rows[r], id, vocab);
+                return -1;
+            }
+            if (pos > t) {
+                snprintf(err, errlen, "%s: row %" PRIu64 " position %zu has pos %u (before the row's start)",
+                         set->dir, rows[r], t, pos);
+                return -1;
+            }
+            /* padding: pad_id with pos 0 and no label; everything else is a token */
+            if (!(id == set->pad_id && pos == 0 && !bb->mask[r * T + t])) (*tokens)++;
+        }
+    }
+    return 0;
+}
+
+/* Entropy (nats) of the label tokens' unigram distribution over the training rows:
+ * the loss of the best predictor that ignores context. */
+static double unigram_baseline(const ShardSet *set, int vocab)
+{
+    uint64_t *count = calloc((size_t)vocab, sizeof *count);
+    uint32_t *ids = malloc(set->context * 4), *pos = malloc(set->context * 4);
+    uint8_t *mask = malloc(set->context);
+    char err[256];
+    uint64_t total = 0;
+    for (uint64_t r = 0; count && ids && pos && mask && r < set->n_rows; r++) {
+        if (shard_set_read_rows(set, r, 1, ids, pos, mask, err, sizeof err)) break;
+        for (uint32_t t = 1; t < set->context; t++)
+            if (mask[t] && pos[t] > 0 && ids[t] < (uint32_t)vocab) { count[ids[t]]++; total++; }
+    }
+    double h = 0;
+    for (int v = 0; count && v < vocab; v++)
+        if (count[v]) { double p = (double)count[v] / total; h -= p * log(p); }
+    free(count); free(ids); free(pos); free(mask);
+    return total ? h : NAN;
+}
+
+void logits_argmax(const float *logits, size_t rows, int V, uint32_t *argmax)
+{
+    for (size_t n = 0; n < rows; n++) {
+        const float *row = logits + n * V;
+        int best = 0;
+        for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
+        argmax[n] = (uint32_t)best;
+    }
+}
+
+/* Held-out evaluation: mean loss, and exact-match accuracy of greedy decoding.
+ * Greedy decoding reproduces a document's labelled answer exactly iff the argmax
+ * at every label position equals the label, so teacher-forced argmax checks it
+ * exactly. Documents are the pos==0-started segments of each row. The backend
+ * runs micro-batches of B rows; the last one is filled up with row r0, whose
+ * copies count for nothing. */
+typedef struct { int64_t docs, correct, labels; double loss; } EvalResult;
+
+static int evaluate(const TrainBackend *be, const char *dir, int B, int vocab, EvalResult *res, char *err,
+                    size_t errlen)
+{
+    ShardSet set;
+    memset(res, 0, sizeof *res);
+    if (shard_set_open(&set, dir, err, errlen)) return -1;
+    int T = (int)set.context;
+    BatchBuf bb;
+    uint64_t *rows = malloc((size_t)B * sizeof *rows);
+    uint32_t *argmax = malloc((size_t)B * T * sizeof *argmax);
+    int rc = rows && argmax && !batch_alloc(&bb, B, T) ? 0 : -1;
+    if (rc) snprintf(err, errlen, "out of memory");
+    for (uint64_t r0 = 0; !rc && r0 < set.n_rows; r0 += (uint64_t)B) {
+        int nb = (int)(set.n_rows - r0 < (uint64_t)B ? set.n_rows - r0 : (uint64_t)B);
+        int64_t tok = 0, n_lab;
+        double loss;
+        for (int i = 0; i < B; i++) rows[i] = r0 + (uint64_t)(i < nb ? i : 0);
+        if (batch_read(&set, rows, B, vocab, &bb, &tok, err, errlen)) { rc = -1; break; }
+        if (be->eval_forward(be->self, &bb.b, nb, &loss, &n_lab, argmax)) {
+            snprintf(err, errlen, "%s: the forward pass failed", dir);
+            rc = -1;
+            break;
+        }
+        res->loss += loss;
+        res->labels += n_lab;
+        for (int r = 0; r < nb; r++) {
+            int doc_has_label = 0, doc_ok = 1;
+            for (int t = 0; t < T; t++) {
+                size_t n = (size_t)r * T + t;
+                if (bb.pos[n] == 0 && t > 0) {   /* a document ends before t */
+                    if (doc_has_label) { res->docs++; res->correct += doc_ok; }
+                    doc_has_label = 0; doc_ok = 1;
+                }
+                if (t + 1 < T && bb.mask[n + 1] && bb.pos[n + 1] > 0) {
+                    doc_has_label = 1;
+                    if (argmax[n] != bb.ids[n + 1]) doc_ok = 0;
+                }
+            }
+            if (doc_has_label) { res->docs++; res->correct += doc_ok; }
+        }
+    }
+    if (res->labels) res->loss /= (double)res->labels;
+    free(rows);
+    free(argmax);
+    if (bb.ids || bb.pos || bb.mask) batch_free(&bb);
+    shard_set_close(&set);
+    return rc;
+}
+
+static void usage(const char *prog)
+{
+    fprintf(stderr,
+            "usage: %s run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]\n"
+            "  --eval-shards DIR  after training, report loss and greedy exact-match accuracy on\n"
+            "                     prepared held-out shards (written to OUTPUT_DIR/result.json)\n"
+            "  --stop-after N     behave as if a stop signal arrived after step N (checkpoint, exit %d)\n"
+            "  --fresh            start at step 0 even though the checkpoint directory holds checkpoints\n"
+            "                     (they are kept; rotation removes them oldest first)\n",
+            prog, STOP_EXIT_REQUEUE);
+}
+
+typedef struct {
+    const char *plan_path, *eval_dir;
+    int64_t stop_after;
+    int fresh;
+} RunArgs;
+
+static int parse_args(const char *prog, int argc, char **argv, RunArgs *a)
+{
+    memset(a, 0, sizeof *a);
+    a->stop_after = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--eval-shards") && i + 1 < argc) a->eval_dir = argv[++i];
+        else if (!strcmp(argv[i], "--fresh")) a->fresh = 1;
+        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
+            char *end;
+            a->stop_after = strtoll(argv[++i], &end, 10);
+            if (*end || a->stop_after < 0) { fprintf(stderr, "%s run: --stop-after wants a step number\n", prog); return -1; }
+        } else if (argv[i][0] == '-' || a->plan_path) {
+            usage(prog);
+            return -1;
+        } else a->plan_path = argv[i];
+    }
+    if (!a->plan_path) { usage(prog); return -1; }
+    return 0;
+}
+
+/* Write OUTPUT_DIR/result.json (atomic). */
+static void write_result(const char *out_dir, int64_t steps, double final_loss, double baseline,
+                         const EvalResult *ev)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/result.json", out_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "{\n  \"steps\": %" PRId64 ",\n  \"final_loss\": %.6f,\n  \"unigram_baseline\": %.6f", steps,
+            final_loss, baseline);
+    if (ev)
+        fprintf(f, ",\n  \"eval_loss\": %.6f,\n  \"eval_documents\": %" PRId64 ",\n  \"eval_correct\": %" PRId64
+                   ",\n  \"eval_accuracy\": %.6f",
+                ev->loss, ev->docs, ev->correct, ev->docs ? (double)ev->correct / ev->docs : 0.0);
+    fprintf(f, "\n}\n");
+    int bad = fflush(f) || fsync(fileno(f));
+    if (fclose(f) || bad || rename(tmp, path)) unlink(tmp);
+}
+
+/* The final loss: the mean of the last 10% of steps (at least 1) in the metrics
+ * file, or `last` when it cannot be read. */
+static double final_loss(const char *metrics_path, int64_t total, double last)
+{
+    double fl = last;
+    FILE *f = fopen(metrics_path, "r");
+    if (!f) return fl;
+    double *ls = malloc((size_t)total * sizeof *ls);
+    int64_t n = 0;
+    char line[512];
+    while (ls && n < total && fgets(line, sizeof line, f)) {
+        char *p = strstr(line, "\"loss\":");
+        if (p) ls[n++] = strtod(p + 7, NULL);
+    }
+    fclose(f);
+    int64_t k = n / 10 > 0 ? n / 10 : 1;
+    if (ls && n >= k) { fl = 0; for (int64_t i = n - k; i < n; i++) fl += ls[i]; fl /= (double)k; }
+    free(ls);
+    return fl;
+}
+
+/* Everything one run holds; train_loop_run frees it on every path. */
+typedef struct {
+    const TrainBackend *be;
+    RunArgs args;
+    RunPlan plan;
+    int rank, world, is0;
+    ShardSet set;
+    int have_plan, have_dist, have_set, have_be;
+    Model hm;
+    AdamW opt;
+    BatchBuf bb;
+    RowStream rs;
+    uint64_t *rows;
+    MetricsFile mf;
+    int64_t total;
+    LrSchedule sch;
+    CkptFingerprint fp;
+    TrainState st;
+    double baseline, last_loss;
+    char prom_path[4200];
+} Run;
+
+/* The backend's state into hm/opt, then (rank 0) a checkpoint of st. */
+static int save_checkpoint(Run *R)
+{
+    const TrainBackend *be = R->be;
+    char err[1024];
+    if (be->get_state && be->get_state(be->self, &R->hm, &R->opt, R->is0)) return -1;
+    if (R->is0 && ckpt_save(R->plan.ckpt_dir, &R->hm, &R->opt, &R->st, &R->fp, R->plan.ckpt_keep, err, sizeof err)) {
+        log_error("checkpoint: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Shards, host model, backend state, schedule, fingerprint, buffers, resume,
+ * metrics file: everything before the first step. 0 or -1 (logged). */
+static int run_setup(Run *R)
+{
+    const TrainBackend *be = R->be;
+    RunPlan *plan = &R->plan;
+    if (R->world != plan->data_parallel) {
+        log_error("the plan is for %d data-parallel ranks, this run has %d", plan->data_parallel, R->world);
+        return -1;
+    }
+    if (be->preflight && be->preflight(be->self, plan)) return -1;
+    if (run_open_shards(&R->set, plan, &plan->model)) return -1;
+    R->have_set = 1;
+    if (model_init(&R->hm, &plan->model)) { log_error("cannot allocate the model"); return -1; }
+    if (run_init_weights(&R->hm, plan, &plan->model)) return -1;
+    if (adamw_init(&R->opt, R->hm.n_floats, plan->beta1, plan->beta2, plan->eps, plan->weight_decay)) {
+        log_error("out of memory");
+        return -1;
+    }
+    size_t n_params = 0;
+    char where[128] = "", setup[256] = "";
+    R->have_be = 1;   /* destroy() from here on, also after a failed create() */
+    if (be->create(be->self, plan, &R->hm, &R->opt, &n_params, where, sizeof where, setup, sizeof setup)) return -1;
+
+    const int MB = plan->micro_batch, G = plan->global_batch;
+    int64_t total = plan->max_steps > 0 ? plan->max_steps
+                                        : (int64_t)ceil(plan->epochs * (double)R->set.n_rows / (double)G);
+    R->total = total < 1 ? 1 : total;
+    R->sch = (LrSchedule){plan->schedule == SCHEDULE_LINEAR ? LR_LINEAR : plan->schedule == SCHEDULE_CONSTANT ? LR_CONSTANT : LR_COSINE,
+                          plan->lr, plan->min_lr, plan->warmup_steps >= 0 ? plan->warmup_steps
+                                                                          : warmup_from_ratio(R->total, plan->warmup_ratio),
+                          R->total};
+    run_fingerprint(plan, &R->set, R->total, R->sch.warmup_steps, &R->fp);
+    if (batch_alloc(&R->bb, MB, plan->context) || !(R->rows = malloc((size_t)MB * sizeof *R->rows)) ||
+        row_stream_init(&R->rs, R->set.n_rows, plan->seed)) {
+        log_error("out of memory");
+        return -1;
+    }
+
+    rng_seed(&R->st.rng, plan->seed);
+    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->hm, &R->opt, &R->st, R->is0);
+    if (got < 0) return -1;
+    if (be->set_state && be->set_state(be->self, &R->hm, &R->opt, got)) return -1;
+    R->baseline = R->is0 ? unigram_baseline(&R->set, plan->model.vocab) : 0;
+    if (R->is0) {
+        if (mkdir_parents(plan->out_dir)) { log_error("%s: %s", plan->out_dir, strerror(errno)); return -1; }
+        if (metrics_open(&R->mf, plan->metrics_path, R->st.step)) {
+            log_error("%s: %s", plan->metrics_path, strerror(errno));
+            return -1;
+        }
+    }
+    if (be->begin && be->begin(be->self, plan, R->st.step, R->is0)) return -1;
+    if (R->is0)
+        log_info("training %" PRId64 " steps%s: %zu parameters, %" PRIu64 " rows of %d tokens, global batch %d "
+                 "(micro %d x accum %d x ranks %d)%s, unigram baseline %.4f",
+                 R->total, where, n_params, R->set.n_rows, plan->context, G, MB, plan->grad_accum, R->world, setup,
+                 R->baseline);
+    snprintf(R->prom_path, sizeof R->prom_path, "%s/llmc_train.prom", plan->out_dir);
+    return 0;
+}
+
+/* Steps until the plan's last one or a stop: 0 done, STOP_EXIT_REQUEUE stopped
+ * with a checkpoint, -1 failed (logged). */
+static int run_steps(Run *R)
+{
+    const TrainBackend *be = R->be;
+    const RunPlan *plan = &R->plan;
+    TrainState *st = &R->st;
+    const int MB = plan->micro_batch, GA = plan->grad_accum, S = R->world * GA;
+    char err[1024];
+    int tty = isatty(STDERR_FILENO);
+    double last_ckpt = now_s();
+    StepDrift drift; step_drift_init(&drift, plan->json);   /* step time vs the plan's estimate */
+
+    while (st->step < R->total) {
+        double t0 = now_s();
+        double sums[2] = {0, 0};   /* label count, tokens */
+        for (int a = 0; a < GA; a++) {
+            int slot = a * R->world + R->rank;
+            for (int i = 0; i < MB; i++)
+                R->rows[i] = row_stream_row(&R->rs, st->rows_consumed + slot + (int64_t)i * S);
+            int64_t tok = 0, n_lab;
+            if (batch_read(&R->set, R->rows, MB, plan->model.vocab, &R->bb, &tok, err, sizeof err)) {
+                log_error("%s", err);
+                return -1;
+            }
+            if (be->micro_step(be->self, &R->bb.b, a, GA, &n_lab)) return -1;
+            sums[0] += (double)n_lab;
+            sums[1] += (double)tok;
+        }
+        if (be->sum_f64(be->self, sums, 2)) return -1;
+        float inv = sums[0] > 0 ? (float)(1.0 / sums[0]) : 0.0f;
+        double lr = lr_at(&R->sch, st->step), gn, loss_sum;
+        if (be->optimizer_step(be->self, inv, lr, plan->grad_clip, &gn, &loss_sum)) return -1;
+        if (be->sum_f64(be->self, &loss_sum, 1)) return -1;
+        st->step++;
+        st->rows_consumed += plan->global_batch;
+        st->tokens_seen += (int64_t)sums[1];
+        double dt = now_s() - t0, loss = sums[0] > 0 ? loss_sum / sums[0] : 0.0;
+        R->last_loss = loss;
+        char extra[128] = "";
+        if (be->step_stats && be->step_stats(be->self, st->step, dt, R->is0, extra, sizeof extra)) return -1;
+        if (!isfinite(loss)) {
+            log_error("step %" PRId64 ": loss is %g; stopping (no checkpoint of a diverged model)", st->step, loss);
+            return -1;
+        }
+        if (R->is0) {
+            StepMetrics sm = {st->step, loss, lr, gn, (int64_t)sums[1], sums[1] / dt, dt, peak_rss_bytes()};
+            if (metrics_write(&R->mf, &sm)) { log_error("%s: write failed", plan->metrics_path); return -1; }
+            PromMetrics pm = {plan->job, (long)st->step, (long)R->total, loss, lr, sums[1] / dt, dt,
+                              (double)st->tokens_seen, gn, R->world, drift.estimate_s, drift.memory_estimate_bytes,
+                              plan->ckpt_dir};
+            step_drift_feed(&drift, st->step, dt);
+            prom_write(R->prom_path, &pm);
+            if (st->step % plan->log_every == 0 || st->step == R->total) {
+                if (tty)
+                    fprintf(stderr, "\r%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  |g| %.3f  %.0f tok/s%s   ",
+                            log_prefix(), st->step, R->total, loss, lr, gn, sums[1] / dt, extra);
+                else
+                    log_info("step %" PRId64 "/%" PRId64 " loss %.4f lr %.3g grad_norm %.3f %.0f tok/s %.3fs%s",
+                             st->step, R->total, loss, lr, gn, sums[1] / dt, dt, extra);
+            }
+        }
+        int stop = be->any(be->self, stopsig_requested() || st->step == R->args.stop_after);
+        int due = (plan->ckpt_every_steps > 0 && st->step % plan->ckpt_every_steps == 0) ||
+                  (R->is0 && plan->ckpt_every_seconds > 0 && now_s() - last_ckpt >= plan->ckpt_every_seconds);
+        due = be->any(be->self, due);   /* rank 0's clock decides for everyone */
+        if (stop < 0 || due < 0) return -1;
+        if ((stop || due) && st->step < R->total) {
+            if (save_checkpoint(R)) return -1;
+            last_ckpt = now_s();
+            if (R->is0 && tty) fputc('\n', stderr);
+            if (R->is0) log_info("checkpoint step %" PRId64 " -> %s", st->step, plan->ckpt_dir);
+        }
+        if (stop && st->step < R->total) {   /* at the last step: finish (export) instead */
+            be->barrier(be->self);
+            const char *sig = stopsig_name();
+            if (R->is0) log_info("stopping at step %" PRId64 " (%s); exit %d to be requeued", st->step,
+                                 sig ? sig : "--stop-after", STOP_EXIT_REQUEUE);
+            return STOP_EXIT_REQUEUE;
+        }
+    }
+    if (R->is0 && tty) fputc('\n', stderr);
+    return 0;
+}
+
+/* Rank 0 after the last step: final checkpoint (a requeued job then has nothing
+ * left to do), the HF export and loss curve, held-out eval, result.json. */
+static int run_finish(Run *R)
+{
+    const TrainBackend *be = R->be;
+    const RunPlan *plan = &R->plan;
+    char err[1024], final_dir[4200];
+    if (save_checkpoint(R)) return -1;
+    if (!R->is0) return 0;
+    metrics_close(&R->mf);
+    if (run_write_final(plan, &R->hm, R->baseline, final_dir, sizeof final_dir)) return -1;
+    double fl = final_loss(plan->metrics_path, R->total, R->last_loss);
+    EvalResult ev;
+    int have_eval = 0;
+    if (R->args.eval_dir) {
+        if (evaluate(be, R->args.eval_dir, plan->micro_batch, plan->model.vocab, &ev, err, sizeof err)) {
+            log_error("eval: %s", err);
+            return -1;
+        }
+        have_eval = 1;
+    }
+    write_result(plan->out_dir, R->st.step, fl, R->baseline, have_eval ? &ev : NULL);
+    char extra[128] = "";
+    if (be->final_stats) be->final_stats(be->self, extra, sizeof extra);
+    log_info("done: %" PRId64 " steps, final loss %.4f (mean of the last steps) vs unigram baseline %.4f%s; "
+             "model in %s", R->st.step, fl, R->baseline, extra, final_dir);
+    if (have_eval)
+        log_info("held-out: loss %.4f, greedy exact match %" PRId64 "/%" PRId64 " (%.1f%%)", ev.loss, ev.correct,
+                 ev.docs, ev.docs ? 100.0 * ev.correct / ev.docs : 0.0);
+    return 0;
+}
+
+int train_loop_run(const TrainBackend *be, int argc, char **argv)
+{
+    Run *R = calloc(1, sizeof *R);
+    if (!R) { fprintf(stderr, "%s run: out of memory\n", be->prog); return 1; }
+    R->be = be;
+    R->last_loss = NAN;
+    int rc = 2;
+    char err[1024];
+    if (parse_args(be->prog, argc, argv, &R->args)) goto out;
+    if (run_plan_load(&R->plan, R->args.plan_path, err, sizeof err)) {
+        fprintf(stderr, "%s run: %s\n", be->prog, err);
+        goto out;
+    }
+    R->have_plan = 1;
+    if (be->check_plan && be->check_plan(be->self, &R->plan, err, sizeof err)) {
+        fprintf(stderr, "%s run: %s: %s\n", be->prog, R->plan.path, err);
+        goto out;
+    }
+    rc = 1;
+    /* Before the rendezvous: a USR2/TERM that arrives while ranks connect is a
+     * stop request like any other, not the default action (death, no message). */
+    stopsig_install();
+    if (be->dist_init(be->self, &R->rank, &R->world)) goto out;
+    R->have_dist = 1;
+    R->is0 = R->rank == 0;
+    if (run_setup(R)) goto out;
+    int r = run_steps(R);
+    if (r) { rc = r < 0 ? 1 : r; goto out; }
+    if (run_finish(R)) goto out;
+    be->barrier(be->self);
+    rc = 0;
+out:
+    metrics_close(&R->mf);
+    row_stream_free(&R->rs);
+    free(R->rows);
+    if (R->bb.ids || R->bb.pos || R->bb.mask) batch_free(&R->bb);
+    if (R->have_be) be->destroy(be->self);
+    adamw_free(&R->opt);
+    model_free(&R->hm);
+    if (R->have_set) shard_set_close(&R->set);
+    if (R->have_plan) run_plan_free(&R->plan);
+    if (R->have_dist) be->dist_finalize(be->self);
+    free(R);
+    return rc;
+}
