@@ -9,11 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:?usage: bundle.sh DIR}
-make -s all build/tests/cpu/test_model build/tests/cpu/test_formats build/tests/cpu/make_shards
+make -s all build/tests/cpu/test_model build/tests/cpu/test_formats build/tests/cpu/make_shards build/tests/cpu/loop_test
 rm -rf "$dir"
 mkdir -p "$dir/lib" "$dir/build/tests/cpu"
 cp build/llmc build/llmc-train "$dir/build/"
-cp build/tests/cpu/test_model build/tests/cpu/test_formats build/tests/cpu/make_shards "$dir/build/tests/cpu/"
+cp build/tests/cpu/test_model build/tests/cpu/test_formats build/tests/cpu/make_shards build/tests/cpu/loop_test "$dir/build/tests/cpu/"
 for b in "$dir"/build/llmc* "$dir"/build/tests/cpu/*; do
     ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
