@@ -19,106 +19,22 @@
 #include <string.h>
 #include <yaml.h>
 #include "emit_internal.h"
-
-typedef struct {
-    yaml_emitter_t em;
-    Buf out;
-    bool failed;
-} Yaml;
-
-static int to_buf(void *data, unsigned char *buffer, size_t size)
-{
-    Buf *b = data;
-    buf_put(b, (const char *)buffer, size);
-    return !b->failed;
-}
-
-static void emit_ev(Yaml *y, yaml_event_t *ev)
-{
-    if (y->failed) { yaml_event_delete(ev); return; }
-    if (!yaml_emitter_emit(&y->em, ev)) y->failed = true;
-}
-
-static void scalar(Yaml *y, const char *text, bool quoted)
-{
-    yaml_event_t ev;
-    yaml_scalar_style_t style = quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE;
-    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)text, (int)strlen(text), !quoted, quoted, style)) {
-        y->failed = true;
-        return;
-    }
-    emit_ev(y, &ev);
-}
-
-static void key(Yaml *y, const char *k) { scalar(y, k, false); }
-static void kstr(Yaml *y, const char *k, const char *v) { key(y, k); scalar(y, v ? v : "", true); }
-static void kword(Yaml *y, const char *k, const char *v) { key(y, k); scalar(y, v, false); }
-static void kint(Yaml *y, const char *k, long long v)
-{
-    char t[32];
-    snprintf(t, sizeof t, "%lld", v);
-    key(y, k);
-    scalar(y, t, false);
-}
-static void kbool(Yaml *y, const char *k, bool v) { key(y, k); scalar(y, v ? "true" : "false", false); }
-
-static void map_begin(Yaml *y)
-{
-    yaml_event_t ev;
-    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE);
-    emit_ev(y, &ev);
-}
-static void map_end(Yaml *y)
-{
-    yaml_event_t ev;
-    yaml_mapping_end_event_initialize(&ev);
-    emit_ev(y, &ev);
-}
-static void seq_begin(Yaml *y)
-{
-    yaml_event_t ev;
-    yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_SEQUENCE_STYLE);
-    emit_ev(y, &ev);
-}
-static void seq_end(Yaml *y)
-{
-    yaml_event_t ev;
-    yaml_sequence_end_event_initialize(&ev);
-    emit_ev(y, &ev);
-}
-static void kmap(Yaml *y, const char *k) { key(y, k); map_begin(y); }
-static void kseq(Yaml *y, const char *k) { key(y, k); seq_begin(y); }
+#include "emit_yaml.h"
 
 /* One document, after the comment lines `header`; body writes its top mapping. */
 typedef void (*Body)(Yaml *, const JobLayout *);
+typedef struct { const JobLayout *L; Body body; } K8sCtx;
+
+static void k8s_document(Yaml *y, const void *ctx)
+{
+    const K8sCtx *c = ctx;
+    c->body(y, c->L);
+}
 
 static char *document(const JobLayout *L, const char *header, Body body, char *err, size_t errlen)
 {
-    Yaml y;
-    memset(&y, 0, sizeof y);
-    buf_init(&y.out);
-    buf_puts(&y.out, header);
-    if (!yaml_emitter_initialize(&y.em)) { buf_free(&y.out); snprintf(err, errlen, "libyaml: cannot initialise the emitter"); return NULL; }
-    yaml_emitter_set_output(&y.em, to_buf, &y.out);
-    yaml_emitter_set_unicode(&y.em, 1);
-    yaml_emitter_set_width(&y.em, -1);
-    yaml_event_t ev;
-    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
-    emit_ev(&y, &ev);
-    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 0);
-    emit_ev(&y, &ev);
-    map_begin(&y);
-    body(&y, L);
-    map_end(&y);
-    yaml_document_end_event_initialize(&ev, 1);
-    emit_ev(&y, &ev);
-    yaml_stream_end_event_initialize(&ev);
-    emit_ev(&y, &ev);
-    bool failed = y.failed || y.out.failed;
-    if (failed) snprintf(err, errlen, "libyaml: %s", y.em.problem ? y.em.problem : "out of memory writing the YAML");
-    yaml_emitter_delete(&y.em);
-    if (failed) { buf_free(&y.out); return NULL; }
-    return y.out.data;
+    K8sCtx c = {L, body};
+    return yw_document(header, true, k8s_document, &c, err, errlen);
 }
 
 /* ---- Kubernetes quantities ---- */
@@ -171,56 +87,56 @@ static void resources_map(Yaml *y, const JobLayout *L, int64_t milli, uint64_t m
 {
     char q[48];
     k8s_cpu_quantity(milli, q, sizeof q);
-    kstr(y, "cpu", q);
+    yw_str(y, "cpu", q);
     k8s_bytes_quantity(mem, q, sizeof q);
-    kstr(y, "memory", q);
+    yw_str(y, "memory", q);
     if (L->gpu && gpu_key_full) {
         snprintf(q, sizeof q, "%d", L->gpus_per_node);
-        kstr(y, "nvidia.com/gpu", q);
+        yw_str(y, "nvidia.com/gpu", q);
     }
 }
 
 static void node_selector(Yaml *y, const PlanK8s *k)
 {
     if (k->nnode_selector == 0) return;
-    kmap(y, "nodeSelector");
+    yw_kmap(y, "nodeSelector");
     for (int i = 0; i < k->nnode_selector; i++) {
         const char *s = k->node_selector[i];
         const char *eq = strchr(s, '=');
         char kbuf[320];
         snprintf(kbuf, sizeof kbuf, "%.*s", (int)(eq - s), s);
-        kstr(y, kbuf, eq + 1);
+        yw_str(y, kbuf, eq + 1);
     }
-    map_end(y);
+    yw_map_end(y);
 }
 
 static void tolerations(Yaml *y, const PlanK8s *k)
 {
     if (k->ntolerations == 0) return;
-    kseq(y, "tolerations");
+    yw_kseq(y, "tolerations");
     for (int i = 0; i < k->ntolerations; i++) {
         const PlanToleration *t = &k->tolerations[i];
-        map_begin(y);
-        kstr(y, "key", t->key);
-        kword(y, "operator", t->value ? "Equal" : "Exists");
-        if (t->value) kstr(y, "value", t->value);
-        kword(y, "effect", t->effect);
-        map_end(y);
+        yw_map_begin(y);
+        yw_str(y, "key", t->key);
+        yw_word(y, "operator", t->value ? "Equal" : "Exists");
+        if (t->value) yw_str(y, "value", t->value);
+        yw_word(y, "effect", t->effect);
+        yw_map_end(y);
     }
-    seq_end(y);
+    yw_seq_end(y);
 }
 
 static void volume_source(Yaml *y, const PlanVolume *v)
 {
     if (v->pvc) {
-        kmap(y, "persistentVolumeClaim");
-        kstr(y, "claimName", v->source);
-        map_end(y);
+        yw_kmap(y, "persistentVolumeClaim");
+        yw_str(y, "claimName", v->source);
+        yw_map_end(y);
     } else {
-        kmap(y, "hostPath");
-        kstr(y, "path", v->source);
-        kword(y, "type", "Directory");
-        map_end(y);
+        yw_kmap(y, "hostPath");
+        yw_str(y, "path", v->source);
+        yw_word(y, "type", "Directory");
+        yw_map_end(y);
     }
 }
 
@@ -269,25 +185,25 @@ static char *header(const JobLayout *L, const char *what, const char *how)
 static void slinky_slurmd(Yaml *y, const JobLayout *L, bool cr)
 {
     const PlanK8s *k = L->cluster->k8s;
-    if (cr) kstr(y, "name", "slurmd");
-    kstr(y, "image", k->image);
-    kmap(y, "resources");
-    kmap(y, "limits");
+    if (cr) yw_str(y, "name", "slurmd");
+    yw_str(y, "image", k->image);
+    yw_kmap(y, "resources");
+    yw_kmap(y, "limits");
     resources_map(y, L, (int64_t)L->cluster->cpus * 1000, L->cluster->memory_bytes, true);
-    map_end(y);
-    kmap(y, "requests");
+    yw_map_end(y);
+    yw_kmap(y, "requests");
     resources_map(y, L, k->cpu_request_milli, k->memory_request, true);
-    map_end(y);
-    map_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
     if (k->nvolumes) {
-        kseq(y, "volumeMounts");
+        yw_kseq(y, "volumeMounts");
         for (int i = 0; i < k->nvolumes; i++) {
-            map_begin(y);
-            kstr(y, "name", k->volumes[i].name);
-            kstr(y, "mountPath", k->volumes[i].mount);
-            map_end(y);
+            yw_map_begin(y);
+            yw_str(y, "name", k->volumes[i].name);
+            yw_str(y, "mountPath", k->volumes[i].mount);
+            yw_map_end(y);
         }
-        seq_end(y);
+        yw_seq_end(y);
     }
 }
 
@@ -297,19 +213,19 @@ static void slinky_pod(Yaml *y, const JobLayout *L, bool cr)
     if (cr) {
         char host[80];
         snprintf(host, sizeof host, "%s-", k->node_set);
-        kstr(y, "hostname", host);
+        yw_str(y, "hostname", host);
     }
     node_selector(y, k);
     tolerations(y, k);
     if (k->nvolumes) {
-        kseq(y, "volumes");
+        yw_kseq(y, "volumes");
         for (int i = 0; i < k->nvolumes; i++) {
-            map_begin(y);
-            kstr(y, "name", k->volumes[i].name);
+            yw_map_begin(y);
+            yw_str(y, "name", k->volumes[i].name);
             volume_source(y, &k->volumes[i]);
-            map_end(y);
+            yw_map_end(y);
         }
-        seq_end(y);
+        yw_seq_end(y);
     }
 }
 
@@ -320,46 +236,46 @@ static void slinky_values_body(Yaml *y, const JobLayout *L)
     char *gres = gres_line(L), *part = partition_config(L);
     if (L->gpu) {
         char *gl = gres_conf_line(L);
-        kmap(y, "configFiles");
+        yw_kmap(y, "configFiles");
         char *text = NULL;
-        if (gl && asprintf(&text, "%s\n", gl) >= 0) { kstr(y, "gres.conf", text); free(text); }
+        if (gl && asprintf(&text, "%s\n", gl) >= 0) { yw_str(y, "gres.conf", text); free(text); }
         else y->failed = true;
         free(gl);
-        map_end(y);
-        kmap(y, "controller");
-        kstr(y, "extraConf", "GresTypes=gpu");
-        map_end(y);
+        yw_map_end(y);
+        yw_kmap(y, "controller");
+        yw_str(y, "extraConf", "GresTypes=gpu");
+        yw_map_end(y);
     }
-    kmap(y, "nodesets");
-    kmap(y, k->node_set);
-    kbool(y, "enabled", true);
-    kword(y, "scalingMode", "StatefulSet");
-    kint(y, "replicas", c->nhosts);
-    kint(y, "ordinalPadding", 0);
-    kmap(y, "slurmd");
+    yw_kmap(y, "nodesets");
+    yw_kmap(y, k->node_set);
+    yw_bool(y, "enabled", true);
+    yw_word(y, "scalingMode", "StatefulSet");
+    yw_int(y, "replicas", c->nhosts);
+    yw_int(y, "ordinalPadding", 0);
+    yw_kmap(y, "slurmd");
     slinky_slurmd(y, L, false);
-    map_end(y);
-    if (gres && gres[0]) kstr(y, "extraConf", gres);
-    kmap(y, "partition");
-    kbool(y, "enabled", false);
-    map_end(y);
-    kmap(y, "podSpec");
+    yw_map_end(y);
+    if (gres && gres[0]) yw_str(y, "extraConf", gres);
+    yw_kmap(y, "partition");
+    yw_bool(y, "enabled", false);
+    yw_map_end(y);
+    yw_kmap(y, "podSpec");
     slinky_pod(y, L, false);
-    map_end(y);
-    map_end(y);
-    map_end(y);
-    kmap(y, "partitions");
-    kmap(y, "all");
-    kbool(y, "enabled", false);
-    map_end(y);
-    kmap(y, c->partition);
-    kbool(y, "enabled", true);
-    kseq(y, "nodesets");
-    scalar(y, k->node_set, true);
-    seq_end(y);
-    kstr(y, "config", part);
-    map_end(y);
-    map_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
+    yw_kmap(y, "partitions");
+    yw_kmap(y, "all");
+    yw_bool(y, "enabled", false);
+    yw_map_end(y);
+    yw_kmap(y, c->partition);
+    yw_bool(y, "enabled", true);
+    yw_kseq(y, "nodesets");
+    yw_value(y, k->node_set, true);
+    yw_seq_end(y);
+    yw_str(y, "config", part);
+    yw_map_end(y);
+    yw_map_end(y);
     if (!gres || !part) y->failed = true;
     free(gres);
     free(part);
@@ -372,32 +288,32 @@ static void slinky_nodeset_body(Yaml *y, const JobLayout *L)
     char name[200];
     snprintf(name, sizeof name, "%s-worker-%s", k->cluster_name, k->node_set);
     char *gres = gres_line(L);
-    kword(y, "apiVersion", "slinky.slurm.net/v1beta1");
-    kword(y, "kind", "NodeSet");
-    kmap(y, "metadata");
-    kstr(y, "name", name);
-    kstr(y, "namespace", k->namespace_);
-    map_end(y);
-    kmap(y, "spec");
-    kmap(y, "controllerRef");
-    kstr(y, "name", k->cluster_name);
-    map_end(y);
-    if (gres && gres[0]) kstr(y, "extraConf", gres);
-    kmap(y, "partition");
-    kbool(y, "enabled", false);
-    map_end(y);
-    kword(y, "scalingMode", "StatefulSet");
-    kint(y, "replicas", c->nhosts);
-    kint(y, "ordinalPadding", 0);
-    kmap(y, "slurmd");
+    yw_word(y, "apiVersion", "slinky.slurm.net/v1beta1");
+    yw_word(y, "kind", "NodeSet");
+    yw_kmap(y, "metadata");
+    yw_str(y, "name", name);
+    yw_str(y, "namespace", k->namespace_);
+    yw_map_end(y);
+    yw_kmap(y, "spec");
+    yw_kmap(y, "controllerRef");
+    yw_str(y, "name", k->cluster_name);
+    yw_map_end(y);
+    if (gres && gres[0]) yw_str(y, "extraConf", gres);
+    yw_kmap(y, "partition");
+    yw_bool(y, "enabled", false);
+    yw_map_end(y);
+    yw_word(y, "scalingMode", "StatefulSet");
+    yw_int(y, "replicas", c->nhosts);
+    yw_int(y, "ordinalPadding", 0);
+    yw_kmap(y, "slurmd");
     slinky_slurmd(y, L, true);
-    map_end(y);
-    kmap(y, "template");
-    kmap(y, "spec");
+    yw_map_end(y);
+    yw_kmap(y, "template");
+    yw_kmap(y, "spec");
     slinky_pod(y, L, true);
-    map_end(y);
-    map_end(y);
-    map_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
     if (!gres) y->failed = true;
     free(gres);
 }
@@ -409,11 +325,11 @@ static void image_obj(Yaml *y, const char *img)
     char repo[1024];
     const char *tag;
     image_split(img, repo, sizeof repo, &tag);
-    kmap(y, "image");
-    kstr(y, "repository", repo);
-    if (tag) kstr(y, "tag", tag);
-    kword(y, "pullPolicy", "IfNotPresent");
-    map_end(y);
+    yw_kmap(y, "image");
+    yw_str(y, "repository", repo);
+    if (tag) yw_str(y, "tag", tag);
+    yw_word(y, "pullPolicy", "IfNotPresent");
+    yw_map_end(y);
 }
 
 static void soperator_nodeset_body(Yaml *y, const JobLayout *L)
@@ -421,77 +337,77 @@ static void soperator_nodeset_body(Yaml *y, const JobLayout *L)
     const PlanCluster *c = L->cluster;
     const PlanK8s *k = c->k8s;
     char *gres = gres_line(L);
-    kword(y, "apiVersion", "slurm.nebius.ai/v1alpha1");
-    kword(y, "kind", "NodeSet");
-    kmap(y, "metadata");
-    kstr(y, "name", k->node_set);
-    kstr(y, "namespace", k->namespace_);
-    map_end(y);
-    kmap(y, "spec");
-    kstr(y, "clusterName", k->cluster_name);
-    kint(y, "replicas", c->nhosts);
-    kword(y, "updateStrategy", "rollingUpdate");
-    kmap(y, "gpu");
-    kbool(y, "enabled", L->gpu);
+    yw_word(y, "apiVersion", "slurm.nebius.ai/v1alpha1");
+    yw_word(y, "kind", "NodeSet");
+    yw_kmap(y, "metadata");
+    yw_str(y, "name", k->node_set);
+    yw_str(y, "namespace", k->namespace_);
+    yw_map_end(y);
+    yw_kmap(y, "spec");
+    yw_str(y, "clusterName", k->cluster_name);
+    yw_int(y, "replicas", c->nhosts);
+    yw_word(y, "updateStrategy", "rollingUpdate");
+    yw_kmap(y, "gpu");
+    yw_bool(y, "enabled", L->gpu);
     if (L->gpu) {
-        kmap(y, "nvidia");
-        kbool(y, "gdrCopyEnabled", false);
-        map_end(y);
+        yw_kmap(y, "nvidia");
+        yw_bool(y, "gdrCopyEnabled", false);
+        yw_map_end(y);
     }
-    map_end(y);
+    yw_map_end(y);
     node_selector(y, k);
     tolerations(y, k);
-    kmap(y, "nodeConfig");
-    if (gres && gres[0]) kstr(y, "static", gres);
+    yw_kmap(y, "nodeConfig");
+    if (gres && gres[0]) yw_str(y, "static", gres);
     if (L->gpu) {
         char *gl = gres_conf_line(L);
-        kseq(y, "gresConfig");
-        scalar(y, gl ? gl : "", true);
-        seq_end(y);
+        yw_kseq(y, "gresConfig");
+        yw_value(y, gl ? gl : "", true);
+        yw_seq_end(y);
         if (!gl) y->failed = true;
         free(gl);
     }
-    map_end(y);
-    kmap(y, "slurmd");
+    yw_map_end(y);
+    yw_kmap(y, "slurmd");
     image_obj(y, k->image);
-    kmap(y, "resources");
+    yw_kmap(y, "resources");
     resources_map(y, L, k->cpu_request_milli, k->memory_request, true);
-    map_end(y);
-    kmap(y, "volumes");
-    kmap(y, "spool");
-    kmap(y, "emptyDir");
-    map_end(y);
-    map_end(y);
-    kmap(y, "jail");
-    kmap(y, "persistentVolumeClaim");
-    kstr(y, "claimName", k->jail);
-    map_end(y);
-    map_end(y);
+    yw_map_end(y);
+    yw_kmap(y, "volumes");
+    yw_kmap(y, "spool");
+    yw_kmap(y, "emptyDir");
+    yw_map_end(y);
+    yw_map_end(y);
+    yw_kmap(y, "jail");
+    yw_kmap(y, "persistentVolumeClaim");
+    yw_str(y, "claimName", k->jail);
+    yw_map_end(y);
+    yw_map_end(y);
     if (k->nvolumes) {
         /* jobs run inside the jail: the plan's paths are mounts into it */
-        kseq(y, "jailSubMounts");
+        yw_kseq(y, "jailSubMounts");
         for (int i = 0; i < k->nvolumes; i++) {
-            map_begin(y);
-            kstr(y, "name", k->volumes[i].name);
-            kstr(y, "mountPath", k->volumes[i].mount);
-            kbool(y, "readOnly", false);
-            kmap(y, "volumeSource");
+            yw_map_begin(y);
+            yw_str(y, "name", k->volumes[i].name);
+            yw_str(y, "mountPath", k->volumes[i].mount);
+            yw_bool(y, "readOnly", false);
+            yw_kmap(y, "volumeSource");
             volume_source(y, &k->volumes[i]);
-            map_end(y);
-            map_end(y);
+            yw_map_end(y);
+            yw_map_end(y);
         }
-        seq_end(y);
+        yw_seq_end(y);
     }
-    map_end(y);
-    map_end(y);
-    kmap(y, "munge");
+    yw_map_end(y);
+    yw_map_end(y);
+    yw_kmap(y, "munge");
     image_obj(y, k->munge_image);
-    kmap(y, "resources");   /* Soperator's chart defaults for the munge sidecar */
-    kstr(y, "cpu", "2000m");
-    kstr(y, "memory", "4Gi");
-    map_end(y);
-    map_end(y);
-    map_end(y);
+    yw_kmap(y, "resources");   /* Soperator's chart defaults for the munge sidecar */
+    yw_str(y, "cpu", "2000m");
+    yw_str(y, "memory", "4Gi");
+    yw_map_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
     if (!gres) y->failed = true;
     free(gres);
 }
@@ -500,20 +416,20 @@ static void soperator_partition_body(Yaml *y, const JobLayout *L)
 {
     const PlanCluster *c = L->cluster;
     char *part = partition_config(L);
-    kmap(y, "spec");
-    kmap(y, "partitionConfiguration");
-    kword(y, "configType", "structured");
-    kseq(y, "partitions");
-    map_begin(y);
-    kstr(y, "name", c->partition);
-    kseq(y, "nodeSetRefs");
-    scalar(y, c->k8s->node_set, true);
-    seq_end(y);
-    kstr(y, "config", part);
-    map_end(y);
-    seq_end(y);
-    map_end(y);
-    map_end(y);
+    yw_kmap(y, "spec");
+    yw_kmap(y, "partitionConfiguration");
+    yw_word(y, "configType", "structured");
+    yw_kseq(y, "partitions");
+    yw_map_begin(y);
+    yw_str(y, "name", c->partition);
+    yw_kseq(y, "nodeSetRefs");
+    yw_value(y, c->k8s->node_set, true);
+    yw_seq_end(y);
+    yw_str(y, "config", part);
+    yw_map_end(y);
+    yw_seq_end(y);
+    yw_map_end(y);
+    yw_map_end(y);
     if (!part) y->failed = true;
     free(part);
 }

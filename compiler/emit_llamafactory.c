@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <yaml.h>
 #include "emit_internal.h"
+#include "emit_yaml.h"
 
 const char *lf_yaml_name(void) { return "llamafactory_train.yaml"; }
 
@@ -33,101 +34,6 @@ const char *lf_deepspeed_name(const JobLayout *L)
 
 /* ---- YAML writing ---- */
 
-typedef struct {
-    yaml_emitter_t em;
-    Buf out;
-    bool failed;
-} Yaml;
-
-static int yaml_to_buf(void *data, unsigned char *buffer, size_t size)
-{
-    Buf *b = data;
-    buf_put(b, (const char *)buffer, size);
-    return !b->failed;
-}
-
-static void yaml_emit(Yaml *y, yaml_event_t *ev)
-{
-    if (y->failed) { yaml_event_delete(ev); return; }
-    if (!yaml_emitter_emit(&y->em, ev)) y->failed = true;
-}
-
-static void yaml_scalar(Yaml *y, const char *text, yaml_scalar_style_t style)
-{
-    yaml_event_t ev;
-    if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)text, (int)strlen(text),
-                                      style == YAML_PLAIN_SCALAR_STYLE, style != YAML_PLAIN_SCALAR_STYLE,
-                                      style)) {
-        y->failed = true;
-        return;
-    }
-    yaml_emit(y, &ev);
-}
-
-static void y_key(Yaml *y, const char *key) { yaml_scalar(y, key, YAML_PLAIN_SCALAR_STYLE); }
-
-static void y_str(Yaml *y, const char *key, const char *v)
-{
-    y_key(y, key);
-    yaml_scalar(y, v ? v : "", YAML_DOUBLE_QUOTED_SCALAR_STYLE);
-}
-
-static void y_int(Yaml *y, const char *key, long long v)
-{
-    char text[32];
-    snprintf(text, sizeof text, "%lld", v);
-    y_key(y, key);
-    yaml_scalar(y, text, YAML_PLAIN_SCALAR_STYLE);
-}
-
-static void y_bool(Yaml *y, const char *key, bool v)
-{
-    y_key(y, key);
-    yaml_scalar(y, v ? "true" : "false", YAML_PLAIN_SCALAR_STYLE);
-}
-
-/* Shortest text that reads back as v, in YAML 1.1 float syntax. */
-static void yaml_float_text(double v, char *out, size_t n)
-{
-    char tmp[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
-        if (strtod(tmp, NULL) == v) break;
-    }
-    /* split mantissa and exponent; make sure the mantissa has a '.' */
-    char *e = strchr(tmp, 'e');
-    char mant[40], expo[16] = "";
-    if (e) {
-        snprintf(mant, sizeof mant, "%.*s", (int)(e - tmp), tmp);
-        snprintf(expo, sizeof expo, "%s", e);   /* "e-05" / "e+20": sign always present */
-    } else {
-        snprintf(mant, sizeof mant, "%s", tmp);
-    }
-    snprintf(out, n, "%s%s%s", mant, strchr(mant, '.') ? "" : ".0", expo);
-}
-
-static void y_float(Yaml *y, const char *key, double v)
-{
-    char text[64];
-    yaml_float_text(isfinite(v) ? v : 0.0, text, sizeof text);
-    y_key(y, key);
-    yaml_scalar(y, text, YAML_PLAIN_SCALAR_STYLE);
-}
-
-static void y_begin_map(Yaml *y)
-{
-    yaml_event_t ev;
-    yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1, YAML_BLOCK_MAPPING_STYLE);
-    yaml_emit(y, &ev);
-}
-
-static void y_end_map(Yaml *y)
-{
-    yaml_event_t ev;
-    yaml_mapping_end_event_initialize(&ev);
-    yaml_emit(y, &ev);
-}
-
 static const char *lf_scheduler(const PlanTrain *t)
 {
     switch (t->schedule) {
@@ -144,36 +50,36 @@ static const char *lf_scheduler(const PlanTrain *t)
 static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
 {
     static const char *const ftype[] = {"full", "freeze", "lora", "lora"};
-    y_str(y, "finetuning_type", ftype[t->method]);
-    if (t->method == METHOD_FREEZE) y_int(y, "freeze_trainable_layers", t->freeze_layers);
+    yw_str(y, "finetuning_type", ftype[t->method]);
+    if (t->method == METHOD_FREEZE) yw_int(y, "freeze_trainable_layers", t->freeze_layers);
     if (t->method == METHOD_LORA || t->method == METHOD_QLORA) {
-        y_int(y, "lora_rank", t->lora_rank);
-        y_int(y, "lora_alpha", t->lora_alpha);
-        y_float(y, "lora_dropout", t->lora_dropout);
+        yw_int(y, "lora_rank", t->lora_rank);
+        yw_int(y, "lora_alpha", t->lora_alpha);
+        yw_float(y, "lora_dropout", t->lora_dropout);
         Buf tg;
         buf_init(&tg);
         for (int i = 0; i < t->nlora_target; i++) {
             if (i) buf_put(&tg, ",", 1);
             buf_puts(&tg, t->lora_target[i]);
         }
-        y_str(y, "lora_target", t->nlora_target > 0 && tg.data ? tg.data : "all");
+        yw_str(y, "lora_target", t->nlora_target > 0 && tg.data ? tg.data : "all");
         buf_free(&tg);
-        y_bool(y, "use_dora", t->use_dora);
-        y_bool(y, "use_rslora", t->use_rslora);
+        yw_bool(y, "use_dora", t->use_dora);
+        yw_bool(y, "use_rslora", t->use_rslora);
     }
     if (t->method == METHOD_QLORA) {
         static const char *const qm[] = {"bnb", "hqq", "eetq"};
-        y_int(y, "quantization_bit", t->quant_bits);
-        y_str(y, "quantization_method", qm[t->quant_method]);
+        yw_int(y, "quantization_bit", t->quant_bits);
+        yw_str(y, "quantization_method", qm[t->quant_method]);
     }
     if (t->stage == STAGE_DPO || t->stage == STAGE_KTO) {
         static const char *const pl[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
-        y_float(y, "pref_beta", t->pref_beta);
-        y_float(y, "pref_ftx", t->pref_ftx);
-        if (t->stage == STAGE_DPO) y_str(y, "pref_loss", pl[t->pref_loss]);
+        yw_float(y, "pref_beta", t->pref_beta);
+        yw_float(y, "pref_ftx", t->pref_ftx);
+        if (t->stage == STAGE_DPO) yw_str(y, "pref_loss", pl[t->pref_loss]);
         if (t->ref_model && t->ref_model->path) {
             char *rp = artifact_path(L, t->ref_model->path);
-            y_str(y, "ref_model", rp);
+            yw_str(y, "ref_model", rp);
             free(rp);
         }
     }
@@ -183,14 +89,14 @@ static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
  * (eval_dataset), every eval_every steps. */
 static void lf_eval(Yaml *y, const PlanTrain *t)
 {
-    if (t->val_size > 0) y_float(y, "val_size", t->val_size);   /* a fraction < 1, else a count */
+    if (t->val_size > 0) yw_float(y, "val_size", t->val_size);   /* a fraction < 1, else a count */
     if (t->val_size <= 0 && t->neval_data == 0) return;
-    y_int(y, "per_device_eval_batch_size", t->eval_batch > 0 ? t->eval_batch : t->micro_batch);
+    yw_int(y, "per_device_eval_batch_size", t->eval_batch > 0 ? t->eval_batch : t->micro_batch);
     if (t->eval_every_steps > 0) {
-        y_str(y, "eval_strategy", "steps");
-        y_float(y, "eval_steps", (double)t->eval_every_steps);
+        yw_str(y, "eval_strategy", "steps");
+        yw_float(y, "eval_steps", (double)t->eval_every_steps);
     } else {
-        y_str(y, "eval_strategy", "epoch");
+        yw_str(y, "eval_strategy", "epoch");
     }
 }
 
@@ -201,17 +107,17 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
 
     /* model */
     char *path = artifact_path(L, m ? m->path : "");
-    y_str(y, "model_name_or_path", path);
+    yw_str(y, "model_name_or_path", path);
     free(path);
     /* method */
-    y_str(y, "stage", name_stage(t->stage));
-    y_bool(y, "do_train", true);
+    yw_str(y, "stage", name_stage(t->stage));
+    yw_bool(y, "do_train", true);
     lf_method(y, L, t);
-    y_str(y, "deepspeed", lf_deepspeed_name(L));
+    yw_str(y, "deepspeed", lf_deepspeed_name(L));
     /* gradient checkpointing is on in LLaMA-Factory unless disabled; it has
      * no selective mode, so selective means on */
-    y_bool(y, "disable_gradient_checkpointing", t->recompute == RECOMPUTE_NONE);
-    y_str(y, "flash_attn", t->attention == ATTN_FLASH ? "fa2" : "disabled");
+    yw_bool(y, "disable_gradient_checkpointing", t->recompute == RECOMPUTE_NONE);
+    yw_str(y, "flash_attn", t->attention == ATTN_FLASH ? "fa2" : "disabled");
 
     /* dataset */
     Buf names;
@@ -221,7 +127,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
         if (names.len) buf_put(&names, ",", 1);
         buf_puts(&names, t->data[i]->name);
     }
-    y_str(y, "dataset", names.data ? names.data : "");
+    yw_str(y, "dataset", names.data ? names.data : "");
     buf_free(&names);
     if (t->neval_data > 0) {
         buf_init(&names);
@@ -229,32 +135,32 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
             if (names.len) buf_put(&names, ",", 1);
             buf_puts(&names, t->eval_data[i]->name);
         }
-        y_str(y, "eval_dataset", names.data ? names.data : "");
+        yw_str(y, "eval_dataset", names.data ? names.data : "");
         buf_free(&names);
     }
-    y_str(y, "dataset_dir", ".");   /* the job script runs in the compiled directory */
-    y_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
-    y_int(y, "cutoff_len", t->context);
-    y_bool(y, "packing", t->packing);
+    yw_str(y, "dataset_dir", ".");   /* the job script runs in the compiled directory */
+    yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
+    yw_int(y, "cutoff_len", t->context);
+    yw_bool(y, "packing", t->packing);
     /* tokenised data is reused from tokenized_path (on requeue too); a stale
      * cache is the user's to delete, never silently rebuilt per start */
-    y_bool(y, "overwrite_cache", false);
+    yw_bool(y, "overwrite_cache", false);
     if (t->tokenized_path) {
         char *tp = artifact_path(L, t->tokenized_path);
-        y_str(y, "tokenized_path", tp);
+        yw_str(y, "tokenized_path", tp);
         free(tp);
     }
-    y_int(y, "preprocessing_num_workers", llamafactory_workers((double)L->cpus_per_task * L->tasks_per_node));
-    y_bool(y, "data_shared_file_system", t->data_shared_fs);
-    if (t->streaming) y_bool(y, "streaming", true);
+    yw_int(y, "preprocessing_num_workers", llamafactory_workers((double)L->cpus_per_task * L->tasks_per_node));
+    yw_bool(y, "data_shared_file_system", t->data_shared_fs);
+    if (t->streaming) yw_bool(y, "streaming", true);
     lf_eval(y, t);
 
     /* output: overwrite_output_dir false, so a requeued job resumes from the
      * last checkpoint in output_dir (LLaMA-Factory's hparams/parser.py) */
     path = artifact_path(L, t->output_dir ? t->output_dir : "output");
-    y_str(y, "output_dir", path);
+    yw_str(y, "output_dir", path);
     free(path);
-    y_int(y, "logging_steps", t->log_every > 0 ? t->log_every : 1);
+    yw_int(y, "logging_steps", t->log_every > 0 ? t->log_every : 1);
     long long save_steps = t->checkpoint_every_steps;
     if (save_steps <= 0) {
         double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
@@ -262,80 +168,63 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
         save_steps = step > 0 ? (long long)ceil(secs / step) : 500;
         if (save_steps < 1) save_steps = 1;
     }
-    y_int(y, "save_steps", save_steps);
-    y_int(y, "save_total_limit", t->checkpoint_keep > 0 ? t->checkpoint_keep : 2);
-    y_bool(y, "save_only_model", false);
-    y_bool(y, "plot_loss", true);
-    y_bool(y, "overwrite_output_dir", false);
+    yw_int(y, "save_steps", save_steps);
+    yw_int(y, "save_total_limit", t->checkpoint_keep > 0 ? t->checkpoint_keep : 2);
+    yw_bool(y, "save_only_model", false);
+    yw_bool(y, "plot_loss", true);
+    yw_bool(y, "overwrite_output_dir", false);
     static const char *const report[] = {"none", "tensorboard", "wandb"};
-    y_str(y, "report_to", report[t->report_to]);
-    y_str(y, "run_name", t->run_name ? t->run_name : t->name);
+    yw_str(y, "report_to", report[t->report_to]);
+    yw_str(y, "run_name", t->run_name ? t->run_name : t->name);
 
     /* train */
-    y_int(y, "per_device_train_batch_size", t->micro_batch);
-    y_int(y, "gradient_accumulation_steps", t->grad_accum > 0 ? t->grad_accum : 1);
-    y_float(y, "learning_rate", t->lr);
-    y_float(y, "num_train_epochs", t->epochs);
-    if (t->max_steps > 0) y_int(y, "max_steps", t->max_steps);
+    yw_int(y, "per_device_train_batch_size", t->micro_batch);
+    yw_int(y, "gradient_accumulation_steps", t->grad_accum > 0 ? t->grad_accum : 1);
+    yw_float(y, "learning_rate", t->lr);
+    yw_float(y, "num_train_epochs", t->epochs);
+    if (t->max_steps > 0) yw_int(y, "max_steps", t->max_steps);
     const char *sched = lf_scheduler(t);
-    y_str(y, "lr_scheduler_type", sched);
+    yw_str(y, "lr_scheduler_type", sched);
     if (strcmp(sched, "cosine_with_min_lr") == 0) {
-        y_key(y, "lr_scheduler_kwargs");
-        y_begin_map(y);
-        y_float(y, "min_lr", t->min_lr);
-        y_end_map(y);
+        yw_key(y, "lr_scheduler_kwargs");
+        yw_map_begin(y);
+        yw_float(y, "min_lr", t->min_lr);
+        yw_map_end(y);
     }
     /* transformers 5 dropped warmup_ratio (warmup_steps < 1 is a ratio there);
      * 4.x has no such reading. Whole steps mean the same to both, so a ratio
      * is turned into steps with the estimated step count; only when that is
      * unknown is warmup_ratio written (right on 4.x, refused loudly by 5.x). */
     int64_t steps = t->max_steps > 0 ? t->max_steps : (e && e->steps_total > 0 ? e->steps_total : 0);
-    if (t->warmup_steps > 0) y_int(y, "warmup_steps", t->warmup_steps);
-    else if (!(t->warmup_ratio > 0)) y_int(y, "warmup_steps", 0);
-    else if (steps > 0) y_int(y, "warmup_steps", (long long)ceil(t->warmup_ratio * (double)steps));
-    else y_float(y, "warmup_ratio", t->warmup_ratio);
-    y_float(y, "weight_decay", t->weight_decay);
-    y_float(y, "adam_beta1", t->beta1);
-    y_float(y, "adam_beta2", t->beta2);
-    y_float(y, "adam_epsilon", t->adam_eps);
-    y_float(y, "max_grad_norm", t->grad_clip);
-    y_int(y, "seed", (long long)t->seed);   /* emit_check: fits 32 bits */
-    y_bool(y, "bf16", t->precision == PREC_BF16);
-    y_bool(y, "fp16", t->precision == PREC_FP16);
+    if (t->warmup_steps > 0) yw_int(y, "warmup_steps", t->warmup_steps);
+    else if (!(t->warmup_ratio > 0)) yw_int(y, "warmup_steps", 0);
+    else if (steps > 0) yw_int(y, "warmup_steps", (long long)ceil(t->warmup_ratio * (double)steps));
+    else yw_float(y, "warmup_ratio", t->warmup_ratio);
+    yw_float(y, "weight_decay", t->weight_decay);
+    yw_float(y, "adam_beta1", t->beta1);
+    yw_float(y, "adam_beta2", t->beta2);
+    yw_float(y, "adam_epsilon", t->adam_eps);
+    yw_float(y, "max_grad_norm", t->grad_clip);
+    yw_int(y, "seed", (long long)t->seed);   /* emit_check: fits 32 bits */
+    yw_bool(y, "bf16", t->precision == PREC_BF16);
+    yw_bool(y, "fp16", t->precision == PREC_FP16);
     /* finite: a rank stuck in a collective (a dead peer, a hung NIC) must end
      * the job instead of holding the allocation for its whole time limit */
-    y_int(y, "ddp_timeout", (long long)ceil(t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800));
+    yw_int(y, "ddp_timeout", (long long)ceil(t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800));
+}
+
+typedef struct { const JobLayout *L; const Estimate *e; } LfCtx;
+
+static void lf_document(Yaml *y, const void *ctx)
+{
+    const LfCtx *c = ctx;
+    lf_body(y, c->L, c->e);
 }
 
 char *emit_lf_yaml(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
 {
-    Yaml y;
-    memset(&y, 0, sizeof y);
-    buf_init(&y.out);
-    if (!yaml_emitter_initialize(&y.em)) { snprintf(err, errlen, "libyaml: cannot initialise the emitter"); return NULL; }
-    yaml_emitter_set_output(&y.em, yaml_to_buf, &y.out);
-    yaml_emitter_set_unicode(&y.em, 1);
-    yaml_emitter_set_width(&y.em, -1);   /* never fold long paths */
-
-    yaml_event_t ev;
-    yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
-    yaml_emit(&y, &ev);
-    yaml_document_start_event_initialize(&ev, NULL, NULL, NULL, 1);
-    yaml_emit(&y, &ev);
-    y_begin_map(&y);
-    lf_body(&y, L, e);
-    y_end_map(&y);
-    yaml_document_end_event_initialize(&ev, 1);
-    yaml_emit(&y, &ev);
-    yaml_stream_end_event_initialize(&ev);
-    yaml_emit(&y, &ev);
-
-    bool failed = y.failed || y.out.failed;
-    if (failed)
-        snprintf(err, errlen, "libyaml: %s", y.em.problem ? y.em.problem : "out of memory writing the YAML");
-    yaml_emitter_delete(&y.em);
-    if (failed) { buf_free(&y.out); return NULL; }
-    return y.out.data;
+    LfCtx c = {L, e};
+    return yw_document("", false, lf_document, &c, err, errlen);
 }
 
 /* DeepSpeed config as LLaMA-Factory's examples/deepspeed/ds_z{0,2,3}_config.json

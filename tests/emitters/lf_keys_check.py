@@ -4,8 +4,8 @@ LLaMA-Factory YAML, and every dataset_info.json entry, against the list derived
 from LLaMA-Factory's own source (tests/emitters/lf_keys.txt, lf_keys_gen.py;
 the commit is in its header).
 
-1. static: every key literal the emitter passes to y_str/y_int/y_bool/y_float/
-   y_key (compiler/emit_llamafactory.c) is a field of the argument dataclasses,
+1. static: every key literal the emitter passes to yw_str/yw_int/yw_bool/yw_float/
+   yw_key (compiler/emit_llamafactory.c) is a field of the argument dataclasses,
    except the few listed in NOT_TOP_LEVEL with the reason.
 2. each llamafactory_train.yaml under DIR: every top-level key is in the list
    and its value has the declared type (bool, int, float (an int is taken),
@@ -66,7 +66,7 @@ def bad(msg):
 
 print("\n".join(header))
 src = open(emitter).read()
-written = sorted(set(re.findall(r'\by_(?:str|int|bool|float|key)\(y, "([A-Za-z0-9_]+)"', src)))
+written = sorted(set(re.findall(r'\byw_(?:str|word|int|bool|float|key|kmap|kseq)\(y, "([A-Za-z0-9_]+)"', src)))
 missing = [k for k in written if k not in fields and k not in NOT_TOP_LEVEL]
 if written and not missing:
     ok(f"{emitter}: all {len(written)} keys it can write are LLaMA-Factory/transformers arguments")
