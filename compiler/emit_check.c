@@ -20,7 +20,10 @@ void job_layout(const PlanJob *job, JobLayout *L)
     L->cluster = job->cluster;
     const PlanCluster *c = job->cluster;
     L->gpu = c && c->gpu && c->gpus_per_node > 0;
-    L->gres_type = L->gpu ? c->gpu->gres_type : NULL;
+    /* the site's GRES type where it names one (sbatch { gres_type = "a100" }),
+     * none for an untyped GRES (gres_type = none), else the catalogue's */
+    const PlanSite *site = &job->site;
+    L->gres_type = !L->gpu ? NULL : site->gres == 1 ? site->gres_type : site->gres == 2 ? NULL : c->gpu->gres_type;
     L->gpus_per_node = L->gpu ? c->gpus_per_node : 0;
     /* one rank per GPU; without GPUs one per node unless the plan says */
     if (L->gpu) L->tasks_per_node = c->gpus_per_node;

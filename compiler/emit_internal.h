@@ -82,7 +82,8 @@ typedef struct {
     const PlanTrain *train;
     const PlanCluster *cluster;
     bool gpu;                 /* the cluster has GPUs (GRES lines, --gres) */
-    const char *gres_type;    /* "h100_80gb"; NULL on CPU-only clusters */
+    const char *gres_type;    /* "h100_80gb"; NULL on CPU-only clusters and for an
+                                 untyped GRES (the site's gres_type = none) */
     int gpus_per_node;        /* 0 on CPU-only clusters */
     int tasks_per_node;       /* one per GPU; one per node without GPUs */
     int world_size;           /* nodes x tasks_per_node */

@@ -60,6 +60,28 @@ typedef enum { SCHED_COSINE, SCHED_LINEAR, SCHED_CONSTANT } LrSchedule;
 typedef enum { BACKEND_LLMC, BACKEND_LLAMAFACTORY } TrainBackend;
 typedef enum { BADREC_FAIL, BADREC_SKIP } BadRecordPolicy;
 
+/* ---- site settings: `env { }`, `sbatch { }`, `setup = [ ]`, `container { }` in a
+ * cluster or job block (docs/language.md, "Site settings"). A job's own settings
+ * are merged over its cluster's by the checker into the job's `site`. ---- */
+typedef struct { const char *name, *value; SrcRange at; } PlanEnvVar;
+typedef enum { CONTAINER_NONE, CONTAINER_PYXIS, CONTAINER_APPTAINER } ContainerKind;
+typedef struct {
+    PlanEnvVar *env; int nenv;              /* exported before the launch, in this order */
+    const char **setup; int nsetup; SrcRange setup_at;  /* shell lines run before the launch */
+    const char *constraint; SrcRange constraint_at;     /* #SBATCH --constraint */
+    int exclusive; SrcRange exclusive_at;   /* -1 unset, 0 no, 1 --exclusive */
+    const char *reservation; SrcRange reservation_at;
+    int gpus_per_node; SrcRange gpus_per_node_at; /* -1 unset; 1: --gpus-per-node instead of --gres */
+    int gres; SrcRange gres_at;             /* 0 unset (catalogue type), 1 `gres_type = "x"`, 2 `gres_type = none` */
+    const char *gres_type;                  /* gres == 1 */
+    const char *mail_user; SrcRange mail_user_at;
+    const char *mail_type; SrcRange mail_type_at;  /* "END,FAIL" */
+    const char *comment; SrcRange comment_at;
+    ContainerKind container; SrcRange container_at;
+    const char *image; SrcRange image_at;
+    const char **mounts; int nmounts; SrcRange mounts_at;   /* "SRC:DST[:FLAGS]" */
+} PlanSite;
+
 /* ---- blocks ---- */
 typedef struct {
     const char *name; SrcRange at;          /* block name */
@@ -77,6 +99,7 @@ typedef struct {
     int nics; double nic_bits_per_s; SrcRange network_at; /* `network = 8 x 400 Gbps`: per node */
     bool network_default;                       /* from the catalogue, not the plan */
     bool network_roce;                          /* `network_kind = roce` (default infiniband) */
+    PlanSite site;                          /* the cluster's site settings */
 } PlanCluster;
 
 typedef struct {
@@ -190,6 +213,7 @@ typedef struct {
     int tasks_per_node; SrcRange tasks_at;  /* `tasks`; default gpus_per_node, or 1 on a
                                                cluster with `gpu = none` (CPU-only: one
                                                trainer process per node, fp32, no --gres) */
+    PlanSite site;                          /* the cluster's site settings with the job's over them */
 } PlanJob;
 
 typedef struct Plan {
