@@ -755,7 +755,7 @@ static const char *env_value(Checker *c, const Entry *e)
     else if (t->kind == TERM_FLOAT && !known) text = t->text;
     else if (t->kind == TERM_IDENT && (strcmp(t->str, "true") == 0 || strcmp(t->str, "false") == 0))
         text = strcmp(t->str, "true") == 0 ? "1" : "0";
-    else if (t->kind == TERM_IDENT && known && known->values && word_in(t->str, known->values)) text = t->str;
+    else if (t->kind == TERM_IDENT && known && known->values) text = t->str;   /* a level name: checked below */
     if (!text) {
         Diag *g = diag_error(c->d, t->at, "environment variable '%s' must be %s, found %s", e->key,
                              known && known->kind == NV_INT ? "an integer" : "a string, a number or true/false",
@@ -878,7 +878,8 @@ static bool shell_line_balanced(const char *s, char *open)
     return q == 0;
 }
 
-static const char **get_string_list(Checker *c, const Entry *e, int *n, const char *what)
+/* A string or a list of strings; *ats (when given) gets each item's range. */
+static const char **get_string_list(Checker *c, const Entry *e, int *n, const char *what, SrcRange **ats)
 {
     *n = 0;
     if (!want_terms(c, e, 1, what)) return NULL;
@@ -886,6 +887,7 @@ static const char **get_string_list(Checker *c, const Entry *e, int *n, const ch
     if (x->kind == TERM_STRING) {
         const char **out = arena_alloc(c->a, sizeof(char *));
         out[0] = x->str;
+        if (ats) { *ats = arena_alloc(c->a, sizeof(SrcRange)); (*ats)[0] = x->at; }
         *n = 1;
         return out;
     }
@@ -894,6 +896,7 @@ static const char **get_string_list(Checker *c, const Entry *e, int *n, const ch
         return NULL;
     }
     const char **out = arena_alloc(c->a, sizeof(char *) * (size_t)(x->nitems + 1));
+    if (ats) *ats = arena_alloc(c->a, sizeof(SrcRange) * (size_t)(x->nitems + 1));
     for (int i = 0; i < x->nitems; i++) {
         const Value *iv = x->items[i];
         if (iv->nterms != 1 || iv->terms[0]->kind != TERM_STRING) {
@@ -902,6 +905,7 @@ static const char **get_string_list(Checker *c, const Entry *e, int *n, const ch
             diag_help(g, "quote each item: %s = [\"...\", \"...\"]", e->key);
             continue;
         }
+        if (ats) (*ats)[*n] = iv->terms[0]->at;
         out[(*n)++] = iv->terms[0]->str;
     }
     return out;
@@ -1012,9 +1016,8 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
 
 /* A container mount "SRC[:DST[:FLAGS]]", both paths absolute: pyxis
  * (--container-mounts) and Apptainer (--bind) take the same form, ','-separated. */
-static bool mount_ok(Checker *c, const Entry *e, const char *m)
+static bool mount_ok(Checker *c, SrcRange at, const char *m)
 {
-    SrcRange at = e->value->at;
     for (const unsigned char *p = (const unsigned char *)m; *p; p++)
         if (*p < 0x20 || *p == 0x7f || *p == ',' || isspace(*p)) {
             Diag *g = diag_error(c->d, at, "container mount '%s' contains %s", m,
@@ -1062,9 +1065,10 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
     }
     if ((e = find(&s, "mounts"))) {
         int n = 0;
-        const char **ms = get_string_list(c, e, &n, "a list of \"SRC:DST\" mounts");
+        SrcRange *ats = NULL;
+        const char **ms = get_string_list(c, e, &n, "a list of \"SRC:DST\" mounts", &ats);
         bool ok = ms != NULL;
-        for (int i = 0; i < n; i++) ok &= mount_ok(c, e, ms[i]);
+        for (int i = 0; i < n; i++) ok &= mount_ok(c, ats[i], ms[i]);
         if (ok) { site->mounts = ms; site->nmounts = n; site->mounts_at = e->value->at; }
     }
     report_missing(c, &s);
@@ -1086,21 +1090,22 @@ static void check_site(Checker *c, const Item *it, Scope *s, PlanSite *site)
     if ((e = find(s, "container"))) check_site_container(c, it, e, site);
     if ((e = find(s, "setup"))) {
         int n = 0;
-        const char **lines = get_string_list(c, e, &n, "a list of shell lines");
+        SrcRange *ats = NULL;
+        const char **lines = get_string_list(c, e, &n, "a list of shell lines", &ats);
         bool ok = lines != NULL;
         for (int i = 0; i < n && ok; i++) {
             long cc = plan_control_char_at(lines[i]);
             char open = 0;
             if (cc >= 0) {
-                Diag *g = diag_error(c->d, e->value->at, "setup line %d contains a control character (byte 0x%02x at offset %ld)",
+                Diag *g = diag_error(c->d, ats[i], "setup line %d contains a control character (byte 0x%02x at offset %ld)",
                                      i + 1, (unsigned char)lines[i][cc], cc);
                 diag_help(g, "write one list item per line");
                 ok = false;
             } else if (!lines[i][0]) {
-                diag_error(c->d, e->value->at, "setup line %d is empty", i + 1);
+                diag_error(c->d, ats[i], "setup line %d is empty", i + 1);
                 ok = false;
             } else if (!shell_line_balanced(lines[i], &open)) {
-                Diag *g = diag_error(c->d, e->value->at, open == '\\' ? "setup line %d ends with a backslash"
+                Diag *g = diag_error(c->d, ats[i], open == '\\' ? "setup line %d ends with a backslash"
                                                                       : "setup line %d leaves a %c quote open", i + 1, open);
                 diag_note(g, "each setup line runs by itself in the batch shell (eval), so it must be complete");
                 ok = false;
