@@ -333,6 +333,45 @@ else
             bad "LLaMA-Factory script: one launcher per node (job ${jid:-?}: $state)"
             cat "$T/sbatch-lf.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/pair/*lf* 2>/dev/null | tail -n 20
         fi
+
+        # A site's plan (tests/emitters/plans/site_a100.llm: untyped GRES,
+        # --exclusive, mail, comment, NCCL/UCX/OMP variables, setup lines, an
+        # Apptainer image): sbatch takes it, and it runs on both nodes with a
+        # stand-in apptainer. Every step goes through the container with the
+        # plan's image and mounts, and every rank sees the plan's environment
+        # and what the setup lines exported.
+        if (cd "$T/ex/site_a100" && mkdir -p logs/site && sbatch --test-only site_pt.slurm) >"$T/sbatch-site.log" 2>&1 &&
+            grep -q 'to start at' "$T/sbatch-site.log"; then
+            ok "sbatch --test-only accepts the site plan's script (untyped GRES, --exclusive, mail, comment)"
+        else
+            bad "sbatch --test-only accepts the site plan's script"
+            cat "$T/sbatch-site.log"
+        fi
+        export LLMC_STAND_IN_LOG="$T/stand-in-site.log"
+        mkdir -p "$T/ex/logs/site"
+        jid=$(cd "$T/ex" && LLMC_TRAIN=$(command -v true) LLMC_APPTAINER="$ROOT/tests/emitters/stand_in_apptainer.sh" \
+            sbatch --parsable site_a100/site_pt.slurm 2>"$T/sbatch-site-run.log")
+        for ((i = 0; i < 60; i++)); do
+            state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+' | tr '\n' ' ')
+            [[ $state == *COMPLETED* || $state == *FAILED* || $state == *CANCELLED* ]] && break
+            sleep 1
+        done
+        info=$(scontrol show job "$jid" 2>/dev/null)
+        sd="$T/ex/site_a100"
+        want="image=/mnt/data-hps/images/llmc-train.sif nv=1 bind=$sd:$sd,$T/ex/logs/site:$T/ex/logs/site,/mnt/data-hps:/mnt/data-hps,/scratch:/scratch:rw"
+        want_env="ifname=ib0 debug=WARN omp=8 setup=module loaded job=1"
+        if [[ $state == *COMPLETED* ]] &&
+            [[ $(grep -c "^container $want cmd=true rank=0 $want_env\$" "$LLMC_STAND_IN_LOG") -eq 1 ]] &&
+            [[ $(grep -c "^container $want cmd=bash rank=[0-9]* $want_env\$" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
+            [[ $(wc -l <"$LLMC_STAND_IN_LOG") -eq 17 ]] &&
+            grep -q 'Comment=qwen7b pt: site test' <<<"$info" && grep -q 'MailUser=ml-infra@example.org' <<<"$info" &&
+            grep -q 'MailType=END,FAIL' <<<"$info" && grep -q 'OverSubscribe=NO' <<<"$info"; then
+            ok "the site plan runs: prepare and 16 ranks in the container with its mounts, env and setup ($state)"
+        else
+            bad "the site plan runs in the container (job ${jid:-?}: $state)"
+            cat "$T/sbatch-site-run.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/site/*.err 2>/dev/null | tail -n 30
+            grep -E 'Comment|Mail|OverSubscribe' <<<"$info"
+        fi
         unset SLURM_CONF LLMC_STAND_IN_LOG
     else
         bad "the emitted slurm.conf + gres.conf start a two-node Slurm"
