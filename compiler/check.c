@@ -1290,7 +1290,12 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     if ((e = require(c, &s, "nodes", "hgx[001-032]")) && want_terms(c, e, 1, "a hostlist")) {
         const Term *t = e->value->terms[0];
         cl->hostlist_at = t->at;
-        if (t->kind == TERM_HOSTLIST || t->kind == TERM_IDENT || t->kind == TERM_STRING) {
+        if (t->kind == TERM_INT) {   /* a minimal cluster: a node count, the admin's slurm.conf has the rest */
+            cl->minimal = true;
+            if (t->overflow || t->ival < 1 || t->ival > HOSTLIST_MAX_HOSTS)
+                diag_error(c->d, t->at, "'nodes' must be a hostlist or a node count from 1 to %d", HOSTLIST_MAX_HOSTS);
+            else cl->nhosts = (int)t->ival;
+        } else if (t->kind == TERM_HOSTLIST || t->kind == TERM_IDENT || t->kind == TERM_STRING) {
             const char *err = NULL;
             int n = hostlist_expand(c->a, t->str, &cl->hosts, &err);
             if (n < 0) diag_error(c->d, t->at, "%s", err);
@@ -1340,8 +1345,12 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     } else if (e) {
         want_terms(c, e, 1, "a GPU model and count");
     }
-    if ((e = require(c, &s, "cpus", "224"))) { cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus); }
-    if ((e = require(c, &s, "memory", "2 TiB"))) {
+    /* A node count instead of a hostlist: CPUs and memory are the admin's, optional. */
+    bool minimal = cl->minimal;
+    if ((e = minimal ? find(&s, "cpus") : require(c, &s, "cpus", "224"))) {
+        cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus);
+    }
+    if ((e = minimal ? find(&s, "memory") : require(c, &s, "memory", "2 TiB"))) {
         cl->memory_at = e->at;
         if (get_size(c, e, &cl->memory_bytes) && cl->memory_bytes < (1u << 20)) {
             diag_error(c->d, e->value->at, "node memory must be at least 1 MiB");
@@ -1351,6 +1360,16 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     check_cluster_fabric(c, &s, cl);
     check_site(c, it, &s, &cl->site);
     report_missing(c, &s);
+    if (minimal && !s.broken) {
+        Diag *g = diag_note_at(c->d, cl->hostlist_at, "cluster '%s' is declared by node count: no slurm.conf or "
+                               "gres.conf snippet is written, the site's slurm.conf is used as it is", cl->name);
+        diag_note(g, "not checked: node names%s%s, and that partition '%s' and GPU GRES '%s' exist as the plan says",
+                  cl->cpus ? "" : ", CPUs per node (cpus_per_task defaults to 1)",
+                  cl->memory_bytes ? "" : ", memory per node (mem and the host-memory estimate)",
+                  cl->partition ? cl->partition : "?",
+                  !cl->gpu ? "none" : cl->site.gres == 2 ? "gpu (untyped)" : cl->site.gres == 1 ? cl->site.gres_type
+                                                                                               : cl->gpu->gres_type);
+    }
 }
 
 static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
@@ -2142,7 +2161,7 @@ static void check_job_site(Checker *c, const PlanJob *j)
 {
     const PlanSite *s = &j->site;
     const PlanCluster *cl = j->cluster;
-    if (!cl->gpu && cl->hostlist) {
+    if (!cl->gpu && (cl->hostlist || cl->minimal)) {
         if (s->gres)
             diag_error(c->d, s->gres_at, "'gres_type' on cluster '%s', which has no GPUs", cl->name);
         if (s->gpus_per_node == 1)
@@ -2197,7 +2216,8 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     check_job_site(c, j);
     if (j->nodes > 0 && cl->nhosts > 0 && j->nodes > cl->nhosts) {
         Diag *g = diag_error(c->d, j->nodes_at, "job asks for %d nodes, but cluster '%s' has %d", j->nodes, cl->name, cl->nhosts);
-        diag_note(g, "cluster '%s' nodes = %s", cl->name, cl->hostlist);
+        if (cl->hostlist) diag_note(g, "cluster '%s' nodes = %s", cl->name, cl->hostlist);
+        else diag_note(g, "cluster '%s' nodes = %d", cl->name, cl->nhosts);
     }
     if (cl->gpus_per_node > 0) {
         if (tasks && j->tasks_per_node > 0 && j->tasks_per_node != cl->gpus_per_node) {
@@ -2232,7 +2252,7 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
                                t->name, j->name);
         diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
     }
-    if (!cl->gpu && cl->hostlist && t->precision != PREC_FP32) {
+    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
         Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");

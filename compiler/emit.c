@@ -43,8 +43,11 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
         else if (put(o, prefix, (name), text, (mode), d) != 0) rc = -1;    \
     } while (0)
 
-    WRITE("slurm.conf", emit_slurm_conf(&L, err, sizeof err), 0644);
-    WRITE("gres.conf", emit_gres_conf(&L, err, sizeof err), 0644);
+    /* A cluster declared by node count is the admin's: no snippet to merge. */
+    if (!L.cluster->minimal) {
+        WRITE("slurm.conf", emit_slurm_conf(&L, err, sizeof err), 0644);
+        WRITE("gres.conf", emit_gres_conf(&L, err, sizeof err), 0644);
+    }
     if (asprintf(&script_name, "%s.slurm", job->name) < 0) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
     WRITE(script_name, emit_job_script(&L, e, err, sizeof err), 0755);
     free(script_name);

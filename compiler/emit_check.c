@@ -80,6 +80,13 @@ static void check_cluster(const PlanCluster *c, Diags *d)
     check_name(d, c->at, "cluster name", c->name);
     check_name(d, c->partition_at, "partition", c->partition);
     if (c->nhosts < 1) diag_error(d, c->hostlist_at, "cluster '%s' has no nodes", c->name ? c->name : "?");
+    if (c->minimal || !c->hosts) {
+        /* a node count: no host names, and CPUs and memory only where given */
+        if (!c->minimal) diag_error(d, c->hostlist_at, "cluster '%s' has no host names", c->name ? c->name : "?");
+        if (c->gpu && (c->gpus_per_node < 1 || c->gpus_per_node > MAX_GPUS_PER_NODE))
+            diag_error(d, c->gpu_at, "%d GPUs per node: must be between 1 and %d", c->gpus_per_node, MAX_GPUS_PER_NODE);
+        return;
+    }
     for (int i = 0; i < c->nhosts; i++) {
         if (!slurm_name_ok(c->hosts[i]) || control_char_at(c->hosts[i]) >= 0) {
             check_name(d, c->hostlist_at, "node name", c->hosts[i]);

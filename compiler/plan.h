@@ -100,6 +100,9 @@ typedef struct {
     bool network_default;                       /* from the catalogue, not the plan */
     bool network_roce;                          /* `network_kind = roce` (default infiniband) */
     PlanSite site;                          /* the cluster's site settings */
+    bool minimal;                           /* `nodes = COUNT` without a hostlist (the admin owns
+                                               slurm.conf): hosts NULL, nhosts the count, cpus and
+                                               memory 0 unless given; no slurm.conf/gres.conf snippet */
 } PlanCluster;
 
 typedef struct {

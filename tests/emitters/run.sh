@@ -196,6 +196,18 @@ if [[ -n ${4:-} && -x $4 && $(realpath "$4") != "$LLMC" ]]; then
     done
 fi
 
+# a cluster declared by node count (site_a100.llm): the admin's slurm.conf is
+# used as it is, so no snippet is written, and a note says what was not checked
+if [[ -f $T/ex/site_a100/plan.json && -f $T/ex/site_a100/site_pt.slurm && ! -e $T/ex/site_a100/slurm.conf &&
+      ! -e $T/ex/site_a100/gres.conf ]] && ! grep -qE '^(slurm|gres)\.conf$' "$T/ex/site_a100/.llmc-output" &&
+    grep -qF "note: cluster 'site' is declared by node count: no slurm.conf or gres.conf snippet is written" "$T/ex/site_a100.log" &&
+    grep -qF "not checked: node names, CPUs per node (cpus_per_task defaults to 1), memory per node" "$T/ex/site_a100.log"; then
+    ok "a cluster by node count: no slurm.conf/gres.conf, a note on what was not checked"
+else
+    bad "a cluster by node count: no slurm.conf/gres.conf, a note on what was not checked"
+    ls -A "$T/ex/site_a100"; cat "$T/ex/site_a100.log"
+fi
+
 # a LLaMA-Factory run longer than its time limit compiles with a warning
 sed -e 's/^  time    = 12 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" \
     tests/emitters/plans/lf_sft.llm >"$T/lf_short.llm"
