@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_COUNT } BlockKind;
-static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job"};
+typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_COUNT } BlockKind;
+static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu"};
 
 typedef struct {
     const char *name;
@@ -1218,6 +1218,79 @@ static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u,
     return false;
 }
 
+/* ---- gpu NAME { } : a GPU the catalogue lacks ---- */
+
+static const char *const gpu_keys[] = {"memory", "usable", "bf16", "hbm", "gres_type", "mfu", "vendor"};
+static const char *const vendor_names[] = {"nvidia", "amd"};
+static const Unit flops_units[] = {{"TFLOPS", 1}, {"PFLOPS", 1000}};
+
+static void check_gpu(Checker *c, const Item *it, PlanGpu *g)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, gpu_keys, NUNITS(gpu_keys));
+    GpuSpec *spec = &g->spec;
+    spec->name = g->name;
+    spec->default_mfu = 0.35;
+    if (gpu_catalog_find(g->name)) {
+        Diag *d = diag_error(c->d, g->at, "GPU '%s' is in the catalogue already", g->name);
+        diag_help(d, "use it as it is, or give your part another name");
+    }
+    Entry *e;
+    uint64_t bytes = 0;
+    if ((e = require(c, &s, "memory", "96 GB")) && get_size(c, e, &bytes)) {
+        if (bytes < (1ull << 30)) diag_error(c->d, e->value->at, "GPU memory must be at least 1 GiB");
+        else { spec->mem_bytes = (double)bytes; spec->usable_bytes = 0.98 * (double)bytes; }
+    }
+    if ((e = find(&s, "usable")) && get_size(c, e, &bytes)) {
+        if (spec->mem_bytes > 0 && (double)bytes > spec->mem_bytes)
+            diag_error(c->d, e->value->at, "'usable' is more than the GPU's memory");
+        else if (bytes < (1ull << 30)) diag_error(c->d, e->value->at, "'usable' must be at least 1 GiB");
+        else spec->usable_bytes = (double)bytes;
+    }
+    double x;
+    if ((e = require(c, &s, "bf16", "989 TFLOPS")) &&
+        get_quantity(c, e, flops_units, NUNITS(flops_units), "a dense bf16 peak", "989 TFLOPS", &x)) {
+        if (!(x > 0) || x > 100000) diag_error(c->d, e->value->at, "'bf16' must be between 0 and 100 PFLOPS");
+        else spec->bf16_tflops = x;
+    }
+    if ((e = require(c, &s, "hbm", "4 TBps")) && e->value &&
+        get_rate(c, e, e->value->terms[0], e->value->nterms > 1 ? e->value->terms[1] : NULL, byte_rate_units,
+                 bit_rate_units, "4 TBps", &x) && want_terms(c, e, 2, "a bandwidth"))
+        spec->hbm_tbps = x / 1e12;
+    spec->gres_type = NULL;
+    const char *str;
+    if ((e = find(&s, "gres_type"))) {
+        if (get_string(c, e, &str)) {
+            bool ok = str[0] && str[0] != '-' && str[0] != '.';
+            for (const char *p = str; *p; p++)
+                if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.')) ok = false;
+            if (!ok) diag_error(c->d, e->value->at, "'gres_type' must be letters, digits, '_', '-' or '.'");
+            else spec->gres_type = str;
+        }
+    } else {
+        char *low = arena_strdup(c->a, g->name);
+        for (char *p = low; *p; p++) *p = (char)tolower((unsigned char)*p);
+        spec->gres_type = low;
+    }
+    if ((e = find(&s, "mfu")) && get_percent(c, e, 100, &x)) {
+        if (x <= 0) diag_error(c->d, e->value->at, "'mfu' must be more than 0%%");
+        else spec->default_mfu = x;
+    }
+    int v;
+    if ((e = find(&s, "vendor")) && get_enum(c, e, vendor_names, 2, &v)) g->amd = v == 1;
+    report_missing(c, &s);
+}
+
+/* A GPU by name: the plan's gpu blocks, then the catalogue; *amd its vendor. */
+static const GpuSpec *find_gpu(Checker *c, const char *name, bool *amd)
+{
+    Symbol *sym = lookup(c, name);
+    if (sym && sym->kind == K_GPU) { if (amd) *amd = ((PlanGpu *)sym->obj)->amd; return &((PlanGpu *)sym->obj)->spec; }
+    const GpuSpec *g = gpu_catalog_find(name);
+    if (amd) *amd = gpu_catalog_is_amd(g);
+    return g;
+}
+
 /* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce.
  * Without them, the GPU's usual node from the catalogue (gpu_catalog_fabric). */
 static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
@@ -1318,7 +1391,9 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
         } else if (t->kind != TERM_IDENT) {
             Diag *g = diag_error(c->d, t->at, "'gpu' must be a GPU model and count, found %s", term_desc(c, t));
             diag_help(g, "for example: gpu = H100_80GB x 8 (or gpu = none for CPU-only nodes)");
-        } else if (!gpu_catalog_find(t->str)) {
+        } else if (!find_gpu(c, t->str, NULL)) {
+            for (int i = 0; i < c->nsyms && n < 32; i++)
+                if (c->syms[i].kind == K_GPU) names[n++] = c->syms[i].name;
             const char *dym = did_you_mean(t->str, names, n);
             Diag *g = dym ? diag_error(c->d, t->at, "unknown GPU '%s'; did you mean '%s'?", t->str, dym)
                           : diag_error(c->d, t->at, "unknown GPU '%s'", t->str);
@@ -1330,7 +1405,7 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
                    strspn(count_word + 1, "0123456789") == strlen(count_word + 1)) {
             int k = atoi(count_word + 1);
             if (k < 1 || k > 16 || strlen(count_word) > 3) diag_error(c->d, v->terms[1]->at, "GPUs per node must be between 1 and 16");
-            else { cl->gpu = gpu_catalog_find(t->str); cl->gpus_per_node = k; }
+            else { cl->gpu = find_gpu(c, t->str, &cl->gpu_amd); cl->gpus_per_node = k; }
         } else if (!count_word || strcmp(count_word, "x") != 0) {
             Diag *g = diag_error(c->d, v->terms[1]->at, "expected 'x' and a count after the GPU name");
             diag_help(g, "write gpu = %s x 8", t->str);
@@ -1340,7 +1415,7 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
             const Term *k = v->terms[2];
             if (k->kind != TERM_INT) diag_error(c->d, k->at, "GPU count must be an integer, found %s", term_desc(c, k));
             else if (k->ival < 1 || k->ival > 16) diag_error(c->d, k->at, "GPUs per node must be between 1 and 16, found %s", k->text);
-            else { cl->gpu = gpu_catalog_find(t->str); cl->gpus_per_node = (int)k->ival; }
+            else { cl->gpu = find_gpu(c, t->str, &cl->gpu_amd); cl->gpus_per_node = (int)k->ival; }
         }
     } else if (e) {
         want_terms(c, e, 1, "a GPU model and count");
@@ -2274,6 +2349,13 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_help(g, "use shard = none");
         }
     }
+    /* The llmc GPU backend is CUDA: an AMD part runs LLaMA-Factory (ROCm). */
+    if (t->backend == BACKEND_LLMC && cl->gpu && cl->gpu_amd) {
+        Diag *g = diag_error(c->d, t->backend_at.start.file ? t->backend_at : j->cluster_at,
+                             "the llmc trainer has no backend for %s (AMD) GPUs", cl->gpu->name);
+        diag_note(g, "llmc-train-cuda is built with CUDA, cuBLASLt and NCCL");
+        diag_help(g, "use backend = llamafactory in run '%s' (PyTorch on ROCm)", t->name);
+    }
     /* The llmc CUDA backend has no q/k RMSNorm yet (the CPU backend has). */
     if (t->backend == BACKEND_LLMC && cl->gpu && t->model && t->model->qk_norm) {
         Diag *g = diag_error(c->d, t->model->arch_at.start.file ? t->model->arch_at : t->model_at,
@@ -2322,7 +2404,7 @@ static void add_block(Checker *c, const Item *it)
         const char *dym = did_you_mean(it->kind_name, kind_names, K_COUNT);
         Diag *g = dym ? diag_error(c->d, it->kind_at, "unknown block '%s'; did you mean '%s'?", it->kind_name, dym)
                       : diag_error(c->d, it->kind_at, "unknown block '%s'", it->kind_name);
-        diag_note(g, "blocks: cluster, model, dataset, train, job");
+        diag_note(g, "blocks: cluster, model, dataset, train, job, gpu");
         return;
     }
     if (!it->name) {
@@ -2337,7 +2419,8 @@ static void add_block(Checker *c, const Item *it)
                   prev->item->name_at.start.file, prev->item->name_at.start.line);
         return;
     }
-    size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob)};
+    size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob),
+                             sizeof(PlanGpu)};
     void *obj = arena_alloc(c->a, sizes[kind]);
     /* Every Plan* struct starts with `const char *name; SrcRange at;`. */
     PlanCluster *head = obj;
@@ -2364,11 +2447,13 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
         }
     /* Check in dependency order: later kinds refer to earlier ones. */
     PtrVec lists[K_COUNT] = {{0}};
-    for (int k = 0; k < K_COUNT; k++)
+    static const BlockKind order[K_COUNT] = {K_GPU, K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB};
+    for (int o = 0; o < K_COUNT; o++)
         for (int i = 0; i < c.nsyms; i++) {
             Symbol *s = &c.syms[i];
-            if (s->kind != (BlockKind)k) continue;
+            if (s->kind != order[o]) continue;
             switch (s->kind) {
+            case K_GPU: check_gpu(&c, s->item, s->obj); break;
             case K_CLUSTER: check_cluster(&c, s->item, s->obj); break;
             case K_MODEL: check_model(&c, s->item, s->obj); break;
             case K_DATASET: check_dataset(&c, s->item, s->obj); break;
@@ -2376,7 +2461,7 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
             case K_JOB: check_job(&c, s->item, s->obj); break;
             case K_COUNT: break;
             }
-            ptrvec_push(c.a, &lists[k], s->obj);
+            ptrvec_push(c.a, &lists[s->kind], s->obj);
         }
     plan->clusters = (PlanCluster **)lists[K_CLUSTER].items; plan->nclusters = lists[K_CLUSTER].n;
     plan->models = (PlanModel **)lists[K_MODEL].items; plan->nmodels = lists[K_MODEL].n;

@@ -70,8 +70,12 @@ char *emit_gres_conf(const JobLayout *L, char *err, size_t errlen)
     tmpl_set(&t, "gres_type", L->gpu && L->gres_type ? L->gres_type : "");
     tmpl_set(&t, "gres_typed", L->gpu && L->gres_type ? "1" : "");
     tmpl_set(&t, "gres_untyped", L->gpu && !L->gres_type ? "1" : "");
-    if (L->gpus_per_node == 1) tmpl_set(&t, "device_files", "/dev/nvidia0");
-    else tmpl_setf(&t, "device_files", "/dev/nvidia[0-%d]", L->gpus_per_node > 0 ? L->gpus_per_node - 1 : 0);
+    /* NVIDIA: /dev/nvidiaN; AMD (ROCm): the render nodes /dev/dri/renderD128... */
+    bool amd = L->gpu && L->cluster->gpu_amd;
+    const char *dev = amd ? "/dev/dri/renderD" : "/dev/nvidia";
+    int first = amd ? 128 : 0;
+    if (L->gpus_per_node == 1) tmpl_setf(&t, "device_files", "%s%d", dev, first);
+    else tmpl_setf(&t, "device_files", "%s[%d-%d]", dev, first, first + (L->gpus_per_node > 0 ? L->gpus_per_node - 1 : 0));
     return fill(&t, "gres.conf", err, errlen);
 }
 
@@ -128,7 +132,7 @@ static void site_vars(Tmpl *t, const JobLayout *L)
     tmpl_set(t, "no_container", box ? "" : "1");
     tmpl_set(t, "pyxis", s->container == CONTAINER_PYXIS ? "1" : "");
     tmpl_set(t, "apptainer", s->container == CONTAINER_APPTAINER ? "1" : "");
-    tmpl_set(t, "apptainer_nv", L->gpu ? " --nv" : "");
+    tmpl_set(t, "apptainer_nv", !L->gpu ? "" : L->cluster->gpu_amd ? " --rocm" : " --nv");
     buf_init(&b);
     if (box) sh_quote(&b, s->image);
     tmpl_set(t, "image_q", b.data ? b.data : "");

@@ -37,6 +37,9 @@ typedef struct {
 
 const GpuSpec *gpu_catalog_find(const char *name);
 const GpuFabric *gpu_catalog_fabric(const GpuSpec *gpu);   /* NULL for none */
+/* A catalogue entry from AMD (false for anything else, declared GPUs included:
+ * the checker sets PlanCluster.gpu_amd from those). */
+bool gpu_catalog_is_amd(const GpuSpec *gpu);
 int gpu_catalog_count(void);
 const GpuSpec *gpu_catalog_at(int i);
 
@@ -103,6 +106,8 @@ typedef struct {
     bool minimal;                           /* `nodes = COUNT` without a hostlist (the admin owns
                                                slurm.conf): hosts NULL, nhosts the count, cpus and
                                                memory 0 unless given; no slurm.conf/gres.conf snippet */
+    bool gpu_amd;                           /* an AMD part (ROCm): /dev/dri render nodes, Apptainer --rocm,
+                                               no llmc CUDA backend */
 } PlanCluster;
 
 typedef struct {
@@ -218,6 +223,15 @@ typedef struct {
                                                trainer process per node, fp32, no --gres) */
     PlanSite site;                          /* the cluster's site settings with the job's over them */
 } PlanJob;
+
+/* `gpu NAME { memory = ...  bf16 = ...  hbm = ...  gres_type = "..." }`: a GPU the
+ * catalogue lacks (docs/language.md, "gpu NAME"); clusters name it like a
+ * catalogue entry. */
+typedef struct {
+    const char *name; SrcRange at;
+    GpuSpec spec;            /* spec.name = name */
+    bool amd;                /* vendor = amd */
+} PlanGpu;
 
 typedef struct Plan {
     const char *main_file;                  /* the file given on the command line */

@@ -120,8 +120,12 @@ def check_consistency(d):
     if gcount:
         # typed (gpu:TYPE:N) or untyped (gpu:N, the site's gres_type = none);
         # asked for with --gres or --gpus-per-node (the site's gpus_per_node)
-        g = re.search(r"^NodeName=(\S+) Name=gpu(?: Type=(\w+))? File=/dev/nvidia(?:\[0-(\d+)\]|(0))$", gres, re.M)
-        files_n = (int(g.group(3)) + 1 if g.group(3) else 1) if g else -1
+        # NVIDIA /dev/nvidia[0-N], AMD (ROCm) render nodes /dev/dri/renderD[128-M]
+        g = re.search(r"^NodeName=(\S+) Name=gpu(?: Type=(\w+))? File=/dev/(nvidia|dri/renderD)(?:\[(\d+)-(\d+)\]|(\d+))$",
+                      gres, re.M)
+        first = 0 if g is None or g.group(3) == "nvidia" else 128
+        files_n = -1 if not g else (int(g.group(5)) - int(g.group(4)) + 1 if g.group(4) else 1)
+        files_n = files_n if g and int(g.group(4) or g.group(6)) == first else -1
         spec = f"{gtype}:{gcount}" if gtype else gcount
         asked = sb.get("gres") == f"gpu:{spec}" if "gres" in sb else sb.get("gpus-per-node") == spec
         check(g is not None and g.group(1) == hosts and g.group(2) == gtype and files_n == int(gcount)
