@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_COUNT } BlockKind;
 static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu"};
@@ -638,6 +639,74 @@ static const char *get_path(Checker *c, const Entry *e, bool is_file)
     const char *s = NULL;
     if (!get_string(c, e, &s)) return NULL;
     return check_path(c, e, s, is_file) ? s : NULL;
+}
+
+/* A path the plan names for a file or directory the run reads or writes: a
+ * relative one means relative to the directory of the .llm file that writes
+ * it (as `use` does), not to where llmc happens to run. The result is that
+ * directory as llmc was given it joined with the path ("examples/tiny" +
+ * "data/a.json"); the emitters rewrite it relative to each artifact's
+ * directory (emit_text.c: artifact_path), so the artifacts do not depend on
+ * the working directory. */
+/* cwd + path, with "." and ".." resolved lexically (symbolic links are not
+ * followed: the same spelling gives the same bytes). */
+static char *lexical_abs(Checker *c, const char *cwd, const char *path)
+{
+    char *in = path[0] == '/' ? arena_strdup(c->a, path) : arena_printf(c->a, "%s/%s", cwd, path);
+    char *out = arena_alloc(c->a, strlen(in) + 2);
+    size_t n = 0;
+    for (const char *q = in; *q;) {
+        while (*q == '/') q++;
+        const char *end = q;
+        while (*end && *end != '/') end++;
+        size_t len = (size_t)(end - q);
+        if (len == 2 && q[0] == '.' && q[1] == '.') {
+            while (n > 0 && out[n - 1] != '/') n--;
+            if (n > 0) n--;
+        } else if (len > 0 && !(len == 1 && q[0] == '.')) {
+            out[n++] = '/';
+            memcpy(out + n, q, len);
+            n += len;
+        }
+        q = end;
+    }
+    if (n == 0) out[n++] = '/';
+    out[n] = 0;
+    return out;
+}
+
+static const char *get_plan_path(Checker *c, const Entry *e, bool is_file)
+{
+    const char *p = get_path(c, e, is_file);
+    if (!p || p[0] == '/') return p;
+    const char *file = e->value->at.start.file;
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (!slash) return p;   /* a file in the working directory */
+    const char *joined = slash == file ? arena_printf(c->a, "/%s", p)
+                                       : arena_printf(c->a, "%.*s/%s", (int)(slash - file), file, p);
+    if (file[0] != '/') return joined;
+    /* A plan named by its absolute path: the path relative to the working
+     * directory again, so that the emitters rewrite it relative to each
+     * artifact (they keep absolute paths as the plan wrote them). */
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) return joined;
+    const char *from = lexical_abs(c, cwd, "."), *to = lexical_abs(c, cwd, joined);
+    size_t i = 0, common = 0;
+    while (from[i] && from[i] == to[i]) {
+        i++;
+        if ((from[i] == '/' || from[i] == '\0') && (to[i] == '/' || to[i] == '\0')) common = i;
+    }
+    if (strcmp(from, "/") == 0) common = 0;
+    size_t ups = 0;
+    for (const char *q = from + common; *q; q++) ups += *q == '/';
+    const char *rest = to + common;
+    if (*rest == '/') rest++;
+    char *r = arena_alloc(c->a, ups * 3 + strlen(rest) + 2);
+    for (size_t k = 0; k < ups; k++) strcat(r, "../");
+    strcat(r, rest);
+    if (!r[0]) strcpy(r, ".");
+    else if (r[strlen(r) - 1] == '/') r[strlen(r) - 1] = 0;
+    return r;
 }
 
 /* ---- site settings (docs/language.md, "Site settings") ----
@@ -1464,8 +1533,8 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
     /* A pretrained model is loaded from path; from scratch, path is optional
      * and the tokenizer must be named. */
     e = m->from_scratch ? find(&s, "path") : require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");
-    if (e) { m->path_at = e->at; m->path = get_path(c, e, false); }
-    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_path(c, e, false); }
+    if (e) { m->path_at = e->at; m->path = get_plan_path(c, e, false); }
+    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
     else if (m->from_scratch && !find(&s, "path") && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
@@ -1570,7 +1639,7 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
     ds->tokens = -1;
     if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
         ds->file_at = e->at;
-        ds->file = get_path(c, e, true);
+        ds->file = get_plan_path(c, e, true);
         if (ds->file) {
             const char *dot = strrchr(ds->file, '.');
             const char *slash = strrchr(ds->file, '/');
@@ -1897,7 +1966,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 3, "a count per gpu");
     }
-    if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_path(c, e, false); }
+    if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
     t->data_shared_fs = true;
     if ((e = find(s, "data_shared_fs"))) get_bool(c, e, &t->data_shared_fs);
     if ((e = find(s, "streaming"))) { t->streaming_at = e->at; get_bool(c, e, &t->streaming); }
@@ -2156,8 +2225,8 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     t->bytes_per_token = 4.0;
     if ((e = find(&s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
     if ((e = find(&s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
-    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_path(c, e, false); }
-    else t->output_dir = arena_printf(c->a, "runs/%s", t->name);   /* relative to the submit directory */
+    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
+    else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
     t->checkpoint_every_seconds = 1800;
     if ((e = find(&s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;

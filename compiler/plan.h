@@ -204,6 +204,9 @@ typedef struct {
     ReportTo report_to;
     const char *run_name;                   /* NULL: the train block's name */
     int64_t log_every;                      /* steps; default 1 */
+    bool output_default;                    /* no `output`: output_dir "runs/NAME" is relative to the
+                                               compiled directory itself (beside plan.json), so a
+                                               copied out/ keeps its runs */
 } PlanTrain;
 
 typedef struct {

@@ -208,6 +208,20 @@ else
     ls -A "$T/ex/site_a100"; cat "$T/ex/site_a100.log"
 fi
 
+# without `output` the run goes to runs/TRAIN inside the compiled directory
+# (plan.json and the LLaMA-Factory YAML), wherever that is compiled from
+mkdir -p "$T/noout/plans"
+sed '/^  output    = /d' tests/emitters/plans/slurm2.llm >"$T/noout/plans/pt.llm"
+sed '/^  output    = /d' tests/emitters/plans/slurm2_lf.llm >"$T/noout/plans/lf.llm"
+if (cd "$T/noout/plans" && "$LLMC" pt.llm -o ../out/pt && "$LLMC" lf.llm -o ../out/lf) >"$T/noout.log" 2>&1 &&
+    [[ $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"]["dir"])' "$T/noout/out/pt/plan.json") == runs/pt ]] &&
+    grep -qx 'output_dir: "runs/pt_lf"' "$T/noout/out/lf/llamafactory_train.yaml"; then
+    ok "without output: runs/TRAIN relative to the compiled directory (plan.json, LLaMA-Factory YAML)"
+else
+    bad "without output: runs/TRAIN relative to the compiled directory"
+    cat "$T/noout.log"; grep -n '"dir"' "$T/noout/out/pt/plan.json"; grep -n output_dir "$T/noout/out/lf/llamafactory_train.yaml"
+fi
+
 # a LLaMA-Factory run longer than its time limit compiles with a warning
 sed -e 's/^  time    = 12 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" \
     tests/emitters/plans/lf_sft.llm >"$T/lf_short.llm"
