@@ -8,6 +8,7 @@
  */
 #include "frontend.h"
 #include "hostlist.h"
+#include "model_files.h"
 #include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
 
 #include <ctype.h>
@@ -1528,41 +1529,108 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
     check_keys(c, &s, model_keys, NUNITS(model_keys));
     Entry *e;
     int v;
-    if ((e = require(c, &s, "arch", "qwen2"))) { m->arch_at = e->at; if (get_enum(c, e, arch_names, 3, &v)) m->arch = (ModelArch)v; }
+    /* A pretrained model's config.json, when readable here: the shape keys may
+     * then be left out (taken from it) and must agree with it where written. */
     if ((e = find(&s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
+    ModelFileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bool have_cfg = false;
+    Entry *pe = find(&s, "path");
+    if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
+    if (!m->from_scratch && m->path) {
+        const char *dir = m->path;
+        char why[600];
+        int rc = model_config_read(dir, &cfg, why, (int)sizeof why);
+        if (rc == 0) have_cfg = true;
+        else if (rc < 0) {
+            Diag *g = diag_error(c->d, pe->value->at, "model '%s': %s", it->name ? it->name : "?", why);
+            diag_note(g, "llmc-train reads the same file (llama, qwen2 and qwen3 configs as transformers writes them)");
+        } else {
+            Diag *g = diag_note_at(c->d, pe->value->at, "model '%s': %s/config.json is not readable here (%s)",
+                                   it->name ? it->name : "?", dir, why);
+            diag_note(g, "not checked: the plan's arch and shape against the model's config.json");
+        }
+    }
+    if ((e = have_cfg ? find(&s, "arch") : require(c, &s, "arch", "qwen2"))) {
+        m->arch_at = e->at;
+        if (get_enum(c, e, arch_names, 3, &v)) {
+            m->arch = (ModelArch)v;
+            if (have_cfg && v != cfg.arch) {
+                Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_names[v],
+                                     cfg.file, arch_names[cfg.arch]);
+                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg.arch]);
+            }
+        }
+    } else if (have_cfg) {
+        m->arch = (ModelArch)cfg.arch;
+        m->arch_at = pe->at;
+    }
     /* A pretrained model is loaded from path; from scratch, path is optional
      * and the tokenizer must be named. */
-    e = m->from_scratch ? find(&s, "path") : require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");
-    if (e) { m->path_at = e->at; m->path = get_plan_path(c, e, false); }
+    if (!m->from_scratch) require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
     if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
     else if (m->from_scratch && !find(&s, "path") && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
 
-    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80"},
-        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192"},
-        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64"},
-        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568"},
-        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064"},
-        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768"},
+    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; int cfg; const char *hf; } ints[] = {
+        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg.layers, "num_hidden_layers"},
+        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg.hidden, "hidden_size"},
+        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg.heads, "num_attention_heads"},
+        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg.ffn, "intermediate_size"},
+        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg.vocab, "vocab_size"},
+        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg.max_context,
+         "max_position_embeddings"},
+        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg.kv_heads, "num_key_value_heads"},
+        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg.head_dim, "head_dim"},
     };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if ((e = require(c, &s, ints[i].key, ints[i].ex))) {
+    bool head_dim_set = false, kv_set = false;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        bool optional = ints[i].ex == NULL;
+        e = have_cfg || optional ? find(&s, ints[i].key) : require(c, &s, ints[i].key, ints[i].ex);
+        if (e) {
             *ints[i].at = e->at;
-            get_int32_lim(c, e, ints[i].lim, ints[i].out);
+            bool ok = get_int32_lim(c, e, ints[i].lim, ints[i].out);
+            if (ok && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
+            if (ok && have_cfg && *ints[i].out != ints[i].cfg) {
+                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
+                                     cfg.file, ints[i].hf, ints[i].cfg);
+                diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
+            }
+        } else if (have_cfg) {
+            *ints[i].out = ints[i].cfg;
+            *ints[i].at = pe->value->at;
+            within(c, pe->value->at, ints[i].key, ints[i].lim, ints[i].cfg,
+                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg.file));
+            if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
         }
-    if ((e = find(&s, "kv_heads"))) { m->kv_heads_at = e->at; get_int32_lim(c, e, PL_MODEL_KV_HEADS, &m->kv_heads); }
-    else { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
-    bool head_dim_set = false;
-    if ((e = find(&s, "head_dim"))) { m->head_dim_at = e->at; head_dim_set = get_int32_lim(c, e, PL_MODEL_HEAD_DIM, &m->head_dim); }
+    }
+    if (!kv_set) { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
 
     m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
     m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
-    if ((e = find(&s, "rope_theta"))) get_number_lim(c, e, PL_MODEL_ROPE_THETA, &m->rope_theta);
-    if ((e = find(&s, "rms_eps"))) get_number_lim(c, e, PL_MODEL_RMS_EPS, &m->rms_eps);
-    if ((e = find(&s, "tie_embeddings"))) get_bool(c, e, &m->tie_embeddings);
+    if (have_cfg) { m->rope_theta = cfg.rope_theta; m->rms_eps = cfg.rms_eps; m->tie_embeddings = cfg.tie_embeddings; }
+    struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
+        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg.rope_theta},
+        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg.rms_eps},
+    };
+    for (int i = 0; i < 2; i++)
+        if ((e = find(&s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
+            fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
+            Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
+                                 cfg.file, nums[i].hf, nums[i].cfg);
+            diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
+        }
+    if ((e = find(&s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
+        m->tie_embeddings != cfg.tie_embeddings)
+        diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
+                   m->tie_embeddings ? "true" : "false", cfg.file, cfg.tie_embeddings ? "true" : "false");
+    if (have_cfg && cfg.rope_scaling) {
+        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling, which llmc-train does not implement",
+                               cfg.file);
+        diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
+    }
     m->qkv_bias = m->arch == ARCH_QWEN2;
     m->qk_norm = m->arch == ARCH_QWEN3;
     report_missing(c, &s);
@@ -1629,7 +1697,18 @@ static void get_string_table(Checker *c, const Item *it, const Entry *e, const c
     }
 }
 
+static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds);
+
+/* A dataset block, then (when the block itself is right) the first records of
+ * its file where it is readable here (model_files.c). */
 static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
+{
+    int before = diags_error_count(c->d);
+    check_dataset_block(c, it, ds);
+    if (diags_error_count(c->d) == before && ds->file) dataset_check_records(ds, c->d);
+}
+
+static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, dataset_keys, NUNITS(dataset_keys));

@@ -222,6 +222,22 @@ else
     cat "$T/noout.log"; grep -n '"dir"' "$T/noout/out/pt/plan.json"; grep -n output_dir "$T/noout/out/lf/llamafactory_train.yaml"
 fi
 
+# a model block without a shape takes it from the readable config.json
+# (transformers 5: rope_theta inside rope_parameters)
+if [[ -f $T/ex/model_from_config/plan.json ]] && "$PY" - "$T/ex/model_from_config/plan.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+want = {"arch": "llama", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336,
+        "vocab": 128256, "max_context": 8192, "rope_theta": 500000, "rms_eps": 1e-05}
+sys.exit(0 if all(m.get(k) == v for k, v in want.items()) else 1)
+PY
+then
+    ok "a model without a shape takes it from config.json (rope_parameters.rope_theta = 500000)"
+else
+    bad "a model without a shape takes it from config.json"
+    grep -A14 '"model"' "$T/ex/model_from_config/plan.json" | head -20
+fi
+
 # a LLaMA-Factory run longer than its time limit compiles with a warning
 sed -e 's/^  time    = 12 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" \
     tests/emitters/plans/lf_sft.llm >"$T/lf_short.llm"
