@@ -676,6 +676,35 @@ static char *lexical_abs(Checker *c, const char *cwd, const char *path)
     return out;
 }
 
+/* A relative path with "." and "dir/.." removed lexically, leading ".." kept
+ * ("tests/plans/../files/x" -> "tests/files/x"), as artifact_path resolves it. */
+static const char *lexical_rel(Checker *c, const char *path)
+{
+    char *out = arena_alloc(c->a, strlen(path) + 2);
+    size_t n = 0;
+    int normal = 0;   /* components in out that are not ".." */
+    for (const char *q = path; *q;) {
+        while (*q == '/') q++;
+        const char *end = q;
+        while (*end && *end != '/') end++;
+        size_t len = (size_t)(end - q);
+        if (len == 2 && q[0] == '.' && q[1] == '.' && normal > 0) {
+            while (n > 0 && out[n - 1] != '/') n--;
+            if (n > 0) n--;
+            normal--;
+        } else if (len > 0 && !(len == 1 && q[0] == '.')) {
+            if (n) out[n++] = '/';
+            memcpy(out + n, q, len);
+            n += len;
+            if (!(len == 2 && q[0] == '.' && q[1] == '.')) normal++;
+        }
+        q = end;
+    }
+    if (n == 0) out[n++] = '.';
+    out[n] = 0;
+    return out;
+}
+
 static const char *get_plan_path(Checker *c, const Entry *e, bool is_file)
 {
     const char *p = get_path(c, e, is_file);
@@ -685,7 +714,7 @@ static const char *get_plan_path(Checker *c, const Entry *e, bool is_file)
     if (!slash) return p;   /* a file in the working directory */
     const char *joined = slash == file ? arena_printf(c->a, "/%s", p)
                                        : arena_printf(c->a, "%.*s/%s", (int)(slash - file), file, p);
-    if (file[0] != '/') return joined;
+    if (file[0] != '/') return lexical_rel(c, joined);
     /* A plan named by its absolute path: the path relative to the working
      * directory again, so that the emitters rewrite it relative to each
      * artifact (they keep absolute paths as the plan wrote them). */
