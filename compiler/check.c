@@ -8,15 +8,17 @@
  */
 #include "frontend.h"
 #include "hostlist.h"
+#include "model_files.h"
 #include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
 
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_COUNT } BlockKind;
-static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job"};
+typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_COUNT } BlockKind;
+static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu"};
 
 typedef struct {
     const char *name;
@@ -640,10 +642,623 @@ static const char *get_path(Checker *c, const Entry *e, bool is_file)
     return check_path(c, e, s, is_file) ? s : NULL;
 }
 
+/* A path the plan names for a file or directory the run reads or writes: a
+ * relative one means relative to the directory of the .llm file that writes
+ * it (as `use` does), not to where llmc happens to run. The result is that
+ * directory as llmc was given it joined with the path ("examples/tiny" +
+ * "data/a.json"); the emitters rewrite it relative to each artifact's
+ * directory (emit_text.c: artifact_path), so the artifacts do not depend on
+ * the working directory. */
+/* cwd + path, with "." and ".." resolved lexically (symbolic links are not
+ * followed: the same spelling gives the same bytes). */
+static char *lexical_abs(Checker *c, const char *cwd, const char *path)
+{
+    char *in = path[0] == '/' ? arena_strdup(c->a, path) : arena_printf(c->a, "%s/%s", cwd, path);
+    char *out = arena_alloc(c->a, strlen(in) + 2);
+    size_t n = 0;
+    for (const char *q = in; *q;) {
+        while (*q == '/') q++;
+        const char *end = q;
+        while (*end && *end != '/') end++;
+        size_t len = (size_t)(end - q);
+        if (len == 2 && q[0] == '.' && q[1] == '.') {
+            while (n > 0 && out[n - 1] != '/') n--;
+            if (n > 0) n--;
+        } else if (len > 0 && !(len == 1 && q[0] == '.')) {
+            out[n++] = '/';
+            memcpy(out + n, q, len);
+            n += len;
+        }
+        q = end;
+    }
+    if (n == 0) out[n++] = '/';
+    out[n] = 0;
+    return out;
+}
+
+/* A relative path with "." and "dir/.." removed lexically, leading ".." kept
+ * ("tests/plans/../files/x" -> "tests/files/x"), as artifact_path resolves it. */
+static const char *lexical_rel(Checker *c, const char *path)
+{
+    char *out = arena_alloc(c->a, strlen(path) + 2);
+    size_t n = 0;
+    int normal = 0;   /* components in out that are not ".." */
+    for (const char *q = path; *q;) {
+        while (*q == '/') q++;
+        const char *end = q;
+        while (*end && *end != '/') end++;
+        size_t len = (size_t)(end - q);
+        if (len == 2 && q[0] == '.' && q[1] == '.' && normal > 0) {
+            while (n > 0 && out[n - 1] != '/') n--;
+            if (n > 0) n--;
+            normal--;
+        } else if (len > 0 && !(len == 1 && q[0] == '.')) {
+            if (n) out[n++] = '/';
+            memcpy(out + n, q, len);
+            n += len;
+            if (!(len == 2 && q[0] == '.' && q[1] == '.')) normal++;
+        }
+        q = end;
+    }
+    if (n == 0) out[n++] = '.';
+    out[n] = 0;
+    return out;
+}
+
+static const char *get_plan_path(Checker *c, const Entry *e, bool is_file)
+{
+    const char *p = get_path(c, e, is_file);
+    if (!p || p[0] == '/') return p;
+    const char *file = e->value->at.start.file;
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (!slash) return p;   /* a file in the working directory */
+    const char *joined = slash == file ? arena_printf(c->a, "/%s", p)
+                                       : arena_printf(c->a, "%.*s/%s", (int)(slash - file), file, p);
+    if (file[0] != '/') return lexical_rel(c, joined);
+    /* A plan named by its absolute path: the path relative to the working
+     * directory again, so that the emitters rewrite it relative to each
+     * artifact (they keep absolute paths as the plan wrote them). */
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) return joined;
+    const char *from = lexical_abs(c, cwd, "."), *to = lexical_abs(c, cwd, joined);
+    size_t i = 0, common = 0;
+    while (from[i] && from[i] == to[i]) {
+        i++;
+        if ((from[i] == '/' || from[i] == '\0') && (to[i] == '/' || to[i] == '\0')) common = i;
+    }
+    if (strcmp(from, "/") == 0) common = 0;
+    size_t ups = 0;
+    for (const char *q = from + common; *q; q++) ups += *q == '/';
+    const char *rest = to + common;
+    if (*rest == '/') rest++;
+    char *r = arena_alloc(c->a, ups * 3 + strlen(rest) + 2);
+    for (size_t k = 0; k < ups; k++) strcat(r, "../");
+    strcat(r, rest);
+    if (!r[0]) strcpy(r, ".");
+    else if (r[strlen(r) - 1] == '/') r[strlen(r) - 1] = 0;
+    return r;
+}
+
+/* ---- site settings (docs/language.md, "Site settings") ----
+ * `env { NAME = value }`, `sbatch { constraint = "..." ... }`, `setup = ["..."]`
+ * and `container { image = "..." }`, in a cluster block (for every job on it)
+ * or a job block (merged over its cluster's). Every string here reaches the
+ * job script; check_site refuses what would not mean what it says there. */
+
+typedef enum { NV_STRING, NV_INT, NV_BOOL, NV_ENUM } NcclValueKind;
+typedef struct {
+    const char *name;
+    NcclValueKind kind;
+    int64_t min, max;          /* NV_INT */
+    const char *values;        /* NV_ENUM: names separated by '|'; NV_INT: also these words */
+} NcclVar;
+
+/* NCCL's documented environment variables (NCCL 2.28 user guide, "Environment
+ * Variables"), with the type each takes. Booleans are 0/1. Integer ranges: the
+ * InfiniBand verbs fields (timeout 5 bits, retry count 3 bits, service level
+ * 4 bits, traffic class 8 bits) or NCCL's own limits. */
+static const NcclVar nccl_vars[] = {
+    {"NCCL_ALGO", NV_STRING, 0, 0, NULL},
+    {"NCCL_BUFFSIZE", NV_INT, 1, INT64_MAX, NULL},
+    {"NCCL_COLLNET_ENABLE", NV_BOOL, 0, 1, NULL},
+    {"NCCL_CROSS_NIC", NV_INT, 0, 2, NULL},
+    {"NCCL_CUMEM_ENABLE", NV_BOOL, 0, 1, NULL},
+    {"NCCL_DEBUG", NV_ENUM, 0, 0, "VERSION|WARN|INFO|TRACE"},
+    {"NCCL_DEBUG_FILE", NV_STRING, 0, 0, NULL},
+    {"NCCL_DEBUG_SUBSYS", NV_STRING, 0, 0, NULL},
+    {"NCCL_IB_ADAPTIVE_ROUTING", NV_BOOL, 0, 1, NULL},
+    {"NCCL_IB_DISABLE", NV_BOOL, 0, 1, NULL},
+    {"NCCL_IB_GID_INDEX", NV_INT, -1, 255, NULL},
+    {"NCCL_IB_HCA", NV_STRING, 0, 0, NULL},
+    {"NCCL_IB_MERGE_NICS", NV_BOOL, 0, 1, NULL},
+    {"NCCL_IB_PCI_RELAXED_ORDERING", NV_INT, 0, 2, NULL},
+    {"NCCL_IB_QPS_PER_CONNECTION", NV_INT, 1, 128, NULL},
+    {"NCCL_IB_RETRY_CNT", NV_INT, 0, 7, NULL},
+    {"NCCL_IB_SL", NV_INT, 0, 15, NULL},
+    {"NCCL_IB_TC", NV_INT, 0, 255, NULL},
+    {"NCCL_IB_TIMEOUT", NV_INT, 1, 31, NULL},
+    {"NCCL_IGNORE_CPU_AFFINITY", NV_BOOL, 0, 1, NULL},
+    {"NCCL_LAUNCH_MODE", NV_ENUM, 0, 0, "PARALLEL|GROUP"},
+    {"NCCL_MAX_NCHANNELS", NV_INT, 1, 64, NULL},
+    {"NCCL_MIN_NCHANNELS", NV_INT, 1, 64, NULL},
+    {"NCCL_NET", NV_STRING, 0, 0, NULL},
+    {"NCCL_NET_GDR_LEVEL", NV_INT, 0, 5, "LOC|PIX|PXB|PHB|SYS"},
+    {"NCCL_NET_GDR_READ", NV_BOOL, 0, 1, NULL},
+    {"NCCL_NET_PLUGIN", NV_STRING, 0, 0, NULL},
+    {"NCCL_NSOCKS_PERTHREAD", NV_INT, 1, 64, NULL},
+    {"NCCL_NTHREADS", NV_INT, 64, 512, NULL},
+    {"NCCL_NVLS_ENABLE", NV_BOOL, 0, 1, NULL},
+    {"NCCL_P2P_DISABLE", NV_BOOL, 0, 1, NULL},
+    {"NCCL_P2P_LEVEL", NV_INT, 0, 5, "LOC|NVL|PIX|PXB|PHB|SYS"},
+    {"NCCL_PROTO", NV_STRING, 0, 0, NULL},
+    {"NCCL_SHM_DISABLE", NV_BOOL, 0, 1, NULL},
+    {"NCCL_SOCKET_FAMILY", NV_ENUM, 0, 0, "AF_INET|AF_INET6"},
+    {"NCCL_SOCKET_IFNAME", NV_STRING, 0, 0, NULL},
+    {"NCCL_SOCKET_NTHREADS", NV_INT, 1, 16, NULL},
+    {"NCCL_TOPO_FILE", NV_STRING, 0, 0, NULL},
+};
+#define N_NCCL_VARS ((int)(sizeof nccl_vars / sizeof nccl_vars[0]))
+
+/* Names the job script sets itself, or that change how bash runs it. */
+static bool env_name_reserved(const char *n)
+{
+    static const char *const exact[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+                                        "NODE_RANK", "NNODES", "NPROC_PER_NODE", "FORCE_TORCHRUN",
+                                        "IFS", "PS4", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "CDPATH",
+                                        "GLOBIGNORE", "HOME", "PATH", "LD_PRELOAD"};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (strcmp(n, exact[i]) == 0) return true;
+    return strncmp(n, "LLMC_", 5) == 0 || strncmp(n, "SLURM_", 6) == 0 || strncmp(n, "SBATCH_", 7) == 0 ||
+           strncmp(n, "SRUN_", 5) == 0 || strncmp(n, "BASH_", 5) == 0;
+}
+
+static bool word_in(const char *w, const char *list)
+{
+    size_t n = strlen(w);
+    for (const char *p = list; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, w, n) == 0) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+static const char *bar_list(Checker *c, const char *list)
+{
+    const char *s = list;
+    size_t n = 0;
+    for (const char *p = s; *p; p++) n += *p == '|' ? 2 : 1;
+    char *out = arena_alloc(c->a, n + 1);
+    char *o = out;
+    for (const char *p = s; *p; p++) {
+        if (*p == '|') { *o++ = ','; *o++ = ' '; }
+        else *o++ = *p;
+    }
+    *o = 0;
+    return out;
+}
+
+/* The value of one `env` entry, as the shell will see it (NULL after an error). */
+static const char *env_value(Checker *c, const Entry *e)
+{
+    if (!want_terms(c, e, 1, "a string, a number or true/false")) return NULL;
+    const Term *t = e->value->terms[0];
+    const NcclVar *known = NULL;
+    for (int i = 0; i < N_NCCL_VARS; i++)
+        if (strcmp(e->key, nccl_vars[i].name) == 0) known = &nccl_vars[i];
+    const char *text = NULL;
+    if (t->kind == TERM_STRING) text = t->str;
+    else if (t->kind == TERM_INT && !t->overflow) text = arena_printf(c->a, "%lld", (long long)t->ival);
+    else if (t->kind == TERM_FLOAT && !known) text = t->text;
+    else if (t->kind == TERM_IDENT && (strcmp(t->str, "true") == 0 || strcmp(t->str, "false") == 0))
+        text = strcmp(t->str, "true") == 0 ? "1" : "0";
+    else if (t->kind == TERM_IDENT && known && known->values) text = t->str;   /* a level name: checked below */
+    if (!text) {
+        Diag *g = diag_error(c->d, t->at, "environment variable '%s' must be %s, found %s", e->key,
+                             known && known->kind == NV_INT ? "an integer" : "a string, a number or true/false",
+                             term_desc(c, t));
+        if (t->kind == TERM_IDENT) diag_help(g, "put it in double quotes: %s = \"%s\"", e->key, t->text);
+        return NULL;
+    }
+    long cc = plan_control_char_at(text);
+    if (cc >= 0) {
+        Diag *g = diag_error(c->d, t->at, "environment variable '%s' contains a control character (byte 0x%02x at offset %ld)",
+                             e->key, (unsigned char)text[cc], cc);
+        diag_note(g, "environment values are written into the job script, one line each");
+        return NULL;
+    }
+    if (!known) return text;
+    switch (known->kind) {
+    case NV_STRING:
+        if (!text[0]) { diag_error(c->d, t->at, "'%s' must not be empty", e->key); return NULL; }
+        return text;
+    case NV_BOOL:
+        if (strcmp(text, "0") && strcmp(text, "1")) {
+            Diag *g = diag_error(c->d, t->at, "'%s' takes 0 or 1, found %s", e->key, term_desc(c, t));
+            diag_note(g, "NCCL reads it as a switch: 1 (or true) turns it on");
+            return NULL;
+        }
+        return text;
+    case NV_INT: {
+        if (known->values && word_in(text, known->values)) return text;
+        char *end = NULL;
+        long long v = strtoll(text, &end, 10);
+        if (!text[0] || *end || v < known->min || v > known->max) {
+            Diag *g = diag_error(c->d, t->at, "'%s' takes an integer from %lld to %lld%s, found %s", e->key,
+                                 (long long)known->min, (long long)known->max, known->values ? " or a level name" : "",
+                                 t->kind == TERM_STRING ? arena_printf(c->a, "\"%s\"", text) : t->text);
+            if (known->values) diag_note(g, "levels: %s", bar_list(c, known->values));
+            return NULL;
+        }
+        return text;
+    }
+    case NV_ENUM:
+        if (!word_in(text, known->values)) {
+            const char *vals[8];
+            int n = 0;
+            char *copy = arena_strdup(c->a, known->values);
+            for (char *p = strtok(copy, "|"); p && n < 8; p = strtok(NULL, "|")) vals[n++] = p;
+            const char *dym = did_you_mean(text, vals, n);
+            Diag *g = dym ? diag_error(c->d, t->at, "unknown %s value '%s'; did you mean '%s'?", e->key, text, dym)
+                          : diag_error(c->d, t->at, "unknown %s value '%s'", e->key, text);
+            diag_note(g, "'%s' is one of: %s", e->key, join_names(c->a, vals, n));
+            return NULL;
+        }
+        return text;
+    }
+    return text;
+}
+
+static void check_site_env(Checker *c, const Entry *blk, PlanSite *site)
+{
+    if (!blk->sub && blk->value) {
+        Diag *g = diag_error(c->d, blk->value->at, "'env' is a block of variables, not a value");
+        diag_help(g, "write env { NCCL_SOCKET_IFNAME = \"ib0\" }");
+        return;
+    }
+    site->env = arena_alloc(c->a, sizeof(PlanEnvVar) * (size_t)(blk->nsub + 1));
+    for (int i = 0; i < blk->nsub; i++) {
+        const Entry *e = blk->sub[i];
+        bool dup = false;
+        for (int k = 0; k < i; k++)
+            if (strcmp(blk->sub[k]->key, e->key) == 0) {
+                Diag *g = diag_error(c->d, e->key_at, "environment variable '%s' is set twice", e->key);
+                diag_note(g, "first set at line %d", blk->sub[k]->key_at.start.line);
+                dup = true;
+                break;
+            }
+        if (dup) continue;
+        if (env_name_reserved(e->key)) {
+            Diag *g = diag_error(c->d, e->key_at, "environment variable '%s' is set by the job script or Slurm", e->key);
+            diag_note(g, "the script sets MASTER_ADDR/MASTER_PORT and the launcher's variables itself; "
+                         "LLMC_*, SLURM_*, SBATCH_*, SRUN_*, BASH_* and shell variables are not the plan's");
+            continue;
+        }
+        if (!e->value) {
+            diag_error(c->d, e->key_at, "environment variable '%s' takes a value, not a block", e->key);
+            continue;
+        }
+        if (strncmp(e->key, "NCCL_", 5) == 0) {
+            bool known = false;
+            const char *names[N_NCCL_VARS];
+            for (int k = 0; k < N_NCCL_VARS; k++) {
+                names[k] = nccl_vars[k].name;
+                if (strcmp(e->key, names[k]) == 0) known = true;
+            }
+            if (!known) {
+                const char *dym = did_you_mean(e->key, names, N_NCCL_VARS);
+                Diag *g = dym ? diag_warning(c->d, e->key_at, "'%s' is not an NCCL variable llmc knows; did you mean '%s'?",
+                                             e->key, dym)
+                              : diag_warning(c->d, e->key_at, "'%s' is not an NCCL variable llmc knows", e->key);
+                diag_note(g, "it is exported as written; NCCL ignores names it does not know");
+            }
+        }
+        const char *v = env_value(c, e);
+        if (!v) continue;
+        site->env[site->nenv++] = (PlanEnvVar){e->key, v, e->at};
+    }
+}
+
+/* Quotes in a setup line must close on that line: each line is run by
+ * itself (eval), and an open quote would be a syntax error only at run time. */
+static bool shell_line_balanced(const char *s, char *open)
+{
+    char q = 0;
+    for (const char *p = s; *p; p++) {
+        if (q == '\'') { if (*p == '\'') q = 0; continue; }
+        if (*p == '\\') { if (p[1]) p++; else { *open = '\\'; return false; } continue; }
+        if (q == '"') { if (*p == '"') q = 0; continue; }
+        if (*p == '\'' || *p == '"') q = *p;
+        else if (*p == '#' && (p == s || isspace((unsigned char)p[-1]))) break;   /* comment */
+    }
+    *open = q;
+    return q == 0;
+}
+
+/* A string or a list of strings; *ats (when given) gets each item's range. */
+static const char **get_string_list(Checker *c, const Entry *e, int *n, const char *what, SrcRange **ats)
+{
+    *n = 0;
+    if (!want_terms(c, e, 1, what)) return NULL;
+    const Term *x = e->value->terms[0];
+    if (x->kind == TERM_STRING) {
+        const char **out = arena_alloc(c->a, sizeof(char *));
+        out[0] = x->str;
+        if (ats) { *ats = arena_alloc(c->a, sizeof(SrcRange)); (*ats)[0] = x->at; }
+        *n = 1;
+        return out;
+    }
+    if (x->kind != TERM_LIST) {
+        diag_error(c->d, x->at, "'%s' must be %s, found %s", e->key, what, term_desc(c, x));
+        return NULL;
+    }
+    const char **out = arena_alloc(c->a, sizeof(char *) * (size_t)(x->nitems + 1));
+    if (ats) *ats = arena_alloc(c->a, sizeof(SrcRange) * (size_t)(x->nitems + 1));
+    for (int i = 0; i < x->nitems; i++) {
+        const Value *iv = x->items[i];
+        if (iv->nterms != 1 || iv->terms[0]->kind != TERM_STRING) {
+            const Term *bad = iv->nterms != 1 ? iv->terms[1] : iv->terms[0];
+            Diag *g = diag_error(c->d, bad->at, "'%s' must be a list of strings, found %s", e->key, term_desc(c, bad));
+            diag_help(g, "quote each item: %s = [\"...\", \"...\"]", e->key);
+            continue;
+        }
+        if (ats) (*ats)[*n] = iv->terms[0]->at;
+        out[(*n)++] = iv->terms[0]->str;
+    }
+    return out;
+}
+
+/* A string in an #SBATCH line: no control characters, and only `allowed`. */
+static bool directive_ok(Checker *c, const Entry *e, const char *s, const char *allowed, const char *what)
+{
+    SrcRange at = e->value->at;
+    if (!s[0]) { diag_error(c->d, at, "'%s' must not be empty", e->key); return false; }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            Diag *g = diag_error(c->d, at, "'%s' contains a control character (byte 0x%02x at offset %ld)", e->key,
+                                 *p, (long)(p - (const unsigned char *)s));
+            diag_note(g, "it would end the #SBATCH line");
+            return false;
+        }
+        if (!isalnum(*p) && !strchr(allowed, *p)) {
+            Diag *g = diag_error(c->d, at, "'%s' contains '%c' (offset %ld), which %s cannot take", e->key, *p,
+                                 (long)(p - (const unsigned char *)s), what);
+            diag_note(g, "#SBATCH lines are not shell: they cannot be quoted");
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char *const sbatch_keys[] = {"constraint", "exclusive", "reservation", "gpus_per_node", "gres_type",
+                                          "mail_user", "mail_type", "comment"};
+static const char *const mail_type_names[] = {"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND",
+                                              "STAGE_OUT", "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80",
+                                              "TIME_LIMIT_50", "ARRAY_TASKS"};
+static const char *const container_keys[] = {"runtime", "image", "mounts"};
+static const char *const container_runtimes[] = {"pyxis", "apptainer"};
+
+static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, PlanSite *site)
+{
+    if (!blk->sub && blk->value) {
+        Diag *g = diag_error(c->d, blk->value->at, "'sbatch' is a block of directives, not a value");
+        diag_help(g, "write sbatch { constraint = \"a100\" }");
+        return;
+    }
+    Scope s = scope_of(c, it, blk->sub, blk->nsub, "sbatch");
+    s.at = blk->key_at;
+    check_keys(c, &s, sbatch_keys, NUNITS(sbatch_keys));
+    Entry *e;
+    const char *str;
+    bool b;
+    if ((e = find(&s, "constraint")) && get_string(c, e, &str) &&
+        directive_ok(c, e, str, "_.-&|*[]():,!", "--constraint")) {
+        site->constraint = str; site->constraint_at = e->value->at;
+    }
+    if ((e = find(&s, "exclusive")) && get_bool(c, e, &b)) { site->exclusive = b; site->exclusive_at = e->value->at; }
+    if ((e = find(&s, "reservation")) && get_string(c, e, &str) &&
+        directive_ok(c, e, str, "_.-", "--reservation")) {
+        site->reservation = str; site->reservation_at = e->value->at;
+    }
+    if ((e = find(&s, "gpus_per_node")) && get_bool(c, e, &b)) { site->gpus_per_node = b; site->gpus_per_node_at = e->value->at; }
+    if ((e = find(&s, "gres_type")) && want_terms(c, e, 1, "a GRES type name or none")) {
+        const Term *t = e->value->terms[0];
+        if (t->kind == TERM_IDENT && strcmp(t->str, "none") == 0) {
+            site->gres = 2; site->gres_type = NULL; site->gres_at = t->at;
+        } else if (get_string(c, e, &str) && directive_ok(c, e, str, "_.-", "a GRES type")) {
+            site->gres = 1; site->gres_type = str; site->gres_at = t->at;
+        }
+    }
+    if ((e = find(&s, "mail_user")) && get_string(c, e, &str) &&
+        directive_ok(c, e, str, "_.-+@", "--mail-user")) {
+        if (!strchr(str, '@')) diag_warning(c->d, e->value->at, "'mail_user' has no '@'; Slurm sends it to a local user");
+        site->mail_user = str; site->mail_user_at = e->value->at;
+    }
+    if ((e = find(&s, "mail_type")) && want_terms(c, e, 1, "a list of mail events")) {
+        const Term *x = e->value->terms[0];
+        Value one = {.terms = (Term **)&x, .nterms = 1};
+        Value *single = &one;
+        Value *const *items = x->kind == TERM_LIST ? x->items : &single;
+        int n = x->kind == TERM_LIST ? x->nitems : 1;
+        char *joined = arena_alloc(c->a, 256);
+        bool ok = n > 0;
+        if (n == 0) diag_error(c->d, x->at, "'mail_type' needs at least one event");
+        for (int i = 0; i < n && ok; i++) {
+            const Term *w = items[i]->terms[0];
+            int k = -1;
+            if (w->kind == TERM_IDENT)
+                for (int j = 0; j < NUNITS(mail_type_names); j++)
+                    if (strcmp(w->str, mail_type_names[j]) == 0) k = j;
+            if (k < 0 || items[i]->nterms != 1) {
+                const char *dym = w->kind == TERM_IDENT ? did_you_mean(w->str, mail_type_names, NUNITS(mail_type_names)) : NULL;
+                Diag *g = dym ? diag_error(c->d, w->at, "unknown mail_type '%s'; did you mean '%s'?", w->str, dym)
+                              : diag_error(c->d, w->at, "'mail_type' must be Slurm mail events, found %s", term_desc(c, w));
+                diag_note(g, "'mail_type' is a list of: %s", join_names(c->a, mail_type_names, NUNITS(mail_type_names)));
+                ok = false;
+                break;
+            }
+            if (strlen(joined) + strlen(mail_type_names[k]) + 2 > 255) break;
+            if (i) strcat(joined, ",");
+            strcat(joined, mail_type_names[k]);
+        }
+        if (ok) { site->mail_type = joined; site->mail_type_at = e->value->at; }
+    }
+    if ((e = find(&s, "comment")) && get_string(c, e, &str) &&
+        directive_ok(c, e, str, " _.-+@:=,/()", "--comment")) {
+        if (strlen(str) > 200) diag_error(c->d, e->value->at, "'comment' is longer than 200 characters");
+        else if (str[0] == ' ' || str[strlen(str) - 1] == ' ') diag_error(c->d, e->value->at, "'comment' begins or ends with a space");
+        else { site->comment = str; site->comment_at = e->value->at; }
+    }
+}
+
+/* A container mount "SRC[:DST[:FLAGS]]", both paths absolute: pyxis
+ * (--container-mounts) and Apptainer (--bind) take the same form, ','-separated. */
+static bool mount_ok(Checker *c, SrcRange at, const char *m)
+{
+    for (const unsigned char *p = (const unsigned char *)m; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || *p == ',' || isspace(*p)) {
+            Diag *g = diag_error(c->d, at, "container mount '%s' contains %s", m,
+                                 *p == ',' ? "','" : isspace(*p) && *p >= 0x20 ? "white space" : "a control character");
+            diag_note(g, "mounts are joined with ',' into one --container-mounts / --bind argument");
+            return false;
+        }
+    char *copy = arena_strdup(c->a, m);
+    char *src = copy, *dst = strchr(copy, ':'), *flags = NULL;
+    if (dst) { *dst++ = 0; flags = strchr(dst, ':'); if (flags) *flags++ = 0; }
+    if (src[0] != '/' || (dst && dst[0] != '/')) {
+        Diag *g = diag_error(c->d, at, "container mount '%s' must name absolute paths", m);
+        diag_help(g, "write \"/mnt/data-hps:/mnt/data-hps\" (SRC:DST, optionally :ro)");
+        return false;
+    }
+    if (flags && strcmp(flags, "ro") && strcmp(flags, "rw")) {
+        diag_error(c->d, at, "container mount '%s': the flags after the second ':' must be ro or rw", m);
+        return false;
+    }
+    return true;
+}
+
+static void check_site_container(Checker *c, const Item *it, const Entry *blk, PlanSite *site)
+{
+    if (!blk->sub && blk->value) {
+        Diag *g = diag_error(c->d, blk->value->at, "'container' is a block, not a value");
+        diag_help(g, "write container { runtime = pyxis  image = \"nvcr.io#nvidia/pytorch:24.05-py3\" }");
+        return;
+    }
+    Scope s = scope_of(c, it, blk->sub, blk->nsub, "container");
+    s.at = blk->key_at;
+    s.broken = it->broken;
+    check_keys(c, &s, container_keys, NUNITS(container_keys));
+    Entry *e;
+    int k = -1;
+    const char *img = NULL;
+    if ((e = require(c, &s, "runtime", "pyxis"))) get_enum(c, e, container_runtimes, 2, &k);
+    if ((e = require(c, &s, "image", "\"nvcr.io#nvidia/pytorch:24.05-py3\"")) && get_string(c, e, &img)) {
+        long cc = plan_control_char_at(img);
+        if (!img[0]) { diag_error(c->d, e->value->at, "'image' must not be empty"); img = NULL; }
+        else if (cc >= 0) { diag_error(c->d, e->value->at, "'image' contains a control character (byte 0x%02x at offset %ld)",
+                                       (unsigned char)img[cc], cc); img = NULL; }
+        else if (strpbrk(img, " \t,")) { diag_error(c->d, e->value->at, "'image' contains white space or ','"); img = NULL; }
+        else site->image_at = e->value->at;
+    }
+    if ((e = find(&s, "mounts"))) {
+        int n = 0;
+        SrcRange *ats = NULL;
+        const char **ms = get_string_list(c, e, &n, "a list of \"SRC:DST\" mounts", &ats);
+        bool ok = ms != NULL;
+        for (int i = 0; i < n; i++) ok &= mount_ok(c, ats[i], ms[i]);
+        if (ok) { site->mounts = ms; site->nmounts = n; site->mounts_at = e->value->at; }
+    }
+    report_missing(c, &s);
+    if (k >= 0 && img) {
+        site->container = k == 0 ? CONTAINER_PYXIS : CONTAINER_APPTAINER;
+        site->image = img;
+        site->container_at = blk->key_at;
+    }
+}
+
+/* The site keys of a cluster or job block (already passed check_keys). */
+static void check_site(Checker *c, const Item *it, Scope *s, PlanSite *site)
+{
+    site->exclusive = -1;
+    site->gpus_per_node = -1;
+    Entry *e;
+    if ((e = find(s, "env"))) check_site_env(c, e, site);
+    if ((e = find(s, "sbatch"))) check_site_sbatch(c, it, e, site);
+    if ((e = find(s, "container"))) check_site_container(c, it, e, site);
+    if ((e = find(s, "setup"))) {
+        int n = 0;
+        SrcRange *ats = NULL;
+        const char **lines = get_string_list(c, e, &n, "a list of shell lines", &ats);
+        bool ok = lines != NULL;
+        for (int i = 0; i < n && ok; i++) {
+            long cc = plan_control_char_at(lines[i]);
+            char open = 0;
+            if (cc >= 0) {
+                Diag *g = diag_error(c->d, ats[i], "setup line %d contains a control character (byte 0x%02x at offset %ld)",
+                                     i + 1, (unsigned char)lines[i][cc], cc);
+                diag_help(g, "write one list item per line");
+                ok = false;
+            } else if (!lines[i][0]) {
+                diag_error(c->d, ats[i], "setup line %d is empty", i + 1);
+                ok = false;
+            } else if (!shell_line_balanced(lines[i], &open)) {
+                Diag *g = diag_error(c->d, ats[i], open == '\\' ? "setup line %d ends with a backslash"
+                                                                      : "setup line %d leaves a %c quote open", i + 1, open);
+                diag_note(g, "each setup line runs by itself in the batch shell (eval), so it must be complete");
+                ok = false;
+            }
+        }
+        if (ok) { site->setup = lines; site->nsetup = n; site->setup_at = e->value->at; }
+    }
+}
+
+/* The job's settings over its cluster's: env by name (the job's value wins,
+ * in the cluster's order, the job's new names after), setup lines cluster
+ * first, every other setting the job's where it sets one. */
+static void merge_site(Checker *c, const PlanSite *cl, PlanSite *j)
+{
+    PlanSite m = *cl;
+    m.env = arena_alloc(c->a, sizeof(PlanEnvVar) * (size_t)(cl->nenv + j->nenv + 1));
+    m.nenv = 0;
+    for (int i = 0; i < cl->nenv; i++) {
+        m.env[m.nenv] = cl->env[i];
+        for (int k = 0; k < j->nenv; k++)
+            if (strcmp(j->env[k].name, cl->env[i].name) == 0) m.env[m.nenv] = j->env[k];
+        m.nenv++;
+    }
+    for (int k = 0; k < j->nenv; k++) {
+        bool seen = false;
+        for (int i = 0; i < cl->nenv; i++) seen |= strcmp(j->env[k].name, cl->env[i].name) == 0;
+        if (!seen) m.env[m.nenv++] = j->env[k];
+    }
+    m.setup = arena_alloc(c->a, sizeof(char *) * (size_t)(cl->nsetup + j->nsetup + 1));
+    m.nsetup = 0;
+    for (int i = 0; i < cl->nsetup; i++) m.setup[m.nsetup++] = cl->setup[i];
+    for (int i = 0; i < j->nsetup; i++) m.setup[m.nsetup++] = j->setup[i];
+    if (j->nsetup) m.setup_at = j->setup_at;
+    if (j->constraint) { m.constraint = j->constraint; m.constraint_at = j->constraint_at; }
+    if (j->exclusive >= 0) { m.exclusive = j->exclusive; m.exclusive_at = j->exclusive_at; }
+    if (j->reservation) { m.reservation = j->reservation; m.reservation_at = j->reservation_at; }
+    if (j->gpus_per_node >= 0) { m.gpus_per_node = j->gpus_per_node; m.gpus_per_node_at = j->gpus_per_node_at; }
+    if (j->gres) { m.gres = j->gres; m.gres_type = j->gres_type; m.gres_at = j->gres_at; }
+    if (j->mail_user) { m.mail_user = j->mail_user; m.mail_user_at = j->mail_user_at; }
+    if (j->mail_type) { m.mail_type = j->mail_type; m.mail_type_at = j->mail_type_at; }
+    if (j->comment) { m.comment = j->comment; m.comment_at = j->comment_at; }
+    if (j->container) {
+        m.container = j->container; m.container_at = j->container_at;
+        m.image = j->image; m.image_at = j->image_at;
+        m.mounts = j->mounts; m.nmounts = j->nmounts; m.mounts_at = j->mounts_at;
+    }
+    *j = m;
+}
+
 /* ---- blocks ---- */
 
 static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory",
-                                           "gpu_link", "network", "network_kind", "slurm", "kubernetes"};
+                                           "gpu_link", "network", "network_kind", "slurm", "kubernetes",
+                                           "env", "sbatch", "setup", "container"};
 
 /* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
  * bits per second for network adapters (as NICs are sold). Two types: a link
@@ -700,6 +1315,79 @@ static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u,
         if (dym) diag_help(g, "did you mean '%s'?", dym);
     }
     return false;
+}
+
+/* ---- gpu NAME { } : a GPU the catalogue lacks ---- */
+
+static const char *const gpu_keys[] = {"memory", "usable", "bf16", "hbm", "gres_type", "mfu", "vendor"};
+static const char *const vendor_names[] = {"nvidia", "amd"};
+static const Unit flops_units[] = {{"TFLOPS", 1}, {"PFLOPS", 1000}};
+
+static void check_gpu(Checker *c, const Item *it, PlanGpu *g)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, gpu_keys, NUNITS(gpu_keys));
+    GpuSpec *spec = &g->spec;
+    spec->name = g->name;
+    spec->default_mfu = 0.35;
+    if (gpu_catalog_find(g->name)) {
+        Diag *d = diag_error(c->d, g->at, "GPU '%s' is in the catalogue already", g->name);
+        diag_help(d, "use it as it is, or give your part another name");
+    }
+    Entry *e;
+    uint64_t bytes = 0;
+    if ((e = require(c, &s, "memory", "96 GB")) && get_size(c, e, &bytes)) {
+        if (bytes < (1ull << 30)) diag_error(c->d, e->value->at, "GPU memory must be at least 1 GiB");
+        else { spec->mem_bytes = (double)bytes; spec->usable_bytes = 0.98 * (double)bytes; }
+    }
+    if ((e = find(&s, "usable")) && get_size(c, e, &bytes)) {
+        if (spec->mem_bytes > 0 && (double)bytes > spec->mem_bytes)
+            diag_error(c->d, e->value->at, "'usable' is more than the GPU's memory");
+        else if (bytes < (1ull << 30)) diag_error(c->d, e->value->at, "'usable' must be at least 1 GiB");
+        else spec->usable_bytes = (double)bytes;
+    }
+    double x;
+    if ((e = require(c, &s, "bf16", "989 TFLOPS")) &&
+        get_quantity(c, e, flops_units, NUNITS(flops_units), "a dense bf16 peak", "989 TFLOPS", &x)) {
+        if (!(x > 0) || x > 100000) diag_error(c->d, e->value->at, "'bf16' must be between 0 and 100 PFLOPS");
+        else spec->bf16_tflops = x;
+    }
+    if ((e = require(c, &s, "hbm", "4 TBps")) && e->value &&
+        get_rate(c, e, e->value->terms[0], e->value->nterms > 1 ? e->value->terms[1] : NULL, byte_rate_units,
+                 bit_rate_units, "4 TBps", &x) && want_terms(c, e, 2, "a bandwidth"))
+        spec->hbm_tbps = x / 1e12;
+    spec->gres_type = NULL;
+    const char *str;
+    if ((e = find(&s, "gres_type"))) {
+        if (get_string(c, e, &str)) {
+            bool ok = str[0] && str[0] != '-' && str[0] != '.';
+            for (const char *p = str; *p; p++)
+                if (!(isalnum((unsigned char)*p) || *p == '_' || *p == '-' || *p == '.')) ok = false;
+            if (!ok) diag_error(c->d, e->value->at, "'gres_type' must be letters, digits, '_', '-' or '.'");
+            else spec->gres_type = str;
+        }
+    } else {
+        char *low = arena_strdup(c->a, g->name);
+        for (char *p = low; *p; p++) *p = (char)tolower((unsigned char)*p);
+        spec->gres_type = low;
+    }
+    if ((e = find(&s, "mfu")) && get_percent(c, e, 100, &x)) {
+        if (x <= 0) diag_error(c->d, e->value->at, "'mfu' must be more than 0%%");
+        else spec->default_mfu = x;
+    }
+    int v;
+    if ((e = find(&s, "vendor")) && get_enum(c, e, vendor_names, 2, &v)) g->amd = v == 1;
+    report_missing(c, &s);
+}
+
+/* A GPU by name: the plan's gpu blocks, then the catalogue; *amd its vendor. */
+static const GpuSpec *find_gpu(Checker *c, const char *name, bool *amd)
+{
+    Symbol *sym = lookup(c, name);
+    if (sym && sym->kind == K_GPU) { if (amd) *amd = ((PlanGpu *)sym->obj)->amd; return &((PlanGpu *)sym->obj)->spec; }
+    const GpuSpec *g = gpu_catalog_find(name);
+    if (amd) *amd = gpu_catalog_is_amd(g);
+    return g;
 }
 
 /* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce.
@@ -838,8 +1526,8 @@ static bool get_k8s_string(Checker *c, Scope *s, const char *key, const char **o
     return get_string(c, e, out);
 }
 
-/* A string list `[ "a", "b" ]`; returns the terms (NULL + error when not one). */
-static const Term *get_string_list(Checker *c, const Entry *e, const char *example)
+/* A list of strings, a list even of one `[ "a" ]` (unlike get_string_list); returns the terms (NULL + error when not one). */
+static const Term *get_strict_string_list(Checker *c, const Entry *e, const char *example)
 {
     if (!want_terms(c, e, 1, "a list of strings")) return NULL;
     const Term *x = e->value->terms[0];
@@ -1068,7 +1756,7 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
         diag_warning(c->d, x->key_at, "'pool_gpus' on a cluster without GPUs is ignored");
     }
     if ((x = find(&ks, "node_selector"))) {
-        const Term *l = get_string_list(c, x, "\"nvidia.com/gpu.present=true\"");
+        const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu.present=true\"");
         if (l) {
             k->node_selector = arena_alloc(c->a, sizeof(char *) * (size_t)(l->nitems + 1));
             for (int i = 0; i < l->nitems; i++) {
@@ -1091,7 +1779,7 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
         }
     }
     if ((x = find(&ks, "tolerations"))) {
-        const Term *l = get_string_list(c, x, "\"nvidia.com/gpu:NoSchedule\"");
+        const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu:NoSchedule\"");
         if (l) {
             k->tolerations = arena_alloc(c->a, sizeof(PlanToleration) * (size_t)(l->nitems + 1));
             for (int i = 0; i < l->nitems; i++) {
@@ -1195,7 +1883,12 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     if ((e = require(c, &s, "nodes", "hgx[001-032]")) && want_terms(c, e, 1, "a hostlist")) {
         const Term *t = e->value->terms[0];
         cl->hostlist_at = t->at;
-        if (t->kind == TERM_HOSTLIST || t->kind == TERM_IDENT || t->kind == TERM_STRING) {
+        if (t->kind == TERM_INT) {   /* a minimal cluster: a node count, the admin's slurm.conf has the rest */
+            cl->minimal = true;
+            if (t->overflow || t->ival < 1 || t->ival > HOSTLIST_MAX_HOSTS)
+                diag_error(c->d, t->at, "'nodes' must be a hostlist or a node count from 1 to %d", HOSTLIST_MAX_HOSTS);
+            else cl->nhosts = (int)t->ival;
+        } else if (t->kind == TERM_HOSTLIST || t->kind == TERM_IDENT || t->kind == TERM_STRING) {
             const char *err = NULL;
             int n = hostlist_expand(c->a, t->str, &cl->hosts, &err);
             if (n < 0) diag_error(c->d, t->at, "%s", err);
@@ -1218,7 +1911,9 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
         } else if (t->kind != TERM_IDENT) {
             Diag *g = diag_error(c->d, t->at, "'gpu' must be a GPU model and count, found %s", term_desc(c, t));
             diag_help(g, "for example: gpu = H100_80GB x 8 (or gpu = none for CPU-only nodes)");
-        } else if (!gpu_catalog_find(t->str)) {
+        } else if (!find_gpu(c, t->str, NULL)) {
+            for (int i = 0; i < c->nsyms && n < 32; i++)
+                if (c->syms[i].kind == K_GPU) names[n++] = c->syms[i].name;
             const char *dym = did_you_mean(t->str, names, n);
             Diag *g = dym ? diag_error(c->d, t->at, "unknown GPU '%s'; did you mean '%s'?", t->str, dym)
                           : diag_error(c->d, t->at, "unknown GPU '%s'", t->str);
@@ -1230,7 +1925,7 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
                    strspn(count_word + 1, "0123456789") == strlen(count_word + 1)) {
             int k = atoi(count_word + 1);
             if (k < 1 || k > 16 || strlen(count_word) > 3) diag_error(c->d, v->terms[1]->at, "GPUs per node must be between 1 and 16");
-            else { cl->gpu = gpu_catalog_find(t->str); cl->gpus_per_node = k; }
+            else { cl->gpu = find_gpu(c, t->str, &cl->gpu_amd); cl->gpus_per_node = k; }
         } else if (!count_word || strcmp(count_word, "x") != 0) {
             Diag *g = diag_error(c->d, v->terms[1]->at, "expected 'x' and a count after the GPU name");
             diag_help(g, "write gpu = %s x 8", t->str);
@@ -1240,13 +1935,17 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
             const Term *k = v->terms[2];
             if (k->kind != TERM_INT) diag_error(c->d, k->at, "GPU count must be an integer, found %s", term_desc(c, k));
             else if (k->ival < 1 || k->ival > 16) diag_error(c->d, k->at, "GPUs per node must be between 1 and 16, found %s", k->text);
-            else { cl->gpu = gpu_catalog_find(t->str); cl->gpus_per_node = (int)k->ival; }
+            else { cl->gpu = find_gpu(c, t->str, &cl->gpu_amd); cl->gpus_per_node = (int)k->ival; }
         }
     } else if (e) {
         want_terms(c, e, 1, "a GPU model and count");
     }
-    if ((e = require(c, &s, "cpus", "224"))) { cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus); }
-    if ((e = require(c, &s, "memory", "2 TiB"))) {
+    /* A node count instead of a hostlist: CPUs and memory are the admin's, optional. */
+    bool minimal = cl->minimal;
+    if ((e = minimal ? find(&s, "cpus") : require(c, &s, "cpus", "224"))) {
+        cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus);
+    }
+    if ((e = minimal ? find(&s, "memory") : require(c, &s, "memory", "2 TiB"))) {
         cl->memory_at = e->at;
         if (get_size(c, e, &cl->memory_bytes) && cl->memory_bytes < (1u << 20)) {
             diag_error(c->d, e->value->at, "node memory must be at least 1 MiB");
@@ -1255,7 +1954,18 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     }
     check_cluster_fabric(c, &s, cl);
     check_cluster_k8s(c, it, &s, cl);
+    check_site(c, it, &s, &cl->site);
     report_missing(c, &s);
+    if (minimal && !s.broken) {
+        Diag *g = diag_note_at(c->d, cl->hostlist_at, "cluster '%s' is declared by node count: no slurm.conf or "
+                               "gres.conf snippet is written, the site's slurm.conf is used as it is", cl->name);
+        diag_note(g, "not checked: node names%s%s, and that partition '%s' and GPU GRES '%s' exist as the plan says",
+                  cl->cpus ? "" : ", CPUs per node (cpus_per_task defaults to 1)",
+                  cl->memory_bytes ? "" : ", memory per node (mem and the host-memory estimate)",
+                  cl->partition ? cl->partition : "?",
+                  !cl->gpu ? "none" : cl->site.gres == 2 ? "gpu (untyped)" : cl->site.gres == 1 ? cl->site.gres_type
+                                                                                               : cl->gpu->gres_type);
+    }
 }
 
 static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
@@ -1270,41 +1980,108 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
     check_keys(c, &s, model_keys, NUNITS(model_keys));
     Entry *e;
     int v;
-    if ((e = require(c, &s, "arch", "qwen2"))) { m->arch_at = e->at; if (get_enum(c, e, arch_names, 3, &v)) m->arch = (ModelArch)v; }
+    /* A pretrained model's config.json, when readable here: the shape keys may
+     * then be left out (taken from it) and must agree with it where written. */
     if ((e = find(&s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
+    ModelFileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bool have_cfg = false;
+    Entry *pe = find(&s, "path");
+    if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
+    if (!m->from_scratch && m->path) {
+        const char *dir = m->path;
+        char why[600];
+        int rc = model_config_read(dir, &cfg, why, (int)sizeof why);
+        if (rc == 0) have_cfg = true;
+        else if (rc < 0) {
+            Diag *g = diag_error(c->d, pe->value->at, "model '%s': %s", it->name ? it->name : "?", why);
+            diag_note(g, "llmc-train reads the same file (llama, qwen2 and qwen3 configs as transformers writes them)");
+        } else {
+            Diag *g = diag_note_at(c->d, pe->value->at, "model '%s': %s/config.json is not readable here (%s)",
+                                   it->name ? it->name : "?", dir, why);
+            diag_note(g, "not checked: the plan's arch and shape against the model's config.json");
+        }
+    }
+    if ((e = have_cfg ? find(&s, "arch") : require(c, &s, "arch", "qwen2"))) {
+        m->arch_at = e->at;
+        if (get_enum(c, e, arch_names, 3, &v)) {
+            m->arch = (ModelArch)v;
+            if (have_cfg && v != cfg.arch) {
+                Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_names[v],
+                                     cfg.file, arch_names[cfg.arch]);
+                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg.arch]);
+            }
+        }
+    } else if (have_cfg) {
+        m->arch = (ModelArch)cfg.arch;
+        m->arch_at = pe->at;
+    }
     /* A pretrained model is loaded from path; from scratch, path is optional
      * and the tokenizer must be named. */
-    e = m->from_scratch ? find(&s, "path") : require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");
-    if (e) { m->path_at = e->at; m->path = get_path(c, e, false); }
-    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_path(c, e, false); }
+    if (!m->from_scratch) require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
+    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
     else if (m->from_scratch && !find(&s, "path") && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
 
-    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80"},
-        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192"},
-        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64"},
-        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568"},
-        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064"},
-        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768"},
+    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; int cfg; const char *hf; } ints[] = {
+        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg.layers, "num_hidden_layers"},
+        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg.hidden, "hidden_size"},
+        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg.heads, "num_attention_heads"},
+        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg.ffn, "intermediate_size"},
+        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg.vocab, "vocab_size"},
+        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg.max_context,
+         "max_position_embeddings"},
+        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg.kv_heads, "num_key_value_heads"},
+        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg.head_dim, "head_dim"},
     };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if ((e = require(c, &s, ints[i].key, ints[i].ex))) {
+    bool head_dim_set = false, kv_set = false;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        bool optional = ints[i].ex == NULL;
+        e = have_cfg || optional ? find(&s, ints[i].key) : require(c, &s, ints[i].key, ints[i].ex);
+        if (e) {
             *ints[i].at = e->at;
-            get_int32_lim(c, e, ints[i].lim, ints[i].out);
+            bool ok = get_int32_lim(c, e, ints[i].lim, ints[i].out);
+            if (ok && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
+            if (ok && have_cfg && *ints[i].out != ints[i].cfg) {
+                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
+                                     cfg.file, ints[i].hf, ints[i].cfg);
+                diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
+            }
+        } else if (have_cfg) {
+            *ints[i].out = ints[i].cfg;
+            *ints[i].at = pe->value->at;
+            within(c, pe->value->at, ints[i].key, ints[i].lim, ints[i].cfg,
+                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg.file));
+            if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
         }
-    if ((e = find(&s, "kv_heads"))) { m->kv_heads_at = e->at; get_int32_lim(c, e, PL_MODEL_KV_HEADS, &m->kv_heads); }
-    else { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
-    bool head_dim_set = false;
-    if ((e = find(&s, "head_dim"))) { m->head_dim_at = e->at; head_dim_set = get_int32_lim(c, e, PL_MODEL_HEAD_DIM, &m->head_dim); }
+    }
+    if (!kv_set) { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
 
     m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
     m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
-    if ((e = find(&s, "rope_theta"))) get_number_lim(c, e, PL_MODEL_ROPE_THETA, &m->rope_theta);
-    if ((e = find(&s, "rms_eps"))) get_number_lim(c, e, PL_MODEL_RMS_EPS, &m->rms_eps);
-    if ((e = find(&s, "tie_embeddings"))) get_bool(c, e, &m->tie_embeddings);
+    if (have_cfg) { m->rope_theta = cfg.rope_theta; m->rms_eps = cfg.rms_eps; m->tie_embeddings = cfg.tie_embeddings; }
+    struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
+        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg.rope_theta},
+        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg.rms_eps},
+    };
+    for (int i = 0; i < 2; i++)
+        if ((e = find(&s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
+            fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
+            Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
+                                 cfg.file, nums[i].hf, nums[i].cfg);
+            diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
+        }
+    if ((e = find(&s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
+        m->tie_embeddings != cfg.tie_embeddings)
+        diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
+                   m->tie_embeddings ? "true" : "false", cfg.file, cfg.tie_embeddings ? "true" : "false");
+    if (have_cfg && cfg.rope_scaling) {
+        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling, which llmc-train does not implement",
+                               cfg.file);
+        diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
+    }
     m->qkv_bias = m->arch == ARCH_QWEN2;
     m->qk_norm = m->arch == ARCH_QWEN3;
     report_missing(c, &s);
@@ -1371,7 +2148,18 @@ static void get_string_table(Checker *c, const Item *it, const Entry *e, const c
     }
 }
 
+static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds);
+
+/* A dataset block, then (when the block itself is right) the first records of
+ * its file where it is readable here (model_files.c). */
 static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
+{
+    int before = diags_error_count(c->d);
+    check_dataset_block(c, it, ds);
+    if (diags_error_count(c->d) == before && ds->file) dataset_check_records(ds, c->d);
+}
+
+static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, dataset_keys, NUNITS(dataset_keys));
@@ -1381,7 +2169,7 @@ static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
     ds->tokens = -1;
     if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
         ds->file_at = e->at;
-        ds->file = get_path(c, e, true);
+        ds->file = get_plan_path(c, e, true);
         if (ds->file) {
             const char *dot = strrchr(ds->file, '.');
             const char *slash = strrchr(ds->file, '/');
@@ -1708,7 +2496,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 3, "a count per gpu");
     }
-    if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_path(c, e, false); }
+    if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
     t->data_shared_fs = true;
     if ((e = find(s, "data_shared_fs"))) get_bool(c, e, &t->data_shared_fs);
     if ((e = find(s, "streaming"))) { t->streaming_at = e->at; get_bool(c, e, &t->streaming); }
@@ -1967,8 +2755,8 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     t->bytes_per_token = 4.0;
     if ((e = find(&s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
     if ((e = find(&s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
-    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_path(c, e, false); }
-    else t->output_dir = arena_printf(c->a, "runs/%s", t->name);   /* relative to the submit directory */
+    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
+    else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
     t->checkpoint_every_seconds = 1800;
     if ((e = find(&s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;
@@ -2042,8 +2830,25 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     check_train_lf_rules(c, &s, t);
 }
 
+/* Rules on a job's merged site settings. */
+static void check_job_site(Checker *c, const PlanJob *j)
+{
+    const PlanSite *s = &j->site;
+    const PlanCluster *cl = j->cluster;
+    if (!cl->gpu && (cl->hostlist || cl->minimal)) {
+        if (s->gres)
+            diag_error(c->d, s->gres_at, "'gres_type' on cluster '%s', which has no GPUs", cl->name);
+        if (s->gpus_per_node == 1)
+            diag_error(c->d, s->gpus_per_node_at, "'gpus_per_node' on cluster '%s', which has no GPUs", cl->name);
+    }
+    if (s->mail_type && !s->mail_user && strcmp(s->mail_type, "NONE") != 0) {
+        Diag *g = diag_warning(c->d, s->mail_type_at, "'mail_type' without 'mail_user': Slurm mails the submitting user");
+        diag_help(g, "add mail_user = \"NAME@SITE\" to the sbatch block");
+    }
+}
+
 static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",
-                                       "account", "qos", "logs", "requeue"};
+                                       "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container"};
 
 static void check_job(Checker *c, const Item *it, PlanJob *j)
 {
@@ -2076,13 +2881,17 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     if ((e = find(&s, "requeue"))) get_bool(c, e, &j->requeue);
     Entry *tasks = find(&s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
+    check_site(c, it, &s, &j->site);
     report_missing(c, &s);
 
     const PlanCluster *cl = j->cluster;
     if (!cl) return;
+    merge_site(c, &cl->site, &j->site);
+    check_job_site(c, j);
     if (j->nodes > 0 && cl->nhosts > 0 && j->nodes > cl->nhosts) {
         Diag *g = diag_error(c->d, j->nodes_at, "job asks for %d nodes, but cluster '%s' has %d", j->nodes, cl->name, cl->nhosts);
-        diag_note(g, "cluster '%s' nodes = %s", cl->name, cl->hostlist);
+        if (cl->hostlist) diag_note(g, "cluster '%s' nodes = %s", cl->name, cl->hostlist);
+        else diag_note(g, "cluster '%s' nodes = %d", cl->name, cl->nhosts);
     }
     if (cl->gpus_per_node > 0) {
         if (tasks && j->tasks_per_node > 0 && j->tasks_per_node != cl->gpus_per_node) {
@@ -2117,7 +2926,7 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
                                t->name, j->name);
         diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
     }
-    if (!cl->gpu && cl->hostlist && t->precision != PREC_FP32) {
+    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
         Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
@@ -2138,6 +2947,13 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_note(g, "the llmc CPU backend keeps a full replica of weights and optimizer states on every rank");
             diag_help(g, "use shard = none");
         }
+    }
+    /* The llmc GPU backend is CUDA: an AMD part runs LLaMA-Factory (ROCm). */
+    if (t->backend == BACKEND_LLMC && cl->gpu && cl->gpu_amd) {
+        Diag *g = diag_error(c->d, t->backend_at.start.file ? t->backend_at : j->cluster_at,
+                             "the llmc trainer has no backend for %s (AMD) GPUs", cl->gpu->name);
+        diag_note(g, "llmc-train-cuda is built with CUDA, cuBLASLt and NCCL");
+        diag_help(g, "use backend = llamafactory in run '%s' (PyTorch on ROCm)", t->name);
     }
     /* The llmc CUDA backend has no q/k RMSNorm yet (the CPU backend has). */
     if (t->backend == BACKEND_LLMC && cl->gpu && t->model && t->model->qk_norm) {
@@ -2187,7 +3003,7 @@ static void add_block(Checker *c, const Item *it)
         const char *dym = did_you_mean(it->kind_name, kind_names, K_COUNT);
         Diag *g = dym ? diag_error(c->d, it->kind_at, "unknown block '%s'; did you mean '%s'?", it->kind_name, dym)
                       : diag_error(c->d, it->kind_at, "unknown block '%s'", it->kind_name);
-        diag_note(g, "blocks: cluster, model, dataset, train, job");
+        diag_note(g, "blocks: cluster, model, dataset, train, job, gpu");
         return;
     }
     if (!it->name) {
@@ -2202,7 +3018,8 @@ static void add_block(Checker *c, const Item *it)
                   prev->item->name_at.start.file, prev->item->name_at.start.line);
         return;
     }
-    size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob)};
+    size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob),
+                             sizeof(PlanGpu)};
     void *obj = arena_alloc(c->a, sizes[kind]);
     /* Every Plan* struct starts with `const char *name; SrcRange at;`. */
     PlanCluster *head = obj;
@@ -2229,11 +3046,13 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
         }
     /* Check in dependency order: later kinds refer to earlier ones. */
     PtrVec lists[K_COUNT] = {{0}};
-    for (int k = 0; k < K_COUNT; k++)
+    static const BlockKind order[K_COUNT] = {K_GPU, K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB};
+    for (int o = 0; o < K_COUNT; o++)
         for (int i = 0; i < c.nsyms; i++) {
             Symbol *s = &c.syms[i];
-            if (s->kind != (BlockKind)k) continue;
+            if (s->kind != order[o]) continue;
             switch (s->kind) {
+            case K_GPU: check_gpu(&c, s->item, s->obj); break;
             case K_CLUSTER: check_cluster(&c, s->item, s->obj); break;
             case K_MODEL: check_model(&c, s->item, s->obj); break;
             case K_DATASET: check_dataset(&c, s->item, s->obj); break;
@@ -2241,7 +3060,7 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
             case K_JOB: check_job(&c, s->item, s->obj); break;
             case K_COUNT: break;
             }
-            ptrvec_push(c.a, &lists[k], s->obj);
+            ptrvec_push(c.a, &lists[s->kind], s->obj);
         }
     plan->clusters = (PlanCluster **)lists[K_CLUSTER].items; plan->nclusters = lists[K_CLUSTER].n;
     plan->models = (PlanModel **)lists[K_MODEL].items; plan->nmodels = lists[K_MODEL].n;

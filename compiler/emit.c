@@ -45,7 +45,8 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
 
     const K8sArtifact *k8s;
     int nk8s = k8s_artifacts(L.cluster, &k8s);
-    if (nk8s == 0) {
+    /* A cluster declared by node count is the admin's: no snippet to merge. */
+    if (nk8s == 0 && !L.cluster->minimal) {
         WRITE("slurm.conf", emit_slurm_conf(&L, err, sizeof err), 0644);
         WRITE("gres.conf", emit_gres_conf(&L, err, sizeof err), 0644);
     }

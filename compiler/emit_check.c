@@ -20,7 +20,10 @@ void job_layout(const PlanJob *job, JobLayout *L)
     L->cluster = job->cluster;
     const PlanCluster *c = job->cluster;
     L->gpu = c && c->gpu && c->gpus_per_node > 0;
-    L->gres_type = L->gpu ? c->gpu->gres_type : NULL;
+    /* the site's GRES type where it names one (sbatch { gres_type = "a100" }),
+     * none for an untyped GRES (gres_type = none), else the catalogue's */
+    const PlanSite *site = &job->site;
+    L->gres_type = !L->gpu ? NULL : site->gres == 1 ? site->gres_type : site->gres == 2 ? NULL : c->gpu->gres_type;
     L->gpus_per_node = L->gpu ? c->gpus_per_node : 0;
     /* one rank per GPU; without GPUs one per node unless the plan says */
     if (L->gpu) L->tasks_per_node = c->gpus_per_node;
@@ -77,6 +80,13 @@ static void check_cluster(const PlanCluster *c, Diags *d)
     check_name(d, c->at, "cluster name", c->name);
     check_name(d, c->partition_at, "partition", c->partition);
     if (c->nhosts < 1) diag_error(d, c->hostlist_at, "cluster '%s' has no nodes", c->name ? c->name : "?");
+    if (c->minimal || !c->hosts) {
+        /* a node count: no host names, and CPUs and memory only where given */
+        if (!c->minimal) diag_error(d, c->hostlist_at, "cluster '%s' has no host names", c->name ? c->name : "?");
+        if (c->gpu && (c->gpus_per_node < 1 || c->gpus_per_node > MAX_GPUS_PER_NODE))
+            diag_error(d, c->gpu_at, "%d GPUs per node: must be between 1 and %d", c->gpus_per_node, MAX_GPUS_PER_NODE);
+        return;
+    }
     for (int i = 0; i < c->nhosts; i++) {
         if (!slurm_name_ok(c->hosts[i]) || control_char_at(c->hosts[i]) >= 0) {
             check_name(d, c->hostlist_at, "node name", c->hosts[i]);
@@ -113,6 +123,61 @@ static void check_cluster(const PlanCluster *c, Diags *d)
                    (unsigned long long)c->memory_bytes);
 }
 
+/* The site settings (plan.h: PlanSite) as the script will hold them: the
+ * checker refuses bad values with their positions; these are the guarantees
+ * the emitter itself relies on, whatever built the plan. #SBATCH values are
+ * not shell and cannot be quoted, so they keep to a character set; what the
+ * shell reads is single-quoted and needs only to stay on its line. */
+static bool chars_ok(const char *s, const char *allowed)
+{
+    if (!s || !*s) return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              (*p >= 0x20 && strchr(allowed, *p))))
+            return false;
+    return true;
+}
+
+static void check_site(const PlanSite *s, Diags *d)
+{
+    struct { const char *v; SrcRange at; const char *what, *allowed; } dir[] = {
+        {s->constraint, s->constraint_at, "constraint", "_.-&|*[]():,!"},
+        {s->reservation, s->reservation_at, "reservation", "_.-"},
+        {s->mail_user, s->mail_user_at, "mail_user", "_.-+@"},
+        {s->mail_type, s->mail_type_at, "mail_type", "_,"},
+        {s->comment, s->comment_at, "comment", " _.-+@:=,/()"},
+        {s->gres == 1 ? s->gres_type : NULL, s->gres_at, "gres_type", "_.-"},
+    };
+    for (size_t i = 0; i < sizeof dir / sizeof dir[0]; i++)
+        if (dir[i].v && !chars_ok(dir[i].v, dir[i].allowed)) {
+            Diag *g = diag_error(d, dir[i].at, "%s '%s' cannot be written into an #SBATCH line", dir[i].what, dir[i].v);
+            diag_note(g, "#SBATCH lines are not shell: they cannot be quoted");
+        }
+    if (s->gres == 1 && s->gres_type && !slurm_name_ok(s->gres_type))
+        diag_error(d, s->gres_at, "gres_type '%s' is not a valid Slurm name", s->gres_type);
+    for (int i = 0; i < s->nenv; i++) {
+        const char *n = s->env[i].name;
+        bool ok = n && ((*n >= 'A' && *n <= 'Z') || (*n >= 'a' && *n <= 'z') || *n == '_');
+        for (const char *p = n; ok && *p; p++)
+            ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+        if (!ok) diag_error(d, s->env[i].at, "environment variable name '%s' is not a shell name", n ? n : "");
+        else if (!s->env[i].value || control_char_at(s->env[i].value) >= 0)
+            diag_error(d, s->env[i].at, "environment variable '%s' has no value or a control character in it", n);
+    }
+    for (int i = 0; i < s->nsetup; i++)
+        if (!s->setup[i] || control_char_at(s->setup[i]) >= 0)
+            diag_error(d, s->setup_at, "setup line %d is missing or has a control character", i + 1);
+    if (s->container != CONTAINER_NONE) {
+        if (!s->image || !*s->image || control_char_at(s->image) >= 0 || strpbrk(s->image, " ,"))
+            diag_error(d, s->image_at, "container image is empty or has white space, ',' or a control character");
+        for (int i = 0; i < s->nmounts; i++)
+            if (!s->mounts[i] || s->mounts[i][0] != '/' || control_char_at(s->mounts[i]) >= 0 ||
+                strpbrk(s->mounts[i], " ,"))
+                diag_error(d, s->mounts_at, "container mount %d must be an absolute SRC[:DST[:ro|rw]] without white space or ','",
+                           i + 1);
+    }
+}
+
 static void check_job(const PlanJob *job, Diags *d)
 {
     check_name(d, job->at, "job name", job->name);
@@ -120,6 +185,7 @@ static void check_job(const PlanJob *job, Diags *d)
         diag_error(d, job->at, "job name is longer than 200 characters");
     if (job->account) check_name(d, job->account_at, "account", job->account);
     if (job->qos) check_name(d, job->qos_at, "qos", job->qos);
+    check_site(&job->site, d);
     if (!job->cluster || !job->run) return;   /* the checker reported it */
 
     const PlanCluster *c = job->cluster;

@@ -12,33 +12,8 @@
 #include <cjson/cJSON.h>
 #include "emit_internal.h"
 
-void dataset_effective(const PlanDataset *ds, DatasetColumns *c, DatasetTags *t)
-{
-    *c = ds->columns;
-    *t = ds->tags;
-    switch (ds->format) {
-    case FORMAT_ALPACA:
-        if (!c->prompt) c->prompt = "instruction";
-        if (!c->query) c->query = "input";
-        /* ranking data answers in chosen/rejected (LLaMA-Factory's pairwise
-         * converter reads no response column) */
-        if (!c->response && !ds->ranking) c->response = "output";
-        break;
-    case FORMAT_SHAREGPT:
-        if (!c->messages) c->messages = "conversations";
-        if (!t->role) t->role = "from";
-        if (!t->content) t->content = "value";
-        if (!t->user) t->user = "human";
-        if (!t->assistant) t->assistant = "gpt";
-        if (!t->observation) t->observation = "observation";
-        if (!t->function) t->function = "function_call";
-        if (!t->system) t->system = "system";
-        break;
-    case FORMAT_TEXT:
-        if (!c->text) c->text = "text";
-        break;
-    }
-}
+/* dataset_effective (the defaults below) lives in model_files.c, which llmc check
+ * also uses to read the records. */
 
 static void add_str_or_null(cJSON *obj, const char *key, const char *s)
 {

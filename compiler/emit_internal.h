@@ -82,7 +82,8 @@ typedef struct {
     const PlanTrain *train;
     const PlanCluster *cluster;
     bool gpu;                 /* the cluster has GPUs (GRES lines, --gres) */
-    const char *gres_type;    /* "h100_80gb"; NULL on CPU-only clusters */
+    const char *gres_type;    /* "h100_80gb"; NULL on CPU-only clusters and for an
+                                 untyped GRES (the site's gres_type = none) */
     int gpus_per_node;        /* 0 on CPU-only clusters */
     int tasks_per_node;       /* one per GPU; one per node without GPUs */
     int world_size;           /* nodes x tasks_per_node */
@@ -95,13 +96,19 @@ typedef struct {
                                  directory); NULL: paths are written as is */
 } JobLayout;
 
-/* A plan path as the artifacts in L->art_dir must spell it. Plans name
- * relative paths from the directory llmc and sbatch run in; plan.json,
+/* A plan path as the artifacts in L->art_dir must spell it. The checker has
+ * joined a plan's relative paths to the directory of the .llm file that
+ * writes them (as given to llmc, so relative to its working directory); plan.json,
  * dataset_info.json and the LLaMA-Factory YAML are read relative to their
  * own directory (docs/plan.md). So a relative path is rewritten relative to
  * art_dir (lexically: "out/tiny" + "data/x" -> "../../data/x"); absolute
  * paths stay. Returns a malloc'd string (NULL for NULL). */
 char *artifact_path(const JobLayout *L, const char *path);
+
+/* The run's output directory as the artifacts in L->art_dir spell it: the
+ * plan's `output` through artifact_path; without one, "runs/NAME" relative
+ * to the artifacts' own directory. Returns a malloc'd string. */
+char *artifact_output_dir(const JobLayout *L);
 
 /* Derive the layout of job (no checks; emit_check reports what is wrong). */
 void job_layout(const PlanJob *job, JobLayout *out);

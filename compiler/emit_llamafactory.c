@@ -157,7 +157,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
 
     /* output: overwrite_output_dir false, so a requeued job resumes from the
      * last checkpoint in output_dir (LLaMA-Factory's hparams/parser.py) */
-    path = artifact_path(L, t->output_dir ? t->output_dir : "output");
+    path = artifact_output_dir(L);
     yw_str(y, "output_dir", path);
     free(path);
     yw_int(y, "logging_steps", t->log_every > 0 ? t->log_every : 1);

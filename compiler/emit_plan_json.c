@@ -242,7 +242,7 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     const PlanJob *job = L->job;
     const PlanTrain *t = L->train;
     const PlanModel *m = t->model;
-    char *out_dir = artifact_path(L, t->output_dir ? t->output_dir : "output");
+    char *out_dir = artifact_output_dir(L);
     if (!out_dir) { snprintf(err, errlen, "out of memory writing plan.json"); return NULL; }
     int data_parallel = L->world_size;   /* no tensor/pipeline parallelism */
 

@@ -37,7 +37,13 @@ static void cluster_vars(Tmpl *t, const JobLayout *L)
     buf_free(&nodes);
     tmpl_set(t, "gpu", L->gpu ? "1" : "");
     tmpl_set(t, "cpu_only", L->gpu ? "" : "1");
-    tmpl_set(t, "gres_type", L->gpu ? L->gres_type : "");
+}
+
+/* "gpu:TYPE:N" or, untyped, "gpu:N" (slurm.conf Gres=, --gres). */
+static void gres_spec(Buf *b, const JobLayout *L)
+{
+    if (L->gres_type) buf_printf(b, "gpu:%s:%d", L->gres_type, L->gpus_per_node);
+    else buf_printf(b, "gpu:%d", L->gpus_per_node);
 }
 
 char *emit_slurm_conf(const JobLayout *L, char *err, size_t errlen)
@@ -47,15 +53,12 @@ char *emit_slurm_conf(const JobLayout *L, char *err, size_t errlen)
     cluster_vars(&t, L);
     tmpl_setf(&t, "cpus", "%d", L->cluster->cpus);
     tmpl_setf(&t, "real_memory_mib", "%llu", (unsigned long long)L->node_mem_mib);
-    tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
+    Buf g;
+    buf_init(&g);
+    if (L->gpu) gres_spec(&g, L);
+    tmpl_set(&t, "node_gres", g.data ? g.data : "");
+    buf_free(&g);
     tmpl_set(&t, "partition", L->cluster->partition);
-    /* The partition's limit is this job's limit: sbatch --test-only then
-     * checks the script against exactly what the plan asked for. */
-    Buf time;
-    buf_init(&time);
-    slurm_time(&time, L->job->time_seconds);
-    tmpl_set(&t, "max_time", time.data);
-    buf_free(&time);
     return fill(&t, "slurm.conf", err, errlen);
 }
 
@@ -64,9 +67,88 @@ char *emit_gres_conf(const JobLayout *L, char *err, size_t errlen)
     Tmpl t;
     tmpl_init(&t);
     cluster_vars(&t, L);
-    if (L->gpus_per_node == 1) tmpl_set(&t, "device_files", "/dev/nvidia0");
-    else tmpl_setf(&t, "device_files", "/dev/nvidia[0-%d]", L->gpus_per_node > 0 ? L->gpus_per_node - 1 : 0);
+    tmpl_set(&t, "gres_type", L->gpu && L->gres_type ? L->gres_type : "");
+    tmpl_set(&t, "gres_typed", L->gpu && L->gres_type ? "1" : "");
+    tmpl_set(&t, "gres_untyped", L->gpu && !L->gres_type ? "1" : "");
+    /* NVIDIA: /dev/nvidiaN; AMD (ROCm): the render nodes /dev/dri/renderD128... */
+    bool amd = L->gpu && L->cluster->gpu_amd;
+    const char *dev = amd ? "/dev/dri/renderD" : "/dev/nvidia";
+    int first = amd ? 128 : 0;
+    if (L->gpus_per_node == 1) tmpl_setf(&t, "device_files", "%s%d", dev, first);
+    else tmpl_setf(&t, "device_files", "%s[%d-%d]", dev, first, first + (L->gpus_per_node > 0 ? L->gpus_per_node - 1 : 0));
     return fill(&t, "gres.conf", err, errlen);
+}
+
+/* The site settings of the job (plan.h: PlanSite) as the holes both job
+ * templates share: extra #SBATCH lines, exports, setup lines and the
+ * container. Every value is checked (compiler/check.c: check_site) and, where
+ * the shell reads it, single-quoted. */
+static void site_vars(Tmpl *t, const JobLayout *L)
+{
+    const PlanSite *s = &L->job->site;
+    Buf b;
+    buf_init(&b);
+    if (L->gpu) {
+        buf_puts(&b, s->gpus_per_node == 1 ? "--gpus-per-node=" : "--gres=");
+        if (s->gpus_per_node == 1) {
+            if (L->gres_type) buf_printf(&b, "%s:", L->gres_type);
+            buf_printf(&b, "%d", L->gpus_per_node);
+        } else {
+            gres_spec(&b, L);
+        }
+    }
+    tmpl_set(t, "gpu_request", b.data ? b.data : "");
+    buf_free(&b);
+
+    buf_init(&b);
+    if (s->constraint) buf_printf(&b, "#SBATCH --constraint=%s\n", s->constraint);
+    if (s->exclusive == 1) buf_puts(&b, "#SBATCH --exclusive\n");
+    if (s->reservation) buf_printf(&b, "#SBATCH --reservation=%s\n", s->reservation);
+    if (s->mail_type) buf_printf(&b, "#SBATCH --mail-type=%s\n", s->mail_type);
+    if (s->mail_user) buf_printf(&b, "#SBATCH --mail-user=%s\n", s->mail_user);
+    if (s->comment) buf_printf(&b, "#SBATCH --comment=\"%s\"\n", s->comment);
+    if (b.len) b.data[--b.len] = '\0';   /* the template line ends it */
+    tmpl_set(t, "site_directives", b.data ? b.data : "");
+    buf_free(&b);
+
+    buf_init(&b);
+    for (int i = 0; i < s->nenv; i++) {
+        buf_printf(&b, "%sexport %s=", i ? "\n" : "", s->env[i].name);
+        sh_quote(&b, s->env[i].value);
+    }
+    tmpl_set(t, "site_env", b.data ? b.data : "");
+    buf_free(&b);
+
+    buf_init(&b);
+    for (int i = 0; i < s->nsetup; i++) {
+        buf_puts(&b, i ? "\n    " : "    ");
+        sh_quote(&b, s->setup[i]);
+    }
+    tmpl_set(t, "site_setup", b.data ? b.data : "");
+    buf_free(&b);
+
+    bool box = s->container != CONTAINER_NONE;
+    tmpl_set(t, "container", box ? "1" : "");
+    tmpl_set(t, "no_container", box ? "" : "1");
+    tmpl_set(t, "pyxis", s->container == CONTAINER_PYXIS ? "1" : "");
+    tmpl_set(t, "apptainer", s->container == CONTAINER_APPTAINER ? "1" : "");
+    tmpl_set(t, "apptainer_nv", !L->gpu ? "" : L->cluster->gpu_amd ? " --rocm" : " --nv");
+    buf_init(&b);
+    if (box) sh_quote(&b, s->image);
+    tmpl_set(t, "image_q", b.data ? b.data : "");
+    buf_free(&b);
+    buf_init(&b);
+    for (int i = 0; i < s->nmounts; i++) {
+        buf_puts(&b, ",");
+        buf_puts(&b, s->mounts[i]);
+    }
+    Buf q;
+    buf_init(&q);
+    if (b.len) sh_quote(&q, b.data);
+    tmpl_set(t, "container_mounts_q", q.data ? q.data : "");
+    tmpl_set(t, "plan_mounts", b.len ? "1" : "");
+    buf_free(&q);
+    buf_free(&b);
 }
 
 char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
@@ -84,8 +166,7 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
     tmpl_setf(&t, "nodes", "%d", job->nodes);
     tmpl_setf(&t, "tasks_per_node", "%d", L->tasks_per_node);
     tmpl_set(&t, "gpu", L->gpu ? "1" : "");
-    tmpl_set(&t, "gres_type", L->gpu ? L->gres_type : "");
-    tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
+    site_vars(&t, L);
     tmpl_setf(&t, "cpus_per_task", "%d", L->cpus_per_task);
     /* --mem=0: all of each node's memory */
     if (L->mem_mib) tmpl_setf(&t, "mem", "%lluM", (unsigned long long)L->mem_mib);
@@ -106,6 +187,7 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
     tmpl_set(&t, "requeue", job->requeue ? "1" : "");
     tmpl_set(&t, "no_requeue", job->requeue ? "" : "1");
     if (lf) {
+        tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
         tmpl_set(&t, "yaml", lf_yaml_name());
         tmpl_set(&t, "deepspeed", lf_deepspeed_name(L));
         tmpl_setf(&t, "cpus_per_node", "%d", L->cpus_per_task * L->tasks_per_node);

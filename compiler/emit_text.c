@@ -238,3 +238,11 @@ char *artifact_path(const JobLayout *L, const char *path)
     free(to);
     return res ? res : strdup(path);
 }
+
+char *artifact_output_dir(const JobLayout *L)
+{
+    const PlanTrain *t = L->train;
+    if (!t->output_dir) return strdup("output");
+    if (t->output_default) return strdup(t->output_dir);
+    return artifact_path(L, t->output_dir);
+}

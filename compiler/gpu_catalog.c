@@ -27,6 +27,23 @@ static const GpuSpec catalog[] = {
     {"H200_141GB", "h200_141gb", 143771 * MIB,    142300 * MIB,     989.0,  4.8,   0.40},
     {"B200",       "b200",       183359 * MIB,    181000 * MIB,     2250.0, 8.0,   0.35},
     {"L40S",       "l40s",       46068 * MIB,     45400 * MIB,      362.0,  0.864, 0.35},
+    /* Entries below: capacity and usable as nvidia-smi / rocm-smi report them
+     * where noted, else the data sheet's capacity less 2%. Sources:
+     * GH200: NVIDIA GH200 Grace Hopper Superchip data sheet (96 GB HBM3, 4 TB/s;
+     *   FP16/BF16 tensor 989 TFLOPS dense, 1,979 with sparsity); capacity = 96 GB.
+     * H100 NVL: NVIDIA H100 Tensor Core GPU data sheet, H100 NVL column (94 GB HBM3,
+     *   3.9 TB/s, BF16 1,671 TFLOPS with sparsity = 835 dense); nvidia-smi 95830 MiB.
+     * L4: NVIDIA L4 data sheet (24 GB GDDR6, 300 GB/s, BF16 242 TFLOPS with
+     *   sparsity = 121 dense); nvidia-smi 23034 MiB.
+     * A10: NVIDIA A10 data sheet (24 GB GDDR6, 600 GB/s, BF16 250 TFLOPS with
+     *   sparsity = 125 dense); nvidia-smi 23028 MiB.
+     * MI300X: AMD Instinct MI300X data sheet (192 GB HBM3, 5.3 TB/s, peak BF16
+     *   1,307.4 TFLOPS dense); rocm-smi VRAM total 205822885888 B = 196288 MiB. */
+    {"GH200",      "gh200",      96e9,            96e9 * 0.98,      989.0,  4.0,   0.40},
+    {"H100_NVL",   "h100_nvl",   95830 * MIB,     95000 * MIB,      835.0,  3.9,   0.40},
+    {"L4",         "l4",         23034 * MIB,     22500 * MIB,      121.0,  0.3,   0.35},
+    {"A10",        "a10",        23028 * MIB,     22500 * MIB,      125.0,  0.6,   0.35},
+    {"MI300X",     "mi300x",     196288 * MIB,    192000 * MIB,     1307.4, 5.3,   0.30},
 };
 
 /* In the order of catalog[]. */
@@ -37,9 +54,27 @@ static const GpuFabric fabrics[] = {
     {900e9, 8, 400e9, "NVLink 4"},    /* H200_141GB */
     {1800e9, 8, 400e9, "NVLink 5"},   /* B200 */
     {64e9, 2, 200e9, "PCIe 4.0"},     /* L40S */
+    {900e9, 4, 200e9, "NVLink 4"},    /* GH200: NVLink 4 between the superchips of a node (assumed
+                                         900 GB/s), 4 x 200 Gb/s as in HPE Cray EX254n nodes (4 GH200,
+                                         one Slingshot 11 NIC each) */
+    {600e9, 4, 400e9, "NVLink 4 bridge"},  /* H100_NVL: 600 GB/s NVLink bridge between a pair; the
+                                              usual 4 x 400 Gb/s server (assumed) */
+    {64e9, 2, 100e9, "PCIe 4.0"},     /* L4: no NVLink; 2 x 100 Gb/s assumed */
+    {64e9, 2, 100e9, "PCIe 4.0"},     /* A10: no NVLink; 2 x 100 Gb/s assumed */
+    {896e9, 8, 400e9, "Infinity Fabric"},  /* MI300X: 7 links x 128 GB/s = 896 GB/s per GPU (AMD
+                                              platform brief), 8 x 400 Gb/s */
 };
 _Static_assert(sizeof fabrics / sizeof fabrics[0] == sizeof catalog / sizeof catalog[0],
                "a fabric for every catalogue entry");
+
+#define NCATALOG (sizeof catalog / sizeof catalog[0])
+
+bool gpu_catalog_is_amd(const GpuSpec *gpu)
+{
+    for (size_t i = 0; gpu && i < NCATALOG; i++)
+        if (gpu == &catalog[i]) return strcmp(catalog[i].name, "MI300X") == 0;
+    return false;
+}
 
 const GpuFabric *gpu_catalog_fabric(const GpuSpec *gpu)
 {

@@ -37,6 +37,9 @@ typedef struct {
 
 const GpuSpec *gpu_catalog_find(const char *name);
 const GpuFabric *gpu_catalog_fabric(const GpuSpec *gpu);   /* NULL for none */
+/* A catalogue entry from AMD (false for anything else, declared GPUs included:
+ * the checker sets PlanCluster.gpu_amd from those). */
+bool gpu_catalog_is_amd(const GpuSpec *gpu);
 int gpu_catalog_count(void);
 const GpuSpec *gpu_catalog_at(int i);
 
@@ -59,6 +62,28 @@ typedef enum { ATTN_FLASH, ATTN_EAGER } AttentionKind;
 typedef enum { SCHED_COSINE, SCHED_LINEAR, SCHED_CONSTANT } LrSchedule;
 typedef enum { BACKEND_LLMC, BACKEND_LLAMAFACTORY } TrainBackend;
 typedef enum { BADREC_FAIL, BADREC_SKIP } BadRecordPolicy;
+
+/* ---- site settings: `env { }`, `sbatch { }`, `setup = [ ]`, `container { }` in a
+ * cluster or job block (docs/language.md, "Site settings"). A job's own settings
+ * are merged over its cluster's by the checker into the job's `site`. ---- */
+typedef struct { const char *name, *value; SrcRange at; } PlanEnvVar;
+typedef enum { CONTAINER_NONE, CONTAINER_PYXIS, CONTAINER_APPTAINER } ContainerKind;
+typedef struct {
+    PlanEnvVar *env; int nenv;              /* exported before the launch, in this order */
+    const char **setup; int nsetup; SrcRange setup_at;  /* shell lines run before the launch */
+    const char *constraint; SrcRange constraint_at;     /* #SBATCH --constraint */
+    int exclusive; SrcRange exclusive_at;   /* -1 unset, 0 no, 1 --exclusive */
+    const char *reservation; SrcRange reservation_at;
+    int gpus_per_node; SrcRange gpus_per_node_at; /* -1 unset; 1: --gpus-per-node instead of --gres */
+    int gres; SrcRange gres_at;             /* 0 unset (catalogue type), 1 `gres_type = "x"`, 2 `gres_type = none` */
+    const char *gres_type;                  /* gres == 1 */
+    const char *mail_user; SrcRange mail_user_at;
+    const char *mail_type; SrcRange mail_type_at;  /* "END,FAIL" */
+    const char *comment; SrcRange comment_at;
+    ContainerKind container; SrcRange container_at;
+    const char *image; SrcRange image_at;
+    const char **mounts; int nmounts; SrcRange mounts_at;   /* "SRC:DST[:FLAGS]" */
+} PlanSite;
 
 /* ---- blocks ---- */
 /* Where a cluster's Slurm runs: on its hosts (slurm.conf/gres.conf snippets),
@@ -116,6 +141,12 @@ typedef struct {
     SlurmRuntime slurm; SrcRange slurm_at;      /* `slurm = hosts | slinky "V" | soperator "V"` */
     const char *slurm_version;                  /* the operator's version; NULL on hosts */
     PlanK8s *k8s;                               /* the `kubernetes { }` sub-block; NULL on hosts */
+    PlanSite site;                          /* the cluster's site settings */
+    bool minimal;                           /* `nodes = COUNT` without a hostlist (the admin owns
+                                               slurm.conf): hosts NULL, nhosts the count, cpus and
+                                               memory 0 unless given; no slurm.conf/gres.conf snippet */
+    bool gpu_amd;                           /* an AMD part (ROCm): /dev/dri render nodes, Apptainer --rocm,
+                                               no llmc CUDA backend */
 } PlanCluster;
 
 typedef struct {
@@ -212,6 +243,9 @@ typedef struct {
     ReportTo report_to;
     const char *run_name;                   /* NULL: the train block's name */
     int64_t log_every;                      /* steps; default 1 */
+    bool output_default;                    /* no `output`: output_dir "runs/NAME" is relative to the
+                                               compiled directory itself (beside plan.json), so a
+                                               copied out/ keeps its runs */
 } PlanTrain;
 
 typedef struct {
@@ -229,7 +263,17 @@ typedef struct {
     int tasks_per_node; SrcRange tasks_at;  /* `tasks`; default gpus_per_node, or 1 on a
                                                cluster with `gpu = none` (CPU-only: one
                                                trainer process per node, fp32, no --gres) */
+    PlanSite site;                          /* the cluster's site settings with the job's over them */
 } PlanJob;
+
+/* `gpu NAME { memory = ...  bf16 = ...  hbm = ...  gres_type = "..." }`: a GPU the
+ * catalogue lacks (docs/language.md, "gpu NAME"); clusters name it like a
+ * catalogue entry. */
+typedef struct {
+    const char *name; SrcRange at;
+    GpuSpec spec;            /* spec.name = name */
+    bool amd;                /* vendor = amd */
+} PlanGpu;
 
 typedef struct Plan {
     const char *main_file;                  /* the file given on the command line */

@@ -429,6 +429,17 @@ static bool file_has(const char *dir, const char *name, const char *needle)
     return ok;
 }
 
+static bool file_lacks(const char *dir, const char *name, const char *needle)
+{
+    char *p = join(dir, name);
+    char *text = read_file(p);
+    bool ok = text && !strstr(text, needle);
+    if (!ok) printf("     %s has: %s\n", p, needle);
+    free(p);
+    free(text);
+    return ok;
+}
+
 static int emit_to(Fixture *f, const char *dir)
 {
     Diags *d = diags_new();
@@ -455,7 +466,8 @@ static void test_outputs(void)
     check(file_has(out, "slurm.conf", "NodeName=gpu[001-002] CPUs=224 RealMemory=2097152 Gres=gpu:h100_80gb:8 State=UNKNOWN\n"),
           "slurm.conf NodeName line with hostlist and GRES");
     check(file_has(out, "slurm.conf", "GresTypes=gpu\n") &&
-          file_has(out, "slurm.conf", "PartitionName=gpu Nodes=gpu[001-002] Default=YES MaxTime=2-00:00:00 State=UP\n"),
+          file_has(out, "slurm.conf", "PartitionName=gpu Nodes=gpu[001-002] State=UP\n") &&
+          file_lacks(out, "slurm.conf", "Default=") && file_lacks(out, "slurm.conf", "MaxTime="),
           "slurm.conf GresTypes and partition");
     check(file_has(out, "gres.conf", "NodeName=gpu[001-002] Name=gpu Type=h100_80gb File=/dev/nvidia[0-7]\n"),
           "gres.conf with the same type and count");
@@ -642,42 +654,97 @@ static int count_lines(const char *text, const char *prefix)
  * written, or the artifacts have exactly the lines of a clean plan (nothing
  * injected) and the script parses. Deterministic pseudo-random strings from an
  * alphabet of shell and Slurm metacharacters. */
+/* One hostile string into field `which` of f (0-3 the names, 4-13 the site
+ * settings); env and mounts live in the caller's storage. */
+#define INJECT_FIELDS 14
+static void inject(Fixture *f, int which, const char *v, PlanEnvVar *env, const char **list, char *buf, size_t buflen)
+{
+    PlanSite *site = &f->job.site;
+    switch (which) {
+    case 0: f->job.log_dir = v; break;
+    case 1: f->job.name = v; break;
+    case 2: f->cluster.partition = v; break;
+    case 3: f->job.account = v; break;
+    case 4: env[0] = (PlanEnvVar){"NCCL_SOCKET_IFNAME", v, at_line(30, 5)}; site->env = env; site->nenv = 1; break;
+    case 5: list[0] = v; site->setup = list; site->nsetup = 1; site->setup_at = at_line(31, 5); break;
+    case 6: site->constraint = v; site->constraint_at = at_line(32, 5); break;
+    case 7: site->reservation = v; site->reservation_at = at_line(33, 5); break;
+    case 8: site->mail_user = v; site->mail_user_at = at_line(34, 5); break;
+    case 9: site->comment = v; site->comment_at = at_line(35, 5); break;
+    case 10: site->gres = 1; site->gres_type = v; site->gres_at = at_line(36, 5); break;
+    case 11: site->container = CONTAINER_APPTAINER; site->image = v; site->image_at = at_line(37, 5); break;
+    case 12:
+        snprintf(buf, buflen, "/%s", v);
+        site->container = CONTAINER_PYXIS; site->image = "img"; site->image_at = at_line(37, 5);
+        list[0] = buf; site->mounts = list; site->nmounts = 1; site->mounts_at = at_line(38, 5);
+        break;
+    case 13: env[0] = (PlanEnvVar){v, "1", at_line(30, 5)}; site->env = env; site->nenv = 1; break;
+    }
+}
+
+static char *script_of(Fixture *f, const char *out)
+{
+    char *name = NULL;
+    if (asprintf(&name, "%s.slurm", f->job.name) < 0) abort();
+    char *sp = join(out, name);
+    char *text = read_file(sp);
+    free(sp);
+    free(name);
+    return text;
+}
+
+/* Property: whatever strings a plan holds in the places that reach Slurm
+ * lines and the script, either emit_check rejects the plan and nothing is
+ * written, or the artifacts have exactly the lines of the same plan with a
+ * clean value there (nothing injected) and the script parses. Deterministic
+ * pseudo-random strings from an alphabet of shell and Slurm metacharacters;
+ * every name and every site setting (env names and values, setup lines,
+ * #SBATCH values, container image and mounts). */
 static void test_injection_property(void)
 {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnop/._-$`'\"\\;|&<>(){}[]*?!#~%,= \t\n";
     uint32_t rng = 12345;
     int accepted = 0, rejected = 0, broken = 0;
-    Fixture base;
-    fixture(&base, 2, 8);
+    int ref_sbatch[INJECT_FIELDS], ref_lines[INJECT_FIELDS], ref_conf_lines[INJECT_FIELDS];
     char *ref_dir = join(scratch, "prop_ref");
-    emit_to(&base, ref_dir);
-    char *ref_script_path = join(ref_dir, "train_llm.slurm"), *ref_conf_path = join(ref_dir, "slurm.conf");
-    char *ref_script = read_file(ref_script_path), *ref_conf = read_file(ref_conf_path);
-    int ref_sbatch = ref_script ? count_lines(ref_script, "#SBATCH") : -1;
-    int ref_conf_lines = ref_conf ? count_lines(ref_conf, "") : -1;
+    char cmd[1024];
+    for (int w = 0; w < INJECT_FIELDS; w++) {   /* the same field, clean */
+        Fixture base;
+        fixture(&base, 2, 8);
+        PlanEnvVar env[1];
+        const char *list[1];
+        char buf[64];
+        inject(&base, w, w == 13 ? "CLEAN" : "clean", env, list, buf, sizeof buf);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", ref_dir);
+        run_shell(cmd);
+        ref_sbatch[w] = ref_lines[w] = ref_conf_lines[w] = -1;
+        if (emit_to_quiet(&base, ref_dir) != 0) { broken++; continue; }
+        char *script = script_of(&base, ref_dir), *cp = join(ref_dir, "slurm.conf"), *conf = read_file(cp);
+        if (script) { ref_sbatch[w] = count_lines(script, "#SBATCH"); ref_lines[w] = count_lines(script, ""); }
+        if (conf) ref_conf_lines[w] = count_lines(conf, "");
+        free(script); free(cp); free(conf);
+    }
+    int per_field_accepted[INJECT_FIELDS] = {0};
     char *out = join(scratch, "prop");
-    for (int iter = 0; iter < 300; iter++) {
-        char s[4][16];
-        for (int k = 0; k < 4; k++) {
+    for (int iter = 0; iter < 100 * INJECT_FIELDS; iter++) {
+        char s[16];
+        rng = rng * 1103515245u + 12345u;
+        int len = 1 + (int)((rng >> 16) % 6);
+        for (int i = 0; i < len; i++) {
             rng = rng * 1103515245u + 12345u;
-            int len = 1 + (int)((rng >> 16) % 6);
-            for (int i = 0; i < len; i++) {
-                rng = rng * 1103515245u + 12345u;
-                s[k][i] = alphabet[(rng >> 16) % (sizeof alphabet - 1)];
-            }
-            s[k][len] = '\0';
+            s[i] = alphabet[(rng >> 16) % (sizeof alphabet - 1)];
         }
+        s[len] = '\0';
         Fixture f;
         fixture(&f, 2, 8);
-        int which = iter % 4;   /* one hostile field at a time, the others clean */
-        if (which == 0) f.job.log_dir = s[0];
-        if (which == 1) f.job.name = s[1];
-        if (which == 2) f.cluster.partition = s[2];
-        if (which == 3) f.job.account = s[3];
+        int which = iter % INJECT_FIELDS;   /* one hostile field at a time, the others clean */
+        PlanEnvVar env[1];
+        const char *list[1];
+        char buf[64];
+        inject(&f, which, s, env, list, buf, sizeof buf);
         Diags *d = diags_new();
         int errs = emit_check(&f.plan, d);
         diags_free(d);
-        char cmd[1024];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
         run_shell(cmd);
         if (errs > 0) {
@@ -686,21 +753,26 @@ static void test_injection_property(void)
             continue;
         }
         accepted++;
+        per_field_accepted[which]++;
         if (emit_to_quiet(&f, out) != 0) { broken++; continue; }
         char *name = NULL;
         if (asprintf(&name, "%s.slurm", f.job.name) < 0) abort();
         char *sp = join(out, name), *cp = join(out, "slurm.conf");
         char *script = read_file(sp), *conf = read_file(cp);
         snprintf(cmd, sizeof cmd, "bash -n '%s' 2>/dev/null", sp);
-        if (!script || !conf || count_lines(script, "#SBATCH") != ref_sbatch + (which == 3) ||
-            count_lines(conf, "") != ref_conf_lines || run_shell(cmd) != 0)
-            broken++;
+        bool bad = !script || !conf || count_lines(script, "#SBATCH") != ref_sbatch[which] ||
+                   count_lines(script, "") != ref_lines[which] || count_lines(conf, "") != ref_conf_lines[which] ||
+                   run_shell(cmd) != 0;
+        if (bad) { broken++; printf("     field %d value \"%s\" broke the artifacts\n", which, s); }
         free(script); free(conf); free(sp); free(cp); free(name);
     }
-    check(broken == 0 && accepted > 0 && rejected > 0,
-          "300 plans with hostile names: %d rejected (nothing written), %d accepted with no injected line, %d broken",
-          rejected, accepted, broken);
-    free(out); free(ref_dir); free(ref_script_path); free(ref_conf_path); free(ref_script); free(ref_conf);
+    int fields_accepting = 0;
+    for (int w = 0; w < INJECT_FIELDS; w++) fields_accepting += per_field_accepted[w] > 0;
+    check(broken == 0 && accepted > 0 && rejected > 0 && fields_accepting == INJECT_FIELDS,
+          "%d plans with hostile names and site settings: %d rejected (nothing written), %d accepted "
+          "with no injected line (every one of %d fields: %d), %d broken",
+          100 * INJECT_FIELDS, rejected, accepted, INJECT_FIELDS, fields_accepting, broken);
+    free(out); free(ref_dir);
 }
 
 int main(int argc, char **argv)

@@ -6,7 +6,9 @@
 #           (relative paths in the artifacts depend on where they are) and
 #           diff -r against golden/NAME; then compile again from a different
 #           working directory (a directory whose examples/ and tests/ link to
-#           the repository's) and demand identical bytes.
+#           the repository's) and demand identical bytes; and again from / with
+#           absolute names and from the plan's own directory (relative paths
+#           in a plan are relative to its file): identical bytes.
 # Run from the repository root. Closes with "N passed, N failed".
 set -u
 mode=$1
@@ -67,7 +69,19 @@ for p in "${plans[@]}"; do
         cat "$SCRATCH/$name.log2"
         diff -r "$out" "$OTHER/build/$name" | head -n 20
     fi
-    rm -rf "$out"
+    # relative paths in a plan are relative to its file (issue 14 item 6): the
+    # same bytes when llmc runs in / with absolute names, and in the plan's
+    # own directory (the output at the same place, so the same relative paths)
+    rm -rf "$ROOT/$out.a" "$ROOT/$out.b"
+    if (cd / && "$LLMC" "$ROOT/$p" -o "$ROOT/$out.a") >"$SCRATCH/$name.log3" 2>&1 &&
+        (cd "$(dirname "$p")" && "$LLMC" "$(basename "$p")" -o "$ROOT/$out.b") >>"$SCRATCH/$name.log3" 2>&1 &&
+        diff -r "$out" "$ROOT/$out.a" >"$SCRATCH/$name.diff3" && diff -r "$out" "$ROOT/$out.b" >>"$SCRATCH/$name.diff3"; then
+        ok "$name: same bytes compiled from / and from the plan's directory"
+    else
+        bad "$name: output depends on the working directory (/ or the plan's directory)"
+        cat "$SCRATCH/$name.log3"; head -n 20 "$SCRATCH/$name.diff3"
+    fi
+    rm -rf "$out" "$ROOT/$out.a" "$ROOT/$out.b"
 done
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -206,6 +206,48 @@ if [[ -n ${4:-} && -x $4 && $(realpath "$4") != "$LLMC" ]]; then
     done
 fi
 
+# a cluster declared by node count (site_a100.llm): the admin's slurm.conf is
+# used as it is, so no snippet is written, and a note says what was not checked
+if [[ -f $T/ex/site_a100/plan.json && -f $T/ex/site_a100/site_pt.slurm && ! -e $T/ex/site_a100/slurm.conf &&
+      ! -e $T/ex/site_a100/gres.conf ]] && ! grep -qE '^(slurm|gres)\.conf$' "$T/ex/site_a100/.llmc-output" &&
+    grep -qF "note: cluster 'site' is declared by node count: no slurm.conf or gres.conf snippet is written" "$T/ex/site_a100.log" &&
+    grep -qF "not checked: node names, CPUs per node (cpus_per_task defaults to 1), memory per node" "$T/ex/site_a100.log"; then
+    ok "a cluster by node count: no slurm.conf/gres.conf, a note on what was not checked"
+else
+    bad "a cluster by node count: no slurm.conf/gres.conf, a note on what was not checked"
+    ls -A "$T/ex/site_a100"; cat "$T/ex/site_a100.log"
+fi
+
+# without `output` the run goes to runs/TRAIN inside the compiled directory
+# (plan.json and the LLaMA-Factory YAML), wherever that is compiled from
+mkdir -p "$T/noout/plans"
+sed '/^  output    = /d' tests/emitters/plans/slurm2.llm >"$T/noout/plans/pt.llm"
+sed '/^  output    = /d' tests/emitters/plans/slurm2_lf.llm >"$T/noout/plans/lf.llm"
+if (cd "$T/noout/plans" && "$LLMC" pt.llm -o ../out/pt && "$LLMC" lf.llm -o ../out/lf) >"$T/noout.log" 2>&1 &&
+    [[ $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output"]["dir"])' "$T/noout/out/pt/plan.json") == runs/pt ]] &&
+    grep -qx 'output_dir: "runs/pt_lf"' "$T/noout/out/lf/llamafactory_train.yaml"; then
+    ok "without output: runs/TRAIN relative to the compiled directory (plan.json, LLaMA-Factory YAML)"
+else
+    bad "without output: runs/TRAIN relative to the compiled directory"
+    cat "$T/noout.log"; grep -n '"dir"' "$T/noout/out/pt/plan.json"; grep -n output_dir "$T/noout/out/lf/llamafactory_train.yaml"
+fi
+
+# a model block without a shape takes it from the readable config.json
+# (transformers 5: rope_theta inside rope_parameters)
+if [[ -f $T/ex/model_from_config/plan.json ]] && "$PY" - "$T/ex/model_from_config/plan.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+want = {"arch": "llama", "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336,
+        "vocab": 128256, "max_context": 8192, "rope_theta": 500000, "rms_eps": 1e-05}
+sys.exit(0 if all(m.get(k) == v for k, v in want.items()) else 1)
+PY
+then
+    ok "a model without a shape takes it from config.json (rope_parameters.rope_theta = 500000)"
+else
+    bad "a model without a shape takes it from config.json"
+    grep -A14 '"model"' "$T/ex/model_from_config/plan.json" | head -20
+fi
+
 # a LLaMA-Factory run longer than its time limit compiles with a warning
 sed -e 's/^  time    = 12 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" \
     tests/emitters/plans/lf_sft.llm >"$T/lf_short.llm"
@@ -342,6 +384,45 @@ else
         else
             bad "LLaMA-Factory script: one launcher per node (job ${jid:-?}: $state)"
             cat "$T/sbatch-lf.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/pair/*lf* 2>/dev/null | tail -n 20
+        fi
+
+        # A site's plan (tests/emitters/plans/site_a100.llm: untyped GRES,
+        # --exclusive, mail, comment, NCCL/UCX/OMP variables, setup lines, an
+        # Apptainer image): sbatch takes it, and it runs on both nodes with a
+        # stand-in apptainer. Every step goes through the container with the
+        # plan's image and mounts, and every rank sees the plan's environment
+        # and what the setup lines exported.
+        if (cd "$T/ex/site_a100" && mkdir -p logs/site && sbatch --test-only site_pt.slurm) >"$T/sbatch-site.log" 2>&1 &&
+            grep -q 'to start at' "$T/sbatch-site.log"; then
+            ok "sbatch --test-only accepts the site plan's script (untyped GRES, --exclusive, mail, comment)"
+        else
+            bad "sbatch --test-only accepts the site plan's script"
+            cat "$T/sbatch-site.log"
+        fi
+        export LLMC_STAND_IN_LOG="$T/stand-in-site.log"
+        mkdir -p "$T/ex/logs/site"
+        jid=$(cd "$T/ex" && LLMC_TRAIN=$(command -v true) LLMC_APPTAINER="$ROOT/tests/emitters/stand_in_apptainer.sh" \
+            sbatch --parsable site_a100/site_pt.slurm 2>"$T/sbatch-site-run.log")
+        for ((i = 0; i < 60; i++)); do
+            state=$(scontrol show job "$jid" 2>/dev/null | grep -oE 'JobState=[A-Z]+' | tr '\n' ' ')
+            [[ $state == *COMPLETED* || $state == *FAILED* || $state == *CANCELLED* ]] && break
+            sleep 1
+        done
+        info=$(scontrol show job "$jid" 2>/dev/null)
+        sd="$T/ex/site_a100"
+        want="image=/mnt/data-hps/images/llmc-train.sif nv=1 bind=$sd:$sd,$T/ex/logs/site:$T/ex/logs/site,/mnt/data-hps:/mnt/data-hps,/scratch:/scratch:rw"
+        want_env="ifname=ib0 debug=WARN omp=8 setup=module loaded job=1"
+        if [[ $state == *COMPLETED* ]] &&
+            [[ $(grep -c "^container $want cmd=true rank=0 $want_env\$" "$LLMC_STAND_IN_LOG") -eq 1 ]] &&
+            [[ $(grep -c "^container $want cmd=bash rank=[0-9]* $want_env\$" "$LLMC_STAND_IN_LOG") -eq 16 ]] &&
+            [[ $(wc -l <"$LLMC_STAND_IN_LOG") -eq 17 ]] &&
+            grep -q 'Comment=qwen7b pt: site test' <<<"$info" && grep -q 'MailUser=ml-infra@example.org' <<<"$info" &&
+            grep -q 'MailType=END,FAIL' <<<"$info" && grep -q 'OverSubscribe=NO' <<<"$info"; then
+            ok "the site plan runs: prepare and 16 ranks in the container with its mounts, env and setup ($state)"
+        else
+            bad "the site plan runs in the container (job ${jid:-?}: $state)"
+            cat "$T/sbatch-site-run.log" "$LLMC_STAND_IN_LOG" "$T"/ex/logs/site/*.err 2>/dev/null | tail -n 30
+            grep -E 'Comment|Mail|OverSubscribe' <<<"$info"
         fi
         unset SLURM_CONF LLMC_STAND_IN_LOG
     else

@@ -3,7 +3,7 @@
 TEST_SUITES += frontend frontend-san
 
 FRONTEND_LIB_SRC := compiler/arena.c compiler/check.c compiler/diag.c compiler/fmt.c \
-                    compiler/frontend.c compiler/gpu_catalog.c compiler/hostlist.c compiler/parse.c
+                    compiler/frontend.c compiler/gpu_catalog.c compiler/hostlist.c compiler/model_files.c compiler/parse.c
 FRONTEND_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(FRONTEND_LIB_SRC)) \
                     $(BUILD)/gen-obj/lexer.o $(BUILD)/gen-obj/parser.o
 

@@ -1,0 +1,35 @@
+/* model_files.h — what `llmc check` reads of the files a plan names, when they
+ * are readable on the compiling machine (docs/language.md, "Files checked"):
+ * the model's config.json and the first records of each dataset. */
+#ifndef LLMC_MODEL_FILES_H
+#define LLMC_MODEL_FILES_H
+
+#include <stdbool.h>
+
+/* The shape config.json gives, as runtime/hf_config.c reads it. */
+typedef struct {
+    int arch;                /* ModelArch */
+    int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;
+    double rope_theta, rms_eps;
+    bool tie_embeddings;
+    const char *rope_scaling;   /* a rope_type other than "default", or NULL (static storage: "other") */
+    char file[4096];         /* the config.json read */
+} ModelFileConfig;
+
+/* Read DIR/config.json. 0: read; 1: not readable here (no such file,
+ * permission; why says which), nothing checked; -1: read but not a config
+ * llmc can train (why says what). */
+int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whylen);
+
+#endif
+
+#include "plan.h"
+/* The plan's columns and tags with LLaMA-Factory's defaults for the format
+ * filled in (also declared in emit_internal.h). */
+void dataset_effective(const PlanDataset *, DatasetColumns *cols, DatasetTags *tags);
+/* The first records (at most 100, from the first 8 MiB) of a dataset file
+ * that is readable here, against its format, columns and tags: one error per
+ * distinct problem, naming the missing key and the keys the record has, with
+ * how many of the records read have it. Unreadable (or .parquet): a note that
+ * says what was not checked. */
+void dataset_check_records(const void *plan_dataset, Diags *d);
