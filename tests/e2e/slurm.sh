@@ -162,10 +162,11 @@ if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
     else bad "latest checkpoint after the kill" "$T/c.verify"; fi
 else bad "job C did not checkpoint step 20" "$errc"; fi
 
-# ---- D: mpirun inside the allocation
+# ---- D: mpirun inside the allocation (the partition of tiny_2node.llm: the emitted
+# snippet sets no default partition)
 cat >"$T/mpi.sh" <<JOB
 #!/bin/bash
-#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 -o $T/mpi-%j.out
+#SBATCH --partition=debug --nodes=2 --ntasks-per-node=1 --time=5 -o $T/mpi-%j.out
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
 mpirun "$DIST_TEST" check
 JOB

@@ -2,8 +2,11 @@
 # tests/e2e/timelimit.sh LLMC LLMC_TRAIN — a real time limit on the local Slurm
 # (`make test-e2e-timelimit`, about 40 s).
 # The emitted script is submitted with a 1-minute limit and Slurm's own early
-# warning (`sbatch --time=1 --signal=USR2@45`, the form llmc emits when a run
-# needs several time limits) for a run of several minutes. Slurm, not the test,
+# warning (`sbatch --time=1 --signal=USR2@30`, the form llmc emits when a run
+# needs several time limits) for a run of several minutes. 30 s, not llmc's own
+# lead: the requeued segment gets the same warning 30 s after it starts, and on a
+# loaded 2-core machine its trainer was once not yet running 15 s in (the signal's
+# default action then killed the task: see docs/operations.md). Slurm, not the test,
 # sends USR2: the trainer checkpoints and exits 3, the script requeues, and the job
 # resumes from that checkpoint instead of being killed at the limit.
 set -u
@@ -34,7 +37,7 @@ sed -e 's/max_steps        = 150/max_steps        = 20000/' -e 's/checkpoint_eve
 "$CLUSTER" start "$T/slurm" "$T/out/slurm.conf" "$T/out/gres.conf" >"$T/cluster.log" 2>&1 || { bad "cluster" "$T/cluster.log"; finish; }
 eval "$("$CLUSTER" env "$T/slurm")"
 
-id=$(cd "$T" && sbatch --parsable --time=1 --signal=USR2@45 out/tiny_2node.slurm)
+id=$(cd "$T" && sbatch --parsable --time=1 --signal=USR2@30 out/tiny_2node.slurm)
 err=$T/logs/tiny_2node-$id.err
 if wait_for_line "$err" 'stopping at step [0-9]* (USR2); exit 3' 120 && wait_for_line "$err" "requeueing job $id" 30; then
     step=$(grep -o 'stopping at step [0-9]*' "$err" | head -n 1 | grep -o '[0-9]*$')
