@@ -18,6 +18,9 @@ typedef struct {
     char elem[32];      /* "datasets[3]": the element being read, for rows of "datasets" */
 } Ctx;
 
+
+const char *const run_schedule_names[] = {"cosine", "linear", "constant", NULL};
+
 static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
     if (c->failed) return;    /* the first error is the one reported */
@@ -315,8 +318,8 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     if (!c.failed && p->min_lr > p->lr)   /* the schedule would climb from lr to min_lr */
         fail(&c, "train.min_lr", "%.17g must not exceed lr (%.17g)", p->min_lr, p->lr);
     char *sch = get_str(&c, tr, "train", "schedule", 0);
-    int s = one_of(&c, "train", "schedule", sch, (const char *const[]){"cosine", "linear", "constant", NULL});
-    p->schedule = s == 1 ? SCHEDULE_LINEAR : s == 2 ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
+    int s = one_of(&c, "train", "schedule", sch, run_schedule_names);
+    p->schedule = s == SCHEDULE_LINEAR ? SCHEDULE_LINEAR : s == SCHEDULE_CONSTANT ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
     free(sch);
     p->warmup_ratio = get_lim(&c, tr, PL_TRAIN_WARMUP_RATIO, -1);
     p->warmup_steps = (int64_t)get_lim(&c, tr, PL_TRAIN_WARMUP_STEPS, -1);

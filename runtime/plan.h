@@ -20,6 +20,8 @@
 #define RUN_PLAN_VERSION 1
 
 typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } RunSchedule;
+/* plan.json's spellings of RunSchedule, in enum order, NULL-terminated */
+extern const char *const run_schedule_names[];
 
 typedef struct {
     char *path;                 /* plan.json as given */

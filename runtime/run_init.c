@@ -135,8 +135,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "train.lr", "%s", v);
     fmt_num(v, sizeof v, p->min_lr);
     ckpt_fp_add(fp, "train.min_lr", "%s", v);
-    ckpt_fp_add(fp, "train.schedule", "%s", p->schedule == SCHEDULE_LINEAR ? "linear"
-                                            : p->schedule == SCHEDULE_CONSTANT ? "constant" : "cosine");
+    ckpt_fp_add(fp, "train.schedule", "%s", run_schedule_names[p->schedule]);
     ckpt_fp_add(fp, "train.warmup_steps", "%" PRId64, warmup);
     fmt_num(v, sizeof v, p->weight_decay);
     ckpt_fp_add(fp, "train.weight_decay", "%s", v);
