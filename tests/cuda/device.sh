@@ -5,6 +5,7 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: check check-variants check-more run resume dp bench torch   (default: all)
+#     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -45,6 +46,11 @@ if has check-variants; then
 fi
 if has check-more; then
     chk recompute --steps 20 --recompute
+    chk selective --steps 20 --selective-recompute
+    chk selective_eager --steps 20 --selective-recompute --eager-attention
+    chk offload --steps 50 --offload
+    chk qwen3 --steps 50 --arch qwen3 --head-dim 64
+    chk qwen3_hd128 --steps 20 --arch qwen3 --head-dim 128 --selective-recompute
     chk eager --steps 20 --eager-attention
 fi
 if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
