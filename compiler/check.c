@@ -2523,7 +2523,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
 static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
-    "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
+    "quant_method", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
     "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
     "run_name", "log_every"};
 
@@ -2932,15 +2932,20 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
     }
     /* What the llmc trainer implements: the CPU backend keeps a full replica per
-     * rank; the CUDA backend shards optimizer states (ZeRO-1) at most. A plan
-     * that relies on more would pass the estimate and then run out of memory. */
-    if (t->backend == BACKEND_LLMC && t->shard != SHARD_NONE && (!cl->gpu || t->shard > SHARD_ZERO1)) {
+     * rank; the CUDA backend shards optimizer states (ZeRO-1) at most across
+     * ranks (on one GPU there is nothing to shard: every stage is the same), and
+     * offloads the optimizer to host memory on one GPU. A plan that relies on
+     * more would pass the estimate and then run out of memory. */
+    int64_t llmc_world = (int64_t)(j->nodes > 0 ? j->nodes : 1) * (j->tasks_per_node > 0 ? j->tasks_per_node : 1);
+    if (t->backend == BACKEND_LLMC && t->shard != SHARD_NONE &&
+        (!cl->gpu || (t->shard > SHARD_ZERO1 && llmc_world > 1))) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",
                              shard_text[t->shard], cl->gpu ? "GPUs" : "CPUs");
         if (cl->gpu) {
-            diag_note(g, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further");
+            diag_note(g, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further; "
+                      "job '%s' has %lld ranks", j->name, (long long)llmc_world);
             diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = zero1 if it fits (llmc explain)",
                       (int)t->shard);
         } else {
@@ -2955,12 +2960,20 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         diag_note(g, "llmc-train-cuda is built with CUDA, cuBLASLt and NCCL");
         diag_help(g, "use backend = llamafactory in run '%s' (PyTorch on ROCm)", t->name);
     }
-    /* The llmc CUDA backend has no q/k RMSNorm yet (the CPU backend has). */
-    if (t->backend == BACKEND_LLMC && cl->gpu && t->model && t->model->qk_norm) {
-        Diag *g = diag_error(c->d, t->model->arch_at.start.file ? t->model->arch_at : t->model_at,
-                             "arch = qwen3 is not implemented by the llmc trainer on GPUs");
-        diag_note(g, "the llmc CUDA backend has no q/k RMSNorm (qwen3); the CPU backend has");
-        diag_help(g, "use backend = llamafactory in run '%s'", t->name);
+    /* Optimizer offload in the llmc trainer: the CUDA backend, one GPU, the
+     * optimizer only (master weights and moments in pinned host memory). */
+    if (t->backend == BACKEND_LLMC && t->offload != OFFLOAD_NONE) {
+        const char *why = !cl->gpu ? "the CPU backend keeps everything in host memory already"
+                        : t->offload == OFFLOAD_ALL ? "the llmc CUDA backend offloads the optimizer, not the parameters"
+                        : llmc_world > 1 ? arena_printf(c->a, "the llmc CUDA backend offloads the optimizer on one GPU "
+                                                        "only; job '%s' has %lld ranks", j->name, (long long)llmc_world)
+                        : NULL;
+        if (why) {
+            Diag *g = diag_error(c->d, t->offload_at, "offload = %s is not implemented by the llmc trainer here",
+                                 t->offload == OFFLOAD_ALL ? "all" : "optimizer");
+            diag_note(g, "%s", why);
+            diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
+        }
     }
     /* Global batch arithmetic: sequences per optimizer step against the data. */
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {
