@@ -1037,6 +1037,11 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double s = e->padded_seq_tokens;
     double attn_fwd = 2.0 * (m->layers > 0 ? m->layers : 0) * s * (m->heads * (double)head_dim_of(m));
     TrainStates ts = plan_train_states(t, e);
+    e->trainable_params = ts.trainable_params;
+    e->frozen_bytes_per_param = ts.frozen_params > 0
+                                    ? (ts.frozen_bytes_per_param > 0 ? ts.frozen_bytes_per_param
+                                                                     : t->precision == PREC_FP32 ? 4 : 2)
+                                    : 0;
     double share = ts.trainable_params + ts.frozen_params > 0
                        ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
     double fpt = estimate_flops_per_token(n, share, attn_fwd, t->recompute, t->attention);

@@ -74,6 +74,9 @@ typedef struct {
     double comm_overlap_seconds;            /* hidden under compute, per step */
     double comm_exposed_seconds;            /* not hidden: adds to the step */
     bool comm_bound;                        /* communication, not compute, bounds the step */
+    /* ---- what is trained (docs/estimator.md, "Inputs for PEFT and offload") ---- */
+    double trainable_params;                /* with gradients and optimizer states (LoRA: the adapters) */
+    double frozen_bytes_per_param;          /* frozen weights' width (0: none frozen) */
     /* ---- DeepSpeed offload per optimizer step (docs/estimator.md, "Offload time") ---- */
     bool offload_time_known;                /* an offload plan on a GPU with a known host link */
     double offload_d2h_bytes;               /* per GPU: gradient partitions to the host */

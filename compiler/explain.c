@@ -227,6 +227,14 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else if (!e->cpu_only && e->data_parallel > 1)
         assume(a, "communication not estimated: the cluster states no gpu_link/network and the GPU has no "
                   "catalogue default; the time is compute only");
+    if (t->backend == BACKEND_LLAMAFACTORY && t->method != METHOD_FULL && e->params_total > 0) {
+        char tr[32];
+        fmt_count(tr, sizeof tr, e->trainable_params);
+        assume(a, "method = %s: %s trainable parameters (%.2f%% of the model) with gradients and Adam states; the "
+                  "rest frozen at %.2f bytes each, no weight gradients for frozen matrices (4N instead of 6N)",
+               t->method == METHOD_LORA ? "lora" : t->method == METHOD_QLORA ? "qlora" : "freeze", tr,
+               100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
+    }
     if (e->offload_time_known)
         assume(a, "offload: 16-bit copies over each GPU's host link at 80%% of its one-way figure (%s); DeepSpeed's "
                   "CPU Adam at %.2f G parameters/s per OpenMP thread, at most %.1f G/s per node; %d thread%s per "
@@ -600,6 +608,7 @@ cJSON *estimate_to_json(const Estimate *e)
     NUM(host_process_bytes); NUM(host_model_bytes); NUM(host_data_bytes); NUM(host_pinned_bytes);
     NUM(host_offload_bytes); NUM(host_bytes); NUM(host_usable_bytes); BOOL(host_fits);
     NUM(padded_seq_tokens); BOOL(padding_from_stats);
+    NUM(trainable_params); NUM(frozen_bytes_per_param);
     BOOL(offload_time_known); NUM(offload_d2h_bytes); NUM(offload_h2d_bytes); NUM(offload_pcie_seconds);
     NUM(offload_pcie_exposed_seconds); NUM(cpu_optimizer_params); NUM(cpu_optimizer_threads);
     NUM(cpu_optimizer_params_per_s); NUM(cpu_optimizer_seconds); NUM(offload_exposed_seconds); BOOL(offload_bound);
