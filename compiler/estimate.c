@@ -1186,8 +1186,9 @@ static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Rec
     diag_help(dg, "%s fits at batch = %d per gpu (%.1f GiB)", what, b, alt.total_bytes / GIB);
 }
 
-/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (the
- * host side of it is not estimated yet). */
+/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (GPU
+ * memory only: the host memory and the step time of the alternative are
+ * estimated once the plan takes it). */
 static void help_offload(Diag *dg, const PlanJob *job)
 {
     const PlanTrain *t = job->run;

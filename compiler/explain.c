@@ -296,11 +296,12 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "exposed offload", a, "the GPU waits for the CPU step and the copies around it");
 }
 
-/* What bounds the step: the largest of compute, all collectives, exposed offload. */
-static const char *bound_name(const Estimate *e)
+/* The step is bound by offload: its exposed part exceeds compute and the collectives. */
+static void print_offload_bound(Table *tb, const Estimate *e)
 {
-    if (e->offload_bound) return "offload";
-    return e->comm_bound ? "comm" : "compute";
+    row(tb, 0, "bound by", "offload", "offload %.1fx compute: the CPU Adam step and the copies around it; a larger "
+        "batch per GPU or more OpenMP threads amortise it",
+        e->compute_seconds > 0 ? e->offload_exposed_seconds / e->compute_seconds : 0);
 }
 
 /* One optimizer step: compute beside each kind of communication, what
@@ -317,15 +318,12 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
-    if (e->data_parallel <= 1) {
-        row(tb, 0, "communication", "none", "one GPU");
+    if (e->data_parallel <= 1 || !e->fabric_known) {
+        if (e->data_parallel <= 1) row(tb, 0, "communication", "none", "one GPU");
+        else row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
+                 c->gpu->name);
         print_offload(tb, job, e);
-        return;
-    }
-    if (!e->fabric_known) {
-        row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
-            c->gpu->name);
-        print_offload(tb, job, e);
+        if (e->offload_bound) print_offload_bound(tb, e);
         return;
     }
     fmt_duration(a, sizeof a, e->comm_seconds);
@@ -381,9 +379,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
         row(tb, 0, "tokens/s per GPU by batch", "", "%s", sweep);
     }
     if (e->offload_bound)
-        row(tb, 0, "bound by", bound_name(e), "offload %.1fx compute: the CPU Adam step and the copies around it; "
-            "a larger batch per GPU or more OpenMP threads amortise it",
-            e->compute_seconds > 0 ? e->offload_exposed_seconds / e->compute_seconds : 0);
+        print_offload_bound(tb, e);
     else if (e->comm_bound)
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
