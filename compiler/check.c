@@ -1257,7 +1257,7 @@ static void merge_site(Checker *c, const PlanSite *cl, PlanSite *j)
 /* ---- blocks ---- */
 
 static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory",
-                                           "gpu_link", "network", "network_kind", "slurm", "kubernetes",
+                                           "gpu_link", "network", "network_kind", "host_link", "slurm", "kubernetes",
                                            "env", "sbatch", "setup", "container"};
 
 /* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
@@ -1269,6 +1269,9 @@ static const Unit bit_rate_units[] = {{"Mbps", 1e6}, {"Gbps", 1e9}, {"Tbps", 1e1
 static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};
 static const double link_rates[] = {600e9, 900e9, 1800e9, 64e9, 128e9};
 static const char *const network_kinds[] = {"infiniband", "roce"};
+/* GPU to host memory, as quoted (both directions): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200). */
+static const char *const host_link_names[] = {"pcie4", "pcie5", "c2c"};
+static const double host_link_rates[] = {64e9, 128e9, 900e9};
 
 /* `NUMBER UNIT` for a rate; units: the table of this key, other: the other type. */
 static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u, const Unit *units,
@@ -1390,7 +1393,8 @@ static const GpuSpec *find_gpu(Checker *c, const char *name, bool *amd)
     return g;
 }
 
-/* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce.
+/* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce;
+ * host_link = pcie5 | 128 GBps (GPU to host memory: DeepSpeed offload).
  * Without them, the GPU's usual node from the catalogue (gpu_catalog_fabric). */
 static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
 {
@@ -1399,6 +1403,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     if (fab) {
         cl->link_bytes_per_s = fab->link_bytes_per_s; cl->link_default = true;
         cl->nics = fab->nics; cl->nic_bits_per_s = fab->nic_bits_per_s; cl->network_default = true;
+        cl->host_link_bytes_per_s = fab->host_link_bytes_per_s; cl->host_link_default = true;
     }
     if ((e = find(s, "gpu_link")) && e->value) {
         const Value *v = e->value;
@@ -1434,6 +1439,24 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
             cl->nics = (int)k->ival; cl->nic_bits_per_s = x; cl->network_default = false; cl->network_at = v->at;
         }
     }
+    if ((e = find(s, "host_link")) && e->value) {
+        const Value *v = e->value;
+        const Term *t = v->terms[0];
+        double x;
+        int k;
+        if (t->kind == TERM_IDENT) {
+            if (want_terms(c, e, 1, "a link name or a bandwidth") &&
+                get_enum(c, e, host_link_names, NUNITS(host_link_names), &k)) {
+                cl->host_link_bytes_per_s = host_link_rates[k]; cl->host_link_default = false; cl->host_link_at = v->at;
+            }
+        } else if (v->nterms <= 2 &&
+                   get_rate(c, e, t, v->nterms == 2 ? v->terms[1] : NULL, byte_rate_units, bit_rate_units,
+                            "128 GBps", &x)) {
+            cl->host_link_bytes_per_s = x; cl->host_link_default = false; cl->host_link_at = v->at;
+        } else if (v->nterms > 2) {
+            want_terms(c, e, 2, "a bandwidth");
+        }
+    }
     if ((e = find(s, "network_kind"))) {
         int k;
         if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kinds, 2, &k))
@@ -1442,6 +1465,10 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
         cl->link_bytes_per_s = 0;
         diag_warning(c->d, cl->link_at, "'gpu_link' on a cluster without GPUs is ignored");
+    }
+    if (!cl->gpu && (cl->host_link_bytes_per_s > 0 && !cl->host_link_default)) {
+        cl->host_link_bytes_per_s = 0;
+        diag_warning(c->d, cl->host_link_at, "'host_link' on a cluster without GPUs is ignored");
     }
 }
 

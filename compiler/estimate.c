@@ -73,6 +73,20 @@
  * persistence threshold, 10 x hidden under "auto"). */
 #define ZERO3_MODULES_PER_LAYER 7
 
+/* DeepSpeed offload (docs/estimator.md, "Offload time"). Pinned copies reach
+ * about this share of the host link's one-way figure (CUDA bandwidthTest,
+ * pinned: ~25 of PCIe 4.0 x16's 32 GB/s, ~51-55 of 5.0's 64). */
+#define HOST_LINK_EFFICIENCY 0.80
+/* DeepSpeed's CPU Adam (csrc/adam/cpu_adam_impl.cpp: AVX, OpenMP over the
+ * rank's flat partition) reads and writes ~30 bytes per parameter (fp32
+ * master, gradient, m, v in; master, m, v and the 16-bit copy out): one thread
+ * streams ~7.5 GB/s, 0.25 G parameters/s. A node tops out near 1.8 G/s however
+ * many threads run (published A100 nodes: DeepSpeed issue 6834, 72B on 4 x 8
+ * GPUs, ~10 s a step; the ZenFlow blog, Llama-2-7B on 4 GPUs, over 4 s;
+ * docs/estimator.md, "Offload time", has the table). */
+#define CPU_ADAM_THREAD_PARAMS_S 0.25e9
+#define CPU_ADAM_NODE_PARAMS_S   1.8e9
+
 /* Host memory per node (docs/estimator.md, "Host memory"). */
 #define HOST_TORCH_PROCESS_BYTES (3.0 * GIB)   /* PyTorch + CUDA + NCCL host side, per rank */
 #define HOST_LLMC_PROCESS_BYTES  (0.5 * GIB)   /* llmc-train-cuda: CUDA runtime host side, per rank */
@@ -269,6 +283,27 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
         v->reduce_scatter_bytes = ga * v->reduce_scatter_per_micro;
         v->collectives = ga * (2 * modules + ceil(tr / (h * h)));
     }
+}
+
+void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, int grad_accum, int dp,
+                             double *d2h, double *h2d_step, double *h2d_fetch)
+{
+    *d2h = *h2d_step = *h2d_fetch = 0;
+    if (!ts->offload_optimizer || shard < SHARD_ZERO1) return;
+    double ga = grad_accum > 0 ? grad_accum : 1, n = dp > 0 ? dp : 1;
+    double vb = prec == PREC_FP32 ? 4 : 2;
+    double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
+    double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
+    *d2h = ga * vb * tr / n;
+    bool params = ts->offload_params && shard >= SHARD_ZERO3;
+    if (params) *h2d_fetch = ga * 2 * vb * all / n;
+    else *h2d_step = vb * tr / n;
+}
+
+double estimate_cpu_adam_rate(int threads, int ranks_per_node)
+{
+    double t = threads > 0 ? threads : 1, r = ranks_per_node > 0 ? ranks_per_node : 1;
+    return fmin(t * CPU_ADAM_THREAD_PARAMS_S, CPU_ADAM_NODE_PARAMS_S / r);
 }
 
 double estimate_korthikanti_layer(double s, double b, double h, double a, bool flash)
@@ -834,8 +869,10 @@ static double coll_time(const Fabric *f, CollKind k, double bytes, double count,
 /* The collectives of one optimizer step and what of them hides under compute
  * (docs/estimator.md, "Communication"). fwd_share: the first forward's share
  * of a micro-step's FLOPs. */
-static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share)
+static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
+                               double *gather_pass_s)
 {
+    *gather_pass_s = 0;
     const PlanTrain *t = job->run;
     const PlanCluster *c = job->cluster;
     int nodes = job->nodes > 0 ? job->nodes : 1;
@@ -882,6 +919,7 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
         double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
         double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
         double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_per_micro, buckets, COLL_LAUNCH_DS_S, e);
+        *gather_pass_s = ag;
         double first = modules > 0 ? ag / modules : 0;
         double ex = fmin(ag, fmax(0, ag - fwd) + first) + fmin(ag2, fmax(0, ag2 - bwd) + first) + rs;
         /* ga micro-steps alike: scale the sums of one by ga. */
@@ -907,6 +945,76 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     e->comm_bound = total > e->compute_seconds;
 }
 
+/* OpenMP threads of each rank's CPU Adam: OMP_NUM_THREADS when the job's
+ * environment sets it; else torchrun's default of 1 when a node runs several
+ * ranks (LLaMA-Factory launches torchrun, which sets it unless it is set);
+ * else the rank's cores. Never more than the rank's cores. */
+static int cpu_adam_threads(const PlanJob *job)
+{
+    int cores = job->cluster->cpus > 0 ? cpu_cores(job) : 0;
+    int threads = ranks_per_node(job) > 1 ? 1 : (cores > 0 ? cores : 1);
+    for (int i = 0; i < job->site.nenv; i++) {
+        const PlanEnvVar *v = &job->site.env[i];
+        if (!v->name || !v->value || strcmp(v->name, "OMP_NUM_THREADS") != 0) continue;
+        char *end;
+        long n = strtol(v->value, &end, 10);
+        if (end != v->value && *end == 0 && n >= 1 && n <= 1 << 16) threads = (int)n;
+    }
+    if (cores > 0 && threads > cores) threads = cores;
+    return threads;
+}
+
+/* The offload part of one optimizer step (docs/estimator.md, "Offload
+ * time"): PCIe copies and DeepSpeed's CPU Adam. The gradient copies go with
+ * the reduce-scatter and wait like it (overlap_comm false as emitted); with
+ * offload = all each gather first fetches the rank's partition from the host,
+ * which prefetch hides as it hides the gather (gather_pass_s: one pass's
+ * gathers, 0 when not estimated); the CPU step and the upload after it wait. */
+static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
+                                  double gather_pass_s)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    if (e->cpu_only || t->backend != BACKEND_LLAMAFACTORY || !ts->offload_optimizer || t->shard < SHARD_ZERO1 ||
+        c->host_link_bytes_per_s <= 0)
+        return;
+    int ga = t->grad_accum > 0 ? t->grad_accum : 1;
+    int dp = e->data_parallel > 0 ? e->data_parallel : 1;
+    double d2h, h2d_step, h2d_fetch;
+    estimate_offload_volume(ts, t->shard, t->precision, ga, dp, &d2h, &h2d_step, &h2d_fetch);
+    double link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
+    e->offload_time_known = true;
+    e->offload_d2h_bytes = d2h;
+    e->offload_h2d_bytes = h2d_step + h2d_fetch;
+    e->offload_pcie_seconds = (d2h + h2d_step + h2d_fetch) / link;
+    double exposed = (d2h + h2d_step) / link;
+    if (h2d_fetch > 0) {
+        /* Per pass (forward, backward) of a micro-step: fetch + gather against
+         * that pass's compute, as the gathers alone are (estimate_step_comm);
+         * the difference is the fetch's share. */
+        const PlanModel *m = t->model;
+        double layers = m->layers > 0 ? m->layers : 0;
+        double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
+        double micro = e->compute_seconds / ga, fwd = micro * fwd_share, bwd = micro - fwd;
+        double fetch = h2d_fetch / ga / 2 / link, ag = gather_pass_s;
+        double with = 0, without = 0;
+        double pass[2] = {fwd, bwd};
+        for (int i = 0; i < 2; i++) {
+            double both = ag + fetch;
+            with += fmin(both, fmax(0, both - pass[i]) + both / modules);
+            without += fmin(ag, fmax(0, ag - pass[i]) + ag / modules);
+        }
+        exposed += ga * (with - without);
+    }
+    e->offload_pcie_exposed_seconds = exposed;
+    e->cpu_optimizer_params = (ts->trainable_params > 0 ? ts->trainable_params : 0) / dp;
+    e->cpu_optimizer_threads = cpu_adam_threads(job);
+    e->cpu_optimizer_params_per_s = estimate_cpu_adam_rate(e->cpu_optimizer_threads, ranks_per_node(job));
+    e->cpu_optimizer_seconds = e->cpu_optimizer_params / e->cpu_optimizer_params_per_s;
+    e->offload_exposed_seconds = exposed + e->cpu_optimizer_seconds;
+    e->offload_bound = e->offload_exposed_seconds > fmax(e->compute_seconds, e->comm_seconds);
+}
+
 static void estimate_time(const PlanJob *job, Estimate *e)
 {
     const PlanTrain *t = job->run;
@@ -929,6 +1037,11 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double s = e->padded_seq_tokens;
     double attn_fwd = 2.0 * (m->layers > 0 ? m->layers : 0) * s * (m->heads * (double)head_dim_of(m));
     TrainStates ts = plan_train_states(t, e);
+    e->trainable_params = ts.trainable_params;
+    e->frozen_bytes_per_param = ts.frozen_params > 0
+                                    ? (ts.frozen_bytes_per_param > 0 ? ts.frozen_bytes_per_param
+                                                                     : t->precision == PREC_FP32 ? 4 : 2)
+                                    : 0;
     double share = ts.trainable_params + ts.frozen_params > 0
                        ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
     double fpt = estimate_flops_per_token(n, share, attn_fwd, t->recompute, t->attention);
@@ -966,8 +1079,10 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double rate = e->world_size * e->peak_flops_per_device * e->mfu;
     double computed = (double)e->global_batch * e->padded_seq_tokens;   /* padding included */
     e->compute_seconds = rate > 0 ? computed * fpt / rate : 0;
-    estimate_step_comm(job, e, &ts, fwd_share);
-    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds;
+    double gather_pass_s;
+    estimate_step_comm(job, e, &ts, fwd_share, &gather_pass_s);
+    estimate_step_offload(job, e, &ts, fwd_share, gather_pass_s);
+    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds + e->offload_exposed_seconds;
     /* The last step of an epoch is partial: the time follows the tokens. */
     e->total_seconds = step_tokens > 0 ? e->tokens_total / step_tokens * e->step_seconds : 0;
     e->tokens_per_second = e->step_seconds > 0 ? step_tokens / e->step_seconds : 0;
@@ -1071,8 +1186,9 @@ static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Rec
     diag_help(dg, "%s fits at batch = %d per gpu (%.1f GiB)", what, b, alt.total_bytes / GIB);
 }
 
-/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (the
- * host side of it is not estimated yet). */
+/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (GPU
+ * memory only: the host memory and the step time of the alternative are
+ * estimated once the plan takes it). */
 static void help_offload(Diag *dg, const PlanJob *job)
 {
     const PlanTrain *t = job->run;
