@@ -36,6 +36,11 @@
  * norm-weight gradient (hidden wide), 64 splits for the qkv bias gradient. */
 #define LLMC_RMS_BWD_MAX_BLOCKS 512.0
 #define LLMC_BIAS_GRAD_SPLITS   64.0
+#define LLMC_HEAD_NORM_BLOCKS   256.0   /* qk_norm's weight-gradient partials (k_head_norm_scratch) */
+/* Optimizer offload (model_cuda.c, offload_create): three staging sets of
+ * master, m and v, 32 Mi floats each (fewer for a model smaller than that). */
+#define LLMC_OFFLOAD_SETS       3.0
+#define LLMC_OFFLOAD_CHUNK      (32.0 * 1024 * 1024)
 
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
@@ -398,8 +403,8 @@ static double comm_buffers(const PlanModel *m, double params, ShardStage shard, 
  * per layer the qkv, o, gate+up and down matrices, then the embedding (and an
  * untied lm_head), then per layer the two norm weights and the qkv bias, and the
  * final norm; each slice rounded up to 64 elements, the whole to 64 x ranks so
- * that ZeRO-1 shards are equal. The trainer refuses qk_norm (Qwen3); its two
- * head_dim weights are laid out here as the other vectors would be. */
+ * that ZeRO-1 shards are equal. Qwen3's two head_dim weights (q_norm, k_norm)
+ * follow each layer's qkv bias. */
 static double llmc_cuda_flat_params(const PlanModel *m, int world)
 {
     double c = m->hidden > 0 ? m->hidden : 0, hd = (double)head_dim_of(m);
@@ -408,7 +413,7 @@ static double llmc_cuda_flat_params(const PlanModel *m, int world)
     double layers = m->layers > 0 ? m->layers : 0, a = LLMC_ALIGN_ELEMS;
 #define SLICE(n) (ceil((n) / a) * a)
     double matrices = SLICE((q + 2 * kv) * c) + SLICE(c * q) + SLICE(2 * f * c) + SLICE(c * f);
-    double vectors = 2 * SLICE(c) + (m->qkv_bias ? SLICE(q + 2 * kv) : 0) + (m->qk_norm ? 2 * SLICE(hd) : 0);
+    double vectors = 2 * SLICE(c) + (m->qkv_bias ? SLICE(q + 2 * kv) : 0) + (m->qk_norm ? SLICE(2 * hd) : 0);
     double flat = layers * (matrices + vectors) + SLICE(v * c) * (m->tie_embeddings ? 1 : 2) + SLICE(c);
 #undef SLICE
     double unit = a * (world > 0 ? world : 1);
@@ -430,9 +435,10 @@ bool estimate_llmc_cuda_flash(const PlanModel *m, int context)
  * (the residual stream at every layer input, and every layer's set unless
  * recomputed); working: one layer's set under recompute plus the forward and
  * backward scratch. */
-static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, bool recompute,
+static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, Recompute rc,
                                   double *layers_bytes, double *working_bytes)
 {
+    bool recompute = rc == RECOMPUTE_FULL;
     double c = m->hidden, hd = (double)head_dim_of(m), heads = m->heads, f = m->ffn;
     double q = heads * hd, kv = m->kv_heads * hd, qkv = q + 2 * kv;
     double layers = m->layers > 0 ? m->layers : 0;
@@ -441,7 +447,11 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
      * gate+up (2 ffn) and silu(gate)*up (ffn) in bf16, two fp32 1/rms per
      * token, and the fp32 log-sum-exp (flash) or the bf16 scores (eager). */
     double layer = n * ((3 * c + 2 * q + 2 * kv + 3 * f) * 2 + 8) +
-                   (flash ? n * 4 * heads : b * heads * s * s * 2);
+                   (flash ? n * 4 * heads : b * heads * s * s * 2) +
+                   (m->qk_norm ? n * qkv * 2 : 0);   /* Qwen3: the QKV GEMM output before the head norms */
+    /* Selective: the attention output and silu(gate)*up are recomputed in the
+     * backward pass into one buffer each, shared by all layers. */
+    double shared = rc == RECOMPUTE_SELECTIVE ? n * (q + f) * 2 : 0;
     double residual = (layers + 1) * n * c * 2;
     /* Forward scratch: fused qkv, o (eager), final norm output, its 1/rms,
      * losses, token ids / positions / targets; the loss accumulator, the
@@ -451,7 +461,7 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
      * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
     double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +
                  (flash ? n * (3 * q + heads) * 4 : n * q * 2 + b * heads * s * s * 2);
-    *layers_bytes = residual + (recompute ? 0 : layers * layer);
+    *layers_bytes = residual + (recompute ? 0 : layers * (layer - shared) + (layers > 0 ? shared : 0));
     *working_bytes = (recompute ? layer : 0) + fwd + bwd;
 }
 
@@ -571,6 +581,11 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->grads_bytes = 4 * flat;
         e->optimizer_bytes = 12 * shard_len;
         e->model_bytes_per_param = 18;
+        if (t->offload == OFFLOAD_OPTIMIZER) {   /* master and moments in host memory; staging only */
+            double chunk = fmin(LLMC_OFFLOAD_CHUNK, ceil(flat / 64) * 64);
+            e->optimizer_bytes = LLMC_OFFLOAD_SETS * 3 * chunk * 4;
+            e->model_bytes_per_param = 6;
+        }
     }
     double s = t->context > 0 ? t->context : 0;
     double b = micro_batch > 0 ? micro_batch : 0;
@@ -583,8 +598,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     double grad_buffers = 3.0 * s * b * m->ffn * bpv;
     double head_in = 2 * s * b * h * bpv;   /* final RMSNorm input, lm_head input */
     if (llmc_cuda) {
-        /* No selective recompute in the trainer: selective keeps everything. */
-        llmc_cuda_activations(m, s, b, flash, rc == RECOMPUTE_FULL,
+        llmc_cuda_activations(m, s, b, flash, rc,
                               &e->activations_layers_bytes, &e->activations_working_bytes);
         head_in = 0;                          /* in the residual stream and scratch */
     } else if (rc == RECOMPUTE_FULL) {
@@ -605,6 +619,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
          * scratch it doubles as (which only tiny shapes reach). */
         double hd = (double)head_dim_of(m), qkv = (m->heads + 2.0 * m->kv_heads) * hd;
         double colsum = 4 * fmax(LLMC_RMS_BWD_MAX_BLOCKS * h, LLMC_BIAS_GRAD_SPLITS * qkv);
+        if (m->qk_norm) colsum = fmax(colsum, 4 * LLMC_HEAD_NORM_BLOCKS * 2 * hd);
         e->logits_chunked = true;
         e->logits_chunk_rows = fmin(s * b, LLMC_CE_CHUNK_ROWS);
         e->logits_bytes_per_value = 2;
@@ -975,6 +990,21 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
 {
     const PlanTrain *t = job->run;
     const PlanCluster *c = job->cluster;
+    if (!e->cpu_only && t->backend == BACKEND_LLMC && t->offload == OFFLOAD_OPTIMIZER && c->host_link_bytes_per_s > 0) {
+        /* llmc-train-cuda (model_cuda.c, offload_adamw): fp32 master, m and v
+         * up and back each optimizer step, 12 bytes per parameter each way,
+         * both directions at once; AdamW runs on the GPU. The step waits for
+         * the uploads (and the update, negligible beside them); the downloads
+         * finish behind the next forward pass. */
+        double n = (double)e->params_total, link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
+        e->offload_time_known = true;
+        e->offload_d2h_bytes = e->offload_h2d_bytes = 12 * n;
+        e->offload_pcie_seconds = 24 * n / link;
+        e->offload_pcie_exposed_seconds = 12 * n / link;
+        e->offload_exposed_seconds = e->offload_pcie_exposed_seconds;
+        e->offload_bound = e->offload_exposed_seconds > fmax(e->compute_seconds, e->comm_seconds);
+        return;
+    }
     if (e->cpu_only || t->backend != BACKEND_LLAMAFACTORY || !ts->offload_optimizer || t->shard < SHARD_ZERO1 ||
         c->host_link_bytes_per_s <= 0)
         return;
@@ -1401,12 +1431,17 @@ static void estimate_host(const PlanJob *job, Estimate *e)
         e->host_data_bytes = workers * HOST_WORKER_BYTES;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     } else {
-        /* llmc-train-cuda builds the fp32 weights on the host and uploads them
-         * (4 bytes x P per rank); a checkpoint gathers master, m and v to the
-         * host of rank 0 (3 x 4 x P, gather_to_host). Shards are memory-mapped:
-         * page cache, reclaimable, not counted. */
+        /* llmc-train-cuda: every rank builds the fp32 weights on the host and
+         * uploads them through a staging copy in the GPU layout (2 x 4 x P); a
+         * checkpoint gathers master, m and v to rank 0's host, into the loop's
+         * AdamW moments and the staging copies of both (4 x 4 x P more,
+         * gather_to_host). Under offload the loop's fp32 model and moments are
+         * the training state itself (12 x P, pinned) and nothing is staged.
+         * Shards are memory-mapped: page cache, reclaimable, not counted. */
         e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
-        e->host_model_bytes = g * 4 * n + 12 * n;
+        bool llmc_offload = t->offload == OFFLOAD_OPTIMIZER;
+        e->host_model_bytes = llmc_offload ? 0 : g * 8 * n + 16 * n;
+        if (llmc_offload) offload = 12 * n;
         e->host_data_bytes = 0;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     }

@@ -167,8 +167,8 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "(measured with autograd's saved-tensor hooks)");
     else if (e->llmc_cuda_allocation)
         assume(a, "llmc backend: what the CUDA trainer allocates (runtime/cuda/model_cuda.c): "
-                  "fp32 gradients, loss over 8192 rows at a time, no selective recompute, "
-                  "ZeRO-1 at most (a higher stage runs as ZeRO-1)");
+                  "fp32 gradients, loss over 8192 rows at a time, selective recompute of attention and "
+                  "SwiGLU, ZeRO-1 at most (a higher stage runs as ZeRO-1)");
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
                precision_name(t->precision));
@@ -235,7 +235,11 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                t->method == METHOD_LORA ? "lora" : t->method == METHOD_QLORA ? "qlora" : "freeze", tr,
                100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
     }
-    if (e->offload_time_known)
+    if (e->offload_time_known && t->backend == BACKEND_LLMC)
+        assume(a, "offload: fp32 master weights and Adam moments over each GPU's host link at 80%% of its one-way "
+                  "figure (%s), both directions at once; AdamW on the GPU",
+               job->cluster->host_link_default ? "catalogue" : "as the cluster states it");
+    else if (e->offload_time_known)
         assume(a, "offload: 16-bit copies over each GPU's host link at 80%% of its one-way figure (%s); DeepSpeed's "
                   "CPU Adam at %.2f G parameters/s per OpenMP thread, at most %.1f G/s per node; %d thread%s per "
                   "rank (%s)",
@@ -272,9 +276,20 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
     const PlanTrain *t = job->run;
     const PlanCluster *c = job->cluster;
     char a[64], b[64], d[64];
-    if (t->offload == OFFLOAD_NONE || t->backend != BACKEND_LLAMAFACTORY) return;
+    if (t->offload == OFFLOAD_NONE || e->cpu_only) return;
     if (!e->offload_time_known) {
         row(tb, 0, "offload", "unknown", "the cluster states no host_link and %s has no default", c->gpu->name);
+        return;
+    }
+    if (t->backend == BACKEND_LLMC) {   /* llmc-train-cuda: the update streamed through the GPU */
+        fmt_duration(a, sizeof a, e->offload_pcie_seconds);
+        gb(b, sizeof b, e->offload_h2d_bytes);
+        row(tb, 0, "offload copies (host link)", a, "%s of fp32 master + Adam m, v up and the same back per step at "
+            "%.0f%% of %.0f GB/s one way%s", b, 100 * 0.80, c->host_link_bytes_per_s / 2e9,
+            c->host_link_default ? " (catalogue)" : "");
+        fmt_duration(a, sizeof a, e->offload_exposed_seconds);
+        row(tb, 1, "exposed", a, "the uploads and the AdamW update on the GPU; the downloads overlap them and "
+            "the next forward pass");
         return;
     }
     fmt_duration(a, sizeof a, e->offload_pcie_seconds);
@@ -426,9 +441,13 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 && !llmc ? over : "");
     gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", llmc ? "fp32" : pn,
             t->shard >= SHARD_ZERO2 && !llmc ? over : "");
-    gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
-            prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
-            t->shard >= SHARD_ZERO1 ? over : "");
+    if (llmc && t->offload == OFFLOAD_OPTIMIZER)
+        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "staging of the offloaded update (3 sets of master, "
+                "m, v chunks); the states are in host memory");
+    else
+        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
+                prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
+                t->shard >= SHARD_ZERO1 ? over : "");
     gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
             t->micro_batch, t->context, recompute_name(t->recompute),
             estimate_attention_name(t, e));
@@ -503,12 +522,16 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
                 lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
                                               : "every rank builds the 16-bit model on the host")
-                   : "fp32 weights built per rank + rank 0's checkpoint gather (master, m, v)");
+                   : t->offload == OFFLOAD_OPTIMIZER ? "none beyond the offloaded states (they are the host model)"
+                   : "fp32 weights and their GPU-layout copy per rank + rank 0's checkpoint gather (master, m, v)");
         gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
                 lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
         gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
-        if (t->offload == OFFLOAD_NONE || !lf)
+        if (t->offload == OFFLOAD_NONE)
             gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+        else if (!lf)
+            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "fp32 master + Adam m + v, pinned (the "
+                    "training loop's own model and optimizer)");
         else
             gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "%d x %s, pinned", c->gpus_per_node,
                     t->offload == OFFLOAD_ALL ? "fp32 master + Adam m + v + fp32 gradients + 16-bit weights per rank"

@@ -354,7 +354,8 @@ static void test_examples(void)
     f.t.backend = BACKEND_LLMC;
     f.t.shard = SHARD_ZERO1;
     text = run_job(&f.j, &e, &errors);
-    CHECK(errors == 1 && !e.fits && e.logits_chunked && e.max_micro_batch_that_fits == 0 &&
+    /* (and its host memory: every rank stages the fp32 model twice, 8 x 8 x 32.8B) */
+    CHECK(errors == 2 && !e.fits && !e.host_fits && e.logits_chunked && e.max_micro_batch_that_fits == 0 &&
           e.weights_bytes + e.grads_bytes > 183 * GIB,
           "32B (llmc trainer, zero1) does not fit: %.1f GiB, largest %d", e.total_bytes / GIB,
           e.max_micro_batch_that_fits);
@@ -376,18 +377,26 @@ static void test_llmc_cuda_measured(const cJSON *ref)
     const cJSON *row;
     cJSON_ArrayForEach(row, ref) {
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
-        PlanModel m = !strcmp(name, "qwen2.5-1.5b")
-                          ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
-                          : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
+        /* the presets of runtime/model.c (model_preset) */
+        PlanModel m = !strcmp(name, "qwen2.5-1.5b") ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
+                    : !strcmp(name, "qwen2.5-3b")   ? model(ARCH_QWEN2, 36, 2048, 16, 2, 128, 11008, 151936, true)
+                    : !strcmp(name, "qwen2.5-7b")   ? model(ARCH_QWEN2, 28, 3584, 28, 4, 128, 18944, 152064, false)
+                    : !strcmp(name, "qwen3-1.7b")   ? model(ARCH_QWEN3, 28, 2048, 16, 8, 128, 6144, 151936, true)
+                                                    : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
         int b = (int)cJSON_GetObjectItemCaseSensitive(row, "batch")->valuedouble;
         int s = (int)cJSON_GetObjectItemCaseSensitive(row, "seq")->valuedouble;
-        bool rc = cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble != 0;
+        int rcv = (int)cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble;   /* CUDA_RECOMPUTE_* */
+        Recompute rcm = rcv == 1 ? RECOMPUTE_FULL : rcv == 2 ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
+        bool rc = rcv != 0;
+        const cJSON *ov = cJSON_GetObjectItemCaseSensitive(row, "offload");
+        bool off = cJSON_IsNumber(ov) && ov->valuedouble != 0;
         bool flash = !strcmp(cJSON_GetObjectItemCaseSensitive(row, "attention")->valuestring, "flash");
         double want = cJSON_GetObjectItemCaseSensitive(row, "allocated_gib")->valuedouble;
         Fixture f;
-        fixture(&f, m, 1, s, b, SHARD_NONE, rc ? RECOMPUTE_FULL : RECOMPUTE_NONE, 1e6);
+        fixture(&f, m, 1, s, b, SHARD_NONE, rcm, 1e6);
         f.c.gpus_per_node = 1;
         f.t.attention = flash ? ATTN_FLASH : ATTN_EAGER;
+        if (off) f.t.offload = OFFLOAD_OPTIMIZER;
         Estimate e;
         memset(&e, 0, sizeof e);
         estimate_memory(&f.j, b, f.t.recompute, SHARD_NONE, &e);
@@ -395,11 +404,12 @@ static void test_llmc_cuda_measured(const cJSON *ref)
                       e.logits_bytes) / GIB;
         CHECK(e.params_total == (int64_t)cJSON_GetObjectItemCaseSensitive(row, "params")->valuedouble,
               "%s params", name);
-        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s: estimate %.4f GiB, allocated %.2f GiB",
-              name, b, s, rc ? " recompute" : "", flash ? "" : " eager", got, want);
+        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s%s: estimate %.4f GiB, allocated %.2f GiB",
+              name, b, s, rcv == 2 ? " selective" : rc ? " recompute" : "", off ? " offload" : "",
+              flash ? "" : " eager", got, want);
         n++;
     }
-    CHECK(n >= 5, "llmc CUDA references present: %d", n);
+    CHECK(n >= 11, "llmc CUDA references present: %d", n);
 }
 
 static void test_llmc_cuda_allocation(void)
@@ -436,6 +446,33 @@ static void test_llmc_cuda_allocation(void)
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 &&
           e.activations_working_bytes == 396288.0 + 104968.0 + 624640.0, "tiny recompute");
+    /* Selective keeps every layer's set but its attention output (q = 128) and
+     * silu(gate)*up (ffn 256), one buffer of each for both layers:
+     * 128 x (128 + 256) x 2 = 98,304 once instead of twice. */
+    estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
+    CHECK(e.activations_layers_bytes == 98304.0 + 2 * (396288.0 - 98304.0) + 98304.0 &&
+          e.activations_working_bytes == 104968.0 + 624640.0, "tiny selective: %.0f", e.activations_layers_bytes);
+    /* Optimizer offload: no master/m/v on the GPU, three staging sets of
+     * master, m, v chunks of the flat length rounded to 64 (361,600 is already
+     * a multiple): 3 x 3 x 361,600 x 4 = 13,017,600. */
+    f.t.offload = OFFLOAD_OPTIMIZER;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.weights_bytes == 2 * 361600.0 && e.grads_bytes == 4 * 361600.0 && e.optimizer_bytes == 13017600.0,
+          "tiny offload: %.0f", e.optimizer_bytes);
+    f.t.offload = OFFLOAD_NONE;
+    /* Qwen3 (qk_norm, no bias): q_norm and k_norm (32 each, adjacent: one
+     * 64-element slice) replace the 256-element qkv bias slice in each layer's
+     * vectors, so the flat buffer is 361,600 - 2 x (256 - 64) = 361,216 long; each
+     * layer's set keeps the QKV GEMM output, 128 x 256 x 2 = 65,536 more. */
+    PlanModel q3 = model(ARCH_QWEN3, 2, 128, 4, 2, 32, 256, 512, true);
+    q3.qkv_bias = false;
+    q3.qk_norm = true;
+    Fixture h;
+    fixture(&h, q3, 1, 64, 2, SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    h.c.gpus_per_node = 1;
+    estimate_memory(&h.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.weights_bytes == 2 * 361216.0 && e.activations_layers_bytes == 98304.0 + 2 * (396288.0 + 65536.0),
+          "tiny qwen3: %.0f %.0f", e.weights_bytes, e.activations_layers_bytes);
 
     /* ZeRO-1 over 2 x 8 ranks: the flat buffers round up to 64 x 16 elements,
      * 361,600 -> 362,496; bf16 weights and fp32 gradients over all of it, the
@@ -902,11 +939,19 @@ static void test_host_memory(void)
           strstr(text, "the node has 1024.0 GiB") && strstr(text, "shard = zero3 loads one checkpoint"),
           "zero2 host:\n%s", text);
     free(text);
-    /* The llmc trainer: 4P per rank + 12P for rank 0's checkpoint gather. */
+    /* The llmc trainer: 8P per rank (the fp32 model and its GPU-layout copy) +
+     * 16P for rank 0's checkpoint gather (the moments and their copies). */
     PlanModel q05 = model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true);
     fixture(&f, q05, 1, 2048, 4, SHARD_NONE, RECOMPUTE_NONE, 1e8);
     free(run_job(&f.j, &e, &errors));
-    CHECK(e.host_model_bytes == (8 * 4 + 12) * 494032768.0 && e.host_fits, "llmc host %.0f", e.host_model_bytes);
+    CHECK(e.host_model_bytes == (8 * 8 + 16) * 494032768.0 && e.host_fits, "llmc host %.0f", e.host_model_bytes);
+    /* Under offload (one GPU): no staging, the 12P host state is the model. */
+    fixture(&f, q05, 1, 2048, 4, SHARD_NONE, RECOMPUTE_NONE, 1e8);
+    f.c.gpus_per_node = 1;
+    f.t.offload = OFFLOAD_OPTIMIZER;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.host_model_bytes == 0 && e.host_offload_bytes == 12 * 494032768.0, "llmc offload host %.0f + %.0f",
+          e.host_model_bytes, e.host_offload_bytes);
 }
 
 static void test_offload_time(void)
