@@ -4,7 +4,7 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: check check-variants check-more run resume dp bench torch   (default: all)
+#     sections: check check-variants check-more run resume dp bench torch run7b   (default: all but run7b)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
@@ -57,6 +57,19 @@ if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     bash tests/cuda/resume_check.sh "$out/resume" > "$out/resume.log" 2>&1
     note "resume safety: $(tail -1 "$out/resume.log")"
     grep -h FAIL "$out/resume.log" | head -5
+fi
+# A 7B plan with offload (tests/cuda/make_7b_run.sh): its metrics, GPU memory
+# and host RSS against `llmc explain`. The final checkpoint (91 GB of fp32
+# weights and moments) does not fit this machine's disk: the run writes it to
+# a tmpfs-free path and is expected to say so and exit 1 after the last step.
+if has run7b && [[ -f .cuda-run/q7b/out/plan.json ]]; then
+    r=.cuda-run/q7b/out
+    rm -rf $r/run
+    /usr/bin/time -v ./build/llmc-train-cuda run $r/plan.json > "$out/run7b.log" 2> "$out/run7b.err"
+    note "run 7b offload: exit $? ; $(grep -h 'training\|step 3/3\|error' "$out/run7b.err" | tail -4 | tr '\n' ' ')"
+    note "run 7b host: $(grep -h 'Maximum resident' "$out/run7b.err")"
+    cp $r/run/metrics.jsonl "$out/run7b_metrics.jsonl" 2>/dev/null
+    cp $r/run/gpu_metrics.jsonl "$out/run7b_gpu_metrics.jsonl" 2>/dev/null
 fi
 if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     r=.cuda-run/tiny
