@@ -14,6 +14,7 @@
 #include "model_cuda.h"
 #include "cuda_check.h"
 #include "flash_attn.h"
+#include "attn_cudnn.h"
 #include "phase_timer.h"
 
 #define ALIGN_ELEMS 64
@@ -139,6 +140,37 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
     return p;
 }
 
+/* The fused-attention implementation: cuDNN's when it was built in, takes the
+ * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
+ * kernels otherwise, and always for micro-batches with document boundaries. */
+static int attn_cudnn_setup(CudaModel *m, int *fail)
+{
+    const char *env = getenv("LLMC_ATTN");
+    if (env && strcmp(env, "cudnn") && strcmp(env, "flash")) {
+        fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=%s: want cudnn or flash\n", env);
+        return -1;
+    }
+    if (!m->flash || (env && !strcmp(env, "flash"))) return 0;
+    const ModelConfig *c = &m->cfg;
+    char err[512];
+    if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim, 0)) {
+        if (env) fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=cudnn: %s; using the flash kernels\n",
+                         attn_cudnn_built() ? "cuDNN attention needs head_dim 64/128 and T % 64 == 0"
+                                            : "this build has no cuDNN");
+        return 0;
+    }
+    AttnCudnn *a = attn_cudnn_create(err, sizeof err);
+    size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
+    if (!ws) {
+        fprintf(stderr, "llmc-train-cuda: %s; using the flash kernels\n", err);
+        attn_cudnn_destroy(a);
+        return 0;
+    }
+    m->cudnn = a;
+    m->cudnn_ws = dalloc(m, ws, fail);
+    return 0;
+}
+
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par)
 {
@@ -233,6 +265,7 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
         m->dO = dalloc(m, N * HD * BB, &fail);
         m->dP = dalloc(m, PP * BB, &fail);
     }
+    if (attn_cudnn_setup(m, &fail)) return -1;
     m->dq = dalloc(m, N * HD * BB, &fail);
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
@@ -259,6 +292,7 @@ void cuda_model_destroy(CudaModel *m)
 {
     /* Device memory goes with the process; the host tables are freed here. */
     if (m->gemm) gemm_destroy(m->gemm);
+    attn_cudnn_destroy(m->cudnn);
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     memset(m, 0, sizeof *m);
@@ -340,6 +374,28 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
 
 #define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)
 
+/* Fused attention of one layer: cuDNN for micro-batches without documents when
+ * it is set up, the flash kernels otherwise (the same path forward and backward). */
+static void attn_fused_fwd(CudaModel *m, const LayerCtx *z)
+{
+    CudaLayerActs *a = z->a;
+    if (m->attn_cudnn_now)
+        attn_cudnn_fwd(m->cudnn, a->att, a->lse, a->q, a->k, a->v, z->B, z->H, z->KV, z->T, z->D, m->cudnn_ws, z->st);
+    else
+        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z->B, z->H, z->KV, z->T, z->D, z->st);
+}
+
+static void attn_fused_bwd(CudaModel *m, const LayerCtx *z)
+{
+    CudaLayerActs *a = z->a;
+    if (m->attn_cudnn_now)
+        attn_cudnn_bwd(m->cudnn, m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse,
+                       z->B, z->H, z->KV, z->T, z->D, m->cudnn_ws, z->st);
+    else
+        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
+                    z->B, z->H, z->KV, z->T, z->D, z->st);
+}
+
 /* Forward of one layer from xs[l]; with stop_before_down (recompute inside the
  * backward pass) the last GEMM, whose output is not needed, is skipped. */
 static void layer_fwd(CudaModel *m, int l, int stop_before_down)
@@ -358,7 +414,7 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
                    (float)c->rope_theta, z.st);
     PHASE(m, PH_ROPE);
     if (m->flash) {
-        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z.B, z.H, z.KV, z.T, z.D, z.st);
+        attn_fused_fwd(m, &z);
     } else {
         int G = z.G, T = z.T, D = z.D;
         /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
@@ -418,8 +474,7 @@ static void layer_bwd(CudaModel *m, int l)
     wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
     PHASE(m, PH_O_DW);
     if (m->flash) {
-        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
-                    z.B, z.H, z.KV, z.T, z.D, z.st);
+        attn_fused_bwd(m, &z);
     } else {
         int G = z.G, T = z.T, D = z.D, BKV = z.B * z.KV;
         k_swap12(m->dO, m->datt, z.B, T, z.H, D, z.st);
@@ -486,6 +541,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    m->attn_cudnn_now = m->cudnn && attn_cudnn_plain_rows(pos, m->B, m->T);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
     PHASE(m, PH_EMBED);

@@ -64,6 +64,11 @@ typedef struct {
     /* backward scratch */
     bf16_t *dres, *dln, *dgu, *dh, *datt, *dO, *dP, *dq, *dk, *dv, *dqkv;
     float *fa_scratch;
+    /* cuDNN attention (attn_cudnn.h), when built with it and LLMC_ATTN is not "flash" */
+    struct AttnCudnn *cudnn;            /* NULL: the flash kernels only */
+    void *cudnn_ws;                     /* its workspace */
+    int attn_cudnn_now;                 /* this micro-batch through cuDNN (rows without documents);
+                                           acts.lse then holds cuDNN's natural-log statistics */
     /* runtime */
     void *stream;                       /* cudaStream_t */
     Gemm *gemm;
