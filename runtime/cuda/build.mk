@@ -44,7 +44,8 @@ CUDNN_LIB_DIR := $(firstword $(foreach d,$(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib $
 ifneq ($(and $(CUDNN_INC_DIR),$(CUDNN_LIB_DIR)),)
 CUDA_CFLAGS += -DLLMC_HAVE_CUDNN
 CUDA_INC    += -I$(CUDNN_INC_DIR)
-CUDA_LIBS   := -L$(CUDNN_LIB_DIR) -Wl,-rpath,$(CUDNN_LIB_DIR) -l:libcudnn.so.9 $(CUDA_LIBS)
+CUDNN_LIBS  := -L$(CUDNN_LIB_DIR) -Wl,-rpath,$(CUDNN_LIB_DIR) -l:libcudnn.so.9
+CUDA_LIBS   := $(CUDNN_LIBS) $(CUDA_LIBS)
 endif
 
 .PHONY: cuda
