@@ -6,25 +6,37 @@
  * matmul, pointwise and reduction operations that the engine recognises as one
  * pattern. This file builds those graphs by hand:
  *
- *   forward   S = (Q K^T) * scale; causal mask (row >= col, else -inf);
- *             M = max S; E = exp(S - M); Z = sum E; stats = M + log Z;
+ *   forward   S = (Q K^T) * scale; [padding mask]; causal mask (row >= col, else
+ *             -inf); M = max S; E = exp(S - M); Z = sum E; stats = M + log Z;
  *             O = (E / Z) V
- *   backward  Dsum = sum(dO * O); P = exp(S - stats) under the same mask;
+ *   backward  Dsum = sum(dO * O); P = exp(S - stats) under the same masks;
  *             dV = P^T dO; dS = (dO V^T - Dsum) * P * scale; dK = dS^T Q; dQ = dS K
  *             (GQA: dV and dK summed over each group of H/KV query heads by a
  *             reduction of the full-head products)
  *
- * The backend takes K and V of the score matmuls transposed, [B,KV,D,T]: the same
+ * The backend takes K and V of the score matmuls transposed, [.,KV,D,T]: the same
  * memory with the last two strides swapped. Dsum (and, on the non-deterministic
  * path, the fp32 dQ accumulator) are tensors the graph writes to memory: they live
- * at the start of the caller's workspace, cuDNN's own workspace after them.
+ * in the caller's workspace beside cuDNN's own.
+ *
+ * Two layouts:
+ *  - rows of one sequence each (pos[b,t] - pos[b,0] == t): the batch is B, Q/K/V
+ *    are read where they lie ([B,H,T,D], [B,KV,T,D]), O is written [B,T,H,D].
+ *  - rows packed with documents (pos resets to 0): every document is one sequence
+ *    of cuDNN's ragged ("THD") layout — its length is the per-sequence override of
+ *    the matmul sizes and the padding mask, its start the ragged offset. That layout
+ *    packs tokens as [token, head, D], so Q, K, V are transposed into the workspace
+ *    first and dQ, dK, dV back after (O and dO are [B,T,H,D] already); statistics
+ *    are [token, head], the same B*H*T floats. The batch is the number of documents
+ *    rounded up to a power of two (a plan per bucket, built on first use), the
+ *    unused entries of length 0; the longest sequence is T.
  *
  * Determinism: on Hopper cuDNN computes dQ without atomics when dQ is the direct
  * output of the dS K matmul (the frontend's "dP workspace" form, which it selects
  * for is_deterministic_algorithm); with an fp32 dQ accumulator it accumulates with
  * atomics and run-to-run bits differ. The deterministic form is the default here;
  * LLMC_CUDNN_DETERMINISTIC=0 selects the accumulator form (attn_cudnn_deterministic
- * reports which one a shape got).
+ * reports which one a context uses).
  *
  * Plans are built once per shape (heuristics mode A, then the fallback list; the
  * first engine configuration that finalises wins) and cached for the process. */
@@ -36,30 +48,49 @@
 #include <string.h>
 #include "attn_cudnn.h"
 
-int attn_cudnn_supported(int H, int KV, int T, int D, int docs)
+int attn_cudnn_supported(int H, int KV, int T, int D)
 {
-    return !docs && H > 0 && KV > 0 && H % KV == 0 && (D == 64 || D == 128) && T >= 64 && T % 64 == 0;
+    return H > 0 && KV > 0 && H % KV == 0 && (D == 64 || D == 128) && T >= 64 && T % 64 == 0;
 }
 
-int attn_cudnn_plain_rows(const int *pos, int B, int T)
+int attn_cudnn_documents(const int *pos, int B, int T, int *start, int *len, int max)
 {
+    int n = 0;
     for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            if (pos[(size_t)b * T + t] != t) return 0;
-    return 1;
+        for (int t = 0; t < T; t++) {
+            const int *p = pos + (size_t)b * T;
+            if (t == 0 || p[t] == 0) {
+                if (n == max) return -1;
+                if (start) start[n] = b * T + t;
+                if (len) len[n] = 0;
+                n++;
+            } else if (p[t] != p[t - 1] + 1) {
+                return -1;   /* a window that neither continues nor restarts: not a document */
+            }
+            if (len) len[n - 1]++;
+        }
+    return n;
 }
 
 #ifndef LLMC_HAVE_CUDNN
 
 int attn_cudnn_built(void) { return 0; }
 
-AttnCudnn *attn_cudnn_create(char *err, size_t errlen)
+AttnCudnn *attn_cudnn_create(int deterministic, char *err, size_t errlen)
 {
-    snprintf(err, errlen, "built without cuDNN (no cudnn.h under CUDA_HOME/include at build time)");
+    (void)deterministic;
+    snprintf(err, errlen, "built without cuDNN (no cudnn.h found at build time)");
     return NULL;
 }
 
 void attn_cudnn_destroy(AttnCudnn *a) { (void)a; }
+
+/* Unreachable without a context (attn_cudnn_create answered NULL). */
+static void no_cudnn(const char *fn)
+{
+    fprintf(stderr, "llmc-train-cuda: %s called in a build without cuDNN\n", fn);
+    exit(1);
+}
 
 size_t attn_cudnn_prepare(AttnCudnn *a, int B, int H, int KV, int T, int D, char *err, size_t errlen)
 {
@@ -68,35 +99,36 @@ size_t attn_cudnn_prepare(AttnCudnn *a, int B, int H, int KV, int T, int D, char
     return 0;
 }
 
-/* Unreachable without a context (attn_cudnn_create answered NULL). */
-void attn_cudnn_fwd(AttnCudnn *a, bf16_t *O, float *stats, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
-                    int B, int H, int KV, int T, int D, void *workspace, kstream_t s)
+int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t s)
 {
-    (void)a; (void)O; (void)stats; (void)Q; (void)K; (void)V; (void)B; (void)H; (void)KV; (void)T; (void)D;
-    (void)workspace; (void)s;
-    fprintf(stderr, "llmc-train-cuda: attn_cudnn_fwd called in a build without cuDNN\n");
-    exit(1);
+    (void)a; (void)pos; (void)ws_bytes; (void)s;
+    no_cudnn("attn_cudnn_set_rows");
+    return 0;
+}
+
+void attn_cudnn_fwd(AttnCudnn *a, bf16_t *O, float *stats, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
+                    void *workspace, kstream_t s)
+{
+    (void)a; (void)O; (void)stats; (void)Q; (void)K; (void)V; (void)workspace; (void)s;
+    no_cudnn("attn_cudnn_fwd");
 }
 
 void attn_cudnn_bwd(AttnCudnn *a, bf16_t *dq, bf16_t *dk, bf16_t *dv, const bf16_t *Q, const bf16_t *K,
-                    const bf16_t *V, const bf16_t *O, const bf16_t *dO, const float *stats,
-                    int B, int H, int KV, int T, int D, void *workspace, kstream_t s)
+                    const bf16_t *V, const bf16_t *O, const bf16_t *dO, const float *stats, void *workspace,
+                    kstream_t s)
 {
     (void)a; (void)dq; (void)dk; (void)dv; (void)Q; (void)K; (void)V; (void)O; (void)dO; (void)stats;
-    (void)B; (void)H; (void)KV; (void)T; (void)D; (void)workspace; (void)s;
-    fprintf(stderr, "llmc-train-cuda: attn_cudnn_bwd called in a build without cuDNN\n");
-    exit(1);
+    (void)workspace; (void)s;
+    no_cudnn("attn_cudnn_bwd");
 }
 
-int attn_cudnn_deterministic(const AttnCudnn *a, int B, int H, int KV, int T, int D)
-{
-    (void)a; (void)B; (void)H; (void)KV; (void)T; (void)D;
-    return 0;
-}
+int attn_cudnn_deterministic(const AttnCudnn *a) { (void)a; return 0; }
+int attn_cudnn_rows_documents(const AttnCudnn *a) { (void)a; return 0; }
 
 #else /* LLMC_HAVE_CUDNN */
 
 #include <cudnn.h>
+#include <cuda_runtime_api.h>
 
 int attn_cudnn_built(void) { return 1; }
 
@@ -105,13 +137,16 @@ int attn_cudnn_built(void) { return 1; }
 enum {
     UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV,
     UID_SCALE, UID_NEG_INF, UID_ONE, UID_DSUM, UID_DQ_ACC,
+    UID_SEQ_LEN, UID_RAG_Q, UID_RAG_K, UID_RAG_S,
     UID_VIRTUAL = 100
 };
 
-#define MAX_DESC 96
-#define MAX_OPS 48
-#define MAX_BIND 16
+#define MAX_DESC 320
+#define MAX_OPS 64
+#define MAX_BIND 20
 #define WS_ALIGN 256
+#define MAX_DOCS 1024           /* documents per micro-batch the ragged layout takes */
+#define N_BUCKETS 11            /* ragged batch sizes 1, 2, 4, ..., MAX_DOCS */
 
 /* One operation graph while it is built, then its execution plan. Every backend
  * descriptor it creates is kept (and destroyed with it): the plan refers to them. */
@@ -127,26 +162,36 @@ typedef struct {
     int64_t workspace;          /* cuDNN's own workspace bytes */
 } Graph;
 
-/* Host values of the by-value scalars, bound by address at execution. */
+/* The forward and backward plans of one layout and batch. */
 typedef struct {
-    float scale, neg_inf, one;
-} Scalars;
-
-typedef struct {
-    int B, H, KV, T, D;
-    int deterministic;          /* backward without the fp32 dQ accumulator */
+    int built;                  /* 1: both plans exist; -1: cuDNN refused them */
     Graph fwd, bwd;
-    size_t dsum_off, dqacc_off, cudnn_off;   /* bwd workspace layout */
-    size_t ws_bytes;            /* caller's workspace: max over fwd and bwd */
-    Scalars sc;
-} Plan;
+    size_t ws_bytes;            /* caller's workspace this pair needs */
+} PlanPair;
 
-#define MAX_PLANS 16
+/* Workspace layout (byte offsets). Ragged: Q, K, V transposed to [token, head, D]
+ * and dQ, dK, dV before they are transposed back. Both: Dsum, the dQ accumulator
+ * (non-deterministic form only), then cuDNN's own. */
+typedef struct {
+    size_t qt, kt, vt, dqt, dkt, dvt, dsum, dqacc, cudnn;
+} WsLayout;
 
 struct AttnCudnn {
     cudnnHandle_t handle;
-    Plan *plans[MAX_PLANS];
-    int n_plans;
+    int deterministic;          /* backward without the fp32 dQ accumulator */
+    int B, H, KV, T, D;         /* the prepared shape (B == 0: none yet) */
+    float scale, neg_inf, one;  /* by-value scalars, bound by address */
+    PlanPair plain;             /* rows of one sequence */
+    PlanPair ragged[N_BUCKETS]; /* documents, batch 2^i */
+    WsLayout ws_plain, ws_ragged;
+    /* the current micro-batch (attn_cudnn_set_rows) */
+    int docs;                   /* 0: plain rows; else the ragged bucket's batch */
+    int bucket;
+    int32_t *d_seq_len;         /* device: [MAX_DOCS] lengths; [MAX_DOCS + 1] offsets */
+    int64_t *d_rag_q, *d_rag_k, *d_rag_s;
+    int32_t h_seq_len[MAX_DOCS];
+    int64_t h_rag[3][MAX_DOCS + 1];
+    int h_start[MAX_DOCS], h_len[MAX_DOCS];
 };
 
 /* ---- graph building: each helper is a no-op once something failed ---- */
@@ -185,9 +230,10 @@ static void g_op(Graph *g, cudnnBackendDescriptor_t op, const char *what)
     g->ops[g->n_ops++] = op;
 }
 
-/* A 4-d tensor. uid 0: a virtual tensor (an intermediate the engine never stores). */
-static cudnnBackendDescriptor_t g_tensor(Graph *g, int64_t uid, cudnnDataType_t dt, const int64_t dim[4],
-                                         const int64_t stride[4], int by_value)
+/* A 4-d tensor. uid 0: a virtual tensor (an intermediate the engine never stores).
+ * rag: the ragged-offset tensor that places each batch entry (NULL: the batch stride). */
+static cudnnBackendDescriptor_t g_tensor_r(Graph *g, int64_t uid, cudnnDataType_t dt, const int64_t dim[4],
+                                           const int64_t stride[4], int by_value, cudnnBackendDescriptor_t rag)
 {
     cudnnBackendDescriptor_t t = g_new(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor");
     bool virt = uid == 0, byval = by_value != 0;
@@ -200,8 +246,15 @@ static cudnnBackendDescriptor_t g_tensor(Graph *g, int64_t uid, cudnnDataType_t 
     g_set(g, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
     g_set(g, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt, "tensor virtual");
     if (byval) g_set(g, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byval, "tensor by value");
+    if (rag) g_set(g, t, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rag, "ragged offset");
     g_finalize(g, t, "tensor");
     return t;
+}
+
+static cudnnBackendDescriptor_t g_tensor(Graph *g, int64_t uid, cudnnDataType_t dt, const int64_t dim[4],
+                                         const int64_t stride[4], int by_value)
+{
+    return g_tensor_r(g, uid, dt, dim, stride, by_value, NULL);
 }
 
 static cudnnBackendDescriptor_t g_scalar(Graph *g, int64_t uid)
@@ -229,7 +282,10 @@ static void g_pointwise(Graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t ct,
     g_op(g, op, "pointwise op");
 }
 
-static void g_matmul(Graph *g, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c)
+/* c = a b; m, n, k: per-batch-entry overrides of the matmul sizes (the sequence
+ * lengths of documents), or NULL. */
+static void g_matmul(Graph *g, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c,
+                     cudnnBackendDescriptor_t m, cudnnBackendDescriptor_t n, cudnnBackendDescriptor_t k)
 {
     cudnnDataType_t ct = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t mm = g_new(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul");
@@ -240,6 +296,9 @@ static void g_matmul(Graph *g, cudnnBackendDescriptor_t a, cudnnBackendDescripto
     g_set(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b, "matmul b");
     g_set(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c, "matmul c");
     g_set(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm, "matmul desc");
+    if (m) g_set(g, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &m, "m");
+    if (n) g_set(g, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, "n");
+    if (k) g_set(g, op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k, "k");
     g_op(g, op, "matmul op");
 }
 
@@ -269,39 +328,101 @@ static void g_reshape(Graph *g, cudnnBackendDescriptor_t x, cudnnBackendDescript
 
 /* ---- the attention graphs ---- */
 
-/* Tensor shapes of one problem (dims and strides in elements). */
+/* Tensor shapes of one layout (dims and strides in elements) and, for documents,
+ * the length and ragged-offset tensors. */
 typedef struct {
-    int64_t q_dim[4], q_str[4];         /* Q, dQ: [B,H,T,D] */
-    int64_t kt_dim[4], kt_str[4];       /* K^T, V^T of the score matmuls: [B,KV,D,T] */
-    int64_t k_dim[4], k_str[4];         /* K, V, dK, dV: [B,KV,T,D] */
-    int64_t o_dim[4], o_str[4];         /* O, dO: [B,H,T,D] dims over [B,T,H,D] memory */
-    int64_t s_dim[4], s_str[4];         /* scores [B,H,T,T] */
-    int64_t st_dim[4], st_str[4];       /* scores transposed [B,H,T(kv),T(q)] over the same memory */
-    int64_t r_dim[4], r_str[4];         /* row statistics [B,H,T,1] */
-    int64_t full_dim[4], full_str[4];   /* full-head dK/dV before the GQA sum [B,H,T,D] */
-} Shapes;
+    int64_t q_dim[4], q_str[4];         /* Q, dQ: [b,H,s,D] */
+    int64_t kt_dim[4], kt_str[4];       /* K^T, V^T of the score matmuls: [b,KV,D,s] */
+    int64_t k_dim[4], k_str[4];         /* K, V, dK, dV: [b,KV,s,D] */
+    int64_t o_dim[4], o_str[4];         /* O, dO: [b,H,s,D] dims over [token,H,D] memory */
+    int64_t s_dim[4], s_str[4];         /* scores [b,H,s,s] */
+    int64_t st_dim[4], st_str[4];       /* scores transposed [b,H,s(kv),s(q)] over the same memory */
+    int64_t r_dim[4], r_str[4];         /* row statistics [b,H,s,1] */
+    int64_t full_dim[4], full_str[4];   /* full-head dK/dV before the GQA sum [b,H,s,D] */
+    int ragged;
+    cudnnBackendDescriptor_t seq_len, rag_q, rag_k, rag_s;   /* NULL unless ragged */
+} Layout;
 
 static void set4(int64_t *d, int64_t a, int64_t b, int64_t c, int64_t e) { d[0] = a; d[1] = b; d[2] = c; d[3] = e; }
 
-static Shapes shapes(int B, int H, int KV, int T, int D)
+/* b: batch entries (rows, or document slots); ragged: [token, head, D] packing. */
+static Layout layout(Graph *g, int b_, int H, int KV, int T, int D, int ragged)
 {
-    Shapes s;
-    int64_t b = B, h = H, kv = KV, t = T, d = D;
-    set4(s.q_dim, b, h, t, d);      set4(s.q_str, h * t * d, t * d, d, 1);
-    set4(s.kt_dim, b, kv, d, t);    set4(s.kt_str, kv * t * d, t * d, 1, d);
-    set4(s.k_dim, b, kv, t, d);     set4(s.k_str, kv * t * d, t * d, d, 1);
+    Layout s;
+    memset(&s, 0, sizeof s);
+    int64_t b = b_, h = H, kv = KV, t = T, d = D;
+    if (ragged) {
+        set4(s.q_dim, b, h, t, d);      set4(s.q_str, t * h * d, d, h * d, 1);
+        set4(s.kt_dim, b, kv, d, t);    set4(s.kt_str, t * kv * d, d, 1, kv * d);
+        set4(s.k_dim, b, kv, t, d);     set4(s.k_str, t * kv * d, d, kv * d, 1);
+        set4(s.r_dim, b, h, t, 1);      set4(s.r_str, t * h, 1, h, 1);
+    } else {
+        set4(s.q_dim, b, h, t, d);      set4(s.q_str, h * t * d, t * d, d, 1);
+        set4(s.kt_dim, b, kv, d, t);    set4(s.kt_str, kv * t * d, t * d, 1, d);
+        set4(s.k_dim, b, kv, t, d);     set4(s.k_str, kv * t * d, t * d, d, 1);
+        set4(s.r_dim, b, h, t, 1);      set4(s.r_str, h * t, t, 1, 1);
+    }
     set4(s.o_dim, b, h, t, d);      set4(s.o_str, t * h * d, d, h * d, 1);
     set4(s.s_dim, b, h, t, t);      set4(s.s_str, h * t * t, t * t, t, 1);
     set4(s.st_dim, b, h, t, t);     set4(s.st_str, h * t * t, t * t, 1, t);
-    set4(s.r_dim, b, h, t, 1);      set4(s.r_str, h * t, t, 1, 1);
     set4(s.full_dim, b, h, t, d);   set4(s.full_str, h * t * d, t * d, d, 1);
+    s.ragged = ragged;
+    if (ragged) {
+        int64_t ld[4] = {b, 1, 1, 1}, od[4] = {b + 1, 1, 1, 1}, one[4] = {1, 1, 1, 1};
+        s.seq_len = g_tensor(g, UID_SEQ_LEN, CUDNN_DATA_INT32, ld, one, 0);
+        s.rag_q = g_tensor(g, UID_RAG_Q, CUDNN_DATA_INT64, od, one, 0);
+        s.rag_k = g_tensor(g, UID_RAG_K, CUDNN_DATA_INT64, od, one, 0);
+        s.rag_s = g_tensor(g, UID_RAG_S, CUDNN_DATA_INT64, od, one, 0);
+    }
     return s;
 }
 
 #define V_F32(g, dim, str) g_tensor((g), 0, CUDNN_DATA_FLOAT, (dim), (str), 0)
 
+/* Tensors the caller binds, placed by the layout. */
+static cudnnBackendDescriptor_t t_q(Graph *g, const Layout *s, int64_t uid, cudnnDataType_t dt)
+{
+    return g_tensor_r(g, uid, dt, s->q_dim, s->q_str, 0, s->rag_q);
+}
+static cudnnBackendDescriptor_t t_kt(Graph *g, const Layout *s, int64_t uid)
+{
+    return g_tensor_r(g, uid, CUDNN_DATA_BFLOAT16, s->kt_dim, s->kt_str, 0, s->rag_k);
+}
+static cudnnBackendDescriptor_t t_k(Graph *g, const Layout *s, int64_t uid)
+{
+    return g_tensor_r(g, uid, CUDNN_DATA_BFLOAT16, s->k_dim, s->k_str, 0, s->rag_k);
+}
+static cudnnBackendDescriptor_t t_o(Graph *g, const Layout *s, int64_t uid)
+{
+    return g_tensor_r(g, uid, CUDNN_DATA_BFLOAT16, s->o_dim, s->o_str, 0, s->rag_q);
+}
+static cudnnBackendDescriptor_t t_rows(Graph *g, const Layout *s, int64_t uid)
+{
+    return g_tensor_r(g, uid, CUDNN_DATA_FLOAT, s->r_dim, s->r_str, 0, s->rag_s);
+}
+
+/* x with scores outside each sequence's length set to -inf (documents only). */
+static cudnnBackendDescriptor_t padding_mask(Graph *g, const Layout *s, cudnnBackendDescriptor_t x,
+                                             cudnnBackendDescriptor_t neg_inf)
+{
+    if (!s->ragged) return x;
+    cudnnBackendDescriptor_t row = g_tensor(g, 0, CUDNN_DATA_INT32, s->s_dim, s->s_str, 0);
+    cudnnBackendDescriptor_t col = g_tensor(g, 0, CUDNN_DATA_INT32, s->s_dim, s->s_str, 0);
+    cudnnBackendDescriptor_t rin = g_tensor(g, 0, CUDNN_DATA_BOOLEAN, s->s_dim, s->s_str, 0);
+    cudnnBackendDescriptor_t cin = g_tensor(g, 0, CUDNN_DATA_BOOLEAN, s->s_dim, s->s_str, 0);
+    cudnnBackendDescriptor_t keep = g_tensor(g, 0, CUDNN_DATA_BOOLEAN, s->s_dim, s->s_str, 0);
+    cudnnBackendDescriptor_t y = V_F32(g, s->s_dim, s->s_str);
+    g_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, 2, x, NULL, NULL, row);
+    g_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, 3, x, NULL, NULL, col);
+    g_pointwise(g, CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, -1, row, s->seq_len, NULL, rin);
+    g_pointwise(g, CUDNN_POINTWISE_CMP_LT, CUDNN_DATA_BOOLEAN, -1, col, s->seq_len, NULL, cin);
+    g_pointwise(g, CUDNN_POINTWISE_LOGICAL_AND, CUDNN_DATA_BOOLEAN, -1, rin, cin, NULL, keep);
+    g_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, x, neg_inf, keep, y);
+    return y;
+}
+
 /* x masked to row >= col (keys after the query get -inf). */
-static cudnnBackendDescriptor_t causal_mask(Graph *g, const Shapes *s, cudnnBackendDescriptor_t x,
+static cudnnBackendDescriptor_t causal_mask(Graph *g, const Layout *s, cudnnBackendDescriptor_t x,
                                             cudnnBackendDescriptor_t neg_inf)
 {
     cudnnBackendDescriptor_t row = g_tensor(g, 0, CUDNN_DATA_INT32, s->s_dim, s->s_str, 0);
@@ -315,24 +436,23 @@ static cudnnBackendDescriptor_t causal_mask(Graph *g, const Shapes *s, cudnnBack
     return y;
 }
 
-static void build_fwd(Graph *g, const Shapes *s)
+static void build_fwd(Graph *g, int b, int H, int KV, int T, int D, int ragged)
 {
-    cudnnBackendDescriptor_t q = g_tensor(g, UID_Q, CUDNN_DATA_BFLOAT16, s->q_dim, s->q_str, 0);
-    cudnnBackendDescriptor_t kt = g_tensor(g, UID_K, CUDNN_DATA_BFLOAT16, s->kt_dim, s->kt_str, 0);
-    cudnnBackendDescriptor_t v = g_tensor(g, UID_V, CUDNN_DATA_BFLOAT16, s->k_dim, s->k_str, 0);
-    cudnnBackendDescriptor_t o = g_tensor(g, UID_O, CUDNN_DATA_BFLOAT16, s->o_dim, s->o_str, 0);
-    cudnnBackendDescriptor_t stats = g_tensor(g, UID_STATS, CUDNN_DATA_FLOAT, s->r_dim, s->r_str, 0);
+    Layout s = layout(g, b, H, KV, T, D, ragged);
+    cudnnBackendDescriptor_t sl = s.seq_len;   /* NULL: full length */
+    cudnnBackendDescriptor_t q = t_q(g, &s, UID_Q, CUDNN_DATA_BFLOAT16), kt = t_kt(g, &s, UID_K);
+    cudnnBackendDescriptor_t v = t_k(g, &s, UID_V), o = t_o(g, &s, UID_O), stats = t_rows(g, &s, UID_STATS);
     cudnnBackendDescriptor_t scale = g_scalar(g, UID_SCALE), neg_inf = g_scalar(g, UID_NEG_INF);
 
-    cudnnBackendDescriptor_t s0 = V_F32(g, s->s_dim, s->s_str), s1 = V_F32(g, s->s_dim, s->s_str);
-    g_matmul(g, q, kt, s0);
+    cudnnBackendDescriptor_t s0 = V_F32(g, s.s_dim, s.s_str), s1 = V_F32(g, s.s_dim, s.s_str);
+    g_matmul(g, q, kt, s0, sl, sl, NULL);
     g_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, s0, scale, NULL, s1);
-    cudnnBackendDescriptor_t s2 = causal_mask(g, s, s1, neg_inf);
+    cudnnBackendDescriptor_t s2 = causal_mask(g, &s, padding_mask(g, &s, s1, neg_inf), neg_inf);
     /* softmax with its statistics */
-    cudnnBackendDescriptor_t mx = V_F32(g, s->r_dim, s->r_str), sub = V_F32(g, s->s_dim, s->s_str);
-    cudnnBackendDescriptor_t ex = V_F32(g, s->s_dim, s->s_str), sum = V_F32(g, s->r_dim, s->r_str);
-    cudnnBackendDescriptor_t lg = V_F32(g, s->r_dim, s->r_str);
-    cudnnBackendDescriptor_t p = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s->s_dim, s->s_str, 0);
+    cudnnBackendDescriptor_t mx = V_F32(g, s.r_dim, s.r_str), sub = V_F32(g, s.s_dim, s.s_str);
+    cudnnBackendDescriptor_t ex = V_F32(g, s.s_dim, s.s_str), sum = V_F32(g, s.r_dim, s.r_str);
+    cudnnBackendDescriptor_t lg = V_F32(g, s.r_dim, s.r_str);
+    cudnnBackendDescriptor_t p = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s.s_dim, s.s_str, 0);
     g_reduce(g, CUDNN_REDUCE_TENSOR_MAX, s2, mx);
     g_pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, -1, s2, mx, NULL, sub);
     g_pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, -1, sub, NULL, NULL, ex);
@@ -340,78 +460,78 @@ static void build_fwd(Graph *g, const Shapes *s)
     g_pointwise(g, CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, -1, sum, NULL, NULL, lg);
     g_pointwise(g, CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, -1, mx, lg, NULL, stats);
     g_pointwise(g, CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, -1, ex, sum, NULL, p);
-    g_matmul(g, p, v, o);
+    g_matmul(g, p, v, o, sl, NULL, sl);
 }
 
-/* dK or dV: the full-head product x^T y [B,H,T,D], summed over each query-head
- * group into out [B,KV,T,D] (directly into out when H == KV). */
-static void grad_kv(Graph *g, const Shapes *s, int grouped, cudnnBackendDescriptor_t xt, cudnnBackendDescriptor_t y,
+/* dK or dV: the full-head product x^T y [b,H,s,D], summed over each query-head
+ * group into out [b,KV,s,D] (directly into out when H == KV). */
+static void grad_kv(Graph *g, const Layout *s, int grouped, cudnnBackendDescriptor_t xt, cudnnBackendDescriptor_t y,
                     cudnnBackendDescriptor_t out)
 {
-    if (!grouped) { g_matmul(g, xt, y, out); return; }
+    cudnnBackendDescriptor_t sl = s->seq_len;
+    if (!grouped) { g_matmul(g, xt, y, out, sl, NULL, sl); return; }
     cudnnBackendDescriptor_t full = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s->full_dim, s->full_str, 0);
-    g_matmul(g, xt, y, full);
+    g_matmul(g, xt, y, full, sl, NULL, sl);
     g_reduce(g, CUDNN_REDUCE_TENSOR_ADD, full, out);
 }
 
-static void build_bwd(Graph *g, const Shapes *s, int grouped, int deterministic)
+static void build_bwd(Graph *g, int b, int H, int KV, int T, int D, int ragged, int deterministic)
 {
-    cudnnBackendDescriptor_t q = g_tensor(g, UID_Q, CUDNN_DATA_BFLOAT16, s->q_dim, s->q_str, 0);
-    cudnnBackendDescriptor_t kt = g_tensor(g, UID_K, CUDNN_DATA_BFLOAT16, s->kt_dim, s->kt_str, 0);
-    cudnnBackendDescriptor_t vt = g_tensor(g, UID_V, CUDNN_DATA_BFLOAT16, s->kt_dim, s->kt_str, 0);
-    cudnnBackendDescriptor_t o = g_tensor(g, UID_O, CUDNN_DATA_BFLOAT16, s->o_dim, s->o_str, 0);
-    cudnnBackendDescriptor_t dO = g_tensor(g, UID_DO, CUDNN_DATA_BFLOAT16, s->o_dim, s->o_str, 0);
-    cudnnBackendDescriptor_t stats = g_tensor(g, UID_STATS, CUDNN_DATA_FLOAT, s->r_dim, s->r_str, 0);
-    cudnnBackendDescriptor_t dq = g_tensor(g, UID_DQ, CUDNN_DATA_BFLOAT16, s->q_dim, s->q_str, 0);
-    cudnnBackendDescriptor_t dk = g_tensor(g, UID_DK, CUDNN_DATA_BFLOAT16, s->k_dim, s->k_str, 0);
-    cudnnBackendDescriptor_t dv = g_tensor(g, UID_DV, CUDNN_DATA_BFLOAT16, s->k_dim, s->k_str, 0);
+    Layout s = layout(g, b, H, KV, T, D, ragged);
+    cudnnBackendDescriptor_t sl = s.seq_len;
+    cudnnBackendDescriptor_t q = t_q(g, &s, UID_Q, CUDNN_DATA_BFLOAT16), kt = t_kt(g, &s, UID_K);
+    cudnnBackendDescriptor_t vt = t_kt(g, &s, UID_V), o = t_o(g, &s, UID_O), dO = t_o(g, &s, UID_DO);
+    cudnnBackendDescriptor_t stats = t_rows(g, &s, UID_STATS);
+    cudnnBackendDescriptor_t dq = t_q(g, &s, UID_DQ, CUDNN_DATA_BFLOAT16), dk = t_k(g, &s, UID_DK);
+    cudnnBackendDescriptor_t dv = t_k(g, &s, UID_DV);
     cudnnBackendDescriptor_t scale = g_scalar(g, UID_SCALE), neg_inf = g_scalar(g, UID_NEG_INF);
     cudnnBackendDescriptor_t one = g_scalar(g, UID_ONE);
 
-    /* Dsum = rowsum(dO * O), stored (the workspace) */
+    /* Dsum = rowsum(dO * O), stored (in the workspace) */
     int64_t od_str[4];
-    set4(od_str, s->q_str[0], s->q_str[1], s->o_str[2], 1);
-    cudnnBackendDescriptor_t doo = V_F32(g, s->o_dim, od_str), dsum0 = V_F32(g, s->r_dim, s->r_str);
-    cudnnBackendDescriptor_t dsum = g_tensor(g, UID_DSUM, CUDNN_DATA_FLOAT, s->r_dim, s->r_str, 0);
+    set4(od_str, (int64_t)H * T * D, (int64_t)T * D, (int64_t)H * D, 1);
+    cudnnBackendDescriptor_t doo = V_F32(g, s.o_dim, od_str), dsum0 = V_F32(g, s.r_dim, s.r_str);
+    cudnnBackendDescriptor_t dsum = t_rows(g, &s, UID_DSUM);
     g_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, dO, o, NULL, doo);
     g_reduce(g, CUDNN_REDUCE_TENSOR_ADD, doo, dsum0);
     g_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, dsum0, one, NULL, dsum);
 
-    /* P = exp(scale Q K^T - stats), causal */
-    cudnnBackendDescriptor_t s0 = V_F32(g, s->s_dim, s->s_str), s1 = V_F32(g, s->s_dim, s->s_str);
-    cudnnBackendDescriptor_t s2 = V_F32(g, s->s_dim, s->s_str), p = V_F32(g, s->s_dim, s->s_str);
-    g_matmul(g, q, kt, s0);
+    /* P = exp(scale Q K^T - stats), masked */
+    cudnnBackendDescriptor_t s0 = V_F32(g, s.s_dim, s.s_str), s1 = V_F32(g, s.s_dim, s.s_str);
+    cudnnBackendDescriptor_t s2 = V_F32(g, s.s_dim, s.s_str), p = V_F32(g, s.s_dim, s.s_str);
+    g_matmul(g, q, kt, s0, sl, sl, NULL);
     g_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, s0, scale, NULL, s1);
-    g_pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, -1, s1, stats, NULL, s2);
-    cudnnBackendDescriptor_t s3 = causal_mask(g, s, s2, neg_inf);
+    g_pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, -1, padding_mask(g, &s, s1, neg_inf), stats, NULL, s2);
+    cudnnBackendDescriptor_t s3 = causal_mask(g, &s, s2, neg_inf);
     g_pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, -1, s3, NULL, NULL, p);
 
     /* dV = P^T dO */
-    cudnnBackendDescriptor_t pt = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s->st_dim, s->st_str, 0);
+    cudnnBackendDescriptor_t pt = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s.st_dim, s.st_str, 0);
     g_reshape(g, p, pt);
-    grad_kv(g, s, grouped, pt, dO, dv);
+    grad_kv(g, &s, H != KV, pt, dO, dv);
 
     /* dS = (dO V^T - Dsum) * P * scale */
-    cudnnBackendDescriptor_t dp = V_F32(g, s->s_dim, s->s_str), dp1 = V_F32(g, s->s_dim, s->s_str);
-    cudnnBackendDescriptor_t dp2 = V_F32(g, s->s_dim, s->s_str), ds = V_F32(g, s->s_dim, s->s_str);
-    g_matmul(g, dO, vt, dp);
+    cudnnBackendDescriptor_t dp = V_F32(g, s.s_dim, s.s_str), dp1 = V_F32(g, s.s_dim, s.s_str);
+    cudnnBackendDescriptor_t dp2 = V_F32(g, s.s_dim, s.s_str), ds = V_F32(g, s.s_dim, s.s_str);
+    g_matmul(g, dO, vt, dp, sl, sl, NULL);
     g_pointwise(g, CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, -1, dp, dsum, NULL, dp1);
     g_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, dp1, p, NULL, dp2);
     g_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, dp2, scale, NULL, ds);
 
     /* dK = dS^T Q */
-    cudnnBackendDescriptor_t dst = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s->st_dim, s->st_str, 0);
+    cudnnBackendDescriptor_t dst = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s.st_dim, s.st_str, 0);
     g_reshape(g, ds, dst);
-    grad_kv(g, s, grouped, dst, q, dk);
+    grad_kv(g, &s, H != KV, dst, q, dk);
 
     /* dQ = dS K (K itself: K^T reshaped back) */
-    cudnnBackendDescriptor_t k = g_tensor(g, 0, CUDNN_DATA_BFLOAT16, s->k_dim, s->k_str, 0);
+    cudnnBackendDescriptor_t k = g_tensor_r(g, 0, CUDNN_DATA_BFLOAT16, s.k_dim, s.k_str, 0, s.rag_k);
     g_reshape(g, kt, k);
     if (deterministic) {
-        g_matmul(g, ds, k, dq);
+        g_matmul(g, ds, k, dq, sl, NULL, sl);
     } else {
-        cudnnBackendDescriptor_t acc = g_tensor(g, UID_DQ_ACC, CUDNN_DATA_FLOAT, s->q_dim, s->full_str, 0);
-        g_matmul(g, ds, k, acc);
+        cudnnBackendDescriptor_t acc = ragged ? t_q(g, &s, UID_DQ_ACC, CUDNN_DATA_FLOAT)
+                                              : g_tensor(g, UID_DQ_ACC, CUDNN_DATA_FLOAT, s.q_dim, s.full_str, 0);
+        g_matmul(g, ds, k, acc, sl, NULL, sl);
         g_pointwise(g, CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, -1, acc, NULL, NULL, dq);
     }
 }
@@ -483,116 +603,179 @@ static void graph_free(Graph *g)
 
 static size_t align_up(size_t x) { return (x + WS_ALIGN - 1) / WS_ALIGN * WS_ALIGN; }
 
-static int want_deterministic(void)
+/* Byte offsets of the workspace regions of one layout. */
+static WsLayout ws_layout(const AttnCudnn *a, int ragged)
 {
-    const char *e = getenv("LLMC_CUDNN_DETERMINISTIC");
-    return !(e && !strcmp(e, "0"));
-}
-
-static Plan *find_plan(const AttnCudnn *a, int B, int H, int KV, int T, int D)
-{
-    for (int i = 0; i < a->n_plans; i++) {
-        Plan *p = a->plans[i];
-        if (p->B == B && p->H == H && p->KV == KV && p->T == T && p->D == D) return p;
+    WsLayout w;
+    memset(&w, 0, sizeof w);
+    size_t N = (size_t)a->B * a->T, q = N * a->H * a->D * 2, k = N * a->KV * a->D * 2, cur = 0;
+    if (ragged) {
+        w.qt = cur; cur += align_up(q);
+        w.kt = cur; cur += align_up(k);
+        w.vt = cur; cur += align_up(k);
+        w.dqt = cur; cur += align_up(q);
+        w.dkt = cur; cur += align_up(k);
+        w.dvt = cur; cur += align_up(k);
     }
-    return NULL;
+    w.dsum = cur; cur += align_up(N * a->H * sizeof(float));
+    w.dqacc = cur; cur += a->deterministic ? 0 : align_up(N * a->H * a->D * sizeof(float));
+    w.cudnn = cur;
+    return w;
 }
 
-/* Which stage failed and cuDNN's own last message. */
-static void graph_error(const Graph *g, const char *which, char *err, size_t errlen)
+/* Build a layout's forward and backward plans for batch b; 0, or -1 with a message. */
+static int build_pair(AttnCudnn *a, PlanPair *pp, int b, int ragged, char *err, size_t errlen)
 {
-    char last[256] = "";
-    cudnnGetLastErrorString(last, sizeof last);
-    snprintf(err, errlen, "cuDNN attention %s graph: %s: %s%s%s", which, g->failed_at ? g->failed_at : "?",
-             cudnnGetErrorString(g->status), last[0] ? " — " : "", last);
+    if (pp->built) return pp->built > 0 ? 0 : -1;
+    pp->fwd.next_uid = pp->bwd.next_uid = UID_VIRTUAL;
+    build_fwd(&pp->fwd, b, a->H, a->KV, a->T, a->D, ragged);
+    make_plan(&pp->fwd, a->handle);
+    if (pp->fwd.status == CUDNN_STATUS_SUCCESS) {
+        build_bwd(&pp->bwd, b, a->H, a->KV, a->T, a->D, ragged, a->deterministic);
+        make_plan(&pp->bwd, a->handle);
+    }
+    const Graph *bad = pp->fwd.status != CUDNN_STATUS_SUCCESS ? &pp->fwd
+                     : pp->bwd.status != CUDNN_STATUS_SUCCESS ? &pp->bwd : NULL;
+    if (bad) {
+        char last[256] = "";
+        cudnnGetLastErrorString(last, sizeof last);
+        snprintf(err, errlen, "cuDNN attention %s %s graph (batch %d): %s: %s%s%s", ragged ? "documents" : "causal",
+                 bad == &pp->fwd ? "forward" : "backward", b, bad->failed_at ? bad->failed_at : "?",
+                 cudnnGetErrorString(bad->status), last[0] ? " — " : "", last);
+        graph_free(&pp->fwd);
+        graph_free(&pp->bwd);
+        pp->built = -1;
+        return -1;
+    }
+    const WsLayout *w = ragged ? &a->ws_ragged : &a->ws_plain;
+    int64_t own = pp->fwd.workspace > pp->bwd.workspace ? pp->fwd.workspace : pp->bwd.workspace;
+    pp->ws_bytes = align_up(w->cudnn + (size_t)own);
+    pp->built = 1;
+    return 0;
 }
 
-AttnCudnn *attn_cudnn_create(char *err, size_t errlen)
+static int bucket_of(int n) { int i = 0; while ((1 << i) < n) i++; return i; }
+
+AttnCudnn *attn_cudnn_create(int deterministic, char *err, size_t errlen)
 {
     AttnCudnn *a = calloc(1, sizeof *a);
     if (!a) { snprintf(err, errlen, "out of memory"); return NULL; }
     cudnnStatus_t st = cudnnCreate(&a->handle);
     if (st != CUDNN_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cudnnCreate: %s (cuDNN %zu)", cudnnGetErrorString(st), cudnnGetVersion());
+        snprintf(err, errlen, "cudnnCreate: %s (cuDNN library %zu)", cudnnGetErrorString(st), cudnnGetVersion());
         free(a);
         return NULL;
     }
+    a->deterministic = deterministic;
+    a->scale = 1.f;
+    a->neg_inf = -INFINITY;
+    a->one = 1.f;
+    if (cudaMalloc((void **)&a->d_seq_len, MAX_DOCS * sizeof(int32_t)) != cudaSuccess ||
+        cudaMalloc((void **)&a->d_rag_q, 3 * (MAX_DOCS + 1) * sizeof(int64_t)) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, errlen, "cuDNN attention: out of GPU memory for the document tables");
+        if (a->d_seq_len) cudaFree(a->d_seq_len);
+        cudnnDestroy(a->handle);
+        free(a);
+        return NULL;
+    }
+    a->d_rag_k = a->d_rag_q + MAX_DOCS + 1;
+    a->d_rag_s = a->d_rag_k + MAX_DOCS + 1;
     return a;
 }
 
 void attn_cudnn_destroy(AttnCudnn *a)
 {
     if (!a) return;
-    for (int i = 0; i < a->n_plans; i++) {
-        graph_free(&a->plans[i]->fwd);
-        graph_free(&a->plans[i]->bwd);
-        free(a->plans[i]);
-    }
+    graph_free(&a->plain.fwd);
+    graph_free(&a->plain.bwd);
+    for (int i = 0; i < N_BUCKETS; i++) { graph_free(&a->ragged[i].fwd); graph_free(&a->ragged[i].bwd); }
+    cudaFree(a->d_seq_len);
+    cudaFree(a->d_rag_q);
     cudnnDestroy(a->handle);
     free(a);
 }
 
+/* The smallest ragged batch used: room for four documents a row. */
+static int first_bucket(const AttnCudnn *a)
+{
+    int b = bucket_of(4 * a->B);
+    return b < N_BUCKETS ? b : N_BUCKETS - 1;
+}
+
 size_t attn_cudnn_prepare(AttnCudnn *a, int B, int H, int KV, int T, int D, char *err, size_t errlen)
 {
-    Plan *p = find_plan(a, B, H, KV, T, D);
-    if (p) return p->ws_bytes;
-    if (!attn_cudnn_supported(H, KV, T, D, 0) || B < 1) {
+    if (a->B) {
+        if (a->B == B && a->H == H && a->KV == KV && a->T == T && a->D == D) {
+            size_t r = a->ragged[first_bucket(a)].built > 0 ? a->ragged[first_bucket(a)].ws_bytes : 0;
+            return a->plain.ws_bytes > r ? a->plain.ws_bytes : r;
+        }
+        snprintf(err, errlen, "cuDNN attention: context prepared for another shape");
+        return 0;
+    }
+    if (!attn_cudnn_supported(H, KV, T, D) || B < 1) {
         snprintf(err, errlen, "cuDNN attention: shape B %d H %d KV %d T %d D %d not supported "
                  "(need H %% KV == 0, D 64 or 128, T a multiple of 64)", B, H, KV, T, D);
         return 0;
     }
-    if (a->n_plans == MAX_PLANS) { snprintf(err, errlen, "cuDNN attention: plan cache full"); return 0; }
-    p = calloc(1, sizeof *p);
-    if (!p) { snprintf(err, errlen, "out of memory"); return 0; }
-    *p = (Plan){.B = B, .H = H, .KV = KV, .T = T, .D = D, .deterministic = want_deterministic(),
-                .sc = {.scale = 1.f / sqrtf((float)D), .neg_inf = -INFINITY, .one = 1.f}};
-    p->fwd.next_uid = p->bwd.next_uid = UID_VIRTUAL;
-    Shapes s = shapes(B, H, KV, T, D);
-    build_fwd(&p->fwd, &s);
-    make_plan(&p->fwd, a->handle);
-    if (p->fwd.status != CUDNN_STATUS_SUCCESS) {
-        graph_error(&p->fwd, "forward", err, errlen);
-        graph_free(&p->fwd);
-        free(p);
-        return 0;
-    }
-    build_bwd(&p->bwd, &s, H != KV, p->deterministic);
-    make_plan(&p->bwd, a->handle);
-    if (p->bwd.status != CUDNN_STATUS_SUCCESS) {
-        graph_error(&p->bwd, "backward", err, errlen);
-        graph_free(&p->fwd);
-        graph_free(&p->bwd);
-        free(p);
-        return 0;
-    }
-    size_t rows = (size_t)B * H * T;
-    p->dsum_off = 0;
-    p->dqacc_off = align_up(rows * sizeof(float));
-    p->cudnn_off = p->dqacc_off + (p->deterministic ? 0 : align_up(rows * D * sizeof(float)));
-    size_t bwd_bytes = p->cudnn_off + (size_t)p->bwd.workspace;
-    size_t fwd_bytes = (size_t)p->fwd.workspace;
-    p->ws_bytes = align_up(bwd_bytes > fwd_bytes ? bwd_bytes : fwd_bytes);
-    if (p->ws_bytes == 0) p->ws_bytes = WS_ALIGN;
-    a->plans[a->n_plans++] = p;
-    return p->ws_bytes;
+    a->B = B; a->H = H; a->KV = KV; a->T = T; a->D = D;
+    a->scale = 1.f / sqrtf((float)D);
+    a->ws_plain = ws_layout(a, 0);
+    a->ws_ragged = ws_layout(a, 1);
+    if (build_pair(a, &a->plain, B, 0, err, errlen)) { a->B = 0; return 0; }
+    /* The document layout is optional: without it such micro-batches use the flash kernels. */
+    char derr[512];
+    PlanPair *r = &a->ragged[first_bucket(a)];
+    if (build_pair(a, r, 1 << first_bucket(a), 1, derr, sizeof derr))
+        fprintf(stderr, "llmc-train-cuda: %s; micro-batches with documents use the flash kernels\n", derr);
+    size_t need = a->plain.ws_bytes;
+    if (r->built > 0 && r->ws_bytes > need) need = r->ws_bytes;
+    return need;
 }
 
-int attn_cudnn_deterministic(const AttnCudnn *a, int B, int H, int KV, int T, int D)
+int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t s)
 {
-    const Plan *p = find_plan(a, B, H, KV, T, D);
-    return p ? p->deterministic : 0;
-}
-
-static Plan *need_plan(AttnCudnn *a, int B, int H, int KV, int T, int D)
-{
-    Plan *p = find_plan(a, B, H, KV, T, D);
-    if (!p) {
-        fprintf(stderr, "llmc-train-cuda: cuDNN attention shape B %d H %d KV %d T %d D %d used before "
-                "attn_cudnn_prepare\n", B, H, KV, T, D);
+    int n = attn_cudnn_documents(pos, a->B, a->T, a->h_start, a->h_len, MAX_DOCS);
+    if (n < 0) return 0;                         /* not a document mask: flash */
+    if (n == a->B) { a->docs = 0; return 1; }    /* one sequence a row */
+    int bi = bucket_of(n);
+    if (bi < first_bucket(a)) bi = first_bucket(a);
+    PlanPair *pp = &a->ragged[bi];
+    if (!pp->built) {
+        char err[512];
+        if (build_pair(a, pp, 1 << bi, 1, err, sizeof err))
+            fprintf(stderr, "llmc-train-cuda: %s; such micro-batches use the flash kernels\n", err);
+    }
+    if (pp->built < 0 || pp->ws_bytes > ws_bytes) return 0;
+    int nb = 1 << bi;
+    size_t N = (size_t)a->B * a->T;
+    for (int i = 0; i < nb; i++) {
+        int64_t start = i < n ? a->h_start[i] : (int64_t)N;
+        a->h_seq_len[i] = i < n ? a->h_len[i] : 0;
+        a->h_rag[0][i] = start * a->H * a->D;
+        a->h_rag[1][i] = start * a->KV * a->D;
+        a->h_rag[2][i] = start * a->H;
+    }
+    a->h_rag[0][nb] = (int64_t)N * a->H * a->D;
+    a->h_rag[1][nb] = (int64_t)N * a->KV * a->D;
+    a->h_rag[2][nb] = (int64_t)N * a->H;
+    cudaStream_t st = (cudaStream_t)s;
+    if (cudaMemcpyAsync(a->d_seq_len, a->h_seq_len, nb * sizeof(int32_t), cudaMemcpyHostToDevice, st) != cudaSuccess ||
+        cudaMemcpyAsync(a->d_rag_q, a->h_rag[0], (nb + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, st) != cudaSuccess ||
+        cudaMemcpyAsync(a->d_rag_k, a->h_rag[1], (nb + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, st) != cudaSuccess ||
+        cudaMemcpyAsync(a->d_rag_s, a->h_rag[2], (nb + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, st) != cudaSuccess) {
+        fprintf(stderr, "llmc-train-cuda: cuDNN attention: copying the document tables: %s\n",
+                cudaGetErrorString(cudaGetLastError()));
         exit(1);
     }
-    return p;
+    /* Pageable host memory: each copy has left the host buffer when it returns. */
+    a->docs = nb;
+    a->bucket = bi;
+    return 1;
 }
+
+int attn_cudnn_deterministic(const AttnCudnn *a) { return a->deterministic; }
+int attn_cudnn_rows_documents(const AttnCudnn *a) { return a->docs; }
 
 static void execute(AttnCudnn *a, const Graph *g, const int64_t *uids, void **ptrs, int n, void *ws, kstream_t s,
                     const char *which)
@@ -617,27 +800,87 @@ static void execute(AttnCudnn *a, const Graph *g, const int64_t *uids, void **pt
     }
 }
 
-void attn_cudnn_fwd(AttnCudnn *a, bf16_t *O, float *stats, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
-                    int B, int H, int KV, int T, int D, void *workspace, kstream_t s)
+/* The bindings every graph of the current layout shares: scalars and, for
+ * documents, the length and offset tables. Returns how many were written. */
+static int common_binds(AttnCudnn *a, int64_t *uids, void **ptrs)
 {
-    Plan *p = need_plan(a, B, H, KV, T, D);
-    int64_t uids[MAX_BIND] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
-    void *ptrs[MAX_BIND] = {(void *)Q, (void *)K, (void *)V, O, stats, &p->sc.scale, &p->sc.neg_inf};
-    execute(a, &p->fwd, uids, ptrs, 7, workspace, s, "forward");
+    int n = 0;
+    uids[n] = UID_SCALE; ptrs[n++] = &a->scale;
+    uids[n] = UID_NEG_INF; ptrs[n++] = &a->neg_inf;
+    if (a->docs) {
+        uids[n] = UID_SEQ_LEN; ptrs[n++] = a->d_seq_len;
+        uids[n] = UID_RAG_Q; ptrs[n++] = a->d_rag_q;
+        uids[n] = UID_RAG_K; ptrs[n++] = a->d_rag_k;
+        uids[n] = UID_RAG_S; ptrs[n++] = a->d_rag_s;
+    }
+    return n;
+}
+
+static void bind(int64_t *uids, void **ptrs, int *n, int64_t uid, const void *p)
+{
+    uids[*n] = uid;
+    ptrs[(*n)++] = (void *)p;
+}
+
+void attn_cudnn_fwd(AttnCudnn *a, bf16_t *O, float *stats, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
+                    void *workspace, kstream_t s)
+{
+    char *ws = workspace;
+    const WsLayout *w = a->docs ? &a->ws_ragged : &a->ws_plain;
+    const PlanPair *pp = a->docs ? &a->ragged[a->bucket] : &a->plain;
+    if (a->docs) {   /* [B,H,T,D] -> [B,T,H,D]: tokens of a document adjacent */
+        k_swap12((bf16_t *)(ws + w->qt), Q, a->B, a->H, a->T, a->D, s);
+        k_swap12((bf16_t *)(ws + w->kt), K, a->B, a->KV, a->T, a->D, s);
+        k_swap12((bf16_t *)(ws + w->vt), V, a->B, a->KV, a->T, a->D, s);
+        Q = (const bf16_t *)(ws + w->qt); K = (const bf16_t *)(ws + w->kt); V = (const bf16_t *)(ws + w->vt);
+    }
+    int64_t uids[MAX_BIND];
+    void *ptrs[MAX_BIND];
+    int n = common_binds(a, uids, ptrs);
+    bind(uids, ptrs, &n, UID_Q, Q);
+    bind(uids, ptrs, &n, UID_K, K);
+    bind(uids, ptrs, &n, UID_V, V);
+    bind(uids, ptrs, &n, UID_O, O);
+    bind(uids, ptrs, &n, UID_STATS, stats);
+    execute(a, &pp->fwd, uids, ptrs, n, ws + w->cudnn, s, "forward");
 }
 
 void attn_cudnn_bwd(AttnCudnn *a, bf16_t *dq, bf16_t *dk, bf16_t *dv, const bf16_t *Q, const bf16_t *K,
-                    const bf16_t *V, const bf16_t *O, const bf16_t *dO, const float *stats,
-                    int B, int H, int KV, int T, int D, void *workspace, kstream_t s)
+                    const bf16_t *V, const bf16_t *O, const bf16_t *dO, const float *stats, void *workspace,
+                    kstream_t s)
 {
-    Plan *p = need_plan(a, B, H, KV, T, D);
     char *ws = workspace;
-    int64_t uids[MAX_BIND] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_DQ, UID_DK, UID_DV,
-                              UID_SCALE, UID_NEG_INF, UID_ONE, UID_DSUM, UID_DQ_ACC};
-    void *ptrs[MAX_BIND] = {(void *)Q, (void *)K, (void *)V, (void *)O, (void *)dO, (void *)stats, dq, dk, dv,
-                            &p->sc.scale, &p->sc.neg_inf, &p->sc.one, ws + p->dsum_off, ws + p->dqacc_off};
-    int n = p->deterministic ? 13 : 14;
-    execute(a, &p->bwd, uids, ptrs, n, ws + p->cudnn_off, s, "backward");
+    const WsLayout *w = a->docs ? &a->ws_ragged : &a->ws_plain;
+    const PlanPair *pp = a->docs ? &a->ragged[a->bucket] : &a->plain;
+    bf16_t *gq = dq, *gk = dk, *gv = dv;
+    if (a->docs) {
+        k_swap12((bf16_t *)(ws + w->qt), Q, a->B, a->H, a->T, a->D, s);
+        k_swap12((bf16_t *)(ws + w->kt), K, a->B, a->KV, a->T, a->D, s);
+        k_swap12((bf16_t *)(ws + w->vt), V, a->B, a->KV, a->T, a->D, s);
+        Q = (const bf16_t *)(ws + w->qt); K = (const bf16_t *)(ws + w->kt); V = (const bf16_t *)(ws + w->vt);
+        gq = (bf16_t *)(ws + w->dqt); gk = (bf16_t *)(ws + w->dkt); gv = (bf16_t *)(ws + w->dvt);
+    }
+    int64_t uids[MAX_BIND];
+    void *ptrs[MAX_BIND];
+    int n = common_binds(a, uids, ptrs);
+    bind(uids, ptrs, &n, UID_ONE, &a->one);
+    bind(uids, ptrs, &n, UID_Q, Q);
+    bind(uids, ptrs, &n, UID_K, K);
+    bind(uids, ptrs, &n, UID_V, V);
+    bind(uids, ptrs, &n, UID_O, O);
+    bind(uids, ptrs, &n, UID_DO, dO);
+    bind(uids, ptrs, &n, UID_STATS, stats);
+    bind(uids, ptrs, &n, UID_DQ, gq);
+    bind(uids, ptrs, &n, UID_DK, gk);
+    bind(uids, ptrs, &n, UID_DV, gv);
+    bind(uids, ptrs, &n, UID_DSUM, ws + w->dsum);
+    if (!a->deterministic) bind(uids, ptrs, &n, UID_DQ_ACC, ws + w->dqacc);
+    execute(a, &pp->bwd, uids, ptrs, n, ws + w->cudnn, s, "backward");
+    if (a->docs) {   /* back to [B,H,T,D] and [B,KV,T,D] */
+        k_swap12(dq, gq, a->B, a->T, a->H, a->D, s);
+        k_swap12(dk, gk, a->B, a->T, a->KV, a->D, s);
+        k_swap12(dv, gv, a->B, a->T, a->KV, a->D, s);
+    }
 }
 
 #endif /* LLMC_HAVE_CUDNN */

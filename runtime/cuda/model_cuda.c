@@ -142,10 +142,11 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
 
 /* The fused-attention implementation: cuDNN's when it was built in, takes the
  * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
- * kernels otherwise, and always for micro-batches with document boundaries. */
+ * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
+ * LLMC_CUDNN_DETERMINISTIC=0: cuDNN's faster backward with atomics. */
 static int attn_cudnn_setup(CudaModel *m, int *fail)
 {
-    const char *env = getenv("LLMC_ATTN");
+    const char *env = getenv("LLMC_ATTN"), *det = getenv("LLMC_CUDNN_DETERMINISTIC");
     if (env && strcmp(env, "cudnn") && strcmp(env, "flash")) {
         fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=%s: want cudnn or flash\n", env);
         return -1;
@@ -153,13 +154,13 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
     if (!m->flash || (env && !strcmp(env, "flash"))) return 0;
     const ModelConfig *c = &m->cfg;
     char err[512];
-    if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim, 0)) {
+    if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim)) {
         if (env) fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=cudnn: %s; using the flash kernels\n",
                          attn_cudnn_built() ? "cuDNN attention needs head_dim 64/128 and T % 64 == 0"
                                             : "this build has no cuDNN");
         return 0;
     }
-    AttnCudnn *a = attn_cudnn_create(err, sizeof err);
+    AttnCudnn *a = attn_cudnn_create(!(det && !strcmp(det, "0")), err, sizeof err);
     size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
     if (!ws) {
         fprintf(stderr, "llmc-train-cuda: %s; using the flash kernels\n", err);
@@ -168,6 +169,7 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
     }
     m->cudnn = a;
     m->cudnn_ws = dalloc(m, ws, fail);
+    m->cudnn_ws_bytes = ws;
     return 0;
 }
 
@@ -374,13 +376,13 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
 
 #define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)
 
-/* Fused attention of one layer: cuDNN for micro-batches without documents when
- * it is set up, the flash kernels otherwise (the same path forward and backward). */
+/* Fused attention of one layer: cuDNN when it took this micro-batch, the flash
+ * kernels otherwise (the same path forward and backward). */
 static void attn_fused_fwd(CudaModel *m, const LayerCtx *z)
 {
     CudaLayerActs *a = z->a;
     if (m->attn_cudnn_now)
-        attn_cudnn_fwd(m->cudnn, a->att, a->lse, a->q, a->k, a->v, z->B, z->H, z->KV, z->T, z->D, m->cudnn_ws, z->st);
+        attn_cudnn_fwd(m->cudnn, a->att, a->lse, a->q, a->k, a->v, m->cudnn_ws, z->st);
     else
         k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z->B, z->H, z->KV, z->T, z->D, z->st);
 }
@@ -389,8 +391,8 @@ static void attn_fused_bwd(CudaModel *m, const LayerCtx *z)
 {
     CudaLayerActs *a = z->a;
     if (m->attn_cudnn_now)
-        attn_cudnn_bwd(m->cudnn, m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse,
-                       z->B, z->H, z->KV, z->T, z->D, m->cudnn_ws, z->st);
+        attn_cudnn_bwd(m->cudnn, m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->cudnn_ws,
+                       z->st);
     else
         k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
                     z->B, z->H, z->KV, z->T, z->D, z->st);
@@ -541,7 +543,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
-    m->attn_cudnn_now = m->cudnn && attn_cudnn_plain_rows(pos, m->B, m->T);
+    m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
     PHASE(m, PH_EMBED);

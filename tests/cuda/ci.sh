@@ -54,6 +54,7 @@ echo '{"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "num_at
 expect "Qwen3 (qk_norm) refused" 2 "qk_norm" $bin params --config "$tmp/qwen3.json"
 if make -s attn-check SAN="${SAN:-0}" > "$tmp/attn.log" 2>&1; then ok "make attn-check"
 else bad "make attn-check"; tail -20 "$tmp/attn.log"; fi
+expect "attention documents for cuDNN's ragged layout" 0 "5 passed, 0 failed" ${BUILD:-build}/attn_check --documents
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check
