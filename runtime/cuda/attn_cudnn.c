@@ -36,7 +36,8 @@
  * for is_deterministic_algorithm); with an fp32 dQ accumulator it accumulates with
  * atomics and run-to-run bits differ. The deterministic form is the default here;
  * LLMC_CUDNN_DETERMINISTIC=0 selects the accumulator form (attn_cudnn_deterministic
- * reports which one a context uses).
+ * reports which one a context uses). LLMC_CUDNN_DOCUMENTS=0 sends micro-batches
+ * with documents to the flash kernels.
  *
  * Plans are built once per shape (heuristics mode A, then the fallback list; the
  * first engine configuration that finalises wins) and cached for the process. */
@@ -179,6 +180,7 @@ typedef struct {
 struct AttnCudnn {
     cudnnHandle_t handle;
     int deterministic;          /* backward without the fp32 dQ accumulator */
+    int documents;              /* take rows with documents (LLMC_CUDNN_DOCUMENTS != 0) */
     int B, H, KV, T, D;         /* the prepared shape (B == 0: none yet) */
     float scale, neg_inf, one;  /* by-value scalars, bound by address */
     PlanPair plain;             /* rows of one sequence */
@@ -667,6 +669,8 @@ AttnCudnn *attn_cudnn_create(int deterministic, char *err, size_t errlen)
         return NULL;
     }
     a->deterministic = deterministic;
+    const char *docs = getenv("LLMC_CUDNN_DOCUMENTS");
+    a->documents = !(docs && !strcmp(docs, "0"));
     a->scale = 1.f;
     a->neg_inf = -INFINITY;
     a->one = 1.f;
@@ -726,7 +730,7 @@ size_t attn_cudnn_prepare(AttnCudnn *a, int B, int H, int KV, int T, int D, char
     /* The document layout is optional: without it such micro-batches use the flash kernels. */
     char derr[512];
     PlanPair *r = &a->ragged[first_bucket(a)];
-    if (build_pair(a, r, 1 << first_bucket(a), 1, derr, sizeof derr))
+    if (a->documents && build_pair(a, r, 1 << first_bucket(a), 1, derr, sizeof derr))
         fprintf(stderr, "llmc-train-cuda: %s; micro-batches with documents use the flash kernels\n", derr);
     size_t need = a->plain.ws_bytes;
     if (r->built > 0 && r->ws_bytes > need) need = r->ws_bytes;
@@ -738,6 +742,7 @@ int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t
     int n = attn_cudnn_documents(pos, a->B, a->T, a->h_start, a->h_len, MAX_DOCS);
     if (n < 0) return 0;                         /* not a document mask: flash */
     if (n == a->B) { a->docs = 0; return 1; }    /* one sequence a row */
+    if (!a->documents) return 0;
     int bi = bucket_of(n);
     if (bi < first_bucket(a)) bi = first_bucket(a);
     PlanPair *pp = &a->ragged[bi];

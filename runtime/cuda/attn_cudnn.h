@@ -56,7 +56,8 @@ size_t attn_cudnn_prepare(AttnCudnn *a, int B, int H, int KV, int T, int D, char
 
 /* This micro-batch's rows (host pos [B*T]): uploads the document tables on stream
  * s when there are documents. 1: run it through cuDNN; 0: through flash_attn.h
- * (not a document mask, more than 1024 documents, or no plan within ws_bytes). */
+ * (not a document mask, more than 1024 documents, no plan within ws_bytes, or
+ * LLMC_CUDNN_DOCUMENTS=0 at attn_cudnn_create). */
 int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t s);
 /* 0 for rows of one sequence, else the ragged batch (document slots) in use. */
 int attn_cudnn_rows_documents(const AttnCudnn *a);
