@@ -700,10 +700,10 @@ void attn_cudnn_destroy(AttnCudnn *a)
     free(a);
 }
 
-/* The smallest ragged batch used: room for four documents a row. */
+/* The smallest ragged batch used: room for eight documents a row. */
 static int first_bucket(const AttnCudnn *a)
 {
-    int b = bucket_of(4 * a->B);
+    int b = bucket_of(8 * a->B);
     return b < N_BUCKETS ? b : N_BUCKETS - 1;
 }
 
