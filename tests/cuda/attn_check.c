@@ -415,7 +415,7 @@ static void time_impl(const char *label, const char *kind, Dev *d, const int *po
                       int D, int cudnn, int deterministic)
 {
     TimeArg t = {NULL, d, B, H, KV, T, D};
-    char err[512] = "";
+    char err[512] = "", ws_note[64] = "";
     double flops = 4.0 * B * H * (double)T * T * D / 2;   /* causal: half the square */
     CK(cudaMemcpy(d->pos, pos, (size_t)B * T * 4, cudaMemcpyHostToDevice));
     if (cudnn) {
@@ -427,10 +427,11 @@ static void time_impl(const char *label, const char *kind, Dev *d, const int *po
             attn_cudnn_destroy(t.a);
             return;
         }
+        snprintf(ws_note, sizeof ws_note, "  workspace %.1f MiB", ws / 1048576.0);
     }
     float f = time_ms(cudnn ? t_cudnn_fwd : t_flash_fwd, &t, 20), b = time_ms(cudnn ? t_cudnn_bwd : t_flash_bwd, &t, 20);
-    printf("%-14s %-34s fwd %7.3f ms (%4.0f TFLOP/s)  bwd %7.3f ms (%4.0f TFLOP/s)\n", label, kind, f, flops / f / 1e9,
-           b, 2.5 * flops / b / 1e9);
+    printf("%-14s %-34s fwd %7.3f ms (%4.0f TFLOP/s)  bwd %7.3f ms (%4.0f TFLOP/s)%s\n", label, kind, f,
+           flops / f / 1e9, b, 2.5 * flops / b / 1e9, ws_note);
     attn_cudnn_destroy(t.a);
 }
 
