@@ -751,7 +751,13 @@ int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t
         if (build_pair(a, pp, 1 << bi, 1, err, sizeof err))
             fprintf(stderr, "llmc-train-cuda: %s; such micro-batches use the flash kernels\n", err);
     }
-    if (pp->built < 0 || pp->ws_bytes > ws_bytes) return 0;
+    if (pp->built > 0 && pp->ws_bytes > ws_bytes) {
+        fprintf(stderr, "llmc-train-cuda: cuDNN attention with %d documents needs %.1f MiB of workspace, "
+                "%.1f MiB were set aside; such micro-batches use the flash kernels\n", n,
+                pp->ws_bytes / 1048576.0, ws_bytes / 1048576.0);
+        pp->built = -1;   /* said once */
+    }
+    if (pp->built < 0) return 0;
     int nb = 1 << bi;
     size_t N = (size_t)a->B * a->T;
     for (int i = 0; i < nb; i++) {
