@@ -234,7 +234,7 @@ static int cmd_bench(int argc, char **argv)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
                "\"recompute\":%d,\"offload\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload, m.flash ? "flash" : "eager", m.n_real,
+               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);

@@ -14,6 +14,7 @@
 #include "model_cuda.h"
 #include "cuda_check.h"
 #include "flash_attn.h"
+#include "attn_cudnn.h"
 #include "phase_timer.h"
 
 #define ALIGN_ELEMS 64
@@ -188,6 +189,39 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
     return *fail ? -1 : 0;
 }
 
+/* The fused-attention implementation: cuDNN's when it was built in, takes the
+ * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
+ * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
+ * LLMC_CUDNN_DETERMINISTIC=0: cuDNN's faster backward with atomics. */
+static int attn_cudnn_setup(CudaModel *m, int *fail)
+{
+    const char *env = getenv("LLMC_ATTN"), *det = getenv("LLMC_CUDNN_DETERMINISTIC");
+    if (env && strcmp(env, "cudnn") && strcmp(env, "flash")) {
+        fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=%s: want cudnn or flash\n", env);
+        return -1;
+    }
+    if (!m->flash || (env && !strcmp(env, "flash"))) return 0;
+    const ModelConfig *c = &m->cfg;
+    char err[512];
+    if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim)) {
+        if (env) fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=cudnn: %s; using the flash kernels\n",
+                         attn_cudnn_built() ? "cuDNN attention needs head_dim 64/128 and T % 64 == 0"
+                                            : "this build has no cuDNN");
+        return 0;
+    }
+    AttnCudnn *a = attn_cudnn_create(!(det && !strcmp(det, "0")), err, sizeof err);
+    size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
+    if (!ws) {
+        fprintf(stderr, "llmc-train-cuda: %s; using the flash kernels\n", err);
+        attn_cudnn_destroy(a);
+        return 0;
+    }
+    m->cudnn = a;
+    m->cudnn_ws = dalloc(m, ws, fail);
+    m->cudnn_ws_bytes = ws;
+    return 0;
+}
+
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par, const CudaHostState *offload)
 {
@@ -290,6 +324,7 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
         m->dO = dalloc(m, N * HD * BB, &fail);
         m->dP = dalloc(m, PP * BB, &fail);
     }
+    if (attn_cudnn_setup(m, &fail)) return -1;
     m->dq = dalloc(m, N * HD * BB, &fail);
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
@@ -325,6 +360,7 @@ void cuda_model_destroy(CudaModel *m)
         cudaHostUnregister(m->off.host_v);
     }
     if (m->gemm) gemm_destroy(m->gemm);
+    attn_cudnn_destroy(m->cudnn);
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     memset(m, 0, sizeof *m);
@@ -413,6 +449,28 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
 
 #define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)
 
+/* Fused attention of one layer: cuDNN when it took this micro-batch, the flash
+ * kernels otherwise (the same path forward and backward). */
+static void attn_fused_fwd(CudaModel *m, const LayerCtx *z)
+{
+    CudaLayerActs *a = z->a;
+    if (m->attn_cudnn_now)
+        attn_cudnn_fwd(m->cudnn, a->att, a->lse, a->q, a->k, a->v, m->cudnn_ws, z->st);
+    else
+        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z->B, z->H, z->KV, z->T, z->D, z->st);
+}
+
+static void attn_fused_bwd(CudaModel *m, const LayerCtx *z)
+{
+    CudaLayerActs *a = z->a;
+    if (m->attn_cudnn_now)
+        attn_cudnn_bwd(m->cudnn, m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->cudnn_ws,
+                       z->st);
+    else
+        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
+                    z->B, z->H, z->KV, z->T, z->D, z->st);
+}
+
 /* The attention core from the rotated q, k, v: a->att [N, HD] (flash: and a->lse).
  * with_scores: the eager path computes its probabilities P too (else they are
  * kept from the forward pass). */
@@ -420,7 +478,7 @@ static void attn_fwd(CudaModel *m, const LayerCtx *z, int with_scores)
 {
     CudaLayerActs *a = z->a;
     if (m->flash) {
-        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z->B, z->H, z->KV, z->T, z->D, z->st);
+        attn_fused_fwd(m, z);
         return;
     }
     int G = z->G, T = z->T, D = z->D;
@@ -513,8 +571,7 @@ static void layer_bwd(CudaModel *m, int l)
     wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
     PHASE(m, PH_O_DW);
     if (m->flash) {
-        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
-                    z.B, z.H, z.KV, z.T, z.D, z.st);
+        attn_fused_bwd(m, &z);
     } else {
         int G = z.G, T = z.T, D = z.D, BKV = z.B * z.KV;
         k_swap12(m->dO, m->datt, z.B, T, z.H, D, z.st);
@@ -584,6 +641,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
     PHASE(m, PH_EMBED);

@@ -92,6 +92,12 @@ typedef struct {
     /* backward scratch */
     bf16_t *dres, *dln, *dgu, *dh, *datt, *dO, *dP, *dq, *dk, *dv, *dqkv;
     float *fa_scratch;
+    /* cuDNN attention (attn_cudnn.h), when built with it and LLMC_ATTN is not "flash" */
+    struct AttnCudnn *cudnn;            /* NULL: the flash kernels only */
+    void *cudnn_ws;                     /* its workspace, cudnn_ws_bytes long */
+    size_t cudnn_ws_bytes;
+    int attn_cudnn_now;                 /* this micro-batch through cuDNN (attn_cudnn_set_rows);
+                                           acts.lse then holds cuDNN's natural-log statistics */
     /* runtime */
     void *stream;                       /* cudaStream_t */
     Gemm *gemm;

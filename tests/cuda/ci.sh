@@ -52,8 +52,12 @@ expect "run with a broken plan" 2 "broken.json" $bin run "$tmp/broken.json"
 expect "help" 0 "run PLAN.json" $bin --help
 echo '{"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512, "head_dim": 16}' > "$tmp/qwen3.json"
 expect "Qwen3 (qk_norm) refused" 2 "qk_norm" $bin params --config "$tmp/qwen3.json"
+if make -s attn-check SAN="${SAN:-0}" > "$tmp/attn.log" 2>&1; then ok "make attn-check"
+else bad "make attn-check"; tail -20 "$tmp/attn.log"; fi
+expect "attention documents for cuDNN's ragged layout" 0 "5 passed, 0 failed" ${BUILD:-build}/attn_check --documents
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
+    expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check
 fi
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

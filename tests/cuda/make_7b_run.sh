@@ -20,9 +20,9 @@ with open(sys.argv[1], "w") as f:
             for part in t.split("\n## "):
                 if len(part) > 200: f.write(json.dumps({"text": part}) + "\n")
 PY
-sed -e 's|output    = "/runs/qwen7b_offload"|output    = "run"|' \
+sed -e 's|output     = "/runs/qwen7b_offload"|output     = "run"|' \
     -e 's|file   = "/data/web_text.jsonl"|file   = "data/text.jsonl"|' \
-    -e 's|path        = "/models/Qwen2.5-7B"|init        = scratch\n  tokenizer   = "tokenizer"|' \
+    -e 's|path           = "/models/Qwen2.5-7B"|init           = scratch\n  tokenizer      = "tokenizer"|' \
     examples/qwen7b_offload.llm > $d/plan.llm
 build/llmc $d/plan.llm -o $d/out > /dev/null
 build/llmc-train prepare $d/out/plan.json
