@@ -78,8 +78,8 @@ if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
 fi
 # A 7B plan with offload (tests/cuda/make_7b_run.sh): its metrics, GPU memory
 # and host RSS against `llmc explain`. The final checkpoint (91 GB of fp32
-# weights and moments) does not fit this machine's disk: the run writes it to
-# a tmpfs-free path and is expected to say so and exit 1 after the last step.
+# weights and moments) does not fit the GPU machine's 64 GB of free disk: the run
+# is expected to fail writing it after the last step, with the error, exit 1.
 if has run7b && [[ -f .cuda-run/q7b/out/plan.json ]]; then
     r=.cuda-run/q7b/out
     rm -rf $r/run
