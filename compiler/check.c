@@ -2077,9 +2077,10 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
         m->tie_embeddings != cfg.tie_embeddings)
         diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
                    m->tie_embeddings ? "true" : "false", cfg.file, cfg.tie_embeddings ? "true" : "false");
-    if (have_cfg && cfg.rope_scaling) {
-        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling, which llmc-train does not implement",
-                               cfg.file);
+    if (have_cfg && cfg.rope_scaling[0]) {
+        m->rope_scaling = arena_printf(c->a, "%s", cfg.rope_scaling);
+        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling %s, which llmc-train does not implement",
+                               cfg.file, cfg.rope_scaling);
         diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
     }
     m->qkv_bias = m->arch == ARCH_QWEN2;
@@ -2854,6 +2855,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         Diag *g = diag_warning(c->d, tmpl->value->at, "template %s with %s model '%s'",
                                template_names[t->template_], arch_names[t->model->arch], t->model->name);
         diag_note(g, "a chat template must match the format the model was (or will be) trained with");
+    }
+    if (t->model && t->model->rope_scaling && t->backend == BACKEND_LLMC) {
+        Diag *g = diag_error(c->d, t->model_at, "model '%s' uses RoPE scaling %s, which llmc-train does not implement",
+                             t->model->name, t->model->rope_scaling);
+        diag_note(g, "run '%s' uses backend = llmc%s; llmc-train refuses such a model rather than train it as plain RoPE",
+                  t->name, t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory applies the scaling)", t->name);
     }
     if (!stage_ok) return;
     if (t->stage != STAGE_PT && t->template_ != TEMPLATE_NONE && tmpl->value) check_template_tokens(c, t, tmpl->value->at);

@@ -137,9 +137,9 @@ int init_model_main(int argc, char **argv)
     llm_float(theta, sizeof theta, c.rope_theta);
     llm_float(eps, sizeof eps, c.rms_eps);
     printf("# from %s\n", c.file);
-    if (c.rope_scaling)
-        printf("# config.json asks for RoPE scaling: llmc-train refuses this model; train it with\n"
-               "# backend = llamafactory, which applies the scaling\n");
+    if (c.rope_scaling[0])
+        printf("# config.json asks for RoPE scaling %s: llmc-train refuses this model; train it\n"
+               "# with backend = llamafactory, which applies the scaling\n", c.rope_scaling);
     printf("model %s {\n", name);
     printf("  arch           = %s\n", arch_names[c.arch]);
     printf("  path           = \"%s\"\n", path);
@@ -155,7 +155,7 @@ int init_model_main(int argc, char **argv)
     printf("  rms_eps        = %s\n", eps);
     printf("  tie_embeddings = %s\n", c.tie_embeddings ? "true" : "false");
     printf("}\n");
-    if (c.rope_scaling)
+    if (c.rope_scaling[0])
         fprintf(stderr, "llmc: warning: %s asks for RoPE scaling, which llmc-train does not implement "
                         "(backend = llamafactory applies it)\n", c.file);
     return fflush(stdout) == 0 ? INIT_OK : INIT_USAGE;

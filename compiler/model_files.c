@@ -97,7 +97,8 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
         cJSON *t = cJSON_GetObjectItemCaseSensitive(scaling[i], "rope_type");
         if (!t) t = cJSON_GetObjectItemCaseSensitive(scaling[i], "type");
         const char *type = cJSON_GetStringValue(t);
-        if (type && strcmp(type, "default")) out->rope_scaling = "other";
+        if (type && strcmp(type, "default")) snprintf(out->rope_scaling, sizeof out->rope_scaling, "%.40s", type);
+        else if (!type && i == 1) snprintf(out->rope_scaling, sizeof out->rope_scaling, "(no rope_type)");
     }
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
     out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;

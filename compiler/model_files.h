@@ -13,7 +13,7 @@ typedef struct {
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;
     double rope_theta, rms_eps;
     bool tie_embeddings;
-    const char *rope_scaling;   /* a rope_type other than "default", or NULL (static storage: "other") */
+    char rope_scaling[48];   /* a rope_type other than "default" (llama3, yarn, ...), or "" */
     char file[4096];         /* the config.json read */
 } ModelFileConfig;
 

@@ -326,6 +326,12 @@ if [[ -f $L/tokenizer-qwen3/models/tokenizer.json && -f $L/tokenizer-llama3/mode
         llama_tf5 "$L/tokenizer-qwen3/models" llama3 "backend = llamafactory"
     tmpl_case "tokenizer.json named as a file" 1 "not tokens of $L/tokenizer-llama3/models/tokenizer.json" \
         qwen3-0.6b "$L/tokenizer-llama3/models/tokenizer.json" qwen
+    # Llama 3.1's RoPE scaling: an error for a run on llmc-train, none for LLaMA-Factory
+    tmpl_case "Llama 3.1 (rope_scaling llama3) on backend llmc" 1 \
+        "$TMP/tt.llm:13:3: error: model 'm' uses RoPE scaling llama3, which llmc-train does not implement" \
+        llama3.1-8b "$L/tokenizer-llama3/models" llama3
+    tmpl_case "Llama 3.1 (rope_scaling llama3) on backend llamafactory" 0 "asks for RoPE scaling llama3" \
+        llama3.1-8b "$L/tokenizer-llama3/models" llama3 "backend = llamafactory"
 else
     bad "template tokens: $L/tokenizer-{qwen3,llama3} missing (run bash .ci/deps.sh)"
 fi
