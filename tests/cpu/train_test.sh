@@ -169,17 +169,20 @@ mkdir -p "$T/tf5"; cp "$F/model.safetensors" "$F/tokenizer.json" "$T/tf5/" 2>/de
 $PY - "$F/config.json" "$T/tf5/config.json" <<'PYEOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
-c["rope_parameters"] = {"rope_theta": c.pop("rope_theta"), "rope_type": "default"}
+# theta only inside rope_parameters, and not the 10000 a reader falls back to
+# without one (the reader before transformers 5 support did: the run refused then)
+c.pop("rope_theta")
+c["rope_parameters"] = {"rope_theta": 500000.0, "rope_type": "default"}
 del c["torch_dtype"]
 c.update(dtype="float32", transformers_version="5.0.0", pad_token_id=None, quantization_config=None,
          custom_pipelines={"x": {"impl": "a.B"}})
 open(sys.argv[2], "w").write(json.dumps(c, indent=2) + "\n")
 PYEOF
-mkrun "$T/g" "p['model']['init']='pretrained'; p['model']['path']='$T/tf5'; p['train']['max_steps']=1; p['train']['precision']='bf16'"
+mkrun "$T/g" "p['model']['init']='pretrained'; p['model']['path']='$T/tf5'; p['model']['rope_theta']=500000.0; p['train']['max_steps']=1; p['train']['precision']='bf16'"
 (cd "$T/g" && "$BIN" run plan.json) >"$T/g.log" 2>&1; rc=$?
 [[ $rc -eq 0 ]] && $PY -c 'import sys; a=open(sys.argv[1]).read(); b=open(sys.argv[2]).read(); sys.exit(0 if a.replace("\"dtype\": \"float32\"", "\"dtype\": \"bfloat16\"") == b and a != b else 1)' \
     "$T/tf5/config.json" "$T/g/run/final/config.json" \
-    && ok "export from a transformers 5 config.json: every key kept byte for byte, only dtype float32 -> bfloat16" \
+    && ok "a transformers 5 config.json (theta 5e5 only in rope_parameters) trains; its export keeps every key byte for byte, only dtype float32 -> bfloat16" \
     || bad "derived export config.json (exit $rc)" "$T/g.log" "$T/g/run/final/config.json"
 mkrun "$T/f" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['model']['ffn']=96"
 (cd "$T/f" && "$BIN" run plan.json) >"$T/f.log" 2>&1; rc=$?
