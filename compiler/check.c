@@ -2655,10 +2655,12 @@ static void check_template_tokens(Checker *c, const PlanTrain *t, SrcRange at)
     bool missing[4];
     char file[4200], why[600];
     int rc = tokenizer_missing_tokens(m->tokenizer, toks, n, missing, file, (int)sizeof file, why, (int)sizeof why);
-    bool separate = m->path && strcmp(m->tokenizer, m->path) != 0;
     if (rc > 0) {
-        /* the model directory's own note already says it is not readable */
-        if (separate || !m->path) {
+        /* a pretrained model's unreadable directory has its own note (check_model) */
+        char cfg[4200];
+        snprintf(cfg, sizeof cfg, "%s/config.json", m->path ? m->path : "");
+        bool noted = !m->from_scratch && m->path && strcmp(m->tokenizer, m->path) == 0 && access(cfg, R_OK) != 0;
+        if (!noted) {
             Diag *g = diag_note_at(c->d, m->tokenizer_at, "model '%s': %s is not readable here (%s)", m->name, file, why);
             diag_note(g, "not checked: the special tokens of template %s against the tokenizer", template_names[t->template_]);
         }

@@ -338,6 +338,8 @@ fi
 tmpl_case "the tiny example's tokenizer has the qwen tokens" 0 - qwen3-0.6b "$(pwd)/examples/tiny/tokenizer" qwen
 tmpl_case "an unreadable tokenizer: a note" 0 "not checked: the special tokens of template qwen against the tokenizer" \
     qwen3-0.6b "/nonexistent/tokenizer" qwen
+tmpl_case "a readable model directory without tokenizer.json: a note" 0 \
+    "note: model 'm': $F/qwen3-0.6b/tokenizer.json is not readable here" qwen3-0.6b "$F/qwen3-0.6b" qwen
 mkdir -p "$TMP/notok"; printf '{"version": "1.0", "model": {}}\n' >"$TMP/notok/tokenizer.json"
 tmpl_case "a tokenizer.json without added_tokens" 1 "has no \"added_tokens\" list" qwen3-0.6b "$TMP/notok" qwen
 # the tokens llmc looks for are the ones llmc-train writes: a tokenizer without
