@@ -62,7 +62,9 @@ int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *
     char err[1024], svg[4200];
     snprintf(final_dir, final_len, "%s/final", plan->out_dir);
     StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
-    if (hf_export(final_dir, m, dt, plan->tokenizer_path, err, sizeof err)) {
+    /* a pretrained model's config.json is carried over (every key kept), not regenerated */
+    const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
+    if (hf_export(final_dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
         log_error("export: %s", err);
         return -1;
     }
