@@ -40,6 +40,55 @@ static int get_int(cJSON *o, const char *k, long def, long *out, const char *fil
     return 0;
 }
 
+int tokenizer_has_tokens(const char *dir, const char *const *tokens, bool *have, char *file, int filelen,
+                         char *why, int whylen)
+{
+    snprintf(file, (size_t)filelen, "%s/tokenizer.json", dir);
+    for (int i = 0; tokens[i]; i++) have[i] = false;
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* O_NONBLOCK: a FIFO must not hang us */
+    if (fd < 0) { snprintf(why, (size_t)whylen, "%s", strerror(errno)); return 1; }
+    struct stat sb;
+    /* tokenizer.json of the largest vocabularies (256k entries) is about 35 MB */
+    enum { TOKENIZER_MAX = 256 << 20 };
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > TOKENIZER_MAX) {
+        close(fd);
+        snprintf(why, (size_t)whylen, "%s is not a regular file of at most 256 MiB", file);
+        return -1;
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    ssize_t n = buf ? read(fd, buf, (size_t)sb.st_size) : -1;
+    close(fd);
+    if (n < 0) { free(buf); snprintf(why, (size_t)whylen, "%s: cannot read", file); return 1; }
+    cJSON *o = cJSON_ParseWithLength(buf, (size_t)n);
+    free(buf);
+    cJSON *added = cJSON_GetObjectItemCaseSensitive(o, "added_tokens");
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
+    cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    if (!cJSON_IsArray(added) || !cJSON_IsObject(model)) {
+        cJSON_Delete(o);
+        snprintf(why, (size_t)whylen, "%s has no \"added_tokens\" list and \"model\" object: not a tokenizer.json", file);
+        return -1;
+    }
+    for (int i = 0; tokens[i]; i++) {
+        const cJSON *a;
+        cJSON_ArrayForEach(a, added) {
+            const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "content"));
+            if (c && strcmp(c, tokens[i]) == 0) have[i] = true;
+        }
+        /* BPE/WordPiece vocab: an object keyed by token; Unigram: [[token, score], ...] */
+        if (!have[i] && cJSON_IsObject(vocab)) have[i] = cJSON_GetObjectItemCaseSensitive(vocab, tokens[i]) != NULL;
+        if (!have[i] && cJSON_IsArray(vocab)) {
+            const cJSON *v;
+            cJSON_ArrayForEach(v, vocab) {
+                const char *c = cJSON_GetStringValue(cJSON_GetArrayItem(v, 0));
+                if (c && strcmp(c, tokens[i]) == 0) { have[i] = true; break; }
+            }
+        }
+    }
+    cJSON_Delete(o);
+    return 0;
+}
+
 int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whylen)
 {
     memset(out, 0, sizeof *out);

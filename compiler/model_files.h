@@ -21,6 +21,13 @@ typedef struct {
  * llmc can train (why says what). */
 int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whylen);
 
+/* Which of the NULL-terminated tokens DIR/tokenizer.json has, as an added
+ * token or a vocabulary entry: have[i] for tokens[i]. 0: read; 1: not
+ * readable here (why says why), nothing checked; -1: read but not a
+ * tokenizer.json (why says what). The file's name is written to file. */
+int tokenizer_has_tokens(const char *dir, const char *const *tokens, bool *have, char *file, int filelen,
+                         char *why, int whylen);
+
 #endif
 
 #include "plan.h"
