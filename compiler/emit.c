@@ -154,12 +154,8 @@ int emit_check_estimated(const Plan *plan, const Estimate *ests, Diags *d)
                                  "a %s rm run from a checkpoint", t->name, n, t->method == METHOD_FULL ? "full" : "freeze");
             diag_note(g, "every requeued start would train from step 0 again (hparams/parser.py drops resume_from_checkpoint)");
             diag_help(g, "a time limit the whole run fits in, or method = lora");
-        } else if (!job->requeue) {
-            Diag *g = diag_warning(d, job->time_at, "run '%s' needs %d time limits, and requeue is off: the time limit ends job '%s'",
-                                   t->name, n, job->name);
-            diag_note(g, "LLaMA-Factory saves every save_steps and resumes from the last checkpoint in output_dir when resubmitted");
-            diag_help(g, "requeue = true: the job script then requeues itself before each limit");
         }
+        /* requeue off: the estimator warns that the run may not finish */
     }
     return diags_error_count(d) - before;
 }
