@@ -74,7 +74,7 @@ else bad "the cut-off checkpoint-5 was not moved aside" "$err"; fi
 # every start after the first resumed where the previous segment's last save was
 starts=$(grep -c '^start node=0 ' "$LLMC_STAND_IN_LOG")
 resumed=$(grep -c '^start node=0 restart=[1-9][0-9]* step=[1-9]' "$LLMC_STAND_IN_LOG")
-if (( starts == restarts + 1 && resumed == restarts )) && grep -q '^start node=0 restart=0 step=0$' "$LLMC_STAND_IN_LOG" &&
+if (( starts == restarts + 1 && resumed == restarts )) && grep -q '^start node=0 restart=0 step=0 ' "$LLMC_STAND_IN_LOG" &&
     (( $(grep -c '^start node=1 ' "$LLMC_STAND_IN_LOG") == starts )); then
     ok "both nodes start $starts times; each start after the first resumes from a checkpoint"
 else bad "starts $starts, resumed $resumed, restarts $restarts" "$LLMC_STAND_IN_LOG"; fi
