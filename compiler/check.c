@@ -9,6 +9,7 @@
 #include "frontend.h"
 #include "hostlist.h"
 #include "model_files.h"
+#include "chat_templates.h"
 #include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
 
 #include <ctype.h>
@@ -2322,7 +2323,6 @@ static const char *const report_names[] = {"none", "tensorboard", "wandb"};
  * what LoRA can target (LLaMA-Factory's lora_target). */
 static const char *const lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o_proj",
                                                 "gate_proj", "up_proj", "down_proj"};
-static const char *const template_names[] = {"none", "qwen", "llama3"};
 static const char *const precision_names[] = {"bf16", "fp16", "fp32"};
 static const char *const shard_names[] = {"none", "zero1", "zero2", "zero3"};
 static const char *const recompute_names[] = {"none", "selective", "full"};
@@ -2658,30 +2658,63 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
         diag_error(c->d, t->tokenized_at, "'tokenized_path' must not be the output directory");
 }
 
-/* The special tokens each chat template writes between the turns: the <|...|>
- * markers of runtime/chat_template.c's format strings (LLaMA-Factory's
- * template.py; tests/frontend/run.sh checks the two agree). llama3's
- * <|begin_of_text|> is the tokenizer's bos_token, not a literal of the template. */
-static const char *const template_tokens[][4] = {
-    [TEMPLATE_QWEN] = {"<|im_start|>", "<|im_end|>"},
-    [TEMPLATE_LLAMA3] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
-};
+/* Does the last component of a model path (lower case) contain one of the
+ * NULL-terminated words? */
+static bool path_names(const char *path, const char *const *words)
+{
+    if (!path) return false;
+    size_t end = strlen(path);
+    while (end > 1 && path[end - 1] == '/') end--;   /* "/models/x/": x */
+    size_t start = end;
+    while (start > 0 && path[start - 1] != '/') start--;
+    char low[256];
+    size_t n = 0;
+    for (size_t k = start; k < end && n + 1 < sizeof low; k++)
+        low[n++] = (char)(path[k] >= 'A' && path[k] <= 'Z' ? path[k] - 'A' + 'a' : path[k]);
+    low[n] = '\0';
+    for (int i = 0; words[i]; i++) if (strstr(low, words[i])) return true;
+    return false;
+}
 
-/* A chat template whose special tokens the model's tokenizer lacks (a base
- * model's tokenizer, another family's): llmc-train refuses the stop word at
- * prepare time and would split the others into ordinary pieces; LLaMA-Factory
- * adds the stop word as a new, untrained token and splits the rest. Checked
- * where the tokenizer is readable here. */
-static void check_template_tokens(Checker *c, const PlanTrain *t, SrcRange at)
+/* The chat template against the model (compiler/chat_templates.c): the family
+ * its path names, else its arch (a warning either way: a template may be
+ * meant); the llmc trainer's templates; the special tokens of the template in
+ * the model's tokenizer.json when it is readable here (an error: the turns
+ * would be cut into plain-text pieces, or LLaMA-Factory adds a token with an
+ * untrained embedding that LoRA leaves frozen). */
+static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
 {
     const PlanModel *m = t->model;
-    if (!m || !m->tokenizer || t->template_ >= sizeof template_tokens / sizeof template_tokens[0]) return;
-    const char *const *toks = template_tokens[t->template_];
+    const ChatTemplateInfo *ti = chat_template_info(t->template_);
+    const char *path = m->path ? m->path : m->tokenizer;
+    if (ti->families[0]) {
+        const ChatTemplateInfo *named = NULL;   /* a template whose family the path names */
+        for (int i = 1; i < chat_template_count() && !named; i++) {
+            const ChatTemplateInfo *o = chat_template_info((ChatTemplate)i);
+            if (o->families[0] && path_names(path, o->families)) named = o;
+        }
+        if (named && !path_names(path, ti->families)) {
+            Diag *g = diag_warning(c->d, at, "template %s, but the path of model '%s' names a %s model", ti->name, m->name,
+                                   named->name);
+            diag_note(g, "a chat template must match the format the model was (or will be) trained with");
+            diag_help(g, "template = %s (LLaMA-Factory's template for that family)", named->name);
+        } else if (!named && !(ti->archs & (1u << m->arch))) {
+            Diag *g = diag_warning(c->d, at, "template %s with %s model '%s'", ti->name, arch_names[m->arch], m->name);
+            diag_note(g, "a chat template must match the format the model was (or will be) trained with");
+        }
+    }
+    if (t->backend == BACKEND_LLMC && !ti->llmc) {
+        Diag *g = diag_error(c->d, at, "template %s is not implemented by the llmc trainer yet", ti->name);
+        diag_note(g, "llmc-train renders the qwen and llama3 templates; LLaMA-Factory renders all of llmc's");
+        diag_help(g, "use backend = llamafactory in run '%s', or template = qwen or llama3", t->name);
+    }
+    if (!ti->tokens[0] || !m->tokenizer) return;
     int n = 0;
-    while (n < 4 && toks[n]) n++;
-    bool missing[4];
+    while (ti->tokens[n]) n++;
+    bool miss[8] = {false};
     char file[4200], why[600];
-    int rc = tokenizer_missing_tokens(m->tokenizer, toks, n, missing, file, (int)sizeof file, why, (int)sizeof why);
+    if (n > 8) n = 8;
+    int rc = tokenizer_missing_tokens(m->tokenizer, ti->tokens, n, miss, file, (int)sizeof file, why, (int)sizeof why);
     if (rc > 0) {
         /* a pretrained model's unreadable directory has its own note (check_model) */
         char cfg[4200];
@@ -2689,7 +2722,7 @@ static void check_template_tokens(Checker *c, const PlanTrain *t, SrcRange at)
         bool noted = !m->from_scratch && m->path && strcmp(m->tokenizer, m->path) == 0 && access(cfg, R_OK) != 0;
         if (!noted) {
             Diag *g = diag_note_at(c->d, m->tokenizer_at, "model '%s': %s is not readable here (%s)", m->name, file, why);
-            diag_note(g, "not checked: the special tokens of template %s against the tokenizer", template_names[t->template_]);
+            diag_note(g, "not checked: the special tokens of template %s against the tokenizer", ti->name);
         }
         return;
     }
@@ -2697,21 +2730,22 @@ static void check_template_tokens(Checker *c, const PlanTrain *t, SrcRange at)
         diag_error(c->d, m->tokenizer_at, "model '%s': %s", m->name, why);
         return;
     }
-    char list[200] = "";
-    int nmiss = 0;
-    for (int i = 0; i < n; i++)
-        if (missing[i]) {
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", nmiss ? ", " : "", toks[i]);
-            nmiss++;
-        }
-    if (!nmiss) return;
+    char missing[400] = "";
+    int nmissing = 0;
+    for (int i = 0; i < n; i++) {
+        if (!miss[i]) continue;
+        size_t l = strlen(missing);
+        snprintf(missing + l, sizeof missing - l, "%s%s", nmissing++ ? ", " : "", ti->tokens[i]);
+    }
+    if (!nmissing) return;
     bool lf = t->backend == BACKEND_LLAMAFACTORY;
-    Diag *g = (lf ? diag_warning : diag_error)(c->d, at, "template %s writes %s: not tokens of %s",
-                                               template_names[t->template_], list, file);
-    diag_note(g, lf ? "LLaMA-Factory adds the stop word as a new, untrained token and splits the others into pieces"
-                    : "llmc-train cannot end a turn without the stop word as one token, and would split the others into pieces");
-    diag_help(g, "use the template the model's tokenizer was made for (qwen: <|im_start|>/<|im_end|>; llama3: "
-                 "<|start_header_id|>/<|eot_id|>), or a tokenizer that has these tokens");
+    Diag *g = (lf ? diag_warning : diag_error)(c->d, at, "template %s writes %s: not tokens of %s", ti->name, missing,
+                                               file);
+    diag_note(g, lf ? "LLaMA-Factory adds the stop word as a new token with an untrained embedding (LoRA leaves it "
+                      "frozen) and splits the other markers into plain-text pieces"
+                    : "llmc-train cannot end a turn without the stop word as one token, and would split the others "
+                      "into pieces");
+    diag_help(g, "the tokenizer of the model's chat (instruct) version, or a template made for this tokenizer");
 }
 
 static void check_train(Checker *c, const Item *it, PlanTrain *t)
@@ -2732,7 +2766,9 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     }
     t->template_ = TEMPLATE_NONE;
     Entry *tmpl = find(&s, "template");
-    if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, 3, &v)) t->template_ = (ChatTemplate)v; }
+    const char *template_names[TEMPLATE_COUNT];
+    for (int i = 0; i < TEMPLATE_COUNT; i++) template_names[i] = chat_template_info((ChatTemplate)i)->name;
+    if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, TEMPLATE_COUNT, &v)) t->template_ = (ChatTemplate)v; }
     if ((e = require(c, &s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
     t->epochs = 1.0;
     if ((e = find(&s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
@@ -2879,12 +2915,6 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         diag_note(g, "max_context of '%s' is set at %s:%d", t->model->name, t->model->max_context_at.start.file,
                   t->model->max_context_at.start.line);
     }
-    if (t->model && tmpl && ((t->template_ == TEMPLATE_QWEN && t->model->arch == ARCH_LLAMA) ||
-                             (t->template_ == TEMPLATE_LLAMA3 && t->model->arch != ARCH_LLAMA))) {
-        Diag *g = diag_warning(c->d, tmpl->value->at, "template %s with %s model '%s'",
-                               template_names[t->template_], arch_names[t->model->arch], t->model->name);
-        diag_note(g, "a chat template must match the format the model was (or will be) trained with");
-    }
     if (t->model && t->model->rope_scaling && t->backend == BACKEND_LLMC) {
         Diag *g = diag_error(c->d, t->model_at, "model '%s' uses RoPE scaling %s, which llmc-train does not implement",
                              t->model->name, t->model->rope_scaling);
@@ -2892,8 +2922,9 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
                   t->name, t->backend_at.start.file ? "" : " (the default)");
         diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory applies the scaling)", t->name);
     }
+    if (t->model && tmpl && t->template_ != TEMPLATE_NONE && t->stage != STAGE_PT && tmpl->value)
+        check_train_template(c, t, tmpl->value->at);
     if (!stage_ok) return;
-    if (t->stage != STAGE_PT && t->template_ != TEMPLATE_NONE && tmpl->value) check_template_tokens(c, t, tmpl->value->at);
     if (t->stage != STAGE_PT && !tmpl && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
@@ -2940,7 +2971,8 @@ static void check_job_site(Checker *c, const PlanJob *j)
 }
 
 static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",
-                                       "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container"};
+                                       "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container",
+                                       "after"};
 
 static void check_job(Checker *c, const Item *it, PlanJob *j)
 {
@@ -2973,6 +3005,7 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     if ((e = find(&s, "requeue"))) get_bool(c, e, &j->requeue);
     Entry *tasks = find(&s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
+    if ((e = find(&s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
     check_site(c, it, &s, &j->site);
     report_missing(c, &s);
 
@@ -3097,6 +3130,97 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     }
 }
 
+/* ---- chained jobs (`after = JOB`) and output directories ---- */
+
+static bool method_is_adapter(FinetuneMethod m) { return m == METHOD_LORA || m == METHOD_QLORA; }
+
+/* One job after another: the later run starts from the earlier one's trained
+ * model (LLaMA-Factory full/freeze: its output_dir; llmc: output_dir/final)
+ * or, after LoRA/QLoRA, from the same base with that adapter. */
+static void check_job_after(Checker *c, const Plan *plan, int idx)
+{
+    const PlanJob *j = plan->jobs[idx];
+    const PlanJob *a = j->after;
+    if (!a) return;
+    if (a == j) {
+        diag_error(c->d, j->after_at, "job '%s' cannot run after itself", j->name);
+        return;
+    }
+    /* a cycle: reported once, at the job of the cycle that comes first in the plan */
+    const PlanJob *p = a;
+    for (int n = 0; p && n <= plan->njobs; n++, p = p->after) {
+        if (p != j) continue;
+        bool first = true;
+        const PlanJob *q = a;
+        for (int m = 0; q && q != j && m <= plan->njobs; m++, q = q->after)
+            for (int k = 0; k < idx; k++) if (plan->jobs[k] == q) first = false;
+        if (first) {
+            Diag *g = diag_error(c->d, j->after_at, "jobs form a cycle through 'after': job '%s' waits for itself", j->name);
+            diag_help(g, "the first job of a chain has no 'after'");
+        }
+        return;
+    }
+    const PlanTrain *t = j->run, *ta = a->run;
+    if (!t || !ta) return;
+    if (t->model && ta->model && t->model != ta->model) {
+        Diag *g = diag_error(c->d, t->model_at.start.file ? t->model_at : j->after_at,
+                             "run '%s' trains model '%s', but job '%s' it runs after trains model '%s'",
+                             t->name, t->model->name, a->name, ta->model->name);
+        diag_note(g, "job '%s' starts from the model job '%s' trained: the same network", j->name, a->name);
+        diag_help(g, "model = %s in run '%s'", ta->model->name, t->name);
+    }
+    bool adapter = ta->backend == BACKEND_LLAMAFACTORY && method_is_adapter(ta->method);
+    if (adapter && (t->backend != BACKEND_LLAMAFACTORY || !method_is_adapter(t->method))) {
+        Diag *g = diag_error(c->d, j->after_at, "run '%s' cannot start from the LoRA adapter job '%s' trains", t->name, a->name);
+        if (t->backend != BACKEND_LLAMAFACTORY)
+            diag_note(g, "the llmc trainer loads whole models, not adapters");
+        else
+            diag_note(g, "LLaMA-Factory takes an adapter (adapter_name_or_path) only with method lora or qlora");
+        diag_help(g, "method = lora in run '%s' (with backend = llamafactory), or a full run '%s'", t->name, ta->name);
+    } else if (adapter && (t->method == METHOD_QLORA || t->shard == SHARD_ZERO3) &&
+               (t->stage == STAGE_DPO || t->stage == STAGE_KTO)) {
+        /* model/adapter.py: no merge on a quantised base or under ZeRO-3, so the
+         * adapter is trained further and the reference is the base without it */
+        Diag *g = diag_warning(c->d, j->after_at, "run '%s' trains the adapter of job '%s' further; its reference model is "
+                               "the base without that adapter", t->name, a->name);
+        diag_note(g, "LLaMA-Factory merges an adapter into the base only when the base is not quantised and not under "
+                     "ZeRO-3 (%s)", t->method == METHOD_QLORA ? "method = qlora" : "shard = zero3");
+        diag_help(g, "method = lora with shard = zero2 or none, so the %s reference is the model after '%s'",
+                  t->stage == STAGE_DPO ? "DPO" : "KTO", ta->name);
+    }
+}
+
+/* A job resumes from the checkpoints in its output directory: two jobs writing
+ * one (or one inside the other) would resume from each other's. Default
+ * outputs (runs/NAME in each job's own compiled directory) never meet. */
+static bool path_within(const char *outer, const char *inner)
+{
+    size_t n = strlen(outer);
+    while (n > 1 && outer[n - 1] == '/') n--;
+    return strncmp(outer, inner, n) == 0 && (inner[n] == '\0' || inner[n] == '/');
+}
+
+static void check_job_outputs(Checker *c, const Plan *plan, int idx)
+{
+    const PlanJob *j = plan->jobs[idx];
+    const PlanTrain *t = j->run;
+    if (!t || t->output_default || !t->output_dir) return;
+    for (int k = 0; k < idx; k++) {
+        const PlanTrain *o = plan->jobs[k]->run;
+        if (!o || o->output_default || !o->output_dir) continue;
+        if (!path_within(o->output_dir, t->output_dir) && !path_within(t->output_dir, o->output_dir)) continue;
+        Diag *g = o == t
+            ? diag_error(c->d, j->run_at, "jobs '%s' and '%s' both run '%s', so both write to output directory \"%s\"",
+                         plan->jobs[k]->name, j->name, t->name, t->output_dir)
+            : diag_error(c->d, t->output_at.start.file ? t->output_at : j->run_at,
+                         "jobs '%s' and '%s' write to one output directory: \"%s\" and \"%s\"",
+                         plan->jobs[k]->name, j->name, o->output_dir, t->output_dir);
+        diag_note(g, "a job resumes from the checkpoints in its output directory; it would take the other job's");
+        diag_help(g, "give each job's run its own 'output'");
+        return;
+    }
+}
+
 /* ---- the plan ---- */
 
 static void add_block(Checker *c, const Item *it)
@@ -3173,6 +3297,10 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
     plan->trains = (PlanTrain **)lists[K_TRAIN].items; plan->ntrains = lists[K_TRAIN].n;
     plan->jobs = (PlanJob **)lists[K_JOB].items; plan->njobs = lists[K_JOB].n;
     for (int i = 0; i < plan->njobs; i++) check_k8s_paths(&c, plan->jobs[i]);
+    for (int i = 0; i < plan->njobs; i++) {
+        check_job_after(&c, plan, i);
+        check_job_outputs(&c, plan, i);
+    }
     free(c.syms);
     free(c.index);
 }

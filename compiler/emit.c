@@ -22,6 +22,22 @@ static int put(OutDir *o, const char *prefix, const char *name, char *text, int 
     return rc;
 }
 
+/* Where the run of job a (the job another runs after) leaves what the next
+ * one starts from, as a path relative to llmc's working directory (like
+ * art_dir): LLaMA-Factory saves the model or the adapter into output_dir,
+ * llmc-train exports the model to output_dir/final (docs/runtime.md). A
+ * default output is runs/NAME inside a's own subdirectory (a chain has two
+ * jobs or more, so each has one). */
+static char *chain_start_path(const char *out_dir, const PlanJob *a)
+{
+    const PlanTrain *t = a->run;
+    const char *final = t->backend == BACKEND_LLMC ? "/final" : "";
+    char *p = NULL;
+    int n = t->output_default ? asprintf(&p, "%s/%s/%s%s", out_dir, a->name, t->output_dir, final)
+                              : asprintf(&p, "%s%s", t->output_dir, final);
+    return n < 0 ? NULL : p;
+}
+
 static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const PlanJob *job,
                     const Estimate *e, Diags *d)
 {
@@ -30,6 +46,13 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
     char *art_dir = NULL;
     if (asprintf(&art_dir, "%s/%s", out_dir, prefix) < 0) { diag_error_nopos(d, "out of memory"); return -1; }
     L.art_dir = art_dir;
+    char *start = NULL;
+    if (job->after && job->after->run) {
+        if (!(start = chain_start_path(out_dir, job->after))) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
+        L.start_path = start;
+        L.start_adapter = job->after->run->backend == BACKEND_LLAMAFACTORY &&
+                          (job->after->run->method == METHOD_LORA || job->after->run->method == METHOD_QLORA);
+    }
     char err[512] = "";
     char *text;
     char *script_name = NULL;
@@ -52,7 +75,7 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
     }
     /* Slurm in Kubernetes: the operator's resources instead of the snippets */
     for (int i = 0; i < nk8s; i++) WRITE(k8s[i].name, emit_k8s(&L, &k8s[i], err, sizeof err), 0644);
-    if (asprintf(&script_name, "%s.slurm", job->name) < 0) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
+    if (asprintf(&script_name, "%s.slurm", job->name) < 0) { diag_error_nopos(d, "out of memory"); free(start); free(art_dir); return -1; }
     WRITE(script_name, emit_job_script(&L, e, err, sizeof err), 0755);
     free(script_name);
     WRITE("plan.json", emit_plan_json(&L, e, err, sizeof err), 0644);
@@ -62,8 +85,79 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
         WRITE(lf_deepspeed_name(&L), emit_lf_deepspeed(&L, err, sizeof err), 0644);
     }
 #undef WRITE
+    free(start);
     free(art_dir);
     return rc;
+}
+
+/* DIR/submit.sh for a plan of several jobs: each job's sbatch in an order
+ * where a job comes after the one it runs after, with the dependency. */
+static char *emit_submit_script(const Plan *plan, char *err, size_t errlen)
+{
+    int n = plan->njobs;
+    int *order = calloc((size_t)n, sizeof *order);   /* position + 1 in the submission, 0: not yet */
+    Buf b;
+    buf_init(&b);
+    int done = 0;
+    for (int pass = 0; order && done < n && pass < n; pass++)
+        for (int i = 0; i < n; i++) {
+            const PlanJob *j = plan->jobs[i];
+            if (order[i]) continue;
+            int dep = -1;
+            for (int k = 0; j->after && k < n; k++) if (plan->jobs[k] == j->after) dep = k;
+            if (dep >= 0 && !order[dep]) continue;
+            order[i] = ++done;
+            Buf q;
+            buf_init(&q);
+            sh_quote(&q, j->log_dir ? j->log_dir : "logs");
+            buf_printf(&b, "%smkdir -p -- %s\n", done > 1 ? "\n" : "", q.data ? q.data : "logs");
+            buf_free(&q);
+            if (dep >= 0) {
+                buf_printf(&b, "id_%d=$(sbatch --parsable --dependency=afterok:\"$id_%d\" --kill-on-invalid-dep=yes \"$@\" "
+                              "\"$dir/%s/%s.slurm\")\n", done, order[dep], j->name, j->name);
+                buf_printf(&b, "id_%d=${id_%d%%%%;*}\n", done, done);
+                buf_printf(&b, "echo \"%s: job $id_%d (after %s: job $id_%d)\"\n", j->name, done, plan->jobs[dep]->name,
+                           order[dep]);
+            } else {
+                buf_printf(&b, "id_%d=$(sbatch --parsable \"$@\" \"$dir/%s/%s.slurm\")\n", done, j->name, j->name);
+                buf_printf(&b, "id_%d=${id_%d%%%%;*}\n", done, done);
+                buf_printf(&b, "echo \"%s: job $id_%d\"\n", j->name, done);
+            }
+        }
+    bool complete = order && done == n && !b.failed;
+    free(order);
+    if (!complete) {
+        buf_free(&b);
+        snprintf(err, errlen, done < n ? "the jobs' 'after' form a cycle" : "out of memory");
+        return NULL;
+    }
+    if (b.len) b.data[--b.len] = '\0';   /* the template line ends it */
+    Tmpl t;
+    tmpl_init(&t);
+    tmpl_setf(&t, "njobs", "%d", n);
+    tmpl_set(&t, "submit_lines", b.data);
+    buf_free(&b);
+    return template_fill(&t, "submit.sh", err, errlen);
+}
+
+int emit_check_estimated(const Plan *plan, const Estimate *ests, Diags *d)
+{
+    int before = diags_error_count(d);
+    for (int i = 0; ests && i < plan->njobs; i++) {
+        const PlanJob *job = plan->jobs[i];
+        if (!job || !job->run || job->run->backend != BACKEND_LLAMAFACTORY || ests[i].requeue_segments <= 1) continue;
+        const PlanTrain *t = job->run;
+        int n = ests[i].requeue_segments;
+        if (t->stage == STAGE_RM && (t->method == METHOD_FULL || t->method == METHOD_FREEZE)) {
+            /* hparams/parser.py: can_resume_from_checkpoint = False for rm with full/freeze */
+            Diag *g = diag_error(d, job->time_at, "run '%s' needs %d time limits, but LLaMA-Factory cannot resume "
+                                 "a %s rm run from a checkpoint", t->name, n, t->method == METHOD_FULL ? "full" : "freeze");
+            diag_note(g, "every requeued start would train from step 0 again (hparams/parser.py drops resume_from_checkpoint)");
+            diag_help(g, "a time limit the whole run fits in, or method = lora");
+        }
+        /* requeue off: the estimator warns that the run may not finish */
+    }
+    return diags_error_count(d) - before;
 }
 
 int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Diags *d)
@@ -87,18 +181,6 @@ int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Di
             return -1;
         }
 
-    /* LLaMA-Factory cannot checkpoint on a signal: a run longer than the
-     * limit ends at the limit and resumes only when resubmitted. */
-    for (int i = 0; ests && i < plan->njobs; i++) {
-        const PlanJob *job = plan->jobs[i];
-        if (job->run->backend == BACKEND_LLAMAFACTORY && ests[i].requeue_segments > 1) {
-            Diag *g = diag_warning(d, job->time_at, "the run needs %d time limits; LLaMA-Factory stops at each limit",
-                                   ests[i].requeue_segments);
-            diag_note(g, "it saves every save_steps and resumes from the last checkpoint in output_dir when resubmitted");
-            diag_help(g, "backend = llmc checkpoints on USR2 before the limit and requeues itself");
-        }
-    }
-
     OutDir o;
     char err[512];
     if (outdir_begin(&o, out_dir, err, sizeof err) != 0) {
@@ -119,6 +201,12 @@ int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Di
         if (!prefix) { diag_error_nopos(d, "out of memory"); rc = -1; break; }
         rc = emit_job(&o, out_dir, prefix, job, e, d);
         free(prefix);
+    }
+    if (rc == 0 && plan->njobs > 1) {
+        err[0] = '\0';
+        char *text = emit_submit_script(plan, err, sizeof err);
+        if (!text) { diag_error_nopos(d, "submit.sh: %s", err); rc = -1; }
+        else rc = put(&o, "", "submit.sh", text, 0755, d);
     }
     if (rc == 0 && outdir_commit(&o, err, sizeof err) != 0) {
         diag_error_nopos(d, "%s", err);

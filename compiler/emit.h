@@ -10,6 +10,12 @@
  * Returns the number of errors added to d. */
 int emit_check(const Plan *plan, Diags *d);
 
+/* The rules that need the estimate (ests[i] of plan->jobs[i]): a
+ * LLaMA-Factory run that needs several time limits must be able to resume.
+ * Run by both `llmc check` and compile, after the estimator. Returns the
+ * number of errors added to d. */
+int emit_check_estimated(const Plan *plan, const Estimate *ests, Diags *d);
+
 /* Write every artifact of every job in plan into out_dir: a temp directory
  * beside out_dir, renamed into place when out_dir is new; in an earlier output
  * only the files listed in its manifest are replaced (emit_fs.c); on a failure

@@ -42,6 +42,16 @@ int stop_signal_lead_seconds(const JobLayout *L, const Estimate *e)
     return estimate_stop_signal_seconds(L->job, e);   /* the estimator checks it against the limit */
 }
 
+int job_stop_signal_seconds(const JobLayout *L, const Estimate *e)
+{
+    /* whenever the job can come back (requeue on), not only when the estimate
+     * says the run needs several time limits: an estimate can be wrong, and
+     * Slurm does not requeue a job cut off at its limit. Never when the lead
+     * would swallow the limit (the signal would come at every start). */
+    int lead = stop_signal_lead_seconds(L, e);
+    return L->job->requeue && lead < L->job->time_seconds ? lead : 0;
+}
+
 /* ---- checks ---- */
 
 static void check_name(Diags *d, SrcRange at, const char *what, const char *s)

@@ -75,6 +75,9 @@ int tmpl_fill(Tmpl *, const char *text, Buf *out, char *err, size_t errlen);
 
 /* The templates compiled into llmc (the files in templates/, see emit_template_data.c). */
 const char *template_text(const char *name);
+/* Fill template NAME with t's holes and free t. Returns a malloc'd text, or
+ * NULL with a message in err (emit_slurm.c). */
+char *template_fill(Tmpl *t, const char *name, char *err, size_t errlen);
 
 /* ---- the per-job layout (emit_check.c) ---- */
 typedef struct {
@@ -94,6 +97,11 @@ typedef struct {
     const char *art_dir;      /* the directory the job's artifacts land in, as
                                  given to llmc (relative to its working
                                  directory); NULL: paths are written as is */
+    const char *start_path;   /* a job with `after`: the model (or, start_adapter,
+                                 the LoRA adapter) the job it runs after trains,
+                                 spelled like art_dir (emit.c: chain_start_path);
+                                 NULL: the run starts from its model's path */
+    bool start_adapter;
 } JobLayout;
 
 /* A plan path as the artifacts in L->art_dir must spell it. The checker has
@@ -116,6 +124,10 @@ void job_layout(const PlanJob *job, JobLayout *out);
 /* Seconds of warning before the time limit that --signal=USR2@T gives the
  * trainer to finish its step and write a checkpoint (see docs/artifacts.md). */
 int stop_signal_lead_seconds(const JobLayout *, const Estimate *);
+/* The --signal lead the job script asks for: stop_signal_lead_seconds when
+ * the job may be requeued and the lead is shorter than the limit, else 0 (no
+ * --signal). The same for both backends. */
+int job_stop_signal_seconds(const JobLayout *, const Estimate *);
 
 /* ---- effective dataset columns/tags (emit_dataset_info.c) ----
  * The plan's columns with LLaMA-Factory's documented defaults filled in for
@@ -147,6 +159,8 @@ void k8s_cpu_quantity(int64_t milli, char *out, size_t n);
 /* File names of the LLaMA-Factory artifacts (fixed per shard stage). */
 const char *lf_yaml_name(void);
 const char *lf_deepspeed_name(const JobLayout *);
+/* The YAML's save_steps (emit_llamafactory.c: how it is chosen). */
+long long lf_save_steps(const JobLayout *, const Estimate *);
 
 /* Enum spellings shared by plan.json and the YAML. */
 const char *name_arch(ModelArch);

@@ -66,6 +66,13 @@ static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
         buf_free(&tg);
         yw_bool(y, "use_dora", t->use_dora);
         yw_bool(y, "use_rslora", t->use_rslora);
+        /* after a LoRA job: its adapter is merged into the base and a new one
+         * trained (model/adapter.py), so a DPO/KTO reference (the model with
+         * the adapter off) is the model after that job. Not possible on a
+         * quantised base or under ZeRO-3 (parser.py refuses it with
+         * quantization_bit; ZeRO-3 never merges): the adapter is trained on. */
+        if (L->start_adapter)
+            yw_bool(y, "create_new_adapter", t->method == METHOD_LORA && t->shard != SHARD_ZERO3);
     }
     if (t->method == METHOD_QLORA) {
         static const char *const qm[] = {"bnb", "hqq", "eetq"};
@@ -83,6 +90,29 @@ static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
             free(rp);
         }
     }
+}
+
+/* save_steps: checkpoint_every in steps as written; a duration over the
+ * estimated step time, and never more than LF_SEGMENT_LOSS of a time-limit
+ * segment (the limit less the stop signal's lead). LLaMA-Factory cannot save
+ * on a signal: at the signal the job script waits for the next save and
+ * requeues, so when that save does not come in time, at most this much of a
+ * segment is trained again (docs/artifacts.md, "LLaMA-Factory"). */
+#define LF_SEGMENT_LOSS 0.10
+long long lf_save_steps(const JobLayout *L, const Estimate *e)
+{
+    const PlanTrain *t = L->train;
+    if (t->checkpoint_every_steps > 0) return t->checkpoint_every_steps;
+    double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
+    if (!(step > 0)) return 500;   /* no step time: the Trainer's own default */
+    double secs = t->checkpoint_every_seconds > 0 ? t->checkpoint_every_seconds : 1800;
+    long long n = (long long)ceil(secs / step);
+    double segment = L->job->time_seconds - job_stop_signal_seconds(L, e);
+    if (segment > 0) {
+        long long cap = (long long)floor(LF_SEGMENT_LOSS * segment / step);
+        if (cap < n) n = cap;
+    }
+    return n < 1 ? 1 : n;
 }
 
 /* Evaluation: a held-out part of the data (val_size) or named datasets
@@ -105,10 +135,16 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     const PlanTrain *t = L->train;
     const PlanModel *m = t->model;
 
-    /* model */
-    char *path = artifact_path(L, m ? m->path : "");
+    /* model: after another job, the model it trained; after a LoRA job, the
+     * same base with that adapter (model_args.py adapter_name_or_path) */
+    char *path = artifact_path(L, L->start_path && !L->start_adapter ? L->start_path : m ? m->path : "");
     yw_str(y, "model_name_or_path", path);
     free(path);
+    if (L->start_path && L->start_adapter) {
+        path = artifact_path(L, L->start_path);
+        yw_str(y, "adapter_name_or_path", path);
+        free(path);
+    }
     /* method */
     yw_str(y, "stage", name_stage(t->stage));
     yw_bool(y, "do_train", true);
@@ -161,14 +197,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_str(y, "output_dir", path);
     free(path);
     yw_int(y, "logging_steps", t->log_every > 0 ? t->log_every : 1);
-    long long save_steps = t->checkpoint_every_steps;
-    if (save_steps <= 0) {
-        double step = e && e->step_seconds > 0 ? e->step_seconds : 0;
-        double secs = t->checkpoint_every_seconds > 0 ? t->checkpoint_every_seconds : 1800;
-        save_steps = step > 0 ? (long long)ceil(secs / step) : 500;
-        if (save_steps < 1) save_steps = 1;
-    }
-    yw_int(y, "save_steps", save_steps);
+    yw_int(y, "save_steps", lf_save_steps(L, e));
     yw_int(y, "save_total_limit", t->checkpoint_keep > 0 ? t->checkpoint_keep : 2);
     yw_bool(y, "save_only_model", false);
     yw_bool(y, "plot_loss", true);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "emit_internal.h"
+#include "chat_templates.h"
 
 const char *name_arch(ModelArch a)
 {
@@ -36,12 +37,7 @@ const char *name_stage(TrainStage s)
 }
 const char *name_template(ChatTemplate t)
 {
-    switch (t) {
-    case TEMPLATE_NONE: return NULL;
-    case TEMPLATE_QWEN: return "qwen";
-    case TEMPLATE_LLAMA3: return "llama3";
-    }
-    return NULL;
+    return t == TEMPLATE_NONE ? NULL : chat_template_info(t)->name;
 }
 const char *name_precision(Precision p)
 {
@@ -143,8 +139,9 @@ static cJSON *model_json(const JobLayout *L, const PlanModel *m)
     cJSON *o = cJSON_CreateObject();
     add_str(o, "name", m->name);
     add_str(o, "arch", name_arch(m->arch));
-    add_path(o, "path", L, m->path);
-    add_str(o, "init", m->from_scratch ? "scratch" : "pretrained");
+    /* after another job: its exported model, whatever this model block's init */
+    add_path(o, "path", L, L->start_path ? L->start_path : m->path);
+    add_str(o, "init", m->from_scratch && !L->start_path ? "scratch" : "pretrained");
     add_int(o, "layers", m->layers);
     add_int(o, "hidden", m->hidden);
     add_int(o, "heads", m->heads);
@@ -332,8 +329,8 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_int(sl, "time_limit_seconds", L->time_minutes * 60);
     add_int(sl, "cpus_per_task", L->cpus_per_task);
     add_bool(sl, "requeue", job->requeue);
-    bool signal = e && e->requeue_segments > 1 && job->requeue && t->backend == BACKEND_LLMC;
-    if (signal) add_int(sl, "stop_signal_seconds", stop_signal_lead_seconds(L, e));
+    int lead = job_stop_signal_seconds(L, e);
+    if (lead > 0) add_int(sl, "stop_signal_seconds", lead);
     else add_null(sl, "stop_signal_seconds");
     add_int(sl, "stop_exit_status", 3);
 

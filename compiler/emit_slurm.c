@@ -7,7 +7,7 @@
 #include <string.h>
 #include "emit_internal.h"
 
-static char *fill(Tmpl *t, const char *name, char *err, size_t errlen)
+char *template_fill(Tmpl *t, const char *name, char *err, size_t errlen)
 {
     const char *text = template_text(name);
     if (!text) { snprintf(err, errlen, "template %s is missing", name); tmpl_free(t); return NULL; }
@@ -59,7 +59,7 @@ char *emit_slurm_conf(const JobLayout *L, char *err, size_t errlen)
     tmpl_set(&t, "node_gres", g.data ? g.data : "");
     buf_free(&g);
     tmpl_set(&t, "partition", L->cluster->partition);
-    return fill(&t, "slurm.conf", err, errlen);
+    return template_fill(&t, "slurm.conf", err, errlen);
 }
 
 char *emit_gres_conf(const JobLayout *L, char *err, size_t errlen)
@@ -76,7 +76,7 @@ char *emit_gres_conf(const JobLayout *L, char *err, size_t errlen)
     int first = amd ? 128 : 0;
     if (L->gpus_per_node == 1) tmpl_setf(&t, "device_files", "%s%d", dev, first);
     else tmpl_setf(&t, "device_files", "%s[%d-%d]", dev, first, first + (L->gpus_per_node > 0 ? L->gpus_per_node - 1 : 0));
-    return fill(&t, "gres.conf", err, errlen);
+    return template_fill(&t, "gres.conf", err, errlen);
 }
 
 /* The site settings of the job (plan.h: PlanSite) as the holes both job
@@ -186,19 +186,34 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
     tmpl_set(&t, "qos", job->qos ? job->qos : "");
     tmpl_set(&t, "requeue", job->requeue ? "1" : "");
     tmpl_set(&t, "no_requeue", job->requeue ? "" : "1");
+    int lead = job_stop_signal_seconds(L, e);
+    if (lead > 0) tmpl_setf(&t, "signal_seconds", "%d", lead);
+    else tmpl_set(&t, "signal_seconds", "");
     if (lf) {
+        char *out_dir = artifact_output_dir(L);
+        buf_init(&b);
+        sh_quote(&b, out_dir ? out_dir : "");
+        free(out_dir);
+        tmpl_set(&t, "output_dir_q", b.data);
+        buf_free(&b);
+        /* after another job: the file LLaMA-Factory saves last into output_dir
+         * (the adapter's config, or the model's after save_model) */
+        char *start = L->start_path ? artifact_path(L, L->start_path) : NULL;
+        buf_init(&b);
+        if (start) sh_quote(&b, start);
+        free(start);
+        tmpl_set(&t, "start_path_q", b.data ? b.data : "");
+        buf_free(&b);
+        tmpl_set(&t, "after_job", L->start_path && job->after ? job->after->name : "");
+        tmpl_set(&t, "start_what", !L->start_path ? "" : L->start_adapter ? "its LoRA adapter" : "its model");
+        tmpl_set(&t, "start_file", !L->start_path ? "" : L->start_adapter ? "adapter_config.json" : "config.json");
         tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
         tmpl_set(&t, "yaml", lf_yaml_name());
         tmpl_set(&t, "deepspeed", lf_deepspeed_name(L));
         tmpl_setf(&t, "cpus_per_node", "%d", L->cpus_per_task * L->tasks_per_node);
-        return fill(&t, "job_llamafactory.slurm", err, errlen);
+        return template_fill(&t, "job_llamafactory.slurm", err, errlen);
     }
     tmpl_setf(&t, "world_size", "%d", L->world_size);
     tmpl_set(&t, "trainer", L->gpu ? "llmc-train-cuda" : "llmc-train");
-    /* The early-warning signal only when the run needs more than one
-     * time-limit segment and can come back (requeue on). */
-    bool segments = e && e->requeue_segments > 1 && job->requeue;
-    if (segments) tmpl_setf(&t, "signal_seconds", "%d", stop_signal_lead_seconds(L, e));
-    else tmpl_set(&t, "signal_seconds", "");
-    return fill(&t, "job_llmc.slurm", err, errlen);
+    return template_fill(&t, "job_llmc.slurm", err, errlen);
 }

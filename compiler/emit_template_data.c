@@ -21,9 +21,10 @@ EMBED(llmc_tmpl_slurm_conf, "templates/slurm.conf.tmpl");
 EMBED(llmc_tmpl_gres_conf, "templates/gres.conf.tmpl");
 EMBED(llmc_tmpl_job_llmc, "templates/job_llmc.slurm.tmpl");
 EMBED(llmc_tmpl_job_llamafactory, "templates/job_llamafactory.slurm.tmpl");
+EMBED(llmc_tmpl_submit, "templates/submit.sh.tmpl");
 
 extern const char llmc_tmpl_slurm_conf[], llmc_tmpl_gres_conf[],
-    llmc_tmpl_job_llmc[], llmc_tmpl_job_llamafactory[];
+    llmc_tmpl_job_llmc[], llmc_tmpl_job_llamafactory[], llmc_tmpl_submit[];
 
 const char *template_text(const char *name)
 {
@@ -32,6 +33,7 @@ const char *template_text(const char *name)
         { "gres.conf", llmc_tmpl_gres_conf },
         { "job_llmc.slurm", llmc_tmpl_job_llmc },
         { "job_llamafactory.slurm", llmc_tmpl_job_llamafactory },
+        { "submit.sh", llmc_tmpl_submit },
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) return table[i].text;

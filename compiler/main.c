@@ -134,6 +134,7 @@ static Plan *check_one(const char *path, Diags *d, Estimate **ests_out, bool *io
     Estimate *ests = xcalloc((size_t)plan->njobs + 1, sizeof(Estimate));
     for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
     emit_check(plan, d);
+    emit_check_estimated(plan, ests, d);
     if (ests_out) *ests_out = ests;
     else free(ests);
     return plan;

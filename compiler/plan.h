@@ -57,7 +57,13 @@ typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_ALL } OffloadKind;  /* D
 typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
 typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
 typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;
-typedef enum { TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3 } ChatTemplate;
+/* Chat templates: compiler/chat_templates.c has one entry per value, in this order. */
+typedef enum {
+    TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
+    TEMPLATE_QWEN3_NOTHINK, TEMPLATE_LLAMA2, TEMPLATE_MISTRAL, TEMPLATE_GEMMA, TEMPLATE_GEMMA3,
+    TEMPLATE_DEEPSEEK, TEMPLATE_DEEPSEEK3, TEMPLATE_DEEPSEEKR1, TEMPLATE_GLM4, TEMPLATE_PHI, TEMPLATE_PHI4,
+    TEMPLATE_COUNT
+} ChatTemplate;
 typedef enum { PREC_BF16, PREC_FP16, PREC_FP32 } Precision;
 typedef enum { SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 } ShardStage;
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
@@ -256,9 +262,12 @@ typedef struct {
                                                copied out/ keeps its runs */
 } PlanTrain;
 
-typedef struct {
+typedef struct PlanJob {
     const char *name; SrcRange at;
     PlanTrain *run; SrcRange run_at;
+    struct PlanJob *after; SrcRange after_at;  /* `after = JOB`: starts when JOB completed
+                                               successfully (afterok), from JOB's trained
+                                               model or adapter; NULL: none */
     PlanCluster *cluster; SrcRange cluster_at;
     int nodes; SrcRange nodes_at;
     double time_seconds; SrcRange time_at;

@@ -60,3 +60,17 @@ TEST_SUITES += e2e-prom
 test-e2e-prom:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/prom_test
 	@d=$$(mktemp -d /tmp/e2e-prom.XXXXXX); build/san/tests/e2e/prom_test $$d; rc=$$?; rm -rf $$d; exit $$rc
+
+# A LLaMA-Factory run three times its 1-minute limit, with a stand-in for
+# llamafactory-cli (about 6 min): requeued before each limit, resumed each time.
+TEST_SUITES += e2e-lf-timelimit
+.PHONY: test-e2e-lf-timelimit
+test-e2e-lf-timelimit: $(BUILD)/llmc
+	@bash tests/e2e/lf_timelimit.sh $(BUILD)/llmc
+
+# Chained jobs (after =): out/submit.sh on the local Slurm, the second job
+# waiting (afterok) through a requeue of the first, starting from its adapter.
+TEST_SUITES += e2e-lf-chain
+.PHONY: test-e2e-lf-chain
+test-e2e-lf-chain: $(BUILD)/llmc
+	@bash tests/e2e/lf_chain.sh $(BUILD)/llmc

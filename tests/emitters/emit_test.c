@@ -485,8 +485,8 @@ static void test_outputs(void)
           "the script launches llmc-train run and requeues on exit 3");
     char *script = join(out, "train_llm.slurm");
     char *text = read_file(script);
-    bool no_signal = text && !strstr(text, "--signal");
-    check(no_signal, "no --signal when the run fits one time limit");
+    check(text && strstr(text, "#SBATCH --signal=USR2@325\n"),
+          "--signal=USR2@T whenever requeue is on, also when the estimate says the run fits one time limit");
     /* every #SBATCH line comes before the first command */
     bool order = true, seen_cmd = false;
     for (char *line = text; line && *line;) {
@@ -501,6 +501,12 @@ static void test_outputs(void)
     free(text);
     free(script);
     check(file_has(out, OUTDIR_MARKER, "llmc"), "the output holds the llmc marker");
+
+    /* requeue off: no signal (nothing would bring the job back) */
+    f.job.requeue = false;
+    check(emit_to(&f, out) == 0 && !file_has(out, "train_llm.slurm", "--signal") &&
+          file_has(out, "plan.json", "\"stop_signal_seconds\":\tnull"), "no --signal with requeue = false");
+    f.job.requeue = true;
 
     /* the run needs 3 time-limit segments: USR2 warning */
     f.est.requeue_segments = 3;
@@ -533,7 +539,11 @@ static void test_outputs(void)
     fixture(&two, 2, 8);
     PlanJob second = two.job;
     second.name = "second";
-    PlanJob *jobs[2] = { &two.job, &second };
+    PlanTrain second_run = two.train;   /* after train_llm, from what it trained */
+    second_run.output_dir = "/mnt/data-hps/runs/sft2";
+    second.run = &second_run;
+    second.after = &two.job;
+    PlanJob *jobs[2] = { &second, &two.job };   /* submit.sh puts train_llm first */
     two.plan.jobs = jobs;
     two.plan.njobs = 2;
     Estimate ests[2] = { two.est, two.est };
@@ -544,6 +554,20 @@ static void test_outputs(void)
     char *p1 = join(mout, "train_llm/plan.json"), *p2 = join(mout, "second/second.slurm");
     check(exists(p1) && exists(p2), "each job in its own subdirectory");
     free(p1); free(p2);
+    char *sub = join(mout, "submit.sh");
+    char *subt = read_file(sub);
+    char *first = subt ? strstr(subt, "id_1=$(sbatch --parsable \"$@\" \"$dir/train_llm/train_llm.slurm\")\n") : NULL;
+    check(first && strstr(first, "id_2=$(sbatch --parsable --dependency=afterok:\"$id_1\" --kill-on-invalid-dep=yes \"$@\" "
+                                 "\"$dir/second/second.slurm\")\n"),
+          "submit.sh: the job it runs after first, then the chained job with afterok on its id");
+    struct stat sst;
+    check(stat(sub, &sst) == 0 && (sst.st_mode & 0111), "submit.sh is executable");
+    free(subt);
+    free(sub);
+    check(file_has(mout, "second/plan.json", "\"path\":\t\"/mnt/data-hps/runs/sft/final\"") &&
+          file_has(mout, "second/plan.json", "\"init\":\t\"pretrained\"") &&
+          file_has(mout, "train_llm/plan.json", "\"path\":\t\"/mnt/data-hps/models/Qwen2.5-7B\""),
+          "the chained llmc job starts from the export of the first (output/final)");
     free(mout);
 
     /* LLaMA-Factory backend */

@@ -104,7 +104,7 @@ static void check_job(const PlanJob *job, const Estimate *e)
     require(script != NULL, err, NULL);
     no_control(script, "job script: control byte");
     bool lf = L.train->backend == BACKEND_LLAMAFACTORY;
-    bool signal = !lf && e->requeue_segments > 1 && job->requeue;
+    bool signal = job->requeue && estimate_stop_signal_seconds(job, e) < job->time_seconds;   /* both backends */
     const PlanSite *site = &job->site;   /* the site's directives, one line each */
     int sbatch = 10 + L.gpu + (job->account != NULL) + (job->qos != NULL) + 1 + signal + (site->constraint != NULL) +
                  (site->exclusive == 1) + (site->reservation != NULL) + (site->mail_type != NULL) +

@@ -16,6 +16,9 @@ the commit is in its header).
    YAML's stage: rm/dpo train (and evaluate) on ranking data only, kto on
    entries with a kto_tag, pt/sft on no ranking data; every dataset and
    eval_dataset the YAML names has an entry.
+4. the chat templates llmc knows (compiler/chat_templates.c) are LLaMA-Factory's
+   ("@template" lines: data/template.py), each with the same special tokens, and
+   every YAML's template is one of them.
 Prints ok/FAIL lines and "N passed, N failed".
 """
 import ast
@@ -30,10 +33,14 @@ keys_file, emitter, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
 fields, attrs = {}, {"@entry": set(), "@column": set(), "@tag": set()}
 header = []
 enums = {}  # LLaMA-Factory's string enums (extras/constants.py) by class name
+templates = {}  # LLaMA-Factory's chat templates (data/template.py) and the special tokens of their turns
 for line in open(keys_file):
     line = line.rstrip("\n")
     if line.startswith("#"):
         header.append(line)
+    elif line.startswith("@template "):
+        _, name, *toks = line.split(" ")
+        templates[name] = toks
     elif line.startswith("@enum "):
         _, name, *vals = line.split(" ")
         enums[name] = set(vals)
@@ -72,6 +79,23 @@ if written and not missing:
     ok(f"{emitter}: all {len(written)} keys it can write are LLaMA-Factory/transformers arguments")
 else:
     bad(f"{emitter}: keys not in {keys_file}: {missing or 'none found'}")
+# the chat templates a plan may name (compiler/chat_templates.c, beside the
+# emitter): each is LLaMA-Factory's, with exactly the special tokens its turns
+# are written with there ("none" is pre-training: written as "empty")
+table = os.path.join(os.path.dirname(emitter), "chat_templates.c")
+rows = re.findall(r'^\s*\{"([a-z0-9_]+)",.*\{([^{}]*)\}\},\s*$', open(table).read(), re.M)
+errs = []
+for name, toks in rows:
+    lf_name = "empty" if name == "none" else name
+    mine = re.findall(r'"([^"]*)"', toks)
+    if lf_name not in templates:
+        errs.append(f"{name} is not a LLaMA-Factory template")
+    elif sorted(mine) != sorted(templates[lf_name]):
+        errs.append(f"{name}: tokens {mine}, LLaMA-Factory's turns use {templates[lf_name]}")
+if len(rows) >= 17 and templates and not errs:
+    ok(f"{table}: all {len(rows)} templates are LLaMA-Factory's, with the special tokens of its turns")
+else:
+    bad(f"{table}: {'; '.join(errs) or f'{len(rows)} templates read, {len(templates)} in the list'}")
 for k, why in NOT_TOP_LEVEL.items():
     if k in fields:
         bad(f"{k} is listed as not accepted ({why}) but is a field now: drop it from NOT_TOP_LEVEL")
@@ -120,6 +144,8 @@ for path in sorted(yamls):
             errs.append(f"unknown key {k}")
         elif not type_ok(fields[k], v):
             errs.append(f"{k}: {v!r} is not {fields[k]}")
+        elif k == "template" and v not in templates:
+            errs.append(f"template {v!r} is not one of LLaMA-Factory's templates")
     if errs:
         bad(f"{path}: {'; '.join(errs)}")
     else:

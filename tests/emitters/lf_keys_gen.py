@@ -13,7 +13,9 @@ Fields are read with Python's ast, nothing is imported.
 
 Also the dataset_info.json attributes src/llamafactory/data/parser.py reads
 (DatasetAttr.join: the names in its column_names / tag_names lists, the
-top-level keys it sets), as lines "@column NAME", "@tag NAME", "@entry NAME".
+top-level keys it sets), as lines "@column NAME", "@tag NAME", "@entry NAME";
+and the chat templates of src/llamafactory/data/template.py (register_template)
+with the special tokens of their turns, as lines "@template NAME TOKEN...".
 
 Output, one key a line: KEY<TAB>TYPE<TAB>ORIGIN, where TYPE is the declared
 annotation (Literal[...] keeps its values) and ORIGIN file:class. Comment lines
@@ -93,6 +95,28 @@ for node in ctree.body:
 for kind in ("@entry", "@column", "@tag"):
     for n in sorted(attrs[kind]):
         print(f"{kind} {n}")
+# chat templates: every register_template name in data/template.py, with the
+# special tokens its user, assistant, system and prefix slots are written with
+# (the literals shaped <|x|>, <x_of_turn>, <｜x｜>, [gMASK], <sop>)
+special = re.compile(r"<\|[^|<>\s]+\|>|<[a-z_]+_of_turn>|<｜[^｜]+｜>|\[gMASK\]|<sop>")
+with open(os.path.join(lf_repo, "src", "llamafactory", "data", "template.py")) as f:
+    ttree = ast.parse(f.read())
+templates = {}
+for node in ast.walk(ttree):
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "register_template":
+        kw = {k.arg: k.value for k in node.keywords}
+        if "name" not in kw:
+            continue
+        toks = []
+        for slot in ("format_user", "format_assistant", "format_system", "format_prefix"):
+            for c in ast.walk(kw.get(slot, ast.Constant(None))):
+                if isinstance(c, ast.Constant) and isinstance(c.value, str):
+                    for t in special.findall(c.value):
+                        if t not in toks:
+                            toks.append(t)
+        templates[ast.literal_eval(kw["name"])] = toks
+for n in sorted(templates):
+    print(" ".join(["@template", n] + templates[n]))
 for k in sorted(fields):
     ann, origin = fields[k]
     print(f"{k}\t{ann}\t{origin}")

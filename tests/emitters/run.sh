@@ -134,7 +134,12 @@ else
 fi
 # one job, then two (a subdirectory each), then one again: the job
 # subdirectories go, except one holding a file llmc did not write
-{ cat examples/tiny/tiny.llm; printf '\njob second {\n  run     = tiny_sft\n  cluster = local\n  nodes   = 1\n  time    = 10 min\n}\n'; } >"$R/two.llm"
+# (the second job runs a copy of the train block with its own output: two jobs
+# writing one output directory is an error)
+{ cat examples/tiny/tiny.llm; echo
+  sed -n '/^train tiny_sft {/,/^}/p' examples/tiny/tiny.llm | sed -e 's/^train tiny_sft {/train tiny_sft2 {/' \
+      -e 's#^  output           = .*#  output           = "../../out/tiny-run2"#'
+  printf '\njob second {\n  run     = tiny_sft2\n  cluster = local\n  nodes   = 1\n  time    = 10 min\n}\n'; } >"$R/two.llm"
 cp -r examples/tiny/tokenizer examples/tiny/data "$R/" 2>/dev/null
 "$LLMC" "$R/two.llm" -o "$R/jobs" >"$T/re.log" 2>&1
 echo keep >"$R/jobs/second/keep.txt"
@@ -248,15 +253,45 @@ else
     grep -A14 '"model"' "$T/ex/model_from_config/plan.json" | head -20
 fi
 
-# a LLaMA-Factory run longer than its time limit compiles with a warning
+# a LLaMA-Factory run longer than its time limit: the script asks for USR2 to
+# the batch shell and requeues itself; save_steps keeps a save inside every
+# tenth of a segment (the estimate's step time); requeue off: the estimator's
+# warning and no --signal; an rm full run over several limits: an error
+# (LLaMA-Factory does not resume it)
 sed -e 's/^  time    = 12 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" \
     tests/emitters/plans/lf_sft.llm >"$T/lf_short.llm"
-if "$LLMC" "$T/lf_short.llm" -o "$T/lf_short" >"$T/lf_short.log" 2>&1 &&
-    grep -q "warning: the run needs [0-9]* time limits; LLaMA-Factory stops at each limit" "$T/lf_short.log"; then
-    ok "LLaMA-Factory run longer than the limit: compiled, with a warning"
+if "$LLMC" "$T/lf_short.llm" -o "$T/lf_short" >"$T/lf_short.log" 2>&1 && ! grep -q "warning: .*time limits" "$T/lf_short.log" &&
+    lead=$(sed -n 's/^#SBATCH --signal=B:USR2@\([0-9]*\)$/\1/p' "$T/lf_short"/*.slurm) && [[ -n $lead ]] &&
+    grep -q '^#SBATCH --requeue$' "$T/lf_short"/*.slurm && "$PY" - "$T/lf_short" "$lead" <<'PY'
+import json, sys, yaml
+d, lead = sys.argv[1], int(sys.argv[2])
+y = yaml.safe_load(open(d + "/llamafactory_train.yaml"))
+step = json.load(open(d + "/plan.json"))["estimate"]["step_seconds"]
+# at most a tenth of the segment (10 min less the lead) between saves, and the largest such count
+sys.exit(0 if y["save_steps"] * step <= 0.1 * (600 - lead) < (y["save_steps"] + 1) * step else 1)
+PY
+then
+    ok "LLaMA-Factory run longer than the limit: --signal=B:USR2@$lead, --requeue, save_steps within a tenth of a segment"
 else
-    bad "LLaMA-Factory run longer than the limit: compiled, with a warning"
-    cat "$T/lf_short.log"
+    bad "LLaMA-Factory run longer than the limit: --signal=B:USR2, --requeue, save_steps within a tenth of a segment"
+    cat "$T/lf_short.log"; grep -h -e SBATCH -e save_steps "$T/lf_short"/* 2>/dev/null
+fi
+sed -e 's/^  time    = 10 min/  time    = 10 min\n  requeue = false/' "$T/lf_short.llm" >"$T/lf_noreq.llm"
+if "$LLMC" "$T/lf_noreq.llm" -o "$T/lf_noreq" >"$T/lf_noreq.log" 2>&1 &&
+    grep -q "warning: run may not finish inside the time limit: .*and requeue is off" "$T/lf_noreq.log" &&
+    ! grep -q -- '--signal' "$T/lf_noreq"/*.slurm; then
+    ok "LLaMA-Factory run longer than the limit with requeue = false: a warning, no --signal"
+else
+    bad "LLaMA-Factory run longer than the limit with requeue = false: a warning, no --signal"
+    cat "$T/lf_noreq.log"
+fi
+sed -e 's/^  time    = 6 h/  time    = 10 min/' -e "s#^use \"../../../#use \"$ROOT/#" tests/emitters/plans/lf_rm.llm >"$T/lf_rm_long.llm"
+"$LLMC" check "$T/lf_rm_long.llm" >"$T/lf_rm_long.log" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "error: run '[a-z_]*' needs [0-9]* time limits, but LLaMA-Factory cannot resume a freeze rm run" "$T/lf_rm_long.log"; then
+    ok "an rm freeze run over several time limits is an error (LLaMA-Factory does not resume rm full/freeze)"
+else
+    bad "an rm freeze run over several time limits is an error (exit $rc)"
+    cat "$T/lf_rm_long.log"
 fi
 
 # 3. hostile plans: rejected where they say, nothing written, nothing run

@@ -8,7 +8,8 @@
 #   make golden          re-record golden/ (review the diff before committing)
 EMIT_TEST := $(BUILD)/tests/emitters/emit_test
 EMIT_TEST_OBJ := $(filter $(BUILD)/compiler/emit%.o,$(COMPILER_OBJ)) \
-                 $(BUILD)/compiler/diag.o $(BUILD)/compiler/arena.o $(BUILD)/compiler/model_files.o
+                 $(BUILD)/compiler/diag.o $(BUILD)/compiler/arena.o $(BUILD)/compiler/model_files.o \
+                 $(BUILD)/compiler/chat_templates.o
 
 
 $(BUILD)/tests/emitters/emit_test.o: tests/emitters/emit_test.c

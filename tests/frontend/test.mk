@@ -2,7 +2,7 @@
 # JSON output, fmt, hostile inputs, CLI, and C unit tests; again under ASan+UBSan.
 TEST_SUITES += frontend frontend-san
 
-FRONTEND_LIB_SRC := compiler/arena.c compiler/check.c compiler/diag.c compiler/fmt.c \
+FRONTEND_LIB_SRC := compiler/arena.c compiler/chat_templates.c compiler/check.c compiler/diag.c compiler/fmt.c \
                     compiler/frontend.c compiler/gpu_catalog.c compiler/hostlist.c compiler/model_files.c compiler/parse.c
 FRONTEND_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(FRONTEND_LIB_SRC)) \
                     $(BUILD)/gen-obj/lexer.o $(BUILD)/gen-obj/parser.o
