@@ -28,6 +28,7 @@
 #include "commands.h"
 #include "json_stream.h"
 #include "log.h"
+#include "plan.h"
 #include "records.h"
 #include "shard_io.h"
 #include "tokenizer.h"
@@ -40,17 +41,19 @@
 
 /* ---- the plan's data section ---- */
 
+/* plan.json as runtime/plan.c reads it for preparing (run_plan_load_data),
+ * with what prepare derives from it. */
 typedef struct {
-    char *plan_dir;
+    RunPlan rp;
     int pretrain;               /* stage "pt" */
-    char *tokenizer_path;
+    const char *tokenizer_path;
     const ChatTemplate *tpl;
-    DatasetSpec *ds;
+    const DatasetSpec *ds;
     size_t n_ds;
     uint32_t context;
     int packing;
     int skip_bad;               /* on_bad_record "skip" */
-    char *shards_dir;
+    const char *shards_dir;
     int64_t model_vocab;        /* -1 when absent */
     char hash[33];
 } DataPlan;
@@ -85,33 +88,9 @@ static char *resolve(const char *dir, const char *path)
     return p;
 }
 
-static const char *get_str(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static char *dup_or(const cJSON *o, const char *key, const char *fallback)
-{
-    const char *s = get_str(o, key);
-    return s ? strdup(s) : fallback ? strdup(fallback) : NULL;
-}
-
-static void free_spec(DatasetSpec *d)
-{
-    char **fields[] = {&d->name, &d->file, &d->messages, &d->system, &d->tools, &d->prompt, &d->query,
-                       &d->response, &d->history, &d->text, &d->role, &d->content, &d->user, &d->assistant,
-                       &d->observation, &d->function, &d->system_tag};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) free(*fields[i]);
-}
-
 static void free_plan(DataPlan *p)
 {
-    for (size_t i = 0; i < p->n_ds; i++) free_spec(&p->ds[i]);
-    free(p->ds);
-    free(p->plan_dir);
-    free(p->tokenizer_path);
-    free(p->shards_dir);
+    run_plan_free(&p->rp);
 }
 
 /* FNV-1a over bytes, two lanes with different offsets -> 128 bits of hex. */
@@ -137,119 +116,18 @@ static int hash_file_stat(Hash *h, const char *path)
     return 0;
 }
 
-static int load_plan(const char *path, DataPlan *p)
+/* The idempotence key: the data-relevant plan sections and the input files' stats. */
+static int data_hash(DataPlan *p)
 {
-    memset(p, 0, sizeof *p);
-    p->model_vocab = -1;
-    char oerr[600];
-    FILE *f = open_regular_file(path, "plan file", oerr, sizeof oerr);
-    if (!f) return say("%s", oerr);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (!text || got != (size_t)n) { free(text); return say("%s: cannot read", path); }
-    text[n] = '\0';
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    if (!root) return say("%s: not valid JSON", path);
-    int rc = -1;
-    char *slash = strrchr(path, '/');
-    p->plan_dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
-    if (slash == path) { free(p->plan_dir); p->plan_dir = strdup("/"); }
-
-    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "llmc_plan_version");
-    const char *stage = get_str(root, "stage");
-    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
-    const cJSON *datasets = cJSON_GetObjectItemCaseSensitive(root, "datasets");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(data, "context");
-    const char *tpath = get_str(tok, "path"), *tname = get_str(tok, "template");
-    const char *policy = get_str(data, "on_bad_record"), *sdir = get_str(data, "shards_dir");
-    if (!cJSON_IsNumber(version) || version->valueint != 1) { say("%s: llmc_plan_version must be 1", path); goto done; }
-    if (!stage || (strcmp(stage, "pt") && strcmp(stage, "sft"))) { say("%s: stage must be \"pt\" or \"sft\"", path); goto done; }
-    p->pretrain = !strcmp(stage, "pt");
-    if (!tpath) { say("%s: tokenizer.path is missing", path); goto done; }
-    if (tname && !(p->tpl = chat_template_find(tname))) {
-        say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, tname);
-        goto done;
-    }
-    if (!p->pretrain && !p->tpl) { say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path); goto done; }
-    if (!cJSON_IsNumber(ctx) || ctx->valuedouble < 2 || ctx->valuedouble > 1 << 24 ||
-        ctx->valuedouble != (double)(int)ctx->valuedouble) {
-        say("%s: data.context must be an integer in [2, 2^24]", path);
-        goto done;
-    }
-    p->context = (uint32_t)ctx->valuedouble;
-    p->packing = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(data, "packing"));
-    if (!policy || (strcmp(policy, "skip") && strcmp(policy, "fail"))) {
-        say("%s: data.on_bad_record must be \"skip\" or \"fail\"", path);
-        goto done;
-    }
-    p->skip_bad = !strcmp(policy, "skip");
-    if (!sdir || !sdir[0]) { say("%s: data.shards_dir is missing", path); goto done; }
-    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    if (cJSON_IsNumber(mv)) p->model_vocab = (int64_t)mv->valuedouble;
-    p->tokenizer_path = resolve(p->plan_dir, tpath);
-    p->shards_dir = resolve(p->plan_dir, sdir);
-    if (!cJSON_IsArray(datasets) || cJSON_GetArraySize(datasets) == 0) { say("%s: no datasets", path); goto done; }
-    p->n_ds = (size_t)cJSON_GetArraySize(datasets);
-    p->ds = calloc(p->n_ds, sizeof *p->ds);
-    if (!p->ds) { p->n_ds = 0; say("out of memory"); goto done; }
-    size_t i = 0;
-    const cJSON *d;
-    cJSON_ArrayForEach(d, datasets) {
-        DatasetSpec *s = &p->ds[i++];
-        const char *file = get_str(d, "file"), *format = get_str(d, "format");
-        const cJSON *cols = cJSON_GetObjectItemCaseSensitive(d, "columns");
-        const cJSON *tags = cJSON_GetObjectItemCaseSensitive(d, "tags");
-        s->name = dup_or(d, "name", "?");
-        if (!file) { say("%s: dataset %s: file is missing", path, s->name); goto done; }
-        s->file = resolve(p->plan_dir, file);
-        if (!format || (strcmp(format, "sharegpt") && strcmp(format, "alpaca") && strcmp(format, "text"))) {
-            say("%s: dataset %s: format must be sharegpt, alpaca or text", path, s->name);
-            goto done;
-        }
-        s->format = !strcmp(format, "sharegpt") ? FMT_SHAREGPT : !strcmp(format, "alpaca") ? FMT_ALPACA : FMT_TEXT;
-        if (s->format != FMT_TEXT && p->pretrain) {
-            say("%s: dataset %s: a pt plan takes format text", path, s->name);
-            goto done;
-        }
-        if (s->format == FMT_TEXT && !p->pretrain) {
-            say("%s: dataset %s: format text is for pt plans; sft needs sharegpt or alpaca", path, s->name);
-            goto done;
-        }
-        /* null columns/tags take LLaMA-Factory's defaults (DatasetAttr) */
-        s->messages = dup_or(cols, "messages", "conversations");
-        s->system = dup_or(cols, "system", NULL);
-        s->tools = dup_or(cols, "tools", NULL);
-        s->prompt = dup_or(cols, "prompt", "instruction");
-        s->query = dup_or(cols, "query", "input");
-        s->response = dup_or(cols, "response", "output");
-        s->history = dup_or(cols, "history", NULL);
-        s->text = dup_or(cols, "text", s->format == FMT_TEXT ? "text" : NULL);
-        s->role = dup_or(tags, "role", "from");
-        s->content = dup_or(tags, "content", "value");
-        s->user = dup_or(tags, "user", "human");
-        s->assistant = dup_or(tags, "assistant", "gpt");
-        s->observation = dup_or(tags, "observation", "observation");
-        s->function = dup_or(tags, "function", "function_call");
-        s->system_tag = dup_or(tags, "system", "system");
-    }
-
-    /* the idempotence key: the data-relevant plan sections and input file stats */
     Hash h = {0xCBF29CE484222325ull, 0x84222325CBF29CE4ull};
     hash_add(&h, "llmc-shards-1", 14);
     const char *keys[] = {"stage", "tokenizer", "datasets", "data"};
     for (size_t k = 0; k < 4; k++) {
-        char *s = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, keys[k]));
+        char *s = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p->rp.json, keys[k]));
         if (s) { hash_add(&h, s, strlen(s)); free(s); }
     }
     for (size_t k = 0; k < p->n_ds; k++)
-        if (hash_file_stat(&h, p->ds[k].file)) { say("%s: %s", p->ds[k].file, strerror(errno)); goto done; }
+        if (hash_file_stat(&h, p->ds[k].file)) return say("%s: %s", p->ds[k].file, strerror(errno));
     char tj[4096];
     struct stat st;
     int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -257,10 +135,30 @@ static int load_plan(const char *path, DataPlan *p)
     hash_file_stat(&h, tj);
     if (is_dir) { snprintf(tj, sizeof tj, "%s/tokenizer_config.json", p->tokenizer_path); hash_file_stat(&h, tj); }
     snprintf(p->hash, sizeof p->hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
-    rc = 0;
-done:
-    cJSON_Delete(root);
-    return rc;
+    return 0;
+}
+
+/* Read the plan through runtime/plan.c (the one plan.json reader) and derive
+ * the template and the data hash. */
+static int load_plan(const char *path, DataPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    char err[1024];
+    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say("%s", err);
+    const RunPlan *r = &p->rp;
+    p->pretrain = !strcmp(r->stage, "pt");
+    p->tokenizer_path = r->tokenizer_path;
+    p->ds = r->datasets;
+    p->n_ds = r->n_datasets;
+    p->context = (uint32_t)r->context;
+    p->packing = r->packing;
+    p->skip_bad = r->skip_bad;
+    p->shards_dir = r->shards_dir;
+    p->model_vocab = r->model_vocab;
+    if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
+        return say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
+    if (!p->pretrain && !p->tpl) return say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
+    return data_hash(p);
 }
 
 /* ---- tokenizing batches on worker threads ---- */
@@ -276,7 +174,7 @@ typedef struct {
 typedef struct {
     Slot slots[BATCH];
     size_t n;
-} Batch;
+} TokBatch;
 
 typedef struct Pool Pool;
 
@@ -289,7 +187,7 @@ typedef struct {
 struct Pool {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
-    Batch *batch;             /* in flight, or NULL */
+    TokBatch *batch;             /* in flight, or NULL */
     unsigned generation;
     atomic_size_t next;       /* next slot of batch to take */
     size_t finished;          /* slots of batch done */
@@ -310,7 +208,7 @@ static void *worker_main(void *arg)
         while (!p->quit && p->generation == seen) pthread_cond_wait(&p->work, &p->mu);
         if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
         seen = p->generation;
-        Batch *b = p->batch;
+        TokBatch *b = p->batch;
         if (!b) { pthread_mutex_unlock(&p->mu); continue; }   /* woke after that batch was done */
         p->active++;
         pthread_mutex_unlock(&p->mu);
@@ -329,7 +227,7 @@ static void *worker_main(void *arg)
     }
 }
 
-static void pool_dispatch(Pool *p, Batch *b)
+static void pool_dispatch(Pool *p, TokBatch *b)
 {
     pthread_mutex_lock(&p->mu);
     p->batch = b;
@@ -745,7 +643,7 @@ int cmd_prepare(int argc, char **argv)
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.done, NULL);
     pool.workers = calloc((size_t)threads, sizeof *pool.workers);
-    Batch *batches = calloc(2, sizeof *batches);
+    TokBatch *batches = calloc(2, sizeof *batches);
     Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
                 .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only};
     choose_prefix(k.prefix, plan.hash, live);
@@ -779,7 +677,7 @@ int cmd_prepare(int argc, char **argv)
     }
     RecordView view = {0};
     int cur = 0, fatal = 0;
-    Batch *inflight = NULL;
+    TokBatch *inflight = NULL;
     uint64_t bytes_before = 0;
     for (size_t di = 0; di < plan.n_ds && !fatal; di++) {
         const DatasetSpec *ds = &plan.ds[di];
@@ -788,7 +686,7 @@ int cmd_prepare(int argc, char **argv)
         js_set_max_record(js, (size_t)max_record);
         int more = 1;
         while (more && !fatal) {
-            Batch *b = &batches[cur];
+            TokBatch *b = &batches[cur];
             b->n = 0;
             size_t b_bytes = 0;   /* rendered text in this batch: memory stays bounded with big records */
             while (b->n < BATCH && b_bytes < BATCH_BYTES) {

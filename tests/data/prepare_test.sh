@@ -24,7 +24,7 @@ plan() {
  "tokenizer": {"path": "$R/examples/tiny/tokenizer", "template": $template},
  "datasets": [{"name": "d", "file": "$file", "format": "$format", "columns": {$cols},
    "tags": {"role": "role", "content": "content", "user": "user", "assistant": "assistant",
-            "observation": null, "function": "function_call", "system": "system"},
+            "observation": "observation", "function": "function_call", "system": "system"},
    "samples": null, "size_bytes": null, "tokens": null}],
  "data": {"context": $context, "packing": $packing, "on_bad_record": "$policy", "shards_dir": "shards"}}
 JSON
@@ -201,8 +201,10 @@ if conc "" && [[ $(grep -l "up to date" "$S"/conc.* | wc -l) -eq 2 ]]; then ok "
 else no "concurrent prepares" "$(cat "$S"/conc.*)"; fi
 
 # 11. only regular files: a dataset or tokenizer that is a device, a FIFO or a directory is refused at once
-mkfifo "$S/fifo"
-mkdir -p "$S/adir/tokenizer.json"   # as a tokenizer: DIR/tokenizer.json is a directory
+# (named .json: a plan's dataset file must be .json or .jsonl before its type is looked at)
+mkfifo "$S/fifo.json"
+mkdir -p "$S/adir.json/tokenizer.json"   # as a tokenizer: DIR/tokenizer.json is a directory
+ln -s /dev/zero "$S/zero.json"
 nonreg() {
     local f=$1 kind=$2 out rc
     plan "$S/nonreg" sharegpt "$f" 64 false skip
@@ -214,11 +216,11 @@ nonreg() {
     [[ $rc -eq 2 && $out == *"$f"*"$kind"* ]] || { echo "tokenizer: exit $rc: $out"; return 1; }
 }
 check_nonreg() { if nonreg "$@"; then ok "refused: $2 ($1)"; else no "not refused: $2 ($1)" "$(nonreg "$@")"; fi; }
-check_nonreg /dev/zero "a character device"
-check_nonreg "$S/fifo" "a FIFO (named pipe)"
-check_nonreg "$S/adir" "a directory"
-out=$(timeout 20 "$TRAIN" prepare "$S/fifo" 2>&1); rc=$?
-if [[ $rc -eq 2 && $out == *"fifo: the plan file is a FIFO"* ]]; then ok "refused: a FIFO as the plan"; else no "FIFO plan (exit $rc)" "$out"; fi
+check_nonreg "$S/zero.json" "a character device"
+check_nonreg "$S/fifo.json" "a FIFO (named pipe)"
+check_nonreg "$S/adir.json" "a directory"
+out=$(timeout 20 "$TRAIN" prepare "$S/fifo.json" 2>&1); rc=$?
+if [[ $rc -eq 2 && $out == *"fifo.json: the plan file is a FIFO"* ]]; then ok "refused: a FIFO as the plan"; else no "FIFO plan (exit $rc)" "$out"; fi
 
 # 12. memory bounded by what is kept: a 300 MB one-line record is refused as too large, read
 #     in constant memory, with its position; a 12 MB record cut to 128 tokens costs far less than 1 GB
