@@ -26,11 +26,13 @@
 
 #include "chat_template.h"
 #include "commands.h"
+#include "cpus.h"
 #include "json_stream.h"
 #include "log.h"
 #include "plan.h"
 #include "records.h"
 #include "shard_io.h"
+#include "stopsig.h"
 #include "tokenizer.h"
 
 #define BATCH 1024
@@ -169,6 +171,7 @@ typedef struct {
     UniBuf mask;
     int failed;
     size_t dataset;           /* index into the plan's datasets */
+    size_t start;             /* resuming: tokens of this document already in shards */
 } Slot;
 
 typedef struct {
@@ -249,6 +252,11 @@ static void pool_wait(Pool *p)
 
 /* ---- packing rows into shards ---- */
 
+/* Per dataset, for index.json and the stats file: the estimator can use real token counts. */
+typedef struct {
+    uint64_t kept, skipped, tokens, labels;
+} DatasetCounts;
+
 typedef struct {
     const char *dir;
     char prefix[16];            /* shard-PREFIX-NNNNN.bin: differs from the live set's */
@@ -265,7 +273,20 @@ typedef struct {
     ShardEntry *entries;
     size_t n_entries;
     uint64_t n_tokens, n_labels, n_rows, n_docs;
+    /* resuming (docs/shards.md "Resuming"): documents are numbered in stream order
+     * (doc_seq); a shard written inside document `resume_doc` leaves its first
+     * `resume_at` tokens in the shards so far. After every shard the journal
+     * (progress.json) records that point, the shards and the counts. */
+    uint64_t doc_seq, resume_doc, resume_at;
+    DatasetCounts *per_ds;      /* the documents done so far, by dataset */
+    size_t n_ds;
+    const char *data_hash;
+    int journal;                /* write progress.json after each shard */
+    int stopped;                /* that shard is written: stop now */
+    uint64_t journal_doc;       /* resume_doc as the journal last recorded it */
 } Packer;
+
+static int journal_write(Packer *k);
 
 static int write_shard(Packer *k)
 {
@@ -286,6 +307,8 @@ static int write_shard(Packer *k)
     k->n_rows += k->rows_in_shard;
     k->rows_in_shard = 0;
     k->shard_docs = k->shard_labels = 0;
+    if (k->journal && journal_write(k)) return -1;
+    if (stopsig_requested()) k->stopped = 1;
     return 0;
 }
 
@@ -321,51 +344,182 @@ static void place(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t fr
     k->n_tokens += to - from;
 }
 
-static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n)
+/* A document is done: all its tokens are in rows (cut at the context unless
+ * pre-training text is streamed); count it for its dataset. */
+static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n, uint64_t seq)
 {
-    if (n == 0) return 0;
-    k->n_docs++;
+    c->tokens += n;
+    for (size_t i = 1; i < n; i++) c->labels += mask[i];
+    k->resume_doc = seq + 1;
+    k->resume_at = 0;
+}
+
+/* Pack document number seq (its tokens from `start` on: a resumed prepare
+ * continues a streamed document where the last shard cut it). */
+static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n, size_t start, DatasetCounts *c)
+{
+    uint64_t seq = k->doc_seq++;
+    if (n == 0) { doc_done(k, c, mask, 0, seq); return 0; }
+    if (start == 0) k->n_docs++;
     if (k->pretrain && k->packing) {
         /* one stream of documents cut into rows; a piece continuing in the next row starts at pos 0 */
-        int first = 1;
-        size_t at = 0;
+        int first = start == 0;
+        size_t at = start;
         while (at < n) {
             size_t room = k->context - k->fill, take = n - at < room ? n - at : room;
             if (first) { k->shard_docs++; first = 0; }
             place(k, ids, mask, at, at + take);
             at += take;
+            if (at == n) doc_done(k, c, mask, n, seq);
+            else { k->resume_doc = seq; k->resume_at = at; }
             if (k->fill == k->context && close_row(k)) return -1;
         }
         return 0;
     }
     if (n > k->context) n = k->context;
     if (!k->packing || k->fill + n > k->context) {
+        k->resume_doc = seq;        /* a shard written here holds none of this document */
+        k->resume_at = 0;
         if (close_row(k)) return -1;
     }
     k->shard_docs++;
     place(k, ids, mask, 0, n);
+    doc_done(k, c, mask, n, seq);
     if (!k->packing || k->fill == k->context) return close_row(k);
     return 0;
 }
 
-/* ---- the command ---- */
+/* ---- the journal: resuming an interrupted prepare ---- */
 
-typedef struct {
-    uint64_t kept, skipped[REC_N_REASONS], shown;
-} Counts;
+#define JOURNAL "progress.json"
 
-/* Per dataset, for index.json: the estimator can use real token counts. */
-typedef struct {
-    uint64_t kept, skipped, tokens, labels;
-} DatasetCounts;
-
-/* Tokens of one document as packed (cut at the context unless pre-training text is streamed). */
-static void count_doc(DatasetCounts *c, const Slot *s, uint32_t context, int stream)
+/* Write DIR/progress.json (atomically) for the shards written so far: what a
+ * prepare stopped by a signal, killed or preempted continues from. */
+static int journal_write(Packer *k)
 {
-    size_t n = stream || s->ids.len < context ? s->ids.len : context;
-    c->tokens += n;
-    for (size_t i = 1; i < n; i++) c->labels += s->mask.p[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "data_hash", k->data_hash);
+    cJSON_AddStringToObject(j, "prefix", k->prefix);
+    cJSON_AddNumberToObject(j, "context", k->context);
+    cJSON_AddNumberToObject(j, "rows_per_shard", (double)k->rows_per_shard);
+    cJSON_AddNumberToObject(j, "resume_doc", (double)k->resume_doc);
+    cJSON_AddNumberToObject(j, "resume_at", (double)k->resume_at);
+    cJSON_AddNumberToObject(j, "n_tokens", (double)k->n_tokens);
+    cJSON_AddNumberToObject(j, "n_labels", (double)k->n_labels);
+    cJSON_AddNumberToObject(j, "n_rows", (double)k->n_rows);
+    cJSON_AddNumberToObject(j, "n_docs", (double)k->n_docs);
+    cJSON *sh = cJSON_AddArrayToObject(j, "shards");
+    for (size_t i = 0; i < k->n_entries; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", k->entries[i].file);
+        cJSON_AddNumberToObject(o, "n_rows", (double)k->entries[i].n_rows);
+        cJSON_AddNumberToObject(o, "n_docs", (double)k->entries[i].n_docs);
+        cJSON_AddNumberToObject(o, "n_label_tokens", (double)k->entries[i].n_label_tokens);
+        cJSON_AddItemToArray(sh, o);
+    }
+    cJSON *ds = cJSON_AddArrayToObject(j, "datasets");
+    for (size_t i = 0; i < k->n_ds; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "tokens", (double)k->per_ds[i].tokens);
+        cJSON_AddNumberToObject(o, "label_tokens", (double)k->per_ds[i].labels);
+        cJSON_AddItemToArray(ds, o);
+    }
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    k->journal_doc = k->resume_doc;
+    char *path = resolve(k->dir, JOURNAL), err[512];
+    int rc = text && path ? shard_write_file_atomic(path, text, strlen(text), err, sizeof err) : -1;
+    if (rc) say("%s", text && path ? err : "out of memory");
+    free(text);
+    free(path);
+    return rc;
 }
+
+static int journal_u64(const cJSON *o, const char *key, uint64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0) return -1;
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+/* Take up the journal of an interrupted prepare of the same data (hash,
+ * context, rows per shard, datasets): its shards (each there with the size its
+ * rows make), counts and resume point go into k. 1 resumed; 0 no usable
+ * journal (none, another data hash, or a shard missing: start over). */
+static int journal_take(Packer *k)
+{
+    char *path = resolve(k->dir, JOURNAL);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    free(path);
+    if (!f) return 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char buf[65536];
+    size_t got;
+    while (mem && (got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
+    fclose(f);
+    if (mem) fclose(mem);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    uint64_t ctx, rps, n_ds;
+    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(j, "data_hash");
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(j, "prefix");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shards");
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "datasets");
+    int ok = cJSON_IsString(hash) && !strcmp(hash->valuestring, k->data_hash) && cJSON_IsString(prefix) &&
+             strlen(prefix->valuestring) < sizeof k->prefix && cJSON_IsArray(sh) && cJSON_IsArray(ds) &&
+             !journal_u64(j, "context", &ctx) && ctx == k->context && !journal_u64(j, "rows_per_shard", &rps) &&
+             rps == k->rows_per_shard && (n_ds = (uint64_t)cJSON_GetArraySize(ds)) == k->n_ds &&
+             !journal_u64(j, "resume_doc", &k->resume_doc) && !journal_u64(j, "resume_at", &k->resume_at) &&
+             !journal_u64(j, "n_tokens", &k->n_tokens) && !journal_u64(j, "n_labels", &k->n_labels) &&
+             !journal_u64(j, "n_rows", &k->n_rows) && !journal_u64(j, "n_docs", &k->n_docs);
+    size_t i = 0;
+    for (const cJSON *d = ok ? ds->child : NULL; d && ok; d = d->next, i++)
+        ok = !journal_u64(d, "tokens", &k->per_ds[i].tokens) && !journal_u64(d, "label_tokens", &k->per_ds[i].labels);
+    size_t n = ok ? (size_t)cJSON_GetArraySize(sh) : 0;
+    ShardEntry *e = ok && n ? calloc(n, sizeof *e) : NULL;
+    if (n && !e) ok = 0;
+    i = 0;
+    for (const cJSON *o = ok ? sh->child : NULL; o && ok; o = o->next, i++) {
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
+        char want[64];
+        snprintf(want, sizeof want, "shard-%s-%05zu.bin", prefix->valuestring, i);
+        ok = cJSON_IsString(file) && !strcmp(file->valuestring, want) && !journal_u64(o, "n_rows", &e[i].n_rows) &&
+             !journal_u64(o, "n_docs", &e[i].n_docs) && !journal_u64(o, "n_label_tokens", &e[i].n_label_tokens);
+        struct stat st;
+        char *p = ok ? resolve(k->dir, want) : NULL;
+        ok = ok && p && stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+             (uint64_t)st.st_size == sizeof(ShardHeader) + e[i].n_rows * k->context * 9;
+        free(p);
+        e[i].fd = -1;
+        if (ok) e[i].file = strdup(want);
+    }
+    if (ok) {
+        snprintf(k->prefix, sizeof k->prefix, "%s", prefix->valuestring);
+        k->entries = e;
+        k->n_entries = n;
+        k->doc_seq = k->resume_doc;
+    } else {
+        for (size_t m = 0; e && m < n; m++) free(e[m].file);
+        free(e);
+        k->resume_doc = k->resume_at = k->n_tokens = k->n_labels = k->n_rows = k->n_docs = 0;
+        memset(k->per_ds, 0, k->n_ds * sizeof *k->per_ds);
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+static void journal_remove(const char *dir)
+{
+    char *path = resolve(dir, JOURNAL);
+    if (path) unlink(path);
+    free(path);
+}
+
+/* ---- the command ---- */
 
 /* A slot that held a big record gives its memory back instead of keeping it for the next. */
 static void slot_trim(Slot *s)
@@ -374,6 +528,25 @@ static void slot_trim(Slot *s)
     if (s->ids.cap * sizeof *s->ids.ids > SLOT_KEEP) tokids_free(&s->ids);
     if (s->mask.cap > SLOT_KEEP) unibuf_free(&s->mask);
 }
+
+/* Pack a tokenized batch in record order. Stops early once a stop signal's
+ * shard is written (k->stopped). */
+static int pack_batch(Packer *k, TokBatch *b)
+{
+    for (size_t i = 0; i < b->n && !k->stopped; i++) {
+        Slot *s = &b->slots[i];
+        if (s->failed) return say("out of memory while tokenizing");
+        if (pack_doc(k, s->ids.ids, s->mask.p, s->ids.len, s->start, &k->per_ds[s->dataset])) return -1;
+        slot_trim(s);
+    }
+    return 0;
+}
+
+
+typedef struct {
+    uint64_t kept, skipped[REC_N_REASONS], shown;
+} Counts;
+
 
 static double now_s(void)
 {
@@ -424,7 +597,7 @@ static int sweep_dir(const char *dir, char *const *keep)
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        int ours = !strcmp(e->d_name, "index.json.tmp") ||
+        int ours = !strcmp(e->d_name, "index.json.tmp") || !strcmp(e->d_name, JOURNAL ".tmp") ||
                    (!strncmp(e->d_name, "shard-", 6) &&
                     ((n > 4 && !strcmp(e->d_name + n - 4, ".bin")) || (n > 8 && !strcmp(e->d_name + n - 8, ".bin.tmp"))));
         for (size_t i = 0; ours && keep && keep[i]; i++)
@@ -542,7 +715,7 @@ static void usage(FILE *out)
 int cmd_prepare(int argc, char **argv)
 {
     const char *plan_path = NULL;
-    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    long threads = cpus_available();
     long long shard_tokens = 1LL << 25;
     long long max_record = (long long)JS_MAX_RECORD_DEFAULT;
     int force = 0, check_only = 0;
@@ -625,18 +798,41 @@ int cmd_prepare(int argc, char **argv)
         free_plan(&plan);
         return 1;
     }
+    DatasetCounts *per_ds = calloc(plan.n_ds, sizeof *per_ds);
+    Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
+                .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only, .per_ds = per_ds,
+                .n_ds = plan.n_ds, .data_hash = plan.hash, .journal = !check_only};
+    k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
     /* the live set (the one index.json names) stays in place and readable until the
-     * new set is complete; leftovers of an interrupted prepare are removed now */
-    if (!check_only) {
+     * new set is complete; the shards an interrupted prepare of the same data
+     * recorded in its journal are taken up (unless --force); other leftovers go */
+    int resumed = 0;
+    if (!check_only && per_ds) {
         live = shard_index_files(plan.shards_dir);
-        if (sweep_dir(plan.shards_dir, live)) {
+        resumed = !force && journal_take(&k);
+        if (!resumed) journal_remove(plan.shards_dir);
+        size_t n_live = 0;
+        while (live && live[n_live]) n_live++;
+        char **keep = calloc(n_live + k.n_entries + 1, sizeof *keep);
+        for (size_t i = 0; keep && i < n_live; i++) keep[i] = live[i];
+        for (size_t i = 0; keep && i < k.n_entries; i++) keep[n_live + i] = k.entries[i].file;
+        int swept = keep ? sweep_dir(plan.shards_dir, keep) : say("out of memory");
+        free(keep);
+        if (swept) {
             tok_free(tok);
             shard_names_free(live);
             unlock_dir(lock_fd);
+            for (size_t i = 0; i < k.n_entries; i++) free(k.entries[i].file);
+            free(k.entries);
+            free(per_ds);
             free_plan(&plan);
             return 2;
         }
+        if (resumed)
+            say("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
+                k.n_entries, k.n_entries == 1 ? "" : "s", k.resume_doc + 1);
     }
+    if (!check_only) stopsig_install();
 
     Pool pool = {.cutoff = plan.pretrain && plan.packing ? SIZE_MAX : plan.context, .n_workers = (int)threads};
     pthread_mutex_init(&pool.mu, NULL);
@@ -644,17 +840,13 @@ int cmd_prepare(int argc, char **argv)
     pthread_cond_init(&pool.done, NULL);
     pool.workers = calloc((size_t)threads, sizeof *pool.workers);
     TokBatch *batches = calloc(2, sizeof *batches);
-    Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
-                .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only};
-    choose_prefix(k.prefix, plan.hash, live);
-    k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
+    if (!resumed) choose_prefix(k.prefix, plan.hash, live);
     size_t cells = (size_t)k.rows_per_shard * plan.context;
     k.ids = malloc(cells * 4);
     k.pos = malloc(cells * 4);
     k.mask = malloc(cells);
     int started = 0;
-    DatasetCounts *per_ds = NULL;
-    if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
+    if (!per_ds || !pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
     for (int i = 0; i < pool.n_workers; i++) {
         pool.workers[i].pool = &pool;
         pool.workers[i].enc = tok_encoder_new(tok);
@@ -667,8 +859,6 @@ int cmd_prepare(int argc, char **argv)
     }
 
     Counts counts = {0};
-    per_ds = calloc(plan.n_ds, sizeof *per_ds);
-    if (!per_ds) { say("out of memory"); goto out; }
     Progress pr = {.tty = isatty(2), .start = now_s()};
     pr.last = pr.start;
     for (size_t i = 0; i < plan.n_ds; i++) {
@@ -679,13 +869,16 @@ int cmd_prepare(int argc, char **argv)
     int cur = 0, fatal = 0;
     TokBatch *inflight = NULL;
     uint64_t bytes_before = 0;
-    for (size_t di = 0; di < plan.n_ds && !fatal; di++) {
+    /* resuming: the documents before the journal's point are in its shards (read
+     * and checked again for the counts, not tokenized); the one it cut continues */
+    uint64_t doc_seq = 0, skip_docs = resumed ? k.resume_doc : 0, skip_at = resumed ? k.resume_at : 0;
+    for (size_t di = 0; di < plan.n_ds && !fatal && !k.stopped; di++) {
         const DatasetSpec *ds = &plan.ds[di];
         JsonStream *js = js_open(ds->file, err, sizeof err);
         if (!js) { say("%s", err); status = 2; fatal = 1; break; }
         js_set_max_record(js, (size_t)max_record);
         int more = 1;
-        while (more && !fatal) {
+        while (more && !fatal && !k.stopped) {
             TokBatch *b = &batches[cur];
             b->n = 0;
             size_t b_bytes = 0;   /* rendered text in this batch: memory stays bounded with big records */
@@ -723,8 +916,15 @@ int cmd_prepare(int argc, char **argv)
                         put_line("", full, check_only ? "" : " (skipped)");
                     continue;
                 }
+                if (doc_seq < skip_docs) {
+                    doc_seq++;
+                    counts.kept++;
+                    per_ds[di].kept++;
+                    continue;
+                }
                 Slot *s = &b->slots[b->n];
                 s->dataset = di;
+                s->start = doc_seq++ == skip_docs ? (size_t)skip_at : 0;
                 int rr = ds->format == FMT_TEXT
                              ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
                              : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
@@ -738,16 +938,10 @@ int cmd_prepare(int argc, char **argv)
             /* the previous batch is tokenized meanwhile; pack it, then hand this one out */
             if (inflight) {
                 pool_wait(&pool);
-                for (size_t i = 0; i < inflight->n && !fatal; i++) {
-                    Slot *s = &inflight->slots[i];
-                    if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
-                    if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
-                    count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
-                    slot_trim(s);
-                }
+                if (pack_batch(&k, inflight)) fatal = 1;
                 inflight = NULL;
             }
-            if (fatal) break;
+            if (fatal || k.stopped) break;
             if (b->n) { pool_dispatch(&pool, b); inflight = b; cur ^= 1; }
             progress(&pr, &counts, &k, 0);
         }
@@ -756,13 +950,7 @@ int cmd_prepare(int argc, char **argv)
     }
     if (inflight) {
         pool_wait(&pool);
-        for (size_t i = 0; i < inflight->n && !fatal; i++) {
-            Slot *s = &inflight->slots[i];
-            if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
-            if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
-            count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
-            slot_trim(s);
-        }
+        if (!fatal && !k.stopped && pack_batch(&k, inflight)) fatal = 1;
     }
     record_view_free(&view);
     {
@@ -772,6 +960,13 @@ int cmd_prepare(int argc, char **argv)
                 counts.shown - limit == 1 ? "" : "s", limit, check_only ? "" : "; prepare --check lists up to 100");
     }
     if (fatal) goto out;
+    if (k.stopped) {
+        say("stop signal %s: %zu shard%s written and recorded in %s/" JOURNAL "; exiting %d to be requeued (the "
+            "next prepare continues at document %" PRIu64 ")", stopsig_name() ? stopsig_name() : "?", k.n_entries,
+            k.n_entries == 1 ? "" : "s", plan.shards_dir, STOP_EXIT_REQUEUE, k.journal_doc + 1);
+        status = STOP_EXIT_REQUEUE;
+        goto out;
+    }
     if (close_row(&k) || write_shard(&k)) goto out;
     pr.done_bytes = pr.total_bytes;
     progress(&pr, &counts, &k, 1);
@@ -833,14 +1028,19 @@ int cmd_prepare(int argc, char **argv)
         if (keep) sweep_dir(plan.shards_dir, keep);
         free(keep);
     }
+    journal_remove(plan.shards_dir);
     say("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
             " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s",
             counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
             k.n_entries == 1 ? "" : "s", plan.shards_dir);
     status = 0;
 out:
-    /* a failed prepare removes what it wrote of the new set; the live set stays */
-    if (status != 0 && !check_only && lock_fd >= 0) sweep_dir(plan.shards_dir, live);
+    /* a failed prepare removes what it wrote of the new set, and its journal; the
+     * live set stays. A stopped one keeps both for the next prepare. */
+    if (status != 0 && status != STOP_EXIT_REQUEUE && !check_only && lock_fd >= 0) {
+        sweep_dir(plan.shards_dir, live);
+        journal_remove(plan.shards_dir);
+    }
     shard_names_free(live);
     unlock_dir(lock_fd);
     free(per_ds);
