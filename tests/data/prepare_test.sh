@@ -143,6 +143,47 @@ chk=$("$SHARD" --check "$S/kill/shards" 2>&1)
 if [[ $chk == "rows 40000 docs 40000 "* && -z $(ls "$S/kill/shards" | grep tmp) ]]; then ok "rerun after kill: $chk"
 else no "rerun after kill" "$out $chk"; fi
 
+# 7b. a stop signal (USR2, TERM) finishes the shard being written, records it in progress.json and
+#     exits 3; the next prepare keeps those shards untouched and continues where the last one cut
+#     the stream: the result is byte for byte an uninterrupted prepare's (packed sft and streamed pt)
+plan "$S/ref" sharegpt "$S/big.json" 128 true fail
+"$TRAIN" prepare "$S/ref/plan.json" --shard-tokens 30000 >/dev/null 2>&1
+stop_resume() {   # stop_resume NAME SIGNAL SHARD_TOKENS REF
+    local d=$S/$1 sig=$2 st=$3 ref=$4 pid rc out
+    "$TRAIN" prepare "$d/plan.json" --threads 1 --shard-tokens "$st" >"$d.err" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 1000); do compgen -G "$d/shards/shard-*-00002.bin" >/dev/null && break; sleep 0.005; done
+    kill -"$sig" $pid; wait $pid; rc=$?
+    [[ $rc -eq 3 && -e $d/shards/progress.json && ! -e $d/shards/index.json ]] || { echo "exit $rc"; cat "$d.err"; return 1; }
+    grep -q "stop signal $sig: [0-9]* shards written" "$d.err" || { cat "$d.err"; return 1; }
+    stat -c '%i %Y.%y %n' "$d"/shards/shard-*.bin > "$d.before"
+    out=$("$TRAIN" prepare "$d/plan.json" --threads 2 --shard-tokens "$st" 2>&1) || { echo "$out"; return 1; }
+    [[ $out == *"resuming: "*" shards of an interrupted prepare kept"* ]] || { echo "$out"; return 1; }
+    stat -c '%i %Y.%y %n' $(awk '{print $NF}' "$d.before") | diff - "$d.before" || { echo "finished shards rewritten"; return 1; }
+    [[ ! -e $d/shards/progress.json ]] || { echo "journal left behind"; return 1; }
+    diff -r "$ref/shards" "$d/shards" || { echo "differs from an uninterrupted prepare"; return 1; }
+}
+plan "$S/stop" sharegpt "$S/big.json" 128 true fail
+if out=$(stop_resume stop USR2 30000 "$S/ref"); then ok "USR2 during prepare: exit 3, then resumed without redoing finished shards, same bytes"
+else no "USR2 during prepare" "$out"; fi
+rm -rf "$S/stop/shards"
+if out=$(stop_resume stop TERM 30000 "$S/ref"); then ok "TERM during prepare: the same"; else no "TERM during prepare" "$out"; fi
+for i in $(seq 1 3000); do echo "{\"text\": \"Document $i says hello to the number $((i * 37)) and then goes on about things $i times, with words enough to be cut across rows.\"}"; done > "$S/long.jsonl"
+plan "$S/ptref" text "$S/long.jsonl" 128 true fail pt null
+plan "$S/ptstop" text "$S/long.jsonl" 128 true fail pt null
+"$TRAIN" prepare "$S/ptref/plan.json" --shard-tokens 3000 >/dev/null 2>&1
+if out=$(stop_resume ptstop USR2 3000 "$S/ptref"); then ok "USR2 during a streamed pt prepare: resumed inside the cut document, same bytes"
+else no "USR2 during pt prepare" "$out"; fi
+# --force starts over: the journal and its shards go
+rm -rf "$S/stop/shards"
+"$TRAIN" prepare "$S/stop/plan.json" --threads 1 --shard-tokens 30000 >/dev/null 2>&1 & pid=$!
+for _ in $(seq 1 1000); do compgen -G "$S/stop/shards/shard-*-00002.bin" >/dev/null && break; sleep 0.005; done
+kill -USR2 $pid; wait $pid
+out=$("$TRAIN" prepare "$S/stop/plan.json" --force --shard-tokens 30000 2>&1)
+if [[ $out != *resuming* && ! -e $S/stop/shards/progress.json ]] && diff -r "$S/ref/shards" "$S/stop/shards" >/dev/null; then
+    ok "--force after a stop: starts over, no journal left"
+else no "--force after a stop" "$out"; fi
+
 # 8. usage and plan errors
 "$TRAIN" prepare >/dev/null 2>&1; rc1=$?
 "$TRAIN" prepare /nonexistent/plan.json >/dev/null 2>&1; rc2=$?
