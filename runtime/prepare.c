@@ -252,9 +252,16 @@ static void pool_wait(Pool *p)
 
 /* ---- packing rows into shards ---- */
 
+/* The stats file's length histogram (docs/estimator.md "The stats file"): bin i
+ * holds documents of i*STATS_BIN .. (i+1)*STATS_BIN-1 tokens, the last bin all
+ * longer ones; 4096 bins is what llmc reads. */
+#define STATS_BIN 16
+#define STATS_BINS 4096
+
 /* Per dataset, for index.json and the stats file: the estimator can use real token counts. */
 typedef struct {
     uint64_t kept, skipped, tokens, labels;
+    uint64_t hist[STATS_BINS];  /* documents by length as packed */
 } DatasetCounts;
 
 typedef struct {
@@ -350,6 +357,7 @@ static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n,
 {
     c->tokens += n;
     for (size_t i = 1; i < n; i++) c->labels += mask[i];
+    c->hist[n / STATS_BIN < STATS_BINS ? n / STATS_BIN : STATS_BINS - 1]++;
     k->resume_doc = seq + 1;
     k->resume_at = 0;
 }
@@ -393,6 +401,16 @@ static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t 
 
 #define JOURNAL "progress.json"
 
+/* The histogram as a JSON array, cut after its last non-empty bin. */
+static cJSON *hist_json(const DatasetCounts *c)
+{
+    size_t n = STATS_BINS;
+    while (n > 1 && c->hist[n - 1] == 0) n--;
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)c->hist[i]));
+    return a;
+}
+
 /* Write DIR/progress.json (atomically) for the shards written so far: what a
  * prepare stopped by a signal, killed or preempted continues from. */
 static int journal_write(Packer *k)
@@ -423,6 +441,7 @@ static int journal_write(Packer *k)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "tokens", (double)k->per_ds[i].tokens);
         cJSON_AddNumberToObject(o, "label_tokens", (double)k->per_ds[i].labels);
+        cJSON_AddItemToObject(o, "length_counts", hist_json(&k->per_ds[i]));
         cJSON_AddItemToArray(ds, o);
     }
     char *text = cJSON_PrintUnformatted(j);
@@ -477,8 +496,16 @@ static int journal_take(Packer *k)
              !journal_u64(j, "n_tokens", &k->n_tokens) && !journal_u64(j, "n_labels", &k->n_labels) &&
              !journal_u64(j, "n_rows", &k->n_rows) && !journal_u64(j, "n_docs", &k->n_docs);
     size_t i = 0;
-    for (const cJSON *d = ok ? ds->child : NULL; d && ok; d = d->next, i++)
+    for (const cJSON *d = ok ? ds->child : NULL; d && ok; d = d->next, i++) {
         ok = !journal_u64(d, "tokens", &k->per_ds[i].tokens) && !journal_u64(d, "label_tokens", &k->per_ds[i].labels);
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "length_counts");
+        ok = ok && cJSON_IsArray(h) && cJSON_GetArraySize(h) <= STATS_BINS;
+        size_t b = 0;
+        for (const cJSON *c = ok ? h->child : NULL; c && ok; c = c->next, b++) {
+            ok = cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble <= 9007199254740992.0;
+            if (ok) k->per_ds[i].hist[b] = (uint64_t)c->valuedouble;
+        }
+    }
     size_t n = ok ? (size_t)cJSON_GetArraySize(sh) : 0;
     ShardEntry *e = ok && n ? calloc(n, sizeof *e) : NULL;
     if (n && !e) ok = 0;
@@ -517,6 +544,44 @@ static void journal_remove(const char *dir)
     char *path = resolve(dir, JOURNAL);
     if (path) unlink(path);
     free(path);
+}
+
+/* ---- the stats file: what llmc's estimator reads beside each dataset ---- */
+
+/* FILE.stats.json beside each dataset (docs/estimator.md "The stats file"):
+ * records kept, tokens as packed, the length histogram, and the settings they
+ * depend on (context, packing, template; no paths, so that the same data and
+ * settings give the same bytes wherever prepare runs). A cache for `llmc check/explain`, so a data directory that cannot be
+ * written to is a warning. */
+static void write_stats(const DataPlan *plan, const DatasetCounts *per_ds)
+{
+    for (size_t i = 0; i < plan->n_ds; i++) {
+        const DatasetCounts *c = &per_ds[i];
+        if (c->kept == 0) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "format", "llmc-data-stats");
+        cJSON_AddNumberToObject(o, "version", 1);
+        cJSON_AddNumberToObject(o, "records", (double)c->kept);
+        cJSON_AddNumberToObject(o, "tokens", (double)c->tokens);
+        cJSON_AddNumberToObject(o, "label_tokens", (double)c->labels);
+        cJSON *h = cJSON_AddObjectToObject(o, "length_histogram");
+        cJSON_AddNumberToObject(h, "bin_tokens", STATS_BIN);
+        cJSON_AddItemToObject(h, "counts", hist_json(c));
+        cJSON_AddNumberToObject(o, "context", plan->context);
+        cJSON_AddBoolToObject(o, "packing", plan->packing);
+        if (plan->tpl) cJSON_AddStringToObject(o, "template", plan->tpl->name);
+        else cJSON_AddNullToObject(o, "template");
+        char *text = cJSON_Print(o);
+        cJSON_Delete(o);
+        size_t n = strlen(plan->ds[i].file) + sizeof ".stats.json";
+        char *path = malloc(n), err[512];
+        if (path) snprintf(path, n, "%s.stats.json", plan->ds[i].file);
+        if (!text || !path) say("warning: out of memory writing the stats of dataset %s", plan->ds[i].name);
+        else if (shard_write_file_atomic(path, text, strlen(text), err, sizeof err))
+            say("warning: %s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
+        free(text);
+        free(path);
+    }
 }
 
 /* ---- the command ---- */
@@ -1001,6 +1066,7 @@ int cmd_prepare(int argc, char **argv)
         cJSON_AddNumberToObject(o, "label_tokens", (double)per_ds[i].labels);
         cJSON_AddItemToArray(dsa, o);
     }
+    if (!check_only) write_stats(&plan, per_ds);
     free(per_ds);
     per_ds = NULL;
     char *sum_text = cJSON_PrintUnformatted(sum);

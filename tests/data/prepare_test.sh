@@ -30,8 +30,12 @@ plan() {
 JSON
 }
 
-# 1. the tiny example: 4000 rows, row 0 is record 1 rendered with the qwen template
-plan "$S/tiny" sharegpt "$R/examples/tiny/data/arith.json" 64 false fail
+# 1. the tiny example: 4000 rows, row 0 is record 1 rendered with the qwen template.
+#    Plans read a copy: prepare writes FILE.stats.json beside its data, and the
+#    repository's copy of the example's stats is the example plan's.
+A=$S/tiny-arith.json
+cp "$R/examples/tiny/data/arith.json" "$A"
+plan "$S/tiny" sharegpt "$A" 64 false fail
 if out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1) && chk=$("$SHARD" --check "$S/tiny/shards" 2>&1) &&
    [[ $chk == "rows 4000 docs 4000 segments 4000 "* ]]; then ok "prepare tiny: $chk"; else no "prepare tiny" "$out $chk"; fi
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["messages"][int(sys.argv[2])]["content"])' "$R/examples/tiny/data/arith.json" "$1"; }
@@ -61,8 +65,8 @@ out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
 if [[ $out != *"up to date"* && $out == *"4000 records kept"* ]]; then ok "changed input: prepared again"; else no "changed input" "$out"; fi
 
 # 3. the same bytes whatever the thread count (several shards)
-plan "$S/t1" sharegpt "$R/examples/tiny/data/arith.json" 128 true fail
-plan "$S/t3" sharegpt "$R/examples/tiny/data/arith.json" 128 true fail
+plan "$S/t1" sharegpt "$A" 128 true fail
+plan "$S/t3" sharegpt "$A" 128 true fail
 "$TRAIN" prepare "$S/t1/plan.json" --threads 1 --shard-tokens 20000 >/dev/null 2>&1
 "$TRAIN" prepare "$S/t3/plan.json" --threads 3 --shard-tokens 20000 >/dev/null 2>&1
 n=$(ls "$S/t1/shards" | grep -c '^shard-')
@@ -187,7 +191,7 @@ else no "--force after a stop" "$out"; fi
 # 8. usage and plan errors
 "$TRAIN" prepare >/dev/null 2>&1; rc1=$?
 "$TRAIN" prepare /nonexistent/plan.json >/dev/null 2>&1; rc2=$?
-plan "$S/nots" sharegpt "$R/examples/tiny/data/arith.json" 64 false fail sft null
+plan "$S/nots" sharegpt "$A" 64 false fail sft null
 out=$("$TRAIN" prepare "$S/nots/plan.json" 2>&1); rc3=$?
 if [[ $rc1 -eq 2 && $rc2 -eq 2 && $rc3 -eq 2 && $out == *"needs tokenizer.template"* ]]; then ok "usage and plan errors"
 else no "usage/plan errors ($rc1 $rc2 $rc3)" "$out"; fi
@@ -252,7 +256,7 @@ nonreg() {
     out=$(timeout 20 "$TRAIN" prepare "$S/nonreg/plan.json" 2>&1); rc=$?
     [[ $rc -eq 2 && $out == *"$f: the dataset is $kind; it must be a regular file"* ]] || { echo "exit $rc: $out"; return 1; }
     sed -i "s|\"path\": \"[^\"]*\"|\"path\": \"$f\"|" "$S/nonreg/plan.json"
-    sed -i "s|\"file\": \"[^\"]*\"|\"file\": \"$R/examples/tiny/data/arith.json\"|" "$S/nonreg/plan.json"
+    sed -i "s|\"file\": \"[^\"]*\"|\"file\": \"$A\"|" "$S/nonreg/plan.json"
     out=$(timeout 20 "$TRAIN" prepare "$S/nonreg/plan.json" 2>&1); rc=$?
     [[ $rc -eq 2 && $out == *"$f"*"$kind"* ]] || { echo "tokenizer: exit $rc: $out"; return 1; }
 }
