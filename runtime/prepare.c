@@ -768,11 +768,12 @@ static void usage(FILE *out)
     fputs("usage: llmc-train prepare PLAN.json [--threads N] [--force] [--check] [--shard-tokens N]\n"
           "                                   [--max-record-bytes N]\n"
           "  tokenizes the plan's datasets into packed token shards in data.shards_dir\n"
-          "  --threads N        tokenizer threads (default: all cores)\n"
+          "  --threads N        tokenizer threads (default $LLMC_THREADS, else the CPUs this\n"
+          "                     process may run on: its affinity mask, e.g. Slurm's --cpus-per-task)\n"
           "  --force            redo even when index.json says the shards are up to date\n"
           "  --check            read, check and tokenize everything, list every bad record\n"
           "                     (up to 100) and the totals; write nothing\n"
-          "  --shard-tokens N   tokens per shard file (default 33554432)\n"
+          "  --shard-tokens N   tokens per shard file (default $LLMC_SHARD_TOKENS, else 33554432)\n"
           "  --max-record-bytes N  a record taking more memory than N bytes once read is a bad\n"
           "                     record (\"too_large\"; default 16777216 = 16 MiB, at most 1 GiB)\n", out);
 }
@@ -781,7 +782,9 @@ int cmd_prepare(int argc, char **argv)
 {
     const char *plan_path = NULL;
     long threads = cpus_available();
-    long long shard_tokens = 1LL << 25;
+    /* LLMC_SHARD_TOKENS: the default of --shard-tokens where the job script starts prepare */
+    const char *st_env = getenv("LLMC_SHARD_TOKENS");
+    long long shard_tokens = st_env && *st_env ? strtoll(st_env, NULL, 10) : 1LL << 25;
     long long max_record = (long long)JS_MAX_RECORD_DEFAULT;
     int force = 0, check_only = 0;
     for (int i = 1; i < argc; i++) {
