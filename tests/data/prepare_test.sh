@@ -30,17 +30,17 @@ plan() {
 JSON
 }
 
-# 1. the tiny example: 4000 rows, row 0 is record 1 rendered with the qwen template.
+# 1. the tiny example: 9600 rows, row 0 is record 1 rendered with the qwen template.
 #    Plans read a copy: prepare writes FILE.stats.json beside its data, and the
 #    repository's copy of the example's stats is the example plan's.
 A=$S/tiny-arith.json
 cp "$R/examples/tiny/data/arith.json" "$A"
 plan "$S/tiny" sharegpt "$A" 64 false fail
 if out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1) && chk=$("$SHARD" --check "$S/tiny/shards" 2>&1) &&
-   [[ $chk == "rows 4000 docs 4000 segments 4000 "* ]]; then ok "prepare tiny: $chk"; else no "prepare tiny" "$out $chk"; fi
+   [[ $chk == "rows 9600 docs 9600 segments 9600 "* ]]; then ok "prepare tiny: $chk"; else no "prepare tiny" "$out $chk"; fi
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["messages"][int(sys.argv[2])]["content"])' "$R/examples/tiny/data/arith.json" "$1"; }
-q=$(field 0) a=$(field 1)
-want=$(printf '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n%s<|im_end|>\n' "$q" "$a")
+sys=$(field 0) q=$(field 1) a=$(field 2)
+want=$(printf '<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n%s<|im_end|>\n' "$sys" "$q" "$a")
 row=$("$SHARD" --row "$S/tiny/shards" 0)
 got=$(head -n 1 <<<"$row" | "$TRAIN" tokenize --tokenizer examples/tiny/tokenizer --decode)
 labels=$(tail -n 1 <<<"$row" | tr ' ' '\n' | grep -c 1)
@@ -49,8 +49,26 @@ if [[ "$got" == "${want%$'\n'}" && $labels -eq $ans ]]; then ok "row 0 = record 
 else no "row 0" "got: $got / labels $labels, answer tokens $ans"; fi
 
 sumok=$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); d=i["summary"]["datasets"][0]
-print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_tokens"] and d["records_kept"] == 4000))' "$S/tiny/shards/index.json")
+print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_tokens"] and d["records_kept"] == 9600))' "$S/tiny/shards/index.json")
 if [[ $sumok == 1 ]]; then ok "index.json summary: per-dataset records and tokens"; else no "index.json summary"; fi
+
+# 1b. the stats file beside the data (issue 12): records and tokens as packed, the length
+#     histogram; `llmc explain` then takes its token counts and padding from it
+stok=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); i=json.load(open(sys.argv[2]))
+h=s["length_histogram"]
+print(int(s["format"] == "llmc-data-stats" and s["records"] == 9600 and s["tokens"] == i["n_tokens"] and
+          h["bin_tokens"] == 16 and sum(h["counts"]) == 9600 and s["context"] == 64 and s["packing"] is False))' \
+      "$A.stats.json" "$S/tiny/shards/index.json" 2>&1)
+if [[ $stok == 1 ]]; then ok "FILE.stats.json: 9600 records, the tokens of index.json, a histogram of 9600"
+else no "stats file" "$stok $(cat "$A.stats.json" 2>&1)"; fi
+sed -e "s|\"data/arith.json\"|\"$A\"|" -e "s|\"tokenizer\"$|\"$R/examples/tiny/tokenizer\"|" \
+    -e 's/context          = 128/context          = 64/' -e 's/packing          = true/packing          = false/' \
+    "$R/examples/tiny/tiny.llm" >"$S/stats.llm"
+ex=$("$BUILD/llmc" explain "$S/stats.llm" --color=never 2>&1)
+ntok=$(python3 -c 'import json,sys; print("%.1fK" % (json.load(open(sys.argv[1]))["n_tokens"] / 1000))' "$S/tiny/shards/index.json")
+if grep -Eq "tokens per epoch +$ntok +prepare stats" <<<"$ex" && [[ $ex == *"from the stats file's length histogram"* ]]; then
+    ok "llmc explain takes tokens per epoch ($ntok) and padding from the stats file"
+else no "explain with stats" "$ex"; fi
 
 # 2. idempotent: a second run does nothing; a changed input file is prepared again
 before=$(stat -c %Y.%s "$S"/tiny/shards/shard-*-00000.bin)
@@ -62,7 +80,7 @@ plan "$S/tiny2" sharegpt "$S/arith.json" 64 false fail
 "$TRAIN" prepare "$S/tiny2/plan.json" >/dev/null 2>&1
 touch -d '2001-01-01' "$S/arith.json"
 out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
-if [[ $out != *"up to date"* && $out == *"4000 records kept"* ]]; then ok "changed input: prepared again"; else no "changed input" "$out"; fi
+if [[ $out != *"up to date"* && $out == *"9600 records kept"* ]]; then ok "changed input: prepared again"; else no "changed input" "$out"; fi
 
 # 3. the same bytes whatever the thread count (several shards)
 plan "$S/t1" sharegpt "$A" 128 true fail
@@ -76,7 +94,7 @@ else no "thread independence" "$(ls "$S/t1/shards" "$S/t3/shards")"; fi
 # 4. packing: several documents per row, positions restart, every record kept
 chk=$("$SHARD" --check "$S/t1/shards" 2>&1)
 rows=$(awk '{print $2}' <<<"$chk") segs=$(awk '{print $6}' <<<"$chk")
-if [[ $? -eq 0 && $segs -eq 4000 && $rows -lt 3000 ]]; then ok "packing: $chk"; else no "packing" "$chk"; fi
+if [[ $? -eq 0 && $segs -eq 9600 && $rows -lt 4800 ]]; then ok "packing: $chk"; else no "packing" "$chk"; fi
 
 # 5. pre-training text (JSON Lines), packed: documents end with eos and are cut across rows
 for i in $(seq 1 50); do echo "{\"text\": \"Document $i says hello to the number $((i * 37)).\"}"; done > "$S/docs.jsonl"
@@ -206,7 +224,7 @@ files=$(ls "$S/keep/shards")
 cp tests/data/bad/sharegpt_bad.json "$S/keep.json"
 out=$("$TRAIN" prepare "$S/keep/plan.json" 2>&1); rc=$?
 chk=$("$SHARD" --check "$S/keep/shards" 2>&1)
-if [[ $rc -eq 1 && $chk == "rows 4000 docs 4000 "* ]] && cmp -s "$S/keep-index.json" "$S/keep/shards/index.json" &&
+if [[ $rc -eq 1 && $chk == "rows 9600 docs 9600 "* ]] && cmp -s "$S/keep-index.json" "$S/keep/shards/index.json" &&
    [[ $(ls "$S/keep/shards") == "$files" ]]; then ok "failed re-prepare: the previous set is kept whole"
 else no "failed re-prepare (exit $rc)" "$out $chk $(ls "$S/keep/shards")"; fi
 cp "$S/kill/shards/index.json" "$S/kill-index.json"
