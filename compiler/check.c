@@ -2850,6 +2850,26 @@ static void check_job_site(Checker *c, const PlanJob *j)
 static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",
                                        "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container"};
 
+/* Two jobs whose runs write one output directory would write the same
+ * checkpoints, metrics and export over each other (and resume from each
+ * other's checkpoints): an error at the later job. */
+static void check_shared_output(Checker *c, const Plan *plan)
+{
+    for (int j = 1; j < plan->njobs; j++) {
+        const PlanJob *b = plan->jobs[j];
+        if (!b->run || !b->run->output_dir) continue;
+        for (int i = 0; i < j; i++) {
+            const PlanJob *a = plan->jobs[i];
+            if (!a->run || !a->run->output_dir || strcmp(a->run->output_dir, b->run->output_dir)) continue;
+            Diag *g = diag_error(c->d, b->run_at, "job '%s' writes output directory '%s', which job '%s' (line %d) "
+                                 "writes too", b->name, b->run->output_dir, a->name, a->at.start.line);
+            diag_note(g, "both would write the same checkpoints, metrics and export, and resume from each other's");
+            diag_help(g, "give each job a train block with its own `output`");
+            break;
+        }
+    }
+}
+
 static void check_job(Checker *c, const Item *it, PlanJob *j)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
@@ -3068,6 +3088,7 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
     plan->trains = (PlanTrain **)lists[K_TRAIN].items; plan->ntrains = lists[K_TRAIN].n;
     plan->jobs = (PlanJob **)lists[K_JOB].items; plan->njobs = lists[K_JOB].n;
     for (int i = 0; i < plan->njobs; i++) check_k8s_paths(&c, plan->jobs[i]);
+    check_shared_output(&c, plan);
     free(c.syms);
     free(c.index);
 }
