@@ -867,6 +867,13 @@ int cmd_prepare(int argc, char **argv)
         return 1;
     }
     DatasetCounts *per_ds = calloc(plan.n_ds, sizeof *per_ds);
+    if (!per_ds) {
+        say("out of memory");
+        tok_free(tok);
+        unlock_dir(lock_fd);
+        free_plan(&plan);
+        return 1;
+    }
     Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
                 .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only, .per_ds = per_ds,
                 .n_ds = plan.n_ds, .data_hash = plan.hash, .journal = !check_only};
@@ -875,7 +882,7 @@ int cmd_prepare(int argc, char **argv)
      * new set is complete; the shards an interrupted prepare of the same data
      * recorded in its journal are taken up (unless --force); other leftovers go */
     int resumed = 0;
-    if (!check_only && per_ds) {
+    if (!check_only) {
         live = shard_index_files(plan.shards_dir);
         resumed = !force && journal_take(&k);
         if (!resumed) journal_remove(plan.shards_dir);
@@ -914,7 +921,7 @@ int cmd_prepare(int argc, char **argv)
     k.pos = malloc(cells * 4);
     k.mask = malloc(cells);
     int started = 0;
-    if (!per_ds || !pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
+    if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
     for (int i = 0; i < pool.n_workers; i++) {
         pool.workers[i].pool = &pool;
         pool.workers[i].enc = tok_encoder_new(tok);
