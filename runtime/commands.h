@@ -8,5 +8,6 @@ int cmd_tokenize(int argc, char **argv);  /* runtime/tokenize_cmd.c: text on std
 int cmd_prepare(int argc, char **argv);   /* runtime/prepare.c: plan.json -> token shards */
 int cmd_run(int argc, char **argv);       /* runtime/cpu_backend.c over runtime/train_loop.c: plan.json -> training */
 int cmd_verify(int argc, char **argv);    /* runtime/checkpoint.c: sha256 manifest check */
+int cmd_generate(int argc, char **argv);  /* runtime/generate.c: an export's greedy answers to questions */
 
 #endif

@@ -12,6 +12,7 @@
 #pragma weak cmd_prepare
 #pragma weak cmd_run
 #pragma weak cmd_verify
+#pragma weak cmd_generate
 
 static void usage(FILE *out)
 {
@@ -23,6 +24,7 @@ static void usage(FILE *out)
           "  tokenize --tokenizer DIR [--decode]\n"
           "                         text on stdin -> token ids (or ids -> text)\n"
           "  verify DIR             check a checkpoint's sha256 manifest\n"
+          "  generate DIR QUESTION...  an exported model's greedy answers\n"
           "  check-plan PLAN.json   read the plan as run does: exit 0 accepted, 1 refused\n"
           "\n"
           "  --help, --version\n", out);
@@ -33,7 +35,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"run", cmd_run}, {"prepare", cmd_prepare},
         {"tokenize", cmd_tokenize}, {"verify", cmd_verify},
-        {"check-plan", cmd_check_plan},
+        {"check-plan", cmd_check_plan}, {"generate", cmd_generate},
     };
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }

@@ -1,5 +1,6 @@
 /* ops_cpu.c — fp32 CPU kernels (see ops_cpu.h). */
 #include "ops_cpu.h"
+#include "cpus.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -22,9 +23,7 @@ void ops_set_threads(int n)
 int ops_threads(void)
 {
     if (g_threads == 0) {
-        const char *env = getenv("LLMC_THREADS");
-        long n = env ? strtol(env, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-        ops_set_threads(n > 0 ? (int)n : 1);
+        ops_set_threads(cpus_available());
     }
     return g_threads;
 }

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Threads used by ops_parallel_for (default: online cores; LLMC_THREADS overrides). */
+/* Threads used by ops_parallel_for (default: cpus_available(): LLMC_THREADS, else the affinity mask). */
 void ops_set_threads(int n);
 int ops_threads(void);
 /* Run fn(ctx, i) for i in [0, n), split in contiguous chunks over the threads. */

@@ -1,6 +1,7 @@
 /* plan.c — load and check plan.json for the trainer (plan.h). */
 #include "plan.h"
 
+#include "json_stream.h"   /* open_regular_file */
 #include "plan_limits.h"   /* contract/: the limits llmc checks with */
 
 #include <errno.h>
@@ -141,6 +142,16 @@ static void check_text(Ctx *c, const cJSON *obj, const char *sect, const char *k
              (unsigned char)v->valuestring[at], at);
 }
 
+char *run_plan_resolve(const RunPlan *p, const char *rel)
+{
+    if (!rel) return NULL;
+    if (rel[0] == '/' || !p->dir) return strdup(rel);
+    size_t n = strlen(p->dir) + strlen(rel) + 2;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s/%s", p->dir, rel);
+    return s;
+}
+
 /* datasets[]: what llmc's checker also refuses (file type for the llmc
  * trainer, counts, control characters in names). Absent in hand-written plans
  * that only `run` prepared shards. */
@@ -176,20 +187,86 @@ static void check_datasets(Ctx *c, const cJSON *ds, int llmc_backend)
     }
 }
 
-char *run_plan_resolve(const RunPlan *p, const char *rel)
+/* A column or tag of datasets[i]: its string, or NULL when null or absent. */
+static char *spec_field(Ctx *c, const cJSON *d, const char *sub, const char *key, int needed, const char *format)
 {
-    if (!rel) return NULL;
-    if (rel[0] == '/' || !p->dir) return strdup(rel);
-    size_t n = strlen(p->dir) + strlen(rel) + 2;
-    char *s = malloc(n);
-    if (s) snprintf(s, n, "%s/%s", p->dir, rel);
-    return s;
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(d, sub);
+    const cJSON *v = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    if (cJSON_IsString(v) && v->valuestring[0]) return strdup(v->valuestring);
+    if (needed) {
+        char path[96];
+        snprintf(path, sizeof path, "%s.%s.%s", c->elem, sub, key);
+        fail(c, path, "format %s reads this %s; expected a non-empty string (llmc writes LLaMA-Factory's default)",
+             format, !strcmp(sub, "columns") ? "column" : "tag");
+    }
+    return NULL;
+}
+
+/* datasets[] as `prepare` reads them (after check_datasets): at least one, each
+ * with its file resolved, a format the stage takes, and the columns and tags
+ * that format reads. The compiler writes LLaMA-Factory's defaults into the
+ * plan, so nothing is filled in here. */
+static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
+{
+    int n = cJSON_IsArray(ds) ? cJSON_GetArraySize(ds) : 0;
+    if (n == 0) { fail(c, "datasets", "expected at least one dataset"); return; }
+    p->datasets = calloc((size_t)n, sizeof *p->datasets);
+    if (!p->datasets) { fail(c, "datasets", "out of memory"); return; }
+    static const char *const formats[] = {"sharegpt", "alpaca", "text", NULL};
+    int i = 0;
+    for (const cJSON *d = ds->child; d && !c->failed; d = d->next, i++) {
+        DatasetSpec *s = &p->datasets[p->n_datasets++];
+        snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "name");
+        s->name = strdup(cJSON_IsString(name) ? name->valuestring : "?");
+        char *file = get_str(c, d, c->elem, "file", 0);
+        s->file = run_plan_resolve(p, file);
+        free(file);
+        char *fmt = get_str(c, d, c->elem, "format", 0);
+        int f = one_of(c, c->elem, "format", fmt, formats);
+        free(fmt);
+        if (f < 0) return;
+        s->format = f == 0 ? FMT_SHAREGPT : f == 1 ? FMT_ALPACA : FMT_TEXT;
+        if (s->format != FMT_TEXT && pretrain)
+            fail(c, c->elem, "dataset %s: a pt plan takes format text", s->name);
+        if (s->format == FMT_TEXT && !pretrain)
+            fail(c, c->elem, "dataset %s: format text is for pt plans; sft needs sharegpt or alpaca", s->name);
+        const char *fn = formats[f];
+        int sg = s->format == FMT_SHAREGPT, al = s->format == FMT_ALPACA;
+        s->messages = spec_field(c, d, "columns", "messages", sg, fn);
+        s->system = spec_field(c, d, "columns", "system", 0, fn);
+        s->tools = spec_field(c, d, "columns", "tools", 0, fn);
+        s->prompt = spec_field(c, d, "columns", "prompt", al, fn);
+        s->query = spec_field(c, d, "columns", "query", 0, fn);
+        s->response = spec_field(c, d, "columns", "response", al, fn);
+        s->history = spec_field(c, d, "columns", "history", 0, fn);
+        s->text = spec_field(c, d, "columns", "text", s->format == FMT_TEXT, fn);
+        s->role = spec_field(c, d, "tags", "role", sg, fn);
+        s->content = spec_field(c, d, "tags", "content", sg, fn);
+        s->user = spec_field(c, d, "tags", "user", sg, fn);
+        s->assistant = spec_field(c, d, "tags", "assistant", sg, fn);
+        s->observation = spec_field(c, d, "tags", "observation", 0, fn);
+        s->function = spec_field(c, d, "tags", "function", 0, fn);
+        s->system_tag = spec_field(c, d, "tags", "system", 0, fn);
+    }
+}
+
+static void free_datasets(RunPlan *p)
+{
+    for (size_t i = 0; i < p->n_datasets; i++) {
+        DatasetSpec *d = &p->datasets[i];
+        char *all[] = {d->name, d->file, d->messages, d->system, d->tools, d->prompt, d->query, d->response,
+                       d->history, d->text, d->role, d->content, d->user, d->assistant, d->observation,
+                       d->function, d->system_tag};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free(all[k]);
+    }
+    free(p->datasets);
 }
 
 static char *read_file(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    FILE *f = open_regular_file(path, "plan file", err, errlen);   /* a FIFO must not block */
+    if (!f) return NULL;
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -209,12 +286,15 @@ static char *read_file(const char *path, char *err, size_t errlen)
     return buf;
 }
 
-int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
+/* Read and parse path into p->json, then the top level every reader checks:
+ * the version, job, stage and backend. *llmc_backend: backend absent or "llmc". */
+static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
 {
     memset(p, 0, sizeof *p);
-    Ctx c = {path, err, errlen, 0, ""};
-    char *text = read_file(path, err, errlen);
-    if (!text) return -1;
+    p->model_vocab = -1;
+    *llmc_backend = 1;
+    char *text = read_file(path, c->err, c->errlen);
+    if (!text) { c->failed = 1; return; }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
@@ -222,9 +302,10 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
         const char *at = end ? end : text;
         int line = 1, col = 1;
         for (const char *s = text; s < at && *s; s++) { if (*s == '\n') { line++; col = 1; } else col++; }
-        snprintf(err, errlen, "%s:%d:%d: invalid JSON", path, line, col);
+        snprintf(c->err, c->errlen, "%s:%d:%d: invalid JSON", path, line, col);
+        c->failed = 1;
         free(text);
-        return -1;
+        return;
     }
     free(text);
     p->json = root;
@@ -232,30 +313,54 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     const char *slash = strrchr(path, '/');
     p->dir = slash ? strndup(path, (size_t)(slash - path == 0 ? 1 : slash - path)) : strdup(".");
 
-    if (!cJSON_IsObject(root)) { fail(&c, "(top level)", "expected an object"); goto done; }
-    cJSON *ver = member(&c, root, NULL, "llmc_plan_version");
+    if (!cJSON_IsObject(root)) { fail(c, "(top level)", "expected an object"); return; }
+    cJSON *ver = member(c, root, NULL, "llmc_plan_version");
     if (ver && (!cJSON_IsNumber(ver) || ver->valuedouble != RUN_PLAN_VERSION)) {
         if (cJSON_IsNumber(ver))
-            fail(&c, "llmc_plan_version", "this llmc-train reads version %d; the plan is version %g",
+            fail(c, "llmc_plan_version", "this llmc-train reads version %d; the plan is version %g",
                  RUN_PLAN_VERSION, ver->valuedouble);
         else
-            fail(&c, "llmc_plan_version", "expected the number %d", RUN_PLAN_VERSION);
-        goto done;
+            fail(c, "llmc_plan_version", "expected the number %d", RUN_PLAN_VERSION);
+        return;
     }
-    cJSON *jj = member(&c, root, NULL, "job");
-    if (jj && !cJSON_IsString(jj)) fail(&c, "job", "expected a string");
+    cJSON *jj = member(c, root, NULL, "job");
+    if (jj && !cJSON_IsString(jj)) fail(c, "job", "expected a string");
     else if (jj) p->job = strdup(jj->valuestring);
-    cJSON *st = member(&c, root, NULL, "stage");
+    cJSON *st = member(c, root, NULL, "stage");
     if (st && cJSON_IsString(st)) p->stage = strdup(st->valuestring);
-    else if (st) fail(&c, "stage", "expected a string");
-    one_of(&c, "", "stage", p->stage, (const char *const[]){"pt", "sft", NULL});
+    else if (st) fail(c, "stage", "expected a string");
+    one_of(c, "", "stage", p->stage, (const char *const[]){"pt", "sft", NULL});
 
     /* backend: absent in hand-written plans means llmc */
     cJSON *be = cJSON_GetObjectItemCaseSensitive(root, "backend");
-    int llmc_backend = 1;
-    if (be && !cJSON_IsString(be)) fail(&c, "backend", "expected a string");
-    else if (be) llmc_backend = one_of(&c, "", "backend", be->valuestring,
-                                       (const char *const[]){"llmc", "llamafactory", NULL}) == 0;
+    if (be && !cJSON_IsString(be)) fail(c, "backend", "expected a string");
+    else if (be) *llmc_backend = one_of(c, "", "backend", be->valuestring,
+                                        (const char *const[]){"llmc", "llamafactory", NULL}) == 0;
+}
+
+/* tokenizer.path and .template; data.context, .packing and .shards_dir: what
+ * both `run` and `prepare` read. */
+static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const cJSON *da)
+{
+    char *tp = get_str(c, tk, "tokenizer", "path", 1);
+    p->tokenizer_path = run_plan_resolve(p, tp);
+    free(tp);
+    p->template_ = get_str(c, tk, "tokenizer", "template", 1);
+
+    p->context = (int)get_lim(c, da, PL_DATA_CONTEXT, 0);
+    p->packing = get_bool(c, da, "data", "packing");
+    char *sd = get_str(c, da, "data", "shards_dir", 0);
+    p->shards_dir = run_plan_resolve(p, sd);
+    free(sd);
+}
+
+int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
+{
+    Ctx c = {path, err, errlen, 0, ""};
+    int llmc_backend;
+    open_plan(&c, p, path, &llmc_backend);
+    if (c.failed) goto done;
+    cJSON *root = p->json;
     check_datasets(&c, cJSON_GetObjectItemCaseSensitive(root, "datasets"), llmc_backend);
 
     cJSON *m = get_obj(&c, root, "model");
@@ -296,16 +401,7 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     char cerr[160];
     if (!c.failed && model_config_check(mc, cerr, sizeof cerr)) fail(&c, "model", "%s", cerr);
 
-    char *tp = get_str(&c, tk, "tokenizer", "path", 1);
-    p->tokenizer_path = run_plan_resolve(p, tp);
-    free(tp);
-    p->template_ = get_str(&c, tk, "tokenizer", "template", 1);
-
-    p->context = (int)get_lim(&c, da, PL_DATA_CONTEXT, 0);
-    p->packing = get_bool(&c, da, "data", "packing");
-    char *sd = get_str(&c, da, "data", "shards_dir", 0);
-    p->shards_dir = run_plan_resolve(p, sd);
-    free(sd);
+    read_tokenizer_and_data(&c, p, tk, da);
 
     p->epochs = get_lim(&c, tr, PL_TRAIN_EPOCHS, -1);
     p->max_steps = (int64_t)get_lim(&c, tr, PL_TRAIN_MAX_STEPS, -1);
@@ -373,12 +469,41 @@ done:
     return 0;
 }
 
+int run_plan_load_data(RunPlan *p, const char *path, char *err, size_t errlen)
+{
+    Ctx c = {path, err, errlen, 0, ""};
+    int llmc_backend;
+    open_plan(&c, p, path, &llmc_backend);
+    if (c.failed) goto done;
+    const cJSON *root = p->json;
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "datasets");
+    check_datasets(&c, ds, llmc_backend);
+    if (!c.failed) load_datasets(&c, p, ds, !strcmp(p->stage, "pt"));
+    /* model.vocab, when the plan has a model: the tokenizer must not exceed it */
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(m, "vocab");
+    if (!c.failed && mv) p->model_vocab = (int64_t)get_lim(&c, m, PL_MODEL_VOCAB, -1);
+    cJSON *tk = get_obj(&c, root, "tokenizer");
+    cJSON *da = get_obj(&c, root, "data");
+    if (c.failed) goto done;
+    read_tokenizer_and_data(&c, p, tk, da);
+    if (!c.failed && !p->tokenizer_path) fail(&c, "tokenizer.path", "preparing data needs the tokenizer; expected a string");
+    char *policy = get_str(&c, da, "data", "on_bad_record", 0);
+    int pol = one_of(&c, "data", "on_bad_record", policy, (const char *const[]){"fail", "skip", NULL});
+    p->skip_bad = pol == 1;
+    free(policy);
+done:
+    if (c.failed) { run_plan_free(p); return -1; }
+    return 0;
+}
+
 void run_plan_free(RunPlan *p)
 {
     char *all[] = {p->path, p->dir, p->job, p->stage, p->model_name, p->model_path, p->init,
                    p->tokenizer_path, p->template_, p->shards_dir, p->precision, p->ckpt_dir,
                    p->out_dir, p->metrics_path};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    free_datasets(p);
     cJSON_Delete(p->json);
     memset(p, 0, sizeof *p);
 }

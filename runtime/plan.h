@@ -19,6 +19,17 @@
 
 #define RUN_PLAN_VERSION 1
 
+/* One dataset of the plan (plan.json "datasets"): its file and the columns and
+ * role tags of its format as llmc wrote them (LLaMA-Factory's defaults filled in
+ * by the compiler; NULL where the plan says null). Read by run_plan_load_data. */
+typedef enum { FMT_SHAREGPT, FMT_ALPACA, FMT_TEXT } DataFormat;
+typedef struct {
+    char *name, *file;          /* file: resolved against the plan's directory */
+    DataFormat format;
+    char *messages, *system, *tools, *prompt, *query, *response, *history, *text;   /* columns */
+    char *role, *content, *user, *assistant, *observation, *function, *system_tag;  /* tags */
+} DatasetSpec;
+
 typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } RunSchedule;
 /* plan.json's spellings of RunSchedule, in enum order, NULL-terminated */
 extern const char *const run_schedule_names[];
@@ -57,11 +68,21 @@ typedef struct {
     /* output */
     char *out_dir, *metrics_path;   /* resolved; metrics_path is inside out_dir unless absolute */
     int log_every;
+    /* the data view (run_plan_load_data; run_plan_load leaves these empty) */
+    DatasetSpec *datasets;
+    size_t n_datasets;
+    int skip_bad;               /* data.on_bad_record "skip" */
+    int64_t model_vocab;        /* model.vocab, -1 when absent */
     cJSON *json;
 } RunPlan;
 
 /* 0 ok; -1 with a message ("PATH: key: what") in err. */
 int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen);
+/* The sections `llmc-train prepare` reads (top level, model.vocab, tokenizer,
+ * datasets, data), checked as run_plan_load checks them plus what preparing
+ * needs: tokenizer.path, data.on_bad_record, a known format per dataset with
+ * the columns and tags it reads. The training sections may be absent. */
+int run_plan_load_data(RunPlan *p, const char *path, char *err, size_t errlen);
 void run_plan_free(RunPlan *p);
 /* `llmc-train check-plan PLAN.json`: run_plan_load alone; exit 0 accepted,
  * 1 refused (message on stderr), 2 usage. */

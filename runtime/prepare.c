@@ -26,10 +26,13 @@
 
 #include "chat_template.h"
 #include "commands.h"
+#include "cpus.h"
 #include "json_stream.h"
 #include "log.h"
+#include "plan.h"
 #include "records.h"
 #include "shard_io.h"
+#include "stopsig.h"
 #include "tokenizer.h"
 
 #define BATCH 1024
@@ -40,17 +43,19 @@
 
 /* ---- the plan's data section ---- */
 
+/* plan.json as runtime/plan.c reads it for preparing (run_plan_load_data),
+ * with what prepare derives from it. */
 typedef struct {
-    char *plan_dir;
+    RunPlan rp;
     int pretrain;               /* stage "pt" */
-    char *tokenizer_path;
+    const char *tokenizer_path;
     const ChatTemplate *tpl;
-    DatasetSpec *ds;
+    const DatasetSpec *ds;
     size_t n_ds;
     uint32_t context;
     int packing;
     int skip_bad;               /* on_bad_record "skip" */
-    char *shards_dir;
+    const char *shards_dir;
     int64_t model_vocab;        /* -1 when absent */
     char hash[33];
 } DataPlan;
@@ -85,33 +90,9 @@ static char *resolve(const char *dir, const char *path)
     return p;
 }
 
-static const char *get_str(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static char *dup_or(const cJSON *o, const char *key, const char *fallback)
-{
-    const char *s = get_str(o, key);
-    return s ? strdup(s) : fallback ? strdup(fallback) : NULL;
-}
-
-static void free_spec(DatasetSpec *d)
-{
-    char **fields[] = {&d->name, &d->file, &d->messages, &d->system, &d->tools, &d->prompt, &d->query,
-                       &d->response, &d->history, &d->text, &d->role, &d->content, &d->user, &d->assistant,
-                       &d->observation, &d->function, &d->system_tag};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) free(*fields[i]);
-}
-
 static void free_plan(DataPlan *p)
 {
-    for (size_t i = 0; i < p->n_ds; i++) free_spec(&p->ds[i]);
-    free(p->ds);
-    free(p->plan_dir);
-    free(p->tokenizer_path);
-    free(p->shards_dir);
+    run_plan_free(&p->rp);
 }
 
 /* FNV-1a over bytes, two lanes with different offsets -> 128 bits of hex. */
@@ -137,119 +118,18 @@ static int hash_file_stat(Hash *h, const char *path)
     return 0;
 }
 
-static int load_plan(const char *path, DataPlan *p)
+/* The idempotence key: the data-relevant plan sections and the input files' stats. */
+static int data_hash(DataPlan *p)
 {
-    memset(p, 0, sizeof *p);
-    p->model_vocab = -1;
-    char oerr[600];
-    FILE *f = open_regular_file(path, "plan file", oerr, sizeof oerr);
-    if (!f) return say("%s", oerr);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (!text || got != (size_t)n) { free(text); return say("%s: cannot read", path); }
-    text[n] = '\0';
-    cJSON *root = cJSON_Parse(text);
-    free(text);
-    if (!root) return say("%s: not valid JSON", path);
-    int rc = -1;
-    char *slash = strrchr(path, '/');
-    p->plan_dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
-    if (slash == path) { free(p->plan_dir); p->plan_dir = strdup("/"); }
-
-    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "llmc_plan_version");
-    const char *stage = get_str(root, "stage");
-    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(root, "data");
-    const cJSON *datasets = cJSON_GetObjectItemCaseSensitive(root, "datasets");
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(data, "context");
-    const char *tpath = get_str(tok, "path"), *tname = get_str(tok, "template");
-    const char *policy = get_str(data, "on_bad_record"), *sdir = get_str(data, "shards_dir");
-    if (!cJSON_IsNumber(version) || version->valueint != 1) { say("%s: llmc_plan_version must be 1", path); goto done; }
-    if (!stage || (strcmp(stage, "pt") && strcmp(stage, "sft"))) { say("%s: stage must be \"pt\" or \"sft\"", path); goto done; }
-    p->pretrain = !strcmp(stage, "pt");
-    if (!tpath) { say("%s: tokenizer.path is missing", path); goto done; }
-    if (tname && !(p->tpl = chat_template_find(tname))) {
-        say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, tname);
-        goto done;
-    }
-    if (!p->pretrain && !p->tpl) { say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path); goto done; }
-    if (!cJSON_IsNumber(ctx) || ctx->valuedouble < 2 || ctx->valuedouble > 1 << 24 ||
-        ctx->valuedouble != (double)(int)ctx->valuedouble) {
-        say("%s: data.context must be an integer in [2, 2^24]", path);
-        goto done;
-    }
-    p->context = (uint32_t)ctx->valuedouble;
-    p->packing = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(data, "packing"));
-    if (!policy || (strcmp(policy, "skip") && strcmp(policy, "fail"))) {
-        say("%s: data.on_bad_record must be \"skip\" or \"fail\"", path);
-        goto done;
-    }
-    p->skip_bad = !strcmp(policy, "skip");
-    if (!sdir || !sdir[0]) { say("%s: data.shards_dir is missing", path); goto done; }
-    const cJSON *mv = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    if (cJSON_IsNumber(mv)) p->model_vocab = (int64_t)mv->valuedouble;
-    p->tokenizer_path = resolve(p->plan_dir, tpath);
-    p->shards_dir = resolve(p->plan_dir, sdir);
-    if (!cJSON_IsArray(datasets) || cJSON_GetArraySize(datasets) == 0) { say("%s: no datasets", path); goto done; }
-    p->n_ds = (size_t)cJSON_GetArraySize(datasets);
-    p->ds = calloc(p->n_ds, sizeof *p->ds);
-    if (!p->ds) { p->n_ds = 0; say("out of memory"); goto done; }
-    size_t i = 0;
-    const cJSON *d;
-    cJSON_ArrayForEach(d, datasets) {
-        DatasetSpec *s = &p->ds[i++];
-        const char *file = get_str(d, "file"), *format = get_str(d, "format");
-        const cJSON *cols = cJSON_GetObjectItemCaseSensitive(d, "columns");
-        const cJSON *tags = cJSON_GetObjectItemCaseSensitive(d, "tags");
-        s->name = dup_or(d, "name", "?");
-        if (!file) { say("%s: dataset %s: file is missing", path, s->name); goto done; }
-        s->file = resolve(p->plan_dir, file);
-        if (!format || (strcmp(format, "sharegpt") && strcmp(format, "alpaca") && strcmp(format, "text"))) {
-            say("%s: dataset %s: format must be sharegpt, alpaca or text", path, s->name);
-            goto done;
-        }
-        s->format = !strcmp(format, "sharegpt") ? FMT_SHAREGPT : !strcmp(format, "alpaca") ? FMT_ALPACA : FMT_TEXT;
-        if (s->format != FMT_TEXT && p->pretrain) {
-            say("%s: dataset %s: a pt plan takes format text", path, s->name);
-            goto done;
-        }
-        if (s->format == FMT_TEXT && !p->pretrain) {
-            say("%s: dataset %s: format text is for pt plans; sft needs sharegpt or alpaca", path, s->name);
-            goto done;
-        }
-        /* null columns/tags take LLaMA-Factory's defaults (DatasetAttr) */
-        s->messages = dup_or(cols, "messages", "conversations");
-        s->system = dup_or(cols, "system", NULL);
-        s->tools = dup_or(cols, "tools", NULL);
-        s->prompt = dup_or(cols, "prompt", "instruction");
-        s->query = dup_or(cols, "query", "input");
-        s->response = dup_or(cols, "response", "output");
-        s->history = dup_or(cols, "history", NULL);
-        s->text = dup_or(cols, "text", s->format == FMT_TEXT ? "text" : NULL);
-        s->role = dup_or(tags, "role", "from");
-        s->content = dup_or(tags, "content", "value");
-        s->user = dup_or(tags, "user", "human");
-        s->assistant = dup_or(tags, "assistant", "gpt");
-        s->observation = dup_or(tags, "observation", "observation");
-        s->function = dup_or(tags, "function", "function_call");
-        s->system_tag = dup_or(tags, "system", "system");
-    }
-
-    /* the idempotence key: the data-relevant plan sections and input file stats */
     Hash h = {0xCBF29CE484222325ull, 0x84222325CBF29CE4ull};
     hash_add(&h, "llmc-shards-1", 14);
     const char *keys[] = {"stage", "tokenizer", "datasets", "data"};
     for (size_t k = 0; k < 4; k++) {
-        char *s = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, keys[k]));
+        char *s = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p->rp.json, keys[k]));
         if (s) { hash_add(&h, s, strlen(s)); free(s); }
     }
     for (size_t k = 0; k < p->n_ds; k++)
-        if (hash_file_stat(&h, p->ds[k].file)) { say("%s: %s", p->ds[k].file, strerror(errno)); goto done; }
+        if (hash_file_stat(&h, p->ds[k].file)) return say("%s: %s", p->ds[k].file, strerror(errno));
     char tj[4096];
     struct stat st;
     int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -257,10 +137,30 @@ static int load_plan(const char *path, DataPlan *p)
     hash_file_stat(&h, tj);
     if (is_dir) { snprintf(tj, sizeof tj, "%s/tokenizer_config.json", p->tokenizer_path); hash_file_stat(&h, tj); }
     snprintf(p->hash, sizeof p->hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
-    rc = 0;
-done:
-    cJSON_Delete(root);
-    return rc;
+    return 0;
+}
+
+/* Read the plan through runtime/plan.c (the one plan.json reader) and derive
+ * the template and the data hash. */
+static int load_plan(const char *path, DataPlan *p)
+{
+    memset(p, 0, sizeof *p);
+    char err[1024];
+    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say("%s", err);
+    const RunPlan *r = &p->rp;
+    p->pretrain = !strcmp(r->stage, "pt");
+    p->tokenizer_path = r->tokenizer_path;
+    p->ds = r->datasets;
+    p->n_ds = r->n_datasets;
+    p->context = (uint32_t)r->context;
+    p->packing = r->packing;
+    p->skip_bad = r->skip_bad;
+    p->shards_dir = r->shards_dir;
+    p->model_vocab = r->model_vocab;
+    if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
+        return say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
+    if (!p->pretrain && !p->tpl) return say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
+    return data_hash(p);
 }
 
 /* ---- tokenizing batches on worker threads ---- */
@@ -271,12 +171,13 @@ typedef struct {
     UniBuf mask;
     int failed;
     size_t dataset;           /* index into the plan's datasets */
+    size_t start;             /* resuming: tokens of this document already in shards */
 } Slot;
 
 typedef struct {
     Slot slots[BATCH];
     size_t n;
-} Batch;
+} TokBatch;
 
 typedef struct Pool Pool;
 
@@ -289,7 +190,7 @@ typedef struct {
 struct Pool {
     pthread_mutex_t mu;
     pthread_cond_t work, done;
-    Batch *batch;             /* in flight, or NULL */
+    TokBatch *batch;             /* in flight, or NULL */
     unsigned generation;
     atomic_size_t next;       /* next slot of batch to take */
     size_t finished;          /* slots of batch done */
@@ -310,7 +211,7 @@ static void *worker_main(void *arg)
         while (!p->quit && p->generation == seen) pthread_cond_wait(&p->work, &p->mu);
         if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
         seen = p->generation;
-        Batch *b = p->batch;
+        TokBatch *b = p->batch;
         if (!b) { pthread_mutex_unlock(&p->mu); continue; }   /* woke after that batch was done */
         p->active++;
         pthread_mutex_unlock(&p->mu);
@@ -329,7 +230,7 @@ static void *worker_main(void *arg)
     }
 }
 
-static void pool_dispatch(Pool *p, Batch *b)
+static void pool_dispatch(Pool *p, TokBatch *b)
 {
     pthread_mutex_lock(&p->mu);
     p->batch = b;
@@ -351,6 +252,18 @@ static void pool_wait(Pool *p)
 
 /* ---- packing rows into shards ---- */
 
+/* The stats file's length histogram (docs/estimator.md "The stats file"): bin i
+ * holds documents of i*STATS_BIN .. (i+1)*STATS_BIN-1 tokens, the last bin all
+ * longer ones; 4096 bins is what llmc reads. */
+#define STATS_BIN 16
+#define STATS_BINS 4096
+
+/* Per dataset, for index.json and the stats file: the estimator can use real token counts. */
+typedef struct {
+    uint64_t kept, skipped, tokens, labels;
+    uint64_t hist[STATS_BINS];  /* documents by length as packed */
+} DatasetCounts;
+
 typedef struct {
     const char *dir;
     char prefix[16];            /* shard-PREFIX-NNNNN.bin: differs from the live set's */
@@ -367,7 +280,20 @@ typedef struct {
     ShardEntry *entries;
     size_t n_entries;
     uint64_t n_tokens, n_labels, n_rows, n_docs;
+    /* resuming (docs/shards.md "Resuming"): documents are numbered in stream order
+     * (doc_seq); a shard written inside document `resume_doc` leaves its first
+     * `resume_at` tokens in the shards so far. After every shard the journal
+     * (progress.json) records that point, the shards and the counts. */
+    uint64_t doc_seq, resume_doc, resume_at;
+    DatasetCounts *per_ds;      /* the documents done so far, by dataset */
+    size_t n_ds;
+    const char *data_hash;
+    int journal;                /* write progress.json after each shard */
+    int stopped;                /* that shard is written: stop now */
+    uint64_t journal_doc;       /* resume_doc as the journal last recorded it */
 } Packer;
+
+static int journal_write(Packer *k);
 
 static int write_shard(Packer *k)
 {
@@ -388,6 +314,8 @@ static int write_shard(Packer *k)
     k->n_rows += k->rows_in_shard;
     k->rows_in_shard = 0;
     k->shard_docs = k->shard_labels = 0;
+    if (k->journal && journal_write(k)) return -1;
+    if (stopsig_requested()) k->stopped = 1;
     return 0;
 }
 
@@ -423,51 +351,240 @@ static void place(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t fr
     k->n_tokens += to - from;
 }
 
-static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n)
+/* A document is done: all its tokens are in rows (cut at the context unless
+ * pre-training text is streamed); count it for its dataset. */
+static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n, uint64_t seq)
 {
-    if (n == 0) return 0;
-    k->n_docs++;
+    c->tokens += n;
+    for (size_t i = 1; i < n; i++) c->labels += mask[i];
+    c->hist[n / STATS_BIN < STATS_BINS ? n / STATS_BIN : STATS_BINS - 1]++;
+    k->resume_doc = seq + 1;
+    k->resume_at = 0;
+}
+
+/* Pack document number seq (its tokens from `start` on: a resumed prepare
+ * continues a streamed document where the last shard cut it). */
+static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n, size_t start, DatasetCounts *c)
+{
+    uint64_t seq = k->doc_seq++;
+    if (n == 0) { doc_done(k, c, mask, 0, seq); return 0; }
+    if (start == 0) k->n_docs++;
     if (k->pretrain && k->packing) {
         /* one stream of documents cut into rows; a piece continuing in the next row starts at pos 0 */
-        int first = 1;
-        size_t at = 0;
+        int first = start == 0;
+        size_t at = start;
         while (at < n) {
             size_t room = k->context - k->fill, take = n - at < room ? n - at : room;
             if (first) { k->shard_docs++; first = 0; }
             place(k, ids, mask, at, at + take);
             at += take;
+            if (at == n) doc_done(k, c, mask, n, seq);
+            else { k->resume_doc = seq; k->resume_at = at; }
             if (k->fill == k->context && close_row(k)) return -1;
         }
         return 0;
     }
     if (n > k->context) n = k->context;
     if (!k->packing || k->fill + n > k->context) {
+        k->resume_doc = seq;        /* a shard written here holds none of this document */
+        k->resume_at = 0;
         if (close_row(k)) return -1;
     }
     k->shard_docs++;
     place(k, ids, mask, 0, n);
+    doc_done(k, c, mask, n, seq);
     if (!k->packing || k->fill == k->context) return close_row(k);
     return 0;
 }
 
-/* ---- the command ---- */
+/* ---- the journal: resuming an interrupted prepare ---- */
 
-typedef struct {
-    uint64_t kept, skipped[REC_N_REASONS], shown;
-} Counts;
+#define JOURNAL "progress.json"
 
-/* Per dataset, for index.json: the estimator can use real token counts. */
-typedef struct {
-    uint64_t kept, skipped, tokens, labels;
-} DatasetCounts;
-
-/* Tokens of one document as packed (cut at the context unless pre-training text is streamed). */
-static void count_doc(DatasetCounts *c, const Slot *s, uint32_t context, int stream)
+/* The histogram as a JSON array, cut after its last non-empty bin. */
+static cJSON *hist_json(const DatasetCounts *c)
 {
-    size_t n = stream || s->ids.len < context ? s->ids.len : context;
-    c->tokens += n;
-    for (size_t i = 1; i < n; i++) c->labels += s->mask.p[i];
+    size_t n = STATS_BINS;
+    while (n > 1 && c->hist[n - 1] == 0) n--;
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)c->hist[i]));
+    return a;
 }
+
+/* Write DIR/progress.json (atomically) for the shards written so far: what a
+ * prepare stopped by a signal, killed or preempted continues from. */
+static int journal_write(Packer *k)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "data_hash", k->data_hash);
+    cJSON_AddStringToObject(j, "prefix", k->prefix);
+    cJSON_AddNumberToObject(j, "context", k->context);
+    cJSON_AddNumberToObject(j, "rows_per_shard", (double)k->rows_per_shard);
+    cJSON_AddNumberToObject(j, "resume_doc", (double)k->resume_doc);
+    cJSON_AddNumberToObject(j, "resume_at", (double)k->resume_at);
+    cJSON_AddNumberToObject(j, "n_tokens", (double)k->n_tokens);
+    cJSON_AddNumberToObject(j, "n_labels", (double)k->n_labels);
+    cJSON_AddNumberToObject(j, "n_rows", (double)k->n_rows);
+    cJSON_AddNumberToObject(j, "n_docs", (double)k->n_docs);
+    cJSON *sh = cJSON_AddArrayToObject(j, "shards");
+    for (size_t i = 0; i < k->n_entries; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", k->entries[i].file);
+        cJSON_AddNumberToObject(o, "n_rows", (double)k->entries[i].n_rows);
+        cJSON_AddNumberToObject(o, "n_docs", (double)k->entries[i].n_docs);
+        cJSON_AddNumberToObject(o, "n_label_tokens", (double)k->entries[i].n_label_tokens);
+        cJSON_AddItemToArray(sh, o);
+    }
+    cJSON *ds = cJSON_AddArrayToObject(j, "datasets");
+    for (size_t i = 0; i < k->n_ds; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "tokens", (double)k->per_ds[i].tokens);
+        cJSON_AddNumberToObject(o, "label_tokens", (double)k->per_ds[i].labels);
+        cJSON_AddItemToObject(o, "length_counts", hist_json(&k->per_ds[i]));
+        cJSON_AddItemToArray(ds, o);
+    }
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    k->journal_doc = k->resume_doc;
+    char *path = resolve(k->dir, JOURNAL), err[512];
+    int rc = text && path ? shard_write_file_atomic(path, text, strlen(text), err, sizeof err) : -1;
+    if (rc) say("%s", text && path ? err : "out of memory");
+    free(text);
+    free(path);
+    return rc;
+}
+
+static int journal_u64(const cJSON *o, const char *key, uint64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0) return -1;
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+/* Take up the journal of an interrupted prepare of the same data (hash,
+ * context, rows per shard, datasets): its shards (each there with the size its
+ * rows make), counts and resume point go into k. 1 resumed; 0 no usable
+ * journal (none, another data hash, or a shard missing: start over). */
+static int journal_take(Packer *k)
+{
+    char *path = resolve(k->dir, JOURNAL);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    free(path);
+    if (!f) return 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    char buf[65536];
+    size_t got;
+    while (mem && (got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
+    fclose(f);
+    if (mem) fclose(mem);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    uint64_t ctx, rps, n_ds;
+    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(j, "data_hash");
+    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(j, "prefix");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shards");
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "datasets");
+    int ok = cJSON_IsString(hash) && !strcmp(hash->valuestring, k->data_hash) && cJSON_IsString(prefix) &&
+             strlen(prefix->valuestring) < sizeof k->prefix && cJSON_IsArray(sh) && cJSON_IsArray(ds) &&
+             !journal_u64(j, "context", &ctx) && ctx == k->context && !journal_u64(j, "rows_per_shard", &rps) &&
+             rps == k->rows_per_shard && (n_ds = (uint64_t)cJSON_GetArraySize(ds)) == k->n_ds &&
+             !journal_u64(j, "resume_doc", &k->resume_doc) && !journal_u64(j, "resume_at", &k->resume_at) &&
+             !journal_u64(j, "n_tokens", &k->n_tokens) && !journal_u64(j, "n_labels", &k->n_labels) &&
+             !journal_u64(j, "n_rows", &k->n_rows) && !journal_u64(j, "n_docs", &k->n_docs);
+    size_t i = 0;
+    for (const cJSON *d = ok ? ds->child : NULL; d && ok; d = d->next, i++) {
+        ok = !journal_u64(d, "tokens", &k->per_ds[i].tokens) && !journal_u64(d, "label_tokens", &k->per_ds[i].labels);
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "length_counts");
+        ok = ok && cJSON_IsArray(h) && cJSON_GetArraySize(h) <= STATS_BINS;
+        size_t b = 0;
+        for (const cJSON *c = ok ? h->child : NULL; c && ok; c = c->next, b++) {
+            ok = cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble <= 9007199254740992.0;
+            if (ok) k->per_ds[i].hist[b] = (uint64_t)c->valuedouble;
+        }
+    }
+    size_t n = ok ? (size_t)cJSON_GetArraySize(sh) : 0;
+    ShardEntry *e = ok && n ? calloc(n, sizeof *e) : NULL;
+    if (n && !e) ok = 0;
+    i = 0;
+    for (const cJSON *o = ok ? sh->child : NULL; o && ok; o = o->next, i++) {
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
+        char want[64];
+        snprintf(want, sizeof want, "shard-%s-%05zu.bin", prefix->valuestring, i);
+        ok = cJSON_IsString(file) && !strcmp(file->valuestring, want) && !journal_u64(o, "n_rows", &e[i].n_rows) &&
+             !journal_u64(o, "n_docs", &e[i].n_docs) && !journal_u64(o, "n_label_tokens", &e[i].n_label_tokens);
+        struct stat st;
+        char *p = ok ? resolve(k->dir, want) : NULL;
+        ok = ok && p && stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+             (uint64_t)st.st_size == sizeof(ShardHeader) + e[i].n_rows * k->context * 9;
+        free(p);
+        e[i].fd = -1;
+        if (ok) e[i].file = strdup(want);
+    }
+    if (ok) {
+        snprintf(k->prefix, sizeof k->prefix, "%s", prefix->valuestring);
+        k->entries = e;
+        k->n_entries = n;
+        k->doc_seq = k->resume_doc;
+    } else {
+        for (size_t m = 0; e && m < n; m++) free(e[m].file);
+        free(e);
+        k->resume_doc = k->resume_at = k->n_tokens = k->n_labels = k->n_rows = k->n_docs = 0;
+        memset(k->per_ds, 0, k->n_ds * sizeof *k->per_ds);
+    }
+    cJSON_Delete(j);
+    return ok;
+}
+
+static void journal_remove(const char *dir)
+{
+    char *path = resolve(dir, JOURNAL);
+    if (path) unlink(path);
+    free(path);
+}
+
+/* ---- the stats file: what llmc's estimator reads beside each dataset ---- */
+
+/* FILE.stats.json beside each dataset (docs/estimator.md "The stats file"):
+ * records kept, tokens as packed, the length histogram, and the settings they
+ * depend on (context, packing, template; no paths, so that the same data and
+ * settings give the same bytes wherever prepare runs). A cache for `llmc check/explain`, so a data directory that cannot be
+ * written to is a warning. */
+static void write_stats(const DataPlan *plan, const DatasetCounts *per_ds)
+{
+    for (size_t i = 0; i < plan->n_ds; i++) {
+        const DatasetCounts *c = &per_ds[i];
+        if (c->kept == 0) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "format", "llmc-data-stats");
+        cJSON_AddNumberToObject(o, "version", 1);
+        cJSON_AddNumberToObject(o, "records", (double)c->kept);
+        cJSON_AddNumberToObject(o, "tokens", (double)c->tokens);
+        cJSON_AddNumberToObject(o, "label_tokens", (double)c->labels);
+        cJSON *h = cJSON_AddObjectToObject(o, "length_histogram");
+        cJSON_AddNumberToObject(h, "bin_tokens", STATS_BIN);
+        cJSON_AddItemToObject(h, "counts", hist_json(c));
+        cJSON_AddNumberToObject(o, "context", plan->context);
+        cJSON_AddBoolToObject(o, "packing", plan->packing);
+        if (plan->tpl) cJSON_AddStringToObject(o, "template", plan->tpl->name);
+        else cJSON_AddNullToObject(o, "template");
+        char *text = cJSON_Print(o);
+        cJSON_Delete(o);
+        size_t n = strlen(plan->ds[i].file) + sizeof ".stats.json";
+        char *path = malloc(n), err[512];
+        if (path) snprintf(path, n, "%s.stats.json", plan->ds[i].file);
+        if (!text || !path) say("warning: out of memory writing the stats of dataset %s", plan->ds[i].name);
+        else if (shard_write_file_atomic(path, text, strlen(text), err, sizeof err))
+            say("warning: %s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
+        free(text);
+        free(path);
+    }
+}
+
+/* ---- the command ---- */
 
 /* A slot that held a big record gives its memory back instead of keeping it for the next. */
 static void slot_trim(Slot *s)
@@ -476,6 +593,25 @@ static void slot_trim(Slot *s)
     if (s->ids.cap * sizeof *s->ids.ids > SLOT_KEEP) tokids_free(&s->ids);
     if (s->mask.cap > SLOT_KEEP) unibuf_free(&s->mask);
 }
+
+/* Pack a tokenized batch in record order. Stops early once a stop signal's
+ * shard is written (k->stopped). */
+static int pack_batch(Packer *k, TokBatch *b)
+{
+    for (size_t i = 0; i < b->n && !k->stopped; i++) {
+        Slot *s = &b->slots[i];
+        if (s->failed) return say("out of memory while tokenizing");
+        if (pack_doc(k, s->ids.ids, s->mask.p, s->ids.len, s->start, &k->per_ds[s->dataset])) return -1;
+        slot_trim(s);
+    }
+    return 0;
+}
+
+
+typedef struct {
+    uint64_t kept, skipped[REC_N_REASONS], shown;
+} Counts;
+
 
 static double now_s(void)
 {
@@ -526,7 +662,7 @@ static int sweep_dir(const char *dir, char *const *keep)
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
-        int ours = !strcmp(e->d_name, "index.json.tmp") ||
+        int ours = !strcmp(e->d_name, "index.json.tmp") || !strcmp(e->d_name, JOURNAL ".tmp") ||
                    (!strncmp(e->d_name, "shard-", 6) &&
                     ((n > 4 && !strcmp(e->d_name + n - 4, ".bin")) || (n > 8 && !strcmp(e->d_name + n - 8, ".bin.tmp"))));
         for (size_t i = 0; ours && keep && keep[i]; i++)
@@ -632,11 +768,12 @@ static void usage(FILE *out)
     fputs("usage: llmc-train prepare PLAN.json [--threads N] [--force] [--check] [--shard-tokens N]\n"
           "                                   [--max-record-bytes N]\n"
           "  tokenizes the plan's datasets into packed token shards in data.shards_dir\n"
-          "  --threads N        tokenizer threads (default: all cores)\n"
+          "  --threads N        tokenizer threads (default $LLMC_THREADS, else the CPUs this\n"
+          "                     process may run on: its affinity mask, e.g. Slurm's --cpus-per-task)\n"
           "  --force            redo even when index.json says the shards are up to date\n"
           "  --check            read, check and tokenize everything, list every bad record\n"
           "                     (up to 100) and the totals; write nothing\n"
-          "  --shard-tokens N   tokens per shard file (default 33554432)\n"
+          "  --shard-tokens N   tokens per shard file (default $LLMC_SHARD_TOKENS, else 33554432)\n"
           "  --max-record-bytes N  a record taking more memory than N bytes once read is a bad\n"
           "                     record (\"too_large\"; default 16777216 = 16 MiB, at most 1 GiB)\n", out);
 }
@@ -644,8 +781,10 @@ static void usage(FILE *out)
 int cmd_prepare(int argc, char **argv)
 {
     const char *plan_path = NULL;
-    long threads = sysconf(_SC_NPROCESSORS_ONLN);
-    long long shard_tokens = 1LL << 25;
+    long threads = cpus_available();
+    /* LLMC_SHARD_TOKENS: the default of --shard-tokens where the job script starts prepare */
+    const char *st_env = getenv("LLMC_SHARD_TOKENS");
+    long long shard_tokens = st_env && *st_env ? strtoll(st_env, NULL, 10) : 1LL << 25;
     long long max_record = (long long)JS_MAX_RECORD_DEFAULT;
     int force = 0, check_only = 0;
     for (int i = 1; i < argc; i++) {
@@ -727,35 +866,61 @@ int cmd_prepare(int argc, char **argv)
         free_plan(&plan);
         return 1;
     }
+    DatasetCounts *per_ds = calloc(plan.n_ds, sizeof *per_ds);
+    if (!per_ds) {
+        say("out of memory");
+        tok_free(tok);
+        unlock_dir(lock_fd);
+        free_plan(&plan);
+        return 1;
+    }
+    Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
+                .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only, .per_ds = per_ds,
+                .n_ds = plan.n_ds, .data_hash = plan.hash, .journal = !check_only};
+    k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
     /* the live set (the one index.json names) stays in place and readable until the
-     * new set is complete; leftovers of an interrupted prepare are removed now */
+     * new set is complete; the shards an interrupted prepare of the same data
+     * recorded in its journal are taken up (unless --force); other leftovers go */
+    int resumed = 0;
     if (!check_only) {
         live = shard_index_files(plan.shards_dir);
-        if (sweep_dir(plan.shards_dir, live)) {
+        resumed = !force && journal_take(&k);
+        if (!resumed) journal_remove(plan.shards_dir);
+        size_t n_live = 0;
+        while (live && live[n_live]) n_live++;
+        char **keep = calloc(n_live + k.n_entries + 1, sizeof *keep);
+        for (size_t i = 0; keep && i < n_live; i++) keep[i] = live[i];
+        for (size_t i = 0; keep && i < k.n_entries; i++) keep[n_live + i] = k.entries[i].file;
+        int swept = keep ? sweep_dir(plan.shards_dir, keep) : say("out of memory");
+        free(keep);
+        if (swept) {
             tok_free(tok);
             shard_names_free(live);
             unlock_dir(lock_fd);
+            for (size_t i = 0; i < k.n_entries; i++) free(k.entries[i].file);
+            free(k.entries);
+            free(per_ds);
             free_plan(&plan);
             return 2;
         }
+        if (resumed)
+            say("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
+                k.n_entries, k.n_entries == 1 ? "" : "s", k.resume_doc + 1);
     }
+    if (!check_only) stopsig_install();
 
     Pool pool = {.cutoff = plan.pretrain && plan.packing ? SIZE_MAX : plan.context, .n_workers = (int)threads};
     pthread_mutex_init(&pool.mu, NULL);
     pthread_cond_init(&pool.work, NULL);
     pthread_cond_init(&pool.done, NULL);
     pool.workers = calloc((size_t)threads, sizeof *pool.workers);
-    Batch *batches = calloc(2, sizeof *batches);
-    Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
-                .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only};
-    choose_prefix(k.prefix, plan.hash, live);
-    k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
+    TokBatch *batches = calloc(2, sizeof *batches);
+    if (!resumed) choose_prefix(k.prefix, plan.hash, live);
     size_t cells = (size_t)k.rows_per_shard * plan.context;
     k.ids = malloc(cells * 4);
     k.pos = malloc(cells * 4);
     k.mask = malloc(cells);
     int started = 0;
-    DatasetCounts *per_ds = NULL;
     if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
     for (int i = 0; i < pool.n_workers; i++) {
         pool.workers[i].pool = &pool;
@@ -769,8 +934,6 @@ int cmd_prepare(int argc, char **argv)
     }
 
     Counts counts = {0};
-    per_ds = calloc(plan.n_ds, sizeof *per_ds);
-    if (!per_ds) { say("out of memory"); goto out; }
     Progress pr = {.tty = isatty(2), .start = now_s()};
     pr.last = pr.start;
     for (size_t i = 0; i < plan.n_ds; i++) {
@@ -779,16 +942,19 @@ int cmd_prepare(int argc, char **argv)
     }
     RecordView view = {0};
     int cur = 0, fatal = 0;
-    Batch *inflight = NULL;
+    TokBatch *inflight = NULL;
     uint64_t bytes_before = 0;
-    for (size_t di = 0; di < plan.n_ds && !fatal; di++) {
+    /* resuming: the documents before the journal's point are in its shards (read
+     * and checked again for the counts, not tokenized); the one it cut continues */
+    uint64_t doc_seq = 0, skip_docs = resumed ? k.resume_doc : 0, skip_at = resumed ? k.resume_at : 0;
+    for (size_t di = 0; di < plan.n_ds && !fatal && !k.stopped; di++) {
         const DatasetSpec *ds = &plan.ds[di];
         JsonStream *js = js_open(ds->file, err, sizeof err);
         if (!js) { say("%s", err); status = 2; fatal = 1; break; }
         js_set_max_record(js, (size_t)max_record);
         int more = 1;
-        while (more && !fatal) {
-            Batch *b = &batches[cur];
+        while (more && !fatal && !k.stopped) {
+            TokBatch *b = &batches[cur];
             b->n = 0;
             size_t b_bytes = 0;   /* rendered text in this batch: memory stays bounded with big records */
             while (b->n < BATCH && b_bytes < BATCH_BYTES) {
@@ -825,8 +991,15 @@ int cmd_prepare(int argc, char **argv)
                         put_line("", full, check_only ? "" : " (skipped)");
                     continue;
                 }
+                if (doc_seq < skip_docs) {
+                    doc_seq++;
+                    counts.kept++;
+                    per_ds[di].kept++;
+                    continue;
+                }
                 Slot *s = &b->slots[b->n];
                 s->dataset = di;
+                s->start = doc_seq++ == skip_docs ? (size_t)skip_at : 0;
                 int rr = ds->format == FMT_TEXT
                              ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
                              : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
@@ -840,16 +1013,10 @@ int cmd_prepare(int argc, char **argv)
             /* the previous batch is tokenized meanwhile; pack it, then hand this one out */
             if (inflight) {
                 pool_wait(&pool);
-                for (size_t i = 0; i < inflight->n && !fatal; i++) {
-                    Slot *s = &inflight->slots[i];
-                    if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
-                    if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
-                    count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
-                    slot_trim(s);
-                }
+                if (pack_batch(&k, inflight)) fatal = 1;
                 inflight = NULL;
             }
-            if (fatal) break;
+            if (fatal || k.stopped) break;
             if (b->n) { pool_dispatch(&pool, b); inflight = b; cur ^= 1; }
             progress(&pr, &counts, &k, 0);
         }
@@ -858,13 +1025,7 @@ int cmd_prepare(int argc, char **argv)
     }
     if (inflight) {
         pool_wait(&pool);
-        for (size_t i = 0; i < inflight->n && !fatal; i++) {
-            Slot *s = &inflight->slots[i];
-            if (s->failed) { say("out of memory while tokenizing"); fatal = 1; break; }
-            if (pack_doc(&k, s->ids.ids, s->mask.p, s->ids.len)) fatal = 1;
-            count_doc(&per_ds[s->dataset], s, plan.context, plan.pretrain && plan.packing);
-            slot_trim(s);
-        }
+        if (!fatal && !k.stopped && pack_batch(&k, inflight)) fatal = 1;
     }
     record_view_free(&view);
     {
@@ -874,6 +1035,13 @@ int cmd_prepare(int argc, char **argv)
                 counts.shown - limit == 1 ? "" : "s", limit, check_only ? "" : "; prepare --check lists up to 100");
     }
     if (fatal) goto out;
+    if (k.stopped) {
+        say("stop signal %s: %zu shard%s written and recorded in %s/" JOURNAL "; exiting %d to be requeued (the "
+            "next prepare continues at document %" PRIu64 ")", stopsig_name() ? stopsig_name() : "?", k.n_entries,
+            k.n_entries == 1 ? "" : "s", plan.shards_dir, STOP_EXIT_REQUEUE, k.journal_doc + 1);
+        status = STOP_EXIT_REQUEUE;
+        goto out;
+    }
     if (close_row(&k) || write_shard(&k)) goto out;
     pr.done_bytes = pr.total_bytes;
     progress(&pr, &counts, &k, 1);
@@ -908,6 +1076,7 @@ int cmd_prepare(int argc, char **argv)
         cJSON_AddNumberToObject(o, "label_tokens", (double)per_ds[i].labels);
         cJSON_AddItemToArray(dsa, o);
     }
+    if (!check_only) write_stats(&plan, per_ds);
     free(per_ds);
     per_ds = NULL;
     char *sum_text = cJSON_PrintUnformatted(sum);
@@ -935,14 +1104,19 @@ int cmd_prepare(int argc, char **argv)
         if (keep) sweep_dir(plan.shards_dir, keep);
         free(keep);
     }
+    journal_remove(plan.shards_dir);
     say("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
             " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s",
             counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
             k.n_entries == 1 ? "" : "s", plan.shards_dir);
     status = 0;
 out:
-    /* a failed prepare removes what it wrote of the new set; the live set stays */
-    if (status != 0 && !check_only && lock_fd >= 0) sweep_dir(plan.shards_dir, live);
+    /* a failed prepare removes what it wrote of the new set, and its journal; the
+     * live set stays. A stopped one keeps both for the next prepare. */
+    if (status != 0 && status != STOP_EXIT_REQUEUE && !check_only && lock_fd >= 0) {
+        sweep_dir(plan.shards_dir, live);
+        journal_remove(plan.shards_dir);
+    }
     shard_names_free(live);
     unlock_dir(lock_fd);
     free(per_ds);

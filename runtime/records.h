@@ -15,16 +15,7 @@
 #include <stddef.h>
 #include "chat_template.h"
 #include "json_stream.h"
-
-typedef enum { FMT_SHAREGPT, FMT_ALPACA, FMT_TEXT } DataFormat;
-
-/* One dataset of the plan: its columns and role tags (plan.json "datasets"). */
-typedef struct {
-    char *name, *file;
-    DataFormat format;
-    char *messages, *system, *tools, *prompt, *query, *response, *history, *text;   /* columns */
-    char *role, *content, *user, *assistant, *observation, *function, *system_tag;  /* tags */
-} DatasetSpec;
+#include "plan.h"             /* DatasetSpec: one dataset of the plan */
 
 typedef enum {
     REC_OK,

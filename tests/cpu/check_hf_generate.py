@@ -5,7 +5,7 @@
 
 RUN_DIR is the demo's output directory (RUN_DIR/final, RUN_DIR/result.json).
 Loads RUN_DIR/final with AutoTokenizer + AutoModelForCausalLM, renders each
-held-out question as prepare does (qwen template, its default system prompt),
+held-out question as prepare does (qwen template; the record's system prompt, else the default),
 decodes greedily until <|im_end|>, and counts exact answers. llmc-train's own
 count (result.json eval_correct, teacher-forced argmax) must be the same.
 """
@@ -28,8 +28,10 @@ def main():
     correct = 0
     records = json.load(open(data))
     for rec in records:
-        q, a = rec["messages"][0]["content"], rec["messages"][1]["content"]
-        prompt = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
+        msgs = rec["messages"]
+        system = msgs[0]["content"] if msgs[0]["role"] == "system" else SYSTEM
+        q, a = msgs[-2]["content"], msgs[-1]["content"]
+        prompt = f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n"
         ids = tok(prompt, return_tensors="pt").input_ids
         out = m.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=end,
                          pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"))

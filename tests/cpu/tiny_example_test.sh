@@ -48,5 +48,25 @@ if [[ -f $F/tokenizer.json && -f $F/tokenizer_config.json ]] && grep -q '"eos_to
    && "$BIN" verify "$F" >/dev/null 2>&1
 then ok "export: tokenizer files copied, eos_token_id from the tokenizer, manifest verifies"
 else bad "tiny export" "$F/config.json"; fi
+# the held-out sums are not in training (examples/tiny/make_data.py keeps them apart)
+if python3 - "$ROOT/examples/tiny/data/arith.json" "$ROOT/examples/tiny/data/arith_eval.json" <<'PY'
+import json, sys
+q = lambda f: {r["messages"][1]["content"] for r in json.load(open(f))}
+tr, ev = q(sys.argv[1]), q(sys.argv[2])
+sys.exit(0 if len(ev) == 400 and not tr & ev and len(tr) == 9600 else 1)
+PY
+then ok "data: 400 held-out sums, none of them among the 9600 trained"
+else bad "held-out questions overlap the training set" /dev/null; fi
+# generate answers greedily: as many held-out sums right as the teacher-forced count
+mapfile -t qs < <(python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1])): print(r["messages"][1]["content"])' "$ROOT/examples/tiny/data/arith_eval.json")
+"$BIN" generate "$F" --system Compute. --max-new 8 "${qs[@]}" >"$T/gen.txt" 2>"$T/gen.err"; rc=$?
+right=$(awk -F' -> ' '{split($1, x, " [+] "); if (x[1] + x[2] == $2 && $2 != "") n++} END {print n + 0}' "$T/gen.txt")
+want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["eval_correct"])' "$T/run/result.json" 2>/dev/null)
+if [[ $rc -eq 0 && $(wc -l <"$T/gen.txt") -eq 400 && $right == "$want" ]]; then
+    ok "generate: 400 greedy answers, $right right = the teacher-forced count"
+else bad "generate (exit $rc, $right right, result.json $want)" "$T/gen.err" "$T/gen.txt"; fi
+"$BIN" generate --help >/dev/null && ! "$BIN" generate "$F" --max-new 0 "1 + 1" 2>/dev/null && ok "generate: --help 0, a bad --max-new refused" \
+    || bad "generate usage" /dev/null
 echo "cpu-tiny: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

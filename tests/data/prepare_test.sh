@@ -24,19 +24,23 @@ plan() {
  "tokenizer": {"path": "$R/examples/tiny/tokenizer", "template": $template},
  "datasets": [{"name": "d", "file": "$file", "format": "$format", "columns": {$cols},
    "tags": {"role": "role", "content": "content", "user": "user", "assistant": "assistant",
-            "observation": null, "function": "function_call", "system": "system"},
+            "observation": "observation", "function": "function_call", "system": "system"},
    "samples": null, "size_bytes": null, "tokens": null}],
  "data": {"context": $context, "packing": $packing, "on_bad_record": "$policy", "shards_dir": "shards"}}
 JSON
 }
 
-# 1. the tiny example: 4000 rows, row 0 is record 1 rendered with the qwen template
-plan "$S/tiny" sharegpt "$R/examples/tiny/data/arith.json" 64 false fail
+# 1. the tiny example: 9600 rows, row 0 is record 1 rendered with the qwen template.
+#    Plans read a copy: prepare writes FILE.stats.json beside its data, and the
+#    repository's copy of the example's stats is the example plan's.
+A=$S/tiny-arith.json
+cp "$R/examples/tiny/data/arith.json" "$A"
+plan "$S/tiny" sharegpt "$A" 64 false fail
 if out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1) && chk=$("$SHARD" --check "$S/tiny/shards" 2>&1) &&
-   [[ $chk == "rows 4000 docs 4000 segments 4000 "* ]]; then ok "prepare tiny: $chk"; else no "prepare tiny" "$out $chk"; fi
+   [[ $chk == "rows 9600 docs 9600 segments 9600 "* ]]; then ok "prepare tiny: $chk"; else no "prepare tiny" "$out $chk"; fi
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["messages"][int(sys.argv[2])]["content"])' "$R/examples/tiny/data/arith.json" "$1"; }
-q=$(field 0) a=$(field 1)
-want=$(printf '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n%s<|im_end|>\n' "$q" "$a")
+sys=$(field 0) q=$(field 1) a=$(field 2)
+want=$(printf '<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n%s<|im_end|>\n' "$sys" "$q" "$a")
 row=$("$SHARD" --row "$S/tiny/shards" 0)
 got=$(head -n 1 <<<"$row" | "$TRAIN" tokenize --tokenizer examples/tiny/tokenizer --decode)
 labels=$(tail -n 1 <<<"$row" | tr ' ' '\n' | grep -c 1)
@@ -45,8 +49,26 @@ if [[ "$got" == "${want%$'\n'}" && $labels -eq $ans ]]; then ok "row 0 = record 
 else no "row 0" "got: $got / labels $labels, answer tokens $ans"; fi
 
 sumok=$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); d=i["summary"]["datasets"][0]
-print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_tokens"] and d["records_kept"] == 4000))' "$S/tiny/shards/index.json")
+print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_tokens"] and d["records_kept"] == 9600))' "$S/tiny/shards/index.json")
 if [[ $sumok == 1 ]]; then ok "index.json summary: per-dataset records and tokens"; else no "index.json summary"; fi
+
+# 1b. the stats file beside the data (issue 12): records and tokens as packed, the length
+#     histogram; `llmc explain` then takes its token counts and padding from it
+stok=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); i=json.load(open(sys.argv[2]))
+h=s["length_histogram"]
+print(int(s["format"] == "llmc-data-stats" and s["records"] == 9600 and s["tokens"] == i["n_tokens"] and
+          h["bin_tokens"] == 16 and sum(h["counts"]) == 9600 and s["context"] == 64 and s["packing"] is False))' \
+      "$A.stats.json" "$S/tiny/shards/index.json" 2>&1)
+if [[ $stok == 1 ]]; then ok "FILE.stats.json: 9600 records, the tokens of index.json, a histogram of 9600"
+else no "stats file" "$stok $(cat "$A.stats.json" 2>&1)"; fi
+sed -e "s|\"data/arith.json\"|\"$A\"|" -e "s|\"tokenizer\"$|\"$R/examples/tiny/tokenizer\"|" \
+    -e 's/context          = 128/context          = 64/' -e 's/packing          = true/packing          = false/' \
+    "$R/examples/tiny/tiny.llm" >"$S/stats.llm"
+ex=$("$BUILD/llmc" explain "$S/stats.llm" --color=never 2>&1)
+ntok=$(python3 -c 'import json,sys; print("%.1fK" % (json.load(open(sys.argv[1]))["n_tokens"] / 1000))' "$S/tiny/shards/index.json")
+if grep -Eq "tokens per epoch +$ntok +prepare stats" <<<"$ex" && [[ $ex == *"from the stats file's length histogram"* ]]; then
+    ok "llmc explain takes tokens per epoch ($ntok) and padding from the stats file"
+else no "explain with stats" "$ex"; fi
 
 # 2. idempotent: a second run does nothing; a changed input file is prepared again
 before=$(stat -c %Y.%s "$S"/tiny/shards/shard-*-00000.bin)
@@ -58,11 +80,11 @@ plan "$S/tiny2" sharegpt "$S/arith.json" 64 false fail
 "$TRAIN" prepare "$S/tiny2/plan.json" >/dev/null 2>&1
 touch -d '2001-01-01' "$S/arith.json"
 out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
-if [[ $out != *"up to date"* && $out == *"4000 records kept"* ]]; then ok "changed input: prepared again"; else no "changed input" "$out"; fi
+if [[ $out != *"up to date"* && $out == *"9600 records kept"* ]]; then ok "changed input: prepared again"; else no "changed input" "$out"; fi
 
 # 3. the same bytes whatever the thread count (several shards)
-plan "$S/t1" sharegpt "$R/examples/tiny/data/arith.json" 128 true fail
-plan "$S/t3" sharegpt "$R/examples/tiny/data/arith.json" 128 true fail
+plan "$S/t1" sharegpt "$A" 128 true fail
+plan "$S/t3" sharegpt "$A" 128 true fail
 "$TRAIN" prepare "$S/t1/plan.json" --threads 1 --shard-tokens 20000 >/dev/null 2>&1
 "$TRAIN" prepare "$S/t3/plan.json" --threads 3 --shard-tokens 20000 >/dev/null 2>&1
 n=$(ls "$S/t1/shards" | grep -c '^shard-')
@@ -72,7 +94,7 @@ else no "thread independence" "$(ls "$S/t1/shards" "$S/t3/shards")"; fi
 # 4. packing: several documents per row, positions restart, every record kept
 chk=$("$SHARD" --check "$S/t1/shards" 2>&1)
 rows=$(awk '{print $2}' <<<"$chk") segs=$(awk '{print $6}' <<<"$chk")
-if [[ $? -eq 0 && $segs -eq 4000 && $rows -lt 3000 ]]; then ok "packing: $chk"; else no "packing" "$chk"; fi
+if [[ $? -eq 0 && $segs -eq 9600 && $rows -lt 4800 ]]; then ok "packing: $chk"; else no "packing" "$chk"; fi
 
 # 5. pre-training text (JSON Lines), packed: documents end with eos and are cut across rows
 for i in $(seq 1 50); do echo "{\"text\": \"Document $i says hello to the number $((i * 37)).\"}"; done > "$S/docs.jsonl"
@@ -143,10 +165,51 @@ chk=$("$SHARD" --check "$S/kill/shards" 2>&1)
 if [[ $chk == "rows 40000 docs 40000 "* && -z $(ls "$S/kill/shards" | grep tmp) ]]; then ok "rerun after kill: $chk"
 else no "rerun after kill" "$out $chk"; fi
 
+# 7b. a stop signal (USR2, TERM) finishes the shard being written, records it in progress.json and
+#     exits 3; the next prepare keeps those shards untouched and continues where the last one cut
+#     the stream: the result is byte for byte an uninterrupted prepare's (packed sft and streamed pt)
+plan "$S/ref" sharegpt "$S/big.json" 128 true fail
+"$TRAIN" prepare "$S/ref/plan.json" --shard-tokens 30000 >/dev/null 2>&1
+stop_resume() {   # stop_resume NAME SIGNAL SHARD_TOKENS REF
+    local d=$S/$1 sig=$2 st=$3 ref=$4 pid rc out
+    "$TRAIN" prepare "$d/plan.json" --threads 1 --shard-tokens "$st" >"$d.err" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 1000); do compgen -G "$d/shards/shard-*-00002.bin" >/dev/null && break; sleep 0.005; done
+    kill -"$sig" $pid; wait $pid; rc=$?
+    [[ $rc -eq 3 && -e $d/shards/progress.json && ! -e $d/shards/index.json ]] || { echo "exit $rc"; cat "$d.err"; return 1; }
+    grep -q "stop signal $sig: [0-9]* shards written" "$d.err" || { cat "$d.err"; return 1; }
+    stat -c '%i %Y.%y %n' "$d"/shards/shard-*.bin > "$d.before"
+    out=$("$TRAIN" prepare "$d/plan.json" --threads 2 --shard-tokens "$st" 2>&1) || { echo "$out"; return 1; }
+    [[ $out == *"resuming: "*" shards of an interrupted prepare kept"* ]] || { echo "$out"; return 1; }
+    stat -c '%i %Y.%y %n' $(awk '{print $NF}' "$d.before") | diff - "$d.before" || { echo "finished shards rewritten"; return 1; }
+    [[ ! -e $d/shards/progress.json ]] || { echo "journal left behind"; return 1; }
+    diff -r "$ref/shards" "$d/shards" || { echo "differs from an uninterrupted prepare"; return 1; }
+}
+plan "$S/stop" sharegpt "$S/big.json" 128 true fail
+if out=$(stop_resume stop USR2 30000 "$S/ref"); then ok "USR2 during prepare: exit 3, then resumed without redoing finished shards, same bytes"
+else no "USR2 during prepare" "$out"; fi
+rm -rf "$S/stop/shards"
+if out=$(stop_resume stop TERM 30000 "$S/ref"); then ok "TERM during prepare: the same"; else no "TERM during prepare" "$out"; fi
+for i in $(seq 1 3000); do echo "{\"text\": \"Document $i says hello to the number $((i * 37)) and then goes on about things $i times, with words enough to be cut across rows.\"}"; done > "$S/long.jsonl"
+plan "$S/ptref" text "$S/long.jsonl" 128 true fail pt null
+plan "$S/ptstop" text "$S/long.jsonl" 128 true fail pt null
+"$TRAIN" prepare "$S/ptref/plan.json" --shard-tokens 3000 >/dev/null 2>&1
+if out=$(stop_resume ptstop USR2 3000 "$S/ptref"); then ok "USR2 during a streamed pt prepare: resumed inside the cut document, same bytes"
+else no "USR2 during pt prepare" "$out"; fi
+# --force starts over: the journal and its shards go
+rm -rf "$S/stop/shards"
+"$TRAIN" prepare "$S/stop/plan.json" --threads 1 --shard-tokens 30000 >/dev/null 2>&1 & pid=$!
+for _ in $(seq 1 1000); do compgen -G "$S/stop/shards/shard-*-00002.bin" >/dev/null && break; sleep 0.005; done
+kill -USR2 $pid; wait $pid
+out=$("$TRAIN" prepare "$S/stop/plan.json" --force --shard-tokens 30000 2>&1)
+if [[ $out != *resuming* && ! -e $S/stop/shards/progress.json ]] && diff -r "$S/ref/shards" "$S/stop/shards" >/dev/null; then
+    ok "--force after a stop: starts over, no journal left"
+else no "--force after a stop" "$out"; fi
+
 # 8. usage and plan errors
 "$TRAIN" prepare >/dev/null 2>&1; rc1=$?
 "$TRAIN" prepare /nonexistent/plan.json >/dev/null 2>&1; rc2=$?
-plan "$S/nots" sharegpt "$R/examples/tiny/data/arith.json" 64 false fail sft null
+plan "$S/nots" sharegpt "$A" 64 false fail sft null
 out=$("$TRAIN" prepare "$S/nots/plan.json" 2>&1); rc3=$?
 if [[ $rc1 -eq 2 && $rc2 -eq 2 && $rc3 -eq 2 && $out == *"needs tokenizer.template"* ]]; then ok "usage and plan errors"
 else no "usage/plan errors ($rc1 $rc2 $rc3)" "$out"; fi
@@ -161,7 +224,7 @@ files=$(ls "$S/keep/shards")
 cp tests/data/bad/sharegpt_bad.json "$S/keep.json"
 out=$("$TRAIN" prepare "$S/keep/plan.json" 2>&1); rc=$?
 chk=$("$SHARD" --check "$S/keep/shards" 2>&1)
-if [[ $rc -eq 1 && $chk == "rows 4000 docs 4000 "* ]] && cmp -s "$S/keep-index.json" "$S/keep/shards/index.json" &&
+if [[ $rc -eq 1 && $chk == "rows 9600 docs 9600 "* ]] && cmp -s "$S/keep-index.json" "$S/keep/shards/index.json" &&
    [[ $(ls "$S/keep/shards") == "$files" ]]; then ok "failed re-prepare: the previous set is kept whole"
 else no "failed re-prepare (exit $rc)" "$out $chk $(ls "$S/keep/shards")"; fi
 cp "$S/kill/shards/index.json" "$S/kill-index.json"
@@ -201,24 +264,26 @@ if conc "" && [[ $(grep -l "up to date" "$S"/conc.* | wc -l) -eq 2 ]]; then ok "
 else no "concurrent prepares" "$(cat "$S"/conc.*)"; fi
 
 # 11. only regular files: a dataset or tokenizer that is a device, a FIFO or a directory is refused at once
-mkfifo "$S/fifo"
-mkdir -p "$S/adir/tokenizer.json"   # as a tokenizer: DIR/tokenizer.json is a directory
+# (named .json: a plan's dataset file must be .json or .jsonl before its type is looked at)
+mkfifo "$S/fifo.json"
+mkdir -p "$S/adir.json/tokenizer.json"   # as a tokenizer: DIR/tokenizer.json is a directory
+ln -s /dev/zero "$S/zero.json"
 nonreg() {
     local f=$1 kind=$2 out rc
     plan "$S/nonreg" sharegpt "$f" 64 false skip
     out=$(timeout 20 "$TRAIN" prepare "$S/nonreg/plan.json" 2>&1); rc=$?
     [[ $rc -eq 2 && $out == *"$f: the dataset is $kind; it must be a regular file"* ]] || { echo "exit $rc: $out"; return 1; }
     sed -i "s|\"path\": \"[^\"]*\"|\"path\": \"$f\"|" "$S/nonreg/plan.json"
-    sed -i "s|\"file\": \"[^\"]*\"|\"file\": \"$R/examples/tiny/data/arith.json\"|" "$S/nonreg/plan.json"
+    sed -i "s|\"file\": \"[^\"]*\"|\"file\": \"$A\"|" "$S/nonreg/plan.json"
     out=$(timeout 20 "$TRAIN" prepare "$S/nonreg/plan.json" 2>&1); rc=$?
     [[ $rc -eq 2 && $out == *"$f"*"$kind"* ]] || { echo "tokenizer: exit $rc: $out"; return 1; }
 }
 check_nonreg() { if nonreg "$@"; then ok "refused: $2 ($1)"; else no "not refused: $2 ($1)" "$(nonreg "$@")"; fi; }
-check_nonreg /dev/zero "a character device"
-check_nonreg "$S/fifo" "a FIFO (named pipe)"
-check_nonreg "$S/adir" "a directory"
-out=$(timeout 20 "$TRAIN" prepare "$S/fifo" 2>&1); rc=$?
-if [[ $rc -eq 2 && $out == *"fifo: the plan file is a FIFO"* ]]; then ok "refused: a FIFO as the plan"; else no "FIFO plan (exit $rc)" "$out"; fi
+check_nonreg "$S/zero.json" "a character device"
+check_nonreg "$S/fifo.json" "a FIFO (named pipe)"
+check_nonreg "$S/adir.json" "a directory"
+out=$(timeout 20 "$TRAIN" prepare "$S/fifo.json" 2>&1); rc=$?
+if [[ $rc -eq 2 && $out == *"fifo.json: the plan file is a FIFO"* ]]; then ok "refused: a FIFO as the plan"; else no "FIFO plan (exit $rc)" "$out"; fi
 
 # 12. memory bounded by what is kept: a 300 MB one-line record is refused as too large, read
 #     in constant memory, with its position; a 12 MB record cut to 128 tokens costs far less than 1 GB

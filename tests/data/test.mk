@@ -12,7 +12,7 @@ $(BUILD)/tests/data/%: tests/data/%.c $(DATA_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(DATA_OBJ) -lcjson -lpthread -lm
 
 .PHONY: test-data
-test-data: $(addprefix $(BUILD)/tests/data/,$(DATA_TESTS)) $(BUILD)/llmc-train
+test-data: $(addprefix $(BUILD)/tests/data/,$(DATA_TESTS)) $(BUILD)/llmc-train $(BUILD)/llmc
 	@BUILD=$(BUILD) bash tests/data/run.sh
 
 # libFuzzer targets (clang): `make fuzz-data` runs each for FUZZ_TIME, from the repository root.

@@ -48,6 +48,12 @@ TEST_SUITES += e2e-timelimit
 test-e2e-timelimit: $(BUILD)/llmc $(BUILD)/llmc-train
 	@bash tests/e2e/timelimit.sh $(BUILD)/llmc $(BUILD)/llmc-train
 
+# A USR2 during prepare under the local Slurm: requeue and resume (about a minute).
+TEST_SUITES += e2e-prepare
+.PHONY: test-e2e-prepare
+test-e2e-prepare: $(BUILD)/llmc $(BUILD)/llmc-train
+	@bash tests/e2e/prepare_requeue.sh $(BUILD)/llmc $(BUILD)/llmc-train
+
 # runtime/prom.c on its own (also under SAN=1).
 $(BUILD)/tests/e2e/prom_test: $(BUILD)/tests/e2e/prom_test.o $(BUILD)/runtime/prom.o $(BUILD)/runtime/log.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lm

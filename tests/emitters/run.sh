@@ -134,12 +134,11 @@ else
 fi
 # one job, then two (a subdirectory each), then one again: the job
 # subdirectories go, except one holding a file llmc did not write
-# (the second job runs a copy of the train block with its own output: two jobs
-# writing one output directory is an error)
-{ cat examples/tiny/tiny.llm; echo
-  sed -n '/^train tiny_sft {/,/^}/p' examples/tiny/tiny.llm | sed -e 's/^train tiny_sft {/train tiny_sft2 {/' \
-      -e 's#^  output           = .*#  output           = "../../out/tiny-run2"#'
-  printf '\njob second {\n  run     = tiny_sft2\n  cluster = local\n  nodes   = 1\n  time    = 10 min\n}\n'; } >"$R/two.llm"
+# (the second job runs a train block of its own: two jobs may not write one output directory)
+{ cat examples/tiny/tiny.llm
+  sed -n '/^train tiny_sft {/,/^}/p' examples/tiny/tiny.llm |
+      sed -e 's/^train tiny_sft {/train second_sft {/' -e 's|"../../out/tiny-run"|"../../out/tiny-run-2"|'
+  printf '\njob second {\n  run     = second_sft\n  cluster = local\n  nodes   = 1\n  time    = 10 min\n}\n'; } >"$R/two.llm"
 cp -r examples/tiny/tokenizer examples/tiny/data "$R/" 2>/dev/null
 "$LLMC" "$R/two.llm" -o "$R/jobs" >"$T/re.log" 2>&1
 echo keep >"$R/jobs/second/keep.txt"

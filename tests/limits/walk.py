@@ -279,8 +279,9 @@ def main():
 
     # ---- the stop signal against the time limit (llmc side; the bad plan has the error)
     def job_time(t, steps):
-        text = BASE_LLM.replace("time    = 10 min", f"time    = {t}").replace("checkpoint_every = 50 steps",
-                                                                           f"checkpoint_every = 50 steps\n  max_steps = {steps}")
+        text = re.sub(r"(checkpoint_every = \d+ steps)", lambda m: f"{m.group(1)}\n  max_steps = {steps}",
+                      BASE_LLM.replace("time    = 10 min", f"time    = {t}"))
+        assert "max_steps" in text
         path = os.path.join(tmp, "t.llm")
         open(path, "w").write(text)
         return run([LLMC, "check", "--color=never", path])
