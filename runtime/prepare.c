@@ -806,6 +806,9 @@ int cmd_prepare(int argc, char **argv)
         else plan_path = argv[i];
     }
     if (!plan_path || threads < 1 || threads > 1024 || shard_tokens < 1) { usage(stderr); return 2; }
+    /* First thing: under Slurm a requeued job's prepare step may get the job's
+     * USR2 while it starts, whose default action would kill it (the job fails). */
+    if (!check_only) stopsig_install();
 
     DataPlan plan;
     if (load_plan(plan_path, &plan)) { free_plan(&plan); return 2; }
@@ -829,7 +832,11 @@ int cmd_prepare(int argc, char **argv)
                 say("%s is up to date (data hash %s)", plan.shards_dir, plan.hash);
                 unlock_dir(lock_fd);
                 free_plan(&plan);
-                return 0;
+                if (!stopsig_requested()) return 0;
+                /* the job was asked to stop (its time limit is near): requeue it now */
+                say("stop signal %s: exiting %d to be requeued", stopsig_name() ? stopsig_name() : "?",
+                    STOP_EXIT_REQUEUE);
+                return STOP_EXIT_REQUEUE;
             }
         }
         if (locked) break;
@@ -907,7 +914,6 @@ int cmd_prepare(int argc, char **argv)
             say("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
                 k.n_entries, k.n_entries == 1 ? "" : "s", k.resume_doc + 1);
     }
-    if (!check_only) stopsig_install();
 
     Pool pool = {.cutoff = plan.pretrain && plan.packing ? SIZE_MAX : plan.context, .n_workers = (int)threads};
     pthread_mutex_init(&pool.mu, NULL);

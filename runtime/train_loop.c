@@ -481,6 +481,10 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
     R->last_loss = NAN;
     int rc = 2;
     char err[1024];
+    /* First thing: a USR2/TERM that arrives while the plan loads or ranks
+     * connect (a requeued job gets its warning early) is a stop request like
+     * any other, not the default action (death, no message). */
+    stopsig_install();
     if (parse_args(be->prog, argc, argv, &R->args)) goto out;
     if (run_plan_load(&R->plan, R->args.plan_path, err, sizeof err)) {
         fprintf(stderr, "%s run: %s\n", be->prog, err);
@@ -492,9 +496,6 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
         goto out;
     }
     rc = 1;
-    /* Before the rendezvous: a USR2/TERM that arrives while ranks connect is a
-     * stop request like any other, not the default action (death, no message). */
-    stopsig_install();
     if (be->dist_init(be->self, &R->rank, &R->world)) goto out;
     R->have_dist = 1;
     R->is0 = R->rank == 0;
