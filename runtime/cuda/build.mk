@@ -9,10 +9,10 @@ CUDA_CU     := $(sort $(wildcard runtime/cuda/*.cu))
 # Host objects follow SAN=1 (into build/san, with the sanitizers); kernels never do.
 CUDA_OBJ    := $(patsubst runtime/cuda/%.c,$(BUILD)/cuda/%.o,$(CUDA_SRC)) \
                $(patsubst runtime/cuda/%.cu,$(BUILD)/cuda/%.cu.o,$(CUDA_CU))
-CUDA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -MMD -MP
+CUDA_CFLAGS := $(CFLAGS)
 CUDA_INC    := -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
                $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
-NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra,-Werror -Xptxas -v
+NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) -Xptxas -v
 CUDA_DEPS_LIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu)
 CUDA_LDFLAGS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
 ifneq ($(CUDA_DEPS_LIB),)
@@ -32,7 +32,7 @@ CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLI
 else
 CUDA_BLAS   := -lopenblas
 endif
-CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson $(CUDA_BLAS) -lstdc++ -lm -lpthread
+CUDA_LIBS   := -lcublasLt -lnccl -lcudart $(CJSON_LIBS) $(CRYPTO_LIBS) $(CUDA_BLAS) -lstdc++ -lm -lpthread
 
 .PHONY: cuda
 cuda: $(BUILD)/llmc-train-cuda
