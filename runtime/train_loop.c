@@ -282,6 +282,22 @@ typedef struct {
     char prom_path[4200];
 } Run;
 
+/* The time left for `left` more steps at the mean of the `n` steps timed so far
+ * ("1h02m", "3m20s", "12s"; "?" before a step was timed, "0s" when done). */
+static void eta_text(char *out, size_t cap, int64_t n, double sum_s, int64_t left)
+{
+    if (left <= 0) { snprintf(out, cap, "0s"); return; }
+    if (n <= 0 || !(sum_s > 0)) { snprintf(out, cap, "?"); return; }
+    double s = sum_s / (double)n * (double)left;
+    if (s >= 1e9) { snprintf(out, cap, ">30y"); return; }
+    long t = (long)(s + 0.5);
+    if (t == 0) snprintf(out, cap, "<1s");
+    else if (t >= 86400) snprintf(out, cap, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    else if (t >= 3600) snprintf(out, cap, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+    else if (t >= 60) snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, cap, "%lds", t);
+}
+
 /* The backend's state into hm/opt, then (rank 0) a checkpoint of st. */
 static int save_checkpoint(Run *R)
 {
@@ -365,8 +381,10 @@ static int run_steps(Run *R)
     TrainState *st = &R->st;
     const int MB = plan->micro_batch, GA = plan->grad_accum, S = R->world * GA;
     char err[1024];
-    int tty = isatty(STDERR_FILENO);
+    int tty = isatty(STDOUT_FILENO);   /* progress goes to stdout: one line updated in place on a terminal */
     double last_ckpt = now_s();
+    double timed_s = 0;   /* wall time of the steps after this process's first (warm-up), for the ETA */
+    int64_t timed = 0, first = st->step + 1;
     StepDrift drift; step_drift_init(&drift, plan->json);   /* step time vs the plan's estimate */
 
     while (st->step < R->total) {
@@ -409,13 +427,17 @@ static int run_steps(Run *R)
                               plan->ckpt_dir};
             step_drift_feed(&drift, st->step, dt);
             prom_write(R->prom_path, &pm);
+            if (st->step > first) { timed_s += dt; timed++; }
             if (st->step % plan->log_every == 0 || st->step == R->total) {
-                if (tty)
-                    fprintf(stderr, "\r%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  |g| %.3f  %.0f tok/s%s   ",
-                            log_prefix(), st->step, R->total, loss, lr, gn, sums[1] / dt, extra);
-                else
-                    log_info("step %" PRId64 "/%" PRId64 " loss %.4f lr %.3g grad_norm %.3f %.0f tok/s %.3fs%s",
-                             st->step, R->total, loss, lr, gn, sums[1] / dt, dt, extra);
+                char eta[32];
+                eta_text(eta, sizeof eta, timed, timed_s, R->total - st->step);
+                if (tty) {
+                    printf("\r%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  |g| %.3f  %.0f tok/s  eta %s%s   ",
+                           log_prefix(), st->step, R->total, loss, lr, gn, sums[1] / dt, eta, extra);
+                    fflush(stdout);
+                } else
+                    log_info("step %" PRId64 "/%" PRId64 " loss %.4f lr %.3g grad_norm %.3f %.0f tok/s %.3fs eta %s%s",
+                             st->step, R->total, loss, lr, gn, sums[1] / dt, dt, eta, extra);
             }
         }
         int stop = be->any(be->self, stopsig_requested() || st->step == R->args.stop_after);
@@ -426,7 +448,7 @@ static int run_steps(Run *R)
         if ((stop || due) && st->step < R->total) {
             if (save_checkpoint(R)) return -1;
             last_ckpt = now_s();
-            if (R->is0 && tty) fputc('\n', stderr);
+            if (R->is0 && tty) fputc('\n', stdout);
             if (R->is0) log_info("checkpoint step %" PRId64 " -> %s", st->step, plan->ckpt_dir);
         }
         if (stop && st->step < R->total) {   /* at the last step: finish (export) instead */
@@ -437,7 +459,7 @@ static int run_steps(Run *R)
             return STOP_EXIT_REQUEUE;
         }
     }
-    if (R->is0 && tty) fputc('\n', stderr);
+    if (R->is0 && tty) fputc('\n', stdout);
     return 0;
 }
 

@@ -105,8 +105,9 @@ if [[ "$state" == COMPLETED && "$(job_field "$A" ExitCode)" == 0:0 ]]; then ok "
 else bad "job A: ${state:-no state}" "$err" "$out"; fi
 [[ -s "$out" && -s "$err" ]] && grep -q "llmc: job $A restart 0: 2 node(s)" "$out" \
     && ok "logs where the script says: logs/tiny_2node-$A.out and .err" || bad "job A logs" "$out" "$err"
-grep -q '^\[rank 0/2 n1\] rank 0 of 2 started on n1' "$err" && grep -q '^\[rank 1/2 n2\] rank 1 of 2 started on n2' "$err" \
-    && ok "both ranks ran: rank 0 on n1, rank 1 on n2" || bad "ranks on nodes" "$err"
+# progress on stdout (.out), each line with its ISO 8601 time first
+grep -q '^[0-9T:.-]*Z \[rank 0/2 n1\] rank 0 of 2 started on n1' "$out" && grep -q '^[0-9T:.-]*Z \[rank 1/2 n2\] rank 1 of 2 started on n2' "$out" \
+    && ok "both ranks ran: rank 0 on n1, rank 1 on n2 (stdout, timestamped)" || bad "ranks on nodes" "$out"
 CA=$(ckpt_dir "$T/a")
 if $PY - "$T/a/run/metrics.jsonl" <<'PYEOF'
 import json, sys
@@ -154,7 +155,7 @@ if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
     [[ -n "$victim" ]] && kill -9 "$victim"
     if [[ -n "$victim" ]] && wait_state "$C" 60 FAILED CANCELLED COMPLETED TIMEOUT NODE_FAIL &&
        [[ $(job_field "$C" JobState) == FAILED ]] && grep -q 'srun: error: n2: task 1: ' "$errc" &&
-       grep -q '^\[rank 0/2 n1\] error: lost the connection to rank 1' "$errc"; then
+       grep -q '^[0-9T:.-]*Z \[rank 0/2 n1\] error: lost the connection to rank 1' "$errc"; then
         ok "kill -9 of rank 1: job FAILED in $((SECONDS - start)) s; rank 0: '$(grep -o 'error: lost the connection to rank 1' "$errc")'"
     else bad "kill -9 of rank 1 (victim '$victim', state $(job_field "$C" JobState))" "$errc"; fi
     CC=$(ckpt_dir "$T/c")

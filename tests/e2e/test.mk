@@ -48,7 +48,7 @@ TEST_SUITES += e2e-timelimit
 test-e2e-timelimit: $(BUILD)/llmc $(BUILD)/llmc-train
 	@bash tests/e2e/timelimit.sh $(BUILD)/llmc $(BUILD)/llmc-train
 
-# runtime/prom.c on its own (also under SAN=1).
+# runtime/prom.c on its own (under SAN=1), its file through promtool (tests/e2e/prom_test.sh).
 $(BUILD)/tests/e2e/prom_test: $(BUILD)/tests/e2e/prom_test.o $(BUILD)/runtime/prom.o $(BUILD)/runtime/log.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/tests/e2e/prom_test.o: tests/e2e/prom_test.c
@@ -59,4 +59,4 @@ TEST_SUITES += e2e-prom
 .PHONY: test-e2e-prom
 test-e2e-prom:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/prom_test
-	@d=$$(mktemp -d /tmp/e2e-prom.XXXXXX); build/san/tests/e2e/prom_test $$d; rc=$$?; rm -rf $$d; exit $$rc
+	@bash tests/e2e/prom_test.sh build/san/tests/e2e/prom_test
