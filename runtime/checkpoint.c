@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "commands.h"
 #include "hf_config.h"
 #include "log.h"
@@ -313,14 +314,17 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
 
 int cmd_verify(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: llmc-train verify DIR   (checks DIR/MANIFEST.sha256)\n");
-        return 2;
-    }
+    const char *dir;
+    int rc = args_one_operand("llmc-train verify",
+                              "usage: llmc-train verify DIR   (checks DIR/MANIFEST.sha256)\n"
+                              "  every file listed matches, and every file is listed (sha256sum -c agrees)\n"
+                              "exit status: 0 verified, 1 a mismatch, 2 no readable manifest or usage error\n",
+                              argc, argv, &dir);
+    if (rc >= 0) return rc;
     char err[1400];
-    int rc = manifest_check(argv[1], stdout, err, sizeof err);
+    rc = manifest_check(dir, stdout, err, sizeof err);
     if (rc < 0) { fprintf(stderr, "llmc-train verify: %s\n", err); return 2; }
-    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch (first: %s)\n", argv[1], err);
+    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch (first: %s)\n", dir, err);
     return rc ? 1 : 0;
 }
 

@@ -21,6 +21,7 @@
  * by 1 / that count inside the backend's optimizer step.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "metrics.h"
@@ -181,16 +183,18 @@ static int evaluate(const TrainBackend *be, const char *dir, int B, int vocab, E
     return rc;
 }
 
-static void usage(const char *prog)
+static void usage(FILE *out, const char *prog)
 {
-    fprintf(stderr,
-            "usage: %s run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]\n"
+    fprintf(out,
+            "usage: %s run [--eval-shards DIR] [--stop-after N] [--fresh] PLAN.json\n"
             "  --eval-shards DIR  after training, report loss and greedy exact-match accuracy on\n"
             "                     prepared held-out shards (written to OUTPUT_DIR/result.json)\n"
             "  --stop-after N     behave as if a stop signal arrived after step N (checkpoint, exit %d)\n"
             "  --fresh            start at step 0 even though the checkpoint directory holds checkpoints\n"
-            "                     (they are kept; rotation removes them oldest first)\n",
-            prog, STOP_EXIT_REQUEUE);
+            "                     (they are kept; rotation removes them oldest first)\n"
+            "progress goes to stdout, warnings and errors to stderr; see llmc-train(1)\n"
+            "exit status: 0 done, 1 failed, 2 usage or plan error, %d stopped by a signal (requeue)\n",
+            prog, STOP_EXIT_REQUEUE, STOP_EXIT_REQUEUE);
 }
 
 typedef struct {
@@ -199,23 +203,43 @@ typedef struct {
     int fresh;
 } RunArgs;
 
-static int parse_args(const char *prog, int argc, char **argv, RunArgs *a)
+/* 0 parsed; otherwise the exit code (0 after --help). */
+static int parse_args(const char *prog, int argc, char **argv, RunArgs *a, int *exit_code)
 {
+    static const struct option longopts[] = {
+        {"eval-shards", required_argument, NULL, 'e'},
+        {"stop-after", required_argument, NULL, 's'},
+        {"fresh", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "%s run", prog);
     memset(a, 0, sizeof *a);
     a->stop_after = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--eval-shards") && i + 1 < argc) a->eval_dir = argv[++i];
-        else if (!strcmp(argv[i], "--fresh")) a->fresh = 1;
-        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
-            char *end;
-            a->stop_after = strtoll(argv[++i], &end, 10);
-            if (*end || a->stop_after < 0) { fprintf(stderr, "%s run: --stop-after wants a step number\n", prog); return -1; }
-        } else if (argv[i][0] == '-' || a->plan_path) {
-            usage(prog);
-            return -1;
-        } else a->plan_path = argv[i];
+    optind = 1;
+    opterr = 0;
+    int c;
+    long long v;
+    *exit_code = 2;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'e': a->eval_dir = optarg; break;
+        case 'f': a->fresh = 1; break;
+        case 's':
+            if (args_int(cmd, "--stop-after", optarg, 0, INT64_MAX, &v)) return -1;
+            a->stop_after = v;
+            break;
+        case 'h': usage(stdout, prog); *exit_code = 0; return -1;
+        default: args_getopt_error(cmd, c, argv); return -1;
+        }
     }
-    if (!a->plan_path) { usage(prog); return -1; }
+    if (optind == argc) { usage(stderr, prog); return -1; }
+    if (argc - optind > 1) {
+        args_usage_error(cmd, "one PLAN.json, not '%s' too", argv[optind + 1]);
+        return -1;
+    }
+    a->plan_path = argv[optind];
     return 0;
 }
 
@@ -503,7 +527,7 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
     R->last_loss = NAN;
     int rc = 2;
     char err[1024];
-    if (parse_args(be->prog, argc, argv, &R->args)) goto out;
+    if (parse_args(be->prog, argc, argv, &R->args, &rc)) goto out;
     if (run_plan_load(&R->plan, R->args.plan_path, err, sizeof err)) {
         fprintf(stderr, "%s run: %s\n", be->prog, err);
         goto out;

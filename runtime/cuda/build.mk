@@ -24,7 +24,7 @@ endif
 # ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine).
 CUDA_RT_OBJ := $(patsubst %,$(BUILD)/runtime/%.o,plan shard_io metrics safetensors hf_config checkpoint \
                model ops_cpu optim rng row_stream run_init sha256 log stopsig train_loop prom \
-               prepare tokenize_cmd tokenizer json_stream chat_template records unicode) \
+               prepare tokenize_cmd tokenizer json_stream chat_template records unicode args) \
                $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
 CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
 ifneq ($(CUDA_NETLIB),)

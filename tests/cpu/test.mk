@@ -1,7 +1,7 @@
 # tests/cpu — the CPU trainer: model/optimizer against PyTorch fixtures, formats,
 # plan loading, and training runs (resume bit-identity, export, verify).
 #   make test-cpu
-CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o rng.o safetensors.o optim.o sha256.o hf_config.o plan.o checkpoint.o json_stream.o log.o metrics.o)
+CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o rng.o safetensors.o optim.o sha256.o hf_config.o plan.o checkpoint.o json_stream.o log.o metrics.o args.o)
 
 $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 	@mkdir -p $(dir $@)
