@@ -405,7 +405,9 @@ static int run_steps(Run *R)
     TrainState *st = &R->st;
     const int MB = plan->micro_batch, GA = plan->grad_accum, S = R->world * GA;
     char err[1024];
-    int tty = isatty(STDOUT_FILENO);   /* progress goes to stdout: one line updated in place on a terminal */
+    /* progress goes to stdout: one line updated in place on a terminal. Both
+     * streams: mpirun gives its ranks a pty for stdout only, and its log wants lines. */
+    int tty = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
     double last_ckpt = now_s();
     double timed_s = 0;   /* wall time of the steps after this process's first (warm-up), for the ETA */
     int64_t timed = 0, first = st->step + 1;
@@ -470,9 +472,9 @@ static int run_steps(Run *R)
         due = be->any(be->self, due);   /* rank 0's clock decides for everyone */
         if (stop < 0 || due < 0) return -1;
         if ((stop || due) && st->step < R->total) {
+            if (R->is0 && tty) fputc('\n', stdout);   /* end the progress line: the save logs its own */
             if (save_checkpoint(R)) return -1;
             last_ckpt = now_s();
-            if (R->is0 && tty) fputc('\n', stdout);
             if (R->is0) log_info("checkpoint step %" PRId64 " -> %s", st->step, plan->ckpt_dir);
         }
         if (stop && st->step < R->total) {   /* at the last step: finish (export) instead */
