@@ -9,6 +9,7 @@ pass=0 fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
 PLAN=$ROOT/examples/tiny/tiny.llm
+MAKE=${MAKE:-make}
 
 # help BIN ARGS...: exit 0, a usage on stdout, nothing on stderr
 help() {
