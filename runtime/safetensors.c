@@ -369,10 +369,18 @@ typedef struct {
     Sha256 *hash;   /* NULL: not hashed */
 } StOut;
 
+/* In pieces of 4 MiB, hash then write each: the kernel writes the dirty pages
+ * back while the next piece is hashed, so the disk and the hash overlap. */
 static int write_all(StOut *o, const void *p, size_t n)
 {
-    if (o->hash) sha256_update(o->hash, p, n);
-    return fwrite(p, 1, n, o->f) == n ? 0 : -1;
+    const unsigned char *b = p;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < ((size_t)4 << 20) ? n - done : (size_t)4 << 20;
+        if (o->hash) sha256_update(o->hash, b + done, k);
+        if (fwrite(b + done, 1, k, o->f) != k) return -1;
+        done += k;
+    }
+    return 0;
 }
 
 int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
