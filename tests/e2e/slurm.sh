@@ -145,8 +145,8 @@ else bad "job B's final weights differ from job A's" "$errb" "$outb"; fi
 
 # ---- C: kill -9 of rank 1
 C=$(submit "$T/c")
-errc=$T/c/logs/tiny_2node-$C.err
-if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
+errc=$T/c/logs/tiny_2node-$C.err outc=$T/c/logs/tiny_2node-$C.out
+if wait_for_line "$outc" 'checkpoint step 20 ' 120; then
     victim=""
     for p in $(pgrep -f "llmc-train run"); do
         grep -qzx "SLURM_JOB_ID=$C" "/proc/$p/environ" 2>/dev/null && grep -qzx "SLURM_PROCID=1" "/proc/$p/environ" 2>/dev/null && victim=$p
@@ -161,7 +161,7 @@ if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
     CC=$(ckpt_dir "$T/c")
     if verify_latest "$CC" "$T/c.verify"; then ok "after the kill, the latest checkpoint $(cat "$CC/latest") verifies"
     else bad "latest checkpoint after the kill" "$T/c.verify"; fi
-else bad "job C did not checkpoint step 20" "$errc"; fi
+else bad "job C did not checkpoint step 20" "$outc" "$errc"; fi
 
 # ---- D: mpirun inside the allocation (the partition of tiny_2node.llm: the emitted
 # snippet sets no default partition)
