@@ -8,8 +8,16 @@
 #   make fuzz       fuzz the parsers (clang libFuzzer), FUZZ_TIME seconds each (600)
 #   make golden     re-record golden/ from examples/
 #   make SAN=1 ...  the same with AddressSanitizer + UBSan (into build/san)
+#   make install    PREFIX (/usr/local) and DESTDIR: binaries, man pages, templates
 #
-# Each area adds its sources and suites in its own fragment (*.mk below):
+# Distributions: CC, CFLAGS, CPPFLAGS and LDFLAGS from the environment or the
+# command line are kept (ours are appended); WERROR=0 builds without -Werror
+# (on by default, for developers and CI: a new compiler's new warning must not
+# break a distribution's build of a released tree).
+#
+# Each area adds its sources and suites in its own fragment (*.mk below); a
+# fragment adds flags with `override CPPFLAGS += ...` (a plain += is ignored
+# once the caller's flags are kept with override, below):
 #   TEST_SUITES += name   with a target test-name printing "N passed, N failed"
 #   BENCH_TARGETS += target, FUZZ_TARGETS += target
 
@@ -17,24 +25,52 @@
 .DELETE_ON_ERROR:
 SHELL := /bin/bash
 
-CC      := cc
+# make's built-in CC is cc; CC=clang in the environment or on the command line wins.
+CC      ?= cc
 SAN     ?= 0
+WERROR  ?= 1
 BUILD   := build
-OPT     := -O2 -g
+OPT     ?= -O2 -g
 ifeq ($(SAN),1)
 BUILD   := build/san
 OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-LDFLAGS += -fsanitize=address,undefined
+override LDFLAGS += -fsanitize=address,undefined
 endif
 GEN     := $(BUILD)/gen
-CFLAGS  := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -MMD -MP
-CPPFLAGS += -Icompiler -Iruntime -I$(GEN)
-# The GPU machine has no cJSON/libyaml headers: they are unpacked into .deps/.
+WARN    := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror)
+# The caller's CFLAGS first (a distribution's hardening flags), then ours:
+# `override` so that `make CFLAGS=...` appends instead of replacing them.
+override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -MMD -MP
+override CPPFLAGS += -Icompiler -Iruntime -I$(GEN)
+# The GPU machine has no cJSON/libyaml/OpenSSL headers: they are unpacked into .deps/.
 ifneq ($(wildcard .deps/usr/include),)
-CPPFLAGS += -I.deps/usr/include
-LDFLAGS  += -L.deps/usr/lib/x86_64-linux-gnu -Wl,-rpath,$(abspath .deps/usr/lib/x86_64-linux-gnu)
+override CPPFLAGS += -I.deps/usr/include $(if $(wildcard .deps/usr/include/x86_64-linux-gnu),-I.deps/usr/include/x86_64-linux-gnu)
+override LDFLAGS  += -L.deps/usr/lib/x86_64-linux-gnu -Wl,-rpath,$(abspath .deps/usr/lib/x86_64-linux-gnu)
 endif
 LDLIBS  :=
+comma   := ,
+
+# Libraries: flags from pkg-config where the library ships a .pc file, else the
+# plain -l flag (cJSON from .deps/ has no usable .pc; MPI falls back to mpicc).
+PKG_CONFIG ?= pkg-config
+pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(1) 2>/dev/null)
+pkg_libs   = $(or $(shell $(PKG_CONFIG) --libs $(1) 2>/dev/null),$(2))
+CJSON_CFLAGS  := $(call pkg_cflags,libcjson)
+CJSON_LIBS    := $(call pkg_libs,libcjson,-lcjson)
+YAML_CFLAGS   := $(call pkg_cflags,yaml-0.1)
+YAML_LIBS     := $(call pkg_libs,yaml-0.1,-lyaml)
+BLAS_CFLAGS   := $(call pkg_cflags,openblas)
+BLAS_LIBS     := $(call pkg_libs,openblas,-lopenblas)
+CRYPTO_CFLAGS := $(call pkg_cflags,libcrypto)
+CRYPTO_LIBS   := $(call pkg_libs,libcrypto,-lcrypto)
+override CPPFLAGS += $(CJSON_CFLAGS) $(YAML_CFLAGS) $(CRYPTO_CFLAGS)
+
+# Installation (GNU conventions): make install PREFIX=/usr DESTDIR=/tmp/pkg
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+MANDIR  ?= $(DATADIR)/man
+INSTALL ?= install
 
 TEST_SUITES   :=
 BENCH_TARGETS :=
@@ -49,7 +85,7 @@ include runtime/build.mk
 -include $(sort $(wildcard tests/*/test.mk))
 -include $(sort $(wildcard bench/*.mk))
 
-.PHONY: all test demo deps cuda bench fuzz golden clean
+.PHONY: all test demo deps cuda bench fuzz golden clean install uninstall
 all: $(BUILD)/llmc $(BUILD)/llmc-train
 
 test: deps
@@ -69,5 +105,20 @@ golden: $(GOLDEN_TARGETS)
 
 clean:
 	rm -rf build
+
+# The templates are compiled into llmc (compiler/emit_template_data.c), so the
+# installed binary needs no data file; share/llmc/templates holds the same
+# text for reading. llmc-train-cuda is installed when it was built (make cuda).
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)/llmc/templates
+	$(INSTALL) -m 755 $(BUILD)/llmc $(BUILD)/llmc-train $(DESTDIR)$(BINDIR)/
+	$(if $(wildcard $(BUILD)/llmc-train-cuda),$(INSTALL) -m 755 $(BUILD)/llmc-train-cuda $(DESTDIR)$(BINDIR)/)
+	$(INSTALL) -m 644 docs/llmc.1 docs/llmc-train.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 644 templates/*.tmpl $(DESTDIR)$(DATADIR)/llmc/templates/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/llmc $(DESTDIR)$(BINDIR)/llmc-train $(DESTDIR)$(BINDIR)/llmc-train-cuda
+	rm -f $(DESTDIR)$(MANDIR)/man1/llmc.1 $(DESTDIR)$(MANDIR)/man1/llmc-train.1
+	rm -rf $(DESTDIR)$(DATADIR)/llmc/templates
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Install what llmc needs on a fresh Debian 12 machine (as root), only what is missing.
 set -euo pipefail
-pkgs=(build-essential re2c lemon libcjson-dev libyaml-dev libopenblas-dev
+pkgs=(build-essential pkg-config re2c lemon libcjson-dev libyaml-dev libopenblas-dev libssl-dev
       openmpi-bin libopenmpi-dev slurm-wlm slurm-client munge
-      clang libclang-rt-14-dev nodejs npm python3 unicode-data iproute2 procps python3-torch)
+      clang libclang-rt-14-dev nodejs npm python3 unicode-data iproute2 procps python3-torch prometheus)
 missing=()
 for p in "${pkgs[@]}"; do
     # Node.js from another source (NodeSource) ships npm inside its nodejs package.

@@ -9,10 +9,10 @@ COMPILER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(COMPILER_SRC)) \
                 $(patsubst $(GEN)/%.c,$(BUILD)/gen-obj/%.o,$(COMPILER_GEN))
 # Objects for tests and fuzzers: everything but the CLI's main().
 COMPILER_LIB_OBJ := $(filter-out $(BUILD)/compiler/main.o,$(COMPILER_OBJ))
-COMPILER_LIBS := -lcjson -lyaml -lm
+COMPILER_LIBS := $(CJSON_LIBS) $(YAML_LIBS) -lm
 # contract/: the limits of a valid plan, shared with the runtime (plan_limits.h).
 # On every compile: the unit tests and fuzzers build compiler sources directly.
-CPPFLAGS += -Icontract
+override CPPFLAGS += -Icontract
 
 $(GEN)/%.c: grammar/%.re
 	@mkdir -p $(dir $@)

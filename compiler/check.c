@@ -2553,7 +2553,7 @@ static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
     "quant_method", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
     "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
-    "run_name", "log_every"};
+    "run_name"};   /* log_every: both backends (plan.json output.log_every) */
 
 static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
 {

@@ -533,14 +533,21 @@ static void render_json(Diags *d, FILE *out)
     cJSON_Delete(arr);
 }
 
+bool diag_colour_wanted(int colour, FILE *out)
+{
+    if (colour >= 0) return colour > 0;
+    const char *no = getenv("NO_COLOR");
+    if (no && no[0]) return false;
+    return isatty(fileno(out)) != 0;
+}
+
 void diags_render(Diags *d, FILE *out, DiagFormat fmt, int colour)
 {
     sort_diags(d);
     if (fmt == DIAG_FMT_JSON) {
         render_json(d, out);
     } else {
-        bool c = colour < 0 ? isatty(fileno(out)) != 0 : colour > 0;
-        render_human(d, out, c);
+        render_human(d, out, diag_colour_wanted(colour, out));
     }
     fflush(out);
 }

@@ -69,5 +69,9 @@ char *diag_escape(const char *text);
 typedef enum { DIAG_FMT_HUMAN, DIAG_FMT_JSON } DiagFormat;
 /* Sort into source order and print all. colour: -1 auto (isatty), 0 off, 1 on. */
 void diags_render(Diags *, FILE *out, DiagFormat, int colour);
+/* Whether to colour what goes to out: colour 1 always, 0 never, -1 auto: only
+ * on a terminal, and never when NO_COLOR is set to a non-empty value
+ * (https://no-color.org). */
+bool diag_colour_wanted(int colour, FILE *out);
 
 #endif

@@ -321,7 +321,7 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     cJSON *out = cJSON_AddObjectToObject(root, "output");
     add_str(out, "dir", out_dir);
     add_str(out, "metrics", "metrics.jsonl");
-    add_int(out, "log_every", 1);
+    add_int(out, "log_every", t->log_every > 0 ? t->log_every : 1);
 
     cJSON *sl = cJSON_AddObjectToObject(root, "slurm");
     add_str(sl, "cluster", L->cluster->name);

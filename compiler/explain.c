@@ -9,12 +9,14 @@
  * Exit: 0 clean, 1 plan errors (tables are still printed when the front end
  * succeeded), 2 usage or I/O.
  */
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "cli.h"
 #include "estimate.h"
 #include "frontend.h"
 
@@ -23,8 +25,9 @@
 enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
 
 static const char explain_usage[] =
-    "usage: llmc explain PLAN [--format=human|json] [--color=auto|always|never]\n"
-    "  memory per GPU and time to train for every job in PLAN, with the assumptions\n";
+    "usage: llmc explain [--format human|json] [--color auto|always|never] PLAN\n"
+    "  memory per GPU and time to train for every job in PLAN, with the assumptions\n"
+    "exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n";
 
 /* ---- names and number formatting ---- */
 
@@ -655,38 +658,23 @@ static cJSON *diagnostics_json(Diags *d)
 
 int explain_main(int argc, char **argv)
 {
-    const char *path = NULL;
+    static const struct option longopts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    const char *cmd = "llmc explain";
     bool json = false;
-    int colour = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(explain_usage, stdout);
-            return EXPLAIN_CLEAN;
-        } else if (!strcmp(a, "--format=json")) {
-            json = true;
-        } else if (!strcmp(a, "--format=human")) {
-            json = false;
-        } else if (!strcmp(a, "--color=always") || !strcmp(a, "--colour=always")) {
-            colour = 1;
-        } else if (!strcmp(a, "--color=never") || !strcmp(a, "--colour=never")) {
-            colour = 0;
-        } else if (!strcmp(a, "--color=auto") || !strcmp(a, "--colour=auto")) {
-            colour = -1;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "llmc: error: unknown option '%s' for explain\n%s", a, explain_usage);
-            return EXPLAIN_USAGE;
-        } else if (path) {
-            fprintf(stderr, "llmc: error: explain takes one plan, got '%s' and '%s'\n", path, a);
-            return EXPLAIN_USAGE;
-        } else {
-            path = a;
-        }
+    int colour = -1, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (c == 'h') { fputs(explain_usage, stdout); return EXPLAIN_CLEAN; }
+        if (c == CLI_OPT_VERSION) { cli_version(); return EXPLAIN_CLEAN; }
+        if (c == CLI_OPT_FORMAT) { if (cli_format(cmd, optarg, &json)) return EXPLAIN_USAGE; continue; }
+        if (c == CLI_OPT_COLOR) { if (cli_colour(cmd, optarg, &colour)) return EXPLAIN_USAGE; continue; }
+        return cli_getopt_error(cmd, c, argv);
     }
-    if (!path) {
-        fprintf(stderr, "llmc: error: explain needs a plan file\n%s", explain_usage);
-        return EXPLAIN_USAGE;
-    }
+    if (optind == argc) return cli_usage_error(cmd, "explain needs a plan file");
+    if (argc - optind > 1)
+        return cli_usage_error(cmd, "explain takes one plan, got '%s' and '%s'", argv[optind], argv[optind + 1]);
+    const char *path = argv[optind];
 
     Diags *d = diags_new();
     Plan *plan = frontend_load(path, d);
@@ -735,7 +723,7 @@ int explain_main(int argc, char **argv)
         if (diags_error_count(d) + diags_warning_count(d) > 0)
             diags_render(d, stderr, DIAG_FMT_HUMAN, colour);
         fflush(stderr);
-        Table tb = {stdout, colour == 1 || (colour < 0 && isatty(fileno(stdout)))};
+        Table tb = {stdout, diag_colour_wanted(colour, stdout)};
         int shown = 0;
         for (int i = 0; !front_errors && i < plan->njobs; i++) {
             const PlanJob *job = plan->jobs[i];

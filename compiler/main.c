@@ -1,4 +1,5 @@
 /* main.c — the llmc command line: compile, check, fmt, explain. */
+#include "cli.h"
 #include "emit.h"
 #include "estimate.h"
 #include "fmt.h"
@@ -7,13 +8,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define LLMC_VERSION "0.1.0"
 
 int explain_main(int argc, char **argv);   /* compiler/explain.c */
 int init_model_main(int argc, char **argv);   /* compiler/init_model.c */
@@ -27,27 +27,35 @@ static const char usage_text[] =
     "       llmc explain PLAN           the estimate, figure by figure\n"
     "       llmc status OUT_DIR         a submitted run: Slurm, progress, estimate vs measured\n"
     "       llmc init-model DIR [NAME]  the model block for a Hugging Face model directory\n"
-    "       llmc --help | --version\n"
+    "       llmc --help | --version     (every command takes --help)\n"
     "\n"
-    "options:\n"
-    "  -o DIR, --output=DIR     output directory (compile)\n"
-    "  --format=human|json      diagnostics as text (stderr) or JSON (stdout)\n"
-    "  --color=auto|always|never  colour in text diagnostics (auto: only on a terminal)\n"
+    "options (--opt=VALUE or --opt VALUE):\n"
+    "  -o DIR, --output DIR     output directory (compile)\n"
+    "  --format human|json      diagnostics as text (stderr) or JSON (stdout)\n"
+    "  --color auto|always|never  colour in text diagnostics (auto: only on a terminal,\n"
+    "                           and not when NO_COLOR is set)\n"
     "  --check                  fmt: exit 1 and list files that are not formatted\n"
-    "  -w                       fmt: rewrite files in place\n"
+    "  -w, --write              fmt: rewrite files in place\n"
     "\n"
     "exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n"
-    "see llmc(1) and docs/language.md\n";
+    "see llmc(1), llmc-train(1) and docs/language.md\n";
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    fputs("llmc: error: ", stderr);
-    char *clean = diag_escape(arg);   /* an argument may hold control characters */
-    fprintf(stderr, fmt, clean);
-    free(clean);
-    fputs("\ntry 'llmc --help'\n", stderr);
-    return EXIT_USAGE;
-}
+static const char check_usage[] =
+    "usage: llmc check [--format human|json] [--color auto|always|never] PLAN...\n"
+    "Check each plan (syntax, types, references, estimates, cross-file rules) and write\n"
+    "nothing. Every error of every file, in source order.\n"
+    "exit status: 0 clean, 1 errors in a plan, 2 usage or I/O error\n";
+
+static const char fmt_usage[] =
+    "usage: llmc fmt [--check | -w] [--format human|json] [--color auto|always|never] PLAN...\n"
+    "Print a plan in the canonical layout (comments kept).\n"
+    "  --check      list the files that are not formatted; exit 1 if any\n"
+    "  -w, --write  rewrite the files in place (atomically)\n"
+    "exit status: 0 clean, 1 a file not formatted or with errors, 2 usage or I/O error\n";
+
+typedef enum { SUB_COMPILE, SUB_CHECK, SUB_FMT } Sub;
+static const char *const sub_name[] = {"llmc", "llmc check", "llmc fmt"};
+static const char *const sub_usage[] = {usage_text, check_usage, fmt_usage};
 
 typedef struct Options {
     DiagFormat format;
@@ -58,59 +66,67 @@ typedef struct Options {
     int nfiles;
 } Options;
 
-static int options_error(struct Options *o, const char *fmt, const char *arg);
+static int options_error(struct Options *o, Sub sub, const char *fmt, const char *arg);
 
-/* Parse options shared by the subcommands; returns -1 on success or an exit code. */
-static int parse_options(int argc, char **argv, Options *o, bool is_fmt)
+enum { OPT_CHECK = CLI_OPT_FIRST_FREE };
+
+/* Parse a subcommand's options (argv[0]: the command's name); returns -1 on
+ * success, else the exit code (0 after --help or --version). */
+static int parse_options(int argc, char **argv, Options *o, Sub sub)
 {
+    static const struct option longopts[] = {
+        CLI_COMMON_OPTIONS,
+        {"output", required_argument, NULL, 'o'},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"write", no_argument, NULL, 'w'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *cmd = sub_name[sub];
     o->format = DIAG_FMT_HUMAN;
     o->colour = -1;
     o->files = xcalloc((size_t)argc + 1, sizeof(char *));
-    bool only_files = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (only_files || a[0] != '-' || strcmp(a, "-") == 0) {
-            o->files[o->nfiles++] = a;
-        } else if (strcmp(a, "--") == 0) {
-            only_files = true;
-        } else if (strcmp(a, "--format=json") == 0) {
-            o->format = DIAG_FMT_JSON;
-        } else if (strcmp(a, "--format=human") == 0) {
-            o->format = DIAG_FMT_HUMAN;
-        } else if (strncmp(a, "--format", 8) == 0) {
-            return options_error(o, "unknown format in '%s' (human or json)", a);
-        } else if (strcmp(a, "--color=always") == 0 || strcmp(a, "--colour=always") == 0) {
-            o->colour = 1;
-        } else if (strcmp(a, "--color=never") == 0 || strcmp(a, "--colour=never") == 0) {
-            o->colour = 0;
-        } else if (strcmp(a, "--color=auto") == 0 || strcmp(a, "--colour=auto") == 0) {
-            o->colour = -1;
-        } else if (strncmp(a, "--color", 7) == 0 || strncmp(a, "--colour", 8) == 0) {
-            return options_error(o, "unknown colour mode in '%s' (auto, always or never)", a);
-        } else if (!is_fmt && strcmp(a, "-o") == 0) {
-            if (i + 1 >= argc) return options_error(o, "%s needs a directory", a);
-            o->out_dir = argv[++i];
-        } else if (!is_fmt && strncmp(a, "--output=", 9) == 0) {
-            o->out_dir = a + 9;
-        } else if (!is_fmt && strncmp(a, "-o", 2) == 0) {
-            o->out_dir = a + 2;
-        } else if (is_fmt && strcmp(a, "--check") == 0) {
-            o->fmt_check = true;
-        } else if (is_fmt && strcmp(a, "-w") == 0) {
-            o->fmt_write = true;
-        } else {
-            return options_error(o, "unknown option '%s'", a);
+    optind = 1;
+    opterr = 0;
+    int c;
+    bool json = false;
+    while ((c = getopt_long(argc, argv, ":ho:w", longopts, NULL)) != -1) {
+        int rc = -1;
+        switch (c) {
+        case 'h': fputs(sub_usage[sub], stdout); rc = EXIT_CLEAN; break;
+        case CLI_OPT_VERSION: cli_version(); rc = EXIT_CLEAN; break;
+        case CLI_OPT_FORMAT:
+            if (cli_format(cmd, optarg, &json)) rc = EXIT_USAGE;
+            o->format = json ? DIAG_FMT_JSON : DIAG_FMT_HUMAN;
+            break;
+        case CLI_OPT_COLOR: if (cli_colour(cmd, optarg, &o->colour)) rc = EXIT_USAGE; break;
+        case 'o':
+            if (sub == SUB_CHECK) return options_error(o, sub, "%s", "check writes nothing; -o is for compiling");
+            if (sub != SUB_COMPILE) return options_error(o, sub, "%s", "-o/--output is for compiling (llmc PLAN -o DIR)");
+            o->out_dir = optarg;
+            break;
+        case OPT_CHECK: case 'w':
+            if (sub != SUB_FMT) return options_error(o, sub, "'%s' is an option of llmc fmt", c == 'w' ? "-w" : "--check");
+            if (c == 'w') o->fmt_write = true;
+            else o->fmt_check = true;
+            break;
+        default: rc = cli_getopt_error(cmd, c, argv); break;
+        }
+        if (rc >= 0) {
+            free(o->files);
+            o->files = NULL;
+            return rc;
         }
     }
-    if (o->out_dir && !o->out_dir[0]) return options_error(o, "%s", "empty output directory");
+    for (int i = optind; i < argc; i++) o->files[o->nfiles++] = argv[i];
+    if (o->out_dir && !o->out_dir[0]) return options_error(o, sub, "%s", "empty output directory (-o '')");
     return -1;
 }
 
-static int options_error(Options *o, const char *fmt, const char *arg)
+static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
 {
     free(o->files);
     o->files = NULL;
-    return usage_error(fmt, arg);
+    return cli_usage_error(sub_name[sub], fmt, arg);
 }
 
 static int finish(Diags *d, const Options *o)
@@ -143,10 +159,9 @@ static Plan *check_one(const char *path, Diags *d, Estimate **ests_out, bool *io
 static int cmd_check(int argc, char **argv)
 {
     Options o = {0};
-    int rc = parse_options(argc, argv, &o, false);
+    int rc = parse_options(argc, argv, &o, SUB_CHECK);
     if (rc >= 0) return rc;   /* options freed by options_error */
-    if (o.nfiles == 0) return options_error(&o, "%s", "check needs at least one PLAN");
-    if (o.out_dir) return options_error(&o, "%s", "check writes nothing; -o is for compiling");
+    if (o.nfiles == 0) return options_error(&o, SUB_CHECK, "%s", "check needs at least one PLAN");
     Diags *d = diags_new();
     bool io_error = false;
     for (int i = 0; i < o.nfiles; i++) {
@@ -168,10 +183,10 @@ static int cmd_check(int argc, char **argv)
 static int cmd_compile(int argc, char **argv)
 {
     Options o = {0};
-    int rc = parse_options(argc, argv, &o, false);
+    int rc = parse_options(argc, argv, &o, SUB_COMPILE);
     if (rc >= 0) return rc;   /* options freed by options_error */
-    if (o.nfiles != 1) return options_error(&o, "%s", "compile takes exactly one PLAN (llmc PLAN -o DIR)");
-    if (!o.out_dir) return options_error(&o, "%s", "compile needs an output directory: llmc PLAN -o DIR");
+    if (o.nfiles != 1) return options_error(&o, SUB_COMPILE, "%s", "compile takes exactly one PLAN (llmc PLAN -o DIR)");
+    if (!o.out_dir) return options_error(&o, SUB_COMPILE, "%s", "compile needs an output directory: llmc PLAN -o DIR");
     Diags *d = diags_new();
     bool io_error = false;
     Estimate *ests = NULL;
@@ -241,12 +256,12 @@ static bool write_atomic(const char *path, const char *text, size_t len)
 static int cmd_fmt(int argc, char **argv)
 {
     Options o = {0};
-    int rc = parse_options(argc, argv, &o, true);
+    int rc = parse_options(argc, argv, &o, SUB_FMT);
     if (rc >= 0) return rc;   /* options freed by options_error */
-    if (o.nfiles == 0) return options_error(&o, "%s", "fmt needs at least one PLAN");
-    if (o.fmt_check && o.fmt_write) return options_error(&o, "%s", "--check and -w exclude each other");
+    if (o.nfiles == 0) return options_error(&o, SUB_FMT, "%s", "fmt needs at least one PLAN");
+    if (o.fmt_check && o.fmt_write) return options_error(&o, SUB_FMT, "%s", "--check and -w exclude each other");
     if (!o.fmt_check && !o.fmt_write && o.nfiles > 1)
-        return options_error(&o, "%s", "fmt prints one file; use -w or --check for several");
+        return options_error(&o, SUB_FMT, "%s", "fmt prints one file; use -w or --check for several");
     Diags *d = diags_new();
     Arena *a = arena_new();
     int status = EXIT_CLEAN;
@@ -290,13 +305,13 @@ int main(int argc, char **argv)
         return EXIT_CLEAN;
     }
     if (strcmp(cmd, "--version") == 0) {
-        puts("llmc " LLMC_VERSION);
+        cli_version();
         return EXIT_CLEAN;
     }
-    if (strcmp(cmd, "check") == 0) return cmd_check(argc - 2, argv + 2);
-    if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 2, argv + 2);
+    if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
+    if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0) return status_main(argc - 1, argv + 1);
     if (strcmp(cmd, "init-model") == 0) return init_model_main(argc - 1, argv + 1);
-    return cmd_compile(argc - 1, argv + 1);
+    return cmd_compile(argc, argv);   /* llmc PLAN -o DIR: argv[0] is the program */
 }

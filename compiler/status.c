@@ -2,12 +2,14 @@
  * trainer's progress and the plan's estimate side by side (docs/status.md). */
 #include "status.h"
 #include "arena.h"
+#include "cli.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <glob.h>
 #include <limits.h>
 #include <math.h>
@@ -994,9 +996,11 @@ static int collect(Status *s, const char *target, const char *job_id, char *err,
 }
 
 static const char status_usage[] =
-    "usage: llmc status [--format=human|json] [--watch[=SECONDS]] [--plot FILE.svg|FILE.png]\n"
+    "usage: llmc status [--format human|json] [--watch[=SECONDS]] [--plot FILE.svg|FILE.png]\n"
     "                   [--job JOBID] OUT_DIR|PLAN.json\n"
-    "Slurm's view of the job, the trainer's progress and the plan's estimate (docs/status.md).\n";
+    "Slurm's view of the job, the trainer's progress and the plan's estimate (docs/status.md).\n"
+    "  --watch[=SECONDS]  redraw every SECONDS (0.1 to 86400; default 2) until Ctrl-C\n"
+    "exit status: 0 shown, 2 usage or I/O error\n";
 
 static volatile sig_atomic_t stop_watch;
 static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
@@ -1006,56 +1010,51 @@ int status_main(int argc, char **argv)
     bool json = false, watch = false;
     double interval = 2;
     const char *target = NULL, *plot = NULL, *job_id = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--format=json") == 0) json = true;
-        else if (strcmp(a, "--format=human") == 0) json = false;
-        else if (strcmp(a, "--watch") == 0) watch = true;
-        else if (strncmp(a, "--watch=", 8) == 0) {
-            char *end;
-            interval = strtod(a + 8, &end);
-            if (*end || !(interval >= 0.1 && interval <= 86400)) {
-                fprintf(stderr, "llmc status: error: --watch=SECONDS needs 0.1 to 86400, not '%s'\n", a + 8);
-                return ST_USAGE;
-            }
+    enum { OPT_WATCH = CLI_OPT_FIRST_FREE, OPT_PLOT, OPT_JOB };
+    static const struct option longopts[] = {
+        CLI_COMMON_OPTIONS,
+        {"watch", optional_argument, NULL, OPT_WATCH},   /* optional: --watch=SECONDS only */
+        {"plot", required_argument, NULL, OPT_PLOT},
+        {"job", required_argument, NULL, OPT_JOB},
+        {NULL, 0, NULL, 0},
+    };
+    const char *cmd = "llmc status";
+    int c, colour = -1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': fputs(status_usage, stdout); return ST_OK;
+        case CLI_OPT_VERSION: cli_version(); return ST_OK;
+        case CLI_OPT_FORMAT: if (cli_format(cmd, optarg, &json)) return ST_USAGE; break;
+        case CLI_OPT_COLOR: if (cli_colour(cmd, optarg, &colour)) return ST_USAGE; break;   /* status prints no colour */
+        case OPT_WATCH:
             watch = true;
-        } else if (strcmp(a, "--plot") == 0 || strcmp(a, "--job") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "llmc status: error: %s needs a value\n%s", a, status_usage);
-                return ST_USAGE;
+            if (optarg) {
+                char *end;
+                interval = strtod(optarg, &end);
+                if (end == optarg || *end || !(interval >= 0.1 && interval <= 86400))
+                    return cli_usage_error(cmd, "--watch=SECONDS needs 0.1 to 86400, not '%s'", optarg);
             }
-            if (a[2] == 'p') plot = argv[++i];
-            else job_id = argv[++i];
-        } else if (strncmp(a, "--plot=", 7) == 0) plot = a + 7;
-        else if (strncmp(a, "--job=", 6) == 0) job_id = a + 6;
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(status_usage, stdout);
-            return ST_OK;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "llmc status: error: unknown option '%s'\n%s", a, status_usage);
-            return ST_USAGE;
-        } else if (target) {
-            fprintf(stderr, "llmc status: error: one OUT_DIR or plan.json, not '%s' too\n%s", a, status_usage);
-            return ST_USAGE;
-        } else target = a;
-    }
-    if (!target) {
-        fprintf(stderr, "llmc status: error: no OUT_DIR or plan.json given\n%s", status_usage);
-        return ST_USAGE;
-    }
-    if (job_id) {
-        for (const char *p = job_id; *p; p++)
-            if (!isdigit((unsigned char)*p) && *p != '_') job_id = "";
-        if (!job_id[0] || strlen(job_id) > 20) {
-            fprintf(stderr, "llmc status: error: --job needs a Slurm job id (digits)\n");
-            return ST_USAGE;
+            break;
+        case OPT_PLOT: plot = optarg; break;
+        case OPT_JOB: job_id = optarg; break;
+        default: return cli_getopt_error(cmd, c, argv);
         }
+    }
+    if (optind == argc) return cli_usage_error(cmd, "no OUT_DIR or plan.json given");
+    if (argc - optind > 1) return cli_usage_error(cmd, "one OUT_DIR or plan.json, not '%s' too", argv[optind + 1]);
+    target = argv[optind];
+    if (job_id) {
+        bool id = job_id[0] && strlen(job_id) <= 20;
+        for (const char *p = job_id; *p; p++)
+            if (!isdigit((unsigned char)*p) && *p != '_') id = false;
+        if (!id) return cli_usage_error(cmd, "--job needs a Slurm job id (digits), not '%s'", job_id);
     }
     if (plot) {
         size_t n = strlen(plot);
         if (n < 5 || (strcmp(plot + n - 4, ".svg") != 0 && strcmp(plot + n - 4, ".png") != 0)) {
-            fprintf(stderr, "llmc status: error: --plot needs a FILE.svg or FILE.png, not '%s'\n", plot);
-            return ST_USAGE;
+            return cli_usage_error(cmd, "--plot needs a FILE.svg or FILE.png, not '%s'", plot);
         }
     }
     bool tty = isatty(STDOUT_FILENO);

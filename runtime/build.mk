@@ -5,7 +5,7 @@ RUNTIME_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(RUNTIME_SRC)) \
                $(patsubst runtime/%.re,$(BUILD)/gen-obj/rt_%.o,$(RUNTIME_RE)) \
                $(BUILD)/gen-obj/rt_unicode_tables.o
 RUNTIME_LIB_OBJ := $(filter-out $(BUILD)/runtime/main.o,$(RUNTIME_OBJ))
-RUNTIME_LIBS := -lcjson -lopenblas -lpthread -lm
+RUNTIME_LIBS := $(CJSON_LIBS) $(BLAS_LIBS) $(CRYPTO_LIBS) -lpthread -lm
 
 # The tokenizer's Unicode tables (NFC data, letter/number/space classes) come
 # from the Unicode Character Database of Debian's unicode-data package.
@@ -27,7 +27,7 @@ $(BUILD)/gen-obj/rt_%.o: $(GEN)/rt_%.c
 
 $(BUILD)/runtime/%.o: runtime/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -pthread -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(BLAS_CFLAGS) $(CFLAGS) -pthread -c -o $@ $<
 
 $(BUILD)/llmc-train: $(RUNTIME_OBJ)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
@@ -35,11 +35,12 @@ $(BUILD)/llmc-train: $(RUNTIME_OBJ)
 # MPI for runtime/dist.c: Open MPI's own flags from mpicc. Without mpicc the
 # trainer still builds (srun + TCP rendezvous work) and refuses, with a message,
 # to start under mpirun; the warning below makes such a build visible.
+# pkg-config's mpi-c first (Open MPI and MPICH ship it), else mpicc's own flags.
 MPICC      ?= mpicc
-MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+MPI_CFLAGS := $(or $(call pkg_cflags,mpi-c),$(shell $(MPICC) --showme:compile 2>/dev/null))
+MPI_LIBS   := $(or $(shell $(PKG_CONFIG) --libs mpi-c 2>/dev/null),$(shell $(MPICC) --showme:link 2>/dev/null))
 ifneq ($(strip $(MPI_LIBS)),)
-$(BUILD)/runtime/dist.o: CPPFLAGS += -DLLMC_WITH_MPI $(MPI_CFLAGS)
+$(BUILD)/runtime/dist.o: override CPPFLAGS += -DLLMC_WITH_MPI $(MPI_CFLAGS)
 RUNTIME_LIBS += $(MPI_LIBS)
 else
 $(warning llmc-train: mpicc not found; building without MPI (mpirun launches are refused, srun works))
@@ -48,4 +49,4 @@ endif
 # contract/ holds what llmc and llmc-train must agree on (plan_limits.h: the
 # limits of a valid plan); the runtime includes it, never compiler/. (llmc's
 # fragment adds it to every compile too, for the tests that build its sources.)
-$(BUILD)/runtime/%.o: CPPFLAGS += -Icontract
+$(BUILD)/runtime/%.o: override CPPFLAGS += -Icontract

@@ -13,10 +13,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "commands.h"
 #include "hf_config.h"
+#include "log.h"
 #include "sha256.h"
 
 /* snprintf for messages, where cutting a long path short is fine. */
@@ -128,6 +131,11 @@ static char **list_files(const char *dir, int *count)
 
 int manifest_write(const char *dir, char *err, size_t errlen)
 {
+    return manifest_write_known(dir, NULL, 0, err, errlen);
+}
+
+int manifest_write_known(const char *dir, const ManifestHash *known, int nknown, char *err, size_t errlen)
+{
     int n = 0;
     char **names = list_files(dir, &n);
     if (!names) { snprintf(err, errlen, "%s: %s", dir, strerror(errno)); return -1; }
@@ -136,8 +144,11 @@ int manifest_write(const char *dir, char *err, size_t errlen)
     int rc = text ? 0 : -1;
     for (int i = 0; i < n && !rc; i++) {
         char p[4096], hex[65];
+        const char *have = NULL;
+        for (int k = 0; k < nknown && !have; k++) if (!strcmp(known[k].name, names[i])) have = known[k].hex;
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        if (sha256_file_hex(p, hex)) { snprintf(err, errlen, "%s: %s", p, strerror(errno)); rc = -1; break; }
+        if (have) snprintf(hex, sizeof hex, "%s", have);
+        else if (sha256_file_hex(p, hex)) { snprintf(err, errlen, "%s: %s", p, strerror(errno)); rc = -1; break; }
         len += (size_t)snprintf(text + len, cap - len, "%s  %s\n", hex, names[i]);
     }
     if (!rc) {
@@ -184,18 +195,17 @@ static int hash_regular(const char *path, char hex[65], int *not_regular, char *
     if (fd < 0) return -1;
     Sha256 s;
     sha256_init(&s);
-    static unsigned char buf[1 << 16];
+    static unsigned char buf[1 << 20];
     uint8_t d[32];
     for (;;) {
         ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) { say(err, errlen, "%s: %s", path, strerror(errno)); close(fd); return -1; }
+        if (n < 0) { say(err, errlen, "%s: %s", path, strerror(errno)); close(fd); sha256_final(&s, d); return -1; }
         if (n == 0) break;
         sha256_update(&s, buf, (size_t)n);
     }
     close(fd);
-    sha256_final(&s, d);
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    if (sha256_final_hex(&s, hex)) { say(err, errlen, "%s: sha256 failed (libcrypto)", path); return -1; }
     return 0;
 }
 
@@ -304,14 +314,17 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
 
 int cmd_verify(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: llmc-train verify DIR   (checks DIR/MANIFEST.sha256)\n");
-        return 2;
-    }
+    const char *dir;
+    int rc = args_one_operand("llmc-train verify",
+                              "usage: llmc-train verify DIR   (checks DIR/MANIFEST.sha256)\n"
+                              "  every file listed matches, and every file is listed (sha256sum -c agrees)\n"
+                              "exit status: 0 verified, 1 a mismatch, 2 no readable manifest or usage error\n",
+                              argc, argv, &dir);
+    if (rc >= 0) return rc;
     char err[1400];
-    int rc = manifest_check(argv[1], stdout, err, sizeof err);
+    rc = manifest_check(dir, stdout, err, sizeof err);
     if (rc < 0) { fprintf(stderr, "llmc-train verify: %s\n", err); return 2; }
-    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch (first: %s)\n", argv[1], err);
+    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch (first: %s)\n", dir, err);
     return rc ? 1 : 0;
 }
 
@@ -341,14 +354,15 @@ static void free_tensors(StWriteTensor *t, char **names, int n)
     free(t);
 }
 
+/* model.safetensors at path; its sha256 (hashed while written) into hex. */
 static int write_model_file(const char *path, const Model *m, const float *buf, const char *prefix, StDtype dt,
-                            char *err, size_t errlen)
+                            char hex[65], char *err, size_t errlen)
 {
     char **names;
     int n;
     StWriteTensor *t = model_tensors(m, buf, prefix, &names, &n);
     if (!t) { snprintf(err, errlen, "out of memory"); return -1; }
-    int rc = st_write(path, t, n, dt, "\"format\":\"pt\"", err, errlen);
+    int rc = st_write_sha256(path, t, n, dt, "\"format\":\"pt\"", hex, err, errlen);
     free_tensors(t, names, n);
     return rc;
 }
@@ -385,6 +399,14 @@ int load_hf_weights(const char *path, Model *m, char *err, size_t errlen)
 }
 
 /* ---- training checkpoints ---- */
+
+/* Seconds on a monotonic clock, for the progress lines of a save or a verify. */
+static double ckpt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void ckpt_fp_add(CkptFingerprint *fp, const char *key, const char *fmt, ...)
 {
@@ -657,8 +679,13 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     remove_flat_dir(tmp);   /* a leftover of an interrupted save */
     if (mkdir(tmp, 0755)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
 
+    /* every file is hashed while it is written: the manifest reads nothing back */
+    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {"state.json", ""}};
+    double mb = (double)m->n_floats * 4 * 3 / 1e6, t0 = ckpt_now();
+    log_info("checkpoint write %s: %.1f MB (weights, optimizer moments, state; hashed while written)", name, mb);
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    if (write_model_file(p, m, m->w, "", ST_F32, err, errlen)) return -1;
+    if (write_model_file(p, m, m->w, "", ST_F32, known[0].hex, err, errlen)) return -1;
+    log_info("checkpoint write %s: model.safetensors done (%.1f MB, %.1f s)", name, mb / 3, ckpt_now() - t0);
     /* optimizer moments: one file, exp_avg.* then exp_avg_sq.* */
     char **n1, **n2;
     int c1, c2;
@@ -670,7 +697,7 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
         memcpy(all, t1, (size_t)c1 * sizeof *all);
         memcpy(all + c1, t2, (size_t)c2 * sizeof *all);
         snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-        rc = st_write(p, all, c1 + c2, ST_F32, "\"format\":\"llmc-adamw\"", err, errlen);
+        rc = st_write_sha256(p, all, c1 + c2, ST_F32, "\"format\":\"llmc-adamw\"", known[1].hex, err, errlen);
     } else {
         snprintf(err, errlen, "out of memory");
     }
@@ -683,8 +710,14 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     snprintf(p, sizeof p, "%s/state.json", tmp);
     if (!sj) snprintf(err, errlen, "%s: out of memory", p);
     rc = sj ? write_file_atomic(p, sj, strlen(sj), err, errlen) : -1;
+    if (!rc) {
+        Sha256 h;
+        sha256_init(&h);
+        sha256_update(&h, sj, strlen(sj));
+        if (sha256_final_hex(&h, known[2].hex)) { snprintf(err, errlen, "%s: sha256 failed (libcrypto)", p); rc = -1; }
+    }
     free(sj);
-    if (rc || manifest_write(tmp, err, errlen)) return -1;
+    if (rc || manifest_write_known(tmp, known, 3, err, errlen)) return -1;
     fsync_dir(tmp);
     remove_flat_dir(final);   /* a stale directory of the same step (resumed from an older one) */
     if (rename(tmp, final)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
@@ -695,6 +728,8 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     if (write_file_atomic(p, latest, strlen(latest), err, errlen)) return -1;
     fsync_dir(ckpt_dir);
     prune(ckpt_dir, name, keep);
+    double dt = ckpt_now() - t0;
+    log_info("checkpoint write %s: done, %.1f MB in %.1f s (%.0f MB/s, one pass)", name, mb, dt, dt > 0 ? mb / dt : 0.0);
     return 0;
 }
 
@@ -710,8 +745,11 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
         say(err, errlen, "%s: %s", dir, errno && !S_ISDIR(sb.st_mode) ? strerror(errno) : "not a directory");
         return -1;
     }
+    double t0 = ckpt_now();
+    log_info("checkpoint verify %s: sha256 manifest", name);
     int mc = manifest_check(dir, NULL, err, errlen);
     if (mc) return -1;
+    log_info("checkpoint verify %s: ok (%.1f s)", name, ckpt_now() - t0);
     snprintf(p, sizeof p, "%s/state.json", dir);
     char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
     if (!text) return -1;
@@ -881,7 +919,8 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
     remove_flat_dir(tmp);
     if (mkdir_parents(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    if (write_model_file(p, m, m->w, "", dtype, err, errlen)) return -1;
+    ManifestHash known[1] = {{"model.safetensors", ""}};
+    if (write_model_file(p, m, m->w, "", dtype, known[0].hex, err, errlen)) return -1;
     snprintf(p, sizeof p, "%s/config.json", tmp);
     const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : "float32";
     if (source_model) {
@@ -903,7 +942,7 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
         snprintf(err, errlen, "%s: no tokenizer.json or tokenizer_config.json to copy", tokenizer_dir);
         return -1;
     }
-    if (manifest_write(tmp, err, errlen)) return -1;
+    if (manifest_write_known(tmp, known, 1, err, errlen)) return -1;   /* the small files: read and hashed */
     fsync_dir(tmp);
     remove_flat_dir(dir);
     if (rename(tmp, dir)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }

@@ -92,6 +92,13 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
 
 /* Write DIR/MANIFEST.sha256 over every regular file in DIR (sorted by name). */
 int manifest_write(const char *dir, char *err, size_t errlen);
+/* A file's digest known from writing it (st_write_sha256), so it is not read again. */
+typedef struct {
+    const char *name;   /* file name inside DIR */
+    char hex[65];
+} ManifestHash;
+/* The same; the files named in known take their digest from there, the others are read. */
+int manifest_write_known(const char *dir, const ManifestHash *known, int nknown, char *err, size_t errlen);
 /* Check DIR/MANIFEST.sha256 (lines in either sha256sum format: "HASH  FILE" or
  * "HASH *FILE"); prints "FILE: OK|FAILED ..." lines to out when not NULL. Only
  * regular files are read (a FIFO or device listed there is a failure, never

@@ -2,10 +2,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "log.h"
 
 static char prefix[160];
+static char stamped[200];   /* log_prefix's answer: the time, then prefix */
 
 static void ensure_prefix(void)
 {
@@ -26,25 +28,40 @@ void log_set_rank(int rank, int world, const char *host)
         snprintf(prefix, sizeof prefix, "[rank %d/%d %s] ", rank, world, host);
 }
 
-const char *log_prefix(void)
+char *log_time(char out[32])
 {
-    ensure_prefix();
-    return prefix;
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03ldZ", ts.tv_nsec / 1000000);
+    return out;
 }
 
-static void log_line(const char *kind, const char *fmt, va_list ap)
+const char *log_prefix(void)
 {
-    char line[2048];
+    char t[32];
     ensure_prefix();
-    int n = snprintf(line, sizeof line, "%s%s", prefix, kind);
+    snprintf(stamped, sizeof stamped, "%s %s", log_time(t), prefix);
+    return stamped;
+}
+
+static void log_line(int fd, const char *kind, const char *fmt, va_list ap)
+{
+    char line[2048], t[32];
+    ensure_prefix();
+    int n = snprintf(line, sizeof line, "%s %s%s", log_time(t), prefix, kind);
     if (n < 0) return;
     int m = vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     if (m < 0) return;
     size_t len = strlen(line);
     if (len == sizeof line - 1) line[len - 1] = '\n';          /* truncated */
     else if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
-    /* One write per line: lines of concurrent ranks stay whole. */
-    ssize_t w = write(STDERR_FILENO, line, len);
+    /* One write per line: lines of concurrent ranks stay whole. stdout may
+     * hold a progress line that stdio has not written yet: out first. */
+    if (fd == STDOUT_FILENO) fflush(stdout);
+    ssize_t w = write(fd, line, len);
     (void)w;
 }
 
@@ -52,7 +69,15 @@ void log_info(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_line("", fmt, ap);
+    log_line(STDOUT_FILENO, "", fmt, ap);
+    va_end(ap);
+}
+
+void log_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(STDERR_FILENO, "warning: ", fmt, ap);
     va_end(ap);
 }
 
@@ -60,7 +85,7 @@ void log_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_line("error: ", fmt, ap);
+    log_line(STDERR_FILENO, "error: ", fmt, ap);
     va_end(ap);
 }
 

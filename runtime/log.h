@@ -1,9 +1,13 @@
 /* log.h — per-rank log lines (runtime/log.c).
  *
- * Every line on stderr starts with "[rank R/W HOST] " so that the merged output
- * of many ranks (Slurm's one log file per job) says who wrote each line.
- * Before log_set_rank the prefix is "[rank ?/? HOST] ". Lines are written with
- * one write(2) each, so lines of different ranks never interleave mid-line.
+ * Every line starts with its time (ISO 8601, UTC, milliseconds) and
+ * "[rank R/W HOST] ", so that the merged output of many ranks (Slurm's one log
+ * file per job) says when and who wrote each line:
+ *     2026-12-01T13:10:20.123Z [rank 0/2 n1] step 7/12 loss 3.0428 ...
+ * Before log_set_rank the prefix is "[rank ?/? HOST] ". Progress (log_info)
+ * goes to stdout, warnings and errors to stderr (Slurm's .out and .err files).
+ * Lines are written with one write(2) each, so lines of different ranks never
+ * interleave mid-line.
  */
 #ifndef LLMC_LOG_H
 #define LLMC_LOG_H
@@ -12,11 +16,16 @@
 
 /* Called by dist_init once the rank is known (host may be NULL: gethostname). */
 void log_set_rank(int rank, int world, const char *host);
-/* The current prefix, e.g. "[rank 1/2 node02] " (for callers that print themselves). */
+/* The current time and prefix, e.g. "2026-12-01T13:10:20.123Z [rank 1/2 node02] "
+ * (for callers that print themselves); valid until the next call. */
 const char *log_prefix(void);
-/* printf-style; a newline is added when missing. */
+/* Now as "2026-12-01T13:10:20.123Z" (UTC) into out; returns out. */
+char *log_time(char out[32]);
+/* printf-style, to stdout; a newline is added when missing. */
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same with "error: " after the prefix. */
+/* The same to stderr, with "warning: " after the prefix. */
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same to stderr, with "error: " after the prefix. */
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Copy s[0..len) into out (outlen > 0, always NUL-terminated) so that it is safe

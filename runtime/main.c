@@ -1,10 +1,9 @@
 /* llmc-train — the trainer runtime's command line: dispatch to a subcommand. */
 #include <stdio.h>
 #include <string.h>
+#include "args.h"
 #include "commands.h"
 #include "plan.h"
-
-#define LLMC_TRAIN_VERSION "0.1.0"
 
 /* Subcommands land from separate modules while the runtime is being built;
  * a missing one is reported, not linked against. */
@@ -27,7 +26,8 @@ static void usage(FILE *out)
           "  generate DIR QUESTION...  an exported model's greedy answers\n"
           "  check-plan PLAN.json   read the plan as run does: exit 0 accepted, 1 refused\n"
           "\n"
-          "  --help, --version\n", out);
+          "  --help, --version      (every command takes --help)\n"
+          "options take --opt=VALUE or --opt VALUE; see llmc-train(1)\n", out);
 }
 
 int main(int argc, char **argv)
@@ -38,7 +38,7 @@ int main(int argc, char **argv)
         {"check-plan", cmd_check_plan}, {"generate", cmd_generate},
     };
     if (argc < 2) { usage(stderr); return 2; }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(stdout); return 0; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) { printf("llmc-train %s\n", LLMC_TRAIN_VERSION); return 0; }
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;

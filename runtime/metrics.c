@@ -17,36 +17,97 @@ uint64_t peak_rss_bytes(void)
     return (uint64_t)ru.ru_maxrss * 1024u;   /* Linux reports KiB */
 }
 
+/* An older writer printed non-finite numbers as C does ("grad_norm":inf),
+ * which is not JSON. Rewrite such values of line (NUL-terminated, no newline)
+ * as this writer does: null, and the field named in "nonfinite". A malloc'd
+ * line, or NULL when there was nothing to rewrite. */
+static char *metrics_fix_nonfinite(const char *line)
+{
+    /* C's spellings, longest first; the value this writer records for each */
+    static const struct { const char *c, *as; } words[] = {
+        {"-nan", "nan"}, {"nan", "nan"}, {"-inf", "-inf"}, {"inf", "inf"}};
+    size_t L = strlen(line), o = 0, fl = 0;
+    char *out = malloc(L + 600), flags[512] = "";
+    if (!out) return NULL;
+    for (size_t i = 0; i < L;) {
+        int hit = -1;
+        /* "KEY":WORD followed by , or } */
+        if (line[i] == ':' && i >= 2 && line[i - 1] == '"')
+            for (int w = 0; w < 4 && hit < 0; w++) {
+                size_t n = strlen(words[w].c);
+                if (!strncmp(line + i + 1, words[w].c, n) && (line[i + 1 + n] == ',' || line[i + 1 + n] == '}'))
+                    hit = w;
+            }
+        if (hit < 0) { out[o++] = line[i++]; continue; }
+        size_t kb = i - 1;   /* the key's opening quote */
+        while (kb > 0 && line[kb - 1] != '"') kb--;
+        int klen = (int)(i - 1 - kb);
+        if (kb == 0 || klen > 64 || fl + (size_t)klen + 16 >= sizeof flags) { free(out); return NULL; }
+        fl += (size_t)snprintf(flags + fl, sizeof flags - fl, "%s\"%.*s\":\"%s\"", fl ? "," : "", klen, line + kb,
+                               words[hit].as);
+        memcpy(out + o, ":null", 5);
+        o += 5;
+        i += 1 + strlen(words[hit].c);
+    }
+    if (!fl || o == 0 || out[o - 1] != '}') { free(out); return NULL; }
+    o--;   /* the flag goes before the closing brace */
+    snprintf(out + o, L + 600 - o, ",\"nonfinite\":{%s}}", flags);
+    return out;
+}
+
 int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
 {
     mf->path = strdup(path);
     mf->f = NULL;
-    /* keep the lines of steps already done (a resumed run rewrites the rest) */
+    /* keep the lines of steps already done (a resumed run rewrites the rest);
+     * whatever is not kept is said, never dropped silently */
     FILE *old = fopen(path, "r");
     char *kept = NULL;
     size_t klen = 0, kcap = 0;
+    int64_t after = 0, lineno = 0;
     if (old) {
         char *line = NULL;
         size_t cap = 0;
         ssize_t n;
         while ((n = getline(&line, &cap, old)) > 0) {
+            lineno++;
+            int whole = line[n - 1] == '\n';
+            if (whole) line[--n] = 0;
+            char *fixed = NULL;
             cJSON *o = cJSON_Parse(line);
+            if (!o && (fixed = metrics_fix_nonfinite(line))) o = cJSON_Parse(fixed);
+            const char *text = fixed ? fixed : line;
             cJSON *s = cJSON_GetObjectItem(o, "step");
-            int keep = cJSON_IsNumber(s) && s->valuedouble <= (double)keep_through && line[n - 1] == '\n';
+            int is_step = cJSON_IsObject(o) && cJSON_IsNumber(s);
+            int keep = is_step && whole && s->valuedouble <= (double)keep_through;
             cJSON_Delete(o);
-            if (!keep) continue;
-            if (klen + (size_t)n + 1 > kcap) {
-                kcap = (klen + (size_t)n + 1) * 2;
-                char *k = realloc(kept, kcap);
-                if (!k) break;
-                kept = k;
+            if (!is_step || !whole) {
+                char shown[120];
+                log_warn("%s:%" PRId64 ": %s, not kept: %s", path, lineno,
+                         !whole ? "a line cut short (no newline: the previous run stopped while writing it)"
+                                : "not a metrics line (a JSON object with \"step\")",
+                         log_escape(shown, sizeof shown, line, (size_t)n));
+            } else if (!keep) after++;
+            if (keep) {
+                size_t tl = strlen(text);
+                if (klen + tl + 2 > kcap) {
+                    kcap = (klen + tl + 2) * 2;
+                    char *k = realloc(kept, kcap);
+                    if (!k) { free(fixed); break; }
+                    kept = k;
+                }
+                memcpy(kept + klen, text, tl);
+                klen += tl;
+                kept[klen++] = '\n';
             }
-            memcpy(kept + klen, line, (size_t)n);
-            klen += (size_t)n;
+            free(fixed);
         }
         free(line);
         fclose(old);
     }
+    if (after)
+        log_info("%s: %" PRId64 " line%s of steps after %" PRId64 " removed: this run continues from step %" PRId64
+                 " and writes them again", path, after, after == 1 ? "" : "s", keep_through, keep_through);
     mf->f = fopen(path, "w");
     if (!mf->f) { free(kept); return -1; }
     if (klen) fwrite(kept, 1, klen, mf->f);
@@ -55,14 +116,29 @@ int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
     return 0;
 }
 
+/* A number as JSON: %.9g when finite, else null and the field noted in flags. */
+static void json_num(char *out, size_t cap, const char *fmt, double v, const char *key, char *flags, size_t fcap)
+{
+    if (isfinite(v)) { snprintf(out, cap, fmt, v); return; }
+    snprintf(out, cap, "null");
+    size_t fl = strlen(flags);
+    snprintf(flags + fl, fcap - fl, "%s\"%s\":\"%s\"", fl ? "," : "", key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+}
+
 int metrics_write(MetricsFile *mf, const StepMetrics *m)
 {
     if (!mf->f) return -1;
+    char t[32], loss[40], lr[40], gn[40], tps[40], stt[40], flags[256] = "";
+    json_num(loss, sizeof loss, "%.9g", m->loss, "loss", flags, sizeof flags);
+    json_num(lr, sizeof lr, "%.9g", m->lr, "lr", flags, sizeof flags);
+    json_num(gn, sizeof gn, "%.9g", m->grad_norm, "grad_norm", flags, sizeof flags);
+    json_num(tps, sizeof tps, "%.1f", m->tokens_per_s, "tokens_per_s", flags, sizeof flags);
+    json_num(stt, sizeof stt, "%.6f", m->step_time_s, "step_time_s", flags, sizeof flags);
     fprintf(mf->f,
-            "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,\"tokens\":%lld,"
-            "\"tokens_per_s\":%.1f,\"step_time_s\":%.6f,\"peak_rss_bytes\":%llu}\n",
-            (long long)m->step, m->loss, m->lr, m->grad_norm, (long long)m->tokens, m->tokens_per_s,
-            m->step_time_s, (unsigned long long)m->peak_rss_bytes);
+            "{\"step\":%lld,\"time\":\"%s\",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens\":%lld,"
+            "\"tokens_per_s\":%s,\"step_time_s\":%s,\"peak_rss_bytes\":%llu%s%s%s}\n",
+            (long long)m->step, log_time(t), loss, lr, gn, (long long)m->tokens, tps, stt,
+            (unsigned long long)m->peak_rss_bytes, flags[0] ? ",\"nonfinite\":{" : "", flags, flags[0] ? "}" : "");
     return fflush(mf->f) ? -1 : 0;
 }
 
@@ -192,13 +268,13 @@ int step_drift_feed(StepDrift *d, int64_t step, double measured_s)
     double med = d->run % 2 ? w[d->run / 2] : 0.5 * (w[d->run / 2 - 1] + w[d->run / 2]);
     d->warned = 1;
     if (dir > 0)
-        log_info("warning: step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
+        log_warn("step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
                  "the plan under-estimated the step time (estimate error %+.1f%%): the run is %.2fx slower than planned "
                  "(margin %.0f%%; calibration: docs/estimator.md)",
                  med, step - d->run + 1, step, d->estimate_s, 100 * (d->estimate_s - med) / med, med / d->estimate_s,
                  100 * d->margin);
     else
-        log_info("warning: step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
+        log_warn("step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
                  "the plan over-estimated the step time (estimate error %+.1f%%): the run is %.2fx faster than planned "
                  "(margin %.0f%%; calibration: docs/estimator.md)",
                  med, step - d->run + 1, step, d->estimate_s, 100 * (d->estimate_s - med) / med, d->estimate_s / med,

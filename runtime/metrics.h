@@ -1,11 +1,17 @@
 /* metrics.h — the per-step metrics file (JSON lines) and the loss-curve SVG.
  *
  * One line per optimizer step, keys in this order:
- *   {"step":N,"loss":L,"lr":X,"grad_norm":G,"tokens":T,"tokens_per_s":R,
- *    "step_time_s":S,"peak_rss_bytes":B}
- * step is 1-based (the number of optimizer steps done); loss is the mean
- * cross-entropy over the label tokens of the global batch. On resume the file
- * is cut back to the checkpoint's step so it never holds a step twice. */
+ *   {"step":N,"time":"2026-12-01T13:10:20.123Z","loss":L,"lr":X,"grad_norm":G,
+ *    "tokens":T,"tokens_per_s":R,"step_time_s":S,"peak_rss_bytes":B}
+ * step is 1-based (the number of optimizer steps done); time is when the line
+ * was written (ISO 8601, UTC); loss is the mean cross-entropy over the label
+ * tokens of the global batch. A value that is not finite (an infinite gradient
+ * norm) is written as null, and the line ends with "nonfinite":{"grad_norm":"inf"}
+ * naming each such field and its value ("inf", "-inf" or "nan"): every line
+ * stays JSON. On resume the file is cut back to the checkpoint's step so it
+ * never holds a step twice; a line that is not kept is logged (the count of
+ * later steps on stdout, a broken line on stderr), and an older writer's bare
+ * inf/nan values are rewritten as above. */
 #ifndef LLMC_METRICS_H
 #define LLMC_METRICS_H
 

@@ -1,5 +1,6 @@
 /* plan.c — load and check plan.json for the trainer (plan.h). */
 #include "plan.h"
+#include "args.h"
 
 #include "json_stream.h"   /* open_regular_file */
 #include "plan_limits.h"   /* contract/: the limits llmc checks with */
@@ -512,17 +513,19 @@ void run_plan_free(RunPlan *p)
  * trainer accepts it, 1 with the refusal (the field named) when not. */
 int cmd_check_plan(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        fputs("usage: llmc-train check-plan PLAN.json\n", stderr);
-        return 2;
-    }
+    const char *path;
+    int rc = args_one_operand("llmc-train check-plan",
+                              "usage: llmc-train check-plan PLAN.json\n"
+                              "  read the plan as run does: exit 0 accepted, 1 refused (the field named)\n",
+                              argc, argv, &path);
+    if (rc >= 0) return rc;
     RunPlan p;
     char err[512];
-    if (run_plan_load(&p, argv[1], err, sizeof err)) {
+    if (run_plan_load(&p, path, err, sizeof err)) {
         fprintf(stderr, "llmc-train: %s\n", err);
         return 1;
     }
-    printf("%s: accepted (job %s)\n", argv[1], p.job);
+    printf("%s: accepted (job %s)\n", path, p.job);
     run_plan_free(&p);
     return 0;
 }

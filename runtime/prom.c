@@ -22,12 +22,20 @@ static void escape_label(char *out, size_t cap, const char *s)
     out[n] = '\0';
 }
 
+/* One metric of a TYPE (gauge or counter), labelled llmc_job: Prometheus'
+ * own `job` label is the scrape job's (node_exporter here), so ours would be
+ * renamed exported_job or overwrite it. */
+static void metric(FILE *f, const char *type, const char *name, const char *help, const char *job, double v)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    if (isnan(v))      fprintf(f, "%s{llmc_job=\"%s\"} NaN\n", name, job);
+    else if (isinf(v)) fprintf(f, "%s{llmc_job=\"%s\"} %sInf\n", name, job, v > 0 ? "+" : "-");
+    else               fprintf(f, "%s{llmc_job=\"%s\"} %.17g\n", name, job, v);
+}
+
 static void gauge(FILE *f, const char *name, const char *help, const char *job, double v)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
-    if (isnan(v))      fprintf(f, "%s{job=\"%s\"} NaN\n", name, job);
-    else if (isinf(v)) fprintf(f, "%s{job=\"%s\"} %sInf\n", name, job, v > 0 ? "+" : "-");
-    else               fprintf(f, "%s{job=\"%s\"} %.17g\n", name, job, v);
+    metric(f, "gauge", name, help, job, v);
 }
 
 int prom_write(const char *path, const PromMetrics *m)
@@ -51,7 +59,8 @@ int prom_write(const char *path, const PromMetrics *m)
     gauge(f, "llmc_train_lr", "Learning rate of the last step.", job, m->lr);
     gauge(f, "llmc_train_tokens_per_second", "Training throughput, all ranks.", job, m->tokens_per_second);
     gauge(f, "llmc_train_step_seconds", "Wall time of the last step.", job, m->step_seconds);
-    gauge(f, "llmc_train_tokens_total", "Tokens trained on so far, all ranks.", job, m->tokens_total);
+    /* a counter (it only grows, across resumes too: the checkpoint carries it), hence _total */
+    metric(f, "counter", "llmc_train_tokens_total", "Tokens trained on so far, all ranks.", job, m->tokens_total);
     gauge(f, "llmc_train_grad_norm", "Gradient norm before clipping, last step.", job, m->grad_norm);
     gauge(f, "llmc_train_world_size", "Ranks in the job.", job, (double)m->world_size);
     gauge(f, "llmc_train_peak_rss_bytes", "Peak resident memory of rank 0.", job, rss);

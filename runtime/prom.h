@@ -17,8 +17,10 @@
  * and, when the optional fields are set, llmc_train_step_seconds_estimate,
  *   llmc_train_memory_estimate_bytes, llmc_train_checkpoint_step,
  *   llmc_train_checkpoint_timestamp_seconds (mtime of CKPT_DIR/latest, Unix time)
- * all gauges, labelled {job="..."}. A NaN value (e.g. grad_norm unknown) is
- * written as Prometheus' NaN.
+ * all gauges but llmc_train_tokens_total (a counter), labelled {llmc_job="..."}
+ * (not `job`: that one is Prometheus' own, the scrape job's). A NaN value (e.g.
+ * grad_norm unknown) is written as Prometheus' NaN. The file passes
+ * `promtool check metrics` (tests/e2e/prom_test.sh).
  */
 #ifndef LLMC_PROM_H
 #define LLMC_PROM_H

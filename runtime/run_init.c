@@ -160,7 +160,7 @@ int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, in
     char err[2048], warn[2048];
     CkptLimits lim = {total, plan->global_batch, plan->context};
     int got = ckpt_resume(plan->ckpt_dir, fp, &lim, fresh, m, opt, st, warn, sizeof warn, err, sizeof err);
-    if (is0 && warn[0]) log_info("warning: %s", warn);
+    if (is0 && warn[0]) log_warn("%s", warn);
     if (got < 0) { log_error("%s", err); return -1; }
     if (got && is0) log_info("resumed from %s at step %" PRId64, plan->ckpt_dir, st->step);
     return got;

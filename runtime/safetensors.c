@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sha256.h"
+
 uint16_t st_f32_to_bf16(float f)
 {
     uint32_t u;
@@ -360,10 +362,35 @@ int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, siz
     return 0;
 }
 
-static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n ? 0 : -1; }
+/* The file being written and, when wanted, the hash of every byte that goes
+ * into it: the manifest's digest costs no second pass over the file. */
+typedef struct {
+    FILE *f;
+    Sha256 *hash;   /* NULL: not hashed */
+} StOut;
+
+/* In pieces of 4 MiB, hash then write each: the kernel writes the dirty pages
+ * back while the next piece is hashed, so the disk and the hash overlap. */
+static int write_all(StOut *o, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < ((size_t)4 << 20) ? n - done : (size_t)4 << 20;
+        if (o->hash) sha256_update(o->hash, b + done, k);
+        if (fwrite(b + done, 1, k, o->f) != k) return -1;
+        done += k;
+    }
+    return 0;
+}
 
 int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
              const char *metadata_json, char *err, size_t errlen)
+{
+    return st_write_sha256(path, t, n, dtype, metadata_json, NULL, err, errlen);
+}
+
+int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dtype,
+                    const char *metadata_json, char sha256_hex[65], char *err, size_t errlen)
 {
     if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return -1; }
     size_t es = dtype_size(dtype);
@@ -393,14 +420,17 @@ int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) { free(h); snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    Sha256 hash;
+    StOut out = {f, sha256_hex ? &hash : NULL};
+    if (out.hash) sha256_init(out.hash);
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
-    int rc = write_all(f, lenb, 8) || write_all(f, h, len);
+    int rc = write_all(&out, lenb, 8) || write_all(&out, h, len);
     free(h);
     for (int i = 0; i < n && !rc; i++) {
         size_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
-        if (dtype == ST_F32) { rc = write_all(f, t[i].data, numel * 4); continue; }
+        if (dtype == ST_F32) { rc = write_all(&out, t[i].data, numel * 4); continue; }
         unsigned char buf[8192];
         for (size_t k = 0; k < numel && !rc; k += 4096) {
             size_t m = numel - k < 4096 ? numel - k : 4096;
@@ -409,11 +439,17 @@ int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
                 buf[2 * j] = (unsigned char)b;
                 buf[2 * j + 1] = (unsigned char)(b >> 8);
             }
-            rc = write_all(f, buf, 2 * m);
+            rc = write_all(&out, buf, 2 * m);
         }
     }
     if (!rc) rc = fflush(f) || fsync(fileno(f));
     if (fclose(f)) rc = -1;
+    int hash_failed = out.hash && sha256_final_hex(out.hash, sha256_hex);
+    if (!rc && hash_failed) {
+        snprintf(err, errlen, "%s: sha256 failed (libcrypto)", path);
+        unlink(tmp);
+        return -1;
+    }
     if (!rc && rename(tmp, path)) rc = -1;
     if (rc) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));

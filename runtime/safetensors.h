@@ -53,6 +53,10 @@ typedef struct {
  * rename). metadata_json: an object's members or NULL (e.g. "\"format\":\"pt\""). */
 int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
              const char *metadata_json, char *err, size_t errlen);
+/* The same, and the SHA-256 of the bytes written, as hex, into sha256_hex[65]
+ * (NULL: not hashed): hashed while written, so a manifest needs no re-read. */
+int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dtype,
+                    const char *metadata_json, char sha256_hex[65], char *err, size_t errlen);
 
 /* fp32 <-> bf16 (round to nearest even) and fp16 -> fp32 conversions. */
 uint16_t st_f32_to_bf16(float f);

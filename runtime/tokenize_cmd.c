@@ -5,10 +5,12 @@
  *   llmc-train tokenize --tokenizer DIR --decode   ids on stdin (space/comma separated,
  *                                                  [ ] allowed) -> the text, raw bytes */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "commands.h"
 #include "log.h"
 #include "tokenizer.h"
@@ -83,23 +85,29 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    const char *dir = NULL;
-    int decode = 0, tokens = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) dir = argv[++i];
-        else if (!strncmp(argv[i], "--tokenizer=", 12)) dir = argv[i] + 12;
-        else if (!strcmp(argv[i], "--decode")) decode = 1;
-        else if (!strcmp(argv[i], "--tokens")) tokens = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        else {
-            char shown[256];
-            fprintf(stderr, "llmc-train tokenize: unknown argument '%s'\n",
-                    log_escape(shown, sizeof shown, argv[i], strlen(argv[i])));
-            usage(stderr);
-            return 2;
+    static const struct option longopts[] = {
+        {"tokenizer", required_argument, NULL, 't'},
+        {"decode", no_argument, NULL, 'd'},
+        {"tokens", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *cmd = "llmc-train tokenize", *dir = NULL;
+    int decode = 0, tokens = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': dir = optarg; break;
+        case 'd': decode = 1; break;
+        case 'k': tokens = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: return args_getopt_error(cmd, c, argv);
         }
     }
-    if (!dir || (decode && tokens)) { usage(stderr); return 2; }
+    if (optind < argc) return args_usage_error(cmd, "unexpected argument '%s' (the text comes on stdin)", argv[optind]);
+    if (!dir) return args_usage_error(cmd, "--tokenizer DIR is required");
+    if (decode && tokens) return args_usage_error(cmd, "--decode and --tokens exclude each other");
     char err[512];
     Tokenizer *tok = tok_load(dir, err, sizeof err);
     if (!tok) {

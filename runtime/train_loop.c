@@ -21,6 +21,7 @@
  * by 1 / that count inside the backend's optimizer step.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "metrics.h"
@@ -181,16 +183,18 @@ static int evaluate(const TrainBackend *be, const char *dir, int B, int vocab, E
     return rc;
 }
 
-static void usage(const char *prog)
+static void usage(FILE *out, const char *prog)
 {
-    fprintf(stderr,
-            "usage: %s run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]\n"
+    fprintf(out,
+            "usage: %s run [--eval-shards DIR] [--stop-after N] [--fresh] PLAN.json\n"
             "  --eval-shards DIR  after training, report loss and greedy exact-match accuracy on\n"
             "                     prepared held-out shards (written to OUTPUT_DIR/result.json)\n"
             "  --stop-after N     behave as if a stop signal arrived after step N (checkpoint, exit %d)\n"
             "  --fresh            start at step 0 even though the checkpoint directory holds checkpoints\n"
-            "                     (they are kept; rotation removes them oldest first)\n",
-            prog, STOP_EXIT_REQUEUE);
+            "                     (they are kept; rotation removes them oldest first)\n"
+            "progress goes to stdout, warnings and errors to stderr; see llmc-train(1)\n"
+            "exit status: 0 done, 1 failed, 2 usage or plan error, %d stopped by a signal (requeue)\n",
+            prog, STOP_EXIT_REQUEUE, STOP_EXIT_REQUEUE);
 }
 
 typedef struct {
@@ -199,23 +203,43 @@ typedef struct {
     int fresh;
 } RunArgs;
 
-static int parse_args(const char *prog, int argc, char **argv, RunArgs *a)
+/* 0 parsed; otherwise the exit code (0 after --help). */
+static int parse_args(const char *prog, int argc, char **argv, RunArgs *a, int *exit_code)
 {
+    static const struct option longopts[] = {
+        {"eval-shards", required_argument, NULL, 'e'},
+        {"stop-after", required_argument, NULL, 's'},
+        {"fresh", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "%s run", prog);
     memset(a, 0, sizeof *a);
     a->stop_after = -1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--eval-shards") && i + 1 < argc) a->eval_dir = argv[++i];
-        else if (!strcmp(argv[i], "--fresh")) a->fresh = 1;
-        else if (!strcmp(argv[i], "--stop-after") && i + 1 < argc) {
-            char *end;
-            a->stop_after = strtoll(argv[++i], &end, 10);
-            if (*end || a->stop_after < 0) { fprintf(stderr, "%s run: --stop-after wants a step number\n", prog); return -1; }
-        } else if (argv[i][0] == '-' || a->plan_path) {
-            usage(prog);
-            return -1;
-        } else a->plan_path = argv[i];
+    optind = 1;
+    opterr = 0;
+    int c;
+    long long v;
+    *exit_code = 2;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'e': a->eval_dir = optarg; break;
+        case 'f': a->fresh = 1; break;
+        case 's':
+            if (args_int(cmd, "--stop-after", optarg, 0, INT64_MAX, &v)) return -1;
+            a->stop_after = v;
+            break;
+        case 'h': usage(stdout, prog); *exit_code = 0; return -1;
+        default: args_getopt_error(cmd, c, argv); return -1;
+        }
     }
-    if (!a->plan_path) { usage(prog); return -1; }
+    if (optind == argc) { usage(stderr, prog); return -1; }
+    if (argc - optind > 1) {
+        args_usage_error(cmd, "one PLAN.json, not '%s' too", argv[optind + 1]);
+        return -1;
+    }
+    a->plan_path = argv[optind];
     return 0;
 }
 
@@ -281,6 +305,22 @@ typedef struct {
     double baseline, last_loss;
     char prom_path[4200];
 } Run;
+
+/* The time left for `left` more steps at the mean of the `n` steps timed so far
+ * ("1h02m", "3m20s", "12s"; "?" before a step was timed, "0s" when done). */
+static void eta_text(char *out, size_t cap, int64_t n, double sum_s, int64_t left)
+{
+    if (left <= 0) { snprintf(out, cap, "0s"); return; }
+    if (n <= 0 || !(sum_s > 0)) { snprintf(out, cap, "?"); return; }
+    double s = sum_s / (double)n * (double)left;
+    if (s >= 1e9) { snprintf(out, cap, ">30y"); return; }
+    long t = (long)(s + 0.5);
+    if (t == 0) snprintf(out, cap, "<1s");
+    else if (t >= 86400) snprintf(out, cap, "%ldd%02ldh", t / 86400, t % 86400 / 3600);
+    else if (t >= 3600) snprintf(out, cap, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+    else if (t >= 60) snprintf(out, cap, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, cap, "%lds", t);
+}
 
 /* The backend's state into hm/opt, then (rank 0) a checkpoint of st. */
 static int save_checkpoint(Run *R)
@@ -365,8 +405,12 @@ static int run_steps(Run *R)
     TrainState *st = &R->st;
     const int MB = plan->micro_batch, GA = plan->grad_accum, S = R->world * GA;
     char err[1024];
-    int tty = isatty(STDERR_FILENO);
+    /* progress goes to stdout: one line updated in place on a terminal. Both
+     * streams: mpirun gives its ranks a pty for stdout only, and its log wants lines. */
+    int tty = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
     double last_ckpt = now_s();
+    double timed_s = 0;   /* wall time of the steps after this process's first (warm-up), for the ETA */
+    int64_t timed = 0, first = st->step + 1;
     StepDrift drift; step_drift_init(&drift, plan->json);   /* step time vs the plan's estimate */
 
     while (st->step < R->total) {
@@ -409,13 +453,17 @@ static int run_steps(Run *R)
                               plan->ckpt_dir};
             step_drift_feed(&drift, st->step, dt);
             prom_write(R->prom_path, &pm);
+            if (st->step > first) { timed_s += dt; timed++; }
             if (st->step % plan->log_every == 0 || st->step == R->total) {
-                if (tty)
-                    fprintf(stderr, "\r%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  |g| %.3f  %.0f tok/s%s   ",
-                            log_prefix(), st->step, R->total, loss, lr, gn, sums[1] / dt, extra);
-                else
-                    log_info("step %" PRId64 "/%" PRId64 " loss %.4f lr %.3g grad_norm %.3f %.0f tok/s %.3fs%s",
-                             st->step, R->total, loss, lr, gn, sums[1] / dt, dt, extra);
+                char eta[32];
+                eta_text(eta, sizeof eta, timed, timed_s, R->total - st->step);
+                if (tty) {
+                    printf("\r%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  |g| %.3f  %.0f tok/s  eta %s%s   ",
+                           log_prefix(), st->step, R->total, loss, lr, gn, sums[1] / dt, eta, extra);
+                    fflush(stdout);
+                } else
+                    log_info("step %" PRId64 "/%" PRId64 " loss %.4f lr %.3g grad_norm %.3f %.0f tok/s %.3fs eta %s%s",
+                             st->step, R->total, loss, lr, gn, sums[1] / dt, dt, eta, extra);
             }
         }
         int stop = be->any(be->self, stopsig_requested() || st->step == R->args.stop_after);
@@ -424,9 +472,9 @@ static int run_steps(Run *R)
         due = be->any(be->self, due);   /* rank 0's clock decides for everyone */
         if (stop < 0 || due < 0) return -1;
         if ((stop || due) && st->step < R->total) {
+            if (R->is0 && tty) fputc('\n', stdout);   /* end the progress line: the save logs its own */
             if (save_checkpoint(R)) return -1;
             last_ckpt = now_s();
-            if (R->is0 && tty) fputc('\n', stderr);
             if (R->is0) log_info("checkpoint step %" PRId64 " -> %s", st->step, plan->ckpt_dir);
         }
         if (stop && st->step < R->total) {   /* at the last step: finish (export) instead */
@@ -437,7 +485,7 @@ static int run_steps(Run *R)
             return STOP_EXIT_REQUEUE;
         }
     }
-    if (R->is0 && tty) fputc('\n', stderr);
+    if (R->is0 && tty) fputc('\n', stdout);
     return 0;
 }
 
@@ -485,7 +533,7 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
      * connect (a requeued job gets its warning early) is a stop request like
      * any other, not the default action (death, no message). */
     stopsig_install();
-    if (parse_args(be->prog, argc, argv, &R->args)) goto out;
+    if (parse_args(be->prog, argc, argv, &R->args, &rc)) goto out;
     if (run_plan_load(&R->plan, R->args.plan_path, err, sizeof err)) {
         fprintf(stderr, "%s run: %s\n", be->prog, err);
         goto out;

@@ -9,10 +9,10 @@ CUDA_CU     := $(sort $(wildcard runtime/cuda/*.cu))
 # Host objects follow SAN=1 (into build/san, with the sanitizers); kernels never do.
 CUDA_OBJ    := $(patsubst runtime/cuda/%.c,$(BUILD)/cuda/%.o,$(CUDA_SRC)) \
                $(patsubst runtime/cuda/%.cu,$(BUILD)/cuda/%.cu.o,$(CUDA_CU))
-CUDA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(OPT) -MMD -MP
+CUDA_CFLAGS := $(CFLAGS)
 CUDA_INC    := -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
                $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
-NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra,-Werror -Xptxas -v
+NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) -Xptxas -v
 CUDA_DEPS_LIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu)
 CUDA_LDFLAGS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
 ifneq ($(CUDA_DEPS_LIB),)
@@ -24,7 +24,7 @@ endif
 # ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine).
 CUDA_RT_OBJ := $(patsubst %,$(BUILD)/runtime/%.o,plan shard_io metrics safetensors hf_config checkpoint \
                model ops_cpu cpus optim rng row_stream run_init sha256 log stopsig train_loop prom \
-               prepare tokenize_cmd tokenizer json_stream chat_template records unicode) \
+               prepare tokenize_cmd tokenizer json_stream chat_template records unicode args) \
                $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
 CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
 ifneq ($(CUDA_NETLIB),)
@@ -32,7 +32,7 @@ CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLI
 else
 CUDA_BLAS   := -lopenblas
 endif
-CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson $(CUDA_BLAS) -lstdc++ -lm -lpthread
+CUDA_LIBS   := -lcublasLt -lnccl -lcudart $(CJSON_LIBS) $(CRYPTO_LIBS) $(CUDA_BLAS) -lstdc++ -lm -lpthread
 # cuDNN (runtime/cuda/attn_cudnn.c) when its header is found: under CUDNN_HOME if
 # given, else beside CUDA, else in the system directories (Debian/Ubuntu packages
 # put it in /usr/include/x86_64-linux-gnu). Linked by soname, since some installs

@@ -7,7 +7,9 @@
  *                                                   logits, gradients and a loss curve for
  *                                                   the comparisons in tests/cuda/
  */
+#include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "../args.h"
 #include "../checkpoint.h"
 #include "../commands.h"
 #include "../hf_config.h"
@@ -44,6 +47,8 @@ static void usage(FILE *out)
           "        [--selective-recompute] [--offload] [--eager-attention]\n"
           "        write step-0 logits and gradients and the loss of every step (tests/cuda/)\n"
           "\n"
+          "  --help, --version   (every command takes --help; --opt=VALUE or --opt VALUE)\n"
+          "\n"
           "models: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen3-1.7b, tiny\n", out);
 }
 
@@ -54,42 +59,63 @@ typedef struct {
     float lr, wd, clip, b1, b2, eps;
 } Opts;
 
-static int parse_opts(int argc, char **argv, Opts *o)
+/* The options of params, bench and check (cmd e.g. "llmc-train-cuda bench"):
+ * -1 parsed, else the exit code (0 after --help, 2 after a message naming the
+ * option and the bad value). */
+static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
 {
+    enum { O_MODEL = 0x100, O_CONFIG, O_WEIGHTS, O_TOKENS, O_OUT, O_BATCH, O_SEQ, O_STEPS, O_WARMUP, O_ACCUM, O_LR,
+           O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_EAGER };
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, O_MODEL}, {"config", required_argument, NULL, O_CONFIG},
+        {"weights", required_argument, NULL, O_WEIGHTS}, {"tokens", required_argument, NULL, O_TOKENS},
+        {"out", required_argument, NULL, O_OUT}, {"batch", required_argument, NULL, O_BATCH},
+        {"seq", required_argument, NULL, O_SEQ}, {"steps", required_argument, NULL, O_STEPS},
+        {"warmup", required_argument, NULL, O_WARMUP}, {"accum", required_argument, NULL, O_ACCUM},
+        {"lr", required_argument, NULL, O_LR},
+        {"wd", required_argument, NULL, O_WD}, {"clip", required_argument, NULL, O_CLIP},
+        {"beta1", required_argument, NULL, O_B1}, {"beta2", required_argument, NULL, O_B2},
+        {"eps", required_argument, NULL, O_EPS}, {"seed", required_argument, NULL, O_SEED},
+        {"recompute", no_argument, NULL, O_RECOMPUTE}, {"selective-recompute", no_argument, NULL, O_SELECTIVE},
+        {"offload", no_argument, NULL, O_OFFLOAD}, {"zero1", no_argument, NULL, O_ZERO1},
+        {"eager-attention", no_argument, NULL, O_EAGER}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
     memset(o, 0, sizeof *o);
     o->batch = 8; o->accum = 1; o->seq = 2048; o->steps = 10; o->warmup = 3; o->seed = 1234;
     o->lr = 1e-4f; o->wd = 0.1f; o->clip = 1.0f; o->b1 = 0.9f; o->b2 = 0.95f; o->eps = 1e-8f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define STR(name, dst) if (!strcmp(a, name)) { if (!v) goto missing; dst = v; i++; continue; }
-#define INT(name, dst) if (!strcmp(a, name)) { if (!v) goto missing; char *e; long x = strtol(v, &e, 10); \
-            if (*e || x < 0 || x > 1000000000) { fprintf(stderr, "llmc-train-cuda: %s: bad integer '%s'\n", a, v); return -1; } \
-            dst = (int)x; i++; continue; }
-#define FLT(name, dst) if (!strcmp(a, name)) { if (!v) goto missing; char *e; double x = strtod(v, &e); \
-            if (*e || !isfinite(x)) { fprintf(stderr, "llmc-train-cuda: %s: bad number '%s'\n", a, v); return -1; } \
-            dst = (float)x; i++; continue; }
-        STR("--model", o->model) STR("--config", o->config) STR("--weights", o->weights)
-        STR("--tokens", o->tokens) STR("--out", o->out)
-        INT("--batch", o->batch) INT("--accum", o->accum) INT("--seq", o->seq) INT("--steps", o->steps) INT("--warmup", o->warmup)
-        FLT("--lr", o->lr) FLT("--wd", o->wd) FLT("--clip", o->clip) FLT("--beta1", o->b1)
-        FLT("--beta2", o->b2) FLT("--eps", o->eps)
-        if (!strcmp(a, "--seed")) { if (!v) goto missing; o->seed = strtoull(v, NULL, 10); i++; continue; }
-        if (!strcmp(a, "--recompute")) { o->recompute = CUDA_RECOMPUTE_FULL; continue; }
-        if (!strcmp(a, "--selective-recompute")) { o->recompute = CUDA_RECOMPUTE_SELECTIVE; continue; }
-        if (!strcmp(a, "--offload")) { o->offload = 1; continue; }
-        if (!strcmp(a, "--zero1")) { o->zero1 = 1; continue; }
-        if (!strcmp(a, "--eager-attention")) { o->eager = 1; continue; }
-        fprintf(stderr, "llmc-train-cuda: unknown option '%s'\n", a);
-        return -1;
-    missing:
-        fprintf(stderr, "llmc-train-cuda: %s needs a value\n", a);
-        return -1;
-#undef STR
-#undef INT
-#undef FLT
+    optind = 1;
+    opterr = 0;
+    int c, idx = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
+        char opt[40];
+        long long iv;
+        double dv;
+        int *ints[] = {&o->batch, &o->seq, &o->steps, &o->warmup, &o->accum};
+        float *flts[] = {&o->lr, &o->wd, &o->clip, &o->b1, &o->b2, &o->eps};
+        const char **strs[] = {&o->model, &o->config, &o->weights, &o->tokens, &o->out};
+        for (idx = 0; longopts[idx].name && longopts[idx].val != c; idx++) {}
+        snprintf(opt, sizeof opt, "--%s", longopts[idx].name ? longopts[idx].name : "?");
+        if (c == 'h') { usage(stdout); return 0; }
+        else if (c >= O_MODEL && c <= O_OUT) *strs[c - O_MODEL] = optarg;
+        else if (c >= O_BATCH && c <= O_ACCUM) {
+            if (args_int(cmd, opt, optarg, 0, 1000000000, &iv)) return 2;
+            *ints[c - O_BATCH] = (int)iv;
+        } else if (c >= O_LR && c <= O_EPS) {
+            if (args_double(cmd, opt, optarg, -1e30, 1e30, &dv)) return 2;
+            *flts[c - O_LR] = (float)dv;
+        } else if (c == O_SEED) {
+            if (args_int(cmd, opt, optarg, 0, INT64_MAX, &iv)) return 2;
+            o->seed = (unsigned long long)iv;
+        } else if (c == O_RECOMPUTE) o->recompute = CUDA_RECOMPUTE_FULL;
+        else if (c == O_SELECTIVE) o->recompute = CUDA_RECOMPUTE_SELECTIVE;
+        else if (c == O_OFFLOAD) o->offload = 1;
+        else if (c == O_ZERO1) o->zero1 = 1;
+        else if (c == O_EAGER) o->eager = 1;
+        else return args_getopt_error(cmd, c, argv);
     }
-    return 0;
+    if (optind < argc) return args_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+    return -1;
 }
 
 /* The model: --config, a HF config.json read by the CPU runtime's reader
@@ -121,7 +147,9 @@ static int cmd_params(int argc, char **argv)
     ModelConfig cfg;
     CudaModel m;
     memset(&m, 0, sizeof m);
-    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
+    int rc = parse_opts("llmc-train-cuda params", argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (get_config(&o, &cfg)) return 2;
     if (cuda_model_layout(&m, &cfg, 1) != 0) return 1;
     for (int i = 0; i < m.n_params; i++) {
         const CudaParam *p = &m.params[i];
@@ -173,7 +201,9 @@ static int cmd_bench(int argc, char **argv)
 {
     Opts o;
     ModelConfig cfg;
-    if (parse_opts(argc, argv, &o) || get_config(&o, &cfg)) return 2;
+    int rc = parse_opts("llmc-train-cuda bench", argc, argv, &o);
+    if (rc >= 0) return rc;
+    if (get_config(&o, &cfg)) return 2;
     if (o.steps < 1) { fprintf(stderr, "llmc-train-cuda: --steps must be >= 1\n"); return 2; }
     CudaDist d;
     if (cuda_dist_init(&d) != 0) return 1;
@@ -287,7 +317,8 @@ static int cmd_check(int argc, char **argv)
 {
     Opts o;
     ModelConfig cfg;
-    if (parse_opts(argc, argv, &o)) return 2;
+    int rc = parse_opts("llmc-train-cuda check", argc, argv, &o);
+    if (rc >= 0) return rc;
     if (!o.config || !o.weights || !o.tokens || !o.out) {
         fprintf(stderr, "llmc-train-cuda: check needs --config, --weights, --tokens and --out\n");
         return 2;
@@ -369,7 +400,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2) { usage(stderr); return 2; }
     const char *c = argv[1];
-    if (!strcmp(c, "--help") || !strcmp(c, "-h")) { usage(stdout); return 0; }
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) { usage(stdout); return 0; }
+    if (!strcmp(c, "--version")) { printf("llmc-train-cuda %s\n", LLMC_TRAIN_VERSION); return 0; }
     if (!strcmp(c, "run")) return cmd_run_cuda(argc - 1, argv + 1);
     if (!strcmp(c, "prepare")) return cmd_prepare(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);

@@ -35,7 +35,7 @@ if [[ $rc1 -eq 0 && $rc2 -eq 0 ]]; then ok "llmc-train and the mirrored backend:
 else bad "runs (exit $rc1, $rc2)" "$T/cpu.log" "$T/mir.log"; fi
 
 P=$T/mir/run/llmc_train.prom
-if [[ -f $P ]] && grep -q '^llmc_train_step{job="[^"]*"} 12$' "$P" && grep -q '^llmc_train_total_steps{job="[^"]*"} 12$' "$P" \
+if [[ -f $P ]] && grep -q '^llmc_train_step{llmc_job="[^"]*"} 12$' "$P" && grep -q '^llmc_train_total_steps{llmc_job="[^"]*"} 12$' "$P" \
    && grep -q '^llmc_train_loss{' "$P" && grep -q '^llmc_train_tokens_total{' "$P" && grep -q '^llmc_train_checkpoint_step{' "$P" \
    && diff <(grep -oE '^[a-z_]+' "$T/cpu/run/llmc_train.prom") <(grep -oE '^[a-z_]+' "$P") >/dev/null
 then ok "Prometheus file: step 12 of 12, loss, tokens, checkpoint step; the same metrics as llmc-train's"

@@ -1,20 +1,20 @@
 # tests/cpu — the CPU trainer: model/optimizer against PyTorch fixtures, formats,
 # plan loading, and training runs (resume bit-identity, export, verify).
 #   make test-cpu
-CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o cpus.o rng.o safetensors.o optim.o sha256.o hf_config.o plan.o checkpoint.o json_stream.o log.o)
+CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o cpus.o rng.o safetensors.o optim.o sha256.o hf_config.o plan.o checkpoint.o json_stream.o log.o metrics.o args.o)
 
 $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/cpu/test_model: $(BUILD)/tests/cpu/test_model.o $(CPU_TEST_OBJ)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lcjson -lopenblas -lm
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(CJSON_LIBS) $(BLAS_LIBS) $(CRYPTO_LIBS) -lm
 
 $(BUILD)/tests/cpu/make_shards: $(BUILD)/tests/cpu/make_shards.o $(BUILD)/runtime/shard_io.o $(BUILD)/runtime/rng.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lcjson -lm
 
 $(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OBJ)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lcjson -lopenblas -lm
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(CJSON_LIBS) $(BLAS_LIBS) $(CRYPTO_LIBS) -lm
 
 TEST_SUITES += cpu
 .PHONY: test-cpu
@@ -24,9 +24,9 @@ test-cpu: $(BUILD)/tests/cpu/loop_test $(BUILD)/tests/cpu/test_model $(BUILD)/te
 # libFuzzer target for the safetensors reader (FUZZ_CC/FUZZ_FLAGS from tests/data/test.mk):
 #   make fuzz-cpu  runs it for FUZZ_TIME, from the repository root.
 FUZZ_TARGETS += fuzz-cpu
-$(BUILD)/fuzz/fuzz_safetensors: tests/cpu/fuzz_safetensors.c runtime/safetensors.c runtime/safetensors.h
+$(BUILD)/fuzz/fuzz_safetensors: tests/cpu/fuzz_safetensors.c runtime/safetensors.c runtime/safetensors.h runtime/sha256.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< runtime/safetensors.c -lcjson -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< runtime/safetensors.c runtime/sha256.c $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 
 .PHONY: fuzz-cpu
 fuzz-cpu: $(BUILD)/fuzz/fuzz_safetensors

@@ -1,5 +1,6 @@
 /* test_formats.c — safetensors (F32/BF16/F16, sharded index, bad files), sha256
- * vectors, config.json round trip and derivation, LR schedules, plan.json loading.
+ * vectors, hashing while writing, config.json round trip and derivation, LR
+ * schedules, plan.json loading, metrics lines (time, non-finite values, resume).
  * Usage: test_formats SCRATCH_DIR TINY_PLAN.json CONFIG_DIR ; prints "N passed, N failed".
  * CONFIG_DIR: tests/frontend/files (real config.json files, see its README.md). */
 #include <math.h>
@@ -9,7 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "checkpoint.h"
 #include "hf_config.h"
+#include "metrics.h"
 #include "optim.h"
 #include "../../runtime/plan.h"   /* not compiler/plan.h, which -Icompiler finds first */
 #include "safetensors.h"
@@ -182,6 +187,107 @@ static void test_sha256(const char *dir)
     sha256_update(&s, "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56);
     sha256_final(&s, d);
     check(d[0] == 0x24 && d[1] == 0x8d && d[31] == 0xc1, "sha256 of the 448-bit vector");
+    sha256_init(&s);
+    check(sha256_final_hex(&s, hex) == 0 && !strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+          "sha256 of nothing");
+
+    /* hashed while written == hashed by reading the file back, F32 and BF16 */
+    static float w[3000];
+    for (int i = 0; i < 3000; i++) w[i] = (float)i * 0.37f - 100.0f;
+    StWriteTensor t[2] = {{"a", 2, {30, 50}, w}, {"b", 1, {1500}, w + 1500}};
+    for (int dt = 0; dt < 2; dt++) {
+        char one[65] = "", back[65] = "", err[256];
+        snprintf(p, sizeof p, "%s/hashed.safetensors", dir);
+        int rc = st_write_sha256(p, t, 2, dt ? ST_BF16 : ST_F32, "\"format\":\"pt\"", one, err, sizeof err);
+        check(rc == 0 && sha256_file_hex(p, back) == 0 && strlen(one) == 64 && !strcmp(one, back),
+              dt ? "st_write_sha256 (BF16): the digest of the bytes on disk" : "st_write_sha256 (F32): the digest of the bytes on disk");
+    }
+
+    /* a manifest from known digests: the same text as from reading; a wrong known digest is what verify catches */
+    char md[2048], err[512];
+    snprintf(md, sizeof md, "%s/manifest-dir", dir);
+    mkdir(md, 0755);
+    snprintf(p, sizeof p, "%s/x.safetensors", md);
+    char hx[65];
+    if (st_write_sha256(p, t, 2, ST_F32, NULL, hx, err, sizeof err)) hx[0] = 0;
+    snprintf(p, sizeof p, "%s/y.txt", md);
+    f = fopen(p, "w");
+    fputs("y\n", f);
+    fclose(f);
+    ManifestHash known[1] = {{"x.safetensors", ""}};
+    snprintf(known[0].hex, sizeof known[0].hex, "%s", hx);
+    check(manifest_write_known(md, known, 1, err, sizeof err) == 0 && manifest_check(md, NULL, err, sizeof err) == 0,
+          "manifest_write_known: verifies (known digest for one file, the other read)");
+    known[0].hex[0] = known[0].hex[0] == '0' ? '1' : '0';
+    check(manifest_write_known(md, known, 1, err, sizeof err) == 0 && manifest_check(md, NULL, err, sizeof err) == 1,
+          "manifest_write_known with a wrong digest: verify reports the mismatch");
+}
+
+/* Every line of path parses as JSON (cJSON rejects inf/nan) with step and an
+ * ISO 8601 UTC time; the count, or -1. */
+static int metrics_lines_json(const char *path, int *with_flag)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[2048];
+    int n = 0;
+    *with_flag = 0;
+    while (fgets(line, sizeof line, f)) {
+        cJSON *o = cJSON_Parse(line);
+        const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(o, "time"));
+        int y, mo, d, h, mi, sec, ms;
+        char z = 0;
+        int ok = cJSON_IsNumber(cJSON_GetObjectItem(o, "step")) && t &&
+                 sscanf(t, "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &y, &mo, &d, &h, &mi, &sec, &ms, &z) == 8 && z == 'Z' &&
+                 strlen(t) == 24;
+        *with_flag += cJSON_GetObjectItem(o, "nonfinite") != NULL;
+        cJSON_Delete(o);
+        if (!ok) { fclose(f); return -1; }
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static void test_metrics(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+    unlink(p);
+    MetricsFile mf;
+    int flags = 0;
+    StepMetrics a = {1, 2.5, 1e-3, 0.75, 100, 1000.0, 0.1, 1 << 20};
+    StepMetrics b = {2, 2.4, 1e-3, INFINITY, 100, 1000.0, 0.1, 1 << 20};
+    StepMetrics c = {3, 2.3, NAN, -INFINITY, 100, 1000.0, 0.1, 1 << 20};
+    int rc = metrics_open(&mf, p, 0) || metrics_write(&mf, &a) || metrics_write(&mf, &b) || metrics_write(&mf, &c);
+    metrics_close(&mf);
+    check(!rc && metrics_lines_json(p, &flags) == 3 && flags == 2,
+          "metrics: every line JSON with an ISO 8601 time; non-finite values as null plus \"nonfinite\"");
+    FILE *f = fopen(p, "r");
+    char l2[1024] = "", l3[1024] = "";
+    if (f) { if (!fgets(l2, sizeof l2, f) || !fgets(l2, sizeof l2, f) || !fgets(l3, sizeof l3, f)) l2[0] = 0; fclose(f); }
+    check(strstr(l2, "\"grad_norm\":null") && strstr(l2, "\"nonfinite\":{\"grad_norm\":\"inf\"}}"),
+          "metrics: an infinite grad_norm -> null, nonfinite {grad_norm: inf}");
+    check(strstr(l3, "\"lr\":null") && strstr(l3, "\"nonfinite\":{\"lr\":\"nan\",\"grad_norm\":\"-inf\"}}"),
+          "metrics: NaN and -inf flagged by field");
+
+    /* resume: an older writer's bare inf is rewritten, not dropped; later steps are cut */
+    f = fopen(p, "w");
+    fputs("{\"step\":1,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":inf,\"tokens\":100}\n"
+          "{\"step\":2,\"loss\":2.4,\"lr\":-nan,\"grad_norm\":0.5,\"tokens\":100}\n"
+          "{\"step\":3,\"loss\":2.3,\"lr\":0.001,\"grad_norm\":0.5,\"tokens\":100}\n", f);
+    fclose(f);
+    rc = metrics_open(&mf, p, 2);
+    metrics_close(&mf);
+    char all[2048] = "";
+    f = fopen(p, "r");
+    size_t got = f ? fread(all, 1, sizeof all - 1, f) : 0;
+    if (f) fclose(f);
+    all[got] = 0;
+    check(!rc && strstr(all, "{\"step\":1,\"loss\":2.5,\"lr\":0.001,\"grad_norm\":null,\"tokens\":100,\"nonfinite\":{\"grad_norm\":\"inf\"}}\n") &&
+              strstr(all, "\"lr\":null,\"grad_norm\":0.5,\"tokens\":100,\"nonfinite\":{\"lr\":\"nan\"}}\n") &&
+              !strstr(all, "\"step\":3"),
+          "metrics resume: bare inf/-nan of an older writer kept as null + nonfinite; the step after the checkpoint cut");
 }
 
 static void test_hf_config(const char *dir)
@@ -369,6 +475,7 @@ int main(int argc, char **argv)
     test_conversions();
     test_safetensors(argv[1]);
     test_sha256(argv[1]);
+    test_metrics(argv[1]);
     test_hf_config(argv[1]);
     test_config_derive(argv[1], argv[3]);
     test_schedules();

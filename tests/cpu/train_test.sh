@@ -50,6 +50,30 @@ grep -q '<polyline' "$T/a/run/loss_curve.svg" 2>/dev/null && ok "loss curve SVG 
 [[ $(ls -d "$T"/a/ckpt/step-* | wc -l) -eq 2 && $(cat "$T/a/ckpt/latest") == step-00000012 ]] \
     && ok "checkpoints: keep 2, latest -> step-00000012" || bad "checkpoint keep/latest" "$T/a.log"
 
+# 1b. logs: progress on stdout, errors on stderr; every line starts with its ISO 8601 time;
+#     log_every from the plan; an ETA on each step line; checkpoint writes say so
+mkrun "$T/lg" 'p["output"]["log_every"]=4'
+(cd "$T/lg" && "$BIN" run plan.json) >"$T/lg.out" 2>"$T/lg.err"; rc=$?
+ts='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[rank 0/1 [^]]*\] '
+steps=$(grep -cE "${ts}step [0-9]+/12 loss .* eta [0-9?<]" "$T/lg.out")
+[[ $rc -eq 0 && $steps -eq 3 ]] && grep -qE "${ts}step 4/12 .* eta (<1|[0-9]+)s" "$T/lg.out" && grep -qE "${ts}step 12/12 .* eta 0s" "$T/lg.out" \
+    && ok "log_every 4: 3 step lines (4, 8, 12) on stdout, each with an ETA" || bad "log_every/ETA (exit $rc, $steps step lines)" "$T/lg.out"
+[[ $(grep -cvE "$ts" "$T/lg.out") -eq 0 && -s $T/lg.out ]] && ! grep -q "step [0-9]*/12" "$T/lg.err" \
+    && ok "every stdout line timestamped (ISO 8601, UTC, ms); no progress on stderr" || bad "log lines without a time, or progress on stderr" "$T/lg.out" "$T/lg.err"
+grep -qE "${ts}checkpoint write step-00000012: [0-9.]+ MB .*hashed while written" "$T/lg.out" \
+    && grep -qE "${ts}checkpoint write step-00000012: done, [0-9.]+ MB in [0-9.]+ s" "$T/lg.out" \
+    && ok "checkpoint writes: a progress line before and after (size, time)" || bad "checkpoint progress lines" "$T/lg.out"
+$PY - "$T/lg/run/metrics.jsonl" <<'PYEOF' && ok "metrics.jsonl: strict JSON, a 'time' (ISO 8601 UTC) on every line" || bad "metrics time field" "$T/lg/run/metrics.jsonl"
+import json, re, sys
+def no_constants(c): raise ValueError(c)
+lines = [json.loads(l, parse_constant=no_constants) for l in open(sys.argv[1])]
+sys.exit(0 if len(lines) == 12 and all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", l["time"]) for l in lines) else 1)
+PYEOF
+mkrun "$T/le"; rm -rf "$T/le/shards"
+(cd "$T/le" && "$BIN" run plan.json) >"$T/le.out" 2>"$T/le.err"
+grep -qE "${ts}error: .*llmc-train prepare" "$T/le.err" && ! grep -q "error:" "$T/le.out" \
+    && ok "errors on stderr only (timestamped)" || bad "error stream" "$T/le.out" "$T/le.err"
+
 # 2. stop after step 5 (exit 3, as a preemption signal does), resume: same bytes as uninterrupted
 mkrun "$T/b"
 (cd "$T/b" && "$BIN" run plan.json --stop-after 5) >"$T/b1.log" 2>&1; rc1=$?

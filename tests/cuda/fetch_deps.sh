@@ -1,6 +1,7 @@
 #!/bin/bash
 # Unpack what the GPU machine lacks, for carrying there (run here, from the repo root):
-#   .deps/       libcjson1 + libcjson-dev (the Makefile picks .deps up by itself)
+#   .deps/       libcjson1 + libcjson-dev, libssl3 + libssl-dev (libcrypto: checkpoint
+#                hashes) (the Makefile picks .deps up by itself)
 #   .deps-cuda/  libblas3 + libblas-dev + a cblas.h wrapper (device.sh copies it into
 #                .deps/ on the GPU machine only: here it would shadow OpenBLAS's cblas.h),
 #                bin/re2c and ucd/ (the three Unicode Character Database files the
@@ -11,9 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && apt-get download libcjson1 libcjson-dev libblas3 libblas-dev 2>/dev/null)
+(cd "$tmp" && apt-get download libcjson1 libcjson-dev libssl3 libssl-dev libblas3 libblas-dev 2>/dev/null)
 mkdir -p .deps .deps-cuda
-for p in libcjson1 libcjson-dev; do dpkg -x "$tmp"/${p}_*.deb .deps; done
+for p in libcjson1 libcjson-dev libssl3 libssl-dev; do dpkg -x "$tmp"/${p}_*.deb .deps; done
 for p in libblas3 libblas-dev; do dpkg -x "$tmp"/${p}_*.deb .deps-cuda; done
 printf '/* netlib CBLAS for the GPU machine, which has no OpenBLAS */\n#include <x86_64-linux-gnu/cblas-netlib.h>\n' \
     > .deps-cuda/usr/include/cblas.h

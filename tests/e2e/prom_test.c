@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "prom.h"
 
 static int pass, fail;
@@ -53,13 +54,14 @@ int main(int argc, char **argv)
     for (size_t i = 0; all && i < sizeof names / sizeof names[0]; i++) {
         char help[128], type[128];
         snprintf(help, sizeof help, "# HELP %s ", names[i]);
-        snprintf(type, sizeof type, "# TYPE %s gauge\n", names[i]);
+        snprintf(type, sizeof type, "# TYPE %s %s\n", names[i], !strcmp(names[i], "llmc_train_tokens_total") ? "counter" : "gauge");
         all = strstr(s, help) && strstr(s, type);
     }
-    check(all, "all ten gauges with HELP and TYPE lines");
-    check(s && strstr(s, "llmc_train_step{job=\"a\\\"b\\\\c\\nd\"} 7\n"), "job label escaped (quote, backslash, newline)");
-    check(s && strstr(s, "llmc_train_grad_norm{job=\"a\\\"b\\\\c\\nd\"} NaN\n"), "NaN written as NaN");
-    check(s && strstr(s, "llmc_train_tokens_total{job=\"a\\\"b\\\\c\\nd\"} 9000000000\n"), "large values exact");
+    check(all, "all ten metrics with HELP and TYPE lines (tokens_total a counter, the rest gauges)");
+    check(s && strstr(s, "llmc_train_step{llmc_job=\"a\\\"b\\\\c\\nd\"} 7\n"), "llmc_job label escaped (quote, backslash, newline)");
+    check(s && !strstr(s, "{job="), "no `job` label (Prometheus' own)");
+    check(s && strstr(s, "llmc_train_grad_norm{llmc_job=\"a\\\"b\\\\c\\nd\"} NaN\n"), "NaN written as NaN");
+    check(s && strstr(s, "llmc_train_tokens_total{llmc_job=\"a\\\"b\\\\c\\nd\"} 9000000000\n"), "large values exact");
 
     m.step = 8;
     check(prom_write(path, &m) == 0 && (s = slurp(path)) && strstr(s, "} 8\n") && !strstr(s, "} 7\n"),
@@ -67,6 +69,20 @@ int main(int argc, char **argv)
     check(count_entries(argv[1]) == 1, "no temporary file left behind");
     check(prom_write(bad, &m) == -1, "an unwritable path fails with -1");
     check((s = slurp(path)) && strstr(s, "} 8\n"), "the previous file is untouched by a failed write");
+
+    /* every metric, the optional ones too, for promtool (tests/e2e/prom_test.sh) */
+    char ck[4200], latest[4300];
+    snprintf(ck, sizeof ck, "%s/ckpt", argv[1]);
+    snprintf(latest, sizeof latest, "%s/latest", ck);
+    FILE *l = mkdir(ck, 0755) == 0 ? fopen(latest, "w") : NULL;
+    if (l) { fputs("step-00000008\n", l); fclose(l); }
+    m.step_seconds_estimate = 0.2;
+    m.memory_estimate_bytes = 7.5e10;
+    m.checkpoint_dir = ck;
+    m.grad_norm = INFINITY;
+    check(prom_write(path, &m) == 0 && (s = slurp(path)) && strstr(s, "llmc_train_checkpoint_step{llmc_job=") &&
+          strstr(s, "llmc_train_memory_estimate_bytes{") && strstr(s, "llmc_train_grad_norm{llmc_job=\"a\\\"b\\\\c\\nd\"} +Inf\n"),
+          "the optional metrics written; +Inf as Prometheus writes it");
     printf("%d passed, %d failed\n", pass, fail);
     return fail != 0;
 }

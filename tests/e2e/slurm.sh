@@ -57,7 +57,7 @@ wait_for_line() {
     for ((i = 0; i < $3 * 5; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.2; done
     return 1
 }
-# wait_step FILE MIN SECONDS [AFTER]: until rank 0 logged step >= MIN (after the
+# wait_step FILE MIN SECONDS [AFTER]: until rank 0 logged step >= MIN (on stdout: the .out file) (after the
 # last line matching AFTER, when given); prints the step reached.
 wait_step() {
     local i n
@@ -105,8 +105,9 @@ if [[ "$state" == COMPLETED && "$(job_field "$A" ExitCode)" == 0:0 ]]; then ok "
 else bad "job A: ${state:-no state}" "$err" "$out"; fi
 [[ -s "$out" && -s "$err" ]] && grep -q "llmc: job $A restart 0: 2 node(s)" "$out" \
     && ok "logs where the script says: logs/tiny_2node-$A.out and .err" || bad "job A logs" "$out" "$err"
-grep -q '^\[rank 0/2 n1\] rank 0 of 2 started on n1' "$err" && grep -q '^\[rank 1/2 n2\] rank 1 of 2 started on n2' "$err" \
-    && ok "both ranks ran: rank 0 on n1, rank 1 on n2" || bad "ranks on nodes" "$err"
+# progress on stdout (.out), each line with its ISO 8601 time first
+grep -q '^[0-9T:.-]*Z \[rank 0/2 n1\] rank 0 of 2 started on n1' "$out" && grep -q '^[0-9T:.-]*Z \[rank 1/2 n2\] rank 1 of 2 started on n2' "$out" \
+    && ok "both ranks ran: rank 0 on n1, rank 1 on n2 (stdout, timestamped)" || bad "ranks on nodes" "$out"
 CA=$(ckpt_dir "$T/a")
 if $PY - "$T/a/run/metrics.jsonl" <<'PYEOF'
 import json, sys
@@ -122,30 +123,30 @@ else bad "final checkpoint" "$T/a.verify" "$err"; fi
 # ---- B: USR2 (scancel --signal), requeue, resume; then scontrol requeue (TERM), resume
 B=$(submit "$T/b")
 errb=$T/b/logs/tiny_2node-$B.err outb=$T/b/logs/tiny_2node-$B.out
-if wait_step "$errb" 15 120 >/dev/null; then
+if wait_step "$outb" 15 120 >/dev/null; then
     scancel --signal=USR2 "$B"
     if wait_for_line "$errb" "requeueing job $B" 60 && release_requeued "$B" 1 &&
-       wait_for_line "$errb" 'resumed from .* at step' 120; then
-        ok "USR2: trainer $(grep -o 'stopping at step [0-9]* (USR2); exit 3' "$errb" | head -n 1), script requeued, job resumed ($(grep -o 'resumed from [^ ]* at step [0-9]*' "$errb" | head -n 1 | sed 's/.* at //'))"
+       wait_for_line "$outb" 'resumed from .* at step' 120; then
+        ok "USR2: trainer $(grep -o 'stopping at step [0-9]* (USR2); exit 3' "$outb" | head -n 1), script requeued, job resumed ($(grep -o 'resumed from [^ ]* at step [0-9]*' "$outb" | head -n 1 | sed 's/.* at //'))"
     else bad "USR2 preemption" "$errb" "$outb"; fi
 else bad "job B did not reach step 15" "$errb" "$outb"; fi
-first=$(grep -o 'stopping at step [0-9]*' "$errb" | head -n 1 | grep -o '[0-9]*$')
-if [[ -n "$first" ]] && wait_step "$errb" $((first + 10)) 120 'resumed from' >/dev/null; then
+first=$(grep -o 'stopping at step [0-9]*' "$outb" | head -n 1 | grep -o '[0-9]*$')
+if [[ -n "$first" ]] && wait_step "$outb" $((first + 10)) 120 'resumed from' >/dev/null; then
     scontrol requeue "$B"
-    if wait_for_line "$errb" 'stopping at step [0-9]* (TERM)' 60 && release_requeued "$B" 2 &&
+    if wait_for_line "$outb" 'stopping at step [0-9]* (TERM)' 60 && release_requeued "$B" 2 &&
        wait_state "$B" 300 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL && [[ $(job_field "$B" JobState) == COMPLETED ]]; then
-        ok "scontrol requeue: trainer $(grep -o 'stopping at step [0-9]* (TERM)' "$errb" | head -n 1), job requeued and COMPLETED (restarts: $(job_field "$B" Restarts))"
+        ok "scontrol requeue: trainer $(grep -o 'stopping at step [0-9]* (TERM)' "$outb" | head -n 1), job requeued and COMPLETED (restarts: $(job_field "$B" Restarts))"
     else bad "scontrol requeue (state $(job_field "$B" JobState))" "$errb" "$outb"; fi
 else bad "job B did not get 10 steps past its first stop (${first:-none}) after the requeue" "$errb" "$outb"; fi
 if [[ -f "$T/b/run/final/model.safetensors" ]] && cmp -s "$T/a/run/final/model.safetensors" "$T/b/run/final/model.safetensors" &&
    cmp -s "$CA/step-00000150/optimizer.safetensors" "$(ckpt_dir "$T/b")/step-00000150/optimizer.safetensors"; then
     ok "preempted twice, resumed twice: final weights and optimizer state bit-identical to job A"
-else bad "job B's final weights differ from job A's" "$errb"; fi
+else bad "job B's final weights differ from job A's" "$errb" "$outb"; fi
 
 # ---- C: kill -9 of rank 1
 C=$(submit "$T/c")
-errc=$T/c/logs/tiny_2node-$C.err
-if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
+errc=$T/c/logs/tiny_2node-$C.err outc=$T/c/logs/tiny_2node-$C.out
+if wait_for_line "$outc" 'checkpoint step 20 ' 120; then
     victim=""
     for p in $(pgrep -f "llmc-train run"); do
         grep -qzx "SLURM_JOB_ID=$C" "/proc/$p/environ" 2>/dev/null && grep -qzx "SLURM_PROCID=1" "/proc/$p/environ" 2>/dev/null && victim=$p
@@ -154,13 +155,13 @@ if wait_for_line "$errc" 'checkpoint step 20 ' 120; then
     [[ -n "$victim" ]] && kill -9 "$victim"
     if [[ -n "$victim" ]] && wait_state "$C" 60 FAILED CANCELLED COMPLETED TIMEOUT NODE_FAIL &&
        [[ $(job_field "$C" JobState) == FAILED ]] && grep -q 'srun: error: n2: task 1: ' "$errc" &&
-       grep -q '^\[rank 0/2 n1\] error: lost the connection to rank 1' "$errc"; then
+       grep -q '^[0-9T:.-]*Z \[rank 0/2 n1\] error: lost the connection to rank 1' "$errc"; then
         ok "kill -9 of rank 1: job FAILED in $((SECONDS - start)) s; rank 0: '$(grep -o 'error: lost the connection to rank 1' "$errc")'"
     else bad "kill -9 of rank 1 (victim '$victim', state $(job_field "$C" JobState))" "$errc"; fi
     CC=$(ckpt_dir "$T/c")
     if verify_latest "$CC" "$T/c.verify"; then ok "after the kill, the latest checkpoint $(cat "$CC/latest") verifies"
     else bad "latest checkpoint after the kill" "$T/c.verify"; fi
-else bad "job C did not checkpoint step 20" "$errc"; fi
+else bad "job C did not checkpoint step 20" "$outc" "$errc"; fi
 
 # ---- D: mpirun inside the allocation (the partition of tiny_2node.llm: the emitted
 # snippet sets no default partition)

@@ -54,7 +54,7 @@ TEST_SUITES += e2e-prepare
 test-e2e-prepare: $(BUILD)/llmc $(BUILD)/llmc-train
 	@bash tests/e2e/prepare_requeue.sh $(BUILD)/llmc $(BUILD)/llmc-train
 
-# runtime/prom.c on its own (also under SAN=1).
+# runtime/prom.c on its own (under SAN=1), its file through promtool (tests/e2e/prom_test.sh).
 $(BUILD)/tests/e2e/prom_test: $(BUILD)/tests/e2e/prom_test.o $(BUILD)/runtime/prom.o $(BUILD)/runtime/log.o
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/tests/e2e/prom_test.o: tests/e2e/prom_test.c
@@ -65,7 +65,7 @@ TEST_SUITES += e2e-prom
 .PHONY: test-e2e-prom
 test-e2e-prom:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/prom_test
-	@d=$$(mktemp -d /tmp/e2e-prom.XXXXXX); build/san/tests/e2e/prom_test $$d; rc=$$?; rm -rf $$d; exit $$rc
+	@bash tests/e2e/prom_test.sh build/san/tests/e2e/prom_test
 
 # A LLaMA-Factory run three times its 1-minute limit, with a stand-in for
 # llamafactory-cli (about 6 min): requeued before each limit, resumed each time.

@@ -38,9 +38,9 @@ sed -e 's/max_steps        = 150/max_steps        = 20000/' -e 's/checkpoint_eve
 eval "$("$CLUSTER" env "$T/slurm")"
 
 id=$(cd "$T" && sbatch --parsable --time=1 --signal=USR2@30 out/tiny_2node.slurm)
-err=$T/logs/tiny_2node-$id.err
-if wait_for_line "$err" 'stopping at step [0-9]* (USR2); exit 3' 120 && wait_for_line "$err" "requeueing job $id" 30; then
-    step=$(grep -o 'stopping at step [0-9]*' "$err" | head -n 1 | grep -o '[0-9]*$')
+err=$T/logs/tiny_2node-$id.err out=$T/logs/tiny_2node-$id.out   # the trainer's progress: stdout
+if wait_for_line "$out" 'stopping at step [0-9]* (USR2); exit 3' 120 && wait_for_line "$err" "requeueing job $id" 30; then
+    step=$(grep -o 'stopping at step [0-9]*' "$out" | head -n 1 | grep -o '[0-9]*$')
     ok "Slurm's USR2 before the 1-minute limit: checkpoint at step $step, exit 3, requeued"
 else bad "no USR2 stop before the time limit (state $(job_field "$id" JobState))" "$err"; finish; fi
 # The requeued job starts again after AuthInfo=cred_expire (10 s, tests/slurm/cluster.sh).
@@ -48,8 +48,8 @@ for ((i = 0; i < 450; i++)); do
     [[ $(job_field "$id" JobState) == RUNNING && $(job_field "$id" Restarts) -ge 1 ]] && break
     sleep 0.2
 done
-if wait_for_line "$err" "resumed from .* at step $step\$" 60; then ok "the requeued job resumed at step $step"
-else scontrol show job "$id" >"$T/job.txt"; bad "no resume at step $step" "$err" "$T/job.txt" "$T/slurm/log/slurmctld.log"; fi
+if wait_for_line "$out" "resumed from .* at step $step\$" 60; then ok "the requeued job resumed at step $step"
+else scontrol show job "$id" >"$T/job.txt"; bad "no resume at step $step" "$out" "$err" "$T/job.txt" "$T/slurm/log/slurmctld.log"; fi
 ! grep -q 'DUE TO TIME LIMIT' "$err" && ok "never killed by the time limit" || bad "killed at the time limit" "$err"
 scancel "$id"
 finish

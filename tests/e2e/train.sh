@@ -89,10 +89,10 @@ then ok "mpirun 2 ranks == 1 rank with 2x accumulation (24 losses within 1e-5)"
 else bad "mpirun 2 ranks vs 1 rank (exit $rc1, $rc2)" "$T/one.log" "$T/two.log"; fi
 cmp -s "$T/one/run/final/model.safetensors" "$T/two/run/final/model.safetensors" \
     && ok "mpirun 2 ranks: final weights bit-identical to 1 rank" || bad "2-rank final weights differ from 1-rank"
-cat "$T"/two-out/1/rank.*/std* 2>/dev/null | grep -v '^\[rank [01]/2 [^]]*\] ' >"$T/two.unprefixed"
-grep -q '^\[rank 0/2 [^]]*\] done: 24 steps' "$T"/two-out/1/rank.0/std* && ! grep -q . "$T/two.unprefixed" \
+cat "$T"/two-out/1/rank.*/std* 2>/dev/null | grep -v '^[0-9T:.-]*Z \[rank [01]/2 [^]]*\] ' >"$T/two.unprefixed"
+grep -q '^[0-9T:.-]*Z \[rank 0/2 [^]]*\] done: 24 steps' "$T"/two-out/1/rank.0/std* && ! grep -q . "$T/two.unprefixed" \
     && ok "every log line of the 2-rank run has the rank and host prefix" || bad "log prefix (lines without it below)" "$T/two.unprefixed"
-grep -q '^llmc_train_step{job="cpu_test"} 24$' "$T/two/run/llmc_train.prom" && grep -q '^llmc_train_world_size{job="cpu_test"} 2$' "$T/two/run/llmc_train.prom" \
+grep -q '^llmc_train_step{llmc_job="cpu_test"} 24$' "$T/two/run/llmc_train.prom" && grep -q '^llmc_train_world_size{llmc_job="cpu_test"} 2$' "$T/two/run/llmc_train.prom" \
     && ok "Prometheus textfile: llmc_train_step 24, world size 2" || bad "Prometheus textfile" "$T/two/run/llmc_train.prom"
 
 # 2. USR2 to mpirun mid-run: both ranks stop with exit 3 after a checkpoint; resume == uninterrupted
@@ -138,7 +138,7 @@ if wait_for_line "$T/k2.0.log" 'checkpoint step 4 ' 60; then
     start=$SECONDS
     kill -9 "${tcp[0]}"; wait "${tcp[0]}" 2>/dev/null
     wait_pid "${tcp[1]}" 60
-    if [[ $RC -eq 1 ]] && grep -q '^\[rank 1/2 [^]]*\] error: lost the connection to rank 0' "$T/k2.1.log" && verify_latest "$T/k2/ckpt" "$T/k2.verify"
+    if [[ $RC -eq 1 ]] && grep -q '^[0-9T:.-]*Z \[rank 1/2 [^]]*\] error: lost the connection to rank 0' "$T/k2.1.log" && verify_latest "$T/k2/ckpt" "$T/k2.verify"
     then ok "tcp: kill -9 of rank 0 stops rank 1 in $((SECONDS - start)) s with a message; latest checkpoint verifies"
     else bad "tcp: kill -9 of rank 0 (rank 1 exit $RC)" "$T/k2.0.log" "$T/k2.1.log" "$T/k2.verify"; fi
 else bad "tcp big run did not checkpoint" "$T/k2.0.log" "$T/k2.1.log"; fi

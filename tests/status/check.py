@@ -127,13 +127,14 @@ def watch(path):
 
 
 def prom_samples(path):
-    """name -> value of a Prometheus text file; every sample must have HELP and TYPE gauge."""
+    """name -> value of a Prometheus text file; every sample must have HELP and TYPE
+    (gauge; counter for the one *_total)."""
     vals, typed = {}, set()
     for l in open(path):
         l = l.rstrip("\n")
         if l.startswith("# TYPE "):
             _, _, name, typ = l.split(" ", 3)
-            if typ != "gauge": fail(f"{name}: type {typ}")
+            if typ != ("counter" if name.endswith("_total") else "gauge"): fail(f"{name}: type {typ}")
             typed.add(name)
         elif l and not l.startswith("#"):
             name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", l).group(0)
@@ -156,7 +157,7 @@ def dashboard(dash_path, prom_path):
     if any(not p["targets"] for p in d["panels"]): fail("a panel without targets")
     for v in d["templating"]["list"]:
         if v.get("type") == "query":
-            m = re.fullmatch(r"label_values\((\w+), job\)", v["query"])
+            m = re.fullmatch(r"label_values\((\w+), llmc_job\)", v["query"])
             if not m or m.group(1) not in vals: fail(f"template query {v['query']}")
     for e in exprs:
         nexpr += 1

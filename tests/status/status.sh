@@ -244,11 +244,11 @@ if $PY "$HERE/check.py" watch "$T/watch.json" >"$T/check.txt" 2>&1; then
 else bad "--watch" "$T/check.txt" "$T/watch.err"; fi
 
 # ---- a requeued job: USR2 -> checkpoint, exit 3, requeue, resume --------------------
-err=$T/logs/tiny_2node-$id.err
+err=$T/logs/tiny_2node-$id.err out=$T/logs/tiny_2node-$id.out   # the trainer's progress: stdout
 scancel --signal=USR2 "$id"
 for ((i = 0; i < 450; i++)); do
     [[ $(job_field "$id" JobState) == RUNNING && $(job_field "$id" Restarts) -ge 1 ]] &&
-        grep -q "resumed from .* at step" "$err" && break
+        grep -q "resumed from .* at step" "$out" && break
     sleep 0.2
 done
 "$LLMC" status "$OUT" >"$T/req.txt" 2>&1
@@ -256,7 +256,7 @@ done
 cat "$T/req.txt"
 if grep -q "job $id RUNNING.*segment 2 (1 requeue" "$T/req.txt" && $PY "$HERE/check.py" segments "$T/req.json" 2 >"$T/check.txt" 2>&1; then
     ok "requeued job: segment 2 (1 requeue) in human and JSON"
-else bad "requeued job segments" "$T/req.txt" "$T/check.txt" "$err"; fi
+else bad "requeued job segments" "$T/req.txt" "$T/check.txt" "$out" "$err"; fi
 
 scancel "$id"
 finish

@@ -1,0 +1,136 @@
+#!/bin/bash
+# tests/cli/cli.sh LLMC LLMC_TRAIN [LLMC_TRAIN_CUDA] — see tests/cli/test.mk.
+set -u
+LLMC=$(realpath "$1"); TRAIN=$(realpath "$2"); CUDA=${3:-}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+T=$(mktemp -d /tmp/cli-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok()  { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
+PLAN=$ROOT/examples/tiny/tiny.llm
+MAKE=${MAKE:-make}
+
+# help BIN ARGS...: exit 0, a usage on stdout, nothing on stderr
+help() {
+    "$@" >"$T/h.out" 2>"$T/h.err"; local rc=$?
+    if [[ $rc -eq 0 ]] && grep -q "usage:" "$T/h.out" && [[ ! -s $T/h.err ]]; then ok "$(basename "$1") ${*:2}: exit 0, usage on stdout"
+    else bad "$(basename "$1") ${*:2} (exit $rc)" "$T/h.out" "$T/h.err"; fi
+}
+for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "$PLAN --help" "check -h"; do
+    # shellcheck disable=SC2086
+    help "$LLMC" $a
+done
+for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "run -h"; do
+    # shellcheck disable=SC2086
+    help "$TRAIN" $a
+done
+if [[ -n $CUDA && -x $CUDA ]]; then
+    for a in --help "run --help" "params --help" "bench --help" "check --help" "verify --help" "tokenize --help"; do
+        # shellcheck disable=SC2086
+        help "$CUDA" $a
+    done
+fi
+"$LLMC" --version | grep -qx "llmc [0-9.]*" && "$LLMC" check --version | grep -qx "llmc [0-9.]*" \
+    && "$TRAIN" --version | grep -qx "llmc-train [0-9.]*" && ok "--version: llmc, llmc check, llmc-train" || bad "--version"
+
+# usage errors: exit 2, the option or value named, the --help hint
+usage_err() {   # WHAT EXPECTED-TEXT CMD...
+    local what=$1 want=$2; shift 2
+    "$@" >"$T/u.out" 2>"$T/u.err"; local rc=$?
+    if [[ $rc -eq 2 ]] && grep -qF -- "$want" "$T/u.err" && grep -q "try '.* --help'" "$T/u.err"; then ok "$what: exit 2, \"$want\""
+    else bad "$what (exit $rc)" "$T/u.err"; fi
+}
+usage_err "llmc check --format xml" "--format: 'xml' is not one of human, json" "$LLMC" check --format xml "$PLAN"
+usage_err "llmc check --color=sometimes" "--color: 'sometimes' is not one of auto, always, never" "$LLMC" check --color=sometimes "$PLAN"
+usage_err "llmc explain --format yaml" "'yaml'" "$LLMC" explain --format yaml "$PLAN"
+usage_err "llmc -o without a value" "option '-o' needs a value" "$LLMC" "$PLAN" -o
+usage_err "llmc --output without a value" "option '--output' needs a value" "$LLMC" "$PLAN" --output
+usage_err "llmc check --frobnicate" "unknown option '--frobnicate'" "$LLMC" check --frobnicate "$PLAN"
+usage_err "llmc fmt -o" "-o/--output is for compiling" "$LLMC" fmt -o x "$PLAN"
+usage_err "llmc check --check" "'--check' is an option of llmc fmt" "$LLMC" check --check "$PLAN"
+usage_err "llmc status --watch=0" "not '0'" "$LLMC" status --watch=0 "$T"
+usage_err "llmc-train run --stop-after abc" "--stop-after: bad integer 'abc'" "$TRAIN" run --stop-after abc plan.json
+usage_err "llmc-train run --stop-after=-1" "--stop-after: bad integer '-1'" "$TRAIN" run --stop-after=-1 plan.json
+usage_err "llmc-train run --frobnicate" "unknown option '--frobnicate'" "$TRAIN" run --frobnicate plan.json
+usage_err "llmc-train run, two plans" "not 'b.json' too" "$TRAIN" run a.json b.json
+usage_err "llmc-train tokenize --tokenizer (no value)" "option '--tokenizer' needs a value" "$TRAIN" tokenize --tokenizer
+usage_err "llmc-train tokenize --decode --tokens" "exclude each other" "$TRAIN" tokenize --tokenizer x --decode --tokens
+usage_err "llmc-train verify a b" "not 'b' too" "$TRAIN" verify a b
+usage_err "llmc-train verify --frob" "unknown option '--frob'" "$TRAIN" verify --frob x
+if [[ -n $CUDA && -x $CUDA ]]; then
+    usage_err "llmc-train-cuda bench --batch x" "--batch: bad integer 'x'" "$CUDA" bench --model tiny --batch x
+    usage_err "llmc-train-cuda check --lr=abc" "--lr: bad number 'abc'" "$CUDA" check --lr=abc
+fi
+
+# both spellings: --opt=v and --opt v give the same result
+"$LLMC" "$PLAN" --output "$T/o1" >/dev/null 2>&1; r1=$?
+"$LLMC" "$PLAN" --output="$T/o2" >/dev/null 2>&1; r2=$?
+"$LLMC" -o"$T/o3" "$PLAN" >/dev/null 2>&1; r3=$?
+[[ $r1 -eq 0 && $r2 -eq 0 && $r3 -eq 0 ]] && diff -r "$T/o1" "$T/o2" >/dev/null && diff -r "$T/o1" "$T/o3" >/dev/null \
+    && ok "--output DIR, --output=DIR and -oDIR (options after the plan too): the same files" || bad "--output spellings ($r1 $r2 $r3)"
+printf 'train t { epoch = 1 }\n' >"$T/bad.llm"
+"$LLMC" check --format json "$T/bad.llm" >"$T/j1" 2>/dev/null; "$LLMC" check "$T/bad.llm" --format=json >"$T/j2" 2>/dev/null
+[[ -s $T/j1 ]] && cmp -s "$T/j1" "$T/j2" && ok "--format json == --format=json (diagnostics JSON on stdout)" || bad "--format spellings" "$T/j1" "$T/j2"
+
+# NO_COLOR (https://no-color.org): auto colour off on a terminal; --color=always still colours
+esc=$(printf '\033\\[')
+tty_run() { script -qec "$1" /dev/null 2>/dev/null; }
+tty_run "'$LLMC' check '$T/bad.llm'" >"$T/c1"
+tty_run "NO_COLOR=1 '$LLMC' check '$T/bad.llm'" >"$T/c2"
+tty_run "NO_COLOR=1 '$LLMC' check --color=always '$T/bad.llm'" >"$T/c3"
+tty_run "NO_COLOR= '$LLMC' check '$T/bad.llm'" >"$T/c4"
+if grep -q "$esc" "$T/c1" && ! grep -q "$esc" "$T/c2" && grep -q "error" "$T/c2" && grep -q "$esc" "$T/c3" && grep -q "$esc" "$T/c4"; then
+    ok "NO_COLOR: colour on a terminal without it, none with NO_COLOR=1, --color=always wins, empty NO_COLOR ignored"
+else bad "NO_COLOR" "$T/c1" "$T/c2" "$T/c3"; fi
+
+# log_every in the plan reaches plan.json (the llmc backend reads it)
+python3 - "$PLAN" "$T/le.llm" <<'PYEOF'
+import re, sys
+src = open(sys.argv[1]).read()
+out, n = re.subn(r"(\ntrain \w+ \{\n)", r"\1  log_every = 5 steps\n", src, count=1)
+assert n == 1, "no train block"
+open(sys.argv[2], "w").write(out)
+PYEOF
+mkdir -p "$T/lewd" && cp -r "$(dirname "$PLAN")"/. "$T/lewd/"
+cp "$T/le.llm" "$T/lewd/le.llm"
+(cd "$T/lewd" && "$LLMC" le.llm -o "$T/le-out") >"$T/le.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["output"]["log_every"] == 5 else 1)' "$T/le-out/plan.json" \
+    && ok "log_every = 5 steps (llmc backend): plan.json output.log_every 5" || bad "log_every into plan.json (exit $rc)" "$T/le.log"
+
+# the build: the caller's CC and CFLAGS kept (ours appended), -Werror on unless WERROR=0
+cd "$ROOT" || exit 1
+line=$(CFLAGS=-fstack-protector-strong $MAKE -s -n -B build/compiler/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+[[ $line == *-fstack-protector-strong* && $line == *-Wall* && $line == *-Werror* ]] \
+    && ok "CFLAGS from the environment kept, ours (-Wall, -Werror) appended" || bad "environment CFLAGS: $line"
+line=$($MAKE -s -n -B CFLAGS=-O3 build/compiler/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+[[ $line == *-O3* && $line == *-std=c11* ]] && ok "make CFLAGS=-O3: kept, with -std=c11 appended" || bad "command-line CFLAGS: $line"
+line=$($MAKE -s -n -B WERROR=0 build/compiler/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+[[ -n $line && $line != *-Werror* && $line == *-Wall* ]] && ok "WERROR=0: -Wall without -Werror" || bad "WERROR=0: $line"
+line=$(CC=my-cc $MAKE -s -n -B build/compiler/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+[[ $line == my-cc\ * ]] && ok "CC from the environment" || bad "CC from the environment: $line"
+
+# make install DESTDIR PREFIX: a working tree
+D=$T/dest
+if $MAKE -s install DESTDIR="$D" PREFIX=/usr >"$T/inst.log" 2>&1; then ok "make install DESTDIR=... PREFIX=/usr"
+else bad "make install" "$T/inst.log"; fi
+[[ -x $D/usr/bin/llmc && -x $D/usr/bin/llmc-train && -f $D/usr/share/man/man1/llmc.1 && -f $D/usr/share/man/man1/llmc-train.1 \
+   && -f $D/usr/share/llmc/templates/job_llmc.slurm.tmpl ]] \
+    && ok "installed: bin/llmc, bin/llmc-train, man1/llmc.1, man1/llmc-train.1, share/llmc/templates" || bad "installed files" "$T/inst.log"
+# the installed llmc, run from elsewhere, writes the same files as the build's
+mkdir -p "$T/elsewhere" && cp -r "$(dirname "$PLAN")"/. "$T/elsewhere/"
+(cd "$T/elsewhere" && "$D/usr/bin/llmc" "$(basename "$PLAN")" -o out-installed && "$LLMC" "$(basename "$PLAN")" -o out-build) >"$T/ie.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && diff -r "$T/elsewhere/out-installed" "$T/elsewhere/out-build" >"$T/ie.diff" \
+    && [[ -s $T/elsewhere/out-installed/plan.json ]] \
+    && ok "the installed llmc compiles the example plan from another directory (templates compiled in): same bytes" \
+    || bad "installed llmc (exit $rc)" "$T/ie.log" "$T/ie.diff"
+"$D/usr/bin/llmc-train" check-plan "$T/elsewhere/out-installed/plan.json" >"$T/icp.log" 2>&1 \
+    && ok "the installed llmc-train accepts the plan.json the installed llmc wrote" || bad "installed llmc-train" "$T/icp.log"
+MANWIDTH=80 man -l "$D/usr/share/man/man1/llmc-train.1" 2>/dev/null | grep -q "ISO 8601" \
+    && ok "the installed llmc-train(1) renders" || bad "man llmc-train"
+if $MAKE -s uninstall DESTDIR="$D" PREFIX=/usr >/dev/null 2>&1 && [[ ! -e $D/usr/bin/llmc && ! -e $D/usr/share/man/man1/llmc.1 ]]; then
+    ok "make uninstall removes them"
+else bad "make uninstall"; fi
+
+echo "cli: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
