@@ -69,8 +69,9 @@ python3 -c 'import json,sys; print("\n".join(s["file"] for s in json.load(open(s
 if wait_for_line "$err" "resuming: $n shards of an interrupted prepare kept" 120; then ok "the requeued job's prepare resumed with the $n shards"
 else scontrol show job "$id" >"$T/job.txt"; bad "no resume" "$err" "$T/job.txt"; finish; fi
 for ((i = 0; i < 600; i++)); do [[ $(job_field "$id" JobState) == COMPLETED ]] && break; sleep 0.2; done
-[[ $(job_field "$id" JobState) == COMPLETED ]] && grep -q 'done: 5 steps' "$err" && ok "the job then trained and completed" \
-    || bad "job did not complete (state $(job_field "$id" JobState))" "$err"
+out=${err%.err}.out   # the trainer's progress is on stdout
+[[ $(job_field "$id" JobState) == COMPLETED ]] && grep -q 'done: 5 steps' "$out" && ok "the job then trained and completed" \
+    || bad "job did not complete (state $(job_field "$id" JobState))" "$err" "$out"
 (cd "$S" && stat -c '%i %Y.%y %n' $(cat "$T/kept.txt")) 2>&1 | diff - "$T/before.txt" >"$T/stat.diff" \
     && ok "the shards written before the stop were not rewritten" || bad "finished shards rewritten" "$T/stat.diff"
 # (the reference's data hash, hence its shard names, differ: its plan's path is another)
