@@ -33,13 +33,14 @@ typedef struct {
     float *in_norm, *wq, *bq, *wk, *bk, *wv, *bv, *q_norm, *k_norm, *wo, *post_norm, *wg, *wu, *wd;
 } LayerW;
 
-/* Pointers to layer l's tensors inside buf (the weights or the gradients). */
-static LayerW layer_w(const Model *m, float *buf, int l)
+/* Pointers to layer l's tensors inside buf (the weights or the gradients),
+ * which holds the parameter buffer from flat offset base on. */
+static LayerW layer_w(const Model *m, float *buf, size_t base, int l)
 {
     const ModelConfig *c = &m->cfg;
     const ParamInfo *p = m->params + 1 + (size_t)l * layer_param_count(c);
     LayerW w = {0};
-#define NEXT() (buf + (p++)->offset)
+#define NEXT() (buf + ((p++)->offset - base))
     w.in_norm = NEXT();
     w.wq = NEXT(); if (c->qkv_bias) w.bq = NEXT();
     w.wk = NEXT(); if (c->qkv_bias) w.bk = NEXT();
@@ -153,6 +154,35 @@ const ParamInfo *model_find(const Model *m, const char *name)
     for (int i = 0; i < m->n_params; i++)
         if (!strcmp(m->params[i].name, name)) return &m->params[i];
     return NULL;
+}
+
+void model_unit_range(const Model *m, int unit, size_t *start, size_t *len)
+{
+    const ModelConfig *c = &m->cfg;
+    int per = layer_param_count(c);
+    int first = unit == 0 ? 0 : 1 + (unit - 1) * per;   /* its first tensor */
+    int end = unit == 0 ? 1 : unit <= c->layers ? first + per : m->n_params;
+    *start = m->params[first].offset;
+    *len = m->params[end - 1].offset + m->params[end - 1].numel - *start;
+}
+
+/* Unit u's weights, unit-relative: from the hooks, or m->w. */
+static float *unit_acquire(Model *m, int unit, size_t *base)
+{
+    size_t len;
+    model_unit_range(m, unit, base, &len);
+    if (m->hooks) return (float *)m->hooks->acquire(m->hooks->ctx, unit);
+    return m->w + *base;
+}
+
+static void unit_release(Model *m, int unit)
+{
+    if (m->hooks) m->hooks->release(m->hooks->ctx, unit);
+}
+
+static void unit_grad_ready(Model *m, int unit)
+{
+    if (m->hooks && m->hooks->grad_ready) m->hooks->grad_ready(m->hooks->ctx, unit);
 }
 
 static int is_norm_or_bias(const char *name)
@@ -284,6 +314,25 @@ static int is_label(const Batch *b, size_t row_base, int t)
     return b->mask[n] && b->pos[n] > 0;
 }
 
+/* The last unit (final norm, untied LM head) and, when tied, the embedding as
+ * the LM head: returns the final norm's weights, *lm_head the head's. */
+static const float *head_acquire(Model *m, const float **lm_head)
+{
+    const ModelConfig *c = &m->cfg;
+    size_t base, ebase;
+    float *u = unit_acquire(m, c->layers + 1, &base);
+    const float *final_norm = u + (m->params[1 + c->layers * layer_param_count(c)].offset - base);
+    if (c->tie_embeddings) *lm_head = unit_acquire(m, 0, &ebase);
+    else *lm_head = u + (m->params[m->n_params - 1].offset - base);
+    return final_norm;
+}
+
+static void head_release(Model *m)
+{
+    if (m->cfg.tie_embeddings) unit_release(m, 0);
+    unit_release(m, m->cfg.layers + 1);
+}
+
 double model_forward(Model *m, ModelActs *a, const Batch *b, int64_t *n_labels)
 {
     const ModelConfig *c = &m->cfg;
@@ -291,12 +340,15 @@ double model_forward(Model *m, ModelActs *a, const Batch *b, int64_t *n_labels)
     int qd = c->heads * hd, kd = c->kv_heads * hd;
     size_t NH = (size_t)N * H;
     float eps = (float)c->rms_eps;
-    const float *embed = m->w + m->params[0].offset;
+    size_t base;
+    const float *embed = unit_acquire(m, 0, &base);
     for (int n = 0; n < N; n++)
         memcpy(a->x + (size_t)n * H, embed + (size_t)b->ids[n] * H, (size_t)H * sizeof(float));
+    unit_release(m, 0);
 
     for (int l = 0; l < c->layers; l++) {
-        LayerW w = layer_w(m, m->w, l);
+        float *wbuf = unit_acquire(m, 1 + l, &base);
+        LayerW w = layer_w(m, wbuf, base, l);
         float *x = a->x + l * NH, *xmid = a->xmid + l * NH, *xout = a->x + (l + 1) * NH;
         float *h1 = a->h1 + l * NH, *h2 = a->h2 + l * NH;
         float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd, *v = a->v + (size_t)l * N * kd;
@@ -328,12 +380,14 @@ double model_forward(Model *m, ModelActs *a, const Batch *b, int64_t *n_labels)
         op_swiglu(act, gate, up, (size_t)N * F);
         op_linear(xout, act, w.wd, NULL, N, F, H);
         for (size_t i = 0; i < NH; i++) xout[i] += xmid[i];
+        unit_release(m, 1 + l);
     }
 
-    const float *final_norm = m->w + m->params[1 + c->layers * layer_param_count(c)].offset;
-    const float *lm_head = c->tie_embeddings ? embed : m->w + m->params[m->n_params - 1].offset;
+    const float *lm_head;
+    const float *final_norm = head_acquire(m, &lm_head);
     op_rmsnorm(a->hf, a->rstdf, a->x + (size_t)c->layers * NH, final_norm, N, H, eps);
     op_linear(a->logits, a->hf, lm_head, NULL, N, H, V);
+    head_release(m);
 
     double loss = 0.0;
     int64_t count = 0;
@@ -382,13 +436,19 @@ void model_backward(Model *m, ModelActs *a, const Batch *b, float scale)
 
     size_t norm_off = m->params[1 + c->layers * layer_param_count(c)].offset;
     size_t head_off = c->tie_embeddings ? m->params[0].offset : m->params[m->n_params - 1].offset;
+    const float *lm_head;
+    const float *final_norm = head_acquire(m, &lm_head);
     op_linear_dw(m->g + head_off, a->dlogits, a->hf, N, H, V);
-    op_linear_dx(a->dh, a->dlogits, m->w + head_off, N, H, V, 0);
+    op_linear_dx(a->dh, a->dlogits, lm_head, N, H, V, 0);
     op_rmsnorm_bwd(a->dx, m->g + norm_off, a->dh, a->x + (size_t)c->layers * NH, a->rstdf,
-                   m->w + norm_off, N, H, 0);
+                   final_norm, N, H, 0);
+    head_release(m);
+    unit_grad_ready(m, c->layers + 1);
 
     for (int l = c->layers - 1; l >= 0; l--) {
-        LayerW w = layer_w(m, m->w, l), g = layer_w(m, m->g, l);
+        size_t base;
+        float *wbuf = unit_acquire(m, 1 + l, &base);
+        LayerW w = layer_w(m, wbuf, base, l), g = layer_w(m, m->g, 0, l);
         float *x = a->x + l * NH, *xmid = a->xmid + l * NH;
         float *h1 = a->h1 + l * NH, *h2 = a->h2 + l * NH;
         float *q = a->q + (size_t)l * N * qd, *k = a->k + (size_t)l * N * kd, *v = a->v + (size_t)l * N * kd;
@@ -435,6 +495,8 @@ void model_backward(Model *m, ModelActs *a, const Batch *b, float scale)
         op_linear_dx(a->dh, a->dk, w.wk, N, H, kd, 1);
         op_linear_dx(a->dh, a->dv, w.wv, N, H, kd, 1);
         op_rmsnorm_bwd(a->dx, g.in_norm, a->dh, x, a->rstd1 + (size_t)l * N, w.in_norm, N, H, 1);
+        unit_release(m, 1 + l);
+        unit_grad_ready(m, 1 + l);
     }
 
     float *dembed = m->g + m->params[0].offset;
@@ -443,4 +505,5 @@ void model_backward(Model *m, ModelActs *a, const Batch *b, float scale)
         const float *s = a->dx + (size_t)n * H;
         for (int i = 0; i < H; i++) d[i] += s[i];
     }
+    unit_grad_ready(m, 0);
 }

@@ -80,13 +80,37 @@ typedef struct {
                              and norm weights) */
 } ParamInfo;
 
+/* Units: what forward and backward fetch and finish one at a time. Unit 0 is
+ * the embedding, unit 1 + l layer l, unit layers + 1 the final norm and the
+ * untied LM head; each is a contiguous range of the parameter buffer
+ * (model_unit_range). A tied LM head is unit 0's tensor. */
+static inline int model_units(const ModelConfig *c) { return c->layers + 2; }
+
+/* Where forward/backward take weights from, and whom they tell that a unit's
+ * gradient is complete (a sharded backend: ZeRO-3 gathers a unit's weights
+ * just before use and frees them after; ZeRO-2 reduce-scatters each unit's
+ * gradient as soon as backward has produced it). Without hooks the weights are
+ * m->w and nothing is told. The hooks do not fail: a failed collective ends
+ * the job (runtime/dist.h). */
+typedef struct {
+    void *ctx;
+    /* Unit u's weights, unit-relative (element 0 = the unit's first float),
+     * valid until release(u). */
+    const float *(*acquire)(void *ctx, int unit);
+    void (*release)(void *ctx, int unit);
+    /* model_backward has finished unit u's gradient in m->g (units arrive in
+     * the order layers+1, layers, ..., 1, 0). May be NULL. */
+    void (*grad_ready)(void *ctx, int unit);
+} ModelHooks;
+
 typedef struct {
     ModelConfig cfg;
     ParamInfo *params;    /* in the order documented above */
     int n_params;
     size_t n_floats;      /* total parameter count */
-    float *w;             /* parameters */
+    float *w;             /* parameters (NULL when hooks provide them) */
     float *g;             /* gradients (written by model_backward) */
+    const ModelHooks *hooks;   /* NULL: weights are w */
 } Model;
 
 /* A micro-batch: B rows of T tokens (runtime/shard.h semantics). */
@@ -114,6 +138,8 @@ int model_layout(Model *m, const ModelConfig *c);
 int model_preset(const char *name, ModelConfig *c);
 void model_free(Model *m);
 const ParamInfo *model_find(const Model *m, const char *name);
+/* Unit u's range of the parameter buffer: [*start, *start + *len). */
+void model_unit_range(const Model *m, int unit, size_t *start, size_t *len);
 /* HF-style random init: linear/embedding weights ~ N(0, std), biases 0, norms 1. */
 void model_init_random(Model *m, uint64_t seed, double std);
 

@@ -336,6 +336,7 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
 
     p->world_size = (int)get_lim(&c, pa, PL_PARALLEL_WORLD, 0);
     p->data_parallel = (int)get_lim(&c, pa, PL_PARALLEL_DP, 0);
+    p->zero_stage = (int)get_lim(&c, pa, PL_PARALLEL_ZERO, 0);
     if (!c.failed && p->data_parallel > p->world_size)
         fail(&c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
     if (!c.failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)

@@ -49,6 +49,7 @@ typedef struct {
     char *precision;            /* "bf16" | "fp16" | "fp32" */
     /* parallel */
     int world_size, data_parallel;
+    int zero_stage;             /* 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded */
     /* checkpoint */
     char *ckpt_dir;             /* resolved */
     int64_t ckpt_every_steps;   /* -1 when null */

@@ -128,8 +128,10 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
     ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
     ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
+    /* not grad_accum: with the global batch and the micro-batch it only says how
+     * the step's slots are split over ranks, and a checkpoint resumes on
+     * another number of ranks (grad_accum x data_parallel constant) */
     ckpt_fp_add(fp, "train.micro_batch", "%d", p->micro_batch);
-    ckpt_fp_add(fp, "train.grad_accum", "%d", p->grad_accum);
     ckpt_fp_add(fp, "train.global_batch", "%d", p->global_batch);
     fmt_num(v, sizeof v, p->lr);
     ckpt_fp_add(fp, "train.lr", "%s", v);
