@@ -2520,6 +2520,20 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "log_every"))) get_steps(c, e, &t->log_every);
 }
 
+/* What each backend of the llmc trainer implements, [0] the CPU backend
+ * (runtime/cpu_backend.c), [1] the CUDA one (runtime/cuda/backend_cuda.c,
+ * whose check_plan refuses the same at run time). Change a row when a backend
+ * gains a feature. */
+typedef struct {
+    const char *where;        /* "CPUs" | "GPUs", for messages */
+    ShardStage max_shard;     /* the highest ZeRO stage it runs */
+    const char *shard_note;   /* what it shards, for the refusal */
+} LlmcBackendCaps;
+static const LlmcBackendCaps llmc_backend_caps[2] = {
+    {"CPUs", SHARD_ZERO3, "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)"},
+    {"GPUs", SHARD_ZERO1, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further"},
+};
+
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
 static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
@@ -2931,22 +2945,18 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
     }
-    /* What the llmc trainer implements: the CPU backend keeps a full replica per
-     * rank; the CUDA backend shards optimizer states (ZeRO-1) at most. A plan
-     * that relies on more would pass the estimate and then run out of memory. */
-    if (t->backend == BACKEND_LLMC && t->shard != SHARD_NONE && (!cl->gpu || t->shard > SHARD_ZERO1)) {
+    /* What the llmc trainer's backend for this cluster implements (the table
+     * llmc_backend_caps): a plan that relies on more would pass the estimate and
+     * then run out of memory, or be refused by llmc-train after the queue wait. */
+    const LlmcBackendCaps *caps = &llmc_backend_caps[cl->gpu ? 1 : 0];
+    if (t->backend == BACKEND_LLMC && t->shard > caps->max_shard) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",
-                             shard_text[t->shard], cl->gpu ? "GPUs" : "CPUs");
-        if (cl->gpu) {
-            diag_note(g, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further");
-            diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = zero1 if it fits (llmc explain)",
-                      (int)t->shard);
-        } else {
-            diag_note(g, "the llmc CPU backend keeps a full replica of weights and optimizer states on every rank");
-            diag_help(g, "use shard = none");
-        }
+                             shard_text[t->shard], caps->where);
+        diag_note(g, "%s", caps->shard_note);
+        diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = %s if it fits (llmc explain)",
+                  (int)t->shard, shard_text[caps->max_shard]);
     }
     /* The llmc GPU backend is CUDA: an AMD part runs LLaMA-Factory (ROCm). */
     if (t->backend == BACKEND_LLMC && cl->gpu && cl->gpu_amd) {

@@ -65,8 +65,22 @@ static size_t device_used(void)
     return tot - fr;
 }
 
+/* What the plan asks for that this backend does not do yet (the llmc checker's
+ * llmc_backend_caps[1], compiler/check.c, refuses the same): 0, or -1 with the
+ * plan.json key and what to do in err. Change it when a feature lands. */
+static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
+{
+    if (plan->zero_stage > 1) {
+        snprintf(err, errlen, "parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1); "
+                 "use shard = zero1 or backend = llamafactory", plan->zero_stage);
+        return -1;
+    }
+    return 0;
+}
+
 /* The model must be one the GPU kernels take (no Qwen3 qk_norm, shapes of
- * whole 16-byte vectors): refused before any rank starts. */
+ * whole 16-byte vectors), and the plan's features ones this backend has:
+ * refused before any rank starts. */
 static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
 {
     (void)self;
@@ -75,7 +89,7 @@ static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errl
         snprintf(err, errlen, "model: %s", why);
         return -1;
     }
-    return 0;
+    return cu_unsupported(plan, err, errlen);
 }
 
 static int cu_dist_init(void *self, int *rank, int *world)

@@ -52,6 +52,15 @@ expect "run with a broken plan" 2 "broken.json" $bin run "$tmp/broken.json"
 expect "help" 0 "run PLAN.json" $bin --help
 echo '{"model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 512, "head_dim": 16}' > "$tmp/qwen3.json"
 expect "Qwen3 (qk_norm) refused" 2 "qk_norm" $bin params --config "$tmp/qwen3.json"
+# What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
+python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"].update(heads=2, kv_heads=2, head_dim=16)
+p["parallel"]["zero_stage"] = 3
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect "run: ZeRO-3 refused" 2 "parallel.zero_stage = 3: the CUDA backend shards optimizer states only" $bin run "$tmp/zero3.json"
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
 fi

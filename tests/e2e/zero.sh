@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/e2e/zero.sh LLMC_TRAIN MAKE_SHARDS — ZeRO on the CPU backend across ranks
+# tests/e2e/zero.sh LLMC_TRAIN MAKE_SHARDS LLMC — ZeRO on the CPU backend across ranks
 # (runtime/cpu_backend.c, docs/runtime.md "ZeRO on the CPU backend"):
 #   - ZeRO-2 and ZeRO-3 on 2 and 4 ranks (Open MPI's mpirun, and srun-style TCP
 #     ranks): final weights and optimizer state bit-identical to 1 rank without
@@ -7,9 +7,11 @@
 #     accumulation 1 likewise; a tied-embedding model under ZeRO-3
 #   - a checkpoint written under one stage and rank count resumes under another
 #     and ends on the uninterrupted run's bits
+#   - llmc accepts shard = zero3 for backend = llmc on a CPU cluster (plan.json
+#     zero_stage 3, which llmc-train check-plan accepts)
 # Every wait is bounded.
 set -u
-BIN=$(realpath "$1"); MKSH=$(realpath "$2")
+BIN=$(realpath "$1"); MKSH=$(realpath "$2"); LLMC=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 T=$(mktemp -d /tmp/e2e-zero.XXXXXX)
@@ -124,6 +126,14 @@ resume_case 3to2 2 2 3 4 1 2
 resume_case 0to3 1 4 0 2 2 3
 resume_case 3to0 4 1 3 1 4 0
 resume_case 2to3 2 2 2 2 2 3
+
+# 5. the checker: a two-node CPU plan with shard = zero3 compiles, and the trainer takes its plan.json
+sed 's/^  shard  *= none$/  shard = zero3/' "$ROOT/tests/e2e/tiny_2node.llm" >"$ROOT/tests/e2e/.zero3-$$.llm"
+(cd "$ROOT" && "$LLMC" "tests/e2e/.zero3-$$.llm" -o "$T/llmc-out") >"$T/llmc.log" 2>&1; rc=$?
+rm -f "$ROOT/tests/e2e/.zero3-$$.llm"
+if [[ $rc -eq 0 ]] && grep -q '"zero_stage":.3$' "$T/llmc-out/plan.json" && "$BIN" check-plan "$T/llmc-out/plan.json" >>"$T/llmc.log" 2>&1
+then ok "llmc: shard = zero3 with backend = llmc on a CPU cluster compiles; llmc-train check-plan accepts zero_stage 3"
+else bad "llmc shard = zero3 on CPUs (exit $rc)" "$T/llmc.log"; fi
 
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
