@@ -149,6 +149,25 @@ static int zero_setup(CpuBackend *c, const Model *hm)
     return 0;
 }
 
+/* What the CPU backend does not do: ZeRO with freeze or LoRA (the trainable
+ * part is small or a window; sharding it would save nothing worth the code),
+ * LoRA dropout (the adapters' input is not dropped; 0 is exact), QLoRA. */
+static int cpu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
+{
+    (void)self;
+    const RunFinetune *ft = &plan->ft;
+    if (ft->method == FT_QLORA)
+        snprintf(err, errlen, "finetune.method = qlora: the CPU backend has no quantised base (use lora)");
+    else if (ft->method != FT_FULL && plan->zero_stage > 0)
+        snprintf(err, errlen, "finetune.method = %s with parallel.zero_stage = %d: the CPU backend shards full "
+                 "training only (use shard = none)", run_method_names[ft->method], plan->zero_stage);
+    else if (ft->method == FT_LORA && ft->lora_dropout > 0)
+        snprintf(err, errlen, "finetune.lora_dropout = %g: the CPU backend trains LoRA without dropout (set 0)",
+                 ft->lora_dropout);
+    else return 0;
+    return -1;
+}
+
 static int cpu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, size_t *n_params, char *where,
                       size_t where_len, char *setup, size_t setup_len)
 {
@@ -158,13 +177,18 @@ static int cpu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, si
     c->opt = opt;
     c->work = *hm;
     c->zero = plan->zero_stage;
+    if (model_trainable(hm, &c->tv)) { log_error("the trainable tensors are not one contiguous range"); return -1; }
+    c->have_tv = 1;
     int fail = !(c->acts = model_acts_new(&hm->cfg, plan->micro_batch, plan->context));
-    if (!fail && c->zero < 2) fail = !(c->acc = malloc(hm->n_floats * sizeof *c->acc));
+    if (!fail && c->zero < 2) fail = !(c->acc = malloc((c->tv.n_floats ? c->tv.n_floats : 1) * sizeof *c->acc));
     if (!fail && c->zero >= 1) fail = zero_setup(c, hm) != 0;
     if (fail) { log_error("out of memory"); return -1; }
     if (c->zero >= 1)
         snprintf(setup, setup_len, ", ZeRO-%d: %zu of %zu parameters on this rank", c->zero, c->hi - c->lo,
                  hm->n_floats);
+    else if (plan->ft.method != FT_FULL)
+        snprintf(setup, setup_len, ", %s: %zu of %zu parameters trainable", run_method_names[plan->ft.method],
+                 c->tv.n_floats, hm->n_floats + (hm->lora ? c->tv.n_floats : 0));
     *n_params = hm->n_floats;
     return 0;
 }
@@ -173,6 +197,8 @@ static void cpu_destroy(void *self)
 {
     CpuBackend *c = self;
     free(c->acc);
+    if (c->have_tv) model_trainable_free(c->m, &c->tv);
+    c->have_tv = 0;
     model_acts_free(c->acts);
     model_acts_free(c->eval_acts);
     c->acc = NULL;
@@ -234,8 +260,9 @@ static int cpu_micro_step(void *self, const Batch *b, int index, int count, int6
     c->loss_sum += model_forward(m, c->acts, b, labels);
     model_backward(m, c->acts, b, 1.0f);
     if (c->zero >= 2) return 0;
-    if (index == 0) memcpy(c->acc, m->g, m->n_floats * sizeof *c->acc);
-    else for (size_t k = 0; k < m->n_floats; k++) c->acc[k] += m->g[k];
+    const Model *t = &c->tv;   /* the trainable part's gradients */
+    if (index == 0) memcpy(c->acc, t->g, t->n_floats * sizeof *c->acc);
+    else for (size_t k = 0; k < t->n_floats; k++) c->acc[k] += t->g[k];
     return 0;
 }
 
@@ -261,11 +288,13 @@ static int cpu_optimizer_step(void *self, float grad_mult, double lr, double cli
     Model *m = c->m;
     double gn;
     if (c->zero == 0) {
-        if (dist_allreduce_sum_f32(c->acc, m->n_floats)) return -1;
-        for (size_t k = 0; k < m->n_floats; k++) c->acc[k] *= grad_mult;
-        if (global_norm(c->acc, 0, m->n_floats, m->n_floats, &gn)) return -1;
-        grad_clip(c->acc, m->n_floats, gn, clip);
-        adamw_step(c->opt, m->params, m->n_params, m->w, c->acc, lr);
+        const Model *t = &c->tv;
+        size_t n = t->n_floats;
+        if (dist_allreduce_sum_f32(c->acc, n)) return -1;
+        for (size_t k = 0; k < n; k++) c->acc[k] *= grad_mult;
+        if (global_norm(c->acc, 0, n, n, &gn)) return -1;
+        grad_clip(c->acc, n, gn, clip);
+        adamw_step(c->opt, t->params, t->n_params, t->w, c->acc, lr);
     } else {
         size_t n = c->hi - c->lo;
         if (c->zero == 1 && dist_reduce_scatter_f32(c->acc, 0, m->n_floats, c->starts, c->gsh, 0)) return -1;
@@ -313,7 +342,7 @@ void cpu_backend_init(TrainBackend *be, CpuBackend *c)
 {
     memset(c, 0, sizeof *c);
     *be = (TrainBackend){
-        .prog = "llmc-train", .self = c,
+        .prog = "llmc-train", .self = c, .check_plan = cpu_check_plan,
         /* ranks: runtime/dist.c */
         .dist_init = cpu_dist_init, .dist_finalize = cpu_dist_finalize,
         .sum_f64 = cpu_sum_f64, .any = cpu_any, .barrier = cpu_barrier,

@@ -27,6 +27,8 @@ typedef struct {
     float *wsh;            /* ZeRO >= 1: the shard's weights (ZeRO 1-2: inside m->w) */
     AdamW osh;             /* ZeRO >= 1: the shard's moments and step count */
     Model work;            /* what forward and backward run on (ZeRO 3: no weights, hooks) */
+    Model tv;              /* what trains (model_trainable of m): all of it, frozen layers' rest, adapters */
+    int have_tv;
     ModelHooks hooks;
     int micro;             /* the micro-batch's index in its step */
     float *gathered[CPU_GATHER_SLOTS];

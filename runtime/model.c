@@ -215,6 +215,8 @@ void model_init_random(Model *m, uint64_t seed, double std)
 
 /* ---- LoRA (model.h) ---- */
 
+static const TensorKind lora_kind[LORA_TARGETS] = {TENSOR_Q, TENSOR_K, TENSOR_V, TENSOR_O, TENSOR_GATE, TENSOR_UP,
+                                                   TENSOR_DOWN};
 static const char *const lora_module_path[LORA_TARGETS] = {"self_attn.q_proj", "self_attn.k_proj",
     "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
 
@@ -249,9 +251,9 @@ Lora *lora_new(const Model *base, unsigned targets, int rank, int alpha, int rsl
             lora_target_shape(c, t, &out, &in);
             l->a_index[layer * LORA_TARGETS + t] = l->p.n_params;
             snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.lora_A.weight", layer, lora_module_path[t]);
-            add_param(&l->p, name, TENSOR_Q + t, layer, rank, in, 1);
+            add_param(&l->p, name, lora_kind[t], layer, rank, in, 1);
             snprintf(name, sizeof name, "base_model.model.model.layers.%d.%s.lora_B.weight", layer, lora_module_path[t]);
-            add_param(&l->p, name, TENSOR_Q + t, layer, out, rank, 1);
+            add_param(&l->p, name, lora_kind[t], layer, out, rank, 1);
         }
     l->p.w = calloc(l->p.n_floats ? l->p.n_floats : 1, sizeof(float));
     l->p.g = calloc(l->p.n_floats ? l->p.n_floats : 1, sizeof(float));
@@ -273,6 +275,27 @@ void lora_free(Lora *l)
     free(l->a_index);
     free(l->tmp);
     free(l);
+}
+
+void lora_merge(const Lora *l, Model *m)
+{
+    int per = layer_param_count(&m->cfg);
+    for (int i = 0; i < l->p.n_params; i += 2) {
+        const ParamInfo *A = &l->p.params[i], *B = A + 1;
+        const float *a = l->p.w + A->offset, *b = l->p.w + B->offset;
+        /* the base weight of this target: its kind inside its layer */
+        const ParamInfo *base = NULL;
+        for (int k = 1 + A->layer * per; k < 1 + (A->layer + 1) * per && !base; k++)
+            if (m->params[k].kind == A->kind) base = &m->params[k];
+        float *w = m->w + base->offset;
+        int64_t out = B->shape[0], in = A->shape[1], r = A->shape[0];
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t j = 0; j < in; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < r; k++) s += (double)b[o * r + k] * a[k * in + j];
+                w[o * in + j] += (float)(l->scale * s);
+            }
+    }
 }
 
 /* Scratch for n tokens of the rank: x A^T and its gradient. */

@@ -146,6 +146,8 @@ struct Lora {
  * kaiming_uniform(a=sqrt(5)), PEFT's init), B = 0. NULL when out of memory. */
 Lora *lora_new(const Model *base, unsigned targets, int rank, int alpha, int rslora, uint64_t seed);
 void lora_free(Lora *l);
+/* m's targeted weights += scale * B A (double sums): the merged model. */
+void lora_merge(const Lora *l, Model *m);
 
 /* What of m trains, as a Model of its own: params, n_params, n_floats, w and g
  * are what gradients, AdamW and checkpoints cover (cfg is m's; no hooks,

@@ -75,6 +75,11 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
                  "use shard = zero1 or backend = llamafactory", plan->zero_stage);
         return -1;
     }
+    if (plan->ft.method != FT_FULL) {
+        snprintf(err, errlen, "finetune.method = %s: the CUDA backend trains every weight (full) only; "
+                 "use backend = llamafactory", run_method_names[plan->ft.method]);
+        return -1;
+    }
     return 0;
 }
 

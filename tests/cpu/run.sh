@@ -60,6 +60,8 @@ rm -rf "$scratch"
 cat "$out"; tally formats "$out" $rc
 bash "$here/train_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally train "$out" $rc
+bash "$here/finetune_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
+grep -v '^\[rank' "$out"; tally finetune "$out" $rc
 bash "$here/loop_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/loop_test" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally loop "$out" $rc
 bash "$here/tiny_example_test.sh" "$BUILD/llmc" "$BUILD/llmc-train" >"$out" 2>&1; rc=$?

@@ -135,5 +135,15 @@ if [[ $rc -eq 0 ]] && grep -q '"zero_stage":.3$' "$T/llmc-out/plan.json" && "$BI
 then ok "llmc: shard = zero3 with backend = llmc on a CPU cluster compiles; llmc-train check-plan accepts zero_stage 3"
 else bad "llmc shard = zero3 on CPUs (exit $rc)" "$T/llmc.log"; fi
 
+# ... and method = lora on the CPU cluster (shard none): finetune.method "lora" in plan.json
+sed -e 's/^  shard  *= none$/  shard = none\n  method = lora\n  lora_rank = 4\n  lora_target = [q_proj, v_proj]/' \
+    "$ROOT/tests/e2e/tiny_2node.llm" >"$ROOT/tests/e2e/.lora-$$.llm"
+(cd "$ROOT" && "$LLMC" "tests/e2e/.lora-$$.llm" -o "$T/llmc-lora") >"$T/llmc.log" 2>&1; rc=$?
+rm -f "$ROOT/tests/e2e/.lora-$$.llm"
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["finetune"]; sys.exit(0 if (f["method"], f["lora_rank"], f["lora_alpha"], f["lora_target"]) == ("lora", 4, 8, ["q_proj", "v_proj"]) else 1)' "$T/llmc-lora/plan.json" &&
+   "$BIN" check-plan "$T/llmc-lora/plan.json" >>"$T/llmc.log" 2>&1
+then ok "llmc: method = lora with backend = llmc on a CPU cluster compiles (finetune in plan.json); check-plan accepts"
+else bad "llmc method = lora on CPUs (exit $rc)" "$T/llmc.log"; fi
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]
