@@ -266,16 +266,17 @@ static int cpu_micro_step(void *self, const Batch *b, int index, int count, int6
     return 0;
 }
 
-/* The global norm of g, this rank's [lo, hi) of it: block sums in place in a
- * zeroed vector, summed over ranks (each block has one non-zero term, so the
- * sum is exact), then added in block order (optim.h). */
-static int global_norm(const float *g, size_t lo, size_t hi, size_t n, double *norm)
+/* The global norm of g, this rank's [lo, hi) of it (sharded: each rank has its
+ * own part; else every rank has all of it): block sums in place in a zeroed
+ * vector, sharded ones summed over ranks (each block has one non-zero term, so
+ * the sum is exact), then added in block order (optim.h). */
+static int global_norm(const float *g, size_t lo, size_t hi, size_t n, int sharded, double *norm)
 {
     size_t nb = grad_norm_blocks(n);
     double *sums = calloc(nb ? nb : 1, sizeof *sums);
     if (!sums) { log_error("out of memory"); return -1; }
     grad_block_sumsq(g, lo, hi, sums);
-    if (dist_allreduce_sum_f64(sums, nb)) { free(sums); return -1; }
+    if (sharded && dist_allreduce_sum_f64(sums, nb)) { free(sums); return -1; }
     *norm = grad_norm_of_blocks(sums, nb);
     free(sums);
     return 0;
@@ -292,14 +293,14 @@ static int cpu_optimizer_step(void *self, float grad_mult, double lr, double cli
         size_t n = t->n_floats;
         if (dist_allreduce_sum_f32(c->acc, n)) return -1;
         for (size_t k = 0; k < n; k++) c->acc[k] *= grad_mult;
-        if (global_norm(c->acc, 0, n, n, &gn)) return -1;
+        if (global_norm(c->acc, 0, n, n, 0, &gn)) return -1;
         grad_clip(c->acc, n, gn, clip);
         adamw_step(c->opt, t->params, t->n_params, t->w, c->acc, lr);
     } else {
         size_t n = c->hi - c->lo;
         if (c->zero == 1 && dist_reduce_scatter_f32(c->acc, 0, m->n_floats, c->starts, c->gsh, 0)) return -1;
         for (size_t k = 0; k < n; k++) c->gsh[k] *= grad_mult;
-        if (global_norm(c->gsh, c->lo, c->hi, m->n_floats, &gn)) return -1;
+        if (global_norm(c->gsh, c->lo, c->hi, m->n_floats, 1, &gn)) return -1;
         grad_clip(c->gsh, n, gn, clip);
         adamw_step_range(&c->osh, m->params, m->n_params, c->lo, c->wsh, c->gsh, lr);
         if (c->zero < 3 && dist_allgather_f32(c->wsh, c->starts, 0, m->n_floats, m->w)) return -1;

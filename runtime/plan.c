@@ -196,7 +196,7 @@ static void read_finetune(Ctx *c, const cJSON *root, RunFinetune *ft, const Mode
     ft->lora_dropout = get_lim(c, f, PL_FINETUNE_LORA_DROPOUT, 0);
     ft->rslora = get_bool(c, f, "finetune", "rslora");
     ft->freeze_layers = (int)get_lim(c, f, PL_FINETUNE_FREEZE_LAYERS, 0);
-    if (!c->failed && (ft->freeze_layers == 0 || abs(ft->freeze_layers) > mc->layers))
+    if (!c->failed && ft->method == FT_FREEZE && (ft->freeze_layers == 0 || abs(ft->freeze_layers) > mc->layers))
         fail(c, "finetune.freeze_layers", "%d is not a number of trainable layers (1..%d, or -1..-%d for the first)",
              ft->freeze_layers, mc->layers, mc->layers);
     const cJSON *t = member(c, f, "finetune", "lora_target");
