@@ -1257,7 +1257,7 @@ static void merge_site(Checker *c, const PlanSite *cl, PlanSite *j)
 /* ---- blocks ---- */
 
 static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory",
-                                           "gpu_link", "network", "network_kind", "slurm", "kubernetes",
+                                           "gpu_link", "network", "network_kind", "host_link", "slurm", "kubernetes",
                                            "env", "sbatch", "setup", "container"};
 
 /* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
@@ -1269,6 +1269,9 @@ static const Unit bit_rate_units[] = {{"Mbps", 1e6}, {"Gbps", 1e9}, {"Tbps", 1e1
 static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};
 static const double link_rates[] = {600e9, 900e9, 1800e9, 64e9, 128e9};
 static const char *const network_kinds[] = {"infiniband", "roce"};
+/* GPU to host memory, as quoted (both directions): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200). */
+static const char *const host_link_names[] = {"pcie4", "pcie5", "c2c"};
+static const double host_link_rates[] = {64e9, 128e9, 900e9};
 
 /* `NUMBER UNIT` for a rate; units: the table of this key, other: the other type. */
 static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u, const Unit *units,
@@ -1390,7 +1393,8 @@ static const GpuSpec *find_gpu(Checker *c, const char *name, bool *amd)
     return g;
 }
 
-/* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce.
+/* gpu_link = nvlink4 | 900 GBps;  network = 8 x 400 Gbps;  network_kind = infiniband | roce;
+ * host_link = pcie5 | 128 GBps (GPU to host memory: DeepSpeed offload).
  * Without them, the GPU's usual node from the catalogue (gpu_catalog_fabric). */
 static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
 {
@@ -1399,6 +1403,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     if (fab) {
         cl->link_bytes_per_s = fab->link_bytes_per_s; cl->link_default = true;
         cl->nics = fab->nics; cl->nic_bits_per_s = fab->nic_bits_per_s; cl->network_default = true;
+        cl->host_link_bytes_per_s = fab->host_link_bytes_per_s; cl->host_link_default = true;
     }
     if ((e = find(s, "gpu_link")) && e->value) {
         const Value *v = e->value;
@@ -1434,6 +1439,24 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
             cl->nics = (int)k->ival; cl->nic_bits_per_s = x; cl->network_default = false; cl->network_at = v->at;
         }
     }
+    if ((e = find(s, "host_link")) && e->value) {
+        const Value *v = e->value;
+        const Term *t = v->terms[0];
+        double x;
+        int k;
+        if (t->kind == TERM_IDENT) {
+            if (want_terms(c, e, 1, "a link name or a bandwidth") &&
+                get_enum(c, e, host_link_names, NUNITS(host_link_names), &k)) {
+                cl->host_link_bytes_per_s = host_link_rates[k]; cl->host_link_default = false; cl->host_link_at = v->at;
+            }
+        } else if (v->nterms <= 2 &&
+                   get_rate(c, e, t, v->nterms == 2 ? v->terms[1] : NULL, byte_rate_units, bit_rate_units,
+                            "128 GBps", &x)) {
+            cl->host_link_bytes_per_s = x; cl->host_link_default = false; cl->host_link_at = v->at;
+        } else if (v->nterms > 2) {
+            want_terms(c, e, 2, "a bandwidth");
+        }
+    }
     if ((e = find(s, "network_kind"))) {
         int k;
         if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kinds, 2, &k))
@@ -1442,6 +1465,10 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
         cl->link_bytes_per_s = 0;
         diag_warning(c->d, cl->link_at, "'gpu_link' on a cluster without GPUs is ignored");
+    }
+    if (!cl->gpu && (cl->host_link_bytes_per_s > 0 && !cl->host_link_default)) {
+        cl->host_link_bytes_per_s = 0;
+        diag_warning(c->d, cl->host_link_at, "'host_link' on a cluster without GPUs is ignored");
     }
 }
 
@@ -2541,7 +2568,7 @@ static const LlmcBackendCaps llmc_backend_caps[2] = {
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
 static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
-    "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
+    "quant_method", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
     "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
     "run_name", "log_every"};
 
@@ -2978,7 +3005,9 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     }
     /* What the llmc trainer's backend for this cluster implements (the table
      * llmc_backend_caps): a plan that relies on more would pass the estimate and
-     * then run out of memory, or be refused by llmc-train after the queue wait. */
+     * then run out of memory, or be refused by llmc-train after the queue wait.
+     * On one rank there is nothing to shard: every stage is the same. */
+    int64_t llmc_world = (int64_t)(j->nodes > 0 ? j->nodes : 1) * (j->tasks_per_node > 0 ? j->tasks_per_node : 1);
     const LlmcBackendCaps *caps = &llmc_backend_caps[cl->gpu ? 1 : 0];
     bool finetune = t->method == METHOD_LORA || t->method == METHOD_FREEZE;
     if (t->backend == BACKEND_LLMC && finetune && !caps->finetune) {
@@ -2994,12 +3023,12 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
                              shard_text[t->shard], method_names[t->method], caps->where);
         diag_note(g, "the llmc trainer shards full training only; the trainable part of freeze or lora is small");
         diag_help(g, "use shard = none");
-    } else if (t->backend == BACKEND_LLMC && t->shard > caps->max_shard) {
+    } else if (t->backend == BACKEND_LLMC && t->shard > caps->max_shard && llmc_world > 1) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",
                              shard_text[t->shard], caps->where);
-        diag_note(g, "%s", caps->shard_note);
+        diag_note(g, "%s; job '%s' has %lld ranks", caps->shard_note, j->name, (long long)llmc_world);
         diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = %s if it fits (llmc explain)",
                   (int)t->shard, shard_text[caps->max_shard]);
     }
@@ -3010,12 +3039,20 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         diag_note(g, "llmc-train-cuda is built with CUDA, cuBLASLt and NCCL");
         diag_help(g, "use backend = llamafactory in run '%s' (PyTorch on ROCm)", t->name);
     }
-    /* The llmc CUDA backend has no q/k RMSNorm yet (the CPU backend has). */
-    if (t->backend == BACKEND_LLMC && cl->gpu && t->model && t->model->qk_norm) {
-        Diag *g = diag_error(c->d, t->model->arch_at.start.file ? t->model->arch_at : t->model_at,
-                             "arch = qwen3 is not implemented by the llmc trainer on GPUs");
-        diag_note(g, "the llmc CUDA backend has no q/k RMSNorm (qwen3); the CPU backend has");
-        diag_help(g, "use backend = llamafactory in run '%s'", t->name);
+    /* Optimizer offload in the llmc trainer: the CUDA backend, one GPU, the
+     * optimizer only (master weights and moments in pinned host memory). */
+    if (t->backend == BACKEND_LLMC && t->offload != OFFLOAD_NONE) {
+        const char *why = !cl->gpu ? "the CPU backend keeps everything in host memory already"
+                        : t->offload == OFFLOAD_ALL ? "the llmc CUDA backend offloads the optimizer, not the parameters"
+                        : llmc_world > 1 ? arena_printf(c->a, "the llmc CUDA backend offloads the optimizer on one GPU "
+                                                        "only; job '%s' has %lld ranks", j->name, (long long)llmc_world)
+                        : NULL;
+        if (why) {
+            Diag *g = diag_error(c->d, t->offload_at, "offload = %s is not implemented by the llmc trainer here",
+                                 t->offload == OFFLOAD_ALL ? "all" : "optimizer");
+            diag_note(g, "%s", why);
+            diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
+        }
     }
     /* Global batch arithmetic: sequences per optimizer step against the data. */
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {

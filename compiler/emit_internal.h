@@ -158,6 +158,7 @@ const char *name_recompute(Recompute);
 const char *name_attention(AttentionKind);
 const char *name_schedule(LrSchedule);
 const char *name_backend(TrainBackend);
+const char *name_offload(OffloadKind);
 int zero_stage(ShardStage);
 
 /* ---- the atomic output directory (emit_fs.c) ---- */

@@ -71,6 +71,10 @@ const char *name_schedule(LrSchedule s)
     }
     return "?";
 }
+const char *name_offload(OffloadKind o)
+{
+    return o == OFFLOAD_ALL ? "all" : o == OFFLOAD_OPTIMIZER ? "optimizer" : "none";
+}
 const char *name_backend(TrainBackend b) { return b == BACKEND_LLAMAFACTORY ? "llamafactory" : "llmc"; }
 int zero_stage(ShardStage s)
 {
@@ -317,6 +321,7 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_int(par, "world_size", L->world_size);
     add_int(par, "data_parallel", data_parallel);
     add_int(par, "zero_stage", zero_stage(t->shard));
+    add_str(par, "offload", name_offload(t->offload));
 
     cJSON *ck = cJSON_AddObjectToObject(root, "checkpoint");
     size_t dl = strlen(out_dir) + sizeof "/checkpoints";

@@ -36,6 +36,11 @@
  * norm-weight gradient (hidden wide), 64 splits for the qkv bias gradient. */
 #define LLMC_RMS_BWD_MAX_BLOCKS 512.0
 #define LLMC_BIAS_GRAD_SPLITS   64.0
+#define LLMC_HEAD_NORM_BLOCKS   256.0   /* qk_norm's weight-gradient partials (k_head_norm_scratch) */
+/* Optimizer offload (model_cuda.c, offload_create): three staging sets of
+ * master, m and v, 32 Mi floats each (fewer for a model smaller than that). */
+#define LLMC_OFFLOAD_SETS       3.0
+#define LLMC_OFFLOAD_CHUNK      (32.0 * 1024 * 1024)
 
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
@@ -72,6 +77,20 @@
  * gate, up and down projections (the norms stay whole: below the
  * persistence threshold, 10 x hidden under "auto"). */
 #define ZERO3_MODULES_PER_LAYER 7
+
+/* DeepSpeed offload (docs/estimator.md, "Offload time"). Pinned copies reach
+ * about this share of the host link's one-way figure (CUDA bandwidthTest,
+ * pinned: ~25 of PCIe 4.0 x16's 32 GB/s, ~51-55 of 5.0's 64). */
+#define HOST_LINK_EFFICIENCY 0.80
+/* DeepSpeed's CPU Adam (csrc/adam/cpu_adam_impl.cpp: AVX, OpenMP over the
+ * rank's flat partition) reads and writes ~30 bytes per parameter (fp32
+ * master, gradient, m, v in; master, m, v and the 16-bit copy out): one thread
+ * streams ~7.5 GB/s, 0.25 G parameters/s. A node tops out near 1.8 G/s however
+ * many threads run (published A100 nodes: DeepSpeed issue 6834, 72B on 4 x 8
+ * GPUs, ~10 s a step; the ZenFlow blog, Llama-2-7B on 4 GPUs, over 4 s;
+ * docs/estimator.md, "Offload time", has the table). */
+#define CPU_ADAM_THREAD_PARAMS_S 0.25e9
+#define CPU_ADAM_NODE_PARAMS_S   1.8e9
 
 /* Host memory per node (docs/estimator.md, "Host memory"). */
 #define HOST_TORCH_PROCESS_BYTES (3.0 * GIB)   /* PyTorch + CUDA + NCCL host side, per rank */
@@ -271,6 +290,27 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
     }
 }
 
+void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, int grad_accum, int dp,
+                             double *d2h, double *h2d_step, double *h2d_fetch)
+{
+    *d2h = *h2d_step = *h2d_fetch = 0;
+    if (!ts->offload_optimizer || shard < SHARD_ZERO1) return;
+    double ga = grad_accum > 0 ? grad_accum : 1, n = dp > 0 ? dp : 1;
+    double vb = prec == PREC_FP32 ? 4 : 2;
+    double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
+    double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
+    *d2h = ga * vb * tr / n;
+    bool params = ts->offload_params && shard >= SHARD_ZERO3;
+    if (params) *h2d_fetch = ga * 2 * vb * all / n;
+    else *h2d_step = vb * tr / n;
+}
+
+double estimate_cpu_adam_rate(int threads, int ranks_per_node)
+{
+    double t = threads > 0 ? threads : 1, r = ranks_per_node > 0 ? ranks_per_node : 1;
+    return fmin(t * CPU_ADAM_THREAD_PARAMS_S, CPU_ADAM_NODE_PARAMS_S / r);
+}
+
 double estimate_korthikanti_layer(double s, double b, double h, double a, bool flash)
 {
     double bytes = 34.0 * s * b * h;
@@ -363,8 +403,8 @@ static double comm_buffers(const PlanModel *m, double params, ShardStage shard, 
  * per layer the qkv, o, gate+up and down matrices, then the embedding (and an
  * untied lm_head), then per layer the two norm weights and the qkv bias, and the
  * final norm; each slice rounded up to 64 elements, the whole to 64 x ranks so
- * that ZeRO-1 shards are equal. The trainer refuses qk_norm (Qwen3); its two
- * head_dim weights are laid out here as the other vectors would be. */
+ * that ZeRO-1 shards are equal. Qwen3's two head_dim weights (q_norm, k_norm)
+ * follow each layer's qkv bias. */
 static double llmc_cuda_flat_params(const PlanModel *m, int world)
 {
     double c = m->hidden > 0 ? m->hidden : 0, hd = (double)head_dim_of(m);
@@ -373,7 +413,7 @@ static double llmc_cuda_flat_params(const PlanModel *m, int world)
     double layers = m->layers > 0 ? m->layers : 0, a = LLMC_ALIGN_ELEMS;
 #define SLICE(n) (ceil((n) / a) * a)
     double matrices = SLICE((q + 2 * kv) * c) + SLICE(c * q) + SLICE(2 * f * c) + SLICE(c * f);
-    double vectors = 2 * SLICE(c) + (m->qkv_bias ? SLICE(q + 2 * kv) : 0) + (m->qk_norm ? 2 * SLICE(hd) : 0);
+    double vectors = 2 * SLICE(c) + (m->qkv_bias ? SLICE(q + 2 * kv) : 0) + (m->qk_norm ? SLICE(2 * hd) : 0);
     double flat = layers * (matrices + vectors) + SLICE(v * c) * (m->tie_embeddings ? 1 : 2) + SLICE(c);
 #undef SLICE
     double unit = a * (world > 0 ? world : 1);
@@ -395,9 +435,10 @@ bool estimate_llmc_cuda_flash(const PlanModel *m, int context)
  * (the residual stream at every layer input, and every layer's set unless
  * recomputed); working: one layer's set under recompute plus the forward and
  * backward scratch. */
-static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, bool recompute,
+static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, Recompute rc,
                                   double *layers_bytes, double *working_bytes)
 {
+    bool recompute = rc == RECOMPUTE_FULL;
     double c = m->hidden, hd = (double)head_dim_of(m), heads = m->heads, f = m->ffn;
     double q = heads * hd, kv = m->kv_heads * hd, qkv = q + 2 * kv;
     double layers = m->layers > 0 ? m->layers : 0;
@@ -406,7 +447,11 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
      * gate+up (2 ffn) and silu(gate)*up (ffn) in bf16, two fp32 1/rms per
      * token, and the fp32 log-sum-exp (flash) or the bf16 scores (eager). */
     double layer = n * ((3 * c + 2 * q + 2 * kv + 3 * f) * 2 + 8) +
-                   (flash ? n * 4 * heads : b * heads * s * s * 2);
+                   (flash ? n * 4 * heads : b * heads * s * s * 2) +
+                   (m->qk_norm ? n * qkv * 2 : 0);   /* Qwen3: the QKV GEMM output before the head norms */
+    /* Selective: the attention output and silu(gate)*up are recomputed in the
+     * backward pass into one buffer each, shared by all layers. */
+    double shared = rc == RECOMPUTE_SELECTIVE ? n * (q + f) * 2 : 0;
     double residual = (layers + 1) * n * c * 2;
     /* Forward scratch: fused qkv, o (eager), final norm output, its 1/rms,
      * losses, token ids / positions / targets; the loss accumulator, the
@@ -416,7 +461,7 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
      * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
     double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +
                  (flash ? n * (3 * q + heads) * 4 : n * q * 2 + b * heads * s * s * 2);
-    *layers_bytes = residual + (recompute ? 0 : layers * layer);
+    *layers_bytes = residual + (recompute ? 0 : layers * (layer - shared) + (layers > 0 ? shared : 0));
     *working_bytes = (recompute ? layer : 0) + fwd + bwd;
 }
 
@@ -536,6 +581,11 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->grads_bytes = 4 * flat;
         e->optimizer_bytes = 12 * shard_len;
         e->model_bytes_per_param = 18;
+        if (t->offload == OFFLOAD_OPTIMIZER) {   /* master and moments in host memory; staging only */
+            double chunk = fmin(LLMC_OFFLOAD_CHUNK, ceil(flat / 64) * 64);
+            e->optimizer_bytes = LLMC_OFFLOAD_SETS * 3 * chunk * 4;
+            e->model_bytes_per_param = 6;
+        }
     }
     double s = t->context > 0 ? t->context : 0;
     double b = micro_batch > 0 ? micro_batch : 0;
@@ -548,8 +598,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     double grad_buffers = 3.0 * s * b * m->ffn * bpv;
     double head_in = 2 * s * b * h * bpv;   /* final RMSNorm input, lm_head input */
     if (llmc_cuda) {
-        /* No selective recompute in the trainer: selective keeps everything. */
-        llmc_cuda_activations(m, s, b, flash, rc == RECOMPUTE_FULL,
+        llmc_cuda_activations(m, s, b, flash, rc,
                               &e->activations_layers_bytes, &e->activations_working_bytes);
         head_in = 0;                          /* in the residual stream and scratch */
     } else if (rc == RECOMPUTE_FULL) {
@@ -570,6 +619,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
          * scratch it doubles as (which only tiny shapes reach). */
         double hd = (double)head_dim_of(m), qkv = (m->heads + 2.0 * m->kv_heads) * hd;
         double colsum = 4 * fmax(LLMC_RMS_BWD_MAX_BLOCKS * h, LLMC_BIAS_GRAD_SPLITS * qkv);
+        if (m->qk_norm) colsum = fmax(colsum, 4 * LLMC_HEAD_NORM_BLOCKS * 2 * hd);
         e->logits_chunked = true;
         e->logits_chunk_rows = fmin(s * b, LLMC_CE_CHUNK_ROWS);
         e->logits_bytes_per_value = 2;
@@ -834,8 +884,10 @@ static double coll_time(const Fabric *f, CollKind k, double bytes, double count,
 /* The collectives of one optimizer step and what of them hides under compute
  * (docs/estimator.md, "Communication"). fwd_share: the first forward's share
  * of a micro-step's FLOPs. */
-static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share)
+static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
+                               double *gather_pass_s)
 {
+    *gather_pass_s = 0;
     const PlanTrain *t = job->run;
     const PlanCluster *c = job->cluster;
     int nodes = job->nodes > 0 ? job->nodes : 1;
@@ -882,6 +934,7 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
         double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
         double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
         double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_per_micro, buckets, COLL_LAUNCH_DS_S, e);
+        *gather_pass_s = ag;
         double first = modules > 0 ? ag / modules : 0;
         double ex = fmin(ag, fmax(0, ag - fwd) + first) + fmin(ag2, fmax(0, ag2 - bwd) + first) + rs;
         /* ga micro-steps alike: scale the sums of one by ga. */
@@ -907,6 +960,91 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     e->comm_bound = total > e->compute_seconds;
 }
 
+/* OpenMP threads of each rank's CPU Adam: OMP_NUM_THREADS when the job's
+ * environment sets it; else torchrun's default of 1 when a node runs several
+ * ranks (LLaMA-Factory launches torchrun, which sets it unless it is set);
+ * else the rank's cores. Never more than the rank's cores. */
+static int cpu_adam_threads(const PlanJob *job)
+{
+    int cores = job->cluster->cpus > 0 ? cpu_cores(job) : 0;
+    int threads = ranks_per_node(job) > 1 ? 1 : (cores > 0 ? cores : 1);
+    for (int i = 0; i < job->site.nenv; i++) {
+        const PlanEnvVar *v = &job->site.env[i];
+        if (!v->name || !v->value || strcmp(v->name, "OMP_NUM_THREADS") != 0) continue;
+        char *end;
+        long n = strtol(v->value, &end, 10);
+        if (end != v->value && *end == 0 && n >= 1 && n <= 1 << 16) threads = (int)n;
+    }
+    if (cores > 0 && threads > cores) threads = cores;
+    return threads;
+}
+
+/* The offload part of one optimizer step (docs/estimator.md, "Offload
+ * time"): PCIe copies and DeepSpeed's CPU Adam. The gradient copies go with
+ * the reduce-scatter and wait like it (overlap_comm false as emitted); with
+ * offload = all each gather first fetches the rank's partition from the host,
+ * which prefetch hides as it hides the gather (gather_pass_s: one pass's
+ * gathers, 0 when not estimated); the CPU step and the upload after it wait. */
+static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
+                                  double gather_pass_s)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    if (!e->cpu_only && t->backend == BACKEND_LLMC && t->offload == OFFLOAD_OPTIMIZER && c->host_link_bytes_per_s > 0) {
+        /* llmc-train-cuda (model_cuda.c, offload_adamw): fp32 master, m and v
+         * up and back each optimizer step, 12 bytes per parameter each way,
+         * both directions at once; AdamW runs on the GPU. The step waits for
+         * the uploads (and the update, negligible beside them); the downloads
+         * finish behind the next forward pass. */
+        double n = (double)e->params_total, link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
+        e->offload_time_known = true;
+        e->offload_d2h_bytes = e->offload_h2d_bytes = 12 * n;
+        e->offload_pcie_seconds = 24 * n / link;
+        e->offload_pcie_exposed_seconds = 12 * n / link;
+        e->offload_exposed_seconds = e->offload_pcie_exposed_seconds;
+        e->offload_bound = e->offload_exposed_seconds > fmax(e->compute_seconds, e->comm_seconds);
+        return;
+    }
+    if (e->cpu_only || t->backend != BACKEND_LLAMAFACTORY || !ts->offload_optimizer || t->shard < SHARD_ZERO1 ||
+        c->host_link_bytes_per_s <= 0)
+        return;
+    int ga = t->grad_accum > 0 ? t->grad_accum : 1;
+    int dp = e->data_parallel > 0 ? e->data_parallel : 1;
+    double d2h, h2d_step, h2d_fetch;
+    estimate_offload_volume(ts, t->shard, t->precision, ga, dp, &d2h, &h2d_step, &h2d_fetch);
+    double link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
+    e->offload_time_known = true;
+    e->offload_d2h_bytes = d2h;
+    e->offload_h2d_bytes = h2d_step + h2d_fetch;
+    e->offload_pcie_seconds = (d2h + h2d_step + h2d_fetch) / link;
+    double exposed = (d2h + h2d_step) / link;
+    if (h2d_fetch > 0) {
+        /* Per pass (forward, backward) of a micro-step: fetch + gather against
+         * that pass's compute, as the gathers alone are (estimate_step_comm);
+         * the difference is the fetch's share. */
+        const PlanModel *m = t->model;
+        double layers = m->layers > 0 ? m->layers : 0;
+        double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
+        double micro = e->compute_seconds / ga, fwd = micro * fwd_share, bwd = micro - fwd;
+        double fetch = h2d_fetch / ga / 2 / link, ag = gather_pass_s;
+        double with = 0, without = 0;
+        double pass[2] = {fwd, bwd};
+        for (int i = 0; i < 2; i++) {
+            double both = ag + fetch;
+            with += fmin(both, fmax(0, both - pass[i]) + both / modules);
+            without += fmin(ag, fmax(0, ag - pass[i]) + ag / modules);
+        }
+        exposed += ga * (with - without);
+    }
+    e->offload_pcie_exposed_seconds = exposed;
+    e->cpu_optimizer_params = (ts->trainable_params > 0 ? ts->trainable_params : 0) / dp;
+    e->cpu_optimizer_threads = cpu_adam_threads(job);
+    e->cpu_optimizer_params_per_s = estimate_cpu_adam_rate(e->cpu_optimizer_threads, ranks_per_node(job));
+    e->cpu_optimizer_seconds = e->cpu_optimizer_params / e->cpu_optimizer_params_per_s;
+    e->offload_exposed_seconds = exposed + e->cpu_optimizer_seconds;
+    e->offload_bound = e->offload_exposed_seconds > fmax(e->compute_seconds, e->comm_seconds);
+}
+
 static void estimate_time(const PlanJob *job, Estimate *e)
 {
     const PlanTrain *t = job->run;
@@ -929,6 +1067,11 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double s = e->padded_seq_tokens;
     double attn_fwd = 2.0 * (m->layers > 0 ? m->layers : 0) * s * (m->heads * (double)head_dim_of(m));
     TrainStates ts = plan_train_states(t, e);
+    e->trainable_params = ts.trainable_params;
+    e->frozen_bytes_per_param = ts.frozen_params > 0
+                                    ? (ts.frozen_bytes_per_param > 0 ? ts.frozen_bytes_per_param
+                                                                     : t->precision == PREC_FP32 ? 4 : 2)
+                                    : 0;
     double share = ts.trainable_params + ts.frozen_params > 0
                        ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
     double fpt = estimate_flops_per_token(n, share, attn_fwd, t->recompute, t->attention);
@@ -966,8 +1109,10 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double rate = e->world_size * e->peak_flops_per_device * e->mfu;
     double computed = (double)e->global_batch * e->padded_seq_tokens;   /* padding included */
     e->compute_seconds = rate > 0 ? computed * fpt / rate : 0;
-    estimate_step_comm(job, e, &ts, fwd_share);
-    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds;
+    double gather_pass_s;
+    estimate_step_comm(job, e, &ts, fwd_share, &gather_pass_s);
+    estimate_step_offload(job, e, &ts, fwd_share, gather_pass_s);
+    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds + e->offload_exposed_seconds;
     /* The last step of an epoch is partial: the time follows the tokens. */
     e->total_seconds = step_tokens > 0 ? e->tokens_total / step_tokens * e->step_seconds : 0;
     e->tokens_per_second = e->step_seconds > 0 ? step_tokens / e->step_seconds : 0;
@@ -1071,8 +1216,9 @@ static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Rec
     diag_help(dg, "%s fits at batch = %d per gpu (%.1f GiB)", what, b, alt.total_bytes / GIB);
 }
 
-/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (the
- * host side of it is not estimated yet). */
+/* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (GPU
+ * memory only: the host memory and the step time of the alternative are
+ * estimated once the plan takes it). */
 static void help_offload(Diag *dg, const PlanJob *job)
 {
     const PlanTrain *t = job->run;
@@ -1285,12 +1431,17 @@ static void estimate_host(const PlanJob *job, Estimate *e)
         e->host_data_bytes = workers * HOST_WORKER_BYTES;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     } else {
-        /* llmc-train-cuda builds the fp32 weights on the host and uploads them
-         * (4 bytes x P per rank); a checkpoint gathers master, m and v to the
-         * host of rank 0 (3 x 4 x P, gather_to_host). Shards are memory-mapped:
-         * page cache, reclaimable, not counted. */
+        /* llmc-train-cuda: every rank builds the fp32 weights on the host and
+         * uploads them through a staging copy in the GPU layout (2 x 4 x P); a
+         * checkpoint gathers master, m and v to rank 0's host, into the loop's
+         * AdamW moments and the staging copies of both (4 x 4 x P more,
+         * gather_to_host). Under offload the loop's fp32 model and moments are
+         * the training state itself (12 x P, pinned) and nothing is staged.
+         * Shards are memory-mapped: page cache, reclaimable, not counted. */
         e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
-        e->host_model_bytes = g * 4 * n + 12 * n;
+        bool llmc_offload = t->offload == OFFLOAD_OPTIMIZER;
+        e->host_model_bytes = llmc_offload ? 0 : g * 8 * n + 16 * n;
+        if (llmc_offload) offload = 12 * n;
         e->host_data_bytes = 0;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     }

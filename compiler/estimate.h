@@ -74,6 +74,22 @@ typedef struct {
     double comm_overlap_seconds;            /* hidden under compute, per step */
     double comm_exposed_seconds;            /* not hidden: adds to the step */
     bool comm_bound;                        /* communication, not compute, bounds the step */
+    /* ---- what is trained (docs/estimator.md, "Inputs for PEFT and offload") ---- */
+    double trainable_params;                /* with gradients and optimizer states (LoRA: the adapters) */
+    double frozen_bytes_per_param;          /* frozen weights' width (0: none frozen) */
+    /* ---- DeepSpeed offload per optimizer step (docs/estimator.md, "Offload time") ---- */
+    bool offload_time_known;                /* an offload plan on a GPU with a known host link */
+    double offload_d2h_bytes;               /* per GPU: gradient partitions to the host */
+    double offload_h2d_bytes;               /* per GPU: updated weights back; offload = all: the
+                                               weight partitions fetched for every gather */
+    double offload_pcie_seconds;            /* both directions at the host link's rate */
+    double offload_pcie_exposed_seconds;    /* of that, not hidden under compute */
+    double cpu_optimizer_params;            /* parameters each rank's CPU Adam updates */
+    int cpu_optimizer_threads;              /* OpenMP threads of each rank's CPU Adam */
+    double cpu_optimizer_params_per_s;      /* per rank */
+    double cpu_optimizer_seconds;           /* the CPU Adam step: the GPU waits for it */
+    double offload_exposed_seconds;         /* exposed PCIe + CPU Adam: adds to the step */
+    bool offload_bound;                     /* the exposed offload exceeds compute and the collectives */
     /* ---- host memory per node (docs/estimator.md, "Host memory") ---- */
     double host_process_bytes;              /* trainer processes: runtime, libraries, CUDA host side */
     double host_model_bytes;                /* model loading: weights staged on the host */
@@ -155,6 +171,19 @@ typedef struct {
 } CommVolume;
 void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
                           Precision prec, int grad_accum, int dp, CommVolume *out);
+
+/* ---- DeepSpeed offload ---- */
+/* Bytes each GPU moves over its host link per optimizer step (DeepSpeed as
+ * emitted, 16-bit transfers; 4 bytes for fp32): the rank's gradient partition
+ * down on every micro-step (b x T / dp each), the updated weight partition up
+ * after the CPU step (b x T / dp; none with offload_params, whose CPU step
+ * writes the host copy), and with offload_params the rank's weight partition
+ * up before each of the two gathers of every micro-step (2 x b x N / dp). */
+void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, int grad_accum, int dp,
+                             double *d2h, double *h2d_step, double *h2d_fetch);
+/* DeepSpeed CPU Adam's parameters per second for one rank: threads x the
+ * per-thread rate, capped by the node's share (docs/estimator.md). */
+double estimate_cpu_adam_rate(int threads, int ranks_per_node);
 
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */

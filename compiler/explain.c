@@ -132,7 +132,7 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
-    char line[20][256];
+    char line[20][400];
     int n;
 } Assumptions;
 
@@ -144,6 +144,14 @@ static void assume(Assumptions *a, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(a->line[a->n++], sizeof a->line[0], fmt, ap);
     va_end(ap);
+}
+
+/* Whether the job's environment sets OMP_NUM_THREADS (the CPU Adam threads). */
+static bool job_sets_omp(const PlanJob *job)
+{
+    for (int i = 0; i < job->site.nenv; i++)
+        if (job->site.env[i].name && strcmp(job->site.env[i].name, "OMP_NUM_THREADS") == 0) return true;
+    return false;
 }
 
 static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptions *a)
@@ -159,8 +167,8 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "(measured with autograd's saved-tensor hooks)");
     else if (e->llmc_cuda_allocation)
         assume(a, "llmc backend: what the CUDA trainer allocates (runtime/cuda/model_cuda.c): "
-                  "fp32 gradients, loss over 8192 rows at a time, no selective recompute, "
-                  "ZeRO-1 at most (a higher stage runs as ZeRO-1)");
+                  "fp32 gradients, loss over 8192 rows at a time, selective recompute of attention and "
+                  "SwiGLU, ZeRO-1 at most (a higher stage runs as ZeRO-1)");
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
                precision_name(t->precision));
@@ -219,6 +227,30 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else if (!e->cpu_only && e->data_parallel > 1)
         assume(a, "communication not estimated: the cluster states no gpu_link/network and the GPU has no "
                   "catalogue default; the time is compute only");
+    if (t->backend == BACKEND_LLAMAFACTORY && t->method != METHOD_FULL && e->params_total > 0) {
+        char tr[32];
+        fmt_count(tr, sizeof tr, e->trainable_params);
+        assume(a, "method = %s: %s trainable parameters (%.2f%% of the model) with gradients and Adam states; the "
+                  "rest frozen at %.2f bytes each, no weight gradients for frozen matrices (4N instead of 6N)",
+               t->method == METHOD_LORA ? "lora" : t->method == METHOD_QLORA ? "qlora" : "freeze", tr,
+               100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
+    }
+    if (e->offload_time_known && t->backend == BACKEND_LLMC)
+        assume(a, "offload: fp32 master weights and Adam moments over each GPU's host link at 80%% of its one-way "
+                  "figure (%s), both directions at once; AdamW on the GPU",
+               job->cluster->host_link_default ? "catalogue" : "as the cluster states it");
+    else if (e->offload_time_known)
+        assume(a, "offload: 16-bit copies over each GPU's host link at 80%% of its one-way figure (%s); DeepSpeed's "
+                  "CPU Adam at %.2f G parameters/s per OpenMP thread, at most %.1f G/s per node; %d thread%s per "
+                  "rank (%s)",
+               job->cluster->host_link_default ? "catalogue" : "as the cluster states it", 0.25, 1.8,
+               e->cpu_optimizer_threads, e->cpu_optimizer_threads == 1 ? "" : "s",
+               job_sets_omp(job) ? "OMP_NUM_THREADS as the job's env sets it"
+               : job->cluster->gpus_per_node > 1 ? "torchrun sets OMP_NUM_THREADS=1 when the env does not; "
+                                                   "env { OMP_NUM_THREADS = N } raises it"
+                                                 : "the rank's cores");
+    else if (!e->cpu_only && t->offload != OFFLOAD_NONE && t->backend == BACKEND_LLAMAFACTORY)
+        assume(a, "offload time not estimated: the cluster states no host_link and the GPU has no catalogue default");
     if (t->mfu > 0)
         assume(a, "mfu %.2f as the plan states", t->mfu);
     else if (e->cpu_only)
@@ -237,6 +269,56 @@ static void gb(char *buf, size_t n, double bytes)
     else snprintf(buf, n, "%.1f MB", bytes / 1e6);
 }
 
+/* DeepSpeed offload's part of the step: the host-link copies and the CPU
+ * Adam step (docs/estimator.md, "Offload time"). */
+static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    char a[64], b[64], d[64];
+    if (t->offload == OFFLOAD_NONE || e->cpu_only) return;
+    if (!e->offload_time_known) {
+        row(tb, 0, "offload", "unknown", "the cluster states no host_link and %s has no default", c->gpu->name);
+        return;
+    }
+    if (t->backend == BACKEND_LLMC) {   /* llmc-train-cuda: the update streamed through the GPU */
+        fmt_duration(a, sizeof a, e->offload_pcie_seconds);
+        gb(b, sizeof b, e->offload_h2d_bytes);
+        row(tb, 0, "offload copies (host link)", a, "%s of fp32 master + Adam m, v up and the same back per step at "
+            "%.0f%% of %.0f GB/s one way%s", b, 100 * 0.80, c->host_link_bytes_per_s / 2e9,
+            c->host_link_default ? " (catalogue)" : "");
+        fmt_duration(a, sizeof a, e->offload_exposed_seconds);
+        row(tb, 1, "exposed", a, "the uploads and the AdamW update on the GPU; the downloads overlap them and "
+            "the next forward pass");
+        return;
+    }
+    fmt_duration(a, sizeof a, e->offload_pcie_seconds);
+    gb(b, sizeof b, e->offload_d2h_bytes);
+    gb(d, sizeof d, e->offload_h2d_bytes);
+    row(tb, 0, "offload copies (host link)", a, "%s gradients down, %s weights up per GPU at %.0f%% of %.0f GB/s one "
+        "way%s", b, d, 100 * 0.80, c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
+    fmt_duration(a, sizeof a, e->offload_pcie_exposed_seconds);
+    row(tb, 1, "exposed", a, "%s", t->offload == OFFLOAD_ALL ? "weight fetches prefetched with the gathers (hidden "
+                                                              "under compute as far as it lasts); gradients wait"
+                                                            : "gradients wait with the reduce-scatter, weights "
+                                                              "after the CPU step");
+    fmt_duration(a, sizeof a, e->cpu_optimizer_seconds);
+    fmt_count(b, sizeof b, e->cpu_optimizer_params);
+    fmt_count(d, sizeof d, e->cpu_optimizer_params_per_s);
+    row(tb, 0, "CPU optimizer (DeepSpeed Adam)", a, "%s parameters per rank at %s/s (%d thread%s per rank)", b, d,
+        e->cpu_optimizer_threads, e->cpu_optimizer_threads == 1 ? "" : "s");
+    fmt_duration(a, sizeof a, e->offload_exposed_seconds);
+    row(tb, 0, "exposed offload", a, "the GPU waits for the CPU step and the copies around it");
+}
+
+/* The step is bound by offload: its exposed part exceeds compute and the collectives. */
+static void print_offload_bound(Table *tb, const Estimate *e)
+{
+    row(tb, 0, "bound by", "offload", "offload %.1fx compute: the CPU Adam step and the copies around it; a larger "
+        "batch per GPU or more OpenMP threads amortise it",
+        e->compute_seconds > 0 ? e->offload_exposed_seconds / e->compute_seconds : 0);
+}
+
 /* One optimizer step: compute beside each kind of communication, what
  * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
@@ -251,13 +333,12 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
-    if (e->data_parallel <= 1) {
-        row(tb, 0, "communication", "none", "one GPU");
-        return;
-    }
-    if (!e->fabric_known) {
-        row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
-            c->gpu->name);
+    if (e->data_parallel <= 1 || !e->fabric_known) {
+        if (e->data_parallel <= 1) row(tb, 0, "communication", "none", "one GPU");
+        else row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
+                 c->gpu->name);
+        print_offload(tb, job, e);
+        if (e->offload_bound) print_offload_bound(tb, e);
         return;
     }
     fmt_duration(a, sizeof a, e->comm_seconds);
@@ -288,6 +369,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "overlapped with compute", a, "%s", how);
     fmt_duration(a, sizeof a, e->comm_exposed_seconds);
     row(tb, 0, "exposed communication", a, NULL);
+    print_offload(tb, job, e);
     const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds) ? "latency"
                        : e->comm_inter_seconds > e->comm_intra_seconds ? "network bandwidth" : "GPU-link bandwidth";
     fmt_duration(a, sizeof a, e->step_seconds);
@@ -307,11 +389,13 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
             diags_free(dd);
             fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
             used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %s%s", used ? ", " : "", mb, b,
-                                     at.comm_bound ? " (comm)" : "");
+                                     at.offload_bound ? " (offload)" : at.comm_bound ? " (comm)" : "");
         }
         row(tb, 0, "tokens/s per GPU by batch", "", "%s", sweep);
     }
-    if (e->comm_bound)
+    if (e->offload_bound)
+        print_offload_bound(tb, e);
+    else if (e->comm_bound)
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
     else
@@ -357,9 +441,13 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 && !llmc ? over : "");
     gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", llmc ? "fp32" : pn,
             t->shard >= SHARD_ZERO2 && !llmc ? over : "");
-    gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
-            prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
-            t->shard >= SHARD_ZERO1 ? over : "");
+    if (llmc && t->offload == OFFLOAD_OPTIMIZER)
+        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "staging of the offloaded update (3 sets of master, "
+                "m, v chunks); the states are in host memory");
+    else
+        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
+                prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
+                t->shard >= SHARD_ZERO1 ? over : "");
     gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
             t->micro_batch, t->context, recompute_name(t->recompute),
             estimate_attention_name(t, e));
@@ -434,11 +522,20 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
         gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
                 lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
                                               : "every rank builds the 16-bit model on the host")
-                   : "fp32 weights built per rank + rank 0's checkpoint gather (master, m, v)");
+                   : t->offload == OFFLOAD_OPTIMIZER ? "none beyond the offloaded states (they are the host model)"
+                   : "fp32 weights and their GPU-layout copy per rank + rank 0's checkpoint gather (master, m, v)");
         gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
                 lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
         gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
-        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+        if (t->offload == OFFLOAD_NONE)
+            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+        else if (!lf)
+            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "fp32 master + Adam m + v, pinned (the "
+                    "training loop's own model and optimizer)");
+        else
+            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "%d x %s, pinned", c->gpus_per_node,
+                    t->offload == OFFLOAD_ALL ? "fp32 master + Adam m + v + fp32 gradients + 16-bit weights per rank"
+                                              : "fp32 master + Adam m + v + fp32 gradients per rank");
         if (e->host_usable_bytes > 0)
             gib_row(tb, 0, "total", e->host_bytes, "%.0f%% of %.1f GiB: %s", 100.0 * e->host_bytes / e->host_usable_bytes,
                     e->host_usable_bytes / GIB, e->host_fits ? "fits" : "DOES NOT FIT");
@@ -471,12 +568,16 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     if (e->peak_flops_per_device >= 1e12)
         row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
             e->peak_flops_per_device / 1e12, e->mfu,
-            e->comm_exposed_seconds > 0 ? ", with the exposed communication" : "");
+            e->offload_exposed_seconds > 0 ? ", with the exposed communication and offload"
+            : e->comm_exposed_seconds > 0  ? ", with the exposed communication" : "");
     else
         row(tb, 0, "tokens per second", a, "%d x %.0f GFLOP/s peak x mfu %.2f", e->world_size,
             e->peak_flops_per_device / 1e9, e->mfu);
     fmt_duration(a, sizeof a, e->step_seconds);
-    row(tb, 0, "step time", a, "%s", e->comm_exposed_seconds > 0 ? "compute + exposed communication (below)" : "compute");
+    row(tb, 0, "step time", a, "%s",
+        e->offload_exposed_seconds > 0 ? "compute + exposed communication + exposed offload (below)"
+        : e->comm_exposed_seconds > 0  ? "compute + exposed communication (below)"
+                                       : "compute");
     fmt_duration(a, sizeof a, e->total_seconds);
     row(tb, 0, "time to train", a, NULL);
     snprintf(a, sizeof a, "%.1f", e->gpu_hours);
@@ -526,6 +627,10 @@ cJSON *estimate_to_json(const Estimate *e)
     NUM(host_process_bytes); NUM(host_model_bytes); NUM(host_data_bytes); NUM(host_pinned_bytes);
     NUM(host_offload_bytes); NUM(host_bytes); NUM(host_usable_bytes); BOOL(host_fits);
     NUM(padded_seq_tokens); BOOL(padding_from_stats);
+    NUM(trainable_params); NUM(frozen_bytes_per_param);
+    BOOL(offload_time_known); NUM(offload_d2h_bytes); NUM(offload_h2d_bytes); NUM(offload_pcie_seconds);
+    NUM(offload_pcie_exposed_seconds); NUM(cpu_optimizer_params); NUM(cpu_optimizer_threads);
+    NUM(cpu_optimizer_params_per_s); NUM(cpu_optimizer_seconds); NUM(offload_exposed_seconds); BOOL(offload_bound);
 #undef NUM
 #undef BOOL
     return o;

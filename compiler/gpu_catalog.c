@@ -12,6 +12,12 @@
  * NVLink 5 (B200) 1.8 TB/s; networks as in the DGX A100 (8 x 200 Gb/s HDR) and
  * DGX H100/H200/B200 (8 x 400 Gb/s NDR, ConnectX-7) reference designs. L40S has
  * no NVLink: PCIe 4.0 x16 (64 GB/s both ways) and an assumed 2 x 200 Gb/s.
+ *
+ * Host link (the cluster block's `host_link` overrides it): each GPU's own
+ * path to host memory, which DeepSpeed offload moves gradients and weights
+ * over, quoted like NVLink (both directions together): PCIe 4.0 x16 64 GB/s
+ * (A100, L40S, L4, A10), PCIe 5.0 x16 128 GB/s (H100, H200, B200, H100 NVL,
+ * MI300X), NVLink-C2C 900 GB/s between Hopper and Grace (GH200 data sheet).
  */
 #include "plan.h"
 
@@ -48,20 +54,20 @@ static const GpuSpec catalog[] = {
 
 /* In the order of catalog[]. */
 static const GpuFabric fabrics[] = {
-    {600e9, 8, 200e9, "NVLink 3"},    /* A100_40GB */
-    {600e9, 8, 200e9, "NVLink 3"},    /* A100_80GB */
-    {900e9, 8, 400e9, "NVLink 4"},    /* H100_80GB */
-    {900e9, 8, 400e9, "NVLink 4"},    /* H200_141GB */
-    {1800e9, 8, 400e9, "NVLink 5"},   /* B200 */
-    {64e9, 2, 200e9, "PCIe 4.0"},     /* L40S */
-    {900e9, 4, 200e9, "NVLink 4"},    /* GH200: NVLink 4 between the superchips of a node (assumed
+    {600e9, 8, 200e9, "NVLink 3", 64e9, "PCIe 4.0"},     /* A100_40GB */
+    {600e9, 8, 200e9, "NVLink 3", 64e9, "PCIe 4.0"},     /* A100_80GB */
+    {900e9, 8, 400e9, "NVLink 4", 128e9, "PCIe 5.0"},    /* H100_80GB */
+    {900e9, 8, 400e9, "NVLink 4", 128e9, "PCIe 5.0"},    /* H200_141GB */
+    {1800e9, 8, 400e9, "NVLink 5", 128e9, "PCIe 5.0"},   /* B200 */
+    {64e9, 2, 200e9, "PCIe 4.0", 64e9, "PCIe 4.0"},      /* L40S */
+    {900e9, 4, 200e9, "NVLink 4", 900e9, "NVLink-C2C"},  /* GH200: NVLink 4 between the superchips of a node (assumed
                                          900 GB/s), 4 x 200 Gb/s as in HPE Cray EX254n nodes (4 GH200,
                                          one Slingshot 11 NIC each) */
-    {600e9, 4, 400e9, "NVLink 4 bridge"},  /* H100_NVL: 600 GB/s NVLink bridge between a pair; the
+    {600e9, 4, 400e9, "NVLink 4 bridge", 128e9, "PCIe 5.0"},  /* H100_NVL: 600 GB/s NVLink bridge between a pair; the
                                               usual 4 x 400 Gb/s server (assumed) */
-    {64e9, 2, 100e9, "PCIe 4.0"},     /* L4: no NVLink; 2 x 100 Gb/s assumed */
-    {64e9, 2, 100e9, "PCIe 4.0"},     /* A10: no NVLink; 2 x 100 Gb/s assumed */
-    {896e9, 8, 400e9, "Infinity Fabric"},  /* MI300X: 7 links x 128 GB/s = 896 GB/s per GPU (AMD
+    {64e9, 2, 100e9, "PCIe 4.0", 64e9, "PCIe 4.0"},      /* L4: no NVLink; 2 x 100 Gb/s assumed */
+    {64e9, 2, 100e9, "PCIe 4.0", 64e9, "PCIe 4.0"},      /* A10: no NVLink; 2 x 100 Gb/s assumed */
+    {896e9, 8, 400e9, "Infinity Fabric", 128e9, "PCIe 5.0"},  /* MI300X: 7 links x 128 GB/s = 896 GB/s per GPU (AMD
                                               platform brief), 8 x 400 Gb/s */
 };
 _Static_assert(sizeof fabrics / sizeof fabrics[0] == sizeof catalog / sizeof catalog[0],

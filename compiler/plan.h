@@ -33,6 +33,9 @@ typedef struct {
     int nics;                /* network adapters per node */
     double nic_bits_per_s;   /* per adapter, one direction (400 Gb/s NDR) */
     const char *link_name;   /* "NVLink 4", "PCIe 4.0" */
+    double host_link_bytes_per_s; /* GPU to host memory, per GPU, both directions together as
+                                     quoted (PCIe 5.0 x16 = 128 GB/s): DeepSpeed offload's path */
+    const char *host_link_name;   /* "PCIe 5.0", "NVLink-C2C" */
 } GpuFabric;
 
 const GpuSpec *gpu_catalog_find(const char *name);
@@ -137,6 +140,9 @@ typedef struct {
     int nics; double nic_bits_per_s; SrcRange network_at; /* `network = 8 x 400 Gbps`: per node */
     bool network_default;                       /* from the catalogue, not the plan */
     bool network_roce;                          /* `network_kind = roce` (default infiniband) */
+    double host_link_bytes_per_s; SrcRange host_link_at; /* `host_link`: GPU to host memory, per GPU,
+                                                   both directions together; 0 = unknown */
+    bool host_link_default;                     /* from the catalogue, not the plan */
     /* ---- where Slurm runs (docs/language.md, "Slurm on Kubernetes") ---- */
     SlurmRuntime slurm; SrcRange slurm_at;      /* `slurm = hosts | slinky "V" | soperator "V"` */
     const char *slurm_version;                  /* the operator's version; NULL on hosts */

@@ -136,6 +136,17 @@ int model_preset(const char *name, ModelConfig *c)
         c->layers = 24; c->hidden = 896; c->heads = 14; c->kv_heads = 2; c->ffn = 4864;
     } else if (!strcmp(name, "qwen2.5-1.5b")) {
         c->layers = 28; c->hidden = 1536; c->heads = 12; c->kv_heads = 2; c->ffn = 8960; c->head_dim = 128;
+    } else if (!strcmp(name, "qwen2.5-3b")) {
+        c->layers = 36; c->hidden = 2048; c->heads = 16; c->kv_heads = 2; c->ffn = 11008; c->head_dim = 128;
+    } else if (!strcmp(name, "qwen2.5-7b")) {   /* untied LM head, a wider vocabulary */
+        c->layers = 28; c->hidden = 3584; c->heads = 28; c->kv_heads = 4; c->ffn = 18944; c->head_dim = 128;
+        c->vocab = 152064; c->tie_embeddings = 0;
+    } else if (!strcmp(name, "qwen2.5-14b")) {
+        c->layers = 48; c->hidden = 5120; c->heads = 40; c->kv_heads = 8; c->ffn = 13824; c->head_dim = 128;
+        c->vocab = 152064; c->tie_embeddings = 0; c->rms_eps = 1e-5;
+    } else if (!strcmp(name, "qwen3-1.7b")) {   /* q/k RMSNorm, no biases */
+        c->arch = MODEL_QWEN3; c->layers = 28; c->hidden = 2048; c->heads = 16; c->kv_heads = 8; c->ffn = 6144;
+        c->head_dim = 128; c->qkv_bias = 0; c->qk_norm = 1; c->max_context = 40960;
     } else if (!strcmp(name, "tiny")) {
         c->layers = 2; c->hidden = 128; c->heads = 4; c->kv_heads = 2; c->ffn = 256; c->head_dim = 32;
         c->vocab = 512;

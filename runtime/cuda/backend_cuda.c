@@ -10,6 +10,9 @@
  * layout of model_cuda.h. The loop's host model and optimizer are the mirror
  * that checkpoints and the export read: set_state copies them onto the GPU after
  * init/resume, get_state gathers them back (host_model.c maps the two layouts).
+ * With `parallel.offload` = "optimizer" the loop's host model and optimizer ARE
+ * the master weights and moments (pinned; the GPU keeps bf16 weights and fp32
+ * gradients and streams the update through, model_cuda.c), so no mirror exists.
  *
  * GPU extras: OUTPUT_DIR/gpu_metrics.jsonl, one line per step with the step time
  * and the device memory high-water mark (cudaMemGetInfo) next to metrics.jsonl,
@@ -31,6 +34,7 @@
 
 typedef struct {
     CudaDist d;
+    int offload;                        /* parallel.offload = "optimizer" */
     CudaModel cm;
     int have_cm;
     Model *hm;                          /* the loop's host mirror */
@@ -70,9 +74,9 @@ static size_t device_used(void)
  * plan.json key and what to do in err. Change it when a feature lands. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
-    if (plan->zero_stage > 1) {
-        snprintf(err, errlen, "parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1); "
-                 "use shard = zero1 or backend = llamafactory", plan->zero_stage);
+    if (plan->zero_stage > 1 && plan->data_parallel > 1) {
+        snprintf(err, errlen, "parallel.zero_stage = %d on %d ranks: the CUDA backend shards optimizer states only "
+                 "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
         return -1;
     }
     if (plan->ft.method != FT_FULL) {
@@ -88,13 +92,70 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
  * refused before any rank starts. */
 static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
 {
-    (void)self;
+    CudaBackend *c = self;
     char why[512];
     if (cuda_model_supports(&plan->model, why, sizeof why)) {
         snprintf(err, errlen, "model: %s", why);
         return -1;
     }
+    const char *offload = json_str(plan->json, "parallel", "offload");
+    if (offload && strcmp(offload, "none") && strcmp(offload, "optimizer")) {
+        snprintf(err, errlen, "parallel.offload = \"%s\": the CUDA backend offloads the optimizer (\"optimizer\") "
+                 "and not the parameters", offload);
+        return -1;
+    }
+    c->offload = offload && !strcmp(offload, "optimizer");
+    if (c->offload && plan->data_parallel > 1) {
+        snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
+                 "data-parallel ranks)", plan->data_parallel);
+        return -1;
+    }
     return cu_unsupported(plan, err, errlen);
+}
+
+/* Bytes of host memory this process can still take: MemAvailable, or less where
+ * a cgroup (v2) limit is lower; 0 when neither can be read. */
+static double host_available_bytes(void)
+{
+    double avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = kb * 1024.0;
+        fclose(f);
+    }
+    unsigned long long mx = 0, cur = 0;
+    FILE *a = fopen("/sys/fs/cgroup/memory.max", "r"), *b = fopen("/sys/fs/cgroup/memory.current", "r");
+    if (a && b && fscanf(a, "%llu", &mx) == 1 && fscanf(b, "%llu", &cur) == 1 && mx > cur &&
+        (avail == 0 || (double)(mx - cur) < avail))
+        avail = (double)(mx - cur);
+    if (a) fclose(a);
+    if (b) fclose(b);
+    return avail;
+}
+
+/* Host memory, before anything is allocated: the loop's fp32 model and AdamW
+ * moments (12 bytes per parameter: under offload that is all there is; else the
+ * flat staging copies of weights and moments double it at each checkpoint). */
+static int cu_preflight(void *self, const RunPlan *plan)
+{
+    CudaBackend *c = self;
+    Model hl;
+    if (model_layout(&hl, &plan->model)) { log_error("out of memory"); return -1; }
+    double n = (double)hl.n_floats;
+    model_free(&hl);
+    double need = n * 4 * (c->offload ? 3 : 6), avail = host_available_bytes();
+    if (avail > 0 && need > avail) {
+        log_error("host memory: %.1f GiB needed for %.2fB parameters (%s), %.1f GiB available on this node",
+                  need / 1073741824.0, n / 1e9,
+                  c->offload ? "fp32 master weights and AdamW moments, 12 bytes each"
+                             : "fp32 host model and AdamW moments plus their GPU staging copies, 24 bytes each",
+                  avail / 1073741824.0);
+        return -1;
+    }
+    return 0;
 }
 
 static int cu_dist_init(void *self, int *rank, int *world)
@@ -123,20 +184,24 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                      size_t where_len, char *setup, size_t setup_len)
 {
     CudaBackend *c = self;
-    (void)opt;
     const int is0 = c->d.rank == 0, T = plan->context, MB = plan->micro_batch;
     const char *recompute = json_str(plan->json, "train", "recompute");
     const char *attention = json_str(plan->json, "train", "attention");
     int zero_stage = json_int(plan->json, "parallel", "zero_stage", 0);
     CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
                         .comm_stream = c->d.comm_stream};
-    int want_recompute = recompute && !strcmp(recompute, "full");
+    int rc_mode = !recompute ? CUDA_RECOMPUTE_NONE
+                : !strcmp(recompute, "full") ? CUDA_RECOMPUTE_FULL
+                : !strcmp(recompute, "selective") ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
     int want_flash = !(attention && !strcmp(attention, "eager"));
-    if (is0 && zero_stage > 1)
+    if (is0 && zero_stage > 1 && c->d.world > 1)
         log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
-    if (is0 && recompute && !strcmp(recompute, "selective"))
-        log_info("train.recompute = selective: the CUDA backend keeps all activations (no recompute)");
-    if (cuda_model_create(&c->cm, &plan->model, MB, T, want_recompute, want_flash, &par) != 0) return -1;
+    CudaHostState host = {.w = hm->w, .m = opt->m, .v = opt->v, .n = hm->n_floats};
+    if (c->offload && is0)
+        log_info("offload: pinning %.1f GiB of host memory for the master weights and AdamW moments",
+                 3.0 * hm->n_floats * sizeof(float) / 1073741824.0);
+    if (cuda_model_create(&c->cm, &plan->model, MB, T, rc_mode, want_flash, &par, c->offload ? &host : NULL) != 0)
+        return -1;
     c->have_cm = 1;
     c->base_used = device_used();
     c->hm = hm;
@@ -148,16 +213,18 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     size_t N = (size_t)MB * T;
     char err[1024];
     c->cuda_off = malloc((size_t)hm->n_params * sizeof *c->cuda_off);
-    c->flat = malloc(c->cm.n_total * sizeof *c->flat);
+    c->flat = c->offload ? NULL : malloc(c->cm.n_total * sizeof *c->flat);   /* staging: not under offload */
     c->ids_i = malloc(N * sizeof(int));
     c->pos_i = malloc(N * sizeof(int));
     c->tg = malloc(N * sizeof(int));
-    if (!c->cuda_off || !c->flat || !c->ids_i || !c->pos_i || !c->tg) { log_error("out of memory"); return -1; }
+    if (!c->cuda_off || (!c->offload && !c->flat) || !c->ids_i || !c->pos_i || !c->tg) { log_error("out of memory"); return -1; }
     if (cuda_host_map(hm, &c->cm, c->cuda_off, err, sizeof err)) { log_error("%s", err); return -1; }
     *n_params = c->cm.n_real;
     snprintf(where, where_len, " on %d GPU(s)", c->d.world);
-    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d", c->cm.flash ? "fused" : "materialised",
-             c->cm.recompute ? "full" : "none", par.zero1 && c->d.world > 1 ? 1 : 0);
+    static const char *const rc_names[] = {"none", "full", "selective"};
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s", c->cm.flash ? "fused" : "materialised",
+             rc_names[c->cm.recompute], par.zero1 && c->d.world > 1 ? 1 : 0,
+             c->offload ? ", optimizer offloaded to host memory" : "");
     return 0;
 }
 
@@ -183,6 +250,10 @@ static int moments_alloc(CudaBackend *c)
 static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int moments)
 {
     CudaBackend *c = self;
+    if (c->offload) {   /* hm and opt are the pinned state itself */
+        cuda_model_offload_adopt(&c->cm, moments ? (int)opt->t : 0);
+        return 0;
+    }
     if (moments) {
         if (moments_alloc(c)) return -1;
         cuda_host_to_flat(hm, c->cuda_off, opt->m, c->flat_m, c->cm.n_total);
@@ -198,6 +269,11 @@ static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int momen
 static int cu_get_state(void *self, Model *hm, AdamW *opt, int is0)
 {
     CudaBackend *c = self;
+    if (c->offload) {   /* the downloads of the last step finished: hm and opt are current */
+        cuda_model_get_flat(&c->cm, NULL, NULL, NULL);
+        opt->t = c->cm.step;
+        return 0;
+    }
     if (moments_alloc(c)) return -1;
     cuda_model_get_flat(&c->cm, is0 ? c->flat : NULL, is0 ? c->flat_m : NULL, is0 ? c->flat_v : NULL);
     if (!is0) return 0;
@@ -318,6 +394,7 @@ int cmd_run_cuda(int argc, char **argv)
     TrainBackend be = {
         .prog = "llmc-train-cuda", .self = c, .check_plan = cu_check_plan,
         /* ranks: NCCL (cuda_dist.c) */
+        .preflight = cu_preflight,
         .dist_init = cu_dist_init, .dist_finalize = cu_dist_finalize,
         .sum_f64 = cu_sum_f64, .any = cu_any, .barrier = cu_barrier,
         /* the state lives on the GPU; the loop's host model is its mirror */

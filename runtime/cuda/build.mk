@@ -33,6 +33,20 @@ else
 CUDA_BLAS   := -lopenblas
 endif
 CUDA_LIBS   := -lcublasLt -lnccl -lcudart -lcjson $(CUDA_BLAS) -lstdc++ -lm -lpthread
+# cuDNN (runtime/cuda/attn_cudnn.c) when its header is found: under CUDNN_HOME if
+# given, else beside CUDA, else in the system directories (Debian/Ubuntu packages
+# put it in /usr/include/x86_64-linux-gnu). Linked by soname, since some installs
+# ship only libcudnn.so.9. Without it the build still works (flash kernels only).
+CUDNN_INC_DIR := $(firstword $(foreach d,$(CUDNN_HOME)/include $(CUDA_HOME)/include /usr/include \
+                   /usr/include/x86_64-linux-gnu,$(if $(wildcard $(d)/cudnn.h),$(d))))
+CUDNN_LIB_DIR := $(firstword $(foreach d,$(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib $(CUDA_HOME)/lib64 \
+                   /usr/lib/x86_64-linux-gnu /usr/lib64,$(if $(wildcard $(d)/libcudnn.so.9),$(d))))
+ifneq ($(and $(CUDNN_INC_DIR),$(CUDNN_LIB_DIR)),)
+CUDA_CFLAGS += -DLLMC_HAVE_CUDNN
+CUDA_INC    += -I$(CUDNN_INC_DIR)
+CUDNN_LIBS  := -L$(CUDNN_LIB_DIR) -Wl,-rpath,$(CUDNN_LIB_DIR) -l:libcudnn.so.9
+CUDA_LIBS   := $(CUDNN_LIBS) $(CUDA_LIBS)
+endif
 
 .PHONY: cuda
 cuda: $(BUILD)/llmc-train-cuda

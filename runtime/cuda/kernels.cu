@@ -394,6 +394,104 @@ __global__ void bias_grad_part_k(float *part, const bf16 *dy, int N, int M)
     }
 }
 
+/* ---- per-head RMSNorm (Qwen3 q_norm / k_norm) ---- */
+
+#define HEAD_NORM_BLOCKS 256   /* fixed: the dw partials are summed in block order */
+#define HEAD_NORM_MAXV 8       /* D / 32 values per lane: D <= 256 */
+
+/* One warp per (token, head) row; lane j holds elements j, j+32, ... of the head. */
+__global__ void __launch_bounds__(256) head_norm_fwd_k(bf16 *__restrict__ out, const bf16 *__restrict__ raw,
+                                                        const bf16 *__restrict__ w, int N, int H, int KV, int D,
+                                                        float eps)
+{
+    int heads = H + 2 * KV, lane = threadIdx.x % WARP, per = D / WARP;
+    size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
+    if (row >= (size_t)N * heads) return;
+    int hh = (int)(row % heads);
+    const bf16 *x = raw + row * D;
+    bf16 *y = out + row * D;
+    float v[HEAD_NORM_MAXV], ss = 0.f;
+    for (int k = 0; k < per; k++) { v[k] = __bfloat162float(x[lane + k * WARP]); ss += v[k] * v[k]; }
+    if (hh >= H + KV) {   /* v head: moved only */
+        for (int k = 0; k < per; k++) y[lane + k * WARP] = x[lane + k * WARP];
+        return;
+    }
+    for (int o = WARP / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float r = rsqrtf(ss / (float)D + eps);
+    const bf16 *ww = w + (hh < H ? 0 : D);
+    for (int k = 0; k < per; k++) y[lane + k * WARP] = __float2bfloat16(v[k] * r * __bfloat162float(ww[lane + k * WARP]));
+}
+
+/* dx = r * (g*w - xhat * mean(g*w*xhat)), xhat = x*r; dw += g*xhat. Block b takes
+ * rows b, b + gridDim.x, ... (warp by warp); its per-lane dw sums go to
+ * part[b][0..2D) (q heads, then k heads) in warp order. */
+__global__ void __launch_bounds__(256) head_norm_bwd_k(bf16 *__restrict__ dqkv, float *__restrict__ part,
+                                                        const bf16 *__restrict__ raw, const bf16 *__restrict__ w,
+                                                        int N, int H, int KV, int D, float eps)
+{
+    __shared__ float red[256 / WARP][2 * 256];
+    int heads = H + 2 * KV, lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    int per = D / WARP;
+    float dwq[HEAD_NORM_MAXV], dwk[HEAD_NORM_MAXV];
+    for (int k = 0; k < HEAD_NORM_MAXV; k++) dwq[k] = dwk[k] = 0.f;
+    size_t rows = (size_t)N * (H + KV);   /* the q and k heads of every token */
+    for (size_t q = (size_t)blockIdx.x * nw + wid; q < rows; q += (size_t)gridDim.x * nw) {
+        size_t n = q / (H + KV);
+        int hh = (int)(q % (H + KV));
+        size_t row = n * heads + hh;
+        const bf16 *x = raw + row * D;
+        bf16 *g = dqkv + row * D;
+        const bf16 *ww = w + (hh < H ? 0 : D);
+        float xv[HEAD_NORM_MAXV], gw[HEAD_NORM_MAXV], gv[HEAD_NORM_MAXV], ss = 0.f, dot = 0.f;
+        for (int k = 0; k < per; k++) {
+            int i = lane + k * WARP;
+            xv[k] = __bfloat162float(x[i]);
+            gv[k] = __bfloat162float(g[i]);
+            gw[k] = gv[k] * __bfloat162float(ww[i]);
+            ss += xv[k] * xv[k];
+        }
+        for (int o = WARP / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float r = rsqrtf(ss / (float)D + eps);
+        for (int k = 0; k < per; k++) dot += gw[k] * xv[k] * r;
+        for (int o = WARP / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        dot /= (float)D;
+        for (int k = 0; k < per; k++) {
+            float xh = xv[k] * r;
+            g[lane + k * WARP] = __float2bfloat16(r * (gw[k] - xh * dot));
+            if (hh < H) dwq[k] += gv[k] * xh;
+            else dwk[k] += gv[k] * xh;
+        }
+    }
+    for (int k = 0; k < per; k++) {
+        red[wid][lane + k * WARP] = dwq[k];
+        red[wid][D + lane + k * WARP] = dwk[k];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) {
+        float s = 0.f;
+        for (int k = 0; k < nw; k++) s += red[k][i];
+        part[(size_t)blockIdx.x * 2 * D + i] = s;
+    }
+}
+
+extern "C" void k_head_norm_fwd(bf16_t *out, const bf16_t *raw, const bf16_t *w, int N, int H, int KV, int D,
+                                float eps, kstream_t s)
+{
+    size_t threads = (size_t)N * (H + 2 * KV) * WARP;
+    head_norm_fwd_k<<<blocks_for(threads, 256), 256, 0, s>>>((bf16 *)out, (const bf16 *)raw, (const bf16 *)w, N, H,
+                                                              KV, D, eps);
+}
+
+extern "C" void k_head_norm_bwd(bf16_t *dqkv, float *dw, const bf16_t *raw, const bf16_t *w, int N, int H, int KV,
+                                int D, float eps, float *scratch, kstream_t s)
+{
+    head_norm_bwd_k<<<HEAD_NORM_BLOCKS, 256, 0, s>>>((bf16 *)dqkv, scratch, (const bf16 *)raw, (const bf16 *)w, N, H,
+                                                      KV, D, eps);
+    colsum_finish(dw, scratch, HEAD_NORM_BLOCKS, 2 * D, s);
+}
+
+extern "C" size_t k_head_norm_scratch(int D) { return (size_t)HEAD_NORM_BLOCKS * 2 * D; }
+
 #define ROPE_HEAD_SPLIT 2   /* more threads in flight; the angles are computed per split */
 
 extern "C" void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf16_t *bias,

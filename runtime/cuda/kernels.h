@@ -39,6 +39,17 @@ void k_qkv_rope_fwd(bf16_t *q, bf16_t *k, bf16_t *v, const bf16_t *qkv, const bf
 void k_qkv_rope_bwd(bf16_t *dqkv, const bf16_t *dq, const bf16_t *dk, const bf16_t *dv,
                     const int *pos, int B, int T, int H, int KV, int D, float theta, kstream_t s);
 /* dbias[j] += sum_n dy[n, j] (M % 8 == 0), summed in a fixed order through scratch. */
+/* Qwen3's per-head RMSNorm before RoPE, on qkv rows [N, (H+2KV)*D]: out = raw with
+ * each q head x -> x * rsqrt(mean(x^2) + eps) * w[0..D) and each k head with
+ * w[D..2D) (v heads copied). D a multiple of 32, at most 256. */
+void k_head_norm_fwd(bf16_t *out, const bf16_t *raw, const bf16_t *w, int N, int H, int KV, int D, float eps,
+                     kstream_t s);
+/* Its backward in place on dqkv (gradient of out -> gradient of raw, v heads
+ * untouched); dw[0..2D) += the q_norm and k_norm gradients, summed in a fixed order
+ * through scratch of k_head_norm_scratch(D) floats. */
+void k_head_norm_bwd(bf16_t *dqkv, float *dw, const bf16_t *raw, const bf16_t *w, int N, int H, int KV, int D,
+                     float eps, float *scratch, kstream_t s);
+size_t k_head_norm_scratch(int D);
 void k_bias_grad(float *dbias, const bf16_t *dy, int N, int M, float *scratch, kstream_t s);
 
 /* In place over S [B*H*T, T]: P = softmax(scale*S) over the keys a query may see

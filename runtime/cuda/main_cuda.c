@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "../checkpoint.h"
 #include "../commands.h"
 #include "../hf_config.h"
 #include "host_model.h"
@@ -34,21 +35,21 @@ static void usage(FILE *out)
           "        as in llmc-train (the same code), so a GPU node needs only this binary\n"
           "  params --model NAME | --config config.json\n"
           "        print the parameter table and count (no GPU needed)\n"
-          "  bench --model NAME [--batch B] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
-          "        [--zero1] [--eager-attention] [--seed S]\n"
+          "  bench --model NAME [--batch B] [--accum N] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
+          "        [--selective-recompute] [--zero1] [--offload] [--eager-attention] [--seed S]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
           "        (LLMC_PHASE_TIMES=1: as many steps again with per-phase GPU times on stderr)\n"
           "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
           "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X] [--recompute]\n"
-          "        [--eager-attention]\n"
+          "        [--selective-recompute] [--offload] [--eager-attention]\n"
           "        write step-0 logits and gradients and the loss of every step (tests/cuda/)\n"
           "\n"
-          "models: qwen2.5-0.5b, qwen2.5-1.5b, tiny\n", out);
+          "models: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen3-1.7b, tiny\n", out);
 }
 
 typedef struct {
     const char *model, *config, *weights, *tokens, *out;
-    int batch, seq, steps, warmup, recompute, zero1, eager;
+    int batch, seq, steps, warmup, recompute, zero1, eager, offload, accum;
     unsigned long long seed;
     float lr, wd, clip, b1, b2, eps;
 } Opts;
@@ -56,7 +57,7 @@ typedef struct {
 static int parse_opts(int argc, char **argv, Opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->batch = 8; o->seq = 2048; o->steps = 10; o->warmup = 3; o->seed = 1234;
+    o->batch = 8; o->accum = 1; o->seq = 2048; o->steps = 10; o->warmup = 3; o->seed = 1234;
     o->lr = 1e-4f; o->wd = 0.1f; o->clip = 1.0f; o->b1 = 0.9f; o->b2 = 0.95f; o->eps = 1e-8f;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -70,11 +71,13 @@ static int parse_opts(int argc, char **argv, Opts *o)
             dst = (float)x; i++; continue; }
         STR("--model", o->model) STR("--config", o->config) STR("--weights", o->weights)
         STR("--tokens", o->tokens) STR("--out", o->out)
-        INT("--batch", o->batch) INT("--seq", o->seq) INT("--steps", o->steps) INT("--warmup", o->warmup)
+        INT("--batch", o->batch) INT("--accum", o->accum) INT("--seq", o->seq) INT("--steps", o->steps) INT("--warmup", o->warmup)
         FLT("--lr", o->lr) FLT("--wd", o->wd) FLT("--clip", o->clip) FLT("--beta1", o->b1)
         FLT("--beta2", o->b2) FLT("--eps", o->eps)
         if (!strcmp(a, "--seed")) { if (!v) goto missing; o->seed = strtoull(v, NULL, 10); i++; continue; }
-        if (!strcmp(a, "--recompute")) { o->recompute = 1; continue; }
+        if (!strcmp(a, "--recompute")) { o->recompute = CUDA_RECOMPUTE_FULL; continue; }
+        if (!strcmp(a, "--selective-recompute")) { o->recompute = CUDA_RECOMPUTE_SELECTIVE; continue; }
+        if (!strcmp(a, "--offload")) { o->offload = 1; continue; }
         if (!strcmp(a, "--zero1")) { o->zero1 = 1; continue; }
         if (!strcmp(a, "--eager-attention")) { o->eager = 1; continue; }
         fprintf(stderr, "llmc-train-cuda: unknown option '%s'\n", a);
@@ -105,7 +108,8 @@ static int get_config(const Opts *o, ModelConfig *cfg)
     }
     if (!o->model) { fprintf(stderr, "llmc-train-cuda: give --model NAME or --config FILE\n"); return -1; }
     if (model_preset(o->model, cfg) != 0) {
-        fprintf(stderr, "llmc-train-cuda: unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, tiny)\n", o->model);
+        fprintf(stderr, "llmc-train-cuda: unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, "
+                "qwen2.5-14b, qwen3-1.7b, tiny)\n", o->model);
         return -1;
     }
     return 0;
@@ -146,6 +150,25 @@ static size_t device_used_bytes(void)
     return tot - fr;
 }
 
+/* Host fp32 weights and zero AdamW moments in runtime/model.h's layout, for
+ * --offload (the training loop's Model and AdamW play this part in `run`). */
+static int host_state_alloc(const ModelConfig *cfg, CudaHostState *hs)
+{
+    Model hl;
+    if (model_layout(&hl, cfg)) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    hs->n = hl.n_floats;
+    model_free(&hl);
+    hs->w = calloc(hs->n, sizeof(float));
+    hs->m = calloc(hs->n, sizeof(float));
+    hs->v = calloc(hs->n, sizeof(float));
+    if (!hs->w || !hs->m || !hs->v) {
+        fprintf(stderr, "llmc-train-cuda: out of host memory (%.1f GiB for the offloaded state)\n",
+                3.0 * hs->n * sizeof(float) / 1073741824.0);
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     Opts o;
@@ -158,8 +181,13 @@ static int cmd_bench(int argc, char **argv)
                         .comm_stream = d.comm_stream};
     CudaModel m;
     size_t base_used = device_used_bytes();
-    if (cuda_model_create(&m, &cfg, o.batch, o.seq, o.recompute, !o.eager, &par) != 0) return 1;
+    CudaHostState hs = {0}, *off = NULL;
+    if (o.offload && host_state_alloc(&cfg, &hs)) return 1;
+    if (o.offload) off = &hs;
+    double t_setup = wall();
+    if (cuda_model_create(&m, &cfg, o.batch, o.seq, o.recompute, !o.eager, &par, off) != 0) return 1;
     cuda_model_init_random(&m, o.seed, 0.02f);
+    if (d.rank == 0 && o.offload) fprintf(stderr, "offload: set up in %.1f s\n", wall() - t_setup);
     int N = o.batch * o.seq;
     int *ids = malloc(N * sizeof(int)), *pos = malloc(N * sizeof(int)), *tg = malloc(N * sizeof(int));
     if (!ids || !pos || !tg) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
@@ -167,7 +195,8 @@ static int cmd_bench(int argc, char **argv)
     size_t peak = 0;
     double t_sum = 0, t_min = 1e30;
     float loss = 0, norm = 0;
-    double labels = cuda_dist_sum(&d, (double)o.batch * (o.seq - 1));
+    if (o.accum < 1) { fprintf(stderr, "llmc-train-cuda: --accum must be >= 1\n"); return 2; }
+    double labels = cuda_dist_sum(&d, (double)o.batch * (o.seq - 1) * o.accum);
     /* warm-up, timed steps, then (LLMC_PHASE_TIMES=1) as many steps again with events */
     int phased = m.timer ? o.steps : 0;
     for (int s = 0; s < o.warmup + o.steps + phased; s++) {
@@ -183,7 +212,8 @@ static int cmd_bench(int argc, char **argv)
         if (in_phase) phase_step_begin(m.timer);
         cuda_model_zero_grad(&m);
         CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
-        cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, 1);
+        for (int a = 0; a < o.accum; a++)   /* the same tokens again: the step's shape is what counts */
+            cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, a == o.accum - 1);
         norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
         if (in_phase) phase_step_end(m.timer);
         CUDA_CHECK(cudaMemcpy(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost));
@@ -198,17 +228,18 @@ static int cmd_bench(int argc, char **argv)
     }
     if (d.rank == 0) phase_report(m.timer, stderr);
     double step = t_sum / o.steps;
-    double tok_s = (double)N * d.world / step;
+    double tok_s = (double)N * o.accum * d.world / step;
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
-        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
-               "\"recompute\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
+               "\"recompute\":%d,\"offload\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.seq, d.world, o.zero1, o.recompute, m.flash ? "flash" : "eager", m.n_real,
+               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
     cuda_model_destroy(&m);
+    free(hs.w); free(hs.m); free(hs.v);
     cuda_dist_finalize(&d);
     return 0;
 }
@@ -269,9 +300,21 @@ static int cmd_check(int argc, char **argv)
     if (cuda_dist_init(&d) != 0) return 1;
     CudaParallel par = {.rank = 0, .world = 1};
     CudaModel m;
-    if (cuda_model_create(&m, &cfg, B, T, o.recompute, !o.eager, &par) != 0) return 1;
+    CudaHostState hs = {0}, *off = NULL;
     char err[1024];
-    if (cuda_model_load_hf(&m, &cfg, o.weights, err, sizeof err)) {
+    if (o.offload) {   /* the host state holds the HF weights; the GPU adopts them */
+        Model hm = {0};
+        if (host_state_alloc(&cfg, &hs) || model_layout(&hm, &cfg)) return 1;
+        hm.w = hs.w;
+        int bad = load_hf_weights(o.weights, &hm, err, sizeof err);
+        hm.w = NULL;
+        model_free(&hm);
+        if (bad) { fprintf(stderr, "llmc-train-cuda: %s\n", err); return 1; }
+        off = &hs;
+    }
+    if (cuda_model_create(&m, &cfg, B, T, o.recompute, !o.eager, &par, off) != 0) return 1;
+    if (o.offload) cuda_model_offload_adopt(&m, 0);
+    else if (cuda_model_load_hf(&m, &cfg, o.weights, err, sizeof err)) {
         fprintf(stderr, "llmc-train-cuda: %s\n", err);
         return 1;
     }
@@ -318,6 +361,7 @@ static int cmd_check(int argc, char **argv)
         return 1;
     free(logits); free(grads); free(losses); free(tok);
     cuda_model_destroy(&m);
+    free(hs.w); free(hs.m); free(hs.v);
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "model_cuda.h"
 #include "cuda_check.h"
 #include "flash_attn.h"
+#include "attn_cudnn.h"
 #include "phase_timer.h"
 
 #define ALIGN_ELEMS 64
@@ -27,8 +28,12 @@ static size_t take(size_t *cur, size_t n)
 
 int cuda_model_supports(const ModelConfig *c, char *err, size_t errlen)
 {
-    if (c->qk_norm) {
-        snprintf(err, errlen, "qk_norm (Qwen3) is not implemented by the CUDA backend");
+    if (c->qk_norm && c->qkv_bias) {
+        snprintf(err, errlen, "qk_norm with q/k/v biases: no such architecture (Qwen3 has no biases)");
+        return -1;
+    }
+    if (c->qk_norm && (c->head_dim % 32 || c->head_dim > 256)) {
+        snprintf(err, errlen, "qk_norm (Qwen3) needs head_dim a multiple of 32 up to 256, found %d", c->head_dim);
         return -1;
     }
     if (c->layers < 1 || c->layers > 500 || c->hidden < 8 || c->heads < 1 || c->kv_heads < 1 ||
@@ -68,7 +73,8 @@ static size_t flat_offset(const CudaModel *m, const ParamInfo *p)
     case TENSOR_DOWN: return o->down_w;
     case TENSOR_FINAL_NORM: return m->off_norm;
     case TENSOR_LM_HEAD: return m->off_lm;
-    case TENSOR_Q_NORM: case TENSOR_K_NORM: break;   /* refused by cuda_model_supports */
+    case TENSOR_Q_NORM: return o->qk_norm;
+    case TENSOR_K_NORM: return o->qk_norm + c->head_dim;
     }
     abort();
 }
@@ -102,6 +108,7 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world)
     for (int l = 0; l < L; l++) {
         m->lo[l].ln1 = take(&cur, C);
         m->lo[l].qkv_b = c->qkv_bias ? take(&cur, QKVD) : 0;
+        m->lo[l].qk_norm = c->qk_norm ? take(&cur, 2 * (size_t)c->head_dim) : 0;
         m->lo[l].ln2 = take(&cur, C);
     }
     m->off_norm = take(&cur, C);
@@ -113,6 +120,7 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world)
         CudaParam *p = &m->params[m->n_params++];
         snprintf(p->name, sizeof p->name, "%s", hp->name);
         p->off = flat_offset(m, hp);
+        p->host_off = hp->offset;
         p->rows = (int)hp->shape[0];
         p->cols = hp->ndim == 2 ? (int)hp->shape[1] : 0;
         p->numel = hp->numel;
@@ -139,8 +147,83 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
     return p;
 }
 
+/* Pin the host state and make the staging sets, streams and events of the
+ * offloaded optimizer step. */
+static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
+{
+    CudaOffload *o = &m->off;
+    if (m->par.world > 1) {
+        fprintf(stderr, "llmc-train-cuda: optimizer offload runs on one GPU (this run has %d ranks)\n", m->par.world);
+        return -1;
+    }
+    if (h->n != m->n_real) {
+        fprintf(stderr, "llmc-train-cuda: offload: the host state has %zu floats, the model %zu\n", h->n, m->n_real);
+        return -1;
+    }
+    o->host_w = h->w; o->host_m = h->m; o->host_v = h->v;
+    /* Pinned, so the copies run at PCIe speed and asynchronously. */
+    float *arr[3] = {h->w, h->m, h->v};
+    for (int k = 0; k < 3; k++)
+        if (cudaHostRegister(arr[k], h->n * sizeof(float), cudaHostRegisterDefault) != cudaSuccess) {
+            cudaGetLastError();
+            fprintf(stderr, "llmc-train-cuda: offload: cannot pin %.2f GiB of host memory\n",
+                    h->n * sizeof(float) / 1073741824.0);
+            for (int j = 0; j < k; j++) cudaHostUnregister(arr[j]);
+            return -1;
+        }
+    m->offload = 1;
+    /* 32 Mi floats per array: 384 MiB per set, large enough that each copy runs at
+     * full PCIe bandwidth, small enough that three sets are a sliver of the GPU. */
+    o->chunk = (size_t)32 << 20;
+    if (o->chunk > m->n_total) o->chunk = (m->n_total + 63) / 64 * 64;
+    cudaStream_t up, down;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+    o->up = up; o->down = down;
+    for (int b = 0; b < CUDA_OFFLOAD_BUFS; b++) {
+        o->stage[b] = dalloc(m, 3 * o->chunk * sizeof(float), fail);
+        cudaEvent_t e[3];
+        for (int k = 0; k < 3; k++) CUDA_CHECK(cudaEventCreateWithFlags(&e[k], cudaEventDisableTiming));
+        o->ev_in[b] = e[0]; o->ev_done[b] = e[1]; o->ev_free[b] = e[2];
+    }
+    return *fail ? -1 : 0;
+}
+
+/* The fused-attention implementation: cuDNN's when it was built in, takes the
+ * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
+ * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
+ * LLMC_CUDNN_DETERMINISTIC=0: cuDNN's faster backward with atomics. */
+static int attn_cudnn_setup(CudaModel *m, int *fail)
+{
+    const char *env = getenv("LLMC_ATTN"), *det = getenv("LLMC_CUDNN_DETERMINISTIC");
+    if (env && strcmp(env, "cudnn") && strcmp(env, "flash")) {
+        fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=%s: want cudnn or flash\n", env);
+        return -1;
+    }
+    if (!m->flash || (env && !strcmp(env, "flash"))) return 0;
+    const ModelConfig *c = &m->cfg;
+    char err[512];
+    if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim)) {
+        if (env) fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=cudnn: %s; using the flash kernels\n",
+                         attn_cudnn_built() ? "cuDNN attention needs head_dim 64/128 and T % 64 == 0"
+                                            : "this build has no cuDNN");
+        return 0;
+    }
+    AttnCudnn *a = attn_cudnn_create(!(det && !strcmp(det, "0")), err, sizeof err);
+    size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
+    if (!ws) {
+        fprintf(stderr, "llmc-train-cuda: %s; using the flash kernels\n", err);
+        attn_cudnn_destroy(a);
+        return 0;
+    }
+    m->cudnn = a;
+    m->cudnn_ws = dalloc(m, ws, fail);
+    m->cudnn_ws_bytes = ws;
+    return 0;
+}
+
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
-                      const CudaParallel *par)
+                      const CudaParallel *par, const CudaHostState *offload)
 {
     memset(m, 0, sizeof *m);
     m->par = *par;
@@ -181,9 +264,13 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
     }
     m->w = dalloc(m, m->n_total * BB, &fail);
     m->grad = dalloc(m, m->n_total * FF, &fail);
-    m->master = dalloc(m, m->shard_len * FF, &fail);
-    m->m = dalloc(m, m->shard_len * FF, &fail);
-    m->v = dalloc(m, m->shard_len * FF, &fail);
+    if (offload) {
+        if (offload_create(m, offload, &fail)) return -1;
+    } else {
+        m->master = dalloc(m, m->shard_len * FF, &fail);
+        m->m = dalloc(m, m->shard_len * FF, &fail);
+        m->v = dalloc(m, m->shard_len * FF, &fail);
+    }
 
     m->xs = calloc(L + 1, sizeof *m->xs);
     m->acts = calloc(L, sizeof *m->acts);
@@ -191,7 +278,8 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
     for (size_t l = 0; l <= L; l++) m->xs[l] = dalloc(m, N * C * BB, &fail);
     for (size_t l = 0; l < L; l++) {
         CudaLayerActs *a = &m->acts[l];
-        if (recompute && l > 0) { *a = m->acts[0]; continue; }
+        if (recompute == CUDA_RECOMPUTE_FULL && l > 0) { *a = m->acts[0]; continue; }
+        int shared = recompute == CUDA_RECOMPUTE_SELECTIVE && l > 0;   /* h and att: recomputed */
         a->ln1 = dalloc(m, N * C * BB, &fail);
         a->ln2 = dalloc(m, N * C * BB, &fail);
         a->q = dalloc(m, N * HD * BB, &fail);
@@ -199,10 +287,11 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
         a->v = dalloc(m, N * KVD * BB, &fail);
         if (m->flash) a->lse = dalloc(m, (size_t)B * H * T * FF, &fail);
         else a->P = dalloc(m, PP * BB, &fail);
-        a->att = dalloc(m, N * HD * BB, &fail);
+        a->att = shared ? m->acts[0].att : dalloc(m, N * HD * BB, &fail);
         a->xmid = dalloc(m, N * C * BB, &fail);
         a->gu = dalloc(m, N * 2 * F * BB, &fail);
-        a->h = dalloc(m, N * F * BB, &fail);
+        a->h = shared ? m->acts[0].h : dalloc(m, N * F * BB, &fail);
+        if (c->qk_norm) a->qkv_raw = dalloc(m, N * QKVD * BB, &fail);
         a->rstd1 = dalloc(m, N * FF, &fail);
         a->rstd2 = dalloc(m, N * FF, &fail);
     }
@@ -213,6 +302,8 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
     /* The logits chunk doubles as the scratch of the column sums (norm-weight and
      * bias gradients), which run outside the LM-head phase. */
     size_t logit_bytes = (size_t)m->ce_chunk * V * BB, colsum_bytes = k_colsum_scratch((int)C, (int)QKVD) * FF;
+    if (c->qk_norm && k_head_norm_scratch(c->head_dim) * FF > colsum_bytes)
+        colsum_bytes = k_head_norm_scratch(c->head_dim) * FF;
     m->logits = dalloc(m, logit_bytes > colsum_bytes ? logit_bytes : colsum_bytes, &fail);
     m->rstdf = dalloc(m, N * FF, &fail);
     m->losses = dalloc(m, N * FF, &fail);
@@ -233,6 +324,7 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
         m->dO = dalloc(m, N * HD * BB, &fail);
         m->dP = dalloc(m, PP * BB, &fail);
     }
+    if (attn_cudnn_setup(m, &fail)) return -1;
     m->dq = dalloc(m, N * HD * BB, &fail);
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
@@ -248,8 +340,10 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
             CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
             m->layer_done[l] = e;
         }
-    CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->shard_len * FF, st));
-    CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->shard_len * FF, st));
+    if (!m->offload) {
+        CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->shard_len * FF, st));
+        CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->shard_len * FF, st));
+    }
     CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * FF, st));
     CUDA_CHECK(cudaMemsetAsync(m->loss_acc, 0, FF, st));
     return 0;
@@ -257,8 +351,16 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
 
 void cuda_model_destroy(CudaModel *m)
 {
-    /* Device memory goes with the process; the host tables are freed here. */
+    /* Device memory goes with the process; the host tables are freed and the
+     * pinned host state unpinned here. */
+    if (m->offload) {
+        cudaDeviceSynchronize();
+        cudaHostUnregister(m->off.host_w);
+        cudaHostUnregister(m->off.host_m);
+        cudaHostUnregister(m->off.host_v);
+    }
     if (m->gemm) gemm_destroy(m->gemm);
+    attn_cudnn_destroy(m->cudnn);
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     memset(m, 0, sizeof *m);
@@ -270,8 +372,15 @@ static void adopt_weights(CudaModel *m, float *tmp)
 {
     cudaStream_t st = m->stream;
     k_f32_to_bf16(m->w, tmp, m->n_total, st);
-    CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
-                               cudaMemcpyDeviceToDevice, st));
+    if (m->offload)   /* the master weights are the host's, in its layout */
+        for (int i = 0; i < m->n_params; i++) {
+            const CudaParam *p = &m->params[i];
+            CUDA_CHECK(cudaMemcpyAsync(m->off.host_w + p->host_off, tmp + p->off, p->numel * sizeof(float),
+                                       cudaMemcpyDeviceToHost, st));
+        }
+    else
+        CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaGetLastError());
 }
@@ -340,6 +449,51 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
 
 #define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)
 
+/* Fused attention of one layer: cuDNN when it took this micro-batch, the flash
+ * kernels otherwise (the same path forward and backward). */
+static void attn_fused_fwd(CudaModel *m, const LayerCtx *z)
+{
+    CudaLayerActs *a = z->a;
+    if (m->attn_cudnn_now)
+        attn_cudnn_fwd(m->cudnn, a->att, a->lse, a->q, a->k, a->v, m->cudnn_ws, z->st);
+    else
+        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z->B, z->H, z->KV, z->T, z->D, z->st);
+}
+
+static void attn_fused_bwd(CudaModel *m, const LayerCtx *z)
+{
+    CudaLayerActs *a = z->a;
+    if (m->attn_cudnn_now)
+        attn_cudnn_bwd(m->cudnn, m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->cudnn_ws,
+                       z->st);
+    else
+        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
+                    z->B, z->H, z->KV, z->T, z->D, z->st);
+}
+
+/* The attention core from the rotated q, k, v: a->att [N, HD] (flash: and a->lse).
+ * with_scores: the eager path computes its probabilities P too (else they are
+ * kept from the forward pass). */
+static void attn_fwd(CudaModel *m, const LayerCtx *z, int with_scores)
+{
+    CudaLayerActs *a = z->a;
+    if (m->flash) {
+        attn_fused_fwd(m, z);
+        return;
+    }
+    int G = z->G, T = z->T, D = z->D;
+    if (with_scores) {
+        /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
+        bmm(m, 0, 1, G * T, T, D, a->q, D, (long long)G * T * D, a->k, D, (long long)T * D,
+            a->P, T, (long long)G * T * T, 1.f, z->B * z->KV);
+        k_attn_softmax_fwd(a->P, m->pos, z->B, z->H, T, 1.f / sqrtf((float)D), z->st);
+    }
+    /* O = P V: [G*T, T] x [T, D] */
+    bmm(m, 0, 0, G * T, D, T, a->P, T, (long long)G * T * T, a->v, D, (long long)T * D,
+        m->o, D, (long long)G * T * D, 1.f, z->B * z->KV);
+    k_swap12(a->att, m->o, z->B, z->H, T, D, z->st);
+}
+
 /* Forward of one layer from xs[l]; with stop_before_down (recompute inside the
  * backward pass) the last GEMM, whose output is not needed, is skipped. */
 static void layer_fwd(CudaModel *m, int l, int stop_before_down)
@@ -352,24 +506,16 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 
     k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
-    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, m->qkv, z.QKVD, 0, NULL, 1.f, 0.f);
+    /* Qwen3: the GEMM output is kept for the head norms' backward pass */
+    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, c->qk_norm ? a->qkv_raw : m->qkv, z.QKVD, 0, NULL,
+       1.f, 0.f);
     PHASE(m, PH_QKV_GEMM);
+    if (c->qk_norm)
+        k_head_norm_fwd(m->qkv, a->qkv_raw, W + o->qk_norm, z.N, z.H, z.KV, z.D, (float)c->rms_eps, z.st);
     k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, z.B, z.T, z.H, z.KV, z.D,
                    (float)c->rope_theta, z.st);
     PHASE(m, PH_ROPE);
-    if (m->flash) {
-        k_flash_fwd(a->att, a->lse, a->q, a->k, a->v, m->pos, z.B, z.H, z.KV, z.T, z.D, z.st);
-    } else {
-        int G = z.G, T = z.T, D = z.D;
-        /* S = Q K^T per (b, kv head): [G*T, D] x [T, D]^T */
-        bmm(m, 0, 1, G * T, T, D, a->q, D, (long long)G * T * D, a->k, D, (long long)T * D,
-            a->P, T, (long long)G * T * T, 1.f, z.B * z.KV);
-        k_attn_softmax_fwd(a->P, m->pos, z.B, z.H, T, 1.f / sqrtf((float)D), z.st);
-        /* O = P V: [G*T, T] x [T, D] */
-        bmm(m, 0, 0, G * T, D, T, a->P, T, (long long)G * T * T, a->v, D, (long long)T * D,
-            m->o, D, (long long)G * T * D, 1.f, z.B * z.KV);
-        k_swap12(a->att, m->o, z.B, z.H, T, D, z.st);
-    }
+    attn_fwd(m, &z, 1);
     PHASE(m, PH_ATTN);
     mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, W + o->o_w, z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
     PHASE(m, PH_O_GEMM);
@@ -390,13 +536,20 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 static void layer_bwd(CudaModel *m, int l)
 {
     const ModelConfig *c = &m->cfg;
-    if (m->recompute) layer_fwd(m, l, 1);   /* its time shows in the forward phases */
+    if (m->recompute == CUDA_RECOMPUTE_FULL) layer_fwd(m, l, 1);   /* its time shows in the forward phases */
     LayerCtx z = layer_ctx(m, l);
     CudaLayerActs *a = z.a;
     const CudaLayerOffsets *o = z.o;
     bf16_t *W = z.W;
     float *g = m->grad, scale = 1.f / sqrtf((float)z.D);
     int N = z.N, C = z.C, F = z.F, HD = z.HD, QKVD = z.QKVD;
+    if (m->recompute == CUDA_RECOMPUTE_SELECTIVE) {
+        /* this layer's h and att from the kept GEMM outputs (shared buffers) */
+        k_swiglu_fwd(a->h, a->gu, N, F, z.st);
+        PHASE(m, PH_SWIGLU);
+        attn_fwd(m, &z, 0);
+        PHASE(m, PH_ATTN);
+    }
 
     /* MLP */
     mm(m, 0, 0, N, F, C, m->dres, C, W + o->down_w, F, m->dh, F, 0, NULL, 1.f, 0.f);
@@ -418,8 +571,7 @@ static void layer_bwd(CudaModel *m, int l)
     wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
     PHASE(m, PH_O_DW);
     if (m->flash) {
-        k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
-                    z.B, z.H, z.KV, z.T, z.D, z.st);
+        attn_fused_bwd(m, &z);
     } else {
         int G = z.G, T = z.T, D = z.D, BKV = z.B * z.KV;
         k_swap12(m->dO, m->datt, z.B, T, z.H, D, z.st);
@@ -437,6 +589,9 @@ static void layer_bwd(CudaModel *m, int l)
     PHASE(m, PH_ATTN_BWD);
     k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, (float)c->rope_theta, z.st);
     if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, (float *)m->logits, z.st);
+    if (c->qk_norm)   /* dqkv: from the normed q, k to the GEMM output; q_norm/k_norm gradients accumulated */
+        k_head_norm_bwd(m->dqkv, g + o->qk_norm, a->qkv_raw, W + o->qk_norm, N, z.H, z.KV, z.D, (float)c->rms_eps,
+                        (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
     mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_QKV_DX);
@@ -486,6 +641,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
     PHASE(m, PH_EMBED);
@@ -539,6 +695,70 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* AdamW with the master weights and moments in host memory: each tensor in
+ * chunks, uploaded on off.up, updated on the compute stream, downloaded on
+ * off.down, three staging sets in flight so both copy directions and the update
+ * overlap. The uploads of this step wait for the previous step's downloads; this
+ * step's downloads finish behind the next forward pass (offload_sync waits). */
+static void offload_adamw(CudaModel *m, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                          float grad_mult, float clip)
+{
+    CudaOffload *o = &m->off;
+    cudaStream_t st = m->stream, up = o->up, down = o->down;
+    const size_t FB = sizeof(float);
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)o->ev_free[0], down));
+    CUDA_CHECK(cudaStreamWaitEvent(up, (cudaEvent_t)o->ev_free[0], 0));
+    size_t k = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const CudaParam *p = &m->params[i];
+        for (size_t j = 0; j < p->numel; j += o->chunk, k++) {
+            size_t n = p->numel - j < o->chunk ? p->numel - j : o->chunk, h = p->host_off + j, d = p->off + j;
+            int b = (int)(k % CUDA_OFFLOAD_BUFS);
+            float *sw = o->stage[b], *sm = sw + o->chunk, *sv = sm + o->chunk;
+            cudaEvent_t in = o->ev_in[b], done = o->ev_done[b], fr = o->ev_free[b];
+            if (k >= CUDA_OFFLOAD_BUFS) CUDA_CHECK(cudaStreamWaitEvent(up, fr, 0));
+            CUDA_CHECK(cudaMemcpyAsync(sw, o->host_w + h, n * FB, cudaMemcpyHostToDevice, up));
+            CUDA_CHECK(cudaMemcpyAsync(sm, o->host_m + h, n * FB, cudaMemcpyHostToDevice, up));
+            CUDA_CHECK(cudaMemcpyAsync(sv, o->host_v + h, n * FB, cudaMemcpyHostToDevice, up));
+            CUDA_CHECK(cudaEventRecord(in, up));
+            CUDA_CHECK(cudaStreamWaitEvent(st, in, 0));
+            k_adamw(sw, m->w + d, m->grad + d, sm, sv, n, d, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq,
+                    grad_mult, clip, st);
+            CUDA_CHECK(cudaEventRecord(done, st));
+            CUDA_CHECK(cudaStreamWaitEvent(down, done, 0));
+            CUDA_CHECK(cudaMemcpyAsync(o->host_w + h, sw, n * FB, cudaMemcpyDeviceToHost, down));
+            CUDA_CHECK(cudaMemcpyAsync(o->host_m + h, sm, n * FB, cudaMemcpyDeviceToHost, down));
+            CUDA_CHECK(cudaMemcpyAsync(o->host_v + h, sv, n * FB, cudaMemcpyDeviceToHost, down));
+            CUDA_CHECK(cudaEventRecord(fr, down));
+        }
+    }
+}
+
+/* The host state is final (every download of the last step done). */
+static void offload_sync(CudaModel *m)
+{
+    if (m->offload) CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->off.down));
+}
+
+void cuda_model_offload_adopt(CudaModel *m, int step)
+{
+    CudaOffload *o = &m->off;
+    cudaStream_t st = m->stream;
+    offload_sync(m);
+    for (int i = 0; i < m->n_params; i++) {
+        const CudaParam *p = &m->params[i];
+        for (size_t j = 0; j < p->numel; j += o->chunk) {
+            size_t n = p->numel - j < o->chunk ? p->numel - j : o->chunk;
+            CUDA_CHECK(cudaMemcpyAsync(o->stage[0], o->host_w + p->host_off + j, n * sizeof(float),
+                                       cudaMemcpyHostToDevice, st));
+            k_f32_to_bf16(m->w + p->off + j, o->stage[0], n, st);
+        }
+    }
+    m->step = step;
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
+}
+
 float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b2, float eps, float wd,
                       float clip)
 {
@@ -561,8 +781,11 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
     PHASE(m, PH_GRAD_NORM);
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
-    k_adamw(m->master, m->w + m->shard_off, m->grad + m->shard_off, m->m, m->v, m->shard_len, m->shard_off,
-            m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
+    if (m->offload)
+        offload_adamw(m, lr, b1, b2, eps, wd, bc1, bc2, grad_mult, clip);
+    else
+        k_adamw(m->master, m->w + m->shard_off, m->grad + m->shard_off, m->m, m->v, m->shard_len, m->shard_off,
+                m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
     if (m->par.world > 1 && m->par.zero1)
         NCCL_CHECK(ncclAllGather(m->w + m->shard_off, m->w, m->shard_len, ncclBfloat16, comm, st));
     PHASE(m, PH_ADAMW);
@@ -575,6 +798,7 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
 
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
 {
+    if (m->offload) { fprintf(stderr, "llmc-train-cuda: set_flat under offload\n"); abort(); }
     size_t bytes = m->n_total * sizeof(float), off = m->shard_off * sizeof(float), len = m->shard_len * sizeof(float);
     float *tmp = m->grad;   /* scratch between steps */
     CUDA_CHECK(cudaMemcpy(tmp, w, bytes, cudaMemcpyHostToDevice));
@@ -603,6 +827,7 @@ static void gather_to_host(CudaModel *m, const float *shard, float *host)
 
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
+    if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
     gather_to_host(m, m->master, w);
     gather_to_host(m, m->m, mom1);
     gather_to_host(m, m->v, mom2);

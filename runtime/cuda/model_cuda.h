@@ -19,19 +19,45 @@
 
 typedef struct {
     char name[96];
-    size_t off, numel;
+    size_t off, numel;          /* off: in the flat buffer */
+    size_t host_off;            /* in runtime/model.h's buffer (Model.w) */
     int rows, cols;             /* cols == 0 for vectors */
 } CudaParam;
 
 typedef struct {
     size_t qkv_w, o_w, gu_w, down_w;   /* matrices */
-    size_t ln1, qkv_b, ln2;            /* no decay */
+    size_t ln1, qkv_b, qk_norm, ln2;   /* no decay; qk_norm: q_norm [D] then k_norm [D] (Qwen3) */
 } CudaLayerOffsets;
 
 typedef struct {
     bf16_t *ln1, *ln2, *q, *k, *v, *P, *att, *xmid, *gu, *h;
+    bf16_t *qkv_raw;                    /* qk_norm only: the QKV GEMM output before the head norms */
     float *rstd1, *rstd2, *lse;         /* P: eager attention only; lse: flash only */
 } CudaLayerActs;
+
+/* Activation recompute in the backward pass. FULL keeps only each layer's input
+ * and runs its forward again; SELECTIVE keeps the GEMM outputs and recomputes the
+ * cheap elementwise and attention results from them (the SwiGLU product h and the
+ * attention output att: one buffer each for all layers). */
+enum { CUDA_RECOMPUTE_NONE, CUDA_RECOMPUTE_FULL, CUDA_RECOMPUTE_SELECTIVE };
+
+/* Optimizer offload: the fp32 master weights and AdamW moments stay in host memory,
+ * in runtime/model.h's layout (the training loop's Model.w and AdamW m/v, n floats
+ * each). cuda_model_create pins them; every step streams them through the GPU in
+ * chunks (host -> device, AdamW, device -> host on three streams). One rank only. */
+typedef struct {
+    float *w, *m, *v;
+    size_t n;
+} CudaHostState;
+
+#define CUDA_OFFLOAD_BUFS 3             /* staging sets in flight: upload, update, download */
+typedef struct {
+    float *host_w, *host_m, *host_v;
+    float *stage[CUDA_OFFLOAD_BUFS];    /* device: master, m, v of one chunk, back to back */
+    size_t chunk;                       /* floats per array in one staging set */
+    void *up, *down;                    /* cudaStream_t for host -> device and back */
+    void *ev_in[CUDA_OFFLOAD_BUFS], *ev_done[CUDA_OFFLOAD_BUFS], *ev_free[CUDA_OFFLOAD_BUFS];
+} CudaOffload;
 
 typedef struct {
     int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
@@ -41,7 +67,7 @@ typedef struct {
 
 typedef struct {
     ModelConfig cfg;                    /* the one description (runtime/model.h) */
-    int B, T, recompute;                /* micro-batch shape; recompute: full activation recompute */
+    int B, T, recompute;                /* micro-batch shape; recompute: CUDA_RECOMPUTE_* */
     int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
     /* parameters */
     CudaParam *params; int n_params;    /* the HF tensors */
@@ -52,7 +78,9 @@ typedef struct {
     size_t n_real;                      /* parameters counted (no padding) */
     bf16_t *w;                          /* bf16 working weights [n_total] */
     float *grad;                        /* fp32 gradients [n_total] */
-    float *master, *m, *v;              /* fp32 shard [shard_len] */
+    float *master, *m, *v;              /* fp32 shard [shard_len]; NULL under offload */
+    int offload;                        /* master and moments in host memory (off) */
+    CudaOffload off;
     size_t shard_off, shard_len;
     /* activations */
     bf16_t **xs;                        /* residual stream at each layer input, [L+1][N*C] */
@@ -64,6 +92,12 @@ typedef struct {
     /* backward scratch */
     bf16_t *dres, *dln, *dgu, *dh, *datt, *dO, *dP, *dq, *dk, *dv, *dqkv;
     float *fa_scratch;
+    /* cuDNN attention (attn_cudnn.h), when built with it and LLMC_ATTN is not "flash" */
+    struct AttnCudnn *cudnn;            /* NULL: the flash kernels only */
+    void *cudnn_ws;                     /* its workspace, cudnn_ws_bytes long */
+    size_t cudnn_ws_bytes;
+    int attn_cudnn_now;                 /* this micro-batch through cuDNN (attn_cudnn_set_rows);
+                                           acts.lse then holds cuDNN's natural-log statistics */
     /* runtime */
     void *stream;                       /* cudaStream_t */
     Gemm *gemm;
@@ -83,11 +117,15 @@ int cuda_model_supports(const ModelConfig *cfg, char *err, size_t errlen);
 /* Lay out the parameter table only (no GPU): every tensor of runtime/model.h's
  * layout, in its order and with its HF name, placed in the flat buffer. */
 int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world);
-/* Allocate everything on the current device for micro-batch B x T. flash: fused
- * attention when the head size and T allow it (else materialised scores, "eager").
- * 0 or -1 with a message. */
+/* Allocate everything on the current device for micro-batch B x T. recompute:
+ * CUDA_RECOMPUTE_*. flash: fused attention when the head size and T allow it (else
+ * materialised scores, "eager"). offload: NULL, or the host state that holds the
+ * master weights and moments (one rank). 0 or -1 with a message. */
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
-                      const CudaParallel *par);
+                      const CudaParallel *par, const CudaHostState *offload);
+/* Under offload: the bf16 working weights from the host master weights, and the
+ * AdamW step count (moments are already the host's). */
+void cuda_model_offload_adopt(CudaModel *m, int step);
 void cuda_model_destroy(CudaModel *m);
 
 /* HF init: normal(0, std) for matrices and embeddings, 0 for biases, 1 for norms. */

@@ -32,11 +32,17 @@ def bf16_round(t):
     return t.to(torch.bfloat16).to(torch.float32)
 
 
+ARCH = "qwen2"   # --arch: qwen2 (q/k/v biases) or qwen3 (q/k RMSNorm per head, no biases)
+
+
 def make_weights(seed):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    if ARCH == "qwen3":
+        from transformers import Qwen3Config as Config, Qwen3ForCausalLM as ForCausalLM
+    else:
+        from transformers import Qwen2Config as Config, Qwen2ForCausalLM as ForCausalLM
     torch.manual_seed(seed)
-    cfg = Qwen2Config(**CFG)
-    model = Qwen2ForCausalLM(cfg)
+    cfg = Config(**CFG)
+    model = ForCausalLM(cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -54,7 +60,7 @@ def save_model(cfg, model, d):
     sd = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     save_file(sd, os.path.join(d, "model.safetensors"))
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(dict(CFG, model_type="qwen2"), f)
+        json.dump(dict(CFG, model_type=ARCH), f)
 
 
 def targets_of(ids, pos, mask):
@@ -121,9 +127,13 @@ def ref_logits(W, ids, pos):
     for l in range(L):
         p = f"model.layers.{l}."
         h = norm(x, W[p + "input_layernorm.weight"])
-        q = (h @ W[p + "self_attn.q_proj.weight"].T + W[p + "self_attn.q_proj.bias"]).view(B, T, H, D).transpose(1, 2)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T + W[p + "self_attn.k_proj.bias"]).view(B, T, KV, D).transpose(1, 2)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T + W[p + "self_attn.v_proj.bias"]).view(B, T, KV, D).transpose(1, 2)
+        def proj(n, heads):
+            y = h @ W[p + f"self_attn.{n}_proj.weight"].T
+            if p + f"self_attn.{n}_proj.bias" in W: y = y + W[p + f"self_attn.{n}_proj.bias"]
+            y = y.view(B, T, heads, D)
+            if p + f"self_attn.{n}_norm.weight" in W: y = norm(y, W[p + f"self_attn.{n}_norm.weight"])   # qwen3
+            return y.transpose(1, 2)
+        q, k, v = proj("q", H), proj("k", KV), proj("v", KV)
         q, k = rope(q, pos, c["rope_theta"]), rope(k, pos, c["rope_theta"])
         k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(D)
@@ -184,14 +194,21 @@ def main():
     ap.add_argument("--recompute", action="store_true")
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--eager-attention", action="store_true", help="materialised-score attention path")
+    ap.add_argument("--selective-recompute", action="store_true")
+    ap.add_argument("--offload", action="store_true", help="master weights and AdamW moments in host memory")
+    ap.add_argument("--arch", choices=["qwen2", "qwen3"], default="qwen2")
     args = ap.parse_args()
+    global ARCH
+    ARCH = args.arch
+    if ARCH == "qwen3": CFG["attention_bias"] = False
     os.makedirs(args.work, exist_ok=True)
     CFG["head_dim"] = args.head_dim
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.backends.cuda.matmul.allow_tf32 = False
     res = Results()
     V = CFG["vocab_size"]
-    extra = (["--recompute"] if args.recompute else []) + (["--eager-attention"] if args.eager_attention else [])
+    extra = (["--recompute"] if args.recompute else []) + (["--eager-attention"] if args.eager_attention else []) + \
+        (["--selective-recompute"] if args.selective_recompute else []) + (["--offload"] if args.offload else [])
 
     cfg, model = make_weights(1234)
     save_model(cfg, model, args.work)

@@ -4,7 +4,9 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: check check-variants check-more run resume dp bench torch   (default: all)
+#     sections: attn check check-variants check-more run resume dp bench torch run7b   (default: all but run7b)
+#     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
+#     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -13,7 +15,7 @@
 set -uo pipefail
 out=${1:?usage: device.sh OUTDIR [SECTION...]}
 shift
-sections=${*:-check check-variants check-more run resume dp bench torch}
+sections=${*:-attn check check-variants check-more run resume dp bench torch}
 has() { [[ " $sections " == *" $1 "* ]]; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -35,6 +37,23 @@ chk() {   # name, args...
     grep -h FAIL "$out/check_$name.log" | head -5
     grep -h "loss curve:" "$out/check_$name.log"
 }
+if has attn; then
+    if make -s -j8 attn-check > "$out/attn_build.log" 2>&1; then
+        ./build/attn_check > "$out/attn_check.log" 2>&1
+        note "attn cuDNN vs flash: $(tail -1 "$out/attn_check.log")"
+        grep -h "FAIL\|note:" "$out/attn_check.log" | head -8
+        ./build/attn_check --time > "$out/attn_time.log" 2>&1
+        cat "$out/attn_time.log" | tee -a "$out/summary.txt"
+        for v in cudnn flash; do
+            LLMC_ATTN=$v ./build/llmc-train-cuda bench --model qwen2.5-1.5b --batch 4 --seq 2048 --steps 10 --warmup 3 \
+                > "$out/attn_bench_$v.json" 2> "$out/attn_bench_$v.log"
+            note "bench 1.5b x4 LLMC_ATTN=$v: $(cat "$out/attn_bench_$v.json")"
+            tail -2 "$out/attn_bench_$v.log"
+        done
+    else
+        note "attn: build FAILED"; tail -20 "$out/attn_build.log"
+    fi
+fi
 if has check; then
     chk main --steps 200
     cp /tmp/chk_main/curve.tsv "$out/" 2>/dev/null
@@ -45,12 +64,30 @@ if has check-variants; then
 fi
 if has check-more; then
     chk recompute --steps 20 --recompute
+    chk selective --steps 20 --selective-recompute
+    chk selective_eager --steps 20 --selective-recompute --eager-attention
+    chk offload --steps 50 --offload
+    chk qwen3 --steps 50 --arch qwen3 --head-dim 64
+    chk qwen3_hd128 --steps 20 --arch qwen3 --head-dim 128 --selective-recompute
     chk eager --steps 20 --eager-attention
 fi
 if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     bash tests/cuda/resume_check.sh "$out/resume" > "$out/resume.log" 2>&1
     note "resume safety: $(tail -1 "$out/resume.log")"
     grep -h FAIL "$out/resume.log" | head -5
+fi
+# A 7B plan with offload (tests/cuda/make_7b_run.sh): its metrics, GPU memory
+# and host RSS against `llmc explain`. The final checkpoint (91 GB of fp32
+# weights and moments) does not fit the GPU machine's 64 GB of free disk: the run
+# is expected to fail writing it after the last step, with the error, exit 1.
+if has run7b && [[ -f .cuda-run/q7b/out/plan.json ]]; then
+    r=.cuda-run/q7b/out
+    rm -rf $r/run
+    /usr/bin/time -v ./build/llmc-train-cuda run $r/plan.json > "$out/run7b.log" 2> "$out/run7b.err"
+    note "run 7b offload: exit $? ; $(grep -h 'training\|step 3/3\|error' "$out/run7b.err" | tail -4 | tr '\n' ' ')"
+    note "run 7b host: $(grep -h 'Maximum resident' "$out/run7b.err")"
+    cp $r/run/metrics.jsonl "$out/run7b_metrics.jsonl" 2>/dev/null
+    cp $r/run/gpu_metrics.jsonl "$out/run7b_gpu_metrics.jsonl" 2>/dev/null
 fi
 if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     r=.cuda-run/tiny

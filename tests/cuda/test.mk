@@ -7,3 +7,11 @@ TEST_SUITES += cuda
 .PHONY: test-cuda
 test-cuda:
 	@SAN=$(SAN) BUILD=$(BUILD) bash tests/cuda/ci.sh
+
+# tests/cuda/attn_check.c: cuDNN attention against the flash kernels and an fp64
+# reference (needs a GPU to run; device.sh's `attn` step). `attn_check --time` times both.
+.PHONY: attn-check
+attn-check: $(BUILD)/attn_check
+$(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)/cuda/flash_attn.cu.o \
+                    $(BUILD)/cuda/kernels.cu.o
+	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) $(CUDNN_LIBS) -lcudart -lstdc++ -lm

@@ -16,10 +16,16 @@ qwen2.5-0.5b 4 2048 --recompute
 qwen2.5-0.5b 2 1024 --eager-attention
 qwen2.5-1.5b 2 2048
 qwen2.5-1.5b 2 2048 --recompute
+qwen2.5-7b 4 2048 --offload
+qwen2.5-7b 4 2048 --offload --selective-recompute
+qwen2.5-3b 4 2048
+qwen2.5-3b 4 2048 --selective-recompute
+qwen3-1.7b 4 2048
+qwen2.5-1.5b 4 2048 --selective-recompute
 CASES
 printf '%s\n' "${rows[@]}" | python3 -c '
 import json, sys
-keep = ("model", "batch", "seq", "world", "zero1", "recompute", "attention", "params", "allocated_gib")
+keep = ("model", "batch", "seq", "world", "zero1", "recompute", "offload", "attention", "params", "allocated_gib")
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 json.dump([{k: r[k] for k in keep} for r in rows], sys.stdout, indent=1)
 print()'

@@ -354,7 +354,8 @@ static void test_examples(void)
     f.t.backend = BACKEND_LLMC;
     f.t.shard = SHARD_ZERO1;
     text = run_job(&f.j, &e, &errors);
-    CHECK(errors == 1 && !e.fits && e.logits_chunked && e.max_micro_batch_that_fits == 0 &&
+    /* (and its host memory: every rank stages the fp32 model twice, 8 x 8 x 32.8B) */
+    CHECK(errors == 2 && !e.fits && !e.host_fits && e.logits_chunked && e.max_micro_batch_that_fits == 0 &&
           e.weights_bytes + e.grads_bytes > 183 * GIB,
           "32B (llmc trainer, zero1) does not fit: %.1f GiB, largest %d", e.total_bytes / GIB,
           e.max_micro_batch_that_fits);
@@ -376,18 +377,26 @@ static void test_llmc_cuda_measured(const cJSON *ref)
     const cJSON *row;
     cJSON_ArrayForEach(row, ref) {
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
-        PlanModel m = !strcmp(name, "qwen2.5-1.5b")
-                          ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
-                          : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
+        /* the presets of runtime/model.c (model_preset) */
+        PlanModel m = !strcmp(name, "qwen2.5-1.5b") ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
+                    : !strcmp(name, "qwen2.5-3b")   ? model(ARCH_QWEN2, 36, 2048, 16, 2, 128, 11008, 151936, true)
+                    : !strcmp(name, "qwen2.5-7b")   ? model(ARCH_QWEN2, 28, 3584, 28, 4, 128, 18944, 152064, false)
+                    : !strcmp(name, "qwen3-1.7b")   ? model(ARCH_QWEN3, 28, 2048, 16, 8, 128, 6144, 151936, true)
+                                                    : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
         int b = (int)cJSON_GetObjectItemCaseSensitive(row, "batch")->valuedouble;
         int s = (int)cJSON_GetObjectItemCaseSensitive(row, "seq")->valuedouble;
-        bool rc = cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble != 0;
+        int rcv = (int)cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble;   /* CUDA_RECOMPUTE_* */
+        Recompute rcm = rcv == 1 ? RECOMPUTE_FULL : rcv == 2 ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
+        bool rc = rcv != 0;
+        const cJSON *ov = cJSON_GetObjectItemCaseSensitive(row, "offload");
+        bool off = cJSON_IsNumber(ov) && ov->valuedouble != 0;
         bool flash = !strcmp(cJSON_GetObjectItemCaseSensitive(row, "attention")->valuestring, "flash");
         double want = cJSON_GetObjectItemCaseSensitive(row, "allocated_gib")->valuedouble;
         Fixture f;
-        fixture(&f, m, 1, s, b, SHARD_NONE, rc ? RECOMPUTE_FULL : RECOMPUTE_NONE, 1e6);
+        fixture(&f, m, 1, s, b, SHARD_NONE, rcm, 1e6);
         f.c.gpus_per_node = 1;
         f.t.attention = flash ? ATTN_FLASH : ATTN_EAGER;
+        if (off) f.t.offload = OFFLOAD_OPTIMIZER;
         Estimate e;
         memset(&e, 0, sizeof e);
         estimate_memory(&f.j, b, f.t.recompute, SHARD_NONE, &e);
@@ -395,11 +404,12 @@ static void test_llmc_cuda_measured(const cJSON *ref)
                       e.logits_bytes) / GIB;
         CHECK(e.params_total == (int64_t)cJSON_GetObjectItemCaseSensitive(row, "params")->valuedouble,
               "%s params", name);
-        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s: estimate %.4f GiB, allocated %.2f GiB",
-              name, b, s, rc ? " recompute" : "", flash ? "" : " eager", got, want);
+        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s%s: estimate %.4f GiB, allocated %.2f GiB",
+              name, b, s, rcv == 2 ? " selective" : rc ? " recompute" : "", off ? " offload" : "",
+              flash ? "" : " eager", got, want);
         n++;
     }
-    CHECK(n >= 5, "llmc CUDA references present: %d", n);
+    CHECK(n >= 11, "llmc CUDA references present: %d", n);
 }
 
 static void test_llmc_cuda_allocation(void)
@@ -436,6 +446,33 @@ static void test_llmc_cuda_allocation(void)
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 &&
           e.activations_working_bytes == 396288.0 + 104968.0 + 624640.0, "tiny recompute");
+    /* Selective keeps every layer's set but its attention output (q = 128) and
+     * silu(gate)*up (ffn 256), one buffer of each for both layers:
+     * 128 x (128 + 256) x 2 = 98,304 once instead of twice. */
+    estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
+    CHECK(e.activations_layers_bytes == 98304.0 + 2 * (396288.0 - 98304.0) + 98304.0 &&
+          e.activations_working_bytes == 104968.0 + 624640.0, "tiny selective: %.0f", e.activations_layers_bytes);
+    /* Optimizer offload: no master/m/v on the GPU, three staging sets of
+     * master, m, v chunks of the flat length rounded to 64 (361,600 is already
+     * a multiple): 3 x 3 x 361,600 x 4 = 13,017,600. */
+    f.t.offload = OFFLOAD_OPTIMIZER;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.weights_bytes == 2 * 361600.0 && e.grads_bytes == 4 * 361600.0 && e.optimizer_bytes == 13017600.0,
+          "tiny offload: %.0f", e.optimizer_bytes);
+    f.t.offload = OFFLOAD_NONE;
+    /* Qwen3 (qk_norm, no bias): q_norm and k_norm (32 each, adjacent: one
+     * 64-element slice) replace the 256-element qkv bias slice in each layer's
+     * vectors, so the flat buffer is 361,600 - 2 x (256 - 64) = 361,216 long; each
+     * layer's set keeps the QKV GEMM output, 128 x 256 x 2 = 65,536 more. */
+    PlanModel q3 = model(ARCH_QWEN3, 2, 128, 4, 2, 32, 256, 512, true);
+    q3.qkv_bias = false;
+    q3.qk_norm = true;
+    Fixture h;
+    fixture(&h, q3, 1, 64, 2, SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    h.c.gpus_per_node = 1;
+    estimate_memory(&h.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.weights_bytes == 2 * 361216.0 && e.activations_layers_bytes == 98304.0 + 2 * (396288.0 + 65536.0),
+          "tiny qwen3: %.0f %.0f", e.weights_bytes, e.activations_layers_bytes);
 
     /* ZeRO-1 over 2 x 8 ranks: the flat buffers round up to 64 x 16 elements,
      * 361,600 -> 362,496; bf16 weights and fp32 gradients over all of it, the
@@ -902,11 +939,150 @@ static void test_host_memory(void)
           strstr(text, "the node has 1024.0 GiB") && strstr(text, "shard = zero3 loads one checkpoint"),
           "zero2 host:\n%s", text);
     free(text);
-    /* The llmc trainer: 4P per rank + 12P for rank 0's checkpoint gather. */
+    /* The llmc trainer: 8P per rank (the fp32 model and its GPU-layout copy) +
+     * 16P for rank 0's checkpoint gather (the moments and their copies). */
     PlanModel q05 = model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true);
     fixture(&f, q05, 1, 2048, 4, SHARD_NONE, RECOMPUTE_NONE, 1e8);
     free(run_job(&f.j, &e, &errors));
-    CHECK(e.host_model_bytes == (8 * 4 + 12) * 494032768.0 && e.host_fits, "llmc host %.0f", e.host_model_bytes);
+    CHECK(e.host_model_bytes == (8 * 8 + 16) * 494032768.0 && e.host_fits, "llmc host %.0f", e.host_model_bytes);
+    /* Under offload (one GPU): no staging, the 12P host state is the model. */
+    fixture(&f, q05, 1, 2048, 4, SHARD_NONE, RECOMPUTE_NONE, 1e8);
+    f.c.gpus_per_node = 1;
+    f.t.offload = OFFLOAD_OPTIMIZER;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.host_model_bytes == 0 && e.host_offload_bytes == 12 * 494032768.0, "llmc offload host %.0f + %.0f",
+          e.host_model_bytes, e.host_offload_bytes);
+}
+
+static void test_offload_time(void)
+{
+    /* Volumes per GPU per optimizer step (DeepSpeed as emitted, bf16 copies):
+     * 32e9 parameters, ZeRO-3 over 16 ranks, 2 micro-steps. Optimizer offload:
+     * the gradient partition down every micro-step, 2 x 2 x 32e9 / 16 = 8e9
+     * bytes; the updated partition up once, 2 x 32e9 / 16 = 4e9. */
+    TrainStates off = {32e9, 0, 0, true, false};
+    double d2h, up, fetch;
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    CHECK(d2h == 8e9 && up == 4e9 && fetch == 0, "optimizer offload %.0f %.0f %.0f", d2h, up, fetch);
+    /* offload = all: the CPU step writes the host copy (nothing up after it),
+     * but both gathers of each micro-step fetch the partition first:
+     * 2 micro x 2 gathers x 2 bytes x 32e9 / 16 = 16e9. */
+    off.offload_params = true;
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    CHECK(d2h == 8e9 && up == 0 && fetch == 16e9, "offload all %.0f %.0f %.0f", d2h, up, fetch);
+    /* LoRA under ZeRO-3 with offload = all over 8: the adapters' gradients
+     * (2 x 1e7 / 8) down, every weight (frozen too) fetched: 2 x 2 x 8.01e9 / 8. */
+    TrainStates lora = {1e7, 8e9, 2, true, true};
+    estimate_offload_volume(&lora, SHARD_ZERO3, PREC_BF16, 1, 8, &d2h, &up, &fetch);
+    CHECK(d2h == 2.5e6 && up == 0 && fetch == 4.005e9, "lora offload %.0f %.0f", d2h, fetch);
+    /* No offload, or no ZeRO stage: nothing moves. */
+    TrainStates none = {32e9, 0, 0, false, false};
+    estimate_offload_volume(&none, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    CHECK(d2h == 0 && up == 0 && fetch == 0, "no offload");
+    /* CPU Adam: 0.25e9 parameters/s per thread, 1.8e9 per node. */
+    CHECK(estimate_cpu_adam_rate(1, 8) == 0.225e9, "8 ranks x 1 thread: the node's ceiling");
+    CHECK(estimate_cpu_adam_rate(1, 4) == 0.25e9, "4 ranks x 1 thread");
+    CHECK(estimate_cpu_adam_rate(16, 4) == 0.45e9, "16 threads: capped at 1.8e9 / 4");
+
+    Fixture f;
+    Estimate e;
+    int errors;
+    /* Qwen2.5-72B, ZeRO-3, offload = all, 4 nodes x 8 H100 (PCIe 5.0: 128 GB/s
+     * quoted, 51.2 GB/s one way at 80%). N = 72,706,203,648; per rank N / 32
+     * = 2,272,068,864 parameters. 8 ranks per node and no OMP_NUM_THREADS:
+     * torchrun's 1 thread each, 8 x 0.25e9 = 2e9 > 1.8e9, so 0.225e9 per
+     * rank: 10.0981 s of CPU Adam. Copies: 2N/32 down, 2 x 2N/32 fetched. */
+    const double N = 72706203648.0;
+    PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
+    fixture(&f, q72, 4, 2048, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.offload = OFFLOAD_ALL;
+    set_fabric(&f);
+    f.c.host_link_bytes_per_s = 128e9;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.offload_time_known && e.cpu_optimizer_threads == 1, "threads %d", e.cpu_optimizer_threads);
+    CHECK(e.cpu_optimizer_params == N / 32 && near(e.cpu_optimizer_seconds, N / 32 / 0.225e9, 1e-12),
+          "cpu adam %.4f s", e.cpu_optimizer_seconds);
+    CHECK(e.offload_d2h_bytes == 2 * N / 32 && e.offload_h2d_bytes == 4 * N / 32, "copies %.0f %.0f",
+          e.offload_d2h_bytes, e.offload_h2d_bytes);
+    CHECK(near(e.offload_pcie_seconds, 6 * N / 32 / 51.2e9, 1e-12), "pcie %.4f", e.offload_pcie_seconds);
+    /* The gradients wait (2N/32 at 51.2 GB/s = 88.8 ms); the fetches hide at most
+     * all but a module's share, so the exposed copies lie between. */
+    double grads = 2 * N / 32 / 51.2e9;
+    CHECK(e.offload_pcie_exposed_seconds >= grads - 1e-12 && e.offload_pcie_exposed_seconds <= e.offload_pcie_seconds,
+          "exposed copies %.4f", e.offload_pcie_exposed_seconds);
+    CHECK(near(e.step_seconds, e.compute_seconds + e.comm_exposed_seconds + e.offload_exposed_seconds, 1e-12) &&
+          near(e.offload_exposed_seconds, e.offload_pcie_exposed_seconds + e.cpu_optimizer_seconds, 1e-12),
+          "step = compute + exposed comm + exposed offload");
+    /* The job's OMP_NUM_THREADS: 2 threads per rank would be 0.5e9, but the
+     * node's ceiling still gives 0.225e9; with 2 GPUs a node it is 0.5e9. */
+    PlanEnvVar omp = {"OMP_NUM_THREADS", "2", BATCH_AT};
+    f.j.site.env = &omp; f.j.site.nenv = 1;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.cpu_optimizer_threads == 2 && e.cpu_optimizer_params_per_s == 0.225e9, "env threads");
+    f.c.gpus_per_node = 2;
+    f.j.nodes = 16;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.cpu_optimizer_params_per_s == 0.5e9, "2 ranks per node x 2 threads: %.0f", e.cpu_optimizer_params_per_s);
+    f.j.site.nenv = 0; f.c.gpus_per_node = 8; f.j.nodes = 4;
+
+    /* ZeRO-2 with the optimizer offloaded: everything on the host link waits. */
+    f.t.shard = SHARD_ZERO2;
+    f.t.offload = OFFLOAD_OPTIMIZER;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.offload_d2h_bytes == 2 * N / 32 && e.offload_h2d_bytes == 2 * N / 32 &&
+          near(e.offload_pcie_exposed_seconds, e.offload_pcie_seconds, 1e-12), "zero2 offload");
+    /* No host link known: not estimated, the step is compute + communication. */
+    f.c.host_link_bytes_per_s = 0;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(!e.offload_time_known && e.offload_exposed_seconds == 0 &&
+          near(e.step_seconds, e.compute_seconds + e.comm_exposed_seconds, 1e-12), "unknown host link");
+    /* The llmc trainer has no offload: nothing, whatever the key says. */
+    f.c.host_link_bytes_per_s = 128e9;
+    f.t.backend = BACKEND_LLMC; f.t.shard = SHARD_ZERO1; f.t.offload = OFFLOAD_NONE;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(!e.offload_time_known && e.offload_exposed_seconds == 0, "llmc: no offload");
+
+    /* One GPU, Llama-3-8B, ZeRO-3, offload = all, batch 8 x 4096: no
+     * collectives; each pass's fetch (2N bytes at 51.2 GB/s = 0.3137 s) is
+     * shorter than its compute, so only the first module's share shows: the
+     * gradients 2N / 51.2e9 + 2 passes x fetch / (32 x 7 + 2). CPU Adam: one
+     * rank with 224 cores runs at the node's 1.8e9: N / 1.8e9. */
+    const double N8 = 8030261248.0;
+    PlanModel l8 = model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false);
+    fixture(&f, l8, 1, 4096, 8, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.offload = OFFLOAD_ALL;
+    set_fabric(&f);
+    f.c.gpus_per_node = 1;
+    f.c.host_link_bytes_per_s = 128e9;
+    free(run_job(&f.j, &e, &errors));
+    double fetch8 = 2 * N8 / 51.2e9;
+    CHECK(near(e.offload_pcie_exposed_seconds, 2 * N8 / 51.2e9 + 2 * fetch8 / 226, 1e-9), "one GPU exposed %.5f",
+          e.offload_pcie_exposed_seconds);
+    CHECK(e.cpu_optimizer_threads == 224 && near(e.cpu_optimizer_seconds, N8 / 1.8e9, 1e-12), "one GPU cpu %.4f",
+          e.cpu_optimizer_seconds);
+
+    /* Host memory: the same 72B with offload = all on one node of 8 whose
+     * memory is 512 GiB. Offloaded per rank (16 + 2) x N / 8, x 8 ranks = 18N
+     * = 1,308,711,665,664 bytes (1218.8 GiB) + 8 x 3 GiB processes + 8 x 5 GB
+     * checkpoint files + 64 x 0.5 GiB workers + 8 x 0.25 GiB pinned:
+     * 58 GiB + 1348.711665664e9 bytes = 1314.1 GiB > 512 GiB: an error at the
+     * cluster's memory with the figures. */
+    fixture(&f, q72, 1, 2048, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.offload = OFFLOAD_ALL;
+    set_fabric(&f);
+    f.c.host_link_bytes_per_s = 128e9;
+    f.c.memory_bytes = 512ull << 30;
+    f.c.memory_at = (SrcRange){{"t.llm", 7, 3}, {"t.llm", 7, 20}};
+    char *text = run_job(&f.j, &e, &errors);
+    CHECK(e.host_offload_bytes == 18 * N && near(e.host_bytes, 58 * GIB + 40e9 + 18 * N, 1e-12) && !e.host_fits,
+          "host %.0f", e.host_bytes);
+    CHECK(errors >= 1 && strstr(text, "t.llm:7:3: error: host memory does not fit: 1314.1 GiB per node needed, the "
+                                      "node has 512.0 GiB") && strstr(text, "offloaded states 1218.8 GiB"),
+          "offload host error:\n%s", text);
+    free(text);
 }
 
 static void test_padding_stats(void)
@@ -992,6 +1168,7 @@ int main(int argc, char **argv)
     test_train_states();
     test_host_memory();
     test_padding_stats();
+    test_offload_time();
 
     cJSON_Delete(ref);
     printf("%d passed, %d failed\n", passed, failed);
