@@ -2104,9 +2104,10 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
         m->tie_embeddings != cfg.tie_embeddings)
         diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
                    m->tie_embeddings ? "true" : "false", cfg.file, cfg.tie_embeddings ? "true" : "false");
-    if (have_cfg && cfg.rope_scaling) {
-        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling, which llmc-train does not implement",
-                               cfg.file);
+    if (have_cfg && cfg.rope_scaling[0]) {
+        m->rope_scaling = arena_printf(c->a, "%s", cfg.rope_scaling);
+        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling %s, which llmc-train does not implement",
+                               cfg.file, cfg.rope_scaling);
         diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
     }
     m->qkv_bias = m->arch == ARCH_QWEN2;
@@ -2702,6 +2703,62 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
         diag_error(c->d, t->tokenized_at, "'tokenized_path' must not be the output directory");
 }
 
+/* The special tokens each chat template writes between the turns: the <|...|>
+ * markers of runtime/chat_template.c's format strings (LLaMA-Factory's
+ * template.py; tests/frontend/run.sh checks the two agree). llama3's
+ * <|begin_of_text|> is the tokenizer's bos_token, not a literal of the template. */
+static const char *const template_tokens[][4] = {
+    [TEMPLATE_QWEN] = {"<|im_start|>", "<|im_end|>"},
+    [TEMPLATE_LLAMA3] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+};
+
+/* A chat template whose special tokens the model's tokenizer lacks (a base
+ * model's tokenizer, another family's): llmc-train refuses the stop word at
+ * prepare time and would split the others into ordinary pieces; LLaMA-Factory
+ * adds the stop word as a new, untrained token and splits the rest. Checked
+ * where the tokenizer is readable here. */
+static void check_template_tokens(Checker *c, const PlanTrain *t, SrcRange at)
+{
+    const PlanModel *m = t->model;
+    if (!m || !m->tokenizer || t->template_ >= sizeof template_tokens / sizeof template_tokens[0]) return;
+    const char *const *toks = template_tokens[t->template_];
+    int n = 0;
+    while (n < 4 && toks[n]) n++;
+    bool missing[4];
+    char file[4200], why[600];
+    int rc = tokenizer_missing_tokens(m->tokenizer, toks, n, missing, file, (int)sizeof file, why, (int)sizeof why);
+    if (rc > 0) {
+        /* a pretrained model's unreadable directory has its own note (check_model) */
+        char cfg[4200];
+        snprintf(cfg, sizeof cfg, "%s/config.json", m->path ? m->path : "");
+        bool noted = !m->from_scratch && m->path && strcmp(m->tokenizer, m->path) == 0 && access(cfg, R_OK) != 0;
+        if (!noted) {
+            Diag *g = diag_note_at(c->d, m->tokenizer_at, "model '%s': %s is not readable here (%s)", m->name, file, why);
+            diag_note(g, "not checked: the special tokens of template %s against the tokenizer", template_names[t->template_]);
+        }
+        return;
+    }
+    if (rc < 0) {
+        diag_error(c->d, m->tokenizer_at, "model '%s': %s", m->name, why);
+        return;
+    }
+    char list[200] = "";
+    int nmiss = 0;
+    for (int i = 0; i < n; i++)
+        if (missing[i]) {
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", nmiss ? ", " : "", toks[i]);
+            nmiss++;
+        }
+    if (!nmiss) return;
+    bool lf = t->backend == BACKEND_LLAMAFACTORY;
+    Diag *g = (lf ? diag_warning : diag_error)(c->d, at, "template %s writes %s: not tokens of %s",
+                                               template_names[t->template_], list, file);
+    diag_note(g, lf ? "LLaMA-Factory adds the stop word as a new, untrained token and splits the others into pieces"
+                    : "llmc-train cannot end a turn without the stop word as one token, and would split the others into pieces");
+    diag_help(g, "use the template the model's tokenizer was made for (qwen: <|im_start|>/<|im_end|>; llama3: "
+                 "<|start_header_id|>/<|eot_id|>), or a tokenizer that has these tokens");
+}
+
 static void check_train(Checker *c, const Item *it, PlanTrain *t)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
@@ -2873,7 +2930,15 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
                                template_names[t->template_], arch_names[t->model->arch], t->model->name);
         diag_note(g, "a chat template must match the format the model was (or will be) trained with");
     }
+    if (t->model && t->model->rope_scaling && t->backend == BACKEND_LLMC) {
+        Diag *g = diag_error(c->d, t->model_at, "model '%s' uses RoPE scaling %s, which llmc-train does not implement",
+                             t->model->name, t->model->rope_scaling);
+        diag_note(g, "run '%s' uses backend = llmc%s; llmc-train refuses such a model rather than train it as plain RoPE",
+                  t->name, t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory applies the scaling)", t->name);
+    }
     if (!stage_ok) return;
+    if (t->stage != STAGE_PT && t->template_ != TEMPLATE_NONE && tmpl->value) check_template_tokens(c, t, tmpl->value->at);
     if (t->stage != STAGE_PT && !tmpl && !s.broken) {
         Diag *g = diag_error(c->d, s.at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");

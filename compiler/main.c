@@ -16,6 +16,7 @@
 #define LLMC_VERSION "0.1.0"
 
 int explain_main(int argc, char **argv);   /* compiler/explain.c */
+int init_model_main(int argc, char **argv);   /* compiler/init_model.c */
 
 enum { EXIT_CLEAN = 0, EXIT_PLAN = 1, EXIT_USAGE = 2 };
 
@@ -25,6 +26,7 @@ static const char usage_text[] =
     "       llmc fmt [--check|-w] PLAN...   canonical formatting\n"
     "       llmc explain PLAN           the estimate, figure by figure\n"
     "       llmc status OUT_DIR         a submitted run: Slurm, progress, estimate vs measured\n"
+    "       llmc init-model DIR [NAME]  the model block for a Hugging Face model directory\n"
     "       llmc --help | --version\n"
     "\n"
     "options:\n"
@@ -294,5 +296,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 2, argv + 2);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0) return status_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "init-model") == 0) return init_model_main(argc - 1, argv + 1);
     return cmd_compile(argc - 1, argv + 1);
 }

@@ -97,7 +97,8 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
         cJSON *t = cJSON_GetObjectItemCaseSensitive(scaling[i], "rope_type");
         if (!t) t = cJSON_GetObjectItemCaseSensitive(scaling[i], "type");
         const char *type = cJSON_GetStringValue(t);
-        if (type && strcmp(type, "default")) out->rope_scaling = "other";
+        if (type && strcmp(type, "default")) snprintf(out->rope_scaling, sizeof out->rope_scaling, "%.40s", type);
+        else if (!type && i == 1) snprintf(out->rope_scaling, sizeof out->rope_scaling, "(no rope_type)");
     }
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
     out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;
@@ -358,4 +359,103 @@ void dataset_check_records(const void *plan_dataset, Diags *d)
         free(p->keys);
     }
     for (int i = 0; i < n; i++) cJSON_Delete(recs[i]);
+}
+
+/* ---- the tokenizer's added tokens ---- */
+
+/* Past the end of the JSON value at p (within end); NULL when it runs off the
+ * end. Nested values are skipped by their brackets, strings by their quotes,
+ * without building them: tokenizer.json is 10 MB of vocabulary and merges. */
+static const char *skip_json_value(const char *p, const char *end)
+{
+    int depth = 0;
+    do {
+        if (p >= end) return NULL;
+        if (*p == '"') {
+            for (p++; p < end && *p != '"'; p++)
+                if (*p == '\\') p++;
+            if (p >= end) return NULL;
+            p++;
+        } else if (*p == '{' || *p == '[') {
+            depth++; p++;
+        } else if (*p == '}' || *p == ']') {
+            depth--; p++;
+        } else if (depth > 0) {
+            p++;
+        } else {
+            while (p < end && !strchr(",}] \t\r\n", *p)) p++;
+        }
+    } while (depth > 0);
+    return p;
+}
+
+static const char *skip_json_ws(const char *p, const char *end)
+{
+    while (p < end && strchr(" \t\r\n", *p)) p++;
+    return p;
+}
+
+/* The value of the top-level member `key` of the JSON object text, parsed; NULL
+ * when the text is not an object or has no such member. */
+static cJSON *top_member(const char *text, size_t len, const char *key)
+{
+    const char *p = skip_json_ws(text, text + len), *end = text + len;
+    if (p >= end || *p != '{') return NULL;
+    p = skip_json_ws(p + 1, end);
+    while (p && p < end && *p == '"') {
+        const char *k = p + 1, *ke = skip_json_value(p, end);
+        if (!ke) return NULL;
+        p = skip_json_ws(ke, end);
+        if (p >= end || *p != ':') return NULL;
+        const char *v = skip_json_ws(p + 1, end), *ve = skip_json_value(v, end);
+        if (!ve) return NULL;
+        if ((size_t)(ke - 1 - k) == strlen(key) && memcmp(k, key, strlen(key)) == 0)
+            return cJSON_ParseWithLength(v, (size_t)(ve - v));
+        p = skip_json_ws(ve, end);
+        if (p < end && *p == ',') p = skip_json_ws(p + 1, end);
+    }
+    return NULL;
+}
+
+int tokenizer_missing_tokens(const char *path, const char *const *tokens, int n, bool *missing, char *file,
+                             int filelen, char *why, int whylen)
+{
+    size_t plen = strlen(path);
+    if (plen > 5 && strcmp(path + plen - 5, ".json") == 0) snprintf(file, (size_t)filelen, "%s", path);
+    else snprintf(file, (size_t)filelen, "%s/tokenizer.json", path);
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) { snprintf(why, (size_t)whylen, "%s", strerror(errno)); return 1; }
+    struct stat sb;
+    enum { TOKENIZER_MAX = 256 << 20 };
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > TOKENIZER_MAX) {
+        close(fd);
+        snprintf(why, (size_t)whylen, "%s is %s", file, sb.st_size > TOKENIZER_MAX ? "larger than 256 MiB" : "not a regular file");
+        return -1;
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)sb.st_size) {
+        ssize_t k = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (!buf || got < (size_t)sb.st_size) { free(buf); snprintf(why, (size_t)whylen, "%s: cannot read", file); return 1; }
+    cJSON *added = top_member(buf, got, "added_tokens");
+    free(buf);
+    if (!cJSON_IsArray(added)) {
+        cJSON_Delete(added);
+        snprintf(why, (size_t)whylen, "%s has no \"added_tokens\" list (not a Hugging Face tokenizer.json)", file);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        missing[i] = true;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, added) {
+            const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "content"));
+            if (content && strcmp(content, tokens[i]) == 0) { missing[i] = false; break; }
+        }
+    }
+    cJSON_Delete(added);
+    return 0;
 }

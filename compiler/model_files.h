@@ -1,6 +1,7 @@
 /* model_files.h — what `llmc check` reads of the files a plan names, when they
  * are readable on the compiling machine (docs/language.md, "Files checked"):
- * the model's config.json and the first records of each dataset. */
+ * the model's config.json, its tokenizer's added tokens (against the chat
+ * template) and the first records of each dataset. */
 #ifndef LLMC_MODEL_FILES_H
 #define LLMC_MODEL_FILES_H
 
@@ -12,7 +13,7 @@ typedef struct {
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;
     double rope_theta, rms_eps;
     bool tie_embeddings;
-    const char *rope_scaling;   /* a rope_type other than "default", or NULL (static storage: "other") */
+    char rope_scaling[48];   /* a rope_type other than "default" (llama3, yarn, ...), or "" */
     char file[4096];         /* the config.json read */
 } ModelFileConfig;
 
@@ -20,6 +21,15 @@ typedef struct {
  * permission; why says which), nothing checked; -1: read but not a config
  * llmc can train (why says what). */
 int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whylen);
+
+/* Which of tokens (a chat template's special tokens) the tokenizer at PATH (a
+ * directory with tokenizer.json, or that file) lacks among its "added_tokens",
+ * the list llmc-train and transformers match as whole tokens (a token only in
+ * the BPE vocabulary is split into pieces). missing[i] set for each; file gets
+ * the file read. 0: read; 1: not readable here (why); -1: not a tokenizer.json
+ * (why). */
+int tokenizer_missing_tokens(const char *path, const char *const *tokens, int n, bool *missing, char *file,
+                             int filelen, char *why, int whylen);
 
 #endif
 

@@ -168,6 +168,8 @@ typedef struct {
     bool tie_embeddings;                    /* default: false (true for small Qwen) */
     bool qkv_bias;                          /* derived: qwen2 -> true, llama/qwen3 -> false */
     bool qk_norm;                           /* derived: qwen3 -> true */
+    const char *rope_scaling;               /* the RoPE scaling type of a config.json read at
+                                               check time (llama3, yarn, ...); NULL: none or unread */
 } PlanModel;
 
 /* LLaMA-Factory's dataset_info columns and tags; NULL when not set. */

@@ -870,7 +870,8 @@ static void special_ids(const char *tokdir, int *bos, int *eos)
     cJSON_Delete(tok);
 }
 
-int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, char *err, size_t errlen)
+int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
+              char *err, size_t errlen)
 {
     static const char *tok_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja",
@@ -881,10 +882,15 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
     if (mkdir_parents(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
     if (write_model_file(p, m, m->w, "", dtype, err, errlen)) return -1;
-    int bos, eos;
-    special_ids(tokenizer_dir, &bos, &eos);
     snprintf(p, sizeof p, "%s/config.json", tmp);
-    if (hf_config_write(p, &m->cfg, dtype == ST_BF16 ? "bfloat16" : "float32", bos, eos, err, errlen)) return -1;
+    const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : "float32";
+    if (source_model) {
+        if (hf_config_derive(p, source_model, &m->cfg, torch_dtype, err, errlen)) return -1;
+    } else {
+        int bos, eos;
+        special_ids(tokenizer_dir, &bos, &eos);
+        if (hf_config_write(p, &m->cfg, torch_dtype, bos, eos, err, errlen)) return -1;
+    }
     int copied = 0;
     for (size_t i = 0; tokenizer_dir && i < sizeof tok_files / sizeof tok_files[0]; i++) {
         snprintf(src, sizeof src, "%s/%s", tokenizer_dir, tok_files[i]);

@@ -10,7 +10,8 @@
  * atomically, last. Then rotation removes the step-* directories beyond `keep`,
  * oldest by write order (state.json "write_seq"), never by step number.
  *
- * HF export: DIR with model.safetensors, config.json, the tokenizer files of
+ * HF export: DIR with model.safetensors, config.json (the source model's with the
+ * dtype changed, or generated for a model trained from scratch), the tokenizer files of
  * the plan's tokenizer directory, and MANIFEST.sha256; written as DIR.tmp and
  * renamed, so DIR is complete or absent. */
 #ifndef LLMC_CHECKPOINT_H
@@ -81,8 +82,12 @@ int ckpt_parse_state(const char *path, const char *text, int64_t dir_step, const
  * present with the right shape (a tied model ignores lm_head.weight). */
 int load_hf_weights(const char *path, Model *m, char *err, size_t errlen);
 
-/* Export m as a HF model directory (see above). tokenizer_dir may be NULL. */
-int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir,
+/* Export m as a HF model directory (see above). tokenizer_dir may be NULL.
+ * source_model: the HF directory the run started from, whose config.json the
+ * export's is derived from (hf_config_derive: every key kept, the dtype set);
+ * NULL for a model trained from scratch, whose config.json is generated
+ * (hf_config_write). */
+int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
               char *err, size_t errlen);
 
 /* Export LoRA adapters as a PEFT adapter directory DIR: adapter_model.safetensors

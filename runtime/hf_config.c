@@ -179,6 +179,131 @@ int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dt
     return rc;
 }
 
+/* ---- config.json derived from the source model's ---- */
+
+/* The text of a config.json (at most 16 MiB), NUL-terminated, or NULL with err. */
+static char *read_config_text(const char *file, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = open_regular_file(file, "model config", err, errlen);
+    if (!f) return NULL;
+    enum { CONFIG_MAX = 16 << 20 };
+    char *buf = malloc(CONFIG_MAX + 1);
+    size_t n = buf ? fread(buf, 1, CONFIG_MAX + 1, f) : 0;
+    fclose(f);
+    if (!buf) { snprintf(err, errlen, "out of memory"); return NULL; }
+    if (n > CONFIG_MAX) { free(buf); snprintf(err, errlen, "%s: larger than 16 MiB: not a model config", file); return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+/* Past the end of the JSON value at p, in text cJSON has accepted. */
+static const char *skip_value(const char *p)
+{
+    int depth = 0;
+    do {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++)
+                if (*p == '\\' && p[1]) p++;
+            if (*p) p++;
+        } else if (*p == '{' || *p == '[') {
+            depth++; p++;
+        } else if (*p == '}' || *p == ']') {
+            depth--; p++;
+        } else if (depth > 0) {
+            p++;
+        } else {   /* a number, true, false, null */
+            while (*p && !strchr(",}] \t\r\n", *p)) p++;
+        }
+    } while (depth > 0 && *p);
+    return p;
+}
+
+typedef struct { const char *key; size_t key_len; const char *val, *val_end; } TopMember;
+
+/* The members of the top-level object of valid JSON text, in order; returns
+ * their count (at most max; later ones are not needed: see hf_config_derive). */
+static int top_members(const char *text, TopMember *out, int max)
+{
+    const char *p = skip_ws(text);
+    if (*p != '{') return 0;
+    int n = 0;
+    for (p = skip_ws(p + 1); *p == '"' && n < max; n++) {
+        const char *k = p + 1, *ke = skip_value(p) - 1;
+        p = skip_ws(skip_ws(ke + 1) + 1);   /* past ':' */
+        out[n] = (TopMember){k, (size_t)(ke - k), p, skip_value(p)};
+        p = skip_ws(out[n].val_end);
+        if (*p == ',') p = skip_ws(p + 1);
+    }
+    return n;
+}
+
+int hf_config_derive(const char *path, const char *source, const ModelConfig *c, const char *torch_dtype, char *err,
+                     size_t errlen)
+{
+    char src[4096], tmp[4200];
+    struct stat sb;
+    if (stat(source, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(src, sizeof src, "%s/config.json", source);
+    else snprintf(src, sizeof src, "%s", source);
+    size_t len;
+    char *text = read_config_text(src, &len, err, errlen);
+    if (!text) return -1;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    int is_obj = cJSON_IsObject(o), n_keys = cJSON_GetArraySize(o);
+    cJSON_Delete(o);
+    if (!is_obj) { free(text); snprintf(err, errlen, "%s: not a JSON object", src); return -1; }
+    TopMember *m = malloc(((size_t)n_keys + 1) * sizeof *m);
+    if (!m) { free(text); snprintf(err, errlen, "out of memory"); return -1; }
+    int n = top_members(text, m, n_keys);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { free(m); free(text); snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    /* Byte for byte but the dtype: "torch_dtype" (transformers 4) and "dtype"
+     * (transformers 5) wherever the source has them, one "torch_dtype" added
+     * after the last member when it has neither. Nothing else changes in
+     * training: llmc-train never resizes the vocabulary and refuses a plan whose
+     * shape differs from this file (run_init.c). */
+    const char *at = text;
+    int dtype_keys = 0;
+    for (int i = 0; i < n; i++) {
+        int is_dtype = (m[i].key_len == 11 && !memcmp(m[i].key, "torch_dtype", 11)) ||
+                       (m[i].key_len == 5 && !memcmp(m[i].key, "dtype", 5));
+        if (!is_dtype) continue;
+        fwrite(at, 1, (size_t)(m[i].val - at), f);
+        fprintf(f, "\"%s\"", torch_dtype);
+        at = m[i].val_end;
+        dtype_keys++;
+    }
+    if (!dtype_keys && n > 0) {
+        fwrite(at, 1, (size_t)(m[n - 1].val_end - at), f);
+        fprintf(f, ",\n  \"torch_dtype\": \"%s\"", torch_dtype);
+        at = m[n - 1].val_end;
+    }
+    fputs(at, f);
+    free(m);
+    free(text);
+    int rc = (fflush(f) || fsync(fileno(f))) ? -1 : 0;
+    if (fclose(f)) rc = -1;
+    if (rc) { snprintf(err, errlen, "%s: write failed: %s", tmp, strerror(errno)); unlink(tmp); return -1; }
+    /* What was written must still describe the weights beside it. */
+    ModelConfig back;
+    char diff[128];
+    if (hf_config_read(tmp, &back, err, errlen)) { unlink(tmp); return -1; }
+    if (hf_config_diff(c, &back, diff, sizeof diff)) {
+        snprintf(err, errlen, "%s describes another model than the one exported: %s (model vs config)", src, diff);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path)) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); unlink(tmp); return -1; }
+    return 0;
+}
+
 int hf_config_diff(const ModelConfig *a, const ModelConfig *b, char *buf, size_t len)
 {
 #define CMP(field) \

@@ -86,14 +86,14 @@ void run_finetune_detach(Model *m)
 }
 
 /* LoRA: the merged model into OUT/final, the adapter into OUT/adapter. */
-static int write_lora_final(const RunPlan *plan, const Model *m, StDtype dt, const char *final_dir)
+static int write_lora_final(const RunPlan *plan, const Model *m, StDtype dt, const char *source, const char *final_dir)
 {
     char err[1024], dir[4200];
     Model merged;
     if (model_init(&merged, &m->cfg)) { log_error("out of memory (merged export)"); return -1; }
     memcpy(merged.w, m->w, m->n_floats * sizeof *m->w);
     lora_merge(m->lora, &merged);
-    int rc = hf_export(final_dir, &merged, dt, plan->tokenizer_path, err, sizeof err);
+    int rc = hf_export(final_dir, &merged, dt, plan->tokenizer_path, source, err, sizeof err);
     model_free(&merged);
     if (rc) { log_error("export: %s", err); return -1; }
     snprintf(dir, sizeof dir, "%s/adapter", plan->out_dir);
@@ -109,9 +109,11 @@ int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *
     char err[1024], svg[4200];
     snprintf(final_dir, final_len, "%s/final", plan->out_dir);
     StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
+    /* a pretrained model's config.json is carried over (every key kept), not regenerated */
+    const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
     if (m->lora) {
-        if (write_lora_final(plan, m, dt, final_dir)) return -1;
-    } else if (hf_export(final_dir, m, dt, plan->tokenizer_path, err, sizeof err)) {
+        if (write_lora_final(plan, m, dt, source, final_dir)) return -1;
+    } else if (hf_export(final_dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
         log_error("export: %s", err);
         return -1;
     }

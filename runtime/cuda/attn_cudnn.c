@@ -34,8 +34,9 @@
  * Determinism: on Hopper cuDNN computes dQ without atomics when dQ is the direct
  * output of the dS K matmul (the frontend's "dP workspace" form, which it selects
  * for is_deterministic_algorithm); with an fp32 dQ accumulator it accumulates with
- * atomics and run-to-run bits differ. The deterministic form is the default here;
- * LLMC_CUDNN_DETERMINISTIC=0 selects the accumulator form (attn_cudnn_deterministic
+ * atomics and run-to-run bits differ. model_cuda.c uses the deterministic form
+ * unless LLMC_CUDNN_DETERMINISTIC=0 (the accumulator form's workspace is far
+ * smaller); the deterministic form is attn_cudnn_create(1, ...) (attn_cudnn_deterministic
  * reports which one a context uses). LLMC_CUDNN_DOCUMENTS=0 sends micro-batches
  * with documents to the flash kernels.
  *

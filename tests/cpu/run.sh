@@ -55,7 +55,7 @@ for core in Prescott Sandybridge Haswell Zen SkylakeX; do
     grep -v '^  \[' "$out"; tally "model-$core" "$out" $rc
 done
 scratch=$(mktemp -d /tmp/cpu-formats.XXXXXX)
-"$BUILD/tests/cpu/test_formats" "$scratch" "$here/tiny_plan.json" >"$out" 2>&1; rc=$?
+"$BUILD/tests/cpu/test_formats" "$scratch" "$here/tiny_plan.json" "$here/../frontend/files" >"$out" 2>&1; rc=$?
 rm -rf "$scratch"
 cat "$out"; tally formats "$out" $rc
 bash "$here/train_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?

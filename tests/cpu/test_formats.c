@@ -1,6 +1,7 @@
 /* test_formats.c — safetensors (F32/BF16/F16, sharded index, bad files), sha256
- * vectors, config.json round trip, LR schedules, plan.json loading.
- * Usage: test_formats SCRATCH_DIR TINY_PLAN.json ; prints "N passed, N failed". */
+ * vectors, config.json round trip and derivation, LR schedules, plan.json loading.
+ * Usage: test_formats SCRATCH_DIR TINY_PLAN.json CONFIG_DIR ; prints "N passed, N failed".
+ * CONFIG_DIR: tests/frontend/files (real config.json files, see its README.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +250,86 @@ static void test_hf_config(const char *dir)
     unlink(fifo);
 }
 
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = calloc(1, 1 << 20);
+    if (buf) fread(buf, 1, (1 << 20) - 1, f);
+    fclose(f);
+    return buf;
+}
+
+/* text with every `from` replaced by `to` (a new string) */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+    char *out = calloc(1, strlen(text) * 2 + 64), *o = out;
+    for (const char *p = text; *p;) {
+        if (!strncmp(p, from, strlen(from))) { o = stpcpy(o, to); p += strlen(from); }
+        else *o++ = *p++;
+    }
+    return out;
+}
+
+/* The export's config.json is the source model's with only the dtype changed. */
+static void test_config_derive(const char *dir, const char *files)
+{
+    char src[4200], out[4200], tmp[4300], err[512];
+    snprintf(out, sizeof out, "%s/derived-config.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    /* real files: transformers 4 (torch_dtype), transformers 5 (dtype, rope_parameters) */
+    const char *real[] = {"qwen2.5-0.5b-instruct", "qwen3-0.6b", "llama_tf5"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "%s/%s", files, real[i]);
+        ModelConfig c;
+        char what[200], srcfile[4300];
+        snprintf(srcfile, sizeof srcfile, "%s/config.json", src);
+        char *text = slurp(srcfile);
+        int ok = text && hf_config_read(src, &c, err, sizeof err) == 0;
+        /* the source's own dtype: the same bytes */
+        char *got = ok && hf_config_derive(out, src, &c, "bfloat16", err, sizeof err) == 0 ? slurp(out) : NULL;
+        snprintf(what, sizeof what, "%s config.json derived at its own dtype: byte-identical", real[i]);
+        check(got && !strcmp(got, text), what);
+        free(got);
+        /* another dtype: only the dtype value(s) differ */
+        char *want = text ? replaced(text, "\"bfloat16\"", "\"float32\"") : NULL;
+        got = ok && hf_config_derive(out, src, &c, "float32", err, sizeof err) == 0 ? slurp(out) : NULL;
+        snprintf(what, sizeof what, "%s config.json derived as float32: only the dtype changed", real[i]);
+        check(got && want && !strcmp(got, want) && strcmp(want, text), what);
+        if (!got) printf("  %s\n", err);
+        free(got);
+        free(want);
+        free(text);
+    }
+    /* Llama 3.1 (rope_scaling llama3): never written as a model llmc-train did not
+     * train; the run refuses this config at the start already (hf_config_read) */
+    ModelConfig c = {MODEL_LLAMA, 32, 4096, 32, 8, 128, 14336, 128256, 131072, 5e5, 1e-5, 0, 0, 0};
+    unlink(out);
+    snprintf(src, sizeof src, "%s/llama3.1-8b", files);
+    check(hf_config_derive(out, src, &c, "bfloat16", err, sizeof err) != 0 &&
+              strstr(err, "RoPE scaling \"llama3\" is not implemented") && access(out, F_OK) && access(tmp, F_OK),
+          "Llama 3.1 config.json (rope_scaling llama3): refused, nothing written");
+    /* a source without any dtype key gets torch_dtype, every key kept */
+    snprintf(src, sizeof src, "%s/nodtype.json", dir);
+    FILE *f = fopen(src, "w");
+    fputs("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
+          "\"num_attention_heads\":4,\"vocab_size\":300,\"custom\":{\"a\":[1,\"}\"]},\"rope_theta\":500000.0}\n", f);
+    fclose(f);
+    ModelConfig s;
+    char *got = hf_config_read(src, &s, err, sizeof err) == 0 &&
+                hf_config_derive(out, src, &s, "float32", err, sizeof err) == 0 ? slurp(out) : NULL;
+    check(got && !strcmp(got, "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,"
+                              "\"num_attention_heads\":4,\"vocab_size\":300,\"custom\":{\"a\":[1,\"}\"]},\"rope_theta\":500000.0,\n"
+                              "  \"torch_dtype\": \"float32\"}\n"),
+          "config.json without a dtype: torch_dtype added after the last key, the rest byte-identical");
+    free(got);
+    /* a source that does not describe the exported model: refused */
+    s.ffn = 96;
+    check(hf_config_derive(out, src, &s, "float32", err, sizeof err) != 0 && strstr(err, "ffn 96 vs 128") &&
+              access(tmp, F_OK),
+          "config.json of another shape than the exported model: refused, naming the field");
+}
+
 static void test_schedules(void)
 {
     LrSchedule s = {LR_LINEAR, 1.0, 0, 10, 110};
@@ -284,11 +365,12 @@ static void test_plan(const char *plan_path)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) { fprintf(stderr, "usage: test_formats SCRATCH_DIR TINY_PLAN\n"); return 2; }
+    if (argc != 4) { fprintf(stderr, "usage: test_formats SCRATCH_DIR TINY_PLAN CONFIG_DIR\n"); return 2; }
     test_conversions();
     test_safetensors(argv[1]);
     test_sha256(argv[1]);
     test_hf_config(argv[1]);
+    test_config_derive(argv[1], argv[3]);
     test_schedules();
     test_plan(argv[2]);
     printf("formats: %d passed, %d failed\n", passed, failed);

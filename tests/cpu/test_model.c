@@ -113,7 +113,7 @@ static void export_hf(const char *path, Model *m, const OwnedBatch *A)
     for (int t = 0; t < T; t++) ids[t] = (float)A->ids[t];
     StWriteTensor t2[2] = {{"input_ids", 2, {1, T}, ids}, {"logits", 3, {1, T, m->cfg.vocab}, model_logits(acts)}};
     snprintf(lp, sizeof lp, "%s.logits.safetensors", dir);
-    int ok = hf_export(dir, m, ST_F32, NULL, err, sizeof err) == 0 &&
+    int ok = hf_export(dir, m, ST_F32, NULL, NULL, err, sizeof err) == 0 &&
              st_write(lp, t2, 2, ST_F32, NULL, err, sizeof err) == 0;
     check(ok, "HF export of the fixture model and our logits", path);
     if (!ok) printf("  %s\n", err);

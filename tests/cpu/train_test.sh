@@ -2,7 +2,7 @@
 # tests/cpu/train_test.sh LLMC_TRAIN MAKE_SHARDS — `llmc-train run` end to end on
 # synthetic shards: learning, resume bit-identity, 2 ranks == 1 rank with twice
 # the accumulation (same bits), HF export + verify (both sha256sum formats, FIFOs),
-# pretrained load, checkpoint safety (fallback from a damaged latest, rotation and
+# pretrained load (the export's config.json derived from the source's), checkpoint safety (fallback from a damaged latest, rotation and
 # fallback by write order, no latest without --fresh, fingerprint mismatches,
 # state.json ranges, SIGINT/SIGHUP), plan errors.
 set -u
@@ -162,6 +162,28 @@ mkrun "$T/e2" "p['model']['init']='pretrained'; p['model']['path']='$T/e/run/fin
 [[ $rc -eq 0 && $rc2 -eq 0 ]] && grep -q '"torch_dtype": "bfloat16"' "$T/e/run/final/config.json" \
     && grep -q '"BF16"' "$T/e/run/final/model.safetensors" && cmp -s "$T/e/run/final/model.safetensors" "$T/e2/run/final/model.safetensors" \
     && ok "bf16 export and bf16 load: round trip stable" || bad "bf16 export/load (exit $rc, $rc2)" "$T/e.log"
+# the export's config.json is the source model's with only the dtype changed: a
+# source as transformers 5 writes it (rope_parameters, dtype) with keys llmc knows
+# nothing of keeps every key, byte for byte
+mkdir -p "$T/tf5"; cp "$F/model.safetensors" "$F/tokenizer.json" "$T/tf5/" 2>/dev/null
+$PY - "$F/config.json" "$T/tf5/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+# theta only inside rope_parameters, and not the 10000 a reader falls back to
+# without one (the reader before transformers 5 support did: the run refused then)
+c.pop("rope_theta")
+c["rope_parameters"] = {"rope_theta": 500000.0, "rope_type": "default"}
+del c["torch_dtype"]
+c.update(dtype="float32", transformers_version="5.0.0", pad_token_id=None, quantization_config=None,
+         custom_pipelines={"x": {"impl": "a.B"}})
+open(sys.argv[2], "w").write(json.dumps(c, indent=2) + "\n")
+PYEOF
+mkrun "$T/g" "p['model']['init']='pretrained'; p['model']['path']='$T/tf5'; p['model']['rope_theta']=500000.0; p['train']['max_steps']=1; p['train']['precision']='bf16'"
+(cd "$T/g" && "$BIN" run plan.json) >"$T/g.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && $PY -c 'import sys; a=open(sys.argv[1]).read(); b=open(sys.argv[2]).read(); sys.exit(0 if a.replace("\"dtype\": \"float32\"", "\"dtype\": \"bfloat16\"") == b and a != b else 1)' \
+    "$T/tf5/config.json" "$T/g/run/final/config.json" \
+    && ok "a transformers 5 config.json (theta 5e5 only in rope_parameters) trains; its export keeps every key byte for byte, only dtype float32 -> bfloat16" \
+    || bad "derived export config.json (exit $rc)" "$T/g.log" "$T/g/run/final/config.json"
 mkrun "$T/f" "p['model']['init']='pretrained'; p['model']['path']='$F'; p['model']['ffn']=96"
 (cd "$T/f" && "$BIN" run plan.json) >"$T/f.log" 2>&1; rc=$?
 [[ $rc -ne 0 ]] && grep -q "config.json disagrees with the plan's model: ffn 96 vs 64" "$T/f.log" \

@@ -78,16 +78,20 @@ if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
 fi
 # A 7B plan with offload (tests/cuda/make_7b_run.sh): its metrics, GPU memory
 # and host RSS against `llmc explain`. The final checkpoint (91 GB of fp32
-# weights and moments) does not fit the GPU machine's 64 GB of free disk: the run
-# is expected to fail writing it after the last step, with the error, exit 1.
+# weights and moments) does not fit the GPU machine's 64 GB of free disk, so the
+# plan's checkpoint directory is replaced by one that cannot be created: the run
+# is expected to fail at once after the last step, with the error, exit 1.
 if has run7b && [[ -f .cuda-run/q7b/out/plan.json ]]; then
     r=.cuda-run/q7b/out
-    rm -rf $r/run
-    /usr/bin/time -v ./build/llmc-train-cuda run $r/plan.json > "$out/run7b.log" 2> "$out/run7b.err"
+    rm -rf $r/../run
+    # checkpoints into a directory that cannot be created: the failure is immediate
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["checkpoint"]["dir"]="/proc/llmc-no-disk"; json.dump(p,open(sys.argv[2],"w"))' \
+        $r/plan.json $r/plan-nockpt.json
+    /usr/bin/time -v ./build/llmc-train-cuda run $r/plan-nockpt.json > "$out/run7b.log" 2> "$out/run7b.err"
     note "run 7b offload: exit $? ; $(grep -h 'training\|step 3/3\|error' "$out/run7b.err" | tail -4 | tr '\n' ' ')"
     note "run 7b host: $(grep -h 'Maximum resident' "$out/run7b.err")"
-    cp $r/run/metrics.jsonl "$out/run7b_metrics.jsonl" 2>/dev/null
-    cp $r/run/gpu_metrics.jsonl "$out/run7b_gpu_metrics.jsonl" 2>/dev/null
+    cp $r/../run/metrics.jsonl "$out/run7b_metrics.jsonl" 2>/dev/null
+    cp $r/../run/gpu_metrics.jsonl "$out/run7b_gpu_metrics.jsonl" 2>/dev/null
 fi
 if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     r=.cuda-run/tiny

