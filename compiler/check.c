@@ -2548,6 +2548,24 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "log_every"))) get_steps(c, e, &t->log_every);
 }
 
+/* What each backend of the llmc trainer implements, [0] the CPU backend
+ * (runtime/cpu_backend.c), [1] the CUDA one (runtime/cuda/backend_cuda.c,
+ * whose check_plan refuses the same at run time). Change a row when a backend
+ * gains a feature. */
+typedef struct {
+    const char *where;        /* "CPUs" | "GPUs", for messages */
+    ShardStage max_shard;     /* the highest ZeRO stage it runs (method = full) */
+    const char *shard_note;   /* what it shards, for the refusal */
+    bool finetune;            /* method = freeze and lora */
+    ShardStage max_shard_finetune;   /* the highest ZeRO stage with freeze or lora */
+} LlmcBackendCaps;
+static const LlmcBackendCaps llmc_backend_caps[2] = {
+    {"CPUs", SHARD_ZERO3, "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)",
+     true, SHARD_NONE},
+    {"GPUs", SHARD_ZERO1, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further",
+     false, SHARD_NONE},
+};
+
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
 static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
@@ -2560,20 +2578,47 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
     Entry *e;
     Diag *g;
     if (t->backend == BACKEND_LLMC) {
-        /* the llmc trainer trains every weight in pt/sft and reads none of these keys */
+        /* the llmc trainer does pt and sft, full, freeze or LoRA (the backends'
+         * limits are llmc_backend_caps, checked with the job), and reads no
+         * other of these keys */
+        static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
+                                                   "freeze_layers"};
         const char *what = NULL;
         SrcRange at = t->at;
-        if (t->method != METHOD_FULL) { what = arena_printf(c->a, "method = %s", method_names[t->method]); at = t->method_at; }
+        if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
         else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
         else {
-            for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++)
+            for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
+                bool ft_key = false;
+                for (int j = 0; j < NUNITS(llmc_ft_keys); j++) ft_key |= !strcmp(lf_only_keys[k], llmc_ft_keys[j]);
+                if (ft_key) continue;   /* their method is checked below */
                 if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
+            }
         }
         if (what) {
             g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
-            diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does full pt and sft only", t->name,
-                      t->backend_at.start.file ? "" : " (the default)");
+            diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does pt and sft with method = full, "
+                      "freeze or lora", t->name, t->backend_at.start.file ? "" : " (the default)");
             diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory runs it)", t->name);
+            return;
+        }
+        if (t->method == METHOD_LORA && t->lora_dropout > 0) {
+            e = find(s, "lora_dropout");
+            g = diag_error(c->d, e ? e->value->at : t->method_at,
+                           "lora_dropout = %g is not implemented by the llmc trainer (its LoRA has no dropout)",
+                           t->lora_dropout);
+            diag_help(g, "set lora_dropout = 0, or backend = llamafactory in run '%s'", t->name);
+        }
+        if (t->method == METHOD_FREEZE && !find(s, "freeze_layers") && t->model && t->model->layers > 0 &&
+            t->freeze_layers > t->model->layers)
+            diag_error(c->d, t->method_at, "method = freeze trains the last %d layers by default, but model '%s' has %d",
+                       t->freeze_layers, t->model->name, t->model->layers);
+        for (int k = 0; k < NUNITS(llmc_ft_keys); k++) {
+            bool freeze_key = k == NUNITS(llmc_ft_keys) - 1;
+            if ((e = find(s, llmc_ft_keys[k])) && t->method != (freeze_key ? METHOD_FREEZE : METHOD_LORA)) {
+                g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, freeze_key ? "freeze" : "lora");
+                diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
+            }
         }
         return;
     }
@@ -3056,27 +3101,34 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
     }
-    /* What the llmc trainer implements: the CPU backend keeps a full replica per
-     * rank; the CUDA backend shards optimizer states (ZeRO-1) at most across
-     * ranks (on one GPU there is nothing to shard: every stage is the same), and
-     * offloads the optimizer to host memory on one GPU. A plan that relies on
-     * more would pass the estimate and then run out of memory. */
+    /* What the llmc trainer's backend for this cluster implements (the table
+     * llmc_backend_caps): a plan that relies on more would pass the estimate and
+     * then run out of memory, or be refused by llmc-train after the queue wait.
+     * On one rank there is nothing to shard: every stage is the same. */
     int64_t llmc_world = (int64_t)(j->nodes > 0 ? j->nodes : 1) * (j->tasks_per_node > 0 ? j->tasks_per_node : 1);
-    if (t->backend == BACKEND_LLMC && t->shard != SHARD_NONE &&
-        (!cl->gpu || (t->shard > SHARD_ZERO1 && llmc_world > 1))) {
+    const LlmcBackendCaps *caps = &llmc_backend_caps[cl->gpu ? 1 : 0];
+    bool finetune = t->method == METHOD_LORA || t->method == METHOD_FREEZE;
+    if (t->backend == BACKEND_LLMC && finetune && !caps->finetune) {
+        Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
+                             "method = %s is not implemented by the llmc trainer on %s", method_names[t->method],
+                             caps->where);
+        diag_note(g, "the llmc CPU backend trains freeze and lora; the CUDA backend full only");
+        diag_help(g, "use backend = llamafactory in run '%s'", t->name);
+    } else if (t->backend == BACKEND_LLMC && finetune && t->shard > caps->max_shard_finetune) {
+        static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
+        Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
+                             "shard = %s with method = %s is not implemented by the llmc trainer on %s",
+                             shard_text[t->shard], method_names[t->method], caps->where);
+        diag_note(g, "the llmc trainer shards full training only; the trainable part of freeze or lora is small");
+        diag_help(g, "use shard = none");
+    } else if (t->backend == BACKEND_LLMC && t->shard > caps->max_shard && llmc_world > 1) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",
-                             shard_text[t->shard], cl->gpu ? "GPUs" : "CPUs");
-        if (cl->gpu) {
-            diag_note(g, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further; "
-                      "job '%s' has %lld ranks", j->name, (long long)llmc_world);
-            diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = zero1 if it fits (llmc explain)",
-                      (int)t->shard);
-        } else {
-            diag_note(g, "the llmc CPU backend keeps a full replica of weights and optimizer states on every rank");
-            diag_help(g, "use shard = none");
-        }
+                             shard_text[t->shard], caps->where);
+        diag_note(g, "%s; job '%s' has %lld ranks", caps->shard_note, j->name, (long long)llmc_world);
+        diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = %s if it fits (llmc explain)",
+                  (int)t->shard, shard_text[caps->max_shard]);
     }
     /* The llmc GPU backend is CUDA: an AMD part runs LLaMA-Factory (ROCm). */
     if (t->backend == BACKEND_LLMC && cl->gpu && cl->gpu_amd) {

@@ -295,6 +295,22 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_str(tr, "recompute", name_recompute(t->recompute));
     add_str(tr, "attention", name_attention(t->attention));
 
+    /* What is trained: everything, the last/first layers, or LoRA adapters
+     * (docs/plan.md); lora_target written out (the plan's "all" is every module). */
+    static const char *const method_text[] = {"full", "freeze", "lora", "qlora"};
+    static const char *const all_modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                              "down_proj"};
+    cJSON *ft = cJSON_AddObjectToObject(root, "finetune");
+    add_str(ft, "method", method_text[t->method]);
+    add_int(ft, "lora_rank", t->lora_rank);
+    add_int(ft, "lora_alpha", t->lora_alpha);
+    add_num(ft, "lora_dropout", t->lora_dropout);
+    cJSON *targets = cJSON_AddArrayToObject(ft, "lora_target");
+    for (int i = 0; i < (t->nlora_target ? t->nlora_target : 7); i++)
+        cJSON_AddItemToArray(targets, cJSON_CreateString(t->nlora_target ? t->lora_target[i] : all_modules[i]));
+    add_bool(ft, "rslora", t->use_rslora);
+    add_int(ft, "freeze_layers", t->freeze_layers);
+
     cJSON *par = cJSON_AddObjectToObject(root, "parallel");
     add_int(par, "nodes", job->nodes);
     add_int(par, "gpus_per_node", L->gpus_per_node);

@@ -68,6 +68,11 @@
     X(TRAIN_SEED,        "train", "seed",        PLAN_INT, 0, PLAN_INT_EXACT_MAX, 0, "train.seed %v", "random seed") \
     X(PARALLEL_WORLD,    "parallel", "world_size",    PLAN_INT, 1, 1 << 20, 0, "-", "trainer processes (nodes x tasks_per_node)") \
     X(PARALLEL_DP,       "parallel", "data_parallel", PLAN_INT, 1, 1 << 20, 0, "-", "data-parallel ranks") \
+    X(PARALLEL_ZERO,     "parallel", "zero_stage",    PLAN_INT, 0, 3, 0, "-", "ZeRO stage across data-parallel ranks (0 none, 1 optimizer states, 2 and gradients, 3 and weights)") \
+    X(FINETUNE_LORA_RANK,    "finetune", "lora_rank",     PLAN_INT, 1, 4096, 0, "-", "LoRA rank (inner dimension of the adapters)") \
+    X(FINETUNE_LORA_ALPHA,   "finetune", "lora_alpha",    PLAN_INT, 1, 1 << 20, 0, "-", "LoRA alpha (scale alpha / rank, or alpha / sqrt(rank) with rslora)") \
+    X(FINETUNE_LORA_DROPOUT, "finetune", "lora_dropout",  PLAN_NUM, 0, 1, PLAN_MAX_OPEN, "-", "dropout on the adapters' input") \
+    X(FINETUNE_FREEZE_LAYERS,"finetune", "freeze_layers", PLAN_INT, -1000, 1000, 0, "-", "trainable layers of method freeze: N > 0 the last N, N < 0 the first -N") \
     X(CKPT_EVERY_STEPS,  "checkpoint", "every_steps",   PLAN_INT, 1, 1e15, PLAN_NULLABLE, "train.checkpoint_every %v steps", "steps between checkpoints") \
     X(CKPT_EVERY_SECONDS,"checkpoint", "every_seconds", PLAN_NUM, 0, PLAN_YEAR_SECONDS, PLAN_MIN_OPEN | PLAN_NULLABLE, "train.checkpoint_every %v s", "seconds between checkpoints") \
     X(CKPT_KEEP,         "checkpoint", "keep",          PLAN_INT, 1, 1000, 0, "train.checkpoint_keep %v", "checkpoints kept") \

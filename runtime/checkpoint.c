@@ -952,3 +952,50 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
     if (slash) { *slash = 0; fsync_dir(parent[0] ? parent : "/"); }
     return 0;
 }
+
+/* ---- PEFT adapter export (LoRA) ---- */
+
+int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const char *base_model, char *err,
+                size_t errlen)
+{
+    static const char *const modules[LORA_TARGETS] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                      "up_proj", "down_proj"};
+    char tmp[4096], p[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    remove_flat_dir(tmp);
+    if (mkdir_parents(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    snprintf(p, sizeof p, "%s/adapter_model.safetensors", tmp);
+    ManifestHash known[1] = {{"adapter_model.safetensors", ""}};
+    if (write_model_file(p, &l->p, l->p.w, "", ST_F32, known[0].hex, err, errlen)) return -1;
+    /* PEFT's LoraConfig as save_pretrained writes it (the keys peft reads back) */
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToObject(c, "base_model_name_or_path", base_model ? cJSON_CreateString(base_model) : cJSON_CreateNull());
+    cJSON_AddStringToObject(c, "bias", "none");
+    cJSON_AddBoolToObject(c, "fan_in_fan_out", 0);
+    cJSON_AddBoolToObject(c, "inference_mode", 1);
+    cJSON_AddBoolToObject(c, "init_lora_weights", 1);
+    cJSON_AddNumberToObject(c, "lora_alpha", alpha);
+    cJSON_AddNumberToObject(c, "lora_dropout", 0.0);
+    cJSON_AddNullToObject(c, "modules_to_save");
+    cJSON_AddStringToObject(c, "peft_type", "LORA");
+    cJSON_AddNumberToObject(c, "r", l->rank);
+    cJSON *tm = cJSON_AddArrayToObject(c, "target_modules");
+    for (int t = 0; t < LORA_TARGETS; t++)
+        if (l->targets & (1u << t)) cJSON_AddItemToArray(tm, cJSON_CreateString(modules[t]));
+    cJSON_AddStringToObject(c, "task_type", "CAUSAL_LM");
+    cJSON_AddBoolToObject(c, "use_rslora", rslora != 0);
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    snprintf(p, sizeof p, "%s/adapter_config.json", tmp);
+    FILE *f = text ? fopen(p, "w") : NULL;
+    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0;
+    if (f && (fflush(f) || fsync(fileno(f)))) bad = 1;
+    if (f && fclose(f)) bad = 1;
+    free(text);
+    if (bad) { snprintf(err, errlen, "%s: cannot write", p); return -1; }
+    if (manifest_write_known(tmp, known, 1, err, errlen)) return -1;   /* the config: read and hashed */
+    fsync_dir(tmp);
+    remove_flat_dir(dir);
+    if (rename(tmp, dir)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
+    return 0;
+}

@@ -90,6 +90,14 @@ int load_hf_weights(const char *path, Model *m, char *err, size_t errlen);
 int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
               char *err, size_t errlen);
 
+/* Export LoRA adapters as a PEFT adapter directory DIR: adapter_model.safetensors
+ * (fp32, PEFT's tensor names: base_model.model.model.layers.N.self_attn.q_proj.
+ * lora_A.weight ...), adapter_config.json (peft_type LORA, r, lora_alpha,
+ * target_modules, use_rslora, base_model_name_or_path: base_model or null) and
+ * MANIFEST.sha256; written as DIR.tmp and renamed. */
+int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const char *base_model, char *err,
+                size_t errlen);
+
 /* Write DIR/MANIFEST.sha256 over every regular file in DIR (sorted by name). */
 int manifest_write(const char *dir, char *err, size_t errlen);
 /* A file's digest known from writing it (st_write_sha256), so it is not read again. */

@@ -7,14 +7,32 @@
 #include "optim.h"
 #include "train_loop.h"
 
+/* Weights of a unit gathered for use (ZeRO-3): at most the last unit and the
+ * tied embedding at once. */
+#define CPU_GATHER_SLOTS 2
+
 typedef struct {
-    Model *m;              /* the loop's host model, trained in place */
-    AdamW *opt;            /* the loop's host optimizer */
+    Model *m;              /* the loop's host model: trained in place (ZeRO 0-2) */
+    AdamW *opt;            /* the loop's host optimizer: trained in place (ZeRO 0) */
     ModelActs *acts;       /* activations of one micro-batch */
-    float *acc;            /* the step's summed gradients */
+    float *acc;            /* ZeRO 0-1: this rank's summed gradients of the step (whole) */
     double loss_sum;       /* the step's summed token loss on this rank */
     ModelActs *eval_acts;  /* held-out evaluation: activations for eval_T tokens a row */
     int eval_T;
+    /* ZeRO (parallel.zero_stage; see cpu_backend.c) */
+    int zero, rank, world;
+    size_t *starts;        /* world + 1 shard bounds of the flat buffer */
+    size_t lo, hi;         /* this rank's shard */
+    float *gsh;            /* ZeRO >= 1: the shard's summed gradient */
+    float *wsh;            /* ZeRO >= 1: the shard's weights (ZeRO 1-2: inside m->w) */
+    AdamW osh;             /* ZeRO >= 1: the shard's moments and step count */
+    Model work;            /* what forward and backward run on (ZeRO 3: no weights, hooks) */
+    Model tv;              /* what trains (model_trainable of m): all of it, frozen layers' rest, adapters */
+    int have_tv;
+    ModelHooks hooks;
+    int micro;             /* the micro-batch's index in its step */
+    float *gathered[CPU_GATHER_SLOTS];
+    int gathered_unit[CPU_GATHER_SLOTS];
 } CpuBackend;
 
 /* Fill be with the CPU backend's functions over c. */

@@ -48,7 +48,7 @@ static struct {
     char host[256];
     int timeout_ms;
     int *fd;            /* TCP: rank 0 holds fd[r] for r >= 1; others fd[0] (to rank 0) */
-    void *scratch;      /* rank 0: one chunk received from a peer */
+    void *scratch;      /* one chunk received from a peer (every rank when world > 1) */
 } D = { .backend = BACKEND_SINGLE, .info = { 0, 1, 0, "localhost" } };
 
 static int env_int(const char *name, int fallback)
@@ -361,7 +361,7 @@ int dist_init(DistInfo *out)
         if ((rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port)) != 0) return 1;
     }
     log_set_rank(D.info.rank, D.info.world, D.host);
-    if (D.info.world > 1 && D.info.rank == 0) {
+    if (D.info.world > 1) {
         D.scratch = malloc(CHUNK_ELEMS * sizeof(double));
         if (!D.scratch) { log_error("out of memory"); return 1; }
     }
@@ -472,5 +472,79 @@ int dist_any(int flag)
 int dist_barrier(void)
 {
     dist_any(0);
+    return 0;
+}
+
+/* ---- sharded collectives (ZeRO) -------------------------------------------
+ * A flat buffer split into contiguous shards, rank q owning [starts[q],
+ * starts[q+1]). Both collectives move one chunk of one owner's part at a time
+ * through the same star as above: a peer's chunk reaches a rank other than 0
+ * relayed by rank 0 (TCP connects only rank 0 to the others). Every rank walks
+ * the same sequence of (owner, chunk) transfers, each a blocking send matched by
+ * a blocking receive, so the earliest unfinished one always has both ends
+ * waiting on it: no deadlock, whatever the launcher. */
+
+/* The part of [base, base+n) that rank q owns: [*a, *b) (empty when *a >= *b). */
+static void owned(const size_t *starts, int q, size_t base, size_t n, size_t *a, size_t *b)
+{
+    *a = starts[q] > base ? starts[q] : base;
+    *b = starts[q + 1] < base + n ? starts[q + 1] : base + n;
+}
+
+int dist_reduce_scatter_f32(const float *buf, size_t base, size_t n, const size_t *starts, float *out, int add)
+{
+    const int me = D.info.rank, W = D.info.world;
+    float *in = D.scratch;
+    for (int q = 0; q < W; q++) {
+        size_t a, b;
+        owned(starts, q, base, n, &a, &b);
+        for (size_t off = a; off < b; off += CHUNK_ELEMS) {
+            size_t m = b - off < CHUNK_ELEMS ? b - off : CHUNK_ELEMS;
+            const float *mine = buf + (off - base);
+            if (me == q) {
+                float *acc = out + (off - starts[q]);
+                for (int r = 0; r < W; r++) {   /* rank order: ((acc + b_0) + b_1) + ... */
+                    const float *src = mine;
+                    if (r != q) { recv_from(q == 0 ? r : 0, in, m * sizeof(float)); src = in; }
+                    if (r == 0 && !add) memcpy(acc, src, m * sizeof(float));
+                    else for (size_t i = 0; i < m; i++) acc[i] += src[i];
+                }
+            } else if (me == 0) {               /* relay every other rank's chunk to q */
+                for (int r = 0; r < W; r++) {
+                    if (r == q) continue;
+                    if (r == 0) { send_to(q, mine, m * sizeof(float)); continue; }
+                    recv_from(r, in, m * sizeof(float));
+                    send_to(q, in, m * sizeof(float));
+                }
+            } else {
+                send_to(0, mine, m * sizeof(float));
+            }
+        }
+    }
+    return 0;
+}
+
+int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, size_t n, float *out)
+{
+    const int me = D.info.rank, W = D.info.world;
+    for (int q = 0; q < W; q++) {
+        size_t a, b;
+        owned(starts, q, base, n, &a, &b);
+        for (size_t off = a; off < b; off += CHUNK_ELEMS) {
+            size_t m = b - off < CHUNK_ELEMS ? b - off : CHUNK_ELEMS;
+            float *dst = out + (off - base);
+            if (me == q) {
+                const float *src = shard + (off - starts[q]);
+                if (dst != src) memcpy(dst, src, m * sizeof(float));
+                if (q != 0) send_to(0, dst, m * sizeof(float));
+                else for (int r = 1; r < W; r++) send_to(r, dst, m * sizeof(float));
+            } else if (me == 0) {               /* from q, on to everyone else */
+                recv_from(q, dst, m * sizeof(float));
+                for (int r = 1; r < W; r++) if (r != q) send_to(r, dst, m * sizeof(float));
+            } else {
+                recv_from(0, dst, m * sizeof(float));
+            }
+        }
+    }
     return 0;
 }

@@ -24,6 +24,21 @@ void dist_finalize(void);
  * independent of arrival order). */
 int dist_allreduce_sum_f32(float *buf, size_t n);
 int dist_allreduce_sum_f64(double *buf, size_t n);
+/* ZeRO's collectives over a flat buffer split into contiguous shards: rank q
+ * owns [starts[q], starts[q+1]) (starts: world+1 offsets, starts[0] = 0).
+ * Both work on the window [base, base+n) of the flat buffer (a layer's bucket):
+ *
+ * dist_reduce_scatter_f32: buf holds this rank's values of the window; each rank
+ * gets, for the part of the window it owns, the sum over ranks in rank order
+ * into out (its shard, indexed from starts[rank]): add = 0 writes
+ * b_0 + b_1 + ..., add = 1 accumulates ((out + b_0) + b_1) + ... So a step's
+ * micro-batches reduced one by one sum in the order a single rank adds them.
+ *
+ * dist_allgather_f32: every rank's out (the window, indexed from base) gets
+ * every owner's part of the window from its shard (indexed from starts[owner]).
+ * shard may point into out (in place). */
+int dist_reduce_scatter_f32(const float *buf, size_t base, size_t n, const size_t *starts, float *out, int add);
+int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, size_t n, float *out);
 /* Broadcast from rank 0. */
 int dist_broadcast(void *buf, size_t bytes);
 int dist_barrier(void);

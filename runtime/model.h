@@ -80,14 +80,83 @@ typedef struct {
                              and norm weights) */
 } ParamInfo;
 
+/* Units: what forward and backward fetch and finish one at a time. Unit 0 is
+ * the embedding, unit 1 + l layer l, unit layers + 1 the final norm and the
+ * untied LM head; each is a contiguous range of the parameter buffer
+ * (model_unit_range). A tied LM head is unit 0's tensor. */
+static inline int model_units(const ModelConfig *c) { return c->layers + 2; }
+
+/* Where forward/backward take weights from, and whom they tell that a unit's
+ * gradient is complete (a sharded backend: ZeRO-3 gathers a unit's weights
+ * just before use and frees them after; ZeRO-2 reduce-scatters each unit's
+ * gradient as soon as backward has produced it). Without hooks the weights are
+ * m->w and nothing is told. The hooks do not fail: a failed collective ends
+ * the job (runtime/dist.h). */
 typedef struct {
+    void *ctx;
+    /* Unit u's weights, unit-relative (element 0 = the unit's first float),
+     * valid until release(u). */
+    const float *(*acquire)(void *ctx, int unit);
+    void (*release)(void *ctx, int unit);
+    /* model_backward has finished unit u's gradient in m->g (units arrive in
+     * the order layers+1, layers, ..., 1, 0). May be NULL. */
+    void (*grad_ready)(void *ctx, int unit);
+} ModelHooks;
+
+/* LoRA adapters (PEFT's LoRA Linear without dropout): on a targeted linear
+ * weight W [out, in] of a layer, A [rank, in] and B [out, rank]; the layer
+ * computes y = x W^T (+ b) + scale * (x A^T) B^T, scale = alpha / rank, or
+ * alpha / sqrt(rank) with rsLoRA. The targets are the seven linear weights of a
+ * layer in TensorKind order (LORA_Q .. LORA_DOWN). The adapters' parameters are
+ * a Model of their own (p: params, w, g; p.cfg is the base model's), with PEFT's
+ * names (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight), layer
+ * by layer, per target A then B. Made by lora_new (runtime/model.c). */
+enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_TARGETS };
+typedef struct Model Model;
+typedef struct Lora Lora;
+
+struct Model {
     ModelConfig cfg;
     ParamInfo *params;    /* in the order documented above */
     int n_params;
     size_t n_floats;      /* total parameter count */
-    float *w;             /* parameters */
+    float *w;             /* parameters (NULL when hooks provide them) */
     float *g;             /* gradients (written by model_backward) */
-} Model;
+    const ModelHooks *hooks;   /* NULL: weights are w */
+    /* Fine-tuning (NULL: everything trains): frozen[i] = 1 when params[i]
+     * gets no gradient (model_backward leaves it 0 and skips its work, and the
+     * pass stops below the lowest layer that needs one); lora: the adapters
+     * forward and backward apply (their gradients into lora->p.g). */
+    const unsigned char *frozen;
+    Lora *lora;
+};
+
+struct Lora {
+    int rank;
+    float scale;
+    unsigned targets;     /* bit LORA_* */
+    Model p;              /* the adapters' parameters */
+    int *a_index;         /* [layer * LORA_TARGETS + target]: index of A in p.params (B follows), -1 */
+    float *tmp;           /* scratch: x A^T and its gradient, 2 x tmp_n floats */
+    size_t tmp_n;
+};
+
+/* Adapters on base's layers for the targets (bit LORA_*), rank and alpha
+ * (rslora: alpha / sqrt(rank)); A ~ U(-1/sqrt(in), 1/sqrt(in)) from seed (torch's
+ * kaiming_uniform(a=sqrt(5)), PEFT's init), B = 0. NULL when out of memory. */
+Lora *lora_new(const Model *base, unsigned targets, int rank, int alpha, int rslora, uint64_t seed);
+void lora_free(Lora *l);
+/* m's targeted weights += scale * B A (double sums): the merged model. */
+void lora_merge(const Lora *l, Model *m);
+
+/* What of m trains, as a Model of its own: params, n_params, n_floats, w and g
+ * are what gradients, AdamW and checkpoints cover (cfg is m's; no hooks,
+ * frozen or lora). With m->lora: the adapters (lora->p); with m->frozen: the
+ * window of m's buffer from the first to the last trainable tensor (offsets
+ * from its start; -1 when the trainable tensors are not contiguous); else m
+ * itself. Free with model_trainable_free(m, view). */
+int model_trainable(const Model *m, Model *view);
+void model_trainable_free(const Model *m, Model *view);
 
 /* A micro-batch: B rows of T tokens (runtime/shard.h semantics). */
 typedef struct {
@@ -114,6 +183,8 @@ int model_layout(Model *m, const ModelConfig *c);
 int model_preset(const char *name, ModelConfig *c);
 void model_free(Model *m);
 const ParamInfo *model_find(const Model *m, const char *name);
+/* Unit u's range of the parameter buffer: [*start, *start + *len). */
+void model_unit_range(const Model *m, int unit, size_t *start, size_t *len);
 /* HF-style random init: linear/embedding weights ~ N(0, std), biases 0, norms 1. */
 void model_init_random(Model *m, uint64_t seed, double std);
 

@@ -73,6 +73,11 @@ void op_linear(float *out, const float *a, const float *w, const float *bias, in
                 bias ? 1.0f : 0.0f, out, N);
 }
 
+void op_linear_acc(float *out, const float *a, const float *w, int M, int K, int N, float alpha)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, a, K, w, K, 1.0f, out, N);
+}
+
 void op_linear_dx(float *da, const float *dout, const float *w, int M, int K, int N, int acc)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,

@@ -16,6 +16,8 @@ void ops_parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx);
 
 /* out[M,N] = a[M,K] @ w[N,K]^T (+ bias[N]); the torch Linear forward. */
 void op_linear(float *out, const float *a, const float *w, const float *bias, int M, int K, int N);
+/* out[M,N] += alpha * a[M,K] @ w[N,K]^T (a LoRA adapter's contribution). */
+void op_linear_acc(float *out, const float *a, const float *w, int M, int K, int N, float alpha);
 /* da[M,K] (+)= dout[M,N] @ w[N,K]   (accumulate when acc != 0) */
 void op_linear_dx(float *da, const float *dout, const float *w, int M, int K, int N, int acc);
 /* dw[N,K] += dout[M,N]^T @ a[M,K] */

@@ -39,6 +39,23 @@ double grad_global_norm(const float *g, size_t n)
     return sqrt(s);
 }
 
+void grad_block_sumsq(const float *g, size_t lo, size_t hi, double *sums)
+{
+    for (size_t b0 = lo; b0 < hi; b0 += GRAD_NORM_BLOCK) {
+        size_t b1 = hi - b0 < GRAD_NORM_BLOCK ? hi : b0 + GRAD_NORM_BLOCK;
+        double s = 0.0;
+        for (size_t i = b0; i < b1; i++) s += (double)g[i - lo] * g[i - lo];
+        sums[b0 / GRAD_NORM_BLOCK] = s;
+    }
+}
+
+double grad_norm_of_blocks(const double *sums, size_t n_blocks)
+{
+    double s = 0.0;
+    for (size_t b = 0; b < n_blocks; b++) s += sums[b];
+    return sqrt(s);
+}
+
 void grad_clip(float *g, size_t n, double norm, double max_norm)
 {
     if (!(max_norm > 0)) return;
@@ -66,16 +83,26 @@ void adamw_free(AdamW *o)
 
 void adamw_step(AdamW *o, const ParamInfo *params, int n_params, float *w, const float *g, double lr)
 {
+    adamw_step_range(o, params, n_params, 0, w, g, lr);
+}
+
+void adamw_step_range(AdamW *o, const ParamInfo *params, int n_params, size_t lo, float *w, const float *g,
+                      double lr)
+{
     o->t++;
     double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
     float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), eps = (float)o->eps;
     float b1 = (float)o->beta1, b2 = (float)o->beta2;
+    size_t hi = lo + o->n;
     for (int p = 0; p < n_params; p++) {
-        size_t off = params[p].offset, n = params[p].numel;
+        size_t a = params[p].offset, b = a + params[p].numel;   /* the tensor, cut to [lo, hi) */
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
         float decay = params[p].decay ? (float)(1.0 - lr * o->weight_decay) : 1.0f;
-        float *wp = w + off, *m = o->m + off, *v = o->v + off;
-        const float *gp = g + off;
-        for (size_t i = 0; i < n; i++) {
+        float *wp = w + (a - lo), *m = o->m + (a - lo), *v = o->v + (a - lo);
+        const float *gp = g + (a - lo);
+        for (size_t i = 0; i < b - a; i++) {
             wp[i] *= decay;
             m[i] = b1 * m[i] + (1.0f - b1) * gp[i];
             v[i] = b2 * v[i] + (1.0f - b2) * gp[i] * gp[i];

@@ -25,6 +25,16 @@ int64_t warmup_from_ratio(int64_t total_steps, double ratio);
 
 /* L2 norm of all gradients (accumulated in double). */
 double grad_global_norm(const float *g, size_t n);
+/* The global norm in a form that does not depend on how the vector is split
+ * across ranks: sums of squares (double) of fixed blocks of GRAD_NORM_BLOCK
+ * floats of the flat gradient, block b covering [b*B, (b+1)*B), then the
+ * blocks' sums added in block order. grad_block_sumsq writes the sums of the
+ * blocks that [lo, hi) covers (g[0] is flat element lo; lo a multiple of B) to
+ * sums[lo/B ...]; grad_norm_of_blocks adds n_blocks of them. */
+#define GRAD_NORM_BLOCK 4096
+static inline size_t grad_norm_blocks(size_t n) { return (n + GRAD_NORM_BLOCK - 1) / GRAD_NORM_BLOCK; }
+void grad_block_sumsq(const float *g, size_t lo, size_t hi, double *sums);
+double grad_norm_of_blocks(const double *sums, size_t n_blocks);
 /* Scale g by max_norm / (norm + 1e-6) when that is below 1 (torch's rule). */
 void grad_clip(float *g, size_t n, double norm, double max_norm);
 
@@ -39,5 +49,10 @@ int adamw_init(AdamW *o, size_t n, double beta1, double beta2, double eps, doubl
 void adamw_free(AdamW *o);
 /* One step on w (decoupled decay only on tensors with ParamInfo.decay). */
 void adamw_step(AdamW *o, const ParamInfo *params, int n_params, float *w, const float *g, double lr);
+/* The same step on the flat range [lo, lo + o->n) only (a ZeRO shard): w, g
+ * and o's moments hold that range (element 0 = flat offset lo). Every element
+ * gets the bits adamw_step gives it. */
+void adamw_step_range(AdamW *o, const ParamInfo *params, int n_params, size_t lo, float *w, const float *g,
+                      double lr);
 
 #endif

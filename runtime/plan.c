@@ -188,6 +188,40 @@ static void check_datasets(Ctx *c, const cJSON *ds, int llmc_backend)
     }
 }
 
+const char *const run_method_names[] = {"full", "freeze", "lora", "qlora", NULL};
+const char *const run_lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                             "down_proj", NULL};
+
+/* "finetune" (optional: absent means full training, as in plans written before it). */
+static void read_finetune(Ctx *c, const cJSON *root, RunFinetune *ft, const ModelConfig *mc)
+{
+    memset(ft, 0, sizeof *ft);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "finetune");
+    if (!f) return;
+    if (!cJSON_IsObject(f)) { fail(c, "finetune", "expected an object"); return; }
+    char *method = get_str(c, f, "finetune", "method", 0);
+    int k = one_of(c, "finetune", "method", method, run_method_names);
+    free(method);
+    ft->method = k < 0 ? FT_FULL : (RunMethod)k;
+    ft->lora_rank = (int)get_lim(c, f, PL_FINETUNE_LORA_RANK, 0);
+    ft->lora_alpha = (int)get_lim(c, f, PL_FINETUNE_LORA_ALPHA, 0);
+    ft->lora_dropout = get_lim(c, f, PL_FINETUNE_LORA_DROPOUT, 0);
+    ft->rslora = get_bool(c, f, "finetune", "rslora");
+    ft->freeze_layers = (int)get_lim(c, f, PL_FINETUNE_FREEZE_LAYERS, 0);
+    if (!c->failed && ft->method == FT_FREEZE && (ft->freeze_layers == 0 || abs(ft->freeze_layers) > mc->layers))
+        fail(c, "finetune.freeze_layers", "%d is not a number of trainable layers (1..%d, or -1..-%d for the first)",
+             ft->freeze_layers, mc->layers, mc->layers);
+    const cJSON *t = member(c, f, "finetune", "lora_target");
+    if (c->failed) return;
+    if (!cJSON_IsArray(t) || !t->child) { fail(c, "finetune.lora_target", "expected a non-empty array of module names"); return; }
+    for (const cJSON *e = t->child; e; e = e->next) {
+        int m = cJSON_IsString(e) ? one_of(c, "finetune", "lora_target", e->valuestring, run_lora_module_names) : -1;
+        if (!cJSON_IsString(e)) fail(c, "finetune.lora_target", "expected module names (strings)");
+        if (c->failed) return;
+        ft->lora_targets |= 1u << m;
+    }
+}
+
 /* A column or tag of datasets[i]: its string, or NULL when null or absent. */
 static char *spec_field(Ctx *c, const cJSON *d, const char *sub, const char *key, int needed, const char *format)
 {
@@ -433,11 +467,14 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
 
     p->world_size = (int)get_lim(&c, pa, PL_PARALLEL_WORLD, 0);
     p->data_parallel = (int)get_lim(&c, pa, PL_PARALLEL_DP, 0);
+    p->zero_stage = (int)get_lim(&c, pa, PL_PARALLEL_ZERO, 0);
     if (!c.failed && p->data_parallel > p->world_size)
         fail(&c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
     if (!c.failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)
         fail(&c, "train.global_batch", "%d is not micro_batch (%d) x grad_accum (%d) x data_parallel (%d)",
              p->global_batch, p->micro_batch, p->grad_accum, p->data_parallel);
+
+    if (!c.failed) read_finetune(&c, root, &p->ft, mc);
 
     char *cd = get_str(&c, ck, "checkpoint", "dir", 0);
     check_write_dir(&c, "checkpoint.dir", cd);

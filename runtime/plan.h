@@ -34,6 +34,23 @@ typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } RunSchedule
 /* plan.json's spellings of RunSchedule, in enum order, NULL-terminated */
 extern const char *const run_schedule_names[];
 
+/* What is trained (plan.json "finetune"; absent: full) */
+typedef enum { FT_FULL, FT_FREEZE, FT_LORA, FT_QLORA } RunMethod;
+/* plan.json's spellings of RunMethod, in enum order, NULL-terminated */
+extern const char *const run_method_names[];
+/* The linear layers LoRA can target, HF module names in TensorKind order
+ * (TENSOR_Q, K, V, O, GATE, UP, DOWN), NULL-terminated. */
+extern const char *const run_lora_module_names[];
+
+typedef struct {
+    RunMethod method;
+    int lora_rank, lora_alpha;
+    double lora_dropout;
+    unsigned lora_targets;      /* bit i: run_lora_module_names[i] */
+    int rslora;
+    int freeze_layers;          /* trainable layers: > 0 the last N, < 0 the first -N */
+} RunFinetune;
+
 typedef struct {
     char *path;                 /* plan.json as given */
     char *dir;                  /* its directory */
@@ -60,6 +77,8 @@ typedef struct {
     char *precision;            /* "bf16" | "fp16" | "fp32" */
     /* parallel */
     int world_size, data_parallel;
+    int zero_stage;             /* 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded */
+    RunFinetune ft;
     /* checkpoint */
     char *ckpt_dir;             /* resolved */
     int64_t ckpt_every_steps;   /* -1 when null */

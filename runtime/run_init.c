@@ -57,6 +57,53 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
     return 0;
 }
 
+int run_finetune_attach(Model *m, const RunPlan *plan)
+{
+    const RunFinetune *ft = &plan->ft;
+    if (ft->method == FT_FULL) return 0;
+    unsigned char *frozen = malloc((size_t)m->n_params);
+    if (!frozen) { log_error("out of memory"); return -1; }
+    int L = m->cfg.layers, n = ft->freeze_layers;
+    for (int i = 0; i < m->n_params; i++) {
+        int l = m->params[i].layer;   /* freeze: LLaMA-Factory's last n (n > 0) or first -n layers train */
+        frozen[i] = ft->method == FT_LORA || !(l >= 0 && (n > 0 ? l >= L - n : l < -n));
+    }
+    m->frozen = frozen;
+    if (ft->method == FT_LORA &&
+        !(m->lora = lora_new(m, ft->lora_targets, ft->lora_rank, ft->lora_alpha, ft->rslora, plan->seed))) {
+        log_error("out of memory (LoRA adapters)");
+        return -1;
+    }
+    return 0;
+}
+
+void run_finetune_detach(Model *m)
+{
+    lora_free(m->lora);
+    free((void *)m->frozen);
+    m->lora = NULL;
+    m->frozen = NULL;
+}
+
+/* LoRA: the merged model into OUT/final, the adapter into OUT/adapter. */
+static int write_lora_final(const RunPlan *plan, const Model *m, StDtype dt, const char *source, const char *final_dir)
+{
+    char err[1024], dir[4200];
+    Model merged;
+    if (model_init(&merged, &m->cfg)) { log_error("out of memory (merged export)"); return -1; }
+    memcpy(merged.w, m->w, m->n_floats * sizeof *m->w);
+    lora_merge(m->lora, &merged);
+    int rc = hf_export(final_dir, &merged, dt, plan->tokenizer_path, source, err, sizeof err);
+    model_free(&merged);
+    if (rc) { log_error("export: %s", err); return -1; }
+    snprintf(dir, sizeof dir, "%s/adapter", plan->out_dir);
+    if (peft_export(dir, m->lora, plan->ft.lora_alpha, plan->ft.rslora, plan->model_path, err, sizeof err)) {
+        log_error("adapter export: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
 int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len)
 {
     char err[1024], svg[4200];
@@ -64,7 +111,9 @@ int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *
     StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
     /* a pretrained model's config.json is carried over (every key kept), not regenerated */
     const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
-    if (hf_export(final_dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
+    if (m->lora) {
+        if (write_lora_final(plan, m, dt, source, final_dir)) return -1;
+    } else if (hf_export(final_dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
         log_error("export: %s", err);
         return -1;
     }
@@ -130,8 +179,10 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
     ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
     ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
+    /* not grad_accum: with the global batch and the micro-batch it only says how
+     * the step's slots are split over ranks, and a checkpoint resumes on
+     * another number of ranks (grad_accum x data_parallel constant) */
     ckpt_fp_add(fp, "train.micro_batch", "%d", p->micro_batch);
-    ckpt_fp_add(fp, "train.grad_accum", "%d", p->grad_accum);
     ckpt_fp_add(fp, "train.global_batch", "%d", p->global_batch);
     fmt_num(v, sizeof v, p->lr);
     ckpt_fp_add(fp, "train.lr", "%s", v);
@@ -151,6 +202,19 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "train.grad_clip", "%s", v);
     ckpt_fp_add(fp, "train.seed", "%" PRIu64, p->seed);
     ckpt_fp_add(fp, "train.precision", "%s", p->precision ? p->precision : "?");
+    /* what trains: recorded only when not everything does (a full run's
+     * fingerprint stays what it was) */
+    const RunFinetune *ft = &p->ft;
+    if (ft->method == FT_FREEZE) {
+        ckpt_fp_add(fp, "finetune.method", "freeze");
+        ckpt_fp_add(fp, "finetune.freeze_layers", "%d", ft->freeze_layers);
+    } else if (ft->method == FT_LORA) {
+        ckpt_fp_add(fp, "finetune.method", "lora");
+        ckpt_fp_add(fp, "finetune.lora_rank", "%d", ft->lora_rank);
+        ckpt_fp_add(fp, "finetune.lora_alpha", "%d", ft->lora_alpha);
+        ckpt_fp_add(fp, "finetune.lora_target", "0x%02x", ft->lora_targets);
+        ckpt_fp_add(fp, "finetune.rslora", "%s", ft->rslora ? "true" : "false");
+    }
 }
 
 int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, int fresh, Model *m, AdamW *opt,

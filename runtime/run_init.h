@@ -20,9 +20,19 @@ int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc);
 /* Fill an initialised model's weights; 0, or -1 after logging why. */
 int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc);
 
+/* What the run trains (plan->ft, docs/runtime.md "Fine-tuning"), attached to a
+ * host model whose weights are set: freeze marks every tensor outside the
+ * trainable layers frozen; lora freezes the whole base and adds adapters on the
+ * targeted linear layers (A from train.seed, B zero); full attaches nothing.
+ * 0, or -1 after logging why. run_finetune_detach frees what attach made. */
+int run_finetune_attach(Model *m, const RunPlan *plan);
+void run_finetune_detach(Model *m);
+
 /* Rank 0 at the end: the HF export into OUT/final (its path into final_dir) and
  * the loss curve beside the metrics file, which the caller has closed. baseline:
- * the unigram loss drawn on the curve, 0 for none. 0, or -1 after logging why. */
+ * the unigram loss drawn on the curve, 0 for none. With LoRA adapters on m:
+ * OUT/final is the merged model (W + scale B A), and OUT/adapter the PEFT
+ * adapter (peft_export). 0, or -1 after logging why. */
 int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len);
 
 /* What determines a checkpoint of this run (see CkptFingerprint): the model's

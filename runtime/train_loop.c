@@ -293,6 +293,8 @@ typedef struct {
     ShardSet set;
     int have_plan, have_dist, have_set, have_be;
     Model hm;
+    Model tv;           /* what trains (model_trainable): AdamW, checkpoints and resume cover it */
+    int have_tv;
     AdamW opt;
     BatchBuf bb;
     RowStream rs;
@@ -328,7 +330,7 @@ static int save_checkpoint(Run *R)
     const TrainBackend *be = R->be;
     char err[1024];
     if (be->get_state && be->get_state(be->self, &R->hm, &R->opt, R->is0)) return -1;
-    if (R->is0 && ckpt_save(R->plan.ckpt_dir, &R->hm, &R->opt, &R->st, &R->fp, R->plan.ckpt_keep, err, sizeof err)) {
+    if (R->is0 && ckpt_save(R->plan.ckpt_dir, &R->tv, &R->opt, &R->st, &R->fp, R->plan.ckpt_keep, err, sizeof err)) {
         log_error("checkpoint: %s", err);
         return -1;
     }
@@ -349,8 +351,10 @@ static int run_setup(Run *R)
     if (run_open_shards(&R->set, plan, &plan->model)) return -1;
     R->have_set = 1;
     if (model_init(&R->hm, &plan->model)) { log_error("cannot allocate the model"); return -1; }
-    if (run_init_weights(&R->hm, plan, &plan->model)) return -1;
-    if (adamw_init(&R->opt, R->hm.n_floats, plan->beta1, plan->beta2, plan->eps, plan->weight_decay)) {
+    if (run_init_weights(&R->hm, plan, &plan->model) || run_finetune_attach(&R->hm, plan)) return -1;
+    if (model_trainable(&R->hm, &R->tv)) { log_error("the trainable tensors are not one contiguous range"); return -1; }
+    R->have_tv = 1;
+    if (adamw_init(&R->opt, R->tv.n_floats, plan->beta1, plan->beta2, plan->eps, plan->weight_decay)) {
         log_error("out of memory");
         return -1;
     }
@@ -375,7 +379,7 @@ static int run_setup(Run *R)
     }
 
     rng_seed(&R->st.rng, plan->seed);
-    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->hm, &R->opt, &R->st, R->is0);
+    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->tv, &R->opt, &R->st, R->is0);
     if (got < 0) return -1;
     if (be->set_state && be->set_state(be->self, &R->hm, &R->opt, got)) return -1;
     R->baseline = R->is0 ? unigram_baseline(&R->set, plan->model.vocab) : 0;
@@ -560,6 +564,8 @@ out:
     if (R->bb.ids || R->bb.pos || R->bb.mask) batch_free(&R->bb);
     if (R->have_be) be->destroy(be->self);
     adamw_free(&R->opt);
+    if (R->have_tv) model_trainable_free(&R->hm, &R->tv);
+    run_finetune_detach(&R->hm);
     model_free(&R->hm);
     if (R->have_set) shard_set_close(&R->set);
     if (R->have_plan) run_plan_free(&R->plan);

@@ -15,8 +15,17 @@
  * The host model (runtime/model.h: HF-ordered fp32 parameters) and the host AdamW
  * state are the loop's: it initialises them (random init or the HF checkpoint),
  * resumes into them and saves and exports from them. A backend that trains them
- * in place (CPU) leaves set_state/get_state NULL; one that keeps its own copy
- * (CUDA: device memory, ZeRO-1 shards) moves the state across in them.
+ * in place (CPU without ZeRO) has nothing to do in set_state/get_state; one
+ * that keeps its own copy (CUDA: device memory; the CPU backend's ZeRO shards)
+ * moves the state across in them.
+ *
+ * What trains (plan.json "finetune", run_finetune_attach): with freeze or LoRA
+ * the host model carries frozen flags and adapters (hm->frozen, hm->lora), and
+ * the host AdamW state covers model_trainable(hm) only (the trainable layers'
+ * window of the buffer, or the adapters): the backend accumulates that view's
+ * gradients and steps that view. A backend without fine-tuning refuses
+ * method != full in check_plan (RunPlan.ft). Checkpoints hold the view (the
+ * frozen base comes from the plan's init again on resume).
  *
  * Every function returns 0, or -1 after logging why (log_error), unless said
  * otherwise. `self` is the backend's own context (TrainBackend.self). */
@@ -79,7 +88,8 @@ typedef struct TrainBackend {
      * clipping into *grad_norm, clipped to clip, AdamW at lr. *loss_sum: this
      * rank's summed token loss over the step's micro-batches. */
     int (*optimizer_step)(void *self, float grad_mult, double lr, double clip, double *grad_norm, double *loss_sum);
-    /* Rank 0, after training: forward only over b's first n_rows rows (the rest
+    /* Rank 0, after training and after a get_state (the final checkpoint):
+     * forward only over b's first n_rows rows (the rest
      * repeat row 0 to fill the micro-batch and count for nothing). *loss_sum and
      * *labels over those rows; argmax[r*T+t] (r < n_rows): the arg max of the
      * logits at position t, the lowest index among ties. */

@@ -69,8 +69,27 @@ static size_t device_used(void)
     return tot - fr;
 }
 
+/* What the plan asks for that this backend does not do yet (the llmc checker's
+ * llmc_backend_caps[1], compiler/check.c, refuses the same): 0, or -1 with the
+ * plan.json key and what to do in err. Change it when a feature lands. */
+static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
+{
+    if (plan->zero_stage > 1 && plan->data_parallel > 1) {
+        snprintf(err, errlen, "parallel.zero_stage = %d on %d ranks: the CUDA backend shards optimizer states only "
+                 "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
+        return -1;
+    }
+    if (plan->ft.method != FT_FULL) {
+        snprintf(err, errlen, "finetune.method = %s: the CUDA backend trains every weight (full) only; "
+                 "use backend = llamafactory", run_method_names[plan->ft.method]);
+        return -1;
+    }
+    return 0;
+}
+
 /* The model must be one the GPU kernels take (no Qwen3 qk_norm, shapes of
- * whole 16-byte vectors): refused before any rank starts. */
+ * whole 16-byte vectors), and the plan's features ones this backend has:
+ * refused before any rank starts. */
 static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
 {
     CudaBackend *c = self;
@@ -91,7 +110,7 @@ static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errl
                  "data-parallel ranks)", plan->data_parallel);
         return -1;
     }
-    return 0;
+    return cu_unsupported(plan, err, errlen);
 }
 
 /* Bytes of host memory this process can still take: MemAvailable, or less where

@@ -78,13 +78,15 @@ static int mi_set_state(void *self, const Model *hm, const AdamW *opt, int momen
         m->dev_opt.t = opt->t;
     }
     m->sets++;
-    return 0;
+    /* the CPU backend's own shards (ZeRO) come from the device copy */
+    return m->cpu_be.set_state ? m->cpu_be.set_state(&m->cpu, &m->dev, &m->dev_opt, moments) : 0;
 }
 
 static int mi_get_state(void *self, Model *hm, AdamW *opt, int is0)
 {
     Mirror *m = self;
     m->gets++;
+    if (m->cpu_be.get_state && m->cpu_be.get_state(&m->cpu, &m->dev, &m->dev_opt, is0)) return -1;
     if (!is0) return 0;
     memcpy(hm->w, m->dev.w, hm->n_floats * sizeof *hm->w);
     memcpy(opt->m, m->dev_opt.m, opt->n * sizeof *opt->m);

@@ -74,8 +74,10 @@ def rope(x, pos, theta):
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
-def forward(c, P, ids, pos, mask):
-    """Mean CE over label tokens (sum / count), logits, sum, count."""
+def forward(c, P, ids, pos, mask, lora=None):
+    """Mean CE over label tokens (sum / count), logits, sum, count. lora(module,
+    input): an adapter's term added to that linear layer's output (or None);
+    module is the HF prefix, e.g. model.layers.0.self_attn.q_proj."""
     B, T = ids.shape
     H, nh, kv, hd = c["hidden"], c["heads"], c["kv_heads"], c["head_dim"]
     eps = c["rms_eps"]
@@ -91,6 +93,8 @@ def forward(c, P, ids, pos, mask):
             y = inp @ P[p + name + ".weight"].T
             if c["qkv_bias"] and (p + name + ".bias") in P:
                 y = y + P[p + name + ".bias"]
+            if lora is not None:
+                y = y + lora(p + name, inp)
             return y
         q = lin("self_attn.q_proj", h).view(-1, nh, hd)
         k = lin("self_attn.k_proj", h).view(-1, kv, hd)
@@ -107,11 +111,11 @@ def forward(c, P, ids, pos, mask):
         s = s.masked_fill(~allowed[:, None], float("-inf"))
         a = torch.softmax(s, -1) @ v                                 # [B, nh, T, hd]
         a = a.transpose(1, 2).reshape(B * T, nh * hd)
-        x = x + a @ P[p + "self_attn.o_proj.weight"].T
+        x = x + lin("self_attn.o_proj", a)
         h = rmsnorm(x, P[p + "post_attention_layernorm.weight"], eps)
-        g = h @ P[p + "mlp.gate_proj.weight"].T
-        u = h @ P[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(g) * u) @ P[p + "mlp.down_proj.weight"].T
+        g = lin("mlp.gate_proj", h)
+        u = lin("mlp.up_proj", h)
+        x = x + lin("mlp.down_proj", torch.nn.functional.silu(g) * u)
     h = rmsnorm(x, P["model.norm.weight"], eps)
     head = P["model.embed_tokens.weight"] if c["tie_embeddings"] else P["lm_head.weight"]
     logits = h @ head.T

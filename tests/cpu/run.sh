@@ -19,9 +19,11 @@ py=${PYTHON:-/usr/bin/python3}   # Debian python3-torch; PYTHON= another with to
 scratch=$(mktemp -d /tmp/cpu-fixtures.XXXXXX)
 mkdir "$scratch/a" "$scratch/b"
 if "$py" "$here/make_fixtures.py" "$scratch/a" >/dev/null 2>&1 &&
-   "$py" "$here/make_fixtures.py" "$scratch/b" >/dev/null 2>&1 && diff -r "$scratch/a" "$scratch/b" >/dev/null
-then echo "ok   make_fixtures.py writes the same bytes twice"; pass=$((pass + 1))
-else echo "FAIL make_fixtures.py is not deterministic on this machine"; fail=$((fail + 1)); fi
+   "$py" "$here/make_fixtures.py" "$scratch/b" >/dev/null 2>&1 &&
+   "$py" "$here/make_lora_fixtures.py" "$scratch/a" >/dev/null 2>&1 &&
+   "$py" "$here/make_lora_fixtures.py" "$scratch/b" >/dev/null 2>&1 && diff -r "$scratch/a" "$scratch/b" >/dev/null
+then echo "ok   make_fixtures.py and make_lora_fixtures.py write the same bytes twice"; pass=$((pass + 1))
+else echo "FAIL make_fixtures.py / make_lora_fixtures.py is not deterministic on this machine"; fail=$((fail + 1)); fi
 "$py" "$here/same_fixtures.py" "$scratch/a" "$here/fixtures" >"$out" 2>&1; rc=$?
 cat "$out"; tally fixtures "$out" $rc
 rm -rf "$scratch"
@@ -58,6 +60,8 @@ rm -rf "$scratch"
 cat "$out"; tally formats "$out" $rc
 bash "$here/train_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally train "$out" $rc
+bash "$here/finetune_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
+grep -v '^\[rank' "$out"; tally finetune "$out" $rc
 bash "$here/loop_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/loop_test" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally loop "$out" $rc
 bash "$here/tiny_example_test.sh" "$BUILD/llmc" "$BUILD/llmc-train" >"$out" 2>&1; rc=$?

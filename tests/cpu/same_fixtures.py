@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Compare fixtures written by make_fixtures.py here with the committed ones.
+"""Compare fixtures written by make_fixtures.py (and make_lora_fixtures.py) here
+with the committed ones.
 
     /usr/bin/python3 tests/cpu/same_fixtures.py NEW_DIR COMMITTED_DIR
 
@@ -7,7 +8,7 @@ The reference is float64 torch, whose BLAS kernels (and so its last bits) differ
 between CPUs; a byte comparison would pass only on the machine that wrote the files.
 What must hold on any x86-64 machine:
   - the header: tensor names, shapes, dtypes and metadata are identical;
-  - the inputs (w.*, batch.*: torch's seeded generator) are identical to the bit;
+  - the inputs (w.*, lora.*, batch.*: torch's seeded generator) are identical to the bit;
   - values of one forward/backward (logits, loss, g.*) agree to float64 accuracy
     after rounding to fp32: within 2 fp32 ulps, plus 1e-12 absolute for values that
     cancel to near zero (float64 rounding, 1e-16 of terms of size ~1, is far below);
@@ -71,7 +72,7 @@ def compare(new, old):
     ulp2 = 2.0 ** -22   # 2 ulps of fp32, relative
     for name in sorted(tn):
         a, b = tn[name], to[name]
-        if name.startswith(("w.", "batch.")):
+        if name.startswith(("w.", "batch.", "lora.")):
             if not np.array_equal(a, b):
                 return f"input {name} differs"
             continue

@@ -306,12 +306,148 @@ static void adam_trajectory(Ctx *c, float *acc)
     free(w);
 }
 
+/* ---- LoRA and freeze (tests/cpu/make_lora_fixtures.py) ----
+ *
+ * The same analysis holds: an adapter adds two GEMMs of length in (<= 24) and
+ * rank (<= 4) per targeted linear layer, and frozen tensors change nothing but
+ * which gradients exist, so the comparisons keep their tolerances (logits and
+ * gradients rel 1e-4 + abs 1e-5, loss 1e-5), and the AdamW trajectory over the
+ * trainable tensors keeps Adam's own bound. */
+
+/* The base's tensors that freeze trains: LLaMA-Factory's freeze_trainable_layers,
+ * the last n layers (n > 0) or the first -n; all of their tensors, nothing else. */
+static unsigned char *freeze_mask(const Model *m, int n)
+{
+    unsigned char *frozen = malloc((size_t)m->n_params);
+    int L = m->cfg.layers;
+    for (int i = 0; i < m->n_params; i++) {
+        int l = m->params[i].layer;
+        frozen[i] = !(l >= 0 && (n > 0 ? l >= L - n : l < -n));
+    }
+    return frozen;
+}
+
+static void run_ft_fixture(const char *path, StModel *st, Model *m, cJSON *oj, cJSON *fj, const OwnedBatch *A,
+                           const OwnedBatch *B)
+{
+    char what[256];
+    double worst;
+    const char *method = cJSON_GetStringValue(cJSON_GetObjectItem(fj, "method"));
+    int is_lora = !strcmp(method, "lora");
+    unsigned char *frozen = NULL;
+    if (is_lora) {
+        unsigned targets = 0;
+        static const char *const mods[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+        cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(fj, "targets"))
+            for (int k = 0; k < LORA_TARGETS; k++) if (!strcmp(t->valuestring, mods[k])) targets |= 1u << k;
+        m->lora = lora_new(m, targets, (int)jnum(fj, "rank"), (int)jnum(fj, "alpha"),
+                           cJSON_IsTrue(cJSON_GetObjectItem(fj, "rslora")), 1);
+        frozen = malloc((size_t)m->n_params);
+        memset(frozen, 1, (size_t)m->n_params);
+        read_flat(st, &m->lora->p, "lora", m->lora->p.w);   /* the fixture's adapters, not our init */
+    } else {
+        frozen = freeze_mask(m, (int)jnum(fj, "freeze_layers"));
+    }
+    m->frozen = frozen;
+    Model tv;
+    check(model_trainable(m, &tv) == 0, "the trainable tensors form one view", path);
+
+    ModelActs *acts = model_acts_new(&m->cfg, A->b.B, A->b.T);
+    int64_t count;
+    double sum = model_forward(m, acts, &A->b, &count);
+    size_t nl;
+    float *ref_logits = read_tensor(st, "logits", &nl), *ref_loss = read_tensor(st, "loss", NULL);
+    int ok = close_all(model_logits(acts), ref_logits, nl, 1e-4, 1e-5, &worst);
+    snprintf(what, sizeof what, "%s: logits within rel 1e-4 / abs 1e-5 (worst %.3g of tolerance)", method, worst);
+    check(ok, what, path);
+    snprintf(what, sizeof what, "%s: loss %.7f vs torch %.7f", method, sum / count, ref_loss[0]);
+    check(fabs(sum / count - ref_loss[0]) < 1e-5, what, path);
+
+    /* gradients of every trainable tensor; frozen ones stay zero */
+    model_backward(m, acts, &A->b, (float)(1.0 / count));
+    for (int i = 0; i < tv.n_params; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "g.%s", tv.params[i].name);
+        float *g = read_tensor(st, name, NULL);
+        ok = close_all(tv.g + tv.params[i].offset, g, tv.params[i].numel, 1e-4, 1e-5, &worst);
+        snprintf(what, sizeof what, "%s: gradient %s within rel 1e-4 / abs 1e-5 (worst %.3g)", method,
+                 tv.params[i].name, worst);
+        check(ok, what, path);
+        free(g);
+    }
+    int zero = 1;
+    for (int i = 0; i < m->n_params; i++)
+        for (size_t k = 0; frozen[i] && k < m->params[i].numel; k++) zero &= m->g[m->params[i].offset + k] == 0;
+    check(zero, "frozen tensors get no gradient", path);
+
+    /* AdamW over the trainable tensors from torch's start, accumulation over A and B */
+    AdamW opt;
+    adamw_init(&opt, tv.n_floats, jnum(oj, "beta1"), jnum(oj, "beta2"), jnum(oj, "eps"), jnum(oj, "weight_decay"));
+    LrSchedule sch = {LR_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
+                      (int64_t)jnum(oj, "steps")};
+    float *acc = malloc(tv.n_floats * sizeof(float)), *ref_l = read_tensor(st, "adam.loss", NULL);
+    double limit = 1e-6, loss_far = 0;
+    for (int s = 0; s < sch.total_steps; s++) {
+        int64_t ca, cb;
+        double sa = model_forward(m, acts, &A->b, &ca);
+        model_backward(m, acts, &A->b, 1.0f);
+        memcpy(acc, tv.g, tv.n_floats * sizeof(float));
+        double sb = model_forward(m, acts, &B->b, &cb);
+        model_backward(m, acts, &B->b, 1.0f);
+        float inv = (float)(1.0 / (double)(ca + cb));
+        for (size_t k = 0; k < tv.n_floats; k++) acc[k] = (acc[k] + tv.g[k]) * inv;
+        double gn = grad_global_norm(acc, tv.n_floats), lr = lr_at(&sch, s);
+        grad_clip(acc, tv.n_floats, gn, jnum(oj, "grad_clip"));
+        if (s == 0 && fabs((sa + sb) / (ca + cb) - ref_l[0]) > loss_far) loss_far = fabs((sa + sb) / (ca + cb) - ref_l[0]);
+        adamw_step(&opt, tv.params, tv.n_params, tv.w, acc, lr);
+        limit += 2 * lr * adam_ratio_bound(opt.beta1, opt.beta2, s + 1);
+    }
+    snprintf(what, sizeof what, "%s: first step's accumulated loss within 1e-5 of torch (%.3g)", method, loss_far);
+    check(loss_far <= 1e-5, what, path);
+    float *w = malloc(tv.n_floats * sizeof(float));
+    read_flat(st, &tv, "adam.w", w);
+    double far = 0;
+    for (size_t k = 0; k < tv.n_floats; k++) if (fabs((double)tv.w[k] - w[k]) > far) far = fabs((double)tv.w[k] - w[k]);
+    snprintf(what, sizeof what, "%s: after %d AdamW steps of the trainable tensors: max abs diff %.3g within Adam's "
+             "bound %.3g", method, (int)sch.total_steps, far, limit);
+    check(far <= limit, what, path);
+    free(w); free(acc); free(ref_l); free(ref_logits); free(ref_loss);
+    adamw_free(&opt);
+    model_acts_free(acts);
+    model_trainable_free(m, &tv);
+    lora_free(m->lora);
+    m->lora = NULL;
+    m->frozen = NULL;
+    free(frozen);
+}
+
+/* The fixture's __metadata__ KEY, or NULL when it has none. */
+static cJSON *read_meta_opt(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char lb[8];
+    if (!f || fread(lb, 1, 8, f) != 8) exit(2);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | lb[i];
+    char *h = malloc(n + 1);
+    if (!h || fread(h, 1, n, f) != n) exit(2);
+    h[n] = 0;
+    fclose(f);
+    cJSON *root = cJSON_Parse(h);
+    free(h);
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "__metadata__"), key));
+    cJSON *r = s ? cJSON_Parse(s) : NULL;
+    cJSON_Delete(root);
+    return r;
+}
+
 static void run_fixture(const char *path)
 {
     StModel st;
     char err[256], what[256];
     if (st_open(&st, path, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(2); }
-    cJSON *cj = read_meta(path, "config"), *oj = read_meta(path, "optim");
+    cJSON *cj = read_meta(path, "config"), *oj = read_meta(path, "optim"), *fj = read_meta_opt(path, "finetune");
     const char *arch = cJSON_GetStringValue(cJSON_GetObjectItem(cj, "arch"));
     ModelConfig c = {
         .arch = !strcmp(arch, "llama") ? MODEL_LLAMA : !strcmp(arch, "qwen2") ? MODEL_QWEN2 : MODEL_QWEN3,
@@ -339,6 +475,14 @@ static void run_fixture(const char *path)
     OwnedBatch A, B;
     load_batch(&st, "A", &A);
     load_batch(&st, "B", &B);
+    if (fj) {   /* LoRA / freeze: their own checks (no HF export of a fine-tuning fixture) */
+        run_ft_fixture(path, &st, &m, oj, fj, &A, &B);
+        model_free(&m);
+        free(A.ids); free(A.pos); free(A.mask); free(B.ids); free(B.pos); free(B.mask);
+        cJSON_Delete(cj); cJSON_Delete(oj); cJSON_Delete(fj);
+        st_close(&st);
+        return;
+    }
     ModelActs *acts = model_acts_new(&c, A.b.B, A.b.T);
     if (export_dir) export_hf(path, &m, &A);
 

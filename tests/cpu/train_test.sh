@@ -291,7 +291,7 @@ PYEOF
     else bad "fingerprint $1 (exit $rc)" "$T/fp.log"; fi
 }
 fp_case lr 'p["train"]["lr"]=0.02' "checkpoint ./ckpt/step-00000004 was written with train.lr 0.01, the plan says 0.02"
-fp_case batch 'p["train"]["micro_batch"]=2; p["train"]["grad_accum"]=4' "train.micro_batch 4, the plan says 2; train.grad_accum 2, the plan says 4"
+fp_case batch 'p["train"]["micro_batch"]=2; p["train"]["grad_accum"]=4' "train.micro_batch 4, the plan says 2"
 fp_case seed+steps 'p["train"]["seed"]=7; p["train"]["max_steps"]=20' "train.steps 12, the plan says 20; train.seed 42, the plan says 7"
 fp_case model 'p["model"]["rope_theta"]=500000.0' "model.rope_theta 10000, the plan says 500000"
 mv "$T/fp/shards" "$T/fp/shards.orig"; mkdir -p "$T/fp/shards"; "$MKSH" "$T/fp/shards" 64 32 64 8 >/dev/null 2>&1

@@ -55,6 +55,25 @@ expect "Qwen3 (qk_norm) refused" 2 "qk_norm" $bin params --config "$tmp/qwen3.js
 if make -s attn-check SAN="${SAN:-0}" > "$tmp/attn.log" 2>&1; then ok "make attn-check"
 else bad "make attn-check"; tail -20 "$tmp/attn.log"; fi
 expect "attention documents for cuDNN's ragged layout" 0 "5 passed, 0 failed" ${BUILD:-build}/attn_check --documents
+# What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
+python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"].update(heads=2, kv_heads=2, head_dim=16)
+p["parallel"].update(zero_stage=3, world_size=2, data_parallel=2)
+p["train"]["global_batch"] = 2 * p["train"]["global_batch"]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect "run: ZeRO-3 on 2 ranks refused" 2 "parallel.zero_stage = 3 on 2 ranks: the CUDA backend shards optimizer states only" $bin run "$tmp/zero3.json"
+python3 - tests/cpu/tiny_plan.json "$tmp/lora.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"].update(heads=2, kv_heads=2, head_dim=16)
+p["finetune"] = {"method": "lora", "lora_rank": 4, "lora_alpha": 8, "lora_dropout": 0.0, "lora_target": ["q_proj"],
+                 "rslora": False, "freeze_layers": 1}
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect "run: LoRA refused" 2 "finetune.method = lora: the CUDA backend trains every weight (full) only" $bin run "$tmp/lora.json"
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check

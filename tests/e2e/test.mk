@@ -29,6 +29,12 @@ TEST_SUITES += e2e-train
 test-e2e-train: $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
 	@bash tests/e2e/train.sh $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards
 
+# ZeRO-1/2/3 on the CPU backend across ranks: bit-identity with 1 rank, resume across stages and rank counts.
+TEST_SUITES += e2e-zero
+.PHONY: test-e2e-zero
+test-e2e-zero: $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc
+	@bash tests/e2e/zero.sh $(BUILD)/llmc-train $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc
+
 # The emitted script through sbatch on the local two-node Slurm (root).
 TEST_SUITES += e2e-slurm
 .PHONY: test-e2e-slurm
