@@ -41,7 +41,12 @@ WARN    := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror)
 # The caller's CFLAGS first (a distribution's hardening flags), then ours:
 # `override` so that `make CFLAGS=...` appends instead of replacing them.
 override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -MMD -MP
-override CPPFLAGS += -Icompiler -Iruntime -I$(GEN)
+# Include boundaries: llmc's objects see compiler/ and contract/, llmc-train's see
+# runtime/ and contract/, never each other's (COMPILER_INC, RUNTIME_INC in the
+# fragments); tests, fuzzers and benchmarks, which drive both, see all three.
+# `make test-boundaries` shows a runtime file that includes a compiler header
+# failing to build.
+override CPPFLAGS += -I$(GEN)
 # The GPU machine has no cJSON/libyaml/OpenSSL headers: they are unpacked into .deps/.
 ifneq ($(wildcard .deps/usr/include),)
 override CPPFLAGS += -I.deps/usr/include $(if $(wildcard .deps/usr/include/x86_64-linux-gnu),-I.deps/usr/include/x86_64-linux-gnu)
@@ -80,6 +85,9 @@ FUZZ_TIME ?= 600
 GOLDEN_TARGETS :=
 
 include compiler/build.mk
+# Tests, fuzzers and benchmarks (private: their prerequisites, the compiler's
+# and the runtime's own objects, keep their boundaries).
+$(BUILD)/tests/% $(BUILD)/bench/% $(BUILD)/fuzz/%: private override CPPFLAGS += -Icompiler -Iruntime -Icontract
 include runtime/build.mk
 -include runtime/cuda/build.mk
 -include $(sort $(wildcard tests/*/test.mk))

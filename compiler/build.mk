@@ -10,9 +10,10 @@ COMPILER_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(COMPILER_SRC)) \
 # Objects for tests and fuzzers: everything but the CLI's main().
 COMPILER_LIB_OBJ := $(filter-out $(BUILD)/compiler/main.o,$(COMPILER_OBJ))
 COMPILER_LIBS := $(CJSON_LIBS) $(YAML_LIBS) -lm
-# contract/: the limits of a valid plan, shared with the runtime (plan_limits.h).
-# On every compile: the unit tests and fuzzers build compiler sources directly.
-override CPPFLAGS += -Icontract
+# What llmc's objects may include: compiler/, contract/ (the limits of a valid
+# plan, shared with the runtime: plan_limits.h) and the generated parser.
+COMPILER_INC := -Icompiler -Icontract
+$(BUILD)/compiler/%.o $(patsubst $(GEN)/%.c,$(BUILD)/gen-obj/%.o,$(COMPILER_GEN)): override CPPFLAGS += $(COMPILER_INC)
 
 $(GEN)/%.c: grammar/%.re
 	@mkdir -p $(dir $@)

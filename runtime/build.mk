@@ -46,7 +46,8 @@ else
 $(warning llmc-train: mpicc not found; building without MPI (mpirun launches are refused, srun works))
 endif
 
-# contract/ holds what llmc and llmc-train must agree on (plan_limits.h: the
-# limits of a valid plan); the runtime includes it, never compiler/. (llmc's
-# fragment adds it to every compile too, for the tests that build its sources.)
-$(BUILD)/runtime/%.o: override CPPFLAGS += -Icontract
+# What llmc-train's objects may include: runtime/ and contract/ (what llmc and
+# llmc-train must agree on: plan_limits.h), never compiler/.
+RUNTIME_INC := -Iruntime -Icontract
+$(BUILD)/runtime/%.o $(BUILD)/gen-obj/rt_%.o: override CPPFLAGS += $(RUNTIME_INC)
+
