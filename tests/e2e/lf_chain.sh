@@ -11,17 +11,8 @@
 set -u
 LLMC=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-CLUSTER=$ROOT/tests/slurm/cluster.sh
-T=$(mktemp -d /tmp/e2e-lf-chain.XXXXXX)
-trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
-finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
-[[ $(id -u) -eq 0 ]] || { echo "FAIL needs root (Slurm)"; fail=1; finish; }
+. "$HERE/slurm_lib.sh" e2e-lf-chain   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line
 unset SLURM_JOB_ID SLURM_JOBID SLURM_RESTART_COUNT
-job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 wait_state() {  # JOB SECONDS STATE... : until the job is in one of the states
     local i s
     for ((i = 0; i < $2 * 2; i++)); do

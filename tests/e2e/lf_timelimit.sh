@@ -15,18 +15,9 @@
 set -u
 LLMC=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-CLUSTER=$ROOT/tests/slurm/cluster.sh
+. "$HERE/slurm_lib.sh" e2e-lf-timelimit   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line
 STAND_IN=$HERE/stand_in_lf_trainer.sh
-T=$(mktemp -d /tmp/e2e-lf-timelimit.XXXXXX)
-trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
-finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
-[[ $(id -u) -eq 0 ]] || { echo "FAIL needs root (Slurm)"; fail=1; finish; }
 unset SLURM_JOB_ID SLURM_JOBID SLURM_RESTART_COUNT
-job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 
 mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
 cp "$HERE/lf_long.llm" "$T/lf_long.llm"

@@ -12,23 +12,9 @@
 set -u
 LLMC=$(realpath "$1"); BIN=$(realpath "$2")
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-CLUSTER=$ROOT/tests/slurm/cluster.sh
-T=$(mktemp -d /tmp/e2e-timelimit.XXXXXX)
-trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
-finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
-[[ $(id -u) -eq 0 ]] || { echo "FAIL needs root (Slurm)"; fail=1; finish; }
+. "$HERE/slurm_lib.sh" e2e-timelimit   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
 export LLMC_TRAIN=$BIN LLMC_THREADS=1
-job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
-wait_for_line() {
-    local i
-    for ((i = 0; i < $3 * 5; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.2; done
-    return 1
-}
 
 mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
 sed -e 's/max_steps        = 150/max_steps        = 20000/' -e 's/checkpoint_every = 10 steps/checkpoint_every = 100 steps/' \
