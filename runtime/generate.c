@@ -7,10 +7,12 @@
  * runs the whole sequence again (no KV cache), which costs nothing at the
  * demo's size. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "chat_template.h"
 #include "checkpoint.h"
 #include "commands.h"
@@ -80,32 +82,30 @@ int cmd_generate(int argc, char **argv)
 {
     const char *dir = NULL, *tname = "qwen", *system = NULL;
     long max_new = 32;
-    int first_q = 0;
-    for (int i = 1; i < argc && !first_q; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { gen_usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--template") && i + 1 < argc) tname = argv[++i];
-        else if (!strcmp(argv[i], "--system") && i + 1 < argc) system = argv[++i];
-        else if (!strcmp(argv[i], "--max-new") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            max_new = strtol(argv[++i], &end, 10);
-            if (errno || *end || max_new < 1 || max_new > 4096) {
-                fprintf(stderr, "llmc-train generate: --max-new: '%s' is not a count in [1, 4096]\n", argv[i]);
-                return 2;
-            }
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "llmc-train generate: unknown option '%s'\n", argv[i]);
-            gen_usage(stderr);
-            return 2;
-        } else if (!dir) dir = argv[i];
-        else first_q = i;
+    static const struct option longopts[] = {
+        {"template", required_argument, NULL, 't'}, {"system", required_argument, NULL, 's'},
+        {"max-new", required_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    const char *cmd = "llmc-train generate";
+    long long v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    /* options anywhere; a question that starts with '-' goes after "--" */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': tname = optarg; break;
+        case 's': system = optarg; break;
+        case 'n': if (args_int(cmd, "--max-new", optarg, 1, 4096, &v)) return 2; max_new = (long)v; break;
+        case 'h': gen_usage(stdout); return 0;
+        default: return args_getopt_error(cmd, c, argv);
+        }
     }
+    if (optind < argc) dir = argv[optind++];
+    int first_q = optind < argc ? optind : 0;
+    if (!dir || !first_q) return args_usage_error(cmd, "want an exported model directory and at least one question");
     const ChatTemplate *tpl = chat_template_find(tname);
-    if (!dir || !first_q || !tpl) {
-        if (!tpl) fprintf(stderr, "llmc-train generate: --template: '%s' is not qwen or llama3\n", tname);
-        gen_usage(stderr);
-        return 2;
-    }
+    if (!tpl) return args_usage_error(cmd, "--template: '%s' is not qwen or llama3", tname);
     char err[1024] = "out of memory";
     ModelConfig cfg;
     Model m = {0};

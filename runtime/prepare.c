@@ -7,9 +7,10 @@
  * depend on the number of threads. Shards are written whole (temp, fsync,
  * rename) and index.json last; a directory whose index.json carries the same
  * data hash is left alone. docs/shards.md describes the output. */
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "chat_template.h"
 #include "commands.h"
 #include "cpus.h"
@@ -766,7 +768,7 @@ static void unlock_dir(int fd)
 static void usage(FILE *out)
 {
     fputs("usage: llmc-train prepare PLAN.json [--threads N] [--force] [--check] [--shard-tokens N]\n"
-          "                                   [--max-record-bytes N]\n"
+          "                                   [--max-record-bytes N]   (--opt=VALUE or --opt VALUE)\n"
           "  tokenizes the plan's datasets into packed token shards in data.shards_dir\n"
           "  --threads N        tokenizer threads (default $LLMC_THREADS, else the CPUs this\n"
           "                     process may run on: its affinity mask, e.g. Slurm's --cpus-per-task)\n"
@@ -787,25 +789,33 @@ int cmd_prepare(int argc, char **argv)
     long long shard_tokens = st_env && *st_env ? strtoll(st_env, NULL, 10) : 1LL << 25;
     long long max_record = (long long)JS_MAX_RECORD_DEFAULT;
     int force = 0, check_only = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = strtol(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--max-record-bytes") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            max_record = strtoll(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || max_record < 1024 || max_record > (1LL << 30)) {
-                say("--max-record-bytes: '%s' is not a number of bytes in [1024, 1073741824]", argv[i]);
-                return 2;
-            }
+    static const struct option longopts[] = {
+        {"threads", required_argument, NULL, 't'}, {"max-record-bytes", required_argument, NULL, 'm'},
+        {"shard-tokens", required_argument, NULL, 's'}, {"force", no_argument, NULL, 'f'},
+        {"check", no_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    const char *cmd = "llmc-train prepare";
+    long long v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 't': if (args_int(cmd, "--threads", optarg, 1, 1024, &v)) return 2; threads = (long)v; break;
+        case 'm': if (args_int(cmd, "--max-record-bytes", optarg, 1024, 1LL << 30, &max_record)) return 2; break;
+        case 's': if (args_int(cmd, "--shard-tokens", optarg, 1, 1LL << 40, &shard_tokens)) return 2; break;
+        case 'f': force = 1; break;
+        case 'c': check_only = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: return args_getopt_error(cmd, c, argv);
         }
-        else if (!strcmp(argv[i], "--shard-tokens") && i + 1 < argc) shard_tokens = strtoll(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--force")) force = 1;
-        else if (!strcmp(argv[i], "--check")) check_only = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        else if (argv[i][0] == '-' || plan_path) { say("unexpected argument '%s'", argv[i]); usage(stderr); return 2; }
-        else plan_path = argv[i];
     }
-    if (!plan_path || threads < 1 || threads > 1024 || shard_tokens < 1) { usage(stderr); return 2; }
+    if (optind < argc) plan_path = argv[optind++];
+    if (optind < argc) return args_usage_error(cmd, "unexpected argument '%s' (one PLAN.json)", argv[optind]);
+    if (!plan_path) return args_usage_error(cmd, "PLAN.json is required");
+    if (threads < 1 || threads > 1024) return args_usage_error(cmd, "%ld threads (the CPUs available or LLMC_THREADS): "
+                                                               "want 1 to 1024", threads);
+    if (shard_tokens < 1) return args_usage_error(cmd, "LLMC_SHARD_TOKENS='%s': want a positive integer", st_env);
     /* First thing: under Slurm a requeued job's prepare step may get the job's
      * USR2 while it starts, whose default action would kill it (the job fails). */
     if (!check_only) stopsig_install();

@@ -57,6 +57,13 @@ usage_err "llmc-train run, two plans" "not 'b.json' too" "$TRAIN" run a.json b.j
 usage_err "llmc-train tokenize --tokenizer (no value)" "option '--tokenizer' needs a value" "$TRAIN" tokenize --tokenizer
 usage_err "llmc-train tokenize --decode --tokens" "exclude each other" "$TRAIN" tokenize --tokenizer x --decode --tokens
 usage_err "llmc-train verify a b" "not 'b' too" "$TRAIN" verify a b
+usage_err "llmc-train prepare --threads abc" "--threads: bad integer 'abc' (1 to 1024)" "$TRAIN" prepare --threads abc plan.json
+usage_err "llmc-train prepare --shard-tokens=0" "--shard-tokens: bad integer '0'" "$TRAIN" prepare --shard-tokens=0 plan.json
+usage_err "llmc-train prepare --max-record-bytes 10" "--max-record-bytes: bad integer '10'" "$TRAIN" prepare --max-record-bytes 10 plan.json
+usage_err "llmc-train prepare, two plans" "unexpected argument 'b.json'" "$TRAIN" prepare a.json b.json
+usage_err "llmc-train prepare --frob" "unknown option '--frob'" "$TRAIN" prepare --frob plan.json
+usage_err "llmc-train generate --max-new=0" "--max-new: bad integer '0' (1 to 4096)" "$TRAIN" generate d --max-new=0 q
+usage_err "llmc-train generate, no question" "at least one question" "$TRAIN" generate d
 usage_err "llmc-train verify --frob" "unknown option '--frob'" "$TRAIN" verify --frob x
 if [[ -n $CUDA && -x $CUDA ]]; then
     usage_err "llmc-train-cuda bench --batch x" "--batch: bad integer 'x'" "$CUDA" bench --model tiny --batch x
