@@ -104,7 +104,8 @@ deps:
 	@bash .ci/deps.sh
 
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@echo "== build (make all, quiet: warnings and errors still show)"
+	@$(MAKE) --no-print-directory -s -j$$(nproc) all
 	@bash examples/tiny/demo.sh
 
 bench: $(BENCH_TARGETS)
