@@ -22,6 +22,9 @@ typedef struct {
 
 
 const char *const run_schedule_names[] = {"cosine", "linear", "constant", NULL};
+const char *const run_recompute_names[] = {"none", "selective", "full", NULL};
+const char *const run_attention_names[] = {"flash", "eager", NULL};
+const char *const run_offload_names[] = {"none", "optimizer", "all", NULL};
 
 static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
@@ -119,6 +122,16 @@ static int one_of(Ctx *c, const char *sect, const char *key, const char *val, co
     }
     fail(c, path, "'%s' is not one of %s", val, list);
     return -1;
+}
+
+/* An optional enum key: the index of its spelling in names, dflt when absent. */
+static int opt_enum(Ctx *c, const cJSON *obj, const char *sect, const char *key, const char *const *names, int dflt)
+{
+    if (!cJSON_GetObjectItemCaseSensitive(obj, key)) return dflt;
+    char *v = get_str(c, obj, sect, key, 0);
+    int k = one_of(c, sect, key, v, names);
+    free(v);
+    return k < 0 ? dflt : k;
 }
 
 /* A directory the trainer writes (and rotates checkpoints) in. */
@@ -464,10 +477,13 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     p->seed = (uint64_t)get_lim(&c, tr, PL_TRAIN_SEED, 0);
     p->precision = get_str(&c, tr, "train", "precision", 0);
     one_of(&c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
+    p->recompute = (RunRecompute)opt_enum(&c, tr, "train", "recompute", run_recompute_names, RUN_RECOMPUTE_NONE);
+    p->attention = (RunAttention)opt_enum(&c, tr, "train", "attention", run_attention_names, RUN_ATTENTION_FLASH);
 
     p->world_size = (int)get_lim(&c, pa, PL_PARALLEL_WORLD, 0);
     p->data_parallel = (int)get_lim(&c, pa, PL_PARALLEL_DP, 0);
     p->zero_stage = (int)get_lim(&c, pa, PL_PARALLEL_ZERO, 0);
+    p->offload = (RunOffload)opt_enum(&c, pa, "parallel", "offload", run_offload_names, RUN_OFFLOAD_NONE);
     if (!c.failed && p->data_parallel > p->world_size)
         fail(&c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
     if (!c.failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)

@@ -34,6 +34,15 @@ typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } RunSchedule
 /* plan.json's spellings of RunSchedule, in enum order, NULL-terminated */
 extern const char *const run_schedule_names[];
 
+/* How the CUDA backend keeps activations and where the optimizer lives
+ * (train.recompute, train.attention, parallel.offload; the CPU backend keeps
+ * everything in host memory and reads none of them). */
+typedef enum { RUN_RECOMPUTE_NONE, RUN_RECOMPUTE_SELECTIVE, RUN_RECOMPUTE_FULL } RunRecompute;
+typedef enum { RUN_ATTENTION_FLASH, RUN_ATTENTION_EAGER } RunAttention;
+typedef enum { RUN_OFFLOAD_NONE, RUN_OFFLOAD_OPTIMIZER, RUN_OFFLOAD_ALL } RunOffload;
+/* their plan.json spellings, in enum order, NULL-terminated */
+extern const char *const run_recompute_names[], *const run_attention_names[], *const run_offload_names[];
+
 /* What is trained (plan.json "finetune"; absent: full) */
 typedef enum { FT_FULL, FT_FREEZE, FT_LORA, FT_QLORA } RunMethod;
 /* plan.json's spellings of RunMethod, in enum order, NULL-terminated */
@@ -75,9 +84,12 @@ typedef struct {
     double weight_decay, beta1, beta2, eps, grad_clip;
     uint64_t seed;
     char *precision;            /* "bf16" | "fp16" | "fp32" */
+    RunRecompute recompute;     /* absent: none */
+    RunAttention attention;     /* absent: flash */
     /* parallel */
     int world_size, data_parallel;
     int zero_stage;             /* 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded */
+    RunOffload offload;         /* absent (plans written before it): none */
     RunFinetune ft;
     /* checkpoint */
     char *ckpt_dir;             /* resolved */

@@ -48,20 +48,6 @@ typedef struct {
     char gpu_path[4200];
 } CudaBackend;
 
-static const char *json_str(const cJSON *root, const char *obj, const char *key)
-{
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, obj);
-    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int json_int(const cJSON *root, const char *obj, const char *key, int dflt)
-{
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, obj);
-    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
-    return cJSON_IsNumber(v) ? v->valueint : dflt;
-}
-
 static size_t device_used(void)
 {
     size_t fr = 0, tot = 0;
@@ -79,6 +65,16 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
                  "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
         return -1;
     }
+    if (plan->offload == RUN_OFFLOAD_ALL) {
+        snprintf(err, errlen, "parallel.offload = \"all\": the CUDA backend offloads the optimizer (\"optimizer\") "
+                 "and not the parameters");
+        return -1;
+    }
+    if (plan->offload == RUN_OFFLOAD_OPTIMIZER && plan->data_parallel > 1) {
+        snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
+                 "data-parallel ranks)", plan->data_parallel);
+        return -1;
+    }
     if (plan->ft.method != FT_FULL) {
         snprintf(err, errlen, "finetune.method = %s: the CUDA backend trains every weight (full) only; "
                  "use backend = llamafactory", run_method_names[plan->ft.method]);
@@ -87,7 +83,7 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
     return 0;
 }
 
-/* The model must be one the GPU kernels take (no Qwen3 qk_norm, shapes of
+/* The model must be one the GPU kernels take (shapes of
  * whole 16-byte vectors), and the plan's features ones this backend has:
  * refused before any rank starts. */
 static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
@@ -98,18 +94,7 @@ static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errl
         snprintf(err, errlen, "model: %s", why);
         return -1;
     }
-    const char *offload = json_str(plan->json, "parallel", "offload");
-    if (offload && strcmp(offload, "none") && strcmp(offload, "optimizer")) {
-        snprintf(err, errlen, "parallel.offload = \"%s\": the CUDA backend offloads the optimizer (\"optimizer\") "
-                 "and not the parameters", offload);
-        return -1;
-    }
-    c->offload = offload && !strcmp(offload, "optimizer");
-    if (c->offload && plan->data_parallel > 1) {
-        snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
-                 "data-parallel ranks)", plan->data_parallel);
-        return -1;
-    }
+    c->offload = plan->offload == RUN_OFFLOAD_OPTIMIZER;
     return cu_unsupported(plan, err, errlen);
 }
 
@@ -185,15 +170,12 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
 {
     CudaBackend *c = self;
     const int is0 = c->d.rank == 0, T = plan->context, MB = plan->micro_batch;
-    const char *recompute = json_str(plan->json, "train", "recompute");
-    const char *attention = json_str(plan->json, "train", "attention");
-    int zero_stage = json_int(plan->json, "parallel", "zero_stage", 0);
+    int zero_stage = plan->zero_stage;
     CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
                         .comm_stream = c->d.comm_stream};
-    int rc_mode = !recompute ? CUDA_RECOMPUTE_NONE
-                : !strcmp(recompute, "full") ? CUDA_RECOMPUTE_FULL
-                : !strcmp(recompute, "selective") ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
-    int want_flash = !(attention && !strcmp(attention, "eager"));
+    int rc_mode = plan->recompute == RUN_RECOMPUTE_FULL ? CUDA_RECOMPUTE_FULL
+                : plan->recompute == RUN_RECOMPUTE_SELECTIVE ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
+    int want_flash = plan->attention == RUN_ATTENTION_FLASH;
     if (is0 && zero_stage > 1 && c->d.world > 1)
         log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
     CudaHostState host = {.w = hm->w, .m = opt->m, .v = opt->v, .n = hm->n_floats};

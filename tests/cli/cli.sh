@@ -139,5 +139,22 @@ if $MAKE -s uninstall DESTDIR="$D" PREFIX=/usr >/dev/null 2>&1 && [[ ! -e $D/usr
     ok "make uninstall removes them"
 else bad "make uninstall"; fi
 
+# plan.json's enum keys of the CUDA backend, read by the one plan reader: a bad
+# spelling is refused naming the key and the accepted ones; an absent offload
+# (a plan written before it) is none
+"$LLMC" "$PLAN" -o "$T/enum" >/dev/null 2>&1
+for kv in "parallel offload bogus" "train recompute partial" "train attention sdpa"; do
+    set -- $kv
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p[sys.argv[2]][sys.argv[3]]=sys.argv[4]; json.dump(p,open(sys.argv[5],"w"))' \
+        "$T/enum/plan.json" "$1" "$2" "$3" "$T/enum/bad.json"
+    "$TRAIN" check-plan "$T/enum/bad.json" >/dev/null 2>"$T/enum.err"; rc=$?
+    if [[ $rc -eq 1 ]] && grep -q "$1.$2: '$3' is not one of" "$T/enum.err"; then ok "check-plan refuses $1.$2 = $3, naming the key"
+    else bad "check-plan $1.$2 = $3 (exit $rc)" "$T/enum.err"; fi
+done
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["parallel"]["offload"]; json.dump(p,open(sys.argv[2],"w"))' \
+    "$T/enum/plan.json" "$T/enum/old.json"
+"$TRAIN" check-plan "$T/enum/old.json" >/dev/null 2>&1 && ok "check-plan takes a plan without parallel.offload" \
+    || bad "check-plan of a plan without parallel.offload"
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
