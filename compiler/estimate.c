@@ -505,7 +505,8 @@ static TrainStates plan_train_states(const PlanTrain *t, const Estimate *e)
 {
     double total = (double)e->params_total;
     TrainStates ts = {total, 0, 0, false, false};
-    if (t->backend != BACKEND_LLAMAFACTORY) return ts;   /* llmc: its offload is counted where its allocations are (estimate_memory, estimate_host) */
+    /* llmc: its offload is counted where its allocations are (estimate_memory, estimate_host) */
+    if (t->backend != BACKEND_LLAMAFACTORY) return ts;
     bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
     if (lora) { ts.trainable_params = lora_params(t, t->model); ts.frozen_params = total; }
     else if (t->method == METHOD_FREEZE) {
