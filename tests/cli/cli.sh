@@ -17,16 +17,16 @@ help() {
     if [[ $rc -eq 0 ]] && grep -q "usage:" "$T/h.out" && [[ ! -s $T/h.err ]]; then ok "$(basename "$1") ${*:2}: exit 0, usage on stdout"
     else bad "$(basename "$1") ${*:2} (exit $rc)" "$T/h.out" "$T/h.err"; fi
 }
-for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "$PLAN --help" "check -h"; do
+for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "init-model --help" "$PLAN --help" "check -h"; do
     # shellcheck disable=SC2086
     help "$LLMC" $a
 done
-for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "run -h"; do
+for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "generate --help" "run -h"; do
     # shellcheck disable=SC2086
     help "$TRAIN" $a
 done
 if [[ -n $CUDA && -x $CUDA ]]; then
-    for a in --help "run --help" "params --help" "bench --help" "check --help" "verify --help" "tokenize --help"; do
+    for a in --help "run --help" "prepare --help" "params --help" "bench --help" "check --help" "verify --help" "tokenize --help"; do
         # shellcheck disable=SC2086
         help "$CUDA" $a
     done
