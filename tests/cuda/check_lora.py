@@ -85,6 +85,29 @@ def main():
     model.save_pretrained(adir)
     model = model.to(dev)
 
+    # 0. the merged model (W + scale B A, by hand in fp32) through our plain path: tells
+    #    a LoRA-path error from a reference error when the checks below fail
+    scale = args.alpha / (args.rank ** 0.5 if args.rslora else args.rank)
+    sd = {k: v.detach().cpu().clone() for k, v in base.state_dict().items()}
+    merged = {}
+    for k, v in sd.items():
+        if ".lora_" in k or "lm_head" in k:
+            continue
+        kk = k.replace(".base_layer.", ".").replace("base_model.model.", "")
+        merged[kk] = v
+    for k, v in sd.items():
+        if ".lora_A." in k:
+            pre = k.split(".lora_A.")[0]
+            A, Bm = v, sd[pre + ".lora_B." + k.split(".lora_A.")[1]]
+            wk = pre.replace("base_model.model.", "") + ".weight"
+            merged[wk] = merged[wk] + scale * (Bm @ A)
+    mdir = os.path.join(args.work, "merged")
+    os.makedirs(mdir, exist_ok=True)
+    from safetensors.torch import save_file
+    save_file({k: v.contiguous() for k, v in merged.items()}, os.path.join(mdir, "model.safetensors"))
+    import json, shutil
+    shutil.copy(os.path.join(args.work, "config.json"), os.path.join(mdir, "config.json"))
+
     # 1. step 0: logits, loss, adapter gradients
     rng = np.random.default_rng(5)
     B, T = 2, 128
@@ -92,10 +115,15 @@ def main():
     tok = os.path.join(args.work, "lora.bin")
     hp = dict(lr=2e-3, wd=0.1, clip=1.0, b1=0.9, b2=0.95, eps=1e-8)
     hf.write_tokens(tok, batches)
+    tok0 = os.path.join(args.work, "first.bin")
+    hf.write_tokens(tok0, batches[:1])
+    margs = argparse.Namespace(bin=args.bin)
+    lm, _, _ = hf.run_ours(margs, mdir, tok0, extra + ["--lr", "0"])
     logits, grads, losses = hf.run_ours(args, args.work, tok, extra + ["--lora", adir,
         "--lr", str(hp["lr"]), "--wd", str(hp["wd"]), "--clip", str(hp["clip"]),
         "--beta1", str(hp["b1"]), "--beta2", str(hp["b2"]), "--eps", str(hp["eps"])])
-    names = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    # peft's parameter names carry the adapter's name ("lora_A.default.weight"); its files do not
+    names = {n.replace(".default.", "."): p for n, p in model.named_parameters() if p.requires_grad}
     res.check("adapters: the same tensors as peft's", 0.0 if set(grads) == set(names) else 1.0, 0.5)
     opt = torch.optim.AdamW(list(names.values()), lr=hp["lr"], betas=(hp["b1"], hp["b2"]), eps=hp["eps"],
                             weight_decay=hp["wd"])
@@ -108,6 +136,8 @@ def main():
         loss.backward()
         if s == 0:
             res.check("peft logits rel err", hf.rel(logits, out.detach().cpu()), hf.TOL_LOGITS)
+            res.check("ours, merged model: logits rel err vs peft", hf.rel(lm, out.detach().cpu()), hf.TOL_LOGITS)
+            res.check("ours, LoRA vs the merged model: logits rel err", hf.rel(logits, lm), hf.TOL_LOGITS)
             res.check("peft loss abs err", abs(losses[0] - loss.item()), hf.TOL_LOSS0)
             for n, v in names.items():
                 if n in grads:
