@@ -202,15 +202,18 @@ void cuda_lora_bwd(CudaModel *m, int l, int g, const bf16_t *x, const bf16_t *dy
     lmm(m, 0, 0, N, in, W, a->du, W, a->w + ao, in, dx, in, 0, 1.f, 1.f);
 }
 
-/* Host (Lora.p layout) -> device flat, through a pinned-free bounce: the adapters
- * are small (a few MiB to a few hundred), so one host staging array does. */
-static int to_device(const CudaLora *a, const float *host, float *dev)
+/* Host (Lora.p layout) -> device flat through one host staging array (the
+ * adapters are a few MiB to a few hundred). The copy is ordered on the model's
+ * stream: a plain cudaMemcpy from pageable memory may return before its DMA
+ * lands, and the model's non-blocking stream would not wait for it. */
+static int to_device(const CudaLora *a, const float *host, float *dev, cudaStream_t st)
 {
     float *flat = calloc(a->n_total ? a->n_total : 1, sizeof *flat);
     if (!flat) return -1;
     for (int i = 0; i < a->n_params; i++)
         memcpy(flat + a->params[i].off, host + a->params[i].host_off, a->params[i].numel * sizeof *flat);
-    CUDA_CHECK(cudaMemcpy(dev, flat, a->n_total * sizeof *flat, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpyAsync(dev, flat, a->n_total * sizeof *flat, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
     free(flat);
     return 0;
 }
@@ -237,10 +240,10 @@ void cuda_lora_set(CudaModel *m, const float *w, const float *mom1, const float 
     CudaLora *a = m->lora;
     cudaStream_t st = m->stream;
     CUDA_CHECK(cudaStreamSynchronize(st));
-    if (to_device(a, w, a->master)) oom();
+    if (to_device(a, w, a->master, st)) oom();
     k_f32_to_bf16(a->w, a->master, a->n_total, st);
     if (mom1 && mom2) {
-        if (to_device(a, mom1, a->m) || to_device(a, mom2, a->v)) oom();
+        if (to_device(a, mom1, a->m, st) || to_device(a, mom2, a->v, st)) oom();
     } else {
         CUDA_CHECK(cudaMemsetAsync(a->m, 0, a->n_total * sizeof(float), st));
         CUDA_CHECK(cudaMemsetAsync(a->v, 0, a->n_total * sizeof(float), st));

@@ -926,7 +926,7 @@ void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const 
         CUDA_CHECK(cudaMalloc((void **)&tmp, chunk * sizeof(float)));
         for (size_t o = 0; o < m->n_total; o += chunk) {
             size_t n = m->n_total - o < chunk ? m->n_total - o : chunk;
-            CUDA_CHECK(cudaMemcpy(tmp, w + o, n * sizeof(float), cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpyAsync(tmp, w + o, n * sizeof(float), cudaMemcpyHostToDevice, (cudaStream_t)m->stream));
             k_f32_to_bf16(m->w + o, tmp, n, (cudaStream_t)m->stream);
             CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
         }
@@ -934,18 +934,22 @@ void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const 
         if (mom1 && mom2) m->step = step;
         return;
     }
+    /* Every copy on the model's stream: a plain cudaMemcpy from pageable memory may
+     * return before its DMA lands, and the non-blocking stream would not wait. */
+    cudaStream_t st = (cudaStream_t)m->stream;
     float *tmp = m->grad;   /* scratch between steps */
-    CUDA_CHECK(cudaMemcpy(tmp, w, bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpyAsync(tmp, w, bytes, cudaMemcpyHostToDevice, st));
     adopt_weights(m, tmp);
     if (mom1 && mom2) {
         for (int i = 0; i < m->n_spans; i++) {
             size_t so = span_state_off(m, i), off = m->span[i].off, len = m->span[i].len * sizeof(float);
-            CUDA_CHECK(cudaMemcpy(m->m + so, mom1 + off, len, cudaMemcpyHostToDevice));
-            CUDA_CHECK(cudaMemcpy(m->v + so, mom2 + off, len, cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpyAsync(m->m + so, mom1 + off, len, cudaMemcpyHostToDevice, st));
+            CUDA_CHECK(cudaMemcpyAsync(m->v + so, mom2 + off, len, cudaMemcpyHostToDevice, st));
         }
         m->step = step;
     }
-    CUDA_CHECK(cudaMemset(m->grad, 0, bytes));
+    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, bytes, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 /* One fp32 shard array -> a full host array (all-gather through the gradient buffer). */
