@@ -166,7 +166,7 @@ void cuda_lora_fwd(CudaModel *m, int l, int g, const bf16_t *x, bf16_t *y, int l
     bf16_t *u = m->acts[l].lu[g];
     /* u [N, W] = x [N, in] . A [W, in]^T */
     lmm(m, 0, 1, N, W, in, x, in, a->w + a->a_off[l * CL_GROUPS + g], in, u, W, 0, 1.f, 0.f);
-    for (int t = 0, j = 0; t < LORA_TARGETS; t++) {
+    for (int t = 0, j = 0; y && t < LORA_TARGETS; t++) {
         if (group_of[t] != g || !(a->targets & (1u << t))) continue;
         int col, out;
         target_cols(c, t, &col, &out);

@@ -20,7 +20,8 @@ void cuda_lora_destroy(CudaModel *m);
 
 /* Forward of group g (CL_*) in layer l: u = x A^T into acts[l].lu[g], then
  * y[:, target's columns] += scale * u_t B_t^T for each target of the group.
- * x: the base GEMM's input [N, in]; y: its output, leading dimension ldy. */
+ * x: the base GEMM's input [N, in]; y: its output, leading dimension ldy (NULL:
+ * u only, for a recomputed layer whose output is not needed). */
 void cuda_lora_fwd(CudaModel *m, int l, int g, const bf16_t *x, bf16_t *y, int ldy);
 /* Backward of group g: dy is the gradient of the base GEMM's output (leading
  * dimension lddy), x its input; dB, dA into the adapters' gradients (written by

@@ -613,6 +613,8 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
         mm(m, 0, 1, z.N, z.C, z.F, a->h, z.F, W + o->down_w, z.F, m->xs[l + 1], z.C, 0, a->xmid, 1.f, 1.f);
         if (m->lora) cuda_lora_fwd(m, l, CL_DOWN, a->h, m->xs[l + 1], z.C);
         PHASE(m, PH_DOWN_GEMM);
+    } else if (m->lora) {   /* the down adapter's u, which its backward needs */
+        cuda_lora_fwd(m, l, CL_DOWN, a->h, NULL, 0);
     }
     CUDA_CHECK(cudaGetLastError());
 }
