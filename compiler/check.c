@@ -3121,6 +3121,13 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         diag_note(g, "the llmc CUDA backend trains freeze and lora on one GPU; job '%s' has %lld ranks", j->name,
                   (long long)llmc_world);
         diag_help(g, "use backend = llamafactory in run '%s', or a job of one GPU", t->name);
+    } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && t->offload != OFFLOAD_NONE) {
+        Diag *g = diag_error(c->d, t->offload_at.start.file ? t->offload_at : t->at,
+                             "offload with method = %s is not implemented by the llmc trainer on %s",
+                             method_names[t->method], caps->where);
+        diag_note(g, "the llmc CUDA backend offloads full training's optimizer; the trainable part of freeze or "
+                  "lora is small");
+        diag_help(g, "remove offload from run '%s'", t->name);
     } else if (t->backend == BACKEND_LLMC && finetune && t->shard > caps->max_shard_finetune) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,

@@ -397,6 +397,9 @@ static void test_llmc_cuda_measured(const cJSON *ref)
         f.c.gpus_per_node = 1;
         f.t.attention = flash ? ATTN_FLASH : ATTN_EAGER;
         if (off) f.t.offload = OFFLOAD_OPTIMIZER;
+        const cJSON *lr = cJSON_GetObjectItemCaseSensitive(row, "lora_rank");   /* bench --lora-rank: every target */
+        int lora = cJSON_IsNumber(lr) ? (int)lr->valuedouble : 0;
+        if (lora) { f.t.method = METHOD_LORA; f.t.lora_rank = lora; f.t.nlora_target = 0; }
         Estimate e;
         memset(&e, 0, sizeof e);
         estimate_memory(&f.j, b, f.t.recompute, SHARD_NONE, &e);
@@ -404,9 +407,9 @@ static void test_llmc_cuda_measured(const cJSON *ref)
                       e.logits_bytes) / GIB;
         CHECK(e.params_total == (int64_t)cJSON_GetObjectItemCaseSensitive(row, "params")->valuedouble,
               "%s params", name);
-        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s%s: estimate %.4f GiB, allocated %.2f GiB",
+        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s%s%s: estimate %.4f GiB, allocated %.2f GiB",
               name, b, s, rcv == 2 ? " selective" : rc ? " recompute" : "", off ? " offload" : "",
-              flash ? "" : " eager", got, want);
+              flash ? "" : " eager", lora ? " lora" : "", got, want);
         n++;
     }
     CHECK(n >= 11, "llmc CUDA references present: %d", n);
@@ -423,8 +426,8 @@ static void test_llmc_cuda_allocation(void)
      * One layer's set: 128 x ((3*128 + 2*128 + 2*64 + 3*256) * 2 + 8) + 128*4*4
      *   = 128 x 3080 + 2048 = 396,288.
      * Residual stream: 3 x 128 x 128 x 2 = 98,304.
-     * Forward scratch: 128 x (256*2 + 128*2 + 20) + (2 + 1024) * 4 = 104,968
- *   (the last: loss accumulator, squared norm and its 1024 partial sums).
+     * Forward scratch: 128 x (256*2 + 128*2 + 20) + (4 + 1024) * 4 = 104,976
+ *   (the last: loss accumulator, squared norm and its two span partials, the norm's 1024 partial sums).
      * Backward scratch: 128 x (2*128 + 3*256 + 3*128 + 4*64) * 2 + 128 x (3*128 + 4) * 4
      *   = 425,984 + 198,656 = 624,640.
      * Logits: 128 rows x 512 x 2 = 131,072, but the buffer doubles as the
@@ -439,19 +442,19 @@ static void test_llmc_cuda_allocation(void)
     CHECK(e.llmc_cuda_allocation && e.params_total == 361600, "tiny: %lld params", (long long)e.params_total);
     CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == 6508800.0, "tiny states");
     CHECK(e.activations_layers_bytes == 98304.0 + 2 * 396288.0, "tiny kept: %.0f", e.activations_layers_bytes);
-    CHECK(e.activations_working_bytes == 104968.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
+    CHECK(e.activations_working_bytes == 104976.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
     CHECK(e.logits_bytes == 262144.0 && e.logits_chunk_rows == 128, "tiny logits: %.0f", e.logits_bytes);
     CHECK(e.reserve_fragmentation_bytes == 0 && e.comm_bytes == 0, "allocated once, in place");
     /* Recompute keeps one layer's set, used by every layer in turn. */
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 &&
-          e.activations_working_bytes == 396288.0 + 104968.0 + 624640.0, "tiny recompute");
+          e.activations_working_bytes == 396288.0 + 104976.0 + 624640.0, "tiny recompute");
     /* Selective keeps every layer's set but its attention output (q = 128) and
      * silu(gate)*up (ffn 256), one buffer of each for both layers:
      * 128 x (128 + 256) x 2 = 98,304 once instead of twice. */
     estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 + 2 * (396288.0 - 98304.0) + 98304.0 &&
-          e.activations_working_bytes == 104968.0 + 624640.0, "tiny selective: %.0f", e.activations_layers_bytes);
+          e.activations_working_bytes == 104976.0 + 624640.0, "tiny selective: %.0f", e.activations_layers_bytes);
     /* Optimizer offload: no master/m/v on the GPU, three staging sets of
      * master, m, v chunks of the flat length rounded to 64 (361,600 is already
      * a multiple): 3 x 3 x 361,600 x 4 = 13,017,600. */
@@ -507,18 +510,18 @@ static void test_llmc_cuda_allocation(void)
      * although the plan asks for flash (n = 2 x 96 = 192 tokens).
      * One layer's set: 192 x 3080 + 2 x 4 x 96^2 x 2 (scores) = 738,816.
      * Residual stream: 3 x 192 x 128 x 2 = 147,456.
-     * Forward scratch: 192 x (256*2 + 128*2 (o) + 128*2 + 20) + 4,104 = 204,552.
+     * Forward scratch: 192 x (256*2 + 128*2 (o) + 128*2 + 20) + 4,112 = 204,560.
      * Backward scratch: 192 x 3328 + 192 x 128 x 2 (dO) + 147,456 (dP) = 835,584.
      * Logits: 192 x 512 x 2 = 196,608 < the column-sum scratch 262,144.
-     * With the states: 9,436,168 bytes. */
+     * With the states: 9,436,176 bytes. */
     CHECK(!estimate_llmc_cuda_flash(&f.m, 96) && estimate_llmc_cuda_flash(&f.m, 64), "flash needs context %% 64");
     f.t.context = 96;
     memset(&e, 0, sizeof e);
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 147456.0 + 2 * 738816.0 &&
-              e.activations_working_bytes == 204552.0 + 835584.0 &&
+              e.activations_working_bytes == 204560.0 + 835584.0 &&
               e.weights_bytes + e.grads_bytes + e.optimizer_bytes + e.activations_bytes + e.logits_bytes ==
-                  9436168.0,
+                  9436176.0,
           "tiny at context 96 (eager): kept %.0f, scratch %.0f", e.activations_layers_bytes,
           e.activations_working_bytes);
     /* head_dim 48 has no fused kernel either. */
