@@ -1500,6 +1500,14 @@ static void estimate_host(const PlanJob *job, Estimate *e)
         e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
         bool llmc_offload = t->offload == OFFLOAD_OPTIMIZER;
         e->host_model_bytes = llmc_offload ? 0 : g * 8 * n + 16 * n;
+        /* LoRA (one GPU): the fp32 base and its upload staging, and the adapters,
+         * their gradients, moments and staging (5 x 4 bytes each); nothing of the
+         * base is gathered back. Freeze: the same 8 x P, a host-layout array for
+         * the moments' window (4 x P), at a checkpoint the staging of both
+         * moments (8 x P) and the loop's moments of the trained part. */
+        if (t->method == METHOD_LORA) e->host_model_bytes = 8 * n + 20 * lora_params(t, t->model);
+        else if (t->method == METHOD_FREEZE)
+            e->host_model_bytes = 20 * n + 8 * fmin(n, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
         if (llmc_offload) offload = 12 * n;
         e->host_data_bytes = 0;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;

@@ -143,9 +143,12 @@ static double host_available_bytes(void)
     return avail;
 }
 
-/* Host memory, before anything is allocated: the loop's fp32 model and AdamW
- * moments (12 bytes per parameter: under offload that is all there is; else the
- * flat staging copies of weights and moments double it at each checkpoint). */
+/* Host memory, before anything is allocated (llmc's estimate_host counts the
+ * same): full training, the loop's fp32 model and AdamW moments (12 bytes per
+ * parameter: under offload that is all there is; else the flat staging copies of
+ * weights and moments double it at each checkpoint); LoRA, the fp32 base and its
+ * staging copy (8 bytes; the adapters are small); freeze, those 8, the moments'
+ * host-layout window (4) and their staging at a checkpoint (8). */
 static int cu_preflight(void *self, const RunPlan *plan)
 {
     CudaBackend *c = self;
@@ -153,13 +156,17 @@ static int cu_preflight(void *self, const RunPlan *plan)
     if (model_layout(&hl, &plan->model)) { log_error("out of memory"); return -1; }
     double n = (double)hl.n_floats;
     model_free(&hl);
-    double need = n * 4 * (c->offload ? 3 : 6), avail = host_available_bytes();
+    int method = plan->ft.method;
+    double per = c->offload ? 12 : method == FT_LORA ? 8 : method == FT_FREEZE ? 20 : 24;
+    double need = n * per, avail = host_available_bytes();
     if (avail > 0 && need > avail) {
-        log_error("host memory: %.1f GiB needed for %.2fB parameters (%s), %.1f GiB available on this node",
-                  need / 1073741824.0, n / 1e9,
-                  c->offload ? "fp32 master weights and AdamW moments, 12 bytes each"
-                             : "fp32 host model and AdamW moments plus their GPU staging copies, 24 bytes each",
-                  avail / 1073741824.0);
+        log_error("host memory: %.1f GiB needed for %.2fB parameters (%s, %.0f bytes each), %.1f GiB available on "
+                  "this node", need / 1073741824.0, n / 1e9,
+                  c->offload ? "fp32 master weights and AdamW moments"
+                  : method == FT_LORA ? "the fp32 base model and its GPU staging copy"
+                  : method == FT_FREEZE ? "the fp32 host model, its staging copy and the moments' staging"
+                  : "fp32 host model and AdamW moments plus their GPU staging copies",
+                  per, avail / 1073741824.0);
         return -1;
     }
     return 0;
