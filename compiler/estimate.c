@@ -562,14 +562,14 @@ static TrainStates plan_train_states(const PlanTrain *t, const Estimate *e)
 {
     double total = (double)e->params_total;
     TrainStates ts = {total, 0, 0, false, false};
-    /* llmc: its offload is counted where its allocations are (estimate_memory, estimate_host) */
-    if (t->backend != BACKEND_LLAMAFACTORY) return ts;
     bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
     if (lora) { ts.trainable_params = lora_params(t, t->model); ts.frozen_params = total; }
     else if (t->method == METHOD_FREEZE) {
         ts.trainable_params = fmin(total, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
         ts.frozen_params = total - ts.trainable_params;
     }
+    /* llmc (no qlora): its offload is counted where its allocations are (estimate_memory, estimate_host) */
+    if (t->backend != BACKEND_LLAMAFACTORY) return ts;
     if (t->method == METHOD_QLORA && t->quant_bits > 0 && ts.frozen_params > 0) {
         /* the decoder's linear layers at quant_bits plus one fp16 scale per block
          * of 64 (bitsandbytes); embeddings and norms stay 16-bit */

@@ -564,7 +564,9 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     fmt_count(a, sizeof a, e->tokens_total);
     row(tb, 0, "tokens to train", a, NULL);
     snprintf(a, sizeof a, "%.3g", e->flops_per_token);
-    row(tb, 0, "FLOPs per token", a, "6N + attention%s",
+    bool frozen = t->method == METHOD_LORA || t->method == METHOD_QLORA || t->method == METHOD_FREEZE;
+    row(tb, 0, "FLOPs per token", a, "%s + attention%s",
+        frozen ? "6N trained + 4N frozen" : "6N",
         t->recompute == RECOMPUTE_FULL ? " + forward again (recompute=full)"
         : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "");
     fmt_count(a, sizeof a, e->tokens_per_second);
