@@ -2559,12 +2559,13 @@ typedef struct {
     bool finetune;            /* method = freeze and lora */
     ShardStage max_shard_finetune;   /* the highest ZeRO stage with freeze or lora */
     bool finetune_one_rank;   /* freeze and lora on one rank only */
+    int lora_rank_multiple;   /* lora_rank must be a multiple of this (CUDA: whole 16-byte rows) */
 } LlmcBackendCaps;
 static const LlmcBackendCaps llmc_backend_caps[2] = {
     {"CPUs", SHARD_ZERO3, "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)",
-     true, SHARD_NONE, false},
+     true, SHARD_NONE, false, 1},
     {"GPUs", SHARD_ZERO1, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further",
-     true, SHARD_NONE, true},
+     true, SHARD_NONE, true, 8},
 };
 
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
@@ -3128,6 +3129,11 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         diag_note(g, "the llmc CUDA backend offloads full training's optimizer; the trainable part of freeze or "
                   "lora is small");
         diag_help(g, "remove offload from run '%s'", t->name);
+    } else if (t->backend == BACKEND_LLMC && t->method == METHOD_LORA && t->lora_rank % caps->lora_rank_multiple) {
+        Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
+                             "lora_rank = %d: the llmc trainer on %s takes ranks that are multiples of %d",
+                             t->lora_rank, caps->where, caps->lora_rank_multiple);
+        diag_help(g, "lora_rank = %d", (t->lora_rank / caps->lora_rank_multiple + 1) * caps->lora_rank_multiple);
     } else if (t->backend == BACKEND_LLMC && finetune && t->shard > caps->max_shard_finetune) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,

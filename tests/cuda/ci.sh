@@ -73,7 +73,16 @@ p["finetune"] = {"method": "lora", "lora_rank": 4, "lora_alpha": 8, "lora_dropou
                  "rslora": False, "freeze_layers": 1}
 json.dump(p, open(sys.argv[2], "w"))
 PY
-expect "run: LoRA refused" 2 "finetune.method = lora: the CUDA backend trains every weight (full) only" $bin run "$tmp/lora.json"
+expect "run: LoRA rank 4 refused" 2 "lora_rank = 4: the CUDA backend takes ranks that are multiples of 8" $bin run "$tmp/lora.json"
+python3 - "$tmp/lora.json" "$tmp/lora2.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["finetune"]["lora_rank"] = 8
+p["parallel"].update(world_size=2, data_parallel=2)
+p["train"]["global_batch"] = 2 * p["train"]["global_batch"]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+expect "run: LoRA on 2 ranks refused" 2 "finetune.method = lora runs on one GPU without offload in the CUDA backend" $bin run "$tmp/lora2.json"
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check
