@@ -456,6 +456,13 @@ bool estimate_llmc_cuda_cudnn(const PlanModel *m, int context)
 
 static double cudnn_align(double x) { return ceil(x / LLMC_CUDNN_WS_ALIGN) * LLMC_CUDNN_WS_ALIGN; }
 
+/* cuDNN's own workspace for a plan of `batch` sequences of s (the larger of its
+ * forward and backward plans: the backward's). */
+static double cudnn_engine(double batch, double heads, double s, double hd, bool deterministic)
+{
+    return batch * heads * s * ((deterministic ? LLMC_CUDNN_SCORE_BYTES * s : 0) + LLMC_CUDNN_QUERY_BYTES * hd);
+}
+
 /* The workspace attn_cudnn_prepare asks for at micro batch b x context s: the
  * larger of the plain plan's (batch b) and the document plan's (batch of
  * first_bucket), each our own regions (ws_layout) followed by cuDNN's engine
@@ -472,10 +479,8 @@ double estimate_llmc_cudnn_workspace(const PlanModel *m, double b, double s, boo
     double transposes = 2 * cudnn_align(q) + 4 * cudnn_align(kv);
     double docs = LLMC_CUDNN_DOCS_PER_ROW * b, batch = 1;
     while (batch < docs && batch < LLMC_CUDNN_MAX_DOCS) batch *= 2;
-#define ENGINE(nb) ((nb) * heads * s * ((deterministic ? LLMC_CUDNN_SCORE_BYTES * s : 0) + LLMC_CUDNN_QUERY_BYTES * hd))
-    double plain = cudnn_align(shared + ENGINE(b));
-    double ragged = cudnn_align(transposes + shared + ENGINE(batch));
-#undef ENGINE
+    double plain = cudnn_align(shared + cudnn_engine(b, heads, s, hd, deterministic));
+    double ragged = cudnn_align(transposes + shared + cudnn_engine(batch, heads, s, hd, deterministic));
     return fmax(plain, ragged);
 }
 

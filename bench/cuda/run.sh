@@ -2,6 +2,7 @@
 # CUDA trainer benchmark: llmc-train-cuda against PyTorch+transformers
 # (torch.compile, optionally eager) on the same shapes in the same run, on one GPU.
 #   bench/cuda/run.sh [OUTDIR]      (on the GPU machine, from the repository root)
+#   bench/cuda/run.sh --rows        the rows, one "ID MODEL BATCH SEQ" a line
 # Writes OUTDIR/bench.jsonl (one JSON line per run, with its "row"; a run that
 # failed is a line with "error") and OUTDIR/IMPL-ROW.log, and prints one table:
 # shape, ours and torch.compile tokens/s, their ratio, the peak GPU memory of
@@ -28,6 +29,7 @@ export NCCL_NVLS_ENABLE=0
 
 all_rows=("0.5b-2048 qwen2.5-0.5b 8 2048" "1.5b-2048 qwen2.5-1.5b 4 2048" "3b-2048 qwen2.5-3b 4 2048"
           "1.5b-4096 qwen2.5-1.5b 2 4096" "1.5b-8192 qwen2.5-1.5b 1 8192")
+if [[ ${1:-} == --rows ]]; then printf '%s\n' "${all_rows[@]}"; exit 0; fi   # ID MODEL BATCH SEQ
 ids=()
 for r in "${all_rows[@]}"; do ids+=("${r%% *}"); done
 rows=()
