@@ -2558,12 +2558,13 @@ typedef struct {
     const char *shard_note;   /* what it shards, for the refusal */
     bool finetune;            /* method = freeze and lora */
     ShardStage max_shard_finetune;   /* the highest ZeRO stage with freeze or lora */
+    bool finetune_one_rank;   /* freeze and lora on one rank only */
 } LlmcBackendCaps;
 static const LlmcBackendCaps llmc_backend_caps[2] = {
     {"CPUs", SHARD_ZERO3, "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)",
-     true, SHARD_NONE},
+     true, SHARD_NONE, false},
     {"GPUs", SHARD_ZERO1, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further",
-     false, SHARD_NONE},
+     true, SHARD_NONE, true},
 };
 
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
@@ -3112,8 +3113,21 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
                              "method = %s is not implemented by the llmc trainer on %s", method_names[t->method],
                              caps->where);
-        diag_note(g, "the llmc CPU backend trains freeze and lora; the CUDA backend full only");
         diag_help(g, "use backend = llamafactory in run '%s'", t->name);
+    } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && llmc_world > 1) {
+        Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
+                             "method = %s on %lld ranks is not implemented by the llmc trainer on %s",
+                             method_names[t->method], (long long)llmc_world, caps->where);
+        diag_note(g, "the llmc CUDA backend trains freeze and lora on one GPU; job '%s' has %lld ranks", j->name,
+                  (long long)llmc_world);
+        diag_help(g, "use backend = llamafactory in run '%s', or a job of one GPU", t->name);
+    } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && t->offload != OFFLOAD_NONE) {
+        Diag *g = diag_error(c->d, t->offload_at.start.file ? t->offload_at : t->at,
+                             "offload with method = %s is not implemented by the llmc trainer on %s",
+                             method_names[t->method], caps->where);
+        diag_note(g, "the llmc CUDA backend offloads full training's optimizer; the trainable part of freeze or "
+                  "lora is small");
+        diag_help(g, "remove offload from run '%s'", t->name);
     } else if (t->backend == BACKEND_LLMC && finetune && t->shard > caps->max_shard_finetune) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,

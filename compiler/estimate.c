@@ -419,19 +419,75 @@ static double comm_buffers(const PlanModel *m, double params, ShardStage shard, 
  * final norm; each slice rounded up to 64 elements, the whole to 64 x ranks so
  * that ZeRO-1 shards are equal. Qwen3's two head_dim weights (q_norm, k_norm)
  * follow each layer's qkv bias. */
-static double llmc_cuda_flat_params(const PlanModel *m, int world)
+#define LLMC_SLICE(n) (ceil((n) / LLMC_ALIGN_ELEMS) * LLMC_ALIGN_ELEMS)
+
+/* One decoder layer's slices of that buffer: its matrices, and its norm weights
+ * and biases (each group contiguous across layers: what freeze trains). */
+static void llmc_cuda_layer_slices(const PlanModel *m, double *matrices, double *vectors)
 {
     double c = m->hidden > 0 ? m->hidden : 0, hd = (double)head_dim_of(m);
     double q = (m->heads > 0 ? m->heads : 0) * hd, kv = (m->kv_heads > 0 ? m->kv_heads : 0) * hd;
-    double f = m->ffn > 0 ? m->ffn : 0, v = m->vocab > 0 ? m->vocab : 0;
-    double layers = m->layers > 0 ? m->layers : 0, a = LLMC_ALIGN_ELEMS;
-#define SLICE(n) (ceil((n) / a) * a)
-    double matrices = SLICE((q + 2 * kv) * c) + SLICE(c * q) + SLICE(2 * f * c) + SLICE(c * f);
-    double vectors = 2 * SLICE(c) + (m->qkv_bias ? SLICE(q + 2 * kv) : 0) + (m->qk_norm ? SLICE(2 * hd) : 0);
-    double flat = layers * (matrices + vectors) + SLICE(v * c) * (m->tie_embeddings ? 1 : 2) + SLICE(c);
-#undef SLICE
-    double unit = a * (world > 0 ? world : 1);
+    double f = m->ffn > 0 ? m->ffn : 0;
+    *matrices = LLMC_SLICE((q + 2 * kv) * c) + LLMC_SLICE(c * q) + LLMC_SLICE(2 * f * c) + LLMC_SLICE(c * f);
+    *vectors = 2 * LLMC_SLICE(c) + (m->qkv_bias ? LLMC_SLICE(q + 2 * kv) : 0) + (m->qk_norm ? LLMC_SLICE(2 * hd) : 0);
+}
+
+static double llmc_cuda_flat_params(const PlanModel *m, int world)
+{
+    double c = m->hidden > 0 ? m->hidden : 0, v = m->vocab > 0 ? m->vocab : 0;
+    double layers = m->layers > 0 ? m->layers : 0, matrices, vectors;
+    llmc_cuda_layer_slices(m, &matrices, &vectors);
+    double flat = layers * (matrices + vectors) + LLMC_SLICE(v * c) * (m->tie_embeddings ? 1 : 2) + LLMC_SLICE(c);
+    double unit = LLMC_ALIGN_ELEMS * (world > 0 ? world : 1);
     return ceil(flat / unit) * unit;
+}
+
+/* The llmc CUDA trainer's fine-tuning allocations (runtime/cuda/model_cuda.c,
+ * lora_cuda.c) in place of full training's. freeze: the whole bf16 weights and
+ * fp32 gradient buffer as before, fp32 master weights and moments for the
+ * trained layers' slices only. lora: the base in bf16 only; the adapters in a
+ * flat buffer of their own (per layer and group -- q/k/v, o, gate/up, down -- the
+ * group's stacked A [k r, in], then each target's B [out, r], 64-element slices)
+ * with bf16 weights, fp32 gradients, master and moments; per layer u = x A^T of
+ * each group (bf16, rank x targets per token; one layer's under full recompute)
+ * and the backward's du (the widest group). Both: one fp32 row for the frozen
+ * norm and bias gradients (the widest of hidden, q+2kv and 2 head_dim). */
+static void llmc_cuda_finetune(const PlanTrain *t, const PlanModel *m, double n, Recompute rc, Estimate *e)
+{
+    double c = m->hidden, hd = (double)head_dim_of(m), f = m->ffn, layers = m->layers > 0 ? m->layers : 0;
+    double q = m->heads * hd, kv = m->kv_heads * hd;
+    e->activations_working_bytes += 4 * fmax(fmax(c, q + 2 * kv), 2 * hd);
+    if (t->method == METHOD_FREEZE) {
+        double matrices, vectors;
+        llmc_cuda_layer_slices(m, &matrices, &vectors);
+        double trained = fmin(fabs((double)t->freeze_layers), layers);
+        e->optimizer_bytes = 12 * trained * (matrices + vectors);
+        return;
+    }
+    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    static const int group[7] = {0, 0, 0, 1, 2, 2, 3};
+    double out[7] = {q, kv, kv, c, f, f, c}, in[4] = {c, q, c, f}, width[4] = {0, 0, 0, 0}, b_slices = 0;
+    double r = t->lora_rank;
+    for (int k = 0; k < 7; k++) {
+        bool on = t->nlora_target == 0;
+        for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], names[k]) == 0;
+        if (!on) continue;
+        width[group[k]] += r;
+        b_slices += LLMC_SLICE(out[k] * r);
+    }
+    double per_layer = b_slices, widest = 0, u = 0;
+    for (int g = 0; g < 4; g++) {
+        if (width[g] > 0) per_layer += LLMC_SLICE(width[g] * in[g]);
+        widest = fmax(widest, width[g]);
+        u += width[g];
+    }
+    double adapters = layers * per_layer;
+    e->weights_bytes = 2 * llmc_cuda_flat_params(m, 1) + 2 * adapters;
+    e->grads_bytes = 4 * adapters;
+    e->optimizer_bytes = 12 * adapters;
+    e->model_bytes_per_param = 2;
+    e->activations_layers_bytes += (rc == RECOMPUTE_FULL ? 1 : layers) * n * u * 2;
+    e->activations_working_bytes += n * widest * 2;
 }
 
 /* The fused attention kernel (flash_attn.cu, k_flash_supported) takes head
@@ -510,8 +566,9 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
     double residual = (layers + 1) * n * c * 2;
     /* Forward scratch: fused qkv, o (eager), final norm output, its 1/rms,
      * losses, token ids / positions / targets; the loss accumulator, the
-     * squared gradient norm and its partial sums (fp32). */
-    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12) + (2 + LLMC_SUMSQ_BLOCKS) * 4;
+     * squared gradient norm with one partial per trained span, and the norm's
+     * partial sums (fp32). */
+    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12) + (4 + LLMC_SUMSQ_BLOCKS) * 4;
     /* Backward scratch: d residual, d norm, d gate+up, d h, d attention,
      * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
     double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +
@@ -637,7 +694,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->grads_bytes = 4 * flat;
         e->optimizer_bytes = 12 * shard_len;
         e->model_bytes_per_param = 18;
-        if (t->offload == OFFLOAD_OPTIMIZER) {   /* master and moments in host memory; staging only */
+        if (t->offload == OFFLOAD_OPTIMIZER && t->method == METHOD_FULL) {   /* master and moments in host memory */
             double chunk = fmin(LLMC_OFFLOAD_CHUNK, ceil(flat / 64) * 64);
             e->optimizer_bytes = LLMC_OFFLOAD_SETS * 3 * chunk * 4;
             e->model_bytes_per_param = 6;
@@ -656,6 +713,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     if (llmc_cuda) {
         llmc_cuda_activations(m, s, b, flash, rc,
                               &e->activations_layers_bytes, &e->activations_working_bytes);
+        if (t->method == METHOD_LORA || t->method == METHOD_FREEZE) llmc_cuda_finetune(t, m, s * b, rc, e);
         head_in = 0;                          /* in the residual stream and scratch */
     } else if (rc == RECOMPUTE_FULL) {
         e->activations_layers_bytes = layers * s * b * h * bpv;  /* each layer's input */

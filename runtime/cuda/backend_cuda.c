@@ -30,6 +30,7 @@
 #include "cuda_check.h"
 #include "cuda_dist.h"
 #include "host_model.h"
+#include "lora_cuda.h"
 #include "model_cuda.h"
 
 typedef struct {
@@ -40,6 +41,9 @@ typedef struct {
     Model *hm;                          /* the loop's host mirror */
     size_t *cuda_off;                   /* host parameter i at flat offset cuda_off[i] */
     float *flat, *flat_m, *flat_v;      /* host staging in the flat layout; moments on first use */
+    int method;                         /* CUDA_FT_*: what trains */
+    size_t view_lo;                     /* freeze: where the trained window starts in hm->w */
+    float *host_tmp;                    /* freeze: one host-layout array, for the moments' window */
     int *ids_i, *pos_i, *tg;            /* one micro-batch for cuda_model_micro */
     float *logits;                      /* held-out evaluation: [B*T*V] host logits, on first use */
     size_t base_used, peak;             /* device memory before our model; high-water mark */
@@ -75,10 +79,28 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
                  "data-parallel ranks)", plan->data_parallel);
         return -1;
     }
-    if (plan->ft.method != FT_FULL) {
-        snprintf(err, errlen, "finetune.method = %s: the CUDA backend trains every weight (full) only; "
-                 "use backend = llamafactory", run_method_names[plan->ft.method]);
+    const RunFinetune *ft = &plan->ft;
+    if (ft->method == FT_QLORA) {
+        snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
+    }
+    if (ft->method != FT_FULL && (plan->data_parallel > 1 || plan->offload != RUN_OFFLOAD_NONE)) {
+        snprintf(err, errlen, "finetune.method = %s runs on one GPU without offload in the CUDA backend (this plan "
+                 "has %d data-parallel ranks%s)", run_method_names[ft->method], plan->data_parallel,
+                 plan->offload != RUN_OFFLOAD_NONE ? " and parallel.offload" : "");
+        return -1;
+    }
+    if (ft->method == FT_LORA && ft->lora_dropout > 0) {
+        snprintf(err, errlen, "finetune.lora_dropout = %g: the CUDA backend trains LoRA without dropout (set 0)",
+                 ft->lora_dropout);
+        return -1;
+    }
+    if (ft->method == FT_LORA) {
+        char why[256];
+        if (cuda_lora_supported(ft->lora_rank, why, sizeof why)) {
+            snprintf(err, errlen, "finetune.%s", why);
+            return -1;
+        }
     }
     return 0;
 }
@@ -165,6 +187,38 @@ static int cu_sum_f64(void *self, double *v, int n)
 static int cu_any(void *self, int flag) { return cuda_dist_sum(&((CudaBackend *)self)->d, flag ? 1 : 0) > 0; }
 static int cu_barrier(void *self) { cuda_dist_sum(&((CudaBackend *)self)->d, 0); return 0; }
 
+/* What trains, from the loop's host model (run_finetune_attach marked it): freeze
+ * trains whole layers [lo, hi) and nothing else; lora trains hm->lora. */
+static int cu_finetune(CudaBackend *c, const Model *hm, CudaFinetune *ft)
+{
+    memset(ft, 0, sizeof *ft);
+    ft->method = hm->lora ? CUDA_FT_LORA : hm->frozen ? CUDA_FT_FREEZE : CUDA_FT_FULL;
+    c->method = ft->method;
+    ft->lora = hm->lora;
+    if (ft->method != CUDA_FT_FREEZE) return 0;
+    int lo = hm->cfg.layers, hi = -1;
+    for (int i = 0; i < hm->n_params; i++) {
+        const ParamInfo *p = &hm->params[i];
+        if (hm->frozen[i]) continue;
+        if (p->layer < 0) { log_error("freeze: %s trains; the CUDA backend trains whole layers only", p->name); return -1; }
+        lo = p->layer < lo ? p->layer : lo;
+        hi = p->layer + 1 > hi ? p->layer + 1 : hi;
+    }
+    for (int i = 0; i < hm->n_params; i++)
+        if (hm->frozen[i] && hm->params[i].layer >= lo && hm->params[i].layer < hi) {
+            log_error("freeze: %s is frozen inside the trained layers %d-%d", hm->params[i].name, lo, hi - 1);
+            return -1;
+        }
+    Model view;
+    if (hi < 0 || model_trainable(hm, &view)) { log_error("freeze: no contiguous trained layers"); return -1; }
+    c->view_lo = (size_t)(view.w - hm->w);
+    model_trainable_free(hm, &view);
+    ft->train_lo = lo;
+    ft->train_hi = hi;
+    if (!(c->host_tmp = calloc(hm->n_floats, sizeof *c->host_tmp))) { log_error("out of memory"); return -1; }
+    return 0;
+}
+
 static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, size_t *n_params, char *where,
                      size_t where_len, char *setup, size_t setup_len)
 {
@@ -182,7 +236,10 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     if (c->offload && is0)
         log_info("offload: pinning %.1f GiB of host memory for the master weights and AdamW moments",
                  3.0 * hm->n_floats * sizeof(float) / 1073741824.0);
-    if (cuda_model_create(&c->cm, &plan->model, MB, T, rc_mode, want_flash, &par, c->offload ? &host : NULL) != 0)
+    CudaFinetune ft;
+    if (cu_finetune(c, hm, &ft)) return -1;
+    if (cuda_model_create_ft(&c->cm, &plan->model, MB, T, rc_mode, want_flash, &par, c->offload ? &host : NULL,
+                             &ft) != 0)
         return -1;
     c->have_cm = 1;
     c->base_used = device_used();
@@ -204,9 +261,15 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     *n_params = c->cm.n_real;
     snprintf(where, where_len, " on %d GPU(s)", c->d.world);
     static const char *const rc_names[] = {"none", "full", "selective"};
-    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s", c->cm.flash ? "fused" : "materialised",
+    char ft_text[160] = "";
+    if (ft.method != CUDA_FT_FULL) {
+        size_t trained = ft.method == CUDA_FT_LORA ? hm->lora->p.n_floats : c->cm.n_state;
+        snprintf(ft_text, sizeof ft_text, ", %s: %zu of %zu parameters trainable", run_method_names[plan->ft.method],
+                 trained, c->cm.n_real + (ft.method == CUDA_FT_LORA ? trained : 0));
+    }
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s", c->cm.flash ? "fused" : "materialised",
              rc_names[c->cm.recompute], par.zero1 && c->d.world > 1 ? 1 : 0,
-             c->offload ? ", optimizer offloaded to host memory" : "");
+             c->offload ? ", optimizer offloaded to host memory" : "", ft_text);
     return 0;
 }
 
@@ -215,7 +278,8 @@ static void cu_destroy(void *self)
     CudaBackend *c = self;
     if (c->gpu_mf) fclose(c->gpu_mf);
     free(c->ids_i); free(c->pos_i); free(c->tg); free(c->logits);
-    free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off);
+    free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off); free(c->host_tmp);
+    c->host_tmp = NULL;
     if (c->have_cm) cuda_model_destroy(&c->cm);
     c->have_cm = 0;
 }
@@ -229,6 +293,29 @@ static int moments_alloc(CudaBackend *c)
     return 0;
 }
 
+/* The optimizer's moments as a whole host-layout array: under freeze the loop's
+ * AdamW covers only the trained window (model_trainable), placed at its offset
+ * in host_tmp (zero elsewhere); else the loop's own array. */
+static const float *moments_full(CudaBackend *c, const Model *hm, const float *mom)
+{
+    if (c->method != CUDA_FT_FREEZE) return mom;
+    Model view;
+    if (model_trainable(hm, &view)) return mom;   /* checked in cu_finetune */
+    memset(c->host_tmp, 0, hm->n_floats * sizeof *c->host_tmp);
+    memcpy(c->host_tmp + c->view_lo, mom, view.n_floats * sizeof *mom);
+    model_trainable_free(hm, &view);
+    return c->host_tmp;
+}
+
+/* The reverse: the window of a host-layout array into the loop's moments. */
+static void moments_window(CudaBackend *c, const Model *hm, const float *full, float *mom)
+{
+    Model view;
+    if (model_trainable(hm, &view)) return;
+    memcpy(mom, full + c->view_lo, view.n_floats * sizeof *mom);
+    model_trainable_free(hm, &view);
+}
+
 static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int moments)
 {
     CudaBackend *c = self;
@@ -236,10 +323,18 @@ static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int momen
         cuda_model_offload_adopt(&c->cm, moments ? (int)opt->t : 0);
         return 0;
     }
+    if (c->method == CUDA_FT_LORA) {   /* the frozen base, then the adapters and their moments */
+        cuda_host_to_flat(hm, c->cuda_off, hm->w, c->flat, c->cm.n_total);
+        cuda_model_set_flat(&c->cm, c->flat, NULL, NULL, 0);
+        const Model *p = &hm->lora->p;
+        cuda_lora_set(&c->cm, p->w, moments ? opt->m : NULL, moments ? opt->v : NULL);
+        c->cm.step = moments ? (int)opt->t : 0;
+        return 0;
+    }
     if (moments) {
         if (moments_alloc(c)) return -1;
-        cuda_host_to_flat(hm, c->cuda_off, opt->m, c->flat_m, c->cm.n_total);
-        cuda_host_to_flat(hm, c->cuda_off, opt->v, c->flat_v, c->cm.n_total);
+        cuda_host_to_flat(hm, c->cuda_off, moments_full(c, hm, opt->m), c->flat_m, c->cm.n_total);
+        cuda_host_to_flat(hm, c->cuda_off, moments_full(c, hm, opt->v), c->flat_v, c->cm.n_total);
     }
     cuda_host_to_flat(hm, c->cuda_off, hm->w, c->flat, c->cm.n_total);
     cuda_model_set_flat(&c->cm, c->flat, moments ? c->flat_m : NULL, moments ? c->flat_v : NULL, (int)opt->t);
@@ -256,12 +351,30 @@ static int cu_get_state(void *self, Model *hm, AdamW *opt, int is0)
         opt->t = c->cm.step;
         return 0;
     }
+    if (c->method == CUDA_FT_LORA) {   /* one rank: the adapters; the base is unchanged */
+        Model *p = &hm->lora->p;
+        cuda_lora_get(&c->cm, p->w, opt->m, opt->v);
+        opt->t = c->cm.step;
+        return 0;
+    }
     if (moments_alloc(c)) return -1;
+    if (c->method == CUDA_FT_FREEZE) {   /* only the spans come back: the rest is the host's */
+        cuda_host_to_flat(hm, c->cuda_off, hm->w, c->flat, c->cm.n_total);
+        memset(c->flat_m, 0, c->cm.n_total * sizeof *c->flat_m);
+        memset(c->flat_v, 0, c->cm.n_total * sizeof *c->flat_v);
+    }
     cuda_model_get_flat(&c->cm, is0 ? c->flat : NULL, is0 ? c->flat_m : NULL, is0 ? c->flat_v : NULL);
     if (!is0) return 0;
     cuda_flat_to_host(hm, c->cuda_off, c->flat, hm->w);
-    cuda_flat_to_host(hm, c->cuda_off, c->flat_m, opt->m);
-    cuda_flat_to_host(hm, c->cuda_off, c->flat_v, opt->v);
+    if (c->method == CUDA_FT_FREEZE) {
+        cuda_flat_to_host(hm, c->cuda_off, c->flat_m, c->host_tmp);
+        moments_window(c, hm, c->host_tmp, opt->m);
+        cuda_flat_to_host(hm, c->cuda_off, c->flat_v, c->host_tmp);
+        moments_window(c, hm, c->host_tmp, opt->v);
+    } else {
+        cuda_flat_to_host(hm, c->cuda_off, c->flat_m, opt->m);
+        cuda_flat_to_host(hm, c->cuda_off, c->flat_v, opt->v);
+    }
     opt->t = c->cm.step;
     return 0;
 }

@@ -3,6 +3,7 @@
  * A row-major X[r,c] is the column-major X^T[c,r] with the same leading
  * dimension, so D = op(A).op(B) is computed as D^T = op(B)^T . op(A)^T:
  * cuBLASLt's first operand is our B, its second our A. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 typedef struct {
     GemmArgs key;               /* pointers, alpha and beta zeroed; c_is_d set */
     int c_is_d;
+    int align[4];               /* bytes: A, B, C, D's pointer alignment (up to 256) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -132,15 +134,30 @@ static int fastest(Gemm *g, GemmPlan *p, const GemmArgs *a, const cublasLtMatmul
     return best;
 }
 
+/* The largest power of two up to 256 that divides p: cuBLASLt's heuristic
+ * assumes 256-byte operands unless told less, and sub-matrices (a LoRA target's
+ * columns of the QKV output, one target's slice of u) start inside a buffer. */
+static int align_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int al = 256;
+    while (al > 1 && a % (uintptr_t)al) al >>= 1;
+    return al;
+}
+
 static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
 {
+    const void *C = a->C ? a->C : a->D;
+    int align[4] = {align_of(a->A), align_of(a->B), align_of(C), align_of(a->D)};
     GemmArgs key = *a;
     key.A = key.B = key.C = NULL;
     key.D = NULL;
     key.alpha = key.beta = 0.f;
     if (key.batch < 1) key.batch = 1;
     for (int i = 0; i < g->n_plans; i++)
-        if (g->plans[i].c_is_d == c_is_d && same_shape(&g->plans[i].key, &key)) return &g->plans[i];
+        if (g->plans[i].c_is_d == c_is_d && same_shape(&g->plans[i].key, &key) &&
+            !memcmp(g->plans[i].align, align, sizeof align))
+            return &g->plans[i];
     if (g->n_plans == GEMM_CACHE) {
         fprintf(stderr, "llmc-train-cuda: more than %d GEMM shapes\n", GEMM_CACHE);
         exit(1);
@@ -149,6 +166,7 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     memset(p, 0, sizeof *p);
     p->key = key;
     p->c_is_d = c_is_d;
+    memcpy(p->align, align, sizeof align);
 
     /* Column-major view: m = N, n = M; first operand = our B, second = our A. */
     cublasOperation_t opa = key.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -170,6 +188,14 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
     lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
+    /* cuBLASLt's A is our B (see the top of the file) */
+    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int k = 0; k < 4; k++) {
+        uint32_t v = (uint32_t)align[k];
+        lt_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[k], &v, sizeof v), "alignment", a);
+    }
     cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
     int found = 0;
     lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,

@@ -15,13 +15,17 @@
 #include <string.h>
 #include <time.h>
 #include <cuda_runtime_api.h>
+#include <cjson/cJSON.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
 #include "../args.h"
 #include "../checkpoint.h"
 #include "../commands.h"
 #include "../hf_config.h"
+#include "../plan.h"
+#include "../safetensors.h"
 #include "host_model.h"
+#include "lora_cuda.h"
 #include "model_cuda.h"
 #include "phase_timer.h"
 #include "backend_cuda.h"
@@ -39,13 +43,15 @@ static void usage(FILE *out)
           "  params --model NAME | --config config.json\n"
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--accum N] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
-          "        [--selective-recompute] [--zero1] [--offload] [--eager-attention] [--seed S]\n"
+          "        [--selective-recompute] [--zero1] [--offload] [--eager-attention] [--seed S] [--lora-rank R]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
           "        (LLMC_PHASE_TIMES=1: as many steps again with per-phase GPU times on stderr)\n"
           "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
           "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X] [--recompute]\n"
-          "        [--selective-recompute] [--offload] [--eager-attention]\n"
-          "        write step-0 logits and gradients and the loss of every step (tests/cuda/)\n"
+          "        [--selective-recompute] [--offload] [--eager-attention] [--lora DIR]\n"
+          "        write step-0 logits and gradients and the loss of every step (tests/cuda/);\n"
+          "        --lora DIR: train the PEFT adapter in DIR on the frozen base (gradients of the\n"
+          "        adapters, and the trained adapter written to OUT/adapter)\n"
           "\n"
           "  --help, --version   (every command takes --help; --opt=VALUE or --opt VALUE)\n"
           "\n"
@@ -53,8 +59,8 @@ static void usage(FILE *out)
 }
 
 typedef struct {
-    const char *model, *config, *weights, *tokens, *out;
-    int batch, seq, steps, warmup, recompute, zero1, eager, offload, accum;
+    const char *model, *config, *weights, *tokens, *out, *lora;
+    int batch, seq, steps, warmup, recompute, zero1, eager, offload, accum, lora_rank;
     unsigned long long seed;
     float lr, wd, clip, b1, b2, eps;
 } Opts;
@@ -65,7 +71,8 @@ typedef struct {
 static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
 {
     enum { O_MODEL = 0x100, O_CONFIG, O_WEIGHTS, O_TOKENS, O_OUT, O_BATCH, O_SEQ, O_STEPS, O_WARMUP, O_ACCUM, O_LR,
-           O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_EAGER };
+           O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_EAGER, O_LORA,
+           O_LORA_RANK };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"config", required_argument, NULL, O_CONFIG},
         {"weights", required_argument, NULL, O_WEIGHTS}, {"tokens", required_argument, NULL, O_TOKENS},
@@ -78,7 +85,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         {"eps", required_argument, NULL, O_EPS}, {"seed", required_argument, NULL, O_SEED},
         {"recompute", no_argument, NULL, O_RECOMPUTE}, {"selective-recompute", no_argument, NULL, O_SELECTIVE},
         {"offload", no_argument, NULL, O_OFFLOAD}, {"zero1", no_argument, NULL, O_ZERO1},
-        {"eager-attention", no_argument, NULL, O_EAGER}, {"help", no_argument, NULL, 'h'},
+        {"eager-attention", no_argument, NULL, O_EAGER}, {"lora", required_argument, NULL, O_LORA},
+        {"lora-rank", required_argument, NULL, O_LORA_RANK}, {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
@@ -112,6 +120,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         else if (c == O_OFFLOAD) o->offload = 1;
         else if (c == O_ZERO1) o->zero1 = 1;
         else if (c == O_EAGER) o->eager = 1;
+        else if (c == O_LORA) o->lora = optarg;
+        else if (c == O_LORA_RANK) {
+            if (args_int(cmd, opt, optarg, 1, 1024, &iv)) return 2;
+            o->lora_rank = (int)iv;
+        }
         else return args_getopt_error(cmd, c, argv);
     }
     if (optind < argc) return args_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
@@ -139,6 +152,63 @@ static int get_config(const Opts *o, ModelConfig *cfg)
         return -1;
     }
     return 0;
+}
+
+/* A PEFT adapter directory (adapter_config.json: r, lora_alpha, target_modules,
+ * use_rslora; adapter_model.safetensors) as runtime/model.h's Lora on cfg's
+ * layers, its values read by name; *alpha, *rslora as the file says. NULL after a
+ * message. */
+static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha, int *rslora)
+{
+    char path[4096], err[512];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) && fseek(f, 0, SEEK_SET) == 0 &&
+        (text = calloc((size_t)n + 1, 1)) && fread(text, 1, (size_t)n, f) != (size_t)n)
+        n = -1;
+    if (f) fclose(f);
+    cJSON *j = n > 0 && text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *r = cJSON_GetObjectItem(j, "r"), *al = cJSON_GetObjectItem(j, "lora_alpha");
+    const cJSON *tm = cJSON_GetObjectItem(j, "target_modules"), *rs = cJSON_GetObjectItem(j, "use_rslora");
+    unsigned targets = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, tm)
+        for (int k = 0; cJSON_IsString(x) && run_lora_module_names[k]; k++)
+            if (!strcmp(x->valuestring, run_lora_module_names[k])) targets |= 1u << k;
+    if (!cJSON_IsNumber(r) || !cJSON_IsNumber(al) || r->valuedouble < 1 || r->valuedouble > 1024 || !targets) {
+        fprintf(stderr, "llmc-train-cuda: %s: want r (1-1024), lora_alpha and target_modules\n", path);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    Model base;
+    if (model_layout(&base, cfg)) { cJSON_Delete(j); return NULL; }
+    *alpha = al->valueint;
+    *rslora = cJSON_IsTrue(rs);
+    Lora *l = lora_new(&base, targets, r->valueint, *alpha, *rslora, 1);
+    model_free(&base);
+    cJSON_Delete(j);
+    StModel st;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    if (!l || st_open(&st, path, err, sizeof err)) {
+        fprintf(stderr, "llmc-train-cuda: %s\n", l ? err : "out of memory");
+        lora_free(l);
+        return NULL;
+    }
+    for (int i = 0; i < l->p.n_params; i++) {
+        const ParamInfo *p = &l->p.params[i];
+        const StTensor *t = st_find(&st, p->name);
+        if (!t || t->numel != p->numel || st_read_f32(&st, t, l->p.w + p->offset, err, sizeof err)) {
+            fprintf(stderr, "llmc-train-cuda: %s: %s %s\n", path, p->name, t ? "has the wrong size" : "is missing");
+            st_close(&st);
+            lora_free(l);
+            return NULL;
+        }
+    }
+    st_close(&st);
+    return l;
 }
 
 static int cmd_params(int argc, char **argv)
@@ -215,8 +285,20 @@ static int cmd_bench(int argc, char **argv)
     if (o.offload && host_state_alloc(&cfg, &hs)) return 1;
     if (o.offload) off = &hs;
     double t_setup = wall();
-    if (cuda_model_create(&m, &cfg, o.batch, o.seq, o.recompute, !o.eager, &par, off) != 0) return 1;
+    /* --lora-rank: adapters on every linear layer, alpha 2r, on the frozen random base */
+    Lora *lora = NULL;
+    CudaFinetune ft = {.method = CUDA_FT_LORA};
+    if (o.lora_rank) {
+        Model base;
+        if (model_layout(&base, &cfg)) return 1;
+        ft.lora = lora = lora_new(&base, (1u << LORA_TARGETS) - 1, o.lora_rank, 2 * o.lora_rank, 0, o.seed);
+        model_free(&base);
+        if (!lora) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
+    }
+    if (cuda_model_create_ft(&m, &cfg, o.batch, o.seq, o.recompute, !o.eager, &par, off, lora ? &ft : NULL) != 0)
+        return 1;
     cuda_model_init_random(&m, o.seed, 0.02f);
+    if (lora) cuda_lora_set(&m, lora->p.w, NULL, NULL);
     if (d.rank == 0 && o.offload) fprintf(stderr, "offload: set up in %.1f s\n", wall() - t_setup);
     int N = o.batch * o.seq;
     int *ids = malloc(N * sizeof(int)), *pos = malloc(N * sizeof(int)), *tg = malloc(N * sizeof(int));
@@ -262,13 +344,15 @@ static int cmd_bench(int argc, char **argv)
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
-               "\"recompute\":%d,\"offload\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.n_real,
+               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload,
+               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
     cuda_model_destroy(&m);
+    lora_free(lora);
     free(hs.w); free(hs.m); free(hs.v);
     cuda_dist_finalize(&d);
     return 0;
@@ -343,14 +427,24 @@ static int cmd_check(int argc, char **argv)
         if (bad) { fprintf(stderr, "llmc-train-cuda: %s\n", err); return 1; }
         off = &hs;
     }
-    if (cuda_model_create(&m, &cfg, B, T, o.recompute, !o.eager, &par, off) != 0) return 1;
+    Lora *lora = NULL;
+    CudaFinetune ft = {.method = CUDA_FT_LORA};
+    int alpha = 0, rslora = 0;
+    if (o.lora && !(ft.lora = lora = lora_from_peft(o.lora, &cfg, &alpha, &rslora))) return 2;
+    if (cuda_model_create_ft(&m, &cfg, B, T, o.recompute, !o.eager, &par, off, lora ? &ft : NULL) != 0) return 1;
     if (o.offload) cuda_model_offload_adopt(&m, 0);
     else if (cuda_model_load_hf(&m, &cfg, o.weights, err, sizeof err)) {
         fprintf(stderr, "llmc-train-cuda: %s\n", err);
         return 1;
     }
+    if (lora) cuda_lora_set(&m, lora->p.w, NULL, NULL);
+    /* what the gradients are reported for: the model's tensors, or the adapters */
+    const CudaParam *gp = lora ? m.lora->params : m.params;
+    int n_gp = lora ? m.lora->n_params : m.n_params;
+    const float *gbuf = lora ? m.lora->grad : m.grad;
+    size_t n_grads = lora ? lora->p.n_floats : m.n_real;
     size_t N = (size_t)B * T, V = cfg.vocab;
-    float *logits = malloc(N * V * sizeof(float)), *grads = malloc(m.n_real * sizeof(float));
+    float *logits = malloc(N * V * sizeof(float)), *grads = malloc(n_grads * sizeof(float));
     float *losses = malloc(S * sizeof(float));
     if (!logits || !grads || !losses) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
     for (int s = 0; s < S; s++) {
@@ -366,11 +460,10 @@ static int cmd_check(int argc, char **argv)
         CUDA_CHECK(cudaStreamSynchronize(m.stream));
         losses[s] = loss / labels;
         if (s == 0) {
-            size_t k = 0;
-            for (int i = 0; i < m.n_params; i++) {
-                const CudaParam *p = &m.params[i];
-                CUDA_CHECK(cudaMemcpy(grads + k, m.grad + p->off, p->numel * sizeof(float), cudaMemcpyDeviceToHost));
-                k += p->numel;
+            size_t k = 0;   /* in PEFT's / HF's order */
+            for (int i = 0; i < n_gp; i++) {
+                CUDA_CHECK(cudaMemcpy(grads + k, gbuf + gp[i].off, gp[i].numel * sizeof(float), cudaMemcpyDeviceToHost));
+                k += gp[i].numel;
             }
         }
         float norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
@@ -385,13 +478,22 @@ static int cmd_check(int argc, char **argv)
     fclose(lf);
     snprintf(path, sizeof path, "%s/params.txt", o.out);
     if (!(lf = fopen(path, "w"))) { fprintf(stderr, "%s: cannot write\n", path); return 1; }
-    for (int i = 0; i < m.n_params; i++) fprintf(lf, "%s %zu\n", m.params[i].name, m.params[i].numel);
+    for (int i = 0; i < n_gp; i++) fprintf(lf, "%s %zu\n", gp[i].name, gp[i].numel);
     fclose(lf);
     if (write_file(o.out, "logits.f32", logits, N * V * sizeof(float)) ||
-        write_file(o.out, "grads.f32", grads, m.n_real * sizeof(float)))
+        write_file(o.out, "grads.f32", grads, n_grads * sizeof(float)))
         return 1;
+    if (lora) {   /* the trained adapter as a PEFT directory (runtime/checkpoint.c's export) */
+        cuda_lora_get(&m, lora->p.w, NULL, NULL);
+        snprintf(path, sizeof path, "%s/adapter", o.out);
+        if (peft_export(path, lora, alpha, rslora, NULL, err, sizeof err)) {
+            fprintf(stderr, "llmc-train-cuda: %s\n", err);
+            return 1;
+        }
+    }
     free(logits); free(grads); free(losses); free(tok);
     cuda_model_destroy(&m);
+    lora_free(lora);
     free(hs.w); free(hs.m); free(hs.v);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "flash_attn.h"
 #include "attn_cudnn.h"
 #include "phase_timer.h"
+#include "lora_cuda.h"
 
 #define ALIGN_ELEMS 64
 
@@ -147,6 +148,8 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
     return p;
 }
 
+void *cuda_model_alloc(CudaModel *m, size_t bytes, int *fail) { return dalloc(m, bytes, fail); }
+
 /* Pin the host state and make the staging sets, streams and events of the
  * offloaded optimizer step. */
 static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
@@ -225,12 +228,68 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
     return 0;
 }
 
+/* What AdamW steps (CudaSpan): full training the rank's shard; freeze the trained
+ * layers' matrices and their norm weights and biases (two ranges of the flat
+ * layout: matrices first, then the no-decay tensors, both layer by layer). */
+static void train_spans(CudaModel *m)
+{
+    int L = m->cfg.layers, lo = m->train_lo, hi = m->train_hi;
+    if (m->finetune == CUDA_FT_FREEZE) {
+        size_t mat_end = hi < L ? m->lo[hi].qkv_w : m->off_embed, nd_end = hi < L ? m->lo[hi].ln1 : m->off_norm;
+        m->span[0] = (CudaSpan){m->lo[lo].qkv_w, mat_end - m->lo[lo].qkv_w};
+        m->span[1] = (CudaSpan){m->lo[lo].ln1, nd_end - m->lo[lo].ln1};
+        m->n_spans = 2;
+    } else if (m->finetune == CUDA_FT_FULL) {
+        m->span[0] = (CudaSpan){m->shard_off, m->shard_len};
+        m->n_spans = 1;
+    }
+    m->n_state = 0;
+    for (int i = 0; i < m->n_spans; i++) m->n_state += m->span[i].len;
+}
+
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par, const CudaHostState *offload)
+{
+    return cuda_model_create_ft(m, cfg, B, T, recompute, flash, par, offload, NULL);
+}
+
+/* What trains, from ft: refused here when this backend cannot do it. */
+static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostState *offload)
+{
+    m->finetune = ft ? ft->method : CUDA_FT_FULL;
+    m->train_lo = 0;
+    m->train_hi = m->cfg.layers;
+    if (m->finetune == CUDA_FT_FULL) return 0;
+    if (offload || m->par.world > 1) {
+        fprintf(stderr, "llmc-train-cuda: freeze and LoRA train on one GPU without optimizer offload\n");
+        return -1;
+    }
+    if (m->finetune == CUDA_FT_FREEZE) {
+        if (ft->train_lo < 0 || ft->train_hi > m->cfg.layers || ft->train_lo >= ft->train_hi) {
+            fprintf(stderr, "llmc-train-cuda: freeze: trained layers [%d, %d) of %d\n", ft->train_lo, ft->train_hi,
+                    m->cfg.layers);
+            return -1;
+        }
+        m->train_lo = ft->train_lo;
+        m->train_hi = ft->train_hi;
+        return 0;
+    }
+    char err[256];
+    if (!ft->lora || cuda_lora_supported(ft->lora->rank, err, sizeof err)) {
+        fprintf(stderr, "llmc-train-cuda: %s\n", ft->lora ? err : "LoRA without adapters");
+        return -1;
+    }
+    m->train_lo = m->train_hi = 0;   /* no base layer's weights train */
+    return 0;
+}
+
+int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
+                         const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft)
 {
     memset(m, 0, sizeof *m);
     m->par = *par;
     if (cuda_model_layout(m, cfg, par->world) != 0) return -1;
+    if (finetune_setup(m, ft, offload)) return -1;
     if (B < 1 || T < 8 || T % 8) {
         fprintf(stderr, "llmc-train-cuda: micro-batch %d x %d: need B >= 1 and T a multiple of 8\n", B, T);
         return -1;
@@ -265,14 +324,22 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
         m->shard_len = m->n_total;
         m->shard_off = 0;
     }
+    train_spans(m);
+    /* LoRA: the base is bf16 weights only; freeze: a gradient buffer of the whole
+     * layout (the frozen parts never written) and master/moments for the spans. */
     m->w = dalloc(m, m->n_total * BB, &fail);
-    m->grad = dalloc(m, m->n_total * FF, &fail);
+    if (m->finetune != CUDA_FT_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
     if (offload) {
         if (offload_create(m, offload, &fail)) return -1;
-    } else {
-        m->master = dalloc(m, m->shard_len * FF, &fail);
-        m->m = dalloc(m, m->shard_len * FF, &fail);
-        m->v = dalloc(m, m->shard_len * FF, &fail);
+    } else if (m->n_state) {
+        m->master = dalloc(m, m->n_state * FF, &fail);
+        m->m = dalloc(m, m->n_state * FF, &fail);
+        m->v = dalloc(m, m->n_state * FF, &fail);
+    }
+    if (m->finetune != CUDA_FT_FULL) {
+        size_t junk = C > QKVD ? C : QKVD;
+        if (junk < 2 * (size_t)c->head_dim) junk = 2 * (size_t)c->head_dim;
+        m->junk = dalloc(m, junk * FF, &fail);
     }
 
     m->xs = calloc(L + 1, sizeof *m->xs);
@@ -311,7 +378,7 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
     m->rstdf = dalloc(m, N * FF, &fail);
     m->losses = dalloc(m, N * FF, &fail);
     m->loss_acc = dalloc(m, FF, &fail);
-    m->sumsq = dalloc(m, FF, &fail);
+    m->sumsq = dalloc(m, 3 * FF, &fail);   /* the sum, then one partial per span */
     m->sumsq_scratch = dalloc(m, (size_t)k_sumsq_scratch() * FF, &fail);
     m->ids = dalloc(m, N * sizeof(int), &fail);
     m->pos = dalloc(m, N * sizeof(int), &fail);
@@ -332,6 +399,7 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
     m->dqkv = dalloc(m, N * QKVD * BB, &fail);
+    if (m->finetune == CUDA_FT_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
     if (fail) return -1;
     if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {
         fprintf(stderr, "llmc-train-cuda: too many layers\n");
@@ -343,11 +411,11 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
             CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
             m->layer_done[l] = e;
         }
-    if (!m->offload) {
-        CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->shard_len * FF, st));
-        CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->shard_len * FF, st));
+    if (!m->offload && m->n_state) {
+        CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->n_state * FF, st));
+        CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->n_state * FF, st));
     }
-    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * FF, st));
+    if (m->grad) CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * FF, st));
     CUDA_CHECK(cudaMemsetAsync(m->loss_acc, 0, FF, st));
     return 0;
 }
@@ -364,13 +432,22 @@ void cuda_model_destroy(CudaModel *m)
     }
     if (m->gemm) gemm_destroy(m->gemm);
     attn_cudnn_destroy(m->cudnn);
+    cuda_lora_destroy(m);
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     memset(m, 0, sizeof *m);
 }
 
+/* Where span i starts in master/m/v. */
+static size_t span_state_off(const CudaModel *m, int i)
+{
+    size_t o = 0;
+    for (int k = 0; k < i; k++) o += m->span[k].len;
+    return o;
+}
+
 /* A full fp32 copy of the weights (tmp, on the device) becomes the bf16 weights
- * and this rank's master shard. */
+ * and the master weights of what trains (this rank's shard, or the spans). */
 static void adopt_weights(CudaModel *m, float *tmp)
 {
     cudaStream_t st = m->stream;
@@ -382,8 +459,9 @@ static void adopt_weights(CudaModel *m, float *tmp)
                                        cudaMemcpyDeviceToHost, st));
         }
     else
-        CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
-                                   cudaMemcpyDeviceToDevice, st));
+        for (int i = 0; i < m->n_spans; i++)
+            CUDA_CHECK(cudaMemcpyAsync(m->master + span_state_off(m, i), tmp + m->span[i].off,
+                                       m->span[i].len * sizeof(float), cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaGetLastError());
 }
@@ -510,8 +588,9 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
     /* Qwen3: the GEMM output is kept for the head norms' backward pass */
-    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, c->qk_norm ? a->qkv_raw : m->qkv, z.QKVD, 0, NULL,
-       1.f, 0.f);
+    bf16_t *qkv_out = c->qk_norm ? a->qkv_raw : m->qkv;
+    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, qkv_out, z.QKVD, 0, NULL, 1.f, 0.f);
+    if (m->lora) cuda_lora_fwd(m, l, CL_QKV, a->ln1, qkv_out, z.QKVD);
     PHASE(m, PH_QKV_GEMM);
     if (c->qk_norm)
         k_head_norm_fwd(m->qkv, a->qkv_raw, W + o->qk_norm, z.N, z.H, z.KV, z.D, (float)c->rms_eps, z.st);
@@ -521,16 +600,21 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     attn_fwd(m, &z, 1);
     PHASE(m, PH_ATTN);
     mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, W + o->o_w, z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
+    if (m->lora) cuda_lora_fwd(m, l, CL_O, a->att, a->xmid, z.C);
     PHASE(m, PH_O_GEMM);
     k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
     mm(m, 0, 1, z.N, 2 * z.F, z.C, a->ln2, z.C, W + o->gu_w, z.C, a->gu, 2 * z.F, 0, NULL, 1.f, 0.f);
+    if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
     PHASE(m, PH_GU_GEMM);
     k_swiglu_fwd(a->h, a->gu, z.N, z.F, z.st);
     PHASE(m, PH_SWIGLU);
     if (!stop_before_down) {
         mm(m, 0, 1, z.N, z.C, z.F, a->h, z.F, W + o->down_w, z.F, m->xs[l + 1], z.C, 0, a->xmid, 1.f, 1.f);
+        if (m->lora) cuda_lora_fwd(m, l, CL_DOWN, a->h, m->xs[l + 1], z.C);
         PHASE(m, PH_DOWN_GEMM);
+    } else if (m->lora) {   /* the down adapter's u, which its backward needs */
+        cuda_lora_fwd(m, l, CL_DOWN, a->h, NULL, 0);
     }
     CUDA_CHECK(cudaGetLastError());
 }
@@ -546,6 +630,10 @@ static void layer_bwd(CudaModel *m, int l)
     bf16_t *W = z.W;
     float *g = m->grad, scale = 1.f / sqrtf((float)z.D);
     int N = z.N, C = z.C, F = z.F, HD = z.HD, QKVD = z.QKVD;
+    /* this layer's own weights train (else their gradients are skipped, and the
+     * norm/bias kernels, which always write one, write it to junk) */
+    int wt = g && l >= m->train_lo && l < m->train_hi;
+    float *gj = m->junk;
     if (m->recompute == CUDA_RECOMPUTE_SELECTIVE) {
         /* this layer's h and att from the kept GEMM outputs (shared buffers) */
         k_swiglu_fwd(a->h, a->gu, N, F, z.st);
@@ -557,21 +645,24 @@ static void layer_bwd(CudaModel *m, int l)
     /* MLP */
     mm(m, 0, 0, N, F, C, m->dres, C, W + o->down_w, F, m->dh, F, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_DOWN_DX);
-    wgrad(m, C, F, N, m->dres, C, a->h, F, g + o->down_w);
+    if (wt) wgrad(m, C, F, N, m->dres, C, a->h, F, g + o->down_w);
+    if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
     PHASE(m, PH_DOWN_DW);
     k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, z.st);
     PHASE(m, PH_SWIGLU_BWD);
     mm(m, 0, 0, N, C, 2 * F, m->dgu, 2 * F, W + o->gu_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_GU_DX);
-    wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w);
+    if (wt) wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w);
+    if (m->lora) cuda_lora_bwd(m, l, CL_GU, a->ln2, m->dgu, 2 * F, m->dln);
     PHASE(m, PH_GU_DW);
-    k_rmsnorm_bwd(m->dres, g + o->ln2, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C, (float *)m->logits,
-                  z.st);
+    k_rmsnorm_bwd(m->dres, wt ? g + o->ln2 : gj, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C,
+                  (float *)m->logits, z.st);
     PHASE(m, PH_NORM_BWD);
     /* attention output projection */
     mm(m, 0, 0, N, HD, C, m->dres, C, W + o->o_w, HD, m->datt, HD, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_O_DX);
-    wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
+    if (wt) wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
+    if (m->lora) cuda_lora_bwd(m, l, CL_O, a->att, m->dres, C, m->datt);
     PHASE(m, PH_O_DW);
     if (m->flash) {
         attn_fused_bwd(m, &z);
@@ -591,17 +682,18 @@ static void layer_bwd(CudaModel *m, int l)
     }
     PHASE(m, PH_ATTN_BWD);
     k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, (float)c->rope_theta, z.st);
-    if (c->qkv_bias) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, (float *)m->logits, z.st);
+    if (c->qkv_bias && wt) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, (float *)m->logits, z.st);
     if (c->qk_norm)   /* dqkv: from the normed q, k to the GEMM output; q_norm/k_norm gradients accumulated */
-        k_head_norm_bwd(m->dqkv, g + o->qk_norm, a->qkv_raw, W + o->qk_norm, N, z.H, z.KV, z.D, (float)c->rms_eps,
-                        (float *)m->logits, z.st);
+        k_head_norm_bwd(m->dqkv, wt ? g + o->qk_norm : gj, a->qkv_raw, W + o->qk_norm, N, z.H, z.KV, z.D,
+                        (float)c->rms_eps, (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
     mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_QKV_DX);
-    wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w);
+    if (wt) wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w);
+    if (m->lora) cuda_lora_bwd(m, l, CL_QKV, a->ln1, m->dqkv, QKVD, m->dln);
     PHASE(m, PH_QKV_DW);
-    k_rmsnorm_bwd(m->dres, g + o->ln1, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C, (float *)m->logits,
-                  z.st);
+    k_rmsnorm_bwd(m->dres, wt ? g + o->ln1 : gj, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C,
+                  (float *)m->logits, z.st);
     PHASE(m, PH_NORM_BWD);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -624,10 +716,18 @@ static void reduce_bucket(CudaModel *m, size_t off, size_t count, int ev)
 void cuda_model_zero_grad(CudaModel *m)
 {
     cudaStream_t st = (cudaStream_t)m->stream;
-    CUDA_CHECK(cudaMemsetAsync(m->grad + m->decay_end, 0, (m->n_total - m->decay_end) * sizeof(float), st));
-    if (!m->cfg.tie_embeddings)
-        CUDA_CHECK(cudaMemsetAsync(m->grad + m->off_embed, 0, (size_t)m->cfg.vocab * m->cfg.hidden * sizeof(float),
-                                   st));
+    if (m->grad) {
+        CUDA_CHECK(cudaMemsetAsync(m->grad + m->decay_end, 0, (m->n_total - m->decay_end) * sizeof(float), st));
+        if (!m->cfg.tie_embeddings)
+            CUDA_CHECK(cudaMemsetAsync(m->grad + m->off_embed, 0,
+                                       (size_t)m->cfg.vocab * m->cfg.hidden * sizeof(float), st));
+    }
+    if (m->junk) {   /* never read; kept from growing without bound */
+        size_t C = m->cfg.hidden, QKVD = (size_t)(m->cfg.heads + 2 * m->cfg.kv_heads) * m->cfg.head_dim;
+        size_t n = C > QKVD ? C : QKVD;
+        if (n < 2 * (size_t)m->cfg.head_dim) n = 2 * (size_t)m->cfg.head_dim;
+        CUDA_CHECK(cudaMemsetAsync(m->junk, 0, n * sizeof(float), st));
+    }
     m->grad_fresh = 1;
     PHASE(m, PH_ZERO_GRAD);
 }
@@ -638,7 +738,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     const ModelConfig *c = &m->cfg;
     cudaStream_t st = m->stream;
     int N = m->B * m->T, C = c->hidden, V = c->vocab, L = c->layers;
-    int train = grad_scale != 0.f;
+    int train = grad_scale != 0.f, full = m->finetune == CUDA_FT_FULL;
     int bucketed = train && last_micro && m->par.world > 1 && !m->par.zero1;
     bf16_t *W = m->w;
 
@@ -674,24 +774,27 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         if (!train) continue;
         mm(m, 0, 0, rn, C, V, m->logits, V, W + m->off_lm, C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f, 0.f);
         PHASE(m, PH_LM_DX);
-        mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, m->grad + m->off_lm, C, 1, NULL, 1.f,
-           m->grad_fresh && r0 == 0 ? 0.f : 1.f);
+        if (full)   /* fine-tuning keeps the head (and the embedding) frozen */
+            mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, m->grad + m->off_lm, C, 1, NULL, 1.f,
+               m->grad_fresh && r0 == 0 ? 0.f : 1.f);
         PHASE(m, PH_LM_DW);
     }
     k_sum_add(m->loss_acc, m->losses, N, st);
     CUDA_CHECK(cudaGetLastError());
     if (!train) return;
-    k_rmsnorm_bwd(m->dres, m->grad + m->off_norm, m->dln, m->xs[L], W + m->off_norm, m->rstdf, NULL, N, C,
-                  (float *)m->logits, st);
+    k_rmsnorm_bwd(m->dres, full ? m->grad + m->off_norm : m->junk, m->dln, m->xs[L], W + m->off_norm, m->rstdf,
+                  NULL, N, C, (float *)m->logits, st);
     PHASE(m, PH_NORM_BWD);
-    for (int l = L - 1; l >= 0; l--) {
+    /* freeze: nothing below the lowest trained layer needs a gradient */
+    int lowest = m->finetune == CUDA_FT_FREEZE ? m->train_lo : 0;
+    for (int l = L - 1; l >= lowest; l--) {
         layer_bwd(m, l);
         if (bucketed) {
             size_t end = l + 1 < L ? m->lo[l + 1].qkv_w : m->off_embed;
             reduce_bucket(m, m->lo[l].qkv_w, end - m->lo[l].qkv_w, l);
         }
     }
-    k_embed_bwd(m->grad + m->off_embed, m->ids, m->dres, N, C, st);
+    if (full) k_embed_bwd(m->grad + m->off_embed, m->ids, m->dres, N, C, st);
     PHASE(m, PH_EMBED_BWD);
     m->grad_fresh = 0;
     if (bucketed) reduce_bucket(m, m->off_embed, m->n_total - m->off_embed, L);
@@ -778,17 +881,33 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
         }
     }
     PHASE(m, PH_GRAD_REDUCE);
-    k_sumsq(m->sumsq, m->sumsq_scratch, m->grad + m->shard_off, m->shard_len, st);
+    CudaLora *ad = m->lora;
+    if (ad) {
+        k_sumsq(m->sumsq, m->sumsq_scratch, ad->grad, ad->n_total, st);
+    } else if (m->n_spans == 1) {
+        k_sumsq(m->sumsq, m->sumsq_scratch, m->grad + m->span[0].off, m->span[0].len, st);
+    } else {   /* one partial per span, summed in a fixed order */
+        for (int i = 0; i < m->n_spans; i++)
+            k_sumsq(m->sumsq + 1 + i, m->sumsq_scratch, m->grad + m->span[i].off, m->span[i].len, st);
+        CUDA_CHECK(cudaMemsetAsync(m->sumsq, 0, sizeof(float), st));
+        k_sum_add(m->sumsq, m->sumsq + 1, m->n_spans, st);
+    }
     if (m->par.world > 1 && m->par.zero1)
         NCCL_CHECK(ncclAllReduce(m->sumsq, m->sumsq, 1, ncclFloat, ncclSum, comm, st));
     PHASE(m, PH_GRAD_NORM);
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
-    if (m->offload)
+    if (ad)   /* every adapter is a matrix: all take weight decay */
+        k_adamw(ad->master, ad->w, ad->grad, ad->m, ad->v, ad->n_total, 0, ad->n_total, lr, b1, b2, eps, wd, bc1,
+                bc2, m->sumsq, grad_mult, clip, st);
+    else if (m->offload)
         offload_adamw(m, lr, b1, b2, eps, wd, bc1, bc2, grad_mult, clip);
     else
-        k_adamw(m->master, m->w + m->shard_off, m->grad + m->shard_off, m->m, m->v, m->shard_len, m->shard_off,
-                m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
+        for (int i = 0; i < m->n_spans; i++) {
+            size_t so = span_state_off(m, i), off = m->span[i].off;
+            k_adamw(m->master + so, m->w + off, m->grad + off, m->m + so, m->v + so, m->span[i].len, off,
+                    m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
+        }
     if (m->par.world > 1 && m->par.zero1)
         NCCL_CHECK(ncclAllGather(m->w + m->shard_off, m->w, m->shard_len, ncclBfloat16, comm, st));
     PHASE(m, PH_ADAMW);
@@ -802,16 +921,37 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
 {
     if (m->offload) { fprintf(stderr, "llmc-train-cuda: set_flat under offload\n"); abort(); }
-    size_t bytes = m->n_total * sizeof(float), off = m->shard_off * sizeof(float), len = m->shard_len * sizeof(float);
+    size_t bytes = m->n_total * sizeof(float);
+    if (!m->grad) {   /* LoRA: bf16 weights only, converted through a small bounce buffer */
+        size_t chunk = (size_t)16 << 20;
+        float *tmp;
+        CUDA_CHECK(cudaMalloc((void **)&tmp, chunk * sizeof(float)));
+        for (size_t o = 0; o < m->n_total; o += chunk) {
+            size_t n = m->n_total - o < chunk ? m->n_total - o : chunk;
+            CUDA_CHECK(cudaMemcpyAsync(tmp, w + o, n * sizeof(float), cudaMemcpyHostToDevice, (cudaStream_t)m->stream));
+            k_f32_to_bf16(m->w + o, tmp, n, (cudaStream_t)m->stream);
+            CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
+        }
+        CUDA_CHECK(cudaFree(tmp));
+        if (mom1 && mom2) m->step = step;
+        return;
+    }
+    /* Every copy on the model's stream: a plain cudaMemcpy from pageable memory may
+     * return before its DMA lands, and the non-blocking stream would not wait. */
+    cudaStream_t st = (cudaStream_t)m->stream;
     float *tmp = m->grad;   /* scratch between steps */
-    CUDA_CHECK(cudaMemcpy(tmp, w, bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpyAsync(tmp, w, bytes, cudaMemcpyHostToDevice, st));
     adopt_weights(m, tmp);
     if (mom1 && mom2) {
-        CUDA_CHECK(cudaMemcpy(m->m, (const char *)mom1 + off, len, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(m->v, (const char *)mom2 + off, len, cudaMemcpyHostToDevice));
+        for (int i = 0; i < m->n_spans; i++) {
+            size_t so = span_state_off(m, i), off = m->span[i].off, len = m->span[i].len * sizeof(float);
+            CUDA_CHECK(cudaMemcpyAsync(m->m + so, mom1 + off, len, cudaMemcpyHostToDevice, st));
+            CUDA_CHECK(cudaMemcpyAsync(m->v + so, mom2 + off, len, cudaMemcpyHostToDevice, st));
+        }
         m->step = step;
     }
-    CUDA_CHECK(cudaMemset(m->grad, 0, bytes));
+    CUDA_CHECK(cudaMemsetAsync(m->grad, 0, bytes, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 /* One fp32 shard array -> a full host array (all-gather through the gradient buffer). */
@@ -828,9 +968,26 @@ static void gather_to_host(CudaModel *m, const float *shard, float *host)
     }
 }
 
+/* The spans of a fine-tuning run's state into full flat host arrays (the
+ * rest of host is left as it is). */
+static void spans_to_host(CudaModel *m, const float *state, float *host)
+{
+    if (!host) return;
+    for (int i = 0; i < m->n_spans; i++)
+        CUDA_CHECK(cudaMemcpy(host + m->span[i].off, state + span_state_off(m, i), m->span[i].len * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+}
+
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
     if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
+    if (m->finetune != CUDA_FT_FULL) {   /* one rank; LoRA: the base never changes (no span) */
+        CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
+        spans_to_host(m, m->master, w);
+        spans_to_host(m, m->m, mom1);
+        spans_to_host(m, m->v, mom2);
+        return;
+    }
     gather_to_host(m, m->master, w);
     gather_to_host(m, m->m, mom1);
     gather_to_host(m, m->v, mom2);
@@ -842,7 +999,19 @@ double cuda_model_flops_per_token(const CudaModel *m, int T)
 {
     const ModelConfig *c = &m->cfg;
     double C = c->hidden, HD = (double)c->heads * c->head_dim, KVD = (double)c->kv_heads * c->head_dim;
-    double per_layer = C * (HD + 2 * KVD) + HD * C + 3.0 * C * c->ffn;
-    double n_mm = c->layers * per_layer + (double)c->vocab * C;
-    return 6.0 * n_mm + 12.0 * c->layers * HD * T;
+    double per_layer = C * (HD + 2 * KVD) + HD * C + 3.0 * C * c->ffn, head = (double)c->vocab * C;
+    double n_mm = c->layers * per_layer + head, attn = 2.0 * HD * T;   /* attn: one layer's QK^T + PV per token */
+    if (m->finetune == CUDA_FT_FULL) return 6.0 * n_mm + 6.0 * c->layers * attn;
+    /* forward everywhere; the backward's input gradients from the top down to
+     * train_lo (LoRA: 0), weight gradients only for what trains */
+    int below = m->finetune == CUDA_FT_FREEZE ? m->train_lo : 0;
+    double f = 2.0 * n_mm + 2.0 * head + 2.0 * c->layers * attn;
+    f += (c->layers - below) * (2.0 * per_layer + 4.0 * attn);
+    f += (m->train_hi - m->train_lo) * 2.0 * per_layer;
+    if (m->lora) {   /* each adapter: forward, input gradient and weight gradient */
+        double n_ad = 0;
+        for (int i = 0; i < m->lora->n_params; i++) n_ad += (double)m->lora->params[i].numel;
+        f += 6.0 * n_ad;
+    }
+    return f;
 }

@@ -29,8 +29,13 @@ typedef struct {
     size_t ln1, qkv_b, qk_norm, ln2;   /* no decay; qk_norm: q_norm [D] then k_norm [D] (Qwen3) */
 } CudaLayerOffsets;
 
+/* LoRA's groups: the base GEMM each targeted linear rides on (q/k/v on the QKV
+ * GEMM, gate/up on the gate-up GEMM). */
+enum { CL_QKV, CL_O, CL_GU, CL_DOWN, CL_GROUPS };
+
 typedef struct {
     bf16_t *ln1, *ln2, *q, *k, *v, *P, *att, *xmid, *gu, *h;
+    bf16_t *lu[CL_GROUPS];              /* LoRA only: u = x A^T of each group, [N, CudaLora.width[g]] */
     bf16_t *qkv_raw;                    /* qk_norm only: the QKV GEMM output before the head norms */
     float *rstd1, *rstd2, *lse;         /* P: eager attention only; lse: flash only */
 } CudaLayerActs;
@@ -59,6 +64,33 @@ typedef struct {
     void *ev_in[CUDA_OFFLOAD_BUFS], *ev_done[CUDA_OFFLOAD_BUFS], *ev_free[CUDA_OFFLOAD_BUFS];
 } CudaOffload;
 
+/* LoRA on the GPU (runtime/cuda/lora_cuda.c): runtime/model.h's adapters (A [r, in],
+ * B [out, r] per targeted linear, y += scale * (x A^T) B^T) in a flat buffer of their
+ * own. Per layer and group, the A of the group's targets are stacked ([k*r, in]), so
+ * u = x A^T for all of them is one GEMM; then each target adds scale * u_t B_t^T
+ * into its columns of the base GEMM's output. The base model keeps only its bf16
+ * weights (no fp32 master, gradient or moments); the adapters have all four. */
+typedef struct {
+    int rank;
+    float scale;
+    unsigned targets;                   /* bit LORA_* (runtime/model.h) */
+    CudaParam *params; int n_params;    /* the adapters, PEFT names; host_off: in Lora.p's buffer */
+    size_t *a_off;                      /* [layer * CL_GROUPS + g]: the group's stacked A */
+    size_t *b_off;                      /* [layer * LORA_TARGETS + t]: B of target t */
+    int width[CL_GROUPS];               /* k * rank: the group's columns of u (0: no target) */
+    size_t n_total;                     /* flat length */
+    bf16_t *w;                          /* bf16 working copy [n_total] */
+    float *grad, *master, *m, *v;       /* fp32 [n_total] */
+    bf16_t *du;                         /* backward scratch [N, max width] */
+} CudaLora;
+
+/* What trains: the spans of the flat buffer that take gradients and AdamW (full
+ * training: the rank's shard; freeze: the trained layers' matrices and their
+ * norms/biases). master/m/v hold the spans back to back. */
+typedef struct {
+    size_t off, len;
+} CudaSpan;
+
 typedef struct {
     int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
     void *comm;                         /* ncclComm_t or NULL */
@@ -78,7 +110,16 @@ typedef struct {
     size_t n_real;                      /* parameters counted (no padding) */
     bf16_t *w;                          /* bf16 working weights [n_total] */
     float *grad;                        /* fp32 gradients [n_total] */
-    float *master, *m, *v;              /* fp32 shard [shard_len]; NULL under offload */
+    float *master, *m, *v;              /* fp32 [n_state]: the spans back to back; NULL under offload */
+    CudaSpan span[2]; int n_spans;      /* what AdamW steps (full: one span, the shard) */
+    size_t n_state;                     /* the spans' total length */
+    /* Fine-tuning. freeze: only layers [train_lo, train_hi) take weight gradients
+     * (full: all layers and the embedding, head and final norm); lora: none of the
+     * base does (grad is NULL) and lora's adapters train. junk: where the frozen norm
+     * weights' and biases' gradients go, which their kernels always write. */
+    int finetune, train_lo, train_hi;   /* finetune: CUDA_FT_* */
+    CudaLora *lora;
+    float *junk;
     int offload;                        /* master and moments in host memory (off) */
     CudaOffload off;
     size_t shard_off, shard_len;
@@ -123,6 +164,18 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world);
  * master weights and moments (one rank). 0 or -1 with a message. */
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
                       const CudaParallel *par, const CudaHostState *offload);
+/* The same with only part of the model training (ft NULL: everything). Under freeze
+ * the fp32 master and moments cover the trained layers only; under lora the base
+ * has bf16 weights only and the adapters come from ft->lora's shapes (their values
+ * from cuda_lora_set). Optimizer offload is for full training. */
+enum { CUDA_FT_FULL, CUDA_FT_FREEZE, CUDA_FT_LORA };
+typedef struct {
+    int method;                         /* CUDA_FT_* */
+    int train_lo, train_hi;             /* freeze: the trained layers [train_lo, train_hi) */
+    const Lora *lora;                   /* lora: the host adapters (shapes, names, scale, targets) */
+} CudaFinetune;
+int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
+                         const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft);
 /* Under offload: the bf16 working weights from the host master weights, and the
  * AdamW step count (moments are already the host's). */
 void cuda_model_offload_adopt(CudaModel *m, int step);
@@ -151,12 +204,17 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
  * set: weights (and, when mom1/mom2 are not NULL, AdamW moments with `step` steps
  * taken) from full host buffers on every rank. get: gather the full master weights
  * and moments to host buffers (collective under ZeRO-1; buffers may be NULL on
- * ranks other than 0). The gradient buffer is used as scratch: call between steps. */
+ * ranks other than 0). The gradient buffer is used as scratch: call between steps.
+ * Freeze: only the trained spans are read and written (get leaves the rest of the
+ * host arrays as they are); LoRA: set takes the base weights only, get does
+ * nothing (the adapters move with cuda_lora_set/get). */
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step);
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2);
 
 /* FLOPs of one token's forward+backward: 6*N + 12*L*C*T (N: parameters in matmuls,
- * the LM head counted once even when tied to the embedding). */
+ * the LM head counted once even when tied to the embedding). Freeze and LoRA: the
+ * products that run (no weight gradients for the frozen, no input gradients below
+ * the lowest trained layer; the adapters' own). */
 double cuda_model_flops_per_token(const CudaModel *m, int T);
 
 #endif

@@ -4,9 +4,10 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: attn check check-variants check-more run resume dp bench torch run7b   (default: all but run7b)
+#     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b   (default: all but run7b)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
+#     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -15,7 +16,7 @@
 set -uo pipefail
 out=${1:?usage: device.sh OUTDIR [SECTION...]}
 shift
-sections=${*:-attn check check-variants check-more run resume dp bench torch}
+sections=${*:-attn check check-variants check-more lora run resume dp bench torch}
 has() { [[ " $sections " == *" $1 "* ]]; }
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -71,6 +72,16 @@ if has check-more; then
     chk qwen3_hd128 --steps 20 --arch qwen3 --head-dim 128 --selective-recompute
     chk eager --steps 20 --eager-attention
 fi
+if has lora; then
+    for v in "all --steps 30" "qvd_rslora --steps 30 --targets q_proj,v_proj,down_proj --rank 16 --rslora --head-dim 64" \
+             "selective_hd128 --steps 20 --selective-recompute --head-dim 128" "recompute --steps 10 --recompute"; do
+        set -- $v; name=$1; shift
+        python3 tests/cuda/check_lora.py --bin build/llmc-train-cuda --work "/tmp/lora_$name" "$@" > "$out/lora_$name.log" 2>&1
+        note "lora $name: $(tail -1 "$out/lora_$name.log")"
+        grep -h "FAIL\|Error\|error" "$out/lora_$name.log" | head -5
+        grep -h "loss curve:\|after " "$out/lora_$name.log"
+    done
+fi
 if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     bash tests/cuda/resume_check.sh "$out/resume" > "$out/resume.log" 2>&1
     note "resume safety: $(tail -1 "$out/resume.log")"
@@ -111,6 +122,18 @@ if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     note "cpu fp32 vs gpu bf16: $(grep -E 'mean|final' "$out/cmp_cpu_gpu.log" | tr '\n' ' ')"
     cp $r/run-gpu/metrics.jsonl "$out/tiny_gpu_metrics.jsonl"; cp $r/run-gpu/gpu_metrics.jsonl "$out/tiny_gpu_memory.jsonl"
     tail -2 "$out/run_gpu_b.log"
+    # fine-tuning through the loop: the CPU trainer's run of the same plan is the reference
+    for ft in lora freeze freeze-first; do
+        [[ -f $r/plan-gpu-$ft.json ]] || continue
+        rm -rf $r/run-gpu-$ft
+        ./build/llmc-train-cuda run $r/plan-gpu-$ft.json > "$out/run_gpu_$ft.log" 2>&1
+        note "run tiny $ft on 1 GPU: exit $? ; $(grep -h 'training\|trainable' "$out/run_gpu_$ft.log" | head -1 | cut -c1-200)"
+        python3 tests/cuda/compare_runs.py $r/run-cpu-$ft/metrics.jsonl $r/run-gpu-$ft/metrics.jsonl \
+            > "$out/cmp_cpu_gpu_$ft.log" 2>&1
+        note "  cpu vs gpu $ft: $(grep -E 'mean|final|passed' "$out/cmp_cpu_gpu_$ft.log" | tr '\n' ' ')"
+        note "  gpu $ft final/: $(ls $r/run-gpu-$ft/final 2>/dev/null | tr '\n' ' ') adapter/: $(ls $r/run-gpu-$ft/adapter 2>/dev/null | tr '\n' ' ')"
+        tail -1 "$out/run_gpu_$ft.log"
+    done
     if [[ $ngpu -ge 2 ]]; then
         for rk in 0 1; do
             RANK=$rk WORLD_SIZE=2 LOCAL_RANK=$rk MASTER_ADDR=127.0.0.1 MASTER_PORT=29521 \
@@ -132,6 +155,18 @@ if has dp && [[ $ngpu -ge 2 ]]; then
         wait
         note "dp2 $z: $(cat "$out/dp${z}_0.json")"
     done
+fi
+# LoRA (rank 16 on every linear layer) and full training at the 0.5B-7B shapes: memory and throughput
+if has ftbench; then
+    for v in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4" "qwen2.5-3b 4" "qwen2.5-7b 4"; do
+        set -- $v
+        ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 --steps 5 --warmup 2 --lora-rank 16 \
+            > "$out/ft_$1.json" 2> "$out/ft_$1.log"
+        note "lora r16 $1 x$2: $(cat "$out/ft_$1.json")"
+        grep -h "error\|memory" "$out/ft_$1.log" | head -3
+    done
+    ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 8 --seq 2048 --steps 10 --warmup 3 > "$out/full05.json" 2>/dev/null
+    note "full 0.5b x8: $(cat "$out/full05.json")"
 fi
 if has bench; then
     for v in "qwen2.5-1.5b 4 LLMC_GEMM_TUNE=1" "qwen2.5-1.5b 4 --eager-attention" "qwen2.5-0.5b 8 --eager-attention" \

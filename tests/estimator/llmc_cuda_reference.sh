@@ -26,6 +26,11 @@ flash qwen2.5-3b 4 2048
 flash qwen2.5-3b 4 2048 --selective-recompute
 flash qwen3-1.7b 4 2048
 flash qwen2.5-1.5b 4 2048 --selective-recompute
+flash qwen2.5-0.5b 4 2048 --lora-rank 16
+flash qwen2.5-1.5b 4 2048 --lora-rank 16
+flash qwen2.5-1.5b 4 2048 --lora-rank 8 --recompute
+flash qwen2.5-7b 4 2048 --lora-rank 16
+flash qwen3-1.7b 4 2048 --lora-rank 64 --selective-recompute
 cudnn qwen2.5-1.5b 4 2048
 cudnn qwen2.5-0.5b 8 2048
 cudnn qwen2.5-3b 4 2048 --selective-recompute
@@ -33,7 +38,8 @@ cudnn qwen2.5-7b 4 2048 --offload
 CASES
 printf '%s\n' "${rows[@]}" | python3 -c '
 import json, sys
-keep = ("model", "batch", "seq", "world", "zero1", "recompute", "offload", "attention", "params", "allocated_gib")
+keep = ("model", "batch", "seq", "world", "zero1", "recompute", "offload", "lora_rank", "attention", "params",
+        "allocated_gib")
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
-json.dump([{k: r[k] for k in keep} for r in rows], sys.stdout, indent=1)
+json.dump([{k: r[k] for k in keep if k in r} for r in rows], sys.stdout, indent=1)
 print()'

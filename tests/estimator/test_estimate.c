@@ -383,14 +383,15 @@ static PlanModel preset(const char *name)
 /* The GPU bytes the trainer allocates for a preset at b x s on one GPU: the
  * estimate's tensors, without the context allowance (cudnn: with the cuDNN
  * attention workspace, else the flash kernels alone). */
-static double llmc_allocated(const char *name, int b, int s, Recompute rc, bool off, bool flash, bool cudnn,
-                             Estimate *e)
+static double llmc_allocated(const char *name, int b, int s, Recompute rc, bool off, int lora, bool flash,
+                             bool cudnn, Estimate *e)
 {
     Fixture f;
     fixture(&f, preset(name), 1, s, b, SHARD_NONE, rc, 1e6);
     f.c.gpus_per_node = 1;
     f.t.attention = flash || cudnn ? ATTN_FLASH : ATTN_EAGER;
     if (off) f.t.offload = OFFLOAD_OPTIMIZER;
+    if (lora) { f.t.method = METHOD_LORA; f.t.lora_rank = lora; f.t.nlora_target = 0; }
     memset(e, 0, sizeof *e);
     estimate_memory(&f.j, b, f.t.recompute, SHARD_NONE, e);
     return e->weights_bytes + e->grads_bytes + e->optimizer_bytes + e->activations_bytes + e->logits_bytes +
@@ -417,14 +418,16 @@ static void test_llmc_cuda_measured(const cJSON *ref)
         const char *attn = cJSON_GetObjectItemCaseSensitive(row, "attention")->valuestring;
         bool flash = !strcmp(attn, "flash"), cudnn = !strcmp(attn, "cudnn");
         double want = cJSON_GetObjectItemCaseSensitive(row, "allocated_gib")->valuedouble;
+        const cJSON *lr = cJSON_GetObjectItemCaseSensitive(row, "lora_rank");   /* bench --lora-rank: every target */
+        int lora = cJSON_IsNumber(lr) ? (int)lr->valuedouble : 0;
         Estimate e;
-        double got = llmc_allocated(name, b, s, rcm, off, flash, cudnn, &e) / GIB;
+        double got = llmc_allocated(name, b, s, rcm, off, lora, flash, cudnn, &e) / GIB;
         CHECK(e.params_total == (int64_t)cJSON_GetObjectItemCaseSensitive(row, "params")->valuedouble,
               "%s params", name);
         CHECK(!cudnn || e.attn_cudnn, "%s %d x %d: the estimate runs cuDNN's attention too", name, b, s);
-        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s %s: estimate %.4f GiB, allocated %.2f GiB",
-              name, b, s, rcv == 2 ? " selective" : rc ? " recompute" : "", off ? " offload" : "", attn, got,
-              want);
+        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d%s%s%s %s: estimate %.4f GiB, allocated %.2f GiB",
+              name, b, s, rcv == 2 ? " selective" : rc ? " recompute" : "", off ? " offload" : "",
+              lora ? " lora" : "", attn, got, want);
         n++;
     }
     CHECK(n >= 11, "llmc CUDA references present: %d", n);
@@ -466,8 +469,8 @@ static void test_llmc_cudnn_measured(const cJSON *ref)
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
         int b = (int)num(row, "batch"), s = (int)num(row, "seq");
         Estimate e;
-        double flash = llmc_allocated(name, b, s, RECOMPUTE_NONE, false, true, false, &e);
-        double cudnn = llmc_allocated(name, b, s, RECOMPUTE_NONE, false, false, true, &e);
+        double flash = llmc_allocated(name, b, s, RECOMPUTE_NONE, false, 0, true, false, &e);
+        double cudnn = llmc_allocated(name, b, s, RECOMPUTE_NONE, false, 0, false, true, &e);
         double want = num(row, "cudnn_gib") - num(row, "flash_gib");
         CHECK(fabs((cudnn - flash) / GIB - want) <= 0.01 + 1e-9, "%s %d x %d: cuDNN adds %.4f GiB, measured %.2f",
               name, b, s, (cudnn - flash) / GIB, want);
@@ -487,7 +490,7 @@ static void test_llmc_cudnn_measured(const cJSON *ref)
         int b = (int)num(row, "batch"), s = (int)num(row, "seq"), rcv = (int)num(row, "recompute");
         Recompute rc = rcv == 1 ? RECOMPUTE_FULL : rcv == 2 ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
         Estimate e;
-        double got = llmc_allocated(name, b, s, rc, num(row, "offload") != 0, false, true, &e) / GIB;
+        double got = llmc_allocated(name, b, s, rc, num(row, "offload") != 0, 0, false, true, &e) / GIB;
         double want = num(row, "gpu_gib");
         CHECK(want - got >= -0.005 - 1e-9 && want - got <= 0.02 + 1e-9,
               "%s %d x %d run: allocations %.4f GiB, measured %.2f GiB", name, b, s, got, want);
@@ -552,8 +555,8 @@ static void test_llmc_cuda_allocation(void)
      * One layer's set: 128 x ((3*128 + 2*128 + 2*64 + 3*256) * 2 + 8) + 128*4*4
      *   = 128 x 3080 + 2048 = 396,288.
      * Residual stream: 3 x 128 x 128 x 2 = 98,304.
-     * Forward scratch: 128 x (256*2 + 128*2 + 20) + (2 + 1024) * 4 = 104,968
- *   (the last: loss accumulator, squared norm and its 1024 partial sums).
+     * Forward scratch: 128 x (256*2 + 128*2 + 20) + (4 + 1024) * 4 = 104,976
+ *   (the last: loss accumulator, squared norm and its two span partials, the norm's 1024 partial sums).
      * Backward scratch: 128 x (2*128 + 3*256 + 3*128 + 4*64) * 2 + 128 x (3*128 + 4) * 4
      *   = 425,984 + 198,656 = 624,640.
      * Logits: 128 rows x 512 x 2 = 131,072, but the buffer doubles as the
@@ -568,19 +571,19 @@ static void test_llmc_cuda_allocation(void)
     CHECK(e.llmc_cuda_allocation && e.params_total == 361600, "tiny: %lld params", (long long)e.params_total);
     CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == 6508800.0, "tiny states");
     CHECK(e.activations_layers_bytes == 98304.0 + 2 * 396288.0, "tiny kept: %.0f", e.activations_layers_bytes);
-    CHECK(e.activations_working_bytes == 104968.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
+    CHECK(e.activations_working_bytes == 104976.0 + 624640.0, "tiny scratch: %.0f", e.activations_working_bytes);
     CHECK(e.logits_bytes == 262144.0 && e.logits_chunk_rows == 128, "tiny logits: %.0f", e.logits_bytes);
     CHECK(e.reserve_fragmentation_bytes == 0 && e.comm_bytes == 0, "allocated once, in place");
     /* Recompute keeps one layer's set, used by every layer in turn. */
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 &&
-          e.activations_working_bytes == 396288.0 + 104968.0 + 624640.0, "tiny recompute");
+          e.activations_working_bytes == 396288.0 + 104976.0 + 624640.0, "tiny recompute");
     /* Selective keeps every layer's set but its attention output (q = 128) and
      * silu(gate)*up (ffn 256), one buffer of each for both layers:
      * 128 x (128 + 256) x 2 = 98,304 once instead of twice. */
     estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 98304.0 + 2 * (396288.0 - 98304.0) + 98304.0 &&
-          e.activations_working_bytes == 104968.0 + 624640.0, "tiny selective: %.0f", e.activations_layers_bytes);
+          e.activations_working_bytes == 104976.0 + 624640.0, "tiny selective: %.0f", e.activations_layers_bytes);
     /* Optimizer offload: no master/m/v on the GPU, three staging sets of
      * master, m, v chunks of the flat length rounded to 64 (361,600 is already
      * a multiple): 3 x 3 x 361,600 x 4 = 13,017,600. */
@@ -636,18 +639,18 @@ static void test_llmc_cuda_allocation(void)
      * although the plan asks for flash (n = 2 x 96 = 192 tokens).
      * One layer's set: 192 x 3080 + 2 x 4 x 96^2 x 2 (scores) = 738,816.
      * Residual stream: 3 x 192 x 128 x 2 = 147,456.
-     * Forward scratch: 192 x (256*2 + 128*2 (o) + 128*2 + 20) + 4,104 = 204,552.
+     * Forward scratch: 192 x (256*2 + 128*2 (o) + 128*2 + 20) + 4,112 = 204,560.
      * Backward scratch: 192 x 3328 + 192 x 128 x 2 (dO) + 147,456 (dP) = 835,584.
      * Logits: 192 x 512 x 2 = 196,608 < the column-sum scratch 262,144.
-     * With the states: 9,436,168 bytes. */
+     * With the states: 9,436,176 bytes. */
     CHECK(!estimate_llmc_cuda_flash(&f.m, 96) && estimate_llmc_cuda_flash(&f.m, 64), "flash needs context %% 64");
     f.t.context = 96;
     memset(&e, 0, sizeof e);
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     CHECK(e.activations_layers_bytes == 147456.0 + 2 * 738816.0 &&
-              e.activations_working_bytes == 204552.0 + 835584.0 &&
+              e.activations_working_bytes == 204560.0 + 835584.0 &&
               e.weights_bytes + e.grads_bytes + e.optimizer_bytes + e.activations_bytes + e.logits_bytes ==
-                  9436168.0,
+                  9436176.0,
           "tiny at context 96 (eager): kept %.0f, scratch %.0f", e.activations_layers_bytes,
           e.activations_working_bytes);
     /* head_dim 48 has no fused kernel either. */
