@@ -202,6 +202,7 @@ static cJSON *estimate_json(const Estimate *e)
     add_num(o, "optimizer_bytes", e->optimizer_bytes);
     add_num(o, "activations_bytes", e->activations_bytes);
     add_num(o, "logits_bytes", e->logits_bytes);
+    add_num(o, "attn_workspace_bytes", e->attn_workspace_bytes);
     add_num(o, "comm_bytes", e->comm_bytes);
     add_num(o, "reserve_bytes", e->reserve_bytes);
     add_num(o, "total_bytes", e->total_bytes);

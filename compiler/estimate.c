@@ -42,6 +42,20 @@
 #define LLMC_OFFLOAD_SETS       3.0
 #define LLMC_OFFLOAD_CHUNK      (32.0 * 1024 * 1024)
 
+/* cuDNN's fused attention in the llmc CUDA trainer (runtime/cuda/attn_cudnn.c):
+ * workspace regions are rounded up to WS_ALIGN bytes; the plan for rows with
+ * documents (ragged layout) is built at prepare time for a batch of the next
+ * power of two of DOCS_PER_ROW x the micro batch, at most MAX_DOCS (first_bucket). */
+#define LLMC_CUDNN_WS_ALIGN     256.0
+#define LLMC_CUDNN_DOCS_PER_ROW 8.0
+#define LLMC_CUDNN_MAX_DOCS     1024.0
+/* cuDNN's own engine workspace per entry of a plan's batch, per query head,
+ * measured on the H200 (cuDNN 9; docs/estimator.md, "cuDNN attention
+ * workspace"): bf16 per score (T x T) in the deterministic backward, fp32 per
+ * query element (T x head_dim) in both forms. */
+#define LLMC_CUDNN_SCORE_BYTES  2.0
+#define LLMC_CUDNN_QUERY_BYTES  4.0
+
 /* Fixed per-process allowances and the allocator's fragmentation share. */
 #define GPU_CONTEXT_BYTES   (1.0 * GIB)   /* CUDA context, cuBLAS/cuBLASLt workspaces, NCCL buffers */
 #define CPU_PROCESS_BYTES   (16.0 * MIB)  /* trainer binary, libraries, stacks */
@@ -485,6 +499,47 @@ bool estimate_llmc_cuda_flash(const PlanModel *m, int context)
     return (hd == 32 || hd == 64 || hd == 128) && context > 0 && context % 64 == 0;
 }
 
+/* cuDNN's fused SDPA (attn_cudnn.c, attn_cudnn_supported) takes head sizes 64
+ * and 128, a context that is a positive multiple of 64 and whole query groups;
+ * the trainer (built with cuDNN, as every GPU build is) then sends attention
+ * there unless LLMC_ATTN=flash. */
+bool estimate_llmc_cuda_cudnn(const PlanModel *m, int context)
+{
+    int64_t hd = head_dim_of(m);
+    return m->heads > 0 && m->kv_heads > 0 && m->heads % m->kv_heads == 0 && (hd == 64 || hd == 128) &&
+           context >= 64 && context % 64 == 0;
+}
+
+static double cudnn_align(double x) { return ceil(x / LLMC_CUDNN_WS_ALIGN) * LLMC_CUDNN_WS_ALIGN; }
+
+/* cuDNN's own workspace for a plan of `batch` sequences of s (the larger of its
+ * forward and backward plans: the backward's). */
+static double cudnn_engine(double batch, double heads, double s, double hd, bool deterministic)
+{
+    return batch * heads * s * ((deterministic ? LLMC_CUDNN_SCORE_BYTES * s : 0) + LLMC_CUDNN_QUERY_BYTES * hd);
+}
+
+/* The workspace attn_cudnn_prepare asks for at micro batch b x context s: the
+ * larger of the plain plan's (batch b) and the document plan's (batch of
+ * first_bucket), each our own regions (ws_layout) followed by cuDNN's engine
+ * workspace for that batch (build_pair), rounded up. */
+double estimate_llmc_cudnn_workspace(const PlanModel *m, double b, double s, bool deterministic)
+{
+    if (b <= 0 || s <= 0) return 0;
+    double hd = (double)head_dim_of(m), heads = m->heads > 0 ? m->heads : 0;
+    double kvh = m->kv_heads > 0 ? m->kv_heads : 0, n = b * s;
+    double q = n * heads * hd * 2, kv = n * kvh * hd * 2;
+    /* Dsum (fp32 per query row) and, in the atomics form, the fp32 dQ accumulator */
+    double shared = cudnn_align(n * heads * 4) + (deterministic ? 0 : cudnn_align(n * heads * hd * 4));
+    /* the document layout's transposed Q, K, V and dQ, dK, dV */
+    double transposes = 2 * cudnn_align(q) + 4 * cudnn_align(kv);
+    double docs = LLMC_CUDNN_DOCS_PER_ROW * b, batch = 1;
+    while (batch < docs && batch < LLMC_CUDNN_MAX_DOCS) batch *= 2;
+    double plain = cudnn_align(shared + cudnn_engine(b, heads, s, hd, deterministic));
+    double ragged = cudnn_align(transposes + shared + cudnn_engine(batch, heads, s, hd, deterministic));
+    return fmax(plain, ragged);
+}
+
 /* Activation and scratch bytes of the llmc CUDA trainer, which allocates all
  * of it once, up front (runtime/cuda/model_cuda.c, cuda_model_create), for a
  * micro batch of n = b x s tokens. layers: what is kept across the forward
@@ -671,6 +726,11 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->activations_working_bytes = grad_buffers;
     }
     e->activations_bytes = e->activations_layers_bytes + e->activations_working_bytes + head_in;
+    /* The trainer's default attention for such shapes is cuDNN's, deterministic
+     * backward; its workspace comes on top of the flash kernels' buffers, which
+     * stay allocated for the micro batches cuDNN declines. */
+    e->attn_cudnn = llmc_cuda && flash && estimate_llmc_cuda_cudnn(m, t->context);
+    e->attn_workspace_bytes = e->attn_cudnn ? estimate_llmc_cudnn_workspace(m, b, s, true) : 0;
 
     if (llmc_cuda) {
         /* bf16 logits of at most LLMC_CE_CHUNK_ROWS rows at a time, turned
@@ -698,7 +758,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     else e->comm_bytes = comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv, hf);
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
-                     e->activations_bytes + e->logits_bytes + e->comm_bytes;
+                     e->activations_bytes + e->attn_workspace_bytes + e->logits_bytes + e->comm_bytes;
     e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES + cpu_cores(job) * CPU_BLAS_THREAD_BYTES
                                    : GPU_CONTEXT_BYTES;
     /* A caching allocator fragments; the llmc trainer allocates once, up front. */
@@ -1233,6 +1293,8 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
     diag_note(dg, "activations %.1f GiB (batch %d x context %d, recompute=%s, attention=%s)",
               e->activations_bytes / GIB, t->micro_batch, t->context,
               recompute_name(t->recompute), estimate_attention_name(t, e));
+    if (e->attn_cudnn)
+        diag_note(dg, "cuDNN attention workspace %.1f GiB (deterministic backward)", e->attn_workspace_bytes / GIB);
     if (e->logits_chunked)
         diag_note(dg, "logits and their gradient %.1f GiB (%.0f rows at a time x vocab %d, bf16)",
                   e->logits_bytes / GIB, e->logits_chunk_rows, t->model->vocab);

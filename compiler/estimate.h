@@ -103,6 +103,9 @@ typedef struct {
     double padded_seq_tokens;               /* tokens a sequence is computed at (padded to the
                                                longest of its micro batch); = seq_tokens packed */
     bool padding_from_stats;                /* the length histogram of a stats file decided it */
+    /* ---- llmc CUDA trainer: cuDNN attention (docs/estimator.md, "cuDNN attention workspace") ---- */
+    bool attn_cudnn;                        /* attention runs through cuDNN's fused SDPA */
+    double attn_workspace_bytes;            /* its workspace (deterministic backward), in total_bytes */
 } Estimate;
 
 /* What is trained and where the states live: the inputs of the estimate that
@@ -236,6 +239,14 @@ struct cJSON *estimate_to_json(const Estimate *e);
  * at this context (head_dim 32, 64 or 128, context a multiple of 64); when not,
  * it materialises the scores whatever `attention` says, and so does the estimate. */
 bool estimate_llmc_cuda_flash(const PlanModel *m, int context);
+
+/* Whether the llmc CUDA trainer sends this model's attention at this context
+ * through cuDNN's fused SDPA (head_dim 64 or 128, context a multiple of 64,
+ * whole query groups) when the plan says flash; and the workspace it then
+ * allocates at micro batch b x context s, in bytes, for the deterministic
+ * backward (the default) or the atomics form (LLMC_CUDNN_DETERMINISTIC=0). */
+bool estimate_llmc_cuda_cudnn(const PlanModel *m, int context);
+double estimate_llmc_cudnn_workspace(const PlanModel *m, double b, double s, bool deterministic);
 
 /* Names for printing. The attention the estimate counts: the plan's, or
  * "eager (no fused kernel)" where the llmc CUDA trainer cannot run flash. */

@@ -1,43 +1,110 @@
 #!/bin/bash
-# CUDA trainer benchmark: llmc-train-cuda against PyTorch+transformers (eager and
-# torch.compile) on the same shapes in the same run, on one GPU.
+# CUDA trainer benchmark: llmc-train-cuda against PyTorch+transformers
+# (torch.compile, optionally eager) on the same shapes in the same run, on one GPU.
 #   bench/cuda/run.sh [OUTDIR]      (on the GPU machine, from the repository root)
-# Writes OUTDIR/bench.jsonl (one JSON line per run) and prints a table.
-# BENCH_TORCH=0 skips the PyTorch runs, BENCH_COMPILE=0 the torch.compile ones; BENCH_STEPS sets the timed steps (default 10).
+#   bench/cuda/run.sh --rows        the rows, one "ID MODEL BATCH SEQ" a line
+# Writes OUTDIR/bench.jsonl (one JSON line per run, with its "row"; a run that
+# failed is a line with "error") and OUTDIR/IMPL-ROW.log, and prints one table:
+# shape, ours and torch.compile tokens/s, their ratio, the peak GPU memory of
+# each, and llmq's published tokens/s on one H100 as a fixed reference (llmq's
+# README figures for its 2048-token benchmark; N/A where it publishes none).
+# A run that fails (out of memory, a crash, BENCH_TIMEOUT) is reported in its
+# cell and the other runs still go; the script then exits 1 (2: bad settings).
+#
+# Rows (ID: model, micro batch x context):
+#   0.5b-2048  qwen2.5-0.5b 8 x 2048      1.5b-4096  qwen2.5-1.5b 2 x 4096
+#   1.5b-2048  qwen2.5-1.5b 4 x 2048      1.5b-8192  qwen2.5-1.5b 1 x 8192
+#   3b-2048    qwen2.5-3b   4 x 2048
+# Environment:
+#   BENCH_SHAPES   the row IDs to run, space or comma separated (default: all)
+#   BENCH_TORCH=0  no PyTorch runs;  BENCH_COMPILE=0  no torch.compile runs
+#   BENCH_EAGER=1  PyTorch eager as well (a column of its own)
+#   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps)
+#   BENCH_TIMEOUT  seconds one run may take (default 900)
 set -uo pipefail
 out=${1:-/tmp/llmc-cuda-bench}
-mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
 steps=${BENCH_STEPS:-10}
-make -s cuda || exit 1
+limit=${BENCH_TIMEOUT:-900}
+export NCCL_NVLS_ENABLE=0
+
+all_rows=("0.5b-2048 qwen2.5-0.5b 8 2048" "1.5b-2048 qwen2.5-1.5b 4 2048" "3b-2048 qwen2.5-3b 4 2048"
+          "1.5b-4096 qwen2.5-1.5b 2 4096" "1.5b-8192 qwen2.5-1.5b 1 8192")
+if [[ ${1:-} == --rows ]]; then printf '%s\n' "${all_rows[@]}"; exit 0; fi   # ID MODEL BATCH SEQ
+ids=()
+for r in "${all_rows[@]}"; do ids+=("${r%% *}"); done
+rows=()
+if [[ -n ${BENCH_SHAPES:-} ]]; then
+    for want in ${BENCH_SHAPES//,/ }; do
+        hit=
+        for r in "${all_rows[@]}"; do [[ ${r%% *} == "$want" ]] && hit=$r; done
+        if [[ -z $hit ]]; then
+            echo "bench/cuda/run.sh: BENCH_SHAPES: unknown row '$want' (rows: ${ids[*]})" >&2
+            exit 2
+        fi
+        rows+=("$hit")
+    done
+else
+    rows=("${all_rows[@]}")
+fi
+for v in "$steps" "$limit"; do
+    [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
+done
+
+mkdir -p "$out" || exit 2
+make -s cuda || { echo "bench/cuda/run.sh: make cuda failed" >&2; exit 1; }
 : > "$out/bench.jsonl"
-run() {   # label, command...
-    local label=$1; shift
-    echo "== $label" >&2
-    "$@" 2> "$out/$label.log" | tee -a "$out/bench.jsonl" || { echo "$label failed:"; tail -5 "$out/$label.log"; }
+
+# One run: impl, row ID, command... Appends its JSON line tagged with the row,
+# or an error line (exit status and the log's last line); never stops the script.
+run() {
+    local impl=$1 row=$2; shift 2
+    local log="$out/$impl-$row.log" res="$out/$impl-$row.json" rc
+    echo "== $impl $row" >&2
+    timeout --kill-after=30 "$limit" "$@" > "$res" 2> "$log"
+    rc=$?
+    python3 - "$res" "$log" "$impl" "$row" "$rc" >> "$out/bench.jsonl" <<'PY'
+import json, sys
+res, log, impl, row, rc = sys.argv[1:6]
+line = None
+for l in open(res, errors="replace"):
+    if l.startswith("{"):
+        try:
+            line = json.loads(l)
+        except ValueError:
+            pass
+if rc == "0" and line is not None:
+    line["row"] = row
+    line["bench_impl"] = impl
+else:
+    tail = [l.strip() for l in open(log, errors="replace") if l.strip()][-1:] or ["no output"]
+    why = "timed out" if rc in ("124", "137") else f"exit {rc}"
+    line = {"row": row, "bench_impl": impl, "error": f"{why}: {tail[0][:200]}"}
+print(json.dumps(line))
+PY
+    [[ $rc == 0 ]] || { echo "$impl $row failed (exit $rc):" >&2; tail -n 3 "$log" >&2; }
 }
-shapes=("qwen2.5-0.5b 8" "qwen2.5-1.5b 4")
-for shape in "${shapes[@]}"; do
-    set -- $shape
-    run "llmc-$1" ./build/llmc-train-cuda bench --model "$1" --batch "$2" --seq 2048 --steps "$steps" --warmup 3
+
+for r in "${rows[@]}"; do
+    read -r id model batch seq <<< "$r"
+    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" \
+        --steps "$steps" --warmup 3
 done
 if [[ ${BENCH_TORCH:-1} == 1 ]]; then
-    for shape in "${shapes[@]}"; do
-        set -- $shape
-        run "torch-eager-$1" python3 bench/cuda/torch_bench.py --model "$1" --batch "$2" --seq 2048 --steps "$steps"
-    done
-    if [[ ${BENCH_COMPILE:-1} == 1 ]]; then
-        for shape in "${shapes[@]}"; do
-            set -- $shape
-            run "torch-compile-$1" python3 bench/cuda/torch_bench.py --model "$1" --batch "$2" --seq 2048 --steps "$steps" --compile
+    if [[ ${BENCH_EAGER:-0} == 1 ]]; then
+        for r in "${rows[@]}"; do
+            read -r id model batch seq <<< "$r"
+            run eager "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" \
+                --steps "$steps"
+        done
+    fi
+    if [[ ${BENCH_COMPILE:-1} == 1 ]]; then   # last: compiling is the slowest
+        for r in "${rows[@]}"; do
+            read -r id model batch seq <<< "$r"
+            run compile "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" \
+                --steps "$steps" --compile
         done
     fi
 fi
-python3 - "$out/bench.jsonl" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print(f"{'impl':<16} {'model':<14} {'batch':>5} {'tok/s':>9} {'MFU':>6} {'step ms':>8} {'peak GiB':>9}")
-for r in rows:
-    print(f"{r['impl']:<16} {r['model']:<14} {r['batch']:>5} {int(r['tokens_per_s']):>9,} {r['mfu']*100:>5.1f}% "
-          f"{r['step_ms']:>8.1f} {r['peak_mem_gib']:>9.2f}")
-PY
+python3 bench/cuda/bench_table.py "$out/bench.jsonl" "${rows[@]}" || exit 2
+# Exit 1 when a run failed (the table says which), after every row was tried.
+! grep -q '"error"' "$out/bench.jsonl"

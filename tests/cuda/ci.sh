@@ -83,6 +83,42 @@ p["train"]["global_batch"] = 2 * p["train"]["global_batch"]
 json.dump(p, open(sys.argv[2], "w"))
 PY
 expect "run: LoRA on 2 ranks refused" 2 "finetune.method = lora runs on one GPU without offload in the CUDA backend" $bin run "$tmp/lora2.json"
+# bench/cuda/run.sh: its settings are checked before anything is built or run,
+# torch_bench.py knows every model of its rows, and the table of hand-made
+# results (tests/cuda/bench_table_input.jsonl: not measurements; a failed run,
+# one not run, a line that is not JSON, an eager run) is as expected.
+if bash -n bench/cuda/run.sh; then ok "bench/cuda/run.sh parses"; else bad "bench/cuda/run.sh parses"; fi
+expect "BENCH_SHAPES: unknown row" 2 "BENCH_SHAPES: unknown row '3b-4096' (rows: 0.5b-2048" \
+    env BENCH_SHAPES="1.5b-2048,3b-4096" bash bench/cuda/run.sh "$tmp/bench-bad"
+expect "BENCH_STEPS: not a number" 2 "take a positive integer, not 'ten'" env BENCH_STEPS=ten bash bench/cuda/run.sh "$tmp/bench-bad"
+if [[ ! -e $tmp/bench-bad ]]; then ok "bad settings write nothing"; else bad "bad settings write nothing"; fi
+mapfile -t bench_rows < <(bash bench/cuda/run.sh --rows)
+expect "run.sh rows: 3B at 2048, 1.5B at 4096 and 8192" 0 "3b-2048 qwen2.5-3b 4 2048" bash bench/cuda/run.sh --rows
+if [[ ${#bench_rows[@]} -eq 5 && ${bench_rows[3]} == "1.5b-4096 qwen2.5-1.5b 2 4096" &&
+      ${bench_rows[4]} == "1.5b-8192 qwen2.5-1.5b 1 8192" ]]; then ok "run.sh: five rows"
+else bad "run.sh: five rows: ${bench_rows[*]}"; fi
+python3 - bench/cuda/torch_bench.py "${bench_rows[@]}" > "$tmp/shapes.out" 2>&1 <<'PY'
+import ast, sys
+tree = ast.parse(open(sys.argv[1]).read())
+shapes = next(n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SHAPES")
+known = {k.value for k in shapes.keys}
+missing = sorted({r.split()[1] for r in sys.argv[2:]} - known)
+print("missing:", missing) if missing else print("every row's model is in SHAPES")
+PY
+expect "torch_bench.py takes every row's model" 0 "every row's model is in SHAPES" cat "$tmp/shapes.out"
+python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "${bench_rows[@]}" > "$tmp/table.txt" 2>&1
+if diff -u tests/cuda/bench_table_expected.txt "$tmp/table.txt"; then ok "bench table from hand-made results"
+else bad "bench table from hand-made results"; fi
+if ! nvidia-smi -L > /dev/null 2>&1 && [[ ${SAN:-0} != 1 ]]; then   # run.sh builds build/, not build/san
+    # Every run fails without a GPU: each is reported, the others still run, exit 1.
+    BENCH_SHAPES=0.5b-2048,1.5b-8192 BENCH_STEPS=1 BENCH_TIMEOUT=120 bash bench/cuda/run.sh "$tmp/bench" \
+        > "$tmp/bench.out" 2> "$tmp/bench.err"
+    rc=$?
+    n_err=$(grep -c '"error"' "$tmp/bench/bench.jsonl" 2>/dev/null)
+    if [[ $rc -eq 1 && $n_err -eq 4 ]] && grep -q "^qwen2.5-1.5b 1x8192 .*failed.*failed.*N/A$" "$tmp/bench.out" &&
+       grep -q "^0.5b-2048 ours: exit 1: " "$tmp/bench.out"; then ok "bench without a GPU: every run reported"
+    else bad "bench without a GPU: every run reported (exit $rc, $n_err error lines)"; cat "$tmp/bench.out"; fi
+fi
 if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check

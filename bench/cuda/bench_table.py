@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The table bench/cuda/run.sh prints: one line per benchmark row.
+
+    bench_table.py BENCH_JSONL "ID MODEL BATCH SEQ"...
+
+BENCH_JSONL holds run.sh's lines: the JSON of one run (llmc-train-cuda bench or
+torch_bench.py) tagged with "row" (the row ID) and "bench_impl" (ours, compile,
+eager), or {"row", "bench_impl", "error"} for a run that failed. Columns: the
+shape, ours and torch.compile tokens/s and their ratio, each one's peak GPU
+memory (GiB), then llmq's published tokens/s on one H100 — a fixed reference
+from its README (2048-token sequences), N/A where it publishes none. An eager
+column appears when the file has eager runs. A run that is missing prints
+"not run", a failed one "failed" (its error follows the table).
+"""
+import json
+import sys
+
+# llmq (C++/CUDA trainer) README, one H100, sequences of 2048 tokens, per model.
+LLMQ_PUBLISHED = {"qwen2.5-0.5b": 144_000, "qwen2.5-1.5b": 58_000, "qwen2.5-3b": 30_000, "qwen2.5-7b": 14_000}
+LLMQ_SEQ = 2048
+
+
+def load(path):
+    runs = {}
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.startswith("{"):
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                print(f"{path}:{n}: not JSON, skipped", file=sys.stderr)
+                continue
+            if isinstance(r, dict) and "row" in r and "bench_impl" in r:
+                runs[(r["row"], r["bench_impl"])] = r
+    return runs
+
+
+def cell(r, key, fmt):
+    if r is None:
+        return "not run"
+    if "error" in r or key not in r:
+        return "failed"
+    return fmt(r[key])
+
+
+def tok(v):
+    return f"{int(round(v)):,}"
+
+
+def gib(v):
+    return f"{v:.2f}"
+
+
+def table(runs, rows):
+    eager = any(impl == "eager" for _, impl in runs)
+    head = ["shape", "ours tok/s", "torch.compile tok/s", "ours/compile", "ours GiB", "compile GiB"]
+    if eager:
+        head += ["eager tok/s", "eager GiB"]
+    head.append("llmq (published, H100) tok/s")
+    lines, errors = [head], []
+    for spec in rows:
+        rid, model, batch, seq = spec.split()
+        ours, comp, eag = runs.get((rid, "ours")), runs.get((rid, "compile")), runs.get((rid, "eager"))
+        ratio = "N/A"
+        if ours and comp and "error" not in ours and "error" not in comp and comp.get("tokens_per_s"):
+            ratio = f"{ours['tokens_per_s'] / comp['tokens_per_s']:.2f}x"
+        attn = f", {ours['attention']}" if ours and "attention" in ours else ""
+        line = [f"{model} {batch}x{seq}{attn}", cell(ours, "tokens_per_s", tok), cell(comp, "tokens_per_s", tok),
+                ratio, cell(ours, "peak_mem_gib", gib), cell(comp, "peak_mem_gib", gib)]
+        if eager:
+            line += [cell(eag, "tokens_per_s", tok), cell(eag, "peak_mem_gib", gib)]
+        pub = LLMQ_PUBLISHED.get(model) if int(seq) == LLMQ_SEQ else None
+        line.append(tok(pub) if pub else "N/A")
+        lines.append(line)
+        for impl, r in (("ours", ours), ("compile", comp), ("eager", eag)):
+            if r and "error" in r:
+                errors.append(f"{rid} {impl}: {r['error']}")
+    width = [max(len(l[i]) for l in lines) for i in range(len(head))]
+    out = []
+    for l in lines:
+        out.append("  ".join(l[0].ljust(width[0]) if i == 0 else l[i].rjust(width[i]) for i in range(len(l))))
+    return out + errors
+
+
+def main():
+    if len(sys.argv) < 3:
+        print("usage: bench_table.py BENCH_JSONL 'ID MODEL BATCH SEQ'...", file=sys.stderr)
+        return 2
+    for spec in sys.argv[2:]:
+        parts = spec.split()
+        if len(parts) != 4 or not parts[2].isdigit() or not parts[3].isdigit():
+            print(f"bench_table.py: row '{spec}': want 'ID MODEL BATCH SEQ'", file=sys.stderr)
+            return 2
+    try:
+        runs = load(sys.argv[1])
+    except OSError as e:
+        print(f"bench_table.py: {sys.argv[1]}: {e.strerror}", file=sys.stderr)
+        return 2
+    print("\n".join(table(runs, sys.argv[2:])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
