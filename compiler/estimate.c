@@ -726,11 +726,12 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->activations_working_bytes = grad_buffers;
     }
     e->activations_bytes = e->activations_layers_bytes + e->activations_working_bytes + head_in;
-    /* The trainer's default attention for such shapes is cuDNN's, deterministic
-     * backward; its workspace comes on top of the flash kernels' buffers, which
-     * stay allocated for the micro batches cuDNN declines. */
+    /* The trainer's default attention for such shapes is cuDNN's, its backward
+     * with fp32 atomics (LLMC_CUDNN_DETERMINISTIC=1: the deterministic form);
+     * its workspace comes on top of the flash kernels' buffers, which stay
+     * allocated for the micro batches cuDNN declines. */
     e->attn_cudnn = llmc_cuda && flash && estimate_llmc_cuda_cudnn(m, t->context);
-    e->attn_workspace_bytes = e->attn_cudnn ? estimate_llmc_cudnn_workspace(m, b, s, true) : 0;
+    e->attn_workspace_bytes = e->attn_cudnn ? estimate_llmc_cudnn_workspace(m, b, s, false) : 0;
 
     if (llmc_cuda) {
         /* bf16 logits of at most LLMC_CE_CHUNK_ROWS rows at a time, turned
@@ -1294,7 +1295,7 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
               e->activations_bytes / GIB, t->micro_batch, t->context,
               recompute_name(t->recompute), estimate_attention_name(t, e));
     if (e->attn_cudnn)
-        diag_note(dg, "cuDNN attention workspace %.1f GiB (deterministic backward)", e->attn_workspace_bytes / GIB);
+        diag_note(dg, "cuDNN attention workspace %.1f GiB (backward with fp32 atomics)", e->attn_workspace_bytes / GIB);
     if (e->logits_chunked)
         diag_note(dg, "logits and their gradient %.1f GiB (%.0f rows at a time x vocab %d, bf16)",
                   e->logits_bytes / GIB, e->logits_chunk_rows, t->model->vocab);

@@ -189,10 +189,10 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "context that is a multiple of 64, so it materialises the scores (counted)");
     if (e->attn_cudnn)
         assume(a, "attention = flash: the trainer runs cuDNN's fused attention (head_dim 64 or 128, "
-                  "context a multiple of 64); its workspace is counted for the deterministic backward, "
-                  "the default (%.2f GiB; LLMC_CUDNN_DETERMINISTIC=0 needs %.2f GiB, LLMC_ATTN=flash none)",
+                  "context a multiple of 64); its workspace is counted for the backward with fp32 atomics, "
+                  "the default (%.2f GiB; LLMC_CUDNN_DETERMINISTIC=1 needs %.2f GiB, LLMC_ATTN=flash none)",
                e->attn_workspace_bytes / GIB,
-               estimate_llmc_cudnn_workspace(t->model, t->micro_batch, t->context, false) / GIB);
+               estimate_llmc_cudnn_workspace(t->model, t->micro_batch, t->context, true) / GIB);
     if (!e->llmc_cuda_allocation) assume(a, "allocator fragmentation: 5%% of all tensor bytes");
     switch (e->tokens_source) {
     case TOKENS_STATED:
@@ -475,7 +475,7 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
     if (e->attn_cudnn)
         gib_row(tb, 0, "attention workspace", e->attn_workspace_bytes,
-                "cuDNN fused attention, deterministic backward");
+                "cuDNN fused attention, backward with fp32 atomics");
     if (e->logits_chunked)
         gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
                 "%.0f bytes x %.0f rows at a time x vocab %d, gradient in place",

@@ -195,7 +195,7 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
 /* The fused-attention implementation: cuDNN's when it was built in, takes the
  * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
  * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
- * LLMC_CUDNN_DETERMINISTIC=0: cuDNN's faster backward with atomics and a smaller workspace. */
+ * LLMC_CUDNN_DETERMINISTIC=1: cuDNN's deterministic backward (a far larger workspace). */
 static int attn_cudnn_setup(CudaModel *m, int *fail)
 {
     const char *env = getenv("LLMC_ATTN"), *det = getenv("LLMC_CUDNN_DETERMINISTIC");
@@ -212,10 +212,17 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
                                             : "this build has no cuDNN");
         return 0;
     }
-    /* Deterministic by default (the form checked against check_vs_hf.py on the
-     * H200); its workspace is seven times the atomics form's (3.5 against 0.5
-     * GiB at 1.5B x 4), LLMC_CUDNN_DETERMINISTIC=0 takes the smaller one. */
-    AttnCudnn *a = attn_cudnn_create(!(det && !strcmp(det, "0")), err, sizeof err);
+    /* The backward with fp32 atomics by default: the deterministic form's
+     * workspace holds bf16 scores for every sequence of the document plan (8
+     * per row), 3.5 against 0.5 GiB at 1.5B x 4 and 30 GiB at 7B x 4 x 4096, and
+     * buys no reproducible run while the embedding gradient and the flash
+     * kernels' dQ are summed with atomics too. Both forms pass check_vs_hf.py on
+     * the H200 (docs/cuda.md). */
+    if (det && strcmp(det, "0") && strcmp(det, "1")) {
+        fprintf(stderr, "llmc-train-cuda: LLMC_CUDNN_DETERMINISTIC=%s: want 0 or 1\n", det);
+        return -1;
+    }
+    AttnCudnn *a = attn_cudnn_create(det && !strcmp(det, "1"), err, sizeof err);
     size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
     if (!ws) {
         fprintf(stderr, "llmc-train-cuda: %s; using the flash kernels\n", err);
