@@ -5,7 +5,7 @@ from LLaMA-Factory's own source (tests/emitters/lf_keys.txt, lf_keys_gen.py;
 the commit is in its header).
 
 1. static: every key literal the emitter passes to yw_str/yw_int/yw_bool/yw_float/
-   yw_key (compiler/emit_llamafactory.c) is a field of the argument dataclasses,
+   yw_key (compiler/emit/emit_llamafactory.c) is a field of the argument dataclasses,
    except the few listed in NOT_TOP_LEVEL with the reason.
 2. each llamafactory_train.yaml under DIR: every top-level key is in the list
    and its value has the declared type (bool, int, float (an int is taken),
@@ -16,7 +16,7 @@ the commit is in its header).
    YAML's stage: rm/dpo train (and evaluate) on ranking data only, kto on
    entries with a kto_tag, pt/sft on no ranking data; every dataset and
    eval_dataset the YAML names has an entry.
-4. the chat templates llmc knows (compiler/chat_templates.c) are LLaMA-Factory's
+4. the chat templates llmc knows (compiler/check/chat_templates.c) are LLaMA-Factory's
    ("@template" lines: data/template.py), each with the same special tokens, and
    every YAML's template is one of them.
 Prints ok/FAIL lines and "N passed, N failed".
@@ -79,7 +79,7 @@ if written and not missing:
     ok(f"{emitter}: all {len(written)} keys it can write are LLaMA-Factory/transformers arguments")
 else:
     bad(f"{emitter}: keys not in {keys_file}: {missing or 'none found'}")
-# the chat templates a plan may name (compiler/chat_templates.c, beside the
+# the chat templates a plan may name (compiler/check/chat_templates.c, beside the
 # emitter): each is LLaMA-Factory's, with exactly the special tokens its turns
 # are written with there ("none" is pre-training: written as "empty")
 table = os.path.join(os.path.dirname(emitter), "chat_templates.c")

@@ -1,4 +1,4 @@
-/* test_estimate.c — check vectors for the estimator (compiler/estimate.c).
+/* test_estimate.c — check vectors for the estimator (compiler/estimate/estimate.c).
  *
  * Sources of the expected numbers:
  *   - parameter counts: transformers itself (hf_reference.json, written by
@@ -377,7 +377,7 @@ static void test_llmc_cuda_measured(const cJSON *ref)
     const cJSON *row;
     cJSON_ArrayForEach(row, ref) {
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
-        /* the presets of runtime/model.c (model_preset) */
+        /* the presets of runtime/model/model.c (model_preset) */
         PlanModel m = !strcmp(name, "qwen2.5-1.5b") ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
                     : !strcmp(name, "qwen2.5-3b")   ? model(ARCH_QWEN2, 36, 2048, 16, 2, 128, 11008, 151936, true)
                     : !strcmp(name, "qwen2.5-7b")   ? model(ARCH_QWEN2, 28, 3584, 28, 4, 128, 18944, 152064, false)

@@ -134,7 +134,7 @@ builds compiler/front parser.h
 for d in compiler/check runtime/plan; do builds "$d" plan_limits.h; done
 
 # ... and no way around the include paths: no file of either program includes
-# a header by a path ("../log.h", "compiler/diag.h"), only by its name.
+# a header by a path ("../log.h", "compiler/front/diag.h"), only by its name.
 if grep -rnE '#[[:space:]]*include[[:space:]]*"[^"]*/' compiler runtime grammar >"$T/err"; then
     bad "a file includes a header by a path"
 else : >"$T/err"; ok "no file of compiler/, runtime/ or grammar/ includes a header by a path"; fi
