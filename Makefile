@@ -41,12 +41,12 @@ WARN    := -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror)
 # The caller's CFLAGS first (a distribution's hardening flags), then ours:
 # `override` so that `make CFLAGS=...` appends instead of replacing them.
 override CFLAGS += -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) -MMD -MP
-# Include boundaries: llmc's objects see compiler/ and contract/, llmc-train's see
-# runtime/ and contract/, never each other's (COMPILER_INC, RUNTIME_INC in the
-# fragments); tests, fuzzers and benchmarks, which drive both, see all three.
-# `make test-boundaries` shows a runtime file that includes a compiler header
-# failing to build.
-override CPPFLAGS += -I$(GEN)
+# Include boundaries: each folder of compiler/ and runtime/ is compiled with the
+# include paths of the folders it may use (COMPILER_INC_*, RUNTIME_INC_* in the
+# fragments), contract/ on both sides, never the other program's; only the
+# compiler's front end sees the generated parser ($(GEN)). Tests, fuzzers and
+# benchmarks, which drive both, see every folder. `make test-boundaries` shows a
+# file including a header its folder may not use failing to build.
 # The GPU machine has no cJSON/libyaml/OpenSSL headers: they are unpacked into .deps/.
 ifneq ($(wildcard .deps/usr/include),)
 override CPPFLAGS += -I.deps/usr/include $(if $(wildcard .deps/usr/include/x86_64-linux-gnu),-I.deps/usr/include/x86_64-linux-gnu)
@@ -85,10 +85,15 @@ FUZZ_TIME ?= 600
 GOLDEN_TARGETS :=
 
 include compiler/build.mk
-# Tests, fuzzers and benchmarks (private: their prerequisites, the compiler's
-# and the runtime's own objects, keep their boundaries).
-$(BUILD)/tests/% $(BUILD)/bench/% $(BUILD)/fuzz/%: private override CPPFLAGS += -Icompiler -Iruntime -Icontract
 include runtime/build.mk
+# Tests, fuzzers and benchmarks (private: their prerequisites, the compiler's
+# and the runtime's own objects, keep their boundaries). Both programs have a
+# plan.h and the first path holding one wins, also for a header that includes it
+# ("plan.h" from runtime/train/train_loop.h): the runtime's tests get the
+# runtime's folders first, the others the compiler's.
+RUNTIME_TESTS := $(BUILD)/tests/cpu/% $(BUILD)/tests/data/% $(BUILD)/tests/e2e/% $(BUILD)/bench/%
+TEST_INC = $(if $(filter $(RUNTIME_TESTS),$@),$(RUNTIME_INC) $(COMPILER_INC),$(COMPILER_INC) $(RUNTIME_INC))
+$(BUILD)/tests/% $(BUILD)/bench/% $(BUILD)/fuzz/%: private override CPPFLAGS += $(TEST_INC)
 -include runtime/cuda/build.mk
 -include $(sort $(wildcard tests/*/test.mk))
 -include $(sort $(wildcard bench/*.mk))
@@ -115,7 +120,7 @@ golden: $(GOLDEN_TARGETS)
 clean:
 	rm -rf build
 
-# The templates are compiled into llmc (compiler/emit_template_data.c), so the
+# The templates are compiled into llmc (compiler/emit/emit_template_data.c), so the
 # installed binary needs no data file; share/llmc/templates holds the same
 # text for reading. llmc-train-cuda is installed when it was built (make cuda).
 install: all

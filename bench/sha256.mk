@@ -6,9 +6,9 @@ BENCH_TARGETS += bench-sha256
 SHA_BENCH_FILE ?= $(BUILD)/bench/sha256_bench.safetensors
 SHA_BENCH_MIB  ?= 1536
 
-$(BUILD)/bench/sha256_bench: bench/sha256_bench.c $(BUILD)/runtime/safetensors.o $(BUILD)/runtime/sha256.o
+$(BUILD)/bench/sha256_bench: bench/sha256_bench.c $(call runtime_objs,safetensors sha256)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/runtime/safetensors.o $(BUILD)/runtime/sha256.o \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(call runtime_objs,safetensors sha256) \
 	    $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 
 .PHONY: bench-sha256

@@ -2,7 +2,7 @@
 #   make bench-tokenizer            llmc vs @lenml/tokenizers (node) here
 #   bash bench/tokenizer_bench.sh   the same, plus Hugging Face tokenizers where installed
 BENCH_TARGETS += bench-tokenizer
-TOKBENCH_OBJ := $(addprefix $(BUILD)/runtime/,tokenizer.o unicode.o) $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
+TOKBENCH_OBJ := $(call runtime_objs,tokenizer unicode json_stream pretok unicode_tables)
 
 $(BUILD)/bench/tokenizer_bench: bench/tokenizer_bench.c $(TOKBENCH_OBJ)
 	@mkdir -p $(dir $@)

@@ -81,7 +81,7 @@ bench() {   # label, min, env..., -- args...
 }
 # tokenizer throughput and exactness against Hugging Face tokenizers
 tokbench() {
-    make -s build/bench/tokenizer_bench TOKBENCH_OBJ="build/runtime/tokenizer.o build/runtime/unicode.o \
+    make -s build/bench/tokenizer_bench TOKBENCH_OBJ="build/runtime/data/tokenizer.o build/runtime/data/unicode.o build/runtime/base/json_stream.o \
         build/gen-obj/rt_unicode_tables.o build/gen-obj/rt_pretok.o" || return 1
     TOKBENCH_MB=8 bash bench/tokenizer_bench.sh
     echo "exit $?"

@@ -24,8 +24,8 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 
-#include "../log.h"
-#include "../train_loop.h"
+#include "log.h"
+#include "train_loop.h"
 #include "backend_cuda.h"
 #include "cuda_check.h"
 #include "cuda_dist.h"

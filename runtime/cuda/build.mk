@@ -10,7 +10,9 @@ CUDA_CU     := $(sort $(wildcard runtime/cuda/*.cu))
 CUDA_OBJ    := $(patsubst runtime/cuda/%.c,$(BUILD)/cuda/%.o,$(CUDA_SRC)) \
                $(patsubst runtime/cuda/%.cu,$(BUILD)/cuda/%.cu.o,$(CUDA_CU))
 CUDA_CFLAGS := $(CFLAGS)
-CUDA_INC    := -Iruntime -Iruntime/cuda -I$(CUDA_HOME)/include \
+# What runtime/cuda/ may include: itself and what the training loop's folder may
+# (runtime/build.mk), the CUDA headers; like cpu/, never compiler/.
+CUDA_INC    := -Iruntime/cuda $(call runtime_inc,train data store plan model base) -I$(CUDA_HOME)/include \
                $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
 NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) -Xptxas -v
 CUDA_DEPS_LIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu)
@@ -22,10 +24,10 @@ endif
 # data preparation and the tokenizer (prepare/tokenize/verify are llmc-train's own),
 # metrics, safetensors/checkpoints, HF config, the host model layout (model.o links
 # ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine).
-CUDA_RT_OBJ := $(patsubst %,$(BUILD)/runtime/%.o,plan shard_io metrics safetensors hf_config checkpoint \
+CUDA_RT_OBJ := $(call runtime_objs,plan shard_io metrics safetensors hf_config checkpoint \
                model ops_cpu cpus optim rng row_stream run_init sha256 log stopsig train_loop prom \
-               prepare tokenize_cmd tokenizer json_stream chat_template records unicode args) \
-               $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
+               prepare tokenize_cmd tokenizer json_stream chat_template records unicode args \
+               pretok unicode_tables)
 CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
 ifneq ($(CUDA_NETLIB),)
 CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLIB)))

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../checkpoint.h"
+#include "checkpoint.h"
 #include "host_model.h"
 
 int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *err, size_t errlen)

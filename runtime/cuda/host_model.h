@@ -6,7 +6,7 @@
 #define LLMC_CUDA_HOST_MODEL_H
 
 #include <stddef.h>
-#include "../model.h"
+#include "model.h"
 #include "model_cuda.h"
 
 /* For each host parameter, its offset in the GPU flat layout (cuda_off[n_params]). */

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "../model.h"
+#include "model.h"
 #include "gemm.h"
 #include "kernels.h"
 

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c — libFuzzer target for the safetensors reader
- * (runtime/safetensors.c): input bytes up to the first NUL are a header's JSON,
+ * (runtime/store/safetensors.c): input bytes up to the first NUL are a header's JSON,
  * the bytes after it the data section (an input starting with NUL is a whole
  * file as is). The file is opened with st_open and every tensor it accepts is
  * read with st_read_f32. No crash, no hang, no leak; an accepted file's tensors

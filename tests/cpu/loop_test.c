@@ -1,5 +1,5 @@
 /* loop_test.c — `loop_test run PLAN.json [...]`: the one training loop
- * (runtime/train_loop.c) over a second backend, the way the CUDA backend uses
+ * (runtime/train/train_loop.c) over a second backend, the way the CUDA backend uses
  * it, on the CPU: the training state lives in the backend's own copy of the
  * weights and AdamW moments ("the device"), not in the loop's host model, so
  * the loop must hand the state over (set_state after init and resume) and take

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/cpu/loop_test.sh LLMC_TRAIN LOOP_TEST MAKE_SHARDS — the one training loop
-# (runtime/train_loop.c) over a backend that keeps its own copy of the training
+# (runtime/train/train_loop.c) over a backend that keeps its own copy of the training
 # state, as llmc-train-cuda's does (tests/cpu/loop_test.c): the loop must write
 # the Prometheus file, evaluate the held-out shards and write result.json for any
 # backend, hand the state over at init and resume and take it back for every

@@ -1,5 +1,5 @@
 /* make_shards.c — synthetic token shards for the trainer's tests, written with
- * the real shard writer (runtime/shard_io.h).
+ * the real shard writer (runtime/data/shard_io.h).
  *
  *   make_shards DIR ROWS CONTEXT VOCAB SEED
  *

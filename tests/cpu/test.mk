@@ -1,7 +1,7 @@
 # tests/cpu — the CPU trainer: model/optimizer against PyTorch fixtures, formats,
 # plan loading, and training runs (resume bit-identity, export, verify).
 #   make test-cpu
-CPU_TEST_OBJ := $(addprefix $(BUILD)/runtime/,model.o ops_cpu.o cpus.o rng.o safetensors.o optim.o sha256.o hf_config.o plan.o checkpoint.o json_stream.o log.o metrics.o args.o)
+CPU_TEST_OBJ := $(call runtime_objs,model ops_cpu cpus rng safetensors optim sha256 hf_config plan checkpoint json_stream log metrics args)
 
 $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 	@mkdir -p $(dir $@)
@@ -10,7 +10,7 @@ $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 $(BUILD)/tests/cpu/test_model: $(BUILD)/tests/cpu/test_model.o $(CPU_TEST_OBJ)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(CJSON_LIBS) $(BLAS_LIBS) $(CRYPTO_LIBS) -lm
 
-$(BUILD)/tests/cpu/make_shards: $(BUILD)/tests/cpu/make_shards.o $(BUILD)/runtime/shard_io.o $(BUILD)/runtime/rng.o
+$(BUILD)/tests/cpu/make_shards: $(BUILD)/tests/cpu/make_shards.o $(call runtime_objs,shard_io rng)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcjson -lm
 
 $(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OBJ)
@@ -24,9 +24,9 @@ test-cpu: $(BUILD)/tests/cpu/loop_test $(BUILD)/tests/cpu/test_model $(BUILD)/te
 # libFuzzer target for the safetensors reader (FUZZ_CC/FUZZ_FLAGS from tests/data/test.mk):
 #   make fuzz-cpu  runs it for FUZZ_TIME, from the repository root.
 FUZZ_TARGETS += fuzz-cpu
-$(BUILD)/fuzz/fuzz_safetensors: tests/cpu/fuzz_safetensors.c runtime/safetensors.c runtime/safetensors.h runtime/sha256.c
+$(BUILD)/fuzz/fuzz_safetensors: tests/cpu/fuzz_safetensors.c runtime/store/safetensors.c runtime/store/safetensors.h runtime/store/sha256.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< runtime/safetensors.c runtime/sha256.c $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< runtime/store/safetensors.c runtime/store/sha256.c $(CJSON_LIBS) $(CRYPTO_LIBS) -lm
 
 .PHONY: fuzz-cpu
 fuzz-cpu: $(BUILD)/fuzz/fuzz_safetensors

@@ -16,7 +16,7 @@
 #include "hf_config.h"
 #include "metrics.h"
 #include "optim.h"
-#include "../../runtime/plan.h"   /* not compiler/plan.h, which -Icompiler finds first */
+#include "../../runtime/plan/plan.h"   /* the runtime's, not compiler/check/plan.h */
 #include "safetensors.h"
 #include "sha256.h"
 

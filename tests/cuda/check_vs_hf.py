@@ -4,7 +4,7 @@
 1. HF transformers Qwen2ForCausalLM (fp32) and llmc-train-cuda (bf16) on the same
    safetensors weights and tokens: logits, loss, and the gradient of every tensor.
 2. A plain-PyTorch fp32 Qwen2 with document masks (attention limited by pos, as in
-   runtime/shard.h), checked against HF first on batch 1, then against ours on
+   runtime/data/shard.h), checked against HF first on batch 1, then against ours on
    packed batches: step-0 gradients and a loss curve of --steps AdamW steps from the
    same init and data (torch.optim.AdamW, torch.nn.utils.clip_grad_norm_).
 

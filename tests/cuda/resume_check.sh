@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/cuda/resume_check.sh OUTDIR — the checkpoint safety of the CUDA trainer on a GPU
 # machine, on the tiny plan of make_tiny_run.sh (.cuda-run/tiny/plan-gpu.json): the same
-# shared resume code as the CPU trainer (runtime/checkpoint.c, run_init.c), exercised
+# shared resume code as the CPU trainer (runtime/store/checkpoint.c, runtime/train/run_init.c), exercised
 # through llmc-train-cuda. Prints one line per check and "N passed, N failed".
 set -u
 out=${1:?usage: resume_check.sh OUTDIR}

@@ -2,9 +2,8 @@
 # chat templates, prepare. `make test-data` (also under SAN=1).
 TEST_SUITES += data
 
-DATA_OBJ := $(addprefix $(BUILD)/runtime/,tokenizer.o unicode.o shard_io.o json_stream.o \
-            chat_template.o records.o log.o) \
-            $(BUILD)/gen-obj/rt_pretok.o $(BUILD)/gen-obj/rt_unicode_tables.o
+DATA_OBJ := $(call runtime_objs,tokenizer unicode shard_io json_stream \
+            chat_template records log pretok unicode_tables)
 DATA_TESTS := nfc_test tokenizer_test shard_test json_stream_test chat_test
 
 $(BUILD)/tests/data/%: tests/data/%.c $(DATA_OBJ)
@@ -19,12 +18,12 @@ test-data: $(addprefix $(BUILD)/tests/data/,$(DATA_TESTS)) $(BUILD)/llmc-train $
 FUZZ_TARGETS += fuzz-data
 FUZZ_CC := clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-              -Iruntime -I$(GEN)
-DATA_FUZZ_SRC := runtime/tokenizer.c runtime/unicode.c $(GEN)/rt_unicode_tables.c runtime/json_stream.c \
-                 runtime/records.c runtime/chat_template.c $(GEN)/rt_pretok.c
+              $(RUNTIME_INC)
+DATA_FUZZ_SRC := runtime/data/tokenizer.c runtime/data/unicode.c $(GEN)/rt_unicode_tables.c runtime/base/json_stream.c \
+                 runtime/data/records.c runtime/data/chat_template.c $(GEN)/rt_pretok.c
 DATA_FUZZ_LIBS := -lcjson -lm -pthread
 
-$(BUILD)/fuzz/%: tests/data/%.c $(DATA_FUZZ_SRC) runtime/*.h
+$(BUILD)/fuzz/%: tests/data/%.c $(DATA_FUZZ_SRC) $(wildcard runtime/*/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(DATA_FUZZ_SRC) $(DATA_FUZZ_LIBS)
 

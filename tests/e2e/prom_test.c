@@ -1,4 +1,4 @@
-/* prom_test DIR — runtime/prom.c: the Prometheus text file is complete, escaped,
+/* prom_test DIR — runtime/train/prom.c: the Prometheus text file is complete, escaped,
  * replaced atomically, and left alone when it cannot be written. */
 #include <dirent.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/e2e/prom_test.sh PROM_TEST — runtime/prom.c's unit checks (PROM_TEST DIR),
+# tests/e2e/prom_test.sh PROM_TEST — runtime/train/prom.c's unit checks (PROM_TEST DIR),
 # then the file it leaves (every metric, escaped label values, NaN/+Inf) through
 # `promtool check metrics`, Prometheus' own linter (Debian: prometheus).
 set -u

@@ -8,14 +8,14 @@ $(BUILD)/tests/e2e/dist_test.o: tests/e2e/dist_test.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(E2E_DIST_TEST): $(BUILD)/tests/e2e/dist_test.o $(BUILD)/runtime/dist.o $(BUILD)/runtime/log.o $(BUILD)/runtime/stopsig.o
+$(E2E_DIST_TEST): $(BUILD)/tests/e2e/dist_test.o $(call runtime_objs,dist log stopsig)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(MPI_LIBS) -lm
 
 # dist.c built as on a machine without mpicc (no LLMC_WITH_MPI).
-$(BUILD)/tests/e2e/dist_nompi.o: runtime/dist.c
+$(BUILD)/tests/e2e/dist_nompi.o: runtime/cpu/dist.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
-$(BUILD)/tests/e2e/dist_test_nompi: $(BUILD)/tests/e2e/dist_test.o $(BUILD)/tests/e2e/dist_nompi.o $(BUILD)/runtime/log.o $(BUILD)/runtime/stopsig.o
+$(BUILD)/tests/e2e/dist_test_nompi: $(BUILD)/tests/e2e/dist_test.o $(BUILD)/tests/e2e/dist_nompi.o $(call runtime_objs,log stopsig)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lm
 
 TEST_SUITES += e2e-dist
@@ -41,7 +41,7 @@ TEST_SUITES += e2e-slurm
 test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
 	@bash tests/e2e/slurm.sh $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
 
-# The same dist tests with runtime/dist.c built with ASan + UBSan (build/san).
+# The same dist tests with runtime/cpu/dist.c built with ASan + UBSan (build/san).
 TEST_SUITES += e2e-dist-san
 .PHONY: test-e2e-dist-san
 test-e2e-dist-san:
@@ -60,8 +60,8 @@ TEST_SUITES += e2e-prepare
 test-e2e-prepare: $(BUILD)/llmc $(BUILD)/llmc-train
 	@bash tests/e2e/prepare_requeue.sh $(BUILD)/llmc $(BUILD)/llmc-train
 
-# runtime/prom.c on its own (under SAN=1), its file through promtool (tests/e2e/prom_test.sh).
-$(BUILD)/tests/e2e/prom_test: $(BUILD)/tests/e2e/prom_test.o $(BUILD)/runtime/prom.o $(BUILD)/runtime/log.o
+# runtime/train/prom.c on its own (under SAN=1), its file through promtool (tests/e2e/prom_test.sh).
+$(BUILD)/tests/e2e/prom_test: $(BUILD)/tests/e2e/prom_test.o $(call runtime_objs,prom log)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
 $(BUILD)/tests/e2e/prom_test.o: tests/e2e/prom_test.c
 	@mkdir -p $(dir $@)

@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/e2e/zero.sh LLMC_TRAIN MAKE_SHARDS LLMC — ZeRO on the CPU backend across ranks
-# (runtime/cpu_backend.c, docs/runtime.md "ZeRO on the CPU backend"):
+# (runtime/cpu/cpu_backend.c, docs/runtime.md "ZeRO on the CPU backend"):
 #   - ZeRO-2 and ZeRO-3 on 2 and 4 ranks (Open MPI's mpirun, and srun-style TCP
 #     ranks): final weights and optimizer state bit-identical to 1 rank without
 #     sharding at the same global batch, whatever the accumulation; ZeRO-1 and

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""lf_keys_check.py KEYS EMITTER_C DIR... — every key llmc can write into the
+"""lf_keys_check.py KEYS EMITTER_C CHAT_TEMPLATES_C DIR... — every key llmc can write into the
 LLaMA-Factory YAML, and every dataset_info.json entry, against the list derived
 from LLaMA-Factory's own source (tests/emitters/lf_keys.txt, lf_keys_gen.py;
 the commit is in its header).
 
 1. static: every key literal the emitter passes to yw_str/yw_int/yw_bool/yw_float/
-   yw_key (compiler/emit_llamafactory.c) is a field of the argument dataclasses,
+   yw_key (compiler/emit/emit_llamafactory.c) is a field of the argument dataclasses,
    except the few listed in NOT_TOP_LEVEL with the reason.
 2. each llamafactory_train.yaml under DIR: every top-level key is in the list
    and its value has the declared type (bool, int, float (an int is taken),
@@ -16,7 +16,7 @@ the commit is in its header).
    YAML's stage: rm/dpo train (and evaluate) on ranking data only, kto on
    entries with a kto_tag, pt/sft on no ranking data; every dataset and
    eval_dataset the YAML names has an entry.
-4. the chat templates llmc knows (compiler/chat_templates.c) are LLaMA-Factory's
+4. the chat templates llmc knows (CHAT_TEMPLATES_C: compiler/check/chat_templates.c) are LLaMA-Factory's
    ("@template" lines: data/template.py), each with the same special tokens, and
    every YAML's template is one of them.
 Prints ok/FAIL lines and "N passed, N failed".
@@ -29,7 +29,7 @@ import sys
 
 import yaml
 
-keys_file, emitter, dirs = sys.argv[1], sys.argv[2], sys.argv[3:]
+keys_file, emitter, table, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 fields, attrs = {}, {"@entry": set(), "@column": set(), "@tag": set()}
 header = []
 enums = {}  # LLaMA-Factory's string enums (extras/constants.py) by class name
@@ -79,10 +79,9 @@ if written and not missing:
     ok(f"{emitter}: all {len(written)} keys it can write are LLaMA-Factory/transformers arguments")
 else:
     bad(f"{emitter}: keys not in {keys_file}: {missing or 'none found'}")
-# the chat templates a plan may name (compiler/chat_templates.c, beside the
-# emitter): each is LLaMA-Factory's, with exactly the special tokens its turns
-# are written with there ("none" is pre-training: written as "empty")
-table = os.path.join(os.path.dirname(emitter), "chat_templates.c")
+# the chat templates a plan may name (the checker's table, CHAT_TEMPLATES_C): each
+# is LLaMA-Factory's, with exactly the special tokens its turns are written
+# with there ("none" is pre-training: written as "empty")
 rows = re.findall(r'^\s*\{"([a-z0-9_]+)",.*\{([^{}]*)\}\},\s*$', open(table).read(), re.M)
 errs = []
 for name, toks in rows:

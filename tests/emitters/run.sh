@@ -81,7 +81,8 @@ add_counts "$T/artifacts.log" check_artifacts.py
 # every key the LLaMA-Factory emitter can write, every emitted YAML and its
 # dataset_info.json against the list derived from LLaMA-Factory's source
 # (tests/emitters/lf_keys.txt, its commit in the header; lf_keys_gen.py)
-"$PY" tests/emitters/lf_keys_check.py tests/emitters/lf_keys.txt compiler/emit_llamafactory.c "$T/unit/lf" "$T"/ex/ \
+"$PY" tests/emitters/lf_keys_check.py tests/emitters/lf_keys.txt compiler/emit/emit_llamafactory.c \
+    compiler/check/chat_templates.c "$T/unit/lf" "$T"/ex/ \
     >"$T/lfkeys.log" 2>&1
 grep -E '^(ok|FAIL)' "$T/lfkeys.log" | sed "s#$T/##"
 add_counts "$T/lfkeys.log" lf_keys_check.py

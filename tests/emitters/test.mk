@@ -1,4 +1,4 @@
-# tests/emitters — the llmc emitters (compiler/emit*.c, templates/, golden/).
+# tests/emitters — the llmc emitters (compiler/emit/, templates/, golden/).
 #   make test-emitters   unit tests on hand-built plans (also under ASan+UBSan), artifact validation
 #                        (bash -n, JSON, LLaMA-Factory YAML keys and types),
 #                        hostile plans, and sbatch --test-only on a real local
@@ -7,9 +7,8 @@
 #                        and compiled from two working directories: same bytes
 #   make golden          re-record golden/ (review the diff before committing)
 EMIT_TEST := $(BUILD)/tests/emitters/emit_test
-EMIT_TEST_OBJ := $(filter $(BUILD)/compiler/emit%.o,$(COMPILER_OBJ)) \
-                 $(BUILD)/compiler/diag.o $(BUILD)/compiler/arena.o $(BUILD)/compiler/model_files.o \
-                 $(BUILD)/compiler/chat_templates.o
+EMIT_TEST_OBJ := $(filter $(BUILD)/compiler/emit/%.o,$(COMPILER_OBJ)) \
+                 $(call compiler_objs,diag arena model_files chat_templates)
 
 
 $(BUILD)/tests/emitters/emit_test.o: tests/emitters/emit_test.c
@@ -38,7 +37,7 @@ golden-record: $(BUILD)/llmc
 # artifact writer in memory): artifacts of accepted plans must be well formed
 # with nothing injected (tests/emitters/fuzz_emitters.c). clang-14.
 FUZZ_TARGETS += fuzz-emitters
-EMIT_FUZZ_SRC := $(filter-out compiler/main.c,$(COMPILER_SRC))
+EMIT_FUZZ_SRC := $(filter-out compiler/cli/main.c,$(COMPILER_SRC))
 build/fuzz/fuzz_emitters: tests/emitters/fuzz_emitters.c $(EMIT_FUZZ_SRC) $(GEN)/lexer.c $(GEN)/parser.c \
                           $(wildcard templates/*.tmpl) | $(GEN)/parser.h
 	@mkdir -p $(dir $@)

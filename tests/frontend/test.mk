@@ -2,8 +2,8 @@
 # JSON output, fmt, hostile inputs, CLI, and C unit tests; again under ASan+UBSan.
 TEST_SUITES += frontend frontend-san
 
-FRONTEND_LIB_SRC := compiler/arena.c compiler/chat_templates.c compiler/check.c compiler/diag.c compiler/fmt.c \
-                    compiler/frontend.c compiler/gpu_catalog.c compiler/hostlist.c compiler/model_files.c compiler/parse.c
+FRONTEND_LIB_SRC := $(addprefix compiler/front/,arena.c diag.c fmt.c parse.c) \
+                    $(addprefix compiler/check/,chat_templates.c check.c frontend.c gpu_catalog.c hostlist.c model_files.c)
 FRONTEND_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(FRONTEND_LIB_SRC)) \
                     $(BUILD)/gen-obj/lexer.o $(BUILD)/gen-obj/parser.o
 
