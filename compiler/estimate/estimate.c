@@ -11,6 +11,7 @@
 #include "estimate.h"
 #include <stdlib.h>
 #include <cjson/cJSON.h>
+#include "cuda_layout.h"   /* contract/: the llmc CUDA trainer's allocation constants */
 #include "plan_limits.h"   /* contract/: PLAN_YEAR_SECONDS */
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -24,31 +25,23 @@
  * hidden^2, stage-3 prefetch 0.9 hidden^2 elements. */
 #define HF_AUTO_PREFETCH_SHARE      0.9
 
-/* The llmc CUDA trainer (runtime/cuda/model_cuda.c): it computes the loss over
- * this many rows of logits at a time; every tensor's slice of its flat parameter
- * buffers is rounded up to this many elements (ALIGN_ELEMS); the gradient norm
- * sums this many fp32 partials (kernels.cu SUMSQ_BLOCKS). */
-#define LLMC_CE_CHUNK_ROWS  8192.0
-#define LLMC_ALIGN_ELEMS    64.0
-#define LLMC_SUMSQ_BLOCKS   1024.0
-/* The logits chunk doubles as the scratch of the deterministic column sums
- * (kernels.cu k_colsum_scratch): fp32 partials of up to 512 row blocks for a
- * norm-weight gradient (hidden wide), 64 splits for the qkv bias gradient. */
-#define LLMC_RMS_BWD_MAX_BLOCKS 512.0
-#define LLMC_BIAS_GRAD_SPLITS   64.0
-#define LLMC_HEAD_NORM_BLOCKS   256.0   /* qk_norm's weight-gradient partials (k_head_norm_scratch) */
-/* Optimizer offload (model_cuda.c, offload_create): three staging sets of
- * master, m and v, 32 Mi floats each (fewer for a model smaller than that). */
-#define LLMC_OFFLOAD_SETS       3.0
-#define LLMC_OFFLOAD_CHUNK      (32.0 * 1024 * 1024)
-
-/* cuDNN's fused attention in the llmc CUDA trainer (runtime/cuda/attn_cudnn.c):
- * workspace regions are rounded up to WS_ALIGN bytes; the plan for rows with
- * documents (ragged layout) is built at prepare time for a batch of the next
- * power of two of DOCS_PER_ROW x the micro batch, at most MAX_DOCS (first_bucket). */
-#define LLMC_CUDNN_WS_ALIGN     256.0
-#define LLMC_CUDNN_DOCS_PER_ROW 8.0
-#define LLMC_CUDNN_MAX_DOCS     1024.0
+/* The llmc CUDA trainer's allocation constants, from the header the trainer
+ * itself is built with (contract/cuda_layout.h), as doubles: the loss rows of
+ * logits at a time; the 64-element slices of the flat buffers; the gradient
+ * norm's partials; the column-sum partials the logits chunk doubles as the
+ * scratch of (k_colsum_scratch: up to 512 row blocks of a norm-weight
+ * gradient, 64 splits of the qkv bias's, 256 blocks of qk_norm's); the
+ * offload staging sets; cuDNN's workspace alignment and document plan. */
+#define LLMC_CE_CHUNK_ROWS      ((double)LLMC_CUDA_CE_CHUNK_ROWS)
+#define LLMC_ALIGN_ELEMS        ((double)LLMC_CUDA_ALIGN_ELEMS)
+#define LLMC_SUMSQ_BLOCKS       ((double)LLMC_CUDA_SUMSQ_BLOCKS)
+#define LLMC_SUMSQ_SLOTS        ((double)LLMC_CUDA_SUMSQ_SLOTS)
+#define LLMC_RMS_BWD_MAX_BLOCKS ((double)LLMC_CUDA_RMS_BWD_MAX_BLOCKS)
+#define LLMC_BIAS_GRAD_SPLITS   ((double)LLMC_CUDA_BIAS_GRAD_SPLITS)
+#define LLMC_HEAD_NORM_BLOCKS   ((double)LLMC_CUDA_HEAD_NORM_BLOCKS)
+#define LLMC_OFFLOAD_SETS       ((double)LLMC_CUDA_OFFLOAD_SETS)
+#define LLMC_OFFLOAD_CHUNK      ((double)LLMC_CUDA_OFFLOAD_CHUNK)
+#define LLMC_CUDNN_WS_ALIGN_B   ((double)LLMC_CUDNN_WS_ALIGN)
 /* cuDNN's own engine workspace per entry of a plan's batch, per query head,
  * measured on the H200 (cuDNN 9; docs/estimator.md, "cuDNN attention
  * workspace"): bf16 per score (T x T) in the deterministic backward, fp32 per
@@ -510,7 +503,7 @@ bool estimate_llmc_cuda_cudnn(const PlanModel *m, int context)
            context >= 64 && context % 64 == 0;
 }
 
-static double cudnn_align(double x) { return ceil(x / LLMC_CUDNN_WS_ALIGN) * LLMC_CUDNN_WS_ALIGN; }
+static double cudnn_align(double x) { return ceil(x / LLMC_CUDNN_WS_ALIGN_B) * LLMC_CUDNN_WS_ALIGN_B; }
 
 /* cuDNN's own workspace for a plan of `batch` sequences of s (the larger of its
  * forward and backward plans: the backward's). */
@@ -568,7 +561,7 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
      * losses, token ids / positions / targets; the loss accumulator, the
      * squared gradient norm with one partial per trained span, and the norm's
      * partial sums (fp32). */
-    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12) + (4 + LLMC_SUMSQ_BLOCKS) * 4;
+    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12) + (1 + LLMC_SUMSQ_SLOTS + LLMC_SUMSQ_BLOCKS) * 4;
     /* Backward scratch: d residual, d norm, d gate+up, d h, d attention,
      * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
     double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +

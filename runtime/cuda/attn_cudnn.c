@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "attn_cudnn.h"
+#include "cuda_layout.h"
 
 int attn_cudnn_supported(int H, int KV, int T, int D)
 {
@@ -146,8 +147,8 @@ enum {
 #define MAX_DESC 320
 #define MAX_OPS 64
 #define MAX_BIND 20
-#define WS_ALIGN 256
-#define MAX_DOCS 1024           /* documents per micro-batch the ragged layout takes */
+#define WS_ALIGN LLMC_CUDNN_WS_ALIGN
+#define MAX_DOCS LLMC_CUDNN_MAX_DOCS   /* documents per micro-batch the ragged layout takes */
 #define N_BUCKETS 11            /* ragged batch sizes 1, 2, 4, ..., MAX_DOCS */
 
 /* One operation graph while it is built, then its execution plan. Every backend
@@ -704,7 +705,7 @@ void attn_cudnn_destroy(AttnCudnn *a)
 /* The smallest ragged batch used: room for eight documents a row. */
 static int first_bucket(const AttnCudnn *a)
 {
-    int b = bucket_of(8 * a->B);
+    int b = bucket_of(LLMC_CUDNN_DOCS_PER_ROW * a->B);
     return b < N_BUCKETS ? b : N_BUCKETS - 1;
 }
 

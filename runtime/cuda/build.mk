@@ -57,7 +57,8 @@ $(BUILD)/cuda/%.o: runtime/cuda/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -c -o $@ $<
 
-$(BUILD)/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h runtime/cuda/flash_attn.h
+$(BUILD)/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h runtime/cuda/kernels_common.cuh \
+                      runtime/cuda/flash_attn.h contract/cuda_layout.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -c -o $@ $< 2> $(BUILD)/cuda/$*.ptxas.txt || { cat $(BUILD)/cuda/$*.ptxas.txt; exit 1; }
 

@@ -1,4 +1,5 @@
-/* kernels.h — the CUDA backend's device kernels, callable from C (runtime/cuda/kernels.cu).
+/* kernels.h — the CUDA backend's device kernels, callable from C (runtime/cuda/kernels_*.cu, one
+ * file per role: embed, norm, rope, attn_eager, swiglu, loss, adamw, convert).
  *
  * Tensors are row-major. bf16 values travel as uint16_t on the host side.
  * Activations use N = B*T rows (one per token); attention tensors use

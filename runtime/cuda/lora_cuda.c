@@ -15,8 +15,9 @@
 #include <cuda_runtime_api.h>
 #include "lora_cuda.h"
 #include "cuda_check.h"
+#include "cuda_layout.h"
 
-#define LORA_ALIGN 64   /* elements: every tensor starts 128-byte aligned in bf16 */
+#define LORA_ALIGN LLMC_CUDA_ALIGN_ELEMS   /* every tensor starts 128-byte aligned in bf16 */
 
 /* The group each target rides on, in LORA_* order (runtime/model.h). */
 static const int group_of[LORA_TARGETS] = {CL_QKV, CL_QKV, CL_QKV, CL_O, CL_GU, CL_GU, CL_DOWN};

@@ -17,8 +17,9 @@
 #include "attn_cudnn.h"
 #include "phase_timer.h"
 #include "lora_cuda.h"
+#include "cuda_layout.h"
 
-#define ALIGN_ELEMS 64
+#define ALIGN_ELEMS LLMC_CUDA_ALIGN_ELEMS
 
 static size_t take(size_t *cur, size_t n)
 {
@@ -177,7 +178,7 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
     m->offload = 1;
     /* 32 Mi floats per array: 384 MiB per set, large enough that each copy runs at
      * full PCIe bandwidth, small enough that three sets are a sliver of the GPU. */
-    o->chunk = (size_t)32 << 20;
+    o->chunk = (size_t)LLMC_CUDA_OFFLOAD_CHUNK;
     if (o->chunk > m->n_total) o->chunk = (m->n_total + 63) / 64 * 64;
     cudaStream_t up, down;
     CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
@@ -372,7 +373,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         a->rstd1 = dalloc(m, N * FF, &fail);
         a->rstd2 = dalloc(m, N * FF, &fail);
     }
-    m->ce_chunk = (int)(N < 8192 ? N : 8192);
+    m->ce_chunk = (int)(N < LLMC_CUDA_CE_CHUNK_ROWS ? N : LLMC_CUDA_CE_CHUNK_ROWS);
     m->qkv = dalloc(m, N * QKVD * BB, &fail);
     if (!m->flash) m->o = dalloc(m, N * HD * BB, &fail);
     m->hf = dalloc(m, N * C * BB, &fail);
@@ -385,7 +386,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     m->rstdf = dalloc(m, N * FF, &fail);
     m->losses = dalloc(m, N * FF, &fail);
     m->loss_acc = dalloc(m, FF, &fail);
-    m->sumsq = dalloc(m, 3 * FF, &fail);   /* the sum, then one partial per span */
+    m->sumsq = dalloc(m, LLMC_CUDA_SUMSQ_SLOTS * FF, &fail);   /* the sum, then one partial per span */
     m->sumsq_scratch = dalloc(m, (size_t)k_sumsq_scratch() * FF, &fail);
     m->ids = dalloc(m, N * sizeof(int), &fail);
     m->pos = dalloc(m, N * sizeof(int), &fail);

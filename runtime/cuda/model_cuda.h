@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model.h"
+#include "cuda_layout.h"
 #include "gemm.h"
 #include "kernels.h"
 
@@ -55,7 +56,7 @@ typedef struct {
     size_t n;
 } CudaHostState;
 
-#define CUDA_OFFLOAD_BUFS 3             /* staging sets in flight: upload, update, download */
+#define CUDA_OFFLOAD_BUFS LLMC_CUDA_OFFLOAD_SETS   /* staging sets in flight: upload, update, download */
 typedef struct {
     float *host_w, *host_m, *host_v;
     float *stage[CUDA_OFFLOAD_BUFS];    /* device: master, m, v of one chunk, back to back */

@@ -1,0 +1,297 @@
+/* kernels_norm.cu — RMSNorm forward and backward (one warp per row), Qwen3's
+ * per-head q/k RMSNorm, and the fixed-order column sums their weight gradients
+ * (and the qkv bias's) finish with. */
+#include "kernels_common.cuh"
+
+/* ---- RMSNorm: one warp per row ---- */
+
+__global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 *w, int N, int C, float eps)
+{
+    int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (row >= N) return;
+    const bf16 *xr = x + (size_t)row * C;
+    float ss = 0.f;
+    for (int i = lane * 8; i < C; i += WARP * 8) {
+        float f[8];
+        load8(f, xr + i);
+        for (int k = 0; k < 8; k++) ss += f[k] * f[k];
+    }
+    float r = rsqrtf(warp_sum(ss) / C + eps);
+    if (lane == 0) rstd[row] = r;
+    bf16 *o = out + (size_t)row * C;
+    for (int i = lane * 8; i < C; i += WARP * 8) {
+        float f[8], g[8];
+        load8(f, xr + i);
+        load8(g, w + i);
+        for (int k = 0; k < 8; k++) f[k] = f[k] * r * g[k];
+        store8(o + i, f);
+    }
+}
+
+
+/* RMSNorm backward, one warp per row with the row in registers: lane owns the
+ * 8-column slices lane*8 + j*256 (j < VPL), reads x and dy once from memory, and
+ * sums its columns' dw over the rows it visits in registers. The block then adds
+ * its warps' sums in warp order in shared memory and writes one partial row per
+ * block; colsum_finish_k adds the partials in block order: deterministic, no atomics. */
+template <int VPL>
+__global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x,
+                                                     const bf16 *w, const float *rstd, const bf16 *dres,
+                                                     int N, int C)
+{
+    __shared__ float red[VPL * WARP * 8];
+    int warps = blockDim.x / WARP, wid = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    float acc[VPL][8];
+#pragma unroll
+    for (int j = 0; j < VPL; j++)
+#pragma unroll
+        for (int k = 0; k < 8; k++) acc[j][k] = 0.f;
+    for (int row = blockIdx.x * warps + wid; row < N; row += gridDim.x * warps) {
+        const bf16 *xr = x + (size_t)row * C, *dyr = dy + (size_t)row * C;
+        uint4 xv[VPL], dv[VPL];
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            int i = (j * WARP + lane) * 8;
+            if (i < C) { xv[j] = *(const uint4 *)(xr + i); dv[j] = *(const uint4 *)(dyr + i); }
+        }
+        float r = rstd[row], dot = 0.f;   /* sum_c (dy*w) * x, times r below */
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            int i = (j * WARP + lane) * 8;
+            if (i < C) {
+                float a[8], b[8], g[8];
+                unpack8(a, xv[j]); unpack8(b, dv[j]); load8(g, w + i);
+                for (int k = 0; k < 8; k++) dot += b[k] * g[k] * a[k];
+            }
+        }
+        dot = warp_sum(dot) * r / C;
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            int i = (j * WARP + lane) * 8;
+            if (i < C) {
+                float a[8], b[8], g[8], o[8];
+                unpack8(a, xv[j]); unpack8(b, dv[j]); load8(g, w + i);
+                if (dres) load8(o, dres + (size_t)row * C + i);
+                else for (int k = 0; k < 8; k++) o[k] = 0.f;
+                for (int k = 0; k < 8; k++) {
+                    float xh = a[k] * r;
+                    o[k] += r * (b[k] * g[k] - xh * dot);
+                    acc[j][k] += b[k] * xh;
+                }
+                store8(dx + (size_t)row * C + i, o);
+            }
+        }
+    }
+    for (int wv = 0; wv < warps; wv++) {
+        if (wid == wv) {
+#pragma unroll
+            for (int j = 0; j < VPL; j++) {
+                int i = (j * WARP + lane) * 8;
+                if (i < C)
+                    for (int k = 0; k < 8; k++) red[i + k] = (wv ? red[i + k] : 0.f) + acc[j][k];
+            }
+        }
+        __syncthreads();
+    }
+    for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = red[i];
+}
+
+/* Rows wider than 2048: the row is read twice (the second time from cache) and each
+ * block sums dw in shared memory with atomics (order not fixed), then writes its partial. */
+__global__ void rmsnorm_bwd_wide_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x, const bf16 *w,
+                                   const float *rstd, const bf16 *dres, int N, int C)
+{
+    extern __shared__ float dw_s[];
+    for (int i = threadIdx.x; i < C; i += blockDim.x) dw_s[i] = 0.f;
+    __syncthreads();
+    int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
+        const bf16 *xr = x + (size_t)row * C, *dyr = dy + (size_t)row * C;
+        float r = rstd[row];
+        float dot = 0.f;   /* sum_c (dy*w) * xhat */
+        for (int i = lane * 8; i < C; i += WARP * 8) {
+            float a[8], b[8], g[8];
+            load8(a, xr + i); load8(b, dyr + i); load8(g, w + i);
+            for (int k = 0; k < 8; k++) dot += b[k] * g[k] * a[k] * r;
+        }
+        dot = warp_sum(dot) / C;
+        for (int i = lane * 8; i < C; i += WARP * 8) {
+            float a[8], b[8], g[8], o[8];
+            load8(a, xr + i); load8(b, dyr + i); load8(g, w + i);
+            if (dres) load8(o, dres + (size_t)row * C + i);
+            else for (int k = 0; k < 8; k++) o[k] = 0.f;
+            for (int k = 0; k < 8; k++) {
+                float xh = a[k] * r;
+                o[k] += r * (b[k] * g[k] - xh * dot);
+                atomicAdd(&dw_s[i + k], b[k] * xh);
+            }
+            store8(dx + (size_t)row * C + i, o);
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = dw_s[i];
+}
+
+/* dst[c] += sum over p < P of part[p*M + c], in the order p = 0, 1, ...: 32 columns per
+ * block, 32 lanes each summing every 32nd partial, then lane sums added in lane order. */
+__global__ void colsum_finish_k(float *dst, const float *part, int P, int M)
+{
+    __shared__ float red[32][33];
+    int col = blockIdx.x * 32 + threadIdx.x;
+    float s = 0.f;
+    if (col < M)
+        for (int p = threadIdx.y; p < P; p += 32) s += part[(size_t)p * M + col];
+    red[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < M) {
+        float t = 0.f;
+        for (int k = 0; k < 32; k++) t += red[k][threadIdx.x];
+        dst[col] += t;
+    }
+}
+
+void colsum_finish(float *dst, const float *part, int P, int M, cudaStream_t s)
+{
+    colsum_finish_k<<<(M + 31) / 32, dim3(32, 32), 0, s>>>(dst, part, P, M);
+}
+
+
+int sm_count(void)
+{
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
+            cudaSuccess || n < 1)
+            n = 132;
+    }
+    return n;
+}
+
+extern "C" size_t k_colsum_scratch(int C, int M)
+{
+    size_t a = (size_t)LLMC_CUDA_RMS_BWD_MAX_BLOCKS * C, b = (size_t)LLMC_CUDA_BIAS_GRAD_SPLITS * M;
+    return a > b ? a : b;
+}
+
+extern "C" void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
+                              int N, int C, float eps, kstream_t s)
+{
+    rmsnorm_fwd_k<<<blocks_for(N, 8), 256, 0, s>>>((bf16 *)out, rstd, (const bf16 *)x, (const bf16 *)w, N, C, eps);
+}
+extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
+                              const float *rstd, const bf16_t *dres, int N, int C, float *scratch, kstream_t s)
+{
+    int blocks = (N + 7) / 8, cap = 2 * sm_count();
+    if (cap > LLMC_CUDA_RMS_BWD_MAX_BLOCKS) cap = LLMC_CUDA_RMS_BWD_MAX_BLOCKS;
+    if (blocks > cap) blocks = cap;
+    bf16 *o = (bf16 *)dx;
+    const bf16 *g = (const bf16 *)dy, *xx = (const bf16 *)x, *ww = (const bf16 *)w, *r = (const bf16 *)dres;
+    int vpl = (C + WARP * 8 - 1) / (WARP * 8);
+    if (vpl <= 1) rmsnorm_bwd_k<1><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 2) rmsnorm_bwd_k<2><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 4) rmsnorm_bwd_k<4><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 6) rmsnorm_bwd_k<6><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else if (vpl <= 8) rmsnorm_bwd_k<8><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else rmsnorm_bwd_wide_k<<<blocks, 256, C * sizeof(float), s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    colsum_finish(dw, scratch, blocks, C, s);
+}
+
+
+/* ---- per-head RMSNorm (Qwen3 q_norm / k_norm) ---- */
+
+#define HEAD_NORM_MAXV 8       /* D / 32 values per lane: D <= 256 */
+
+/* One warp per (token, head) row; lane j holds elements j, j+32, ... of the head. */
+__global__ void __launch_bounds__(256) head_norm_fwd_k(bf16 *__restrict__ out, const bf16 *__restrict__ raw,
+                                                        const bf16 *__restrict__ w, int N, int H, int KV, int D,
+                                                        float eps)
+{
+    int heads = H + 2 * KV, lane = threadIdx.x % WARP, per = D / WARP;
+    size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / WARP;
+    if (row >= (size_t)N * heads) return;
+    int hh = (int)(row % heads);
+    const bf16 *x = raw + row * D;
+    bf16 *y = out + row * D;
+    float v[HEAD_NORM_MAXV], ss = 0.f;
+    for (int k = 0; k < per; k++) { v[k] = __bfloat162float(x[lane + k * WARP]); ss += v[k] * v[k]; }
+    if (hh >= H + KV) {   /* v head: moved only */
+        for (int k = 0; k < per; k++) y[lane + k * WARP] = x[lane + k * WARP];
+        return;
+    }
+    for (int o = WARP / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float r = rsqrtf(ss / (float)D + eps);
+    const bf16 *ww = w + (hh < H ? 0 : D);
+    for (int k = 0; k < per; k++)
+        y[lane + k * WARP] = __float2bfloat16(v[k] * r * __bfloat162float(ww[lane + k * WARP]));
+}
+
+/* dx = r * (g*w - xhat * mean(g*w*xhat)), xhat = x*r; dw += g*xhat. Block b takes
+ * rows b, b + gridDim.x, ... (warp by warp); its per-lane dw sums go to
+ * part[b][0..2D) (q heads, then k heads) in warp order. */
+__global__ void __launch_bounds__(256) head_norm_bwd_k(bf16 *__restrict__ dqkv, float *__restrict__ part,
+                                                        const bf16 *__restrict__ raw, const bf16 *__restrict__ w,
+                                                        int N, int H, int KV, int D, float eps)
+{
+    __shared__ float red[256 / WARP][2 * 256];
+    int heads = H + 2 * KV, lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    int per = D / WARP;
+    float dwq[HEAD_NORM_MAXV], dwk[HEAD_NORM_MAXV];
+    for (int k = 0; k < HEAD_NORM_MAXV; k++) dwq[k] = dwk[k] = 0.f;
+    size_t rows = (size_t)N * (H + KV);   /* the q and k heads of every token */
+    for (size_t q = (size_t)blockIdx.x * nw + wid; q < rows; q += (size_t)gridDim.x * nw) {
+        size_t n = q / (H + KV);
+        int hh = (int)(q % (H + KV));
+        size_t row = n * heads + hh;
+        const bf16 *x = raw + row * D;
+        bf16 *g = dqkv + row * D;
+        const bf16 *ww = w + (hh < H ? 0 : D);
+        float xv[HEAD_NORM_MAXV], gw[HEAD_NORM_MAXV], gv[HEAD_NORM_MAXV], ss = 0.f, dot = 0.f;
+        for (int k = 0; k < per; k++) {
+            int i = lane + k * WARP;
+            xv[k] = __bfloat162float(x[i]);
+            gv[k] = __bfloat162float(g[i]);
+            gw[k] = gv[k] * __bfloat162float(ww[i]);
+            ss += xv[k] * xv[k];
+        }
+        for (int o = WARP / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float r = rsqrtf(ss / (float)D + eps);
+        for (int k = 0; k < per; k++) dot += gw[k] * xv[k] * r;
+        for (int o = WARP / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+        dot /= (float)D;
+        for (int k = 0; k < per; k++) {
+            float xh = xv[k] * r;
+            g[lane + k * WARP] = __float2bfloat16(r * (gw[k] - xh * dot));
+            if (hh < H) dwq[k] += gv[k] * xh;
+            else dwk[k] += gv[k] * xh;
+        }
+    }
+    for (int k = 0; k < per; k++) {
+        red[wid][lane + k * WARP] = dwq[k];
+        red[wid][D + lane + k * WARP] = dwk[k];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 2 * D; i += blockDim.x) {
+        float s = 0.f;
+        for (int k = 0; k < nw; k++) s += red[k][i];
+        part[(size_t)blockIdx.x * 2 * D + i] = s;
+    }
+}
+
+extern "C" void k_head_norm_fwd(bf16_t *out, const bf16_t *raw, const bf16_t *w, int N, int H, int KV, int D,
+                                float eps, kstream_t s)
+{
+    size_t threads = (size_t)N * (H + 2 * KV) * WARP;
+    head_norm_fwd_k<<<blocks_for(threads, 256), 256, 0, s>>>((bf16 *)out, (const bf16 *)raw, (const bf16 *)w, N, H,
+                                                              KV, D, eps);
+}
+
+extern "C" void k_head_norm_bwd(bf16_t *dqkv, float *dw, const bf16_t *raw, const bf16_t *w, int N, int H, int KV,
+                                int D, float eps, float *scratch, kstream_t s)
+{
+    head_norm_bwd_k<<<LLMC_CUDA_HEAD_NORM_BLOCKS, 256, 0, s>>>((bf16 *)dqkv, scratch, (const bf16 *)raw,
+                                                               (const bf16 *)w, N, H, KV, D, eps);
+    colsum_finish(dw, scratch, LLMC_CUDA_HEAD_NORM_BLOCKS, 2 * D, s);
+}
+
+extern "C" size_t k_head_norm_scratch(int D) { return (size_t)LLMC_CUDA_HEAD_NORM_BLOCKS * 2 * D; }
