@@ -62,24 +62,49 @@ typedef struct {
     char hash[33];
 } DataPlan;
 
-/* Print a message, control characters escaped (messages echo file names,
- * column and role names from the plan and the data). */
-static void put_line(const char *prefix, const char *text, const char *suffix)
+/* Messages go through log.h (docs/runtime.md, "Errors"), their text escaped
+ * first: they echo file names, column and role names from the plan and the
+ * data. Progress and the summary are log_info lines on stdout, except under
+ * --check, whose stdout is the JSON summary: then they go to stderr. */
+static int info_to_stderr;
+
+typedef enum { SAY_ERROR, SAY_WARN, SAY_INFO } SayKind;
+
+static void say_line(SayKind kind, const char *fmt, va_list ap)
 {
-    char safe[4096];
+    char text[2048], safe[4096];
+    vsnprintf(text, sizeof text, fmt, ap);
     log_escape(safe, sizeof safe, text, strlen(text));
-    fprintf(stderr, "%s%s%s\n", prefix, safe, suffix);
+    if (kind == SAY_ERROR) log_error("%s", safe);
+    else if (kind == SAY_WARN) log_warn("%s", safe);
+    else if (info_to_stderr) log_note("%s", safe);
+    else log_info("%s", safe);
 }
 
-static int say(const char *fmt, ...)
+/* An error; returns -1, so that `return say_error(...)` reports and fails. */
+__attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...)
 {
-    char text[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    say_line(SAY_ERROR, fmt, ap);
     va_end(ap);
-    put_line("llmc-train prepare: ", text, "");
     return -1;
+}
+
+__attribute__((format(printf, 1, 2))) static void say_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say_line(SAY_WARN, fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((format(printf, 1, 2))) static void say_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say_line(SAY_INFO, fmt, ap);
+    va_end(ap);
 }
 
 /* path relative to the plan's directory (docs/plan.md) unless absolute */
@@ -131,7 +156,7 @@ static int data_hash(DataPlan *p)
         if (s) { hash_add(&h, s, strlen(s)); free(s); }
     }
     for (size_t k = 0; k < p->n_ds; k++)
-        if (hash_file_stat(&h, p->ds[k].file)) return say("%s: %s", p->ds[k].file, strerror(errno));
+        if (hash_file_stat(&h, p->ds[k].file)) return say_error("%s: %s", p->ds[k].file, strerror(errno));
     char tj[4096];
     struct stat st;
     int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -148,7 +173,7 @@ static int load_plan(const char *path, DataPlan *p)
 {
     memset(p, 0, sizeof *p);
     char err[1024];
-    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say("%s", err);
+    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say_error("%s", err);
     const RunPlan *r = &p->rp;
     p->pretrain = !strcmp(r->stage, "pt");
     p->tokenizer_path = r->tokenizer_path;
@@ -160,8 +185,8 @@ static int load_plan(const char *path, DataPlan *p)
     p->shards_dir = r->shards_dir;
     p->model_vocab = r->model_vocab;
     if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
-        return say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
-    if (!p->pretrain && !p->tpl) return say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
+        return say_error("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
+    if (!p->pretrain && !p->tpl) return say_error("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
     return data_hash(p);
 }
 
@@ -307,9 +332,9 @@ static int write_shard(Packer *k)
                      .pad_id = k->pad_id, .n_docs = k->shard_docs, .n_label_tokens = k->shard_labels};
     int rc = k->dry ? 0 : shard_write(path, &h, k->ids, k->pos, k->mask, err, sizeof err);
     free(path);
-    if (rc) return say("%s", err);
+    if (rc) return say_error("%s", err);
     ShardEntry *e = realloc(k->entries, (k->n_entries + 1) * sizeof *e);
-    if (!e) return say("out of memory");
+    if (!e) return say_error("out of memory");
     k->entries = e;
     e[k->n_entries++] = (ShardEntry){.file = strdup(name), .n_rows = k->rows_in_shard, .n_docs = k->shard_docs,
                                      .n_label_tokens = k->shard_labels, .fd = -1};
@@ -451,7 +476,7 @@ static int journal_write(Packer *k)
     k->journal_doc = k->resume_doc;
     char *path = resolve(k->dir, JOURNAL), err[512];
     int rc = text && path ? shard_write_file_atomic(path, text, strlen(text), err, sizeof err) : -1;
-    if (rc) say("%s", text && path ? err : "out of memory");
+    if (rc) say_error("%s", text && path ? err : "out of memory");
     free(text);
     free(path);
     return rc;
@@ -578,9 +603,9 @@ static void write_stats(const DataPlan *plan, const DatasetCounts *per_ds)
         size_t n = strlen(plan->ds[i].file) + sizeof ".stats.json";
         char *path = malloc(n), err[512];
         if (path) snprintf(path, n, "%s.stats.json", plan->ds[i].file);
-        if (!text || !path) say("warning: out of memory writing the stats of dataset %s", plan->ds[i].name);
+        if (!text || !path) say_warn("out of memory writing the stats of dataset %s", plan->ds[i].name);
         else if (shard_write_file_atomic(path, text, strlen(text), err, sizeof err))
-            say("warning: %s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
+            say_warn("%s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
         free(text);
         free(path);
     }
@@ -602,7 +627,7 @@ static int pack_batch(Packer *k, TokBatch *b)
 {
     for (size_t i = 0; i < b->n && !k->stopped; i++) {
         Slot *s = &b->slots[i];
-        if (s->failed) return say("out of memory while tokenizing");
+        if (s->failed) return say_error("out of memory while tokenizing");
         if (pack_doc(k, s->ids.ids, s->mask.p, s->ids.len, s->start, &k->per_ds[s->dataset])) return -1;
         slot_trim(s);
     }
@@ -650,8 +675,14 @@ static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
     human((double)k->n_tokens / el, d, sizeof d);
     double frac = pr->total_bytes ? (double)pr->done_bytes / (double)pr->total_bytes : 1.0;
     double eta = frac > 0 ? el * (1 - frac) / frac : 0;
-    fprintf(stderr, "%sllmc-train prepare: %" PRIu64 " records (%s/s), %s tokens (%s/s), %.0f%%, ETA %02d:%02d%s",
-            pr->tty ? "\r" : "", recs, a, b, d, frac * 100, (int)eta / 60, (int)eta % 60, pr->tty && !final ? "" : "\n");
+    char line[256];
+    snprintf(line, sizeof line, "%" PRIu64 " records (%s/s), %s tokens (%s/s), %.0f%%, ETA %02d:%02d", recs, a, b, d,
+             frac * 100, (int)eta / 60, (int)eta % 60);
+    if (!pr->tty) { say_info("%s", line); return; }
+    /* on a terminal one line, redrawn in place (as run's step line) */
+    FILE *o = info_to_stderr ? stderr : stdout;
+    fprintf(o, "\r%s%s%s", log_prefix(), line, final ? "\n" : "");
+    fflush(o);
 }
 
 /* Remove prepare's own files from dir (shard-*.bin, shard-*.bin.tmp,
@@ -660,7 +691,7 @@ static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
 static int sweep_dir(const char *dir, char *const *keep)
 {
     DIR *d = opendir(dir);
-    if (!d) return say("%s: %s", dir, strerror(errno));
+    if (!d) return say_error("%s: %s", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
@@ -700,12 +731,12 @@ static void choose_prefix(char out[16], const char *hash, char *const *live)
 static int lock_dir(const char *dir)
 {
     char *path = resolve(dir, ".prepare.lock");
-    if (!path) return say("out of memory");
+    if (!path) return say_error("out of memory");
     int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0) say("%s: not a regular file", path);
-        else say("%s: %s", path, strerror(errno));
+        if (fd >= 0) say_error("%s: not a regular file", path);
+        else say_error("%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         free(path);
         return -1;
@@ -716,15 +747,15 @@ static int lock_dir(const char *dir)
             ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
             holder[n > 0 ? n : 0] = '\0';
             holder[strcspn(holder, "\n")] = '\0';
-            say("%s: another prepare of this output is running (%s); waiting for it to finish", path,
+            say_info("%s: another prepare of this output is running (%s); waiting for it to finish", path,
                 holder[0] ? holder : "its holder did not say who it is yet");
             double t0 = now_s();
             int rc;
             while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {}
-            if (rc != 0) { say("%s: lock: %s", path, strerror(errno)); close(fd); free(path); return -1; }
-            say("%s: lock taken after %.0f s", path, now_s() - t0);
+            if (rc != 0) { say_error("%s: lock: %s", path, strerror(errno)); close(fd); free(path); return -1; }
+            say_info("%s: lock taken after %.0f s", path, now_s() - t0);
         } else {
-            say("warning: %s: this file system does not lock (%s); concurrent prepares of this plan are not "
+            say_warn("%s: this file system does not lock (%s); concurrent prepares of this plan are not "
                 "kept apart", path, strerror(errno));
             free(path);
             return fd;
@@ -819,6 +850,7 @@ int cmd_prepare(int argc, char **argv)
     /* First thing: under Slurm a requeued job's prepare step may get the job's
      * USR2 while it starts, whose default action would kill it (the job fails). */
     if (!check_only) stopsig_install();
+    info_to_stderr = check_only;
 
     DataPlan plan;
     if (load_plan(plan_path, &plan)) { free_plan(&plan); return 2; }
@@ -839,19 +871,19 @@ int cmd_prepare(int argc, char **argv)
             int same = have && !strcmp(have, plan.hash);
             free(have);
             if (same) {
-                say("%s is up to date (data hash %s)", plan.shards_dir, plan.hash);
+                say_info("%s is up to date (data hash %s)", plan.shards_dir, plan.hash);
                 unlock_dir(lock_fd);
                 free_plan(&plan);
                 if (!stopsig_requested()) return 0;
                 /* the job was asked to stop (its time limit is near): requeue it now */
-                say("stop signal %s: exiting %d to be requeued", stopsig_name() ? stopsig_name() : "?",
+                say_info("stop signal %s: exiting %d to be requeued", stopsig_name() ? stopsig_name() : "?",
                     STOP_EXIT_REQUEUE);
                 return STOP_EXIT_REQUEUE;
             }
         }
         if (locked) break;
         if (mkdirs(plan.shards_dir)) {
-            say("%s: %s", plan.shards_dir, strerror(errno));
+            say_error("%s: %s", plan.shards_dir, strerror(errno));
             free_plan(&plan);
             return 2;
         }
@@ -859,11 +891,11 @@ int cmd_prepare(int argc, char **argv)
     }
     char err[512];
     Tokenizer *tok = tok_load(plan.tokenizer_path, err, sizeof err);
-    if (!tok) { say("%s", err); unlock_dir(lock_fd); free_plan(&plan); return 2; }
+    if (!tok) { say_error("%s", err); unlock_dir(lock_fd); free_plan(&plan); return 2; }
     int status = 1;
     uint32_t vocab = tok_vocab_size(tok);
     if (plan.model_vocab >= 0 && (int64_t)vocab > plan.model_vocab) {
-        say("the tokenizer has %u ids but model.vocab is %" PRId64, vocab, plan.model_vocab);
+        say_error("the tokenizer has %u ids but model.vocab is %" PRId64, vocab, plan.model_vocab);
         tok_free(tok);
         unlock_dir(lock_fd);
         free_plan(&plan);
@@ -876,7 +908,7 @@ int cmd_prepare(int argc, char **argv)
     int64_t pad = tok_pad_id(tok) >= 0 ? tok_pad_id(tok) : eos;
     int64_t bos = tok_bos_id(tok);
     if (eos < 0 || pad < 0) {
-        say("%s: the tokenizer has no end-of-sequence token%s", plan.tokenizer_path,
+        say_error("%s: the tokenizer has no end-of-sequence token%s", plan.tokenizer_path,
             plan.tpl ? " for the template" : " (tokenizer_config.json eos_token)");
         tok_free(tok);
         unlock_dir(lock_fd);
@@ -885,7 +917,7 @@ int cmd_prepare(int argc, char **argv)
     }
     DatasetCounts *per_ds = calloc(plan.n_ds, sizeof *per_ds);
     if (!per_ds) {
-        say("out of memory");
+        say_error("out of memory");
         tok_free(tok);
         unlock_dir(lock_fd);
         free_plan(&plan);
@@ -908,7 +940,7 @@ int cmd_prepare(int argc, char **argv)
         char **keep = calloc(n_live + k.n_entries + 1, sizeof *keep);
         for (size_t i = 0; keep && i < n_live; i++) keep[i] = live[i];
         for (size_t i = 0; keep && i < k.n_entries; i++) keep[n_live + i] = k.entries[i].file;
-        int swept = keep ? sweep_dir(plan.shards_dir, keep) : say("out of memory");
+        int swept = keep ? sweep_dir(plan.shards_dir, keep) : say_error("out of memory");
         free(keep);
         if (swept) {
             tok_free(tok);
@@ -921,7 +953,7 @@ int cmd_prepare(int argc, char **argv)
             return 2;
         }
         if (resumed)
-            say("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
+            say_info("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
                 k.n_entries, k.n_entries == 1 ? "" : "s", k.resume_doc + 1);
     }
 
@@ -937,20 +969,20 @@ int cmd_prepare(int argc, char **argv)
     k.pos = malloc(cells * 4);
     k.mask = malloc(cells);
     int started = 0;
-    if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
+    if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say_error("out of memory"); goto out; }
     for (int i = 0; i < pool.n_workers; i++) {
         pool.workers[i].pool = &pool;
         pool.workers[i].enc = tok_encoder_new(tok);
         if (!pool.workers[i].enc || pthread_create(&pool.workers[i].thread, NULL, worker_main, &pool.workers[i])) {
             tok_encoder_free(pool.workers[i].enc);
-            say("cannot start worker threads");
+            say_error("cannot start worker threads");
             goto out;
         }
         started++;
     }
 
     Counts counts = {0};
-    Progress pr = {.tty = isatty(2), .start = now_s()};
+    Progress pr = {.tty = isatty(info_to_stderr ? 2 : 1), .start = now_s()};
     pr.last = pr.start;
     for (size_t i = 0; i < plan.n_ds; i++) {
         struct stat st;
@@ -966,7 +998,7 @@ int cmd_prepare(int argc, char **argv)
     for (size_t di = 0; di < plan.n_ds && !fatal && !k.stopped; di++) {
         const DatasetSpec *ds = &plan.ds[di];
         JsonStream *js = js_open(ds->file, err, sizeof err);
-        if (!js) { say("%s", err); status = 2; fatal = 1; break; }
+        if (!js) { say_error("%s", err); status = 2; fatal = 1; break; }
         js_set_max_record(js, (size_t)max_record);
         int more = 1;
         while (more && !fatal && !k.stopped) {
@@ -977,7 +1009,7 @@ int cmd_prepare(int argc, char **argv)
                 JsonValue *rec;
                 int rc = js_next(js, &rec);
                 if (rc == JS_END) { more = 0; break; }
-                if (rc == JS_ERROR) { say("%s", js_error(js)); fatal = 1; break; }
+                if (rc == JS_ERROR) { say_error("%s", js_error(js)); fatal = 1; break; }
                 RecReason why;
                 const JsonValue *where = NULL;
                 char msg[600];
@@ -996,15 +1028,17 @@ int cmd_prepare(int argc, char **argv)
                     else
                         snprintf(full, sizeof full, "%s", msg);
                     if (!plan.skip_bad && !check_only) {
-                        put_line("", full, "");
-                        say("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
+                        say_error("%s", full);
+                        say_error("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
                         fatal = 1;
                         break;
                     }
                     counts.skipped[why]++;
                     per_ds[di].skipped++;
-                    if (counts.shown++ < (check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD))
-                        put_line("", full, check_only ? "" : " (skipped)");
+                    if (counts.shown++ < (check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD)) {
+                        if (check_only) say_error("%s", full);
+                        else say_warn("%s (skipped)", full);
+                    }
                     continue;
                 }
                 if (doc_seq < skip_docs) {
@@ -1019,7 +1053,7 @@ int cmd_prepare(int argc, char **argv)
                 int rr = ds->format == FMT_TEXT
                              ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
                              : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
-                if (rr) { say("out of memory"); fatal = 1; break; }
+                if (rr) { say_error("out of memory"); fatal = 1; break; }
                 b_bytes += s->doc.text.len;
                 b->n++;
                 counts.kept++;
@@ -1047,12 +1081,12 @@ int cmd_prepare(int argc, char **argv)
     {
         uint64_t limit = check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD;
         if (counts.shown > limit)
-            say("%" PRIu64 " more bad record%s not listed (the first %" PRIu64 " are)%s", counts.shown - limit,
+            say_info("%" PRIu64 " more bad record%s not listed (the first %" PRIu64 " are)%s", counts.shown - limit,
                 counts.shown - limit == 1 ? "" : "s", limit, check_only ? "" : "; prepare --check lists up to 100");
     }
     if (fatal) goto out;
     if (k.stopped) {
-        say("stop signal %s: %zu shard%s written and recorded in %s/" JOURNAL "; exiting %d to be requeued (the "
+        say_info("stop signal %s: %zu shard%s written and recorded in %s/" JOURNAL "; exiting %d to be requeued (the "
             "next prepare continues at document %" PRIu64 ")", stopsig_name() ? stopsig_name() : "?", k.n_entries,
             k.n_entries == 1 ? "" : "s", plan.shards_dir, STOP_EXIT_REQUEUE, k.journal_doc + 1);
         status = STOP_EXIT_REQUEUE;
@@ -1062,11 +1096,11 @@ int cmd_prepare(int argc, char **argv)
     pr.done_bytes = pr.total_bytes;
     progress(&pr, &counts, &k, 1);
     if (counts.kept == 0 || k.n_rows == 0) {
-        say("no usable records in the plan's datasets");
+        say_error("no usable records in the plan's datasets");
         goto out;
     }
 
-    /* summary: to stderr and into index.json */
+    /* summary: a log line and into index.json */
     uint64_t skipped = 0;
     for (int r = 1; r < REC_N_REASONS; r++) skipped += counts.skipped[r];
     cJSON *sum = cJSON_CreateObject();
@@ -1101,8 +1135,8 @@ int cmd_prepare(int argc, char **argv)
         /* the totals as one JSON line on stdout (for tools), the verdict on stderr */
         printf("%s\n", sum_text ? sum_text : "{}");
         free(sum_text);
-        fprintf(stderr, "llmc-train prepare --check: %" PRIu64 " records good, %" PRIu64 " bad%s; %" PRIu64
-                " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u\n", counts.kept, skipped, reasons,
+        say_info("--check: %" PRIu64 " records good, %" PRIu64 " bad%s; %" PRIu64
+                " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u", counts.kept, skipped, reasons,
                 k.n_tokens, k.n_labels, k.n_rows, plan.context);
         status = skipped && !plan.skip_bad ? 1 : 0;
         goto out;
@@ -1112,7 +1146,7 @@ int cmd_prepare(int argc, char **argv)
                            .summary_json = sum_text};
     int irc = shard_index_write(plan.shards_dir, &info, k.entries, k.n_entries, err, sizeof err);
     free(sum_text);
-    if (irc) { say("%s", err); goto out; }
+    if (irc) { say_error("%s", err); goto out; }
     /* the new index.json is in place: the previous set's files go */
     {
         char **keep = calloc(k.n_entries + 1, sizeof *keep);
@@ -1121,7 +1155,7 @@ int cmd_prepare(int argc, char **argv)
         free(keep);
     }
     journal_remove(plan.shards_dir);
-    say("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
+    say_info("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
             " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s",
             counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
             k.n_entries == 1 ? "" : "s", plan.shards_dir);
