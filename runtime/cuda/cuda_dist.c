@@ -12,6 +12,7 @@
 #include <nccl.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "../log.h"
 
 #define RDV_TIMEOUT_S 120
 
@@ -53,14 +54,14 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
 {
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (!addr || !port) {
-        fprintf(stderr, "llmc-train-cuda: %d ranks need MASTER_ADDR and MASTER_PORT for the NCCL rendezvous\n", world);
+        log_error("%d ranks need MASTER_ADDR and MASTER_PORT for the NCCL rendezvous", world);
         return -1;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     if (rank == 0) hints.ai_flags = AI_PASSIVE;
     int gai = getaddrinfo(rank == 0 ? NULL : addr, port, &hints, &res);
     if (gai) {
-        fprintf(stderr, "llmc-train-cuda: rendezvous %s:%s: %s\n", addr, port, gai_strerror(gai));
+        log_error("rendezvous %s:%s: %s", addr, port, gai_strerror(gai));
         return -1;
     }
     int rc = -1;
@@ -68,7 +69,7 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
         int ls = socket(res->ai_family, SOCK_STREAM, 0), one = 1;
         setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (ls < 0 || bind(ls, res->ai_addr, res->ai_addrlen) || listen(ls, world)) {
-            fprintf(stderr, "llmc-train-cuda: rendezvous: cannot listen on port %s: %s\n", port, strerror(errno));
+            log_error("rendezvous: cannot listen on port %s: %s", port, strerror(errno));
             if (ls >= 0) close(ls);
             freeaddrinfo(res);
             return -1;
@@ -86,8 +87,8 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
         }
         close(ls);
         if (served == world - 1) rc = 0;
-        else fprintf(stderr, "llmc-train-cuda: rendezvous: only %d of %d ranks arrived within %d s\n",
-                     served + 1, world, RDV_TIMEOUT_S);
+        else log_error("rendezvous: only %d of %d ranks arrived within %d s",
+                       served + 1, world, RDV_TIMEOUT_S);
     } else {
         double deadline = now_s() + RDV_TIMEOUT_S;
         while (now_s() < deadline) {
@@ -100,7 +101,7 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
             if (fd >= 0) close(fd);
             usleep(200000);
         }
-        if (rc) fprintf(stderr, "llmc-train-cuda: rendezvous: no id from %s:%s within %d s\n", addr, port, RDV_TIMEOUT_S);
+        if (rc) log_error("rendezvous: no id from %s:%s within %d s", addr, port, RDV_TIMEOUT_S);
     }
     freeaddrinfo(res);
     return rc;
@@ -113,17 +114,17 @@ int cuda_dist_init(CudaDist *d)
     d->world = env_int("OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE", 1);
     d->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", 0);
     if (d->world < 1 || d->rank < 0 || d->rank >= d->world || d->local_rank < 0) {
-        fprintf(stderr, "llmc-train-cuda: bad rank %d of %d (local %d)\n", d->rank, d->world, d->local_rank);
+        log_error("bad rank %d of %d (local %d)", d->rank, d->world, d->local_rank);
         return -1;
     }
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
-        fprintf(stderr, "llmc-train-cuda: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        log_error("no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return -1;
     }
     if (d->local_rank >= ndev) {
-        fprintf(stderr, "llmc-train-cuda: local rank %d but only %d GPUs\n", d->local_rank, ndev);
+        log_error("local rank %d but only %d GPUs", d->local_rank, ndev);
         return -1;
     }
     CUDA_CHECK(cudaSetDevice(d->local_rank));
