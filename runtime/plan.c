@@ -3,6 +3,7 @@
 #include "args.h"
 
 #include "json_stream.h"   /* open_regular_file */
+#include "log.h"
 #include "plan_limits.h"   /* contract/: the limits llmc checks with */
 
 #include <errno.h>
@@ -575,7 +576,7 @@ int cmd_check_plan(int argc, char **argv)
     RunPlan p;
     char err[512];
     if (run_plan_load(&p, path, err, sizeof err)) {
-        fprintf(stderr, "llmc-train: %s\n", err);
+        log_error("%s", err);
         return 1;
     }
     printf("%s: accepted (job %s)\n", path, p.job);

@@ -61,7 +61,7 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
         if (c < '0' || c > '9') {
             char shown[8];
             log_escape(shown, sizeof shown, (const char *)&c, 1);
-            fprintf(stderr, "llmc-train tokenize: stdin byte %zu: expected a token id, found '%s'\n", i + 1, shown);
+            log_error("stdin byte %zu: expected a token id, found '%s'", i + 1, shown);
             rc = 1;
             break;
         }
@@ -69,8 +69,8 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
         while (i < in->len && in->p[i] >= '0' && in->p[i] <= '9' && v <= UINT32_MAX) v = v * 10 + (in->p[i++] - '0');
         size_t len;
         if (v >= tok_vocab_size(tok) || !tok_token_bytes(tok, (uint32_t)v, &len)) {
-            fprintf(stderr, "llmc-train tokenize: id %llu is not in the vocabulary (size %u)\n",
-                    (unsigned long long)v, tok_vocab_size(tok));
+            log_error("id %llu is not in the vocabulary (size %u)",
+                      (unsigned long long)v, tok_vocab_size(tok));
             rc = 1;
             break;
         }
@@ -112,12 +112,12 @@ int cmd_tokenize(int argc, char **argv)
     Tokenizer *tok = tok_load(dir, err, sizeof err);
     if (!tok) {
         char shown[1024];
-        fprintf(stderr, "llmc-train tokenize: %s\n", log_escape(shown, sizeof shown, err, strlen(err)));
+        log_error("%s", log_escape(shown, sizeof shown, err, strlen(err)));
         return 2;
     }
     UniBuf in = {0};
     if (read_stdin(&in)) {
-        fprintf(stderr, "llmc-train tokenize: reading stdin: %s\n", strerror(errno));
+        log_error("reading stdin: %s", strerror(errno));
         tok_free(tok);
         unibuf_free(&in);
         return 2;
@@ -129,7 +129,7 @@ int cmd_tokenize(int argc, char **argv)
         TokEncoder *enc = tok_encoder_new(tok);
         TokIds ids = {0};
         if (!enc || tok_encode(enc, (const char *)in.p, in.len, &ids)) {
-            fprintf(stderr, "llmc-train tokenize: out of memory\n");
+            log_error("out of memory");
             rc = 1;
         } else if (tokens) {
             UniBuf shown = {0};
