@@ -1,6 +1,7 @@
 /* ops_cpu.c — fp32 CPU kernels (see ops_cpu.h). */
 #include "ops_cpu.h"
 #include "cpus.h"
+#include "log.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -187,6 +188,19 @@ static int attn_lo(const uint32_t *pos, int j)
 /* Copy kv head kvh of row b of x [B*T, KV*hd] into xt [hd, T] (transposed), so the
  * dot products over d become loops over i that the compiler can vectorise while
  * each score still sums d in ascending order. */
+/* A worker's scratch, or exit: an allocation that fails in the middle of a
+ * step has no caller to report to (ops_parallel_for's tasks return nothing),
+ * and a half-computed step is worth nothing (docs/runtime.md, "Errors"). */
+static void *scratch_or_exit(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        log_error("out of memory (%zu bytes of attention scratch)", bytes);
+        exit(1);
+    }
+    return p;
+}
+
 static void transpose_head(float *restrict xt, const float *restrict x, int b, int kvh, const AttnArgs *a)
 {
     int T = a->T, hd = a->hd, ks = a->KV * hd;
@@ -204,8 +218,7 @@ static void attn_fwd_one(void *ctx, int idx)
     float scale = 1.0f / sqrtf((float)hd);
     const uint32_t *pos = a->pos + (size_t)b * T;
     float *P = a->probs + ((size_t)b * a->H + h) * T * T;
-    float *kt = malloc((size_t)T * hd * sizeof(float));
-    if (!kt) abort();
+    float *kt = scratch_or_exit((size_t)T * hd * sizeof(float));
     transpose_head(kt, a->k, b, kvh, a);
     for (int j = 0; j < T; j++) {
         const float *qj = a->q + ((size_t)b * T + j) * qs + (size_t)h * hd;
@@ -253,8 +266,7 @@ static void attn_bwd_one(void *ctx, int idx)
     int qs = a->H * hd, ks = a->KV * hd;
     float scale = 1.0f / sqrtf((float)hd);
     const uint32_t *pos = a->pos + (size_t)b * T;
-    float *dp = malloc((size_t)T * sizeof(float)), *vt = malloc((size_t)T * hd * sizeof(float));
-    if (!dp || !vt) abort();
+    float *dp = scratch_or_exit((size_t)T * sizeof(float)), *vt = scratch_or_exit((size_t)T * hd * sizeof(float));
     transpose_head(vt, a->v, b, kvh, a);
     for (int i = 0; i < T; i++) {
         memset(a->dk + ((size_t)b * T + i) * ks + (size_t)kvh * hd, 0, (size_t)hd * sizeof(float));
