@@ -2793,32 +2793,38 @@ static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
     diag_help(g, "the tokenizer of the model's chat (instruct) version, or a template made for this tokenizer");
 }
 
-static void check_train(Checker *c, const Item *it, PlanTrain *t)
+/* train: stage = ENUM, model = NAME, data = [NAME], template = ENUM,
+ * context = INT. Returns whether the stage was read (the rules that depend
+ * on it are skipped otherwise). */
+static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
 {
-    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, train_keys, NUNITS(train_keys));
     Entry *e;
     int v;
     bool stage_ok = false;
-    if ((e = require(c, &s, "stage", "sft"))) {
+    if ((e = require(c, s, "stage", "sft"))) {
         t->stage_at = e->at;
         if (get_enum(c, e, stage_names, 5, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
     }
-    if ((e = require(c, &s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
-    if ((e = require(c, &s, "data", "[NAME]"))) {
+    if ((e = require(c, s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
+    if ((e = require(c, s, "data", "[NAME]"))) {
         t->data_at = e->at;
         get_dataset_list(c, e, &t->data, &t->ndata);
     }
     t->template_ = TEMPLATE_NONE;
-    Entry *tmpl = find(&s, "template");
+    Entry *tmpl = find(s, "template");
     const char *template_names[TEMPLATE_COUNT];
     for (int i = 0; i < TEMPLATE_COUNT; i++) template_names[i] = chat_template_info((ChatTemplate)i)->name;
     if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, TEMPLATE_COUNT, &v)) t->template_ = (ChatTemplate)v; }
-    if ((e = require(c, &s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
-    t->epochs = 1.0;
-    if ((e = find(&s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
-    if ((e = find(&s, "max_steps"))) { t->max_steps_at = e->at; get_int_lim(c, e, PL_TRAIN_MAX_STEPS, &t->max_steps); }
-    if ((e = require(c, &s, "batch", "4 per gpu")) && e->value) {
+    if ((e = require(c, s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
+    return stage_ok;
+}
+
+/* train: batch = INT per gpu (the micro batch; the global batch follows
+ * from the nodes and grad_accum). */
+static void check_train_batch(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = require(c, s, "batch", "4 per gpu")) && e->value) {
         t->batch_at = e->at;
         const Value *bv = e->value;
         if (bv->nterms >= 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
@@ -2840,13 +2846,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             diag_help(g, "for example: batch = 4 per gpu (the global batch follows from nodes and grad_accum)");
         }
     }
-    t->grad_accum = 1;
-    if ((e = find(&s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32_lim(c, e, PL_TRAIN_GRAD_ACCUM, &t->grad_accum); }
-    if ((e = require(c, &s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
-    if ((e = find(&s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
-        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
-    if ((e = find(&s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
-    if ((e = find(&s, "warmup")) && e->value) {
+}
+
+/* train: warmup = PERCENT | INT [steps]. */
+static void check_train_warmup(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "warmup")) && e->value) {
         t->warmup_at = e->at;
         const Value *wv = e->value;
         if (is_percent(wv)) get_percent(c, e, plan_limit(PL_TRAIN_WARMUP_RATIO)->max * 100, &t->warmup_ratio);
@@ -2864,14 +2870,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 1, "a percentage or a step count");
     }
-    t->weight_decay = 0.0;
-    t->beta1 = 0.9;
-    t->beta2 = 0.999;
-    t->adam_eps = 1e-8;
-    t->grad_clip = 1.0;
-    t->seed = 42;
-    if ((e = find(&s, "weight_decay"))) get_number_lim(c, e, PL_TRAIN_WEIGHT_DECAY, &t->weight_decay);
-    if ((e = find(&s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
+}
+
+/* train: betas = [NUMBER, NUMBER] (Adam's beta1, beta2). */
+static void check_train_betas(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
         const Term *x = e->value->terms[0];
         if (x->kind != TERM_LIST || x->nitems != 2 || x->items[0]->nterms != 1 || x->items[1]->nterms != 1 ||
             !is_number(x->items[0]->terms[0]) || !is_number(x->items[1]->terms[0])) {
@@ -2887,10 +2892,14 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             }
         }
     }
-    if ((e = find(&s, "eps"))) get_number_lim(c, e, PL_TRAIN_EPS, &t->adam_eps);
-    if ((e = find(&s, "grad_clip"))) get_number_lim(c, e, PL_TRAIN_GRAD_CLIP, &t->grad_clip);
+}
+
+/* train: seed = INT, at most 2^53 - 1 (plan.json's numbers are doubles). */
+static void check_train_seed(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
     int64_t seed;
-    if ((e = find(&s, "seed"))) {
+    if ((e = find(s, "seed"))) {
         const Term *st = e->value && e->value->nterms == 1 ? e->value->terms[0] : NULL;
         const PlanLimit *l = plan_limit(PL_TRAIN_SEED);
         if (st && st->kind == TERM_INT && (st->overflow || (double)st->ival > l->max)) {
@@ -2900,14 +2909,45 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             t->seed = (uint64_t)seed;
         }
     }
-    if ((e = find(&s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
-    if ((e = find(&s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
-    if ((e = find(&s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
-    if ((e = find(&s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
-    t->packing = stage_ok && t->stage == STAGE_PT;
-    if ((e = find(&s, "packing"))) get_bool(c, e, &t->packing);
-    if ((e = find(&s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
-    if ((e = find(&s, "mfu")) && e->value) {
+}
+
+/* train: the length and the optimizer: epochs, max_steps, batch,
+ * grad_accum, lr, min_lr, schedule, warmup, weight_decay, betas, eps,
+ * grad_clip, seed (defaults: AdamW as torch's, clip 1, seed 42). */
+static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    int v;
+    t->epochs = 1.0;
+    if ((e = find(s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
+    if ((e = find(s, "max_steps"))) { t->max_steps_at = e->at; get_int_lim(c, e, PL_TRAIN_MAX_STEPS, &t->max_steps); }
+    check_train_batch(c, s, t);
+    t->grad_accum = 1;
+    if ((e = find(s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32_lim(c, e, PL_TRAIN_GRAD_ACCUM, &t->grad_accum); }
+    if ((e = require(c, s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
+    if ((e = find(s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
+        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
+    if ((e = find(s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
+    check_train_warmup(c, s, t);
+    t->weight_decay = 0.0;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->adam_eps = 1e-8;
+    t->grad_clip = 1.0;
+    t->seed = 42;
+    if ((e = find(s, "weight_decay"))) get_number_lim(c, e, PL_TRAIN_WEIGHT_DECAY, &t->weight_decay);
+    check_train_betas(c, s, t);
+    if ((e = find(s, "eps"))) get_number_lim(c, e, PL_TRAIN_EPS, &t->adam_eps);
+    if ((e = find(s, "grad_clip"))) get_number_lim(c, e, PL_TRAIN_GRAD_CLIP, &t->grad_clip);
+    check_train_seed(c, s, t);
+}
+
+/* train: mfu = PERCENT | NUMBER (a fraction of the GPU's peak, for the
+ * time estimate). */
+static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "mfu")) && e->value) {
         t->mfu_at = e->at;
         if (is_percent(e->value)) {
             if (get_percent(c, e, 100, &t->mfu) && t->mfu == 0) { diag_error(c->d, e->value->at, "'mfu' must be above 0%%"); t->mfu = 0; }
@@ -2917,13 +2957,37 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 1, "a fraction or percentage");
     }
+}
+
+/* train: how it runs: precision, shard, recompute, attention, packing
+ * (default: on for pt), bad_records, mfu, bytes_per_token, backend, output
+ * (default runs/NAME). */
+static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
+{
+    Entry *e;
+    int v;
+    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
+    if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
+    if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
+    if ((e = find(s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
+    t->packing = stage_ok && t->stage == STAGE_PT;
+    if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);
+    if ((e = find(s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
+    check_train_mfu(c, s, t);
     t->bytes_per_token = 4.0;
-    if ((e = find(&s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
-    if ((e = find(&s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
-    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
+    if ((e = find(s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
+    if ((e = find(s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
+    if ((e = find(s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
     else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
+}
+
+/* train: checkpoint_every = DURATION | INT steps (default 30 min),
+ * checkpoint_keep = INT (default 2). */
+static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
     t->checkpoint_every_seconds = 1800;
-    if ((e = find(&s, "checkpoint_every")) && e->value) {
+    if ((e = find(s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;
         if (is_count_of(e->value, "steps")) {
             const Term *n = e->value->terms[0];
@@ -2949,11 +3013,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         want_terms(c, e, 1, "a duration or a step count");
     }
     t->checkpoint_keep = 2;
-    if ((e = find(&s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
-    check_train_lf_keys(c, &s, t);
-    report_missing(c, &s);
+    if ((e = find(s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
+}
 
-    /* Cross-field rules of the run itself. */
+/* The run's rules across its model: context within max_context, no RoPE
+ * scaling for llmc-train, the template's markers tokens of the tokenizer. */
+static void check_train_model_rules(Checker *c, PlanTrain *t, const Entry *tmpl)
+{
     if (t->model && t->context > 0 && t->model->max_context > 0 && t->context > t->model->max_context) {
         Diag *g = diag_error(c->d, t->context_at, "context %d exceeds the max_context %d of model '%s'",
                              t->context, t->model->max_context, t->model->name);
@@ -2969,9 +3035,15 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     }
     if (t->model && tmpl && t->template_ != TEMPLATE_NONE && t->stage != STAGE_PT && tmpl->value)
         check_train_template(c, t, tmpl->value->at);
-    if (!stage_ok) return;
-    if (t->stage != STAGE_PT && !tmpl && !s.broken) {
-        Diag *g = diag_error(c->d, s.at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
+}
+
+/* The run's rules across its stage (read): a chat template for sft, the
+ * datasets' formats for the stage and the backend, epochs vs max_steps,
+ * warmup within max_steps. */
+static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, const Entry *tmpl)
+{
+    if (t->stage != STAGE_PT && !tmpl && !s->broken) {
+        Diag *g = diag_error(c->d, s->at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
     } else if (t->stage != STAGE_PT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
                strcmp(tmpl->value->terms[0]->str, "none") == 0) {
@@ -2995,6 +3067,24 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     if (t->max_steps > 0 && t->warmup_steps > 0 && t->warmup_steps >= t->max_steps)
         diag_error(c->d, t->warmup_at, "warmup (%lld steps) must be shorter than max_steps (%lld)",
                    (long long)t->warmup_steps, (long long)t->max_steps);
+}
+
+/* train NAME { ... }: every key in the order below, then the rules across
+ * keys (LLaMA-Factory's own keys and rules last). */
+static void check_train(Checker *c, const Item *it, PlanTrain *t)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, train_keys, NUNITS(train_keys));
+    bool stage_ok = check_train_what(c, &s, t);
+    Entry *tmpl = find(&s, "template");
+    check_train_optimizer(c, &s, t);
+    check_train_execution(c, &s, t, stage_ok);
+    check_train_checkpoints(c, &s, t);
+    check_train_lf_keys(c, &s, t);
+    report_missing(c, &s);
+    check_train_model_rules(c, t, tmpl);
+    if (!stage_ok) return;
+    check_train_stage_rules(c, &s, t, tmpl);
     check_train_lf_rules(c, &s, t);
 }
 
