@@ -1678,10 +1678,10 @@ static void check_k8s_nodes(Checker *c, PlanCluster *cl, PlanK8s *k)
     k->node_set = name;
 }
 
-static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
+/* cluster: slurm = hosts | slinky "VERSION" | soperator "VERSION" (a
+ * version is MAJOR.MINOR[.PATCH][-PRE]); e is the slurm entry or NULL. */
+static void check_cluster_slurm(Checker *c, const Entry *e, PlanCluster *cl)
 {
-    Entry *e = find(s, "slurm");
-    Entry *kb = find(s, "kubernetes");
     if (e && want_terms(c, e, e->value && e->value->nterms >= 2 ? 2 : 1, "hosts, or an operator and its version")) {
         const Term *t = e->value->terms[0];
         cl->slurm_at = e->value->at;
@@ -1722,57 +1722,50 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             if (ok) { cl->slurm = (SlurmRuntime)r; cl->slurm_version = v; }
         }
     }
-    if (cl->slurm == SLURM_HOSTS) {
-        if (kb && (!e || cl->slurm_at.start.line))
-            diag_error(c->d, kb->key_at, "'kubernetes' settings need 'slurm = slinky \"VERSION\"' or 'slurm = soperator \"VERSION\"'");
-        return;
-    }
-    if (!kb || kb->value) {
-        Diag *g = diag_error(c->d, kb ? kb->key_at : e->key_at, "a cluster with slurm = %s needs a 'kubernetes { }' block",
-                             slurm_runtimes[cl->slurm]);
-        diag_help(g, "add kubernetes { image = \"...:TAG\"  pool_gpus = 8 }");
-        return;
-    }
-    PlanK8s *k = arena_alloc(c->a, sizeof *k);
-    k->at = kb->key_at;
-    k->namespace_ = "slurm";
-    k->cluster_name = "slurm";
-    k->cpu_request_milli = (int64_t)cl->cpus * 1000;
-    k->memory_request = cl->memory_bytes;
-    Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
-    ks.at = kb->key_at;
-    check_keys(c, &ks, k8s_keys, NUNITS(k8s_keys));
+}
+
+/* kubernetes: namespace and cluster_name (DNS-1123 labels), image, and
+ * for Soperator its munge_image and jail claim (refused for Slinky). */
+static void check_k8s_names(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
     const char *why;
     const char *str;
     SrcRange at;
     Entry *x;
-    if (get_k8s_string(c, &ks, "namespace", &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(&ks, "namespace")->value->at, "namespace '%s' is not a DNS-1123 label: %s", str, why);
+    if (get_k8s_string(c, ks, "namespace", &str, &at)) {
+        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, "namespace")->value->at, "namespace '%s' is not a DNS-1123 label: %s", str, why);
         else k->namespace_ = str;
     }
-    if (get_k8s_string(c, &ks, "cluster_name", &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(&ks, "cluster_name")->value->at, "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
+    if (get_k8s_string(c, ks, "cluster_name", &str, &at)) {
+        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, "cluster_name")->value->at, "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
         else k->cluster_name = str;
     }
-    if ((x = require(c, &ks, "image", "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&
+    if ((x = require(c, ks, "image", "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&
         check_image(c, x, str)) {
         k->image = str; k->image_at = x->value->at;
     }
     if (cl->slurm == SLURM_SOPERATOR) {
-        if ((x = require(c, &ks, "munge_image", "\"cr.eu-north1.nebius.cloud/soperator/munge:TAG\"")) && get_string(c, x, &str) &&
+        if ((x = require(c, ks, "munge_image", "\"cr.eu-north1.nebius.cloud/soperator/munge:TAG\"")) && get_string(c, x, &str) &&
             check_image(c, x, str)) {
             k->munge_image = str; k->munge_image_at = x->value->at;
         }
-        if ((x = require(c, &ks, "jail", "\"jail-pvc\"")) && get_string(c, x, &str)) {
+        if ((x = require(c, ks, "jail", "\"jail-pvc\"")) && get_string(c, x, &str)) {
             if ((why = dns_subdomain_why(str))) diag_error(c->d, x->value->at, "claim name '%s' is not a Kubernetes name: %s", str, why);
             else { k->jail = str; k->jail_at = x->value->at; }
         }
     } else {
         const char *only[] = {"munge_image", "jail"};
         for (int i = 0; i < 2; i++)
-            if ((x = find(&ks, only[i]))) diag_error(c->d, x->key_at, "'%s' is a Soperator setting; Slinky has none", only[i]);
+            if ((x = find(ks, only[i]))) diag_error(c->d, x->key_at, "'%s' is a Soperator setting; Slinky has none", only[i]);
     }
-    if (cl->gpu && (x = require(c, &ks, "pool_gpus", "8"))) {
+}
+
+/* kubernetes: pool_gpus = INT, the nvidia.com/gpu a node of the pool
+ * offers: at least the cluster's GPUs per node, or no slurmd pod is scheduled. */
+static void check_k8s_pool_gpus(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
+    Entry *x;
+    if (cl->gpu && (x = require(c, ks, "pool_gpus", "8"))) {
         k->pool_gpus_at = x->value ? x->value->at : x->at;
         if (get_int32(c, x, 1, 64, &k->pool_gpus) && cl->gpus_per_node > k->pool_gpus) {
             Diag *g = diag_error(c->d, cl->gpu_at, "%d GPUs per node, but the Kubernetes pool offers %d per node (nvidia.com/gpu)",
@@ -1780,10 +1773,18 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             diag_note(g, "pool_gpus = %d at line %d: a slurmd pod asking for nvidia.com/gpu: %d is never scheduled",
                       k->pool_gpus, k->pool_gpus_at.start.line, cl->gpus_per_node);
         }
-    } else if (!cl->gpu && (x = find(&ks, "pool_gpus"))) {
+    } else if (!cl->gpu && (x = find(ks, "pool_gpus"))) {
         diag_warning(c->d, x->key_at, "'pool_gpus' on a cluster without GPUs is ignored");
     }
-    if ((x = find(&ks, "node_selector"))) {
+}
+
+/* kubernetes: node_selector = ["KEY=VALUE", ...], Kubernetes label
+ * keys and values, each key once. */
+static void check_k8s_node_selector(Checker *c, Scope *ks, PlanK8s *k)
+{
+    const char *why;
+    Entry *x;
+    if ((x = find(ks, "node_selector"))) {
         const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu.present=true\"");
         if (l) {
             k->node_selector = arena_alloc(c->a, sizeof(char *) * (size_t)(l->nitems + 1));
@@ -1806,7 +1807,15 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             }
         }
     }
-    if ((x = find(&ks, "tolerations"))) {
+}
+
+/* kubernetes: tolerations = ["KEY[=VALUE]:EFFECT", ...], as kubectl
+ * taint writes taints. */
+static void check_k8s_tolerations(Checker *c, Scope *ks, PlanK8s *k)
+{
+    const char *why;
+    Entry *x;
+    if ((x = find(ks, "tolerations"))) {
         const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu:NoSchedule\"");
         if (l) {
             k->tolerations = arena_alloc(c->a, sizeof(PlanToleration) * (size_t)(l->nitems + 1));
@@ -1835,7 +1844,15 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             }
         }
     }
-    if ((x = find(&ks, "cpu_request"))) {
+}
+
+/* kubernetes: cpu_request (CPUs, in Kubernetes' 1m steps) and
+ * memory_request (at least 1 MiB), each at most the pod's limit: the
+ * cluster's cpus and memory. */
+static void check_k8s_requests(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
+    Entry *x;
+    if ((x = find(ks, "cpu_request"))) {
         double v;
         if (get_number(c, x, 0, true, 100000, &v)) {
             double m = v * 1000;
@@ -1850,7 +1867,7 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             }
         }
     }
-    if ((x = find(&ks, "memory_request"))) {
+    if ((x = find(ks, "memory_request"))) {
         uint64_t b;
         if (get_size(c, x, &b)) {
             if (b < (1u << 20)) diag_error(c->d, x->value->at, "'memory_request' must be at least 1 MiB");
@@ -1860,6 +1877,41 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             } else { k->memory_request = b; k->memory_request_at = x->value->at; }
         }
     }
+}
+
+/* cluster: the slurm runtime and, on Kubernetes (Slinky, Soperator), the
+ * kubernetes { } block: names, pool, scheduling, requests, volumes, nodes. */
+static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
+{
+    Entry *e = find(s, "slurm");
+    Entry *kb = find(s, "kubernetes");
+    check_cluster_slurm(c, e, cl);
+    if (cl->slurm == SLURM_HOSTS) {
+        if (kb && (!e || cl->slurm_at.start.line))
+            diag_error(c->d, kb->key_at, "'kubernetes' settings need 'slurm = slinky \"VERSION\"' or 'slurm = soperator \"VERSION\"'");
+        return;
+    }
+    if (!kb || kb->value) {
+        Diag *g = diag_error(c->d, kb ? kb->key_at : e->key_at, "a cluster with slurm = %s needs a 'kubernetes { }' block",
+                             slurm_runtimes[cl->slurm]);
+        diag_help(g, "add kubernetes { image = \"...:TAG\"  pool_gpus = 8 }");
+        return;
+    }
+    PlanK8s *k = arena_alloc(c->a, sizeof *k);
+    k->at = kb->key_at;
+    k->namespace_ = "slurm";
+    k->cluster_name = "slurm";
+    k->cpu_request_milli = (int64_t)cl->cpus * 1000;
+    k->memory_request = cl->memory_bytes;
+    Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
+    ks.at = kb->key_at;
+    check_keys(c, &ks, k8s_keys, NUNITS(k8s_keys));
+    check_k8s_names(c, &ks, cl, k);
+    check_k8s_pool_gpus(c, &ks, cl, k);
+    check_k8s_node_selector(c, &ks, k);
+    check_k8s_tolerations(c, &ks, k);
+    check_k8s_requests(c, &ks, cl, k);
+    Entry *x;
     if ((x = find(&ks, "volumes"))) check_k8s_volumes(c, x, k);
     report_missing(c, &ks);
     check_k8s_nodes(c, cl, k);
@@ -2002,24 +2054,22 @@ static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "l
 static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
 static const char *const init_names[] = {"pretrained", "scratch"};
 
-static void check_model(Checker *c, const Item *it, PlanModel *m)
+/* model: init = pretrained | scratch, path = "DIR". A pretrained model's
+ * config.json, when readable here, is read into cfg: the shape keys may then
+ * be left out (taken from it) and must agree with it where written. Returns
+ * whether cfg holds it. */
+static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *m, ModelFileConfig *cfg)
 {
-    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, model_keys, NUNITS(model_keys));
     Entry *e;
     int v;
-    /* A pretrained model's config.json, when readable here: the shape keys may
-     * then be left out (taken from it) and must agree with it where written. */
-    if ((e = find(&s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
-    ModelFileConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
     bool have_cfg = false;
-    Entry *pe = find(&s, "path");
+    if ((e = find(s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
+    Entry *pe = find(s, "path");
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
     if (!m->from_scratch && m->path) {
         const char *dir = m->path;
         char why[600];
-        int rc = model_config_read(dir, &cfg, why, (int)sizeof why);
+        int rc = model_config_read(dir, cfg, why, (int)sizeof why);
         if (rc == 0) have_cfg = true;
         else if (rc < 0) {
             Diag *g = diag_error(c->d, pe->value->at, "model '%s': %s", it->name ? it->name : "?", why);
@@ -2030,92 +2080,128 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
             diag_note(g, "not checked: the plan's arch and shape against the model's config.json");
         }
     }
-    if ((e = have_cfg ? find(&s, "arch") : require(c, &s, "arch", "qwen2"))) {
+    return have_cfg;
+}
+
+/* model: arch = llama | qwen2 | qwen3 (required without a config.json; from
+ * its model_type otherwise). pe is the path entry. */
+static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                             const Entry *pe)
+{
+    Entry *e;
+    int v;
+    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", "qwen2"))) {
         m->arch_at = e->at;
         if (get_enum(c, e, arch_names, 3, &v)) {
             m->arch = (ModelArch)v;
-            if (have_cfg && v != cfg.arch) {
+            if (have_cfg && v != cfg->arch) {
                 Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_names[v],
-                                     cfg.file, arch_names[cfg.arch]);
-                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg.arch]);
+                                     cfg->file, arch_names[cfg->arch]);
+                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg->arch]);
             }
         }
     } else if (have_cfg) {
-        m->arch = (ModelArch)cfg.arch;
+        m->arch = (ModelArch)cfg->arch;
         m->arch_at = pe->at;
     }
-    /* A pretrained model is loaded from path; from scratch, path is optional
-     * and the tokenizer must be named. */
-    if (!m->from_scratch) require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
-    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
-    else if (m->from_scratch && !find(&s, "path") && !s.broken) {
-        Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
+}
+
+/* model: tokenizer = "DIR" (default: path). A pretrained model is loaded
+ * from path; from scratch, path is optional and the tokenizer must be named. */
+static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanModel *m)
+{
+    Entry *e;
+    if (!m->from_scratch) require(c, s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
+    if ((e = find(s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
+    else if (m->from_scratch && !find(s, "path") && !s->broken) {
+        Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
+}
 
+/* model: the shape, layers, hidden, heads, ffn, vocab, max_context (each
+ * required without a config.json, else taken from it and compared), kv_heads
+ * (default: heads) and head_dim. Returns whether head_dim was given (or read). */
+static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                   const Entry *pe)
+{
+    Entry *e;
     struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; int cfg; const char *hf; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg.layers, "num_hidden_layers"},
-        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg.hidden, "hidden_size"},
-        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg.heads, "num_attention_heads"},
-        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg.ffn, "intermediate_size"},
-        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg.vocab, "vocab_size"},
-        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg.max_context,
+        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg->layers, "num_hidden_layers"},
+        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg->hidden, "hidden_size"},
+        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg->heads, "num_attention_heads"},
+        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg->ffn, "intermediate_size"},
+        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg->vocab, "vocab_size"},
+        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg->max_context,
          "max_position_embeddings"},
-        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg.kv_heads, "num_key_value_heads"},
-        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg.head_dim, "head_dim"},
+        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg->kv_heads, "num_key_value_heads"},
+        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg->head_dim, "head_dim"},
     };
     bool head_dim_set = false, kv_set = false;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         bool optional = ints[i].ex == NULL;
-        e = have_cfg || optional ? find(&s, ints[i].key) : require(c, &s, ints[i].key, ints[i].ex);
+        e = have_cfg || optional ? find(s, ints[i].key) : require(c, s, ints[i].key, ints[i].ex);
         if (e) {
             *ints[i].at = e->at;
             bool ok = get_int32_lim(c, e, ints[i].lim, ints[i].out);
             if (ok && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
             if (ok && have_cfg && *ints[i].out != ints[i].cfg) {
                 Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
-                                     cfg.file, ints[i].hf, ints[i].cfg);
+                                     cfg->file, ints[i].hf, ints[i].cfg);
                 diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
             }
         } else if (have_cfg) {
             *ints[i].out = ints[i].cfg;
             *ints[i].at = pe->value->at;
             within(c, pe->value->at, ints[i].key, ints[i].lim, ints[i].cfg,
-                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg.file));
+                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg->file));
             if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
         }
     }
     if (!kv_set) { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
+    return head_dim_set;
+}
 
+/* model: rope_theta, rms_eps (defaults by arch: llama 5e5 and 1e-5, qwen
+ * 1e6 and 1e-6), tie_embeddings, each compared with config.json; RoPE
+ * scaling in config.json is a warning (llmc-train refuses it). */
+static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                const Entry *pe)
+{
+    Entry *e;
     m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
     m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
-    if (have_cfg) { m->rope_theta = cfg.rope_theta; m->rms_eps = cfg.rms_eps; m->tie_embeddings = cfg.tie_embeddings; }
+    if (have_cfg) { m->rope_theta = cfg->rope_theta; m->rms_eps = cfg->rms_eps; m->tie_embeddings = cfg->tie_embeddings; }
     struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
-        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg.rope_theta},
-        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg.rms_eps},
+        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg->rope_theta},
+        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg->rms_eps},
     };
     for (int i = 0; i < 2; i++)
-        if ((e = find(&s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
+        if ((e = find(s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
             fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
             Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
-                                 cfg.file, nums[i].hf, nums[i].cfg);
+                                 cfg->file, nums[i].hf, nums[i].cfg);
             diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
         }
-    if ((e = find(&s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
-        m->tie_embeddings != cfg.tie_embeddings)
+    if ((e = find(s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
+        m->tie_embeddings != cfg->tie_embeddings)
         diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
-                   m->tie_embeddings ? "true" : "false", cfg.file, cfg.tie_embeddings ? "true" : "false");
-    if (have_cfg && cfg.rope_scaling[0]) {
-        m->rope_scaling = arena_printf(c->a, "%s", cfg.rope_scaling);
+                   m->tie_embeddings ? "true" : "false", cfg->file, cfg->tie_embeddings ? "true" : "false");
+    if (have_cfg && cfg->rope_scaling[0]) {
+        m->rope_scaling = arena_printf(c->a, "%s", cfg->rope_scaling);
         Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling %s, which llmc-train does not implement",
-                               cfg.file, cfg.rope_scaling);
+                               cfg->file, cfg->rope_scaling);
         diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
     }
     m->qkv_bias = m->arch == ARCH_QWEN2;
     m->qk_norm = m->arch == ARCH_QWEN3;
-    report_missing(c, &s);
+}
 
-    /* Shape rules. */
+/* Shape rules: grouped-query heads divide evenly, head_dim = hidden / heads
+ * (except qwen3, where it is its own key) and even (rotary embeddings rotate
+ * pairs). */
+static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
+{
     if (m->heads > 0 && m->kv_heads > 0) {
         if (m->kv_heads > m->heads) {
             diag_error(c->d, m->kv_heads_at, "kv_heads (%d) must not exceed heads (%d)", m->kv_heads, m->heads);
@@ -2142,6 +2228,24 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
         if (m->head_dim > 0 && m->head_dim % 2 != 0)
             diag_error(c->d, m->head_dim_at, "head_dim (%d) must be even for rotary embeddings", m->head_dim);
     }
+}
+
+/* model NAME { ... }: config.json (when readable), arch, tokenizer, the
+ * shape and the numbers, then the shape rules. */
+static void check_model(Checker *c, const Item *it, PlanModel *m)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, model_keys, NUNITS(model_keys));
+    ModelFileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bool have_cfg = check_model_config(c, it, &s, m, &cfg);
+    const Entry *pe = find(&s, "path");
+    check_model_arch(c, &s, m, &cfg, have_cfg, pe);
+    check_model_tokenizer(c, it, &s, m);
+    bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe);
+    check_model_numbers(c, &s, m, &cfg, have_cfg, pe);
+    report_missing(c, &s);
+    check_model_shape_rules(c, m, head_dim_set);
 }
 
 static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens"};
@@ -3109,43 +3213,51 @@ static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time
                                        "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container",
                                        "after"};
 
-static void check_job(Checker *c, const Item *it, PlanJob *j)
+/* job: run = NAME, cluster = NAME, nodes = INT, time = DURATION (at least
+ * 1 min), mem, cpus_per_task, account, qos, logs (default "logs"), requeue
+ * (default on), tasks, after = JOB, and the site keys. Returns the tasks
+ * entry (NULL when not given: the default follows from the cluster). */
+static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
 {
-    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, job_keys, NUNITS(job_keys));
+    check_keys(c, s, job_keys, NUNITS(job_keys));
     Entry *e;
-    if ((e = require(c, &s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
-    if ((e = require(c, &s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
-    if ((e = require(c, &s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
-    if ((e = require(c, &s, "time", "48 h"))) {
+    if ((e = require(c, s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
+    if ((e = require(c, s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
+    if ((e = require(c, s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
+    if ((e = require(c, s, "time", "48 h"))) {
         j->time_at = e->at;
         if (get_duration(c, e, &j->time_seconds) && j->time_seconds < 60) {
             diag_error(c->d, e->value->at, "'time' must be at least 1 min");
             j->time_seconds = 0;
         }
     }
-    if ((e = find(&s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
-    if ((e = find(&s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
-    if ((e = find(&s, "account")) && get_string(c, e, &j->account)) {
+    if ((e = find(s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
+    if ((e = find(s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
+    if ((e = find(s, "account")) && get_string(c, e, &j->account)) {
         j->account_at = e->value->at;
         if (!j->account[0]) diag_error(c->d, e->value->at, "'account' must not be empty");
     }
-    if ((e = find(&s, "qos")) && get_string(c, e, &j->qos)) {
+    if ((e = find(s, "qos")) && get_string(c, e, &j->qos)) {
         j->qos_at = e->value->at;
         if (!j->qos[0]) diag_error(c->d, e->value->at, "'qos' must not be empty");
     }
     j->log_dir = "logs";
-    if ((e = find(&s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
+    if ((e = find(s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
     j->requeue = true;
-    if ((e = find(&s, "requeue"))) get_bool(c, e, &j->requeue);
-    Entry *tasks = find(&s, "tasks");
+    if ((e = find(s, "requeue"))) get_bool(c, e, &j->requeue);
+    Entry *tasks = find(s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
-    if ((e = find(&s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
-    check_site(c, it, &s, &j->site);
-    report_missing(c, &s);
+    if ((e = find(s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
+    check_site(c, it, s, &j->site);
+    report_missing(c, s);
+    return tasks;
+}
 
-    const PlanCluster *cl = j->cluster;
-    if (!cl) return;
+/* The job against its cluster: site settings merged, nodes within the
+ * cluster, one task per GPU (1 on CPU nodes), cpus_per_task (default: the
+ * node's CPUs shared by its tasks) and mem within a node. */
+static void check_job_fits_cluster(Checker *c, PlanJob *j, const PlanCluster *cl, const Entry *tasks)
+{
     merge_site(c, &cl->site, &j->site);
     check_job_site(c, j);
     if (j->nodes > 0 && cl->nhosts > 0 && j->nodes > cl->nhosts) {
@@ -3177,24 +3289,14 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         Diag *g = diag_error(c->d, j->mem_at, "'mem' asks for more memory than a node of cluster '%s' has", cl->name);
         diag_note(g, "cluster '%s' memory is set at %s:%d", cl->name, cl->memory_at.start.file, cl->memory_at.start.line);
     }
+}
 
-    const PlanTrain *t = j->run;
-    if (!t) return;
-    if (t->checkpoint_at.start.file && t->checkpoint_every_seconds > 0 && j->time_seconds > 0 &&
-        t->checkpoint_every_seconds >= j->time_seconds) {
-        Diag *g = diag_warning(c->d, t->checkpoint_at, "run '%s' checkpoints less often than job '%s' may run",
-                               t->name, j->name);
-        diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
-    }
-    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
-        Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
-                             "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
-        diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
-    }
-    /* What the llmc trainer's backend for this cluster implements (the table
-     * llmc_backend_caps): a plan that relies on more would pass the estimate and
-     * then run out of memory, or be refused by llmc-train after the queue wait.
-     * On one rank there is nothing to shard: every stage is the same. */
+/* What the llmc trainer's backend for this cluster implements (the table
+ * llmc_backend_caps): a plan that relies on more would pass the estimate and
+ * then run out of memory, or be refused by llmc-train after the queue wait.
+ * On one rank there is nothing to shard: every stage is the same. */
+static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t)
+{
     int64_t llmc_world = (int64_t)(j->nodes > 0 ? j->nodes : 1) * (j->tasks_per_node > 0 ? j->tasks_per_node : 1);
     const LlmcBackendCaps *caps = &llmc_backend_caps[cl->gpu ? 1 : 0];
     bool finetune = t->method == METHOD_LORA || t->method == METHOD_FREEZE;
@@ -3242,7 +3344,13 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
         }
     }
-    /* Global batch arithmetic: sequences per optimizer step against the data. */
+}
+
+/* Global batch arithmetic: sequences per optimizer step (batch per gpu x
+ * grad_accum x processes) within the limit and, for sft, within the samples
+ * of the data (else an epoch has no step). */
+static void check_job_global_batch(Checker *c, const PlanJob *j, const PlanTrain *t)
+{
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {
         int64_t world = (int64_t)j->nodes * j->tasks_per_node;
         int64_t global = world * t->micro_batch * t->grad_accum;
@@ -3270,6 +3378,33 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_help(g, "use fewer nodes or a smaller batch so that an epoch has at least one step");
         }
     }
+}
+
+/* job NAME { ... }: its keys, then the job against its cluster and against
+ * its run (checkpoint cadence, precision on CPUs, the llmc backend's
+ * capabilities, the global batch). */
+static void check_job(Checker *c, const Item *it, PlanJob *j)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    Entry *tasks = check_job_keys(c, it, &s, j);
+    const PlanCluster *cl = j->cluster;
+    if (!cl) return;
+    check_job_fits_cluster(c, j, cl, tasks);
+    const PlanTrain *t = j->run;
+    if (!t) return;
+    if (t->checkpoint_at.start.file && t->checkpoint_every_seconds > 0 && j->time_seconds > 0 &&
+        t->checkpoint_every_seconds >= j->time_seconds) {
+        Diag *g = diag_warning(c->d, t->checkpoint_at, "run '%s' checkpoints less often than job '%s' may run",
+                               t->name, j->name);
+        diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
+    }
+    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
+        Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
+                             "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
+        diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
+    }
+    check_job_llmc_caps(c, j, cl, t);
+    check_job_global_batch(c, j, t);
 }
 
 /* ---- chained jobs (`after = JOB`) and output directories ---- */
