@@ -2518,25 +2518,11 @@ static bool get_steps(Checker *c, const Entry *e, int64_t *out)
     return false;
 }
 
-static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+/* train: lora_target = all | [MODULE, ...], the linear layers of the
+ * model (q_proj ... down_proj), each once. */
+static void check_train_lora_target(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    int v;
-    t->method = METHOD_FULL;
-    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_names, 4, &v)) t->method = (FinetuneMethod)v; }
-    t->lora_rank = 8;
-    t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
-    t->freeze_layers = 2;
-    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);
-    t->lora_alpha = 2 * t->lora_rank;
-    if ((e = find(s, "lora_alpha"))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
-    if ((e = find(s, "lora_dropout"))) {
-        double x;
-        if (get_number(c, e, 0, false, 1, &x)) {
-            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
-            else t->lora_dropout = x;
-        }
-    }
     if ((e = find(s, "lora_target")) && want_terms(c, e, 1, "'all' or a list of module names")) {
         const Term *x = e->value->terms[0];
         if (x->kind == TERM_IDENT && strcmp(x->str, "all") == 0) {
@@ -2574,6 +2560,78 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
             t->nlora_target = n;
         }
     }
+}
+
+/* train: val_size = PERCENT (of the data, above 0 and below 100) | INT
+ * (samples held out). */
+static void check_train_val_size(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "val_size")) && e->value) {
+        t->val_at = e->at;
+        if (is_percent(e->value)) {
+            double f;
+            if (get_percent(c, e, 100, &f)) {
+                if (f <= 0 || f >= 1) diag_error(c->d, e->value->at, "'val_size' as a percentage must be above 0%% and below 100%%");
+                else t->val_size = f;
+            }
+        } else {
+            int64_t n;
+            if (get_int(c, e, 1, (int64_t)1 << 40, &n)) t->val_size = (double)n;
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a percentage or a sample count");
+    }
+}
+
+/* train: eval_batch = INT per gpu (as batch). */
+static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "eval_batch")) && e->value) {
+        const Value *bv = e->value;
+        if (bv->nterms == 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
+            strcmp(bv->terms[1]->str, "per") == 0 && bv->terms[2]->kind == TERM_IDENT && strcmp(bv->terms[2]->str, "gpu") == 0) {
+            const PlanLimit *l = plan_limit(PL_TRAIN_MICRO_BATCH);
+            if (bv->terms[0]->overflow || plan_limit_violation(l, (double)bv->terms[0]->ival))
+                diag_error(c->d, bv->terms[0]->at, "'eval_batch' must be between %.0f and %.0f per gpu, found %s",
+                           l->min, l->max, bv->terms[0]->text);
+            else
+                t->eval_batch = (int)bv->terms[0]->ival;
+        } else {
+            Diag *g = diag_error(c->d, bv->at, "'eval_batch' must be a count per gpu, found %s", value_desc(c, bv));
+            diag_help(g, "for example: eval_batch = 8 per gpu");
+        }
+    } else if (e) {
+        want_terms(c, e, 3, "a count per gpu");
+    }
+}
+
+/* train: the keys LLaMA-Factory reads beside the llmc trainer's: method and
+ * its LoRA/freeze/quantization settings, offload, preference training,
+ * evaluation, data loading, the DDP timeout and reporting. Defaults as
+ * LLaMA-Factory's (lora_rank 8, lora_alpha 2 x rank, freeze_layers 2,
+ * pref_beta 0.1, ddp_timeout 30 min). */
+static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    int v;
+    t->method = METHOD_FULL;
+    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_names, 4, &v)) t->method = (FinetuneMethod)v; }
+    t->lora_rank = 8;
+    t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
+    t->freeze_layers = 2;
+    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);
+    t->lora_alpha = 2 * t->lora_rank;
+    if ((e = find(s, "lora_alpha"))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
+    if ((e = find(s, "lora_dropout"))) {
+        double x;
+        if (get_number(c, e, 0, false, 1, &x)) {
+            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
+            else t->lora_dropout = x;
+        }
+    }
+    check_train_lora_target(c, s, t);
     if ((e = find(s, "dora"))) get_bool(c, e, &t->use_dora);
     if ((e = find(s, "rslora"))) get_bool(c, e, &t->use_rslora);
     if ((e = find(s, "freeze_layers")) && get_int32(c, e, -1000, 1000, &t->freeze_layers)) {
@@ -2594,40 +2652,10 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "pref_beta"))) get_number(c, e, 0, true, 1000, &t->pref_beta);
     if ((e = find(s, "pref_ftx"))) get_number(c, e, 0, false, 1000, &t->pref_ftx);
     if ((e = find(s, "ref_model"))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
-    if ((e = find(s, "val_size")) && e->value) {
-        t->val_at = e->at;
-        if (is_percent(e->value)) {
-            double f;
-            if (get_percent(c, e, 100, &f)) {
-                if (f <= 0 || f >= 1) diag_error(c->d, e->value->at, "'val_size' as a percentage must be above 0%% and below 100%%");
-                else t->val_size = f;
-            }
-        } else {
-            int64_t n;
-            if (get_int(c, e, 1, (int64_t)1 << 40, &n)) t->val_size = (double)n;
-        }
-    } else if (e) {
-        want_terms(c, e, 1, "a percentage or a sample count");
-    }
+    check_train_val_size(c, s, t);
     if ((e = find(s, "eval_data"))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
     if ((e = find(s, "eval_every"))) { t->eval_every_at = e->at; get_steps(c, e, &t->eval_every_steps); }
-    if ((e = find(s, "eval_batch")) && e->value) {
-        const Value *bv = e->value;
-        if (bv->nterms == 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
-            strcmp(bv->terms[1]->str, "per") == 0 && bv->terms[2]->kind == TERM_IDENT && strcmp(bv->terms[2]->str, "gpu") == 0) {
-            const PlanLimit *l = plan_limit(PL_TRAIN_MICRO_BATCH);
-            if (bv->terms[0]->overflow || plan_limit_violation(l, (double)bv->terms[0]->ival))
-                diag_error(c->d, bv->terms[0]->at, "'eval_batch' must be between %.0f and %.0f per gpu, found %s",
-                           l->min, l->max, bv->terms[0]->text);
-            else
-                t->eval_batch = (int)bv->terms[0]->ival;
-        } else {
-            Diag *g = diag_error(c->d, bv->at, "'eval_batch' must be a count per gpu, found %s", value_desc(c, bv));
-            diag_help(g, "for example: eval_batch = 8 per gpu");
-        }
-    } else if (e) {
-        want_terms(c, e, 3, "a count per gpu");
-    }
+    check_train_eval_batch(c, s, t);
     if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
     t->data_shared_fs = true;
     if ((e = find(s, "data_shared_fs"))) get_bool(c, e, &t->data_shared_fs);
@@ -2677,55 +2705,61 @@ static const char *const lf_only_keys[] = {
     "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
     "run_name"};   /* log_every: both backends (plan.json output.log_every) */
 
-static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+/* backend = llmc: the llmc trainer does pt and sft, full, freeze or LoRA
+ * (the backends' limits are llmc_backend_caps, checked with the job), and
+ * reads no other LLaMA-Factory key; a LoRA or freeze key needs its method. */
+static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     Diag *g;
-    if (t->backend == BACKEND_LLMC) {
-        /* the llmc trainer does pt and sft, full, freeze or LoRA (the backends'
-         * limits are llmc_backend_caps, checked with the job), and reads no
-         * other of these keys */
-        static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
-                                                   "freeze_layers"};
-        const char *what = NULL;
-        SrcRange at = t->at;
-        if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
-        else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
-        else {
-            for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
-                bool ft_key = false;
-                for (int j = 0; j < NUNITS(llmc_ft_keys); j++) ft_key |= !strcmp(lf_only_keys[k], llmc_ft_keys[j]);
-                if (ft_key) continue;   /* their method is checked below */
-                if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
-            }
+    static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
+                                               "freeze_layers"};
+    const char *what = NULL;
+    SrcRange at = t->at;
+    if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
+    else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
+    else {
+        for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
+            bool ft_key = false;
+            for (int j = 0; j < NUNITS(llmc_ft_keys); j++) ft_key |= !strcmp(lf_only_keys[k], llmc_ft_keys[j]);
+            if (ft_key) continue;   /* their method is checked below */
+            if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
         }
-        if (what) {
-            g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
-            diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does pt and sft with method = full, "
-                      "freeze or lora", t->name, t->backend_at.start.file ? "" : " (the default)");
-            diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory runs it)", t->name);
-            return;
-        }
-        if (t->method == METHOD_LORA && t->lora_dropout > 0) {
-            e = find(s, "lora_dropout");
-            g = diag_error(c->d, e ? e->value->at : t->method_at,
-                           "lora_dropout = %g is not implemented by the llmc trainer (its LoRA has no dropout)",
-                           t->lora_dropout);
-            diag_help(g, "set lora_dropout = 0, or backend = llamafactory in run '%s'", t->name);
-        }
-        if (t->method == METHOD_FREEZE && !find(s, "freeze_layers") && t->model && t->model->layers > 0 &&
-            t->freeze_layers > t->model->layers)
-            diag_error(c->d, t->method_at, "method = freeze trains the last %d layers by default, but model '%s' has %d",
-                       t->freeze_layers, t->model->name, t->model->layers);
-        for (int k = 0; k < NUNITS(llmc_ft_keys); k++) {
-            bool freeze_key = k == NUNITS(llmc_ft_keys) - 1;
-            if ((e = find(s, llmc_ft_keys[k])) && t->method != (freeze_key ? METHOD_FREEZE : METHOD_LORA)) {
-                g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, freeze_key ? "freeze" : "lora");
-                diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
-            }
-        }
+    }
+    if (what) {
+        g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
+        diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does pt and sft with method = full, "
+                  "freeze or lora", t->name, t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory runs it)", t->name);
         return;
     }
+    if (t->method == METHOD_LORA && t->lora_dropout > 0) {
+        e = find(s, "lora_dropout");
+        g = diag_error(c->d, e ? e->value->at : t->method_at,
+                       "lora_dropout = %g is not implemented by the llmc trainer (its LoRA has no dropout)",
+                       t->lora_dropout);
+        diag_help(g, "set lora_dropout = 0, or backend = llamafactory in run '%s'", t->name);
+    }
+    if (t->method == METHOD_FREEZE && !find(s, "freeze_layers") && t->model && t->model->layers > 0 &&
+        t->freeze_layers > t->model->layers)
+        diag_error(c->d, t->method_at, "method = freeze trains the last %d layers by default, but model '%s' has %d",
+                   t->freeze_layers, t->model->name, t->model->layers);
+    for (int k = 0; k < NUNITS(llmc_ft_keys); k++) {
+        bool freeze_key = k == NUNITS(llmc_ft_keys) - 1;
+        if ((e = find(s, llmc_ft_keys[k])) && t->method != (freeze_key ? METHOD_FREEZE : METHOD_LORA)) {
+            g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, freeze_key ? "freeze" : "lora");
+            diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
+        }
+    }
+}
+
+/* backend = llamafactory: each method's keys only with that method, and
+ * the combinations LLaMA-Factory and DeepSpeed load (qlora's quantization,
+ * DoRA, offload by ZeRO stage). */
+static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
     bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
     static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora"};
     for (int k = 0; k < NUNITS(lora_keys); k++)
@@ -2761,7 +2795,15 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
             diag_note(g, "DeepSpeed offloads optimizer states from ZeRO-2 on and parameters only with ZeRO-3");
         }
     }
-    /* preference keys per stage */
+}
+
+/* backend = llamafactory: preference keys per stage (pref_loss for dpo;
+ * pref_beta, pref_ftx, ref_model for dpo and kto), a reference model only
+ * where the loss uses one, with the model's vocabulary. */
+static void check_train_lf_pref_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
     bool dpo = t->stage == STAGE_DPO, pref = dpo || t->stage == STAGE_KTO;
     if (!dpo && (e = find(s, "pref_loss"))) {
         g = diag_error(c->d, e->key_at, "'pref_loss' is only used with stage = dpo");
@@ -2780,7 +2822,15 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
                        t->ref_model->name, t->ref_model->vocab, t->model->name, t->model->vocab);
         diag_note(g, "both score the same tokens: they must share the tokenizer");
     }
-    /* evaluation */
+}
+
+/* backend = llamafactory: evaluation (val_size or eval_data, the eval keys
+ * only with one) and data loading (streaming for pt with max_steps, the
+ * tokenized cache not the output directory). */
+static void check_train_lf_eval_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
     if (t->val_size > 0 && t->neval_data > 0) {
         g = diag_error(c->d, t->eval_data_at, "set either val_size or eval_data, not both");
         diag_note(g, "val_size holds out part of 'data'; eval_data names separate datasets");
@@ -2805,6 +2855,18 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
     }
     if (t->tokenized_path && t->output_dir && strcmp(t->tokenized_path, t->output_dir) == 0)
         diag_error(c->d, t->tokenized_at, "'tokenized_path' must not be the output directory");
+}
+
+/* The rules across the LLaMA-Factory keys, for the backend that reads them. */
+static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    if (t->backend == BACKEND_LLMC) {
+        check_train_llmc_rules(c, s, t);
+        return;
+    }
+    check_train_lf_method_rules(c, s, t);
+    check_train_lf_pref_rules(c, s, t);
+    check_train_lf_eval_rules(c, s, t);
 }
 
 /* Does the last component of a model path (lower case) contain one of the
