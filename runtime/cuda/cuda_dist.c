@@ -14,8 +14,13 @@
 #include "cuda_dist.h"
 #include "../log.h"
 
+/* Ranks of one job start seconds apart; two minutes also covers a slow
+ * node's CUDA initialisation, and a peer that never comes ends the job with
+ * a message rather than a hang. */
 #define RDV_TIMEOUT_S 120
 
+/* The first of three variables that is set: Open MPI's (mpirun), Slurm's
+ * (srun), torchrun's; dflt when none is (a single process). */
 static int env_int(const char *a, const char *b, const char *c, int dflt)
 {
     const char *names[3] = {a, b, c};
@@ -33,6 +38,8 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* All n bytes or -1, within RDV_TIMEOUT_S: a peer that connects and then
+ * hangs cannot hold the rendezvous forever. */
 static int full_io(int fd, void *buf, size_t n, int writing)
 {
     char *p = buf;
@@ -49,7 +56,10 @@ static int full_io(int fd, void *buf, size_t n, int writing)
     return 0;
 }
 
-/* Rank 0 sends the id to world-1 peers; the others fetch it. */
+/* Rank 0 sends the id to world-1 peers; the others fetch it. NCCL needs the
+ * same ncclUniqueId (128 bytes from ncclGetUniqueId) on every rank before
+ * ncclCommInitRank; a plain TCP exchange at MASTER_ADDR:MASTER_PORT (which
+ * the emitted job script sets) avoids depending on MPI for it. */
 static int rendezvous(ncclUniqueId *id, int rank, int world)
 {
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
@@ -99,7 +109,7 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
                 break;
             }
             if (fd >= 0) close(fd);
-            usleep(200000);
+            usleep(200000);   /* rank 0 may not listen yet: retry every 0.2 s */
         }
         if (rc) log_error("rendezvous: no id from %s:%s within %d s", addr, port, RDV_TIMEOUT_S);
     }
@@ -127,9 +137,11 @@ int cuda_dist_init(CudaDist *d)
         log_error("local rank %d but only %d GPUs", d->local_rank, ndev);
         return -1;
     }
-    CUDA_CHECK(cudaSetDevice(d->local_rank));
+    CUDA_CHECK(cudaSetDevice(d->local_rank));   /* one GPU per rank, by its index on the node */
     if (d->world == 1) return 0;
-    /* NVLink multicast stays off on shared machines. */
+    /* NVLink multicast (NVLS) stays off: on nodes whose GPUs other jobs share
+     * it can take them out of service. A value already in the environment is
+     * kept (setenv's 0). */
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     ncclUniqueId id;
     if (d->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
@@ -137,6 +149,8 @@ int cuda_dist_init(CudaDist *d)
     ncclComm_t comm;
     NCCL_CHECK(ncclCommInitRank(&comm, d->world, id, d->rank));
     d->comm = comm;
+    /* gradient reductions run here, overlapping the backward pass; non-blocking
+     * so it does not wait on the default stream */
     cudaStream_t cs;
     CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
     d->comm_stream = cs;
