@@ -24,6 +24,8 @@ static void usage(FILE *out)
           "  --decode   read ids on stdin, write the text they decode to\n", out);
 }
 
+/* All of stdin: the text is encoded as one string, as tokenizer.encode sees
+ * it (a split by lines would change the tokens at the breaks). */
 static int read_stdin(UniBuf *b)
 {
     char chunk[65536];
@@ -43,12 +45,15 @@ static void print_json_string(const uint8_t *s, size_t n)
         else if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
-        else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);
+        else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);   /* bytes >= 0x80 pass: UTF-8 is valid JSON */
         else putchar(c);
     }
     putchar('"');
 }
 
+/* Ids separated by blanks or commas, brackets ignored, so a Python list
+ * printed by transformers pastes in as it is. The first bad id stops it with
+ * its byte position; nothing is written then. */
 static int decode_ids(const Tokenizer *tok, const UniBuf *in)
 {
     TokIds ids = {0};
@@ -66,6 +71,7 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
             break;
         }
         uint64_t v = 0;
+        /* stops growing past UINT32_MAX, so a huge number is reported, not wrapped */
         while (i < in->len && in->p[i] >= '0' && in->p[i] <= '9' && v <= UINT32_MAX) v = v * 10 + (in->p[i++] - '0');
         size_t len;
         if (v >= tok_vocab_size(tok) || !tok_token_bytes(tok, (uint32_t)v, &len)) {
@@ -77,7 +83,7 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
         if (tokids_push(&ids, (uint32_t)v)) rc = 1;
     }
     if (!rc && tok_decode(tok, ids.ids, ids.len, &out)) rc = 1;
-    if (!rc && out.len) fwrite(out.p, 1, out.len, stdout);
+    if (!rc && out.len) fwrite(out.p, 1, out.len, stdout);   /* raw bytes: a token may be half a character */
     tokids_free(&ids);
     unibuf_free(&out);
     return rc;
@@ -109,6 +115,8 @@ int cmd_tokenize(int argc, char **argv)
     if (!dir) return args_usage_error(cmd, "--tokenizer DIR is required");
     if (decode && tokens) return args_usage_error(cmd, "--decode and --tokens exclude each other");
     char err[512];
+    /* exit 2 when the tokenizer or stdin cannot be read (as a bad plan is 2),
+     * 1 for input the tokenizer refuses */
     Tokenizer *tok = tok_load(dir, err, sizeof err);
     if (!tok) {
         char shown[1024];
@@ -135,7 +143,7 @@ int cmd_tokenize(int argc, char **argv)
             UniBuf shown = {0};
             for (size_t i = 0; i < ids.len; i++) {
                 shown.len = 0;
-                tok_token_display(tok, ids.ids[i], &shown);
+                tok_token_display(tok, ids.ids[i], &shown);   /* as HF shows it: byte-level "Ġ" for a space */
                 printf("%u\t", ids.ids[i]);
                 print_json_string(shown.p, shown.len);
                 putchar('\n');
