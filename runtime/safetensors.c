@@ -101,6 +101,75 @@ static int add_file(StModel *st, const char *path)
 
 static int check_layout(const StModel *st, int t0, const char *path, uint64_t data_len, char *err, size_t errlen);
 
+/* One tensor entry e of file fi's header: dtype F32/BF16/F16, shape, and
+ * data_offsets that lie inside the data section (data_len bytes) and hold
+ * exactly the shape's elements; appended to st. 0, or -1 with err. */
+static int add_tensor(StModel *st, int fi, const char *path, const cJSON *e, uint64_t data_len, char *err,
+                      size_t errlen)
+{
+    cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    StTensor t = {0};
+    t.file = fi;
+    if (!cJSON_IsString(dt) || parse_dtype(dt->valuestring, &t.dtype)) {
+        snprintf(err, errlen, "%s: tensor '%s': unsupported or missing dtype (want F32, BF16 or F16)",
+                 path, e->string);
+        return -1;
+    }
+    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
+        snprintf(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, e->string);
+        return -1;
+    }
+    t.numel = 1;
+    cJSON *d;
+    int too_big = 0;
+    cJSON_ArrayForEach(d, sh) {
+        /* each dimension an integer a double holds exactly; numel checked for overflow */
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12 ||
+            floor(d->valuedouble) != d->valuedouble) {
+            snprintf(err, errlen, "%s: tensor '%s': shape is not a list of non-negative integers", path, e->string);
+            return -1;
+        }
+        t.shape[t.ndim++] = (int64_t)d->valuedouble;
+        if (__builtin_mul_overflow(t.numel, (size_t)d->valuedouble, &t.numel)) too_big = 1;
+    }
+    size_t want_bytes = 0;
+    if (too_big || __builtin_mul_overflow(t.numel, dtype_size(t.dtype), &want_bytes)) {
+        snprintf(err, errlen, "%s: tensor '%s': its shape has more elements than any file holds", path, e->string);
+        return -1;
+    }
+    cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
+    if (!cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || floor(b0->valuedouble) != b0->valuedouble ||
+        floor(b1->valuedouble) != b1->valuedouble) {
+        snprintf(err, errlen, "%s: tensor '%s': data_offsets are not integers", path, e->string);
+        return -1;
+    }
+    if (b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
+        snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
+        return -1;
+    }
+    t.begin = (uint64_t)b0->valuedouble;
+    t.end = (uint64_t)b1->valuedouble;
+    /* the byte range must be exactly the shape's elements: a file that lies
+     * about either would have its tensor read short or past its end */
+    if (t.end - t.begin != want_bytes) {
+        snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements (%s: %zu bytes)", path, e->string,
+                 (unsigned long long)(t.end - t.begin), t.numel, dt->valuestring, want_bytes);
+        return -1;
+    }
+    if (st_find(st, e->string)) {
+        snprintf(err, errlen, "%s: tensor '%s' appears twice", path, e->string);
+        return -1;
+    }
+    t.name = strdup(e->string);
+    StTensor *nt = realloc(st->tensors, (size_t)(st->n_tensors + 1) * sizeof *nt);
+    if (nt) st->tensors = nt;   /* kept even if strdup failed: the old block may be gone */
+    if (!t.name || !nt) { free(t.name); snprintf(err, errlen, "out of memory"); return -1; }
+    st->tensors[st->n_tensors++] = t;
+    return 0;
+}
+
 /* Parse one .safetensors file's header and append its tensors. */
 static int load_header(StModel *st, const char *path, char *err, size_t errlen)
 {
@@ -156,67 +225,7 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
     cJSON *e;
     cJSON_ArrayForEach(e, root) {
         if (!strcmp(e->string, "__metadata__")) continue;   /* string pairs (format: pt), no tensor */
-        cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        StTensor t = {0};
-        t.file = fi;
-        if (!cJSON_IsString(dt) || parse_dtype(dt->valuestring, &t.dtype)) {
-            snprintf(err, errlen, "%s: tensor '%s': unsupported or missing dtype (want F32, BF16 or F16)",
-                     path, e->string);
-            rc = -1; break;
-        }
-        if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
-            snprintf(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, e->string);
-            rc = -1; break;
-        }
-        t.numel = 1;
-        cJSON *d;
-        int too_big = 0;
-        cJSON_ArrayForEach(d, sh) {
-            /* each dimension an integer a double holds exactly; numel checked for overflow */
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12 ||
-                floor(d->valuedouble) != d->valuedouble) {
-                snprintf(err, errlen, "%s: tensor '%s': shape is not a list of non-negative integers", path, e->string);
-                rc = -1; break;
-            }
-            t.shape[t.ndim++] = (int64_t)d->valuedouble;
-            if (__builtin_mul_overflow(t.numel, (size_t)d->valuedouble, &t.numel)) too_big = 1;
-        }
-        if (rc) break;
-        size_t want_bytes = 0;
-        if (too_big || __builtin_mul_overflow(t.numel, dtype_size(t.dtype), &want_bytes)) {
-            snprintf(err, errlen, "%s: tensor '%s': its shape has more elements than any file holds", path, e->string);
-            rc = -1; break;
-        }
-        cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
-        if (!cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || floor(b0->valuedouble) != b0->valuedouble ||
-            floor(b1->valuedouble) != b1->valuedouble) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets are not integers", path, e->string);
-            rc = -1; break;
-        }
-        if (b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
-            rc = -1; break;
-        }
-        t.begin = (uint64_t)b0->valuedouble;
-        t.end = (uint64_t)b1->valuedouble;
-        /* the byte range must be exactly the shape's elements: a file that lies
-         * about either would have its tensor read short or past its end */
-        if (t.end - t.begin != want_bytes) {
-            snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements (%s: %zu bytes)", path, e->string,
-                     (unsigned long long)(t.end - t.begin), t.numel, dt->valuestring, want_bytes);
-            rc = -1; break;
-        }
-        if (st_find(st, e->string)) {
-            snprintf(err, errlen, "%s: tensor '%s' appears twice", path, e->string);
-            rc = -1; break;
-        }
-        t.name = strdup(e->string);
-        StTensor *nt = realloc(st->tensors, (size_t)(st->n_tensors + 1) * sizeof *nt);
-        if (!t.name || !nt) { free(t.name); snprintf(err, errlen, "out of memory"); rc = -1; break; }
-        st->tensors = nt;
-        st->tensors[st->n_tensors++] = t;
+        if ((rc = add_tensor(st, fi, path, e, data_len, err, errlen))) break;
     }
     cJSON_Delete(root);
     if (!rc) rc = check_layout(st, t0, path, data_len, err, errlen);
