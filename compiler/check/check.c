@@ -1678,10 +1678,10 @@ static void check_k8s_nodes(Checker *c, PlanCluster *cl, PlanK8s *k)
     k->node_set = name;
 }
 
-static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
+/* cluster: slurm = hosts | slinky "VERSION" | soperator "VERSION" (a
+ * version is MAJOR.MINOR[.PATCH][-PRE]); e is the slurm entry or NULL. */
+static void check_cluster_slurm(Checker *c, const Entry *e, PlanCluster *cl)
 {
-    Entry *e = find(s, "slurm");
-    Entry *kb = find(s, "kubernetes");
     if (e && want_terms(c, e, e->value && e->value->nterms >= 2 ? 2 : 1, "hosts, or an operator and its version")) {
         const Term *t = e->value->terms[0];
         cl->slurm_at = e->value->at;
@@ -1722,57 +1722,50 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             if (ok) { cl->slurm = (SlurmRuntime)r; cl->slurm_version = v; }
         }
     }
-    if (cl->slurm == SLURM_HOSTS) {
-        if (kb && (!e || cl->slurm_at.start.line))
-            diag_error(c->d, kb->key_at, "'kubernetes' settings need 'slurm = slinky \"VERSION\"' or 'slurm = soperator \"VERSION\"'");
-        return;
-    }
-    if (!kb || kb->value) {
-        Diag *g = diag_error(c->d, kb ? kb->key_at : e->key_at, "a cluster with slurm = %s needs a 'kubernetes { }' block",
-                             slurm_runtimes[cl->slurm]);
-        diag_help(g, "add kubernetes { image = \"...:TAG\"  pool_gpus = 8 }");
-        return;
-    }
-    PlanK8s *k = arena_alloc(c->a, sizeof *k);
-    k->at = kb->key_at;
-    k->namespace_ = "slurm";
-    k->cluster_name = "slurm";
-    k->cpu_request_milli = (int64_t)cl->cpus * 1000;
-    k->memory_request = cl->memory_bytes;
-    Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
-    ks.at = kb->key_at;
-    check_keys(c, &ks, k8s_keys, NUNITS(k8s_keys));
+}
+
+/* kubernetes: namespace and cluster_name (DNS-1123 labels), image, and
+ * for Soperator its munge_image and jail claim (refused for Slinky). */
+static void check_k8s_names(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
     const char *why;
     const char *str;
     SrcRange at;
     Entry *x;
-    if (get_k8s_string(c, &ks, "namespace", &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(&ks, "namespace")->value->at, "namespace '%s' is not a DNS-1123 label: %s", str, why);
+    if (get_k8s_string(c, ks, "namespace", &str, &at)) {
+        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, "namespace")->value->at, "namespace '%s' is not a DNS-1123 label: %s", str, why);
         else k->namespace_ = str;
     }
-    if (get_k8s_string(c, &ks, "cluster_name", &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(&ks, "cluster_name")->value->at, "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
+    if (get_k8s_string(c, ks, "cluster_name", &str, &at)) {
+        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, "cluster_name")->value->at, "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
         else k->cluster_name = str;
     }
-    if ((x = require(c, &ks, "image", "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&
+    if ((x = require(c, ks, "image", "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&
         check_image(c, x, str)) {
         k->image = str; k->image_at = x->value->at;
     }
     if (cl->slurm == SLURM_SOPERATOR) {
-        if ((x = require(c, &ks, "munge_image", "\"cr.eu-north1.nebius.cloud/soperator/munge:TAG\"")) && get_string(c, x, &str) &&
+        if ((x = require(c, ks, "munge_image", "\"cr.eu-north1.nebius.cloud/soperator/munge:TAG\"")) && get_string(c, x, &str) &&
             check_image(c, x, str)) {
             k->munge_image = str; k->munge_image_at = x->value->at;
         }
-        if ((x = require(c, &ks, "jail", "\"jail-pvc\"")) && get_string(c, x, &str)) {
+        if ((x = require(c, ks, "jail", "\"jail-pvc\"")) && get_string(c, x, &str)) {
             if ((why = dns_subdomain_why(str))) diag_error(c->d, x->value->at, "claim name '%s' is not a Kubernetes name: %s", str, why);
             else { k->jail = str; k->jail_at = x->value->at; }
         }
     } else {
         const char *only[] = {"munge_image", "jail"};
         for (int i = 0; i < 2; i++)
-            if ((x = find(&ks, only[i]))) diag_error(c->d, x->key_at, "'%s' is a Soperator setting; Slinky has none", only[i]);
+            if ((x = find(ks, only[i]))) diag_error(c->d, x->key_at, "'%s' is a Soperator setting; Slinky has none", only[i]);
     }
-    if (cl->gpu && (x = require(c, &ks, "pool_gpus", "8"))) {
+}
+
+/* kubernetes: pool_gpus = INT, the nvidia.com/gpu a node of the pool
+ * offers: at least the cluster's GPUs per node, or no slurmd pod is scheduled. */
+static void check_k8s_pool_gpus(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
+    Entry *x;
+    if (cl->gpu && (x = require(c, ks, "pool_gpus", "8"))) {
         k->pool_gpus_at = x->value ? x->value->at : x->at;
         if (get_int32(c, x, 1, 64, &k->pool_gpus) && cl->gpus_per_node > k->pool_gpus) {
             Diag *g = diag_error(c->d, cl->gpu_at, "%d GPUs per node, but the Kubernetes pool offers %d per node (nvidia.com/gpu)",
@@ -1780,10 +1773,18 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             diag_note(g, "pool_gpus = %d at line %d: a slurmd pod asking for nvidia.com/gpu: %d is never scheduled",
                       k->pool_gpus, k->pool_gpus_at.start.line, cl->gpus_per_node);
         }
-    } else if (!cl->gpu && (x = find(&ks, "pool_gpus"))) {
+    } else if (!cl->gpu && (x = find(ks, "pool_gpus"))) {
         diag_warning(c->d, x->key_at, "'pool_gpus' on a cluster without GPUs is ignored");
     }
-    if ((x = find(&ks, "node_selector"))) {
+}
+
+/* kubernetes: node_selector = ["KEY=VALUE", ...], Kubernetes label
+ * keys and values, each key once. */
+static void check_k8s_node_selector(Checker *c, Scope *ks, PlanK8s *k)
+{
+    const char *why;
+    Entry *x;
+    if ((x = find(ks, "node_selector"))) {
         const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu.present=true\"");
         if (l) {
             k->node_selector = arena_alloc(c->a, sizeof(char *) * (size_t)(l->nitems + 1));
@@ -1806,7 +1807,15 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             }
         }
     }
-    if ((x = find(&ks, "tolerations"))) {
+}
+
+/* kubernetes: tolerations = ["KEY[=VALUE]:EFFECT", ...], as kubectl
+ * taint writes taints. */
+static void check_k8s_tolerations(Checker *c, Scope *ks, PlanK8s *k)
+{
+    const char *why;
+    Entry *x;
+    if ((x = find(ks, "tolerations"))) {
         const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu:NoSchedule\"");
         if (l) {
             k->tolerations = arena_alloc(c->a, sizeof(PlanToleration) * (size_t)(l->nitems + 1));
@@ -1835,7 +1844,15 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             }
         }
     }
-    if ((x = find(&ks, "cpu_request"))) {
+}
+
+/* kubernetes: cpu_request (CPUs, in Kubernetes' 1m steps) and
+ * memory_request (at least 1 MiB), each at most the pod's limit: the
+ * cluster's cpus and memory. */
+static void check_k8s_requests(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
+    Entry *x;
+    if ((x = find(ks, "cpu_request"))) {
         double v;
         if (get_number(c, x, 0, true, 100000, &v)) {
             double m = v * 1000;
@@ -1850,7 +1867,7 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             }
         }
     }
-    if ((x = find(&ks, "memory_request"))) {
+    if ((x = find(ks, "memory_request"))) {
         uint64_t b;
         if (get_size(c, x, &b)) {
             if (b < (1u << 20)) diag_error(c->d, x->value->at, "'memory_request' must be at least 1 MiB");
@@ -1860,6 +1877,41 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
             } else { k->memory_request = b; k->memory_request_at = x->value->at; }
         }
     }
+}
+
+/* cluster: the slurm runtime and, on Kubernetes (Slinky, Soperator), the
+ * kubernetes { } block: names, pool, scheduling, requests, volumes, nodes. */
+static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
+{
+    Entry *e = find(s, "slurm");
+    Entry *kb = find(s, "kubernetes");
+    check_cluster_slurm(c, e, cl);
+    if (cl->slurm == SLURM_HOSTS) {
+        if (kb && (!e || cl->slurm_at.start.line))
+            diag_error(c->d, kb->key_at, "'kubernetes' settings need 'slurm = slinky \"VERSION\"' or 'slurm = soperator \"VERSION\"'");
+        return;
+    }
+    if (!kb || kb->value) {
+        Diag *g = diag_error(c->d, kb ? kb->key_at : e->key_at, "a cluster with slurm = %s needs a 'kubernetes { }' block",
+                             slurm_runtimes[cl->slurm]);
+        diag_help(g, "add kubernetes { image = \"...:TAG\"  pool_gpus = 8 }");
+        return;
+    }
+    PlanK8s *k = arena_alloc(c->a, sizeof *k);
+    k->at = kb->key_at;
+    k->namespace_ = "slurm";
+    k->cluster_name = "slurm";
+    k->cpu_request_milli = (int64_t)cl->cpus * 1000;
+    k->memory_request = cl->memory_bytes;
+    Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
+    ks.at = kb->key_at;
+    check_keys(c, &ks, k8s_keys, NUNITS(k8s_keys));
+    check_k8s_names(c, &ks, cl, k);
+    check_k8s_pool_gpus(c, &ks, cl, k);
+    check_k8s_node_selector(c, &ks, k);
+    check_k8s_tolerations(c, &ks, k);
+    check_k8s_requests(c, &ks, cl, k);
+    Entry *x;
     if ((x = find(&ks, "volumes"))) check_k8s_volumes(c, x, k);
     report_missing(c, &ks);
     check_k8s_nodes(c, cl, k);
@@ -2002,24 +2054,22 @@ static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "l
 static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
 static const char *const init_names[] = {"pretrained", "scratch"};
 
-static void check_model(Checker *c, const Item *it, PlanModel *m)
+/* model: init = pretrained | scratch, path = "DIR". A pretrained model's
+ * config.json, when readable here, is read into cfg: the shape keys may then
+ * be left out (taken from it) and must agree with it where written. Returns
+ * whether cfg holds it. */
+static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *m, ModelFileConfig *cfg)
 {
-    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, model_keys, NUNITS(model_keys));
     Entry *e;
     int v;
-    /* A pretrained model's config.json, when readable here: the shape keys may
-     * then be left out (taken from it) and must agree with it where written. */
-    if ((e = find(&s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
-    ModelFileConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
     bool have_cfg = false;
-    Entry *pe = find(&s, "path");
+    if ((e = find(s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
+    Entry *pe = find(s, "path");
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
     if (!m->from_scratch && m->path) {
         const char *dir = m->path;
         char why[600];
-        int rc = model_config_read(dir, &cfg, why, (int)sizeof why);
+        int rc = model_config_read(dir, cfg, why, (int)sizeof why);
         if (rc == 0) have_cfg = true;
         else if (rc < 0) {
             Diag *g = diag_error(c->d, pe->value->at, "model '%s': %s", it->name ? it->name : "?", why);
@@ -2030,92 +2080,128 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
             diag_note(g, "not checked: the plan's arch and shape against the model's config.json");
         }
     }
-    if ((e = have_cfg ? find(&s, "arch") : require(c, &s, "arch", "qwen2"))) {
+    return have_cfg;
+}
+
+/* model: arch = llama | qwen2 | qwen3 (required without a config.json; from
+ * its model_type otherwise). pe is the path entry. */
+static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                             const Entry *pe)
+{
+    Entry *e;
+    int v;
+    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", "qwen2"))) {
         m->arch_at = e->at;
         if (get_enum(c, e, arch_names, 3, &v)) {
             m->arch = (ModelArch)v;
-            if (have_cfg && v != cfg.arch) {
+            if (have_cfg && v != cfg->arch) {
                 Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_names[v],
-                                     cfg.file, arch_names[cfg.arch]);
-                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg.arch]);
+                                     cfg->file, arch_names[cfg->arch]);
+                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg->arch]);
             }
         }
     } else if (have_cfg) {
-        m->arch = (ModelArch)cfg.arch;
+        m->arch = (ModelArch)cfg->arch;
         m->arch_at = pe->at;
     }
-    /* A pretrained model is loaded from path; from scratch, path is optional
-     * and the tokenizer must be named. */
-    if (!m->from_scratch) require(c, &s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
-    if ((e = find(&s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
-    else if (m->from_scratch && !find(&s, "path") && !s.broken) {
-        Diag *g = diag_error(c->d, s.at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
+}
+
+/* model: tokenizer = "DIR" (default: path). A pretrained model is loaded
+ * from path; from scratch, path is optional and the tokenizer must be named. */
+static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanModel *m)
+{
+    Entry *e;
+    if (!m->from_scratch) require(c, s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
+    if ((e = find(s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
+    else if (m->from_scratch && !find(s, "path") && !s->broken) {
+        Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
+}
 
+/* model: the shape, layers, hidden, heads, ffn, vocab, max_context (each
+ * required without a config.json, else taken from it and compared), kv_heads
+ * (default: heads) and head_dim. Returns whether head_dim was given (or read). */
+static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                   const Entry *pe)
+{
+    Entry *e;
     struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; int cfg; const char *hf; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg.layers, "num_hidden_layers"},
-        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg.hidden, "hidden_size"},
-        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg.heads, "num_attention_heads"},
-        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg.ffn, "intermediate_size"},
-        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg.vocab, "vocab_size"},
-        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg.max_context,
+        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg->layers, "num_hidden_layers"},
+        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg->hidden, "hidden_size"},
+        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg->heads, "num_attention_heads"},
+        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg->ffn, "intermediate_size"},
+        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg->vocab, "vocab_size"},
+        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg->max_context,
          "max_position_embeddings"},
-        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg.kv_heads, "num_key_value_heads"},
-        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg.head_dim, "head_dim"},
+        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg->kv_heads, "num_key_value_heads"},
+        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg->head_dim, "head_dim"},
     };
     bool head_dim_set = false, kv_set = false;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         bool optional = ints[i].ex == NULL;
-        e = have_cfg || optional ? find(&s, ints[i].key) : require(c, &s, ints[i].key, ints[i].ex);
+        e = have_cfg || optional ? find(s, ints[i].key) : require(c, s, ints[i].key, ints[i].ex);
         if (e) {
             *ints[i].at = e->at;
             bool ok = get_int32_lim(c, e, ints[i].lim, ints[i].out);
             if (ok && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
             if (ok && have_cfg && *ints[i].out != ints[i].cfg) {
                 Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
-                                     cfg.file, ints[i].hf, ints[i].cfg);
+                                     cfg->file, ints[i].hf, ints[i].cfg);
                 diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
             }
         } else if (have_cfg) {
             *ints[i].out = ints[i].cfg;
             *ints[i].at = pe->value->at;
             within(c, pe->value->at, ints[i].key, ints[i].lim, ints[i].cfg,
-                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg.file));
+                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg->file));
             if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
         }
     }
     if (!kv_set) { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
+    return head_dim_set;
+}
 
+/* model: rope_theta, rms_eps (defaults by arch: llama 5e5 and 1e-5, qwen
+ * 1e6 and 1e-6), tie_embeddings, each compared with config.json; RoPE
+ * scaling in config.json is a warning (llmc-train refuses it). */
+static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                const Entry *pe)
+{
+    Entry *e;
     m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
     m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
-    if (have_cfg) { m->rope_theta = cfg.rope_theta; m->rms_eps = cfg.rms_eps; m->tie_embeddings = cfg.tie_embeddings; }
+    if (have_cfg) { m->rope_theta = cfg->rope_theta; m->rms_eps = cfg->rms_eps; m->tie_embeddings = cfg->tie_embeddings; }
     struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
-        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg.rope_theta},
-        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg.rms_eps},
+        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg->rope_theta},
+        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg->rms_eps},
     };
     for (int i = 0; i < 2; i++)
-        if ((e = find(&s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
+        if ((e = find(s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
             fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
             Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
-                                 cfg.file, nums[i].hf, nums[i].cfg);
+                                 cfg->file, nums[i].hf, nums[i].cfg);
             diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
         }
-    if ((e = find(&s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
-        m->tie_embeddings != cfg.tie_embeddings)
+    if ((e = find(s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
+        m->tie_embeddings != cfg->tie_embeddings)
         diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
-                   m->tie_embeddings ? "true" : "false", cfg.file, cfg.tie_embeddings ? "true" : "false");
-    if (have_cfg && cfg.rope_scaling[0]) {
-        m->rope_scaling = arena_printf(c->a, "%s", cfg.rope_scaling);
+                   m->tie_embeddings ? "true" : "false", cfg->file, cfg->tie_embeddings ? "true" : "false");
+    if (have_cfg && cfg->rope_scaling[0]) {
+        m->rope_scaling = arena_printf(c->a, "%s", cfg->rope_scaling);
         Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling %s, which llmc-train does not implement",
-                               cfg.file, cfg.rope_scaling);
+                               cfg->file, cfg->rope_scaling);
         diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
     }
     m->qkv_bias = m->arch == ARCH_QWEN2;
     m->qk_norm = m->arch == ARCH_QWEN3;
-    report_missing(c, &s);
+}
 
-    /* Shape rules. */
+/* Shape rules: grouped-query heads divide evenly, head_dim = hidden / heads
+ * (except qwen3, where it is its own key) and even (rotary embeddings rotate
+ * pairs). */
+static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
+{
     if (m->heads > 0 && m->kv_heads > 0) {
         if (m->kv_heads > m->heads) {
             diag_error(c->d, m->kv_heads_at, "kv_heads (%d) must not exceed heads (%d)", m->kv_heads, m->heads);
@@ -2142,6 +2228,24 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
         if (m->head_dim > 0 && m->head_dim % 2 != 0)
             diag_error(c->d, m->head_dim_at, "head_dim (%d) must be even for rotary embeddings", m->head_dim);
     }
+}
+
+/* model NAME { ... }: config.json (when readable), arch, tokenizer, the
+ * shape and the numbers, then the shape rules. */
+static void check_model(Checker *c, const Item *it, PlanModel *m)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, model_keys, NUNITS(model_keys));
+    ModelFileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bool have_cfg = check_model_config(c, it, &s, m, &cfg);
+    const Entry *pe = find(&s, "path");
+    check_model_arch(c, &s, m, &cfg, have_cfg, pe);
+    check_model_tokenizer(c, it, &s, m);
+    bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe);
+    check_model_numbers(c, &s, m, &cfg, have_cfg, pe);
+    report_missing(c, &s);
+    check_model_shape_rules(c, m, head_dim_set);
 }
 
 static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens"};
@@ -2414,25 +2518,11 @@ static bool get_steps(Checker *c, const Entry *e, int64_t *out)
     return false;
 }
 
-static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+/* train: lora_target = all | [MODULE, ...], the linear layers of the
+ * model (q_proj ... down_proj), each once. */
+static void check_train_lora_target(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    int v;
-    t->method = METHOD_FULL;
-    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_names, 4, &v)) t->method = (FinetuneMethod)v; }
-    t->lora_rank = 8;
-    t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
-    t->freeze_layers = 2;
-    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);
-    t->lora_alpha = 2 * t->lora_rank;
-    if ((e = find(s, "lora_alpha"))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
-    if ((e = find(s, "lora_dropout"))) {
-        double x;
-        if (get_number(c, e, 0, false, 1, &x)) {
-            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
-            else t->lora_dropout = x;
-        }
-    }
     if ((e = find(s, "lora_target")) && want_terms(c, e, 1, "'all' or a list of module names")) {
         const Term *x = e->value->terms[0];
         if (x->kind == TERM_IDENT && strcmp(x->str, "all") == 0) {
@@ -2470,6 +2560,78 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
             t->nlora_target = n;
         }
     }
+}
+
+/* train: val_size = PERCENT (of the data, above 0 and below 100) | INT
+ * (samples held out). */
+static void check_train_val_size(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "val_size")) && e->value) {
+        t->val_at = e->at;
+        if (is_percent(e->value)) {
+            double f;
+            if (get_percent(c, e, 100, &f)) {
+                if (f <= 0 || f >= 1) diag_error(c->d, e->value->at, "'val_size' as a percentage must be above 0%% and below 100%%");
+                else t->val_size = f;
+            }
+        } else {
+            int64_t n;
+            if (get_int(c, e, 1, (int64_t)1 << 40, &n)) t->val_size = (double)n;
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a percentage or a sample count");
+    }
+}
+
+/* train: eval_batch = INT per gpu (as batch). */
+static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "eval_batch")) && e->value) {
+        const Value *bv = e->value;
+        if (bv->nterms == 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
+            strcmp(bv->terms[1]->str, "per") == 0 && bv->terms[2]->kind == TERM_IDENT && strcmp(bv->terms[2]->str, "gpu") == 0) {
+            const PlanLimit *l = plan_limit(PL_TRAIN_MICRO_BATCH);
+            if (bv->terms[0]->overflow || plan_limit_violation(l, (double)bv->terms[0]->ival))
+                diag_error(c->d, bv->terms[0]->at, "'eval_batch' must be between %.0f and %.0f per gpu, found %s",
+                           l->min, l->max, bv->terms[0]->text);
+            else
+                t->eval_batch = (int)bv->terms[0]->ival;
+        } else {
+            Diag *g = diag_error(c->d, bv->at, "'eval_batch' must be a count per gpu, found %s", value_desc(c, bv));
+            diag_help(g, "for example: eval_batch = 8 per gpu");
+        }
+    } else if (e) {
+        want_terms(c, e, 3, "a count per gpu");
+    }
+}
+
+/* train: the keys LLaMA-Factory reads beside the llmc trainer's: method and
+ * its LoRA/freeze/quantization settings, offload, preference training,
+ * evaluation, data loading, the DDP timeout and reporting. Defaults as
+ * LLaMA-Factory's (lora_rank 8, lora_alpha 2 x rank, freeze_layers 2,
+ * pref_beta 0.1, ddp_timeout 30 min). */
+static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    int v;
+    t->method = METHOD_FULL;
+    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_names, 4, &v)) t->method = (FinetuneMethod)v; }
+    t->lora_rank = 8;
+    t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
+    t->freeze_layers = 2;
+    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);
+    t->lora_alpha = 2 * t->lora_rank;
+    if ((e = find(s, "lora_alpha"))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
+    if ((e = find(s, "lora_dropout"))) {
+        double x;
+        if (get_number(c, e, 0, false, 1, &x)) {
+            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
+            else t->lora_dropout = x;
+        }
+    }
+    check_train_lora_target(c, s, t);
     if ((e = find(s, "dora"))) get_bool(c, e, &t->use_dora);
     if ((e = find(s, "rslora"))) get_bool(c, e, &t->use_rslora);
     if ((e = find(s, "freeze_layers")) && get_int32(c, e, -1000, 1000, &t->freeze_layers)) {
@@ -2490,40 +2652,10 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "pref_beta"))) get_number(c, e, 0, true, 1000, &t->pref_beta);
     if ((e = find(s, "pref_ftx"))) get_number(c, e, 0, false, 1000, &t->pref_ftx);
     if ((e = find(s, "ref_model"))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
-    if ((e = find(s, "val_size")) && e->value) {
-        t->val_at = e->at;
-        if (is_percent(e->value)) {
-            double f;
-            if (get_percent(c, e, 100, &f)) {
-                if (f <= 0 || f >= 1) diag_error(c->d, e->value->at, "'val_size' as a percentage must be above 0%% and below 100%%");
-                else t->val_size = f;
-            }
-        } else {
-            int64_t n;
-            if (get_int(c, e, 1, (int64_t)1 << 40, &n)) t->val_size = (double)n;
-        }
-    } else if (e) {
-        want_terms(c, e, 1, "a percentage or a sample count");
-    }
+    check_train_val_size(c, s, t);
     if ((e = find(s, "eval_data"))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
     if ((e = find(s, "eval_every"))) { t->eval_every_at = e->at; get_steps(c, e, &t->eval_every_steps); }
-    if ((e = find(s, "eval_batch")) && e->value) {
-        const Value *bv = e->value;
-        if (bv->nterms == 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
-            strcmp(bv->terms[1]->str, "per") == 0 && bv->terms[2]->kind == TERM_IDENT && strcmp(bv->terms[2]->str, "gpu") == 0) {
-            const PlanLimit *l = plan_limit(PL_TRAIN_MICRO_BATCH);
-            if (bv->terms[0]->overflow || plan_limit_violation(l, (double)bv->terms[0]->ival))
-                diag_error(c->d, bv->terms[0]->at, "'eval_batch' must be between %.0f and %.0f per gpu, found %s",
-                           l->min, l->max, bv->terms[0]->text);
-            else
-                t->eval_batch = (int)bv->terms[0]->ival;
-        } else {
-            Diag *g = diag_error(c->d, bv->at, "'eval_batch' must be a count per gpu, found %s", value_desc(c, bv));
-            diag_help(g, "for example: eval_batch = 8 per gpu");
-        }
-    } else if (e) {
-        want_terms(c, e, 3, "a count per gpu");
-    }
+    check_train_eval_batch(c, s, t);
     if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
     t->data_shared_fs = true;
     if ((e = find(s, "data_shared_fs"))) get_bool(c, e, &t->data_shared_fs);
@@ -2575,55 +2707,61 @@ static const char *const lf_only_keys[] = {
     "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
     "run_name"};   /* log_every: both backends (plan.json output.log_every) */
 
-static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+/* backend = llmc: the llmc trainer does pt and sft, full, freeze or LoRA
+ * (the backends' limits are llmc_backend_caps, checked with the job), and
+ * reads no other LLaMA-Factory key; a LoRA or freeze key needs its method. */
+static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     Diag *g;
-    if (t->backend == BACKEND_LLMC) {
-        /* the llmc trainer does pt and sft, full, freeze or LoRA (the backends'
-         * limits are llmc_backend_caps, checked with the job), and reads no
-         * other of these keys */
-        static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
-                                                   "freeze_layers"};
-        const char *what = NULL;
-        SrcRange at = t->at;
-        if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
-        else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
-        else {
-            for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
-                bool ft_key = false;
-                for (int j = 0; j < NUNITS(llmc_ft_keys); j++) ft_key |= !strcmp(lf_only_keys[k], llmc_ft_keys[j]);
-                if (ft_key) continue;   /* their method is checked below */
-                if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
-            }
+    static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
+                                               "freeze_layers"};
+    const char *what = NULL;
+    SrcRange at = t->at;
+    if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
+    else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
+    else {
+        for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
+            bool ft_key = false;
+            for (int j = 0; j < NUNITS(llmc_ft_keys); j++) ft_key |= !strcmp(lf_only_keys[k], llmc_ft_keys[j]);
+            if (ft_key) continue;   /* their method is checked below */
+            if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
         }
-        if (what) {
-            g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
-            diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does pt and sft with method = full, "
-                      "freeze or lora", t->name, t->backend_at.start.file ? "" : " (the default)");
-            diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory runs it)", t->name);
-            return;
-        }
-        if (t->method == METHOD_LORA && t->lora_dropout > 0) {
-            e = find(s, "lora_dropout");
-            g = diag_error(c->d, e ? e->value->at : t->method_at,
-                           "lora_dropout = %g is not implemented by the llmc trainer (its LoRA has no dropout)",
-                           t->lora_dropout);
-            diag_help(g, "set lora_dropout = 0, or backend = llamafactory in run '%s'", t->name);
-        }
-        if (t->method == METHOD_FREEZE && !find(s, "freeze_layers") && t->model && t->model->layers > 0 &&
-            t->freeze_layers > t->model->layers)
-            diag_error(c->d, t->method_at, "method = freeze trains the last %d layers by default, but model '%s' has %d",
-                       t->freeze_layers, t->model->name, t->model->layers);
-        for (int k = 0; k < NUNITS(llmc_ft_keys); k++) {
-            bool freeze_key = k == NUNITS(llmc_ft_keys) - 1;
-            if ((e = find(s, llmc_ft_keys[k])) && t->method != (freeze_key ? METHOD_FREEZE : METHOD_LORA)) {
-                g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, freeze_key ? "freeze" : "lora");
-                diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
-            }
-        }
+    }
+    if (what) {
+        g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
+        diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer does pt and sft with method = full, "
+                  "freeze or lora", t->name, t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory runs it)", t->name);
         return;
     }
+    if (t->method == METHOD_LORA && t->lora_dropout > 0) {
+        e = find(s, "lora_dropout");
+        g = diag_error(c->d, e ? e->value->at : t->method_at,
+                       "lora_dropout = %g is not implemented by the llmc trainer (its LoRA has no dropout)",
+                       t->lora_dropout);
+        diag_help(g, "set lora_dropout = 0, or backend = llamafactory in run '%s'", t->name);
+    }
+    if (t->method == METHOD_FREEZE && !find(s, "freeze_layers") && t->model && t->model->layers > 0 &&
+        t->freeze_layers > t->model->layers)
+        diag_error(c->d, t->method_at, "method = freeze trains the last %d layers by default, but model '%s' has %d",
+                   t->freeze_layers, t->model->name, t->model->layers);
+    for (int k = 0; k < NUNITS(llmc_ft_keys); k++) {
+        bool freeze_key = k == NUNITS(llmc_ft_keys) - 1;
+        if ((e = find(s, llmc_ft_keys[k])) && t->method != (freeze_key ? METHOD_FREEZE : METHOD_LORA)) {
+            g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, freeze_key ? "freeze" : "lora");
+            diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
+        }
+    }
+}
+
+/* backend = llamafactory: each method's keys only with that method, and
+ * the combinations LLaMA-Factory and DeepSpeed load (qlora's quantization,
+ * DoRA, offload by ZeRO stage). */
+static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
     bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
     static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora"};
     for (int k = 0; k < NUNITS(lora_keys); k++)
@@ -2659,7 +2797,15 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
             diag_note(g, "DeepSpeed offloads optimizer states from ZeRO-2 on and parameters only with ZeRO-3");
         }
     }
-    /* preference keys per stage */
+}
+
+/* backend = llamafactory: preference keys per stage (pref_loss for dpo;
+ * pref_beta, pref_ftx, ref_model for dpo and kto), a reference model only
+ * where the loss uses one, with the model's vocabulary. */
+static void check_train_lf_pref_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
     bool dpo = t->stage == STAGE_DPO, pref = dpo || t->stage == STAGE_KTO;
     if (!dpo && (e = find(s, "pref_loss"))) {
         g = diag_error(c->d, e->key_at, "'pref_loss' is only used with stage = dpo");
@@ -2678,7 +2824,15 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
                        t->ref_model->name, t->ref_model->vocab, t->model->name, t->model->vocab);
         diag_note(g, "both score the same tokens: they must share the tokenizer");
     }
-    /* evaluation */
+}
+
+/* backend = llamafactory: evaluation (val_size or eval_data, the eval keys
+ * only with one) and data loading (streaming for pt with max_steps, the
+ * tokenized cache not the output directory). */
+static void check_train_lf_eval_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    Diag *g;
     if (t->val_size > 0 && t->neval_data > 0) {
         g = diag_error(c->d, t->eval_data_at, "set either val_size or eval_data, not both");
         diag_note(g, "val_size holds out part of 'data'; eval_data names separate datasets");
@@ -2703,6 +2857,18 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
     }
     if (t->tokenized_path && t->output_dir && strcmp(t->tokenized_path, t->output_dir) == 0)
         diag_error(c->d, t->tokenized_at, "'tokenized_path' must not be the output directory");
+}
+
+/* The rules across the LLaMA-Factory keys, for the backend that reads them. */
+static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+{
+    if (t->backend == BACKEND_LLMC) {
+        check_train_llmc_rules(c, s, t);
+        return;
+    }
+    check_train_lf_method_rules(c, s, t);
+    check_train_lf_pref_rules(c, s, t);
+    check_train_lf_eval_rules(c, s, t);
 }
 
 /* Does the last component of a model path (lower case) contain one of the
@@ -2795,32 +2961,38 @@ static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
     diag_help(g, "the tokenizer of the model's chat (instruct) version, or a template made for this tokenizer");
 }
 
-static void check_train(Checker *c, const Item *it, PlanTrain *t)
+/* train: stage = ENUM, model = NAME, data = [NAME], template = ENUM,
+ * context = INT. Returns whether the stage was read (the rules that depend
+ * on it are skipped otherwise). */
+static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
 {
-    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, train_keys, NUNITS(train_keys));
     Entry *e;
     int v;
     bool stage_ok = false;
-    if ((e = require(c, &s, "stage", "sft"))) {
+    if ((e = require(c, s, "stage", "sft"))) {
         t->stage_at = e->at;
         if (get_enum(c, e, stage_names, 5, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
     }
-    if ((e = require(c, &s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
-    if ((e = require(c, &s, "data", "[NAME]"))) {
+    if ((e = require(c, s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
+    if ((e = require(c, s, "data", "[NAME]"))) {
         t->data_at = e->at;
         get_dataset_list(c, e, &t->data, &t->ndata);
     }
     t->template_ = TEMPLATE_NONE;
-    Entry *tmpl = find(&s, "template");
+    Entry *tmpl = find(s, "template");
     const char *template_names[TEMPLATE_COUNT];
     for (int i = 0; i < TEMPLATE_COUNT; i++) template_names[i] = chat_template_info((ChatTemplate)i)->name;
     if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, TEMPLATE_COUNT, &v)) t->template_ = (ChatTemplate)v; }
-    if ((e = require(c, &s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
-    t->epochs = 1.0;
-    if ((e = find(&s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
-    if ((e = find(&s, "max_steps"))) { t->max_steps_at = e->at; get_int_lim(c, e, PL_TRAIN_MAX_STEPS, &t->max_steps); }
-    if ((e = require(c, &s, "batch", "4 per gpu")) && e->value) {
+    if ((e = require(c, s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
+    return stage_ok;
+}
+
+/* train: batch = INT per gpu (the micro batch; the global batch follows
+ * from the nodes and grad_accum). */
+static void check_train_batch(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = require(c, s, "batch", "4 per gpu")) && e->value) {
         t->batch_at = e->at;
         const Value *bv = e->value;
         if (bv->nterms >= 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
@@ -2842,13 +3014,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             diag_help(g, "for example: batch = 4 per gpu (the global batch follows from nodes and grad_accum)");
         }
     }
-    t->grad_accum = 1;
-    if ((e = find(&s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32_lim(c, e, PL_TRAIN_GRAD_ACCUM, &t->grad_accum); }
-    if ((e = require(c, &s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
-    if ((e = find(&s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
-        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
-    if ((e = find(&s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
-    if ((e = find(&s, "warmup")) && e->value) {
+}
+
+/* train: warmup = PERCENT | INT [steps]. */
+static void check_train_warmup(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "warmup")) && e->value) {
         t->warmup_at = e->at;
         const Value *wv = e->value;
         if (is_percent(wv)) get_percent(c, e, plan_limit(PL_TRAIN_WARMUP_RATIO)->max * 100, &t->warmup_ratio);
@@ -2866,14 +3038,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 1, "a percentage or a step count");
     }
-    t->weight_decay = 0.0;
-    t->beta1 = 0.9;
-    t->beta2 = 0.999;
-    t->adam_eps = 1e-8;
-    t->grad_clip = 1.0;
-    t->seed = 42;
-    if ((e = find(&s, "weight_decay"))) get_number_lim(c, e, PL_TRAIN_WEIGHT_DECAY, &t->weight_decay);
-    if ((e = find(&s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
+}
+
+/* train: betas = [NUMBER, NUMBER] (Adam's beta1, beta2). */
+static void check_train_betas(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
         const Term *x = e->value->terms[0];
         if (x->kind != TERM_LIST || x->nitems != 2 || x->items[0]->nterms != 1 || x->items[1]->nterms != 1 ||
             !is_number(x->items[0]->terms[0]) || !is_number(x->items[1]->terms[0])) {
@@ -2889,10 +3060,14 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             }
         }
     }
-    if ((e = find(&s, "eps"))) get_number_lim(c, e, PL_TRAIN_EPS, &t->adam_eps);
-    if ((e = find(&s, "grad_clip"))) get_number_lim(c, e, PL_TRAIN_GRAD_CLIP, &t->grad_clip);
+}
+
+/* train: seed = INT, at most 2^53 - 1 (plan.json's numbers are doubles). */
+static void check_train_seed(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
     int64_t seed;
-    if ((e = find(&s, "seed"))) {
+    if ((e = find(s, "seed"))) {
         const Term *st = e->value && e->value->nterms == 1 ? e->value->terms[0] : NULL;
         const PlanLimit *l = plan_limit(PL_TRAIN_SEED);
         if (st && st->kind == TERM_INT && (st->overflow || (double)st->ival > l->max)) {
@@ -2902,14 +3077,45 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
             t->seed = (uint64_t)seed;
         }
     }
-    if ((e = find(&s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
-    if ((e = find(&s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
-    if ((e = find(&s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
-    if ((e = find(&s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
-    t->packing = stage_ok && t->stage == STAGE_PT;
-    if ((e = find(&s, "packing"))) get_bool(c, e, &t->packing);
-    if ((e = find(&s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
-    if ((e = find(&s, "mfu")) && e->value) {
+}
+
+/* train: the length and the optimizer: epochs, max_steps, batch,
+ * grad_accum, lr, min_lr, schedule, warmup, weight_decay, betas, eps,
+ * grad_clip, seed (defaults: AdamW as torch's, clip 1, seed 42). */
+static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    int v;
+    t->epochs = 1.0;
+    if ((e = find(s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
+    if ((e = find(s, "max_steps"))) { t->max_steps_at = e->at; get_int_lim(c, e, PL_TRAIN_MAX_STEPS, &t->max_steps); }
+    check_train_batch(c, s, t);
+    t->grad_accum = 1;
+    if ((e = find(s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32_lim(c, e, PL_TRAIN_GRAD_ACCUM, &t->grad_accum); }
+    if ((e = require(c, s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
+    if ((e = find(s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
+        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
+    if ((e = find(s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
+    check_train_warmup(c, s, t);
+    t->weight_decay = 0.0;
+    t->beta1 = 0.9;
+    t->beta2 = 0.999;
+    t->adam_eps = 1e-8;
+    t->grad_clip = 1.0;
+    t->seed = 42;
+    if ((e = find(s, "weight_decay"))) get_number_lim(c, e, PL_TRAIN_WEIGHT_DECAY, &t->weight_decay);
+    check_train_betas(c, s, t);
+    if ((e = find(s, "eps"))) get_number_lim(c, e, PL_TRAIN_EPS, &t->adam_eps);
+    if ((e = find(s, "grad_clip"))) get_number_lim(c, e, PL_TRAIN_GRAD_CLIP, &t->grad_clip);
+    check_train_seed(c, s, t);
+}
+
+/* train: mfu = PERCENT | NUMBER (a fraction of the GPU's peak, for the
+ * time estimate). */
+static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "mfu")) && e->value) {
         t->mfu_at = e->at;
         if (is_percent(e->value)) {
             if (get_percent(c, e, 100, &t->mfu) && t->mfu == 0) { diag_error(c->d, e->value->at, "'mfu' must be above 0%%"); t->mfu = 0; }
@@ -2919,13 +3125,37 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 1, "a fraction or percentage");
     }
+}
+
+/* train: how it runs: precision, shard, recompute, attention, packing
+ * (default: on for pt), bad_records, mfu, bytes_per_token, backend, output
+ * (default runs/NAME). */
+static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
+{
+    Entry *e;
+    int v;
+    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
+    if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
+    if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
+    if ((e = find(s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
+    t->packing = stage_ok && t->stage == STAGE_PT;
+    if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);
+    if ((e = find(s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
+    check_train_mfu(c, s, t);
     t->bytes_per_token = 4.0;
-    if ((e = find(&s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
-    if ((e = find(&s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
-    if ((e = find(&s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
+    if ((e = find(s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
+    if ((e = find(s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
+    if ((e = find(s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
     else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
+}
+
+/* train: checkpoint_every = DURATION | INT steps (default 30 min),
+ * checkpoint_keep = INT (default 2). */
+static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
     t->checkpoint_every_seconds = 1800;
-    if ((e = find(&s, "checkpoint_every")) && e->value) {
+    if ((e = find(s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;
         if (is_count_of(e->value, "steps")) {
             const Term *n = e->value->terms[0];
@@ -2951,11 +3181,13 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
         want_terms(c, e, 1, "a duration or a step count");
     }
     t->checkpoint_keep = 2;
-    if ((e = find(&s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
-    check_train_lf_keys(c, &s, t);
-    report_missing(c, &s);
+    if ((e = find(s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
+}
 
-    /* Cross-field rules of the run itself. */
+/* The run's rules across its model: context within max_context, no RoPE
+ * scaling for llmc-train, the template's markers tokens of the tokenizer. */
+static void check_train_model_rules(Checker *c, PlanTrain *t, const Entry *tmpl)
+{
     if (t->model && t->context > 0 && t->model->max_context > 0 && t->context > t->model->max_context) {
         Diag *g = diag_error(c->d, t->context_at, "context %d exceeds the max_context %d of model '%s'",
                              t->context, t->model->max_context, t->model->name);
@@ -2971,9 +3203,15 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     }
     if (t->model && tmpl && t->template_ != TEMPLATE_NONE && t->stage != STAGE_PT && tmpl->value)
         check_train_template(c, t, tmpl->value->at);
-    if (!stage_ok) return;
-    if (t->stage != STAGE_PT && !tmpl && !s.broken) {
-        Diag *g = diag_error(c->d, s.at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
+}
+
+/* The run's rules across its stage (read): a chat template for sft, the
+ * datasets' formats for the stage and the backend, epochs vs max_steps,
+ * warmup within max_steps. */
+static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, const Entry *tmpl)
+{
+    if (t->stage != STAGE_PT && !tmpl && !s->broken) {
+        Diag *g = diag_error(c->d, s->at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
     } else if (t->stage != STAGE_PT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
                strcmp(tmpl->value->terms[0]->str, "none") == 0) {
@@ -2997,6 +3235,24 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     if (t->max_steps > 0 && t->warmup_steps > 0 && t->warmup_steps >= t->max_steps)
         diag_error(c->d, t->warmup_at, "warmup (%lld steps) must be shorter than max_steps (%lld)",
                    (long long)t->warmup_steps, (long long)t->max_steps);
+}
+
+/* train NAME { ... }: every key in the order below, then the rules across
+ * keys (LLaMA-Factory's own keys and rules last). */
+static void check_train(Checker *c, const Item *it, PlanTrain *t)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, train_keys, NUNITS(train_keys));
+    bool stage_ok = check_train_what(c, &s, t);
+    Entry *tmpl = find(&s, "template");
+    check_train_optimizer(c, &s, t);
+    check_train_execution(c, &s, t, stage_ok);
+    check_train_checkpoints(c, &s, t);
+    check_train_lf_keys(c, &s, t);
+    report_missing(c, &s);
+    check_train_model_rules(c, t, tmpl);
+    if (!stage_ok) return;
+    check_train_stage_rules(c, &s, t, tmpl);
     check_train_lf_rules(c, &s, t);
 }
 
@@ -3021,43 +3277,51 @@ static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time
                                        "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container",
                                        "after"};
 
-static void check_job(Checker *c, const Item *it, PlanJob *j)
+/* job: run = NAME, cluster = NAME, nodes = INT, time = DURATION (at least
+ * 1 min), mem, cpus_per_task, account, qos, logs (default "logs"), requeue
+ * (default on), tasks, after = JOB, and the site keys. Returns the tasks
+ * entry (NULL when not given: the default follows from the cluster). */
+static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
 {
-    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, job_keys, NUNITS(job_keys));
+    check_keys(c, s, job_keys, NUNITS(job_keys));
     Entry *e;
-    if ((e = require(c, &s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
-    if ((e = require(c, &s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
-    if ((e = require(c, &s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
-    if ((e = require(c, &s, "time", "48 h"))) {
+    if ((e = require(c, s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
+    if ((e = require(c, s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
+    if ((e = require(c, s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
+    if ((e = require(c, s, "time", "48 h"))) {
         j->time_at = e->at;
         if (get_duration(c, e, &j->time_seconds) && j->time_seconds < 60) {
             diag_error(c->d, e->value->at, "'time' must be at least 1 min");
             j->time_seconds = 0;
         }
     }
-    if ((e = find(&s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
-    if ((e = find(&s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
-    if ((e = find(&s, "account")) && get_string(c, e, &j->account)) {
+    if ((e = find(s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
+    if ((e = find(s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
+    if ((e = find(s, "account")) && get_string(c, e, &j->account)) {
         j->account_at = e->value->at;
         if (!j->account[0]) diag_error(c->d, e->value->at, "'account' must not be empty");
     }
-    if ((e = find(&s, "qos")) && get_string(c, e, &j->qos)) {
+    if ((e = find(s, "qos")) && get_string(c, e, &j->qos)) {
         j->qos_at = e->value->at;
         if (!j->qos[0]) diag_error(c->d, e->value->at, "'qos' must not be empty");
     }
     j->log_dir = "logs";
-    if ((e = find(&s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
+    if ((e = find(s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
     j->requeue = true;
-    if ((e = find(&s, "requeue"))) get_bool(c, e, &j->requeue);
-    Entry *tasks = find(&s, "tasks");
+    if ((e = find(s, "requeue"))) get_bool(c, e, &j->requeue);
+    Entry *tasks = find(s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
-    if ((e = find(&s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
-    check_site(c, it, &s, &j->site);
-    report_missing(c, &s);
+    if ((e = find(s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
+    check_site(c, it, s, &j->site);
+    report_missing(c, s);
+    return tasks;
+}
 
-    const PlanCluster *cl = j->cluster;
-    if (!cl) return;
+/* The job against its cluster: site settings merged, nodes within the
+ * cluster, one task per GPU (1 on CPU nodes), cpus_per_task (default: the
+ * node's CPUs shared by its tasks) and mem within a node. */
+static void check_job_fits_cluster(Checker *c, PlanJob *j, const PlanCluster *cl, const Entry *tasks)
+{
     merge_site(c, &cl->site, &j->site);
     check_job_site(c, j);
     if (j->nodes > 0 && cl->nhosts > 0 && j->nodes > cl->nhosts) {
@@ -3089,24 +3353,14 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
         Diag *g = diag_error(c->d, j->mem_at, "'mem' asks for more memory than a node of cluster '%s' has", cl->name);
         diag_note(g, "cluster '%s' memory is set at %s:%d", cl->name, cl->memory_at.start.file, cl->memory_at.start.line);
     }
+}
 
-    const PlanTrain *t = j->run;
-    if (!t) return;
-    if (t->checkpoint_at.start.file && t->checkpoint_every_seconds > 0 && j->time_seconds > 0 &&
-        t->checkpoint_every_seconds >= j->time_seconds) {
-        Diag *g = diag_warning(c->d, t->checkpoint_at, "run '%s' checkpoints less often than job '%s' may run",
-                               t->name, j->name);
-        diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
-    }
-    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
-        Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
-                             "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
-        diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
-    }
-    /* What the llmc trainer's backend for this cluster implements (the table
-     * llmc_backend_caps): a plan that relies on more would pass the estimate and
-     * then run out of memory, or be refused by llmc-train after the queue wait.
-     * On one rank there is nothing to shard: every stage is the same. */
+/* What the llmc trainer's backend for this cluster implements (the table
+ * llmc_backend_caps): a plan that relies on more would pass the estimate and
+ * then run out of memory, or be refused by llmc-train after the queue wait.
+ * On one rank there is nothing to shard: every stage is the same. */
+static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t)
+{
     int64_t llmc_world = (int64_t)(j->nodes > 0 ? j->nodes : 1) * (j->tasks_per_node > 0 ? j->tasks_per_node : 1);
     const LlmcBackendCaps *caps = &llmc_backend_caps[cl->gpu ? 1 : 0];
     bool finetune = t->method == METHOD_LORA || t->method == METHOD_FREEZE;
@@ -3172,7 +3426,13 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
         }
     }
-    /* Global batch arithmetic: sequences per optimizer step against the data. */
+}
+
+/* Global batch arithmetic: sequences per optimizer step (batch per gpu x
+ * grad_accum x processes) within the limit and, for sft, within the samples
+ * of the data (else an epoch has no step). */
+static void check_job_global_batch(Checker *c, const PlanJob *j, const PlanTrain *t)
+{
     if (j->nodes > 0 && j->tasks_per_node > 0 && t->micro_batch > 0 && t->grad_accum > 0) {
         int64_t world = (int64_t)j->nodes * j->tasks_per_node;
         int64_t global = world * t->micro_batch * t->grad_accum;
@@ -3200,6 +3460,33 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
             diag_help(g, "use fewer nodes or a smaller batch so that an epoch has at least one step");
         }
     }
+}
+
+/* job NAME { ... }: its keys, then the job against its cluster and against
+ * its run (checkpoint cadence, precision on CPUs, the llmc backend's
+ * capabilities, the global batch). */
+static void check_job(Checker *c, const Item *it, PlanJob *j)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    Entry *tasks = check_job_keys(c, it, &s, j);
+    const PlanCluster *cl = j->cluster;
+    if (!cl) return;
+    check_job_fits_cluster(c, j, cl, tasks);
+    const PlanTrain *t = j->run;
+    if (!t) return;
+    if (t->checkpoint_at.start.file && t->checkpoint_every_seconds > 0 && j->time_seconds > 0 &&
+        t->checkpoint_every_seconds >= j->time_seconds) {
+        Diag *g = diag_warning(c->d, t->checkpoint_at, "run '%s' checkpoints less often than job '%s' may run",
+                               t->name, j->name);
+        diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
+    }
+    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
+        Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
+                             "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
+        diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
+    }
+    check_job_llmc_caps(c, j, cl, t);
+    check_job_global_batch(c, j, t);
 }
 
 /* ---- chained jobs (`after = JOB`) and output directories ---- */

@@ -11,7 +11,10 @@ typedef struct {
     const char *err;
 } Expander;
 
-/* Expand one comma-free host pattern (brackets may hold commas) into ex->out. */
+/* Expand one comma-free host pattern (brackets may hold commas) into ex->out.
+ * The first [...] group is expanded here and the rest of the name recursively,
+ * so "n[1-2]g[1-2]" gives n1g1, n1g2, n2g1, n2g2 (the first group varies
+ * slowest). A range keeps the width of its low end ("[001-010]": 001 ... 010). */
 static void expand_piece(Expander *ex, const char *p, size_t n, const char *prefix)
 {
     const char *open = memchr(p, '[', n);
@@ -37,9 +40,11 @@ static void expand_piece(Expander *ex, const char *p, size_t n, const char *pref
             whi = (size_t)(q - hi);
         }
         if (wlo == 0 || whi == 0 || (q < close && *q != ',')) { ex->err = "malformed range in hostlist"; return; }
+        /* 9 digits: every number fits a long, and the count check cannot overflow */
         if (wlo > 9 || whi > 9) { ex->err = "number in hostlist range has more than 9 digits"; return; }
         long a = strtol(lo, NULL, 10), b = strtol(hi, NULL, 10);
         if (a > b) { ex->err = arena_printf(ex->a, "hostlist range %ld-%ld runs backwards", a, b); return; }
+        /* checked before expanding: "[0-999999999]" must not allocate a billion names */
         if (b - a + 1 + ex->out.n > HOSTLIST_MAX_HOSTS) {
             ex->err = "hostlist expands to more than 1000000 hosts";
             return;
@@ -74,6 +79,8 @@ int hostlist_expand(Arena *a, const char *expr, char ***hosts, const char **err)
             if (*q == '[') depth++;
             else if (*q == ']') depth--;
             if (depth < 0 || depth > 1) { *err = "unbalanced brackets in hostlist"; return -1; }
+            /* host names as DNS and Slurm take them (letters, digits, '-', '.', '_'):
+             * anything else is a typo, or shell text that must not reach a script */
             if (!(*q == '[' || *q == ']' || *q == ',' || *q == '-' || *q == '.' || *q == '_' ||
                   (*q >= '0' && *q <= '9') || ((*q | 0x20) >= 'a' && (*q | 0x20) <= 'z'))) {
                 *err = arena_printf(a, "character '%c' is not allowed in a host name", *q);
@@ -91,7 +98,9 @@ int hostlist_expand(Arena *a, const char *expr, char ***hosts, const char **err)
     }
     if (ex.err) { *err = ex.err; return -1; }
 
-    /* Duplicate names: open addressing over a power-of-two table. */
+    /* Duplicate names: open addressing over a power-of-two table at most half
+     * full, so a million hosts are checked in linear time. A node named twice
+     * would be counted twice in the cluster's size. */
     size_t cap = 16;
     while (cap < (size_t)ex.out.n * 2) cap *= 2;
     const char **table = xcalloc(cap, sizeof(char *));

@@ -412,14 +412,13 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
             e->compute_seconds > 0 ? 100 * e->comm_seconds / e->compute_seconds : 0, term);
 }
 
-static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
+/* The job's first lines: run, cluster, ranks, and the model's parameters. */
+static void print_job_header(Table *tb, const PlanJob *job, const Estimate *e)
 {
     const PlanTrain *t = job->run;
     const PlanModel *m = t->model;
     const PlanCluster *c = job->cluster;
     char a[64], b[64], d[64];
-    const char *dev = e->cpu_only ? "node" : "GPU";
-
     fprintf(tb->out, "%sjob %s%s: run %s on cluster %s\n", tb->colour ? "\033[1m" : "", job->name,
             tb->colour ? "\033[0m" : "", t->name, c->name);
     if (e->cpu_only)
@@ -434,7 +433,40 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     fmt_int(d, sizeof d, (double)e->params_embedding);
     fprintf(tb->out, "  model %s (%s): %s parameters; %d layers of %s, embedding%s %s\n", m->name,
             arch_name(m->arch), a, m->layers, b, m->tie_embeddings ? " (tied)" : " + lm_head", d);
+}
 
+/* "largest batch that fits", then the total at powers of two up to the
+ * first batch that does not fit. */
+static void print_batch_sweep(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    char a[64];
+    if (e->max_micro_batch_that_fits >= 0) {
+        snprintf(a, sizeof a, "%d", e->max_micro_batch_that_fits);
+        row(tb, 0, "largest batch that fits", a, "per %s, same settings", e->cpu_only ? "rank" : "gpu");
+        /* The total at powers of two up to the first that does not fit. */
+        char sweep[256] = "";
+        size_t used = 0;
+        for (int mb = 1; mb <= (1 << 20) && used + 32 < sizeof sweep; mb *= 2) {
+            Estimate at;
+            memset(&at, 0, sizeof at);
+            estimate_memory(job, mb, t->recompute, t->shard, &at);
+            used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %.1f", used ? ", " : "",
+                                     mb, at.total_bytes / GIB);
+            if (!at.fits) break;
+        }
+        row(tb, 1, "by batch", "GiB", "%s", sweep);
+    }
+}
+
+/* Memory per GPU (per node on CPUs): every term of the estimate with what
+ * it counts, the total against what is usable, and the batch sweep. */
+static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanModel *m = t->model;
+    const char *dev = e->cpu_only ? "node" : "GPU";
+    char a[64];
     char title[128];
     if (e->usable_bytes > 0)
         snprintf(title, sizeof title, "memory per %s (%.1f GiB usable)", dev, e->usable_bytes / GIB);
@@ -504,57 +536,55 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
                 e->fits ? "fits" : "DOES NOT FIT");
     else
         gib_row(tb, 0, "total", e->total_bytes, NULL);
-    if (e->max_micro_batch_that_fits >= 0) {
-        snprintf(a, sizeof a, "%d", e->max_micro_batch_that_fits);
-        row(tb, 0, "largest batch that fits", a, "per %s, same settings", e->cpu_only ? "rank" : "gpu");
-        /* The total at powers of two up to the first that does not fit. */
-        char sweep[256] = "";
-        size_t used = 0;
-        for (int mb = 1; mb <= (1 << 20) && used + 32 < sizeof sweep; mb *= 2) {
-            Estimate at;
-            memset(&at, 0, sizeof at);
-            estimate_memory(job, mb, t->recompute, t->shard, &at);
-            used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %.1f", used ? ", " : "",
-                                     mb, at.total_bytes / GIB);
-            if (!at.fits) break;
-        }
-        row(tb, 1, "by batch", "GiB", "%s", sweep);
-    }
+    print_batch_sweep(tb, job, e);
+}
 
-    if (!e->cpu_only) {
-        if (e->host_usable_bytes > 0)
-            snprintf(title, sizeof title, "host memory per node (%.1f GiB %s)", e->host_usable_bytes / GIB,
-                     job->mem_bytes ? "the job's mem" : "the node has");
-        else
-            snprintf(title, sizeof title, "host memory per node (no memory stated to compare with)");
-        section(tb, title);
-        bool lf = t->backend == BACKEND_LLAMAFACTORY;
-        gib_row(tb, 0, "trainer processes", e->host_process_bytes, "%d x %s", c->gpus_per_node,
-                lf ? "PyTorch + CUDA + NCCL host side" : "llmc-train-cuda host side");
-        gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
-                lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
-                                              : "every rank builds the 16-bit model on the host")
-                   : t->offload == OFFLOAD_OPTIMIZER ? "none beyond the offloaded states (they are the host model)"
-                   : "fp32 weights and their GPU-layout copy per rank + rank 0's checkpoint gather (master, m, v)");
-        gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
-                lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
-        gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
-        if (t->offload == OFFLOAD_NONE)
-            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
-        else if (!lf)
-            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "fp32 master + Adam m + v, pinned (the "
-                    "training loop's own model and optimizer)");
-        else
-            gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "%d x %s, pinned", c->gpus_per_node,
-                    t->offload == OFFLOAD_ALL ? "fp32 master + Adam m + v + fp32 gradients + 16-bit weights per rank"
-                                              : "fp32 master + Adam m + v + fp32 gradients per rank");
-        if (e->host_usable_bytes > 0)
-            gib_row(tb, 0, "total", e->host_bytes, "%.0f%% of %.1f GiB: %s", 100.0 * e->host_bytes / e->host_usable_bytes,
-                    e->host_usable_bytes / GIB, e->host_fits ? "fits" : "DOES NOT FIT");
-        else
-            gib_row(tb, 0, "total", e->host_bytes, NULL);
-    }
+/* Host memory per node (GPU clusters): the trainer processes, model
+ * loading, data workers, pinned buffers and offloaded states. */
+static void print_host_memory(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    char title[128];
+    if (e->host_usable_bytes > 0)
+        snprintf(title, sizeof title, "host memory per node (%.1f GiB %s)", e->host_usable_bytes / GIB,
+                 job->mem_bytes ? "the job's mem" : "the node has");
+    else
+        snprintf(title, sizeof title, "host memory per node (no memory stated to compare with)");
+    section(tb, title);
+    bool lf = t->backend == BACKEND_LLAMAFACTORY;
+    gib_row(tb, 0, "trainer processes", e->host_process_bytes, "%d x %s", c->gpus_per_node,
+            lf ? "PyTorch + CUDA + NCCL host side" : "llmc-train-cuda host side");
+    gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
+            lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
+                                          : "every rank builds the 16-bit model on the host")
+               : t->offload == OFFLOAD_OPTIMIZER ? "none beyond the offloaded states (they are the host model)"
+               : "fp32 weights and their GPU-layout copy per rank + rank 0's checkpoint gather (master, m, v)");
+    gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
+            lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
+    gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
+    if (t->offload == OFFLOAD_NONE)
+        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+    else if (!lf)
+        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "fp32 master + Adam m + v, pinned (the "
+                "training loop's own model and optimizer)");
+    else
+        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "%d x %s, pinned", c->gpus_per_node,
+                t->offload == OFFLOAD_ALL ? "fp32 master + Adam m + v + fp32 gradients + 16-bit weights per rank"
+                                          : "fp32 master + Adam m + v + fp32 gradients per rank");
+    if (e->host_usable_bytes > 0)
+        gib_row(tb, 0, "total", e->host_bytes, "%.0f%% of %.1f GiB: %s", 100.0 * e->host_bytes / e->host_usable_bytes,
+                e->host_usable_bytes / GIB, e->host_fits ? "fits" : "DOES NOT FIT");
+    else
+        gib_row(tb, 0, "total", e->host_bytes, NULL);
+}
 
+/* Time: tokens, sequences and steps, FLOPs, throughput, step time, the
+ * total and the time-limit segments. */
+static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    char a[64], b[64];
     section(tb, "time");
     fmt_count(a, sizeof a, e->tokens_per_epoch);
     row(tb, 0, "tokens per epoch", e->tokens_source == TOKENS_UNKNOWN ? "unknown" : a, "%s",
@@ -603,7 +633,16 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
             e->requeue_segments <= 1 ? "" : job->requeue ? ", requeued from checkpoints"
                                                            : ": requeue is off");
     }
+}
 
+/* `llmc explain`'s report of one job: header, memory per device and per
+ * host, time, the step's breakdown, and the assumptions behind it. */
+static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    print_job_header(tb, job, e);
+    print_device_memory(tb, job, e);
+    if (!e->cpu_only) print_host_memory(tb, job, e);
+    print_time(tb, job, e);
     print_step(tb, job, e);
 
     Assumptions as;

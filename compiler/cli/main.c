@@ -18,6 +18,8 @@
 int explain_main(int argc, char **argv);   /* compiler/explain.c */
 int init_model_main(int argc, char **argv);   /* compiler/init_model.c */
 
+/* llmc(1)'s exit statuses: CI tells a plan with errors (1) from a command
+ * that could not run at all (2). */
 enum { EXIT_CLEAN = 0, EXIT_PLAN = 1, EXIT_USAGE = 2 };
 
 static const char usage_text[] =
@@ -53,6 +55,8 @@ static const char fmt_usage[] =
     "  -w, --write  rewrite the files in place (atomically)\n"
     "exit status: 0 clean, 1 a file not formatted or with errors, 2 usage or I/O error\n";
 
+/* The subcommands that share parse_options; explain, status and init-model
+ * parse their own. */
 typedef enum { SUB_COMPILE, SUB_CHECK, SUB_FMT } Sub;
 static const char *const sub_name[] = {"llmc", "llmc check", "llmc fmt"};
 static const char *const sub_usage[] = {usage_text, check_usage, fmt_usage};
@@ -83,7 +87,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
     };
     const char *cmd = sub_name[sub];
     o->format = DIAG_FMT_HUMAN;
-    o->colour = -1;
+    o->colour = -1;   /* auto: colour only on a terminal, and not under NO_COLOR */
     o->files = xcalloc((size_t)argc + 1, sizeof(char *));
     optind = 1;
     opterr = 0;
@@ -129,6 +133,8 @@ static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
     return cli_usage_error(sub_name[sub], fmt, arg);
 }
 
+/* Print every diagnostic at once, sorted into source order by diags_render;
+ * JSON goes to stdout (a tool reads it), text to stderr. */
 static int finish(Diags *d, const Options *o)
 {
     diags_render(d, o->format == DIAG_FMT_JSON ? stdout : stderr, o->format, o->colour);
@@ -146,6 +152,7 @@ static Plan *check_one(const char *path, Diags *d, Estimate **ests_out, bool *io
         *io_error = true;
         return NULL;
     }
+    /* estimates only for a plan without errors: they read the checked values */
     if (diags_error_count(d)) return plan;
     Estimate *ests = xcalloc((size_t)plan->njobs + 1, sizeof(Estimate));
     for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
@@ -162,6 +169,7 @@ static int cmd_check(int argc, char **argv)
     int rc = parse_options(argc, argv, &o, SUB_CHECK);
     if (rc >= 0) return rc;   /* options freed by options_error */
     if (o.nfiles == 0) return options_error(&o, SUB_CHECK, "%s", "check needs at least one PLAN");
+    /* every file is checked even after one fails: one run reports every error */
     Diags *d = diags_new();
     bool io_error = false;
     for (int i = 0; i < o.nfiles; i++) {
@@ -197,6 +205,8 @@ static int cmd_compile(int argc, char **argv)
         diag_help(diag_error(d, at, "nothing to compile: the plan has no job block"),
                   "a job block names what to run where: job NAME { run = TRAIN  cluster = CLUSTER  nodes = 1  time = 1 h }");
     }
+    /* nothing is written unless the whole plan is clean: a half-right output
+     * directory is worse than none */
     if (plan && !diags_error_count(d)) {
         if (emit_outputs(plan, ests, o.out_dir, d) == 0) emitted = true;
         else emit_failed = true;   /* the plan was clean: writing failed, an I/O error */
@@ -206,7 +216,7 @@ static int cmd_compile(int argc, char **argv)
     rc = finish(d, &o);
     plan_free(plan);
     if (io_error || emit_failed) return EXIT_USAGE;
-    if (rc == EXIT_CLEAN && !emitted) return EXIT_USAGE;
+    if (rc == EXIT_CLEAN && !emitted) return EXIT_USAGE;   /* defensive: clean yet nothing written */
     return rc;
 }
 
@@ -217,6 +227,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
 {
     char *target = realpath(path, NULL);
     struct stat st;
+    /* the link's target is replaced, so the link itself stays a link */
     if (!target || stat(target, &st) != 0) {
         char *clean = diag_escape(path);
         fprintf(stderr, "llmc: error: cannot write '%s': %s\n", clean, strerror(errno));
@@ -227,7 +238,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
     size_t n = strlen(target) + 32;
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.llmc-fmt.XXXXXX", target);
-    int fd = mkstemp(tmp);
+    int fd = mkstemp(tmp);   /* a unique name: two fmt -w of one file cannot collide */
     bool ok = fd >= 0;
     size_t done = 0;
     while (ok && done < len) {
@@ -272,6 +283,7 @@ static int cmd_fmt(int argc, char **argv)
         if (diags_error_count(d) > before) { if (status == EXIT_CLEAN) status = EXIT_PLAN; continue; }
         size_t len;
         char *text = fmt_source(sf, &len);
+        /* unchanged files are not rewritten: their mtime stays (editors and build tools see no change) */
         bool same = len == sf->len && memcmp(text, sf->text, len) == 0;
         if (o.fmt_check) {
             if (!same) {
@@ -308,6 +320,7 @@ int main(int argc, char **argv)
         cli_version();
         return EXIT_CLEAN;
     }
+    /* a first word that is no subcommand is a plan to compile */
     if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);

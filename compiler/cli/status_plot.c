@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define W 800
+#define W 800   /* the picture in px, SVG and PNG alike */
 #define H 480
 #define ML 70   /* margins: left, right, top, bottom */
 #define MR 20
@@ -27,6 +27,9 @@ typedef struct {
     double x0, x1, y0, y1;
 } Box;
 
+/* The data's range (training and held-out points together), non-finite
+ * losses left out, widened where it is empty (one step, a flat loss) so the
+ * scales never divide by zero, and 5% of headroom above and below. */
 static Box bounds(const StatusPoint *t, size_t nt, const StatusPoint *e, size_t ne)
 {
     Box b = {INFINITY, -INFINITY, INFINITY, -INFINITY};
@@ -54,9 +57,12 @@ static double tick_step(double lo, double hi, int n)
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
 }
 
+/* data -> picture coordinates (y grows downwards in both formats) */
 static double px(const Box *b, double x) { return ML + (x - b->x0) / (b->x1 - b->x0) * (W - ML - MR); }
 static double py(const Box *b, double y) { return H - MB - (y - b->y0) / (b->y1 - b->y0) * (H - MT - MB); }
 
+/* As many decimals as the tick step needs (0.05: two); a value within a
+ * millionth of a step of 0 is printed 0, not -0.00 from rounding. */
 static void fmt_tick(char *buf, size_t n, double v, double step)
 {
     int dec = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
@@ -64,6 +70,8 @@ static void fmt_tick(char *buf, size_t n, double v, double step)
     snprintf(buf, n, "%.*f", dec, fabs(v) < step * 1e-6 ? 0.0 : v);
 }
 
+/* The title comes from the plan (job and run names): escaped for XML, and
+ * control characters, which XML 1.0 forbids, dropped. */
 static void xml_escape(FILE *f, const char *s)
 {
     for (; *s; s++) {
@@ -86,6 +94,7 @@ static void write_svg(FILE *f, const char *title, const StatusPoint *t, size_t n
     fputs("</text>\n", f);
     double xs = tick_step(b.x0, b.x1, 8), ys = tick_step(b.y0, b.y1, 6);
     char lab[64];
+    /* grid lines at the ticks (the 1e-9 keeps a tick that lands on the edge) */
     for (double v = ceil(b.y0 / ys) * ys; v <= b.y1 + ys * 1e-9; v += ys) {
         fmt_tick(lab, sizeof lab, v, ys);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>"
@@ -104,6 +113,7 @@ static void write_svg(FILE *f, const char *title, const StatusPoint *t, size_t n
     fprintf(f, "<text x=\"16\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 16 %d)\">loss</text>\n",
             (MT + H - MB) / 2, (MT + H - MB) / 2);
     if (nt) {
+        /* id and class name the series for readers of the file (tests/status counts class="eval") */
         fputs("<polyline id=\"train\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"", f);
         for (size_t i = 0; i < nt; i++)
             if (isfinite(t[i].loss)) fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(&b, t[i].step), py(&b, t[i].loss));
@@ -123,7 +133,7 @@ static void write_svg(FILE *f, const char *title, const StatusPoint *t, size_t n
 /* ---- PNG ------------------------------------------------------------------ */
 
 typedef struct {
-    uint8_t px[H][W][3];
+    uint8_t px[H][W][3];   /* RGB, 8 bits each, rows top to bottom: PNG colour type 2 as is */
 } Raster;
 
 static void put(Raster *r, int x, int y, const uint8_t c[3])
@@ -131,6 +141,7 @@ static void put(Raster *r, int x, int y, const uint8_t c[3])
     if (x >= 0 && x < W && y >= 0 && y < H) memcpy(r->px[y][x], c, 3);
 }
 
+/* Bresenham's line, each point a thick x thick square. */
 static void line(Raster *r, int x0, int y0, int x1, int y1, const uint8_t c[3], int thick)
 {
     int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, e = dx + dy;
@@ -166,6 +177,8 @@ static void text(Raster *r, int x, int y, const char *s, int anchor, const uint8
     }
 }
 
+/* CRC-32 (polynomial 0xedb88320, reflected), over each chunk's type and
+ * data, as the PNG specification requires. */
 static uint32_t crc_table[256];
 static void crc_init(void)
 {
@@ -184,6 +197,7 @@ static uint32_t crc(uint32_t c, const uint8_t *p, size_t n)
 
 static void be32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = (uint8_t)v; }
 
+/* A PNG chunk: big-endian length, type, data, CRC of type and data. */
 static void chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n)
 {
     uint8_t hdr[8];
@@ -231,7 +245,7 @@ static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoin
         else put(r, x, y, blue);
         lx = x; ly = y; have = 1;
     }
-    for (size_t i = 0; i < ne; i++) {
+    for (size_t i = 0; i < ne; i++) {   /* held-out losses: 7x7 red squares */
         int x = (int)lround(px(&b, e[i].step)), y = (int)lround(py(&b, e[i].loss));
         for (int a = -3; a <= 3; a++) line(r, x - 3, y + a, x + 3, y + a, red, 1);
     }
@@ -242,6 +256,7 @@ static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoin
     uint8_t ihdr[13];
     be32(ihdr, W);
     be32(ihdr + 4, H);
+    /* bit depth 8, colour type 2 (RGB), deflate, adaptive filtering, no interlace */
     ihdr[8] = 8; ihdr[9] = 2; ihdr[10] = 0; ihdr[11] = 0; ihdr[12] = 0;
     chunk(f, "IHDR", ihdr, 13);
     size_t raw_n = (size_t)H * (1 + W * 3);
@@ -250,6 +265,9 @@ static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoin
         raw[(size_t)y * (1 + W * 3)] = 0;
         memcpy(raw + (size_t)y * (1 + W * 3) + 1, r->px[y], W * 3);
     }
+    /* zlib header 0x78 0x01, then stored (uncompressed) deflate blocks of at
+     * most 65535 bytes, each with its final bit, LEN and ~LEN, then Adler-32
+     * of the raw bytes. The picture is ~1.1 MB; not worth a codec here. */
     size_t nblk = (raw_n + 65534) / 65535;
     size_t z_n = 2 + nblk * 5 + raw_n + 4;
     uint8_t *z = xmalloc(z_n), *q = z;
@@ -283,7 +301,7 @@ int status_plot(const char *path, const char *title, const StatusPoint *train, s
         return -1;
     }
     size_t n = strlen(path);
-    bool png = n >= 4 && strcmp(path + n - 4, ".png") == 0;
+    bool png = n >= 4 && strcmp(path + n - 4, ".png") == 0;   /* else SVG */
     char *tmp = xmalloc(n + 16);
     snprintf(tmp, n + 16, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");

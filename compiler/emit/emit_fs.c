@@ -306,7 +306,119 @@ static bool parent_is_dir(int dir_fd, const char *name)
     return fstatat(dir_fd, part, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* Replace the files of an existing llmc output directory (see the top). */
+/* Write the manifest listing a and b (b may be empty) in the staging
+ * directory, then rename it over dir_fd's: readers see the old or the new
+ * list, never half of one. 0, or -1 with err. */
+static int put_manifest(OutDir *o, int dir_fd, const NameList *a, const NameList *b, char *err, size_t errlen)
+{
+    char *text = manifest_text(a, b);
+    if (!text) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = stage_text(o, OUTDIR_MARKER, text, err, errlen);
+    free(text);
+    if (rc != 0) return -1;
+    if (renameat(o->tmp_fd, OUTDIR_MARKER, dir_fd, OUTDIR_MARKER) != 0) {
+        snprintf(err, errlen, "cannot write %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A directory without a manifest is taken only when it is empty (llmc never
+ * writes into a directory it did not make). 0, or -1 with err. */
+static int check_empty(OutDir *o, int dir_fd, char *err, size_t errlen)
+{
+    DIR *d = fdopendir(dup(dir_fd));
+    bool empty = d != NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = false;
+    if (d) closedir(d);
+    if (!empty) {
+        snprintf(err, errlen, "'%s' exists and was not written by llmc (no %s in it); not replacing it",
+                 o->final_path, OUTDIR_MARKER);
+        return -1;
+    }
+    return 0;
+}
+
+/* Check everything before changing anything: each subdirectory llmc puts
+ * there is a directory (or absent), and each file it writes is absent or
+ * listed in the old manifest (legacy: the marker of an older llmc, which
+ * lists nothing; then every file counts as llmc's). 0, or -1 with err. */
+static int check_replaceable(OutDir *o, int dir_fd, const NameList *old, const NameList *now, bool legacy,
+                             char *err, size_t errlen)
+{
+    struct stat st;
+    for (int i = 0; i < o->ndirs; i++) {
+        if (fstatat(dir_fd, o->dirs[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue;
+            snprintf(err, errlen, "cannot inspect %s/%s: %s", o->final_path, o->dirs[i], strerror(errno));
+            return -1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s/%s is in the way (not a directory, and llmc puts one there); not replacing it",
+                     o->final_path, o->dirs[i]);
+            return -1;
+        }
+    }
+    for (int i = 0; i < now->n; i++) {
+        if (!parent_is_dir(dir_fd, now->names[i])) continue;   /* its directory is made below, or refused above */
+        if (fstatat(dir_fd, now->names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno == ENOENT) continue;
+            snprintf(err, errlen, "cannot inspect %s/%s: %s", o->final_path, now->names[i], strerror(errno));
+            return -1;
+        }
+        bool ours = legacy || list_has(old, now->names[i]);
+        if (!ours || S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s/%s exists and llmc did not write it (it is not listed in %s); not replacing it",
+                     o->final_path, now->names[i], OUTDIR_MARKER);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The new files take their places (their subdirectories made first, with
+ * the umask's permissions). 0, or -1 with err. */
+static int move_new_files(OutDir *o, int dir_fd, const NameList *now, char *err, size_t errlen)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    for (int i = 0; i < o->ndirs; i++)
+        if (mkdirat(dir_fd, o->dirs[i], 0777 & ~mask) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create %s/%s: %s", o->final_path, o->dirs[i], strerror(errno));
+            return -1;
+        }
+    for (int i = 0; i < now->n; i++)
+        if (renameat(o->tmp_fd, now->names[i], dir_fd, now->names[i]) != 0) {
+            snprintf(err, errlen, "cannot replace %s/%s: %s", o->final_path, now->names[i], strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
+/* Files of the last output that this one does not have go, and so do the
+ * subdirectories they leave empty (never one holding anything else). */
+static void remove_stale(int dir_fd, const NameList *old, const NameList *now)
+{
+    struct stat st;
+    for (int i = 0; i < old->n; i++) {
+        if (list_has(now, old->names[i]) || !parent_is_dir(dir_fd, old->names[i])) continue;
+        if (fstatat(dir_fd, old->names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+            unlinkat(dir_fd, old->names[i], 0);
+        char *slash = strchr(old->names[i], '/');
+        if (slash) {
+            *slash = '\0';
+            unlinkat(dir_fd, old->names[i], AT_REMOVEDIR);   /* fails unless empty: fine */
+            *slash = '/';
+        }
+    }
+}
+
+/* Replace the files of an existing llmc output directory (see the top): check,
+ * 1. the manifest lists the old and the new files, 2. the new files move in,
+ * 3. the stale ones go, 4. the manifest lists the new files only; a crash at
+ * any point leaves a manifest that covers every llmc file present. */
 static int commit_in_place(OutDir *o, char *err, size_t errlen)
 {
     int dir_fd = open(o->final_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -315,102 +427,22 @@ static int commit_in_place(OutDir *o, char *err, size_t errlen)
         return -1;
     }
     int rc = -1;
-    NameList old = {0}, now = {0};
+    NameList old = {0}, now = {0}, none = {0};
     bool legacy = false;
-    char *text = NULL;
     int m = read_manifest(dir_fd, &old, &legacy);
     if (m < 0) {
         snprintf(err, errlen, "cannot read %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
         goto done;
     }
-    if (m == 0) {   /* no manifest: only an empty directory is taken */
-        DIR *d = fdopendir(dup(dir_fd));
-        bool empty = d != NULL;
-        struct dirent *e;
-        while (d && (e = readdir(d)))
-            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = false;
-        if (d) closedir(d);
-        if (!empty) {
-            snprintf(err, errlen, "'%s' exists and was not written by llmc (no %s in it); not replacing it",
-                     o->final_path, OUTDIR_MARKER);
-            goto done;
-        }
-    }
+    if (m == 0 && check_empty(o, dir_fd, err, errlen)) goto done;
     for (int i = 0; i < o->nfiles; i++)
         if (list_add(&now, o->files[i]) != 0) { snprintf(err, errlen, "out of memory"); goto done; }
-
-    /* Check everything before changing anything. */
-    struct stat st;
-    for (int i = 0; i < o->ndirs; i++) {
-        if (fstatat(dir_fd, o->dirs[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            if (errno == ENOENT) continue;
-            snprintf(err, errlen, "cannot inspect %s/%s: %s", o->final_path, o->dirs[i], strerror(errno));
-            goto done;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "%s/%s is in the way (not a directory, and llmc puts one there); not replacing it",
-                     o->final_path, o->dirs[i]);
-            goto done;
-        }
-    }
-    for (int i = 0; i < now.n; i++) {
-        if (!parent_is_dir(dir_fd, now.names[i])) continue;   /* its directory is made below, or refused above */
-        if (fstatat(dir_fd, now.names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            if (errno == ENOENT) continue;
-            snprintf(err, errlen, "cannot inspect %s/%s: %s", o->final_path, now.names[i], strerror(errno));
-            goto done;
-        }
-        bool ours = legacy || list_has(&old, now.names[i]);
-        if (!ours || S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "%s/%s exists and llmc did not write it (it is not listed in %s); not replacing it",
-                     o->final_path, now.names[i], OUTDIR_MARKER);
-            goto done;
-        }
-    }
-
-    /* 1. the manifest lists the old and the new files */
-    if (!(text = manifest_text(&old, &now))) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (stage_text(o, OUTDIR_MARKER, text, err, errlen) != 0) goto done;
-    if (renameat(o->tmp_fd, OUTDIR_MARKER, dir_fd, OUTDIR_MARKER) != 0) {
-        snprintf(err, errlen, "cannot write %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
-        goto done;
-    }
+    if (check_replaceable(o, dir_fd, &old, &now, legacy, err, errlen)) goto done;
+    if (put_manifest(o, dir_fd, &old, &now, err, errlen)) goto done;
     fsync(dir_fd);
-    /* 2. the new files take their places */
-    mode_t mask = umask(0);
-    umask(mask);
-    for (int i = 0; i < o->ndirs; i++)
-        if (mkdirat(dir_fd, o->dirs[i], 0777 & ~mask) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create %s/%s: %s", o->final_path, o->dirs[i], strerror(errno));
-            goto done;
-        }
-    for (int i = 0; i < now.n; i++)
-        if (renameat(o->tmp_fd, now.names[i], dir_fd, now.names[i]) != 0) {
-            snprintf(err, errlen, "cannot replace %s/%s: %s", o->final_path, now.names[i], strerror(errno));
-            goto done;
-        }
-    /* 3. files of the last output that this one does not have go, and so do
-     * the subdirectories they leave empty (never one holding anything else) */
-    for (int i = 0; i < old.n; i++) {
-        if (list_has(&now, old.names[i]) || !parent_is_dir(dir_fd, old.names[i])) continue;
-        if (fstatat(dir_fd, old.names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
-            unlinkat(dir_fd, old.names[i], 0);
-        char *slash = strchr(old.names[i], '/');
-        if (slash) {
-            *slash = '\0';
-            unlinkat(dir_fd, old.names[i], AT_REMOVEDIR);   /* fails unless empty: fine */
-            *slash = '/';
-        }
-    }
-    /* 4. the manifest lists the new files only */
-    free(text);
-    NameList none = {0};
-    if (!(text = manifest_text(&now, &none))) { snprintf(err, errlen, "out of memory"); goto done; }
-    if (stage_text(o, OUTDIR_MARKER, text, err, errlen) != 0) goto done;
-    if (renameat(o->tmp_fd, OUTDIR_MARKER, dir_fd, OUTDIR_MARKER) != 0) {
-        snprintf(err, errlen, "cannot write %s/%s: %s", o->final_path, OUTDIR_MARKER, strerror(errno));
-        goto done;
-    }
+    if (move_new_files(o, dir_fd, &now, err, errlen)) goto done;
+    remove_stale(dir_fd, &old, &now);
+    if (put_manifest(o, dir_fd, &now, &none, err, errlen)) goto done;
     for (int i = 0; i < o->ndirs; i++) {
         int sub = openat(dir_fd, o->dirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (sub >= 0) { fsync(sub); close(sub); }
@@ -421,7 +453,6 @@ static int commit_in_place(OutDir *o, char *err, size_t errlen)
     }
     rc = 0;
 done:
-    free(text);
     list_free(&old);
     list_free(&now);
     close(dir_fd);

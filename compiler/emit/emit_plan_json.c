@@ -239,23 +239,10 @@ static cJSON *estimate_json(const Estimate *e)
     return o;
 }
 
-char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
+/* "tokenizer" (path, template), "datasets" and "data" (context, packing,
+ * bad-record policy, the shards directory relative to the plan). */
+static void plan_json_data(cJSON *root, const JobLayout *L, const PlanTrain *t, const PlanModel *m)
 {
-    const PlanJob *job = L->job;
-    const PlanTrain *t = L->train;
-    const PlanModel *m = t->model;
-    char *out_dir = artifact_output_dir(L);
-    if (!out_dir) { snprintf(err, errlen, "out of memory writing plan.json"); return NULL; }
-    int data_parallel = L->world_size;   /* no tensor/pipeline parallelism */
-
-    cJSON *root = cJSON_CreateObject();
-    add_int(root, "llmc_plan_version", 1);
-    add_str(root, "job", job->name);
-    add_str(root, "stage", name_stage(t->stage));
-    add_str(root, "backend", name_backend(t->backend));
-    if (m) cJSON_AddItemToObject(root, "model", model_json(L, m));
-    else add_null(root, "model");
-
     cJSON *tok = cJSON_AddObjectToObject(root, "tokenizer");
     add_path(tok, "path", L, m ? (m->tokenizer ? m->tokenizer : m->path) : NULL);
     add_str(tok, "template", name_template(t->template_));
@@ -269,7 +256,12 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_bool(data, "packing", t->packing);
     add_str(data, "on_bad_record", t->bad_records == BADREC_SKIP ? "skip" : "fail");
     add_str(data, "shards_dir", "shards");
+}
 
+/* "train": length, batch (global = micro x accumulation x data parallel),
+ * the schedule (warmup as a ratio or as steps, the other null) and AdamW. */
+static void plan_json_train(cJSON *root, const PlanTrain *t, int data_parallel)
+{
     cJSON *tr = cJSON_AddObjectToObject(root, "train");
     add_num(tr, "epochs", t->epochs);
     add_int_or_null(tr, "max_steps", t->max_steps, 0);
@@ -295,9 +287,13 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_str(tr, "precision", name_precision(t->precision));
     add_str(tr, "recompute", name_recompute(t->recompute));
     add_str(tr, "attention", name_attention(t->attention));
+}
 
-    /* What is trained: everything, the last/first layers, or LoRA adapters
-     * (docs/plan.md); lora_target written out (the plan's "all" is every module). */
+/* "finetune": what is trained: everything, the last/first layers, or LoRA
+ * adapters (docs/plan.md); lora_target written out (the plan's "all" is
+ * every module). */
+static void plan_json_finetune(cJSON *root, const PlanTrain *t)
+{
     static const char *const method_text[] = {"full", "freeze", "lora", "qlora"};
     static const char *const all_modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                               "down_proj"};
@@ -311,7 +307,13 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
         cJSON_AddItemToArray(targets, cJSON_CreateString(t->nlora_target ? t->lora_target[i] : all_modules[i]));
     add_bool(ft, "rslora", t->use_rslora);
     add_int(ft, "freeze_layers", t->freeze_layers);
+}
 
+/* "parallel": the ranks (no tensor or pipeline parallelism: all data
+ * parallel), the ZeRO stage and offload. */
+static void plan_json_parallel(cJSON *root, const JobLayout *L, const PlanTrain *t, int data_parallel)
+{
+    const PlanJob *job = L->job;
     cJSON *par = cJSON_AddObjectToObject(root, "parallel");
     add_int(par, "nodes", job->nodes);
     add_int(par, "gpus_per_node", L->gpus_per_node);
@@ -320,7 +322,12 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_int(par, "data_parallel", data_parallel);
     add_int(par, "zero_stage", zero_stage(t->shard));
     add_str(par, "offload", name_offload(t->offload));
+}
 
+/* "checkpoint" (OUTPUT/checkpoints, cadence, keep, resume on USR2) and
+ * "output". */
+static void plan_json_checkpoint(cJSON *root, const PlanTrain *t, const char *out_dir)
+{
     cJSON *ck = cJSON_AddObjectToObject(root, "checkpoint");
     size_t dl = strlen(out_dir) + sizeof "/checkpoints";
     char *ckdir = malloc(dl);
@@ -339,7 +346,13 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     add_str(out, "dir", out_dir);
     add_str(out, "metrics", "metrics.jsonl");
     add_int(out, "log_every", t->log_every > 0 ? t->log_every : 1);
+}
 
+/* "slurm": partition, time limit, CPUs, requeue, and the stop signal's lead
+ * time and exit status (3: stopped for a requeue, as llmc-train exits). */
+static void plan_json_slurm(cJSON *root, const JobLayout *L, const Estimate *e)
+{
+    const PlanJob *job = L->job;
     cJSON *sl = cJSON_AddObjectToObject(root, "slurm");
     add_str(sl, "cluster", L->cluster->name);
     add_str(sl, "partition", L->cluster->partition);
@@ -350,6 +363,32 @@ char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t er
     if (lead > 0) add_int(sl, "stop_signal_seconds", lead);
     else add_null(sl, "stop_signal_seconds");
     add_int(sl, "stop_exit_status", 3);
+}
+
+/* plan.json, the trainer's contract (docs/plan.md), section by section in
+ * the order it documents; NULL with err on out of memory. */
+char *emit_plan_json(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
+{
+    const PlanJob *job = L->job;
+    const PlanTrain *t = L->train;
+    const PlanModel *m = t->model;
+    char *out_dir = artifact_output_dir(L);
+    if (!out_dir) { snprintf(err, errlen, "out of memory writing plan.json"); return NULL; }
+    int data_parallel = L->world_size;   /* no tensor/pipeline parallelism */
+
+    cJSON *root = cJSON_CreateObject();
+    add_int(root, "llmc_plan_version", 1);
+    add_str(root, "job", job->name);
+    add_str(root, "stage", name_stage(t->stage));
+    add_str(root, "backend", name_backend(t->backend));
+    if (m) cJSON_AddItemToObject(root, "model", model_json(L, m));
+    else add_null(root, "model");
+    plan_json_data(root, L, t, m);
+    plan_json_train(root, t, data_parallel);
+    plan_json_finetune(root, t);
+    plan_json_parallel(root, L, t, data_parallel);
+    plan_json_checkpoint(root, t, out_dir);
+    plan_json_slurm(root, L, e);
 
     if (e) cJSON_AddItemToObject(root, "estimate", estimate_json(e));
     else add_null(root, "estimate");

@@ -15,6 +15,7 @@ void tmpl_free(Tmpl *t)
     tmpl_init(t);
 }
 
+/* A linear search: a template has a few dozen values. */
 static TmplVar *tmpl_find(Tmpl *t, const char *name, size_t len)
 {
     for (int i = 0; i < t->nvars; i++)
@@ -23,6 +24,9 @@ static TmplVar *tmpl_find(Tmpl *t, const char *name, size_t len)
     return NULL;
 }
 
+/* Setting a value twice replaces it. Failures (out of memory, too many
+ * values) are remembered and reported by tmpl_fill, so emitters set values
+ * without checking each call. name is not copied: emitters pass literals. */
 void tmpl_set(Tmpl *t, const char *name, const char *value)
 {
     char *copy = strdup(value ? value : "");
@@ -68,6 +72,9 @@ static bool section_line(const char *p, const char *end, char kind,
     return true;
 }
 
+/* Strict both ways: a hole without a value and a value without a hole are
+ * both errors, so a template and its emitter cannot drift apart unnoticed
+ * (a renamed hole would otherwise leave "{{name}}" in a job script). */
 int tmpl_fill(Tmpl *t, const char *text, Buf *out, char *err, size_t errlen)
 {
     if (t->failed) { snprintf(err, errlen, "out of memory filling a template"); return -1; }
@@ -91,6 +98,7 @@ int tmpl_fill(Tmpl *t, const char *text, Buf *out, char *err, size_t errlen)
             v->used = true;
             open_name[depth] = name;
             open_len[depth] = len;
+            /* skip_from: the depth of the outermost unset section, -1 when none */
             if (skip_from < 0 && v->value[0] == '\0') skip_from = depth;
             depth++;
             p = next;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* libyaml's write handler: 1 to go on, 0 makes the emitter fail (the buffer
+ * could not grow). */
 static int to_buf(void *data, unsigned char *buffer, size_t size)
 {
     Buf *b = data;
@@ -13,12 +15,18 @@ static int to_buf(void *data, unsigned char *buffer, size_t size)
     return !b->failed;
 }
 
+/* After a failure the emitter is not called again (its state is undefined
+ * then); the event is freed here, as yaml_emitter_emit would have freed it.
+ * The first error is reported once, by yw_document. */
 static void emit(Yaml *y, yaml_event_t *ev)
 {
     if (y->failed) { yaml_event_delete(ev); return; }
     if (!yaml_emitter_emit(&y->em, ev)) y->failed = true;
 }
 
+/* header: text put before the document (its comment lines); explicit_start:
+ * open it with "---". The document is one mapping that body fills. Returns
+ * the text (the caller frees it), or NULL with err. */
 char *yw_document(const char *header, bool explicit_start, void (*body)(Yaml *, const void *ctx),
                     const void *ctx, char *err, size_t errlen)
 {
@@ -32,7 +40,7 @@ char *yw_document(const char *header, bool explicit_start, void (*body)(Yaml *, 
         return NULL;
     }
     yaml_emitter_set_output(&y.em, to_buf, &y.out);
-    yaml_emitter_set_unicode(&y.em, 1);
+    yaml_emitter_set_unicode(&y.em, 1);   /* UTF-8 as is, not \u escapes: names stay readable */
     yaml_emitter_set_width(&y.em, -1);   /* never fold long paths */
     yaml_event_t ev;
     yaml_stream_start_event_initialize(&ev, YAML_UTF8_ENCODING);
@@ -55,6 +63,9 @@ char *yw_document(const char *header, bool explicit_start, void (*body)(Yaml *, 
 
 void yw_value(Yaml *y, const char *text, bool quoted)
 {
+    /* Strings are always double-quoted: a plain `yes`, `on` or `1e5` would read
+     * back (YAML 1.1, PyYAML) as a bool or a number. Words, numbers and keys
+     * are plain; the implicit flags write no tags. */
     yaml_event_t ev;
     yaml_scalar_style_t style = quoted ? YAML_DOUBLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE;
     if (!yaml_scalar_event_initialize(&ev, NULL, NULL, (yaml_char_t *)text, (int)strlen(text), !quoted, quoted, style)) {
@@ -82,7 +93,7 @@ void yw_int(Yaml *y, const char *key, long long v)
 static void float_text(double v, char *out, size_t n)
 {
     char tmp[40];
-    for (int prec = 1; prec <= 17; prec++) {
+    for (int prec = 1; prec <= 17; prec++) {   /* 17 digits always round-trip a double */
         snprintf(tmp, sizeof tmp, "%.*g", prec, v);
         if (strtod(tmp, NULL) == v) break;
     }
@@ -100,11 +111,13 @@ static void float_text(double v, char *out, size_t n)
 void yw_float(Yaml *y, const char *key, double v)
 {
     char text[64];
+    /* the checker admits finite numbers only: the 0.0 is a guard, not a value */
     float_text(isfinite(v) ? v : 0.0, text, sizeof text);
     yw_key(y, key);
     yw_value(y, text, false);
 }
 
+/* Block style throughout: one key per line, as people write these files. */
 void yw_map_begin(Yaml *y)
 {
     yaml_event_t ev;

@@ -6,22 +6,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Chunks form a list, newest first; only the head is bumped. When an
+ * allocation does not fit, a new head is started and the old one's tail
+ * stays unused: at most one allocation's worth per 64 KiB chunk. */
 typedef struct Chunk {
     struct Chunk *next;
-    size_t used, size;
-    max_align_t data[];
+    size_t used, size;          /* bytes of data[] handed out, and its capacity */
+    max_align_t data[];         /* starts aligned for any type; sizes are rounded to it */
 } Chunk;
 
 struct Arena {
     Chunk *head;
 };
 
+/* The compiler has no use for a partial plan: running out of memory ends it,
+ * with the exit status of a file that cannot be written (docs/llmc.1). */
 static void out_of_memory(void)
 {
     fputs("llmc: error: out of memory\n", stderr);
     exit(2);
 }
 
+/* A size of 0 asks for 1 byte: malloc(0) may return NULL, which would read
+ * as out of memory. */
 void *xmalloc(size_t size)
 {
     void *p = malloc(size ? size : 1);
@@ -66,10 +73,13 @@ void arena_free(Arena *a)
 
 void *arena_alloc(Arena *a, size_t size)
 {
+    /* rounded up to max_align_t, so the next allocation starts aligned too */
     size_t align = sizeof(max_align_t);
     size = (size + align - 1) / align * align;
     Chunk *c = a->head;
     if (!c || c->size - c->used < size) {
+        /* 64 KiB holds a typical plan's AST in a few chunks; a larger
+         * request gets a chunk of its own size */
         size_t want = size > 64 * 1024 ? size : 64 * 1024;
         c = xmalloc(sizeof(Chunk) + want);
         c->next = a->head;
@@ -79,7 +89,7 @@ void *arena_alloc(Arena *a, size_t size)
     }
     void *p = (char *)c->data + c->used;
     c->used += size;
-    memset(p, 0, size);
+    memset(p, 0, size);   /* zeroed: AST and plan structs rely on 0/NULL defaults */
     return p;
 }
 
@@ -96,6 +106,8 @@ char *arena_strdup(Arena *a, const char *s)
     return arena_strndup(a, s, strlen(s));
 }
 
+/* Formatted twice: once to measure, once into the arena (a va_list is
+ * used up by the first pass, hence va_start again). */
 char *arena_printf(Arena *a, const char *fmt, ...)
 {
     va_list ap;
@@ -109,6 +121,9 @@ char *arena_printf(Arena *a, const char *fmt, ...)
     return p;
 }
 
+/* Doubling into a fresh arena block: the old block is not freed (arenas
+ * free only as a whole), so a vector of n items leaves about n pointers of
+ * garbage behind, which is fine for the AST's short lists. */
 void ptrvec_push(Arena *a, PtrVec *v, void *item)
 {
     if (v->n == v->cap) {

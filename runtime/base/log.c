@@ -73,6 +73,14 @@ void log_info(const char *fmt, ...)
     va_end(ap);
 }
 
+void log_note(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_line(STDERR_FILENO, "", fmt, ap);
+    va_end(ap);
+}
+
 void log_warn(const char *fmt, ...)
 {
     va_list ap;

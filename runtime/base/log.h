@@ -23,6 +23,9 @@ const char *log_prefix(void);
 char *log_time(char out[32]);
 /* printf-style, to stdout; a newline is added when missing. */
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* log_info's line on stderr: progress of a command whose stdout is its answer
+ * (prepare --check's JSON summary), so that the answer stays parseable. */
+void log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same to stderr, with "warning: " after the prefix. */
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same to stderr, with "error: " after the prefix. */

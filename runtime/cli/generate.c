@@ -17,6 +17,7 @@
 #include "checkpoint.h"
 #include "commands.h"
 #include "hf_config.h"
+#include "log.h"
 #include "model.h"
 #include "tokenizer.h"
 
@@ -115,11 +116,12 @@ int cmd_generate(int argc, char **argv)
     if (hf_config_read(dir, &cfg, err, sizeof err) || model_init(&m, &cfg) ||
         load_hf_weights(dir, &m, err, sizeof err) || !(tok = tok_load(dir, err, sizeof err)) ||
         !(enc = tok_encoder_new(tok))) {
-        fprintf(stderr, "llmc-train generate: %s\n", err);
+        char shown[1024];
+        log_error("%s", log_escape(shown, sizeof shown, err, strlen(err)));
         goto out;
     }
     int64_t stop = tok_token_id(tok, tpl->stop_word);
-    if (stop < 0) { fprintf(stderr, "llmc-train generate: %s: no %s token\n", dir, tpl->stop_word); goto out; }
+    if (stop < 0) { log_error("%s: no %s token", dir, tpl->stop_word); goto out; }
     status = 0;
     for (int i = first_q; i < argc && !status; i++) {
         TokIds ids = {0};
@@ -128,7 +130,7 @@ int cmd_generate(int argc, char **argv)
         if (gen_prompt(tpl, system, argv[i], enc, tok_bos_id(tok), &ids) || (plen = ids.len, 0) ||
             gen_greedy(&m, &ids, (size_t)max_new, (uint32_t)stop) ||
             tok_decode(tok, ids.ids + plen, ids.len - plen, &text)) {
-            fprintf(stderr, "llmc-train generate: out of memory\n");
+            log_error("out of memory");
             status = 1;
         } else {
             printf("%s -> %.*s\n", argv[i], (int)text.len, (const char *)text.p);

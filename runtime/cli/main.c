@@ -43,12 +43,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(argv[1], cmds[i].name)) continue;
         if (!cmds[i].fn) {
-            fprintf(stderr, "llmc-train: '%s' is not built into this binary\n", argv[1]);
-            return 2;
+            return args_usage_error("llmc-train", "'%s' is not built into this binary", argv[1]);
         }
         return cmds[i].fn(argc - 1, argv + 1);
     }
-    fprintf(stderr, "llmc-train: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return args_usage_error("llmc-train", "unknown command '%s'", argv[1]);
 }

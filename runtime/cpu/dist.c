@@ -302,7 +302,7 @@ int dist_init(DistInfo *out)
     set_host();
     int t = env_int("LLMC_DIST_TIMEOUT", 600);
     if (t <= 0 || t > 2000000) {   /* kept in int milliseconds */
-        fprintf(stderr, "llmc-train: LLMC_DIST_TIMEOUT must be a number of seconds from 1 to 2000000\n");
+        log_error("LLMC_DIST_TIMEOUT must be a number of seconds from 1 to 2000000");
         return 1;
     }
     D.timeout_ms = t * 1000;
@@ -311,14 +311,14 @@ int dist_init(DistInfo *out)
     int ompi_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
     int step_world = env_int("SLURM_STEP_NUM_TASKS", 0);
     if (ompi_world < 0 || step_world < 0) {
-        fprintf(stderr, "llmc-train: OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS is not a number\n");
+        log_error("OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS is not a number");
         return 1;
     }
     if (ompi_world > 0) {
 #ifdef LLMC_WITH_MPI
         int provided;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-            fprintf(stderr, "llmc-train: MPI_Init failed\n");
+            log_error("MPI_Init failed");
             return 1;
         }
         /* Errors return to us and end the job with our message. */
@@ -330,9 +330,9 @@ int dist_init(DistInfo *out)
         D.backend = BACKEND_MPI;
 #else
         if (ompi_world > 1) {
-            fprintf(stderr, "llmc-train: started by mpirun with %d ranks, but this binary was built "
-                            "without MPI (no mpicc at build time); rebuild with Open MPI installed, "
-                            "or launch with srun and MASTER_ADDR/MASTER_PORT\n", ompi_world);
+            log_error("started by mpirun with %d ranks, but this binary was built "
+                      "without MPI (no mpicc at build time); rebuild with Open MPI installed, "
+                      "or launch with srun and MASTER_ADDR/MASTER_PORT", ompi_world);
             return 1;
         }
 #endif
@@ -341,12 +341,12 @@ int dist_init(DistInfo *out)
         const char *addr = getenv("MASTER_ADDR");
         int port = env_int("MASTER_PORT", -1);
         if (rank < 0 || rank >= step_world) {
-            fprintf(stderr, "llmc-train: SLURM_PROCID is missing or not in 0..%d\n", step_world - 1);
+            log_error("SLURM_PROCID is missing or not in 0..%d", step_world - 1);
             return 1;
         }
         if (!addr || !*addr || port <= 0 || port > 65535) {
-            fprintf(stderr, "llmc-train: srun started %d ranks; set MASTER_ADDR and MASTER_PORT "
-                            "(1-65535) for their rendezvous (the emitted train script does)\n", step_world);
+            log_error("srun started %d ranks; set MASTER_ADDR and MASTER_PORT "
+                      "(1-65535) for their rendezvous (the emitted train script does)", step_world);
             return 1;
         }
         D.info.rank = rank;
@@ -355,7 +355,7 @@ int dist_init(DistInfo *out)
         if (D.info.local_rank < 0) D.info.local_rank = 0;
         D.backend = BACKEND_TCP;
         D.fd = malloc(sizeof(int) * (size_t)step_world);
-        if (!D.fd) { fprintf(stderr, "llmc-train: out of memory\n"); return 1; }
+        if (!D.fd) { log_error("out of memory"); return 1; }
         for (int i = 0; i < step_world; i++) D.fd[i] = -1;
         log_set_rank(D.info.rank, D.info.world, D.host);
         if ((rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port)) != 0) return 1;

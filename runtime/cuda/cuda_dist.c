@@ -12,9 +12,15 @@
 #include <nccl.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
+#include "log.h"
 
+/* Ranks of one job start seconds apart; two minutes also covers a slow
+ * node's CUDA initialisation, and a peer that never comes ends the job with
+ * a message rather than a hang. */
 #define RDV_TIMEOUT_S 120
 
+/* The first of three variables that is set: Open MPI's (mpirun), Slurm's
+ * (srun), torchrun's; dflt when none is (a single process). */
 static int env_int(const char *a, const char *b, const char *c, int dflt)
 {
     const char *names[3] = {a, b, c};
@@ -32,6 +38,8 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* All n bytes or -1, within RDV_TIMEOUT_S: a peer that connects and then
+ * hangs cannot hold the rendezvous forever. */
 static int full_io(int fd, void *buf, size_t n, int writing)
 {
     char *p = buf;
@@ -48,19 +56,22 @@ static int full_io(int fd, void *buf, size_t n, int writing)
     return 0;
 }
 
-/* Rank 0 sends the id to world-1 peers; the others fetch it. */
+/* Rank 0 sends the id to world-1 peers; the others fetch it. NCCL needs the
+ * same ncclUniqueId (128 bytes from ncclGetUniqueId) on every rank before
+ * ncclCommInitRank; a plain TCP exchange at MASTER_ADDR:MASTER_PORT (which
+ * the emitted job script sets) avoids depending on MPI for it. */
 static int rendezvous(ncclUniqueId *id, int rank, int world)
 {
     const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
     if (!addr || !port) {
-        fprintf(stderr, "llmc-train-cuda: %d ranks need MASTER_ADDR and MASTER_PORT for the NCCL rendezvous\n", world);
+        log_error("%d ranks need MASTER_ADDR and MASTER_PORT for the NCCL rendezvous", world);
         return -1;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
     if (rank == 0) hints.ai_flags = AI_PASSIVE;
     int gai = getaddrinfo(rank == 0 ? NULL : addr, port, &hints, &res);
     if (gai) {
-        fprintf(stderr, "llmc-train-cuda: rendezvous %s:%s: %s\n", addr, port, gai_strerror(gai));
+        log_error("rendezvous %s:%s: %s", addr, port, gai_strerror(gai));
         return -1;
     }
     int rc = -1;
@@ -68,7 +79,7 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
         int ls = socket(res->ai_family, SOCK_STREAM, 0), one = 1;
         setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (ls < 0 || bind(ls, res->ai_addr, res->ai_addrlen) || listen(ls, world)) {
-            fprintf(stderr, "llmc-train-cuda: rendezvous: cannot listen on port %s: %s\n", port, strerror(errno));
+            log_error("rendezvous: cannot listen on port %s: %s", port, strerror(errno));
             if (ls >= 0) close(ls);
             freeaddrinfo(res);
             return -1;
@@ -86,8 +97,8 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
         }
         close(ls);
         if (served == world - 1) rc = 0;
-        else fprintf(stderr, "llmc-train-cuda: rendezvous: only %d of %d ranks arrived within %d s\n",
-                     served + 1, world, RDV_TIMEOUT_S);
+        else log_error("rendezvous: only %d of %d ranks arrived within %d s",
+                       served + 1, world, RDV_TIMEOUT_S);
     } else {
         double deadline = now_s() + RDV_TIMEOUT_S;
         while (now_s() < deadline) {
@@ -98,9 +109,9 @@ static int rendezvous(ncclUniqueId *id, int rank, int world)
                 break;
             }
             if (fd >= 0) close(fd);
-            usleep(200000);
+            usleep(200000);   /* rank 0 may not listen yet: retry every 0.2 s */
         }
-        if (rc) fprintf(stderr, "llmc-train-cuda: rendezvous: no id from %s:%s within %d s\n", addr, port, RDV_TIMEOUT_S);
+        if (rc) log_error("rendezvous: no id from %s:%s within %d s", addr, port, RDV_TIMEOUT_S);
     }
     freeaddrinfo(res);
     return rc;
@@ -113,22 +124,24 @@ int cuda_dist_init(CudaDist *d)
     d->world = env_int("OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE", 1);
     d->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK", 0);
     if (d->world < 1 || d->rank < 0 || d->rank >= d->world || d->local_rank < 0) {
-        fprintf(stderr, "llmc-train-cuda: bad rank %d of %d (local %d)\n", d->rank, d->world, d->local_rank);
+        log_error("bad rank %d of %d (local %d)", d->rank, d->world, d->local_rank);
         return -1;
     }
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
-        fprintf(stderr, "llmc-train-cuda: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        log_error("no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return -1;
     }
     if (d->local_rank >= ndev) {
-        fprintf(stderr, "llmc-train-cuda: local rank %d but only %d GPUs\n", d->local_rank, ndev);
+        log_error("local rank %d but only %d GPUs", d->local_rank, ndev);
         return -1;
     }
-    CUDA_CHECK(cudaSetDevice(d->local_rank));
+    CUDA_CHECK(cudaSetDevice(d->local_rank));   /* one GPU per rank, by its index on the node */
     if (d->world == 1) return 0;
-    /* NVLink multicast stays off on shared machines. */
+    /* NVLink multicast (NVLS) stays off: on nodes whose GPUs other jobs share
+     * it can take them out of service. A value already in the environment is
+     * kept (setenv's 0). */
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     ncclUniqueId id;
     if (d->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
@@ -136,6 +149,8 @@ int cuda_dist_init(CudaDist *d)
     ncclComm_t comm;
     NCCL_CHECK(ncclCommInitRank(&comm, d->world, id, d->rank));
     d->comm = comm;
+    /* gradient reductions run here, overlapping the backward pass; non-blocking
+     * so it does not wait on the default stream */
     cudaStream_t cs;
     CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
     d->comm_stream = cs;

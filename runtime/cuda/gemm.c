@@ -10,6 +10,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include "gemm.h"
+#include "log.h"
 
 #define GEMM_CACHE 512
 #define GEMM_TUNE_ALGOS 8
@@ -36,10 +37,10 @@ struct Gemm {
 static void lt_check(cublasStatus_t st, const char *what, const GemmArgs *a)
 {
     if (st == CUBLAS_STATUS_SUCCESS) return;
-    fprintf(stderr, "llmc-train-cuda: cuBLASLt %s failed (status %d) for M=%d N=%d K=%d transA=%d transB=%d "
-            "batch=%d d_f32=%d\n", what, (int)st, a ? a->M : 0, a ? a->N : 0, a ? a->K : 0,
-            a ? a->transA : 0, a ? a->transB : 0, a ? a->batch : 0, a ? a->d_f32 : 0);
-    exit(1);
+    log_error("cuBLASLt %s failed (status %d) for M=%d N=%d K=%d transA=%d transB=%d "
+              "batch=%d d_f32=%d", what, (int)st, a ? a->M : 0, a ? a->N : 0, a ? a->K : 0,
+              a ? a->transA : 0, a ? a->transB : 0, a ? a->batch : 0, a ? a->d_f32 : 0);
+    exit(1);   /* a failing library call, as CUDA_CHECK: the device state is unknown */
 }
 
 Gemm *gemm_create(void *stream, size_t workspace_bytes)
@@ -52,7 +53,7 @@ Gemm *gemm_create(void *stream, size_t workspace_bytes)
     g->tune = tune && !strcmp(tune, "1");
     lt_check(cublasLtCreate(&g->lt), "create", NULL);
     if (cudaMalloc(&g->ws, workspace_bytes) != cudaSuccess) {
-        fprintf(stderr, "llmc-train-cuda: cannot allocate %zu bytes of GEMM workspace\n", workspace_bytes);
+        log_error("cannot allocate %zu bytes of GEMM workspace", workspace_bytes);
         cublasLtDestroy(g->lt);
         free(g);
         return NULL;
@@ -159,7 +160,7 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
             !memcmp(g->plans[i].align, align, sizeof align))
             return &g->plans[i];
     if (g->n_plans == GEMM_CACHE) {
-        fprintf(stderr, "llmc-train-cuda: more than %d GEMM shapes\n", GEMM_CACHE);
+        log_error("more than %d GEMM shapes", GEMM_CACHE);
         exit(1);
     }
     GemmPlan *p = &g->plans[g->n_plans];

@@ -6,6 +6,12 @@
 #include "checkpoint.h"
 #include "host_model.h"
 
+/* Matched by HF name, not by position: the two layouts order and pad their
+ * tensors differently (the GPU's starts each tensor at a multiple of 64
+ * elements, ALIGN_ELEMS in model_cuda.c, for its vectorised kernels).
+ * n_params is a few hundred, so the quadratic search costs nothing next to
+ * the copy it prepares. A size mismatch is the two model descriptions
+ * disagreeing, reported rather than copied past. */
 int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *err, size_t errlen)
 {
     for (int i = 0; i < hm->n_params; i++) {
@@ -24,11 +30,15 @@ int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *
 
 void cuda_host_to_flat(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t n_total)
 {
+    /* the padding between tensors (and after the last, up to a multiple of
+     * 64 x world) must be zero: it enters the gradient norm and the sharded
+     * optimizer as if it were parameters */
     memset(flat, 0, n_total * sizeof *flat);
     for (int i = 0; i < hm->n_params; i++)
         memcpy(flat + cuda_off[i], src + hm->params[i].offset, hm->params[i].numel * sizeof *flat);
 }
 
+/* The inverse: only real parameters are copied back, the padding is dropped. */
 void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *flat, float *dst)
 {
     for (int i = 0; i < hm->n_params; i++)
@@ -37,6 +47,8 @@ void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *fla
 
 int cuda_model_load_hf(CudaModel *cm, const ModelConfig *mc, const char *path, char *err, size_t errlen)
 {
+    /* through a host fp32 copy in runtime/model.h's layout: the CPU runtime's
+     * loader converts BF16/F16 and checks every tensor's name and shape */
     Model hm = {0};
     size_t *off = NULL;
     float *flat = NULL;
@@ -48,7 +60,7 @@ int cuda_model_load_hf(CudaModel *cm, const ModelConfig *mc, const char *path, c
     if (!off || !flat) { snprintf(err, errlen, "out of memory"); goto out; }
     if (cuda_host_map(&hm, cm, off, err, errlen)) goto out;
     cuda_host_to_flat(&hm, off, hm.w, flat, cm->n_total);
-    cuda_model_set_flat(cm, flat, NULL, NULL, 0);
+    cuda_model_set_flat(cm, flat, NULL, NULL, 0);   /* weights only: no moments, step 0 */
     rc = 0;
 out:
     free(flat);

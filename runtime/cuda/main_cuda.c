@@ -6,6 +6,10 @@
  *   check   --config F --weights F --tokens F --out DIR [--lr ...]
  *                                                   logits, gradients and a loss curve for
  *                                                   the comparisons in tests/cuda/
+ *
+ * Messages go through log.h (docs/runtime.md, "Errors"). bench's answer is the
+ * JSON line on stdout, so its per-step lines (and check's) are log_note lines
+ * on stderr; a failing CUDA call is CUDA_CHECK's (print the call, exit 1).
  */
 #include <getopt.h>
 #include <math.h>
@@ -22,6 +26,7 @@
 #include "checkpoint.h"
 #include "commands.h"
 #include "hf_config.h"
+#include "log.h"
 #include "plan.h"
 #include "safetensors.h"
 #include "host_model.h"
@@ -140,15 +145,15 @@ static int get_config(const Opts *o, ModelConfig *cfg)
         char err[512];
         if (hf_config_read(o->config, cfg, err, sizeof err) ||
             (cfg->qk_norm && cuda_model_supports(cfg, err, sizeof err))) {
-            fprintf(stderr, "llmc-train-cuda: %s\n", err);
+            log_error("%s", err);
             return -1;
         }
         return 0;
     }
-    if (!o->model) { fprintf(stderr, "llmc-train-cuda: give --model NAME or --config FILE\n"); return -1; }
+    if (!o->model) { log_error("give --model NAME or --config FILE"); return -1; }
     if (model_preset(o->model, cfg) != 0) {
-        fprintf(stderr, "llmc-train-cuda: unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, "
-                "qwen2.5-14b, qwen3-1.7b, tiny)\n", o->model);
+        log_error("unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, "
+                  "qwen2.5-14b, qwen3-1.7b, tiny)", o->model);
         return -1;
     }
     return 0;
@@ -179,7 +184,7 @@ static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha,
         for (int k = 0; cJSON_IsString(x) && run_lora_module_names[k]; k++)
             if (!strcmp(x->valuestring, run_lora_module_names[k])) targets |= 1u << k;
     if (!cJSON_IsNumber(r) || !cJSON_IsNumber(al) || r->valuedouble < 1 || r->valuedouble > 1024 || !targets) {
-        fprintf(stderr, "llmc-train-cuda: %s: want r (1-1024), lora_alpha and target_modules\n", path);
+        log_error("%s: want r (1-1024), lora_alpha and target_modules", path);
         cJSON_Delete(j);
         return NULL;
     }
@@ -193,7 +198,7 @@ static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha,
     StModel st;
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     if (!l || st_open(&st, path, err, sizeof err)) {
-        fprintf(stderr, "llmc-train-cuda: %s\n", l ? err : "out of memory");
+        log_error("%s", l ? err : "out of memory");
         lora_free(l);
         return NULL;
     }
@@ -201,7 +206,7 @@ static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha,
         const ParamInfo *p = &l->p.params[i];
         const StTensor *t = st_find(&st, p->name);
         if (!t || t->numel != p->numel || st_read_f32(&st, t, l->p.w + p->offset, err, sizeof err)) {
-            fprintf(stderr, "llmc-train-cuda: %s: %s %s\n", path, p->name, t ? "has the wrong size" : "is missing");
+            log_error("%s: %s %s", path, p->name, t ? "has the wrong size" : "is missing");
             st_close(&st);
             lora_free(l);
             return NULL;
@@ -253,14 +258,14 @@ static size_t device_used_bytes(void)
 static int host_state_alloc(const ModelConfig *cfg, CudaHostState *hs)
 {
     Model hl;
-    if (model_layout(&hl, cfg)) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    if (model_layout(&hl, cfg)) { log_error("out of memory"); return -1; }
     hs->n = hl.n_floats;
     model_free(&hl);
     hs->w = calloc(hs->n, sizeof(float));
     hs->m = calloc(hs->n, sizeof(float));
     hs->v = calloc(hs->n, sizeof(float));
     if (!hs->w || !hs->m || !hs->v) {
-        fprintf(stderr, "llmc-train-cuda: out of host memory (%.1f GiB for the offloaded state)\n",
+        log_error("out of host memory (%.1f GiB for the offloaded state)",
                 3.0 * hs->n * sizeof(float) / 1073741824.0);
         return -1;
     }
@@ -274,7 +279,8 @@ static int cmd_bench(int argc, char **argv)
     int rc = parse_opts("llmc-train-cuda bench", argc, argv, &o);
     if (rc >= 0) return rc;
     if (get_config(&o, &cfg)) return 2;
-    if (o.steps < 1) { fprintf(stderr, "llmc-train-cuda: --steps must be >= 1\n"); return 2; }
+    if (o.steps < 1) return args_usage_error("llmc-train-cuda bench", "--steps must be >= 1");
+    if (o.accum < 1) return args_usage_error("llmc-train-cuda bench", "--accum must be >= 1");
     CudaDist d;
     if (cuda_dist_init(&d) != 0) return 1;
     CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .comm = d.comm,
@@ -293,21 +299,20 @@ static int cmd_bench(int argc, char **argv)
         if (model_layout(&base, &cfg)) return 1;
         ft.lora = lora = lora_new(&base, (1u << LORA_TARGETS) - 1, o.lora_rank, 2 * o.lora_rank, 0, o.seed);
         model_free(&base);
-        if (!lora) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
+        if (!lora) { log_error("out of memory"); return 1; }
     }
     if (cuda_model_create_ft(&m, &cfg, o.batch, o.seq, o.recompute, !o.eager, &par, off, lora ? &ft : NULL) != 0)
         return 1;
     cuda_model_init_random(&m, o.seed, 0.02f);
     if (lora) cuda_lora_set(&m, lora->p.w, NULL, NULL);
-    if (d.rank == 0 && o.offload) fprintf(stderr, "offload: set up in %.1f s\n", wall() - t_setup);
+    if (d.rank == 0 && o.offload) log_note("offload: set up in %.1f s", wall() - t_setup);
     int N = o.batch * o.seq;
     int *ids = malloc(N * sizeof(int)), *pos = malloc(N * sizeof(int)), *tg = malloc(N * sizeof(int));
-    if (!ids || !pos || !tg) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
+    if (!ids || !pos || !tg) { log_error("out of memory"); return 1; }
     uint64_t r = o.seed * 7919u + (uint64_t)d.rank * 104729u + 1;
     size_t peak = 0;
     double t_sum = 0, t_min = 1e30;
     float loss = 0, norm = 0;
-    if (o.accum < 1) { fprintf(stderr, "llmc-train-cuda: --accum must be >= 1\n"); return 2; }
     double labels = cuda_dist_sum(&d, (double)o.batch * (o.seq - 1) * o.accum);
     /* warm-up, timed steps, then (LLMC_PHASE_TIMES=1) as many steps again with events */
     int phased = m.timer ? o.steps : 0;
@@ -335,8 +340,8 @@ static int cmd_bench(int argc, char **argv)
         loss = (float)(cuda_dist_sum(&d, loss) / labels);
         if (timed) { t_sum += dt; if (dt < t_min) t_min = dt; }
         if (d.rank == 0)
-            fprintf(stderr, "step %d loss %.4f grad_norm %.4f time %.1f ms%s\n", s, loss, norm, dt * 1e3,
-                    in_phase ? " (phase events)" : "");
+            log_note("step %d loss %.4f grad_norm %.4f time %.1f ms%s", s, loss, norm, dt * 1e3,
+                     in_phase ? " (phase events)" : "");
     }
     if (d.rank == 0) phase_report(m.timer, stderr);
     double step = t_sum / o.steps;
@@ -363,18 +368,18 @@ static int cmd_bench(int argc, char **argv)
 static int *read_tokens(const char *path, int *B, int *T, int *S)
 {
     FILE *fp = fopen(path, "rb");
-    if (!fp) { fprintf(stderr, "%s: cannot open\n", path); return NULL; }
+    if (!fp) { log_error("%s: cannot open", path); return NULL; }
     int h[3];
     int *buf = NULL;
     if (fread(h, 4, 3, fp) != 3 || h[0] < 1 || h[1] < 8 || h[2] < 1 || (long long)h[0] * h[1] * h[2] > 100000000LL) {
-        fprintf(stderr, "%s: bad header\n", path);
+        log_error("%s: bad header", path);
         fclose(fp);
         return NULL;
     }
     size_t n = (size_t)h[0] * h[1] * h[2] * 3;
     buf = malloc(n * 4);
     if (!buf || fread(buf, 4, n, fp) != n) {
-        fprintf(stderr, "%s: short file\n", path);
+        log_error("%s: short file", path);
         free(buf);
         fclose(fp);
         return NULL;
@@ -391,7 +396,7 @@ static int write_file(const char *dir, const char *name, const void *data, size_
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *fp = fopen(tmp, "wb");
     if (!fp || fwrite(data, 1, bytes, fp) != bytes || fclose(fp) != 0) {
-        fprintf(stderr, "%s: cannot write\n", tmp);
+        log_error("%s: cannot write", tmp);
         return -1;
     }
     return rename(tmp, path) ? -1 : 0;
@@ -403,10 +408,8 @@ static int cmd_check(int argc, char **argv)
     ModelConfig cfg;
     int rc = parse_opts("llmc-train-cuda check", argc, argv, &o);
     if (rc >= 0) return rc;
-    if (!o.config || !o.weights || !o.tokens || !o.out) {
-        fprintf(stderr, "llmc-train-cuda: check needs --config, --weights, --tokens and --out\n");
-        return 2;
-    }
+    if (!o.config || !o.weights || !o.tokens || !o.out)
+        return args_usage_error("llmc-train-cuda check", "check needs --config, --weights, --tokens and --out");
     if (get_config(&o, &cfg)) return 2;
     int B, T, S;
     int *tok = read_tokens(o.tokens, &B, &T, &S);
@@ -424,7 +427,7 @@ static int cmd_check(int argc, char **argv)
         int bad = load_hf_weights(o.weights, &hm, err, sizeof err);
         hm.w = NULL;
         model_free(&hm);
-        if (bad) { fprintf(stderr, "llmc-train-cuda: %s\n", err); return 1; }
+        if (bad) { log_error("%s", err); return 1; }
         off = &hs;
     }
     Lora *lora = NULL;
@@ -434,7 +437,7 @@ static int cmd_check(int argc, char **argv)
     if (cuda_model_create_ft(&m, &cfg, B, T, o.recompute, !o.eager, &par, off, lora ? &ft : NULL) != 0) return 1;
     if (o.offload) cuda_model_offload_adopt(&m, 0);
     else if (cuda_model_load_hf(&m, &cfg, o.weights, err, sizeof err)) {
-        fprintf(stderr, "llmc-train-cuda: %s\n", err);
+        log_error("%s", err);
         return 1;
     }
     if (lora) cuda_lora_set(&m, lora->p.w, NULL, NULL);
@@ -446,12 +449,12 @@ static int cmd_check(int argc, char **argv)
     size_t N = (size_t)B * T, V = cfg.vocab;
     float *logits = malloc(N * V * sizeof(float)), *grads = malloc(n_grads * sizeof(float));
     float *losses = malloc(S * sizeof(float));
-    if (!logits || !grads || !losses) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return 1; }
+    if (!logits || !grads || !losses) { log_error("out of memory"); return 1; }
     for (int s = 0; s < S; s++) {
         const int *ids = tok + (size_t)s * 3 * N, *pos = ids + N, *tg = pos + N;
         size_t labels = 0;
         for (size_t i = 0; i < N; i++) labels += tg[i] >= 0;
-        if (!labels) { fprintf(stderr, "%s: batch %d has no label tokens\n", o.tokens, s); return 2; }
+        if (!labels) { log_error("%s: batch %d has no label tokens", o.tokens, s); return 2; }
         cuda_model_zero_grad(&m);
         CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
         cuda_model_micro(&m, ids, pos, tg, 1.0f / labels, s == 0 ? logits : NULL, 1);
@@ -467,17 +470,17 @@ static int cmd_check(int argc, char **argv)
             }
         }
         float norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
-        fprintf(stderr, "step %d loss %.6f grad_norm %.6f\n", s, losses[s], norm);
+        log_note("step %d loss %.6f grad_norm %.6f", s, losses[s], norm);
     }
     char text[64];
     FILE *lf;
     char path[4096];
     snprintf(path, sizeof path, "%s/losses.txt", o.out);
-    if (!(lf = fopen(path, "w"))) { fprintf(stderr, "%s: cannot write\n", path); return 1; }
+    if (!(lf = fopen(path, "w"))) { log_error("%s: cannot write", path); return 1; }
     for (int s = 0; s < S; s++) { snprintf(text, sizeof text, "%.7f\n", losses[s]); fputs(text, lf); }
     fclose(lf);
     snprintf(path, sizeof path, "%s/params.txt", o.out);
-    if (!(lf = fopen(path, "w"))) { fprintf(stderr, "%s: cannot write\n", path); return 1; }
+    if (!(lf = fopen(path, "w"))) { log_error("%s: cannot write", path); return 1; }
     for (int i = 0; i < n_gp; i++) fprintf(lf, "%s %zu\n", gp[i].name, gp[i].numel);
     fclose(lf);
     if (write_file(o.out, "logits.f32", logits, N * V * sizeof(float)) ||
@@ -487,7 +490,7 @@ static int cmd_check(int argc, char **argv)
         cuda_lora_get(&m, lora->p.w, NULL, NULL);
         snprintf(path, sizeof path, "%s/adapter", o.out);
         if (peft_export(path, lora, alpha, rslora, NULL, err, sizeof err)) {
-            fprintf(stderr, "llmc-train-cuda: %s\n", err);
+            log_error("%s", err);
             return 1;
         }
     }
@@ -511,7 +514,5 @@ int main(int argc, char **argv)
     if (!strcmp(c, "params")) return cmd_params(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "check")) return cmd_check(argc - 1, argv + 1);
-    fprintf(stderr, "llmc-train-cuda: unknown command '%s'\n", c);
-    usage(stderr);
-    return 2;
+    return args_usage_error("llmc-train-cuda", "unknown command '%s'", c);
 }

@@ -13,6 +13,7 @@ static const ChatTemplate TEMPLATES[] = {
         .system = "<|im_start|>system\n{{content}}<|im_end|>\n",
         .observation = "<|im_start|>user\n<tool_response>\n{{content}}\n</tool_response><|im_end|>\n"
                        "<|im_start|>assistant\n",
+        /* used when a record has no system turn (template.py: `system or self.default_system`) */
         .default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
         .bos_prefix = 0,
         .stop_word = "<|im_end|>",
@@ -26,7 +27,7 @@ static const ChatTemplate TEMPLATES[] = {
         .observation = "<|start_header_id|>ipython<|end_header_id|>\n\n{{content}}<|eot_id|>"
                        "<|start_header_id|>assistant<|end_header_id|>\n\n",
         .default_system = NULL,
-        .bos_prefix = 1,
+        .bos_prefix = 1,   /* llama3's format_prefix is the bos token: it opens the first turn */
         .stop_word = "<|eot_id|>",
     },
 };
@@ -53,6 +54,10 @@ void chat_doc_free(ChatDoc *doc)
     memset(doc, 0, sizeof *doc);
 }
 
+/* A piece is one unit of encoding: LLaMA-Factory tokenizes each element of a
+ * template slot on its own (_convert_elements_to_ids), so no token spans two
+ * pieces. pair: the (prompt, response) pair it belongs to; target: 0 in the
+ * prompt, 1 in the response; token >= 0 for a special token taken as an id. */
 static ChatPiece *new_piece(ChatDoc *doc, uint32_t pair, int target)
 {
     if (doc->n == doc->cap) {
@@ -90,7 +95,7 @@ static int add_format(ChatDoc *doc, uint32_t pair, int target, const char *fmt, 
         return -1;
     size_t n = doc->text.len - start;
     if (n == 0) return 0;
-    if (n > UINT32_MAX || start > UINT32_MAX) return -1;
+    if (n > UINT32_MAX || start > UINT32_MAX) return -1;   /* pieces store 32-bit offsets */
     ChatPiece *p = new_piece(doc, pair, target);
     if (!p) return -1;
     p->off = (uint32_t)start;
@@ -106,6 +111,10 @@ int chat_render(const ChatTemplate *tpl, const char *system, size_t system_len,
         system = tpl->default_system;
         system_len = system ? strlen(system) : 0;
     }
+    /* messages alternate user/assistant (records.c checked that): message i
+     * is the prompt (even) or the response (odd) of pair i/2, as
+     * encode_multiturn pairs them; bos and the system turn go at the front of
+     * the first prompt, as template.py's _encode puts them in turn 0 */
     for (size_t i = 0; i < n; i++) {
         uint32_t pair = (uint32_t)(i / 2);
         int target = (int)(i % 2);
@@ -121,6 +130,9 @@ int chat_render(const ChatTemplate *tpl, const char *system, size_t system_len,
     return 0;
 }
 
+/* Pre-training text: bos (when the tokenizer adds one), the text, eos, as
+ * one response: every token is trained and a document is cut only at the
+ * cutoff (chat_tokenize). */
 int chat_render_text(const char *text, size_t len, int64_t bos_id, int64_t eos_id, ChatDoc *doc)
 {
     chat_doc_reset(doc);
@@ -132,6 +144,10 @@ int chat_render_text(const char *text, size_t len, int64_t bos_id, int64_t eos_i
     return 0;
 }
 
+/* LLaMA-Factory's infer_seqlen (data/processor/processor_utils.py), in
+ * size_t: a short response keeps the whole budget, a short prompt leaves the
+ * rest to the response, otherwise the budget is split in their proportion
+ * (truncated toward zero, as Python's int()). */
 void chat_infer_seqlen(size_t source_len, size_t target_len, size_t cutoff,
                        size_t *new_source, size_t *new_target)
 {
@@ -153,6 +169,10 @@ static int push_mask(UniBuf *mask, uint8_t v, size_t n)
     return 0;
 }
 
+/* As SupervisedDatasetProcessor._encode_data_example: pair by pair, each cut
+ * by infer_seqlen against what is left of the cutoff, until none is left;
+ * prompt tokens get mask 0 (LLaMA-Factory's IGNORE_INDEX labels), response
+ * tokens 1. */
 int chat_tokenize(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, TokIds *ids, UniBuf *mask)
 {
     TokIds side[2] = {{0}, {0}};

@@ -62,24 +62,49 @@ typedef struct {
     char hash[33];
 } DataPlan;
 
-/* Print a message, control characters escaped (messages echo file names,
- * column and role names from the plan and the data). */
-static void put_line(const char *prefix, const char *text, const char *suffix)
+/* Messages go through log.h (docs/runtime.md, "Errors"), their text escaped
+ * first: they echo file names, column and role names from the plan and the
+ * data. Progress and the summary are log_info lines on stdout, except under
+ * --check, whose stdout is the JSON summary: then they go to stderr. */
+static int info_to_stderr;
+
+typedef enum { SAY_ERROR, SAY_WARN, SAY_INFO } SayKind;
+
+static void say_line(SayKind kind, const char *fmt, va_list ap)
 {
-    char safe[4096];
+    char text[2048], safe[4096];
+    vsnprintf(text, sizeof text, fmt, ap);
     log_escape(safe, sizeof safe, text, strlen(text));
-    fprintf(stderr, "%s%s%s\n", prefix, safe, suffix);
+    if (kind == SAY_ERROR) log_error("%s", safe);
+    else if (kind == SAY_WARN) log_warn("%s", safe);
+    else if (info_to_stderr) log_note("%s", safe);
+    else log_info("%s", safe);
 }
 
-static int say(const char *fmt, ...)
+/* An error; returns -1, so that `return say_error(...)` reports and fails. */
+__attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...)
 {
-    char text[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
+    say_line(SAY_ERROR, fmt, ap);
     va_end(ap);
-    put_line("llmc-train prepare: ", text, "");
     return -1;
+}
+
+__attribute__((format(printf, 1, 2))) static void say_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say_line(SAY_WARN, fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((format(printf, 1, 2))) static void say_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say_line(SAY_INFO, fmt, ap);
+    va_end(ap);
 }
 
 /* path relative to the plan's directory (docs/plan.md) unless absolute */
@@ -131,7 +156,7 @@ static int data_hash(DataPlan *p)
         if (s) { hash_add(&h, s, strlen(s)); free(s); }
     }
     for (size_t k = 0; k < p->n_ds; k++)
-        if (hash_file_stat(&h, p->ds[k].file)) return say("%s: %s", p->ds[k].file, strerror(errno));
+        if (hash_file_stat(&h, p->ds[k].file)) return say_error("%s: %s", p->ds[k].file, strerror(errno));
     char tj[4096];
     struct stat st;
     int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -148,7 +173,7 @@ static int load_plan(const char *path, DataPlan *p)
 {
     memset(p, 0, sizeof *p);
     char err[1024];
-    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say("%s", err);
+    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say_error("%s", err);
     const RunPlan *r = &p->rp;
     p->pretrain = !strcmp(r->stage, "pt");
     p->tokenizer_path = r->tokenizer_path;
@@ -160,8 +185,8 @@ static int load_plan(const char *path, DataPlan *p)
     p->shards_dir = r->shards_dir;
     p->model_vocab = r->model_vocab;
     if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
-        return say("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
-    if (!p->pretrain && !p->tpl) return say("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
+        return say_error("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
+    if (!p->pretrain && !p->tpl) return say_error("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
     return data_hash(p);
 }
 
@@ -307,9 +332,9 @@ static int write_shard(Packer *k)
                      .pad_id = k->pad_id, .n_docs = k->shard_docs, .n_label_tokens = k->shard_labels};
     int rc = k->dry ? 0 : shard_write(path, &h, k->ids, k->pos, k->mask, err, sizeof err);
     free(path);
-    if (rc) return say("%s", err);
+    if (rc) return say_error("%s", err);
     ShardEntry *e = realloc(k->entries, (k->n_entries + 1) * sizeof *e);
-    if (!e) return say("out of memory");
+    if (!e) return say_error("out of memory");
     k->entries = e;
     e[k->n_entries++] = (ShardEntry){.file = strdup(name), .n_rows = k->rows_in_shard, .n_docs = k->shard_docs,
                                      .n_label_tokens = k->shard_labels, .fd = -1};
@@ -451,7 +476,7 @@ static int journal_write(Packer *k)
     k->journal_doc = k->resume_doc;
     char *path = resolve(k->dir, JOURNAL), err[512];
     int rc = text && path ? shard_write_file_atomic(path, text, strlen(text), err, sizeof err) : -1;
-    if (rc) say("%s", text && path ? err : "out of memory");
+    if (rc) say_error("%s", text && path ? err : "out of memory");
     free(text);
     free(path);
     return rc;
@@ -578,9 +603,9 @@ static void write_stats(const DataPlan *plan, const DatasetCounts *per_ds)
         size_t n = strlen(plan->ds[i].file) + sizeof ".stats.json";
         char *path = malloc(n), err[512];
         if (path) snprintf(path, n, "%s.stats.json", plan->ds[i].file);
-        if (!text || !path) say("warning: out of memory writing the stats of dataset %s", plan->ds[i].name);
+        if (!text || !path) say_warn("out of memory writing the stats of dataset %s", plan->ds[i].name);
         else if (shard_write_file_atomic(path, text, strlen(text), err, sizeof err))
-            say("warning: %s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
+            say_warn("%s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
         free(text);
         free(path);
     }
@@ -602,7 +627,7 @@ static int pack_batch(Packer *k, TokBatch *b)
 {
     for (size_t i = 0; i < b->n && !k->stopped; i++) {
         Slot *s = &b->slots[i];
-        if (s->failed) return say("out of memory while tokenizing");
+        if (s->failed) return say_error("out of memory while tokenizing");
         if (pack_doc(k, s->ids.ids, s->mask.p, s->ids.len, s->start, &k->per_ds[s->dataset])) return -1;
         slot_trim(s);
     }
@@ -650,8 +675,14 @@ static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
     human((double)k->n_tokens / el, d, sizeof d);
     double frac = pr->total_bytes ? (double)pr->done_bytes / (double)pr->total_bytes : 1.0;
     double eta = frac > 0 ? el * (1 - frac) / frac : 0;
-    fprintf(stderr, "%sllmc-train prepare: %" PRIu64 " records (%s/s), %s tokens (%s/s), %.0f%%, ETA %02d:%02d%s",
-            pr->tty ? "\r" : "", recs, a, b, d, frac * 100, (int)eta / 60, (int)eta % 60, pr->tty && !final ? "" : "\n");
+    char line[256];
+    snprintf(line, sizeof line, "%" PRIu64 " records (%s/s), %s tokens (%s/s), %.0f%%, ETA %02d:%02d", recs, a, b, d,
+             frac * 100, (int)eta / 60, (int)eta % 60);
+    if (!pr->tty) { say_info("%s", line); return; }
+    /* on a terminal one line, redrawn in place (as run's step line) */
+    FILE *o = info_to_stderr ? stderr : stdout;
+    fprintf(o, "\r%s%s%s", log_prefix(), line, final ? "\n" : "");
+    fflush(o);
 }
 
 /* Remove prepare's own files from dir (shard-*.bin, shard-*.bin.tmp,
@@ -660,7 +691,7 @@ static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
 static int sweep_dir(const char *dir, char *const *keep)
 {
     DIR *d = opendir(dir);
-    if (!d) return say("%s: %s", dir, strerror(errno));
+    if (!d) return say_error("%s: %s", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d))) {
         size_t n = strlen(e->d_name);
@@ -700,12 +731,12 @@ static void choose_prefix(char out[16], const char *hash, char *const *live)
 static int lock_dir(const char *dir)
 {
     char *path = resolve(dir, ".prepare.lock");
-    if (!path) return say("out of memory");
+    if (!path) return say_error("out of memory");
     int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0) say("%s: not a regular file", path);
-        else say("%s: %s", path, strerror(errno));
+        if (fd >= 0) say_error("%s: not a regular file", path);
+        else say_error("%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
         free(path);
         return -1;
@@ -716,15 +747,15 @@ static int lock_dir(const char *dir)
             ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
             holder[n > 0 ? n : 0] = '\0';
             holder[strcspn(holder, "\n")] = '\0';
-            say("%s: another prepare of this output is running (%s); waiting for it to finish", path,
+            say_info("%s: another prepare of this output is running (%s); waiting for it to finish", path,
                 holder[0] ? holder : "its holder did not say who it is yet");
             double t0 = now_s();
             int rc;
             while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {}
-            if (rc != 0) { say("%s: lock: %s", path, strerror(errno)); close(fd); free(path); return -1; }
-            say("%s: lock taken after %.0f s", path, now_s() - t0);
+            if (rc != 0) { say_error("%s: lock: %s", path, strerror(errno)); close(fd); free(path); return -1; }
+            say_info("%s: lock taken after %.0f s", path, now_s() - t0);
         } else {
-            say("warning: %s: this file system does not lock (%s); concurrent prepares of this plan are not "
+            say_warn("%s: this file system does not lock (%s); concurrent prepares of this plan are not "
                 "kept apart", path, strerror(errno));
             free(path);
             return fd;
@@ -780,15 +811,49 @@ static void usage(FILE *out)
           "                     record (\"too_large\"; default 16777216 = 16 MiB, at most 1 GiB)\n", out);
 }
 
-int cmd_prepare(int argc, char **argv)
+/* One prepare: its options, the plan, and what the steps below share. */
+typedef struct {
+    /* the command line */
+    const char *plan_path;
+    long threads;
+    long long shard_tokens;     /* tokens per shard file (whole rows: rows_per_shard = this / context) */
+    long long max_record;       /* bytes a record may take once read */
+    int force, check_only;
+    /* set up */
+    DataPlan plan;
+    int lock_fd;                /* DIR/.prepare.lock; -1 before it is taken, and under --check */
+    char **live;                /* the shards index.json names now (the live set) */
+    Tokenizer *tok;
+    uint32_t vocab;
+    int64_t eos, pad, bos;      /* special ids as LLaMA-Factory sets them */
+    DatasetCounts *per_ds;      /* [plan.n_ds] */
+    Packer k;
+    int resumed;                /* the journal's shards were taken up */
+    /* reading and tokenizing (valid once `writing`) */
+    int writing;                /* past set-up: the pool exists, and a failure removes what was written */
+    Pool pool;
+    int started;                /* worker threads running */
+    TokBatch *batches;          /* two: one is filled while the pool tokenizes the other */
+    TokBatch *inflight;         /* the batch the pool has, or NULL */
+    int cur, fatal;
+    RecordView view;
+    Counts counts;
+    Progress pr;
+    uint64_t bytes_before;      /* bytes of the datasets read before the current one */
+    /* resuming: the documents before the journal's point are in its shards (read
+     * and checked again for the counts, not tokenized); the one it cut continues */
+    uint64_t doc_seq, skip_docs, skip_at;
+    char err[512];
+} Prep;
+
+/* The command line into P; -1 to go on, else the exit status (0 after --help). */
+static int prep_parse_args(Prep *P, int argc, char **argv)
 {
-    const char *plan_path = NULL;
-    long threads = cpus_available();
+    P->threads = cpus_available();
     /* LLMC_SHARD_TOKENS: the default of --shard-tokens where the job script starts prepare */
     const char *st_env = getenv("LLMC_SHARD_TOKENS");
-    long long shard_tokens = st_env && *st_env ? strtoll(st_env, NULL, 10) : 1LL << 25;
-    long long max_record = (long long)JS_MAX_RECORD_DEFAULT;
-    int force = 0, check_only = 0;
+    P->shard_tokens = st_env && *st_env ? strtoll(st_env, NULL, 10) : 1LL << 25;
+    P->max_record = (long long)JS_MAX_RECORD_DEFAULT;
     static const struct option longopts[] = {
         {"threads", required_argument, NULL, 't'}, {"max-record-bytes", required_argument, NULL, 'm'},
         {"shard-tokens", required_argument, NULL, 's'}, {"force", no_argument, NULL, 'f'},
@@ -801,366 +866,453 @@ int cmd_prepare(int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
-        case 't': if (args_int(cmd, "--threads", optarg, 1, 1024, &v)) return 2; threads = (long)v; break;
-        case 'm': if (args_int(cmd, "--max-record-bytes", optarg, 1024, 1LL << 30, &max_record)) return 2; break;
-        case 's': if (args_int(cmd, "--shard-tokens", optarg, 1, 1LL << 40, &shard_tokens)) return 2; break;
-        case 'f': force = 1; break;
-        case 'c': check_only = 1; break;
+        case 't': if (args_int(cmd, "--threads", optarg, 1, 1024, &v)) return 2; P->threads = (long)v; break;
+        case 'm': if (args_int(cmd, "--max-record-bytes", optarg, 1024, 1LL << 30, &P->max_record)) return 2; break;
+        case 's': if (args_int(cmd, "--shard-tokens", optarg, 1, 1LL << 40, &P->shard_tokens)) return 2; break;
+        case 'f': P->force = 1; break;
+        case 'c': P->check_only = 1; break;
         case 'h': usage(stdout); return 0;
         default: return args_getopt_error(cmd, c, argv);
         }
     }
-    if (optind < argc) plan_path = argv[optind++];
+    if (optind < argc) P->plan_path = argv[optind++];
     if (optind < argc) return args_usage_error(cmd, "unexpected argument '%s' (one PLAN.json)", argv[optind]);
-    if (!plan_path) return args_usage_error(cmd, "PLAN.json is required");
-    if (threads < 1 || threads > 1024) return args_usage_error(cmd, "%ld threads (the CPUs available or LLMC_THREADS): "
-                                                               "want 1 to 1024", threads);
-    if (shard_tokens < 1) return args_usage_error(cmd, "LLMC_SHARD_TOKENS='%s': want a positive integer", st_env);
-    /* First thing: under Slurm a requeued job's prepare step may get the job's
-     * USR2 while it starts, whose default action would kill it (the job fails). */
-    if (!check_only) stopsig_install();
+    if (!P->plan_path) return args_usage_error(cmd, "PLAN.json is required");
+    if (P->threads < 1 || P->threads > 1024)
+        return args_usage_error(cmd, "%ld threads (the CPUs available or LLMC_THREADS): want 1 to 1024", P->threads);
+    if (P->shard_tokens < 1) return args_usage_error(cmd, "LLMC_SHARD_TOKENS='%s': want a positive integer", st_env);
+    return -1;
+}
 
-    DataPlan plan;
-    if (load_plan(plan_path, &plan)) { free_plan(&plan); return 2; }
-    if (max_record != (long long)JS_MAX_RECORD_DEFAULT) {
-        /* a limit other than the default changes which records are kept: part of the key */
-        Hash h = {0, 0};
-        sscanf(plan.hash, "%16" SCNx64 "%16" SCNx64, &h.a, &h.b);
-        hash_add(&h, &max_record, sizeof max_record);
-        snprintf(plan.hash, sizeof plan.hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
-    }
-    /* up to date: index.json is replaced atomically, so it is read without the lock;
-     * after waiting for the lock it is read again (another prepare may have done the work) */
-    int lock_fd = -1;
-    char **live = NULL;
-    for (int locked = 0; !check_only; locked++) {
-        if (!force) {
-            char *have = shard_index_data_hash(plan.shards_dir);
-            int same = have && !strcmp(have, plan.hash);
+/* A --max-record-bytes other than the default changes which records are kept:
+ * it becomes part of the data hash (the key index.json is compared by). */
+static void prep_key_max_record(Prep *P)
+{
+    if (P->max_record == (long long)JS_MAX_RECORD_DEFAULT) return;
+    Hash h = {0, 0};
+    sscanf(P->plan.hash, "%16" SCNx64 "%16" SCNx64, &h.a, &h.b);
+    hash_add(&h, &P->max_record, sizeof P->max_record);
+    snprintf(P->plan.hash, sizeof P->plan.hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
+}
+
+/* Up to date, or the lock. index.json is replaced atomically, so it is read
+ * without the lock; after waiting for the lock it is read again (another
+ * prepare may have done the work meanwhile). -1 to go on (locked), else the
+ * exit status: 0 up to date, STOP_EXIT_REQUEUE up to date but asked to stop. */
+static int prep_lock_unless_up_to_date(Prep *P)
+{
+    for (int locked = 0; !P->check_only; locked++) {
+        if (!P->force) {
+            char *have = shard_index_data_hash(P->plan.shards_dir);
+            int same = have && !strcmp(have, P->plan.hash);
             free(have);
             if (same) {
-                say("%s is up to date (data hash %s)", plan.shards_dir, plan.hash);
-                unlock_dir(lock_fd);
-                free_plan(&plan);
+                say_info("%s is up to date (data hash %s)", P->plan.shards_dir, P->plan.hash);
                 if (!stopsig_requested()) return 0;
                 /* the job was asked to stop (its time limit is near): requeue it now */
-                say("stop signal %s: exiting %d to be requeued", stopsig_name() ? stopsig_name() : "?",
-                    STOP_EXIT_REQUEUE);
+                say_info("stop signal %s: exiting %d to be requeued", stopsig_name() ? stopsig_name() : "?",
+                         STOP_EXIT_REQUEUE);
                 return STOP_EXIT_REQUEUE;
             }
         }
         if (locked) break;
-        if (mkdirs(plan.shards_dir)) {
-            say("%s: %s", plan.shards_dir, strerror(errno));
-            free_plan(&plan);
+        if (mkdirs(P->plan.shards_dir)) {
+            say_error("%s: %s", P->plan.shards_dir, strerror(errno));
             return 2;
         }
-        if ((lock_fd = lock_dir(plan.shards_dir)) < 0) { free_plan(&plan); return 2; }
+        if ((P->lock_fd = lock_dir(P->plan.shards_dir)) < 0) return 2;
     }
-    char err[512];
-    Tokenizer *tok = tok_load(plan.tokenizer_path, err, sizeof err);
-    if (!tok) { say("%s", err); unlock_dir(lock_fd); free_plan(&plan); return 2; }
+    return -1;
+}
+
+/* The tokenizer, checked against the model, and the special ids as
+ * LLaMA-Factory sets them: the template's stop word replaces eos, pad falls
+ * back to eos; pre-training text ends with eos (llama3: <|end_of_text|>).
+ * -1 to go on, else the exit status. */
+static int prep_load_tokenizer(Prep *P)
+{
+    const DataPlan *plan = &P->plan;
+    if (!(P->tok = tok_load(plan->tokenizer_path, P->err, sizeof P->err))) { say_error("%s", P->err); return 2; }
+    P->vocab = tok_vocab_size(P->tok);
+    if (plan->model_vocab >= 0 && (int64_t)P->vocab > plan->model_vocab) {
+        say_error("the tokenizer has %u ids but model.vocab is %" PRId64, P->vocab, plan->model_vocab);
+        return 1;
+    }
+    P->eos = plan->tpl ? tok_token_id(P->tok, plan->tpl->stop_word) : tok_eos_id(P->tok);
+    if (plan->tpl && !strcmp(plan->tpl->name, "llama3") && plan->pretrain)
+        P->eos = tok_token_id(P->tok, "<|end_of_text|>");
+    P->pad = tok_pad_id(P->tok) >= 0 ? tok_pad_id(P->tok) : P->eos;
+    P->bos = tok_bos_id(P->tok);
+    if (P->eos < 0 || P->pad < 0) {
+        say_error("%s: the tokenizer has no end-of-sequence token%s", plan->tokenizer_path,
+                  plan->tpl ? " for the template" : " (tokenizer_config.json eos_token)");
+        return 1;
+    }
+    return -1;
+}
+
+/* The packer, and the output directory made ready for the new set: the live
+ * set (the one index.json names) stays in place and readable until the new set
+ * is complete; the shards an interrupted prepare of the same data recorded in
+ * its journal are taken up (unless --force); other leftovers go. -1 to go on,
+ * else the exit status. */
+static int prep_take_up_journal(Prep *P)
+{
+    const DataPlan *plan = &P->plan;
+    if (!(P->per_ds = calloc(plan->n_ds, sizeof *P->per_ds))) { say_error("out of memory"); return 1; }
+    P->k = (Packer){.dir = plan->shards_dir, .context = plan->context, .pad_id = (uint32_t)P->pad,
+                    .vocab_size = P->vocab, .packing = plan->packing, .pretrain = plan->pretrain,
+                    .dry = P->check_only, .per_ds = P->per_ds, .n_ds = plan->n_ds, .data_hash = plan->hash,
+                    .journal = !P->check_only};
+    Packer *k = &P->k;
+    k->rows_per_shard = (uint64_t)P->shard_tokens / plan->context ? (uint64_t)P->shard_tokens / plan->context : 1;
+    if (P->check_only) return -1;
+    P->live = shard_index_files(plan->shards_dir);
+    P->resumed = !P->force && journal_take(k);
+    if (!P->resumed) journal_remove(plan->shards_dir);
+    size_t n_live = 0;
+    while (P->live && P->live[n_live]) n_live++;
+    char **keep = calloc(n_live + k->n_entries + 1, sizeof *keep);
+    for (size_t i = 0; keep && i < n_live; i++) keep[i] = P->live[i];
+    for (size_t i = 0; keep && i < k->n_entries; i++) keep[n_live + i] = k->entries[i].file;
+    int swept = keep ? sweep_dir(plan->shards_dir, keep) : say_error("out of memory");
+    free(keep);
+    if (swept) return 2;
+    if (P->resumed)
+        say_info("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
+                 k->n_entries, k->n_entries == 1 ? "" : "s", k->resume_doc + 1);
+    return -1;
+}
+
+/* The tokenizer threads, the two batches and the packer's row buffers (one
+ * shard of rows: ids and positions 4 bytes a cell, the label mask 1). From
+ * here on a failure removes what this prepare wrote. 0, or -1 after a message. */
+static int prep_start_pool(Prep *P)
+{
+    const DataPlan *plan = &P->plan;
+    Packer *k = &P->k;
+    P->writing = 1;
+    P->pool = (Pool){.cutoff = plan->pretrain && plan->packing ? SIZE_MAX : plan->context,
+                     .n_workers = (int)P->threads};
+    Pool *pool = &P->pool;
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->work, NULL);
+    pthread_cond_init(&pool->done, NULL);
+    pool->workers = calloc((size_t)P->threads, sizeof *pool->workers);
+    P->batches = calloc(2, sizeof *P->batches);
+    if (!P->resumed) choose_prefix(k->prefix, plan->hash, P->live);
+    size_t cells = (size_t)k->rows_per_shard * plan->context;
+    k->ids = malloc(cells * 4);
+    k->pos = malloc(cells * 4);
+    k->mask = malloc(cells);
+    if (!pool->workers || !P->batches || !k->ids || !k->pos || !k->mask) return say_error("out of memory");
+    for (int i = 0; i < pool->n_workers; i++) {
+        pool->workers[i].pool = pool;
+        pool->workers[i].enc = tok_encoder_new(P->tok);
+        if (!pool->workers[i].enc ||
+            pthread_create(&pool->workers[i].thread, NULL, worker_main, &pool->workers[i])) {
+            tok_encoder_free(pool->workers[i].enc);
+            return say_error("cannot start worker threads");
+        }
+        P->started++;
+    }
+    return 0;
+}
+
+/* A record that failed its checks (why, msg; where: its position, or NULL):
+ * under "fail" the prepare stops (P->fatal), under "skip" and --check it is
+ * counted by reason and the first few are listed. */
+static void prep_bad_record(Prep *P, size_t di, JsonStream *js, RecReason why, const JsonValue *where,
+                            const char *msg)
+{
+    const DatasetSpec *ds = &P->plan.ds[di];
+    char full[900];
+    if (where)
+        snprintf(full, sizeof full, "%s:%u:%u: record %" PRIu64 ": %s", ds->file, where->line, where->col,
+                 js_record_number(js), msg);
+    else
+        snprintf(full, sizeof full, "%s", msg);
+    if (!P->plan.skip_bad && !P->check_only) {
+        say_error("%s", full);
+        say_error("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
+        P->fatal = 1;
+        return;
+    }
+    P->counts.skipped[why]++;
+    P->per_ds[di].skipped++;
+    if (P->counts.shown++ < (P->check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD)) {
+        if (P->check_only) say_error("%s", full);
+        else say_warn("%s (skipped)", full);
+    }
+}
+
+/* Fill batch b from dataset di's stream: every record checked and converted,
+ * the good ones rendered with the chat template (the documents before a
+ * resume point only counted). Stops at BATCH records or BATCH_BYTES of text,
+ * so memory stays bounded with big records. Returns 0 at the end of the
+ * file, 1 while there is more; sets P->fatal on an error. */
+static int prep_fill_batch(Prep *P, size_t di, JsonStream *js, TokBatch *b)
+{
+    const DatasetSpec *ds = &P->plan.ds[di];
+    b->n = 0;
+    size_t b_bytes = 0;   /* rendered text in this batch */
+    while (b->n < BATCH && b_bytes < BATCH_BYTES) {
+        JsonValue *rec;
+        int rc = js_next(js, &rec);
+        if (rc == JS_END) return 0;
+        if (rc == JS_ERROR) { say_error("%s", js_error(js)); P->fatal = 1; return 1; }
+        RecReason why;
+        const JsonValue *where = NULL;
+        char msg[600];
+        if (rc == JS_BAD_RECORD || rc == JS_TOO_LARGE) {
+            why = rc == JS_TOO_LARGE ? REC_TOO_LARGE : REC_INVALID_JSON;
+            snprintf(msg, sizeof msg, "%s%s", js_error(js),
+                     rc == JS_TOO_LARGE ? "; --max-record-bytes raises the limit" : "");
+        } else {
+            why = record_convert(ds, rec, &P->view, &where, msg, sizeof msg);
+        }
+        if (why != REC_OK) {
+            prep_bad_record(P, di, js, why, where, msg);
+            if (P->fatal) return 1;
+            continue;
+        }
+        if (P->doc_seq < P->skip_docs) {
+            P->doc_seq++;
+            P->counts.kept++;
+            P->per_ds[di].kept++;
+            continue;
+        }
+        Slot *s = &b->slots[b->n];
+        s->dataset = di;
+        s->start = P->doc_seq++ == P->skip_docs ? (size_t)P->skip_at : 0;
+        const RecordView *v = &P->view;
+        int rr = ds->format == FMT_TEXT
+                     ? chat_render_text(v->text, v->text_len, tok_add_bos(P->tok) ? P->bos : -1, P->eos, &s->doc)
+                     : chat_render(P->plan.tpl, v->system, v->system_len, v->msgs, v->n, P->bos, &s->doc);
+        if (rr) { say_error("out of memory"); P->fatal = 1; return 1; }
+        b_bytes += s->doc.text.len;
+        b->n++;
+        P->counts.kept++;
+        P->per_ds[di].kept++;
+    }
+    return 1;
+}
+
+/* Every dataset in order, a batch at a time: while the pool tokenizes one
+ * batch the next is read; finished batches are packed in record order, so the
+ * shards do not depend on the number of threads. Ends at the last record, an
+ * error (P->fatal) or a stop signal (P->k.stopped). Returns the exit status
+ * the prepare has so far (2 when a dataset cannot be opened, else 1). */
+static int prep_read_datasets(Prep *P)
+{
     int status = 1;
-    uint32_t vocab = tok_vocab_size(tok);
-    if (plan.model_vocab >= 0 && (int64_t)vocab > plan.model_vocab) {
-        say("the tokenizer has %u ids but model.vocab is %" PRId64, vocab, plan.model_vocab);
-        tok_free(tok);
-        unlock_dir(lock_fd);
-        free_plan(&plan);
-        return 1;
-    }
-    /* special ids as LLaMA-Factory sets them: the template's stop word replaces eos,
-     * pad falls back to eos; pre-training text ends with eos (llama3: <|end_of_text|>) */
-    int64_t eos = plan.tpl ? tok_token_id(tok, plan.tpl->stop_word) : tok_eos_id(tok);
-    if (plan.tpl && !strcmp(plan.tpl->name, "llama3") && plan.pretrain) eos = tok_token_id(tok, "<|end_of_text|>");
-    int64_t pad = tok_pad_id(tok) >= 0 ? tok_pad_id(tok) : eos;
-    int64_t bos = tok_bos_id(tok);
-    if (eos < 0 || pad < 0) {
-        say("%s: the tokenizer has no end-of-sequence token%s", plan.tokenizer_path,
-            plan.tpl ? " for the template" : " (tokenizer_config.json eos_token)");
-        tok_free(tok);
-        unlock_dir(lock_fd);
-        free_plan(&plan);
-        return 1;
-    }
-    DatasetCounts *per_ds = calloc(plan.n_ds, sizeof *per_ds);
-    if (!per_ds) {
-        say("out of memory");
-        tok_free(tok);
-        unlock_dir(lock_fd);
-        free_plan(&plan);
-        return 1;
-    }
-    Packer k = {.dir = plan.shards_dir, .context = plan.context, .pad_id = (uint32_t)pad, .vocab_size = vocab,
-                .packing = plan.packing, .pretrain = plan.pretrain, .dry = check_only, .per_ds = per_ds,
-                .n_ds = plan.n_ds, .data_hash = plan.hash, .journal = !check_only};
-    k.rows_per_shard = (uint64_t)shard_tokens / plan.context ? (uint64_t)shard_tokens / plan.context : 1;
-    /* the live set (the one index.json names) stays in place and readable until the
-     * new set is complete; the shards an interrupted prepare of the same data
-     * recorded in its journal are taken up (unless --force); other leftovers go */
-    int resumed = 0;
-    if (!check_only) {
-        live = shard_index_files(plan.shards_dir);
-        resumed = !force && journal_take(&k);
-        if (!resumed) journal_remove(plan.shards_dir);
-        size_t n_live = 0;
-        while (live && live[n_live]) n_live++;
-        char **keep = calloc(n_live + k.n_entries + 1, sizeof *keep);
-        for (size_t i = 0; keep && i < n_live; i++) keep[i] = live[i];
-        for (size_t i = 0; keep && i < k.n_entries; i++) keep[n_live + i] = k.entries[i].file;
-        int swept = keep ? sweep_dir(plan.shards_dir, keep) : say("out of memory");
-        free(keep);
-        if (swept) {
-            tok_free(tok);
-            shard_names_free(live);
-            unlock_dir(lock_fd);
-            for (size_t i = 0; i < k.n_entries; i++) free(k.entries[i].file);
-            free(k.entries);
-            free(per_ds);
-            free_plan(&plan);
-            return 2;
-        }
-        if (resumed)
-            say("resuming: %zu shard%s of an interrupted prepare kept; continuing at document %" PRIu64,
-                k.n_entries, k.n_entries == 1 ? "" : "s", k.resume_doc + 1);
-    }
-
-    Pool pool = {.cutoff = plan.pretrain && plan.packing ? SIZE_MAX : plan.context, .n_workers = (int)threads};
-    pthread_mutex_init(&pool.mu, NULL);
-    pthread_cond_init(&pool.work, NULL);
-    pthread_cond_init(&pool.done, NULL);
-    pool.workers = calloc((size_t)threads, sizeof *pool.workers);
-    TokBatch *batches = calloc(2, sizeof *batches);
-    if (!resumed) choose_prefix(k.prefix, plan.hash, live);
-    size_t cells = (size_t)k.rows_per_shard * plan.context;
-    k.ids = malloc(cells * 4);
-    k.pos = malloc(cells * 4);
-    k.mask = malloc(cells);
-    int started = 0;
-    if (!pool.workers || !batches || !k.ids || !k.pos || !k.mask) { say("out of memory"); goto out; }
-    for (int i = 0; i < pool.n_workers; i++) {
-        pool.workers[i].pool = &pool;
-        pool.workers[i].enc = tok_encoder_new(tok);
-        if (!pool.workers[i].enc || pthread_create(&pool.workers[i].thread, NULL, worker_main, &pool.workers[i])) {
-            tok_encoder_free(pool.workers[i].enc);
-            say("cannot start worker threads");
-            goto out;
-        }
-        started++;
-    }
-
-    Counts counts = {0};
-    Progress pr = {.tty = isatty(2), .start = now_s()};
-    pr.last = pr.start;
-    for (size_t i = 0; i < plan.n_ds; i++) {
+    P->pr = (Progress){.tty = isatty(info_to_stderr ? 2 : 1), .start = now_s()};
+    P->pr.last = P->pr.start;
+    for (size_t i = 0; i < P->plan.n_ds; i++) {
         struct stat st;
-        if (stat(plan.ds[i].file, &st) == 0) pr.total_bytes += (uint64_t)st.st_size;
+        if (stat(P->plan.ds[i].file, &st) == 0) P->pr.total_bytes += (uint64_t)st.st_size;
     }
-    RecordView view = {0};
-    int cur = 0, fatal = 0;
-    TokBatch *inflight = NULL;
-    uint64_t bytes_before = 0;
-    /* resuming: the documents before the journal's point are in its shards (read
-     * and checked again for the counts, not tokenized); the one it cut continues */
-    uint64_t doc_seq = 0, skip_docs = resumed ? k.resume_doc : 0, skip_at = resumed ? k.resume_at : 0;
-    for (size_t di = 0; di < plan.n_ds && !fatal && !k.stopped; di++) {
-        const DatasetSpec *ds = &plan.ds[di];
-        JsonStream *js = js_open(ds->file, err, sizeof err);
-        if (!js) { say("%s", err); status = 2; fatal = 1; break; }
-        js_set_max_record(js, (size_t)max_record);
+    P->skip_docs = P->resumed ? P->k.resume_doc : 0;
+    P->skip_at = P->resumed ? P->k.resume_at : 0;
+    for (size_t di = 0; di < P->plan.n_ds && !P->fatal && !P->k.stopped; di++) {
+        JsonStream *js = js_open(P->plan.ds[di].file, P->err, sizeof P->err);
+        if (!js) { say_error("%s", P->err); status = 2; P->fatal = 1; break; }
+        js_set_max_record(js, (size_t)P->max_record);
         int more = 1;
-        while (more && !fatal && !k.stopped) {
-            TokBatch *b = &batches[cur];
-            b->n = 0;
-            size_t b_bytes = 0;   /* rendered text in this batch: memory stays bounded with big records */
-            while (b->n < BATCH && b_bytes < BATCH_BYTES) {
-                JsonValue *rec;
-                int rc = js_next(js, &rec);
-                if (rc == JS_END) { more = 0; break; }
-                if (rc == JS_ERROR) { say("%s", js_error(js)); fatal = 1; break; }
-                RecReason why;
-                const JsonValue *where = NULL;
-                char msg[600];
-                if (rc == JS_BAD_RECORD || rc == JS_TOO_LARGE) {
-                    why = rc == JS_TOO_LARGE ? REC_TOO_LARGE : REC_INVALID_JSON;
-                    snprintf(msg, sizeof msg, "%s%s", js_error(js),
-                             rc == JS_TOO_LARGE ? "; --max-record-bytes raises the limit" : "");
-                } else {
-                    why = record_convert(ds, rec, &view, &where, msg, sizeof msg);
-                }
-                if (why != REC_OK) {
-                    char full[900];
-                    if (where)
-                        snprintf(full, sizeof full, "%s:%u:%u: record %" PRIu64 ": %s", ds->file, where->line,
-                                 where->col, js_record_number(js), msg);
-                    else
-                        snprintf(full, sizeof full, "%s", msg);
-                    if (!plan.skip_bad && !check_only) {
-                        put_line("", full, "");
-                        say("stopping: data.on_bad_record is \"fail\" (\"skip\" counts and skips bad records)");
-                        fatal = 1;
-                        break;
-                    }
-                    counts.skipped[why]++;
-                    per_ds[di].skipped++;
-                    if (counts.shown++ < (check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD))
-                        put_line("", full, check_only ? "" : " (skipped)");
-                    continue;
-                }
-                if (doc_seq < skip_docs) {
-                    doc_seq++;
-                    counts.kept++;
-                    per_ds[di].kept++;
-                    continue;
-                }
-                Slot *s = &b->slots[b->n];
-                s->dataset = di;
-                s->start = doc_seq++ == skip_docs ? (size_t)skip_at : 0;
-                int rr = ds->format == FMT_TEXT
-                             ? chat_render_text(view.text, view.text_len, tok_add_bos(tok) ? bos : -1, eos, &s->doc)
-                             : chat_render(plan.tpl, view.system, view.system_len, view.msgs, view.n, bos, &s->doc);
-                if (rr) { say("out of memory"); fatal = 1; break; }
-                b_bytes += s->doc.text.len;
-                b->n++;
-                counts.kept++;
-                per_ds[di].kept++;
-            }
-            pr.done_bytes = bytes_before + js_offset(js);
+        while (more && !P->fatal && !P->k.stopped) {
+            TokBatch *b = &P->batches[P->cur];
+            more = prep_fill_batch(P, di, js, b);
+            P->pr.done_bytes = P->bytes_before + js_offset(js);
             /* the previous batch is tokenized meanwhile; pack it, then hand this one out */
-            if (inflight) {
-                pool_wait(&pool);
-                if (pack_batch(&k, inflight)) fatal = 1;
-                inflight = NULL;
+            if (P->inflight) {
+                pool_wait(&P->pool);
+                if (pack_batch(&P->k, P->inflight)) P->fatal = 1;
+                P->inflight = NULL;
             }
-            if (fatal || k.stopped) break;
-            if (b->n) { pool_dispatch(&pool, b); inflight = b; cur ^= 1; }
-            progress(&pr, &counts, &k, 0);
+            if (P->fatal || P->k.stopped) break;
+            if (b->n) { pool_dispatch(&P->pool, b); P->inflight = b; P->cur ^= 1; }
+            progress(&P->pr, &P->counts, &P->k, 0);
         }
-        bytes_before += js_offset(js);
+        P->bytes_before += js_offset(js);
         js_close(js);
     }
-    if (inflight) {
-        pool_wait(&pool);
-        if (!fatal && !k.stopped && pack_batch(&k, inflight)) fatal = 1;
+    if (P->inflight) {
+        pool_wait(&P->pool);
+        if (!P->fatal && !P->k.stopped && pack_batch(&P->k, P->inflight)) P->fatal = 1;
+        P->inflight = NULL;
     }
-    record_view_free(&view);
-    {
-        uint64_t limit = check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD;
-        if (counts.shown > limit)
-            say("%" PRIu64 " more bad record%s not listed (the first %" PRIu64 " are)%s", counts.shown - limit,
-                counts.shown - limit == 1 ? "" : "s", limit, check_only ? "" : "; prepare --check lists up to 100");
-    }
-    if (fatal) goto out;
-    if (k.stopped) {
-        say("stop signal %s: %zu shard%s written and recorded in %s/" JOURNAL "; exiting %d to be requeued (the "
-            "next prepare continues at document %" PRIu64 ")", stopsig_name() ? stopsig_name() : "?", k.n_entries,
-            k.n_entries == 1 ? "" : "s", plan.shards_dir, STOP_EXIT_REQUEUE, k.journal_doc + 1);
-        status = STOP_EXIT_REQUEUE;
-        goto out;
-    }
-    if (close_row(&k) || write_shard(&k)) goto out;
-    pr.done_bytes = pr.total_bytes;
-    progress(&pr, &counts, &k, 1);
-    if (counts.kept == 0 || k.n_rows == 0) {
-        say("no usable records in the plan's datasets");
-        goto out;
-    }
+    record_view_free(&P->view);
+    uint64_t limit = P->check_only ? MAX_SHOWN_CHECK : MAX_SHOWN_BAD;
+    if (P->counts.shown > limit)
+        say_info("%" PRIu64 " more bad record%s not listed (the first %" PRIu64 " are)%s", P->counts.shown - limit,
+                 P->counts.shown - limit == 1 ? "" : "s", limit,
+                 P->check_only ? "" : "; prepare --check lists up to 100");
+    return status;
+}
 
-    /* summary: to stderr and into index.json */
-    uint64_t skipped = 0;
-    for (int r = 1; r < REC_N_REASONS; r++) skipped += counts.skipped[r];
+/* The totals as JSON (for index.json and --check's stdout) and as text for
+ * the summary line: " (reason n, ...)" in reasons, empty when none skipped. */
+static cJSON *prep_summary(const Prep *P, uint64_t *skipped, char *reasons, size_t reasons_len)
+{
+    const Counts *counts = &P->counts;
+    *skipped = 0;
+    for (int r = 1; r < REC_N_REASONS; r++) *skipped += counts->skipped[r];
     cJSON *sum = cJSON_CreateObject();
-    cJSON_AddNumberToObject(sum, "records_kept", (double)counts.kept);
-    cJSON_AddNumberToObject(sum, "records_skipped", (double)skipped);
+    cJSON_AddNumberToObject(sum, "records_kept", (double)counts->kept);
+    cJSON_AddNumberToObject(sum, "records_skipped", (double)*skipped);
     cJSON *by = cJSON_AddObjectToObject(sum, "skipped_by_reason");
-    char reasons[512] = "";
+    reasons[0] = '\0';
     for (int r = 1; r < REC_N_REASONS; r++) {
-        if (!counts.skipped[r]) continue;
-        cJSON_AddNumberToObject(by, rec_reason_name((RecReason)r), (double)counts.skipped[r]);
+        if (!counts->skipped[r]) continue;
+        cJSON_AddNumberToObject(by, rec_reason_name((RecReason)r), (double)counts->skipped[r]);
         size_t l = strlen(reasons);
-        snprintf(reasons + l, sizeof reasons - l, "%s%s %" PRIu64, l ? ", " : " (", rec_reason_name((RecReason)r),
-                 counts.skipped[r]);
+        snprintf(reasons + l, reasons_len - l, "%s%s %" PRIu64, l ? ", " : " (", rec_reason_name((RecReason)r),
+                 counts->skipped[r]);
     }
-    if (reasons[0]) strncat(reasons, ")", sizeof reasons - strlen(reasons) - 1);
+    if (reasons[0]) strncat(reasons, ")", reasons_len - strlen(reasons) - 1);
     cJSON *dsa = cJSON_AddArrayToObject(sum, "datasets");
-    for (size_t i = 0; i < plan.n_ds; i++) {
+    for (size_t i = 0; i < P->plan.n_ds; i++) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", plan.ds[i].name);
-        cJSON_AddNumberToObject(o, "records_kept", (double)per_ds[i].kept);
-        cJSON_AddNumberToObject(o, "records_skipped", (double)per_ds[i].skipped);
-        cJSON_AddNumberToObject(o, "tokens", (double)per_ds[i].tokens);
-        cJSON_AddNumberToObject(o, "label_tokens", (double)per_ds[i].labels);
+        cJSON_AddStringToObject(o, "name", P->plan.ds[i].name);
+        cJSON_AddNumberToObject(o, "records_kept", (double)P->per_ds[i].kept);
+        cJSON_AddNumberToObject(o, "records_skipped", (double)P->per_ds[i].skipped);
+        cJSON_AddNumberToObject(o, "tokens", (double)P->per_ds[i].tokens);
+        cJSON_AddNumberToObject(o, "label_tokens", (double)P->per_ds[i].labels);
         cJSON_AddItemToArray(dsa, o);
     }
-    if (!check_only) write_stats(&plan, per_ds);
-    free(per_ds);
-    per_ds = NULL;
+    return sum;
+}
+
+/* After the last record: the last row and shard, the summary, then (not under
+ * --check) the stats files, index.json — the moment the new set becomes the
+ * live one — and the sweep of the previous set. Returns the exit status. */
+static int prep_finish_set(Prep *P)
+{
+    const DataPlan *plan = &P->plan;
+    Packer *k = &P->k;
+    if (close_row(k) || write_shard(k)) return 1;
+    P->pr.done_bytes = P->pr.total_bytes;
+    progress(&P->pr, &P->counts, k, 1);
+    if (P->counts.kept == 0 || k->n_rows == 0) {
+        say_error("no usable records in the plan's datasets");
+        return 1;
+    }
+    uint64_t skipped;
+    char reasons[512];
+    cJSON *sum = prep_summary(P, &skipped, reasons, sizeof reasons);
+    if (!P->check_only) write_stats(plan, P->per_ds);
+    free(P->per_ds);
+    P->per_ds = NULL;
     char *sum_text = cJSON_PrintUnformatted(sum);
     cJSON_Delete(sum);
-    if (check_only) {
+    if (P->check_only) {
         /* the totals as one JSON line on stdout (for tools), the verdict on stderr */
         printf("%s\n", sum_text ? sum_text : "{}");
         free(sum_text);
-        fprintf(stderr, "llmc-train prepare --check: %" PRIu64 " records good, %" PRIu64 " bad%s; %" PRIu64
-                " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u\n", counts.kept, skipped, reasons,
-                k.n_tokens, k.n_labels, k.n_rows, plan.context);
-        status = skipped && !plan.skip_bad ? 1 : 0;
-        goto out;
+        say_info("--check: %" PRIu64 " records good, %" PRIu64 " bad%s; %" PRIu64 " tokens (%" PRIu64
+                 " trained) in %" PRIu64 " rows of %u", P->counts.kept, skipped, reasons, k->n_tokens, k->n_labels,
+                 k->n_rows, plan->context);
+        return skipped && !plan->skip_bad ? 1 : 0;
     }
-    ShardIndexInfo info = {.context = plan.context, .vocab_size = vocab, .pad_id = (uint32_t)pad,
-                           .packing = plan.packing, .n_tokens = k.n_tokens, .data_hash = plan.hash,
+    ShardIndexInfo info = {.context = plan->context, .vocab_size = P->vocab, .pad_id = (uint32_t)P->pad,
+                           .packing = plan->packing, .n_tokens = k->n_tokens, .data_hash = plan->hash,
                            .summary_json = sum_text};
-    int irc = shard_index_write(plan.shards_dir, &info, k.entries, k.n_entries, err, sizeof err);
+    int irc = shard_index_write(plan->shards_dir, &info, k->entries, k->n_entries, P->err, sizeof P->err);
     free(sum_text);
-    if (irc) { say("%s", err); goto out; }
+    if (irc) { say_error("%s", P->err); return 1; }
     /* the new index.json is in place: the previous set's files go */
-    {
-        char **keep = calloc(k.n_entries + 1, sizeof *keep);
-        for (size_t i = 0; keep && i < k.n_entries; i++) keep[i] = k.entries[i].file;
-        if (keep) sweep_dir(plan.shards_dir, keep);
-        free(keep);
+    char **keep = calloc(k->n_entries + 1, sizeof *keep);
+    for (size_t i = 0; keep && i < k->n_entries; i++) keep[i] = k->entries[i].file;
+    if (keep) sweep_dir(plan->shards_dir, keep);
+    free(keep);
+    journal_remove(plan->shards_dir);
+    say_info("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64 " tokens (%" PRIu64 " trained) in %" PRIu64
+             " rows of %u, %zu shard%s -> %s", P->counts.kept, skipped, reasons, k->n_tokens, k->n_labels, k->n_rows,
+             plan->context, k->n_entries, k->n_entries == 1 ? "" : "s", plan->shards_dir);
+    return 0;
+}
+
+/* Free everything P holds and return status. A failed prepare that got as far
+ * as writing removes what it wrote of the new set, and its journal; the live
+ * set stays. A stopped one keeps both for the next prepare. */
+static int prep_close(Prep *P, int status)
+{
+    if (P->writing && status != 0 && status != STOP_EXIT_REQUEUE && !P->check_only && P->lock_fd >= 0) {
+        sweep_dir(P->plan.shards_dir, P->live);
+        journal_remove(P->plan.shards_dir);
     }
-    journal_remove(plan.shards_dir);
-    say("%" PRIu64 " records kept, %" PRIu64 " skipped%s; %" PRIu64
-            " tokens (%" PRIu64 " trained) in %" PRIu64 " rows of %u, %zu shard%s -> %s",
-            counts.kept, skipped, reasons, k.n_tokens, k.n_labels, k.n_rows, plan.context, k.n_entries,
-            k.n_entries == 1 ? "" : "s", plan.shards_dir);
-    status = 0;
-out:
-    /* a failed prepare removes what it wrote of the new set, and its journal; the
-     * live set stays. A stopped one keeps both for the next prepare. */
-    if (status != 0 && status != STOP_EXIT_REQUEUE && !check_only && lock_fd >= 0) {
-        sweep_dir(plan.shards_dir, live);
-        journal_remove(plan.shards_dir);
-    }
-    shard_names_free(live);
-    unlock_dir(lock_fd);
-    free(per_ds);
-    pthread_mutex_lock(&pool.mu);
-    pool.quit = 1;
-    pthread_cond_broadcast(&pool.work);
-    pthread_mutex_unlock(&pool.mu);
-    for (int i = 0; i < started; i++) {
-        pthread_join(pool.workers[i].thread, NULL);
-        tok_encoder_free(pool.workers[i].enc);
-    }
-    for (int b = 0; batches && b < 2; b++)
-        for (size_t i = 0; i < BATCH; i++) {
-            chat_doc_free(&batches[b].slots[i].doc);
-            tokids_free(&batches[b].slots[i].ids);
-            unibuf_free(&batches[b].slots[i].mask);
+    shard_names_free(P->live);
+    unlock_dir(P->lock_fd);
+    free(P->per_ds);
+    if (P->writing) {
+        Pool *pool = &P->pool;
+        pthread_mutex_lock(&pool->mu);
+        pool->quit = 1;
+        pthread_cond_broadcast(&pool->work);
+        pthread_mutex_unlock(&pool->mu);
+        for (int i = 0; i < P->started; i++) {
+            pthread_join(pool->workers[i].thread, NULL);
+            tok_encoder_free(pool->workers[i].enc);
         }
-    free(batches);
-    free(pool.workers);
-    pthread_mutex_destroy(&pool.mu);
-    pthread_cond_destroy(&pool.work);
-    pthread_cond_destroy(&pool.done);
-    for (size_t i = 0; i < k.n_entries; i++) free(k.entries[i].file);
-    free(k.entries);
-    free(k.ids);
-    free(k.pos);
-    free(k.mask);
-    tok_free(tok);
-    free_plan(&plan);
+        for (int b = 0; P->batches && b < 2; b++)
+            for (size_t i = 0; i < BATCH; i++) {
+                chat_doc_free(&P->batches[b].slots[i].doc);
+                tokids_free(&P->batches[b].slots[i].ids);
+                unibuf_free(&P->batches[b].slots[i].mask);
+            }
+        free(P->batches);
+        free(pool->workers);
+        pthread_mutex_destroy(&pool->mu);
+        pthread_cond_destroy(&pool->work);
+        pthread_cond_destroy(&pool->done);
+    }
+    for (size_t i = 0; i < P->k.n_entries; i++) free(P->k.entries[i].file);
+    free(P->k.entries);
+    free(P->k.ids);
+    free(P->k.pos);
+    free(P->k.mask);
+    tok_free(P->tok);
+    free_plan(&P->plan);
     return status;
+}
+
+/* prepare: arguments, plan, (up to date?) lock, tokenizer, journal, pool,
+ * read and pack every dataset, then the summary and index.json. */
+int cmd_prepare(int argc, char **argv)
+{
+    Prep *P = calloc(1, sizeof *P);
+    if (!P) { log_error("out of memory"); return 1; }
+    P->lock_fd = -1;
+    int rc = prep_parse_args(P, argc, argv);
+    if (rc >= 0) { free(P); return rc; }
+    /* First thing: under Slurm a requeued job's prepare step may get the job's
+     * USR2 while it starts, whose default action would kill it (the job fails). */
+    if (!P->check_only) stopsig_install();
+    info_to_stderr = P->check_only;
+    if (load_plan(P->plan_path, &P->plan)) rc = 2;
+    else {
+        prep_key_max_record(P);
+        if ((rc = prep_lock_unless_up_to_date(P)) < 0 && (rc = prep_load_tokenizer(P)) < 0)
+            rc = prep_take_up_journal(P);
+    }
+    if (rc >= 0) {
+        rc = prep_close(P, rc);
+        free(P);
+        return rc;
+    }
+    if (prep_start_pool(P)) rc = 1;
+    else {
+        rc = prep_read_datasets(P);
+        if (!P->fatal && P->k.stopped) {
+            say_info("stop signal %s: %zu shard%s written and recorded in %s/" JOURNAL "; exiting %d to be "
+                     "requeued (the next prepare continues at document %" PRIu64 ")",
+                     stopsig_name() ? stopsig_name() : "?", P->k.n_entries, P->k.n_entries == 1 ? "" : "s",
+                     P->plan.shards_dir, STOP_EXIT_REQUEUE, P->k.journal_doc + 1);
+            rc = STOP_EXIT_REQUEUE;
+        } else if (!P->fatal)
+            rc = prep_finish_set(P);
+    }
+    rc = prep_close(P, rc);
+    free(P);
+    return rc;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The names in RecReason's order: they are output (prepare's summary line,
+ * index.json's skipped_by_reason, docs/shards.md), so a name never changes. */
 static const char *const REASONS[REC_N_REASONS] = {
     "ok", "invalid_json", "not_object", "missing_column", "bad_type", "unknown_role",
     "role_order", "odd_turns", "no_turns", "empty_turn", "empty_text", "unsupported", "too_large",
@@ -23,6 +25,8 @@ void record_view_free(RecordView *v)
     memset(v, 0, sizeof *v);
 }
 
+/* Every refusal says what is wrong (msg) and where: *where is the JSON value
+ * at fault, whose line and column prepare prints before the message. */
 static RecReason bad(RecReason r, const JsonValue *at, const JsonValue **where, char *msg, size_t msglen,
                      const char *fmt, ...)
 {
@@ -40,6 +44,8 @@ static const char *type_name(JvType t)
     return names[t];
 }
 
+/* Messages point into the record's strings, not copies: a view is valid as
+ * long as the record it came from (one batch slot). */
 static int push_msg(RecordView *v, ChatRole role, const char *s, size_t len)
 {
     if (v->n == v->cap) {
@@ -66,6 +72,12 @@ static int opt_string(const JsonValue *rec, const char *column, const JsonValue 
     return (*out)->type == JV_STRING ? 1 : -1;
 }
 
+/* LLaMA-Factory's SharegptDatasetConverter (data/converter.py): a first
+ * message with the system tag is the system prompt, else the system column;
+ * then user (or observation) and assistant turns alternate, and their count
+ * is even. Where LLaMA-Factory logs "Invalid role tag" and drops the example,
+ * this says which message and why. Every message is checked for its shape
+ * before any is used, so the loops below may read role and content freely. */
 static RecReason sharegpt(const DatasetSpec *d, const JsonValue *rec, RecordView *v,
                           const JsonValue **where, char *msg, size_t msglen)
 {
@@ -127,6 +139,7 @@ static RecReason sharegpt(const DatasetSpec *d, const JsonValue *rec, RecordView
         if (push_msg(v, cr, content->str, content->len))
             return bad(REC_UNSUPPORTED, rec, where, msg, msglen, "out of memory");
     }
+    /* LLaMA-Factory's "Invalid message count": an odd count ends on a prompt */
     if (turn == 0) return bad(REC_NO_TURNS, list, where, msg, msglen, "no user/assistant turns");
     if (turn % 2)
         return bad(REC_ODD_TURNS, list, where, msg, msglen,
@@ -135,6 +148,10 @@ static RecReason sharegpt(const DatasetSpec *d, const JsonValue *rec, RecordView
     return REC_OK;
 }
 
+/* LLaMA-Factory's AlpacaDatasetConverter: history pairs first, then one user
+ * turn "prompt\nquery" (each part only when non-empty) and the response. An
+ * empty instruction or response is refused (empty_turn), as an empty
+ * sharegpt message is. */
 static RecReason alpaca(const DatasetSpec *d, const JsonValue *rec, RecordView *v,
                         const JsonValue **where, char *msg, size_t msglen)
 {
@@ -183,6 +200,7 @@ static RecReason alpaca(const DatasetSpec *d, const JsonValue *rec, RecordView *
 RecReason record_convert(const DatasetSpec *spec, const JsonValue *rec, RecordView *v,
                          const JsonValue **where, char *msg, size_t msglen)
 {
+    /* the view is reused record after record: its buffers stay, its contents go */
     v->n = 0;
     v->system = v->text = NULL;
     v->system_len = v->text_len = 0;
@@ -191,7 +209,7 @@ RecReason record_convert(const DatasetSpec *spec, const JsonValue *rec, RecordVi
     *where = rec;
     if (rec->type != JV_OBJECT)
         return bad(REC_NOT_OBJECT, rec, where, msg, msglen, "a record is %s, expected an object", type_name(rec->type));
-    if (spec->tools) {
+    if (spec->tools) {   /* an empty tools value ("", [], null) is no tools */
         const JsonValue *t = jv_get(rec, spec->tools);
         if (t && !(t->type == JV_NULL || (t->type == JV_STRING && t->len == 0) ||
                    (t->type == JV_ARRAY && t->n_children == 0)))
@@ -200,7 +218,7 @@ RecReason record_convert(const DatasetSpec *spec, const JsonValue *rec, RecordVi
     switch (spec->format) {
     case FMT_SHAREGPT: return sharegpt(spec, rec, v, where, msg, msglen);
     case FMT_ALPACA: return alpaca(spec, rec, v, where, msg, msglen);
-    case FMT_TEXT: {
+    case FMT_TEXT: {   /* pre-training: one string column, LLaMA-Factory's default name "text" */
         const char *col = spec->text ? spec->text : "text";
         const JsonValue *t = jv_get(rec, col);
         if (!t) return bad(REC_MISSING_COLUMN, rec, where, msg, msglen, "no '%s' column", col);

@@ -14,6 +14,8 @@
 
 #include <cjson/cJSON.h>
 
+/* The library's error convention (docs/runtime.md, "Errors"): the message
+ * into the caller's err, -1 back; nothing printed here. */
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
@@ -25,6 +27,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
+/* "dir/file", malloc'd (NULL when out of memory). */
 static char *join_path(const char *dir, const char *file)
 {
     size_t a = strlen(dir), b = strlen(file);
@@ -36,6 +39,9 @@ static char *join_path(const char *dir, const char *file)
     return p;
 }
 
+/* At most 1 GiB per call (Linux moves at most 0x7ffff000 bytes per
+ * write/read); a short transfer is continued and EINTR retried, so a shard
+ * of several GiB is written whole or the call fails. */
 static int write_all(int fd, const void *data, size_t len)
 {
     const char *p = data;
@@ -51,6 +57,8 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+/* By offset, not through the file position: the rows of one shard are read
+ * from wherever the epoch's order sends the reader. */
 static int pread_all(int fd, void *data, size_t len, uint64_t off)
 {
     char *p = data;
@@ -80,7 +88,9 @@ static void sync_parent_dir(const char *path)
     free(dir);
 }
 
-/* Open PATH.tmp for writing; returns fd and sets *tmp (caller frees). */
+/* Open PATH.tmp for writing; returns fd and sets *tmp (caller frees). Beside
+ * PATH, so on its file system and the rename is atomic; O_TRUNC, so a .tmp
+ * left by a killed prepare is simply overwritten. */
 static int open_tmp(const char *path, char **tmp, char *err, size_t errlen)
 {
     size_t n = strlen(path);
@@ -97,6 +107,10 @@ static int open_tmp(const char *path, char **tmp, char *err, size_t errlen)
     return fd;
 }
 
+/* fsync, then rename over PATH, then fsync the directory: after a crash PATH
+ * is the old file or the whole new one, never a short one (without the
+ * first fsync a file system may commit the rename before the data). On any
+ * failure the .tmp goes, so nothing half-written is left under either name. */
 static int finish_tmp(int fd, char *tmp, const char *path, char *err, size_t errlen)
 {
     if (fsync(fd) != 0) {
@@ -136,11 +150,13 @@ int shard_write_file_atomic(const char *path, const void *data, size_t len, char
 int shard_write(const char *path, const ShardHeader *h, const uint32_t *ids,
                 const uint32_t *pos, const uint8_t *mask, char *err, size_t errlen)
 {
+    /* magic, version and reserved are set here, not by callers: a header is
+     * always well-formed, and a set prepared twice is the same bytes */
     ShardHeader hd = *h;
     memcpy(hd.magic, SHARD_MAGIC, 8);
     hd.version = SHARD_VERSION;
     memset(hd.reserved, 0, sizeof hd.reserved);
-    size_t n = (size_t)hd.n_rows * hd.context;
+    size_t n = (size_t)hd.n_rows * hd.context;   /* cells: 4 + 4 + 1 bytes each, in shard.h's order */
     char *tmp;
     int fd = open_tmp(path, &tmp, err, errlen);
     if (fd < 0) return -1;
@@ -158,6 +174,8 @@ int shard_write(const char *path, const ShardHeader *h, const uint32_t *ids,
 int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEntry *shards,
                       size_t n, char *err, size_t errlen)
 {
+    /* the totals are summed from the entries, so index.json cannot disagree
+     * with its own list; shard_set_open checks each entry against its file */
     uint64_t rows = 0, docs = 0, labels = 0;
     for (size_t i = 0; i < n; i++) {
         rows += shards[i].n_rows;
@@ -175,7 +193,7 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
     cJSON_AddNumberToObject(o, "n_docs", (double)docs);
     cJSON_AddNumberToObject(o, "n_tokens", (double)info->n_tokens);
     cJSON_AddNumberToObject(o, "n_label_tokens", (double)labels);
-    if (info->summary_json) {
+    if (info->summary_json) {   /* nested as an object, not as a string of JSON */
         cJSON *s = cJSON_Parse(info->summary_json);
         if (s) cJSON_AddItemToObject(o, "summary", s);
     }
@@ -197,6 +215,8 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
     memcpy(buf, text, len);
     buf[len] = '\n';
     free(text);
+    /* index.json last and atomically: replacing it is what makes the new set
+     * the live one (readers open only the shards it lists) */
     char *path = join_path(dir, "index.json");
     int rc = path ? shard_write_file_atomic(path, buf, len + 1, err, errlen)
                   : fail(err, errlen, "out of memory");
@@ -205,6 +225,8 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
     return rc;
 }
 
+/* The whole of a regular file, NUL-terminated for cJSON, if at most max
+ * bytes; NULL with err otherwise. */
 static char *read_small_file(const char *path, size_t max, char *err, size_t errlen)
 {
     /* O_NONBLOCK + fstat: a FIFO or device in place of index.json is refused, never waited on */
@@ -219,7 +241,7 @@ static char *read_small_file(const char *path, size_t max, char *err, size_t err
     FILE *f = fdopen(fd, "rb");
     if (!f) { close(fd); fail(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
     char *buf = malloc(max + 1);
-    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;   /* one byte more than max tells "larger" apart */
     fclose(f);
     if (!buf) { fail(err, errlen, "out of memory"); return NULL; }
     if (n > max) { free(buf); fail(err, errlen, "%s: larger than %zu bytes", path, max); return NULL; }
@@ -227,7 +249,9 @@ static char *read_small_file(const char *path, size_t max, char *err, size_t err
     return buf;
 }
 
-/* A non-negative integer field of o, or -1 with err set. */
+/* A non-negative integer field of o, or -1 with err set. At most 2^53: the
+ * largest integer cJSON's double holds exactly; above it a count could be
+ * off by one without a sign. */
 static int get_u64(const cJSON *o, const char *key, uint64_t *out, const char *where,
                    char *err, size_t errlen)
 {
@@ -239,6 +263,8 @@ static int get_u64(const cJSON *o, const char *key, uint64_t *out, const char *w
     return 0;
 }
 
+/* No message on failure: a missing or unreadable index.json only means "not
+ * up to date", and prepare then writes a new set. */
 char *shard_index_data_hash(const char *dir)
 {
     char err[64];
@@ -272,6 +298,7 @@ char **shard_index_files(const char *dir)
         names = calloc(n + 1, sizeof *names);
         for (const cJSON *e = arr->child; names && e; e = e->next) {
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
+            /* plain names only: what prepare keeps or sweeps is always inside dir */
             if (cJSON_IsString(f) && f->valuestring[0] && !strchr(f->valuestring, '/') &&
                 !(names[k] = strdup(f->valuestring))) { shard_names_free(names); names = NULL; }
             else if (cJSON_IsString(f) && names[k]) k++;
@@ -287,6 +314,8 @@ void shard_names_free(char **names)
     free(names);
 }
 
+/* Safe on a set that failed half-way through opening: fds not yet opened are
+ * -1, names not yet copied NULL (shard_set_open sets them so first). */
 void shard_set_close(ShardSet *set)
 {
     for (size_t i = 0; i < set->n_shards; i++) {
@@ -322,6 +351,9 @@ static int open_shard(ShardSet *set, ShardEntry *e, char *err, size_t errlen)
         return fail(err, errlen, "%s: header counts disagree with index.json", e->path);
     struct stat st;
     if (fstat(e->fd, &st) != 0) return fail(err, errlen, "%s: %s", e->path, strerror(errno));
+    /* the size must be exactly header + 9 bytes a cell (id 4, pos 4, mask 1):
+     * a truncated shard or a foreign file fails here, when the run starts, not
+     * at the row it would have read hours later (the product checked first) */
     if (h.n_rows > (UINT64_MAX - sizeof h) / 9 / (h.context ? h.context : 1))
         return fail(err, errlen, "%s: row count too large", e->path);
     uint64_t want = sizeof h + h.n_rows * (uint64_t)h.context * 9u;
@@ -331,6 +363,8 @@ static int open_shard(ShardSet *set, ShardEntry *e, char *err, size_t errlen)
     return 0;
 }
 
+/* index.json, then every shard it lists opened and checked (open_shard);
+ * rows are numbered across the set in index order (first_row). */
 int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
 {
     memset(set, 0, sizeof *set);
@@ -355,6 +389,7 @@ int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
         get_u64(o, "pad_id", &pad, path, err, errlen) ||
         get_u64(o, "n_tokens", &n_tokens, path, err, errlen))
         goto done;
+    /* the header stores them as uint32; pad must be a token id */
     if (context == 0 || context > UINT32_MAX || vocab == 0 || vocab > UINT32_MAX || pad >= vocab) {
         fail(err, errlen, "%s: context/vocab_size/pad_id out of range", path);
         goto done;
@@ -414,6 +449,8 @@ int shard_set_read_rows(const ShardSet *set, uint64_t row, uint64_t n,
         size_t mid = lo + (hi - lo) / 2;
         if (set->shards[mid].first_row <= row) lo = mid; else hi = mid;
     }
+    /* a range may span shards; in each, ids, pos and mask are three sections of
+     * the file (shard.h), so a range is up to three preads per shard */
     uint64_t ctx = set->context;
     while (n > 0) {
         const ShardEntry *s = &set->shards[lo];

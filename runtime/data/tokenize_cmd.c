@@ -24,6 +24,8 @@ static void usage(FILE *out)
           "  --decode   read ids on stdin, write the text they decode to\n", out);
 }
 
+/* All of stdin: the text is encoded as one string, as tokenizer.encode sees
+ * it (a split by lines would change the tokens at the breaks). */
 static int read_stdin(UniBuf *b)
 {
     char chunk[65536];
@@ -43,12 +45,15 @@ static void print_json_string(const uint8_t *s, size_t n)
         else if (c == '\n') fputs("\\n", stdout);
         else if (c == '\t') fputs("\\t", stdout);
         else if (c == '\r') fputs("\\r", stdout);
-        else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);
+        else if (c < 0x20 || c == 0x7F) printf("\\u%04x", c);   /* bytes >= 0x80 pass: UTF-8 is valid JSON */
         else putchar(c);
     }
     putchar('"');
 }
 
+/* Ids separated by blanks or commas, brackets ignored, so a Python list
+ * printed by transformers pastes in as it is. The first bad id stops it with
+ * its byte position; nothing is written then. */
 static int decode_ids(const Tokenizer *tok, const UniBuf *in)
 {
     TokIds ids = {0};
@@ -61,23 +66,24 @@ static int decode_ids(const Tokenizer *tok, const UniBuf *in)
         if (c < '0' || c > '9') {
             char shown[8];
             log_escape(shown, sizeof shown, (const char *)&c, 1);
-            fprintf(stderr, "llmc-train tokenize: stdin byte %zu: expected a token id, found '%s'\n", i + 1, shown);
+            log_error("stdin byte %zu: expected a token id, found '%s'", i + 1, shown);
             rc = 1;
             break;
         }
         uint64_t v = 0;
+        /* stops growing past UINT32_MAX, so a huge number is reported, not wrapped */
         while (i < in->len && in->p[i] >= '0' && in->p[i] <= '9' && v <= UINT32_MAX) v = v * 10 + (in->p[i++] - '0');
         size_t len;
         if (v >= tok_vocab_size(tok) || !tok_token_bytes(tok, (uint32_t)v, &len)) {
-            fprintf(stderr, "llmc-train tokenize: id %llu is not in the vocabulary (size %u)\n",
-                    (unsigned long long)v, tok_vocab_size(tok));
+            log_error("id %llu is not in the vocabulary (size %u)",
+                      (unsigned long long)v, tok_vocab_size(tok));
             rc = 1;
             break;
         }
         if (tokids_push(&ids, (uint32_t)v)) rc = 1;
     }
     if (!rc && tok_decode(tok, ids.ids, ids.len, &out)) rc = 1;
-    if (!rc && out.len) fwrite(out.p, 1, out.len, stdout);
+    if (!rc && out.len) fwrite(out.p, 1, out.len, stdout);   /* raw bytes: a token may be half a character */
     tokids_free(&ids);
     unibuf_free(&out);
     return rc;
@@ -109,15 +115,17 @@ int cmd_tokenize(int argc, char **argv)
     if (!dir) return args_usage_error(cmd, "--tokenizer DIR is required");
     if (decode && tokens) return args_usage_error(cmd, "--decode and --tokens exclude each other");
     char err[512];
+    /* exit 2 when the tokenizer or stdin cannot be read (as a bad plan is 2),
+     * 1 for input the tokenizer refuses */
     Tokenizer *tok = tok_load(dir, err, sizeof err);
     if (!tok) {
         char shown[1024];
-        fprintf(stderr, "llmc-train tokenize: %s\n", log_escape(shown, sizeof shown, err, strlen(err)));
+        log_error("%s", log_escape(shown, sizeof shown, err, strlen(err)));
         return 2;
     }
     UniBuf in = {0};
     if (read_stdin(&in)) {
-        fprintf(stderr, "llmc-train tokenize: reading stdin: %s\n", strerror(errno));
+        log_error("reading stdin: %s", strerror(errno));
         tok_free(tok);
         unibuf_free(&in);
         return 2;
@@ -129,13 +137,13 @@ int cmd_tokenize(int argc, char **argv)
         TokEncoder *enc = tok_encoder_new(tok);
         TokIds ids = {0};
         if (!enc || tok_encode(enc, (const char *)in.p, in.len, &ids)) {
-            fprintf(stderr, "llmc-train tokenize: out of memory\n");
+            log_error("out of memory");
             rc = 1;
         } else if (tokens) {
             UniBuf shown = {0};
             for (size_t i = 0; i < ids.len; i++) {
                 shown.len = 0;
-                tok_token_display(tok, ids.ids[i], &shown);
+                tok_token_display(tok, ids.ids[i], &shown);   /* as HF shows it: byte-level "Ġ" for a space */
                 printf("%u\t", ids.ids[i]);
                 print_json_string(shown.p, shown.len);
                 putchar('\n');

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "ops_cpu.h"
 #include "rng.h"
 
@@ -315,7 +316,10 @@ static float *lora_tmp(Lora *l, int n)
     size_t need = (size_t)n * l->rank;
     if (need > l->tmp_n) {
         float *t = realloc(l->tmp, 2 * need * sizeof(float));
-        if (!t) { fprintf(stderr, "llmc-train: out of memory (LoRA scratch)\n"); exit(1); }
+        if (!t) {   /* mid-step, no caller to report to: as ops_cpu.c's attention scratch */
+            log_error("out of memory (LoRA scratch)");
+            exit(1);
+        }
         l->tmp = t;
         l->tmp_n = need;
     }

@@ -1,6 +1,7 @@
 /* ops_cpu.c — fp32 CPU kernels (see ops_cpu.h). */
 #include "ops_cpu.h"
 #include "cpus.h"
+#include "log.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_THREADS 64
+#define MAX_THREADS 64   /* bounds the per-call arrays of ops_parallel_for (on the stack) */
 
 static int g_threads = 0;
 
@@ -22,7 +23,7 @@ void ops_set_threads(int n)
 
 int ops_threads(void)
 {
-    if (g_threads == 0) {
+    if (g_threads == 0) {   /* default: the CPUs this process may run on (Slurm's --cpus-per-task) */
         ops_set_threads(cpus_available());
     }
     return g_threads;
@@ -41,6 +42,10 @@ static void *run_chunk(void *arg)
     return NULL;
 }
 
+/* Tasks [0, n) in nt contiguous chunks, one thread each. Threads are made
+ * per call, not pooled: a call covers a whole layer's heads (milliseconds),
+ * next to which starting a thread is noise. Tasks write disjoint outputs, so
+ * the result does not depend on the number of threads. */
 void ops_parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx)
 {
     int nt = ops_threads();
@@ -64,6 +69,9 @@ void ops_parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx)
     }
 }
 
+/* out[M, N] = a[M, K] w[N, K]^T (+ bias[N]): w in HF's [out_features,
+ * in_features] layout, read transposed by the GEMM; a bias is copied into out
+ * first and the GEMM adds onto it (beta 1). */
 void op_linear(float *out, const float *a, const float *w, const float *bias, int M, int K, int N)
 {
     if (bias) {
@@ -73,17 +81,20 @@ void op_linear(float *out, const float *a, const float *w, const float *bias, in
                 bias ? 1.0f : 0.0f, out, N);
 }
 
+/* out += alpha a w^T (LoRA: scale x A^T B^T onto the frozen layer's output) */
 void op_linear_acc(float *out, const float *a, const float *w, int M, int K, int N, float alpha)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, alpha, a, K, w, K, 1.0f, out, N);
 }
 
+/* da[M, K] (=, or += with acc) dout[M, N] w[N, K] */
 void op_linear_dx(float *da, const float *dout, const float *w, int M, int K, int N, int acc)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,
                 acc ? 1.0f : 0.0f, da, K);
 }
 
+/* dw[N, K] += dout^T a: always accumulated, micro-batch after micro-batch */
 void op_linear_dw(float *dw, const float *dout, const float *a, int M, int K, int N)
 {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, a, K, 1.0f, dw, K);
@@ -97,6 +108,8 @@ void op_bias_dw(float *db, const float *dout, int M, int N)
     }
 }
 
+/* HF's LlamaRMSNorm in fp32: x / sqrt(mean(x^2) + eps) * w per row of D;
+ * rstd[M] (the 1/sqrt) is kept for the backward pass. */
 void op_rmsnorm(float *out, float *rstd, const float *x, const float *w, int M, int D, float eps)
 {
     for (int r = 0; r < M; r++) {
@@ -132,6 +145,10 @@ void op_rmsnorm_bwd(float *dx, float *dw, const float *dout, const float *x, con
 
 void op_rope(float *x, const uint32_t *pos, int M, int nheads, int head_dim, double theta, int inverse)
 {
+    /* HF's rotate_half layout: element i pairs with i + hd/2 (not interleaved
+     * pairs), angle pos * theta^(-2i/hd); inverse (sin negated) is the
+     * transpose of the rotation, which is its backward pass. head_dim is at
+     * most 1024 (plan_limits.h), so half fits inv_freq. */
     int half = head_dim / 2;
     float inv_freq[512];
     for (int i = 0; i < half && i < 512; i++)
@@ -152,6 +169,7 @@ void op_rope(float *x, const uint32_t *pos, int M, int nheads, int head_dim, dou
     }
 }
 
+/* The Llama/Qwen MLP: down(silu(gate) * up). */
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
 void op_swiglu(float *act, const float *gate, const float *up, size_t n)
@@ -162,6 +180,7 @@ void op_swiglu(float *act, const float *gate, const float *up, size_t n)
 void op_swiglu_bwd(float *dgate, float *dup, const float *dact, const float *gate, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        /* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
         float g = gate[i], sig = 1.0f / (1.0f + expf(-g));
         float sg = g * sig;
         dup[i] = dact[i] * sg;
@@ -178,10 +197,26 @@ typedef struct {
     int B, T, H, KV, hd;
 } AttnArgs;
 
+/* The first key token j attends to: its document's start, since pos counts
+ * from each document's start (shard.h); packed documents never see each
+ * other, and causality bounds the range at j. */
 static int attn_lo(const uint32_t *pos, int j)
 {
     long lo = (long)j - (long)pos[j];
     return lo < 0 ? 0 : (int)lo;
+}
+
+/* A worker's scratch, or exit: an allocation that fails in the middle of a
+ * step has no caller to report to (ops_parallel_for's tasks return nothing),
+ * and a half-computed step is worth nothing (docs/runtime.md, "Errors"). */
+static void *scratch_or_exit(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        log_error("out of memory (%zu bytes of attention scratch)", bytes);
+        exit(1);
+    }
+    return p;
 }
 
 /* Copy kv head kvh of row b of x [B*T, KV*hd] into xt [hd, T] (transposed), so the
@@ -196,6 +231,10 @@ static void transpose_head(float *restrict xt, const float *restrict x, int b, i
     }
 }
 
+/* One (row b, query head h): scores of query j against keys lo..j, scaled
+ * by 1/sqrt(hd), a softmax with the maximum subtracted (no overflow), then
+ * the weighted sum of values. The probabilities are kept in probs [B, H, T,
+ * T] for the backward pass. Grouped-query: head h reads kv head h / (H/KV). */
 static void attn_fwd_one(void *ctx, int idx)
 {
     AttnArgs *a = ctx;
@@ -204,8 +243,7 @@ static void attn_fwd_one(void *ctx, int idx)
     float scale = 1.0f / sqrtf((float)hd);
     const uint32_t *pos = a->pos + (size_t)b * T;
     float *P = a->probs + ((size_t)b * a->H + h) * T * T;
-    float *kt = malloc((size_t)T * hd * sizeof(float));
-    if (!kt) abort();
+    float *kt = scratch_or_exit((size_t)T * hd * sizeof(float));
     transpose_head(kt, a->k, b, kvh, a);
     for (int j = 0; j < T; j++) {
         const float *qj = a->q + ((size_t)b * T + j) * qs + (size_t)h * hd;
@@ -253,8 +291,7 @@ static void attn_bwd_one(void *ctx, int idx)
     int qs = a->H * hd, ks = a->KV * hd;
     float scale = 1.0f / sqrtf((float)hd);
     const uint32_t *pos = a->pos + (size_t)b * T;
-    float *dp = malloc((size_t)T * sizeof(float)), *vt = malloc((size_t)T * hd * sizeof(float));
-    if (!dp || !vt) abort();
+    float *dp = scratch_or_exit((size_t)T * sizeof(float)), *vt = scratch_or_exit((size_t)T * hd * sizeof(float));
     transpose_head(vt, a->v, b, kvh, a);
     for (int i = 0; i < T; i++) {
         memset(a->dk + ((size_t)b * T + i) * ks + (size_t)kvh * hd, 0, (size_t)hd * sizeof(float));
@@ -275,6 +312,7 @@ static void attn_bwd_one(void *ctx, int idx)
                 float g = doj[d];
                 for (int i = lo; i <= j; i++) dp[i] += g * vd[i];
             }
+            /* softmax backward: dS = P (dP - sum(P dP)); dv += P^T dout */
             float dot = 0.0f;
             for (int i = lo; i <= j; i++) {
                 float *restrict dvi = a->dv + ((size_t)b * T + i) * ks + (size_t)kvh * hd;

@@ -3,6 +3,7 @@
 #include "args.h"
 
 #include "json_stream.h"   /* open_regular_file */
+#include "log.h"
 #include "plan_limits.h"   /* contract/: the limits llmc checks with */
 
 #include <errno.h>
@@ -402,6 +403,125 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
     free(sd);
 }
 
+/* "model": name, arch, path (resolved against the plan's directory), init
+ * and the shape into p->model, checked as a whole by model_config_check. */
+static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
+{
+    p->model_name = get_str(c, m, "model", "name", 0);
+    char *arch = get_str(c, m, "model", "arch", 0);
+    int a = one_of(c, "model", "arch", arch, (const char *const[]){"llama", "qwen2", "qwen3", NULL});
+    free(arch);
+    char *mp = get_str(c, m, "model", "path", 1);
+    p->model_path = run_plan_resolve(p, mp);
+    free(mp);
+    p->init = get_str(c, m, "model", "init", 0);
+    one_of(c, "model", "init", p->init, (const char *const[]){"pretrained", "scratch", NULL});
+    ModelConfig *mc = &p->model;
+    mc->arch = a == 0 ? MODEL_LLAMA : a == 1 ? MODEL_QWEN2 : MODEL_QWEN3;
+    mc->layers = (int)get_lim(c, m, PL_MODEL_LAYERS, 0);
+    mc->hidden = (int)get_lim(c, m, PL_MODEL_HIDDEN, 0);
+    mc->heads = (int)get_lim(c, m, PL_MODEL_HEADS, 0);
+    mc->kv_heads = (int)get_lim(c, m, PL_MODEL_KV_HEADS, 0);
+    mc->head_dim = (int)get_lim(c, m, PL_MODEL_HEAD_DIM, 0);
+    mc->ffn = (int)get_lim(c, m, PL_MODEL_FFN, 0);
+    mc->vocab = (int)get_lim(c, m, PL_MODEL_VOCAB, 0);
+    mc->max_context = (int)get_lim(c, m, PL_MODEL_MAX_CONTEXT, 0);
+    mc->rope_theta = get_lim(c, m, PL_MODEL_ROPE_THETA, 0);
+    mc->rms_eps = get_lim(c, m, PL_MODEL_RMS_EPS, 0);
+    mc->tie_embeddings = get_bool(c, m, "model", "tie_embeddings");
+    mc->qkv_bias = get_bool(c, m, "model", "qkv_bias");
+    mc->qk_norm = get_bool(c, m, "model", "qk_norm");
+    if (!c->failed && !strcmp(p->init, "pretrained") && !p->model_path)
+        fail(c, "model.path", "init is \"pretrained\" but path is null");
+    char cerr[160];
+    if (!c->failed && model_config_check(mc, cerr, sizeof cerr)) fail(c, "model", "%s", cerr);
+}
+
+/* "train": length, batch (global = micro x accumulation x data parallel,
+ * checked with "parallel"), the schedule (warmup as a ratio or as steps,
+ * exactly one), AdamW, precision, recompute and attention. */
+static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
+{
+    p->epochs = get_lim(c, tr, PL_TRAIN_EPOCHS, -1);
+    p->max_steps = (int64_t)get_lim(c, tr, PL_TRAIN_MAX_STEPS, -1);
+    if (!c->failed && p->epochs < 0 && p->max_steps < 0) fail(c, "train", "epochs and max_steps are both null");
+    p->micro_batch = (int)get_lim(c, tr, PL_TRAIN_MICRO_BATCH, 0);
+    p->grad_accum = (int)get_lim(c, tr, PL_TRAIN_GRAD_ACCUM, 0);
+    p->global_batch = (int)get_lim(c, tr, PL_TRAIN_GLOBAL_BATCH, 0);
+    p->lr = get_lim(c, tr, PL_TRAIN_LR, 0);
+    p->min_lr = get_lim(c, tr, PL_TRAIN_MIN_LR, 0);
+    if (!c->failed && p->min_lr > p->lr)   /* the schedule would climb from lr to min_lr */
+        fail(c, "train.min_lr", "%.17g must not exceed lr (%.17g)", p->min_lr, p->lr);
+    char *sch = get_str(c, tr, "train", "schedule", 0);
+    int s = one_of(c, "train", "schedule", sch, run_schedule_names);
+    p->schedule = s == SCHEDULE_LINEAR ? SCHEDULE_LINEAR : s == SCHEDULE_CONSTANT ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
+    free(sch);
+    p->warmup_ratio = get_lim(c, tr, PL_TRAIN_WARMUP_RATIO, -1);
+    p->warmup_steps = (int64_t)get_lim(c, tr, PL_TRAIN_WARMUP_STEPS, -1);
+    if (!c->failed && (p->warmup_ratio < 0) == (p->warmup_steps < 0))
+        fail(c, "train.warmup_ratio", "exactly one of warmup_ratio and warmup_steps must be non-null");
+    p->weight_decay = get_lim(c, tr, PL_TRAIN_WEIGHT_DECAY, 0);
+    p->beta1 = get_lim(c, tr, PL_TRAIN_BETA1, 0);
+    p->beta2 = get_lim(c, tr, PL_TRAIN_BETA2, 0);
+    p->eps = get_lim(c, tr, PL_TRAIN_EPS, 0);
+    p->grad_clip = get_lim(c, tr, PL_TRAIN_GRAD_CLIP, 0);
+    p->seed = (uint64_t)get_lim(c, tr, PL_TRAIN_SEED, 0);
+    p->precision = get_str(c, tr, "train", "precision", 0);
+    one_of(c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
+    p->recompute = (RunRecompute)opt_enum(c, tr, "train", "recompute", run_recompute_names, RUN_RECOMPUTE_NONE);
+    p->attention = (RunAttention)opt_enum(c, tr, "train", "attention", run_attention_names, RUN_ATTENTION_FLASH);
+}
+
+/* "parallel": world size, data parallel (at most the world), ZeRO stage,
+ * offload; then the global batch against train's three factors. */
+static void read_parallel(Ctx *c, RunPlan *p, const cJSON *pa)
+{
+    p->world_size = (int)get_lim(c, pa, PL_PARALLEL_WORLD, 0);
+    p->data_parallel = (int)get_lim(c, pa, PL_PARALLEL_DP, 0);
+    p->zero_stage = (int)get_lim(c, pa, PL_PARALLEL_ZERO, 0);
+    p->offload = (RunOffload)opt_enum(c, pa, "parallel", "offload", run_offload_names, RUN_OFFLOAD_NONE);
+    if (!c->failed && p->data_parallel > p->world_size)
+        fail(c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
+    if (!c->failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)
+        fail(c, "train.global_batch", "%d is not micro_batch (%d) x grad_accum (%d) x data_parallel (%d)",
+             p->global_batch, p->micro_batch, p->grad_accum, p->data_parallel);
+}
+
+/* "checkpoint" (a directory this process may write) and "output" (the
+ * metrics file inside output.dir unless absolute). */
+static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, const cJSON *ou)
+{
+    char *cd = get_str(c, ck, "checkpoint", "dir", 0);
+    check_write_dir(c, "checkpoint.dir", cd);
+    p->ckpt_dir = run_plan_resolve(p, cd);
+    free(cd);
+    p->ckpt_every_steps = (int64_t)get_lim(c, ck, PL_CKPT_EVERY_STEPS, -1);
+    p->ckpt_every_seconds = get_lim(c, ck, PL_CKPT_EVERY_SECONDS, -1);
+    p->ckpt_keep = (int)get_lim(c, ck, PL_CKPT_KEEP, 0);
+    p->resume = get_bool(c, ck, "checkpoint", "resume");
+
+    char *od = get_str(c, ou, "output", "dir", 0);
+    check_write_dir(c, "output.dir", od);
+    p->out_dir = run_plan_resolve(p, od);
+    free(od);
+    char *mt = get_str(c, ou, "output", "metrics", 0);
+    const char *mwhy = mt ? plan_inner_file_problem(mt) : NULL;
+    if (mwhy) fail(c, "output.metrics", "'%s' %s", mt, mwhy);
+    if (mt && p->out_dir) {
+        if (mt[0] == '/') p->metrics_path = strdup(mt);
+        else {
+            size_t n = strlen(p->out_dir) + strlen(mt) + 2;
+            p->metrics_path = malloc(n);
+            if (p->metrics_path) snprintf(p->metrics_path, n, "%s/%s", p->out_dir, mt);
+        }
+    }
+    free(mt);
+    p->log_every = (int)get_lim(c, ou, PL_OUTPUT_LOG_EVERY, 0);
+}
+
+/* The plan, section by section (docs/plan.md); every value checked against
+ * contract/plan_limits.h as llmc checks it. 0, or -1 with err naming the
+ * field (p then holds nothing). */
 int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
 {
     Ctx c = {path, err, errlen, 0, ""};
@@ -420,104 +540,12 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     cJSON *ou = get_obj(&c, root, "output");
     if (c.failed) goto done;
 
-    p->model_name = get_str(&c, m, "model", "name", 0);
-    char *arch = get_str(&c, m, "model", "arch", 0);
-    int a = one_of(&c, "model", "arch", arch, (const char *const[]){"llama", "qwen2", "qwen3", NULL});
-    free(arch);
-    char *mp = get_str(&c, m, "model", "path", 1);
-    p->model_path = run_plan_resolve(p, mp);
-    free(mp);
-    p->init = get_str(&c, m, "model", "init", 0);
-    one_of(&c, "model", "init", p->init, (const char *const[]){"pretrained", "scratch", NULL});
-    ModelConfig *mc = &p->model;
-    mc->arch = a == 0 ? MODEL_LLAMA : a == 1 ? MODEL_QWEN2 : MODEL_QWEN3;
-    mc->layers = (int)get_lim(&c, m, PL_MODEL_LAYERS, 0);
-    mc->hidden = (int)get_lim(&c, m, PL_MODEL_HIDDEN, 0);
-    mc->heads = (int)get_lim(&c, m, PL_MODEL_HEADS, 0);
-    mc->kv_heads = (int)get_lim(&c, m, PL_MODEL_KV_HEADS, 0);
-    mc->head_dim = (int)get_lim(&c, m, PL_MODEL_HEAD_DIM, 0);
-    mc->ffn = (int)get_lim(&c, m, PL_MODEL_FFN, 0);
-    mc->vocab = (int)get_lim(&c, m, PL_MODEL_VOCAB, 0);
-    mc->max_context = (int)get_lim(&c, m, PL_MODEL_MAX_CONTEXT, 0);
-    mc->rope_theta = get_lim(&c, m, PL_MODEL_ROPE_THETA, 0);
-    mc->rms_eps = get_lim(&c, m, PL_MODEL_RMS_EPS, 0);
-    mc->tie_embeddings = get_bool(&c, m, "model", "tie_embeddings");
-    mc->qkv_bias = get_bool(&c, m, "model", "qkv_bias");
-    mc->qk_norm = get_bool(&c, m, "model", "qk_norm");
-    if (!c.failed && !strcmp(p->init, "pretrained") && !p->model_path)
-        fail(&c, "model.path", "init is \"pretrained\" but path is null");
-    char cerr[160];
-    if (!c.failed && model_config_check(mc, cerr, sizeof cerr)) fail(&c, "model", "%s", cerr);
-
+    read_model(&c, p, m);
     read_tokenizer_and_data(&c, p, tk, da);
-
-    p->epochs = get_lim(&c, tr, PL_TRAIN_EPOCHS, -1);
-    p->max_steps = (int64_t)get_lim(&c, tr, PL_TRAIN_MAX_STEPS, -1);
-    if (!c.failed && p->epochs < 0 && p->max_steps < 0) fail(&c, "train", "epochs and max_steps are both null");
-    p->micro_batch = (int)get_lim(&c, tr, PL_TRAIN_MICRO_BATCH, 0);
-    p->grad_accum = (int)get_lim(&c, tr, PL_TRAIN_GRAD_ACCUM, 0);
-    p->global_batch = (int)get_lim(&c, tr, PL_TRAIN_GLOBAL_BATCH, 0);
-    p->lr = get_lim(&c, tr, PL_TRAIN_LR, 0);
-    p->min_lr = get_lim(&c, tr, PL_TRAIN_MIN_LR, 0);
-    if (!c.failed && p->min_lr > p->lr)   /* the schedule would climb from lr to min_lr */
-        fail(&c, "train.min_lr", "%.17g must not exceed lr (%.17g)", p->min_lr, p->lr);
-    char *sch = get_str(&c, tr, "train", "schedule", 0);
-    int s = one_of(&c, "train", "schedule", sch, run_schedule_names);
-    p->schedule = s == SCHEDULE_LINEAR ? SCHEDULE_LINEAR : s == SCHEDULE_CONSTANT ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
-    free(sch);
-    p->warmup_ratio = get_lim(&c, tr, PL_TRAIN_WARMUP_RATIO, -1);
-    p->warmup_steps = (int64_t)get_lim(&c, tr, PL_TRAIN_WARMUP_STEPS, -1);
-    if (!c.failed && (p->warmup_ratio < 0) == (p->warmup_steps < 0))
-        fail(&c, "train.warmup_ratio", "exactly one of warmup_ratio and warmup_steps must be non-null");
-    p->weight_decay = get_lim(&c, tr, PL_TRAIN_WEIGHT_DECAY, 0);
-    p->beta1 = get_lim(&c, tr, PL_TRAIN_BETA1, 0);
-    p->beta2 = get_lim(&c, tr, PL_TRAIN_BETA2, 0);
-    p->eps = get_lim(&c, tr, PL_TRAIN_EPS, 0);
-    p->grad_clip = get_lim(&c, tr, PL_TRAIN_GRAD_CLIP, 0);
-    p->seed = (uint64_t)get_lim(&c, tr, PL_TRAIN_SEED, 0);
-    p->precision = get_str(&c, tr, "train", "precision", 0);
-    one_of(&c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
-    p->recompute = (RunRecompute)opt_enum(&c, tr, "train", "recompute", run_recompute_names, RUN_RECOMPUTE_NONE);
-    p->attention = (RunAttention)opt_enum(&c, tr, "train", "attention", run_attention_names, RUN_ATTENTION_FLASH);
-
-    p->world_size = (int)get_lim(&c, pa, PL_PARALLEL_WORLD, 0);
-    p->data_parallel = (int)get_lim(&c, pa, PL_PARALLEL_DP, 0);
-    p->zero_stage = (int)get_lim(&c, pa, PL_PARALLEL_ZERO, 0);
-    p->offload = (RunOffload)opt_enum(&c, pa, "parallel", "offload", run_offload_names, RUN_OFFLOAD_NONE);
-    if (!c.failed && p->data_parallel > p->world_size)
-        fail(&c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
-    if (!c.failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)
-        fail(&c, "train.global_batch", "%d is not micro_batch (%d) x grad_accum (%d) x data_parallel (%d)",
-             p->global_batch, p->micro_batch, p->grad_accum, p->data_parallel);
-
-    if (!c.failed) read_finetune(&c, root, &p->ft, mc);
-
-    char *cd = get_str(&c, ck, "checkpoint", "dir", 0);
-    check_write_dir(&c, "checkpoint.dir", cd);
-    p->ckpt_dir = run_plan_resolve(p, cd);
-    free(cd);
-    p->ckpt_every_steps = (int64_t)get_lim(&c, ck, PL_CKPT_EVERY_STEPS, -1);
-    p->ckpt_every_seconds = get_lim(&c, ck, PL_CKPT_EVERY_SECONDS, -1);
-    p->ckpt_keep = (int)get_lim(&c, ck, PL_CKPT_KEEP, 0);
-    p->resume = get_bool(&c, ck, "checkpoint", "resume");
-
-    char *od = get_str(&c, ou, "output", "dir", 0);
-    check_write_dir(&c, "output.dir", od);
-    p->out_dir = run_plan_resolve(p, od);
-    free(od);
-    char *mt = get_str(&c, ou, "output", "metrics", 0);
-    const char *mwhy = mt ? plan_inner_file_problem(mt) : NULL;
-    if (mwhy) fail(&c, "output.metrics", "'%s' %s", mt, mwhy);
-    if (mt && p->out_dir) {
-        if (mt[0] == '/') p->metrics_path = strdup(mt);
-        else {
-            size_t n = strlen(p->out_dir) + strlen(mt) + 2;
-            p->metrics_path = malloc(n);
-            if (p->metrics_path) snprintf(p->metrics_path, n, "%s/%s", p->out_dir, mt);
-        }
-    }
-    free(mt);
-    p->log_every = (int)get_lim(&c, ou, PL_OUTPUT_LOG_EVERY, 0);
+    read_train(&c, p, tr);
+    read_parallel(&c, p, pa);
+    if (!c.failed) read_finetune(&c, root, &p->ft, &p->model);
+    read_checkpoint_and_output(&c, p, ck, ou);
 done:
     if (c.failed) { run_plan_free(p); return -1; }
     return 0;
@@ -575,7 +603,7 @@ int cmd_check_plan(int argc, char **argv)
     RunPlan p;
     char err[512];
     if (run_plan_load(&p, path, err, sizeof err)) {
-        fprintf(stderr, "llmc-train: %s\n", err);
+        log_error("%s", err);
         return 1;
     }
     printf("%s: accepted (job %s)\n", path, p.job);

@@ -323,8 +323,8 @@ int cmd_verify(int argc, char **argv)
     if (rc >= 0) return rc;
     char err[1400];
     rc = manifest_check(dir, stdout, err, sizeof err);
-    if (rc < 0) { fprintf(stderr, "llmc-train verify: %s\n", err); return 2; }
-    if (rc) fprintf(stderr, "llmc-train verify: %s: checksum mismatch (first: %s)\n", dir, err);
+    if (rc < 0) { log_error("%s", err); return 2; }
+    if (rc) log_error("%s: checksum mismatch (first: %s)", dir, err);
     return rc ? 1 : 0;
 }
 

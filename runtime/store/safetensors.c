@@ -13,6 +13,11 @@
 
 #include "sha256.h"
 
+/* bf16 is the top 16 bits of an fp32 (same exponent range). Rounding as
+ * torch's .to(torch.bfloat16): to nearest, ties to even; adding 0x7fff plus
+ * the lowest kept bit does that in integer arithmetic, and an overflow past
+ * the largest finite value carries into infinity, as it should. A NaN keeps
+ * its sign and gets the quiet bit, so it cannot round to infinity. */
 uint16_t st_f32_to_bf16(float f)
 {
     uint32_t u;
@@ -30,6 +35,8 @@ float st_bf16_to_f32(uint16_t h)
     return f;
 }
 
+/* IEEE half (1, 5, 10 bits; exponent bias 15) to float (bias 127): exact,
+ * every half is a float. */
 float st_f16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
@@ -40,7 +47,7 @@ float st_f16_to_f32(uint16_t h)
             do { man <<= 1; e++; } while (!(man & 0x400u));
             u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
         }
-    } else if (exp == 31) {
+    } else if (exp == 31) {   /* infinity, or a NaN with its payload kept */
         u = sign | 0x7f800000u | (man << 13);
     } else {
         u = sign | ((exp + 127 - 15) << 23) | (man << 13);
@@ -50,7 +57,7 @@ float st_f16_to_f32(uint16_t h)
     return f;
 }
 
-static size_t dtype_size(StDtype d) { return d == ST_F32 ? 4 : 2; }
+static size_t dtype_size(StDtype d) { return d == ST_F32 ? 4 : 2; }   /* the three dtypes read */
 
 static int parse_dtype(const char *s, StDtype *out)
 {
@@ -75,6 +82,8 @@ static char *read_small_file(const char *path, size_t max, size_t *len, char *er
     return buf;
 }
 
+/* The index of path in st->files, added when new: a sharded model's tensors
+ * name their file by this index. */
 static int add_file(StModel *st, const char *path)
 {
     for (int i = 0; i < st->n_files; i++)
@@ -92,6 +101,75 @@ static int add_file(StModel *st, const char *path)
 
 static int check_layout(const StModel *st, int t0, const char *path, uint64_t data_len, char *err, size_t errlen);
 
+/* One tensor entry e of file fi's header: dtype F32/BF16/F16, shape, and
+ * data_offsets that lie inside the data section (data_len bytes) and hold
+ * exactly the shape's elements; appended to st. 0, or -1 with err. */
+static int add_tensor(StModel *st, int fi, const char *path, const cJSON *e, uint64_t data_len, char *err,
+                      size_t errlen)
+{
+    cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    StTensor t = {0};
+    t.file = fi;
+    if (!cJSON_IsString(dt) || parse_dtype(dt->valuestring, &t.dtype)) {
+        snprintf(err, errlen, "%s: tensor '%s': unsupported or missing dtype (want F32, BF16 or F16)",
+                 path, e->string);
+        return -1;
+    }
+    if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
+        snprintf(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, e->string);
+        return -1;
+    }
+    t.numel = 1;
+    cJSON *d;
+    int too_big = 0;
+    cJSON_ArrayForEach(d, sh) {
+        /* each dimension an integer a double holds exactly; numel checked for overflow */
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12 ||
+            floor(d->valuedouble) != d->valuedouble) {
+            snprintf(err, errlen, "%s: tensor '%s': shape is not a list of non-negative integers", path, e->string);
+            return -1;
+        }
+        t.shape[t.ndim++] = (int64_t)d->valuedouble;
+        if (__builtin_mul_overflow(t.numel, (size_t)d->valuedouble, &t.numel)) too_big = 1;
+    }
+    size_t want_bytes = 0;
+    if (too_big || __builtin_mul_overflow(t.numel, dtype_size(t.dtype), &want_bytes)) {
+        snprintf(err, errlen, "%s: tensor '%s': its shape has more elements than any file holds", path, e->string);
+        return -1;
+    }
+    cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
+    if (!cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || floor(b0->valuedouble) != b0->valuedouble ||
+        floor(b1->valuedouble) != b1->valuedouble) {
+        snprintf(err, errlen, "%s: tensor '%s': data_offsets are not integers", path, e->string);
+        return -1;
+    }
+    if (b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
+        snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
+        return -1;
+    }
+    t.begin = (uint64_t)b0->valuedouble;
+    t.end = (uint64_t)b1->valuedouble;
+    /* the byte range must be exactly the shape's elements: a file that lies
+     * about either would have its tensor read short or past its end */
+    if (t.end - t.begin != want_bytes) {
+        snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements (%s: %zu bytes)", path, e->string,
+                 (unsigned long long)(t.end - t.begin), t.numel, dt->valuestring, want_bytes);
+        return -1;
+    }
+    if (st_find(st, e->string)) {
+        snprintf(err, errlen, "%s: tensor '%s' appears twice", path, e->string);
+        return -1;
+    }
+    t.name = strdup(e->string);
+    StTensor *nt = realloc(st->tensors, (size_t)(st->n_tensors + 1) * sizeof *nt);
+    if (nt) st->tensors = nt;   /* kept even if strdup failed: the old block may be gone */
+    if (!t.name || !nt) { free(t.name); snprintf(err, errlen, "out of memory"); return -1; }
+    st->tensors[st->n_tensors++] = t;
+    return 0;
+}
+
 /* Parse one .safetensors file's header and append its tensors. */
 static int load_header(StModel *st, const char *path, char *err, size_t errlen)
 {
@@ -106,7 +184,7 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: not a regular file", path);
         return -1;
     }
-    int fl = fcntl(fd, F_GETFL);
+    int fl = fcntl(fd, F_GETFL);   /* a regular file: blocking reads from here on */
     if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     FILE *f = fdopen(fd, "rb");
     if (!f) { close(fd); snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
@@ -116,8 +194,11 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: not a safetensors file (shorter than 8 bytes)", path);
         return -1;
     }
+    /* the format: 8 bytes little-endian header length N, N bytes of JSON,
+     * then the data section that data_offsets index (from its start) */
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+    /* about the safetensors library's own limit (headers over 100 000 000 bytes refused) */
     if (hlen > 100u * 1024 * 1024 || hlen + 8 > (uint64_t)sb.st_size) {
         fclose(f);
         snprintf(err, errlen, "%s: bad safetensors header length %llu", path, (unsigned long long)hlen);
@@ -143,71 +224,16 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
     int rc = 0, t0 = st->n_tensors;
     cJSON *e;
     cJSON_ArrayForEach(e, root) {
-        if (!strcmp(e->string, "__metadata__")) continue;
-        cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
-        cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-        StTensor t = {0};
-        t.file = fi;
-        if (!cJSON_IsString(dt) || parse_dtype(dt->valuestring, &t.dtype)) {
-            snprintf(err, errlen, "%s: tensor '%s': unsupported or missing dtype (want F32, BF16 or F16)",
-                     path, e->string);
-            rc = -1; break;
-        }
-        if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
-            snprintf(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, e->string);
-            rc = -1; break;
-        }
-        t.numel = 1;
-        cJSON *d;
-        int too_big = 0;
-        cJSON_ArrayForEach(d, sh) {
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12 ||
-                floor(d->valuedouble) != d->valuedouble) {
-                snprintf(err, errlen, "%s: tensor '%s': shape is not a list of non-negative integers", path, e->string);
-                rc = -1; break;
-            }
-            t.shape[t.ndim++] = (int64_t)d->valuedouble;
-            if (__builtin_mul_overflow(t.numel, (size_t)d->valuedouble, &t.numel)) too_big = 1;
-        }
-        if (rc) break;
-        size_t want_bytes = 0;
-        if (too_big || __builtin_mul_overflow(t.numel, dtype_size(t.dtype), &want_bytes)) {
-            snprintf(err, errlen, "%s: tensor '%s': its shape has more elements than any file holds", path, e->string);
-            rc = -1; break;
-        }
-        cJSON *b0 = cJSON_GetArrayItem(off, 0), *b1 = cJSON_GetArrayItem(off, 1);
-        if (!cJSON_IsNumber(b0) || !cJSON_IsNumber(b1) || floor(b0->valuedouble) != b0->valuedouble ||
-            floor(b1->valuedouble) != b1->valuedouble) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets are not integers", path, e->string);
-            rc = -1; break;
-        }
-        if (b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
-            rc = -1; break;
-        }
-        t.begin = (uint64_t)b0->valuedouble;
-        t.end = (uint64_t)b1->valuedouble;
-        if (t.end - t.begin != want_bytes) {
-            snprintf(err, errlen, "%s: tensor '%s': %llu bytes for %zu elements (%s: %zu bytes)", path, e->string,
-                     (unsigned long long)(t.end - t.begin), t.numel, dt->valuestring, want_bytes);
-            rc = -1; break;
-        }
-        if (st_find(st, e->string)) {
-            snprintf(err, errlen, "%s: tensor '%s' appears twice", path, e->string);
-            rc = -1; break;
-        }
-        t.name = strdup(e->string);
-        StTensor *nt = realloc(st->tensors, (size_t)(st->n_tensors + 1) * sizeof *nt);
-        if (!t.name || !nt) { free(t.name); snprintf(err, errlen, "out of memory"); rc = -1; break; }
-        st->tensors = nt;
-        st->tensors[st->n_tensors++] = t;
+        if (!strcmp(e->string, "__metadata__")) continue;   /* string pairs (format: pt), no tensor */
+        if ((rc = add_tensor(st, fi, path, e, data_len, err, errlen))) break;
     }
     cJSON_Delete(root);
     if (!rc) rc = check_layout(st, t0, path, data_len, err, errlen);
     return rc;
 }
 
+/* qsort has no context argument: the tensor array being sorted by index
+ * (single-threaded: files are opened one at a time). */
 static const StTensor *layout_base;
 static int cmp_by_offset(const void *a, const void *b)
 {
@@ -255,6 +281,9 @@ static int check_layout(const StModel *st, int t0, const char *path, uint64_t da
     return rc;
 }
 
+/* A sharded model: model.safetensors.index.json maps each tensor name to
+ * its file (weight_map); every file named is opened once, and each tensor
+ * the map names must be in the file it names. */
 static int load_index(StModel *st, const char *dir, const char *index, char *err, size_t errlen)
 {
     char *text = read_small_file(index, 64u << 20, NULL, err, errlen);
@@ -271,6 +300,7 @@ static int load_index(StModel *st, const char *dir, const char *index, char *err
     int rc = 0;
     cJSON *e;
     cJSON_ArrayForEach(e, map) {
+        /* a plain name in dir: an index cannot send the reader elsewhere (../, /etc) */
         if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || e->valuestring[0] == '.') {
             snprintf(err, errlen, "%s: weight_map entry '%s' is not a file name in the directory", index, e->string);
             rc = -1; break;
@@ -293,6 +323,8 @@ static int load_index(StModel *st, const char *dir, const char *index, char *err
     return rc;
 }
 
+/* path: a .safetensors file, or a directory holding the index of a sharded
+ * model (used when present) or else one model.safetensors. */
 int st_open(StModel *st, const char *path, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
@@ -336,6 +368,7 @@ int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, siz
     const char *path = st->files[t->file];
     int fd = open(path, O_RDONLY);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    /* F32 is read straight into out; 16-bit types into a buffer, then widened */
     size_t bytes = t->end - t->begin, es = dtype_size(t->dtype);
     unsigned char *buf = t->dtype == ST_F32 ? (unsigned char *)out : malloc(bytes ? bytes : 1);
     if (!buf) { close(fd); snprintf(err, errlen, "out of memory"); return -1; }
@@ -354,7 +387,7 @@ int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, siz
     close(fd);
     if (t->dtype != ST_F32) {
         for (size_t i = 0; i < t->numel; i++) {
-            uint16_t h = (uint16_t)(buf[i * es] | (buf[i * es + 1] << 8));
+            uint16_t h = (uint16_t)(buf[i * es] | (buf[i * es + 1] << 8));   /* little-endian, any host */
             out[i] = t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
         }
         free(buf);
@@ -392,6 +425,8 @@ int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
 int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dtype,
                     const char *metadata_json, char sha256_hex[65], char *err, size_t errlen)
 {
+    /* F32 (checkpoints: exact) or BF16 (exports, the dtype the models ship
+     * in); F16 is read, never written */
     if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return -1; }
     size_t es = dtype_size(dtype);
     /* Header JSON, built by hand to keep the tensors in the given order. */
@@ -416,6 +451,7 @@ int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dty
     h[len++] = '}';
     while ((len + 8) % 8) h[len++] = ' ';   /* data section starts 8-aligned */
 
+    /* written as PATH.tmp, fsync'd, renamed: PATH is never a partial file */
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
@@ -431,7 +467,7 @@ int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dty
         size_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
         if (dtype == ST_F32) { rc = write_all(&out, t[i].data, numel * 4); continue; }
-        unsigned char buf[8192];
+        unsigned char buf[8192];   /* converted 4096 values at a time: no full-size copy */
         for (size_t k = 0; k < numel && !rc; k += 4096) {
             size_t m = numel - k < 4096 ? numel - k : 4096;
             for (size_t j = 0; j < m; j++) {

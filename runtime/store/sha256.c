@@ -8,6 +8,11 @@
 #include <unistd.h>
 #include <openssl/evp.h>
 
+/* Through libcrypto, not a hand-written SHA-256: checkpoints hash every byte
+ * they write, and OpenSSL's assembly (SHA-NI where the CPU has it) keeps
+ * that from costing a second pass's time. An error is
+ * remembered (failed) and reported once, by sha256_final, so callers can
+ * hash a stream without checking each piece. */
 void sha256_init(Sha256 *s)
 {
     EVP_MD_CTX *c = EVP_MD_CTX_new();
@@ -27,7 +32,7 @@ int sha256_final(Sha256 *s, uint8_t out[32])
     int ok = !s->failed && EVP_DigestFinal_ex(s->ctx, out, &len) == 1 && len == 32;
     EVP_MD_CTX_free(s->ctx);
     s->ctx = NULL;
-    if (!ok) memset(out, 0, 32);
+    if (!ok) memset(out, 0, 32);   /* never a digest of half the data */
     return ok ? 0 : -1;
 }
 
@@ -47,6 +52,9 @@ int sha256_file_hex(const char *path, char hex[65])
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     Sha256 s;
     sha256_init(&s);
+    /* 1 MiB: large enough that the read calls cost nothing next to hashing;
+     * static to keep it off the stack, per thread so that two threads may
+     * hash files at once */
     static __thread unsigned char buf[1 << 20];
     for (;;) {
         ssize_t n = read(fd, buf, sizeof buf);

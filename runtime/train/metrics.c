@@ -108,6 +108,8 @@ int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
     if (after)
         log_info("%s: %" PRId64 " line%s of steps after %" PRId64 " removed: this run continues from step %" PRId64
                  " and writes them again", path, after, after == 1 ? "" : "s", keep_through, keep_through);
+    /* rewritten whole with the kept lines: the file then holds each step once,
+     * however often the run was resumed */
     mf->f = fopen(path, "w");
     if (!mf->f) { free(kept); return -1; }
     if (klen) fwrite(kept, 1, klen, mf->f);
@@ -125,6 +127,10 @@ static void json_num(char *out, size_t cap, const char *fmt, double v, const cha
     snprintf(flags + fl, fcap - fl, "%s\"%s\":\"%s\"", fl ? "," : "", key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
+/* One line a step, written and flushed at once: a reader (llmc status, a
+ * dashboard) sees whole lines as they come, and a killed run loses at most
+ * the line being written (metrics_open drops a cut one). %.9g: the 9
+ * significant digits that give an fp32 value back exactly. */
 int metrics_write(MetricsFile *mf, const StepMetrics *m)
 {
     if (!mf->f) return -1;
@@ -178,11 +184,15 @@ int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
     free(line);
     fclose(f);
     if (!n) { free(xs); free(ys); return -1; }
+    /* axes: steps first to last; loss from 0 to 5% above the highest point
+     * (or the baseline), so the baseline line is always inside the plot */
     double x0 = xs[0], x1 = xs[n - 1], y0 = 0, y1 = ys[0];
     for (size_t i = 0; i < n; i++) if (ys[i] > y1) y1 = ys[i];
     if (baseline > y1) y1 = baseline;
     if (x1 <= x0) x1 = x0 + 1;
     y1 *= 1.05;
+    /* the picture in px: width, height, and the margins left, right, top,
+     * bottom that hold the labels; PX/PY map data to picture coordinates */
     const double W = 640, H = 400, L = 60, R = 20, T = 30, B = 40;
 #define PX(x) (L + ((x) - x0) / (x1 - x0) * (W - L - R))
 #define PY(y) (H - B - ((y) - y0) / (y1 - y0) * (H - T - B))
@@ -196,7 +206,7 @@ int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
     fprintf(o, "<text x=\"%.0f\" y=\"18\">training loss (mean CE per label token) vs step</text>\n", L);
     fprintf(o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", L, H - B, W - R, H - B);
     fprintf(o, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n", L, T, L, H - B);
-    for (int k = 0; k <= 4; k++) {
+    for (int k = 0; k <= 4; k++) {   /* five ticks on each axis */
         double yv = y0 + (y1 - y0) * k / 4, xv = x0 + (x1 - x0) * k / 4;
         fprintf(o, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", L - 4, PY(yv) + 4, yv);
         fprintf(o, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f</text>\n", PX(xv), H - B + 16, xv);
@@ -215,6 +225,7 @@ int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
 #undef PY
     free(xs);
     free(ys);
+    /* temp, fsync, rename: a viewer never opens half a picture */
     int rc = (fflush(o) || fsync(fileno(o))) ? -1 : 0;
     if (fclose(o)) rc = -1;
     if (!rc && rename(tmp, svg_path)) rc = -1;
@@ -224,6 +235,8 @@ int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
 
 /* ---- step time against the plan's estimate ---- */
 
+/* A tuning variable, or dflt when unset or not a number in [lo, hi]: a bad
+ * value must not turn the warning off or make it fire on every step. */
 static double drift_env(const char *name, double dflt, double lo, double hi)
 {
     const char *v = getenv(name);
@@ -241,6 +254,8 @@ void step_drift_init(StepDrift *d, const struct cJSON *plan_json)
     const cJSON *tb = cJSON_GetObjectItemCaseSensitive(est, "total_bytes");
     d->estimate_s = cJSON_IsNumber(ss) && ss->valuedouble > 0 ? ss->valuedouble : 0;
     d->memory_estimate_bytes = cJSON_IsNumber(tb) && tb->valuedouble > 0 ? tb->valuedouble : 0;
+    /* defaults: warn when 20 steps in a row are over 1.5x (or under 1/1.5x) the
+     * estimate, far enough out that noise and the warm-up do not trigger it */
     d->margin = drift_env("LLMC_DRIFT_MARGIN", 0.5, 0.01, 100);
     d->need = (int)drift_env("LLMC_DRIFT_STEPS", 20, 1, STEP_DRIFT_MAX);
 }
@@ -257,6 +272,8 @@ int step_drift_feed(StepDrift *d, int64_t step, double measured_s)
     if (d->fed++ == 0) return 0;   /* the first step of a process warms caches and allocators */
     double r = measured_s / d->estimate_s;
     int dir = r > 1 + d->margin ? 1 : r < 1 / (1 + d->margin) ? -1 : 0;
+    /* a run of consecutive steps off in the same direction; the median of the
+     * run is reported (one slow step from a checkpoint write does not move it) */
     if (!dir || dir != d->dir) d->run = 0;
     d->dir = dir;
     if (!dir) return 0;
@@ -266,7 +283,7 @@ int step_drift_feed(StepDrift *d, int64_t step, double measured_s)
     memcpy(w, d->win, (size_t)d->run * sizeof *w);
     qsort(w, (size_t)d->run, sizeof *w, cmp_dbl);
     double med = d->run % 2 ? w[d->run / 2] : 0.5 * (w[d->run / 2 - 1] + w[d->run / 2]);
-    d->warned = 1;
+    d->warned = 1;   /* once per process: a warning, not a stream of them */
     if (dir > 0)
         log_warn("step time %.4g s measured (median of steps %" PRId64 "-%" PRId64 ") vs %.4g s estimated: "
                  "the plan under-estimated the step time (estimate error %+.1f%%): the run is %.2fx slower than planned "

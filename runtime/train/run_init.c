@@ -12,6 +12,9 @@
 #include "run_init.h"
 #include "sha256.h"
 
+/* The prepared shards, checked against the plan before any weight is
+ * loaded: a wrong context or a larger vocabulary would otherwise show up as
+ * an out-of-range embedding read in the first step. */
 int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc)
 {
     char err[1024];
@@ -40,6 +43,9 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
         model_init_random(m, plan->seed, 0.02);   /* HF's initializer_range */
         return 0;
     }
+    /* the model's config.json must describe the plan's model: a value the
+     * weights do not show (rope_theta, rms_eps) would otherwise train a
+     * different model without an error */
     char err[1024], diff[128];
     ModelConfig hc;
     if (hf_config_read(plan->model_path, &hc, err, sizeof err)) {
@@ -57,6 +63,8 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
     return 0;
 }
 
+/* freeze and LoRA: which tensors take no gradient (m->frozen, one flag a
+ * parameter tensor), and LoRA's adapters. LoRA freezes every base tensor. */
 int run_finetune_attach(Model *m, const RunPlan *plan)
 {
     const RunFinetune *ft = &plan->ft;
@@ -104,6 +112,9 @@ static int write_lora_final(const RunPlan *plan, const Model *m, StDtype dt, con
     return 0;
 }
 
+/* OUT/final as a Hugging Face model directory (the plan's precision: bf16
+ * or fp32 safetensors), then the loss curve beside metrics.jsonl. A curve
+ * that cannot be written is reported but does not fail the run. */
 int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len)
 {
     char err[1024], svg[4200];
@@ -140,6 +151,10 @@ static void file_id(char *out, size_t n, const char *path)
     else snprintf(out, n, "sha256:%.16s", hex);
 }
 
+/* What a checkpoint must agree with to be resumed: the model's shape, the
+ * tokenizer and the shards (by content hash, not by path), the schedule and
+ * the optimizer. A checkpoint whose fingerprint differs is refused with the
+ * keys that differ, instead of resuming a different run's state. */
 void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64_t warmup, CkptFingerprint *fp)
 {
     const ModelConfig *mc = &p->model;

@@ -528,7 +528,7 @@ static int run_finish(Run *R)
 int train_loop_run(const TrainBackend *be, int argc, char **argv)
 {
     Run *R = calloc(1, sizeof *R);
-    if (!R) { fprintf(stderr, "%s run: out of memory\n", be->prog); return 1; }
+    if (!R) { log_error("out of memory"); return 1; }
     R->be = be;
     R->last_loss = NAN;
     int rc = 2;
@@ -539,12 +539,12 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
     stopsig_install();
     if (parse_args(be->prog, argc, argv, &R->args, &rc)) goto out;
     if (run_plan_load(&R->plan, R->args.plan_path, err, sizeof err)) {
-        fprintf(stderr, "%s run: %s\n", be->prog, err);
+        log_error("%s", err);
         goto out;
     }
     R->have_plan = 1;
     if (be->check_plan && be->check_plan(be->self, &R->plan, err, sizeof err)) {
-        fprintf(stderr, "%s run: %s: %s\n", be->prog, R->plan.path, err);
+        log_error("%s: %s", R->plan.path, err);
         goto out;
     }
     rc = 1;

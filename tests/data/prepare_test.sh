@@ -8,6 +8,8 @@ BUILD=$1 S=$2
 TRAIN=$BUILD/llmc-train SHARD=$BUILD/tests/data/shard_test
 R=$(pwd)
 pass=0 fail=0
+# the prefix log.h puts on every line: time (UTC, ms) and rank
+logp='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[rank [^]]*\] '
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 no() { fail=$((fail + 1)); echo "FAIL $1"; [[ -n ${2:-} ]] && echo "$2" | tail -n 15; }
 
@@ -112,12 +114,13 @@ for f in sharegpt_bad.json alpaca_bad.jsonl text_bad.jsonl; do
     cp "tests/data/bad/$f" "$S/$f"
     plan "$S/skip-$f" $fmt "$S/$f" 64 false skip $stage "$tpl"
     out=$("$TRAIN" prepare "$S/skip-$f/plan.json" 2>&1); rc=$?
-    got=$(sed "s|$S/||g" <<<"$out" | grep -v '^llmc-train prepare: [0-9]* records (')
+    # log.h's prefix (time, rank) is dropped, and the progress lines with it
+    got=$(sed -E "s|$S/||g; s/$logp//" <<<"$out" | grep -v '^[0-9]* records (')
     if [[ $rc -eq 0 ]] && diff <(echo "$got") "tests/data/bad/$f.skip.expected" >/dev/null; then ok "skip bad records: $f"
     else no "skip bad records: $f (exit $rc)" "$(diff <(echo "$got") "tests/data/bad/$f.skip.expected")"; fi
     plan "$S/fail-$f" $fmt "$S/$f" 64 false fail $stage "$tpl"
     out=$("$TRAIN" prepare "$S/fail-$f/plan.json" 2>&1); rc=$?
-    first=$(grep -m1 '(skipped)' "tests/data/bad/$f.skip.expected" | sed 's/ (skipped)$//')
+    first=$(grep -m1 '(skipped)' "tests/data/bad/$f.skip.expected" | sed 's/^warning: //; s/ (skipped)$//')
     if [[ $rc -eq 1 && $(sed "s|$S/||g" <<<"$out") == *"$first"* && ! -e $S/fail-$f/shards/index.json ]]; then
         ok "fail on the first bad record: $f"
     else no "fail policy: $f (exit $rc)" "$out"; fi

@@ -39,23 +39,23 @@ eval "$("$CLUSTER" env "$T/slurm")"
 
 id=$(cd "$T" && sbatch --parsable out/tiny_2node.slurm)
 err=$T/logs/tiny_2node-$id.err
+out=${err%.err}.out   # prepare's and the trainer's progress (log_info) are on stdout
 S=$T/out/shards
 for ((i = 0; i < 1200; i++)); do compgen -G "$S/shard-*-00003.bin" >/dev/null && break; sleep 0.05; done
 scancel --signal=USR2 "$id"   # to the job's steps: the prepare step
-if wait_for_line "$err" 'stop signal USR2: [0-9]* shards written' 60 && wait_for_line "$err" "prepare stopped after a shard (exit 3); requeueing job $id" 30; then
-    n=$(grep -o 'stop signal USR2: [0-9]* shards' "$err" | head -n 1 | grep -o '[0-9]* shards' | grep -o '[0-9]*')
+if wait_for_line "$out" 'stop signal USR2: [0-9]* shards written' 60 && wait_for_line "$err" "prepare stopped after a shard (exit 3); requeueing job $id" 30; then
+    n=$(grep -o 'stop signal USR2: [0-9]* shards' "$out" | head -n 1 | grep -o '[0-9]* shards' | grep -o '[0-9]*')
     ok "USR2 during prepare: $n shards written, exit 3, the job requeued"
-else bad "no stop of prepare (state $(job_field "$id" JobState))" "$err"; finish; fi
+else bad "no stop of prepare (state $(job_field "$id" JobState))" "$err" "$out"; finish; fi
 python3 -c 'import json,sys; print("\n".join(s["file"] for s in json.load(open(sys.argv[1]))["shards"]))' "$S/progress.json" \
     >"$T/kept.txt" 2>/dev/null
 (cd "$S" && stat -c '%i %Y.%y %n' $(cat "$T/kept.txt")) >"$T/before.txt" 2>&1
 [[ $(wc -l <"$T/kept.txt") -eq $n && ! -e $S/index.json ]] && ok "progress.json lists the $n shards; no index.json yet" \
     || bad "journal after the stop" "$T/kept.txt"
 # the requeued job starts again after AuthInfo=cred_expire (10 s, tests/slurm/cluster.sh)
-if wait_for_line "$err" "resuming: $n shards of an interrupted prepare kept" 120; then ok "the requeued job's prepare resumed with the $n shards"
-else scontrol show job "$id" >"$T/job.txt"; bad "no resume" "$err" "$T/job.txt"; finish; fi
+if wait_for_line "$out" "resuming: $n shards of an interrupted prepare kept" 120; then ok "the requeued job's prepare resumed with the $n shards"
+else scontrol show job "$id" >"$T/job.txt"; bad "no resume" "$err" "$out" "$T/job.txt"; finish; fi
 for ((i = 0; i < 600; i++)); do [[ $(job_field "$id" JobState) == COMPLETED ]] && break; sleep 0.2; done
-out=${err%.err}.out   # the trainer's progress is on stdout
 [[ $(job_field "$id" JobState) == COMPLETED ]] && grep -q 'done: 5 steps' "$out" && ok "the job then trained and completed" \
     || bad "job did not complete (state $(job_field "$id" JobState))" "$err" "$out"
 (cd "$S" && stat -c '%i %Y.%y %n' $(cat "$T/kept.txt")) 2>&1 | diff - "$T/before.txt" >"$T/stat.diff" \
