@@ -1,8 +1,8 @@
 /* plan_limits.h — the limits of a valid plan: THE SINGLE SOURCE.
  *
  * One row per numeric plan.json field (docs/plan.md). llmc's checker
- * (compiler/check.c) refuses a plan value outside its row with a position;
- * llmc-train's plan reader (runtime/plan.c) refuses the same field outside the
+ * (compiler/check/check.c) refuses a plan value outside its row with a position;
+ * llmc-train's plan reader (runtime/plan/plan.c) refuses the same field outside the
  * same row with the field named. So whatever llmc accepts the trainer accepts,
  * and what the trainer would refuse after the queue wait llmc refuses first.
  * Do not restate a limit anywhere else: change the row. tests/limits/ reads
@@ -169,7 +169,7 @@ static inline const char *plan_inner_file_problem(const char *s)
     return NULL;
 }
 
-/* Dataset files the llmc trainer reads (runtime/records.c): JSON and JSON Lines.
+/* Dataset files the llmc trainer reads (runtime/data/records.c): JSON and JSON Lines.
  * LLaMA-Factory also reads Parquet. */
 static inline int plan_llmc_reads_dataset(const char *file)
 {

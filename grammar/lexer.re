@@ -1,5 +1,5 @@
 /* lexer.re — the .llm lexer (re2c). Produces the tokens of grammar/parser.y plus
- * TK_COMMENT; the parse driver (compiler/parse.c) decides what reaches Lemon. */
+ * TK_COMMENT; the parse driver (compiler/front/parse.c) decides what reaches Lemon. */
 #include "ast.h"
 #include "parser.h"
 

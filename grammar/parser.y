@@ -1,5 +1,5 @@
 /* parser.y — the .llm grammar (Lemon). Driven token by token from
- * compiler/parse.c, which turns a name followed by '=' or '{' into KEY so that
+ * compiler/front/parse.c, which turns a name followed by '=' or '{' into KEY so that
  * entries need no separator: `context = 2560  epochs = 5`. */
 
 %name LlmcParse

@@ -15,7 +15,7 @@ typedef struct {
                                   0: none of them (the family's own architecture) */
     const char *families[4];   /* what a model path of its family contains (lower
                                   case, NULL-terminated); empty: any model */
-    bool llmc;                 /* llmc-train renders it too (runtime/chat_template.c) */
+    bool llmc;                 /* llmc-train renders it too (runtime/data/chat_template.c) */
     const char *tokens[6];     /* the special tokens its user, assistant and system
                                   turns (and prefix) are written with, which the
                                   tokenizer must have (NULL-terminated) */

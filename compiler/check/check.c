@@ -2681,7 +2681,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
 }
 
 /* What each backend of the llmc trainer implements, [0] the CPU backend
- * (runtime/cpu_backend.c), [1] the CUDA one (runtime/cuda/backend_cuda.c,
+ * (runtime/cpu/cpu_backend.c), [1] the CUDA one (runtime/cuda/backend_cuda.c,
  * whose check_plan refuses the same at run time). Change a row when a backend
  * gains a feature. */
 typedef struct {
@@ -2889,7 +2889,7 @@ static bool path_names(const char *path, const char *const *words)
     return false;
 }
 
-/* The chat template against the model (compiler/chat_templates.c): the family
+/* The chat template against the model (compiler/check/chat_templates.c): the family
  * its path names, else its arch (a warning either way: a template may be
  * meant); the llmc trainer's templates; the special tokens of the template in
  * the model's tokenizer.json when it is readable here (an error: the turns
@@ -3221,7 +3221,7 @@ static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, co
     }
     for (int i = 0; i < t->ndata; i++) check_stage_data(c, t, t->data[i], t->data_at);
     for (int i = 0; i < t->neval_data; i++) check_stage_data(c, t, t->eval_data[i], t->eval_data_at);
-    /* The llmc trainer reads JSON and JSON Lines (runtime/records.c), no Parquet. */
+    /* The llmc trainer reads JSON and JSON Lines (runtime/data/records.c), no Parquet. */
     for (int i = 0; i < t->ndata; i++) {
         const PlanDataset *ds = t->data[i];
         if (t->backend != BACKEND_LLMC || !ds->file || plan_llmc_reads_dataset(ds->file)) continue;

@@ -1,6 +1,6 @@
 /* model_files.c — the compiler's reader of a model's config.json.
  *
- * It must agree with runtime/hf_config.c (hf_config_read), which llmc-train
+ * It must agree with runtime/store/hf_config.c (hf_config_read), which llmc-train
  * uses to load the same file: the same keys (model_type, num_hidden_layers,
  * hidden_size, num_attention_heads, num_key_value_heads, head_dim,
  * intermediate_size, vocab_size, max_position_embeddings, rope_theta or

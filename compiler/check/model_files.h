@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-/* The shape config.json gives, as runtime/hf_config.c reads it. */
+/* The shape config.json gives, as runtime/store/hf_config.c reads it. */
 typedef struct {
     int arch;                /* ModelArch */
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;

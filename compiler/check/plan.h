@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include "diag.h"
 
-/* ---- built-in GPU catalogue (compiler/gpu_catalog.c) ---- */
+/* ---- built-in GPU catalogue (compiler/check/gpu_catalog.c) ---- */
 typedef struct {
     const char *name;        /* as written in plans: "H100_80GB" */
     const char *gres_type;   /* Slurm GRES type: "h100_80gb" (lower case, used in
@@ -57,7 +57,7 @@ typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_ALL } OffloadKind;  /* D
 typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
 typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
 typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;
-/* Chat templates: compiler/chat_templates.c has one entry per value, in this order. */
+/* Chat templates: compiler/check/chat_templates.c has one entry per value, in this order. */
 typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
     TEMPLATE_QWEN3_NOTHINK, TEMPLATE_LLAMA2, TEMPLATE_MISTRAL, TEMPLATE_GEMMA, TEMPLATE_GEMMA3,
@@ -97,7 +97,7 @@ typedef struct {
 /* ---- blocks ---- */
 /* Where a cluster's Slurm runs: on its hosts (slurm.conf/gres.conf snippets),
  * or in Kubernetes under SchedMD's Slinky slurm-operator or Nebius Soperator
- * (their custom resources instead of the snippets; compiler/emit_k8s.c). */
+ * (their custom resources instead of the snippets; compiler/emit/emit_k8s.c). */
 typedef enum { SLURM_HOSTS, SLURM_SLINKY, SLURM_SOPERATOR } SlurmRuntime;
 
 typedef struct {                            /* `key[=value]:Effect`, as `kubectl taint` writes it */

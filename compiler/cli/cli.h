@@ -1,4 +1,4 @@
-/* cli.h — what llmc's subcommands share on the command line (compiler/cli.c):
+/* cli.h — what llmc's subcommands share on the command line (compiler/cli/cli.c):
  * getopt_long's failures named, and the values of --format and --color.
  *
  * Every subcommand parses with getopt_long, so both spellings work

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int explain_main(int argc, char **argv);   /* compiler/explain.c */
-int init_model_main(int argc, char **argv);   /* compiler/init_model.c */
+int explain_main(int argc, char **argv);   /* compiler/cli/explain.c */
+int init_model_main(int argc, char **argv);   /* compiler/cli/init_model.c */
 
 /* llmc(1)'s exit statuses: CI tells a plan with errors (1) from a command
  * that could not run at all (2). */

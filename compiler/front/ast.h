@@ -101,7 +101,7 @@ int lexer_next(Lexer *, Token *);
 /* Decode a string literal token (with quotes) into the arena. */
 const char *lexer_decode_string(Arena *, const Token *);
 
-/* Parser driver (compiler/parse.c): parse text into a SourceFile; syntax errors
+/* Parser driver (compiler/front/parse.c): parse text into a SourceFile; syntax errors
  * are reported to d. Never returns NULL. */
 SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *, Diags *);
 

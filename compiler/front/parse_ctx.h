@@ -1,5 +1,5 @@
 /* parse_ctx.h — what the Lemon actions (grammar/parser.y) call to build the AST;
- * implemented in compiler/parse.c. */
+ * implemented in compiler/front/parse.c. */
 #ifndef LLMC_PARSE_CTX_H
 #define LLMC_PARSE_CTX_H
 

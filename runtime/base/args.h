@@ -1,4 +1,4 @@
-/* args.h — llmc-train's command-line conventions (runtime/args.c).
+/* args.h — llmc-train's command-line conventions (runtime/base/args.c).
  *
  * Every subcommand parses with getopt_long: --opt=VALUE and --opt VALUE both
  * work, options and operands mix, "--" ends the options, --help prints the

@@ -1,4 +1,4 @@
-/* cpus.h — how many threads a process of llmc-train should run (runtime/cpus.c). */
+/* cpus.h — how many threads a process of llmc-train should run (runtime/base/cpus.c). */
 #ifndef LLMC_CPUS_H
 #define LLMC_CPUS_H
 

@@ -1,4 +1,4 @@
-/* log.h — per-rank log lines (runtime/log.c).
+/* log.h — per-rank log lines (runtime/base/log.c).
  *
  * Every line starts with its time (ISO 8601, UTC, milliseconds) and
  * "[rank R/W HOST] ", so that the merged output of many ranks (Slurm's one log

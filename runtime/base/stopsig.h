@@ -1,7 +1,7 @@
 /* stopsig.h — preemption: SIGUSR2 (Slurm's --signal=USR2@T), SIGTERM, SIGINT or
  * SIGHUP (unless inherited as ignored, as under nohup) ask the
  * trainer to finish the current step, write a checkpoint and exit with
- * STOP_EXIT_REQUEUE so Slurm requeues the job (runtime/stopsig.c). */
+ * STOP_EXIT_REQUEUE so Slurm requeues the job (runtime/base/stopsig.c). */
 #ifndef LLMC_STOPSIG_H
 #define LLMC_STOPSIG_H
 

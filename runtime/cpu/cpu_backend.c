@@ -1,12 +1,12 @@
 /* cpu_backend.c — `llmc-train run PLAN.json`: the one training loop
- * (runtime/train_loop.c) on the CPU backend: fp32 weights, gradients and AdamW
+ * (runtime/train/train_loop.c) on the CPU backend: fp32 weights, gradients and AdamW
  * state in host memory (the loop's host model and optimizer, trained in place),
- * OpenBLAS matmuls (runtime/ops_cpu.c), ranks and collectives from
- * runtime/dist.c (MPI or TCP; rank-ordered sums, so 2 ranks give 1 rank's bits).
+ * OpenBLAS matmuls (runtime/model/ops_cpu.c), ranks and collectives from
+ * runtime/cpu/dist.c (MPI or TCP; rank-ordered sums, so 2 ranks give 1 rank's bits).
  *
  * ZeRO (parallel.zero_stage), FSDP-style: the flat parameter buffer (the host
  * model's HF-ordered layout) is cut into one contiguous shard per rank, whole
- * blocks of GRAD_NORM_BLOCK floats each (runtime/optim.h), rank r owning
+ * blocks of GRAD_NORM_BLOCK floats each (runtime/model/optim.h), rank r owning
  * [starts[r], starts[r+1]).
  *   0  every rank holds everything; the step's gradients are all-reduced.
  *   1  AdamW moments per shard: the step's summed gradients are
@@ -344,7 +344,7 @@ void cpu_backend_init(TrainBackend *be, CpuBackend *c)
     memset(c, 0, sizeof *c);
     *be = (TrainBackend){
         .prog = "llmc-train", .self = c, .check_plan = cpu_check_plan,
-        /* ranks: runtime/dist.c */
+        /* ranks: runtime/cpu/dist.c */
         .dist_init = cpu_dist_init, .dist_finalize = cpu_dist_finalize,
         .sum_f64 = cpu_sum_f64, .any = cpu_any, .barrier = cpu_barrier,
         /* ZeRO 0 trains the loop's host model and optimizer in place; the

@@ -1,4 +1,4 @@
-/* cpu_backend.h — the CPU backend of the training loop (runtime/cpu_backend.c),
+/* cpu_backend.h — the CPU backend of the training loop (runtime/cpu/cpu_backend.c),
  * exposed so that a test can build a backend on top of it (tests/cpu/loop_test.c). */
 #ifndef LLMC_CPU_BACKEND_H
 #define LLMC_CPU_BACKEND_H

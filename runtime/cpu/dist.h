@@ -1,4 +1,4 @@
-/* dist.h — ranks and collectives for the CPU backend (runtime/dist.c).
+/* dist.h — ranks and collectives for the CPU backend (runtime/cpu/dist.c).
  *
  * One process per rank. Ranks come from the launcher: Open MPI's mpirun
  * (OMPI_COMM_WORLD_*), or srun (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID); a

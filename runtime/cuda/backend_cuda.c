@@ -1,5 +1,5 @@
 /* backend_cuda.c — `llmc-train-cuda run PLAN.json`: the one training loop
- * (runtime/train_loop.c) on the GPU model (model_cuda.c). The loop gives both
+ * (runtime/train/train_loop.c) on the GPU model (model_cuda.c). The loop gives both
  * trainers the same plan loader, shards, data order, loss normalisation,
  * learning-rate schedule, metrics, Prometheus file, checkpoints, held-out
  * evaluation, result.json and HF export, so a run can move between the backends
@@ -60,7 +60,7 @@ static size_t device_used(void)
 }
 
 /* What the plan asks for that this backend does not do yet (the llmc checker's
- * llmc_backend_caps[1], compiler/check.c, refuses the same): 0, or -1 with the
+ * llmc_backend_caps[1], compiler/check/check.c, refuses the same): 0, or -1 with the
  * plan.json key and what to do in err. Change it when a feature lands. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {

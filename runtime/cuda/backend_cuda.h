@@ -1,5 +1,5 @@
 /* backend_cuda.h — `llmc-train-cuda run PLAN.json`: the training loop
- * (runtime/train_loop.c) on the CUDA backend (runtime/cuda/backend_cuda.c). */
+ * (runtime/train/train_loop.c) on the CUDA backend (runtime/cuda/backend_cuda.c). */
 #ifndef LLMC_BACKEND_CUDA_H
 #define LLMC_BACKEND_CUDA_H
 

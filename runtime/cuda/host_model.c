@@ -1,4 +1,4 @@
-/* host_model.c — runtime/model.h parameters <-> the GPU model's flat layout, by HF name. */
+/* host_model.c — runtime/model/model.h parameters <-> the GPU model's flat layout, by HF name. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,7 @@ void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *fla
 
 int cuda_model_load_hf(CudaModel *cm, const ModelConfig *mc, const char *path, char *err, size_t errlen)
 {
-    /* through a host fp32 copy in runtime/model.h's layout: the CPU runtime's
+    /* through a host fp32 copy in runtime/model/model.h's layout: the CPU runtime's
      * loader converts BF16/F16 and checks every tensor's name and shape */
     Model hm = {0};
     size_t *off = NULL;

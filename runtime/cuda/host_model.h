@@ -1,4 +1,4 @@
-/* host_model.h — the CPU runtime's model description (runtime/model.h: ModelConfig,
+/* host_model.h — the CPU runtime's model description (runtime/model/model.h: ModelConfig,
  * the HF-ordered fp32 parameter buffer) next to the GPU model's flat layout
  * (runtime/cuda/host_model.c). Weights enter and leave the GPU through these, so
  * loading, initialisation, checkpoints and the HF export are the CPU runtime's. */

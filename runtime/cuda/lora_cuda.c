@@ -19,7 +19,7 @@
 
 #define LORA_ALIGN LLMC_CUDA_ALIGN_ELEMS   /* every tensor starts 128-byte aligned in bf16 */
 
-/* The group each target rides on, in LORA_* order (runtime/model.h). */
+/* The group each target rides on, in LORA_* order (runtime/model/model.h). */
 static const int group_of[LORA_TARGETS] = {CL_QKV, CL_QKV, CL_QKV, CL_O, CL_GU, CL_GU, CL_DOWN};
 
 /* Target t's output columns in its group's base GEMM output: [*col, *col + *out). */

@@ -29,7 +29,7 @@ void cuda_lora_fwd(CudaModel *m, int l, int g, const bf16_t *x, bf16_t *y, int l
  * du A added to dx [N, in]. */
 void cuda_lora_bwd(CudaModel *m, int l, int g, const bf16_t *x, const bf16_t *dy, int lddy, bf16_t *dx);
 
-/* Host adapters in Lora.p's layout (runtime/model.h, n = Lora.p.n_floats) <-> the GPU.
+/* Host adapters in Lora.p's layout (runtime/model/model.h, n = Lora.p.n_floats) <-> the GPU.
  * set: weights (master and bf16 copy) and, when mom1/mom2 are not NULL, the AdamW
  * moments (else zero); gradients zeroed. get: master weights and moments. */
 void cuda_lora_set(CudaModel *m, const float *w, const float *mom1, const float *mom2);

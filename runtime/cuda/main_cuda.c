@@ -137,7 +137,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
 }
 
 /* The model: --config, a HF config.json read by the CPU runtime's reader
- * (hf_config.h), or --model, a preset of runtime/model.h. Qwen3 (qk_norm) is
+ * (hf_config.h), or --model, a preset of runtime/model/model.h. Qwen3 (qk_norm) is
  * refused here; shapes the kernels cannot take when laid out. */
 static int get_config(const Opts *o, ModelConfig *cfg)
 {
@@ -160,7 +160,7 @@ static int get_config(const Opts *o, ModelConfig *cfg)
 }
 
 /* A PEFT adapter directory (adapter_config.json: r, lora_alpha, target_modules,
- * use_rslora; adapter_model.safetensors) as runtime/model.h's Lora on cfg's
+ * use_rslora; adapter_model.safetensors) as runtime/model/model.h's Lora on cfg's
  * layers, its values read by name; *alpha, *rslora as the file says. NULL after a
  * message. */
 static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha, int *rslora)
@@ -253,7 +253,7 @@ static size_t device_used_bytes(void)
     return tot - fr;
 }
 
-/* Host fp32 weights and zero AdamW moments in runtime/model.h's layout, for
+/* Host fp32 weights and zero AdamW moments in runtime/model/model.h's layout, for
  * --offload (the training loop's Model and AdamW play this part in `run`). */
 static int host_state_alloc(const ModelConfig *cfg, CudaHostState *hs)
 {
@@ -486,7 +486,7 @@ static int cmd_check(int argc, char **argv)
     if (write_file(o.out, "logits.f32", logits, N * V * sizeof(float)) ||
         write_file(o.out, "grads.f32", grads, n_grads * sizeof(float)))
         return 1;
-    if (lora) {   /* the trained adapter as a PEFT directory (runtime/checkpoint.c's export) */
+    if (lora) {   /* the trained adapter as a PEFT directory (runtime/store/checkpoint.c's export) */
         cuda_lora_get(&m, lora->p.w, NULL, NULL);
         snprintf(path, sizeof path, "%s/adapter", o.out);
         if (peft_export(path, lora, alpha, rslora, NULL, err, sizeof err)) {

@@ -92,7 +92,7 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world)
     m->cfg = *cfg;
     int L = c->layers, C = c->hidden, HD = c->heads * c->head_dim, KVD = c->kv_heads * c->head_dim;
     int QKVD = HD + 2 * KVD, F = c->ffn, V = c->vocab;
-    Model hl;   /* the tensors, names and order: runtime/model.h */
+    Model hl;   /* the tensors, names and order: runtime/model/model.h */
     m->lo = calloc((size_t)L, sizeof *m->lo);
     if (!m->lo || model_layout(&hl, c)) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
     m->params = calloc((size_t)hl.n_params, sizeof *m->params);

@@ -21,7 +21,7 @@
 typedef struct {
     char name[96];
     size_t off, numel;          /* off: in the flat buffer */
-    size_t host_off;            /* in runtime/model.h's buffer (Model.w) */
+    size_t host_off;            /* in runtime/model/model.h's buffer (Model.w) */
     int rows, cols;             /* cols == 0 for vectors */
 } CudaParam;
 
@@ -48,7 +48,7 @@ typedef struct {
 enum { CUDA_RECOMPUTE_NONE, CUDA_RECOMPUTE_FULL, CUDA_RECOMPUTE_SELECTIVE };
 
 /* Optimizer offload: the fp32 master weights and AdamW moments stay in host memory,
- * in runtime/model.h's layout (the training loop's Model.w and AdamW m/v, n floats
+ * in runtime/model/model.h's layout (the training loop's Model.w and AdamW m/v, n floats
  * each). cuda_model_create pins them; every step streams them through the GPU in
  * chunks (host -> device, AdamW, device -> host on three streams). One rank only. */
 typedef struct {
@@ -65,7 +65,7 @@ typedef struct {
     void *ev_in[CUDA_OFFLOAD_BUFS], *ev_done[CUDA_OFFLOAD_BUFS], *ev_free[CUDA_OFFLOAD_BUFS];
 } CudaOffload;
 
-/* LoRA on the GPU (runtime/cuda/lora_cuda.c): runtime/model.h's adapters (A [r, in],
+/* LoRA on the GPU (runtime/cuda/lora_cuda.c): runtime/model/model.h's adapters (A [r, in],
  * B [out, r] per targeted linear, y += scale * (x A^T) B^T) in a flat buffer of their
  * own. Per layer and group, the A of the group's targets are stacked ([k*r, in]), so
  * u = x A^T for all of them is one GEMM; then each target adds scale * u_t B_t^T
@@ -74,7 +74,7 @@ typedef struct {
 typedef struct {
     int rank;
     float scale;
-    unsigned targets;                   /* bit LORA_* (runtime/model.h) */
+    unsigned targets;                   /* bit LORA_* (runtime/model/model.h) */
     CudaParam *params; int n_params;    /* the adapters, PEFT names; host_off: in Lora.p's buffer */
     size_t *a_off;                      /* [layer * CL_GROUPS + g]: the group's stacked A */
     size_t *b_off;                      /* [layer * LORA_TARGETS + t]: B of target t */
@@ -99,7 +99,7 @@ typedef struct {
 } CudaParallel;
 
 typedef struct {
-    ModelConfig cfg;                    /* the one description (runtime/model.h) */
+    ModelConfig cfg;                    /* the one description (runtime/model/model.h) */
     int B, T, recompute;                /* micro-batch shape; recompute: CUDA_RECOMPUTE_* */
     int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
     /* parameters */
@@ -156,7 +156,7 @@ typedef struct {
  * (Qwen3's qk_norm; shapes the vector accesses cannot take). */
 int cuda_model_supports(const ModelConfig *cfg, char *err, size_t errlen);
 
-/* Lay out the parameter table only (no GPU): every tensor of runtime/model.h's
+/* Lay out the parameter table only (no GPU): every tensor of runtime/model/model.h's
  * layout, in its order and with its HF name, placed in the flat buffer. */
 int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world);
 /* Allocate everything on the current device for micro-batch B x T. recompute:

@@ -45,7 +45,7 @@
 
 /* ---- the plan's data section ---- */
 
-/* plan.json as runtime/plan.c reads it for preparing (run_plan_load_data),
+/* plan.json as runtime/plan/plan.c reads it for preparing (run_plan_load_data),
  * with what prepare derives from it. */
 typedef struct {
     RunPlan rp;
@@ -167,7 +167,7 @@ static int data_hash(DataPlan *p)
     return 0;
 }
 
-/* Read the plan through runtime/plan.c (the one plan.json reader) and derive
+/* Read the plan through runtime/plan/plan.c (the one plan.json reader) and derive
  * the template and the data hash. */
 static int load_plan(const char *path, DataPlan *p)
 {

@@ -1,4 +1,4 @@
-/* row_stream.h — the trainers' data order (runtime/train_loop.c).
+/* row_stream.h — the trainers' data order (runtime/train/train_loop.c).
  *
  * Every epoch is a permutation of the prepared rows (Fisher-Yates, seeded by
  * train.seed and the epoch number); epochs are concatenated into one stream of

@@ -70,7 +70,7 @@ int tok_decode(const Tokenizer *tok, const uint32_t *ids, size_t n, UniBuf *out)
 /* The token text as Hugging Face shows it (ByteLevel characters, e.g. "Ġthe"). */
 int tok_token_display(const Tokenizer *tok, uint32_t id, UniBuf *out);
 
-/* ---- pre-tokenizer (runtime/pretok.re) ---- */
+/* ---- pre-tokenizer (runtime/data/pretok.re) ---- */
 typedef enum { PRETOK_DIGIT1, PRETOK_DIGITS3 } PretokKind;   /* \p{N} vs \p{N}{1,3} */
 #define PRETOK_PAD 8
 /* Byte length (>= 1) of the pre-token at s; s[0..n) valid UTF-8, n >= 1,

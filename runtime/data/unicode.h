@@ -1,7 +1,7 @@
 /* unicode.h — what the tokenizer needs from Unicode: UTF-8 decoding with
  * replacement of invalid bytes, the letter/number/space classes of the
  * pre-tokenizer, and NFC. Tables: build/gen/rt_unicode_tables.c, generated at
- * build time from the Unicode Character Database 15.0 by runtime/gen_unicode.py. */
+ * build time from the Unicode Character Database 15.0 by runtime/data/gen_unicode.py. */
 #ifndef LLMC_UNICODE_H
 #define LLMC_UNICODE_H
 

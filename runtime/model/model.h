@@ -37,7 +37,7 @@
  * rmsnorm(x) = x / sqrt(mean(x^2) + rms_eps).
  *
  * Loss: at row position t the model predicts id[t+1]; a position counts when
- * mask[t+1] == 1 and pos[t+1] > 0 (runtime/shard.h). model_forward returns the
+ * mask[t+1] == 1 and pos[t+1] > 0 (runtime/data/shard.h). model_forward returns the
  * SUM of cross-entropies over counted positions; the trainer divides by the label
  * count of the whole global batch (HF's num_items_in_batch behaviour).
  */
@@ -91,7 +91,7 @@ static inline int model_units(const ModelConfig *c) { return c->layers + 2; }
  * just before use and frees them after; ZeRO-2 reduce-scatters each unit's
  * gradient as soon as backward has produced it). Without hooks the weights are
  * m->w and nothing is told. The hooks do not fail: a failed collective ends
- * the job (runtime/dist.h). */
+ * the job (runtime/cpu/dist.h). */
 typedef struct {
     void *ctx;
     /* Unit u's weights, unit-relative (element 0 = the unit's first float),
@@ -110,7 +110,7 @@ typedef struct {
  * layer in TensorKind order (LORA_Q .. LORA_DOWN). The adapters' parameters are
  * a Model of their own (p: params, w, g; p.cfg is the base model's), with PEFT's
  * names (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight), layer
- * by layer, per target A then B. Made by lora_new (runtime/model.c). */
+ * by layer, per target A then B. Made by lora_new (runtime/model/model.c). */
 enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_TARGETS };
 typedef struct Model Model;
 typedef struct Lora Lora;
@@ -158,7 +158,7 @@ void lora_merge(const Lora *l, Model *m);
 int model_trainable(const Model *m, Model *view);
 void model_trainable_free(const Model *m, Model *view);
 
-/* A micro-batch: B rows of T tokens (runtime/shard.h semantics). */
+/* A micro-batch: B rows of T tokens (runtime/data/shard.h semantics). */
 typedef struct {
     const uint32_t *ids, *pos;
     const uint8_t *mask;

@@ -1,7 +1,7 @@
 /* plan.h (runtime) — plan.json (docs/plan.md, version 1) loaded for llmc-train.
- * Not the compiler's compiler/plan.h: this is the runtime's read-only view.
+ * Not the compiler's compiler/check/plan.h: this is the runtime's read-only view.
  * Files outside runtime/ must include it by path ("../../runtime/plan.h"):
- * the build's -Icompiler comes first and would find compiler/plan.h.
+ * the build's -Icompiler comes first and would find compiler/check/plan.h.
  *
  * Every key the trainer needs is checked (present, right type, and in range:
  * the limits are contract/plan_limits.h, the table llmc's checker uses);

@@ -36,7 +36,7 @@ typedef struct {
 /* What determines a checkpoint (model shape, data shards, tokenizer, the training
  * settings that change the math), as key/value text pairs; stored in state.json
  * ("fingerprint") and compared on resume. Keys are plan.json key paths. Built by
- * run_fingerprint (runtime/run_init.c) so both trainers record the same. */
+ * run_fingerprint (runtime/train/run_init.c) so both trainers record the same. */
 #define CKPT_FP_MAX 48
 typedef struct {
     int n;

@@ -1,7 +1,7 @@
-/* prom.h — rank 0's training metrics as a Prometheus text file (runtime/prom.c),
+/* prom.h — rank 0's training metrics as a Prometheus text file (runtime/train/prom.c),
  * for node_exporter's textfile collector (--collector.textfile.directory).
  *
- * The training loop (runtime/train_loop.c) calls prom_write after each step on rank 0:
+ * The training loop (runtime/train/train_loop.c) calls prom_write after each step on rank 0:
  *
  *     PromMetrics m = { .job = plan_job, .step = step, .total_steps = steps,
  *                       .loss = loss, .lr = lr, .tokens_per_second = tps,

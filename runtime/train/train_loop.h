@@ -1,6 +1,6 @@
-/* train_loop.h — the one training loop of both trainers (runtime/train_loop.c).
+/* train_loop.h — the one training loop of both trainers (runtime/train/train_loop.c).
  *
- * `llmc-train run` (CPU, runtime/cpu_backend.c) and `llmc-train-cuda run` (CUDA,
+ * `llmc-train run` (CPU, runtime/cpu/cpu_backend.c) and `llmc-train-cuda run` (CUDA,
  * runtime/cuda/backend_cuda.c) are the same program over two backends: the loop
  * owns the command line (--eval-shards, --stop-after, --fresh), the plan, the
  * shards and the data order (row_stream), the learning-rate schedule, gradient
@@ -12,7 +12,7 @@
  * and one optimizer step. A feature is therefore on both backends, or refused by
  * one of them with a message (check_plan).
  *
- * The host model (runtime/model.h: HF-ordered fp32 parameters) and the host AdamW
+ * The host model (runtime/model/model.h: HF-ordered fp32 parameters) and the host AdamW
  * state are the loop's: it initialises them (random init or the HF checkpoint),
  * resumes into them and saves and exports from them. A backend that trains them
  * in place (CPU without ZeRO) has nothing to do in set_state/get_state; one
@@ -109,7 +109,7 @@ void logits_argmax(const float *logits, size_t rows, int V, uint32_t *argmax);
 
 /* `PROG run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]`: argv[0] is
  * "run". Returns the exit status: 0, 1 (failure), 2 (usage/plan) or
- * STOP_EXIT_REQUEUE (stopped with a checkpoint; runtime/stopsig.h). */
+ * STOP_EXIT_REQUEUE (stopped with a checkpoint; runtime/base/stopsig.h). */
 int train_loop_run(const TrainBackend *be, int argc, char **argv);
 
 #endif

@@ -8,7 +8,7 @@ trains the same adapter on the frozen bf16 base:
 1. logits, loss and the gradient of every adapter tensor at step 0, against peft's;
 2. a loss curve of --steps AdamW steps on the adapters (torch.optim.AdamW over the
    peft model's trainable parameters, clip_grad_norm_);
-3. the adapter it writes after the last step (runtime/checkpoint.c's PEFT export)
+3. the adapter it writes after the last step (runtime/store/checkpoint.c's PEFT export)
    loads with peft's PeftModel.from_pretrained, and its loss on the first batch
    is the PyTorch-trained adapter's within the curve tolerance, and below that
    batch's loss at step 0 (it learned).

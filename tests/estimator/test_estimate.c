@@ -370,7 +370,7 @@ static void test_examples(void)
     free(text);
 }
 
-/* The presets of runtime/model.c (model_preset) the references name. */
+/* The presets of runtime/model/model.c (model_preset) the references name. */
 static PlanModel preset(const char *name)
 {
     return !strcmp(name, "qwen2.5-1.5b") ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
