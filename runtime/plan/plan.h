@@ -1,7 +1,8 @@
 /* plan.h (runtime) — plan.json (docs/plan.md, version 1) loaded for llmc-train.
  * Not the compiler's compiler/check/plan.h: this is the runtime's read-only view.
- * Files outside runtime/ must include it by path ("../../runtime/plan.h"):
- * the build's -Icompiler comes first and would find compiler/check/plan.h.
+ * Tests that see both programs' folders get the runtime's first where they
+ * drive the runtime (tests/cpu, data, e2e, bench) and include it by path
+ * elsewhere ("../../runtime/plan/plan.h"), so as not to find compiler/check/plan.h.
  *
  * Every key the trainer needs is checked (present, right type, and in range:
  * the limits are contract/plan_limits.h, the table llmc's checker uses);
