@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "log.h"
 #include "attn_cudnn.h"
 #include "cuda_layout.h"
 
@@ -91,7 +92,7 @@ void attn_cudnn_destroy(AttnCudnn *a) { (void)a; }
 /* Unreachable without a context (attn_cudnn_create answered NULL). */
 static void no_cudnn(const char *fn)
 {
-    fprintf(stderr, "llmc-train-cuda: %s called in a build without cuDNN\n", fn);
+    log_error("%s called in a build without cuDNN", fn);
     exit(1);
 }
 
@@ -733,7 +734,7 @@ size_t attn_cudnn_prepare(AttnCudnn *a, int B, int H, int KV, int T, int D, char
     char derr[512];
     PlanPair *r = &a->ragged[first_bucket(a)];
     if (a->documents && build_pair(a, r, 1 << first_bucket(a), 1, derr, sizeof derr))
-        fprintf(stderr, "llmc-train-cuda: %s; micro-batches with documents use the flash kernels\n", derr);
+        log_warn("%s; micro-batches with documents use the flash kernels", derr);
     size_t need = a->plain.ws_bytes;
     if (r->built > 0 && r->ws_bytes > need) need = r->ws_bytes;
     return need;
@@ -751,11 +752,11 @@ int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t
     if (!pp->built) {
         char err[512];
         if (build_pair(a, pp, 1 << bi, 1, err, sizeof err))
-            fprintf(stderr, "llmc-train-cuda: %s; such micro-batches use the flash kernels\n", err);
+            log_warn("%s; such micro-batches use the flash kernels", err);
     }
     if (pp->built > 0 && pp->ws_bytes > ws_bytes) {
-        fprintf(stderr, "llmc-train-cuda: cuDNN attention with %d documents needs %.1f MiB of workspace, "
-                "%.1f MiB were set aside; such micro-batches use the flash kernels\n", n,
+        log_warn("cuDNN attention with %d documents needs %.1f MiB of workspace, "
+                "%.1f MiB were set aside; such micro-batches use the flash kernels", n,
                 pp->ws_bytes / 1048576.0, ws_bytes / 1048576.0);
         pp->built = -1;   /* said once */
     }
@@ -777,7 +778,7 @@ int attn_cudnn_set_rows(AttnCudnn *a, const int *pos, size_t ws_bytes, kstream_t
         cudaMemcpyAsync(a->d_rag_q, a->h_rag[0], (nb + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, st) != cudaSuccess ||
         cudaMemcpyAsync(a->d_rag_k, a->h_rag[1], (nb + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, st) != cudaSuccess ||
         cudaMemcpyAsync(a->d_rag_s, a->h_rag[2], (nb + 1) * sizeof(int64_t), cudaMemcpyHostToDevice, st) != cudaSuccess) {
-        fprintf(stderr, "llmc-train-cuda: cuDNN attention: copying the document tables: %s\n",
+        log_error("cuDNN attention: copying the document tables: %s",
                 cudaGetErrorString(cudaGetLastError()));
         exit(1);
     }
@@ -808,7 +809,7 @@ static void execute(AttnCudnn *a, const Graph *g, const int64_t *uids, void **pt
     if (st != CUDNN_STATUS_SUCCESS) {
         char last[256] = "";
         cudnnGetLastErrorString(last, sizeof last);
-        fprintf(stderr, "llmc-train-cuda: cuDNN attention %s: %s %s\n", which, cudnnGetErrorString(st), last);
+        log_error("cuDNN attention %s: %s %s", which, cudnnGetErrorString(st), last);
         exit(1);
     }
 }

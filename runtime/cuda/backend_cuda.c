@@ -492,7 +492,7 @@ static void cu_final_stats(void *self, char *extra, size_t len)
 int cmd_run_cuda(int argc, char **argv)
 {
     CudaBackend *c = calloc(1, sizeof *c);
-    if (!c) { fprintf(stderr, "llmc-train-cuda run: out of memory\n"); return 1; }
+    if (!c) { log_error("out of memory"); return 1; }
     TrainBackend be = {
         .prog = "llmc-train-cuda", .self = c, .check_plan = cu_check_plan,
         /* ranks: NCCL (cuda_dist.c) */

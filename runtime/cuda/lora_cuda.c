@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
+#include "log.h"
 #include "lora_cuda.h"
 #include "cuda_check.h"
 #include "cuda_layout.h"
@@ -112,10 +113,10 @@ int cuda_lora_create(CudaModel *m, const Lora *hl, int *fail)
 {
     const ModelConfig *c = &m->cfg;
     CudaLora *a = calloc(1, sizeof *a);
-    if (!a) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    if (!a) { log_error("out of memory"); return -1; }
     m->lora = a;
     if (lora_layout(a, c, hl)) {
-        fprintf(stderr, "llmc-train-cuda: LoRA: the host adapters do not match the model's shapes\n");
+        log_error("LoRA: the host adapters do not match the model's shapes");
         return -1;
     }
     size_t N = (size_t)m->B * m->T, BB = sizeof(bf16_t), FF = sizeof(float);
@@ -232,7 +233,7 @@ static int to_host(const CudaLora *a, const float *dev, float *host)
 
 static void oom(void)
 {
-    fprintf(stderr, "llmc-train-cuda: out of memory (LoRA host staging)\n");
+    log_error("out of memory (LoRA host staging)");
     exit(1);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include "log.h"
 #include "model_cuda.h"
 #include "cuda_check.h"
 #include "flash_attn.h"
@@ -86,7 +87,7 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world)
     const ModelConfig *c = cfg;
     char err[256];
     if (cuda_model_supports(c, err, sizeof err)) {
-        fprintf(stderr, "llmc-train-cuda: %s\n", err);
+        log_error("%s", err);
         return -1;
     }
     m->cfg = *cfg;
@@ -94,9 +95,9 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world)
     int QKVD = HD + 2 * KVD, F = c->ffn, V = c->vocab;
     Model hl;   /* the tensors, names and order: runtime/model/model.h */
     m->lo = calloc((size_t)L, sizeof *m->lo);
-    if (!m->lo || model_layout(&hl, c)) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    if (!m->lo || model_layout(&hl, c)) { log_error("out of memory"); return -1; }
     m->params = calloc((size_t)hl.n_params, sizeof *m->params);
-    if (!m->params) { model_free(&hl); fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    if (!m->params) { model_free(&hl); log_error("out of memory"); return -1; }
     size_t cur = 0;
     for (int l = 0; l < L; l++) {
         m->lo[l].qkv_w = take(&cur, (size_t)QKVD * C);
@@ -140,8 +141,8 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
         size_t fr = 0, tot = 0;
         cudaGetLastError();
         cudaMemGetInfo(&fr, &tot);
-        fprintf(stderr, "llmc-train-cuda: out of GPU memory allocating %.2f GiB (%.2f GiB allocated so far, "
-                "%.2f GiB free)\n", bytes / 1073741824.0, m->bytes_allocated / 1073741824.0, fr / 1073741824.0);
+        log_error("out of GPU memory allocating %.2f GiB (%.2f GiB allocated so far, "
+                "%.2f GiB free)", bytes / 1073741824.0, m->bytes_allocated / 1073741824.0, fr / 1073741824.0);
         *fail = 1;
         return NULL;
     }
@@ -157,11 +158,11 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
 {
     CudaOffload *o = &m->off;
     if (m->par.world > 1) {
-        fprintf(stderr, "llmc-train-cuda: optimizer offload runs on one GPU (this run has %d ranks)\n", m->par.world);
+        log_error("optimizer offload runs on one GPU (this run has %d ranks)", m->par.world);
         return -1;
     }
     if (h->n != m->n_real) {
-        fprintf(stderr, "llmc-train-cuda: offload: the host state has %zu floats, the model %zu\n", h->n, m->n_real);
+        log_error("offload: the host state has %zu floats, the model %zu", h->n, m->n_real);
         return -1;
     }
     o->host_w = h->w; o->host_m = h->m; o->host_v = h->v;
@@ -170,7 +171,7 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
     for (int k = 0; k < 3; k++)
         if (cudaHostRegister(arr[k], h->n * sizeof(float), cudaHostRegisterDefault) != cudaSuccess) {
             cudaGetLastError();
-            fprintf(stderr, "llmc-train-cuda: offload: cannot pin %.2f GiB of host memory\n",
+            log_error("offload: cannot pin %.2f GiB of host memory",
                     h->n * sizeof(float) / 1073741824.0);
             for (int j = 0; j < k; j++) cudaHostUnregister(arr[j]);
             return -1;
@@ -201,14 +202,14 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
 {
     const char *env = getenv("LLMC_ATTN"), *det = getenv("LLMC_CUDNN_DETERMINISTIC");
     if (env && strcmp(env, "cudnn") && strcmp(env, "flash")) {
-        fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=%s: want cudnn or flash\n", env);
+        log_error("LLMC_ATTN=%s: want cudnn or flash", env);
         return -1;
     }
     if (!m->flash || (env && !strcmp(env, "flash"))) return 0;
     const ModelConfig *c = &m->cfg;
     char err[512];
     if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim)) {
-        if (env) fprintf(stderr, "llmc-train-cuda: LLMC_ATTN=cudnn: %s; using the flash kernels\n",
+        if (env) log_warn("LLMC_ATTN=cudnn: %s; using the flash kernels",
                          attn_cudnn_built() ? "cuDNN attention needs head_dim 64/128 and T % 64 == 0"
                                             : "this build has no cuDNN");
         return 0;
@@ -220,13 +221,13 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
      * kernels' dQ are summed with atomics too. Both forms pass check_vs_hf.py on
      * the H200 (docs/cuda.md). */
     if (det && strcmp(det, "0") && strcmp(det, "1")) {
-        fprintf(stderr, "llmc-train-cuda: LLMC_CUDNN_DETERMINISTIC=%s: want 0 or 1\n", det);
+        log_error("LLMC_CUDNN_DETERMINISTIC=%s: want 0 or 1", det);
         return -1;
     }
     AttnCudnn *a = attn_cudnn_create(det && !strcmp(det, "1"), err, sizeof err);
     size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
     if (!ws) {
-        fprintf(stderr, "llmc-train-cuda: %s; using the flash kernels\n", err);
+        log_warn("%s; using the flash kernels", err);
         attn_cudnn_destroy(a);
         return 0;
     }
@@ -269,12 +270,12 @@ static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostSt
     m->train_hi = m->cfg.layers;
     if (m->finetune == CUDA_FT_FULL) return 0;
     if (offload || m->par.world > 1) {
-        fprintf(stderr, "llmc-train-cuda: freeze and LoRA train on one GPU without optimizer offload\n");
+        log_error("freeze and LoRA train on one GPU without optimizer offload");
         return -1;
     }
     if (m->finetune == CUDA_FT_FREEZE) {
         if (ft->train_lo < 0 || ft->train_hi > m->cfg.layers || ft->train_lo >= ft->train_hi) {
-            fprintf(stderr, "llmc-train-cuda: freeze: trained layers [%d, %d) of %d\n", ft->train_lo, ft->train_hi,
+            log_error("freeze: trained layers [%d, %d) of %d", ft->train_lo, ft->train_hi,
                     m->cfg.layers);
             return -1;
         }
@@ -284,7 +285,7 @@ static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostSt
     }
     char err[256];
     if (!ft->lora || cuda_lora_supported(ft->lora->rank, err, sizeof err)) {
-        fprintf(stderr, "llmc-train-cuda: %s\n", ft->lora ? err : "LoRA without adapters");
+        log_error("%s", ft->lora ? err : "LoRA without adapters");
         return -1;
     }
     m->train_lo = m->train_hi = 0;   /* no base layer's weights train */
@@ -299,18 +300,18 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     if (cuda_model_layout(m, cfg, par->world) != 0) return -1;
     if (finetune_setup(m, ft, offload)) return -1;
     if (B < 1 || T < 8 || T % 8) {
-        fprintf(stderr, "llmc-train-cuda: micro-batch %d x %d: need B >= 1 and T a multiple of 8\n", B, T);
+        log_error("micro-batch %d x %d: need B >= 1 and T a multiple of 8", B, T);
         return -1;
     }
     if ((long long)B * T > (1LL << 30) / cfg->hidden) {
-        fprintf(stderr, "llmc-train-cuda: micro-batch %d x %d too large\n", B, T);
+        log_error("micro-batch %d x %d too large", B, T);
         return -1;
     }
     m->B = B; m->T = T; m->recompute = recompute;
     m->flash = flash && k_flash_supported(cfg->head_dim, T);
     if (flash && !m->flash)
-        fprintf(stderr, "llmc-train-cuda: fused attention needs head_dim 32/64/128 and T %% 64 == 0; "
-                "using materialised attention\n");
+        log_warn("fused attention needs head_dim 32/64/128 and T %% 64 == 0; "
+                "using materialised attention");
     const ModelConfig *c = &m->cfg;
     size_t N = (size_t)B * T, C = c->hidden, L = c->layers, H = c->heads;
     size_t HD = H * c->head_dim, KVD = (size_t)c->kv_heads * c->head_dim, QKVD = HD + 2 * KVD;
@@ -352,7 +353,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
 
     m->xs = calloc(L + 1, sizeof *m->xs);
     m->acts = calloc(L, sizeof *m->acts);
-    if (!m->xs || !m->acts) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); return -1; }
+    if (!m->xs || !m->acts) { log_error("out of memory"); return -1; }
     for (size_t l = 0; l <= L; l++) m->xs[l] = dalloc(m, N * C * BB, &fail);
     for (size_t l = 0; l < L; l++) {
         CudaLayerActs *a = &m->acts[l];
@@ -410,7 +411,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     if (m->finetune == CUDA_FT_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
     if (fail) return -1;
     if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {
-        fprintf(stderr, "llmc-train-cuda: too many layers\n");
+        log_error("too many layers");
         return -1;
     }
     if (par->world > 1)
@@ -768,7 +769,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         PHASE(m, PH_LM_GEMM);
         if (logits_out) {
             uint16_t *hb = malloc((size_t)rn * V * 2);
-            if (!hb) { fprintf(stderr, "llmc-train-cuda: out of memory\n"); exit(1); }
+            if (!hb) { log_error("out of memory"); exit(1); }
             CUDA_CHECK(cudaMemcpyAsync(hb, m->logits, (size_t)rn * V * 2, cudaMemcpyDeviceToHost, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
             for (size_t i = 0; i < (size_t)rn * V; i++) {
@@ -928,7 +929,7 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
 
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
 {
-    if (m->offload) { fprintf(stderr, "llmc-train-cuda: set_flat under offload\n"); abort(); }
+    if (m->offload) { log_error("set_flat under offload"); abort(); }
     size_t bytes = m->n_total * sizeof(float);
     if (!m->grad) {   /* LoRA: bf16 weights only, converted through a small bounce buffer */
         size_t chunk = (size_t)16 << 20;

@@ -13,5 +13,5 @@ test-cuda:
 .PHONY: attn-check
 attn-check: $(BUILD)/attn_check
 $(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)/cuda/flash_attn.cu.o \
-                    $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ))
+                    $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) $(CUDNN_LIBS) -lcudart -lstdc++ -lm
