@@ -23,7 +23,7 @@ wait_state() {  # JOB SECONDS STATE... : until the job is in one of the states
     return 1
 }
 
-mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
+mkdir -p "$T/logs" && tiny_examples "$T"
 cp "$HERE/lf_chain.llm" "$T/lf_chain.llm"
 (cd "$T" && "$LLMC" lf_chain.llm -o out) >"$T/llmc.log" 2>&1 || { bad "llmc compile" "$T/llmc.log"; finish; }
 [[ -x $T/out/submit.sh ]] && ok "a plan of two jobs gets out/submit.sh" || bad "no out/submit.sh" "$T/llmc.log"

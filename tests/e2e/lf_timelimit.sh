@@ -19,7 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 STAND_IN=$HERE/stand_in_lf_trainer.sh
 unset SLURM_JOB_ID SLURM_JOBID SLURM_RESTART_COUNT
 
-mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
+mkdir -p "$T/logs" && tiny_examples "$T"
 cp "$HERE/lf_long.llm" "$T/lf_long.llm"
 (cd "$T" && "$LLMC" lf_long.llm -o out) >"$T/llmc.log" 2>&1 || { bad "llmc compile" "$T/llmc.log"; finish; }
 if grep -qx '#SBATCH --signal=B:USR2@[0-9]*' "$T/out/lf_long.slurm" && grep -qx '#SBATCH --requeue' "$T/out/lf_long.slurm" &&

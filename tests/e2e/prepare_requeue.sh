@@ -15,7 +15,7 @@ unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_
 # one tokenizer thread and small shards: prepare writes hundreds of shards for some seconds
 export LLMC_TRAIN=$BIN LLMC_THREADS=1 LLMC_SHARD_TOKENS=20000
 
-mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
+mkdir -p "$T/logs" && tiny_examples "$T"
 python3 - "$T/big.json" <<'PY'
 import json, sys
 with open(sys.argv[1], "w") as f:

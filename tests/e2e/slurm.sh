@@ -35,7 +35,10 @@ export LLMC_TRAIN=$BIN LLMC_THREADS=1
 # compile DIR [STEPS]: tests/e2e/tiny_2node.llm (max_steps = STEPS) compiled in DIR
 # (its own run/ and shards), logs/ made
 compile() {
-    mkdir -p "$1/logs" && ln -sfn "$ROOT/examples" "$1/examples" &&
+    # the tokenizer linked, the data copied: prepare writes FILE.stats.json beside
+    # each dataset, and a test must not change the repository's tracked copies
+    mkdir -p "$1/logs" "$1/examples/tiny/data" && ln -sfn "$ROOT/examples/tiny/tokenizer" "$1/examples/tiny/tokenizer" &&
+        cp "$ROOT"/examples/tiny/data/*.json "$1/examples/tiny/data/" &&
         sed "s/max_steps        = 150/max_steps        = ${2:-150}/" "$HERE/tiny_2node.llm" >"$1/tiny_2node.llm" &&
         (cd "$1" && "$LLMC" tiny_2node.llm -o out) >"$1/llmc.log" 2>&1
 }

@@ -3,13 +3,20 @@
 # It sets ROOT (the repository), CLUSTER (tests/slurm/cluster.sh) and T (a
 # scratch directory /tmp/NAME.XXXXXX, removed at exit with its cluster stopped),
 # and defines ok/bad/finish (the closing "N passed, N failed" line), job_field
-# JOB FIELD (from scontrol) and wait_for_line FILE PATTERN SECONDS. Slurm needs
-# root: without it the test fails at once.
+# JOB FIELD (from scontrol), wait_for_line FILE PATTERN SECONDS and
+# tiny_examples DIR. Slurm needs root: without it the test fails at once.
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$ROOT/tests/slurm/cluster.sh
 T=$(mktemp -d "/tmp/$1.XXXXXX")
 trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
 pass=0 fail=0
+# tiny_examples DIR: DIR/examples/tiny as the plans name it: the tokenizer linked
+# (only read), the data copied, since prepare writes FILE.stats.json beside each
+# dataset and a test must not change the repository's tracked copies.
+tiny_examples() {
+    mkdir -p "$1/examples/tiny/data" && ln -sfn "$ROOT/examples/tiny/tokenizer" "$1/examples/tiny/tokenizer" &&
+        cp "$ROOT"/examples/tiny/data/*.json "$1/examples/tiny/data/"
+}
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
 finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }

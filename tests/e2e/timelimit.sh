@@ -16,7 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
 export LLMC_TRAIN=$BIN LLMC_THREADS=1
 
-mkdir -p "$T/logs" && ln -sfn "$ROOT/examples" "$T/examples"
+mkdir -p "$T/logs" && tiny_examples "$T"
 sed -e 's/max_steps        = 150/max_steps        = 20000/' -e 's/checkpoint_every = 10 steps/checkpoint_every = 100 steps/' \
     "$HERE/tiny_2node.llm" >"$T/long.llm"
 (cd "$T" && "$LLMC" long.llm -o out) >"$T/llmc.log" 2>&1 || { bad "llmc compile" "$T/llmc.log"; finish; }
