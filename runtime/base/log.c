@@ -23,7 +23,7 @@ void log_set_rank(int rank, int world, const char *host)
         host = name;
     }
     if (rank < 0)
-        snprintf(prefix, sizeof prefix, "[rank ?/? %s] ", host);
+        snprintf(prefix, sizeof prefix, "[%s] ", host);   /* a command of no rank: prepare, verify */
     else
         snprintf(prefix, sizeof prefix, "[rank %d/%d %s] ", rank, world, host);
 }

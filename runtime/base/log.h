@@ -4,7 +4,7 @@
  * "[rank R/W HOST] ", so that the merged output of many ranks (Slurm's one log
  * file per job) says when and who wrote each line:
  *     2026-12-01T13:10:20.123Z [rank 0/2 n1] step 7/12 loss 3.0428 ...
- * Before log_set_rank the prefix is "[rank ?/? HOST] ". Progress (log_info)
+ * Before log_set_rank (commands of no rank: prepare, verify) the prefix is "[HOST] ". Progress (log_info)
  * goes to stdout, warnings and errors to stderr (Slurm's .out and .err files).
  * Lines are written with one write(2) each, so lines of different ranks never
  * interleave mid-line.

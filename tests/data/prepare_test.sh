@@ -9,7 +9,7 @@ TRAIN=$BUILD/llmc-train SHARD=$BUILD/tests/data/shard_test
 R=$(pwd)
 pass=0 fail=0
 # the prefix log.h puts on every line: time (UTC, ms) and rank
-logp='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[rank [^]]*\] '
+logp='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[[^]]*\] '
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 no() { fail=$((fail + 1)); echo "FAIL $1"; [[ -n ${2:-} ]] && echo "$2" | tail -n 15; }
 
