@@ -435,6 +435,16 @@ static double llmc_cuda_flat_params(const PlanModel *m, int world)
     return ceil(flat / unit) * unit;
 }
 
+/* Whether LoRA targets linear layer k of a decoder layer, in the order
+ * q, k, v, o, gate, up, down (lora_target empty: all seven). */
+static bool lora_targets(const PlanTrain *t, int k)
+{
+    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    bool on = t->nlora_target == 0;
+    for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], names[k]) == 0;
+    return on;
+}
+
 /* The llmc CUDA trainer's fine-tuning allocations (runtime/cuda/model_cuda.c,
  * lora_cuda.c) in place of full training's. freeze: the whole bf16 weights and
  * fp32 gradient buffer as before, fp32 master weights and moments for the
@@ -457,14 +467,11 @@ static void llmc_cuda_finetune(const PlanTrain *t, const PlanModel *m, double n,
         e->optimizer_bytes = 12 * trained * (matrices + vectors);
         return;
     }
-    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     static const int group[7] = {0, 0, 0, 1, 2, 2, 3};
     double out[7] = {q, kv, kv, c, f, f, c}, in[4] = {c, q, c, f}, width[4] = {0, 0, 0, 0}, b_slices = 0;
     double r = t->lora_rank;
     for (int k = 0; k < 7; k++) {
-        bool on = t->nlora_target == 0;
-        for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], names[k]) == 0;
-        if (!on) continue;
+        if (!lora_targets(t, k)) continue;
         width[group[k]] += r;
         b_slices += LLMC_SLICE(out[k] * r);
     }
@@ -592,14 +599,10 @@ static double lora_params(const PlanTrain *t, const PlanModel *m)
 {
     double hd = (double)head_dim_of(m), h = m->hidden, f = m->ffn;
     double q = m->heads * hd, kv = m->kv_heads * hd;
-    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     double io[7] = {h + q, h + kv, h + kv, q + h, h + f, h + f, f + h};
     double per_layer = 0;
-    for (int k = 0; k < 7; k++) {
-        bool on = t->nlora_target == 0;
-        for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], names[k]) == 0;
-        if (on) per_layer += t->lora_rank * io[k];
-    }
+    for (int k = 0; k < 7; k++)
+        if (lora_targets(t, k)) per_layer += t->lora_rank * io[k];
     return per_layer * (m->layers > 0 ? m->layers : 0);
 }
 

@@ -17,6 +17,7 @@ set -u
 LLMC=$(realpath "$1"); BIN=$(realpath "$2"); DIST_TEST=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+. "$ROOT/tests/e2e/tiny_examples.sh"
 CLUSTER=$ROOT/tests/slurm/cluster.sh
 T=$(mktemp -d /tmp/e2e-slurm.XXXXXX)
 trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
@@ -35,10 +36,7 @@ export LLMC_TRAIN=$BIN LLMC_THREADS=1
 # compile DIR [STEPS]: tests/e2e/tiny_2node.llm (max_steps = STEPS) compiled in DIR
 # (its own run/ and shards), logs/ made
 compile() {
-    # the tokenizer linked, the data copied: prepare writes FILE.stats.json beside
-    # each dataset, and a test must not change the repository's tracked copies
-    mkdir -p "$1/logs" "$1/examples/tiny/data" && ln -sfn "$ROOT/examples/tiny/tokenizer" "$1/examples/tiny/tokenizer" &&
-        cp "$ROOT"/examples/tiny/data/*.json "$1/examples/tiny/data/" &&
+    mkdir -p "$1/logs" && tiny_examples "$1" &&
         sed "s/max_steps        = 150/max_steps        = ${2:-150}/" "$HERE/tiny_2node.llm" >"$1/tiny_2node.llm" &&
         (cd "$1" && "$LLMC" tiny_2node.llm -o out) >"$1/llmc.log" 2>&1
 }

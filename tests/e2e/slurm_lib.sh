@@ -10,13 +10,7 @@ CLUSTER=$ROOT/tests/slurm/cluster.sh
 T=$(mktemp -d "/tmp/$1.XXXXXX")
 trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
 pass=0 fail=0
-# tiny_examples DIR: DIR/examples/tiny as the plans name it: the tokenizer linked
-# (only read), the data copied, since prepare writes FILE.stats.json beside each
-# dataset and a test must not change the repository's tracked copies.
-tiny_examples() {
-    mkdir -p "$1/examples/tiny/data" && ln -sfn "$ROOT/examples/tiny/tokenizer" "$1/examples/tiny/tokenizer" &&
-        cp "$ROOT"/examples/tiny/data/*.json "$1/examples/tiny/data/"
-}
+. "$ROOT/tests/e2e/tiny_examples.sh"
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
 finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }

@@ -29,9 +29,8 @@ expect_2() {
     else echo "exit $rc" >>"$T/e.txt"; bad "$name" "$T/e.txt"; fi
 }
 
-# the tokenizer linked, the data copied (prepare writes FILE.stats.json beside it)
-mkdir -p "$T/logs" "$T/examples/tiny/data" && ln -sfn "$ROOT/examples/tiny/tokenizer" "$T/examples/tiny/tokenizer" &&
-    cp "$ROOT"/examples/tiny/data/*.json "$T/examples/tiny/data/"
+. "$ROOT/tests/e2e/tiny_examples.sh"
+mkdir -p "$T/logs" && tiny_examples "$T"
 sed -e 's/max_steps        = 150/max_steps        = 20000/' -e 's/checkpoint_every = 10 steps/checkpoint_every = 20 steps/' \
     "$ROOT/tests/e2e/tiny_2node.llm" >"$T/long.llm"
 (cd "$T" && "$LLMC" long.llm -o out) >"$T/llmc.log" 2>&1 || { bad "llmc compile" "$T/llmc.log"; finish; }
