@@ -19,7 +19,6 @@
 #include <string.h>
 #include <time.h>
 #include <cuda_runtime_api.h>
-#include <cjson/cJSON.h>
 #include "cuda_check.h"
 #include "cuda_dist.h"
 #include "args.h"
@@ -28,7 +27,6 @@
 #include "hf_config.h"
 #include "log.h"
 #include "plan.h"
-#include "safetensors.h"
 #include "host_model.h"
 #include "lora_cuda.h"
 #include "model_cuda.h"
@@ -159,60 +157,16 @@ static int get_config(const Opts *o, ModelConfig *cfg)
     return 0;
 }
 
-/* A PEFT adapter directory (adapter_config.json: r, lora_alpha, target_modules,
- * use_rslora; adapter_model.safetensors) as runtime/model/model.h's Lora on cfg's
- * layers, its values read by name; *alpha, *rslora as the file says. NULL after a
- * message. */
+/* A PEFT adapter directory as adapters on cfg's layers (runtime/store/checkpoint.c
+ * peft_load); *alpha, *rslora as its config says. NULL after a message. */
 static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha, int *rslora)
 {
-    char path[4096], err[512];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    long n = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (1 << 20) && fseek(f, 0, SEEK_SET) == 0 &&
-        (text = calloc((size_t)n + 1, 1)) && fread(text, 1, (size_t)n, f) != (size_t)n)
-        n = -1;
-    if (f) fclose(f);
-    cJSON *j = n > 0 && text ? cJSON_Parse(text) : NULL;
-    free(text);
-    const cJSON *r = cJSON_GetObjectItem(j, "r"), *al = cJSON_GetObjectItem(j, "lora_alpha");
-    const cJSON *tm = cJSON_GetObjectItem(j, "target_modules"), *rs = cJSON_GetObjectItem(j, "use_rslora");
-    unsigned targets = 0;
-    const cJSON *x;
-    cJSON_ArrayForEach(x, tm)
-        for (int k = 0; cJSON_IsString(x) && run_lora_module_names[k]; k++)
-            if (!strcmp(x->valuestring, run_lora_module_names[k])) targets |= 1u << k;
-    if (!cJSON_IsNumber(r) || !cJSON_IsNumber(al) || r->valuedouble < 1 || r->valuedouble > 1024 || !targets) {
-        log_error("%s: want r (1-1024), lora_alpha and target_modules", path);
-        cJSON_Delete(j);
-        return NULL;
-    }
+    char err[1024];
     Model base;
-    if (model_layout(&base, cfg)) { cJSON_Delete(j); return NULL; }
-    *alpha = al->valueint;
-    *rslora = cJSON_IsTrue(rs);
-    Lora *l = lora_new(&base, targets, r->valueint, *alpha, *rslora, 1);
+    if (model_layout(&base, cfg)) { log_error("out of memory"); return NULL; }
+    Lora *l = peft_load(dir, &base, alpha, rslora, err, sizeof err);
     model_free(&base);
-    cJSON_Delete(j);
-    StModel st;
-    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    if (!l || st_open(&st, path, err, sizeof err)) {
-        log_error("%s", l ? err : "out of memory");
-        lora_free(l);
-        return NULL;
-    }
-    for (int i = 0; i < l->p.n_params; i++) {
-        const ParamInfo *p = &l->p.params[i];
-        const StTensor *t = st_find(&st, p->name);
-        if (!t || t->numel != p->numel || st_read_f32(&st, t, l->p.w + p->offset, err, sizeof err)) {
-            log_error("%s: %s %s", path, p->name, t ? "has the wrong size" : "is missing");
-            st_close(&st);
-            lora_free(l);
-            return NULL;
-        }
-    }
-    st_close(&st);
+    if (!l) log_error("%s", err);
     return l;
 }
 

@@ -867,8 +867,12 @@ static int added_token_id(cJSON *tok, const char *content)
     return -1;
 }
 
+/* A JSON file of at most 256 MiB, parsed; NULL when it is not a regular file,
+ * cannot be read or is not JSON. */
 static cJSON *read_json(const char *path)
 {
+    struct stat sb;
+    if (stat(path, &sb) || !S_ISREG(sb.st_mode)) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
@@ -955,11 +959,13 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
 
 /* ---- PEFT adapter export (LoRA) ---- */
 
+/* PEFT's target_modules names, in LORA_* order (runtime/model/model.h). */
+static const char *const peft_modules[LORA_TARGETS] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
+                                                       "up_proj", "down_proj"};
+
 int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const char *base_model, char *err,
                 size_t errlen)
 {
-    static const char *const modules[LORA_TARGETS] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                      "up_proj", "down_proj"};
     char tmp[4096], p[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", dir);
     remove_flat_dir(tmp);
@@ -981,7 +987,7 @@ int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const cha
     cJSON_AddNumberToObject(c, "r", l->rank);
     cJSON *tm = cJSON_AddArrayToObject(c, "target_modules");
     for (int t = 0; t < LORA_TARGETS; t++)
-        if (l->targets & (1u << t)) cJSON_AddItemToArray(tm, cJSON_CreateString(modules[t]));
+        if (l->targets & (1u << t)) cJSON_AddItemToArray(tm, cJSON_CreateString(peft_modules[t]));
     cJSON_AddStringToObject(c, "task_type", "CAUSAL_LM");
     cJSON_AddBoolToObject(c, "use_rslora", rslora != 0);
     char *text = cJSON_Print(c);
@@ -998,4 +1004,49 @@ int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const cha
     remove_flat_dir(dir);
     if (rename(tmp, dir)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
     return 0;
+}
+
+Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    cJSON *j = read_json(path);
+    if (!j) { snprintf(err, errlen, "%s: not a readable JSON file", path); return NULL; }
+    const cJSON *r = cJSON_GetObjectItem(j, "r"), *al = cJSON_GetObjectItem(j, "lora_alpha"), *x;
+    unsigned targets = 0;
+    int unknown = 0;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "target_modules")) {
+        int k = 0;
+        while (k < LORA_TARGETS && !(cJSON_IsString(x) && !strcmp(x->valuestring, peft_modules[k]))) k++;
+        if (k < LORA_TARGETS) targets |= 1u << k;
+        else unknown = 1;
+    }
+    if (!cJSON_IsNumber(r) || r->valuedouble != (int)r->valuedouble || r->valuedouble < 1 || r->valuedouble > 1024 ||
+        !cJSON_IsNumber(al) || al->valuedouble < 1 || al->valuedouble > 1 << 20 || !targets || unknown) {
+        snprintf(err, errlen, "%s: want r (an integer 1-1024), lora_alpha (1-%d) and target_modules among q_proj, "
+                 "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj", path, 1 << 20);
+        cJSON_Delete(j);
+        return NULL;
+    }
+    *alpha = (int)al->valuedouble;
+    *rslora = cJSON_IsTrue(cJSON_GetObjectItem(j, "use_rslora"));
+    Lora *l = lora_new(base, targets, (int)r->valuedouble, *alpha, *rslora, 1);
+    cJSON_Delete(j);
+    if (!l) { snprintf(err, errlen, "out of memory (LoRA adapters)"); return NULL; }
+    StModel st;
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    if (st_open(&st, path, err, errlen)) { lora_free(l); return NULL; }
+    for (int i = 0; i < l->p.n_params; i++) {
+        const ParamInfo *p = &l->p.params[i];
+        const StTensor *t = st_find(&st, p->name);
+        if (!t || t->numel != p->numel) {
+            snprintf(err, errlen, "%s: %s %s", path, p->name, t ? "has the wrong size" : "is missing");
+            st_close(&st);
+            lora_free(l);
+            return NULL;
+        }
+        if (st_read_f32(&st, t, l->p.w + p->offset, err, errlen)) { st_close(&st); lora_free(l); return NULL; }
+    }
+    st_close(&st);
+    return l;
 }

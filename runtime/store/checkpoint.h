@@ -97,6 +97,12 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
  * MANIFEST.sha256; written as DIR.tmp and renamed. */
 int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const char *base_model, char *err,
                 size_t errlen);
+/* The reverse, for a directory peft_export or peft's save_pretrained wrote:
+ * adapters on base's layers (shapes from base->cfg) with r, lora_alpha,
+ * target_modules and use_rslora from adapter_config.json (*alpha, *rslora as it
+ * says) and every tensor of adapter_model.safetensors read by its PEFT name.
+ * NULL with a message in err (an unknown module, a missing or misshapen tensor). */
+Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, char *err, size_t errlen);
 
 /* Write DIR/MANIFEST.sha256 over every regular file in DIR (sorted by name). */
 int manifest_write(const char *dir, char *err, size_t errlen);

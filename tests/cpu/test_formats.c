@@ -469,6 +469,62 @@ static void test_plan(const char *plan_path)
           "missing plan file named");
 }
 
+/* write FILE with TEXT (a PEFT adapter's config, edited) */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f) { fputs(text, f); fclose(f); }
+}
+
+static int peft_load_fails_with(const char *dir, const Model *base, const char *text)
+{
+    char err[1024] = "";
+    int alpha, rslora;
+    Lora *l = peft_load(dir, base, &alpha, &rslora, err, sizeof err);
+    if (l) { lora_free(l); return 0; }
+    if (!strstr(err, text)) { printf("  message was: %s\n", err); return 0; }
+    return 1;
+}
+
+/* peft_export then peft_load (the CUDA trainer's `check --lora` reads adapters
+ * this way): the same targets, rank, alpha, rsLoRA and every value bit for bit;
+ * bad directories refused with the file and what is wrong. */
+static void test_peft_roundtrip(const char *dir)
+{
+    ModelConfig c;
+    Model base;
+    char err[1024], ad[4096], p[4200];
+    check(model_preset("tiny", &c) == 0 && model_layout(&base, &c) == 0, "tiny layout");
+    unsigned targets = (1u << LORA_Q) | (1u << LORA_V) | (1u << LORA_DOWN);
+    Lora *l = lora_new(&base, targets, 8, 16, 1, 7);
+    check(l != NULL, "lora_new");
+    if (!l) return;
+    for (size_t i = 0; i < l->p.n_floats; i++) l->p.w[i] = (float)sin(0.37 * (double)i) * 0.1f;
+    snprintf(ad, sizeof ad, "%s/adapter", dir);
+    check(peft_export(ad, l, 16, 1, NULL, err, sizeof err) == 0, "peft_export");
+    int alpha = 0, rslora = 0;
+    Lora *b = peft_load(ad, &base, &alpha, &rslora, err, sizeof err);
+    check(b && b->targets == targets && b->rank == 8 && alpha == 16 && rslora == 1 && b->scale == l->scale &&
+              b->p.n_floats == l->p.n_floats && !memcmp(b->p.w, l->p.w, l->p.n_floats * sizeof(float)),
+          "peft_load: the adapter peft_export wrote, bit for bit");
+    lora_free(b);
+    snprintf(p, sizeof p, "%s/adapter_config.json", ad);
+    write_text(p, "{\"r\": 8, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\", \"lm_head\"]}");
+    check(peft_load_fails_with(ad, &base, "target_modules among q_proj"), "peft_load: an unknown module refused");
+    write_text(p, "{\"r\": 0, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]}");
+    check(peft_load_fails_with(ad, &base, "want r (an integer 1-1024)"), "peft_load: r = 0 refused");
+    write_text(p, "{\"r\": 8, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\", \"k_proj\"]}");
+    check(peft_load_fails_with(ad, &base, "k_proj.lora_A.weight is missing"), "peft_load: a missing tensor named");
+    write_text(p, "{\"r\": 4, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]}");
+    check(peft_load_fails_with(ad, &base, "has the wrong size"), "peft_load: a rank that is not the file's refused");
+    unlink(p);
+    check(mkdir(p, 0755) == 0 && peft_load_fails_with(ad, &base, "adapter_config.json: not a readable JSON file"),
+          "peft_load: a directory where adapter_config.json should be refused");
+    rmdir(p);
+    lora_free(l);
+    model_free(&base);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) { fprintf(stderr, "usage: test_formats SCRATCH_DIR TINY_PLAN CONFIG_DIR\n"); return 2; }
@@ -480,6 +536,7 @@ int main(int argc, char **argv)
     test_config_derive(argv[1], argv[3]);
     test_schedules();
     test_plan(argv[2]);
+    test_peft_roundtrip(argv[1]);
     printf("formats: %d passed, %d failed\n", passed, failed);
     return failed != 0;
 }
