@@ -11,43 +11,56 @@
 # A run that fails (out of memory, a crash, BENCH_TIMEOUT) is reported in its
 # cell and the other runs still go; the script then exits 1 (2: bad settings).
 #
-# Rows (ID: model, micro batch x context):
-#   0.5b-2048  qwen2.5-0.5b 8 x 2048      1.5b-4096  qwen2.5-1.5b 2 x 4096
-#   1.5b-2048  qwen2.5-1.5b 4 x 2048      1.5b-8192  qwen2.5-1.5b 1 x 8192
-#   3b-2048    qwen2.5-3b   4 x 2048
+# Rows (ID: model, micro batch x context, micro-batches per optimizer step):
+#   0.5b-2048  qwen2.5-0.5b 8 x 2048        1.5b-4096  qwen2.5-1.5b 2 x 4096
+#   1.5b-2048  qwen2.5-1.5b 4 x 2048        1.5b-8192  qwen2.5-1.5b 1 x 8192
+#   3b-2048    qwen2.5-3b   4 x 2048        (these five, one step per micro-batch: the default)
+#   0.5b-llmq  qwen2.5-0.5b 32 x 2048 x 8   1.5b-llmq  qwen2.5-1.5b 16 x 2048 x 16
+#   3b-llmq    qwen2.5-3b   8 x 2048 x 32   (llmq's published H100 runs: its micro batch,
+#              524,288 tokens per optimizer step; BENCH_SHAPES=llmq picks these three)
 # Environment:
-#   BENCH_SHAPES   the row IDs to run, space or comma separated (default: all)
+#   BENCH_SHAPES   the row IDs to run, space or comma separated; "llmq" and "all"
+#                  name the sets (default: the five)
 #   BENCH_TORCH=0  no PyTorch runs;  BENCH_COMPILE=0  no torch.compile runs
 #   BENCH_EAGER=1  PyTorch eager as well (a column of its own)
-#   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps)
+#   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
+#                  micro-batches per step: BENCH_ACCUM_STEPS, default 2 after 1)
 #   BENCH_TIMEOUT  seconds one run may take (default 900)
 set -uo pipefail
 out=${1:-/tmp/llmc-cuda-bench}
 steps=${BENCH_STEPS:-10}
+accum_steps=${BENCH_ACCUM_STEPS:-2}
 limit=${BENCH_TIMEOUT:-900}
 export NCCL_NVLS_ENABLE=0
 
-all_rows=("0.5b-2048 qwen2.5-0.5b 8 2048" "1.5b-2048 qwen2.5-1.5b 4 2048" "3b-2048 qwen2.5-3b 4 2048"
-          "1.5b-4096 qwen2.5-1.5b 2 4096" "1.5b-8192 qwen2.5-1.5b 1 8192")
-if [[ ${1:-} == --rows ]]; then printf '%s\n' "${all_rows[@]}"; exit 0; fi   # ID MODEL BATCH SEQ
+# ID MODEL BATCH SEQ ACCUM
+default_rows=("0.5b-2048 qwen2.5-0.5b 8 2048 1" "1.5b-2048 qwen2.5-1.5b 4 2048 1" "3b-2048 qwen2.5-3b 4 2048 1"
+              "1.5b-4096 qwen2.5-1.5b 2 4096 1" "1.5b-8192 qwen2.5-1.5b 1 8192 1")
+llmq_rows=("0.5b-llmq qwen2.5-0.5b 32 2048 8" "1.5b-llmq qwen2.5-1.5b 16 2048 16" "3b-llmq qwen2.5-3b 8 2048 32")
+all_rows=("${default_rows[@]}" "${llmq_rows[@]}")
+if [[ ${1:-} == --rows ]]; then printf '%s\n' "${all_rows[@]}"; exit 0; fi
 ids=()
 for r in "${all_rows[@]}"; do ids+=("${r%% *}"); done
 rows=()
 if [[ -n ${BENCH_SHAPES:-} ]]; then
     for want in ${BENCH_SHAPES//,/ }; do
+        case $want in
+            llmq) rows+=("${llmq_rows[@]}"); continue ;;
+            all) rows+=("${all_rows[@]}"); continue ;;
+        esac
         hit=
         for r in "${all_rows[@]}"; do [[ ${r%% *} == "$want" ]] && hit=$r; done
         if [[ -z $hit ]]; then
-            echo "bench/cuda/run.sh: BENCH_SHAPES: unknown row '$want' (rows: ${ids[*]})" >&2
+            echo "bench/cuda/run.sh: BENCH_SHAPES: unknown row '$want' (rows: ${ids[*]}; sets: llmq all)" >&2
             exit 2
         fi
         rows+=("$hit")
     done
 else
-    rows=("${all_rows[@]}")
+    rows=("${default_rows[@]}")
 fi
-for v in "$steps" "$limit"; do
-    [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
+for v in "$steps" "$accum_steps" "$limit"; do
+    [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS, BENCH_ACCUM_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
 done
 
 mkdir -p "$out" || exit 2
@@ -84,24 +97,31 @@ PY
     [[ $rc == 0 ]] || { echo "$impl $row failed (exit $rc):" >&2; tail -n 3 "$log" >&2; }
 }
 
+# The timed and warm-up steps of a row: a step of several micro-batches is long
+# enough to measure in two.
+step_args() {   # ACCUM
+    if [[ $1 == 1 ]]; then echo "--steps $steps --warmup 3"; else echo "--accum $1 --steps $accum_steps --warmup 1"; fi
+}
 for r in "${rows[@]}"; do
-    read -r id model batch seq <<< "$r"
-    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" \
-        --steps "$steps" --warmup 3
+    read -r id model batch seq accum <<< "$r"
+    # shellcheck disable=SC2046
+    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" $(step_args "$accum")
 done
 if [[ ${BENCH_TORCH:-1} == 1 ]]; then
     if [[ ${BENCH_EAGER:-0} == 1 ]]; then
         for r in "${rows[@]}"; do
-            read -r id model batch seq <<< "$r"
+            read -r id model batch seq accum <<< "$r"
+            # shellcheck disable=SC2046
             run eager "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" \
-                --steps "$steps"
+                $(step_args "$accum")
         done
     fi
     if [[ ${BENCH_COMPILE:-1} == 1 ]]; then   # last: compiling is the slowest
         for r in "${rows[@]}"; do
-            read -r id model batch seq <<< "$r"
+            read -r id model batch seq accum <<< "$r"
+            # shellcheck disable=SC2046
             run compile "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" \
-                --steps "$steps" --compile
+                $(step_args "$accum") --compile
         done
     fi
 fi

@@ -88,15 +88,23 @@ expect "run: LoRA on 2 ranks refused" 2 "finetune.method = lora runs on one GPU 
 # results (tests/cuda/bench_table_input.jsonl: not measurements; a failed run,
 # one not run, a line that is not JSON, an eager run) is as expected.
 if bash -n bench/cuda/run.sh; then ok "bench/cuda/run.sh parses"; else bad "bench/cuda/run.sh parses"; fi
-expect "BENCH_SHAPES: unknown row" 2 "BENCH_SHAPES: unknown row '3b-4096' (rows: 0.5b-2048" \
+expect "BENCH_SHAPES: unknown row" 2 "BENCH_SHAPES: unknown row '3b-4096' (rows: 0.5b-2048 1.5b-2048" \
     env BENCH_SHAPES="1.5b-2048,3b-4096" bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "BENCH_STEPS: not a number" 2 "take a positive integer, not 'ten'" env BENCH_STEPS=ten bash bench/cuda/run.sh "$tmp/bench-bad"
 if [[ ! -e $tmp/bench-bad ]]; then ok "bad settings write nothing"; else bad "bad settings write nothing"; fi
 mapfile -t bench_rows < <(bash bench/cuda/run.sh --rows)
-expect "run.sh rows: 3B at 2048, 1.5B at 4096 and 8192" 0 "3b-2048 qwen2.5-3b 4 2048" bash bench/cuda/run.sh --rows
-if [[ ${#bench_rows[@]} -eq 5 && ${bench_rows[3]} == "1.5b-4096 qwen2.5-1.5b 2 4096" &&
-      ${bench_rows[4]} == "1.5b-8192 qwen2.5-1.5b 1 8192" ]]; then ok "run.sh: five rows"
-else bad "run.sh: five rows: ${bench_rows[*]}"; fi
+expect "run.sh rows: 3B at 2048, 1.5B at 4096 and 8192" 0 "3b-2048 qwen2.5-3b 4 2048 1" bash bench/cuda/run.sh --rows
+expect "BENCH_ACCUM_STEPS: not a number" 2 "take a positive integer, not '0'" \
+    env BENCH_SHAPES=llmq BENCH_ACCUM_STEPS=0 bash bench/cuda/run.sh "$tmp/bench-bad"
+if [[ ${#bench_rows[@]} -eq 8 && ${bench_rows[3]} == "1.5b-4096 qwen2.5-1.5b 2 4096 1" &&
+      ${bench_rows[4]} == "1.5b-8192 qwen2.5-1.5b 1 8192 1" ]]; then ok "run.sh: five rows, then three"
+else bad "run.sh: five rows, then three: ${bench_rows[*]}"; fi
+# llmq's published shapes: its micro batch, 524,288 tokens per optimizer step
+if [[ ${bench_rows[5]} == "0.5b-llmq qwen2.5-0.5b 32 2048 8" && ${bench_rows[6]} == "1.5b-llmq qwen2.5-1.5b 16 2048 16" &&
+      ${bench_rows[7]} == "3b-llmq qwen2.5-3b 8 2048 32" ]]; then ok "run.sh: llmq's shapes"
+else bad "run.sh: llmq's shapes: ${bench_rows[*]:5}"; fi
+expect "bench_table: a row without ACCUM" 2 "want 'ID MODEL BATCH SEQ ACCUM'" \
+    python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "1.5b-2048 qwen2.5-1.5b 4 2048"
 python3 - bench/cuda/torch_bench.py "${bench_rows[@]}" > "$tmp/shapes.out" 2>&1 <<'PY'
 import ast, sys
 tree = ast.parse(open(sys.argv[1]).read())
