@@ -81,8 +81,11 @@ void k_sumsq(float *out, float *scratch, const float *x, size_t n, kstream_t s);
 /* AdamW on a shard: elements [0, n) of master/m/v/grad/param; elements whose global
  * index (goff + i) is below decay_end take weight decay. The gradient used is
  * grad * grad_mult, scaled by min(1, clip / (norm + 1e-6)) when clip > 0, where
- * norm = sqrt(*sumsq) * grad_mult (torch's clip_grad_norm_ on the scaled gradient). */
-void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
+ * norm = sqrt(*sumsq) * grad_mult (torch's clip_grad_norm_ on the scaled gradient).
+ * master_lo NULL: master holds the fp32 master weights and param receives their
+ * bf16 copy; else the master weights are split (master_split.h: param and
+ * master_lo together, master unused). */
+void k_adamw(float *master, uint16_t *master_lo, bf16_t *param, const float *grad, float *m, float *v, size_t n,
              size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
              float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s);
 
@@ -91,6 +94,9 @@ void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s);
 void k_fill(float *x, size_t n, float value, kstream_t s);
 void k_f32_to_bf16(bf16_t *out, const float *in, size_t n, kstream_t s);
 void k_bf16_to_f32(float *out, const bf16_t *in, size_t n, kstream_t s);
+/* fp32 master weights in -> the split pair (param, lo); and back (master_split.h). */
+void k_master_split(bf16_t *param, uint16_t *lo, const float *in, size_t n, kstream_t s);
+void k_master_join(float *out, const bf16_t *param, const uint16_t *lo, size_t n, kstream_t s);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
-/* kernels_adamw.cu — the gradient norm (deterministic two-stage sum of squares) and AdamW with
- * clipping (torch.optim.AdamW semantics, decoupled decay). */
+/* kernels_adamw.cu — the gradient norm (deterministic two-stage sum of squares), AdamW with
+ * clipping (torch.optim.AdamW semantics, decoupled decay), on fp32 or split master weights. */
 #include "kernels_common.cuh"
+#include "master_split.h"
 
 /* 16-byte loads when x is 16-byte aligned (the tail, or an unaligned x, element-wise). */
 __global__ void sumsq_part_k(float *part, const float *x, size_t n)
@@ -53,11 +54,38 @@ static __device__ __forceinline__ float adam_one(float *p, float g, float *m, fl
     return x;
 }
 
+/* Where the fp32 master weight lives: an array of its own, with the bf16 working
+ * weight written beside it (SPLIT false), or the bf16 weight itself plus the 16
+ * bits it drops (SPLIT true, master_split.h: 4 bytes a parameter instead of 6). */
+template <bool SPLIT>
+static __device__ __forceinline__ float master_load(const float *master, const uint16_t *lo, const bf16 *param,
+                                                    size_t i)
+{
+    if (!SPLIT) return master[i];
+    uint32_t bits = ms_join(__bfloat16_as_ushort(param[i]), lo[i]);
+    return __uint_as_float(bits);
+}
+template <bool SPLIT>
+static __device__ __forceinline__ void master_store(float *master, uint16_t *lo, bf16 *param, size_t i, float x)
+{
+    if (!SPLIT) {
+        master[i] = x;
+        param[i] = __float2bfloat16(x);
+        return;
+    }
+    uint32_t bits = __float_as_uint(x);
+    uint16_t hi = ms_hi(bits);
+    param[i] = __ushort_as_bfloat16(hi);
+    lo[i] = ms_lo(bits, hi);
+}
+
 /* The step is memory-bound (fp32 master, gradient and moments: 16 bytes read and
- * 14 written per parameter): groups of 4 elements through 16-byte accesses when
- * every array is aligned for it, element-wise otherwise and for the tail. */
-__global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m, float *v, size_t n, AdamArgs a,
-                        const float *sumsq, float grad_mult, float clip)
+ * 14 written per parameter; split: 16 and 12): groups of 4 elements through
+ * 16-byte accesses (8-byte for the bf16 and 16-bit halves) when every array is
+ * aligned for it, element-wise otherwise and for the tail. */
+template <bool SPLIT>
+__global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *grad, float *m, float *v, size_t n,
+                        AdamArgs a, const float *sumsq, float grad_mult, float clip)
 {
     a.scale = grad_mult;
     if (clip > 0.f) {
@@ -65,34 +93,58 @@ __global__ void adamw_k(float *master, bf16 *param, const float *grad, float *m,
         a.scale *= fminf(1.f, clip / (norm + 1e-6f));
     }
     size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-    int aligned = ((uintptr_t)master | (uintptr_t)grad | (uintptr_t)m | (uintptr_t)v) % 16 == 0 &&
-                  (uintptr_t)param % 8 == 0;
+    int aligned = ((uintptr_t)grad | (uintptr_t)m | (uintptr_t)v | (SPLIT ? 0 : (uintptr_t)master)) % 16 == 0 &&
+                  ((uintptr_t)param | (SPLIT ? (uintptr_t)lo : 0)) % 8 == 0;
     size_t n4 = aligned ? n / 4 : 0;
     for (size_t i = tid; i < n4; i += stride) {
-        float4 p4 = ((float4 *)master)[i], g4 = ((const float4 *)grad)[i];
+        float4 p4, g4 = ((const float4 *)grad)[i];
         float4 m4 = ((float4 *)m)[i], v4 = ((float4 *)v)[i];
+        uint2 w4 = ((const uint2 *)param)[i], l4 = {0, 0};
+        if (SPLIT) {
+            l4 = ((const uint2 *)lo)[i];
+            p4 = make_float4(__uint_as_float(ms_join(w4.x & 0xffffu, l4.x & 0xffffu)),
+                             __uint_as_float(ms_join(w4.x >> 16, l4.x >> 16)),
+                             __uint_as_float(ms_join(w4.y & 0xffffu, l4.y & 0xffffu)),
+                             __uint_as_float(ms_join(w4.y >> 16, l4.y >> 16)));
+        } else {
+            p4 = ((const float4 *)master)[i];
+        }
         size_t gi = a.goff + 4 * i;
         float y0 = adam_one(&p4.x, g4.x, &m4.x, &v4.x, gi, a);
         float y1 = adam_one(&p4.y, g4.y, &m4.y, &v4.y, gi + 1, a);
         float y2 = adam_one(&p4.z, g4.z, &m4.z, &v4.z, gi + 2, a);
         float y3 = adam_one(&p4.w, g4.w, &m4.w, &v4.w, gi + 3, a);
-        ((float4 *)master)[i] = p4;
         ((float4 *)m)[i] = m4;
         ((float4 *)v)[i] = v4;
-        __nv_bfloat162 lo = __floats2bfloat162_rn(y0, y1), hi = __floats2bfloat162_rn(y2, y3);
-        uint2 packed = make_uint2(*(uint32_t *)&lo, *(uint32_t *)&hi);
-        ((uint2 *)param)[i] = packed;
+        if (SPLIT) {
+            uint32_t b0 = __float_as_uint(y0), b1 = __float_as_uint(y1), b2 = __float_as_uint(y2),
+                     b3 = __float_as_uint(y3);
+            uint16_t h0 = ms_hi(b0), h1 = ms_hi(b1), h2 = ms_hi(b2), h3 = ms_hi(b3);
+            ((uint2 *)param)[i] = make_uint2(h0 | (uint32_t)h1 << 16, h2 | (uint32_t)h3 << 16);
+            ((uint2 *)lo)[i] = make_uint2(ms_lo(b0, h0) | (uint32_t)ms_lo(b1, h1) << 16,
+                                          ms_lo(b2, h2) | (uint32_t)ms_lo(b3, h3) << 16);
+        } else {
+            ((float4 *)master)[i] = p4;
+            __nv_bfloat162 l2 = __floats2bfloat162_rn(y0, y1), h2 = __floats2bfloat162_rn(y2, y3);
+            ((uint2 *)param)[i] = make_uint2(*(uint32_t *)&l2, *(uint32_t *)&h2);
+        }
     }
-    for (size_t i = n4 * 4 + tid; i < n; i += stride)
-        param[i] = __float2bfloat16(adam_one(&master[i], grad[i], &m[i], &v[i], a.goff + i, a));
+    for (size_t i = n4 * 4 + tid; i < n; i += stride) {
+        float x = master_load<SPLIT>(master, lo, param, i);
+        adam_one(&x, grad[i], &m[i], &v[i], a.goff + i, a);
+        master_store<SPLIT>(master, lo, param, i, x);
+    }
 }
 
-extern "C" void k_adamw(float *master, bf16_t *param, const float *grad, float *m, float *v, size_t n,
-                        size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
+extern "C" void k_adamw(float *master, uint16_t *master_lo, bf16_t *param, const float *grad, float *m, float *v,
+                        size_t n, size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
                         float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s)
 {
     unsigned blocks = blocks_for(n / 4 + 1, 256);
     if (blocks > 132 * 8) blocks = 132 * 8;
     AdamArgs a = {lr, b1, b2, eps, wd, bc1, bc2, 1.f, goff, decay_end};
-    adamw_k<<<blocks, 256, 0, s>>>(master, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
+    if (master_lo)
+        adamw_k<true><<<blocks, 256, 0, s>>>(NULL, master_lo, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
+    else
+        adamw_k<false><<<blocks, 256, 0, s>>>(master, NULL, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
 }

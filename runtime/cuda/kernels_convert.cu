@@ -1,6 +1,7 @@
-/* kernels_convert.cu — parameter initialisation (HF's normal init, constant fill) and fp32 <-> bf16
- * conversion. */
+/* kernels_convert.cu — parameter initialisation (HF's normal init, constant fill), fp32 <-> bf16
+ * conversion, and fp32 <-> split master weights (master_split.h). */
 #include "kernels_common.cuh"
+#include "master_split.h"
 
 /* ---- init and conversion ---- */
 
@@ -39,6 +40,21 @@ __global__ void bf16_to_f32_k(float *out, const bf16 *in, size_t n)
         out[i] = __bfloat162float(in[i]);
 }
 
+__global__ void master_split_k(bf16 *param, uint16_t *lo, const float *in, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t bits = __float_as_uint(in[i]);
+        uint16_t hi = ms_hi(bits);
+        param[i] = __ushort_as_bfloat16(hi);
+        lo[i] = ms_lo(bits, hi);
+    }
+}
+__global__ void master_join_k(float *out, const bf16 *param, const uint16_t *lo, size_t n)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __uint_as_float(ms_join(__bfloat16_as_ushort(param[i]), lo[i]));
+}
+
 static unsigned grid_for(size_t n)
 {
     unsigned b = blocks_for(n, 256);
@@ -59,4 +75,12 @@ extern "C" void k_f32_to_bf16(bf16_t *out, const float *in, size_t n, kstream_t 
 extern "C" void k_bf16_to_f32(float *out, const bf16_t *in, size_t n, kstream_t s)
 {
     bf16_to_f32_k<<<grid_for(n), 256, 0, s>>>(out, (const bf16 *)in, n);
+}
+extern "C" void k_master_split(bf16_t *param, uint16_t *lo, const float *in, size_t n, kstream_t s)
+{
+    master_split_k<<<grid_for(n), 256, 0, s>>>((bf16 *)param, lo, in, n);
+}
+extern "C" void k_master_join(float *out, const bf16_t *param, const uint16_t *lo, size_t n, kstream_t s)
+{
+    master_join_k<<<grid_for(n), 256, 0, s>>>(out, (const bf16 *)param, lo, n);
 }

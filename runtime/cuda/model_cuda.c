@@ -237,6 +237,26 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
     return 0;
 }
 
+/* LLMC_MASTER (fp32|split, default fp32): split keeps each trained parameter's fp32
+ * master weight as its bf16 working weight plus the 16 bits that drops
+ * (master_split.h): 4 bytes a parameter instead of 6, the same master values.
+ * Returns 1 for split, 0 for fp32, -1 for a bad value. Not under offload, where
+ * the master weights are the host's. */
+static int master_split_wanted(const CudaHostState *offload)
+{
+    const char *env = getenv("LLMC_MASTER");
+    if (!env || !strcmp(env, "fp32")) return 0;
+    if (strcmp(env, "split")) {
+        log_error("LLMC_MASTER=%s: want fp32 or split", env);
+        return -1;
+    }
+    if (offload) {
+        log_warn("LLMC_MASTER=split: the master weights are in host memory under offload; keeping them fp32");
+        return 0;
+    }
+    return 1;
+}
+
 /* What AdamW steps (CudaSpan): full training the rank's shard; freeze the trained
  * layers' matrices and their norm weights and biases (two ranges of the flat
  * layout: matrices first, then the no-decay tensors, both layer by layer). */
@@ -338,10 +358,13 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
      * layout (the frozen parts never written) and master/moments for the spans. */
     m->w = dalloc(m, m->n_total * BB, &fail);
     if (m->finetune != CUDA_FT_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
+    int split = master_split_wanted(offload);
+    if (split < 0) return -1;
     if (offload) {
         if (offload_create(m, offload, &fail)) return -1;
     } else if (m->n_state) {
-        m->master = dalloc(m, m->n_state * FF, &fail);
+        if (split) m->master_lo = dalloc(m, m->n_state * sizeof(uint16_t), &fail);
+        else m->master = dalloc(m, m->n_state * FF, &fail);
         m->m = dalloc(m, m->n_state * FF, &fail);
         m->v = dalloc(m, m->n_state * FF, &fail);
     }
@@ -467,6 +490,10 @@ static void adopt_weights(CudaModel *m, float *tmp)
             CUDA_CHECK(cudaMemcpyAsync(m->off.host_w + p->host_off, tmp + p->off, p->numel * sizeof(float),
                                        cudaMemcpyDeviceToHost, st));
         }
+    else if (m->master_lo)   /* the spans' bf16 weights become the split pair's upper halves */
+        for (int i = 0; i < m->n_spans; i++)
+            k_master_split(m->w + m->span[i].off, m->master_lo + span_state_off(m, i), tmp + m->span[i].off,
+                           m->span[i].len, st);
     else
         for (int i = 0; i < m->n_spans; i++)
             CUDA_CHECK(cudaMemcpyAsync(m->master + span_state_off(m, i), tmp + m->span[i].off,
@@ -837,7 +864,7 @@ static void offload_adamw(CudaModel *m, float lr, float b1, float b2, float eps,
             CUDA_CHECK(cudaMemcpyAsync(sv, o->host_v + h, n * FB, cudaMemcpyHostToDevice, up));
             CUDA_CHECK(cudaEventRecord(in, up));
             CUDA_CHECK(cudaStreamWaitEvent(st, in, 0));
-            k_adamw(sw, m->w + d, m->grad + d, sm, sv, n, d, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq,
+            k_adamw(sw, NULL, m->w + d, m->grad + d, sm, sv, n, d, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq,
                     grad_mult, clip, st);
             CUDA_CHECK(cudaEventRecord(done, st));
             CUDA_CHECK(cudaStreamWaitEvent(down, done, 0));
@@ -907,14 +934,15 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
     if (ad)   /* every adapter is a matrix: all take weight decay */
-        k_adamw(ad->master, ad->w, ad->grad, ad->m, ad->v, ad->n_total, 0, ad->n_total, lr, b1, b2, eps, wd, bc1,
+        k_adamw(ad->master, NULL, ad->w, ad->grad, ad->m, ad->v, ad->n_total, 0, ad->n_total, lr, b1, b2, eps, wd, bc1,
                 bc2, m->sumsq, grad_mult, clip, st);
     else if (m->offload)
         offload_adamw(m, lr, b1, b2, eps, wd, bc1, bc2, grad_mult, clip);
     else
         for (int i = 0; i < m->n_spans; i++) {
             size_t so = span_state_off(m, i), off = m->span[i].off;
-            k_adamw(m->master + so, m->w + off, m->grad + off, m->m + so, m->v + so, m->span[i].len, off,
+            k_adamw(m->master ? m->master + so : NULL, m->master_lo ? m->master_lo + so : NULL, m->w + off,
+                    m->grad + off, m->m + so, m->v + so, m->span[i].len, off,
                     m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
         }
     if (m->par.world > 1 && m->par.zero1)
@@ -987,17 +1015,36 @@ static void spans_to_host(CudaModel *m, const float *state, float *host)
                               cudaMemcpyDeviceToHost));
 }
 
+/* The fp32 master weights of what trains, in the state layout (the spans back to
+ * back): m->master, or the split pairs joined into the gradient buffer (scratch
+ * between steps), at the shard's own offset so that a ZeRO-1 all-gather from it
+ * is in place. Enqueued on the model's stream. */
+static const float *master_f32(CudaModel *m)
+{
+    if (!m->master_lo) return m->master;
+    float *out = m->grad + m->shard_off;
+    for (int i = 0; i < m->n_spans; i++) {
+        size_t so = span_state_off(m, i);
+        k_master_join(out + so, m->w + m->span[i].off, m->master_lo + so, m->span[i].len, (cudaStream_t)m->stream);
+    }
+    return out;
+}
+
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
     if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
     if (m->finetune != CUDA_FT_FULL) {   /* one rank; LoRA: the base never changes (no span) */
+        const float *master = master_f32(m);
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
-        spans_to_host(m, m->master, w);
+        spans_to_host(m, master, w);
         spans_to_host(m, m->m, mom1);
         spans_to_host(m, m->v, mom2);
+        if (m->master_lo && m->grad)   /* the scratch back to the zeros a step starts from */
+            CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));
+        CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
         return;
     }
-    gather_to_host(m, m->master, w);
+    gather_to_host(m, master_f32(m), w);
     gather_to_host(m, m->m, mom1);
     gather_to_host(m, m->v, mom2);
     CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));

@@ -112,6 +112,8 @@ typedef struct {
     bf16_t *w;                          /* bf16 working weights [n_total] */
     float *grad;                        /* fp32 gradients [n_total] */
     float *master, *m, *v;              /* fp32 [n_state]: the spans back to back; NULL under offload */
+    uint16_t *master_lo;                /* LLMC_MASTER=split: the master weights are w's spans plus
+                                           these [n_state] low halves (master_split.h), master NULL */
     CudaSpan span[2]; int n_spans;      /* what AdamW steps (full: one span, the shard) */
     size_t n_state;                     /* the spans' total length */
     /* Fine-tuning. freeze: only layers [train_lo, train_hi) take weight gradients

@@ -23,6 +23,11 @@ expect() {
     else bad "$name (exit $rc, want $want and '$text')"; head -5 "$tmp/out"; fi
 }
 
+# The split master weights' arithmetic (runtime/cuda/master_split.h), on the CPU.
+if make -s "${BUILD:-build}/master_split_test" SAN="${SAN:-0}" > "$tmp/ms.log" 2>&1 &&
+   "${BUILD:-build}/master_split_test" > "$tmp/ms.out" 2>&1; then ok "split master weights: $(tail -1 "$tmp/ms.out")"
+else bad "split master weights"; cat "$tmp/ms.log"; tail -12 "$tmp/ms.out"; fi
+
 # Parameter counts of the published checkpoints (Qwen2.5-0.5B: 494,032,768; 1.5B: 1,543,714,304).
 expect "qwen2.5-0.5b parameter count" 0 "parameters 494032768" $bin params --model qwen2.5-0.5b
 expect "qwen2.5-1.5b parameter count" 0 "parameters 1543714304" $bin params --model qwen2.5-1.5b

@@ -4,10 +4,13 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b   (default: all but run7b)
+#     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b split
+#     (default: all but run7b and split)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
+#     split: LLMC_MASTER=split (master weights as bf16 + low halves) against HF, through
+#            run and resume, and its memory and speed beside the default
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -80,6 +83,39 @@ if has lora; then
         note "lora $name: $(tail -1 "$out/lora_$name.log")"
         grep -h "FAIL\|Error\|error" "$out/lora_$name.log" | head -5
         grep -h "loss curve:\|after " "$out/lora_$name.log"
+    done
+fi
+# LLMC_MASTER=split: the same checks as the default master weights pass, then the
+# benchmark shapes with and without it (its peak should fall by 2 bytes per
+# trained parameter: 2.88 GiB at 1.5B; AdamW moves 28 bytes a parameter, not 30).
+if has split; then
+    (
+        export LLMC_MASTER=split
+        chk split_main --steps 200
+        chk split_hd128 --steps 20 --head-dim 128
+        chk split_selective --steps 20 --selective-recompute
+        if [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
+            r=.cuda-run/tiny
+            bash tests/cuda/resume_check.sh "$out/resume_split" > "$out/resume_split.log" 2>&1
+            note "split resume safety: $(tail -1 "$out/resume_split.log")"
+            for ft in "" -freeze; do
+                rm -rf $r/run-gpu$ft
+                ./build/llmc-train-cuda run $r/plan-gpu$ft.json > "$out/run_split$ft.log" 2>&1
+                rc=$?
+                python3 tests/cuda/compare_runs.py $r/run-cpu$ft/metrics.jsonl $r/run-gpu$ft/metrics.jsonl \
+                    > "$out/cmp_split$ft.log" 2>&1
+                note "split run tiny$ft: exit $rc ; cpu vs gpu: $(grep -E 'mean|final' "$out/cmp_split$ft.log" | tr '\n' ' ')"
+            done
+        fi
+    )
+    for v in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4" "qwen2.5-3b 4"; do
+        set -- $v
+        for mode in fp32 split; do
+            LLMC_MASTER=$mode LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 \
+                > "$out/split_$1_$mode.json" 2> "$out/split_$1_$mode.log"
+            note "master $mode $1 x$2: $(cat "$out/split_$1_$mode.json")"
+            grep -h "adamw\|AdamW" "$out/split_$1_$mode.log" | head -2
+        done
     done
 fi
 if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then

@@ -8,6 +8,12 @@ TEST_SUITES += cuda
 test-cuda:
 	@SAN=$(SAN) BUILD=$(BUILD) bash tests/cuda/ci.sh
 
+# tests/cuda/master_split_test.c: the split master weights' bit arithmetic
+# (runtime/cuda/master_split.h, shared with the kernels) on the CPU.
+$(BUILD)/master_split_test: tests/cuda/master_split_test.c runtime/cuda/master_split.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iruntime/cuda -o $@ $< $(LDFLAGS)
+
 # tests/cuda/attn_check.c: cuDNN attention against the flash kernels and an fp64
 # reference (needs a GPU to run; device.sh's `attn` step). `attn_check --time` times both.
 .PHONY: attn-check
