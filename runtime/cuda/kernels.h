@@ -94,7 +94,8 @@ void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s);
 void k_fill(float *x, size_t n, float value, kstream_t s);
 void k_f32_to_bf16(bf16_t *out, const float *in, size_t n, kstream_t s);
 void k_bf16_to_f32(float *out, const bf16_t *in, size_t n, kstream_t s);
-/* fp32 master weights in -> the split pair (param, lo); and back (master_split.h). */
+/* fp32 master weights in -> the split pair (param, lo; lo NULL: param only, rounded
+ * as the pair's upper half); and back (master_split.h). */
 void k_master_split(bf16_t *param, uint16_t *lo, const float *in, size_t n, kstream_t s);
 void k_master_join(float *out, const bf16_t *param, const uint16_t *lo, size_t n, kstream_t s);
 

@@ -99,9 +99,8 @@ __global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *g
     for (size_t i = tid; i < n4; i += stride) {
         float4 p4, g4 = ((const float4 *)grad)[i];
         float4 m4 = ((float4 *)m)[i], v4 = ((float4 *)v)[i];
-        uint2 w4 = ((const uint2 *)param)[i], l4 = {0, 0};
-        if (SPLIT) {
-            l4 = ((const uint2 *)lo)[i];
+        if (SPLIT) {   /* the bf16 weights are read only here: they are the master's upper halves */
+            uint2 w4 = ((const uint2 *)param)[i], l4 = ((const uint2 *)lo)[i];
             p4 = make_float4(__uint_as_float(ms_join(w4.x & 0xffffu, l4.x & 0xffffu)),
                              __uint_as_float(ms_join(w4.x >> 16, l4.x >> 16)),
                              __uint_as_float(ms_join(w4.y & 0xffffu, l4.y & 0xffffu)),

@@ -46,7 +46,7 @@ __global__ void master_split_k(bf16 *param, uint16_t *lo, const float *in, size_
         uint32_t bits = __float_as_uint(in[i]);
         uint16_t hi = ms_hi(bits);
         param[i] = __ushort_as_bfloat16(hi);
-        lo[i] = ms_lo(bits, hi);
+        if (lo) lo[i] = ms_lo(bits, hi);
     }
 }
 __global__ void master_join_k(float *out, const bf16 *param, const uint16_t *lo, size_t n)

@@ -483,7 +483,10 @@ static size_t span_state_off(const CudaModel *m, int i)
 static void adopt_weights(CudaModel *m, float *tmp)
 {
     cudaStream_t st = m->stream;
-    k_f32_to_bf16(m->w, tmp, m->n_total, st);
+    /* split: every bf16 weight rounded as the pairs' upper halves, so that ranks
+     * holding another rank's shard compute with the same weights as its owner */
+    if (m->master_lo) k_master_split(m->w, NULL, tmp, m->n_total, st);
+    else k_f32_to_bf16(m->w, tmp, m->n_total, st);
     if (m->offload)   /* the master weights are the host's, in its layout */
         for (int i = 0; i < m->n_params; i++) {
             const CudaParam *p = &m->params[i];
