@@ -7,7 +7,8 @@ BENCH_JSONL holds run.sh's lines: the JSON of one run (llmc-train-cuda bench or
 torch_bench.py) tagged with "row" (the row ID) and "bench_impl" (ours, compile,
 eager), or {"row", "bench_impl", "error"} for a run that failed. Columns: the
 shape (micro batch x context, then "x ACCUM acc" when several micro-batches make
-one optimizer step), ours and torch.compile tokens/s and their ratio, each one's
+one optimizer step; the attention ours ran, and "split master" under
+LLMC_MASTER=split), ours and torch.compile tokens/s and their ratio, each one's
 peak GPU memory (GiB), then llmq's published tokens/s on one H100 — a fixed
 reference from its README, with the micro batch it was measured at (2048-token
 sequences, 524,288 tokens per optimizer step, bf16 weights and AdamW moments) —
@@ -74,6 +75,8 @@ def table(runs, rows):
         if ours and comp and "error" not in ours and "error" not in comp and comp.get("tokens_per_s"):
             ratio = f"{ours['tokens_per_s'] / comp['tokens_per_s']:.2f}x"
         attn = f", {ours['attention']}" if ours and "attention" in ours else ""
+        if ours and ours.get("master", "fp32") != "fp32":   # LLMC_MASTER=split
+            attn += f", {ours['master']} master"
         acc = f" x{accum} acc" if int(accum) > 1 else ""
         line = [f"{model} {batch}x{seq}{acc}{attn}", cell(ours, "tokens_per_s", tok), cell(comp, "tokens_per_s", tok),
                 ratio, cell(ours, "peak_mem_gib", gib), cell(comp, "peak_mem_gib", gib)]

@@ -303,10 +303,10 @@ static int cmd_bench(int argc, char **argv)
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
-               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"master\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
                o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload,
-               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.n_real,
+               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.master_lo ? "split" : "fp32", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
