@@ -26,6 +26,9 @@
 #   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
 #                  micro-batches per step: BENCH_ACCUM_STEPS, default 2 after 1)
 #   BENCH_TIMEOUT  seconds one run may take (default 900)
+#   BENCH_PHASES=1 ours runs its timed steps again with an event after every
+#                  operation (LLMC_PHASE_TIMES=1): the GPU time per phase lands in
+#                  OUTDIR/ours-ROW.log (the step time in the table is unaffected)
 set -uo pipefail
 out=${1:-/tmp/llmc-cuda-bench}
 steps=${BENCH_STEPS:-10}
@@ -59,6 +62,11 @@ if [[ -n ${BENCH_SHAPES:-} ]]; then
 else
     rows=("${default_rows[@]}")
 fi
+case ${BENCH_PHASES:-0} in
+    0) ;;
+    1) export LLMC_PHASE_TIMES=1 ;;
+    *) echo "bench/cuda/run.sh: BENCH_PHASES takes 0 or 1, not '$BENCH_PHASES'" >&2; exit 2 ;;
+esac
 for v in "$steps" "$accum_steps" "$limit"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS, BENCH_ACCUM_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
 done

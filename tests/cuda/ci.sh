@@ -96,6 +96,7 @@ if bash -n bench/cuda/run.sh; then ok "bench/cuda/run.sh parses"; else bad "benc
 expect "BENCH_SHAPES: unknown row" 2 "BENCH_SHAPES: unknown row '3b-4096' (rows: 0.5b-2048 1.5b-2048" \
     env BENCH_SHAPES="1.5b-2048,3b-4096" bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "BENCH_STEPS: not a number" 2 "take a positive integer, not 'ten'" env BENCH_STEPS=ten bash bench/cuda/run.sh "$tmp/bench-bad"
+expect "BENCH_PHASES: 0 or 1" 2 "BENCH_PHASES takes 0 or 1, not 'yes'" env BENCH_PHASES=yes bash bench/cuda/run.sh "$tmp/bench-bad"
 if [[ ! -e $tmp/bench-bad ]]; then ok "bad settings write nothing"; else bad "bad settings write nothing"; fi
 mapfile -t bench_rows < <(bash bench/cuda/run.sh --rows)
 expect "run.sh rows: 3B at 2048, 1.5B at 4096 and 8192" 0 "3b-2048 qwen2.5-3b 4 2048 1" bash bench/cuda/run.sh --rows
