@@ -4,13 +4,13 @@
 # against the CPU trainer, data parallelism on two GPUs, benchmark.
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
-#     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b split
-#     (default: all but run7b and split)
+#     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
+#               split split-bench   (default: all but run7b, split and split-bench)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
 #     split: LLMC_MASTER=split (master weights as bf16 + low halves) against HF, through
-#            run and resume, and its memory and speed beside the default
+#            run and resume; split-bench: its memory and speed beside the default
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -108,6 +108,8 @@ if has split; then
             done
         fi
     )
+fi
+if has split-bench; then
     for v in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4" "qwen2.5-3b 4"; do
         set -- $v
         for mode in fp32 split; do
