@@ -6,18 +6,30 @@
 #include <unistd.h>
 
 #include "cpus.h"
+#include "log.h"
 
-int cpus_available(void)
+static int cpus_granted(void)
 {
-    const char *env = getenv("LLMC_THREADS");
-    if (env && *env) {
-        char *end;
-        long n = strtol(env, &end, 10);
-        if (!*end && n > 0 && n <= 4096) return (int)n;
-    }
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+int cpus_available(void)
+{
+    static int warned;
+    const char *env = getenv("LLMC_THREADS");
+    if (env && *env) {
+        char *end;
+        long n = strtol(env, &end, 10);
+        if (!*end && n > 0 && n <= 4096) return (int)n;
+        int granted = cpus_granted();
+        if (!warned++)   /* a tuning knob: the run goes on, but not silently */
+            log_warn("LLMC_THREADS='%s' is not a thread count from 1 to 4096: using the %d CPUs this process "
+                     "may run on", env, granted);
+        return granted;
+    }
+    return cpus_granted();
 }

@@ -852,7 +852,8 @@ static int prep_parse_args(Prep *P, int argc, char **argv)
     P->threads = cpus_available();
     /* LLMC_SHARD_TOKENS: the default of --shard-tokens where the job script starts prepare */
     const char *st_env = getenv("LLMC_SHARD_TOKENS");
-    P->shard_tokens = st_env && *st_env ? strtoll(st_env, NULL, 10) : 1LL << 25;
+    P->shard_tokens = 1LL << 25;
+    int shard_tokens_given = 0;
     P->max_record = (long long)JS_MAX_RECORD_DEFAULT;
     static const struct option longopts[] = {
         {"threads", required_argument, NULL, 't'}, {"max-record-bytes", required_argument, NULL, 'm'},
@@ -868,7 +869,10 @@ static int prep_parse_args(Prep *P, int argc, char **argv)
         switch (c) {
         case 't': if (args_int(cmd, "--threads", optarg, 1, 1024, &v)) return 2; P->threads = (long)v; break;
         case 'm': if (args_int(cmd, "--max-record-bytes", optarg, 1024, 1LL << 30, &P->max_record)) return 2; break;
-        case 's': if (args_int(cmd, "--shard-tokens", optarg, 1, 1LL << 40, &P->shard_tokens)) return 2; break;
+        case 's':
+            if (args_int(cmd, "--shard-tokens", optarg, 1, 1LL << 40, &P->shard_tokens)) return 2;
+            shard_tokens_given = 1;
+            break;
         case 'f': P->force = 1; break;
         case 'c': P->check_only = 1; break;
         case 'h': usage(stdout); return 0;
@@ -880,7 +884,10 @@ static int prep_parse_args(Prep *P, int argc, char **argv)
     if (!P->plan_path) return args_usage_error(cmd, "PLAN.json is required");
     if (P->threads < 1 || P->threads > 1024)
         return args_usage_error(cmd, "%ld threads (the CPUs available or LLMC_THREADS): want 1 to 1024", P->threads);
-    if (P->shard_tokens < 1) return args_usage_error(cmd, "LLMC_SHARD_TOKENS='%s': want a positive integer", st_env);
+    /* the whole value must be the number, as for --shard-tokens: "12k" is refused, not read as 12 */
+    if (!shard_tokens_given && st_env && *st_env &&
+        args_int(cmd, "LLMC_SHARD_TOKENS", st_env, 1, 1LL << 40, &P->shard_tokens))
+        return 2;
     return -1;
 }
 

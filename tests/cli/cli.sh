@@ -57,6 +57,12 @@ usage_err "llmc-train run, two plans" "not 'b.json' too" "$TRAIN" run a.json b.j
 usage_err "llmc-train tokenize --tokenizer (no value)" "option '--tokenizer' needs a value" "$TRAIN" tokenize --tokenizer
 usage_err "llmc-train tokenize --decode --tokens" "exclude each other" "$TRAIN" tokenize --tokenizer x --decode --tokens
 usage_err "llmc-train verify a b" "not 'b' too" "$TRAIN" verify a b
+usage_err "llmc-train prepare, LLMC_SHARD_TOKENS=12k" "LLMC_SHARD_TOKENS: bad integer '12k'" env LLMC_SHARD_TOKENS=12k "$TRAIN" prepare plan.json
+usage_err "llmc-train prepare, LLMC_SHARD_TOKENS=0" "LLMC_SHARD_TOKENS: bad integer '0'" env LLMC_SHARD_TOKENS=0 "$TRAIN" prepare plan.json
+env LLMC_THREADS=8x "$TRAIN" prepare --shard-tokens=0 plan.json > /dev/null 2> "$T/threads.err"
+if grep -q "LLMC_THREADS='8x' is not a thread count from 1 to 4096: using the [0-9]* CPUs" "$T/threads.err"; then
+    ok "LLMC_THREADS=8x: one warning, the granted CPUs"
+else bad "LLMC_THREADS=8x: one warning, the granted CPUs" "$T/threads.err"; fi
 usage_err "llmc-train prepare --threads abc" "--threads: bad integer 'abc' (1 to 1024)" "$TRAIN" prepare --threads abc plan.json
 usage_err "llmc-train prepare --shard-tokens=0" "--shard-tokens: bad integer '0'" "$TRAIN" prepare --shard-tokens=0 plan.json
 usage_err "llmc-train prepare --max-record-bytes 10" "--max-record-bytes: bad integer '10'" "$TRAIN" prepare --max-record-bytes 10 plan.json
