@@ -2427,7 +2427,7 @@ static const char *const report_names[] = {"none", "tensorboard", "wandb"};
  * what LoRA can target (LLaMA-Factory's lora_target). */
 static const char *const lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o_proj",
                                                 "gate_proj", "up_proj", "down_proj"};
-static const char *const precision_names[] = {"bf16", "fp16", "fp32"};
+static const char *const precision_names[] = {"bf16", "fp16", "fp32", "pure_bf16"};
 static const char *const shard_names[] = {"none", "zero1", "zero2", "zero3"};
 static const char *const recompute_names[] = {"none", "selective", "full"};
 static const char *const attention_names[] = {"flash", "eager"};
@@ -2871,6 +2871,44 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
     check_train_lf_eval_rules(c, s, t);
 }
 
+/* precision = pure_bf16 is LLaMA-Factory's (pure_bf16: the model stays bf16,
+ * trainable parameters are not upcast, torch's AdamW keeps m and v in bf16),
+ * and only without DeepSpeed ZeRO: LLaMA-Factory refuses it under ZeRO-3
+ * (hparams/parser.py), and ZeRO-1/2 (offload included) keep fp32 partitions of
+ * the weights and fp32 moments whatever the model's dtype (DeepSpeed's
+ * runtime/zero/stage_1_and_2.py), so the run would not be the one planned. */
+static void check_train_precision_rules(Checker *c, const PlanTrain *t)
+{
+    if (t->precision != PREC_PURE_BF16) return;
+    Diag *g;
+    if (t->backend == BACKEND_LLMC) {
+        g = diag_error(c->d, t->precision_at, "precision = pure_bf16 is not implemented by the llmc trainer");
+        diag_note(g, "run '%s' uses backend = llmc%s; the llmc trainer trains bf16 mixed precision with fp32 master "
+                  "weights and Adam moments; pure_bf16 is LLaMA-Factory's", t->name,
+                  t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s', or precision = bf16", t->name);
+        return;
+    }
+    if (t->shard == SHARD_NONE && t->offload == OFFLOAD_NONE) return;
+    const char *shard = shard_names[t->shard], *offload = offload_names[t->offload];
+    const char *what = t->shard == SHARD_NONE ? arena_printf(c->a, "offload = %s", offload)
+                     : t->offload == OFFLOAD_NONE ? arena_printf(c->a, "shard = %s", shard)
+                     : arena_printf(c->a, "shard = %s and offload = %s", shard, offload);
+    if (t->shard == SHARD_ZERO3) {
+        g = diag_error(c->d, t->precision_at, "precision = pure_bf16 is incompatible with DeepSpeed ZeRO-3 (%s)", what);
+        diag_note(g, "LLaMA-Factory refuses it before training starts");
+    } else {
+        g = diag_error(c->d, t->precision_at, "precision = pure_bf16 does not train in pure bf16 under DeepSpeed ZeRO (%s)",
+                       what);
+        diag_note(g, "DeepSpeed's ZeRO optimizer keeps fp32 copies of the weights and fp32 Adam moments whatever "
+                  "the model's dtype: the run would take bf16 mixed precision's memory, not pure_bf16's");
+    }
+    if (t->shard == SHARD_NONE)
+        diag_help(g, "remove offload: pure_bf16 runs with shard = none and no offload");
+    else
+        diag_help(g, "precision = bf16 with %s, or precision = pure_bf16 with shard = none and no offload", what);
+}
+
 /* Does the last component of a model path (lower case) contain one of the
  * NULL-terminated words? */
 static bool path_names(const char *path, const char *const *words)
@@ -3134,7 +3172,7 @@ static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage
 {
     Entry *e;
     int v;
-    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, 3, &v)) t->precision = (Precision)v; }
+    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, NUNITS(precision_names), &v)) t->precision = (Precision)v; }
     if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
     if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
     if ((e = find(s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
@@ -3254,6 +3292,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     if (!stage_ok) return;
     check_train_stage_rules(c, &s, t, tmpl);
     check_train_lf_rules(c, &s, t);
+    check_train_precision_rules(c, t);
 }
 
 /* Rules on a job's merged site settings. */

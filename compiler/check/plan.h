@@ -64,7 +64,11 @@ typedef enum {
     TEMPLATE_DEEPSEEK, TEMPLATE_DEEPSEEK3, TEMPLATE_DEEPSEEKR1, TEMPLATE_GLM4, TEMPLATE_PHI, TEMPLATE_PHI4,
     TEMPLATE_COUNT
 } ChatTemplate;
-typedef enum { PREC_BF16, PREC_FP16, PREC_FP32 } Precision;
+/* bf16/fp16: mixed precision (16-bit weights, gradients and activations; fp32
+ * master weights and AdamW moments). PREC_PURE_BF16: LLaMA-Factory's pure_bf16,
+ * everything bf16 (no fp32 copy; torch's AdamW keeps m and v in the parameter
+ * dtype), backend = llamafactory without DeepSpeed ZeRO only (the checker). */
+typedef enum { PREC_BF16, PREC_FP16, PREC_FP32, PREC_PURE_BF16 } Precision;
 typedef enum { SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 } ShardStage;
 typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
 typedef enum { ATTN_FLASH, ATTN_EAGER } AttentionKind;

@@ -42,9 +42,18 @@ static const char *recompute_name(Recompute r)
     return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
 }
 
-static const char *precision_name(Precision p)
+/* The dtype of weights, gradients and activations under a precision
+ * (pure_bf16's are bf16, as with bf16 mixed precision). */
+static const char *value_dtype_name(Precision p)
 {
     return p == PREC_FP32 ? "fp32" : p == PREC_FP16 ? "fp16" : "bf16";
+}
+
+/* What the optimizer states are: mixed precision keeps fp32 master weights
+ * beside the fp32 moments; pure_bf16 has no master and bf16 moments. */
+static const char *optimizer_states_name(Precision p)
+{
+    return p == PREC_FP32 ? "Adam m + v, fp32" : p == PREC_PURE_BF16 ? "Adam m + v, bf16" : "fp32 master + Adam m + v";
 }
 
 static const char *arch_name(ModelArch a)
@@ -174,7 +183,11 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "SwiGLU, ZeRO-1 at most (a higher stage runs as ZeRO-1)");
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
-               precision_name(t->precision));
+               value_dtype_name(t->precision));
+    if (!e->cpu_only && t->precision == PREC_PURE_BF16)
+        assume(a, "precision = pure_bf16 (LLaMA-Factory's): bf16 weights, gradients and Adam m + v (torch's "
+                  "AdamW keeps its moments in the parameter dtype), no fp32 master copy: 2 + 2 + 4 bytes per "
+                  "trainable parameter");
     if (!e->cpu_only && e->activations_transformers && t->shard == SHARD_ZERO3)
         assume(a, "ZeRO-3 buckets as the HF Trainer fills \"auto\": reduce hidden^2, "
                   "prefetch 0.9 hidden^2 elements");
@@ -474,7 +487,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
         snprintf(title, sizeof title, "memory per %s (no memory stated to compare with)", dev);
     section(tb, title);
     Precision prec = e->cpu_only ? PREC_FP32 : t->precision;
-    const char *pn = precision_name(prec);
+    const char *pn = value_dtype_name(prec);
     char over[64] = "";
     if (e->data_parallel > 1) snprintf(over, sizeof over, ", sharded over %d", e->data_parallel);
     /* The llmc CUDA trainer shards the optimizer states only, at any stage. */
@@ -487,7 +500,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
                 "m, v chunks); the states are in host memory");
     else
         gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
-                prec == PREC_FP32 ? "Adam m + v, fp32" : "fp32 master + Adam m + v",
+                optimizer_states_name(prec),
                 t->shard >= SHARD_ZERO1 ? over : "");
     gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
             t->micro_batch, t->context, recompute_name(t->recompute),

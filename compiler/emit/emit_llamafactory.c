@@ -237,6 +237,10 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_int(y, "seed", (long long)t->seed);   /* emit_check: fits 32 bits */
     yw_bool(y, "bf16", t->precision == PREC_BF16);
     yw_bool(y, "fp16", t->precision == PREC_FP16);
+    /* pure_bf16 (FinetuningArguments): bf16 weights, gradients and AdamW
+     * moments, no autocast; bf16 and fp16 stay false, as LLaMA-Factory's web
+     * UI writes it. Only written when set (its default is false). */
+    if (t->precision == PREC_PURE_BF16) yw_bool(y, "pure_bf16", true);
     /* finite: a rank stuck in a collective (a dead peer, a hung NIC) must end
      * the job instead of holding the allocation for its whole time limit */
     yw_int(y, "ddp_timeout", (long long)ceil(t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800));

@@ -45,6 +45,8 @@ const char *name_precision(Precision p)
     case PREC_BF16: return "bf16";
     case PREC_FP16: return "fp16";
     case PREC_FP32: return "fp32";
+    /* backend = llamafactory only (the checker): llmc-train refuses it */
+    case PREC_PURE_BF16: return "pure_bf16";
     }
     return "?";
 }

@@ -157,14 +157,31 @@ int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_lay
 
 /* ---- memory ---------------------------------------------------------------- */
 
+/* Bytes of a weight, gradient or activation value: 4 in fp32, else 2 (bf16,
+ * fp16 and pure_bf16 alike). */
+static double value_bytes(Precision prec)
+{
+    return prec == PREC_FP32 ? 4 : 2;
+}
+
+/* Optimizer state bytes per trainable parameter (K in the ZeRO paper): fp32
+ * Adam m + v = 8; mixed precision adds the fp32 master weights, 12;
+ * pure_bf16 has no master copy and torch's AdamW keeps m and v in the
+ * parameter's dtype (zeros_like), 2 + 2 = 4. */
+static double optimizer_bytes(Precision prec)
+{
+    return prec == PREC_FP32 ? 8 : prec == PREC_PURE_BF16 ? 4 : 12;
+}
+
 void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
                            double *weights, double *grads, double *optimizer)
 {
     /* Mixed precision: 16-bit weights and gradients, fp32 master weights +
-     * Adam m + v = K = 12 bytes (ZeRO paper, 2 + 2 + K). fp32: 4 + 4 + 8. */
-    double wb = prec == PREC_FP32 ? 4 : 2;
+     * Adam m + v = K = 12 bytes (ZeRO paper, 2 + 2 + K). fp32: 4 + 4 + 8;
+     * pure_bf16: 2 + 2 + 4. */
+    double wb = value_bytes(prec);
     double gb = wb;
-    double ob = prec == PREC_FP32 ? 8 : 12;
+    double ob = optimizer_bytes(prec);
     double n = dp > 0 ? dp : 1;
     double w = wb * params, g = gb * params, o = ob * params;
     if (shard >= SHARD_ZERO1) o /= n;
@@ -178,8 +195,8 @@ void estimate_model_states(double params, Precision prec, ShardStage shard, int 
 void estimate_train_states(const TrainStates *ts, Precision prec, ShardStage shard, int dp,
                            double *weights, double *grads, double *optimizer, double *host)
 {
-    double wb = prec == PREC_FP32 ? 4 : 2;
-    double ob = prec == PREC_FP32 ? 8 : 12;
+    double wb = value_bytes(prec);
+    double ob = optimizer_bytes(prec);
     double n = dp > 0 ? dp : 1;
     double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
     double fr = ts->frozen_params > 0 ? ts->frozen_params : 0;
@@ -246,7 +263,7 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
     memset(v, 0, sizeof *v);
     if (dp <= 1) return;
     double ga = grad_accum > 0 ? grad_accum : 1;
-    double vb = prec == PREC_FP32 ? 4 : 2;
+    double vb = value_bytes(prec);
     double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
     double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
     double layers = m->layers > 0 ? m->layers : 0;
@@ -303,7 +320,7 @@ void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision 
     *d2h = *h2d_step = *h2d_fetch = 0;
     if (!ts->offload_optimizer || shard < SHARD_ZERO1) return;
     double ga = grad_accum > 0 ? grad_accum : 1, n = dp > 0 ? dp : 1;
-    double vb = prec == PREC_FP32 ? 4 : 2;
+    double vb = value_bytes(prec);
     double tr = ts->trainable_params > 0 ? ts->trainable_params : 0;
     double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
     *d2h = ga * vb * tr / n;
@@ -625,7 +642,7 @@ static TrainStates plan_train_states(const PlanTrain *t, const Estimate *e)
         /* the decoder's linear layers at quant_bits plus one fp16 scale per block
          * of 64 (bitsandbytes); embeddings and norms stay 16-bit */
         double linear = fmax(0, total - (double)e->params_embedding);
-        double fb = t->precision == PREC_FP32 ? 4 : 2;
+        double fb = value_bytes(t->precision);
         ts.frozen_bytes_per_param = (fb * (ts.frozen_params - linear) + (t->quant_bits / 8.0 + 2.0 / 64) * linear) /
                                     ts.frozen_params;
     }
@@ -642,9 +659,9 @@ static void estimate_method_states(const PlanTrain *t, Precision prec, ShardStag
     TrainStates ts = plan_train_states(t, e);
     estimate_train_states(&ts, prec, shard, e->data_parallel, &e->weights_bytes, &e->grads_bytes,
                           &e->optimizer_bytes, NULL);
-    double fb = prec == PREC_FP32 ? 4 : 2, total = (double)e->params_total;
+    double fb = value_bytes(prec), total = (double)e->params_total;
     double frozen_b = ts.frozen_bytes_per_param > 0 ? ts.frozen_bytes_per_param : fb;
-    double unsharded = frozen_b * ts.frozen_params + (fb + fb + (prec == PREC_FP32 ? 8 : 12)) * ts.trainable_params;
+    double unsharded = frozen_b * ts.frozen_params + (fb + fb + optimizer_bytes(prec)) * ts.trainable_params;
     e->model_bytes_per_param = total > 0 ? unsharded / total : 0;
 }
 
@@ -665,8 +682,9 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
 
     /* The CPU backend computes in fp32 whatever the plan's precision says. */
     Precision prec = cpu ? PREC_FP32 : t->precision;
-    double bpv = prec == PREC_FP32 ? 4 : 2;
-    e->model_bytes_per_param = 16; /* 2 + 2 + 12 mixed, 4 + 4 + 8 fp32 */
+    double bpv = value_bytes(prec);
+    /* 2 + 2 + 12 mixed, 4 + 4 + 8 fp32, 2 + 2 + 4 pure_bf16 */
+    e->model_bytes_per_param = 2 * bpv + optimizer_bytes(prec);
     e->activation_bytes_per_value = bpv;
     estimate_model_states((double)e->params_total, prec, shard, e->data_parallel,
                           &e->weights_bytes, &e->grads_bytes, &e->optimizer_bytes);
@@ -1186,7 +1204,7 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     e->trainable_params = ts.trainable_params;
     e->frozen_bytes_per_param = ts.frozen_params > 0
                                     ? (ts.frozen_bytes_per_param > 0 ? ts.frozen_bytes_per_param
-                                                                     : t->precision == PREC_FP32 ? 4 : 2)
+                                                                     : value_bytes(t->precision))
                                     : 0;
     double share = ts.trainable_params + ts.frozen_params > 0
                        ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
@@ -1336,15 +1354,18 @@ static void help_alternative(Diag *dg, const PlanJob *job, const char *what, Rec
 
 /* backend = llamafactory: DeepSpeed's CPU offload at the plan's batch (GPU
  * memory only: the host memory and the step time of the alternative are
- * estimated once the plan takes it). */
+ * estimated once the plan takes it). Offload is DeepSpeed ZeRO, which
+ * pure_bf16 does not run with: such a plan is offered it at bf16. */
 static void help_offload(Diag *dg, const PlanJob *job)
 {
     const PlanTrain *t = job->run;
     if (t->backend != BACKEND_LLAMAFACTORY || is_cpu_only(job->cluster) || t->offload == OFFLOAD_ALL)
         return;
+    bool pure = t->precision == PREC_PURE_BF16;
     PlanTrain alt_t = *t;
     PlanJob alt_j = *job;
     alt_j.run = &alt_t;
+    if (pure) alt_t.precision = PREC_BF16;
     Estimate alt;
     static const struct { OffloadKind off; ShardStage shard; const char *what; } tries[] = {
         {OFFLOAD_OPTIMIZER, SHARD_ZERO2, "offload = optimizer with shard = zero2"},
@@ -1358,11 +1379,22 @@ static void help_offload(Diag *dg, const PlanJob *job)
         memset(&alt, 0, sizeof alt);
         estimate_memory(&alt_j, t->micro_batch, t->recompute, alt_t.shard, &alt);
         if (alt.fits) {
-            diag_help(dg, "%s fits at this batch (%.1f GiB per GPU; the offloaded states need host memory)",
-                      tries[i].what, alt.total_bytes / GIB);
+            diag_help(dg, "%s%s fits at this batch (%.1f GiB per GPU; the offloaded states need host memory)",
+                      pure ? "precision = bf16, " : "", tries[i].what, alt.total_bytes / GIB);
             return;
         }
     }
+}
+
+/* precision = pure_bf16 without ZeRO (the checker): the ZeRO alternative is
+ * the same run in bf16 mixed precision, estimated as such. */
+static void help_pure_bf16_zero(Diag *dg, const PlanJob *job, const char *what, Recompute rc, ShardStage shard)
+{
+    PlanTrain alt_t = *job->run;
+    PlanJob alt_j = *job;
+    alt_t.precision = PREC_BF16;
+    alt_j.run = &alt_t;
+    help_alternative(dg, &alt_j, what, rc, shard);
 }
 
 static void help_alternatives(Diag *dg, const PlanJob *job)
@@ -1378,6 +1410,14 @@ static void help_alternatives(Diag *dg, const PlanJob *job)
     const char *both_alt = llmc_gpu ? "recompute = full with shard = zero1" : "recompute = full with shard = zero3";
     if (t->recompute != RECOMPUTE_FULL)
         help_alternative(dg, job, "recompute = full", RECOMPUTE_FULL, t->shard);
+    if (t->precision == PREC_PURE_BF16) {
+        if (multi)
+            help_pure_bf16_zero(dg, job, "precision = bf16 with shard = zero3", t->recompute, SHARD_ZERO3);
+        if (multi && t->recompute != RECOMPUTE_FULL)
+            help_pure_bf16_zero(dg, job, "precision = bf16, recompute = full with shard = zero3", RECOMPUTE_FULL,
+                                SHARD_ZERO3);
+        return;
+    }
     if (multi && t->shard < most)
         help_alternative(dg, job, shard_alt, t->recompute, most);
     if (multi && t->recompute != RECOMPUTE_FULL && t->shard < most)
@@ -1593,7 +1633,8 @@ static int report_host(const PlanJob *job, const Estimate *e, Diags *d)
         diag_help(dg, "mem = %.0f GiB fits (the node has %.1f GiB)", ceil(e->host_bytes / GIB),
                   (double)c->memory_bytes / GIB);
     else if (job->run->backend == BACKEND_LLAMAFACTORY && job->run->shard != SHARD_ZERO3)
-        diag_help(dg, "shard = zero3 loads one checkpoint file per rank at a time");
+        diag_help(dg, "%sshard = zero3 loads one checkpoint file per rank at a time",
+                  job->run->precision == PREC_PURE_BF16 ? "precision = bf16 with " : "");
     return 1;
 }
 

@@ -37,9 +37,10 @@ typedef struct {
     /* ---- added by the estimator (documented in docs/estimator.md) ---- */
     bool cpu_only;                          /* no GPU in the cluster: host memory, CPU throughput */
     int world_size, data_parallel;          /* ranks; ZeRO shards over data_parallel */
-    double model_bytes_per_param;           /* 16: 2 + 2 + 12 mixed, 4 + 4 + 8 fp32; 18 for the llmc
-                                               CUDA trainer (fp32 gradients), all before sharding */
-    double activation_bytes_per_value;      /* 2 (bf16/fp16) or 4 (fp32, and every CPU plan) */
+    double model_bytes_per_param;           /* 16: 2 + 2 + 12 mixed, 4 + 4 + 8 fp32; 8: 2 + 2 + 4 pure_bf16;
+                                               18 for the llmc CUDA trainer (fp32 gradients), all before
+                                               sharding */
+    double activation_bytes_per_value;      /* 2 (bf16/fp16/pure_bf16) or 4 (fp32, and every CPU plan) */
     double activations_layers_bytes;        /* part of activations_bytes kept for the layers */
     double activations_working_bytes;       /* one layer's recomputed working set (recompute=full) */
     double reserve_context_bytes;           /* CUDA context + library workspaces (or process overhead) */
@@ -200,7 +201,8 @@ int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_lay
 
 /* Model states per device (ZeRO paper, Rajbhandari et al. 2020, section 3/5):
  * weights, gradients and optimizer states for `params` parameters sharded over
- * `dp` ranks by `shard`. Mixed precision: 2 + 2 + 12 bytes/param; fp32: 4 + 4 + 8. */
+ * `dp` ranks by `shard`. Mixed precision: 2 + 2 + 12 bytes/param; fp32: 4 + 4 + 8;
+ * pure_bf16 (bf16 AdamW moments, no fp32 master): 2 + 2 + 4. */
 void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
                            double *weights, double *grads, double *optimizer);
 

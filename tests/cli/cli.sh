@@ -157,6 +157,24 @@ for kv in "parallel offload bogus" "train recompute partial" "train attention sd
     if [[ $rc -eq 1 ]] && grep -q "$1.$2: '$3' is not one of" "$T/enum.err"; then ok "check-plan refuses $1.$2 = $3, naming the key"
     else bad "check-plan $1.$2 = $3 (exit $rc)" "$T/enum.err"; fi
 done
+# precision = pure_bf16 is LLaMA-Factory's (the checker refuses it on backend
+# llmc): its plan.json says so, and llmc-train refuses such a plan cleanly,
+# naming train.precision, in check-plan and in run; the same plan at bf16 it takes
+if "$LLMC" "$ROOT/tests/emitters/plans/lf_pure_bf16.llm" -o "$T/pure" >"$T/pure.log" 2>&1 &&
+   grep -q '^pure_bf16: true$' "$T/pure/llamafactory_train.yaml"; then
+    for cmd in check-plan run; do
+        "$TRAIN" "$cmd" "$T/pure/plan.json" >/dev/null 2>"$T/pure.err"; rc=$?
+        if [[ $rc -ge 1 && $rc -le 2 ]] && grep -q "train.precision: 'pure_bf16' is not one of bf16, fp16, fp32" "$T/pure.err"
+        then ok "llmc-train $cmd refuses a pure_bf16 plan.json, naming train.precision (exit $rc)"
+        else bad "llmc-train $cmd of a pure_bf16 plan.json (exit $rc)" "$T/pure.err"; fi
+    done
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["train"]["precision"]="bf16"; json.dump(p,open(sys.argv[2],"w"))' \
+        "$T/pure/plan.json" "$T/pure/bf16.json"
+    "$TRAIN" check-plan "$T/pure/bf16.json" >/dev/null 2>&1 && ok "check-plan takes that plan at precision bf16" \
+        || bad "check-plan of the pure_bf16 plan at bf16"
+else
+    bad "llmc tests/emitters/plans/lf_pure_bf16.llm: compile with pure_bf16: true" "$T/pure.log"
+fi
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["parallel"]["offload"]; json.dump(p,open(sys.argv[2],"w"))' \
     "$T/enum/plan.json" "$T/enum/old.json"
 "$TRAIN" check-plan "$T/enum/old.json" >/dev/null 2>&1 && ok "check-plan takes a plan without parallel.offload" \

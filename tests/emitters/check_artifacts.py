@@ -99,6 +99,15 @@ def check_dir(d):
             check(os.path.isfile(ds), f"{p}: the deepspeed file it names exists")
             info = json.load(open(os.path.join(d, "dataset_info.json")))
             check(all(x in info for x in doc["dataset"].split(",")), f"{p}: every dataset is in dataset_info.json")
+            # the compute type as LLaMA-Factory's web UI sets it: bf16, fp16 or
+            # pure_bf16 true when it is the plan's precision, the others false
+            # (all three for fp32); pure_bf16 is written only when true
+            plan_json = os.path.join(d, "plan.json")
+            if os.path.isfile(plan_json):
+                prec = json.load(open(plan_json))["train"]["precision"]
+                flags = {k: doc.get(k, False) for k in ("bf16", "fp16", "pure_bf16")}
+                check(flags == {k: k == prec for k in flags} and "bf16" in doc and "fp16" in doc,
+                      f"{p}: bf16/fp16/pure_bf16 say plan.json's precision {prec} {flags}")
 
 def check_consistency(d):
     """slurm.conf, gres.conf, the job script and plan.json tell one story."""

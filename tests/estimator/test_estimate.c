@@ -1286,6 +1286,73 @@ static void test_padding_stats(void)
     remove(dir);
 }
 
+/* precision = pure_bf16 (LLaMA-Factory): bf16 weights and gradients, AdamW m
+ * and v in bf16, no fp32 master: 2 + 2 + 4 bytes per trainable parameter,
+ * against 2 + 2 + 12 for bf16 mixed precision; activations at 2 bytes alike. */
+static void test_pure_bf16(void)
+{
+    /* Qwen2.5-7B (7,615,616,512 parameters), full, no ZeRO. */
+    PlanModel q7 = model(ARCH_QWEN2, 28, 3584, 28, 4, 0, 18944, 152064, false);
+    double n = (double)estimate_params(&q7, NULL, NULL);
+    double w, g, o, wb, gb, ob;
+    estimate_model_states(n, PREC_PURE_BF16, SHARD_NONE, 8, &w, &g, &o);
+    estimate_model_states(n, PREC_BF16, SHARD_NONE, 8, &wb, &gb, &ob);
+    CHECK(n == 7615616512.0 && w == 2 * n && g == 2 * n && o == 4 * n, "pure_bf16 7B states %.0f %.0f %.0f", w, g, o);
+    CHECK((w + g + o) / n == 8 && (wb + gb + ob) / n == 16, "7B: %.1f bytes/param pure_bf16, %.1f bf16",
+          (w + g + o) / n, (wb + gb + ob) / n);
+    /* LoRA under pure_bf16: adapters, their gradients and moments all bf16. */
+    TrainStates lora = {1e7, 8e9, 2, false, false};
+    double h;
+    estimate_train_states(&lora, PREC_PURE_BF16, SHARD_NONE, 1, &w, &g, &o, &h);
+    CHECK(w == 2e7 + 16e9 && g == 2e7 && o == 4e7 && h == 0, "pure_bf16 lora %.0f %.0f %.0f", w, g, o);
+
+    /* The 7B full SFT on LLaMA-Factory, one node of 8 H100, batch 1 x 4096,
+     * recompute = full: the same weights, gradients and activations, a third
+     * of bf16's optimizer states (4 bytes instead of 12), so it fits where
+     * bf16 without ZeRO does not (85 GiB of optimizer states alone). */
+    Fixture f;
+    Estimate pure, mixed;
+    fixture(&f, q7, 1, 4096, 1, SHARD_NONE, RECOMPUTE_FULL, 1e8);
+    set_fabric(&f);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.precision = PREC_PURE_BF16;
+    memset(&pure, 0, sizeof pure);
+    estimate_memory(&f.j, 1, RECOMPUTE_FULL, SHARD_NONE, &pure);
+    f.t.precision = PREC_BF16;
+    memset(&mixed, 0, sizeof mixed);
+    estimate_memory(&f.j, 1, RECOMPUTE_FULL, SHARD_NONE, &mixed);
+    CHECK(pure.model_bytes_per_param == 8 && mixed.model_bytes_per_param == 16, "model bytes/param %.1f, %.1f",
+          pure.model_bytes_per_param, mixed.model_bytes_per_param);
+    CHECK(pure.weights_bytes == 2 * n && pure.grads_bytes == 2 * n && pure.optimizer_bytes == 4 * n &&
+              pure.optimizer_bytes * 3 == mixed.optimizer_bytes, "7B pure_bf16 states per GPU");
+    CHECK(pure.activation_bytes_per_value == 2 && pure.activations_bytes == mixed.activations_bytes &&
+              pure.logits_bytes == mixed.logits_bytes && pure.activations_transformers,
+          "activations as bf16's (transformers' layers)");
+    CHECK(pure.fits && !mixed.fits, "7B pure_bf16 fits (%.1f GiB), bf16 does not (%.1f GiB)", pure.total_bytes / GIB,
+          mixed.total_bytes / GIB);
+    /* Time: bf16 tensor cores at full rate; DDP's all-reduce of bf16 gradients. */
+    f.t.precision = PREC_PURE_BF16;
+    int errors;
+    free(run_job(&f.j, &pure, &errors));
+    CHECK(errors == 0 && pure.peak_flops_per_device == 989e12 && pure.comm_allreduce_bytes == 2 * n,
+          "pure_bf16 time: peak %.3g, all-reduce %.0f", pure.peak_flops_per_device, pure.comm_allreduce_bytes);
+
+    /* Qwen2.5-14B does not fit pure_bf16 without ZeRO (8 x 14.8B = 118 GB):
+     * the help lines offer ZeRO in bf16 (what DeepSpeed trains), never
+     * pure_bf16 with ZeRO or offload, which the checker refuses. */
+    fixture(&f, model(ARCH_QWEN2, 48, 5120, 40, 8, 0, 13824, 152064, false), 1, 4096, 1, SHARD_NONE,
+            RECOMPUTE_FULL, 1e8);
+    set_fabric(&f);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.precision = PREC_PURE_BF16;
+    char *text = run_job(&f.j, &pure, &errors);
+    CHECK(errors == 1 && strstr(text, "(8 bytes/param, shard=none over 8 ranks)") &&
+              strstr(text, "help: precision = bf16 with shard = zero3 fits at this batch") &&
+              !strstr(text, "help: shard =") && !strstr(text, "help: offload ="),
+          "14B pure_bf16 help lines:\n%s", text);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/estimator";
@@ -1324,6 +1391,7 @@ int main(int argc, char **argv)
     test_host_memory();
     test_padding_stats();
     test_offload_time();
+    test_pure_bf16();
 
     cJSON_Delete(ref);
     printf("%d passed, %d failed\n", passed, failed);

@@ -128,6 +128,28 @@ int main(void)
         plan_free(pl);
     }
 
+    {
+        /* precision = pure_bf16 is its own value, accepted for LLaMA-Factory without ZeRO */
+        const char *text = "train t { stage = pt model = m data = [x] context = 8 batch = 1 per gpu lr = 0.1\n"
+                           "  precision = pure_bf16 backend = llamafactory }\n";
+        Arena *a = arena_new();
+        Diags *dd = diags_new();
+        SourceFile *sf = parse_source("p.llm", text, strlen(text), a, dd);
+        Plan *pl = arena_alloc(a, sizeof(Plan));
+        pl->arena = a;
+        check_plan(&sf, 1, pl, dd);
+        bool pure = pl->ntrains == 1 && pl->trains[0]->precision == PREC_PURE_BF16;
+        char *shown = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&shown, &n);
+        diags_render(dd, f, DIAG_FMT_HUMAN, 0);
+        fclose(f);
+        check(pure && !strstr(shown, "precision"), "precision = pure_bf16 parses to PREC_PURE_BF16, no diagnostic on it");
+        free(shown);
+        diags_free(dd);
+        plan_free(pl);
+    }
+
     Diags *d = diags_new();
     Plan *p = frontend_load("examples/qwen72b_sft.llm", d);
     check(p && diags_error_count(d) == 0, "frontend_load: qwen72b_sft has no errors");
