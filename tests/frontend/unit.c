@@ -61,6 +61,17 @@ static char *render(const char *text, DiagFormat f)
     return buf;
 }
 
+/* One source text through the parser and the checker, diagnostics into dd. */
+static Plan *checked_plan(const char *name, const char *text, Diags *dd)
+{
+    Arena *a = arena_new();
+    SourceFile *sf = parse_source(name, text, strlen(text), a, dd);
+    Plan *pl = arena_alloc(a, sizeof(Plan));
+    pl->arena = a;
+    check_plan(&sf, 1, pl, dd);
+    return pl;
+}
+
 int main(void)
 {
     hosts("hgx[001-032]", 32, "hgx001", "hgx032");
@@ -113,13 +124,9 @@ int main(void)
     free(u);
 
     {
-        const char *text = "train t { stage = pt model = m data = [x] context = 8 batch = 1 per gpu lr = 0.1 }\n";
-        Arena *a = arena_new();
         Diags *dd = diags_new();
-        SourceFile *sf = parse_source("o.llm", text, strlen(text), a, dd);
-        Plan *pl = arena_alloc(a, sizeof(Plan));
-        pl->arena = a;
-        check_plan(&sf, 1, pl, dd);
+        Plan *pl = checked_plan("o.llm", "train t { stage = pt model = m data = [x] context = 8 batch = 1 per gpu lr = 0.1 }\n",
+                                dd);
         check(pl->ntrains == 1 && strcmp(pl->trains[0]->output_dir, "runs/t") == 0, "output defaults to runs/NAME");
         check(pl->trains[0]->packing && pl->trains[0]->epochs == 1.0 && pl->trains[0]->checkpoint_every_seconds == 1800 &&
               pl->trains[0]->checkpoint_keep == 2 && pl->trains[0]->grad_accum == 1 && pl->trains[0]->seed == 42,
@@ -130,14 +137,10 @@ int main(void)
 
     {
         /* precision = pure_bf16 is its own value, accepted for LLaMA-Factory without ZeRO */
-        const char *text = "train t { stage = pt model = m data = [x] context = 8 batch = 1 per gpu lr = 0.1\n"
-                           "  precision = pure_bf16 backend = llamafactory }\n";
-        Arena *a = arena_new();
         Diags *dd = diags_new();
-        SourceFile *sf = parse_source("p.llm", text, strlen(text), a, dd);
-        Plan *pl = arena_alloc(a, sizeof(Plan));
-        pl->arena = a;
-        check_plan(&sf, 1, pl, dd);
+        Plan *pl = checked_plan("p.llm",
+                                "train t { stage = pt model = m data = [x] context = 8 batch = 1 per gpu lr = 0.1\n"
+                                "  precision = pure_bf16 backend = llamafactory }\n", dd);
         bool pure = pl->ntrains == 1 && pl->trains[0]->precision == PREC_PURE_BF16;
         char *shown = NULL;
         size_t n = 0;
