@@ -391,6 +391,17 @@ lbl_tok=$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print(i["
 # a row's labels are its next tokens: the first token of a document is nobody's label
 if [[ $lp -eq $((nids - 1)) && ${lbl_tok% *} -eq $((${lbl_tok#* } - 20)) ]]; then ok "train_on_prompt: every token trained ($lp)"
 else no "train_on_prompt" "labels $lp of $nids; index.json labels/tokens $lbl_tok"; fi
+# the round trip: a plan saying mask_history = true, compiled by llmc, gives plan.json's
+# data.mask_history and the same rows as the hand-written plan
+sed -e "s|\"data/arith.json\"|\"$S/turns.jsonl\"|" -e "s|\"tokenizer\"$|\"$R/examples/tiny/tokenizer\"|" \
+    -e 's/context          = 128/context          = 256/' -e 's|"../../out/tiny-run"|"out"|' \
+    -e 's/packing          = true/packing          = false\n  mask_history     = true/' "$R/examples/tiny/tiny.llm" >"$S/masked.llm"
+out=$("$BUILD/llmc" "$S/masked.llm" -o "$S/masked" 2>&1) &&
+    out=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["data"]; assert d["mask_history"] is True and d["train_on_prompt"] is False' \
+          "$S/masked/plan.json" 2>&1) && out=$("$TRAIN" prepare "$S/masked/plan.json" 2>&1)
+if [[ $? -eq 0 && -n ${rows[2]} && $("$SHARD" --row "$S/masked/shards" 0) == "${rows[2]}" ]]; then
+    ok "mask_history = true through llmc, plan.json and prepare: the rows of the hand-written plan"
+else no "mask_history round trip" "$out"; fi
 masked_plan "$S/mask-both" train_on_prompt mask_history
 out=$("$TRAIN" prepare "$S/mask-both/plan.json" 2>&1); rc=$?
 plan "$S/mask-pt" text "$S/turns.jsonl" 32 true fail pt null
