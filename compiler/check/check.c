@@ -2410,8 +2410,8 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 static const char *const train_keys[] = {
     "stage", "model", "data", "template", "context", "epochs", "max_steps", "batch", "grad_accum", "lr",
     "min_lr", "schedule", "warmup", "weight_decay", "betas", "eps", "grad_clip", "seed", "precision",
-    "shard", "recompute", "attention", "packing", "train_on_prompt", "mask_history", "bad_records", "mfu", "bytes_per_token", "backend",
-    "output", "checkpoint_every", "checkpoint_keep",
+    "shard", "recompute", "attention", "packing", "train_on_prompt", "mask_history", "bad_records", "mfu",
+    "bytes_per_token", "backend", "output", "checkpoint_every", "checkpoint_keep",
     /* LLaMA-Factory-only keys (docs/language.md, "train NAME") */
     "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers",
     "quant_bits", "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model",
@@ -3166,8 +3166,9 @@ static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
 }
 
 /* train: how it runs: precision, shard, recompute, attention, packing
- * (default: on for pt), train_on_prompt and mask_history (default off), bad_records, mfu, bytes_per_token, backend, output
- * (default runs/NAME). */
+ * (default: on for pt), train_on_prompt and mask_history (default off; their
+ * rules in check_train_masking_rules), bad_records, mfu, bytes_per_token,
+ * backend, output (default runs/NAME). */
 static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
 {
     Entry *e;

@@ -242,7 +242,8 @@ static cJSON *estimate_json(const Estimate *e)
 }
 
 /* "tokenizer" (path, template), "datasets" and "data" (context, packing,
- * the loss masking of sft prompts and history, bad-record policy, the shards directory relative to the plan). */
+ * sft's loss masking: train_on_prompt and mask_history, bad-record policy,
+ * the shards directory relative to the plan). */
 static void plan_json_data(cJSON *root, const JobLayout *L, const PlanTrain *t, const PlanModel *m)
 {
     cJSON *tok = cJSON_AddObjectToObject(root, "tokenizer");
