@@ -16,6 +16,9 @@ typedef struct {
     const char *families[4];   /* what a model path of its family contains (lower
                                   case, NULL-terminated); empty: any model */
     bool llmc;                 /* llmc-train renders it too (runtime/data/chat_template.c) */
+    bool efficient_eos;        /* register_template(..., efficient_eos=True): the eos
+                                  ends each response unformatted; LLaMA-Factory
+                                  refuses train_on_prompt with it */
     const char *tokens[6];     /* the special tokens its user, assistant and system
                                   turns (and prefix) are written with, which the
                                   tokenizer must have (NULL-terminated) */

@@ -2410,8 +2410,8 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 static const char *const train_keys[] = {
     "stage", "model", "data", "template", "context", "epochs", "max_steps", "batch", "grad_accum", "lr",
     "min_lr", "schedule", "warmup", "weight_decay", "betas", "eps", "grad_clip", "seed", "precision",
-    "shard", "recompute", "attention", "packing", "bad_records", "mfu", "bytes_per_token", "backend",
-    "output", "checkpoint_every", "checkpoint_keep",
+    "shard", "recompute", "attention", "packing", "train_on_prompt", "mask_history", "bad_records", "mfu",
+    "bytes_per_token", "backend", "output", "checkpoint_every", "checkpoint_keep",
     /* LLaMA-Factory-only keys (docs/language.md, "train NAME") */
     "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers",
     "quant_bits", "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model",
@@ -3166,8 +3166,9 @@ static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
 }
 
 /* train: how it runs: precision, shard, recompute, attention, packing
- * (default: on for pt), bad_records, mfu, bytes_per_token, backend, output
- * (default runs/NAME). */
+ * (default: on for pt), train_on_prompt and mask_history (default off; their
+ * rules in check_train_masking_rules), bad_records, mfu, bytes_per_token,
+ * backend, output (default runs/NAME). */
 static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
 {
     Entry *e;
@@ -3178,6 +3179,8 @@ static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage
     if ((e = find(s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
     t->packing = stage_ok && t->stage == STAGE_PT;
     if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);
+    if ((e = find(s, "train_on_prompt"))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
+    if ((e = find(s, "mask_history"))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
     if ((e = find(s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
     check_train_mfu(c, s, t);
     t->bytes_per_token = 4.0;
@@ -3275,6 +3278,36 @@ static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, co
                    (long long)t->warmup_steps, (long long)t->max_steps);
 }
 
+/* train_on_prompt and mask_history as LLaMA-Factory allows them: sft only
+ * (hparams/parser.py), not both (hparams/data_args.py), and train_on_prompt
+ * not with a template that ends responses with an efficient eos
+ * (data/template.py, get_template_and_fix_tokenizer). */
+static void check_train_masking_rules(Checker *c, const PlanTrain *t)
+{
+    Diag *g;
+    const SrcRange *at[2] = {&t->train_on_prompt_at, &t->mask_history_at};
+    const bool set[2] = {t->train_on_prompt, t->mask_history};
+    static const char *const key[2] = {"train_on_prompt", "mask_history"};
+    for (int k = 0; k < 2; k++)
+        if (set[k] && t->stage != STAGE_SFT) {
+            g = diag_error(c->d, *at[k], "'%s' is only used with stage = sft, not %s", key[k], stage_names[t->stage]);
+            diag_note(g, "LLaMA-Factory refuses it outside sft (hparams/parser.py)");
+        }
+    if (t->stage != STAGE_SFT) return;
+    if (t->train_on_prompt && t->mask_history) {
+        g = diag_error(c->d, t->mask_history_at, "'mask_history' and 'train_on_prompt' cannot both be set");
+        diag_note(g, "LLaMA-Factory refuses the pair (hparams/data_args.py): mask_history trains only the last "
+                  "response, train_on_prompt every prompt");
+        diag_help(g, "remove one of them from run '%s'", t->name);
+    }
+    if (t->train_on_prompt && chat_template_info(t->template_)->efficient_eos) {
+        g = diag_error(c->d, t->train_on_prompt_at, "'train_on_prompt' cannot be used with template = %s",
+                       chat_template_info(t->template_)->name);
+        diag_note(g, "LLaMA-Factory refuses train_on_prompt with a template whose efficient_eos is set "
+                  "(data/template.py)");
+    }
+}
+
 /* train NAME { ... }: every key in the order below, then the rules across
  * keys (LLaMA-Factory's own keys and rules last). */
 static void check_train(Checker *c, const Item *it, PlanTrain *t)
@@ -3291,6 +3324,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     check_train_model_rules(c, t, tmpl);
     if (!stage_ok) return;
     check_train_stage_rules(c, &s, t, tmpl);
+    check_train_masking_rules(c, t);
     check_train_lf_rules(c, &s, t);
     check_train_precision_rules(c, t);
 }

@@ -225,6 +225,8 @@ typedef struct {
     Recompute recompute; SrcRange recompute_at;
     AttentionKind attention;
     bool packing;                           /* default: true for pt, false for sft */
+    bool train_on_prompt; SrcRange train_on_prompt_at;  /* sft: prompt tokens trained too */
+    bool mask_history; SrcRange mask_history_at;        /* sft: only the last turn trained */
     BadRecordPolicy bad_records;
     double mfu; SrcRange mfu_at;            /* 0 = GPU catalogue default */
     double bytes_per_token;                 /* for size-only datasets; default 4.0 */

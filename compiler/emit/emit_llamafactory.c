@@ -178,6 +178,9 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
     yw_int(y, "cutoff_len", t->context);
     yw_bool(y, "packing", t->packing);
+    /* loss masking: LLaMA-Factory's defaults (false) are left unwritten */
+    if (t->train_on_prompt) yw_bool(y, "train_on_prompt", true);
+    if (t->mask_history) yw_bool(y, "mask_history", true);
     /* tokenised data is reused from tokenized_path (on requeue too); a stale
      * cache is the user's to delete, never silently rebuilt per start */
     yw_bool(y, "overwrite_cache", false);

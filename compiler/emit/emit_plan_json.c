@@ -242,7 +242,8 @@ static cJSON *estimate_json(const Estimate *e)
 }
 
 /* "tokenizer" (path, template), "datasets" and "data" (context, packing,
- * bad-record policy, the shards directory relative to the plan). */
+ * sft's loss masking: train_on_prompt and mask_history, bad-record policy,
+ * the shards directory relative to the plan). */
 static void plan_json_data(cJSON *root, const JobLayout *L, const PlanTrain *t, const PlanModel *m)
 {
     cJSON *tok = cJSON_AddObjectToObject(root, "tokenizer");
@@ -256,6 +257,8 @@ static void plan_json_data(cJSON *root, const JobLayout *L, const PlanTrain *t, 
     cJSON *data = cJSON_AddObjectToObject(root, "data");
     add_int(data, "context", t->context);
     add_bool(data, "packing", t->packing);
+    add_bool(data, "train_on_prompt", t->train_on_prompt);
+    add_bool(data, "mask_history", t->mask_history);
     add_str(data, "on_bad_record", t->bad_records == BADREC_SKIP ? "skip" : "fail");
     add_str(data, "shards_dir", "shards");
 }

@@ -169,39 +169,101 @@ static int push_mask(UniBuf *mask, uint8_t v, size_t n)
     return 0;
 }
 
+/* The ids of one pair's pieces, from *k on, into side[0] (prompt) and side[1]
+ * (response), which it empties first. 0 ok, -1 out of memory. */
+static int tokenize_pair(const ChatDoc *doc, TokEncoder *enc, uint32_t pair, size_t *k, TokIds side[2])
+{
+    side[0].len = side[1].len = 0;
+    for (; *k < doc->n && doc->pieces[*k].pair == pair; (*k)++) {
+        const ChatPiece *p = &doc->pieces[*k];
+        TokIds *t = &side[p->target];
+        int rc = p->token >= 0 ? tokids_push(t, (uint32_t)p->token)
+                               : tok_encode(enc, (const char *)doc->text.p + p->off, p->len, t);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* The first ns prompt ids and nt response ids of a pair, with their masks. */
+static int push_pair(const uint32_t *src, size_t ns, const uint32_t *tgt, size_t nt, uint8_t src_mask,
+                     uint8_t tgt_mask, TokIds *ids, UniBuf *mask)
+{
+    for (size_t i = 0; i < ns; i++) if (tokids_push(ids, src[i])) return -1;
+    for (size_t i = 0; i < nt; i++) if (tokids_push(ids, tgt[i])) return -1;
+    return push_mask(mask, src_mask, ns) || push_mask(mask, tgt_mask, nt) ? -1 : 0;
+}
+
+/* mask_history, as _encode_data_example with it: every pair tokenized, then
+ * walked last to first against the cutoff (the last turns get the budget
+ * first), each walked pair put before the ones walked already, and only the
+ * last pair's response trained. Walked pairs are the last `walked` ones, so
+ * they are written in their own order. */
+static int tokenize_history(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, ChatMasking m, TokIds *ids,
+                            UniBuf *mask)
+{
+    size_t n = doc->n_pairs, k = 0, total = 0, walked = 0;
+    TokIds side[2] = {{0}, {0}}, all = {0};
+    size_t *len = calloc(n ? 4 * n : 1, sizeof *len);   /* prompt, response; their kept parts */
+    int rc = len ? 0 : -1;
+    for (uint32_t pair = 0; pair < n && !rc; pair++) {
+        rc = tokenize_pair(doc, enc, pair, &k, side);
+        for (int t = 0; t < 2 && !rc; t++) {
+            len[4 * pair + (size_t)t] = side[t].len;
+            for (size_t i = 0; i < side[t].len && !rc; i++) rc = tokids_push(&all, side[t].ids[i]);
+        }
+    }
+    for (size_t back = 0; back < n && !rc && total < cutoff; back++, walked++) {
+        size_t *l = &len[4 * (n - 1 - back)];
+        chat_infer_seqlen(l[0], l[1], cutoff - total, &l[2], &l[3]);
+        total += l[2] + l[3];
+    }
+    size_t off = 0;
+    for (size_t pair = 0; pair < n && !rc; pair++) {
+        const size_t *l = &len[4 * pair];
+        if (pair >= n - walked)
+            rc = push_pair(all.ids + off, l[2], all.ids + off + l[0], l[3], m.train_on_prompt ? 1 : 0,
+                           pair == n - 1, ids, mask);
+        off += l[0] + l[1];
+    }
+    free(len);
+    tokids_free(&all);
+    tokids_free(&side[0]);
+    tokids_free(&side[1]);
+    return rc ? -1 : 0;
+}
+
 /* As SupervisedDatasetProcessor._encode_data_example: pair by pair, each cut
  * by infer_seqlen against what is left of the cutoff, until none is left;
- * prompt tokens get mask 0 (LLaMA-Factory's IGNORE_INDEX labels), response
- * tokens 1. */
-int chat_tokenize(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, TokIds *ids, UniBuf *mask)
+ * prompt tokens get mask 0 (LLaMA-Factory's IGNORE_INDEX labels; 1 with
+ * train_on_prompt, whose labels are the prompt ids), response tokens 1.
+ * Neither llmc template has an efficient eos, so none is added. */
+int chat_tokenize_masked(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, ChatMasking m, TokIds *ids,
+                         UniBuf *mask)
 {
+    if (m.mask_history && !doc->pretrain) return tokenize_history(doc, enc, cutoff, m, ids, mask);
     TokIds side[2] = {{0}, {0}};
     size_t total = 0, k = 0;
     int rc = 0;
+    uint8_t prompt_mask = m.train_on_prompt && !doc->pretrain ? 1 : 0;
     for (uint32_t pair = 0; pair < doc->n_pairs && !rc; pair++) {
-        side[0].len = side[1].len = 0;
-        for (; k < doc->n && doc->pieces[k].pair == pair; k++) {
-            const ChatPiece *p = &doc->pieces[k];
-            TokIds *t = &side[p->target];
-            if (p->token >= 0) rc = tokids_push(t, (uint32_t)p->token);
-            else rc = tok_encode(enc, (const char *)doc->text.p + p->off, p->len, t);
-            if (rc) break;
-        }
-        if (rc) break;
+        if (!doc->pretrain && total >= cutoff) break;
+        if ((rc = tokenize_pair(doc, enc, pair, &k, side))) break;
         size_t ns, nt;
         if (doc->pretrain) {   /* a plain document is simply cut at the cutoff */
             ns = 0;
             nt = side[1].len < cutoff ? side[1].len : cutoff;
         } else {
-            if (total >= cutoff) break;
             chat_infer_seqlen(side[0].len, side[1].len, cutoff - total, &ns, &nt);
         }
-        for (size_t i = 0; i < ns && !rc; i++) rc = tokids_push(ids, side[0].ids[i]);
-        for (size_t i = 0; i < nt && !rc; i++) rc = tokids_push(ids, side[1].ids[i]);
-        if (!rc) rc = push_mask(mask, 0, ns) || push_mask(mask, 1, nt);
+        rc = push_pair(side[0].ids, ns, side[1].ids, nt, prompt_mask, 1, ids, mask);
         total += ns + nt;
     }
     tokids_free(&side[0]);
     tokids_free(&side[1]);
     return rc ? -1 : 0;
+}
+
+int chat_tokenize(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, TokIds *ids, UniBuf *mask)
+{
+    return chat_tokenize_masked(doc, enc, cutoff, (ChatMasking){0, 0}, ids, mask);
 }

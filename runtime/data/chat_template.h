@@ -7,7 +7,9 @@
  * default system prompt when the record has none); each string is tokenized
  * on its own; messages pair up as (prompt, response); every response is
  * trained on (mask 1), every prompt is not; and a conversation longer than the
- * cutoff is cut pair by pair by infer_seqlen. */
+ * cutoff is cut pair by pair by infer_seqlen. LLaMA-Factory's train_on_prompt
+ * trains the prompts too; its mask_history trains only the last response and
+ * gives the cutoff to the last pairs first (ChatMasking). */
 #ifndef LLMC_CHAT_TEMPLATE_H
 #define LLMC_CHAT_TEMPLATE_H
 
@@ -70,5 +72,17 @@ void chat_infer_seqlen(size_t source_len, size_t target_len, size_t cutoff,
 /* Tokenize doc and cut it to cutoff tokens: appends to ids and to mask
  * (one byte per id, 1 = trained). 0 ok, -1 out of memory. */
 int chat_tokenize(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, TokIds *ids, UniBuf *mask);
+
+/* LLaMA-Factory's loss-masking switches of SFT (DataArguments; it refuses
+ * both together). A pre-training document ignores them. */
+typedef struct {
+    int train_on_prompt;   /* prompt tokens are trained too (mask 1) */
+    int mask_history;      /* only the last response is trained; the cutoff keeps
+                              the last pairs, walked last to first */
+} ChatMasking;
+
+/* chat_tokenize with the masking m (chat_tokenize: {0, 0}). */
+int chat_tokenize_masked(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, ChatMasking m, TokIds *ids,
+                         UniBuf *mask);
 
 #endif

@@ -223,6 +223,7 @@ struct Pool {
     size_t finished;          /* slots of batch done */
     int active;               /* workers still inside batch */
     size_t cutoff;
+    ChatMasking masking;      /* sft: train_on_prompt, mask_history */
     int quit;
     Worker *workers;
     int n_workers;
@@ -246,7 +247,7 @@ static void *worker_main(void *arg)
         while ((i = atomic_fetch_add(&p->next, 1)) < b->n) {
             Slot *s = &b->slots[i];
             s->ids.len = s->mask.len = 0;
-            s->failed = chat_tokenize(&s->doc, w->enc, p->cutoff, &s->ids, &s->mask) != 0;
+            s->failed = chat_tokenize_masked(&s->doc, w->enc, p->cutoff, p->masking, &s->ids, &s->mask) != 0;
             mine++;
         }
         pthread_mutex_lock(&p->mu);
@@ -1000,6 +1001,7 @@ static int prep_start_pool(Prep *P)
     Packer *k = &P->k;
     P->writing = 1;
     P->pool = (Pool){.cutoff = plan->pretrain && plan->packing ? SIZE_MAX : plan->context,
+                     .masking = {.train_on_prompt = plan->rp.train_on_prompt, .mask_history = plan->rp.mask_history},
                      .n_workers = (int)P->threads};
     Pool *pool = &P->pool;
     pthread_mutex_init(&pool->mu, NULL);

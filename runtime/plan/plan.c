@@ -135,6 +135,12 @@ static int opt_enum(Ctx *c, const cJSON *obj, const char *sect, const char *key,
     return k < 0 ? dflt : k;
 }
 
+/* An optional bool key: false when absent (plans written before it). */
+static int opt_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(obj, key) ? get_bool(c, obj, sect, key) : 0;
+}
+
 /* A directory the trainer writes (and rotates checkpoints) in. */
 static void check_write_dir(Ctx *c, const char *key, const char *dir)
 {
@@ -387,8 +393,9 @@ static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
                                         (const char *const[]){"llmc", "llamafactory", NULL}) == 0;
 }
 
-/* tokenizer.path and .template; data.context, .packing and .shards_dir: what
- * both `run` and `prepare` read. */
+/* tokenizer.path and .template; data.context, .packing, .train_on_prompt,
+ * .mask_history and .shards_dir: what both `run` and `prepare` read. The two
+ * masking switches as LLaMA-Factory allows them: sft only, not both. */
 static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const cJSON *da)
 {
     char *tp = get_str(c, tk, "tokenizer", "path", 1);
@@ -398,6 +405,13 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
 
     p->context = (int)get_lim(c, da, PL_DATA_CONTEXT, 0);
     p->packing = get_bool(c, da, "data", "packing");
+    p->train_on_prompt = opt_bool(c, da, "data", "train_on_prompt");
+    p->mask_history = opt_bool(c, da, "data", "mask_history");
+    if (p->train_on_prompt && p->mask_history)
+        fail(c, "data.mask_history", "cannot be true together with data.train_on_prompt");
+    else if ((p->train_on_prompt || p->mask_history) && p->stage && strcmp(p->stage, "sft"))
+        fail(c, p->train_on_prompt ? "data.train_on_prompt" : "data.mask_history", "is only for stage \"sft\", not \"%s\"",
+             p->stage);
     char *sd = get_str(c, da, "data", "shards_dir", 0);
     p->shards_dir = run_plan_resolve(p, sd);
     free(sd);

@@ -73,6 +73,8 @@ typedef struct {
     char *template_;            /* "qwen" | "llama3" | NULL */
     /* data */
     int context, packing;
+    int train_on_prompt;        /* sft: prompts are trained too (absent: false) */
+    int mask_history;           /* sft: only the last turn is trained (absent: false) */
     char *shards_dir;           /* resolved */
     /* train */
     double epochs;

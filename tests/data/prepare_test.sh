@@ -1,7 +1,7 @@
 #!/bin/bash
 # prepare_test.sh — `llmc-train prepare` end to end on real files:
 # the tiny example, packing, pre-training text, bad records with positions,
-# idempotence, thread-count independence, and kill -9 in the middle.
+# idempotence, thread-count independence, kill -9 in the middle, and loss masking.
 #   prepare_test.sh BUILD SCRATCH   (from the repository root)
 set -u
 BUILD=$1 S=$2
@@ -347,6 +347,73 @@ shown=$(grep -c '(skipped)$' <<<"$out")
 if [[ $rc -eq 0 && $shown -eq 10 && $out == *"999995 more bad records not listed"* && $out == *"5 records kept, 1000005 skipped"* &&
       $(wc -l <<<"$out") -lt 20 ]]; then ok "hostile records: 5 kept, 10 shown, the rest counted"
 else no "hostile records (exit $rc, $shown shown)" "$(head -c 3000 <<<"$out")"; fi
+
+# 15. loss masking (data.train_on_prompt, data.mask_history) on 3-turn conversations
+#     within the context: the same ids; by default the three answers are
+#     trained, with train_on_prompt every token, with mask_history the last
+#     answer only; a plan asking both, or either with pt, is refused
+python3 - "$S/turns.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(20):
+        turns = []
+        for t in range(3):
+            turns += [{"role": "user", "content": f"what is {i} + {t}?"},
+                      {"role": "assistant", "content": f"{i} + {t} = {i + t}"}]
+        f.write(json.dumps({"messages": turns}) + "\n")
+PY
+masked_plan() {  # DIR KEYS...: the 3-turn plan with "KEY": true for each KEY
+    plan "$1" sharegpt "$S/turns.jsonl" 256 false fail
+    local k
+    for k in "${@:2}"; do sed -i "s/\"on_bad_record\"/\"$k\": true, \"on_bad_record\"/" "$1/plan.json"; done
+}
+masked_plan "$S/mask-none"
+masked_plan "$S/mask-prompt" train_on_prompt
+masked_plan "$S/mask-history" mask_history
+rows=()
+for m in none prompt history; do
+    out=$("$TRAIN" prepare "$S/mask-$m/plan.json" 2>&1) || no "prepare mask-$m" "$out"
+    rows+=("$("$SHARD" --row "$S/mask-$m/shards" 0)")
+done
+ids0=$(head -n 1 <<<"${rows[0]}")
+labels() { tail -n 1 <<<"$1" | tr ' ' '\n' | grep -c 1; }
+nids=$(wc -w <<<"$ids0")
+answer() { printf '%s<|im_end|>\n' "$1" | "$TRAIN" tokenize --tokenizer examples/tiny/tokenizer | wc -w; }
+a0=$(answer "0 + 0 = 0") a1=$(answer "0 + 1 = 1") a2=$(answer "0 + 2 = 2")
+l0=$(labels "${rows[0]}") lp=$(labels "${rows[1]}") lh=$(labels "${rows[2]}")
+last=$(tail -n 1 <<<"${rows[2]}" | tr ' ' '\n' | grep -n 1 | head -n 1 | cut -d: -f1)
+
+if [[ $(head -n 1 <<<"${rows[1]}") == "$ids0" && $(head -n 1 <<<"${rows[2]}") == "$ids0" &&
+      $l0 -eq $((a0 + a1 + a2)) && $lh -eq $a2 && $last -eq $((nids - a2 + 1)) ]]; then
+    ok "mask_history: the same ids, only the last answer trained ($lh of $l0 labels)"
+else no "mask_history" "labels default $l0 (answers $a0 $a1 $a2), mask_history $lh from token $last of $nids"; fi
+lbl_tok=$(python3 -c 'import json,sys; i=json.load(open(sys.argv[1])); print(i["n_label_tokens"], i["n_tokens"])' "$S/mask-prompt/shards/index.json")
+# a row's labels are its next tokens: the first token of a document is nobody's label
+if [[ $lp -eq $((nids - 1)) && ${lbl_tok% *} -eq $((${lbl_tok#* } - 20)) ]]; then ok "train_on_prompt: every token trained ($lp)"
+else no "train_on_prompt" "labels $lp of $nids; index.json labels/tokens $lbl_tok"; fi
+# the round trip: a plan saying mask_history = true, compiled by llmc, gives plan.json's
+# data.mask_history and the same rows as the hand-written plan
+sed -e "s|\"data/arith.json\"|\"$S/turns.jsonl\"|" -e "s|\"tokenizer\"$|\"$R/examples/tiny/tokenizer\"|" \
+    -e 's/context          = 128/context          = 256/' -e 's|"../../out/tiny-run"|"out"|' \
+    -e 's/packing          = true/packing          = false\n  mask_history     = true/' "$R/examples/tiny/tiny.llm" >"$S/masked.llm"
+out=$("$BUILD/llmc" "$S/masked.llm" -o "$S/masked" 2>&1) &&
+    out=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["data"]; assert d["mask_history"] is True and d["train_on_prompt"] is False' \
+          "$S/masked/plan.json" 2>&1) && out=$("$TRAIN" prepare "$S/masked/plan.json" 2>&1)
+if [[ $? -eq 0 && -n ${rows[2]} && $("$SHARD" --row "$S/masked/shards" 0) == "${rows[2]}" ]]; then
+    ok "mask_history = true through llmc, plan.json and prepare: the rows of the hand-written plan"
+else no "mask_history round trip" "$out"; fi
+masked_plan "$S/mask-both" train_on_prompt mask_history
+out=$("$TRAIN" prepare "$S/mask-both/plan.json" 2>&1); rc=$?
+plan "$S/mask-pt" text "$S/turns.jsonl" 32 true fail pt null
+sed -i 's/"on_bad_record"/"mask_history": true, "on_bad_record"/' "$S/mask-pt/plan.json"
+out2=$("$TRAIN" prepare "$S/mask-pt/plan.json" 2>&1); rc2=$?
+sed -i 's/"mask_history": true/"mask_history": "yes"/' "$S/mask-pt/plan.json"
+out3=$("$TRAIN" prepare "$S/mask-pt/plan.json" 2>&1); rc3=$?
+if [[ $rc -ne 0 && $out == *"data.mask_history: cannot be true together with data.train_on_prompt"* && ! -e $S/mask-both/shards &&
+      $rc2 -ne 0 && $out2 == *'data.mask_history: is only for stage "sft", not "pt"'* &&
+      $rc3 -ne 0 && $out3 == *"data.mask_history: expected true or false"* ]]; then
+    ok "masking refused: both switches, with pt, not a bool"
+else no "masking refused (exit $rc, $rc2, $rc3)" "$out / $out2 / $out3"; fi
 
 echo "prepare_test: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

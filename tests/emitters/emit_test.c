@@ -581,6 +581,24 @@ static void test_outputs(void)
           file_has(lout, "llamafactory_train.yaml", "overwrite_output_dir: false\n"),
           "LLaMA-Factory YAML: typed float, deepspeed file, resume on requeue");
     check(file_has(lout, "ds_z3_config.json", "\"stage\":\t3"), "DeepSpeed ZeRO-3 config");
+    check(file_lacks(lout, "llamafactory_train.yaml", "train_on_prompt") &&
+          file_lacks(lout, "llamafactory_train.yaml", "mask_history") &&
+          file_has(lout, "plan.json", "\"train_on_prompt\":\tfalse") &&
+          file_has(lout, "plan.json", "\"mask_history\":\tfalse"),
+          "loss masking off: no LLaMA-Factory key (its default), false in plan.json");
+    char *mask_out = join(scratch, "lf_masking");
+    lf.train.mask_history = true;
+    check(emit_to(&lf, mask_out) == 0 && file_has(mask_out, "llamafactory_train.yaml", "\nmask_history: true\n") &&
+          file_lacks(mask_out, "llamafactory_train.yaml", "train_on_prompt") &&
+          file_has(mask_out, "plan.json", "\"mask_history\":\ttrue"),
+          "mask_history: the LLaMA-Factory key and plan.json");
+    lf.train.mask_history = false;
+    lf.train.train_on_prompt = true;
+    check(emit_to(&lf, mask_out) == 0 && file_has(mask_out, "llamafactory_train.yaml", "\ntrain_on_prompt: true\n") &&
+          file_lacks(mask_out, "llamafactory_train.yaml", "mask_history") &&
+          file_has(mask_out, "plan.json", "\"train_on_prompt\":\ttrue"),
+          "train_on_prompt: the LLaMA-Factory key and plan.json");
+    free(mask_out);
     check(file_has(lout, "train_llm.slurm", "FORCE_TORCHRUN=1") &&
           file_has(lout, "train_llm.slurm", "NODE_RANK=$SLURM_NODEID"),
           "LLaMA-Factory script: torchrun per node with NODE_RANK");
