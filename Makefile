@@ -136,10 +136,3 @@ uninstall:
 	rm -rf $(DESTDIR)$(DATADIR)/llmc/templates
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-# A dependency file written before a source file moved still names its old
-# path (-MP covers headers, not the source itself). An empty rule for a
-# missing .c makes that path merely out of date: the object is rebuilt from
-# its current rule, which writes a fresh .d, instead of make stopping with
-# "No rule to make target". A source a rule really lacks still fails, in
-# the compiler.
-%.c: ;
