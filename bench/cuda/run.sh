@@ -107,29 +107,28 @@ PY
 
 # The timed and warm-up steps of a row: a step of several micro-batches is long
 # enough to measure in two.
-step_args() {   # ACCUM
-    if [[ $1 == 1 ]]; then echo "--steps $steps --warmup 3"; else echo "--accum $1 --steps $accum_steps --warmup 1"; fi
+step_args() {   # ACCUM: sets the array sa
+    if [[ $1 == 1 ]]; then sa=(--steps "$steps" --warmup 3); else sa=(--accum "$1" --steps "$accum_steps" --warmup 1); fi
 }
 for r in "${rows[@]}"; do
     read -r id model batch seq accum <<< "$r"
-    # shellcheck disable=SC2046
-    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" $(step_args "$accum")
+    step_args "$accum"
+    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}"
 done
 if [[ ${BENCH_TORCH:-1} == 1 ]]; then
     if [[ ${BENCH_EAGER:-0} == 1 ]]; then
         for r in "${rows[@]}"; do
             read -r id model batch seq accum <<< "$r"
-            # shellcheck disable=SC2046
-            run eager "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" \
-                $(step_args "$accum")
+            step_args "$accum"
+            run eager "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}"
         done
     fi
     if [[ ${BENCH_COMPILE:-1} == 1 ]]; then   # last: compiling is the slowest
         for r in "${rows[@]}"; do
             read -r id model batch seq accum <<< "$r"
-            # shellcheck disable=SC2046
+            step_args "$accum"
             run compile "$id" python3 bench/cuda/torch_bench.py --model "$model" --batch "$batch" --seq "$seq" \
-                $(step_args "$accum") --compile
+                "${sa[@]}" --compile
         done
     fi
 fi

@@ -327,6 +327,8 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         log_error("micro-batch %d x %d too large", B, T);
         return -1;
     }
+    int split = master_split_wanted(offload);   /* a bad LLMC_MASTER: refused before any allocation */
+    if (split < 0) return -1;
     m->B = B; m->T = T; m->recompute = recompute;
     m->flash = flash && k_flash_supported(cfg->head_dim, T);
     if (flash && !m->flash)
@@ -358,8 +360,6 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
      * layout (the frozen parts never written) and master/moments for the spans. */
     m->w = dalloc(m, m->n_total * BB, &fail);
     if (m->finetune != CUDA_FT_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
-    int split = master_split_wanted(offload);
-    if (split < 0) return -1;
     if (offload) {
         if (offload_create(m, offload, &fail)) return -1;
     } else if (m->n_state) {
