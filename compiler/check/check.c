@@ -11,6 +11,7 @@
 #include "model_files.h"
 #include "chat_templates.h"
 #include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
+#include "backend_caps.h"  /* contract/: what each llmc-train backend runs, which it also refuses */
 
 #include <ctype.h>
 #include <math.h>
@@ -2680,26 +2681,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "log_every"))) get_steps(c, e, &t->log_every);
 }
 
-/* What each backend of the llmc trainer implements, [0] the CPU backend
- * (runtime/cpu/cpu_backend.c), [1] the CUDA one (runtime/cuda/backend_cuda.c,
- * whose check_plan refuses the same at run time). Change a row when a backend
- * gains a feature. */
-typedef struct {
-    const char *where;        /* "CPUs" | "GPUs", for messages */
-    ShardStage max_shard;     /* the highest ZeRO stage it runs (method = full) */
-    const char *shard_note;   /* what it shards, for the refusal */
-    bool finetune;            /* method = freeze and lora */
-    ShardStage max_shard_finetune;   /* the highest ZeRO stage with freeze or lora */
-    bool finetune_one_rank;   /* freeze and lora on one rank only */
-    int lora_rank_multiple;   /* lora_rank must be a multiple of this (CUDA: whole 16-byte rows) */
-} LlmcBackendCaps;
-static const LlmcBackendCaps llmc_backend_caps[2] = {
-    {"CPUs", SHARD_ZERO3, "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)",
-     true, SHARD_NONE, false, 1},
-    {"GPUs", SHARD_ZERO1, "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further",
-     true, SHARD_NONE, true, 8},
-};
-
 /* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
 static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
@@ -2708,7 +2689,7 @@ static const char *const lf_only_keys[] = {
     "run_name"};   /* log_every: both backends (plan.json output.log_every) */
 
 /* backend = llmc: the llmc trainer does pt and sft, full, freeze or LoRA
- * (the backends' limits are llmc_backend_caps, checked with the job), and
+ * (the backends' limits are contract/backend_caps.h, checked with the job), and
  * reads no other LLaMA-Factory key; a LoRA or freeze key needs its method. */
 static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
 {
@@ -3429,13 +3410,14 @@ static void check_job_fits_cluster(Checker *c, PlanJob *j, const PlanCluster *cl
 }
 
 /* What the llmc trainer's backend for this cluster implements (the table
- * llmc_backend_caps): a plan that relies on more would pass the estimate and
+ * llmc_backend_caps, contract/backend_caps.h): a plan that relies on more would pass the estimate and
  * then run out of memory, or be refused by llmc-train after the queue wait.
  * On one rank there is nothing to shard: every stage is the same. */
 static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t)
 {
     int64_t llmc_world = (int64_t)(j->nodes > 0 ? j->nodes : 1) * (j->tasks_per_node > 0 ? j->tasks_per_node : 1);
-    const LlmcBackendCaps *caps = &llmc_backend_caps[cl->gpu ? 1 : 0];
+    LlmcBackendId backend = cl->gpu ? LLMC_BACKEND_CUDA : LLMC_BACKEND_CPU;
+    const LlmcBackendCaps *caps = &llmc_backend_caps[backend];
     bool finetune = t->method == METHOD_LORA || t->method == METHOD_FREEZE;
     if (t->backend == BACKEND_LLMC && finetune && !caps->finetune) {
         Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
@@ -3456,19 +3438,21 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
         diag_note(g, "the llmc CUDA backend offloads full training's optimizer; the trainable part of freeze or "
                   "lora is small");
         diag_help(g, "remove offload from run '%s'", t->name);
-    } else if (t->backend == BACKEND_LLMC && t->method == METHOD_LORA && t->lora_rank % caps->lora_rank_multiple) {
+    } else if (t->backend == BACKEND_LLMC && t->method == METHOD_LORA && !llmc_lora_rank_ok(backend, t->lora_rank)) {
+        bool too_big = caps->lora_rank_max && t->lora_rank > caps->lora_rank_max;
         Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
-                             "lora_rank = %d: the llmc trainer on %s takes ranks that are multiples of %d",
-                             t->lora_rank, caps->where, caps->lora_rank_multiple);
-        diag_help(g, "lora_rank = %d", (t->lora_rank / caps->lora_rank_multiple + 1) * caps->lora_rank_multiple);
-    } else if (t->backend == BACKEND_LLMC && finetune && t->shard > caps->max_shard_finetune) {
+                             "lora_rank = %d: the llmc trainer on %s takes ranks that are multiples of %d%s",
+                             t->lora_rank, caps->where, caps->lora_rank_step,
+                             too_big ? arena_printf(c->a, " up to %d", caps->lora_rank_max) : "");
+        diag_help(g, "lora_rank = %d", llmc_lora_rank_nearest(backend, t->lora_rank));
+    } else if (t->backend == BACKEND_LLMC && finetune && (int)t->shard > caps->max_shard_finetune) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s with method = %s is not implemented by the llmc trainer on %s",
                              shard_text[t->shard], method_names[t->method], caps->where);
         diag_note(g, "the llmc trainer shards full training only; the trainable part of freeze or lora is small");
         diag_help(g, "use shard = none");
-    } else if (t->backend == BACKEND_LLMC && t->shard > caps->max_shard && llmc_world > 1) {
+    } else if (t->backend == BACKEND_LLMC && (int)t->shard > caps->max_shard && llmc_world > 1) {
         static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",

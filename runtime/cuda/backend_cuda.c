@@ -27,6 +27,7 @@
 #include "log.h"
 #include "train_loop.h"
 #include "backend_cuda.h"
+#include "backend_caps.h"   /* contract/: this backend's row, which llmc check also refuses by */
 #include "cuda_check.h"
 #include "cuda_dist.h"
 #include "host_model.h"
@@ -59,12 +60,13 @@ static size_t device_used(void)
     return tot - fr;
 }
 
-/* What the plan asks for that this backend does not do yet (the llmc checker's
- * llmc_backend_caps[1], compiler/check/check.c, refuses the same): 0, or -1 with the
- * plan.json key and what to do in err. Change it when a feature lands. */
+/* What the plan asks for that this backend does not do yet (its row
+ * llmc_backend_caps[LLMC_BACKEND_CUDA], contract/backend_caps.h, by which the
+ * llmc checker refuses the same): 0, or -1 with the plan.json key and what to
+ * do in err. Change the row when a feature lands. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
-    if (plan->zero_stage > 1 && plan->data_parallel > 1) {
+    if (plan->zero_stage > llmc_backend_caps[LLMC_BACKEND_CUDA].max_shard && plan->data_parallel > 1) {
         snprintf(err, errlen, "parallel.zero_stage = %d on %d ranks: the CUDA backend shards optimizer states only "
                  "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
         return -1;

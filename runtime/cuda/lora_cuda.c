@@ -17,6 +17,7 @@
 #include "lora_cuda.h"
 #include "cuda_check.h"
 #include "cuda_layout.h"
+#include "backend_caps.h"
 
 #define LORA_ALIGN LLMC_CUDA_ALIGN_ELEMS   /* every tensor starts 128-byte aligned in bf16 */
 
@@ -46,10 +47,12 @@ static int group_in(const ModelConfig *c, int g)
 
 int cuda_lora_supported(int rank, char *err, size_t errlen)
 {
-    /* u_t starts at column t*r of u and B_t's rows are r long: whole 16-byte
-     * vectors for the GEMMs' bf16 operands */
-    if (rank < 8 || rank % 8 || rank > 1024) {
-        snprintf(err, errlen, "lora_rank = %d: the CUDA backend takes ranks that are multiples of 8 up to 1024", rank);
+    /* the row llmc check refuses by (contract/backend_caps.h): u_t starts at
+     * column t*r of u and B_t's rows are r long, whole 16-byte bf16 vectors */
+    if (!llmc_lora_rank_ok(LLMC_BACKEND_CUDA, rank)) {
+        const LlmcBackendCaps *caps = &llmc_backend_caps[LLMC_BACKEND_CUDA];
+        snprintf(err, errlen, "lora_rank = %d: the CUDA backend takes ranks that are multiples of %d up to %d", rank,
+                 caps->lora_rank_step, caps->lora_rank_max);
         return -1;
     }
     return 0;

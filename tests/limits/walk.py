@@ -12,7 +12,9 @@ NaN/Infinity, null, a string, a boolean):
   2. plan.json side: edit the field of a valid emitted plan.json; check-plan must
      accept exactly the values inside the row, and for every value the .llm side
      judged, both programs must agree.
-Then the cases of issue 11 that only a plan.json can hold. Prints "N passed, N failed".
+Then the cases of issue 11 that only a plan.json can hold, and every row of
+contract/backend_caps.h: its LoRA rank range walked at its edges through `llmc
+check` on a cluster of that backend. Prints "N passed, N failed".
 """
 import json, math, os, re, subprocess, sys, tempfile
 
@@ -211,6 +213,45 @@ def trainer_accepts(plan, tmp, name="e.json"):
     return t.returncode == 0, t.stderr.strip()
 
 
+def backend_rows():
+    """The rows of contract/backend_caps.h's LLMC_BACKENDS(X)."""
+    text = open("contract/backend_caps.h").read()
+    body = text[text.index("#define LLMC_BACKENDS(X)"):text.index("typedef enum")]
+    out = [dict(id=m.group(1), step=int(m.group(2)), max=int(m.group(3))) for m in
+           re.finditer(r'X\((\w+),\s*"\w+",\s*\d+,\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),', body)]
+    n = len(re.findall(r"^\s*X\(", body, re.M))
+    if n != len(out) or n < 2:
+        bad(f"parsed {len(out)} of {n} rows of contract/backend_caps.h")
+    return out
+
+
+def walk_backend_caps(tmp, plan_max):
+    """Each backend's lora_rank range at its edges: llmc check refuses exactly
+    the ranks the backend would refuse (runtime/cuda/lora_cuda.c: the same row)."""
+    for b in backend_rows():
+        gpu = "none" if b["id"] == "CPU" else "H100_80GB x 1"
+        hi = b["max"] or plan_max
+        ranks = {b["step"]: True, hi: True, hi - b["step"]: True}
+        if b["step"] > 1:
+            ranks.update({b["step"] + 1: False, b["step"] - 1: False, hi - 1: False})
+        if hi + b["step"] <= plan_max:
+            ranks[hi + b["step"]] = False
+        for rank, want in sorted(ranks.items()):
+            text = BASE_LLM.replace("gpu       = none", f"gpu       = {gpu}")
+            if gpu != "none":
+                text = text.replace("precision        = fp32", "precision        = bf16")
+            text = text.replace("  packing          = true", f"  method = lora\n  lora_rank = {rank}")
+            path = os.path.join(tmp, "b.llm")
+            open(path, "w").write(text)
+            p = run([LLMC, "check", "--color=never", path])
+            refused = p.returncode == 1 and f"lora_rank = {rank}: the llmc trainer on" in p.stderr
+            if p.returncode == 0 and want or refused and not want:
+                ok()
+            else:
+                bad(f"backend {b['id']} lora_rank = {rank}: expected {'accepted' if want else 'refused'}, "
+                    f"got exit {p.returncode}: {p.stderr[:300]}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="llmc-limits.")
     base_dir = os.path.join(tmp, "base")
@@ -276,6 +317,9 @@ def main():
     case("ESC in a tag", lambda p: p["datasets"][0]["tags"].update(role="r\x1b]0;x\x07"), "datasets[0].tags.role")
     case("global batch overflowing int", lambda p: (p["train"].update(micro_batch=65536, grad_accum=1 << 20, global_batch=1 << 30)),
          "train.global_batch")
+
+    # ---- what each backend runs (contract/backend_caps.h)
+    walk_backend_caps(tmp, next(int(r["max"]) for r in rows() if r["id"] == "FINETUNE_LORA_RANK"))
 
     # ---- the stop signal against the time limit (llmc side; the bad plan has the error)
     def job_time(t, steps):

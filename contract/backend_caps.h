@@ -1,0 +1,79 @@
+/* backend_caps.h — what each backend of the llmc trainer runs: THE SINGLE SOURCE.
+ *
+ * One row per llmc-train backend (CPU, CUDA). llmc's checker
+ * (compiler/check/check.c, check_job_llmc_caps) refuses a plan that asks a
+ * backend for more than its row, with the key's position; the backend itself
+ * (runtime/cuda/backend_cuda.c cu_unsupported, lora_cuda.c
+ * cuda_lora_supported) refuses the same plan.json through the same row and
+ * predicates. So a plan `llmc check` accepts is one the trainer runs, instead
+ * of one refused after the queue wait. Change a row when a backend gains a
+ * feature; tests/limits/walk.py reads this file and walks each row's edges.
+ *
+ * Columns of LLMC_BACKENDS(X):
+ *   ID              LLMC_BACKEND_<ID> names the row in C
+ *   WHERE           "CPUs" | "GPUs", for messages
+ *   MAX_SHARD       highest ZeRO stage (plan.json parallel.zero_stage) with method = full
+ *   FINETUNE        1: method = freeze and lora run
+ *   MAX_SHARD_FT    highest ZeRO stage with freeze or lora
+ *   FT_ONE_RANK     1: freeze and lora on one rank only, without offload
+ *   LORA_RANK_STEP  lora_rank a multiple of this (CUDA: u_t starts at column
+ *                   t*r and B_t's rows are r long, whole 16-byte bf16 vectors)
+ *   LORA_RANK_MAX   largest lora_rank; 0: no bound beyond the plan's own row
+ *                   PL_FINETUNE_LORA_RANK (plan_limits.h), which both programs apply
+ *   SHARD_NOTE      what it shards, for the refusal
+ */
+#ifndef LLMC_CONTRACT_BACKEND_CAPS_H
+#define LLMC_CONTRACT_BACKEND_CAPS_H
+
+#include <stdbool.h>
+
+#define LLMC_BACKENDS(X) \
+    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, \
+      "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)") \
+    X(CUDA, "GPUs", 1, 1, 0, 1, 8, 1024, \
+      "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further")
+
+typedef enum {
+#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, note) LLMC_BACKEND_##id,
+    LLMC_BACKENDS(X)
+#undef X
+    LLMC_BACKEND_COUNT
+} LlmcBackendId;
+
+typedef struct {
+    const char *where;
+    int max_shard;
+    bool finetune;
+    int max_shard_finetune;
+    bool finetune_one_rank;
+    int lora_rank_step;
+    int lora_rank_max;
+    const char *shard_note;
+} LlmcBackendCaps;
+
+static const LlmcBackendCaps llmc_backend_caps[LLMC_BACKEND_COUNT] = {
+#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, note) \
+    {where, max_shard, ft, max_shard_ft, one_rank, step, rmax, note},
+    LLMC_BACKENDS(X)
+#undef X
+};
+
+/* lora_rank runs on backend b: a positive multiple of its step up to its max
+ * (a rank inside PL_FINETUNE_LORA_RANK, which the plan readers check first). */
+static inline bool llmc_lora_rank_ok(LlmcBackendId b, int rank)
+{
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    return rank >= c->lora_rank_step && rank % c->lora_rank_step == 0 &&
+           (c->lora_rank_max == 0 || rank <= c->lora_rank_max);
+}
+
+/* The nearest rank backend b runs, for a checker's help line. */
+static inline int llmc_lora_rank_nearest(LlmcBackendId b, int rank)
+{
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    if (c->lora_rank_max && rank > c->lora_rank_max) return c->lora_rank_max;
+    if (rank < c->lora_rank_step) return c->lora_rank_step;
+    return (rank / c->lora_rank_step + (rank % c->lora_rank_step != 0)) * c->lora_rank_step;
+}
+
+#endif
