@@ -2430,7 +2430,6 @@ static const char *const lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o
                                                 "gate_proj", "up_proj", "down_proj"};
 static const char *const precision_names[] = {"bf16", "fp16", "fp32", "pure_bf16"};
 static const char *const shard_names[] = {"none", "zero1", "zero2", "zero3"};
-static const char *const recompute_names[] = {"none", "selective", "full"};
 static const char *const attention_names[] = {"flash", "eager"};
 static const char *const schedule_names[] = {"cosine", "linear", "constant"};
 static const char *const backend_names[] = {"llmc", "llamafactory"};
@@ -3156,7 +3155,7 @@ static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage
     int v;
     if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, NUNITS(precision_names), &v)) t->precision = (Precision)v; }
     if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
-    if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_names, 3, &v)) t->recompute = (Recompute)v; }
+    if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_llm_names, RECOMPUTE_COUNT, &v)) t->recompute = (Recompute)v; }
     if ((e = find(s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
     t->packing = stage_ok && t->stage == STAGE_PT;
     if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "diag.h"
+#include "plan_vocab.h"   /* contract/: the enums plan.json shares with llmc-train */
 
 /* ---- built-in GPU catalogue (compiler/check/gpu_catalog.c) ---- */
 typedef struct {
@@ -70,7 +71,6 @@ typedef enum {
  * dtype), backend = llamafactory without DeepSpeed ZeRO only (the checker). */
 typedef enum { PREC_BF16, PREC_FP16, PREC_FP32, PREC_PURE_BF16 } Precision;
 typedef enum { SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 } ShardStage;
-typedef enum { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } Recompute;
 typedef enum { ATTN_FLASH, ATTN_EAGER } AttentionKind;
 typedef enum { SCHED_COSINE, SCHED_LINEAR, SCHED_CONSTANT } LrSchedule;
 typedef enum { BACKEND_LLMC, BACKEND_LLAMAFACTORY } TrainBackend;

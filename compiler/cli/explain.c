@@ -39,7 +39,7 @@ static const char *shard_name(ShardStage s)
 
 static const char *recompute_name(Recompute r)
 {
-    return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
+    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_llm_names[r] : "?";
 }
 
 /* The dtype of weights, gradients and activations under a precision

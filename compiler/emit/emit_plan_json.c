@@ -52,12 +52,7 @@ const char *name_precision(Precision p)
 }
 const char *name_recompute(Recompute r)
 {
-    switch (r) {
-    case RECOMPUTE_NONE: return "none";
-    case RECOMPUTE_SELECTIVE: return "selective";
-    case RECOMPUTE_FULL: return "full";
-    }
-    return "?";
+    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_json_names[r] : "?";
 }
 const char *name_attention(AttentionKind a) { return a == ATTN_EAGER ? "eager" : "flash"; }
 const char *name_schedule(LrSchedule s)

@@ -1281,7 +1281,7 @@ static void fmt_count(char *buf, size_t n, double v)
 
 static const char *recompute_name(Recompute r)
 {
-    return r == RECOMPUTE_FULL ? "full" : r == RECOMPUTE_SELECTIVE ? "selective" : "none";
+    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_llm_names[r] : "?";
 }
 
 const char *estimate_attention_name(const PlanTrain *t, const Estimate *e)

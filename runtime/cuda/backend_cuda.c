@@ -236,8 +236,8 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     int zero_stage = plan->zero_stage;
     CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
                         .comm_stream = c->d.comm_stream};
-    int rc_mode = plan->recompute == RUN_RECOMPUTE_FULL ? CUDA_RECOMPUTE_FULL
-                : plan->recompute == RUN_RECOMPUTE_SELECTIVE ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
+    int rc_mode = plan->recompute == RECOMPUTE_FULL ? CUDA_RECOMPUTE_FULL
+                : plan->recompute == RECOMPUTE_SELECTIVE ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
     int want_flash = plan->attention == RUN_ATTENTION_FLASH;
     if (is0 && zero_stage > 1 && c->d.world > 1)
         log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);

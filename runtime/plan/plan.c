@@ -23,7 +23,6 @@ typedef struct {
 
 
 const char *const run_schedule_names[] = {"cosine", "linear", "constant", NULL};
-const char *const run_recompute_names[] = {"none", "selective", "full", NULL};
 const char *const run_attention_names[] = {"flash", "eager", NULL};
 const char *const run_offload_names[] = {"none", "optimizer", "all", NULL};
 
@@ -482,7 +481,7 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     p->seed = (uint64_t)get_lim(c, tr, PL_TRAIN_SEED, 0);
     p->precision = get_str(c, tr, "train", "precision", 0);
     one_of(c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
-    p->recompute = (RunRecompute)opt_enum(c, tr, "train", "recompute", run_recompute_names, RUN_RECOMPUTE_NONE);
+    p->recompute = (Recompute)opt_enum(c, tr, "train", "recompute", recompute_json_names, RECOMPUTE_NONE);
     p->attention = (RunAttention)opt_enum(c, tr, "train", "attention", run_attention_names, RUN_ATTENTION_FLASH);
 }
 

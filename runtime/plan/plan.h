@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "model.h"
+#include "plan_vocab.h"   /* contract/: the enums plan.json shares with llmc */
 
 #define RUN_PLAN_VERSION 1
 
@@ -38,11 +39,10 @@ extern const char *const run_schedule_names[];
 /* How the CUDA backend keeps activations and where the optimizer lives
  * (train.recompute, train.attention, parallel.offload; the CPU backend keeps
  * everything in host memory and reads none of them). */
-typedef enum { RUN_RECOMPUTE_NONE, RUN_RECOMPUTE_SELECTIVE, RUN_RECOMPUTE_FULL } RunRecompute;
 typedef enum { RUN_ATTENTION_FLASH, RUN_ATTENTION_EAGER } RunAttention;
 typedef enum { RUN_OFFLOAD_NONE, RUN_OFFLOAD_OPTIMIZER, RUN_OFFLOAD_ALL } RunOffload;
 /* their plan.json spellings, in enum order, NULL-terminated */
-extern const char *const run_recompute_names[], *const run_attention_names[], *const run_offload_names[];
+extern const char *const run_attention_names[], *const run_offload_names[];
 
 /* What is trained (plan.json "finetune"; absent: full) */
 typedef enum { FT_FULL, FT_FREEZE, FT_LORA, FT_QLORA } RunMethod;
@@ -87,7 +87,7 @@ typedef struct {
     double weight_decay, beta1, beta2, eps, grad_clip;
     uint64_t seed;
     char *precision;            /* "bf16" | "fp16" | "fp32" */
-    RunRecompute recompute;     /* absent: none */
+    Recompute recompute;     /* absent: none */
     RunAttention attention;     /* absent: flash */
     /* parallel */
     int world_size, data_parallel;
