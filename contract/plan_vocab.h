@@ -13,6 +13,8 @@
 #ifndef LLMC_CONTRACT_PLAN_VOCAB_H
 #define LLMC_CONTRACT_PLAN_VOCAB_H
 
+#include <stddef.h>
+
 #define PLAN_VOCAB_ID(id, llm, json) id,
 #define PLAN_VOCAB_LLM(id, llm, json) llm,
 #define PLAN_VOCAB_JSON(id, llm, json) json,
@@ -28,5 +30,15 @@ typedef enum { PLAN_RECOMPUTE(PLAN_VOCAB_ID) RECOMPUTE_COUNT } Recompute;
 /* NULL-terminated, indexed by the enum, for the readers' one-of lookups. */
 static const char *const recompute_llm_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_LLM) NULL};
 static const char *const recompute_json_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_JSON) NULL};
+
+/* train.offload (plan.json parallel.offload): what moves to host memory. */
+#define PLAN_OFFLOAD(X) \
+    X(OFFLOAD_NONE,      "none",      "none") \
+    X(OFFLOAD_OPTIMIZER, "optimizer", "optimizer") \
+    X(OFFLOAD_ALL,       "all",       "all")
+
+typedef enum { PLAN_OFFLOAD(PLAN_VOCAB_ID) OFFLOAD_COUNT } OffloadKind;
+static const char *const offload_llm_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_LLM) NULL};
+static const char *const offload_json_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_JSON) NULL};
 
 #endif

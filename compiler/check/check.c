@@ -2420,7 +2420,6 @@ static const char *const train_keys[] = {
     "ddp_timeout", "report_to", "run_name", "log_every"};
 static const char *const stage_names[] = {"pt", "sft", "rm", "dpo", "kto"};
 static const char *const method_names[] = {"full", "freeze", "lora", "qlora"};
-static const char *const offload_names[] = {"none", "optimizer", "all"};
 static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
 static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
 static const char *const report_names[] = {"none", "tensorboard", "wandb"};
@@ -2646,7 +2645,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
         t->quant_bits = 4;
     }
     if ((e = find(s, "quant_method")) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
-    if ((e = find(s, "offload"))) { t->offload_at = e->at; if (get_enum(c, e, offload_names, 3, &v)) t->offload = (OffloadKind)v; }
+    if ((e = find(s, "offload"))) { t->offload_at = e->at; if (get_enum(c, e, offload_llm_names, OFFLOAD_COUNT, &v)) t->offload = (OffloadKind)v; }
     t->pref_beta = 0.1;
     if ((e = find(s, "pref_loss"))) { t->pref_loss_at = e->at; if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v; }
     if ((e = find(s, "pref_beta"))) get_number(c, e, 0, true, 1000, &t->pref_beta);
@@ -2772,7 +2771,7 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
     }
     if (t->offload != OFFLOAD_NONE) {
         if (t->shard < SHARD_ZERO2 || (t->offload == OFFLOAD_ALL && t->shard != SHARD_ZERO3)) {
-            g = diag_error(c->d, t->offload_at, "offload = %s needs shard = %s", offload_names[t->offload],
+            g = diag_error(c->d, t->offload_at, "offload = %s needs shard = %s", offload_llm_names[t->offload],
                            t->offload == OFFLOAD_ALL ? "zero3" : "zero2 or zero3");
             diag_note(g, "DeepSpeed offloads optimizer states from ZeRO-2 on and parameters only with ZeRO-3");
         }
@@ -2870,7 +2869,7 @@ static void check_train_precision_rules(Checker *c, const PlanTrain *t)
         return;
     }
     if (t->shard == SHARD_NONE && t->offload == OFFLOAD_NONE) return;
-    const char *shard = shard_names[t->shard], *offload = offload_names[t->offload];
+    const char *shard = shard_names[t->shard], *offload = offload_llm_names[t->offload];
     const char *what = t->shard == SHARD_NONE ? arena_printf(c->a, "offload = %s", offload)
                      : t->offload == OFFLOAD_NONE ? arena_printf(c->a, "shard = %s", shard)
                      : arena_printf(c->a, "shard = %s and offload = %s", shard, offload);
@@ -3477,7 +3476,7 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
                         : NULL;
         if (why) {
             Diag *g = diag_error(c->d, t->offload_at, "offload = %s is not implemented by the llmc trainer here",
-                                 t->offload == OFFLOAD_ALL ? "all" : "optimizer");
+                                 offload_llm_names[t->offload]);
             diag_note(g, "%s", why);
             diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
         }

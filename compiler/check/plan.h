@@ -54,7 +54,6 @@ typedef enum { STAGE_PT, STAGE_SFT, STAGE_RM, STAGE_DPO, STAGE_KTO } TrainStage;
 /* Fine-tuning method (LLaMA-Factory's finetuning_type; qlora = lora on a
  * quantised frozen base). Only METHOD_FULL runs on backend = llmc. */
 typedef enum { METHOD_FULL, METHOD_FREEZE, METHOD_LORA, METHOD_QLORA } FinetuneMethod;
-typedef enum { OFFLOAD_NONE, OFFLOAD_OPTIMIZER, OFFLOAD_ALL } OffloadKind;  /* DeepSpeed, to CPU */
 typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
 typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
 typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;

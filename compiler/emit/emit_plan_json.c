@@ -66,7 +66,7 @@ const char *name_schedule(LrSchedule s)
 }
 const char *name_offload(OffloadKind o)
 {
-    return o == OFFLOAD_ALL ? "all" : o == OFFLOAD_OPTIMIZER ? "optimizer" : "none";
+    return o >= 0 && o < OFFLOAD_COUNT ? offload_json_names[o] : "?";
 }
 const char *name_backend(TrainBackend b) { return b == BACKEND_LLAMAFACTORY ? "llamafactory" : "llmc"; }
 int zero_stage(ShardStage s)

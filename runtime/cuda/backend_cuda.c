@@ -71,12 +71,12 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
                  "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
         return -1;
     }
-    if (plan->offload == RUN_OFFLOAD_ALL) {
+    if (plan->offload == OFFLOAD_ALL) {
         snprintf(err, errlen, "parallel.offload = \"all\": the CUDA backend offloads the optimizer (\"optimizer\") "
                  "and not the parameters");
         return -1;
     }
-    if (plan->offload == RUN_OFFLOAD_OPTIMIZER && plan->data_parallel > 1) {
+    if (plan->offload == OFFLOAD_OPTIMIZER && plan->data_parallel > 1) {
         snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
                  "data-parallel ranks)", plan->data_parallel);
         return -1;
@@ -86,10 +86,10 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
         snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
     }
-    if (ft->method != FT_FULL && (plan->data_parallel > 1 || plan->offload != RUN_OFFLOAD_NONE)) {
+    if (ft->method != FT_FULL && (plan->data_parallel > 1 || plan->offload != OFFLOAD_NONE)) {
         snprintf(err, errlen, "finetune.method = %s runs on one GPU without offload in the CUDA backend (this plan "
                  "has %d data-parallel ranks%s)", run_method_names[ft->method], plan->data_parallel,
-                 plan->offload != RUN_OFFLOAD_NONE ? " and parallel.offload" : "");
+                 plan->offload != OFFLOAD_NONE ? " and parallel.offload" : "");
         return -1;
     }
     if (ft->method == FT_LORA && ft->lora_dropout > 0) {
@@ -118,7 +118,7 @@ static int cu_check_plan(void *self, const RunPlan *plan, char *err, size_t errl
         snprintf(err, errlen, "model: %s", why);
         return -1;
     }
-    c->offload = plan->offload == RUN_OFFLOAD_OPTIMIZER;
+    c->offload = plan->offload == OFFLOAD_OPTIMIZER;
     return cu_unsupported(plan, err, errlen);
 }
 

@@ -24,7 +24,6 @@ typedef struct {
 
 const char *const run_schedule_names[] = {"cosine", "linear", "constant", NULL};
 const char *const run_attention_names[] = {"flash", "eager", NULL};
-const char *const run_offload_names[] = {"none", "optimizer", "all", NULL};
 
 static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
@@ -492,7 +491,7 @@ static void read_parallel(Ctx *c, RunPlan *p, const cJSON *pa)
     p->world_size = (int)get_lim(c, pa, PL_PARALLEL_WORLD, 0);
     p->data_parallel = (int)get_lim(c, pa, PL_PARALLEL_DP, 0);
     p->zero_stage = (int)get_lim(c, pa, PL_PARALLEL_ZERO, 0);
-    p->offload = (RunOffload)opt_enum(c, pa, "parallel", "offload", run_offload_names, RUN_OFFLOAD_NONE);
+    p->offload = (OffloadKind)opt_enum(c, pa, "parallel", "offload", offload_json_names, OFFLOAD_NONE);
     if (!c->failed && p->data_parallel > p->world_size)
         fail(c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
     if (!c->failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)

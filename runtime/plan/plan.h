@@ -40,9 +40,8 @@ extern const char *const run_schedule_names[];
  * (train.recompute, train.attention, parallel.offload; the CPU backend keeps
  * everything in host memory and reads none of them). */
 typedef enum { RUN_ATTENTION_FLASH, RUN_ATTENTION_EAGER } RunAttention;
-typedef enum { RUN_OFFLOAD_NONE, RUN_OFFLOAD_OPTIMIZER, RUN_OFFLOAD_ALL } RunOffload;
 /* their plan.json spellings, in enum order, NULL-terminated */
-extern const char *const run_attention_names[], *const run_offload_names[];
+extern const char *const run_attention_names[];
 
 /* What is trained (plan.json "finetune"; absent: full) */
 typedef enum { FT_FULL, FT_FREEZE, FT_LORA, FT_QLORA } RunMethod;
@@ -92,7 +91,7 @@ typedef struct {
     /* parallel */
     int world_size, data_parallel;
     int zero_stage;             /* 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded */
-    RunOffload offload;         /* absent (plans written before it): none */
+    OffloadKind offload;         /* absent (plans written before it): none */
     RunFinetune ft;
     /* checkpoint */
     char *ckpt_dir;             /* resolved */
