@@ -397,5 +397,21 @@ mkrun "$T/h"; rm -rf "$T/h/shards"
 [[ $rc -eq 1 ]] && grep -q "llmc-train prepare" "$T/h.log" && [[ ! -e $T/h/run/final ]] \
     && ok "no shards: says to run prepare, exit 1, nothing exported" || bad "no shards (exit $rc)" "$T/h.log"
 
+# one run at a time per checkpoint directory: a second run of the plan while the
+# first holds ckpt/.run.lock exits 1 naming the holder, before it touches anything;
+# the first then finishes with each step once in metrics.jsonl
+mkrun "$T/lk" 'p["train"]["max_steps"]=400; p["checkpoint"]["every_steps"]=100'
+(cd "$T/lk" && exec "$BIN" run plan.json) >"$T/lk1.log" 2>&1 & lk=$!; PIDS+=("$lk")
+for _ in $(seq 200); do grep -q "^pid $lk on " "$T/lk/ckpt/.run.lock" 2>/dev/null && break; sleep 0.05; done
+kill -STOP "$lk"
+before=$(cd "$T/lk" && ls -R ckpt run 2>/dev/null | md5sum)
+(cd "$T/lk" && "$BIN" run plan.json) >"$T/lk2.log" 2>&1; rc=$?
+after=$(cd "$T/lk" && ls -R ckpt run 2>/dev/null | md5sum)
+kill -CONT "$lk"; wait "$lk"; rc1=$?
+[[ $rc -eq 1 && $before == "$after" ]] && grep -q "ckpt/.run.lock: another run of this plan is using .*(pid $lk on .* since 20" "$T/lk2.log" \
+    && ok "run lock: a second run exits 1 naming the holder (pid $lk), nothing written" || bad "run lock (second run exit $rc)" "$T/lk2.log"
+$PY -c 'import json,sys; s=[json.loads(l)["step"] for l in open(sys.argv[1])]; sys.exit(0 if s==list(range(1,401)) else 1)' "$T/lk/run/metrics.jsonl" \
+    && [[ $rc1 -eq 0 ]] && ok "run lock: the holder finishes, metrics.jsonl steps 1-400 once each, whole lines" || bad "run lock holder (exit $rc1)" "$T/lk1.log"
+
 echo "cpu-train: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
