@@ -803,14 +803,11 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
         free(v);
         return 0;
     }
-    if (!have_latest) {
-        if (!n) { free(v); return 0; }
-        say(err, errlen, "%s holds %d checkpoint(s) (the newest by write order: %s) but no %s: refusing to "
-                 "start over at step 0; pass --fresh to train from scratch anyway, or write the name of the "
-                 "checkpoint to resume into %s", ckpt_dir, n, v[0].name, lp, lp);
-        free(v);
-        return -1;
-    }
+    /* No latest but step directories (a full disk or a crash between the
+     * step's rename and latest's write): the newest by write order that
+     * verifies is adopted, with a warning; never a silent start at step 0. */
+    if (!have_latest && !n) { free(v); return 0; }
+    if (!have_latest) say(lerr, sizeof lerr, "%s is missing", lp);
     /* candidates: the one latest names, then the others newest first by write order */
     char first_why[1400] = "", first_name[4300] = "";
     int rc = -1, has_fp = 1, tried = 0;
@@ -830,16 +827,24 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
         tried++;
         rc = try_load(ckpt_dir, v[i].name, fp, lim, m, opt, st, &has_fp, why, sizeof why);
         if (rc == 0) used = v[i].name;
-        if (rc == -2) say(first_why, sizeof first_why, "%s", why);
+        if (rc == -2 || (rc == -1 && !have_latest && tried == 1)) say(first_why, sizeof first_why, "%s", why);
     }
     if (rc == -2) {
         say(err, errlen, "%s", first_why);
+    } else if (rc == -1 && !have_latest) {
+        say(err, errlen, "%s holds %d checkpoint(s) (the newest by write order: %s) but no %s, and none of them "
+                 "verifies (%s): refusing to start over at step 0; pass --fresh to train from scratch anyway",
+                 ckpt_dir, n, v[0].name, lp, first_why);
     } else if (rc == -1) {
         if (latest[0])
             say(err, errlen, "checkpoint %s fails verification: %s%s", first_name, first_why,
                      tried > 1 ? "; no other checkpoint there verifies either" : "");
         else
             say(err, errlen, "%s%s", first_why, tried ? "; no checkpoint there verifies" : "");
+    } else if (!have_latest) {
+        say(warn, warnlen, "%s holds %d checkpoint(s) but no %s (a full disk or a crash before it was written): "
+                 "adopting %s/%s, the newest checkpoint (by write order) that verifies", ckpt_dir, n, lp, ckpt_dir,
+                 used ? used : "?");
     } else if (used != latest || !latest[0]) {
         say(warn, warnlen, "checkpoint %s fails verification: %s; resuming from %s/%s instead, the newest "
                  "checkpoint (by write order) that verifies", first_name, first_why, ckpt_dir, used ? used : "?");
