@@ -423,5 +423,12 @@ kill -CONT "$lk"; wait "$lk"; rc1=$?
 $PY -c 'import json,sys; s=[json.loads(l)["step"] for l in open(sys.argv[1])]; sys.exit(0 if s==list(range(1,401)) else 1)' "$T/lk/run/metrics.jsonl" \
     && [[ $rc1 -eq 0 ]] && ok "run lock: the holder finishes, metrics.jsonl steps 1-400 once each, whole lines" || bad "run lock holder (exit $rc1)" "$T/lk1.log"
 
+# a file-size limit (ulimit -f) reached while a checkpoint is written: a message naming
+# the file and exit 1 (a failure the job script does not requeue), not death by SIGXFSZ
+mkrun "$T/fz"
+(cd "$T/fz" && ulimit -f 100 && exec "$BIN" run plan.json) >"$T/fz.log" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "error: checkpoint: .*/.tmp-step-00000004/.*: write failed: File too large" "$T/fz.log" \
+    && ok "ulimit -f reached: 'write failed: File too large' naming the file, exit 1" || bad "file-size limit (exit $rc)" "$T/fz.log"
+
 echo "cpu-train: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
