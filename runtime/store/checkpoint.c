@@ -519,9 +519,10 @@ static int parse_state(const char *path, const char *name, const char *text, int
     if (fpo && want) {
         char diff[1024] = "";
         size_t dl = 0;
-        int nd = 0;
+        int nd = 0, known = 0;
         for (int i = 0; i < want->n; i++) {
             const char *have = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fpo, want->f[i].key));
+            known += have != NULL;
             if (!have || !strcmp(have, want->f[i].val)) continue;   /* a key an older writer did not record */
             if (dl < sizeof diff)
                 dl += (size_t)snprintf(diff + dl, sizeof diff - dl, "%s%s %.60s, the plan says %s", nd ? "; " : "",
@@ -532,6 +533,13 @@ static int parse_state(const char *path, const char *name, const char *text, int
             say(err, errlen, "checkpoint %s was written with %s (it belongs to another plan: resume with that plan, "
                      "point checkpoint.dir elsewhere, or pass --fresh to start over at step 0)", name, diff);
             rc = -2;
+            goto done;
+        }
+        /* every writer of version 2 records the fields: an empty (or emptied)
+         * fingerprint would turn the plan check off without a word */
+        if (version >= 2 && want->n && !known) {
+            say(err, errlen, "%s: field \"fingerprint\" records none of the fields a resume checks (%s, ...)", path,
+                want->f[0].key);
             goto done;
         }
     }

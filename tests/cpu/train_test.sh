@@ -343,6 +343,7 @@ sj_case missing 'del s["tokens_seen"]' 'field "tokens_seen" is missing'
 sj_case format 's["format"]="pytorch"' 'field "format" is not "llmc-train-checkpoint"'
 sj_case not-json 's="{\"step\": 4,"' 'not a JSON object'
 sj_case fingerprint 'del s["fingerprint"]' 'field "fingerprint" is missing or not an object'
+sj_case fingerprint-empty 's["fingerprint"]={}' 'field "fingerprint" records none of the fields a resume checks'
 cp "$T/sj/state.orig" "$T/sj/ckpt/step-00000004/state.json"
 (cd "$T/sj/ckpt/step-00000004" && sha256sum model.safetensors optimizer.safetensors state.json >MANIFEST.sha256)
 (cd "$T/sj" && "$BIN" run plan.json) >"$T/sj.log" 2>&1; rc=$?
