@@ -32,7 +32,6 @@
 
 #include "args.h"
 #include "checkpoint.h"
-#include "run_lock.h"
 #include "log.h"
 #include "metrics.h"
 #include "prom.h"
