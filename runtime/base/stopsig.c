@@ -26,6 +26,10 @@ void stopsig_install(void)
     sigaction(SIGUSR2, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* A file-size limit (ulimit -f) reached: without this SIGXFSZ kills the
+     * process with no word; ignored, the write fails with EFBIG and the
+     * error path names the file and exits 1 (a failure, not a requeue). */
+    signal(SIGXFSZ, SIG_IGN);
     /* nohup: a SIGHUP the caller chose to ignore stays ignored */
     struct sigaction old;
     if (sigaction(SIGHUP, NULL, &old) || old.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);

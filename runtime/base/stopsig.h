@@ -1,7 +1,10 @@
 /* stopsig.h — preemption: SIGUSR2 (Slurm's --signal=USR2@T), SIGTERM, SIGINT or
  * SIGHUP (unless inherited as ignored, as under nohup) ask the
  * trainer to finish the current step, write a checkpoint and exit with
- * STOP_EXIT_REQUEUE so Slurm requeues the job (runtime/base/stopsig.c). */
+ * STOP_EXIT_REQUEUE so Slurm requeues the job (runtime/base/stopsig.c).
+ * stopsig_install also ignores SIGXFSZ: a write past `ulimit -f` then fails
+ * with EFBIG and is reported like a full disk, exit 1, instead of killing the
+ * process without a message. */
 #ifndef LLMC_STOPSIG_H
 #define LLMC_STOPSIG_H
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -519,9 +520,10 @@ static int parse_state(const char *path, const char *name, const char *text, int
     if (fpo && want) {
         char diff[1024] = "";
         size_t dl = 0;
-        int nd = 0;
+        int nd = 0, known = 0;
         for (int i = 0; i < want->n; i++) {
             const char *have = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fpo, want->f[i].key));
+            known += have != NULL;
             if (!have || !strcmp(have, want->f[i].val)) continue;   /* a key an older writer did not record */
             if (dl < sizeof diff)
                 dl += (size_t)snprintf(diff + dl, sizeof diff - dl, "%s%s %.60s, the plan says %s", nd ? "; " : "",
@@ -532,6 +534,13 @@ static int parse_state(const char *path, const char *name, const char *text, int
             say(err, errlen, "checkpoint %s was written with %s (it belongs to another plan: resume with that plan, "
                      "point checkpoint.dir elsewhere, or pass --fresh to start over at step 0)", name, diff);
             rc = -2;
+            goto done;
+        }
+        /* every writer of version 2 records the fields: an empty (or emptied)
+         * fingerprint would turn the plan check off without a word */
+        if (version >= 2 && want->n && !known) {
+            say(err, errlen, "%s: field \"fingerprint\" records none of the fields a resume checks (%s, ...)", path,
+                want->f[0].key);
             goto done;
         }
     }
@@ -803,14 +812,11 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
         free(v);
         return 0;
     }
-    if (!have_latest) {
-        if (!n) { free(v); return 0; }
-        say(err, errlen, "%s holds %d checkpoint(s) (the newest by write order: %s) but no %s: refusing to "
-                 "start over at step 0; pass --fresh to train from scratch anyway, or write the name of the "
-                 "checkpoint to resume into %s", ckpt_dir, n, v[0].name, lp, lp);
-        free(v);
-        return -1;
-    }
+    /* No latest but step directories (a full disk or a crash between the
+     * step's rename and latest's write): the newest by write order that
+     * verifies is adopted, with a warning; never a silent start at step 0. */
+    if (!have_latest && !n) { free(v); return 0; }
+    if (!have_latest) say(lerr, sizeof lerr, "%s is missing", lp);
     /* candidates: the one latest names, then the others newest first by write order */
     char first_why[1400] = "", first_name[4300] = "";
     int rc = -1, has_fp = 1, tried = 0;
@@ -830,16 +836,24 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
         tried++;
         rc = try_load(ckpt_dir, v[i].name, fp, lim, m, opt, st, &has_fp, why, sizeof why);
         if (rc == 0) used = v[i].name;
-        if (rc == -2) say(first_why, sizeof first_why, "%s", why);
+        if (rc == -2 || (rc == -1 && !have_latest && tried == 1)) say(first_why, sizeof first_why, "%s", why);
     }
     if (rc == -2) {
         say(err, errlen, "%s", first_why);
+    } else if (rc == -1 && !have_latest) {
+        say(err, errlen, "%s holds %d checkpoint(s) (the newest by write order: %s) but no %s, and none of them "
+                 "verifies (%s): refusing to start over at step 0; pass --fresh to train from scratch anyway",
+                 ckpt_dir, n, v[0].name, lp, first_why);
     } else if (rc == -1) {
         if (latest[0])
             say(err, errlen, "checkpoint %s fails verification: %s%s", first_name, first_why,
                      tried > 1 ? "; no other checkpoint there verifies either" : "");
         else
             say(err, errlen, "%s%s", first_why, tried ? "; no checkpoint there verifies" : "");
+    } else if (!have_latest) {
+        say(warn, warnlen, "%s holds %d checkpoint(s) but no %s (a full disk or a crash before it was written): "
+                 "adopting %s/%s, the newest checkpoint (by write order) that verifies", ckpt_dir, n, lp, ckpt_dir,
+                 used ? used : "?");
     } else if (used != latest || !latest[0]) {
         say(warn, warnlen, "checkpoint %s fails verification: %s; resuming from %s/%s instead, the newest "
                  "checkpoint (by write order) that verifies", first_name, first_why, ckpt_dir, used ? used : "?");
@@ -1049,4 +1063,52 @@ Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, cha
     }
     st_close(&st);
     return l;
+}
+
+/* ---- the run lock (checkpoint.h) ---- */
+
+int run_lock_take(const char *dir, char *warn, size_t warn_cap, char *err, size_t err_cap)
+{
+    warn[0] = '\0';
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/.run.lock", dir) >= sizeof path) {
+        snprintf(err, err_cap, "%s: path too long", dir);
+        return -1;
+    }
+    if (mkdir_parents(dir)) { snprintf(err, err_cap, "%s: %s", dir, strerror(errno)); return -1; }
+    /* O_NOFOLLOW: a link planted in place of the lock file is not written through */
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, err_cap, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK) {
+            snprintf(warn, warn_cap, "%s: this file system does not lock (%s); two runs of this plan at once are "
+                     "not kept apart", path, strerror(errno));
+            return fd;
+        }
+        char holder[256], shown[300];
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        snprintf(err, err_cap, "%s: another run of this plan is using %s (%s); not starting a second one "
+                 "(it would write the same checkpoints and metrics)", path, dir,
+                 holder[0] ? log_escape(shown, sizeof shown, holder, strlen(holder))
+                           : "its holder has not written who it is yet");
+        close(fd);
+        return -1;
+    }
+    char host[128] = "?", text[256], when[32] = "";
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+    host[sizeof host - 1] = '\0';
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int len = snprintf(text, sizeof text, "pid %ld on %s since %s\n", (long)getpid(), host, when);
+    /* the holder note is best effort: the lock itself is what keeps runs apart */
+    if (ftruncate(fd, 0) == 0 && len > 0 && pwrite(fd, text, (size_t)len, 0) < 0) {}
+    return fd;
 }

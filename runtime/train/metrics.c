@@ -3,6 +3,8 @@
 #include "log.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -55,10 +57,23 @@ static char *metrics_fix_nonfinite(const char *line)
     return out;
 }
 
+/* All of buf, or -1: a short write (a full disk) is an error, not a cut line. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { if (n == 0) errno = ENOSPC; return -1; }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
 {
     mf->path = strdup(path);
-    mf->f = NULL;
+    mf->fd = -1;
     /* keep the lines of steps already done (a resumed run rewrites the rest);
      * whatever is not kept is said, never dropped silently */
     FILE *old = fopen(path, "r");
@@ -110,12 +125,11 @@ int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
                  " and writes them again", path, after, after == 1 ? "" : "s", keep_through, keep_through);
     /* rewritten whole with the kept lines: the file then holds each step once,
      * however often the run was resumed */
-    mf->f = fopen(path, "w");
-    if (!mf->f) { free(kept); return -1; }
-    if (klen) fwrite(kept, 1, klen, mf->f);
+    mf->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (mf->fd < 0) { free(kept); return -1; }
+    int rc = klen && write_all(mf->fd, kept, klen) ? -1 : 0;
     free(kept);
-    fflush(mf->f);
-    return 0;
+    return rc;
 }
 
 /* A number as JSON: %.9g when finite, else null and the field noted in flags. */
@@ -127,32 +141,34 @@ static void json_num(char *out, size_t cap, const char *fmt, double v, const cha
     snprintf(flags + fl, fcap - fl, "%s\"%s\":\"%s\"", fl ? "," : "", key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
-/* One line a step, written and flushed at once: a reader (llmc status, a
- * dashboard) sees whole lines as they come, and a killed run loses at most
- * the line being written (metrics_open drops a cut one). %.9g: the 9
- * significant digits that give an fp32 value back exactly. */
+/* One line a step, written by one write() on an O_APPEND descriptor: a reader
+ * (llmc status, a dashboard) sees whole lines as they come, lines never
+ * interleave, and a killed run loses at most the line being written
+ * (metrics_open drops a cut one). %.9g: the 9 significant digits that give an
+ * fp32 value back exactly. */
 int metrics_write(MetricsFile *mf, const StepMetrics *m)
 {
-    if (!mf->f) return -1;
-    char t[32], loss[40], lr[40], gn[40], tps[40], stt[40], flags[256] = "";
+    if (mf->fd < 0) return -1;
+    char t[32], loss[40], lr[40], gn[40], tps[40], stt[40], flags[256] = "", line[1024];
     json_num(loss, sizeof loss, "%.9g", m->loss, "loss", flags, sizeof flags);
     json_num(lr, sizeof lr, "%.9g", m->lr, "lr", flags, sizeof flags);
     json_num(gn, sizeof gn, "%.9g", m->grad_norm, "grad_norm", flags, sizeof flags);
     json_num(tps, sizeof tps, "%.1f", m->tokens_per_s, "tokens_per_s", flags, sizeof flags);
     json_num(stt, sizeof stt, "%.6f", m->step_time_s, "step_time_s", flags, sizeof flags);
-    fprintf(mf->f,
+    int len = snprintf(line, sizeof line,
             "{\"step\":%lld,\"time\":\"%s\",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens\":%lld,"
             "\"tokens_per_s\":%s,\"step_time_s\":%s,\"peak_rss_bytes\":%llu%s%s%s}\n",
             (long long)m->step, log_time(t), loss, lr, gn, (long long)m->tokens, tps, stt,
             (unsigned long long)m->peak_rss_bytes, flags[0] ? ",\"nonfinite\":{" : "", flags, flags[0] ? "}" : "");
-    return fflush(mf->f) ? -1 : 0;
+    if (len < 0 || (size_t)len >= sizeof line) { errno = EOVERFLOW; return -1; }
+    return write_all(mf->fd, line, (size_t)len);
 }
 
 void metrics_close(MetricsFile *mf)
 {
-    if (mf->f) { fsync(fileno(mf->f)); fclose(mf->f); }
+    if (mf->fd >= 0) { fsync(mf->fd); close(mf->fd); }
     free(mf->path);
-    mf->f = NULL;
+    mf->fd = -1;
     mf->path = NULL;
 }
 

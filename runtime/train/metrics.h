@@ -26,7 +26,8 @@ typedef struct {
     uint64_t peak_rss_bytes;
 } StepMetrics;
 
-typedef struct { FILE *f; char *path; } MetricsFile;
+/* fd: O_APPEND, one write() per line; -1 when closed */
+typedef struct { int fd; char *path; } MetricsFile;
 
 /* Open for appending after keeping only lines with step <= keep_through. */
 int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through);

@@ -300,6 +300,7 @@ typedef struct {
     RowStream rs;
     uint64_t *rows;
     MetricsFile mf;
+    int lock_fd;        /* the checkpoint directory's .run.lock (rank 0), -1 when not held */
     int64_t total;
     LrSchedule sch;
     CkptFingerprint fp;
@@ -348,6 +349,14 @@ static int run_setup(Run *R)
         return -1;
     }
     if (be->preflight && be->preflight(be->self, plan)) return -1;
+    if (R->is0) {   /* before any checkpoint is read: a second run of this plan stops here */
+        char warn[512], err[1024];
+        if ((R->lock_fd = run_lock_take(plan->ckpt_dir, warn, sizeof warn, err, sizeof err)) < 0) {
+            log_error("%s", err);
+            return -1;
+        }
+        if (warn[0]) log_warn("%s", warn);
+    }
     if (run_open_shards(&R->set, plan, &plan->model)) return -1;
     R->have_set = 1;
     if (model_init(&R->hm, &plan->model)) { log_error("cannot allocate the model"); return -1; }
@@ -451,7 +460,7 @@ static int run_steps(Run *R)
         }
         if (R->is0) {
             StepMetrics sm = {st->step, loss, lr, gn, (int64_t)sums[1], sums[1] / dt, dt, peak_rss_bytes()};
-            if (metrics_write(&R->mf, &sm)) { log_error("%s: write failed", plan->metrics_path); return -1; }
+            if (metrics_write(&R->mf, &sm)) { log_error("%s: write failed: %s", plan->metrics_path, strerror(errno)); return -1; }
             PromMetrics pm = {plan->job, (long)st->step, (long)R->total, loss, lr, sums[1] / dt, dt,
                               (double)st->tokens_seen, gn, R->world, drift.estimate_s, drift.memory_estimate_bytes,
                               plan->ckpt_dir};
@@ -531,6 +540,8 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
     if (!R) { log_error("out of memory"); return 1; }
     R->be = be;
     R->last_loss = NAN;
+    R->lock_fd = -1;
+    R->mf.fd = -1;   /* not 0 (stdin): metrics_close at the end closes only what was opened */
     int rc = 2;
     char err[1024];
     /* First thing: a USR2/TERM that arrives while the plan loads or ranks
@@ -570,6 +581,7 @@ out:
     if (R->have_set) shard_set_close(&R->set);
     if (R->have_plan) run_plan_free(&R->plan);
     if (R->have_dist) be->dist_finalize(be->self);
+    if (R->lock_fd >= 0) close(R->lock_fd);
     free(R);
     return rc;
 }

@@ -290,6 +290,32 @@ static void test_metrics(const char *dir)
           "metrics resume: bare inf/-nan of an older writer kept as null + nonfinite; the step after the checkpoint cut");
 }
 
+/* Two writers of one metrics file (two runs at once, or a reader's tool
+ * appending a marker): every line is appended whole at the file's end, never
+ * written over another writer's line at a stale offset. */
+static void test_metrics_append(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/metrics_append.jsonl", dir);
+    unlink(p);
+    MetricsFile mf;
+    StepMetrics a = {1, 2.5, 1e-3, 0.75, 100, 1000.0, 0.1, 1 << 20}, b = {2, 2.4, 1e-3, 0.7, 100, 1000.0, 0.1, 1 << 20};
+    int rc = metrics_open(&mf, p, 0) || metrics_write(&mf, &a);
+    FILE *other = fopen(p, "a");
+    if (other) { fputs("{\"step\":99,\"time\":\"2026-01-01T00:00:00.000Z\"}\n", other); fclose(other); }
+    rc = rc || metrics_write(&mf, &b);
+    metrics_close(&mf);
+    int flags = 0;
+    char all[4096] = "";
+    FILE *f = fopen(p, "r");
+    size_t got = f ? fread(all, 1, sizeof all - 1, f) : 0;
+    if (f) fclose(f);
+    all[got] = 0;
+    char *mark = strstr(all, "{\"step\":99,"), *two = strstr(all, "{\"step\":2,");
+    check(!rc && other && metrics_lines_json(p, &flags) == 3 && mark && two && two > mark,
+          "metrics: lines appended whole (O_APPEND): another writer's line in between is kept, the next line after it");
+}
+
 static void test_hf_config(const char *dir)
 {
     ModelConfig c = {MODEL_QWEN3, 3, 96, 6, 2, 32, 200, 1000, 4096, 1e6, 1e-6, 1, 0, 1}, r;
@@ -532,6 +558,7 @@ int main(int argc, char **argv)
     test_safetensors(argv[1]);
     test_sha256(argv[1]);
     test_metrics(argv[1]);
+    test_metrics_append(argv[1]);
     test_hf_config(argv[1]);
     test_config_derive(argv[1], argv[3]);
     test_schedules();

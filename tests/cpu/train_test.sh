@@ -3,7 +3,7 @@
 # synthetic shards: learning, resume bit-identity, 2 ranks == 1 rank with twice
 # the accumulation (same bits), HF export + verify (both sha256sum formats, FIFOs),
 # pretrained load (the export's config.json derived from the source's), checkpoint safety (fallback from a damaged latest, rotation and
-# fallback by write order, no latest without --fresh, fingerprint mismatches,
+# fallback by write order, no latest: the newest verified adopted, fingerprint mismatches,
 # state.json ranges, SIGINT/SIGHUP), plan errors.
 set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
@@ -264,17 +264,27 @@ if [[ $rc1 -eq 3 && $rc2 -eq 0 && $kept == "step-00000004 step-00000012" ]] && g
 then ok "rotation by write order: fresh step 4 over old step 8/12 keeps step 4 (+ step 12), resume from it is bit-identical"
 else bad "rotation by write order (exit $rc1, $rc2; kept: $kept)" "$T/rot1.log" "$T/rot2.log"; fi
 
-# 5b4. step-* directories but no latest: refused unless --fresh
+# 5b4. step-* directories but no latest (a full disk while latest was written):
+#      the newest that verifies is adopted with a warning, the result bit-identical;
+#      when none verifies: refused unless --fresh
 mkrun "$T/nl"
 (cd "$T/nl" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
 rm "$T/nl/ckpt/latest"
 (cd "$T/nl" && "$BIN" run plan.json) >"$T/nl1.log" 2>&1; rc1=$?
-(cd "$T/nl" && "$BIN" run plan.json --fresh) >"$T/nl2.log" 2>&1; rc2=$?
-if [[ $rc1 -eq 1 ]] && grep -q "./ckpt holds 2 checkpoint(s) (the newest by write order: step-00000008) but no ./ckpt/latest: refusing to start over at step 0; pass --fresh" "$T/nl1.log" \
-   && [[ $rc2 -eq 0 ]] && ! grep -q "resumed from" "$T/nl2.log" && grep -q "warning: --fresh: starting at step 0" "$T/nl2.log" \
-   && cmp -s "$T/a/run/final/model.safetensors" "$T/nl/run/final/model.safetensors"
-then ok "step-* but no latest: refused naming the directory and --fresh; --fresh trains from step 0"
-else bad "no latest (exit $rc1, $rc2)" "$T/nl1.log" "$T/nl2.log"; fi
+if [[ $rc1 -eq 0 ]] && grep -q "warning: ./ckpt holds 2 checkpoint(s) but no ./ckpt/latest (a full disk or a crash before it was written): adopting ./ckpt/step-00000008" "$T/nl1.log" \
+   && grep -q "resumed from ./ckpt at step 8" "$T/nl1.log" && cmp -s "$T/a/run/final/model.safetensors" "$T/nl/run/final/model.safetensors"
+then ok "step-* but no latest: the newest verified step adopted with a warning, resumed at step 8, bit-identical"
+else bad "no latest adopted (exit $rc1)" "$T/nl1.log"; fi
+mkrun "$T/nv"
+(cd "$T/nv" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
+rm "$T/nv/ckpt/latest"; for d in "$T"/nv/ckpt/step-*; do printf 'x' >>"$d/model.safetensors"; done
+(cd "$T/nv" && "$BIN" run plan.json) >"$T/nv1.log" 2>&1; rc1=$?
+(cd "$T/nv" && "$BIN" run plan.json --fresh) >"$T/nv2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 1 ]] && grep -q "./ckpt holds 2 checkpoint(s) (the newest by write order: step-00000008) but no ./ckpt/latest, and none of them verifies (.*step-00000008.*): refusing to start over at step 0; pass --fresh" "$T/nv1.log" \
+   && [[ $rc2 -eq 0 ]] && ! grep -q "resumed from" "$T/nv2.log" && grep -q "warning: --fresh: starting at step 0" "$T/nv2.log" \
+   && cmp -s "$T/a/run/final/model.safetensors" "$T/nv/run/final/model.safetensors"
+then ok "step-* but no latest, none verifies: refused naming the directory, the failure and --fresh; --fresh trains from step 0"
+else bad "no latest, none verifies (exit $rc1, $rc2)" "$T/nv1.log" "$T/nv2.log"; fi
 
 # 5b5. a checkpoint written by another plan: refused, the differing fields named
 mkrun "$T/fp"
@@ -333,6 +343,7 @@ sj_case missing 'del s["tokens_seen"]' 'field "tokens_seen" is missing'
 sj_case format 's["format"]="pytorch"' 'field "format" is not "llmc-train-checkpoint"'
 sj_case not-json 's="{\"step\": 4,"' 'not a JSON object'
 sj_case fingerprint 'del s["fingerprint"]' 'field "fingerprint" is missing or not an object'
+sj_case fingerprint-empty 's["fingerprint"]={}' 'field "fingerprint" records none of the fields a resume checks'
 cp "$T/sj/state.orig" "$T/sj/ckpt/step-00000004/state.json"
 (cd "$T/sj/ckpt/step-00000004" && sha256sum model.safetensors optimizer.safetensors state.json >MANIFEST.sha256)
 (cd "$T/sj" && "$BIN" run plan.json) >"$T/sj.log" 2>&1; rc=$?
@@ -396,6 +407,29 @@ mkrun "$T/h"; rm -rf "$T/h/shards"
 (cd "$T/h" && "$BIN" run plan.json) >"$T/h.log" 2>&1; rc=$?
 [[ $rc -eq 1 ]] && grep -q "llmc-train prepare" "$T/h.log" && [[ ! -e $T/h/run/final ]] \
     && ok "no shards: says to run prepare, exit 1, nothing exported" || bad "no shards (exit $rc)" "$T/h.log"
+
+# one run at a time per checkpoint directory: a second run of the plan while the
+# first holds ckpt/.run.lock exits 1 naming the holder, before it touches anything;
+# the first then finishes with each step once in metrics.jsonl
+mkrun "$T/lk" 'p["train"]["max_steps"]=400; p["checkpoint"]["every_steps"]=100'
+(cd "$T/lk" && exec "$BIN" run plan.json) >"$T/lk1.log" 2>&1 & lk=$!; PIDS+=("$lk")
+for _ in $(seq 200); do grep -q "^pid $lk on " "$T/lk/ckpt/.run.lock" 2>/dev/null && break; sleep 0.05; done
+kill -STOP "$lk"
+before=$(cd "$T/lk" && ls -R ckpt run 2>/dev/null | md5sum)
+(cd "$T/lk" && "$BIN" run plan.json) >"$T/lk2.log" 2>&1; rc=$?
+after=$(cd "$T/lk" && ls -R ckpt run 2>/dev/null | md5sum)
+kill -CONT "$lk"; wait "$lk"; rc1=$?
+[[ $rc -eq 1 && $before == "$after" ]] && grep -q "ckpt/.run.lock: another run of this plan is using .*(pid $lk on .* since 20" "$T/lk2.log" \
+    && ok "run lock: a second run exits 1 naming the holder (pid $lk), nothing written" || bad "run lock (second run exit $rc)" "$T/lk2.log"
+$PY -c 'import json,sys; s=[json.loads(l)["step"] for l in open(sys.argv[1])]; sys.exit(0 if s==list(range(1,401)) else 1)' "$T/lk/run/metrics.jsonl" \
+    && [[ $rc1 -eq 0 ]] && ok "run lock: the holder finishes, metrics.jsonl steps 1-400 once each, whole lines" || bad "run lock holder (exit $rc1)" "$T/lk1.log"
+
+# a file-size limit (ulimit -f) reached while a checkpoint is written: a message naming
+# the file and exit 1 (a failure the job script does not requeue), not death by SIGXFSZ
+mkrun "$T/fz"
+(cd "$T/fz" && ulimit -f 100 && exec "$BIN" run plan.json) >"$T/fz.log" 2>&1; rc=$?
+[[ $rc -eq 1 ]] && grep -q "error: checkpoint: .*/.tmp-step-00000004/.*: write failed: File too large" "$T/fz.log" \
+    && ok "ulimit -f reached: 'write failed: File too large' naming the file, exit 1" || bad "file-size limit (exit $rc)" "$T/fz.log"
 
 echo "cpu-train: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
