@@ -180,5 +180,18 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["parallel"]["
 "$TRAIN" check-plan "$T/enum/old.json" >/dev/null 2>&1 && ok "check-plan takes a plan without parallel.offload" \
     || bad "check-plan of a plan without parallel.offload"
 
+# make on a machine without re2c/lemon: PATH of every tool but the missing ones; make
+# names them and `make deps`, and builds nothing (issue 34, item 5)
+nopath() { mkdir -p "$T/path-$1"; local f b; for f in /usr/bin/* /bin/*; do b=${f##*/}
+    [[ " ${*:2} " == *" $b "* || -e $T/path-$1/$b ]] || ln -s "$f" "$T/path-$1/$b"; done; }
+for miss in "re2c lemon" "lemon"; do
+    nopath "${miss// /-}" $miss
+    (cd "$ROOT" && env PATH="$T/path-${miss// /-}" "$MAKE" -s BUILD="$T/nt-${miss// /-}") >"$T/nt.out" 2>"$T/nt.err"; rc=$?
+    if [[ $rc -ne 0 ]] && grep -qx "make: missing build tools: $miss; \`make deps\` installs them (.ci/deps.sh, as root or with sudo)" "$T/nt.err" \
+       && ! grep -q "Error 127" "$T/nt.err" && [[ -z $(find "$T/nt-${miss// /-}" -name '*.c' 2>/dev/null) ]]
+    then ok "make without $miss: names them and \`make deps\` (exit $rc), nothing generated"
+    else bad "make without $miss (exit $rc)" "$T/nt.err"; fi
+done
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
