@@ -180,7 +180,10 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", target, strerror(errno));
         return -1;
     }
-    char *path = S_ISDIR(st.st_mode) ? xprintf("%s/plan.json", target) : xstrdup(target);
+    /* "out/" names out/plan.json, not out//plan.json */
+    size_t tl = strlen(target);
+    while (tl > 1 && target[tl - 1] == '/') tl--;
+    char *path = S_ISDIR(st.st_mode) ? xprintf("%.*s/plan.json", (int)tl, target) : xstrdup(target);
     char *buf;
     size_t len;
     int r = read_file(path, &buf, &len, err, errlen);
@@ -548,6 +551,21 @@ static void first_line(char *s)
     s[strcspn(s, "\n")] = 0;
 }
 
+/* A Slurm client's failure in one line: away from the cluster (no slurm.conf,
+ * no controller) its several "error:" lines say only that; else its last line. */
+static char *slurm_failure(const char *tool, char *out)
+{
+    if (!out || !out[0]) return xprintf("%s failed: no output", tool);
+    if (strstr(out, "resolve_ctls_from_dns_srv") || strstr(out, "Could not establish a configuration source") ||
+        strstr(out, "s_p_parse_file") || strstr(out, "Unable to contact slurm controller"))
+        return xprintf("%s: no Slurm controller answers here (no slurm.conf or SLURM_CONF, or slurmctld is down): "
+                       "no Slurm view (the trainer's files only)", tool);
+    size_t n = strlen(out);
+    while (n && out[n - 1] == '\n') out[--n] = 0;
+    char *last = strrchr(out, '\n');
+    return xprintf("%s failed: %s", tool, last ? last + 1 : out);
+}
+
 static void load_slurm(Status *s, const char *want_id)
 {
     if (!on_path("scontrol")) {
@@ -558,8 +576,7 @@ static void load_slurm(Status *s, const char *want_id)
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)want_id, NULL};
     int rc = run_capture(argv, &out);
     if (rc != 0) {
-        if (out) first_line(out);
-        s->slurm_note = xprintf("scontrol show job failed: %s", out && out[0] ? out : "no output");
+        s->slurm_note = slurm_failure("scontrol show job", out);
         free(out);
         return;
     }

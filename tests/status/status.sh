@@ -81,6 +81,13 @@ mkdir -p "$T/bin" && ln -sf "$(command -v python3)" "$T/bin/python3"
 if PATH=$T/bin "$LLMC" status "$T/bad/p" >"$T/o.txt" 2>&1 && grep -q 'scontrol is not on PATH' "$T/o.txt"; then
     ok "no Slurm on PATH: '$(grep -o 'scontrol is not on PATH[^)]*)' "$T/o.txt")'"
 else bad "no Slurm on PATH" "$T/o.txt"; fi
+# scontrol on PATH but no controller (no slurm.conf here): one line, not scontrol's four;
+# OUT/ with a slash names OUT/plan.json (not OUT//plan.json)
+if (unset SLURM_CONF; PATH=/usr/bin:/bin "$LLMC" status "$T/bad/p/") >"$T/o.txt" 2>&1 \
+   && grep -q '^  slurm       scontrol show job: no Slurm controller answers here' "$T/o.txt" \
+   && ! grep -q 'resolve_ctls\|error:\|//plan.json' "$T/o.txt" && grep -q "plan $T/bad/p/plan.json)" "$T/o.txt"; then
+    ok "no Slurm controller: one line ('no Slurm controller answers here'); OUT/ -> OUT/plan.json"
+else bad "no Slurm controller, OUT/" "$T/o.txt"; fi
 
 # ---- the drift warning (llmc-train, no Slurm): plans whose estimate is wrong on purpose ----
 # variant PLAN_OUT NAME FACTOR|=SECONDS: the plan with max_steps 40, its own output dir,
