@@ -1,6 +1,7 @@
 # llmc — top-level build.
 #
 #   make            build/llmc and build/llmc-train (CPU backend)
+#   make deps       install the build tools and libraries (.ci/deps.sh)
 #   make test       every test suite; closes with "N passed, N failed"
 #   make demo       install what is missing, build, compile the tiny plan, train it
 #   make cuda       the CUDA backend (needs nvcc; builds without a GPU)
@@ -86,6 +87,15 @@ GOLDEN_TARGETS :=
 
 include compiler/build.mk
 include runtime/build.mk
+# The generated lexers and parsers need re2c and lemon: without them, name the
+# missing ones and `make deps` before any rule fails with a bare "Error 127".
+BUILD_TOOLS := re2c lemon
+$(COMPILER_GEN) $(patsubst runtime/data/%.re,$(GEN)/rt_%.c,$(RUNTIME_RE)): | build-tools
+.PHONY: build-tools
+build-tools:
+	@missing=; for t in $(BUILD_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [[ -n $$missing ]]; then \
+	    echo "make: missing build tools:$$missing; \`make deps\` installs them (.ci/deps.sh, as root or with sudo)" >&2; exit 1; fi
 # Tests, fuzzers and benchmarks (private: their prerequisites, the compiler's
 # and the runtime's own objects, keep their boundaries). Both programs have a
 # plan.h and the first path holding one wins, also for a header that includes it

@@ -33,6 +33,8 @@ static const char usage_text[] =
     "\n"
     "options (--opt=VALUE or --opt VALUE):\n"
     "  -o DIR, --output DIR     output directory (compile)\n"
+    "  -q, --quiet              no notes (e.g. files not readable on this machine); errors\n"
+    "                           and warnings still shown\n"
     "  --format human|json      diagnostics as text (stderr) or JSON (stdout)\n"
     "  --color auto|always|never  colour in text diagnostics (auto: only on a terminal,\n"
     "                           and not when NO_COLOR is set)\n"
@@ -43,9 +45,10 @@ static const char usage_text[] =
     "see llmc(1), llmc-train(1) and docs/language.md\n";
 
 static const char check_usage[] =
-    "usage: llmc check [--format human|json] [--color auto|always|never] PLAN...\n"
+    "usage: llmc check [-q] [--format human|json] [--color auto|always|never] PLAN...\n"
     "Check each plan (syntax, types, references, estimates, cross-file rules) and write\n"
     "nothing. Every error of every file, in source order.\n"
+    "  -q, --quiet  no notes; errors and warnings still shown\n"
     "exit status: 0 clean, 1 errors in a plan, 2 usage or I/O error\n";
 
 static const char fmt_usage[] =
@@ -66,6 +69,7 @@ typedef struct Options {
     int colour;
     const char *out_dir;
     bool fmt_check, fmt_write;
+    bool quiet;   /* -q: notes not printed */
     const char **files;
     int nfiles;
 } Options;
@@ -83,6 +87,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
         {"output", required_argument, NULL, 'o'},
         {"check", no_argument, NULL, OPT_CHECK},
         {"write", no_argument, NULL, 'w'},
+        {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
     const char *cmd = sub_name[sub];
@@ -93,7 +98,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
     opterr = 0;
     int c;
     bool json = false;
-    while ((c = getopt_long(argc, argv, ":ho:w", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":ho:wq", longopts, NULL)) != -1) {
         int rc = -1;
         switch (c) {
         case 'h': fputs(sub_usage[sub], stdout); rc = EXIT_CLEAN; break;
@@ -108,6 +113,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
             if (sub != SUB_COMPILE) return options_error(o, sub, "%s", "-o/--output is for compiling (llmc PLAN -o DIR)");
             o->out_dir = optarg;
             break;
+        case 'q': o->quiet = true; break;
         case OPT_CHECK: case 'w':
             if (sub != SUB_FMT) return options_error(o, sub, "'%s' is an option of llmc fmt", c == 'w' ? "-w" : "--check");
             if (c == 'w') o->fmt_write = true;
@@ -137,6 +143,7 @@ static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
  * JSON goes to stdout (a tool reads it), text to stderr. */
 static int finish(Diags *d, const Options *o)
 {
+    if (o->quiet) diags_drop_notes(d);
     diags_render(d, o->format == DIAG_FMT_JSON ? stdout : stderr, o->format, o->colour);
     int rc = EXIT_CLEAN;
     if (diags_error_count(d)) rc = EXIT_PLAN;

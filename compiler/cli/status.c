@@ -27,7 +27,7 @@
 
 extern char **environ;
 
-enum { ST_OK = 0, ST_USAGE = 2 };
+enum { ST_OK = 0, ST_FAILED = 1, ST_USAGE = 2 };
 #define WINDOW 20          /* steps for the smoothed loss and the median step time */
 #define MAX_FILE (1u << 30)
 
@@ -180,7 +180,10 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", target, strerror(errno));
         return -1;
     }
-    char *path = S_ISDIR(st.st_mode) ? xprintf("%s/plan.json", target) : xstrdup(target);
+    /* "out/" names out/plan.json, not out//plan.json */
+    size_t tl = strlen(target);
+    while (tl > 1 && target[tl - 1] == '/') tl--;
+    char *path = S_ISDIR(st.st_mode) ? xprintf("%.*s/plan.json", (int)tl, target) : xstrdup(target);
     char *buf;
     size_t len;
     int r = read_file(path, &buf, &len, err, errlen);
@@ -275,13 +278,14 @@ static double parse_timedelta(const char *t)
 static int load_metrics(Status *s, char *err, size_t errlen)
 {
     bool lf = strcmp(s->backend, "llamafactory") == 0;
-    char *path = lf ? join_path(s->out_dir, "trainer_log.jsonl") : xstrdup(s->metrics_path);
+    /* LLaMA-Factory's log is named also while it does not exist yet */
+    if (lf) { free(s->metrics_path); s->metrics_path = join_path(s->out_dir, "trainer_log.jsonl"); }
+    char *path = xstrdup(s->metrics_path);
     char *buf;
     size_t len;
     int r = read_file(path, &buf, &len, err, errlen);
     if (r) { free(path); return r < 0 ? -1 : 0; }
     s->metrics_found = true;
-    if (lf) { free(s->metrics_path); s->metrics_path = path; path = NULL; }
     size_t lineno = 0;
     for (char *line = buf; line < buf + len;) {
         char *nl = memchr(line, '\n', (size_t)(buf + len - line));
@@ -548,6 +552,21 @@ static void first_line(char *s)
     s[strcspn(s, "\n")] = 0;
 }
 
+/* A Slurm client's failure in one line: away from the cluster (no slurm.conf,
+ * no controller) its several "error:" lines say only that; else its last line. */
+static char *slurm_failure(const char *tool, char *out)
+{
+    if (!out || !out[0]) return xprintf("%s failed: no output", tool);
+    if (strstr(out, "resolve_ctls_from_dns_srv") || strstr(out, "Could not establish a configuration source") ||
+        strstr(out, "s_p_parse_file") || strstr(out, "Unable to contact slurm controller"))
+        return xprintf("%s: no Slurm controller answers here (no slurm.conf or SLURM_CONF, or slurmctld is down): "
+                       "no Slurm view (the trainer's files only)", tool);
+    size_t n = strlen(out);
+    while (n && out[n - 1] == '\n') out[--n] = 0;
+    char *last = strrchr(out, '\n');
+    return xprintf("%s failed: %s", tool, last ? last + 1 : out);
+}
+
 static void load_slurm(Status *s, const char *want_id)
 {
     if (!on_path("scontrol")) {
@@ -558,8 +577,7 @@ static void load_slurm(Status *s, const char *want_id)
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)want_id, NULL};
     int rc = run_capture(argv, &out);
     if (rc != 0) {
-        if (out) first_line(out);
-        s->slurm_note = xprintf("scontrol show job failed: %s", out && out[0] ? out : "no output");
+        s->slurm_note = slurm_failure("scontrol show job", out);
         free(out);
         return;
     }
@@ -1000,7 +1018,8 @@ static const char status_usage[] =
     "                   [--job JOBID] OUT_DIR|PLAN.json\n"
     "Slurm's view of the job, the trainer's progress and the plan's estimate (docs/status.md).\n"
     "  --watch[=SECONDS]  redraw every SECONDS (0.1 to 86400; default 2) until Ctrl-C\n"
-    "exit status: 0 shown, 2 usage or I/O error\n";
+    "exit status: 0 shown (the job completed, running or waiting, or no Slurm view),\n"
+    "             1 the job ended otherwise (FAILED, CANCELLED, TIMEOUT ...), 2 usage or I/O error\n";
 
 static volatile sig_atomic_t stop_watch;
 static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
@@ -1060,6 +1079,7 @@ int status_main(int argc, char **argv)
     bool tty = isatty(STDOUT_FILENO);
     if (watch) signal(SIGINT, on_sigint);
     char err[PATH_MAX + 256];
+    int rc = ST_OK;
     for (;;) {
         Status s;
         if (collect(&s, target, job_id, err, sizeof err)) {
@@ -1097,6 +1117,8 @@ int status_main(int argc, char **argv)
                                      strcmp(s.state, "REQUEUED") == 0 || strcmp(s.state, "CONFIGURING") == 0 ||
                                      strcmp(s.state, "COMPLETING") == 0 || strcmp(s.state, "SUSPENDED") == 0);
         bool finished = s.done && !active;
+        /* the exit status says how the job ended: Slurm's states other than these are failures */
+        rc = s.have_job && !active && strcmp(s.state, "COMPLETED") != 0 ? ST_FAILED : ST_OK;
         status_free(&s);
         if (!watch || finished || stop_watch) break;
         if (!json && !tty) fputc('\n', stdout);
@@ -1104,5 +1126,5 @@ int status_main(int argc, char **argv)
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_watch) {}
         if (stop_watch) break;
     }
-    return ST_OK;
+    return rc;
 }

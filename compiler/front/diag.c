@@ -541,6 +541,22 @@ bool diag_colour_wanted(int colour, FILE *out)
     return isatty(fileno(out)) != 0;
 }
 
+void diags_drop_notes(Diags *d)
+{
+    int kept = 0;
+    for (int i = 0; i < d->n; i++) {
+        Diag *g = d->items[i];
+        if (g->severity != DIAG_NOTE) { d->items[kept++] = g; continue; }
+        free(g->message);
+        for (int j = 0; j < g->nextra; j++) free(g->extra[j]);
+        free(g->extra);
+        free(g);
+    }
+    d->n = kept;
+    d->notes = d->shown[DIAG_NOTE] = 0;
+    d->dropped[DIAG_NOTE] = 0;
+}
+
 void diags_render(Diags *d, FILE *out, DiagFormat fmt, int colour)
 {
     sort_diags(d);

@@ -67,6 +67,8 @@ bool diags_full(const Diags *);
 char *diag_escape(const char *text);
 
 typedef enum { DIAG_FMT_HUMAN, DIAG_FMT_JSON } DiagFormat;
+/* Forget the stored standalone notes (llmc -q); errors and warnings keep theirs. */
+void diags_drop_notes(Diags *);
 /* Sort into source order and print all. colour: -1 auto (isatty), 0 off, 1 on. */
 void diags_render(Diags *, FILE *out, DiagFormat, int colour);
 /* Whether to colour what goes to out: colour 1 always, 0 never, -1 auto: only

@@ -307,6 +307,8 @@ typedef struct {
     TrainState st;
     double baseline, last_loss;
     char prom_path[4200];
+    PromMetrics prom;   /* the last step's, written again after each checkpoint (its step is in the file) */
+    int have_prom;
 } Run;
 
 /* The time left for `left` more steps at the mean of the `n` steps timed so far
@@ -335,6 +337,7 @@ static int save_checkpoint(Run *R)
         log_error("checkpoint: %s", err);
         return -1;
     }
+    if (R->is0 && R->have_prom) prom_write(R->prom_path, &R->prom);
     return 0;
 }
 
@@ -461,11 +464,12 @@ static int run_steps(Run *R)
         if (R->is0) {
             StepMetrics sm = {st->step, loss, lr, gn, (int64_t)sums[1], sums[1] / dt, dt, peak_rss_bytes()};
             if (metrics_write(&R->mf, &sm)) { log_error("%s: write failed: %s", plan->metrics_path, strerror(errno)); return -1; }
-            PromMetrics pm = {plan->job, (long)st->step, (long)R->total, loss, lr, sums[1] / dt, dt,
-                              (double)st->tokens_seen, gn, R->world, drift.estimate_s, drift.memory_estimate_bytes,
-                              plan->ckpt_dir};
+            R->prom = (PromMetrics){plan->job, (long)st->step, (long)R->total, loss, lr, sums[1] / dt, dt,
+                                    (double)st->tokens_seen, gn, R->world, drift.estimate_s,
+                                    drift.memory_estimate_bytes, plan->ckpt_dir};
+            R->have_prom = 1;
             step_drift_feed(&drift, st->step, dt);
-            prom_write(R->prom_path, &pm);
+            prom_write(R->prom_path, &R->prom);
             if (st->step > first) { timed_s += dt; timed++; }
             if (st->step % plan->log_every == 0 || st->step == R->total) {
                 char eta[32];

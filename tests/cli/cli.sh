@@ -180,5 +180,41 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["parallel"]["
 "$TRAIN" check-plan "$T/enum/old.json" >/dev/null 2>&1 && ok "check-plan takes a plan without parallel.offload" \
     || bad "check-plan of a plan without parallel.offload"
 
+# -q: no notes (files not readable here), errors still shown; compile writes the same files
+L=$ROOT/examples/qwen7b_lora.llm
+"$LLMC" check "$L" >"$T/q0.out" 2>"$T/q0.err"; rc0=$?
+"$LLMC" check -q "$L" >"$T/q1.out" 2>"$T/q1.err"; rc1=$?
+"$LLMC" check --quiet --format json "$L" >"$T/q2.out" 2>"$T/q2.err"; rc2=$?
+if [[ $rc0 -eq 0 && $rc1 -eq 0 && $rc2 -eq 0 ]] && grep -q "note: .* is not readable here" "$T/q0.err" \
+   && [[ ! -s $T/q1.err && ! -s $T/q1.out && $(tr -d ' \n' <"$T/q2.out") == "[]" ]]
+then ok "check -q / --quiet --format json: the notes not printed (exit 0)"
+else bad "check -q (exit $rc0, $rc1, $rc2)" "$T/q0.err" "$T/q1.err" "$T/q2.out"; fi
+"$LLMC" -q "$L" -o "$T/q-out" >"$T/q3.out" 2>"$T/q3.err"; rc=$?
+"$LLMC" "$L" -o "$T/nq-out" >/dev/null 2>&1
+[[ $rc -eq 0 && ! -s $T/q3.err ]] && diff -r "$T/q-out" "$T/nq-out" >/dev/null \
+    && ok "llmc -q PLAN -o DIR: no notes, the same files" || bad "llmc -q PLAN -o DIR (exit $rc)" "$T/q3.err"
+{ cat "$L"; echo "train broken { lr = }"; } >"$T/qbad.llm"
+"$LLMC" check -q "$T/qbad.llm" >"$T/q4.out" 2>"$T/q4.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "error:" "$T/q4.err" && ! grep -q "^[^ ]*: note:" "$T/q4.err" \
+    && ok "check -q of a plan with an error: the error shown, no notes, exit 1" || bad "check -q with an error (exit $rc)" "$T/q4.err"
+
+# each man page section once (llmc.1 had two FILES sections), and -q in llmc.1
+dup=$(for m in "$ROOT/docs/llmc.1" "$ROOT/docs/llmc-train.1"; do grep '^\.SH ' "$m" | sort | uniq -d | sed "s|^|${m##*/}: |"; done)
+[[ -z $dup ]] && grep -q 'quiet' "$ROOT/docs/llmc.1" && ok "man pages: each section once; llmc.1 documents -q" \
+    || { echo "$dup" >"$T/dup.txt"; bad "man page sections repeated" "$T/dup.txt"; }
+
+# make on a machine without re2c/lemon: PATH of every tool but the missing ones; make
+# names them and `make deps`, and builds nothing (issue 34, item 5)
+nopath() { mkdir -p "$T/path-$1"; local f b; for f in /usr/bin/* /bin/*; do b=${f##*/}
+    [[ " ${*:2} " == *" $b "* || -e $T/path-$1/$b ]] || ln -s "$f" "$T/path-$1/$b"; done; }
+for miss in "re2c lemon" "lemon"; do
+    nopath "${miss// /-}" $miss
+    (cd "$ROOT" && env PATH="$T/path-${miss// /-}" "$MAKE" -s BUILD="$T/nt-${miss// /-}") >"$T/nt.out" 2>"$T/nt.err"; rc=$?
+    if [[ $rc -ne 0 ]] && grep -qx "make: missing build tools: $miss; \`make deps\` installs them (.ci/deps.sh, as root or with sudo)" "$T/nt.err" \
+       && ! grep -q "Error 127" "$T/nt.err" && [[ -z $(find "$T/nt-${miss// /-}" -name '*.c' 2>/dev/null) ]]
+    then ok "make without $miss: names them and \`make deps\` (exit $rc), nothing generated"
+    else bad "make without $miss (exit $rc)" "$T/nt.err"; fi
+done
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -65,6 +65,7 @@ else bad "state handed over wrongly" "$T/mir.log"; fi
 # stop after 5 (checkpoint from the backend's state), resume (state handed back): same bits
 mkrun "$T/res"
 (cd "$T/res" && "$LOOP" run plan.json --stop-after 5) >"$T/res1.log" 2>&1; rc1=$?
+cp "$T/res/run/llmc_train.prom" "$T/stop.prom" 2>/dev/null
 (cd "$T/res" && "$LOOP" run plan.json) >"$T/res2.log" 2>&1; rc2=$?
 if [[ $rc1 -eq 3 && $rc2 -eq 0 ]] && grep -q "resumed from .* at step 5" "$T/res2.log" \
    && cmp -s "$T/cpu/run/final/model.safetensors" "$T/res/run/final/model.safetensors" \
@@ -72,6 +73,13 @@ if [[ $rc1 -eq 3 && $rc2 -eq 0 ]] && grep -q "resumed from .* at step 5" "$T/res
    && [[ $(wc -l < "$T/res/run/mirror_metrics.jsonl") -eq 12 ]]
 then ok "mirrored backend: stop at 5 (exit 3) + resume -> bit-identical to llmc-train's uninterrupted run"
 else bad "stop/resume (exit $rc1, $rc2)" "$T/res1.log" "$T/res2.log"; fi
+
+# the Prometheus file is rewritten after every checkpoint: the stop checkpoint at 5 (every_steps 4)
+# and the final one at 12, not the one before them
+ck() { sed -nE 's/^llmc_train_checkpoint_step\{[^}]*\} ([0-9]+)$/\1/p' "$1" 2>/dev/null; }
+if [[ $(ck "$T/stop.prom") == 5 && $(ck "$T/mir/run/llmc_train.prom") == 12 && $(ck "$T/cpu/run/llmc_train.prom") == 12 ]]
+then ok "Prometheus checkpoint step: 5 after the stop checkpoint, 12 after the final one"
+else bad "Prometheus checkpoint step: $(ck "$T/stop.prom") after the stop at 5, $(ck "$T/cpu/run/llmc_train.prom") at the end (want 5, 12)"; fi
 
 echo "cpu-loop: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -81,6 +81,19 @@ mkdir -p "$T/bin" && ln -sf "$(command -v python3)" "$T/bin/python3"
 if PATH=$T/bin "$LLMC" status "$T/bad/p" >"$T/o.txt" 2>&1 && grep -q 'scontrol is not on PATH' "$T/o.txt"; then
     ok "no Slurm on PATH: '$(grep -o 'scontrol is not on PATH[^)]*)' "$T/o.txt")'"
 else bad "no Slurm on PATH" "$T/o.txt"; fi
+# scontrol on PATH but no controller (no slurm.conf here): one line, not scontrol's four;
+# OUT/ with a slash names OUT/plan.json (not OUT//plan.json)
+if (unset SLURM_CONF; PATH=/usr/bin:/bin "$LLMC" status "$T/bad/p/") >"$T/o.txt" 2>&1 \
+   && grep -q '^  slurm       scontrol show job: no Slurm controller answers here' "$T/o.txt" \
+   && ! grep -q 'resolve_ctls\|error:\|//plan.json' "$T/o.txt" && grep -q "plan $T/bad/p/plan.json)" "$T/o.txt"; then
+    ok "no Slurm controller: one line ('no Slurm controller answers here'); OUT/ -> OUT/plan.json"
+else bad "no Slurm controller, OUT/" "$T/o.txt"; fi
+# a LLaMA-Factory run without its log yet names LF's trainer_log.jsonl, not llmc's metrics.jsonl
+copy_plan lf >/dev/null
+$PY -c 'import json,sys; p=json.load(open(sys.argv[1])); p["backend"]="llamafactory"; json.dump(p,open(sys.argv[1],"w"))' "$T/lf/p/plan.json"
+if PATH=$T/bin "$LLMC" status "$T/lf/p" >"$T/o.txt" 2>&1 && grep -q "no metrics yet (.*/run/trainer_log.jsonl)" "$T/o.txt"; then
+    ok "LLaMA-Factory run without a log: 'no metrics yet (OUT/trainer_log.jsonl)'"
+else bad "LF run without a log" "$T/o.txt"; fi
 
 # ---- the drift warning (llmc-train, no Slurm): plans whose estimate is wrong on purpose ----
 # variant PLAN_OUT NAME FACTOR|=SECONDS: the plan with max_steps 40, its own output dir,
@@ -259,5 +272,15 @@ if grep -q "job $id RUNNING.*segment 2 (1 requeue" "$T/req.txt" && $PY "$HERE/ch
     ok "requeued job: segment 2 (1 requeue) in human and JSON"
 else bad "requeued job segments" "$T/req.txt" "$T/check.txt" "$out" "$err"; fi
 
+# ---- exit status by the job's end: running 0, a failed job 1 ----
+"$LLMC" status "$OUT" >"$T/r0.txt" 2>&1; rc_run=$?
 scancel "$id"
+part=$(sinfo -h -o %P | head -n 1 | tr -d '*')
+fid=$(cd "$T" && sbatch --parsable -p "$part" -N 1 -J failing -o /dev/null --wrap 'exit 3')
+for ((i = 0; i < 150; i++)); do [[ $(job_field "$fid" JobState) == FAILED ]] && break; sleep 0.2; done
+"$LLMC" status --job "$fid" "$OUT" >"$T/failed.txt" 2>&1; rc_f=$?
+"$LLMC" status --format=json --job "$fid" "$OUT" >/dev/null 2>&1; rc_fj=$?
+if [[ $rc_run -eq 0 && $rc_f -eq 1 && $rc_fj -eq 1 ]] && grep -q "^tiny_2node: FAILED" "$T/failed.txt"
+then ok "exit status: running job 0, failed job (exit 3) 1 (human and JSON)"
+else bad "exit status by job state (running $rc_run, failed $rc_f/$rc_fj)" "$T/r0.txt" "$T/failed.txt"; fi
 finish
