@@ -257,8 +257,17 @@ void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent
     *latency_s = d > 1 ? passes * ring : 0;
 }
 
+/* ZeRO-3 gathers of every weight per micro-step: forward and backward; with
+ * HF gradient checkpointing (LLaMA-Factory turns it on for any recompute) a
+ * third for the recomputed forward, whose post-forward hook releases the
+ * weights again before backward gathers them (transformers #47254). */
+static double zero3_gather_passes(Recompute rc)
+{
+    return rc == RECOMPUTE_NONE ? 2 : 3;
+}
+
 void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
-                          Precision prec, int grad_accum, int dp, CommVolume *v)
+                          Precision prec, Recompute rc, int grad_accum, int dp, CommVolume *v)
 {
     memset(v, 0, sizeof *v);
     if (dp <= 1) return;
@@ -302,15 +311,16 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
         v->collectives = ga * ceil(tr / bucket) + ceil(tr / bucket);
     } else {
         /* Every micro-step: gather every weight in forward, again in backward
-         * (released after use; recompute = full gathers for the recomputed
-         * forward, which backward then uses), reduce-scatter every gradient. */
+         * and, with recompute, once more for the recomputed forward (released
+         * after each use), reduce-scatter every gradient. */
         double h = m->hidden > 0 ? m->hidden : 1;
         double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
-        v->allgather_per_micro = 2 * vb * all;
+        double passes = zero3_gather_passes(rc);
+        v->allgather_per_micro = passes * vb * all;
         v->reduce_scatter_per_micro = vb * tr;
         v->allgather_bytes = ga * v->allgather_per_micro;
         v->reduce_scatter_bytes = ga * v->reduce_scatter_per_micro;
-        v->collectives = ga * (2 * modules + ceil(tr / (h * h)));
+        v->collectives = ga * (passes * modules + ceil(tr / (h * h)));
     }
 }
 
@@ -1033,7 +1043,7 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     ShardStage shard = llmc && t->shard > SHARD_ZERO1 ? SHARD_ZERO1 : t->shard;
     int ga = t->grad_accum > 0 ? t->grad_accum : 1;
     CommVolume v;
-    estimate_comm_volume(t->model, ts, shard, llmc, t->precision, ga, e->data_parallel, &v);
+    estimate_comm_volume(t->model, ts, shard, llmc, t->precision, t->recompute, ga, e->data_parallel, &v);
     e->comm_allgather_bytes = v.allgather_bytes;
     e->comm_reduce_scatter_bytes = v.reduce_scatter_bytes;
     e->comm_allreduce_bytes = v.allreduce_bytes;
@@ -1058,15 +1068,18 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
             if (exposed > total) exposed = total;
         }
     } else if (shard == SHARD_ZERO3) {
-        /* Prefetch hides the gathers under forward and backward compute, all
+        /* Prefetch hides the gathers under forward and backward compute (the
+         * recomputed forward's with backward's: it runs inside backward), all
          * but the first module's; overlap_comm is off as emitted, so the
          * reduce-scatter of each bucket waits for nothing else. */
         const PlanModel *m = t->model;
         double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
         double h = m->hidden > 0 ? m->hidden : 1;
         double buckets = ceil(ts->trainable_params / (h * h));
-        double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
-        double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
+        double passes = zero3_gather_passes(t->recompute);
+        double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / passes, modules, COLL_LAUNCH_DS_S, e);
+        double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro * (passes - 1) / passes,
+                               (passes - 1) * modules, COLL_LAUNCH_DS_S, e);
         double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_per_micro, buckets, COLL_LAUNCH_DS_S, e);
         *gather_pass_s = ag;
         double first = modules > 0 ? ag / modules : 0;

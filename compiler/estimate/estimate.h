@@ -167,14 +167,15 @@ void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent
 /* Collective volumes per optimizer step for a shard stage and backend (tensor
  * bytes per kind, summed; counts of collectives), from trainable and total
  * parameters. llmc_trainer: the CUDA trainer (fp32 gradients, ZeRO-1 at most);
- * else DeepSpeed as the llamafactory backend emits it. */
+ * else DeepSpeed as the llamafactory backend emits it; rc: the plan's
+ * recompute (ZeRO-3 gathers once more for the recomputed forward). */
 typedef struct {
     double allgather_bytes, reduce_scatter_bytes, allreduce_bytes;
     double allgather_per_micro, reduce_scatter_per_micro;   /* of those, repeated every micro-step */
     double collectives;                                     /* launched per optimizer step */
 } CommVolume;
 void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
-                          Precision prec, int grad_accum, int dp, CommVolume *out);
+                          Precision prec, Recompute rc, int grad_accum, int dp, CommVolume *out);
 
 /* ---- DeepSpeed offload ---- */
 /* Bytes each GPU moves over its host link per optimizer step (DeepSpeed as

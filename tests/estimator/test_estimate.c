@@ -930,32 +930,47 @@ static void test_comm_volumes(void)
      * (forward, backward) and reduce-scatter 2N. Collectives: 32 x 7 + 2
      * modules gathered twice, and ceil(N / 4096^2) = ceil(478.64) = 479
      * reduce buckets: 931 per micro-step. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, 2, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_NONE, 2, 64, &v);
     CHECK(v.allgather_per_micro == 32121044992.0 && v.allgather_bytes == 64242089984.0, "zero3 gathers %.0f",
           v.allgather_bytes);
     CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.allreduce_bytes == 0, "zero3 reduce-scatter");
     CHECK(v.collectives == 1862, "zero3 collectives %.0f", v.collectives);
+    /* With recompute (HF gradient checkpointing): a third gather per
+     * micro-step for the recomputed forward: 3 x 2N = 48,181,567,488 bytes
+     * per micro-step, twice that in 2; 2 x (3 x 226 + 479) = 2,314
+     * collectives; the reduce-scatter
+     * is unchanged. Selective is the same (LLaMA-Factory has no selective). */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_FULL, 2, 64, &v);
+    CHECK(v.allgather_per_micro == 48181567488.0 && v.allgather_bytes == 96363134976.0,
+          "zero3 recompute gathers %.0f", v.allgather_bytes);
+    CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.collectives == 2314, "zero3 recompute collectives %.0f",
+          v.collectives);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_SELECTIVE, 1, 64, &v);
+    CHECK(v.allgather_bytes == 6 * N, "zero3 selective gathers %.0f", v.allgather_bytes);
+    /* Recompute changes nothing below ZeRO-3: ZeRO-2 keeps whole weights. */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, RECOMPUTE_FULL, 4, 64, &v);
+    CHECK(v.allgather_bytes == 16060522496.0, "zero2 recompute");
     /* ZeRO-2, 4 micro-steps: reduce-scatter every micro-step, gather once. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.reduce_scatter_bytes == 4 * 16060522496.0 && v.allgather_bytes == 16060522496.0, "zero2");
     /* ZeRO-1: reduce-scatter at the boundary and gather once; none: all-reduce. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO1, false, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO1, false, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.reduce_scatter_bytes == 16060522496.0 && v.allgather_bytes == 16060522496.0, "zero1");
-    estimate_comm_volume(&l8, &full, SHARD_NONE, false, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_NONE, false, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.allreduce_bytes == 16060522496.0 && v.collectives == 17, "stage 0: %.0f in %.0f", v.allreduce_bytes,
           v.collectives);
     /* The llmc CUDA trainer: fp32 gradients, per-layer all-reduce (33). */
-    estimate_comm_volume(&l8, &full, SHARD_NONE, true, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_NONE, true, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.allreduce_bytes == 32121044992.0 && v.collectives == 33, "llmc all-reduce");
-    estimate_comm_volume(&l8, &full, SHARD_ZERO1, true, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO1, true, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.allgather_bytes == 16060522496.0, "llmc zero1");
     /* LoRA-like: 1e7 trainable, the rest frozen: ZeRO-3 still gathers every
      * weight, but reduces only the adapters' gradients (2e7 bytes). */
     TrainStates lora = {1e7, N - 1e7, 2, false, false};
-    estimate_comm_volume(&l8, &lora, SHARD_ZERO3, false, PREC_BF16, 1, 64, &v);
+    estimate_comm_volume(&l8, &lora, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_NONE, 1, 64, &v);
     CHECK(v.allgather_bytes == 4 * N && v.reduce_scatter_bytes == 2e7, "lora zero3 %.0f", v.reduce_scatter_bytes);
     /* One rank: no communication. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, 1, 1, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_NONE, 1, 1, &v);
     CHECK(v.allgather_bytes == 0 && v.collectives == 0, "one rank");
 }
 
@@ -965,23 +980,24 @@ static void test_step_breakdown(void)
     Estimate e;
     int errors;
     /* Qwen2.5-72B, ZeRO-3 (llamafactory), 32 nodes x 8 H100, context 512
-     * (SFT-length sequences), packed, recompute full. Per micro-step: 3 x 2N bytes of tensor,
-     * N = 72,706,203,648: 436,237,221,888 bytes; each GPU sends 255/256 of
-     * it, at 360 GB/s: 1.20705 s on NVLink and on the network. Latency:
-     * 2 x (80 x 7 + 2) + ceil(N / 8192^2) = 1124 + 1084 = 2208 collectives x
-     * (224 x 1 us + 32 x 3 us + 50 us launch) = 0.81696 s. */
+     * (SFT-length sequences), packed, recompute full. Per micro-step: 4 x 2N bytes of tensor
+     * (three gathers: forward, recomputed forward, backward; one
+     * reduce-scatter), N = 72,706,203,648: 581,649,629,184 bytes; each GPU
+     * sends 255/256 of it, at 360 GB/s: 1.60938 s on NVLink and on the
+     * network. Latency: 3 x (80 x 7 + 2) + ceil(N / 8192^2) = 1686 + 1084 =
+     * 2770 collectives x (224 x 1 us + 32 x 3 us + 50 us launch) = 1.0249 s. */
     PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
     fixture(&f, q72, 32, 512, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
     f.t.backend = BACKEND_LLAMAFACTORY;
     set_fabric(&f);
     free(run_job(&f.j, &e, &errors));
-    double sent = 436237221888.0 * 255 / 256;
+    double sent = 581649629184.0 * 255 / 256;
     CHECK(e.fabric_known && near(e.comm_sent_bytes, sent, 1e-12), "sent %.0f", e.comm_sent_bytes);
     CHECK(near(e.comm_intra_seconds, sent / 360e9, 1e-9) && near(e.comm_inter_seconds, sent / 360e9, 1e-9),
           "intra %.5f inter %.5f", e.comm_intra_seconds, e.comm_inter_seconds);
-    CHECK(e.comm_collectives == 2208 && near(e.comm_latency_seconds, 2208 * 370e-6, 1e-9), "latency %.6f",
+    CHECK(e.comm_collectives == 2770 && near(e.comm_latency_seconds, 2770 * 370e-6, 1e-9), "latency %.6f",
           e.comm_latency_seconds);
-    CHECK(near(e.comm_seconds, sent / 360e9 + 2208 * 370e-6, 1e-9), "comm %.5f", e.comm_seconds);
+    CHECK(near(e.comm_seconds, sent / 360e9 + 2770 * 370e-6, 1e-9), "comm %.5f", e.comm_seconds);
     CHECK(near(e.step_seconds, e.compute_seconds + e.comm_exposed_seconds, 1e-12) &&
           near(e.comm_overlap_seconds + e.comm_exposed_seconds, e.comm_seconds, 1e-12), "step = compute + exposed");
     /* At batch 1 the collectives bound the step; they do not grow with the
