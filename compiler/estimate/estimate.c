@@ -324,8 +324,8 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
     }
 }
 
-void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, int grad_accum, int dp,
-                             double *d2h, double *h2d_step, double *h2d_fetch)
+void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, Recompute rc, int grad_accum,
+                             int dp, double *d2h, double *h2d_step, double *h2d_fetch)
 {
     *d2h = *h2d_step = *h2d_fetch = 0;
     if (!ts->offload_optimizer || shard < SHARD_ZERO1) return;
@@ -335,7 +335,7 @@ void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision 
     double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
     *d2h = ga * vb * tr / n;
     bool params = ts->offload_params && shard >= SHARD_ZERO3;
-    if (params) *h2d_fetch = ga * 2 * vb * all / n;
+    if (params) *h2d_fetch = ga * zero3_gather_passes(rc) * vb * all / n;   /* before each gather */
     else *h2d_step = vb * tr / n;
 }
 
@@ -1130,8 +1130,8 @@ static int cpu_adam_threads(const PlanJob *job)
  * time"): PCIe copies and DeepSpeed's CPU Adam. The gradient copies go with
  * the reduce-scatter and wait like it (overlap_comm false as emitted); with
  * offload = all each gather first fetches the rank's partition from the host,
- * which prefetch hides as it hides the gather (gather_pass_s: one pass's
- * gathers, 0 when not estimated); the CPU step and the upload after it wait. */
+ * which prefetch hides as it hides the gather (gather_pass_s: one gather of
+ * every weight, 0 when not estimated); the CPU step and the upload after it wait. */
 static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
                                   double gather_pass_s)
 {
@@ -1158,7 +1158,7 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
     int ga = t->grad_accum > 0 ? t->grad_accum : 1;
     int dp = e->data_parallel > 0 ? e->data_parallel : 1;
     double d2h, h2d_step, h2d_fetch;
-    estimate_offload_volume(ts, t->shard, t->precision, ga, dp, &d2h, &h2d_step, &h2d_fetch);
+    estimate_offload_volume(ts, t->shard, t->precision, t->recompute, ga, dp, &d2h, &h2d_step, &h2d_fetch);
     double link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
     e->offload_time_known = true;
     e->offload_d2h_bytes = d2h;
@@ -1166,20 +1166,22 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
     e->offload_pcie_seconds = (d2h + h2d_step + h2d_fetch) / link;
     double exposed = (d2h + h2d_step) / link;
     if (h2d_fetch > 0) {
-        /* Per pass (forward, backward) of a micro-step: fetch + gather against
-         * that pass's compute, as the gathers alone are (estimate_step_comm);
-         * the difference is the fetch's share. */
+        /* Per pass of a micro-step (forward: one gather; backward: the rest,
+         * the recomputed forward's with it): fetch + gather against that
+         * pass's compute, as the gathers alone are (estimate_step_comm); the
+         * difference is the fetch's share. */
         const PlanModel *m = t->model;
         double layers = m->layers > 0 ? m->layers : 0;
         double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
         double micro = e->compute_seconds / ga, fwd = micro * fwd_share, bwd = micro - fwd;
-        double fetch = h2d_fetch / ga / 2 / link, ag = gather_pass_s;
+        double passes = zero3_gather_passes(t->recompute);
+        double fetch = h2d_fetch / ga / passes / link, ag = gather_pass_s;
         double with = 0, without = 0;
-        double pass[2] = {fwd, bwd};
+        double pass[2] = {fwd, bwd}, gathers[2] = {1, passes - 1};
         for (int i = 0; i < 2; i++) {
-            double both = ag + fetch;
-            with += fmin(both, fmax(0, both - pass[i]) + both / modules);
-            without += fmin(ag, fmax(0, ag - pass[i]) + ag / modules);
+            double both = gathers[i] * (ag + fetch), alone = gathers[i] * ag;
+            with += fmin(both, fmax(0, both - pass[i]) + (ag + fetch) / modules);
+            without += fmin(alone, fmax(0, alone - pass[i]) + ag / modules);
         }
         exposed += ga * (with - without);
     }

@@ -1128,22 +1128,26 @@ static void test_offload_time(void)
      * bytes; the updated partition up once, 2 x 32e9 / 16 = 4e9. */
     TrainStates off = {32e9, 0, 0, true, false};
     double d2h, up, fetch;
-    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 2, 16, &d2h, &up, &fetch);
     CHECK(d2h == 8e9 && up == 4e9 && fetch == 0, "optimizer offload %.0f %.0f %.0f", d2h, up, fetch);
     /* offload = all: the CPU step writes the host copy (nothing up after it),
      * but both gathers of each micro-step fetch the partition first:
      * 2 micro x 2 gathers x 2 bytes x 32e9 / 16 = 16e9. */
     off.offload_params = true;
-    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 2, 16, &d2h, &up, &fetch);
     CHECK(d2h == 8e9 && up == 0 && fetch == 16e9, "offload all %.0f %.0f %.0f", d2h, up, fetch);
+    /* With recompute the recomputed forward gathers, and fetches, too:
+     * 2 micro x 3 gathers x 2 bytes x 32e9 / 16 = 24e9. */
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, RECOMPUTE_FULL, 2, 16, &d2h, &up, &fetch);
+    CHECK(d2h == 8e9 && up == 0 && fetch == 24e9, "offload all, recompute %.0f", fetch);
     /* LoRA under ZeRO-3 with offload = all over 8: the adapters' gradients
      * (2 x 1e7 / 8) down, every weight (frozen too) fetched: 2 x 2 x 8.01e9 / 8. */
     TrainStates lora = {1e7, 8e9, 2, true, true};
-    estimate_offload_volume(&lora, SHARD_ZERO3, PREC_BF16, 1, 8, &d2h, &up, &fetch);
+    estimate_offload_volume(&lora, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 1, 8, &d2h, &up, &fetch);
     CHECK(d2h == 2.5e6 && up == 0 && fetch == 4.005e9, "lora offload %.0f %.0f", d2h, fetch);
     /* No offload, or no ZeRO stage: nothing moves. */
     TrainStates none = {32e9, 0, 0, false, false};
-    estimate_offload_volume(&none, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    estimate_offload_volume(&none, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 2, 16, &d2h, &up, &fetch);
     CHECK(d2h == 0 && up == 0 && fetch == 0, "no offload");
     /* CPU Adam: 0.25e9 parameters/s per thread, 1.8e9 per node. */
     CHECK(estimate_cpu_adam_rate(1, 8) == 0.225e9, "8 ranks x 1 thread: the node's ceiling");
@@ -1157,7 +1161,8 @@ static void test_offload_time(void)
      * quoted, 51.2 GB/s one way at 80%). N = 72,706,203,648; per rank N / 32
      * = 2,272,068,864 parameters. 8 ranks per node and no OMP_NUM_THREADS:
      * torchrun's 1 thread each, 8 x 0.25e9 = 2e9 > 1.8e9, so 0.225e9 per
-     * rank: 10.0981 s of CPU Adam. Copies: 2N/32 down, 2 x 2N/32 fetched. */
+     * rank: 10.0981 s of CPU Adam. Copies: 2N/32 down, 3 x 2N/32 fetched
+     * (recompute full: forward, recomputed forward and backward gather). */
     const double N = 72706203648.0;
     PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
     fixture(&f, q72, 4, 2048, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
@@ -1169,9 +1174,9 @@ static void test_offload_time(void)
     CHECK(e.offload_time_known && e.cpu_optimizer_threads == 1, "threads %d", e.cpu_optimizer_threads);
     CHECK(e.cpu_optimizer_params == N / 32 && near(e.cpu_optimizer_seconds, N / 32 / 0.225e9, 1e-12),
           "cpu adam %.4f s", e.cpu_optimizer_seconds);
-    CHECK(e.offload_d2h_bytes == 2 * N / 32 && e.offload_h2d_bytes == 4 * N / 32, "copies %.0f %.0f",
+    CHECK(e.offload_d2h_bytes == 2 * N / 32 && e.offload_h2d_bytes == 6 * N / 32, "copies %.0f %.0f",
           e.offload_d2h_bytes, e.offload_h2d_bytes);
-    CHECK(near(e.offload_pcie_seconds, 6 * N / 32 / 51.2e9, 1e-12), "pcie %.4f", e.offload_pcie_seconds);
+    CHECK(near(e.offload_pcie_seconds, 8 * N / 32 / 51.2e9, 1e-12), "pcie %.4f", e.offload_pcie_seconds);
     /* The gradients wait (2N/32 at 51.2 GB/s = 88.8 ms); the fetches hide at most
      * all but a module's share, so the exposed copies lie between. */
     double grads = 2 * N / 32 / 51.2e9;
