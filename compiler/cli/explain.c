@@ -343,6 +343,33 @@ static void print_offload_bound(Table *tb, const Estimate *e)
 
 /* One optimizer step: compute beside each kind of communication, what
  * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
+/* A communication-bound ZeRO-3 step (llamafactory): ZeRO-2 gathers nothing
+ * per micro-step, so it is the remedy when its memory fits; the same plan
+ * estimated at ZeRO-2, or why not. */
+static void print_zero2_remedy(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    if (t->backend != BACKEND_LLAMAFACTORY || t->shard != SHARD_ZERO3) return;
+    PlanTrain tr = *t;
+    PlanJob jb = *job;
+    jb.run = &tr;
+    tr.shard = SHARD_ZERO2;
+    Estimate at;
+    Diags *dd = diags_new();
+    estimate_job(&jb, &at, dd);
+    diags_free(dd);
+    char a[64], b[64];
+    if (!at.fits) {
+        row(tb, 0, "with shard = zero2", "", "does not fit: %.1f GiB of %.1f GiB usable per GPU", at.total_bytes / GIB,
+            at.usable_bytes / GIB);
+        return;
+    }
+    fmt_duration(a, sizeof a, at.step_seconds);
+    fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
+    row(tb, 0, "with shard = zero2", a, "step time; %s tokens/s per GPU (%.2fx this plan's)", b,
+        e->step_seconds > 0 && at.step_seconds > 0 ? e->step_seconds / at.step_seconds : 0);
+}
+
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
 {
     const PlanTrain *t = job->run;
@@ -417,10 +444,11 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     }
     if (e->offload_bound)
         print_offload_bound(tb, e);
-    else if (e->comm_bound)
+    else if (e->comm_bound) {
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
-    else
+        print_zero2_remedy(tb, job, e);
+    } else
         row(tb, 0, "bound by", "compute", "communication is %.0f%% of compute (mostly %s)",
             e->compute_seconds > 0 ? 100 * e->comm_seconds / e->compute_seconds : 0, term);
 }

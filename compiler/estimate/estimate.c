@@ -257,8 +257,17 @@ void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent
     *latency_s = d > 1 ? passes * ring : 0;
 }
 
+/* ZeRO-3 gathers of every weight per micro-step: forward and backward; with
+ * HF gradient checkpointing (LLaMA-Factory turns it on for any recompute) a
+ * third for the recomputed forward, whose post-forward hook releases the
+ * weights again before backward gathers them (transformers #47254). */
+static double zero3_gather_passes(Recompute rc)
+{
+    return rc == RECOMPUTE_NONE ? 2 : 3;
+}
+
 void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
-                          Precision prec, int grad_accum, int dp, CommVolume *v)
+                          Precision prec, Recompute rc, int grad_accum, int dp, CommVolume *v)
 {
     memset(v, 0, sizeof *v);
     if (dp <= 1) return;
@@ -302,20 +311,21 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
         v->collectives = ga * ceil(tr / bucket) + ceil(tr / bucket);
     } else {
         /* Every micro-step: gather every weight in forward, again in backward
-         * (released after use; recompute = full gathers for the recomputed
-         * forward, which backward then uses), reduce-scatter every gradient. */
+         * and, with recompute, once more for the recomputed forward (released
+         * after each use), reduce-scatter every gradient. */
         double h = m->hidden > 0 ? m->hidden : 1;
         double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
-        v->allgather_per_micro = 2 * vb * all;
+        double passes = zero3_gather_passes(rc);
+        v->allgather_per_micro = passes * vb * all;
         v->reduce_scatter_per_micro = vb * tr;
         v->allgather_bytes = ga * v->allgather_per_micro;
         v->reduce_scatter_bytes = ga * v->reduce_scatter_per_micro;
-        v->collectives = ga * (2 * modules + ceil(tr / (h * h)));
+        v->collectives = ga * (passes * modules + ceil(tr / (h * h)));
     }
 }
 
-void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, int grad_accum, int dp,
-                             double *d2h, double *h2d_step, double *h2d_fetch)
+void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, Recompute rc, int grad_accum,
+                             int dp, double *d2h, double *h2d_step, double *h2d_fetch)
 {
     *d2h = *h2d_step = *h2d_fetch = 0;
     if (!ts->offload_optimizer || shard < SHARD_ZERO1) return;
@@ -325,7 +335,7 @@ void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision 
     double all = tr + (ts->frozen_params > 0 ? ts->frozen_params : 0);
     *d2h = ga * vb * tr / n;
     bool params = ts->offload_params && shard >= SHARD_ZERO3;
-    if (params) *h2d_fetch = ga * 2 * vb * all / n;
+    if (params) *h2d_fetch = ga * zero3_gather_passes(rc) * vb * all / n;   /* before each gather */
     else *h2d_step = vb * tr / n;
 }
 
@@ -1033,7 +1043,7 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     ShardStage shard = llmc && t->shard > SHARD_ZERO1 ? SHARD_ZERO1 : t->shard;
     int ga = t->grad_accum > 0 ? t->grad_accum : 1;
     CommVolume v;
-    estimate_comm_volume(t->model, ts, shard, llmc, t->precision, ga, e->data_parallel, &v);
+    estimate_comm_volume(t->model, ts, shard, llmc, t->precision, t->recompute, ga, e->data_parallel, &v);
     e->comm_allgather_bytes = v.allgather_bytes;
     e->comm_reduce_scatter_bytes = v.reduce_scatter_bytes;
     e->comm_allreduce_bytes = v.allreduce_bytes;
@@ -1058,15 +1068,18 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
             if (exposed > total) exposed = total;
         }
     } else if (shard == SHARD_ZERO3) {
-        /* Prefetch hides the gathers under forward and backward compute, all
+        /* Prefetch hides the gathers under forward and backward compute (the
+         * recomputed forward's with backward's: it runs inside backward), all
          * but the first module's; overlap_comm is off as emitted, so the
          * reduce-scatter of each bucket waits for nothing else. */
         const PlanModel *m = t->model;
         double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
         double h = m->hidden > 0 ? m->hidden : 1;
         double buckets = ceil(ts->trainable_params / (h * h));
-        double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
-        double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / 2, modules, COLL_LAUNCH_DS_S, e);
+        double passes = zero3_gather_passes(t->recompute);
+        double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / passes, modules, COLL_LAUNCH_DS_S, e);
+        double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro * (passes - 1) / passes,
+                               (passes - 1) * modules, COLL_LAUNCH_DS_S, e);
         double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_per_micro, buckets, COLL_LAUNCH_DS_S, e);
         *gather_pass_s = ag;
         double first = modules > 0 ? ag / modules : 0;
@@ -1117,8 +1130,8 @@ static int cpu_adam_threads(const PlanJob *job)
  * time"): PCIe copies and DeepSpeed's CPU Adam. The gradient copies go with
  * the reduce-scatter and wait like it (overlap_comm false as emitted); with
  * offload = all each gather first fetches the rank's partition from the host,
- * which prefetch hides as it hides the gather (gather_pass_s: one pass's
- * gathers, 0 when not estimated); the CPU step and the upload after it wait. */
+ * which prefetch hides as it hides the gather (gather_pass_s: one gather of
+ * every weight, 0 when not estimated); the CPU step and the upload after it wait. */
 static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
                                   double gather_pass_s)
 {
@@ -1145,7 +1158,7 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
     int ga = t->grad_accum > 0 ? t->grad_accum : 1;
     int dp = e->data_parallel > 0 ? e->data_parallel : 1;
     double d2h, h2d_step, h2d_fetch;
-    estimate_offload_volume(ts, t->shard, t->precision, ga, dp, &d2h, &h2d_step, &h2d_fetch);
+    estimate_offload_volume(ts, t->shard, t->precision, t->recompute, ga, dp, &d2h, &h2d_step, &h2d_fetch);
     double link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
     e->offload_time_known = true;
     e->offload_d2h_bytes = d2h;
@@ -1153,20 +1166,22 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
     e->offload_pcie_seconds = (d2h + h2d_step + h2d_fetch) / link;
     double exposed = (d2h + h2d_step) / link;
     if (h2d_fetch > 0) {
-        /* Per pass (forward, backward) of a micro-step: fetch + gather against
-         * that pass's compute, as the gathers alone are (estimate_step_comm);
-         * the difference is the fetch's share. */
+        /* Per pass of a micro-step (forward: one gather; backward: the rest,
+         * the recomputed forward's with it): fetch + gather against that
+         * pass's compute, as the gathers alone are (estimate_step_comm); the
+         * difference is the fetch's share. */
         const PlanModel *m = t->model;
         double layers = m->layers > 0 ? m->layers : 0;
         double modules = layers * ZERO3_MODULES_PER_LAYER + (m->tie_embeddings ? 1 : 2);
         double micro = e->compute_seconds / ga, fwd = micro * fwd_share, bwd = micro - fwd;
-        double fetch = h2d_fetch / ga / 2 / link, ag = gather_pass_s;
+        double passes = zero3_gather_passes(t->recompute);
+        double fetch = h2d_fetch / ga / passes / link, ag = gather_pass_s;
         double with = 0, without = 0;
-        double pass[2] = {fwd, bwd};
+        double pass[2] = {fwd, bwd}, gathers[2] = {1, passes - 1};
         for (int i = 0; i < 2; i++) {
-            double both = ag + fetch;
-            with += fmin(both, fmax(0, both - pass[i]) + both / modules);
-            without += fmin(ag, fmax(0, ag - pass[i]) + ag / modules);
+            double both = gathers[i] * (ag + fetch), alone = gathers[i] * ag;
+            with += fmin(both, fmax(0, both - pass[i]) + (ag + fetch) / modules);
+            without += fmin(alone, fmax(0, alone - pass[i]) + ag / modules);
         }
         exposed += ga * (with - without);
     }

@@ -167,14 +167,15 @@ void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent
 /* Collective volumes per optimizer step for a shard stage and backend (tensor
  * bytes per kind, summed; counts of collectives), from trainable and total
  * parameters. llmc_trainer: the CUDA trainer (fp32 gradients, ZeRO-1 at most);
- * else DeepSpeed as the llamafactory backend emits it. */
+ * else DeepSpeed as the llamafactory backend emits it; rc: the plan's
+ * recompute (ZeRO-3 gathers once more for the recomputed forward). */
 typedef struct {
     double allgather_bytes, reduce_scatter_bytes, allreduce_bytes;
     double allgather_per_micro, reduce_scatter_per_micro;   /* of those, repeated every micro-step */
     double collectives;                                     /* launched per optimizer step */
 } CommVolume;
 void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
-                          Precision prec, int grad_accum, int dp, CommVolume *out);
+                          Precision prec, Recompute rc, int grad_accum, int dp, CommVolume *out);
 
 /* ---- DeepSpeed offload ---- */
 /* Bytes each GPU moves over its host link per optimizer step (DeepSpeed as
@@ -182,9 +183,10 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
  * down on every micro-step (b x T / dp each), the updated weight partition up
  * after the CPU step (b x T / dp; none with offload_params, whose CPU step
  * writes the host copy), and with offload_params the rank's weight partition
- * up before each of the two gathers of every micro-step (2 x b x N / dp). */
-void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, int grad_accum, int dp,
-                             double *d2h, double *h2d_step, double *h2d_fetch);
+ * up before each gather of every micro-step (2 x b x N / dp; 3 x with rc
+ * other than none: the recomputed forward gathers too). */
+void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision prec, Recompute rc, int grad_accum,
+                             int dp, double *d2h, double *h2d_step, double *h2d_fetch);
 /* DeepSpeed CPU Adam's parameters per second for one rank: threads x the
  * per-thread rate, capped by the node's share (docs/estimator.md). */
 double estimate_cpu_adam_rate(int threads, int ranks_per_node);

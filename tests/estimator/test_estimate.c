@@ -930,32 +930,47 @@ static void test_comm_volumes(void)
      * (forward, backward) and reduce-scatter 2N. Collectives: 32 x 7 + 2
      * modules gathered twice, and ceil(N / 4096^2) = ceil(478.64) = 479
      * reduce buckets: 931 per micro-step. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, 2, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_NONE, 2, 64, &v);
     CHECK(v.allgather_per_micro == 32121044992.0 && v.allgather_bytes == 64242089984.0, "zero3 gathers %.0f",
           v.allgather_bytes);
     CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.allreduce_bytes == 0, "zero3 reduce-scatter");
     CHECK(v.collectives == 1862, "zero3 collectives %.0f", v.collectives);
+    /* With recompute (HF gradient checkpointing): a third gather per
+     * micro-step for the recomputed forward: 3 x 2N = 48,181,567,488 bytes
+     * per micro-step, twice that in 2; 2 x (3 x 226 + 479) = 2,314
+     * collectives; the reduce-scatter
+     * is unchanged. Selective is the same (LLaMA-Factory has no selective). */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_FULL, 2, 64, &v);
+    CHECK(v.allgather_per_micro == 48181567488.0 && v.allgather_bytes == 96363134976.0,
+          "zero3 recompute gathers %.0f", v.allgather_bytes);
+    CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.collectives == 2314, "zero3 recompute collectives %.0f",
+          v.collectives);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_SELECTIVE, 1, 64, &v);
+    CHECK(v.allgather_bytes == 6 * N, "zero3 selective gathers %.0f", v.allgather_bytes);
+    /* Recompute changes nothing below ZeRO-3: ZeRO-2 keeps whole weights. */
+    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, RECOMPUTE_FULL, 4, 64, &v);
+    CHECK(v.allgather_bytes == 16060522496.0, "zero2 recompute");
     /* ZeRO-2, 4 micro-steps: reduce-scatter every micro-step, gather once. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO2, false, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.reduce_scatter_bytes == 4 * 16060522496.0 && v.allgather_bytes == 16060522496.0, "zero2");
     /* ZeRO-1: reduce-scatter at the boundary and gather once; none: all-reduce. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO1, false, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO1, false, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.reduce_scatter_bytes == 16060522496.0 && v.allgather_bytes == 16060522496.0, "zero1");
-    estimate_comm_volume(&l8, &full, SHARD_NONE, false, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_NONE, false, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.allreduce_bytes == 16060522496.0 && v.collectives == 17, "stage 0: %.0f in %.0f", v.allreduce_bytes,
           v.collectives);
     /* The llmc CUDA trainer: fp32 gradients, per-layer all-reduce (33). */
-    estimate_comm_volume(&l8, &full, SHARD_NONE, true, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_NONE, true, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.allreduce_bytes == 32121044992.0 && v.collectives == 33, "llmc all-reduce");
-    estimate_comm_volume(&l8, &full, SHARD_ZERO1, true, PREC_BF16, 4, 64, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO1, true, PREC_BF16, RECOMPUTE_NONE, 4, 64, &v);
     CHECK(v.reduce_scatter_bytes == 32121044992.0 && v.allgather_bytes == 16060522496.0, "llmc zero1");
     /* LoRA-like: 1e7 trainable, the rest frozen: ZeRO-3 still gathers every
      * weight, but reduces only the adapters' gradients (2e7 bytes). */
     TrainStates lora = {1e7, N - 1e7, 2, false, false};
-    estimate_comm_volume(&l8, &lora, SHARD_ZERO3, false, PREC_BF16, 1, 64, &v);
+    estimate_comm_volume(&l8, &lora, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_NONE, 1, 64, &v);
     CHECK(v.allgather_bytes == 4 * N && v.reduce_scatter_bytes == 2e7, "lora zero3 %.0f", v.reduce_scatter_bytes);
     /* One rank: no communication. */
-    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, 1, 1, &v);
+    estimate_comm_volume(&l8, &full, SHARD_ZERO3, false, PREC_BF16, RECOMPUTE_NONE, 1, 1, &v);
     CHECK(v.allgather_bytes == 0 && v.collectives == 0, "one rank");
 }
 
@@ -965,23 +980,24 @@ static void test_step_breakdown(void)
     Estimate e;
     int errors;
     /* Qwen2.5-72B, ZeRO-3 (llamafactory), 32 nodes x 8 H100, context 512
-     * (SFT-length sequences), packed, recompute full. Per micro-step: 3 x 2N bytes of tensor,
-     * N = 72,706,203,648: 436,237,221,888 bytes; each GPU sends 255/256 of
-     * it, at 360 GB/s: 1.20705 s on NVLink and on the network. Latency:
-     * 2 x (80 x 7 + 2) + ceil(N / 8192^2) = 1124 + 1084 = 2208 collectives x
-     * (224 x 1 us + 32 x 3 us + 50 us launch) = 0.81696 s. */
+     * (SFT-length sequences), packed, recompute full. Per micro-step: 4 x 2N bytes of tensor
+     * (three gathers: forward, recomputed forward, backward; one
+     * reduce-scatter), N = 72,706,203,648: 581,649,629,184 bytes; each GPU
+     * sends 255/256 of it, at 360 GB/s: 1.60938 s on NVLink and on the
+     * network. Latency: 3 x (80 x 7 + 2) + ceil(N / 8192^2) = 1686 + 1084 =
+     * 2770 collectives x (224 x 1 us + 32 x 3 us + 50 us launch) = 1.0249 s. */
     PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
     fixture(&f, q72, 32, 512, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
     f.t.backend = BACKEND_LLAMAFACTORY;
     set_fabric(&f);
     free(run_job(&f.j, &e, &errors));
-    double sent = 436237221888.0 * 255 / 256;
+    double sent = 581649629184.0 * 255 / 256;
     CHECK(e.fabric_known && near(e.comm_sent_bytes, sent, 1e-12), "sent %.0f", e.comm_sent_bytes);
     CHECK(near(e.comm_intra_seconds, sent / 360e9, 1e-9) && near(e.comm_inter_seconds, sent / 360e9, 1e-9),
           "intra %.5f inter %.5f", e.comm_intra_seconds, e.comm_inter_seconds);
-    CHECK(e.comm_collectives == 2208 && near(e.comm_latency_seconds, 2208 * 370e-6, 1e-9), "latency %.6f",
+    CHECK(e.comm_collectives == 2770 && near(e.comm_latency_seconds, 2770 * 370e-6, 1e-9), "latency %.6f",
           e.comm_latency_seconds);
-    CHECK(near(e.comm_seconds, sent / 360e9 + 2208 * 370e-6, 1e-9), "comm %.5f", e.comm_seconds);
+    CHECK(near(e.comm_seconds, sent / 360e9 + 2770 * 370e-6, 1e-9), "comm %.5f", e.comm_seconds);
     CHECK(near(e.step_seconds, e.compute_seconds + e.comm_exposed_seconds, 1e-12) &&
           near(e.comm_overlap_seconds + e.comm_exposed_seconds, e.comm_seconds, 1e-12), "step = compute + exposed");
     /* At batch 1 the collectives bound the step; they do not grow with the
@@ -1112,22 +1128,26 @@ static void test_offload_time(void)
      * bytes; the updated partition up once, 2 x 32e9 / 16 = 4e9. */
     TrainStates off = {32e9, 0, 0, true, false};
     double d2h, up, fetch;
-    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 2, 16, &d2h, &up, &fetch);
     CHECK(d2h == 8e9 && up == 4e9 && fetch == 0, "optimizer offload %.0f %.0f %.0f", d2h, up, fetch);
     /* offload = all: the CPU step writes the host copy (nothing up after it),
      * but both gathers of each micro-step fetch the partition first:
      * 2 micro x 2 gathers x 2 bytes x 32e9 / 16 = 16e9. */
     off.offload_params = true;
-    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 2, 16, &d2h, &up, &fetch);
     CHECK(d2h == 8e9 && up == 0 && fetch == 16e9, "offload all %.0f %.0f %.0f", d2h, up, fetch);
+    /* With recompute the recomputed forward gathers, and fetches, too:
+     * 2 micro x 3 gathers x 2 bytes x 32e9 / 16 = 24e9. */
+    estimate_offload_volume(&off, SHARD_ZERO3, PREC_BF16, RECOMPUTE_FULL, 2, 16, &d2h, &up, &fetch);
+    CHECK(d2h == 8e9 && up == 0 && fetch == 24e9, "offload all, recompute %.0f", fetch);
     /* LoRA under ZeRO-3 with offload = all over 8: the adapters' gradients
      * (2 x 1e7 / 8) down, every weight (frozen too) fetched: 2 x 2 x 8.01e9 / 8. */
     TrainStates lora = {1e7, 8e9, 2, true, true};
-    estimate_offload_volume(&lora, SHARD_ZERO3, PREC_BF16, 1, 8, &d2h, &up, &fetch);
+    estimate_offload_volume(&lora, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 1, 8, &d2h, &up, &fetch);
     CHECK(d2h == 2.5e6 && up == 0 && fetch == 4.005e9, "lora offload %.0f %.0f", d2h, fetch);
     /* No offload, or no ZeRO stage: nothing moves. */
     TrainStates none = {32e9, 0, 0, false, false};
-    estimate_offload_volume(&none, SHARD_ZERO3, PREC_BF16, 2, 16, &d2h, &up, &fetch);
+    estimate_offload_volume(&none, SHARD_ZERO3, PREC_BF16, RECOMPUTE_NONE, 2, 16, &d2h, &up, &fetch);
     CHECK(d2h == 0 && up == 0 && fetch == 0, "no offload");
     /* CPU Adam: 0.25e9 parameters/s per thread, 1.8e9 per node. */
     CHECK(estimate_cpu_adam_rate(1, 8) == 0.225e9, "8 ranks x 1 thread: the node's ceiling");
@@ -1141,7 +1161,8 @@ static void test_offload_time(void)
      * quoted, 51.2 GB/s one way at 80%). N = 72,706,203,648; per rank N / 32
      * = 2,272,068,864 parameters. 8 ranks per node and no OMP_NUM_THREADS:
      * torchrun's 1 thread each, 8 x 0.25e9 = 2e9 > 1.8e9, so 0.225e9 per
-     * rank: 10.0981 s of CPU Adam. Copies: 2N/32 down, 2 x 2N/32 fetched. */
+     * rank: 10.0981 s of CPU Adam. Copies: 2N/32 down, 3 x 2N/32 fetched
+     * (recompute full: forward, recomputed forward and backward gather). */
     const double N = 72706203648.0;
     PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
     fixture(&f, q72, 4, 2048, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
@@ -1153,9 +1174,9 @@ static void test_offload_time(void)
     CHECK(e.offload_time_known && e.cpu_optimizer_threads == 1, "threads %d", e.cpu_optimizer_threads);
     CHECK(e.cpu_optimizer_params == N / 32 && near(e.cpu_optimizer_seconds, N / 32 / 0.225e9, 1e-12),
           "cpu adam %.4f s", e.cpu_optimizer_seconds);
-    CHECK(e.offload_d2h_bytes == 2 * N / 32 && e.offload_h2d_bytes == 4 * N / 32, "copies %.0f %.0f",
+    CHECK(e.offload_d2h_bytes == 2 * N / 32 && e.offload_h2d_bytes == 6 * N / 32, "copies %.0f %.0f",
           e.offload_d2h_bytes, e.offload_h2d_bytes);
-    CHECK(near(e.offload_pcie_seconds, 6 * N / 32 / 51.2e9, 1e-12), "pcie %.4f", e.offload_pcie_seconds);
+    CHECK(near(e.offload_pcie_seconds, 8 * N / 32 / 51.2e9, 1e-12), "pcie %.4f", e.offload_pcie_seconds);
     /* The gradients wait (2N/32 at 51.2 GB/s = 88.8 ms); the fetches hide at most
      * all but a module's share, so the exposed copies lie between. */
     double grads = 2 * N / 32 / 51.2e9;
