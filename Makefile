@@ -89,11 +89,12 @@ include compiler/build.mk
 include runtime/build.mk
 # The generated lexers and parsers need re2c and lemon: without them, name the
 # missing ones and `make deps` before any rule fails with a bare "Error 127".
-BUILD_TOOLS := re2c lemon
-$(COMPILER_GEN) $(patsubst runtime/data/%.re,$(GEN)/rt_%.c,$(RUNTIME_RE)): | build-tools
-.PHONY: build-tools
-build-tools:
-	@missing=; for t in $(BUILD_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+# Each generated file checks only the tools it needs (llmc-train-cuda's build
+# needs re2c, never lemon).
+$(COMPILER_GEN): | build-tools-re2c-lemon
+$(patsubst runtime/data/%.re,$(GEN)/rt_%.c,$(RUNTIME_RE)): | build-tools-re2c
+build-tools-%:
+	@missing=; for t in $(subst -, ,$*); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [[ -n $$missing ]]; then \
 	    echo "make: missing build tools:$$missing; \`make deps\` installs them (.ci/deps.sh, as root or with sudo)" >&2; exit 1; fi
 # Tests, fuzzers and benchmarks (private: their prerequisites, the compiler's

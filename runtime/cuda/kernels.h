@@ -21,7 +21,8 @@ typedef struct CUstream_st *kstream_t;
 /* out[n,:] = wte[ids[n],:] */
 void k_embed_fwd(bf16_t *out, const int *ids, const bf16_t *wte, int N, int C, kstream_t s);
 /* dwte[ids[n],:] += dx[n,:] (fp32 accumulate) */
-void k_embed_bwd(float *dwte, const int *ids, const bf16_t *dx, int N, int C, kstream_t s);
+/* plan: the rows grouped by token id, [order[N] | seg_start[U+1] | seg_id[U]] (U distinct ids) */
+void k_embed_bwd(float *dwte, const int *plan, int N, int U, const bf16_t *dx, int C, kstream_t s);
 
 /* out = x * rsqrt(mean(x^2) + eps) * w; rstd[n] saved for the backward pass. */
 void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,

@@ -96,15 +96,18 @@ __global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, cons
     for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = red[i];
 }
 
-/* Rows wider than 2048: the row is read twice (the second time from cache) and each
- * block sums dw in shared memory with atomics (order not fixed), then writes its partial. */
+/* Rows wider than 2048: the row is read twice (the second time from cache). Each
+ * warp sums its rows' dw into its own partial row of part (rows in a fixed order,
+ * each lane its own columns), and colsum_finish adds the warps' partials in order:
+ * the same bits every run (a shared-memory atomicAdd per row left the order of the
+ * warps' additions to the scheduler). part holds gridDim.x * warps rows of C. */
 __global__ void rmsnorm_bwd_wide_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x, const bf16 *w,
                                    const float *rstd, const bf16 *dres, int N, int C)
 {
-    extern __shared__ float dw_s[];
-    for (int i = threadIdx.x; i < C; i += blockDim.x) dw_s[i] = 0.f;
-    __syncthreads();
     int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
+    float *dw = part + ((size_t)blockIdx.x * warps + threadIdx.x / WARP) * C;
+    for (int i = lane * 8; i < C; i += WARP * 8)
+        for (int k = 0; k < 8; k++) dw[i + k] = 0.f;
     for (int row = blockIdx.x * warps + threadIdx.x / WARP; row < N; row += gridDim.x * warps) {
         const bf16 *xr = x + (size_t)row * C, *dyr = dy + (size_t)row * C;
         float r = rstd[row];
@@ -123,13 +126,11 @@ __global__ void rmsnorm_bwd_wide_k(bf16 *dx, float *part, const bf16 *dy, const 
             for (int k = 0; k < 8; k++) {
                 float xh = a[k] * r;
                 o[k] += r * (b[k] * g[k] - xh * dot);
-                atomicAdd(&dw_s[i + k], b[k] * xh);
+                dw[i + k] += b[k] * xh;
             }
             store8(dx + (size_t)row * C + i, o);
         }
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = dw_s[i];
 }
 
 /* dst[c] += sum over p < P of part[p*M + c], in the order p = 0, 1, ...: 32 columns per
@@ -193,7 +194,11 @@ extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf1
     else if (vpl <= 4) rmsnorm_bwd_k<4><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
     else if (vpl <= 6) rmsnorm_bwd_k<6><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
     else if (vpl <= 8) rmsnorm_bwd_k<8><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
-    else rmsnorm_bwd_wide_k<<<blocks, 256, C * sizeof(float), s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    else {   /* one partial row per warp: 8 per block, within the scratch's MAX_BLOCKS rows */
+        if (blocks > LLMC_CUDA_RMS_BWD_MAX_BLOCKS / 8) blocks = LLMC_CUDA_RMS_BWD_MAX_BLOCKS / 8;
+        rmsnorm_bwd_wide_k<<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+        blocks *= 8;
+    }
     colsum_finish(dw, scratch, blocks, C, s);
 }
 

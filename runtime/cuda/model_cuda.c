@@ -415,6 +415,10 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     m->ids = dalloc(m, N * sizeof(int), &fail);
     m->pos = dalloc(m, N * sizeof(int), &fail);
     m->targets = dalloc(m, N * sizeof(int), &fail);
+    m->emb_plan = dalloc(m, (3 * N + 1) * sizeof(int), &fail);
+    m->h_emb_plan = malloc((3 * N + 1) * sizeof(int));
+    m->h_emb_next = malloc(((size_t)V + 1) * sizeof(int));
+    if (!m->h_emb_plan || !m->h_emb_next) { log_error("out of memory"); return -1; }
     m->dres = dalloc(m, N * C * BB, &fail);
     m->dln = dalloc(m, N * C * BB, &fail);
     m->dgu = dalloc(m, N * 2 * F * BB, &fail);
@@ -467,6 +471,7 @@ void cuda_model_destroy(CudaModel *m)
     cuda_lora_destroy(m);
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
+    free(m->h_emb_plan); free(m->h_emb_next);
     memset(m, 0, sizeof *m);
 }
 
@@ -771,6 +776,27 @@ void cuda_model_zero_grad(CudaModel *m)
     PHASE(m, PH_ZERO_GRAD);
 }
 
+/* The rows of a micro-batch grouped by token id, for the embedding gradient
+ * (k_embed_bwd): a stable counting sort, so rows keep their order inside a
+ * group and the sum is the same every run. Uploads [order | start | id]; returns
+ * the number of distinct ids. ids are inside the vocabulary (batch_read checks). */
+static int emb_bwd_plan(CudaModel *m, const int *ids, int N, cudaStream_t st)
+{
+    int V = m->cfg.vocab, *next = m->h_emb_next, *order = m->h_emb_plan;
+    memset(next, 0, ((size_t)V + 1) * sizeof *next);
+    for (int n = 0; n < N; n++) next[ids[n] + 1]++;
+    for (int v = 0; v < V; v++) next[v + 1] += next[v];
+    for (int n = 0; n < N; n++) order[next[ids[n]]++] = n;
+    int U = 0, *start = order + N;
+    for (int r = 0; r < N; r++)
+        if (r == 0 || ids[order[r]] != ids[order[r - 1]]) start[U++] = r;
+    start[U] = N;
+    int *seg_id = start + U + 1;
+    for (int s = 0; s < U; s++) seg_id[s] = ids[order[start[s]]];
+    CUDA_CHECK(cudaMemcpyAsync(m->emb_plan, order, (size_t)(N + 2 * U + 1) * sizeof(int), cudaMemcpyHostToDevice, st));
+    return U;
+}
+
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, int last_micro)
 {
@@ -782,6 +808,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     bf16_t *W = m->w;
 
     CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
+    int emb_segs = train && full ? emb_bwd_plan(m, ids, N, st) : 0;
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
     m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
@@ -833,7 +860,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
             reduce_bucket(m, m->lo[l].qkv_w, end - m->lo[l].qkv_w, l);
         }
     }
-    if (full) k_embed_bwd(m->grad + m->off_embed, m->ids, m->dres, N, C, st);
+    if (train && full) k_embed_bwd(m->grad + m->off_embed, m->emb_plan, N, emb_segs, m->dres, C, st);
     PHASE(m, PH_EMBED_BWD);
     m->grad_fresh = 0;
     if (bucketed) reduce_bucket(m, m->off_embed, m->n_total - m->off_embed, L);

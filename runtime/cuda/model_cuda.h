@@ -132,6 +132,8 @@ typedef struct {
     bf16_t *qkv, *o, *hf, *logits;
     float *rstdf, *losses, *loss_acc, *sumsq, *sumsq_scratch;
     int *ids, *pos, *targets;
+    /* the embedding gradient's row grouping (k_embed_bwd): built on the host per micro-batch */
+    int *emb_plan, *h_emb_plan, *h_emb_next;   /* device [3N+1], host [3N+1], host [V+1] */
     int ce_chunk;
     /* backward scratch */
     bf16_t *dres, *dln, *dgu, *dh, *datt, *dO, *dP, *dq, *dk, *dv, *dqkv;

@@ -5,10 +5,12 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench   (default: all but run7b, split and split-bench)
+#               split split-bench trust   (default: all but run7b, split, split-bench and trust)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
+#     trust: compute-sanitizer over a few steps of each path, the same plan twice
+#            (same bits?), held-out exact match over 5 seeds (tests/cuda/trust.sh)
 #     split: LLMC_MASTER=split (master weights as bf16 + low halves) against HF, through
 #            run and resume; split-bench: its memory and speed beside the default
 #
@@ -119,6 +121,10 @@ if has split-bench; then
             grep -h "adamw\|AdamW" "$out/split_$1_$mode.log" | head -2
         done
     done
+fi
+if has trust && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
+    bash tests/cuda/trust.sh "$out/trust" > "$out/trust.log" 2>&1
+    cat "$out/trust/summary.txt" >> "$out/summary.txt"
 fi
 if has resume && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     bash tests/cuda/resume_check.sh "$out/resume" > "$out/resume.log" 2>&1
