@@ -2411,7 +2411,7 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 static const char *const train_keys[] = {
     "stage", "model", "data", "template", "context", "epochs", "max_steps", "batch", "grad_accum", "lr",
     "min_lr", "schedule", "warmup", "weight_decay", "betas", "eps", "grad_clip", "seed", "precision",
-    "shard", "recompute", "attention", "packing", "train_on_prompt", "mask_history", "bad_records", "mfu",
+    "shard", "recompute", "attention", "deterministic", "packing", "train_on_prompt", "mask_history", "bad_records", "mfu",
     "bytes_per_token", "backend", "output", "checkpoint_every", "checkpoint_keep",
     /* LLaMA-Factory-only keys (docs/language.md, "train NAME") */
     "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers",
@@ -3144,7 +3144,9 @@ static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
     }
 }
 
-/* train: how it runs: precision, shard, recompute, attention, packing
+/* train: how it runs: precision, shard, recompute, attention, deterministic
+ * (default: on with backend = llmc, off with llamafactory, as HF's
+ * full_determinism), packing
  * (default: on for pt), train_on_prompt and mask_history (default off; their
  * rules in check_train_masking_rules), bad_records, mfu, bytes_per_token,
  * backend, output (default runs/NAME). */
@@ -3165,6 +3167,8 @@ static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage
     t->bytes_per_token = 4.0;
     if ((e = find(s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
     if ((e = find(s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
+    t->deterministic = t->backend == BACKEND_LLMC;
+    if ((e = find(s, "deterministic"))) { t->deterministic_at = e->key_at; get_bool(c, e, &t->deterministic); }
     if ((e = find(s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
     else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
 }

@@ -223,6 +223,7 @@ typedef struct {
     ShardStage shard; SrcRange shard_at;
     Recompute recompute; SrcRange recompute_at;
     AttentionKind attention;
+    bool deterministic; SrcRange deterministic_at;  /* same bits every run; default: llmc on */
     bool packing;                           /* default: true for pt, false for sft */
     bool train_on_prompt; SrcRange train_on_prompt_at;  /* sft: prompt tokens trained too */
     bool mask_history; SrcRange mask_history_at;        /* sft: only the last turn trained */

@@ -200,11 +200,22 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     if (e->llmc_cuda_allocation && t->attention == ATTN_FLASH && !estimate_llmc_cuda_flash(t->model, t->context))
         assume(a, "attention = flash: the trainer's fused kernel needs head_dim 32, 64 or 128 and a "
                   "context that is a multiple of 64, so it materialises the scores (counted)");
-    if (e->attn_cudnn)
-        assume(a, "attention = flash: the trainer runs cuDNN's fused attention (head_dim 64 or 128, "
-                  "context a multiple of 64); its workspace is counted for the backward with fp32 atomics, "
-                  "the default (%.2f GiB; LLMC_CUDNN_DETERMINISTIC=1 needs %.2f GiB, LLMC_ATTN=flash none)",
+    if (e->attn_cudnn && e->attn_cudnn_deterministic)
+        assume(a, "attention = flash, deterministic = true: the trainer runs cuDNN's fused attention "
+                  "(head_dim 64 or 128, context a multiple of 64) with its deterministic backward, whose "
+                  "workspace is counted (%.2f GiB; where it does not fit the flash kernels' deterministic "
+                  "pass runs, with none; deterministic = false needs %.2f GiB)",
                e->attn_workspace_bytes / GIB,
+               estimate_llmc_cudnn_workspace(t->model, t->micro_batch, t->context, false) / GIB);
+    else if (e->attn_cudnn)
+        assume(a, "attention = flash, deterministic = false: the trainer runs cuDNN's fused attention "
+                  "(head_dim 64 or 128, context a multiple of 64); its workspace is counted for the backward "
+                  "with fp32 atomics (%.2f GiB)", e->attn_workspace_bytes / GIB);
+    else if (e->llmc_cuda_allocation && t->deterministic && t->attention == ATTN_FLASH &&
+             estimate_llmc_cuda_cudnn(t->model, t->context))
+        assume(a, "attention = flash, deterministic = true: cuDNN's deterministic workspace (%.2f GiB) does "
+                  "not fit beside 2 GiB free; the flash kernels' deterministic pass runs (no workspace, a "
+                  "slower backward: docs/cuda.md)",
                estimate_llmc_cudnn_workspace(t->model, t->micro_batch, t->context, true) / GIB);
     if (!e->llmc_cuda_allocation) assume(a, "allocator fragmentation: 5%% of all tensor bytes");
     switch (e->tokens_source) {
@@ -548,7 +559,8 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
     if (e->attn_cudnn)
         gib_row(tb, 0, "attention workspace", e->attn_workspace_bytes,
-                "cuDNN fused attention, backward with fp32 atomics");
+                e->attn_cudnn_deterministic ? "cuDNN fused attention, deterministic backward"
+                                            : "cuDNN fused attention, backward with fp32 atomics");
     if (e->logits_chunked)
         gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
                 "%.0f bytes x %.0f rows at a time x vocab %d, gradient in place",
@@ -710,7 +722,7 @@ cJSON *estimate_to_json(const Estimate *e)
     NUM(activation_bytes_per_value); NUM(activations_layers_bytes); NUM(activations_working_bytes);
     NUM(reserve_context_bytes); NUM(reserve_fragmentation_bytes); BOOL(logits_chunked);
     NUM(logits_bytes_per_value); NUM(logits_chunk_rows); BOOL(activations_transformers);
-    BOOL(llmc_cuda_allocation); BOOL(fits); NUM(seq_tokens); BOOL(attn_cudnn); NUM(attn_workspace_bytes);
+    BOOL(llmc_cuda_allocation); BOOL(fits); NUM(seq_tokens); BOOL(attn_cudnn); BOOL(attn_cudnn_deterministic); NUM(attn_workspace_bytes);
     NUM(sequences_per_epoch); BOOL(size_read_from_file); BOOL(samples_unknown);
     cJSON_AddStringToObject(o, "tokens_source", estimate_token_source_name(e->tokens_source));
     NUM(peak_flops_per_device); NUM(tokens_per_second); NUM(time_limit_seconds);

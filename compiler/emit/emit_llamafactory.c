@@ -238,6 +238,9 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_float(y, "adam_epsilon", t->adam_eps);
     yw_float(y, "max_grad_norm", t->grad_clip);
     yw_int(y, "seed", (long long)t->seed);   /* emit_check: fits 32 bits */
+    /* deterministic = true: HF's full_determinism (deterministic torch algorithms
+     * and cuBLAS workspace); only written when set (its default is false) */
+    if (t->deterministic) yw_bool(y, "full_determinism", true);
     yw_bool(y, "bf16", t->precision == PREC_BF16);
     yw_bool(y, "fp16", t->precision == PREC_FP16);
     /* pure_bf16 (FinetuningArguments): bf16 weights, gradients and AdamW

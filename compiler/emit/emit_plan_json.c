@@ -287,6 +287,7 @@ static void plan_json_train(cJSON *root, const PlanTrain *t, int data_parallel)
     add_str(tr, "precision", name_precision(t->precision));
     add_str(tr, "recompute", name_recompute(t->recompute));
     add_str(tr, "attention", name_attention(t->attention));
+    add_bool(tr, "deterministic", t->deterministic);
 }
 
 /* "finetune": what is trained: everything, the last/first layers, or LoRA

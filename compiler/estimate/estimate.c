@@ -750,12 +750,14 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->activations_working_bytes = grad_buffers;
     }
     e->activations_bytes = e->activations_layers_bytes + e->activations_working_bytes + head_in;
-    /* The trainer's default attention for such shapes is cuDNN's, its backward
-     * with fp32 atomics (LLMC_CUDNN_DETERMINISTIC=1: the deterministic form);
-     * its workspace comes on top of the flash kernels' buffers, which stay
+    /* The trainer's attention for such shapes is cuDNN's: its backward with
+     * fp32 atomics, or under deterministic (the default) its deterministic form
+     * when that workspace fits (checked below, as the trainer checks it);
+     * the workspace comes on top of the flash kernels' buffers, which stay
      * allocated for the micro batches cuDNN declines. */
     e->attn_cudnn = llmc_cuda && flash && estimate_llmc_cuda_cudnn(m, t->context);
-    e->attn_workspace_bytes = e->attn_cudnn ? estimate_llmc_cudnn_workspace(m, b, s, false) : 0;
+    e->attn_cudnn_deterministic = e->attn_cudnn && t->deterministic;
+    e->attn_workspace_bytes = e->attn_cudnn ? estimate_llmc_cudnn_workspace(m, b, s, t->deterministic) : 0;
 
     if (llmc_cuda) {
         /* bf16 logits of at most LLMC_CE_CHUNK_ROWS rows at a time, turned
@@ -797,6 +799,15 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->usable_bytes = (double)mem / per_node;
     } else {
         e->usable_bytes = c->gpu->usable_bytes;
+    }
+    /* The trainer takes cuDNN's deterministic workspace only when it fits
+     * beside LLMC_CUDNN_RESERVE_GIB (2) free; else the flash kernels'
+     * deterministic pass, with no workspace (runtime/cuda/model_cuda.c). */
+    if (e->attn_cudnn_deterministic && e->usable_bytes > 0 &&
+        e->total_bytes + 2 * GIB > e->usable_bytes) {
+        e->total_bytes -= e->attn_workspace_bytes;
+        e->attn_workspace_bytes = 0;
+        e->attn_cudnn = e->attn_cudnn_deterministic = false;
     }
     e->fits = e->usable_bytes <= 0 || e->total_bytes <= e->usable_bytes;
 }
@@ -1324,7 +1335,8 @@ static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)
               e->activations_bytes / GIB, t->micro_batch, t->context,
               recompute_name(t->recompute), estimate_attention_name(t, e));
     if (e->attn_cudnn)
-        diag_note(dg, "cuDNN attention workspace %.1f GiB (backward with fp32 atomics)", e->attn_workspace_bytes / GIB);
+        diag_note(dg, "cuDNN attention workspace %.1f GiB (%s)", e->attn_workspace_bytes / GIB,
+                  e->attn_cudnn_deterministic ? "deterministic backward" : "backward with fp32 atomics");
     if (e->logits_chunked)
         diag_note(dg, "logits and their gradient %.1f GiB (%.0f rows at a time x vocab %d, bf16)",
                   e->logits_bytes / GIB, e->logits_chunk_rows, t->model->vocab);

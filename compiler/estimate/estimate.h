@@ -106,6 +106,7 @@ typedef struct {
     bool padding_from_stats;                /* the length histogram of a stats file decided it */
     /* ---- llmc CUDA trainer: cuDNN attention (docs/estimator.md, "cuDNN attention workspace") ---- */
     bool attn_cudnn;                        /* attention runs through cuDNN's fused SDPA */
+    bool attn_cudnn_deterministic;          /* ... in its deterministic form (train.deterministic) */
     double attn_workspace_bytes;            /* its workspace (deterministic backward), in total_bytes */
 } Estimate;
 

@@ -238,7 +238,8 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                         .comm_stream = c->d.comm_stream};
     int rc_mode = plan->recompute == RECOMPUTE_FULL ? CUDA_RECOMPUTE_FULL
                 : plan->recompute == RECOMPUTE_SELECTIVE ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
-    int want_flash = plan->attention == RUN_ATTENTION_FLASH;
+    int attn = plan->attention != RUN_ATTENTION_FLASH ? CUDA_ATTN_EAGER
+             : plan->deterministic ? CUDA_ATTN_FUSED_DETERMINISTIC : CUDA_ATTN_FUSED;
     if (is0 && zero_stage > 1 && c->d.world > 1)
         log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
     CudaHostState host = {.w = hm->w, .m = opt->m, .v = opt->v, .n = hm->n_floats};
@@ -247,7 +248,7 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                  3.0 * hm->n_floats * sizeof(float) / 1073741824.0);
     CudaFinetune ft;
     if (cu_finetune(c, hm, &ft)) return -1;
-    if (cuda_model_create_ft(&c->cm, &plan->model, MB, T, rc_mode, want_flash, &par, c->offload ? &host : NULL,
+    if (cuda_model_create_ft(&c->cm, &plan->model, MB, T, rc_mode, attn, &par, c->offload ? &host : NULL,
                              &ft) != 0)
         return -1;
     c->have_cm = 1;
@@ -276,7 +277,8 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
         snprintf(ft_text, sizeof ft_text, ", %s: %zu of %zu parameters trainable", run_method_names[plan->ft.method],
                  trained, c->cm.n_real + (ft.method == CUDA_FT_LORA ? trained : 0));
     }
-    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s", c->cm.flash ? "fused" : "materialised",
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s",
+             !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
              rc_names[c->cm.recompute], par.zero1 && c->d.world > 1 ? 1 : 0,
              c->offload ? ", optimizer offloaded to host memory" : "", ft_text);
     return 0;

@@ -7,7 +7,10 @@
  * projection reads) and the log2-sum-exp per row. Backward: a block owns 16 keys per
  * warp of one query head, walks the 32-query blocks that may see them, recomputes P from
  * the saved log-sum-exp, and accumulates dK, dV in registers (per query head,
- * summed over the group afterwards) and dQ through fp32 atomics.
+ * summed over the group afterwards). dQ either through fp32 atomics from those key
+ * blocks (fast, but the order of the additions, and so the bits, change from run to
+ * run) or, deterministic, by a second kernel that owns query blocks, walks their key
+ * blocks in order and recomputes P and dS (two more matmuls per tile, no atomics).
  *
  * Visibility: key i is visible to query t iff t - pos[t] <= i <= t (shard.h). */
 #include <cuda_bf16.h>
@@ -201,7 +204,7 @@ __global__ void __launch_bounds__(NW * 32) flash_fwd_k(bf16 *O, float *LSE, cons
 }
 
 /* Backward, double-buffered the same way over the query blocks (Q, dO, LSE, Dvec, pos). */
-template <int D, int NW>
+template <int D, int NW, bool DQ>
 __global__ void __launch_bounds__(NW * 32) flash_bwd_k(float *dKh, float *dVh, float *dQacc, const bf16 *Q,
                                                    const bf16 *K, const bf16 *V, const bf16 *dO, const float *LSE,
                                                    const float *Dvec, const int *pos, int H, int KV, int T,
@@ -317,6 +320,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_k(float *dKh, float *dVh, f
                 mma16816(dk[2 * dp + 1], a, r[2], r[3]);
             }
         }
+        if (!DQ) { __syncthreads(); continue; }   /* dQ by flash_bwd_dq_k */
         for (int j = 0; j < 4; j++) {
             *(uint32_t *)&dSt[(warp * 16 + g) * LDS + j * 8 + 2 * q4] = pack_bf16(dpt[j][0], dpt[j][1]);
             *(uint32_t *)&dSt[(warp * 16 + g + 8) * LDS + j * 8 + 2 * q4] = pack_bf16(dpt[j][2], dpt[j][3]);
@@ -355,13 +359,103 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_k(float *dKh, float *dVh, f
     }
 }
 
+/* Deterministic dQ: a block owns 16 queries per warp of one head (as the forward)
+ * and walks the 64-key blocks they may see, in order, double-buffering K and V:
+ * S = Q K^T and dP = dO V^T (16 x 64 per warp), P = exp2(S sl2 - L),
+ * dS = P (dP - Dvec), dQ += dS K in registers; dq [B,H,T,D] written once, in bf16. */
+template <int D, int NW>
+__global__ void __launch_bounds__(NW * 32) flash_bwd_dq_k(bf16 *dq, const bf16 *Q, const bf16 *K, const bf16 *V,
+                                                      const bf16 *dO, const float *LSE, const float *Dvec,
+                                                      const int *pos, int H, int KV, int T, float sl2, float scale)
+{
+    constexpr int LD = D + 8, QB = 16 * NW;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *Qs = (bf16 *)smem_raw, *dOs = Qs + QB * LD, *Kb = dOs + QB * LD, *Vb = Kb + 2 * 64 * LD;
+    __shared__ int lo_min;
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, q4 = lane % 4;
+    int qb = gridDim.x - 1 - blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H, kvh = h / (H / KV);
+    int q0 = qb * QB, kb_last = (q0 + QB - 1) / 64;
+    const bf16 *Kg = K + (size_t)(b * KV + kvh) * T * D, *Vg = V + (size_t)(b * KV + kvh) * T * D;
+    if (tid == 0) lo_min = q0;
+    __syncthreads();
+    if (tid < QB) atomicMin(&lo_min, q0 + tid - pos[b * T + q0 + tid]);   /* integer: order-free */
+    __syncthreads();
+    int kb0 = lo_min / 64;
+    tile_async<D, LD>(Qs, Q + ((size_t)bh * T + q0) * D, D, QB);
+    tile_async<D, LD>(dOs, dO + ((size_t)(b * T + q0) * H + h) * D, (size_t)H * D, QB);
+    tile_async<D, LD>(Kb, Kg + (size_t)kb0 * 64 * D, D, 64);
+    tile_async<D, LD>(Vb, Vg + (size_t)kb0 * 64 * D, D, 64);
+    cp_async_commit();
+    int t0 = q0 + warp * 16 + g, t1 = t0 + 8;
+    int lo0 = t0 - pos[b * T + t0], lo1 = t1 - pos[b * T + t1];
+    float L0 = LSE[(size_t)bh * T + t0], L1 = LSE[(size_t)bh * T + t1];
+    float dd0 = Dvec[(size_t)bh * T + t0], dd1 = Dvec[(size_t)bh * T + t1];
+    float acc[D / 8][4];
+    for (int i = 0; i < D / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+    for (int kb = kb0; kb <= kb_last; kb++) {
+        int c = (kb - kb0) & 1;
+        const bf16 *Ks = Kb + c * 64 * LD, *Vs = Vb + c * 64 * LD;
+        if (kb < kb_last) {
+            tile_async<D, LD>(Kb + (c ^ 1) * 64 * LD, Kg + (size_t)(kb + 1) * 64 * D, D, 64);
+            tile_async<D, LD>(Vb + (c ^ 1) * 64 * LD, Vg + (size_t)(kb + 1) * 64 * D, D, 64);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        float s[8][4], dp[8][4];
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 4; e++) s[j][e] = dp[j][e] = 0.f;
+        for (int kk = 0; kk < D / 16; kk++) {   /* Q and dO fragments re-read from shared memory: fewer registers */
+            uint32_t qf[4], of[4];
+            ldsm_x4(qf, &Qs[(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8]);
+            ldsm_x4(of, &dOs[(warp * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8]);
+            for (int np = 0; np < 4; np++) {
+                uint32_t r[4], v[4];
+                ldsm_x4(r, &Ks[(np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8]);
+                mma16816(s[2 * np], qf, r[0], r[1]);
+                mma16816(s[2 * np + 1], qf, r[2], r[3]);
+                ldsm_x4(v, &Vs[(np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8]);
+                mma16816(dp[2 * np], of, v[0], v[1]);
+                mma16816(dp[2 * np + 1], of, v[2], v[3]);
+            }
+        }
+        for (int j = 0; j < 8; j++)
+            for (int e = 0; e < 2; e++) {
+                int key = kb * 64 + j * 8 + 2 * q4 + e;
+                float p0 = (key <= t0 && key >= lo0) ? exp2f(s[j][e] * sl2 - L0) : 0.f;
+                float p1 = (key <= t1 && key >= lo1) ? exp2f(s[j][2 + e] * sl2 - L1) : 0.f;
+                s[j][e] = p0 * (dp[j][e] - dd0);
+                s[j][2 + e] = p1 * (dp[j][2 + e] - dd1);
+            }
+        for (int kk = 0; kk < 4; kk++) {   /* dQ += dS K: dS as the A operand, straight from registers */
+            uint32_t a[4] = {pack_bf16(s[2 * kk][0], s[2 * kk][1]), pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                             pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+            for (int dp_ = 0; dp_ < D / 16; dp_++) {
+                uint32_t r[4];
+                ldsm_x4_t(r, &Ks[(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8) * LD + dp_ * 16 + (lane / 16) * 8]);
+                mma16816(acc[2 * dp_], a, r[0], r[1]);
+                mma16816(acc[2 * dp_ + 1], a, r[2], r[3]);
+            }
+        }
+        __syncthreads();   /* buffer c is refilled in the next iteration */
+    }
+    bf16 *d0 = dq + ((size_t)bh * T + t0) * D + 2 * q4, *d1 = d0 + 8 * D;
+    for (int i = 0; i < D / 8; i++) {
+        *(__nv_bfloat162 *)&d0[i * 8] = __floats2bfloat162_rn(acc[i][0] * scale, acc[i][1] * scale);
+        *(__nv_bfloat162 *)&d1[i * 8] = __floats2bfloat162_rn(acc[i][2] * scale, acc[i][3] * scale);
+    }
+}
+
 /* dq = dQacc (bf16); dk, dv = sum over the G query heads of each kv head. */
 __global__ void flash_bwd_post_k(bf16 *dq, bf16 *dk, bf16 *dv, const float *dQacc, const float *dKh,
                                  const float *dVh, int B, int H, int KV, int T, int D)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t nq = (size_t)B * H * T * D, nk = (size_t)B * KV * T * D;
-    if (i < nq) dq[i] = __float2bfloat16(dQacc[i]);
+    if (dQacc && i < nq) dq[i] = __float2bfloat16(dQacc[i]);
     if (i < nk) {
         int G = H / KV;
         size_t td = (size_t)T * D;
@@ -417,26 +511,54 @@ static void launch_fwd(bf16_t *O, float *LSE, const bf16_t *Q, const bf16_t *K, 
 }
 
 template <int D>
-static void launch_bwd(float *dKh, float *dVh, float *dQacc, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
-                       const bf16_t *dO, const float *LSE, const float *Dvec, const int *pos, int B, int H, int KV,
-                       int T, cudaStream_t s)
+static size_t dq_smem(int nw) { return ((size_t)2 * 16 * nw + 4 * 64) * (D + 8) * sizeof(bf16); }
+
+/* det: dQ by flash_bwd_dq_k (same bits every run) instead of the atomics. */
+template <int D>
+static void launch_bwd(bf16_t *dq, float *dKh, float *dVh, float *dQacc, const bf16_t *Q, const bf16_t *K,
+                       const bf16_t *V, const bf16_t *dO, const float *LSE, const float *Dvec, const int *pos, int B,
+                       int H, int KV, int T, int det, cudaStream_t s)
 {
     constexpr int NWW = D >= 64 ? 8 : 4;
     static int configured;
     if (!configured) {
-        cudaFuncSetAttribute(flash_bwd_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(4));
-        cudaFuncSetAttribute(flash_bwd_k<D, NWW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(NWW));
+        cudaFuncSetAttribute(flash_bwd_k<D, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bwd_smem<D>(4));
+        cudaFuncSetAttribute(flash_bwd_k<D, NWW, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)bwd_smem<D>(NWW));
+        cudaFuncSetAttribute(flash_bwd_k<D, 4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)bwd_smem<D>(4));
+        cudaFuncSetAttribute(flash_bwd_k<D, NWW, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)bwd_smem<D>(NWW));
+        cudaFuncSetAttribute(flash_bwd_dq_k<D, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dq_smem<D>(4));
+        cudaFuncSetAttribute(flash_bwd_dq_k<D, NWW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)dq_smem<D>(NWW));
         configured = 1;
     }
     float scale = 1.f / sqrtf((float)D), sl2 = scale * 1.4426950408889634f;
-    if (use_wide("LLMC_FLASH_BWD_WARPS", D, T))
-        flash_bwd_k<D, NWW><<<dim3(T / (16 * NWW), B * H), NWW * 32, bwd_smem<D>(NWW), s>>>(
-            dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos,
-            H, KV, T, sl2, scale);
+    int wide = use_wide("LLMC_FLASH_BWD_WARPS", D, T), nw = wide ? NWW : 4;
+    dim3 grid(T / (16 * nw), B * H);
+    const bf16 *q = (const bf16 *)Q, *k = (const bf16 *)K, *v = (const bf16 *)V, *dout = (const bf16 *)dO;
+    if (wide && det)
+        flash_bwd_k<D, NWW, false><<<grid, nw * 32, bwd_smem<D>(nw), s>>>(dKh, dVh, dQacc, q, k, v, dout, LSE, Dvec,
+                                                                          pos, H, KV, T, sl2, scale);
+    else if (wide)
+        flash_bwd_k<D, NWW, true><<<grid, nw * 32, bwd_smem<D>(nw), s>>>(dKh, dVh, dQacc, q, k, v, dout, LSE, Dvec,
+                                                                         pos, H, KV, T, sl2, scale);
+    else if (det)
+        flash_bwd_k<D, 4, false><<<grid, nw * 32, bwd_smem<D>(nw), s>>>(dKh, dVh, dQacc, q, k, v, dout, LSE, Dvec,
+                                                                        pos, H, KV, T, sl2, scale);
     else
-        flash_bwd_k<D, 4><<<dim3(T / 64, B * H), 128, bwd_smem<D>(4), s>>>(
-            dKh, dVh, dQacc, (const bf16 *)Q, (const bf16 *)K, (const bf16 *)V, (const bf16 *)dO, LSE, Dvec, pos,
-            H, KV, T, sl2, scale);
+        flash_bwd_k<D, 4, true><<<grid, nw * 32, bwd_smem<D>(nw), s>>>(dKh, dVh, dQacc, q, k, v, dout, LSE, Dvec,
+                                                                       pos, H, KV, T, sl2, scale);
+    if (!det) return;
+    int fwide = use_wide("LLMC_FLASH_FWD_WARPS", D, T), fnw = fwide ? NWW : 4;
+    dim3 fgrid(T / (16 * fnw), B * H);
+    if (fwide)
+        flash_bwd_dq_k<D, NWW><<<fgrid, fnw * 32, dq_smem<D>(fnw), s>>>((bf16 *)dq, q, k, v, dout, LSE, Dvec, pos, H,
+                                                                       KV, T, sl2, scale);
+    else
+        flash_bwd_dq_k<D, 4><<<fgrid, fnw * 32, dq_smem<D>(fnw), s>>>((bf16 *)dq, q, k, v, dout, LSE, Dvec, pos, H,
+                                                                     KV, T, sl2, scale);
 }
 
 extern "C" int k_flash_supported(int D, int T) { return (D == 32 || D == 64 || D == 128) && T % 64 == 0; }
@@ -451,21 +573,22 @@ extern "C" void k_flash_fwd(bf16_t *O, float *LSE, const bf16_t *Q, const bf16_t
 
 extern "C" void k_flash_bwd(bf16_t *dq, bf16_t *dk, bf16_t *dv, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
                             const bf16_t *O, const bf16_t *dO, const float *LSE, const int *pos, float *scratch,
-                            int B, int H, int KV, int T, int D, kstream_t s)
+                            int B, int H, int KV, int T, int D, int deterministic, kstream_t s)
 {
     size_t n = (size_t)B * H * T * D;
-    float *dQacc = scratch, *dKh = scratch + n, *dVh = scratch + 2 * n, *Dvec = scratch + 3 * n;
-    cudaMemsetAsync(dQacc, 0, n * sizeof(float), s);
+    float *dQacc = deterministic ? NULL : scratch, *dKh = deterministic ? scratch : scratch + n;
+    float *dVh = dKh + n, *Dvec = dVh + n;
+    if (!deterministic) cudaMemsetAsync(dQacc, 0, n * sizeof(float), s);
     long long rows = (long long)B * T * H;
     flash_bwd_pre_k<<<(unsigned)((rows + 7) / 8), 256, 0, s>>>(Dvec, (const bf16 *)O, (const bf16 *)dO, B, T, H, D);
-    if (D == 32) launch_bwd<32>(dKh, dVh, dQacc, Q, K, V, dO, LSE, Dvec, pos, B, H, KV, T, s);
-    else if (D == 64) launch_bwd<64>(dKh, dVh, dQacc, Q, K, V, dO, LSE, Dvec, pos, B, H, KV, T, s);
-    else launch_bwd<128>(dKh, dVh, dQacc, Q, K, V, dO, LSE, Dvec, pos, B, H, KV, T, s);
-    flash_bwd_post_k<<<(unsigned)((n + 255) / 256), 256, 0, s>>>((bf16 *)dq, (bf16 *)dk, (bf16 *)dv, dQacc, dKh, dVh,
-                                                                 B, H, KV, T, D);
+    if (D == 32) launch_bwd<32>(dq, dKh, dVh, dQacc, Q, K, V, dO, LSE, Dvec, pos, B, H, KV, T, deterministic, s);
+    else if (D == 64) launch_bwd<64>(dq, dKh, dVh, dQacc, Q, K, V, dO, LSE, Dvec, pos, B, H, KV, T, deterministic, s);
+    else launch_bwd<128>(dq, dKh, dVh, dQacc, Q, K, V, dO, LSE, Dvec, pos, B, H, KV, T, deterministic, s);
+    flash_bwd_post_k<<<(unsigned)((n + 255) / 256), 256, 0, s>>>((bf16 *)dq, (bf16 *)dk, (bf16 *)dv,
+                                                                 dQacc, dKh, dVh, B, H, KV, T, D);
 }
 
-extern "C" size_t k_flash_bwd_scratch_floats(int B, int H, int T, int D)
+extern "C" size_t k_flash_bwd_scratch_floats(int B, int H, int T, int D, int deterministic)
 {
-    return (size_t)B * H * T * D * 3 + (size_t)B * H * T;
+    return (size_t)B * H * T * D * (deterministic ? 2 : 3) + (size_t)B * H * T;
 }

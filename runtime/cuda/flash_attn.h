@@ -16,11 +16,12 @@ int k_flash_supported(int D, int T);
 void k_flash_fwd(bf16_t *O, float *LSE, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
                  const int *pos, int B, int H, int KV, int T, int D, kstream_t s);
 /* Gradients dq [B,H,T,D], dk, dv [B,KV,T,D] from dO [B,T,H,D]; scratch holds
- * k_flash_bwd_scratch_floats() floats. */
+ * k_flash_bwd_scratch_floats() floats. deterministic: dQ without atomics (the same
+ * bits every run, a second pass over the key blocks); otherwise fp32 atomics. */
 void k_flash_bwd(bf16_t *dq, bf16_t *dk, bf16_t *dv, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
                  const bf16_t *O, const bf16_t *dO, const float *LSE, const int *pos, float *scratch,
-                 int B, int H, int KV, int T, int D, kstream_t s);
-size_t k_flash_bwd_scratch_floats(int B, int H, int T, int D);
+                 int B, int H, int KV, int T, int D, int deterministic, kstream_t s);
+size_t k_flash_bwd_scratch_floats(int B, int H, int T, int D, int deterministic);
 
 #ifdef __cplusplus
 }

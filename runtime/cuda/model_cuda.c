@@ -197,7 +197,9 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
 /* The fused-attention implementation: cuDNN's when it was built in, takes the
  * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
  * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
- * LLMC_CUDNN_DETERMINISTIC=1: cuDNN's deterministic backward (a far larger workspace). */
+ * A deterministic run takes cuDNN's deterministic backward (a far larger
+ * workspace) when it fits, else the flash kernels' deterministic pass; a
+ * non-deterministic one the atomics' form unless LLMC_CUDNN_DETERMINISTIC=1. */
 static int attn_cudnn_setup(CudaModel *m, int *fail)
 {
     const char *env = getenv("LLMC_ATTN"), *det = getenv("LLMC_CUDNN_DETERMINISTIC");
@@ -206,6 +208,7 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
         return -1;
     }
     if (!m->flash || (env && !strcmp(env, "flash"))) return 0;
+    if (m->deterministic) det = "1";
     const ModelConfig *c = &m->cfg;
     char err[512];
     if (!attn_cudnn_built() || !attn_cudnn_supported(c->heads, c->kv_heads, m->T, c->head_dim)) {
@@ -214,12 +217,10 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
                                             : "this build has no cuDNN");
         return 0;
     }
-    /* The backward with fp32 atomics by default: the deterministic form's
-     * workspace holds bf16 scores for every sequence of the document plan (8
-     * per row), 3.5 against 0.5 GiB at 1.5B x 4 and 30 GiB at 7B x 4 x 4096, and
-     * buys no reproducible run while the embedding gradient and the flash
-     * kernels' dQ are summed with atomics too. Both forms pass check_vs_hf.py on
-     * the H200 (docs/cuda.md). */
+    /* A non-deterministic run takes the backward with fp32 atomics: the
+     * deterministic form's workspace holds bf16 scores for every sequence of the
+     * document plan (8 per row), 3.5 against 0.5 GiB at 1.5B x 4 and 30 GiB at
+     * 7B x 4 x 4096. Both forms pass check_vs_hf.py on the H200 (docs/cuda.md). */
     if (det && strcmp(det, "0") && strcmp(det, "1")) {
         log_error("LLMC_CUDNN_DETERMINISTIC=%s: want 0 or 1", det);
         return -1;
@@ -228,6 +229,31 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
     size_t ws = a ? attn_cudnn_prepare(a, m->B, c->heads, c->kv_heads, m->T, c->head_dim, err, sizeof err) : 0;
     if (!ws) {
         log_warn("%s; using the flash kernels", err);
+        attn_cudnn_destroy(a);
+        return 0;
+    }
+    /* Deterministic by default: cuDNN's deterministic form is as fast as its
+     * atomics (52.8K tokens/s both at 1.5B x 4 x 2048 on the H200) and the flash
+     * kernels' deterministic pass 12-17% slower (docs/cuda.md), but its workspace
+     * is large; it is taken when it fits beside LLMC_CUDNN_RESERVE_GIB (default 2)
+     * of free memory for what the libraries allocate at the first step. */
+    size_t fr = 0, tot = 0;
+    double reserve = 2.0;
+    const char *rs = getenv("LLMC_CUDNN_RESERVE_GIB");
+    if (rs) {
+        char *end;
+        reserve = strtod(rs, &end);
+        if (end == rs || *end || !(reserve >= 0 && reserve <= 1024)) {
+            log_error("LLMC_CUDNN_RESERVE_GIB=%s: want GiB from 0 to 1024", rs);
+            attn_cudnn_destroy(a);
+            return -1;
+        }
+    }
+    if (m->deterministic && !env && cudaMemGetInfo(&fr, &tot) == cudaSuccess &&
+        (double)ws + reserve * 1073741824.0 > (double)fr) {
+        log_info("deterministic attention: cuDNN's deterministic backward needs %.2f GiB of workspace, "
+                 "%.2f GiB are free; using the flash kernels' deterministic pass",
+                 ws / 1073741824.0, fr / 1073741824.0);
         attn_cudnn_destroy(a);
         return 0;
     }
@@ -276,10 +302,10 @@ static void train_spans(CudaModel *m)
     for (int i = 0; i < m->n_spans; i++) m->n_state += m->span[i].len;
 }
 
-int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
+int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
                       const CudaParallel *par, const CudaHostState *offload)
 {
-    return cuda_model_create_ft(m, cfg, B, T, recompute, flash, par, offload, NULL);
+    return cuda_model_create_ft(m, cfg, B, T, recompute, attn, par, offload, NULL);
 }
 
 /* What trains, from ft: refused here when this backend cannot do it. */
@@ -312,7 +338,7 @@ static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostSt
     return 0;
 }
 
-int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
+int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
                          const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft)
 {
     memset(m, 0, sizeof *m);
@@ -330,8 +356,9 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     int split = master_split_wanted(offload);   /* a bad LLMC_MASTER: refused before any allocation */
     if (split < 0) return -1;
     m->B = B; m->T = T; m->recompute = recompute;
-    m->flash = flash && k_flash_supported(cfg->head_dim, T);
-    if (flash && !m->flash)
+    m->flash = attn != CUDA_ATTN_EAGER && k_flash_supported(cfg->head_dim, T);
+    m->deterministic = attn != CUDA_ATTN_FUSED;
+    if (attn != CUDA_ATTN_EAGER && !m->flash)
         log_warn("fused attention needs head_dim 32/64/128 and T %% 64 == 0; "
                 "using materialised attention");
     const ModelConfig *c = &m->cfg;
@@ -425,17 +452,18 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     m->dh = dalloc(m, N * F * BB, &fail);
     m->datt = dalloc(m, N * HD * BB, &fail);
     if (m->flash) {
-        m->fa_scratch = dalloc(m, k_flash_bwd_scratch_floats(B, (int)H, T, c->head_dim) * FF, &fail);
+        size_t nfa = k_flash_bwd_scratch_floats(B, (int)H, T, c->head_dim, m->deterministic);
+        m->fa_scratch = dalloc(m, nfa * FF, &fail);
     } else {
         m->dO = dalloc(m, N * HD * BB, &fail);
         m->dP = dalloc(m, PP * BB, &fail);
     }
-    if (attn_cudnn_setup(m, &fail)) return -1;
     m->dq = dalloc(m, N * HD * BB, &fail);
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
     m->dqkv = dalloc(m, N * QKVD * BB, &fail);
     if (m->finetune == CUDA_FT_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
+    if (attn_cudnn_setup(m, &fail)) return -1;   /* last: it weighs its workspace against what is free */
     if (fail) return -1;
     if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {
         log_error("too many layers");
@@ -593,7 +621,7 @@ static void attn_fused_bwd(CudaModel *m, const LayerCtx *z)
                        z->st);
     else
         k_flash_bwd(m->dq, m->dk, m->dv, a->q, a->k, a->v, a->att, m->datt, a->lse, m->pos, m->fa_scratch,
-                    z->B, z->H, z->KV, z->T, z->D, z->st);
+                    z->B, z->H, z->KV, z->T, z->D, m->deterministic, z->st);
 }
 
 /* The attention core from the rotated q, k, v: a->att [N, HD] (flash: and a->lse).

@@ -102,6 +102,7 @@ typedef struct {
     ModelConfig cfg;                    /* the one description (runtime/model/model.h) */
     int B, T, recompute;                /* micro-batch shape; recompute: CUDA_RECOMPUTE_* */
     int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
+    int deterministic;                  /* the same bits every run: no order-dependent float atomics */
     /* parameters */
     CudaParam *params; int n_params;    /* the HF tensors */
     CudaLayerOffsets *lo;
@@ -163,11 +164,16 @@ int cuda_model_supports(const ModelConfig *cfg, char *err, size_t errlen);
 /* Lay out the parameter table only (no GPU): every tensor of runtime/model/model.h's
  * layout, in its order and with its HF name, placed in the flat buffer. */
 int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world);
+/* Attention: materialised scores ("eager"), fused (cuDNN when built, else the flash
+ * kernels; the backward sums dQ with float atomics) or fused and deterministic (the
+ * flash kernels' atomic-free dQ pass, or cuDNN's deterministic form when
+ * LLMC_ATTN=cudnn asks for it). Eager is deterministic too. */
+enum { CUDA_ATTN_EAGER, CUDA_ATTN_FUSED, CUDA_ATTN_FUSED_DETERMINISTIC };
 /* Allocate everything on the current device for micro-batch B x T. recompute:
- * CUDA_RECOMPUTE_*. flash: fused attention when the head size and T allow it (else
- * materialised scores, "eager"). offload: NULL, or the host state that holds the
+ * CUDA_RECOMPUTE_*. attn: CUDA_ATTN_*; fused needs a head size and T the kernels
+ * take (else materialised scores). offload: NULL, or the host state that holds the
  * master weights and moments (one rank). 0 or -1 with a message. */
-int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
+int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
                       const CudaParallel *par, const CudaHostState *offload);
 /* The same with only part of the model training (ft NULL: everything). Under freeze
  * the fp32 master and moments cover the trained layers only; under lora the base
@@ -179,7 +185,7 @@ typedef struct {
     int train_lo, train_hi;             /* freeze: the trained layers [train_lo, train_hi) */
     const Lora *lora;                   /* lora: the host adapters (shapes, names, scale, targets) */
 } CudaFinetune;
-int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int flash,
+int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
                          const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft);
 /* Under offload: the bf16 working weights from the host master weights, and the
  * AdamW step count (moments are already the host's). */

@@ -133,10 +133,10 @@ static int opt_enum(Ctx *c, const cJSON *obj, const char *sect, const char *key,
     return k < 0 ? dflt : k;
 }
 
-/* An optional bool key: false when absent (plans written before it). */
-static int opt_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key)
+/* An optional bool key: dflt when absent (plans written before it). */
+static int opt_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key, int dflt)
 {
-    return cJSON_GetObjectItemCaseSensitive(obj, key) ? get_bool(c, obj, sect, key) : 0;
+    return cJSON_GetObjectItemCaseSensitive(obj, key) ? get_bool(c, obj, sect, key) : dflt;
 }
 
 /* A directory the trainer writes (and rotates checkpoints) in. */
@@ -403,8 +403,8 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
 
     p->context = (int)get_lim(c, da, PL_DATA_CONTEXT, 0);
     p->packing = get_bool(c, da, "data", "packing");
-    p->train_on_prompt = opt_bool(c, da, "data", "train_on_prompt");
-    p->mask_history = opt_bool(c, da, "data", "mask_history");
+    p->train_on_prompt = opt_bool(c, da, "data", "train_on_prompt", 0);
+    p->mask_history = opt_bool(c, da, "data", "mask_history", 0);
     if (p->train_on_prompt && p->mask_history)
         fail(c, "data.mask_history", "cannot be true together with data.train_on_prompt");
     else if ((p->train_on_prompt || p->mask_history) && p->stage && strcmp(p->stage, "sft"))
@@ -482,6 +482,7 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     one_of(c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
     p->recompute = (Recompute)opt_enum(c, tr, "train", "recompute", recompute_json_names, RECOMPUTE_NONE);
     p->attention = (RunAttention)opt_enum(c, tr, "train", "attention", run_attention_names, RUN_ATTENTION_FLASH);
+    p->deterministic = opt_bool(c, tr, "train", "deterministic", 1);
 }
 
 /* "parallel": world size, data parallel (at most the world), ZeRO stage,

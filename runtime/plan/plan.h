@@ -88,6 +88,7 @@ typedef struct {
     char *precision;            /* "bf16" | "fp16" | "fp32" */
     Recompute recompute;     /* absent: none */
     RunAttention attention;     /* absent: flash */
+    int deterministic;          /* the same bits every run (CUDA: no float atomics); absent: true */
     /* parallel */
     int world_size, data_parallel;
     int zero_stage;             /* 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded */

@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 #include "flash_attn.h"
 #include "attn_cudnn.h"
+#include "cuda_layout.h"
 
 static int n_pass, n_fail;
 
@@ -184,7 +185,7 @@ static void dev_alloc(Dev *d, int B, int H, int KV, int T, int D, size_t ws)
     d->q = dmalloc(nq * 2); d->k = dmalloc(nk * 2); d->v = dmalloc(nk * 2); d->o = dmalloc(nq * 2);
     d->dO = dmalloc(nq * 2); d->dq = dmalloc(nq * 2); d->dk = dmalloc(nk * 2); d->dv = dmalloc(nk * 2);
     d->lse = dmalloc((size_t)B * H * T * 4);
-    d->scratch = dmalloc(k_flash_bwd_scratch_floats(B, H, T, D) * 4);
+    d->scratch = dmalloc(k_flash_bwd_scratch_floats(B, H, T, D, 0) * 4);   /* the larger: both forms run */
     d->pos = dmalloc((size_t)B * T * 4);
     d->ws = dmalloc(ws);
 }
@@ -265,10 +266,12 @@ static void check_vs_out(const char *what, const Out *x, const Out *y, int B, in
 
 static const double LN2 = 0.6931471805599453;
 
-static void run_flash(Dev *d, int B, int H, int KV, int T, int D)
+/* det: dQ by the atomic-free pass, else through fp32 atomics */
+static void run_flash(Dev *d, int B, int H, int KV, int T, int D, int det)
 {
     k_flash_fwd(d->o, d->lse, d->q, d->k, d->v, d->pos, B, H, KV, T, D, 0);
-    k_flash_bwd(d->dq, d->dk, d->dv, d->q, d->k, d->v, d->o, d->dO, d->lse, d->pos, d->scratch, B, H, KV, T, D, 0);
+    k_flash_bwd(d->dq, d->dk, d->dv, d->q, d->k, d->v, d->o, d->dO, d->lse, d->pos, d->scratch, B, H, KV, T, D, det,
+                0);
 }
 
 static void run_cudnn(AttnCudnn *a, Dev *d)
@@ -314,10 +317,13 @@ static void one_case(int B, int H, int KV, int T, int D, int docs)
         check(ws > 0, name, ws ? "" : err);
         if (ws) {
             use_cudnn = attn_cudnn_set_rows(a, pos, ws, 0);
-            snprintf(name, sizeof name, "%s: cuDNN takes the rows", what);
-            snprintf(detail, sizeof detail, "%d documents, ragged batch %d",
-                     attn_cudnn_documents(pos, B, T, NULL, NULL, 1 << 20), attn_cudnn_rows_documents(a));
-            check(use_cudnn && (attn_cudnn_rows_documents(a) > 0) == (docs > 0), name, detail);
+            int n = attn_cudnn_documents(pos, B, T, NULL, NULL, 1 << 20);
+            /* the deterministic form's workspace grows with the documents: it is set
+             * aside for LLMC_CUDNN_DOCS_PER_ROW a row, and rows with more go to flash */
+            int over = attn_cudnn_deterministic(a) && n > LLMC_CUDNN_DOCS_PER_ROW * B;
+            snprintf(name, sizeof name, "%s: cuDNN %s the rows", what, over ? "declines" : "takes");
+            snprintf(detail, sizeof detail, "%d documents, ragged batch %d", n, attn_cudnn_rows_documents(a));
+            check(over ? !use_cudnn : use_cudnn && (attn_cudnn_rows_documents(a) > 0) == (docs > 0), name, detail);
         }
     }
     Dev d;
@@ -327,9 +333,20 @@ static void one_case(int B, int H, int KV, int T, int D, int docs)
     CK(cudaMemcpy(d.v, V, nk * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.dO, dO, nq * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.pos, pos, (size_t)B * T * 4, cudaMemcpyHostToDevice));
-    Out fl, cu;
-    run_flash(&d, B, H, KV, T, D);
+    Out fl, cu, fa;
+    run_flash(&d, B, H, KV, T, D, 0);   /* the atomics' form first: its dQ must not leak into the next */
+    out_get(&fa, &d, B, H, KV, T, D);
+    run_flash(&d, B, H, KV, T, D, 1);
     out_get(&fl, &d, B, H, KV, T, D);
+    {   /* the deterministic backward gives the same bits again */
+        Out again;
+        run_flash(&d, B, H, KV, T, D, 1);
+        out_get(&again, &d, B, H, KV, T, D);
+        snprintf(name, sizeof name, "%s flash backward deterministic", what);
+        check(!memcmp(again.dq, fl.dq, nq * 2) && !memcmp(again.dk, fl.dk, nk * 2) && !memcmp(again.dv, fl.dv, nk * 2),
+              name, "");
+        out_free(&again);
+    }
     if (use_cudnn) {
         run_cudnn(a, &d);
         out_get(&cu, &d, B, H, KV, T, D);
@@ -340,6 +357,8 @@ static void one_case(int B, int H, int KV, int T, int D, int docs)
         reference(&r, Q, K, V, dO, pos, B, H, KV, T, D);
         snprintf(name, sizeof name, "%s flash vs fp64", what);
         check_vs_ref(name, &fl, &r, B, H, KV, T, D, LN2);
+        snprintf(name, sizeof name, "%s flash (dQ atomics) vs fp64", what);
+        check_vs_ref(name, &fa, &r, B, H, KV, T, D, LN2);
         if (use_cudnn) {
             snprintf(name, sizeof name, "%s cuDNN vs fp64", what);
             check_vs_ref(name, &cu, &r, B, H, KV, T, D, 1.0);
@@ -362,6 +381,9 @@ static void one_case(int B, int H, int KV, int T, int D, int docs)
         }
         out_free(&cu);
     }
+    snprintf(name, sizeof name, "%s flash, dQ atomics vs deterministic", what);
+    check_vs_out(name, &fa, &fl, B, H, KV, T, D, 1.0);
+    out_free(&fa);
     out_free(&fl);
     dev_free(&d);
     attn_cudnn_destroy(a);
@@ -385,7 +407,7 @@ static float time_ms(void (*fn)(void *), void *arg, int iters)
     return ms / iters;
 }
 
-typedef struct { AttnCudnn *a; Dev *d; int B, H, KV, T, D; } TimeArg;
+typedef struct { AttnCudnn *a; Dev *d; int B, H, KV, T, D, det; } TimeArg;
 
 static void t_flash_fwd(void *p)
 {
@@ -397,7 +419,7 @@ static void t_flash_bwd(void *p)
     TimeArg *t = p;
     Dev *d = t->d;
     k_flash_bwd(d->dq, d->dk, d->dv, d->q, d->k, d->v, d->o, d->dO, d->lse, d->pos, d->scratch,
-                t->B, t->H, t->KV, t->T, t->D, 0);
+                t->B, t->H, t->KV, t->T, t->D, t->det, 0);
 }
 static void t_cudnn_fwd(void *p)
 {
@@ -415,7 +437,7 @@ static void t_cudnn_bwd(void *p)
 static void time_impl(const char *label, const char *kind, Dev *d, const int *pos, int B, int H, int KV, int T,
                       int D, int cudnn, int deterministic)
 {
-    TimeArg t = {NULL, d, B, H, KV, T, D};
+    TimeArg t = {NULL, d, B, H, KV, T, D, deterministic};
     char err[512] = "", ws_note[64] = "";
     double flops = 4.0 * B * H * (double)T * T * D / 2;   /* causal: half the square */
     CK(cudaMemcpy(d->pos, pos, (size_t)B * T * 4, cudaMemcpyHostToDevice));
@@ -458,10 +480,12 @@ static void time_shape(const char *label, int B, int H, int KV, int T, int D)
     CK(cudaMemcpy(d.v, h + nk, nk * 2, cudaMemcpyHostToDevice));
     for (int i = 0; i < B * T; i++) { plain[i] = i % T; docs[i] = i % (T / 4); }
     printf("%s: B=%d H=%d KV=%d T=%d D=%d\n", label, B, H, KV, T, D);
-    time_impl(label, "flash, causal", &d, plain, B, H, KV, T, D, 0, 0);
+    time_impl(label, "flash, causal, deterministic", &d, plain, B, H, KV, T, D, 0, 1);
+    time_impl(label, "flash, causal, atomics", &d, plain, B, H, KV, T, D, 0, 0);
     time_impl(label, "cuDNN, causal, deterministic", &d, plain, B, H, KV, T, D, 1, 1);
     time_impl(label, "cuDNN, causal, atomics", &d, plain, B, H, KV, T, D, 1, 0);
-    time_impl(label, "flash, 4 documents a row", &d, docs, B, H, KV, T, D, 0, 0);
+    time_impl(label, "flash, 4 documents a row, determ.", &d, docs, B, H, KV, T, D, 0, 1);
+    time_impl(label, "flash, 4 documents a row, atomics", &d, docs, B, H, KV, T, D, 0, 0);
     time_impl(label, "cuDNN, 4 documents a row, determ.", &d, docs, B, H, KV, T, D, 1, 1);
     dev_free(&d);
     free(h); free(plain); free(docs);

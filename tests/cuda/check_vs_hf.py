@@ -194,6 +194,8 @@ def main():
     ap.add_argument("--recompute", action="store_true")
     ap.add_argument("--head-dim", type=int, default=32)
     ap.add_argument("--eager-attention", action="store_true", help="materialised-score attention path")
+    ap.add_argument("--nondeterministic", action="store_true",
+                    help="fused attention's backward with float atomics (train.deterministic = false)")
     ap.add_argument("--selective-recompute", action="store_true")
     ap.add_argument("--offload", action="store_true", help="master weights and AdamW moments in host memory")
     ap.add_argument("--arch", choices=["qwen2", "qwen3"], default="qwen2")
@@ -208,7 +210,8 @@ def main():
     res = Results()
     V = CFG["vocab_size"]
     extra = (["--recompute"] if args.recompute else []) + (["--eager-attention"] if args.eager_attention else []) + \
-        (["--selective-recompute"] if args.selective_recompute else []) + (["--offload"] if args.offload else [])
+        (["--selective-recompute"] if args.selective_recompute else []) + (["--offload"] if args.offload else []) + \
+        (["--nondeterministic"] if args.nondeterministic else [])
 
     cfg, model = make_weights(1234)
     save_model(cfg, model, args.work)

@@ -1,23 +1,37 @@
 #!/bin/bash
-# GPU trust (issue 27), one section of tests/cuda/device.sh: compute-sanitizer over
-# a few steps of each path, two runs of one plan giving the same bits, and the
-# tiny plan's held-out exact match over several seeds.
-#   tests/cuda/trust.sh OUTDIR [SEEDS]
+# GPU trust (issue 27), the `trust` section of tests/cuda/device.sh: two runs of one
+# plan giving the same bits, the tiny plan's held-out exact match over seeds (ours
+# and the PyTorch bf16 reference's), and compute-sanitizer over a few steps of
+# every path the trainer has.
+#   tests/cuda/trust.sh OUTDIR [SECTION...]     sections: repro seeds san (default: all)
+#   TRUST_SEEDS="1 2 3 4 5"  the seeds of `seeds`
 # Needs build/llmc-train-cuda and .cuda-run/tiny (tests/cuda/make_tiny_run.sh).
+# Shapes: tiny (head_dim 16: materialised attention only), small (head_dim 64,
+# cuDNN and the flash kernels), 0.5b (Qwen2.5-0.5B's layers on the tiny vocabulary).
 set -uo pipefail
-out=${1:?usage: trust.sh OUTDIR [SEEDS]}
-seeds=${2:-1 2 3 4 5}
+out=${1:?usage: trust.sh OUTDIR [SECTION...]}
+shift
+sections=${*:-repro seeds san}
+has() { [[ " $sections " == *" $1 "* ]]; }
+seeds=${TRUST_SEEDS:-1 2 3 4 5}
 r=.cuda-run/tiny bin=./build/llmc-train-cuda
 mkdir -p "$out"
 note() { echo "$*" | tee -a "$out/summary.txt"; }
-# variant BASE NAME SEED [ATTENTION]: plan-NAME.json, BASE with its own output and seed
+# variant BASE NAME SEED [KEY=JSON...]: plan-NAME.json, BASE with its own output and
+# seed; KEY is train.X, model.X or a shape (shape=small|0.5b)
 variant() {
-    python3 - "$r/$1.json" "$r/plan-$2.json" "$2" "$3" "${4:-}" <<'PY'
+    python3 - "$r/$1.json" "$r/plan-$2.json" "$2" "$3" "${@:4}" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1])); n = sys.argv[3]
 p["output"]["dir"] = "run-" + n; p["checkpoint"]["dir"] = "run-" + n + "/ckpt"
 p["train"]["seed"] = int(sys.argv[4])
-if sys.argv[5]: p["train"]["attention"] = sys.argv[5]
+shapes = {"small": dict(hidden=128, heads=2, kv_heads=1, head_dim=64, ffn=352),
+          "0.5b": dict(layers=24, hidden=896, heads=14, kv_heads=2, head_dim=64, ffn=4864)}
+for kv in sys.argv[5:]:
+    k, v = kv.split("=", 1)
+    if k == "shape": p["model"].update(shapes[v]); continue
+    sect, key = k.split(".")
+    p[sect][key] = json.loads(v)
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 PY
 }
@@ -40,37 +54,68 @@ diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 ha, hb = sha(sys.argv[1]), sha(sys.argv[2])
 ok = len(a) == len(b) and diff is None and ha == hb and ha
 print(("SAME" if ok else "DIFFERENT") + f": {len(a)} vs {len(b)} steps, first differing step "
-      f"{a[diff][0] if diff is not None else '-'}, weights {'equal' if ha == hb else 'differ'} "
-      f"({', '.join(k + ' ' + v[:12] for k, v in sorted(ha.items()))})")
+      f"{a[diff][0] if diff is not None else '-'}, final loss {a[-1][1] if a else '-'} / {b[-1][1] if b else '-'}, "
+      f"weights {'equal' if ha == hb else 'differ'} ({', '.join(k + ' ' + v[:12] for k, v in sorted(ha.items()))})")
 PY
 }
-# reproducibility: the same plan twice
-for v in "plan-gpu eager" "plan-gpu flash" "plan-gpu-lora eager"; do
-    set -- $v
+# twice NAME BASE [KEY=JSON...]: the plan run twice from scratch, compared
+twice() {
+    local name=$1 base=$2; shift 2
     for k in a b; do
-        variant $1 rep$k 42 $2
-        rm -rf $r/run-rep$k
-        $bin run $r/plan-rep$k.json > "$out/rep_${1}_$2_$k.log" 2>&1
+        variant "$base" "$name$k" 42 "$@"
+        rm -rf "$r/run-$name$k"
+        local t0=$SECONDS
+        $bin run "$r/plan-$name$k.json" > "$out/twice_$name$k.log" 2>&1 || note "twice $name: run $k exit $?"
+        echo "$name$k: $((SECONDS - t0)) s" >> "$out/times.txt"
     done
-    note "twice $1 $2: $(same repa repb)"
-done
-# held-out exact match over seeds
-for s in $seeds; do
-    variant plan-gpu seed$s $s
-    rm -rf $r/run-seed$s
-    $bin run $r/plan-seed$s.json --eval-shards $r/shards-eval > "$out/seed$s.log" 2>&1
-    note "seed $s: exit $? ; $(tr -d ' \n' < $r/run-seed$s/result.json 2>/dev/null)"
-done
-# sanitizers: 3 steps of each path
-for v in "plan-gpu eager memcheck initcheck racecheck synccheck" "plan-gpu flash memcheck initcheck racecheck" \
-         "plan-gpu-lora eager memcheck initcheck" "plan-gpu-freeze eager initcheck"; do
-    set -- $v
-    variant $1 san 42 $2
-    base=$1 att=$2; shift 2
-    for tool in "$@"; do
-        rm -rf $r/run-san
-        compute-sanitizer --tool $tool --show-backtrace device --print-limit 20 $bin run $r/plan-san.json \
-            --stop-after 3 > "$out/san_${base}_${att}_$tool.log" 2>&1
-        note "sanitizer $tool $base $att: exit $? ; $(grep -h 'ERROR SUMMARY' "$out/san_${base}_${att}_$tool.log" | tail -1)"
+    note "twice $name ($*): $(same "${name}a" "${name}b")"
+}
+if has repro; then
+    twice tiny plan-gpu
+    twice small plan-gpu shape=small train.attention='"flash"'
+    LLMC_ATTN=cudnn twice small-cudnn plan-gpu shape=small train.attention='"flash"'
+    twice small-nondet plan-gpu shape=small train.attention='"flash"' train.deterministic=false
+    twice lora plan-gpu-lora
+    twice 0.5b plan-gpu shape=0.5b train.attention='"flash"' train.max_steps=200
+fi
+if has seeds; then
+    for s in $seeds; do
+        variant plan-gpu seed$s "$s"
+        rm -rf "$r/run-seed$s"
+        $bin run "$r/plan-seed$s.json" --eval-shards "$r/shards-eval" > "$out/seed$s.log" 2>&1
+        note "gpu seed $s: exit $? ; $(tr -d ' \n' < "$r/run-seed$s/result.json" 2>/dev/null)"
     done
-done
+    if [[ -f tests/cuda/torch_ref_seeds.sh ]]; then
+        bash tests/cuda/torch_ref_seeds.sh "$out/ref" $seeds 2>&1 | tee -a "$out/summary.txt"
+    fi
+fi
+# san NAME TOOLS BASE [KEY=JSON...]: each tool over 3 steps of the plan
+san() {
+    local name=$1 tools=$2 base=$3; shift 3
+    variant "$base" "san-$name" 42 "$@"
+    for tool in $tools; do
+        rm -rf "$r/run-san-$name"
+        compute-sanitizer --tool "$tool" --show-backtrace device --print-limit 20 $bin run "$r/plan-san-$name.json" \
+            --stop-after 3 > "$out/san_${name}_$tool.log" 2>&1
+        note "sanitizer $tool $name: exit $? ; $(grep -h 'ERROR SUMMARY' "$out/san_${name}_$tool.log" | tail -1)"
+    done
+}
+if has san; then
+    all="memcheck initcheck racecheck synccheck"
+    flash='train.attention="flash"'
+    san tiny "$all" plan-gpu
+    san small-flash "$all" plan-gpu shape=small "$flash"
+    LLMC_ATTN=cudnn san small-cudnn "$all" plan-gpu shape=small "$flash"
+    san small-cudnn-nondet "memcheck initcheck racecheck" plan-gpu shape=small "$flash" train.deterministic=false
+    LLMC_ATTN=flash san small-flash-nondet "memcheck initcheck racecheck" plan-gpu shape=small "$flash" \
+        train.deterministic=false
+    san small-recompute "memcheck initcheck" plan-gpu shape=small "$flash" train.recompute='"full"'
+    san small-selective "memcheck initcheck" plan-gpu shape=small "$flash" train.recompute='"selective"'
+    san small-offload "memcheck initcheck" plan-gpu shape=small "$flash" parallel.offload='"optimizer"'
+    san small-qwen3 "memcheck initcheck" plan-gpu shape=small "$flash" model.arch='"qwen3"' model.qk_norm=true \
+        model.qkv_bias=false
+    LLMC_MASTER=split san small-split "memcheck initcheck" plan-gpu shape=small "$flash"
+    san lora "$all" plan-gpu-lora
+    san freeze "memcheck initcheck racecheck" plan-gpu-freeze
+    san 0.5b "memcheck initcheck" plan-gpu shape=0.5b "$flash"
+fi
