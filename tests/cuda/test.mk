@@ -21,3 +21,12 @@ attn-check: $(BUILD)/attn_check
 $(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)/cuda/flash_attn.cu.o \
                     $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) $(CUDNN_LIBS) -lcudart -lstdc++ -lm
+
+# tests/cuda/initcheck_probe.c: the QKV product into a never-written buffer, read by
+# the RoPE kernel, checked on the host (needs a GPU; trust.sh runs it plain and under
+# compute-sanitizer initcheck: issue 27's qkv_rope_fwd_k report).
+.PHONY: initcheck-probe
+initcheck-probe: $(BUILD)/initcheck_probe
+$(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c $(BUILD)/cuda/gemm.o \
+                         $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
+	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm

@@ -4,6 +4,7 @@
 # and the PyTorch bf16 reference's), and compute-sanitizer over a few steps of
 # every path the trainer has.
 #   tests/cuda/trust.sh OUTDIR [SECTION...]     sections: repro seeds san (default: all)
+# san first runs tests/cuda/initcheck_probe.c plainly and under initcheck (docs/cuda.md).
 #   TRUST_SEEDS="1 2 3 4 5"  the seeds of `seeds`
 # Needs build/llmc-train-cuda and .cuda-run/tiny (tests/cuda/make_tiny_run.sh).
 # Shapes: tiny (head_dim 16: materialised attention only), small (head_dim 64,
@@ -101,6 +102,16 @@ san() {
     done
 }
 if has san; then
+    # initcheck's qkv_rope_fwd_k report: is the product's buffer really unwritten?
+    if make -s initcheck-probe > "$out/probe_build.log" 2>&1; then
+        ./build/initcheck_probe > "$out/probe.log" 2>&1
+        note "initcheck probe, plain: exit $? ; $(tail -1 "$out/probe.log")"
+        compute-sanitizer --tool initcheck --print-limit 5 ./build/initcheck_probe > "$out/probe_initcheck.log" 2>&1
+        note "initcheck probe under initcheck: exit $? ; $(grep -h 'passed,' "$out/probe_initcheck.log" | tail -1) ;" \
+             "$(grep -h 'ERROR SUMMARY' "$out/probe_initcheck.log" | tail -1)"
+    else
+        note "initcheck probe: build FAILED"
+    fi
     all="memcheck initcheck racecheck synccheck"
     flash='train.attention="flash"'
     san tiny "$all" plan-gpu
