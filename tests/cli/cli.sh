@@ -198,6 +198,55 @@ else bad "check -q (exit $rc0, $rc1, $rc2)" "$T/q0.err" "$T/q1.err" "$T/q2.out";
 [[ $rc -eq 1 ]] && grep -q "error:" "$T/q4.err" && ! grep -q "^[^ ]*: note:" "$T/q4.err" \
     && ok "check -q of a plan with an error: the error shown, no notes, exit 1" || bad "check -q with an error (exit $rc)" "$T/q4.err"
 
+# --set BLOCK.KEY=VALUE (issue 34): the value lexed, parsed and checked like the
+# file's, diagnostics pointing into the argument; on llmc, check and explain
+"$LLMC" check --set train.batch=x "$PLAN" >"$T/s1.out" 2>"$T/s1.err"; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "^--set train.batch:1:19: error: 'batch' must be a count per gpu, found name 'x'" "$T/s1.err" \
+   && grep -qF -- "1 | --set train.batch=x" "$T/s1.err"; then ok "check --set train.batch=x: exit 1, the error at the argument's column"
+else bad "check --set train.batch=x (exit $rc)" "$T/s1.err"; fi
+"$LLMC" check --set train.bach=4 "$PLAN" >/dev/null 2>"$T/s2.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "^--set train.bach:1:13: error: unknown key 'bach' in train block 'tiny_sft'; did you mean 'batch'?" "$T/s2.err" \
+    && ok "--set train.bach=4: unknown key, did you mean 'batch'" || bad "--set train.bach (exit $rc)" "$T/s2.err"
+"$LLMC" check --set trian.lr=1e-3 "$PLAN" >/dev/null 2>"$T/s3.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "no block 'trian'; did you mean 'train'?" "$T/s3.err" \
+    && ok "--set trian.lr: no such block, did you mean 'train'" || bad "--set trian.lr (exit $rc)" "$T/s3.err"
+"$LLMC" check --set 'train.lr=1 } job x {' "$PLAN" >/dev/null 2>"$T/s4.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "expected one value after '='" "$T/s4.err" \
+    && ok "--set with a value that closes the block: refused, one value only" || bad "--set injection (exit $rc)" "$T/s4.err"
+"$LLMC" check --set train.lr=1e-3 --set train.lr=2e-3 "$PLAN" >/dev/null 2>"$T/s5.err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q "the key is given twice" "$T/s5.err" && ok "--set of one key twice: exit 2" || bad "--set twice (exit $rc)" "$T/s5.err"
+usage_err "llmc fmt --set" "--set and --sweep are for llmc, check and explain" "$LLMC" fmt --set train.lr=1 "$PLAN"
+usage_err "llmc check --sweep" "--sweep compiles one output per point" "$LLMC" check --sweep train.lr=1,2 "$PLAN"
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/set-out" --set train.lr=3e-4 --set 'tiny_job.time=2 h') >"$T/s6.log" 2>&1; rc=$?
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); sys.exit(0 if abs(p["train"]["lr"]-3e-4)<1e-12 else 1)' "$T/set-out/plan.json" \
+   && grep -q -- "--time=0-02:00:00" "$T/set-out/"*.slurm; then ok "llmc --set train.lr=3e-4 --set tiny_job.time=2 h: plan.json's lr, the script's --time"
+else bad "compile with --set (exit $rc)" "$T/s6.log"; fi
+"$LLMC" explain --set 'train.context=64' "$PLAN" >"$T/s7.out" 2>&1; rc=$?
+"$LLMC" explain "$PLAN" >"$T/s7b.out" 2>&1
+[[ $rc -eq 0 ]] && ! cmp -s "$T/s7.out" "$T/s7b.out" && grep -q "context 64" "$T/s7.out" \
+    && ok "explain --set train.context=64: the estimate at context 64" || bad "explain --set (exit $rc)" "$T/s7.out"
+
+# --sweep: one output directory per point (two keys: every pair), a table, exit 1 if a point has errors
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/sw" --sweep 'train.lr=1e-3,2e-3,4e-3') >"$T/sw.out" 2>"$T/sw.err"; rc=$?
+if [[ $rc -eq 0 && -f $T/sw/lr=1e-3/plan.json && -f $T/sw/lr=2e-3/plan.json && -f $T/sw/lr=4e-3/plan.json ]] \
+   && [[ $(grep -c "tiny_job .* yes " "$T/sw.out") -eq 3 ]] && head -n 1 "$T/sw.out" | grep -q "point .*memory/device .*fits .*time to train .*tokens/s" \
+   && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["train"]["lr"]==2e-3 else 1)' "$T/sw/lr=2e-3/plan.json"
+then ok "--sweep train.lr=1e-3,2e-3,4e-3: three outputs, each with its lr, a table of three rows"
+else bad "--sweep lr (exit $rc)" "$T/sw.out" "$T/sw.err"; fi
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/sw2" --sweep 'train.lr=1e-3,x' --sweep 'train.epochs=1,2') >"$T/sw2.out" 2>"$T/sw2.err"; rc=$?
+if [[ $rc -eq 1 && -d $T/sw2/lr=1e-3,epochs=1 && -d $T/sw2/lr=1e-3,epochs=2 && ! -e $T/sw2/lr=x,epochs=1 ]] \
+   && [[ $(grep -c "not written (1 error)" "$T/sw2.out") -eq 2 ]] && grep -q "^llmc: sweep point lr=x,epochs=2:" "$T/sw2.err" \
+   && grep -q "^--sweep train.lr:1:18: error" "$T/sw2.err"
+then ok "two --sweep: four points, the two with lr=x not written, named, exit 1"
+else bad "--sweep x2 (exit $rc)" "$T/sw2.out" "$T/sw2.err"; fi
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/sw3" --format json --sweep 'train.lr=1e-3,2e-3') >"$T/sw3.out" 2>"$T/sw3.err"; rc=$?
+[[ $rc -eq 0 ]] && python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"]; sys.exit(0 if len(p)==2 and p[1]["values"]=={"train.lr":"2e-3"} and p[0]["jobs"][0]["estimate"]["fits"] else 1)' "$T/sw3.out" \
+    && ok "--sweep --format json: the points, their values and estimates" || bad "--sweep json (exit $rc)" "$T/sw3.out" "$T/sw3.err"
+usage_err "--sweep with an empty value" "an empty value" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,,2
+usage_err "--sweep with a value twice" "two points are both 'lr=1'" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,1
+usage_err "three --sweep" "at most two --sweep" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,2 --sweep train.epochs=1,2 --sweep job.nodes=1,2
+usage_err "--set and --sweep of one key" "the key is given twice" "$LLMC" "$PLAN" -o "$T/sw4" --set train.lr=1 --sweep train.lr=1,2
+
 # each man page section once (llmc.1 had two FILES sections), and -q in llmc.1
 dup=$(for m in "$ROOT/docs/llmc.1" "$ROOT/docs/llmc-train.1"; do grep '^\.SH ' "$m" | sort | uniq -d | sed "s|^|${m##*/}: |"; done)
 [[ -z $dup ]] && grep -q 'quiet' "$ROOT/docs/llmc.1" && ok "man pages: each section once; llmc.1 documents -q" \
