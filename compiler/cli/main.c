@@ -5,6 +5,7 @@
 #include "fmt.h"
 #include "frontend.h"
 #include "status.h"
+#include "submit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -639,6 +640,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0) return status_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "submit") == 0) return submit_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "cancel") == 0) return cancel_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "logs") == 0) return logs_main(argc - 1, argv + 1);
     if (strcmp(cmd, "init-model") == 0) return init_model_main(argc - 1, argv + 1);
     return cmd_compile(argc, argv);   /* llmc PLAN -o DIR: argv[0] is the program */
 }
