@@ -17,7 +17,7 @@ help() {
     if [[ $rc -eq 0 ]] && grep -q "usage:" "$T/h.out" && [[ ! -s $T/h.err ]]; then ok "$(basename "$1") ${*:2}: exit 0, usage on stdout"
     else bad "$(basename "$1") ${*:2} (exit $rc)" "$T/h.out" "$T/h.err"; fi
 }
-for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "init-model --help" "$PLAN --help" "check -h"; do
+for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "submit --help" "cancel --help" "logs --help" "init-model --help" "$PLAN --help" "check -h"; do
     # shellcheck disable=SC2086
     help "$LLMC" $a
 done
