@@ -21,7 +21,7 @@ for a in --help -h help "check --help" "fmt --help" "explain --help" "status --h
     # shellcheck disable=SC2086
     help "$LLMC" $a
 done
-for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "generate --help" "run -h"; do
+for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "generate --help" "export --help" "run -h"; do
     # shellcheck disable=SC2086
     help "$TRAIN" $a
 done
@@ -246,6 +246,53 @@ usage_err "--sweep with an empty value" "an empty value" "$LLMC" "$PLAN" -o "$T/
 usage_err "--sweep with a value twice" "two points are both 'lr=1'" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,1
 usage_err "three --sweep" "at most two --sweep" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,2 --sweep train.epochs=1,2 --sweep job.nodes=1,2
 usage_err "--set and --sweep of one key" "the key is given twice" "$LLMC" "$PLAN" -o "$T/sw4" --set train.lr=1 --sweep train.lr=1,2
+
+# llmc-train export (issue 34): any verified checkpoint as the HF model the run
+# writes at its end; the last step's export is the run's final/ byte for byte
+# (LoRA: the adapter too); a mid-run export loads in the PyTorch model of
+# tests/cpu (check_hf_load.py's reader) and differs from the final one
+ROOT_SAVE=$ROOT; . "$ROOT/tests/e2e/tiny_examples.sh"; ROOT=$ROOT_SAVE
+E=$T/export && mkdir -p "$E" && tiny_examples "$E" && cp "$PLAN" "$E/examples/tiny/tiny.llm"
+ex_run() {   # NAME SET...: compile the tiny plan with 40 steps, a checkpoint every 20, and train it
+    local name=$1; shift
+    (cd "$E" && "$LLMC" -q examples/tiny/tiny.llm -o "p-$name" --set 'train.max_steps=40' --set 'train.checkpoint_every=20 steps' \
+        --set "train.output=\"run-$name\"" "$@" && env LLMC_THREADS=2 "$TRAIN" prepare "p-$name/plan.json" &&
+        env LLMC_THREADS=2 "$TRAIN" run "p-$name/plan.json") >"$E/$name.log" 2>&1
+}
+if ex_run full; then
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-full/checkpoints e40) >"$E/x1.log" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && grep -q "exported step 40 (run-full/checkpoints/step-00000040) to e40" "$E/x1.log" && diff -r "$E/e40" "$E/run-full/final" >/dev/null \
+        && ok "export of the last checkpoint (via latest) = the run's final/, byte for byte" || bad "export step 40 (exit $rc)" "$E/x1.log"
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-full/checkpoints/step-00000020 e20 && "$TRAIN" verify e20) >"$E/x2.log" 2>&1; rc=$?
+    if [[ $rc -eq 0 ]] && ! cmp -s "$E/e20/model.safetensors" "$E/e40/model.safetensors" && cmp -s "$E/e20/config.json" "$E/e40/config.json" &&
+       /usr/bin/python3 - "$ROOT/tests/cpu" "$E/e20" "$E/e40" >>"$E/x2.log" 2>&1 <<'PYEOF'
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from check_hf_load import local_logits
+ids = torch.tensor([[1, 5, 9, 14, 3, 7, 2, 11]])
+a, b = local_logits(sys.argv[2], ids), local_logits(sys.argv[3], ids)
+assert a.shape == b.shape and a.shape[:2] == (1, 8) and torch.isfinite(a).all(), a.shape
+assert (a - b).abs().max().item() > 1e-3, "step 20 and step 40 give the same logits"
+PYEOF
+    then ok "export of a mid-run checkpoint (step 20): verified manifest, loads in the HF-layout PyTorch model, not the final weights"
+    else bad "export step 20 (exit $rc)" "$E/x2.log"; fi
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-full/checkpoints e40) >"$E/x3.log" 2>&1; rc=$?
+    [[ $rc -eq 2 ]] && grep -q "e40 exists: the export writes a new directory" "$E/x3.log" && ok "export into an existing directory: exit 2" || bad "export over e40 (exit $rc)" "$E/x3.log"
+    cp -r "$E/run-full/checkpoints/step-00000020" "$E/damaged" && printf 'x' >>"$E/damaged/model.safetensors"
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json damaged ed) >"$E/x4.log" 2>&1; rc=$?
+    [[ $rc -eq 1 && ! -e $E/ed ]] && grep -q "damaged/model.safetensors" "$E/x4.log" \
+        && ok "export of a damaged checkpoint: the manifest refuses it first (exit 1), nothing written" || bad "export of a damaged checkpoint (exit $rc)" "$E/x4.log"
+    usage_err "llmc-train export without --plan" "--plan PLAN.json is needed" "$TRAIN" export "$E/run-full/checkpoints" "$E/ex"
+    usage_err "llmc-train export --adapter of a full plan" "the plan trains no LoRA adapter" "$TRAIN" export --plan "$E/p-full/plan.json" --adapter "$E/ad" "$E/run-full/checkpoints" "$E/ex"
+else bad "tiny run for export" "$E/full.log"; fi
+if ex_run lora --set train.method=lora --set train.lora_rank=4; then
+    (cd "$E" && "$TRAIN" export --plan p-lora/plan.json run-lora/checkpoints l40) >"$E/x5.log" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && diff -r "$E/l40" "$E/run-lora/final" >/dev/null && diff -r "$E/l40-adapter" "$E/run-lora/adapter" >/dev/null \
+        && ok "LoRA: export of the last checkpoint = final/ (merged) and adapter/ (PEFT), byte for byte" || bad "LoRA export (exit $rc)" "$E/x5.log"
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-lora/checkpoints lx) >"$E/x6.log" 2>&1; rc=$?
+    [[ $rc -eq 1 ]] && grep -q "is p-full/plan.json the plan this checkpoint was trained with?" "$E/x6.log" \
+        && ok "export of a LoRA checkpoint with the full plan: refused, naming the plan (exit 1)" || bad "export with the wrong plan (exit $rc)" "$E/x6.log"
+else bad "tiny LoRA run for export" "$E/lora.log"; fi
 
 # each man page section once (llmc.1 had two FILES sections), and -q in llmc.1
 dup=$(for m in "$ROOT/docs/llmc.1" "$ROOT/docs/llmc-train.1"; do grep '^\.SH ' "$m" | sort | uniq -d | sed "s|^|${m##*/}: |"; done)
