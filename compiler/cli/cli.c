@@ -2,6 +2,9 @@
 #include "cli.h"
 #include "diag.h"
 #include "arena.h"
+#include "estimate.h"
+
+#include <math.h>
 
 #include <getopt.h>
 #include <cjson/cJSON.h>
@@ -104,4 +107,66 @@ cJSON *cli_diagnostics_json(Diags *d)
     cJSON *arr = cJSON_Parse(text);
     free(text);
     return arr ? arr : cJSON_CreateArray();
+}
+
+/* DIR/index.json's n_rows, n_tokens, context and packing. false when absent or not an index. */
+static bool read_index(const char *dir, double *rows, double *tokens, double *context, int *packing)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/index.json", dir) >= sizeof path) return false;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return false;
+    char *buf = xmalloc(1 << 22);
+    size_t n = fread(buf, 1, (1 << 22) - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    cJSON *o = cJSON_Parse(buf);
+    free(buf);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "n_rows"), *t = cJSON_GetObjectItemCaseSensitive(o, "n_tokens");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "context"), *p = cJSON_GetObjectItemCaseSensitive(o, "packing");
+    bool ok = cJSON_IsNumber(r) && r->valuedouble >= 1 && r->valuedouble < 1e15 && cJSON_IsNumber(t) &&
+              t->valuedouble >= 0 && cJSON_IsNumber(c) && cJSON_IsBool(p);
+    if (ok) {
+        *rows = floor(r->valuedouble);
+        *tokens = t->valuedouble;
+        *context = c->valuedouble;
+        *packing = cJSON_IsTrue(p);
+    }
+    cJSON_Delete(o);
+    return ok;
+}
+
+int cli_estimate_job(const PlanJob *job, const char *shards_dir, Estimate *e, Diags *d)
+{
+    double rows = 0, tokens = 0, context = 0;
+    int packing = 0;
+    if (!shards_dir || !job || !job->run || !read_index(shards_dir, &rows, &tokens, &context, &packing))
+        return estimate_job(job, e, d);
+    const PlanTrain *t = job->run;
+    const char *why = NULL;
+    char buf[256];
+    if (context != t->context) {
+        snprintf(buf, sizeof buf, "context %.0f, the plan's %d", context, t->context);
+        why = buf;
+    } else if (packing != (int)t->packing) {
+        snprintf(buf, sizeof buf, "packing %s, the plan's %s", packing ? "true" : "false", t->packing ? "true" : "false");
+        why = buf;
+    } else {
+        /* the tokens prepare counted beside the data must be the shards' (else they are another data's) */
+        Diags *scratch = diags_new();
+        Estimate probe;
+        estimate_job(job, &probe, scratch);
+        diags_free(scratch);
+        if (probe.tokens_source <= TOKENS_FROM_STATS && fabs(probe.tokens_per_epoch - tokens) > 0.5) {
+            snprintf(buf, sizeof buf, "%.0f tokens, the data's stats say %.0f (prepared from other data)", tokens,
+                     probe.tokens_per_epoch);
+            why = buf;
+        }
+    }
+    if (why) {
+        diag_help(diag_warning(d, job->at, "%s/index.json: %s: its rows are not used for the steps", shards_dir, why),
+                  "`llmc-train prepare` of this plan's plan.json writes them for it");
+        return estimate_job(job, e, d);
+    }
+    return estimate_job_rows(job, rows, e, d);
 }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "estimate.h"
 #include "frontend.h"
 
 /* The long options every subcommand takes (val: the CLI_OPT_* codes). */
@@ -47,6 +48,11 @@ typedef struct {
 int cli_add_override(const char *cmd, CliOverrides *o, const char *option, const char *arg);
 /* The diagnostics as diags_render writes them in JSON, as a tree (a new array). */
 struct cJSON *cli_diagnostics_json(Diags *d);
+/* estimate_job, with the rows of the job's prepared shards when shards_dir
+ * (may be NULL) holds an index.json for the plan's context and packing whose
+ * tokens are the data's (estimate_job_rows); one that does not fit is a warning
+ * in d, and the steps are counted from the tokens. */
+int cli_estimate_job(const PlanJob *job, const char *shards_dir, Estimate *e, Diags *d);
 /* --version's line. */
 void cli_version(void);
 

@@ -25,9 +25,10 @@
 enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
 
 static const char explain_usage[] =
-    "usage: llmc explain [--set BLOCK.KEY=VALUE]... [--format human|json] [--color auto|always|never] PLAN\n"
+    "usage: llmc explain [--set BLOCK.KEY=VALUE]... [--shards DIR] [--format human|json] [--color auto|always|never] PLAN\n"
     "  memory per GPU and time to train for every job in PLAN, with the assumptions\n"
     "  --set BLOCK.KEY=VALUE  a value instead of the plan's (repeatable; checked like the file)\n"
+    "  --shards DIR          the steps from the rows `llmc-train prepare` wrote there (DIR/index.json)\n"
     "exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n";
 
 /* ---- names and number formatting ---- */
@@ -189,6 +190,9 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                e->attn_workspace_bytes / GIB,
                estimate_llmc_cudnn_workspace(t->model, t->micro_batch, t->context, true) / GIB);
     if (!e->llmc_cuda_allocation) assume(a, "allocator fragmentation: 5%% of all tensor bytes");
+    if (e->sequences_from_shards)
+        assume(a, "sequences per epoch: the rows `llmc-train prepare` packed into the shards (their index.json), "
+                  "so the steps are the trainer's");
     switch (e->tokens_source) {
     case TOKENS_STATED:
         assume(a, "tokens per epoch as stated (or measured by prep) for every dataset");
@@ -614,7 +618,9 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
         estimate_token_source_name(e->tokens_source));
     fmt_int(a, sizeof a, e->sequences_per_epoch);
     row(tb, 0, "sequences per epoch", a, "%s",
-        t->packing ? "packed to the context" : "one per sample");
+        e->sequences_from_shards ? "rows of the prepared shards (index.json)"
+        : t->packing             ? "packed to the context"
+                                 : "one per sample");
     snprintf(a, sizeof a, "%.1f", e->seq_tokens);
     row(tb, 0, "tokens per sequence", a, "mean");
     fmt_int(a, sizeof a, (double)e->global_batch);
@@ -716,9 +722,11 @@ cJSON *estimate_to_json(const Estimate *e)
 
 int explain_main(int argc, char **argv)
 {
-    enum { OPT_SET = CLI_OPT_FIRST_FREE, OPT_SWEEP };
+    enum { OPT_SET = CLI_OPT_FIRST_FREE, OPT_SWEEP, OPT_SHARDS };
     static const struct option longopts[] = {CLI_COMMON_OPTIONS, {"set", required_argument, NULL, OPT_SET},
-                                             {"sweep", required_argument, NULL, OPT_SWEEP}, {NULL, 0, NULL, 0}};
+                                             {"sweep", required_argument, NULL, OPT_SWEEP},
+                                             {"shards", required_argument, NULL, OPT_SHARDS}, {NULL, 0, NULL, 0}};
+    const char *shards = NULL;
     const char *cmd = "llmc explain";
     CliOverrides sets = {0};
     bool json = false;
@@ -730,6 +738,7 @@ int explain_main(int argc, char **argv)
         if (c == CLI_OPT_VERSION) { cli_version(); return EXPLAIN_CLEAN; }
         if (c == CLI_OPT_FORMAT) { if (cli_format(cmd, optarg, &json)) return EXPLAIN_USAGE; continue; }
         if (c == CLI_OPT_COLOR) { if (cli_colour(cmd, optarg, &colour)) return EXPLAIN_USAGE; continue; }
+        if (c == OPT_SHARDS) { shards = optarg; continue; }
         int rc = EXPLAIN_USAGE;
         if (c == OPT_SET && (rc = cli_add_override(cmd, &sets, "--set", optarg)) == 0) continue;
         if (c == OPT_SWEEP) cli_usage_error(cmd, "--sweep compiles one output per point: llmc PLAN -o DIR --sweep %s", optarg);
@@ -762,7 +771,7 @@ int explain_main(int argc, char **argv)
     }
     /* A plan with front-end errors is incomplete: no later stage runs on it. */
     if (!front_errors)
-        for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
+        for (int i = 0; i < plan->njobs; i++) cli_estimate_job(plan->jobs[i], shards, &ests[i], d);
     int rc = diags_error_count(d) ? EXPLAIN_PLAN : EXPLAIN_CLEAN;
 
     if (json) {

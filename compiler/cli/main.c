@@ -186,7 +186,21 @@ static int finish(Diags *d, const Options *o)
 }
 
 /* Front end, then estimator and cross-file lints; the plan is kept for emitting. */
-static Plan *check_one(const char *path, const CliOverrides *sets, Diags *d, Estimate **ests_out, bool *io_error)
+/* Where a job's prepared shards are when the output is out_dir (plan.json's
+ * data.shards_dir, "shards" beside it): OUT/shards, or OUT/JOB/shards for a
+ * plan of several jobs. NULL without out_dir. malloc'd. */
+static char *shards_dir_of(const char *out_dir, const Plan *plan, const PlanJob *job)
+{
+    if (!out_dir) return NULL;
+    size_t n = strlen(out_dir) + strlen(job->name) + 16;
+    char *p = xmalloc(n);
+    if (plan->njobs > 1) snprintf(p, n, "%s/%s/shards", out_dir, job->name);
+    else snprintf(p, n, "%s/shards", out_dir);
+    return p;
+}
+
+static Plan *check_one(const char *path, const CliOverrides *sets, const char *out_dir, Diags *d, Estimate **ests_out,
+                       bool *io_error)
 {
     Plan *plan = frontend_load_overrides(path, sets->items, sets->n, d);
     if (!plan) {
@@ -196,7 +210,11 @@ static Plan *check_one(const char *path, const CliOverrides *sets, Diags *d, Est
     /* estimates only for a plan without errors: they read the checked values */
     if (diags_error_count(d)) return plan;
     Estimate *ests = xcalloc((size_t)plan->njobs + 1, sizeof(Estimate));
-    for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
+    for (int i = 0; i < plan->njobs; i++) {
+        char *shards = shards_dir_of(out_dir, plan, plan->jobs[i]);
+        cli_estimate_job(plan->jobs[i], shards, &ests[i], d);
+        free(shards);
+    }
     emit_check(plan, d);
     emit_check_estimated(plan, ests, d);
     if (ests_out) *ests_out = ests;
@@ -215,7 +233,7 @@ static int cmd_check(int argc, char **argv)
     bool io_error = false;
     for (int i = 0; i < o.nfiles; i++) {
         int before = diags_error_count(d);
-        Plan *plan = check_one(o.files[i], &o.sets, d, NULL, &io_error);
+        Plan *plan = check_one(o.files[i], &o.sets, NULL, d, NULL, &io_error);
         if (plan && plan->njobs == 0 && diags_error_count(d) == before) {
             /* a library of blocks for `use` checks clean; compiling it is an error */
             SrcRange at = {{o.files[i], 1, 1}, {o.files[i], 1, 1}};
@@ -417,7 +435,7 @@ static int compile_sweep(Options *o)
         for (int k = 0; k < nax; k++) sets.items[sets.n++] = (PlanOverride){"--sweep", p->args[k]};
         Diags *d = diags_new();
         Estimate *ests = NULL;
-        Plan *plan = check_one(o->files[0], &sets, d, &ests, &p->io_error);
+        Plan *plan = check_one(o->files[0], &sets, p->dir, d, &ests, &p->io_error);
         if (plan && !diags_error_count(d) && plan->njobs == 0) {
             SrcRange at = {{o->files[0], 1, 1}, {o->files[0], 1, 1}};
             diag_error(d, at, "nothing to compile: the plan has no job block");
@@ -511,7 +529,7 @@ static int cmd_compile(int argc, char **argv)
     Diags *d = diags_new();
     bool io_error = false;
     Estimate *ests = NULL;
-    Plan *plan = check_one(o.files[0], &o.sets, d, &ests, &io_error);
+    Plan *plan = check_one(o.files[0], &o.sets, o.out_dir, d, &ests, &io_error);
     bool emitted = false, emit_failed = false;
     if (plan && !diags_error_count(d) && plan->njobs == 0) {
         SrcRange at = {{o.files[0], 1, 1}, {o.files[0], 1, 1}};

@@ -285,6 +285,31 @@ PYEOF
     usage_err "llmc-train export without --plan" "--plan PLAN.json is needed" "$TRAIN" export "$E/run-full/checkpoints" "$E/ex"
     usage_err "llmc-train export --adapter of a full plan" "the plan trains no LoRA adapter" "$TRAIN" export --plan "$E/p-full/plan.json" --adapter "$E/ad" "$E/run-full/checkpoints" "$E/ex"
 else bad "tiny run for export" "$E/full.log"; fi
+# explain and compile count the steps from the rows prepare packed when its shards
+# are known (--shards DIR; OUT/shards when compiling into OUT): the trainer's
+# ceil(epochs x rows / global batch), not tokens / context (issue 34)
+if [[ -f $E/p-full/shards/index.json ]]; then
+    (cd "$E" && "$LLMC" explain examples/tiny/tiny.llm --shards p-full/shards) >"$E/ex1.out" 2>&1; rc1=$?
+    (cd "$E" && "$LLMC" explain examples/tiny/tiny.llm) >"$E/ex0.out" 2>&1
+    (cd "$E" && "$LLMC" -q examples/tiny/tiny.llm -o p-full) >"$E/ex2.out" 2>&1; rc2=$?
+    if [[ $rc1 -eq 0 && $rc2 -eq 0 ]] && python3 - "$E/p-full/shards/index.json" "$E/p-full/plan.json" "$E/ex1.out" "$E/ex0.out" >"$E/ex.log" 2>&1 <<'PYEOF'
+import json, math, re, sys
+rows = json.load(open(sys.argv[1]))["n_rows"]
+p = json.load(open(sys.argv[2]))
+want = math.ceil(p["train"]["epochs"] * rows / p["train"]["global_batch"])
+assert p["estimate"]["steps_total"] == want, (p["estimate"]["steps_total"], want)
+steps = lambda f: int(re.search(r"^  steps +([0-9,]+)", open(f).read(), re.M).group(1).replace(",", ""))
+assert steps(sys.argv[3]) == want, (steps(sys.argv[3]), want)
+assert steps(sys.argv[4]) < want, "without the shards: counted from tokens / context (fewer)"
+assert "rows of the prepared shards" in open(sys.argv[3]).read()
+print(want)
+PYEOF
+    then ok "steps from prepare's rows: explain --shards and a compile into OUT with OUT/shards give the trainer's $(cat "$E/ex.log") steps"
+    else bad "steps from the shards (exit $rc1, $rc2)" "$E/ex.log" "$E/ex1.out"; fi
+    (cd "$E" && "$LLMC" explain examples/tiny/tiny.llm --set train.context=64 --shards p-full/shards) >"$E/ex3.out" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && grep -q "warning: p-full/shards/index.json: context 128, the plan's 64: its rows are not used for the steps" "$E/ex3.out" \
+        && ok "shards prepared at another context: a warning, the steps from the tokens" || bad "stale shards (exit $rc)" "$E/ex3.out"
+fi
 if ex_run lora --set train.method=lora --set train.lora_rank=4; then
     (cd "$E" && "$TRAIN" export --plan p-lora/plan.json run-lora/checkpoints l40) >"$E/x5.log" 2>&1; rc=$?
     [[ $rc -eq 0 ]] && diff -r "$E/l40" "$E/run-lora/final" >/dev/null && diff -r "$E/l40-adapter" "$E/run-lora/adapter" >/dev/null \
