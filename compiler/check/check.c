@@ -1630,6 +1630,14 @@ static void check_k8s_volumes(Checker *c, const Entry *e, PlanK8s *k)
             diag_error(c->d, v->terms[1]->at, "claim name '%s' is longer than 63 characters (it is also the pod's volume name)", vol.source);
             continue;
         }
+        if (strcmp(vol.mount, "/dev/shm") == 0 || strncmp(vol.mount, "/dev/shm/", 9) == 0) {
+            diag_error(c->d, v->terms[3]->at, "/dev/shm is the pod's shared memory (the kubernetes block's 'shm'), not a volume's mount");
+            continue;
+        }
+        if (vol.pvc && strcmp(vol.source, "shm") == 0) {
+            diag_error(c->d, v->terms[1]->at, "claim name 'shm' is the pod's /dev/shm volume (the claim is also the pod's volume name)");
+            continue;
+        }
         if (!vol.pvc && (vol.source[0] != '/' || has_control(vol.source))) {
             diag_error(c->d, v->terms[1]->at, "a host directory must be an absolute path");
             continue;

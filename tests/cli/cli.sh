@@ -2,6 +2,9 @@
 # tests/cli/cli.sh LLMC LLMC_TRAIN [LLMC_TRAIN_CUDA] — see tests/cli/test.mk.
 set -u
 LLMC=$(realpath "$1"); TRAIN=$(realpath "$2"); CUDA=${3:-}
+# the build directory the binaries come from (build, or build/san under make SAN=1,
+# whose SAN=1 the make calls below inherit through MAKEFLAGS): its objects are the targets
+OBJ=$(realpath --relative-to="$(cd "$(dirname "$0")/../.." && pwd)" "$(dirname "$LLMC")")/compiler/front/arena.o
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d /tmp/cli-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -113,14 +116,14 @@ cp "$T/le.llm" "$T/lewd/le.llm"
 
 # the build: the caller's CC and CFLAGS kept (ours appended), -Werror on unless WERROR=0
 cd "$ROOT" || exit 1
-line=$(CFLAGS=-fstack-protector-strong $MAKE -s -n -B build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$(CFLAGS=-fstack-protector-strong $MAKE -s -n -B "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ $line == *-fstack-protector-strong* && $line == *-Wall* && $line == *-Werror* ]] \
     && ok "CFLAGS from the environment kept, ours (-Wall, -Werror) appended" || bad "environment CFLAGS: $line"
-line=$($MAKE -s -n -B CFLAGS=-O3 build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$($MAKE -s -n -B CFLAGS=-O3 "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ $line == *-O3* && $line == *-std=c11* ]] && ok "make CFLAGS=-O3: kept, with -std=c11 appended" || bad "command-line CFLAGS: $line"
-line=$($MAKE -s -n -B WERROR=0 build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$($MAKE -s -n -B WERROR=0 "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ -n $line && $line != *-Werror* && $line == *-Wall* ]] && ok "WERROR=0: -Wall without -Werror" || bad "WERROR=0: $line"
-line=$(CC=my-cc $MAKE -s -n -B build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$(CC=my-cc $MAKE -s -n -B "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ $line == my-cc\ * ]] && ok "CC from the environment" || bad "CC from the environment: $line"
 
 # make install DESTDIR PREFIX: a working tree
