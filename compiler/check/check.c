@@ -1478,7 +1478,8 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
 
 static const char *const slurm_runtimes[] = {"hosts", "slinky", "soperator"};
 static const char *const k8s_keys[] = {"namespace", "cluster_name", "image", "munge_image", "jail", "pool_gpus",
-                                       "node_selector", "tolerations", "cpu_request", "memory_request", "volumes"};
+                                       "node_selector", "tolerations", "cpu_request", "memory_request", "volumes",
+                                       "system_reserve", "shm", "host_network", "rdma", "partition_max_time"};
 static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
 
 static bool has_control(const char *s)
@@ -1627,6 +1628,14 @@ static void check_k8s_volumes(Checker *c, const Entry *e, PlanK8s *k)
         }
         if (vol.pvc && strlen(vol.source) > 63) {
             diag_error(c->d, v->terms[1]->at, "claim name '%s' is longer than 63 characters (it is also the pod's volume name)", vol.source);
+            continue;
+        }
+        if (strcmp(vol.mount, "/dev/shm") == 0 || strncmp(vol.mount, "/dev/shm/", 9) == 0) {
+            diag_error(c->d, v->terms[3]->at, "/dev/shm is the pod's shared memory (the kubernetes block's 'shm'), not a volume's mount");
+            continue;
+        }
+        if (vol.pvc && strcmp(vol.source, "shm") == 0) {
+            diag_error(c->d, v->terms[1]->at, "claim name 'shm' is the pod's /dev/shm volume (the claim is also the pod's volume name)");
             continue;
         }
         if (!vol.pvc && (vol.source[0] != '/' || has_control(vol.source))) {
@@ -1875,7 +1884,98 @@ static void check_k8s_requests(Checker *c, Scope *ks, const PlanCluster *cl, Pla
             else if (cl->memory_bytes && b > cl->memory_bytes) {
                 Diag *g = diag_error(c->d, x->value->at, "'memory_request' is more than the node's 'memory' (the limit)");
                 diag_note(g, "the slurmd pod's memory limit is the cluster's memory; a request cannot exceed its limit");
+            } else if (k->memory_limit && b > k->memory_limit) {
+                Diag *g = diag_error(c->d, x->value->at, "'memory_request' is more than the slurmd pod's memory limit, %.1f GiB",
+                                     (double)k->memory_limit / (1ull << 30));
+                diag_note(g, "the limit is the node's memory less system_reserve (%.1f GiB) for the kubelet and the system",
+                          (double)k->system_reserve / (1ull << 30));
             } else { k->memory_request = b; k->memory_request_at = x->value->at; }
+        }
+    }
+}
+
+/* The memory a Kubernetes node keeps from its pods by default: GKE's
+ * reservation for the kubelet and the system (25% of the first 4 GiB, 20% of
+ * the next 4, 10% of the next 8, 6% of the next 112, 2% above 128 GiB) plus
+ * the kubelet's 100 MiB eviction threshold; rounded up to a whole GiB. */
+static uint64_t k8s_default_reserve(uint64_t mem)
+{
+    static const struct { double upto_gib, share; } tier[] = {{4, 0.25}, {8, 0.20}, {16, 0.10}, {128, 0.06}, {1e18, 0.02}};
+    double gib = (double)mem / (1ull << 30), r = 100.0 / 1024, from = 0;
+    for (size_t i = 0; i < sizeof tier / sizeof *tier && gib > from; i++) {
+        double upto = gib < tier[i].upto_gib ? gib : tier[i].upto_gib;
+        r += (upto - from) * tier[i].share;
+        from = tier[i].upto_gib;
+    }
+    return (uint64_t)ceil(r) << 30;
+}
+
+/* kubernetes: system_reserve (the node's memory its pods may not use; the
+ * pod's limit is memory less it, in whole GiB), shm (/dev/shm, at most the
+ * limit; default half of it), host_network (Slinky), rdma = "RESOURCE=COUNT"
+ * (an extended resource such as rdma/ib or nvidia.com/hostdev) and
+ * partition_max_time (the partition's MaxTime: the site's, not a job's). */
+static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+{
+    Entry *x;
+    uint64_t mem = cl->memory_bytes;
+    k->system_reserve = k8s_default_reserve(mem);
+    if ((x = find(ks, "system_reserve"))) {
+        uint64_t b;
+        if (get_size(c, x, &b)) { k->system_reserve = b; k->system_reserve_at = x->value->at; }
+    }
+    if (mem && k->system_reserve + (1ull << 30) > mem) {
+        Diag *g = diag_error(c->d, x && x->value ? x->value->at : cl->memory_at,
+                             "system_reserve %.1f GiB leaves the slurmd pod less than 1 GiB of the node's %.1f GiB",
+                             (double)k->system_reserve / (1ull << 30), (double)mem / (1ull << 30));
+        diag_help(g, "set system_reserve below the node's memory (the default is GKE's reservation for the kubelet)");
+        k->system_reserve = 0;
+    }
+    k->memory_limit = mem > k->system_reserve ? ((mem - k->system_reserve) >> 30) << 30 : mem;
+    if (k->memory_limit == 0) k->memory_limit = mem;
+    k->memory_request = k->memory_limit;
+    k->shm_bytes = (k->memory_limit / 2 >> 30) << 30;
+    if (!k->shm_bytes) k->shm_bytes = k->memory_limit / 2;
+    if ((x = find(ks, "shm"))) {
+        uint64_t b;
+        if (get_size(c, x, &b)) {
+            if (b < (64u << 20)) diag_error(c->d, x->value->at, "'shm' must be at least 64 MiB (Docker's default, already too small for NCCL)");
+            else if (b > k->memory_limit) {
+                Diag *g = diag_error(c->d, x->value->at, "'shm' is more than the slurmd pod's memory limit, %.1f GiB",
+                                     (double)k->memory_limit / (1ull << 30));
+                diag_note(g, "/dev/shm is a memory-backed emptyDir: what it holds counts against the pod's memory limit");
+            } else { k->shm_bytes = b; k->shm_at = x->value->at; }
+        }
+    }
+    if ((x = find(ks, "host_network")) && get_bool(c, x, &k->host_network)) {
+        k->host_network_at = x->value->at;
+        if (k->host_network && cl->slurm == SLURM_SOPERATOR) {
+            Diag *g = diag_error(c->d, x->value->at, "'host_network': Soperator's NodeSet has no hostNetwork field");
+            diag_note(g, "Soperator sets up its workers' network itself; 'host_network' is a Slinky setting");
+        }
+    }
+    const char *str;
+    if ((x = find(ks, "rdma")) && get_string(c, x, &str)) {
+        const char *eq = strrchr(str, '=');
+        const char *name = eq ? arena_printf(c->a, "%.*s", (int)(eq - str), str) : str;
+        const char *why = !eq ? "it has no '=COUNT'"
+                          : !strchr(name, '/') ? "a device plugin's resource name has a domain (rdma/ib)"
+                                               : label_key_why(c->a, name);
+        char *end = NULL;
+        long n = eq ? strtol(eq + 1, &end, 10) : 0;
+        if (!why && (!end || *end || end == eq + 1 || n < 1 || n > 64)) why = "COUNT is not a whole number from 1 to 64";
+        if (why) {
+            Diag *g = diag_error(c->d, x->value->at, "'rdma' is \"RESOURCE=COUNT\", an extended resource each slurmd pod asks for: %s", why);
+            diag_help(g, "for example: rdma = \"rdma/ib=1\" (an RDMA shared device plugin) or \"nvidia.com/hostdev=8\" (SR-IOV)");
+        } else if (!strncmp(name, "nvidia.com/gpu", 14)) {
+            diag_error(c->d, x->value->at, "'rdma' names '%s', which the pod asks for already (the cluster's GPUs)", name);
+        } else { k->rdma_resource = name; k->rdma_count = (int)n; k->rdma_at = x->value->at; }
+    }
+    if ((x = find(ks, "partition_max_time"))) {
+        double secs;
+        if (get_duration(c, x, &secs)) {
+            if (secs < 60) diag_error(c->d, x->value->at, "'partition_max_time' must be at least 1 min");
+            else { k->partition_max_seconds = secs; k->partition_max_at = x->value->at; }
         }
     }
 }
@@ -1907,6 +2007,7 @@ static void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster 
     Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
     ks.at = kb->key_at;
     check_keys(c, &ks, k8s_keys, NUNITS(k8s_keys));
+    check_k8s_node_fit(c, &ks, cl, k);
     check_k8s_names(c, &ks, cl, k);
     check_k8s_pool_gpus(c, &ks, cl, k);
     check_k8s_node_selector(c, &ks, k);
@@ -1945,6 +2046,12 @@ static void check_k8s_paths(Checker *c, const PlanJob *j)
     for (int i = 0; i < t->neval_data; i++)
         if (t->eval_data[i]) check_k8s_path(c, cl, "data file", t->eval_data[i]->file, t->eval_data[i]->file_at);
     check_k8s_path(c, cl, "output directory", t->output_dir, t->output_at);
+    if (cl->k8s->partition_max_seconds > 0 && j->time_seconds > cl->k8s->partition_max_seconds) {
+        Diag *g = diag_error(c->d, j->time_at, "the job's time is more than partition '%s' allows (partition_max_time of cluster '%s')",
+                             cl->partition ? cl->partition : "?", cl->name);
+        diag_note(g, "partition_max_time at %s:%d: Slurm refuses a job whose --time exceeds the partition's MaxTime",
+                  cl->k8s->partition_max_at.start.file, cl->k8s->partition_max_at.start.line);
+    }
 }
 
 static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)

@@ -241,6 +241,11 @@ static void load_file(Loader *L, const char *path, const char *canon, const SrcR
 
 Plan *frontend_load(const char *path, Diags *d)
 {
+    return frontend_load_overrides(path, NULL, 0, d);
+}
+
+Plan *frontend_load_overrides(const char *path, const PlanOverride *ov, int nov, Diags *d)
+{
     Arena *a = arena_new();
     Loader L = {.a = a, .d = d};
     size_t len = 0;
@@ -258,6 +263,7 @@ Plan *frontend_load(const char *path, Diags *d)
     ptrvec_push(a, &L.loaded, (void *)canon);
     load_uses(&L, sf);
     ptrvec_push(a, &L.files, sf);
+    if (nov) apply_overrides((SourceFile **)L.files.items, L.files.n, ov, nov, a, d);
 
     Plan *plan = arena_alloc(a, sizeof(Plan));
     plan->arena = a;

@@ -15,6 +15,21 @@
  * run later stages on a plan whose load reported errors. Free with plan_free(). */
 Plan *frontend_load(const char *path, Diags *d);
 
+/* A value from the command line (compiler/check/override.c): option "--set"
+ * or "--sweep", arg "BLOCK.KEY=VALUE". BLOCK is a block kind the plan has once
+ * (train), a kind and a name (train.sft) or a name (sft); KEY may go through
+ * sub-blocks (dataset.columns.messages). The value is lexed, parsed and checked
+ * like the file's; diagnostics point into the argument (source "--set BLOCK.KEY"). */
+typedef struct {
+    const char *option;
+    const char *arg;
+} PlanOverride;
+
+/* frontend_load with the overrides applied, in order, before the checker runs. */
+Plan *frontend_load_overrides(const char *path, const PlanOverride *ov, int nov, Diags *d);
+/* Put the overrides into the parsed files (errors in d). */
+void apply_overrides(SourceFile **files, int nfiles, const PlanOverride *ov, int nov, Arena *, Diags *d);
+
 /* The parsed files of a plan, for the formatter: parse one file without `use`
  * resolution or checking. Returns NULL on I/O failure (reported in d). */
 SourceFile *frontend_parse_file(const char *path, Arena *, Diags *d);

@@ -131,6 +131,13 @@ typedef struct {
     int64_t cpu_request_milli; SrcRange cpu_request_at;   /* default: cpus (request = limit) */
     uint64_t memory_request; SrcRange memory_request_at;  /* bytes; default: memory */
     PlanVolume *volumes; int nvolumes;
+    /* what multi-node NCCL in a pod needs, and the node's headroom (docs/language.md) */
+    uint64_t system_reserve; SrcRange system_reserve_at;  /* memory the node keeps (kubelet, system) */
+    uint64_t memory_limit;                  /* the slurmd pod's: memory - system_reserve, whole GiB */
+    uint64_t shm_bytes; SrcRange shm_at;    /* /dev/shm (emptyDir, medium Memory); default half the limit */
+    bool host_network; SrcRange host_network_at;   /* the pod on the node's network (Slinky) */
+    const char *rdma_resource; int rdma_count; SrcRange rdma_at;   /* "RESOURCE=COUNT"; NULL: none */
+    double partition_max_seconds; SrcRange partition_max_at;     /* the partition's MaxTime; 0: none */
 } PlanK8s;
 
 typedef struct {

@@ -25,8 +25,10 @@
 enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
 
 static const char explain_usage[] =
-    "usage: llmc explain [--format human|json] [--color auto|always|never] PLAN\n"
+    "usage: llmc explain [--set BLOCK.KEY=VALUE]... [--shards DIR] [--format human|json] [--color auto|always|never] PLAN\n"
     "  memory per GPU and time to train for every job in PLAN, with the assumptions\n"
+    "  --set BLOCK.KEY=VALUE  a value instead of the plan's (repeatable; checked like the file)\n"
+    "  --shards DIR          the steps from the rows `llmc-train prepare` wrote there (DIR/index.json)\n"
     "exit status: 0 clean, 1 errors in the plan, 2 usage or I/O error\n";
 
 /* ---- names and number formatting ---- */
@@ -73,25 +75,6 @@ static void fmt_int(char *buf, size_t n, double v)
         if (o + 1 < n) buf[o++] = digits[i];
     }
     buf[o] = 0;
-}
-
-/* 9.5e6 -> "9.5M" */
-static void fmt_count(char *buf, size_t n, double v)
-{
-    if (v < 1e3) snprintf(buf, n, "%.0f", v);
-    else if (v < 1e6) snprintf(buf, n, "%.1fK", v / 1e3);
-    else if (v < 1e9) snprintf(buf, n, "%.1fM", v / 1e6);
-    else if (v < 1e12) snprintf(buf, n, "%.1fB", v / 1e9);
-    else snprintf(buf, n, "%.1fT", v / 1e12);
-}
-
-static void fmt_duration(char *buf, size_t n, double sec)
-{
-    if (sec < 1) snprintf(buf, n, "%.0f ms", sec * 1000);
-    else if (sec < 120) snprintf(buf, n, "%.1f s", sec);
-    else if (sec < 2 * 3600) snprintf(buf, n, "%.1f min", sec / 60);
-    else if (sec < 72 * 3600) snprintf(buf, n, "%.1f h", sec / 3600);
-    else snprintf(buf, n, "%.1f d", sec / 86400);
 }
 
 /* ---- the table ---- */
@@ -218,6 +201,9 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "slower backward: docs/cuda.md)",
                estimate_llmc_cudnn_workspace(t->model, t->micro_batch, t->context, true) / GIB);
     if (!e->llmc_cuda_allocation) assume(a, "allocator fragmentation: 5%% of all tensor bytes");
+    if (e->sequences_from_shards)
+        assume(a, "sequences per epoch: the rows `llmc-train prepare` packed into the shards (their index.json), "
+                  "so the steps are the trainer's");
     switch (e->tokens_source) {
     case TOKENS_STATED:
         assume(a, "tokens per epoch as stated (or measured by prep) for every dataset");
@@ -262,7 +248,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "catalogue default; the time is compute only");
     if (t->backend == BACKEND_LLAMAFACTORY && t->method != METHOD_FULL && e->params_total > 0) {
         char tr[32];
-        fmt_count(tr, sizeof tr, e->trainable_params);
+        cli_fmt_count(tr, sizeof tr, e->trainable_params);
         assume(a, "method = %s: %s trainable parameters (%.2f%% of the model) with gradients and Adam states; the "
                   "rest frozen at %.2f bytes each, no weight gradients for frozen matrices (4N instead of 6N)",
                t->method == METHOD_LORA ? "lora" : t->method == METHOD_QLORA ? "qlora" : "freeze", tr,
@@ -315,32 +301,32 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
         return;
     }
     if (t->backend == BACKEND_LLMC) {   /* llmc-train-cuda: the update streamed through the GPU */
-        fmt_duration(a, sizeof a, e->offload_pcie_seconds);
+        cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
         gb(b, sizeof b, e->offload_h2d_bytes);
         row(tb, 0, "offload copies (host link)", a, "%s of fp32 master + Adam m, v up and the same back per step at "
             "%.0f%% of %.0f GB/s one way%s", b, 100 * 0.80, c->host_link_bytes_per_s / 2e9,
             c->host_link_default ? " (catalogue)" : "");
-        fmt_duration(a, sizeof a, e->offload_exposed_seconds);
+        cli_fmt_duration(a, sizeof a, e->offload_exposed_seconds);
         row(tb, 1, "exposed", a, "the uploads and the AdamW update on the GPU; the downloads overlap them and "
             "the next forward pass");
         return;
     }
-    fmt_duration(a, sizeof a, e->offload_pcie_seconds);
+    cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
     gb(b, sizeof b, e->offload_d2h_bytes);
     gb(d, sizeof d, e->offload_h2d_bytes);
     row(tb, 0, "offload copies (host link)", a, "%s gradients down, %s weights up per GPU at %.0f%% of %.0f GB/s one "
         "way%s", b, d, 100 * 0.80, c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
-    fmt_duration(a, sizeof a, e->offload_pcie_exposed_seconds);
+    cli_fmt_duration(a, sizeof a, e->offload_pcie_exposed_seconds);
     row(tb, 1, "exposed", a, "%s", t->offload == OFFLOAD_ALL ? "weight fetches prefetched with the gathers (hidden "
                                                               "under compute as far as it lasts); gradients wait"
                                                             : "gradients wait with the reduce-scatter, weights "
                                                               "after the CPU step");
-    fmt_duration(a, sizeof a, e->cpu_optimizer_seconds);
-    fmt_count(b, sizeof b, e->cpu_optimizer_params);
-    fmt_count(d, sizeof d, e->cpu_optimizer_params_per_s);
+    cli_fmt_duration(a, sizeof a, e->cpu_optimizer_seconds);
+    cli_fmt_count(b, sizeof b, e->cpu_optimizer_params);
+    cli_fmt_count(d, sizeof d, e->cpu_optimizer_params_per_s);
     row(tb, 0, "CPU optimizer (DeepSpeed Adam)", a, "%s parameters per rank at %s/s (%d thread%s per rank)", b, d,
         e->cpu_optimizer_threads, e->cpu_optimizer_threads == 1 ? "" : "s");
-    fmt_duration(a, sizeof a, e->offload_exposed_seconds);
+    cli_fmt_duration(a, sizeof a, e->offload_exposed_seconds);
     row(tb, 0, "exposed offload", a, "the GPU waits for the CPU step and the copies around it");
 }
 
@@ -375,8 +361,8 @@ static void print_zero2_remedy(Table *tb, const PlanJob *job, const Estimate *e)
             at.usable_bytes / GIB);
         return;
     }
-    fmt_duration(a, sizeof a, at.step_seconds);
-    fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
+    cli_fmt_duration(a, sizeof a, at.step_seconds);
+    cli_fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
     row(tb, 0, "with shard = zero2", a, "step time; %s tokens/s per GPU (%.2fx this plan's)", b,
         e->step_seconds > 0 && at.step_seconds > 0 ? e->step_seconds / at.step_seconds : 0);
 }
@@ -388,8 +374,8 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     char a[64], b[64], d[64], x[64];
     if (e->cpu_only || e->step_seconds <= 0) return;
     section(tb, "one optimizer step");
-    fmt_duration(a, sizeof a, e->compute_seconds);
-    fmt_count(b, sizeof b, (double)e->global_batch * e->padded_seq_tokens);
+    cli_fmt_duration(a, sizeof a, e->compute_seconds);
+    cli_fmt_count(b, sizeof b, (double)e->global_batch * e->padded_seq_tokens);
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
@@ -401,7 +387,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
         if (e->offload_bound) print_offload_bound(tb, e);
         return;
     }
-    fmt_duration(a, sizeof a, e->comm_seconds);
+    cli_fmt_duration(a, sizeof a, e->comm_seconds);
     char kinds[192] = "";
     size_t k = 0;
     if (e->comm_allgather_bytes > 0) { gb(b, sizeof b, e->comm_allgather_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-gather %s, ", b); }
@@ -409,30 +395,30 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     if (e->comm_allreduce_bytes > 0 && k < sizeof kinds) { gb(x, sizeof x, e->comm_allreduce_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-reduce %s, ", x); }
     row(tb, 0, "communication", a, "%s%.0f collectives", kinds, e->comm_collectives);
     gb(b, sizeof b, e->comm_sent_bytes);
-    fmt_duration(a, sizeof a, e->comm_intra_seconds);
+    cli_fmt_duration(a, sizeof a, e->comm_intra_seconds);
     row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
         100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
-    fmt_duration(a, sizeof a, e->comm_inter_seconds);
+    cli_fmt_duration(a, sizeof a, e->comm_inter_seconds);
     if (job->nodes > 1)
         row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * 0.90, c->nics,
             c->nic_bits_per_s / 1e9, c->network_roce ? " RoCE" : "", c->network_default ? " (catalogue)" : "");
     else
         row(tb, 1, "inter-node (network)", a, "one node");
-    fmt_duration(a, sizeof a, e->comm_latency_seconds);
+    cli_fmt_duration(a, sizeof a, e->comm_latency_seconds);
     row(tb, 1, "latency", a, "%.0f collectives x ring of %d hops + launch", e->comm_collectives, e->world_size);
-    fmt_duration(a, sizeof a, e->comm_overlap_seconds);
+    cli_fmt_duration(a, sizeof a, e->comm_overlap_seconds);
     const char *how = t->backend == BACKEND_LLMC
                           ? (t->shard >= SHARD_ZERO1 ? "none: reduce-scatter and all-gather around AdamW"
                                                      : "per-layer all-reduce on the comm stream during backward")
                           : t->shard == SHARD_ZERO3 ? "ZeRO-3 prefetch under forward and backward; overlap_comm off"
                                                     : "none: overlap_comm off as emitted";
     row(tb, 0, "overlapped with compute", a, "%s", how);
-    fmt_duration(a, sizeof a, e->comm_exposed_seconds);
+    cli_fmt_duration(a, sizeof a, e->comm_exposed_seconds);
     row(tb, 0, "exposed communication", a, NULL);
     print_offload(tb, job, e);
     const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds) ? "latency"
                        : e->comm_inter_seconds > e->comm_intra_seconds ? "network bandwidth" : "GPU-link bandwidth";
-    fmt_duration(a, sizeof a, e->step_seconds);
+    cli_fmt_duration(a, sizeof a, e->step_seconds);
     /* The same plan at other batches per GPU: ZeRO-3's collectives do not
      * shrink with the batch, so a small batch is communication-bound. */
     if (e->max_micro_batch_that_fits > 0) {
@@ -447,7 +433,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
             tr.micro_batch = mb;
             estimate_job(&jb, &at, dd);
             diags_free(dd);
-            fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
+            cli_fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
             used += (size_t)snprintf(sweep + used, sizeof sweep - used, "%s%d: %s%s", used ? ", " : "", mb, b,
                                      at.offload_bound ? " (offload)" : at.comm_bound ? " (comm)" : "");
         }
@@ -639,12 +625,14 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     const PlanTrain *t = job->run;
     char a[64], b[64];
     section(tb, "time");
-    fmt_count(a, sizeof a, e->tokens_per_epoch);
+    cli_fmt_count(a, sizeof a, e->tokens_per_epoch);
     row(tb, 0, "tokens per epoch", e->tokens_source == TOKENS_UNKNOWN ? "unknown" : a, "%s",
         estimate_token_source_name(e->tokens_source));
     fmt_int(a, sizeof a, e->sequences_per_epoch);
     row(tb, 0, "sequences per epoch", a, "%s",
-        t->packing ? "packed to the context" : "one per sample");
+        e->sequences_from_shards ? "rows of the prepared shards (index.json)"
+        : t->packing             ? "packed to the context"
+                                 : "one per sample");
     snprintf(a, sizeof a, "%.1f", e->seq_tokens);
     row(tb, 0, "tokens per sequence", a, "mean");
     fmt_int(a, sizeof a, (double)e->global_batch);
@@ -653,7 +641,7 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     fmt_int(a, sizeof a, (double)e->steps_total);
     if (t->max_steps > 0) row(tb, 0, "steps", a, "max_steps");
     else row(tb, 0, "steps", a, "%g epochs", t->epochs);
-    fmt_count(a, sizeof a, e->tokens_total);
+    cli_fmt_count(a, sizeof a, e->tokens_total);
     row(tb, 0, "tokens to train", a, NULL);
     snprintf(a, sizeof a, "%.3g", e->flops_per_token);
     bool frozen = t->method == METHOD_LORA || t->method == METHOD_QLORA || t->method == METHOD_FREEZE;
@@ -661,7 +649,7 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
         frozen ? "6N trained + 4N frozen" : "6N",
         t->recompute == RECOMPUTE_FULL ? " + forward again (recompute=full)"
         : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "");
-    fmt_count(a, sizeof a, e->tokens_per_second);
+    cli_fmt_count(a, sizeof a, e->tokens_per_second);
     if (e->peak_flops_per_device >= 1e12)
         row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
             e->peak_flops_per_device / 1e12, e->mfu,
@@ -670,17 +658,17 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     else
         row(tb, 0, "tokens per second", a, "%d x %.0f GFLOP/s peak x mfu %.2f", e->world_size,
             e->peak_flops_per_device / 1e9, e->mfu);
-    fmt_duration(a, sizeof a, e->step_seconds);
+    cli_fmt_duration(a, sizeof a, e->step_seconds);
     row(tb, 0, "step time", a, "%s",
         e->offload_exposed_seconds > 0 ? "compute + exposed communication + exposed offload (below)"
         : e->comm_exposed_seconds > 0  ? "compute + exposed communication (below)"
                                        : "compute");
-    fmt_duration(a, sizeof a, e->total_seconds);
+    cli_fmt_duration(a, sizeof a, e->total_seconds);
     row(tb, 0, "time to train", a, NULL);
     snprintf(a, sizeof a, "%.1f", e->gpu_hours);
     row(tb, 0, e->cpu_only ? "node-hours" : "GPU-hours", a, NULL);
     if (e->time_limit_seconds > 0) {
-        fmt_duration(a, sizeof a, e->time_limit_seconds);
+        cli_fmt_duration(a, sizeof a, e->time_limit_seconds);
         snprintf(b, sizeof b, "%d", e->requeue_segments);
         row(tb, 0, "time-limit segments", b, "of %s%s", a,
             e->requeue_segments <= 1 ? "" : job->requeue ? ", requeued from checkpoints"
@@ -742,27 +730,17 @@ cJSON *estimate_to_json(const Estimate *e)
     return o;
 }
 
-/* The diagnostics as diags_render writes them in JSON, parsed back into a tree. */
-static cJSON *diagnostics_json(Diags *d)
-{
-    if (diags_error_count(d) + diags_warning_count(d) == 0) return cJSON_CreateArray();
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    if (!mem) return cJSON_CreateArray();
-    diags_render(d, mem, DIAG_FMT_JSON, 0);
-    fclose(mem);
-    cJSON *arr = cJSON_Parse(text);
-    free(text);
-    return arr ? arr : cJSON_CreateArray();
-}
-
 /* ---- entry ---- */
 
 int explain_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    enum { OPT_SET = CLI_OPT_FIRST_FREE, OPT_SWEEP, OPT_SHARDS };
+    static const struct option longopts[] = {CLI_COMMON_OPTIONS, {"set", required_argument, NULL, OPT_SET},
+                                             {"sweep", required_argument, NULL, OPT_SWEEP},
+                                             {"shards", required_argument, NULL, OPT_SHARDS}, {NULL, 0, NULL, 0}};
+    const char *shards = NULL;
     const char *cmd = "llmc explain";
+    CliOverrides sets = {0};
     bool json = false;
     int colour = -1, c;
     optind = 1;
@@ -772,15 +750,24 @@ int explain_main(int argc, char **argv)
         if (c == CLI_OPT_VERSION) { cli_version(); return EXPLAIN_CLEAN; }
         if (c == CLI_OPT_FORMAT) { if (cli_format(cmd, optarg, &json)) return EXPLAIN_USAGE; continue; }
         if (c == CLI_OPT_COLOR) { if (cli_colour(cmd, optarg, &colour)) return EXPLAIN_USAGE; continue; }
-        return cli_getopt_error(cmd, c, argv);
+        if (c == OPT_SHARDS) { shards = optarg; continue; }
+        int rc = EXPLAIN_USAGE;
+        if (c == OPT_SET && (rc = cli_add_override(cmd, &sets, "--set", optarg)) == 0) continue;
+        if (c == OPT_SWEEP) cli_usage_error(cmd, "--sweep compiles one output per point: llmc PLAN -o DIR --sweep %s", optarg);
+        else if (c != OPT_SET) rc = cli_getopt_error(cmd, c, argv);
+        free(sets.items);
+        return rc;
     }
-    if (optind == argc) return cli_usage_error(cmd, "explain needs a plan file");
-    if (argc - optind > 1)
+    if (optind == argc || argc - optind > 1) {
+        free(sets.items);
+        if (optind == argc) return cli_usage_error(cmd, "explain needs a plan file");
         return cli_usage_error(cmd, "explain takes one plan, got '%s' and '%s'", argv[optind], argv[optind + 1]);
+    }
     const char *path = argv[optind];
 
     Diags *d = diags_new();
-    Plan *plan = frontend_load(path, d);
+    Plan *plan = frontend_load_overrides(path, sets.items, sets.n, d);
+    free(sets.items);
     if (!plan) {
         diags_render(d, json ? stdout : stderr, json ? DIAG_FMT_JSON : DIAG_FMT_HUMAN, colour);
         diags_free(d);
@@ -796,7 +783,7 @@ int explain_main(int argc, char **argv)
     }
     /* A plan with front-end errors is incomplete: no later stage runs on it. */
     if (!front_errors)
-        for (int i = 0; i < plan->njobs; i++) estimate_job(plan->jobs[i], &ests[i], d);
+        for (int i = 0; i < plan->njobs; i++) cli_estimate_job(plan->jobs[i], shards, &ests[i], d);
     int rc = diags_error_count(d) ? EXPLAIN_PLAN : EXPLAIN_CLEAN;
 
     if (json) {
@@ -814,7 +801,7 @@ int explain_main(int argc, char **argv)
             for (int k = 0; k < as.n; k++) cJSON_AddItemToArray(arr, cJSON_CreateString(as.line[k]));
             cJSON_AddItemToArray(jobs, o);
         }
-        cJSON_AddItemToObject(root, "diagnostics", diagnostics_json(d));
+        cJSON_AddItemToObject(root, "diagnostics", cli_diagnostics_json(d));
         char *text = cJSON_Print(root);
         if (text) {
             fputs(text, stdout);

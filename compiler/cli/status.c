@@ -3,6 +3,8 @@
 #include "status.h"
 #include "arena.h"
 #include "cli.h"
+#include "slurm_tools.h"
+#include "submit.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -14,7 +16,6 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,11 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 enum { ST_OK = 0, ST_FAILED = 1, ST_USAGE = 2 };
 #define WINDOW 20          /* steps for the smoothed loss and the median step time */
-#define MAX_FILE (1u << 30)
 
 typedef struct {
     double step, loss, dt, tps, tokens;
@@ -89,74 +88,15 @@ static void status_free(Status *s)
     memset(s, 0, sizeof *s);
 }
 
-static char *xprintf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *p = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(p, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    return p;
-}
 
 /* ---- files ---------------------------------------------------------------- */
 
-/* Read a whole regular file. 0 ok, 1 absent (ENOENT), -1 error (err set). */
-static int read_file(const char *path, char **buf, size_t *len, char *err, size_t errlen)
-{
-    *buf = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return 1;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
-        close(fd);
-        return -1;
-    }
-    if ((unsigned long long)st.st_size > MAX_FILE) {
-        snprintf(err, errlen, "%s: larger than %u MiB", path, MAX_FILE >> 20);
-        close(fd);
-        return -1;
-    }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *p = xmalloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) {
-            if (cap > MAX_FILE) break;
-            cap *= 2;
-            p = xrealloc(p, cap);
-        }
-        ssize_t r = read(fd, p + n, cap - n - 1);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            snprintf(err, errlen, "%s: %s", path, strerror(errno));
-            free(p);
-            close(fd);
-            return -1;
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    close(fd);
-    p[n] = 0;
-    *buf = p;
-    *len = n;
-    return 0;
-}
 
 static char *join_path(const char *dir, const char *rel)
 {
     if (!rel) return NULL;
     if (rel[0] == '/' || !dir) return xstrdup(rel);
-    return xprintf("%s/%s", dir, rel);
+    return cli_xprintf("%s/%s", dir, rel);
 }
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -183,10 +123,10 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     /* "out/" names out/plan.json, not out//plan.json */
     size_t tl = strlen(target);
     while (tl > 1 && target[tl - 1] == '/') tl--;
-    char *path = S_ISDIR(st.st_mode) ? xprintf("%.*s/plan.json", (int)tl, target) : xstrdup(target);
+    char *path = S_ISDIR(st.st_mode) ? cli_xprintf("%.*s/plan.json", (int)tl, target) : xstrdup(target);
     char *buf;
     size_t len;
-    int r = read_file(path, &buf, &len, err, errlen);
+    int r = cli_read_file(path, &buf, &len, err, errlen);
     if (r == 1) snprintf(err, errlen, "%s: no plan.json (give the directory llmc wrote, or its plan.json)", path);
     if (r) { free(path); return -1; }
     cJSON *j = cJSON_ParseWithLength(buf, len);
@@ -200,7 +140,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     }
     s->plan_path = path;
     char *slash = strrchr(path, '/');
-    s->plan_dir = slash ? xprintf("%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path) : xstrdup(".");
+    s->plan_dir = slash ? cli_xprintf("%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path) : xstrdup(".");
     s->job = xstrdup(jstr(j, "job") ? jstr(j, "job") : "?");
     s->backend = xstrdup(jstr(j, "backend") ? jstr(j, "backend") : "llmc");
     const cJSON *out = cJSON_GetObjectItemCaseSensitive(j, "output");
@@ -218,6 +158,11 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     s->out_dir = join_path(s->plan_dir, od);
     const char *mt = jstr(out, "metrics");
     s->metrics_path = join_path(s->out_dir, mt ? mt : "metrics.jsonl");
+    /* LLaMA-Factory's log is named also while it does not exist yet */
+    if (strcmp(s->backend, "llamafactory") == 0) {
+        free(s->metrics_path);
+        s->metrics_path = join_path(s->out_dir, "trainer_log.jsonl");
+    }
     s->ckpt_dir = jstr(ck, "dir") ? join_path(s->plan_dir, jstr(ck, "dir")) : NULL;
     s->shards_dir = jstr(da, "shards_dir") ? join_path(s->plan_dir, jstr(da, "shards_dir")) : NULL;
     s->max_steps = (long)jnum(tr, "max_steps", -1);
@@ -233,6 +178,19 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     s->est_rows = jnum(es, "sequences_per_epoch", jnum(es, "samples_per_epoch", NAN));
     cJSON_Delete(j);
     return 0;
+}
+
+char *status_trainer_log(const char *dir, char *err, size_t errlen)
+{
+    Status s;
+    memset(&s, 0, sizeof s);
+    if (load_plan(&s, dir, err, errlen)) {
+        status_free(&s);
+        return NULL;
+    }
+    char *path = xstrdup(s.metrics_path);
+    status_free(&s);
+    return path;
 }
 
 /* ---- the trainer's metrics ------------------------------------------------ */
@@ -278,12 +236,10 @@ static double parse_timedelta(const char *t)
 static int load_metrics(Status *s, char *err, size_t errlen)
 {
     bool lf = strcmp(s->backend, "llamafactory") == 0;
-    /* LLaMA-Factory's log is named also while it does not exist yet */
-    if (lf) { free(s->metrics_path); s->metrics_path = join_path(s->out_dir, "trainer_log.jsonl"); }
     char *path = xstrdup(s->metrics_path);
     char *buf;
     size_t len;
-    int r = read_file(path, &buf, &len, err, errlen);
+    int r = cli_read_file(path, &buf, &len, err, errlen);
     if (r) { free(path); return r < 0 ? -1 : 0; }
     s->metrics_found = true;
     size_t lineno = 0;
@@ -340,7 +296,7 @@ static void load_prom(Status *s)
 {
     char *path = join_path(s->out_dir, "llmc_train.prom"), *buf, e[256];
     size_t len;
-    if (read_file(path, &buf, &len, e, sizeof e) == 0) {
+    if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         for (char *l = buf; l && *l;) {
             if (strncmp(l, "llmc_train_total_steps{", 23) == 0) {
                 char *sp = strchr(l, '}');
@@ -360,7 +316,7 @@ static void load_rows(Status *s)
     if (!s->shards_dir) return;
     char *path = join_path(s->shards_dir, "index.json"), *buf, e[256];
     size_t len;
-    if (read_file(path, &buf, &len, e, sizeof e) == 0) {
+    if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
         double r = jnum(j, "n_rows", NAN);
         if (r > 0) s->rows = r;
@@ -375,7 +331,7 @@ static void load_result(Status *s)
     char *path = join_path(s->out_dir, "result.json"), *buf, e[256];
     size_t len;
     s->final_loss = s->result_eval_loss = NAN;
-    if (read_file(path, &buf, &len, e, sizeof e) == 0) {
+    if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
         if (cJSON_IsObject(j)) {
             s->done = true;
@@ -398,9 +354,9 @@ static void load_ckpt_llmc(Status *s)
     if (!s->ckpt_dir) { s->ckpt_note = xstrdup("the plan names no checkpoint directory"); return; }
     char *lp = join_path(s->ckpt_dir, "latest"), *buf, e[512];
     size_t len;
-    int r = read_file(lp, &buf, &len, e, sizeof e);
+    int r = cli_read_file(lp, &buf, &len, e, sizeof e);
     if (r) {
-        s->ckpt_note = r > 0 ? xprintf("none yet (%s absent)", lp) : xstrdup(e);
+        s->ckpt_note = r > 0 ? cli_xprintf("none yet (%s absent)", lp) : xstrdup(e);
         free(lp);
         return;
     }
@@ -410,23 +366,23 @@ static void load_ckpt_llmc(Status *s)
     size_t k = strcspn(buf, "\r\n");
     buf[k] = 0;
     if (!buf[0] || strchr(buf, '/') || strcmp(buf, "..") == 0 || strcmp(buf, ".") == 0) {
-        s->ckpt_note = xprintf("%s/latest does not name a checkpoint", s->ckpt_dir);
+        s->ckpt_note = cli_xprintf("%s/latest does not name a checkpoint", s->ckpt_dir);
         free(buf);
         return;
     }
     s->ckpt_name = buf;
-    char *d = join_path(s->ckpt_dir, buf), *man = xprintf("%s/MANIFEST.sha256", d),
-         *sj = xprintf("%s/state.json", d), *sb;
+    char *d = join_path(s->ckpt_dir, buf), *man = cli_xprintf("%s/MANIFEST.sha256", d),
+         *sj = cli_xprintf("%s/state.json", d), *sb;
     struct stat ms;
     if (stat(man, &ms) != 0 || !S_ISREG(ms.st_mode)) {
-        s->ckpt_note = xprintf("%s: no MANIFEST.sha256", d);
-    } else if (read_file(sj, &sb, &len, e, sizeof e) != 0) {
-        s->ckpt_note = xprintf("%s: no readable state.json", d);
+        s->ckpt_note = cli_xprintf("%s: no MANIFEST.sha256", d);
+    } else if (cli_read_file(sj, &sb, &len, e, sizeof e) != 0) {
+        s->ckpt_note = cli_xprintf("%s: no readable state.json", d);
     } else {
         cJSON *j = cJSON_ParseWithLength(sb, len);
         double step = jnum(j, "step", -1);
         if (step >= 0) { s->ckpt_step = (long)step; s->ckpt_valid = true; }
-        else s->ckpt_note = xprintf("%s/state.json: no step", d);
+        else s->ckpt_note = cli_xprintf("%s/state.json: no step", d);
         cJSON_Delete(j);
         free(sb);
     }
@@ -438,7 +394,7 @@ static void load_ckpt_lf(Status *s)
 {
     s->ckpt_step = -1;
     DIR *dir = opendir(s->out_dir);
-    if (!dir) { s->ckpt_note = xprintf("none yet (%s: %s)", s->out_dir, strerror(errno)); return; }
+    if (!dir) { s->ckpt_note = cli_xprintf("none yet (%s: %s)", s->out_dir, strerror(errno)); return; }
     struct dirent *de;
     long best = -1;
     while ((de = readdir(dir))) {
@@ -446,7 +402,7 @@ static void load_ckpt_lf(Status *s)
         if (strncmp(de->d_name, "checkpoint-", 11) != 0) continue;
         long n = strtol(de->d_name + 11, &end, 10);
         if (*end || n < 0 || n <= best) continue;
-        char *ts = xprintf("%s/%s/trainer_state.json", s->out_dir, de->d_name);
+        char *ts = cli_xprintf("%s/%s/trainer_state.json", s->out_dir, de->d_name);
         struct stat st;
         if (stat(ts, &st) == 0 && S_ISREG(st.st_mode)) {
             best = n;
@@ -463,69 +419,8 @@ static void load_ckpt_lf(Status *s)
 
 /* ---- Slurm ---------------------------------------------------------------- */
 
-static bool on_path(const char *prog)
-{
-    const char *p = getenv("PATH");
-    if (!p) return false;
-    char buf[PATH_MAX];
-    while (*p) {
-        size_t n = strcspn(p, ":");
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? p : ".", prog);
-        if (access(buf, X_OK) == 0) return true;
-        p += n;
-        if (*p) p++;
-    }
-    return false;
-}
 
-/* Run argv (no shell), capture stdout and stderr together. Returns the exit status, -1 if it could not run. */
-static int run_capture(char *const argv[], char **out)
-{
-    int fd[2];
-    *out = NULL;
-    if (pipe(fd)) return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
-    posix_spawn_file_actions_addclose(&fa, fd[0]);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    if (rc) { close(fd[0]); return -1; }
-    size_t cap = 4096, n = 0;
-    char *b = xmalloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) b = xrealloc(b, cap *= 2);
-        ssize_t r = read(fd[0], b + n, cap - n - 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    b[n] = 0;
-    close(fd[0]);
-    int wst;
-    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
-    *out = b;
-    return WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
-}
 
-/* KEY=VALUE out of one line of `scontrol show job -o` (value up to the next space). */
-static bool field(const char *line, const char *key, char *val, size_t vlen)
-{
-    size_t kl = strlen(key);
-    for (const char *p = line; (p = strstr(p, key)); p += kl) {
-        if ((p == line || p[-1] == ' ') && p[kl] == '=') {
-            const char *v = p + kl + 1;
-            size_t n = strcspn(v, " \n");
-            snprintf(val, vlen, "%.*s", (int)n, v);
-            return true;
-        }
-    }
-    return false;
-}
 
 /* "[D-]HH:MM:SS", "MM:SS", "UNLIMITED" -> seconds (NAN when unknown). */
 static double slurm_duration(const char *t)
@@ -552,30 +447,16 @@ static void first_line(char *s)
     s[strcspn(s, "\n")] = 0;
 }
 
-/* A Slurm client's failure in one line: away from the cluster (no slurm.conf,
- * no controller) its several "error:" lines say only that; else its last line. */
-static char *slurm_failure(const char *tool, char *out)
-{
-    if (!out || !out[0]) return xprintf("%s failed: no output", tool);
-    if (strstr(out, "resolve_ctls_from_dns_srv") || strstr(out, "Could not establish a configuration source") ||
-        strstr(out, "s_p_parse_file") || strstr(out, "Unable to contact slurm controller"))
-        return xprintf("%s: no Slurm controller answers here (no slurm.conf or SLURM_CONF, or slurmctld is down): "
-                       "no Slurm view (the trainer's files only)", tool);
-    size_t n = strlen(out);
-    while (n && out[n - 1] == '\n') out[--n] = 0;
-    char *last = strrchr(out, '\n');
-    return xprintf("%s failed: %s", tool, last ? last + 1 : out);
-}
 
 static void load_slurm(Status *s, const char *want_id)
 {
-    if (!on_path("scontrol")) {
+    if (!cli_on_path("scontrol")) {
         s->slurm_note = xstrdup("scontrol is not on PATH: no Slurm view (the trainer's files only)");
         return;
     }
     char *out = NULL;
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)want_id, NULL};
-    int rc = run_capture(argv, &out);
+    int rc = cli_run_capture(argv, &out);
     if (rc != 0) {
         s->slurm_note = slurm_failure("scontrol show job", out);
         free(out);
@@ -587,11 +468,11 @@ static void load_slurm(Status *s, const char *want_id)
     for (char *line = out; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
-        if (field(line, "JobId", val, sizeof val)) {
+        if (slurm_field(line, "JobId", val, sizeof val)) {
             long id = atol(val);
             bool match = want_id != NULL;
-            if (!match && field(line, "JobName", val, sizeof val) && strcmp(val, s->job) == 0 &&
-                field(line, "Command", val, sizeof val)) {
+            if (!match && slurm_field(line, "JobName", val, sizeof val) && strcmp(val, s->job) == 0 &&
+                slurm_field(line, "Command", val, sizeof val)) {
                 char *slash = strrchr(val, '/');
                 if (slash) *slash = 0;
                 char *cdir = real_or_copy(slash ? (val[0] ? val : "/") : ".");
@@ -603,13 +484,13 @@ static void load_slurm(Status *s, const char *want_id)
                 best = id;
                 s->have_job = true;
                 snprintf(s->job_id, sizeof s->job_id, "%ld", id);
-                if (!field(line, "JobState", s->state, sizeof s->state)) strcpy(s->state, "?");
-                if (!field(line, "Reason", s->reason, sizeof s->reason)) s->reason[0] = 0;
-                if (!field(line, "NodeList", s->nodes, sizeof s->nodes)) s->nodes[0] = 0;
-                if (!field(line, "StdOut", s->stdout_path, sizeof s->stdout_path)) s->stdout_path[0] = 0;
-                s->restarts = field(line, "Restarts", val, sizeof val) ? atol(val) : 0;
-                s->run_time = field(line, "RunTime", val, sizeof val) ? slurm_duration(val) : NAN;
-                s->job_limit = field(line, "TimeLimit", val, sizeof val) ? slurm_duration(val) : NAN;
+                if (!slurm_field(line, "JobState", s->state, sizeof s->state)) strcpy(s->state, "?");
+                if (!slurm_field(line, "Reason", s->reason, sizeof s->reason)) s->reason[0] = 0;
+                if (!slurm_field(line, "NodeList", s->nodes, sizeof s->nodes)) s->nodes[0] = 0;
+                if (!slurm_field(line, "StdOut", s->stdout_path, sizeof s->stdout_path)) s->stdout_path[0] = 0;
+                s->restarts = slurm_field(line, "Restarts", val, sizeof val) ? atol(val) : 0;
+                s->run_time = slurm_field(line, "RunTime", val, sizeof val) ? slurm_duration(val) : NAN;
+                s->job_limit = slurm_field(line, "TimeLimit", val, sizeof val) ? slurm_duration(val) : NAN;
             }
         }
         line = nl ? nl + 1 : NULL;
@@ -617,8 +498,8 @@ static void load_slurm(Status *s, const char *want_id)
     free(pdir);
     free(out);
     if (!s->have_job) {
-        s->slurm_note = want_id ? xprintf("job %s: not known to Slurm", want_id)
-                                : xprintf("no job named %s submitted from %s is known to slurmctld "
+        s->slurm_note = want_id ? cli_xprintf("job %s: not known to Slurm", want_id)
+                                : cli_xprintf("no job named %s submitted from %s is known to slurmctld "
                                           "(finished jobs are forgotten after MinJobAge)", s->job, s->plan_dir);
         return;
     }
@@ -627,7 +508,7 @@ static void load_slurm(Status *s, const char *want_id)
     if (s->stdout_path[0]) {
         char *buf, e[256];
         size_t len;
-        if (read_file(s->stdout_path, &buf, &len, e, sizeof e) == 0) {
+        if (cli_read_file(s->stdout_path, &buf, &len, e, sizeof e) == 0) {
             char pat[64];
             snprintf(pat, sizeof pat, "llmc: job %s restart ", s->job_id);
             s->log_segments = 0;
@@ -637,12 +518,12 @@ static void load_slurm(Status *s, const char *want_id)
     }
     /* sacct: every segment of a requeued job (-D), when accounting storage is configured */
     s->acct_segments = -1;
-    if (!on_path("sacct")) { s->acct_note = xstrdup("sacct is not on PATH"); return; }
+    if (!cli_on_path("sacct")) { s->acct_note = xstrdup("sacct is not on PATH"); return; }
     char *av[] = {"sacct", "-n", "-P", "-X", "-D", "-j", s->job_id, "--format=JobID,State", NULL};
-    rc = run_capture(av, &out);
+    rc = cli_run_capture(av, &out);
     if (rc != 0 || !out) {
         if (out) first_line(out);
-        s->acct_note = xprintf("sacct: %s", out && out[0] ? out : "failed");
+        s->acct_note = cli_xprintf("sacct: %s", out && out[0] ? out : "failed");
     } else {
         s->acct_segments = 0;
         for (char *p = out; *p; p++)
@@ -664,10 +545,10 @@ static void load_gpus(Status *s)
     char *dir = xstrdup(s->stdout_path), *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     else strcpy(dir, ".");
-    char *pat = xprintf("%s/%s-%s-gpu-*.csv", dir, s->job, s->job_id);
+    char *pat = cli_xprintf("%s/%s-%s-gpu-*.csv", dir, s->job, s->job_id);
     glob_t g;
     if (glob(pat, 0, NULL, &g) != 0) {
-        s->gpu_note = xprintf("no nvidia-smi samples (%s)", pat);
+        s->gpu_note = cli_xprintf("no nvidia-smi samples (%s)", pat);
         free(dir); free(pat);
         return;
     }
@@ -680,7 +561,7 @@ static void load_gpus(Status *s)
         if (dot) *dot = 0;
         char *buf, e[256];
         size_t len;
-        if (read_file(fp, &buf, &len, e, sizeof e) != 0) continue;
+        if (cli_read_file(fp, &buf, &len, e, sizeof e) != 0) continue;
         for (char *line = buf; line && *line;) {
             char *nl = strchr(line, '\n');
             if (nl) *nl = 0;
@@ -707,7 +588,7 @@ static void load_gpus(Status *s)
         }
         free(buf);
     }
-    if (!s->ngpus) s->gpu_note = xprintf("no samples yet in %s", pat);
+    if (!s->ngpus) s->gpu_note = cli_xprintf("no samples yet in %s", pat);
     globfree(&g);
     free(dir);
     free(pat);
@@ -1013,16 +894,113 @@ static int collect(Status *s, const char *target, const char *job_id, char *err,
     return 0;
 }
 
+static volatile sig_atomic_t stop_watch;
+static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
+
+/* ---- a chain: the directory of a plan of several jobs (DIR/submit.sh) ---- */
+
+/* The chain's state from its jobs': failed (one ended other than COMPLETED),
+ * running (one pending or running), completed (all), not submitted (none
+ * known, nothing written), else unknown. */
+static const char *chain_state(const Status *st, int n, bool *failed)
+{
+    int completed = 0, active = 0, seen = 0;
+    *failed = false;
+    for (int i = 0; i < n; i++) {
+        const Status *s = &st[i];
+        if (s->have_job && slurm_state_active(s->state)) active++;
+        else if (s->have_job && strcmp(s->state, "COMPLETED") != 0) *failed = true;
+        else if ((s->have_job && strcmp(s->state, "COMPLETED") == 0) || s->done) completed++;
+        if (s->have_job || s->metrics_found || s->done) seen++;
+    }
+    if (*failed) return "failed";
+    if (active) return "running";
+    if (completed == n) return "completed";
+    if (seen == 0) return "not submitted";
+    return "unknown";
+}
+
+static int chain_status(const char *target, bool json, bool watch, double interval, bool tty)
+{
+    int rc = ST_OK;
+    char err[PATH_MAX + 256];
+    for (;;) {
+        RunDir rd;
+        if (rundir_load(target, &rd, err, sizeof err)) {
+            fprintf(stderr, "llmc status: error: %s\n", err);
+            return ST_USAGE;
+        }
+        Status *st = xcalloc((size_t)rd.n, sizeof(Status));
+        Derived *dv = xcalloc((size_t)rd.n, sizeof(Derived));
+        for (int i = 0; i < rd.n; i++) {
+            if (collect(&st[i], rd.jobs[i].dir, rd.jobs[i].id[0] ? rd.jobs[i].id : NULL, err, sizeof err)) {
+                fprintf(stderr, "llmc status: error: %s\n", err);
+                for (int k = 0; k <= i; k++) status_free(&st[k]);
+                free(st);
+                free(dv);
+                rundir_free(&rd);
+                return ST_USAGE;
+            }
+            dv[i] = derive(&st[i]);
+        }
+        bool failed;
+        const char *state = chain_state(st, rd.n, &failed);
+        if (watch && tty && !json) fputs("\033[H\033[2J", stdout);
+        if (json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "chain", rd.out);
+            cJSON_AddStringToObject(o, "status", state);
+            cJSON *arr = cJSON_AddArrayToObject(o, "jobs");
+            for (int i = 0; i < rd.n; i++) {
+                cJSON *j = to_json(&st[i], &dv[i]);
+                if (rd.jobs[i].after) cJSON_AddStringToObject(j, "after", rd.jobs[i].after);
+                else cJSON_AddNullToObject(j, "after");
+                cJSON_AddItemToArray(arr, j);
+            }
+            char *txt = watch ? cJSON_PrintUnformatted(o) : cJSON_Print(o);
+            fputs(txt, stdout);
+            fputc('\n', stdout);
+            free(txt);
+            cJSON_Delete(o);
+        } else {
+            printf("chain %s: %s (%d jobs%s:", rd.out, state, rd.n, rd.recorded ? "" : ", none recorded by llmc submit");
+            for (int i = 0; i < rd.n; i++)
+                printf("%s %s %s", i ? "," : "", st[i].job, st[i].have_job ? st[i].state : overall(&st[i]));
+            printf(")\n");
+            for (int i = 0; i < rd.n; i++) {
+                fputc('\n', stdout);
+                print_human(stdout, &st[i], &dv[i]);
+                if (rd.jobs[i].after) printf("  after       %s (afterok)\n", rd.jobs[i].after);
+            }
+        }
+        fflush(stdout);
+        rc = failed ? ST_FAILED : ST_OK;
+        bool finished = strcmp(state, "running") != 0;
+        for (int i = 0; i < rd.n; i++) status_free(&st[i]);
+        free(st);
+        free(dv);
+        rundir_free(&rd);
+        if (!watch || finished || stop_watch) break;
+        if (!json && !tty) fputc('\n', stdout);
+        struct timespec ts = {(time_t)interval, (long)(fmod(interval, 1.0) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_watch) {}
+        if (stop_watch) break;
+    }
+    return rc;
+}
+
 static const char status_usage[] =
     "usage: llmc status [--format human|json] [--watch[=SECONDS]] [--plot FILE.svg|FILE.png]\n"
     "                   [--job JOBID] OUT_DIR|PLAN.json\n"
     "Slurm's view of the job, the trainer's progress and the plan's estimate (docs/status.md).\n"
     "  --watch[=SECONDS]  redraw every SECONDS (0.1 to 86400; default 2) until Ctrl-C\n"
+    "Of a chain's directory (a plan of several jobs: OUT_DIR/submit.sh), every job and the\n"
+    "chain's state (failed, running, completed, not submitted).\n"
+    "The job is the one --job names, else the one llmc submit recorded (OUT_DIR/jobs.json),\n"
+    "else the newest of this plan that Slurm knows.\n"
     "exit status: 0 shown (the job completed, running or waiting, or no Slurm view),\n"
     "             1 the job ended otherwise (FAILED, CANCELLED, TIMEOUT ...), 2 usage or I/O error\n";
 
-static volatile sig_atomic_t stop_watch;
-static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
 
 int status_main(int argc, char **argv)
 {
@@ -1077,8 +1055,23 @@ int status_main(int argc, char **argv)
         }
     }
     bool tty = isatty(STDOUT_FILENO);
-    if (watch) signal(SIGINT, on_sigint);
     char err[PATH_MAX + 256];
+    if (watch) signal(SIGINT, on_sigint);
+    if (rundir_is_chain(target)) {
+        if (plot || job_id)
+            return cli_usage_error(cmd, "%s is a chain's directory: --%s is for one job's (%s/JOB)", target,
+                                   plot ? "plot" : "job", target);
+        return chain_status(target, json, watch, interval, tty);
+    }
+    /* the id llmc submit recorded, when there is one */
+    RunDir rec;
+    char recid[32] = "";
+    struct stat tst;
+    if (!job_id && stat(target, &tst) == 0 && S_ISDIR(tst.st_mode) && rundir_load(target, &rec, err, sizeof err) == 0) {
+        if (rec.recorded && rec.n == 1 && rec.jobs[0].id[0]) snprintf(recid, sizeof recid, "%s", rec.jobs[0].id);
+        rundir_free(&rec);
+        if (recid[0]) job_id = recid;
+    }
     int rc = ST_OK;
     for (;;) {
         Status s;
@@ -1103,7 +1096,7 @@ int status_main(int argc, char **argv)
         if (plot) {
             StatusPoint *tp = xmalloc((s.n + 1) * sizeof *tp);
             for (size_t i = 0; i < s.n; i++) tp[i] = (StatusPoint){s.pts[i].step, s.pts[i].loss};
-            char *title = xprintf("%s: loss (%s)", s.job, s.metrics_path);
+            char *title = cli_xprintf("%s: loss (%s)", s.job, s.metrics_path);
             int r = status_plot(plot, title, tp, s.n, s.evals, s.nevals, err, sizeof err);
             free(tp);
             free(title);
@@ -1113,9 +1106,7 @@ int status_main(int argc, char **argv)
                 return ST_USAGE;
             }
         }
-        bool active = s.have_job && (strcmp(s.state, "RUNNING") == 0 || strcmp(s.state, "PENDING") == 0 ||
-                                     strcmp(s.state, "REQUEUED") == 0 || strcmp(s.state, "CONFIGURING") == 0 ||
-                                     strcmp(s.state, "COMPLETING") == 0 || strcmp(s.state, "SUSPENDED") == 0);
+        bool active = s.have_job && slurm_state_active(s.state);
         bool finished = s.done && !active;
         /* the exit status says how the job ended: Slurm's states other than these are failures */
         rc = s.have_job && !active && strcmp(s.state, "COMPLETED") != 0 ? ST_FAILED : ST_OK;

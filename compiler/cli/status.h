@@ -8,8 +8,14 @@
 
 #include <stddef.h>
 
-/* argv[0] is "status". Exit 0, or 2 for usage and I/O errors. */
+/* argv[0] is "status". Exit 0 (completed, running or waiting), 1 (a job ended
+ * otherwise), or 2 for usage and I/O errors. A chain's directory (DIR/submit.sh,
+ * a plan.json per job) gets one line per job and the chain's state. */
 int status_main(int argc, char **argv);
+
+/* The trainer's log of the run whose plan.json is in dir (or is dir): llmc's
+ * metrics.jsonl, or LLaMA-Factory's trainer_log.jsonl; NULL with err set. */
+char *status_trainer_log(const char *dir, char *err, size_t errlen);
 
 /* One point of the loss curve. */
 typedef struct {

@@ -83,16 +83,23 @@ static void image_split(const char *img, char *repo, size_t nrepo, const char **
     *tag = colon + 1;
 }
 
-static void resources_map(Yaml *y, const JobLayout *L, int64_t milli, uint64_t mem, bool gpu_key_full)
+/* cpu, memory, the GPUs and the plan's RDMA resource (requests = limits for
+ * the extended resources, as Kubernetes requires). */
+static void resources_map(Yaml *y, const JobLayout *L, int64_t milli, uint64_t mem)
 {
+    const PlanK8s *k = L->cluster->k8s;
     char q[48];
     k8s_cpu_quantity(milli, q, sizeof q);
     yw_str(y, "cpu", q);
     k8s_bytes_quantity(mem, q, sizeof q);
     yw_str(y, "memory", q);
-    if (L->gpu && gpu_key_full) {
+    if (L->gpu) {
         snprintf(q, sizeof q, "%d", L->gpus_per_node);
         yw_str(y, "nvidia.com/gpu", q);
+    }
+    if (k->rdma_resource) {
+        snprintf(q, sizeof q, "%d", k->rdma_count);
+        yw_str(y, k->rdma_resource, q);
     }
 }
 
@@ -158,13 +165,17 @@ static char *gres_conf_line(const JobLayout *L)
     return s;
 }
 
+/* The partition's line: the site's limit (partition_max_time), never one
+ * job's time, and not the default partition (the job scripts name it). */
 static char *partition_config(const JobLayout *L)
 {
+    const PlanK8s *k = L->cluster->k8s;
+    char *s = NULL;
+    if (k->partition_max_seconds <= 0) return strdup("State=UP");
     Buf t;
     buf_init(&t);
-    slurm_time(&t, L->job->time_seconds);
-    char *s = NULL;
-    if (asprintf(&s, "Default=YES MaxTime=%s State=UP", t.data ? t.data : "UNLIMITED") < 0) s = NULL;
+    slurm_time(&t, k->partition_max_seconds);
+    if (asprintf(&s, "MaxTime=%s State=UP", t.data ? t.data : "UNLIMITED") < 0) s = NULL;
     buf_free(&t);
     return s;
 }
@@ -189,22 +200,24 @@ static void slinky_slurmd(Yaml *y, const JobLayout *L, bool cr)
     yw_str(y, "image", k->image);
     yw_kmap(y, "resources");
     yw_kmap(y, "limits");
-    resources_map(y, L, (int64_t)L->cluster->cpus * 1000, L->cluster->memory_bytes, true);
+    resources_map(y, L, (int64_t)L->cluster->cpus * 1000, k->memory_limit);
     yw_map_end(y);
     yw_kmap(y, "requests");
-    resources_map(y, L, k->cpu_request_milli, k->memory_request, true);
+    resources_map(y, L, k->cpu_request_milli, k->memory_request);
     yw_map_end(y);
     yw_map_end(y);
-    if (k->nvolumes) {
-        yw_kseq(y, "volumeMounts");
-        for (int i = 0; i < k->nvolumes; i++) {
-            yw_map_begin(y);
-            yw_str(y, "name", k->volumes[i].name);
-            yw_str(y, "mountPath", k->volumes[i].mount);
-            yw_map_end(y);
-        }
-        yw_seq_end(y);
+    yw_kseq(y, "volumeMounts");
+    yw_map_begin(y);   /* NCCL's and the data loaders' shared memory */
+    yw_str(y, "name", "shm");
+    yw_str(y, "mountPath", "/dev/shm");
+    yw_map_end(y);
+    for (int i = 0; i < k->nvolumes; i++) {
+        yw_map_begin(y);
+        yw_str(y, "name", k->volumes[i].name);
+        yw_str(y, "mountPath", k->volumes[i].mount);
+        yw_map_end(y);
     }
+    yw_seq_end(y);
 }
 
 static void slinky_pod(Yaml *y, const JobLayout *L, bool cr)
@@ -215,18 +228,29 @@ static void slinky_pod(Yaml *y, const JobLayout *L, bool cr)
         snprintf(host, sizeof host, "%s-", k->node_set);
         yw_str(y, "hostname", host);
     }
+    if (k->host_network) {   /* the nodes' RDMA/IB interfaces for NCCL; DNS of the cluster still */
+        yw_bool(y, "hostNetwork", true);
+        yw_word(y, "dnsPolicy", "ClusterFirstWithHostNet");
+    }
     node_selector(y, k);
     tolerations(y, k);
-    if (k->nvolumes) {
-        yw_kseq(y, "volumes");
-        for (int i = 0; i < k->nvolumes; i++) {
-            yw_map_begin(y);
-            yw_str(y, "name", k->volumes[i].name);
-            volume_source(y, &k->volumes[i]);
-            yw_map_end(y);
-        }
-        yw_seq_end(y);
+    char q[48];
+    k8s_bytes_quantity(k->shm_bytes, q, sizeof q);
+    yw_kseq(y, "volumes");
+    yw_map_begin(y);
+    yw_str(y, "name", "shm");
+    yw_kmap(y, "emptyDir");
+    yw_word(y, "medium", "Memory");
+    yw_str(y, "sizeLimit", q);
+    yw_map_end(y);
+    yw_map_end(y);
+    for (int i = 0; i < k->nvolumes; i++) {
+        yw_map_begin(y);
+        yw_str(y, "name", k->volumes[i].name);
+        volume_source(y, &k->volumes[i]);
+        yw_map_end(y);
     }
+    yw_seq_end(y);
 }
 
 static void slinky_values_body(Yaml *y, const JobLayout *L)
@@ -371,9 +395,12 @@ static void soperator_nodeset_body(Yaml *y, const JobLayout *L)
     yw_kmap(y, "slurmd");
     image_obj(y, k->image);
     yw_kmap(y, "resources");
-    resources_map(y, L, k->cpu_request_milli, k->memory_request, true);
+    resources_map(y, L, k->cpu_request_milli, k->memory_request);
     yw_map_end(y);
     yw_kmap(y, "volumes");
+    char shm[48];
+    k8s_bytes_quantity(k->shm_bytes, shm, sizeof shm);
+    yw_str(y, "sharedMemorySize", shm);   /* Soperator mounts /dev/shm of this size itself */
     yw_kmap(y, "spool");
     yw_kmap(y, "emptyDir");
     yw_map_end(y);

@@ -1667,6 +1667,11 @@ static int report_host(const PlanJob *job, const Estimate *e, Diags *d)
 
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
 {
+    return estimate_job_rows(job, 0, out, d);
+}
+
+int estimate_job_rows(const PlanJob *job, double shard_rows, Estimate *out, Diags *d)
+{
     memset(out, 0, sizeof *out);
     if (!job || !job->run || !job->run->model || !job->cluster) return 0;
     const PlanTrain *t = job->run;
@@ -1675,6 +1680,15 @@ int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
     estimate_memory(job, t->micro_batch, t->recompute, t->shard, out);
     out->max_micro_batch_that_fits = max_fitting_batch(job, t->recompute, t->shard);
     const PlanDataset *missing = count_tokens(t, out);
+    if (shard_rows >= 1 && !missing) {
+        /* the rows prepare wrote: packing leaves room in rows, so more than tokens / context */
+        out->sequences_per_epoch = shard_rows;
+        out->sequences_from_shards = true;
+        out->seq_tokens = out->tokens_per_epoch / shard_rows;
+        /* a packed row is computed at its full context, its unused end included */
+        if (t->packing && t->context > 0) out->padded_seq_tokens = t->context;
+        else if (!(out->padded_seq_tokens >= out->seq_tokens)) out->padded_seq_tokens = out->seq_tokens;
+    }
     estimate_time(job, out);
     estimate_host(job, out);
 

@@ -108,6 +108,8 @@ typedef struct {
     bool attn_cudnn;                        /* attention runs through cuDNN's fused SDPA */
     bool attn_cudnn_deterministic;          /* ... in its deterministic form (train.deterministic) */
     double attn_workspace_bytes;            /* its workspace (deterministic backward), in total_bytes */
+    /* ---- a prepared shard directory (docs/estimator.md, "Rows from the shards") ---- */
+    bool sequences_from_shards;             /* sequences_per_epoch = the rows `llmc-train prepare` wrote */
 } Estimate;
 
 /* What is trained and where the states live: the inputs of the estimate that
@@ -195,6 +197,11 @@ double estimate_cpu_adam_rate(int threads, int ranks_per_node);
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d);
+/* The same with the rows per epoch of the job's prepared shards (index.json
+ * n_rows, for the plan's context and packing; 0: none known): they replace the
+ * sequences counted from the tokens (packing never fills every row), so the
+ * steps are the trainer's, ceil(epochs x rows / global batch). */
+int estimate_job_rows(const PlanJob *job, double shard_rows, Estimate *out, Diags *d);
 
 /* ---- the formulas, exposed for explain and for the check vectors in tests ---- */
 

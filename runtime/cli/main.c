@@ -12,6 +12,7 @@
 #pragma weak cmd_run
 #pragma weak cmd_verify
 #pragma weak cmd_generate
+#pragma weak cmd_export
 
 static void usage(FILE *out)
 {
@@ -23,6 +24,8 @@ static void usage(FILE *out)
           "  tokenize --tokenizer DIR [--decode]\n"
           "                         text on stdin -> token ids (or ids -> text)\n"
           "  verify DIR             check a checkpoint's sha256 manifest\n"
+          "  export --plan PLAN.json CHECKPOINT OUT\n"
+          "                         a checkpoint as a Hugging Face model (and PEFT adapter)\n"
           "  generate DIR QUESTION...  an exported model's greedy answers\n"
           "  check-plan PLAN.json   read the plan as run does: exit 0 accepted, 1 refused\n"
           "\n"
@@ -36,6 +39,7 @@ int main(int argc, char **argv)
         {"run", cmd_run}, {"prepare", cmd_prepare},
         {"tokenize", cmd_tokenize}, {"verify", cmd_verify},
         {"check-plan", cmd_check_plan}, {"generate", cmd_generate},
+        {"export", cmd_export},
     };
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }

@@ -784,6 +784,56 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
     return 0;
 }
 
+int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
+                      size_t step_dir_len, char *err, size_t errlen)
+{
+    char p[4300], name[256];
+    struct stat sb;
+    say(p, sizeof p, "%s/state.json", dir);
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        say(err, errlen, "%s: %s", dir, stat(dir, &sb) ? strerror(errno) : "not a directory");
+        return -1;
+    }
+    if (stat(p, &sb) && errno == ENOENT) {   /* a checkpoint directory: the step `latest` names */
+        say(p, sizeof p, "%s/latest", dir);
+        char *text = read_regular(p, 256, err, errlen);
+        if (!text) {
+            say(err, errlen, "%s: neither a checkpoint step (no state.json) nor a checkpoint directory (no latest)", dir);
+            return -1;
+        }
+        size_t n = strcspn(text, "\r\n");
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), text);
+        int bad = n == 0 || n >= sizeof name || name_step(name) < 0;
+        free(text);
+        if (bad) {
+            say(err, errlen, "%s: does not name a step directory (step-NNNNNNNN)", p);
+            return -1;
+        }
+        say(step_dir, step_dir_len, "%s/%s", dir, name);
+    } else {
+        const char *slash = strrchr(dir, '/');
+        snprintf(name, sizeof name, "%s", slash && slash[1] ? slash + 1 : dir);
+        say(step_dir, step_dir_len, "%s", dir);
+    }
+    /* the manifest first: no byte of a damaged checkpoint is used */
+    if (manifest_check(step_dir, NULL, err, errlen)) return -1;
+    say(p, sizeof p, "%s/state.json", step_dir);
+    char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
+    if (!text) return -1;
+    ParsedState ps;
+    int rc = parse_state(p, step_dir, text, name_step(name), NULL, want, &ps, err, errlen);
+    free(text);
+    if (rc) return -1;
+    StModel sm;
+    say(p, sizeof p, "%s/model.safetensors", step_dir);
+    if (st_open(&sm, p, err, errlen)) return -1;
+    rc = read_model_tensors(&sm, m, m->w, "", err, errlen);
+    st_close(&sm);
+    if (rc) return -1;
+    *step = ps.st.step;
+    return 0;
+}
+
 int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
                 AdamW *opt, TrainState *st, char *warn, size_t warnlen, char *err, size_t errlen)
 {

@@ -71,6 +71,17 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
 int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
                 AdamW *opt, TrainState *st, char *warn, size_t warnlen, char *err, size_t errlen);
 
+/* The weights of one verified checkpoint, for an export (llmc-train export):
+ * dir is a step directory (CKPT_DIR/step-NNNNNNNN) or a checkpoint directory
+ * whose `latest` names one (its path into step_dir). Its sha256 manifest is
+ * checked first, then state.json (want: fingerprint fields that must agree,
+ * NULL for none), then model.safetensors is read into m, which must be the
+ * run's trainable view (model_trainable: the whole model, the trainable
+ * layers, or the LoRA adapters). The step into *step. 0, or -1 with err naming
+ * the file. */
+int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
+                      size_t step_dir_len, char *err, size_t errlen);
+
 /* Range-check and parse a checkpoint's state.json text (path for messages;
  * dir_step: the step its directory name says, -1 unknown). Fills opt->t, st,
  * *write_seq (0 when the file has none) and fp_out (may be NULL). 0, or -1 with

@@ -93,20 +93,34 @@ void run_finetune_detach(Model *m)
     m->frozen = NULL;
 }
 
-/* LoRA: the merged model into OUT/final, the adapter into OUT/adapter. */
-static int write_lora_final(const RunPlan *plan, const Model *m, StDtype dt, const char *source, const char *final_dir)
+/* LoRA: the merged model into dir, the adapter into adapter_dir. */
+static int write_lora_export(const RunPlan *plan, const Model *m, StDtype dt, const char *source, const char *dir,
+                             const char *adapter_dir)
 {
-    char err[1024], dir[4200];
+    char err[1024];
     Model merged;
     if (model_init(&merged, &m->cfg)) { log_error("out of memory (merged export)"); return -1; }
     memcpy(merged.w, m->w, m->n_floats * sizeof *m->w);
     lora_merge(m->lora, &merged);
-    int rc = hf_export(final_dir, &merged, dt, plan->tokenizer_path, source, err, sizeof err);
+    int rc = hf_export(dir, &merged, dt, plan->tokenizer_path, source, err, sizeof err);
     model_free(&merged);
     if (rc) { log_error("export: %s", err); return -1; }
-    snprintf(dir, sizeof dir, "%s/adapter", plan->out_dir);
-    if (peft_export(dir, m->lora, plan->ft.lora_alpha, plan->ft.rslora, plan->model_path, err, sizeof err)) {
+    if (peft_export(adapter_dir, m->lora, plan->ft.lora_alpha, plan->ft.rslora, plan->model_path, err, sizeof err)) {
         log_error("adapter export: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+int run_export(const RunPlan *plan, const Model *m, const char *dir, const char *adapter_dir)
+{
+    char err[1024];
+    StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
+    /* a pretrained model's config.json is carried over (every key kept), not regenerated */
+    const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
+    if (m->lora) return write_lora_export(plan, m, dt, source, dir, adapter_dir);
+    if (hf_export(dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
+        log_error("export: %s", err);
         return -1;
     }
     return 0;
@@ -117,17 +131,10 @@ static int write_lora_final(const RunPlan *plan, const Model *m, StDtype dt, con
  * that cannot be written is reported but does not fail the run. */
 int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len)
 {
-    char err[1024], svg[4200];
+    char svg[4200], adapter[4200];
     snprintf(final_dir, final_len, "%s/final", plan->out_dir);
-    StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
-    /* a pretrained model's config.json is carried over (every key kept), not regenerated */
-    const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
-    if (m->lora) {
-        if (write_lora_final(plan, m, dt, source, final_dir)) return -1;
-    } else if (hf_export(final_dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
-        log_error("export: %s", err);
-        return -1;
-    }
+    snprintf(adapter, sizeof adapter, "%s/adapter", plan->out_dir);
+    if (run_export(plan, m, final_dir, adapter)) return -1;
     const char *slash = strrchr(plan->metrics_path, '/');
     snprintf(svg, sizeof svg, "%.*s/loss_curve.svg", slash ? (int)(slash - plan->metrics_path) : 1,
              slash ? plan->metrics_path : ".");

@@ -28,6 +28,13 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc);
 int run_finetune_attach(Model *m, const RunPlan *plan);
 void run_finetune_detach(Model *m);
 
+/* The HF export of m into dir (the plan's precision; config.json carried over
+ * from the plan's model, or generated for `init = scratch`; the tokenizer
+ * files). With LoRA adapters on m: dir holds the merged model (W + scale B A)
+ * and adapter_dir the PEFT adapter (peft_export). The end of a run and
+ * `llmc-train export` both write through it. 0, or -1 after logging why. */
+int run_export(const RunPlan *plan, const Model *m, const char *dir, const char *adapter_dir);
+
 /* Rank 0 at the end: the HF export into OUT/final (its path into final_dir) and
  * the loss curve beside the metrics file, which the caller has closed. baseline:
  * the unigram loss drawn on the curve, 0 for none. With LoRA adapters on m:

@@ -2,6 +2,9 @@
 # tests/cli/cli.sh LLMC LLMC_TRAIN [LLMC_TRAIN_CUDA] — see tests/cli/test.mk.
 set -u
 LLMC=$(realpath "$1"); TRAIN=$(realpath "$2"); CUDA=${3:-}
+# the build directory the binaries come from (build, or build/san under make SAN=1,
+# whose SAN=1 the make calls below inherit through MAKEFLAGS): its objects are the targets
+OBJ=$(realpath --relative-to="$(cd "$(dirname "$0")/../.." && pwd)" "$(dirname "$LLMC")")/compiler/front/arena.o
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d /tmp/cli-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -17,11 +20,11 @@ help() {
     if [[ $rc -eq 0 ]] && grep -q "usage:" "$T/h.out" && [[ ! -s $T/h.err ]]; then ok "$(basename "$1") ${*:2}: exit 0, usage on stdout"
     else bad "$(basename "$1") ${*:2} (exit $rc)" "$T/h.out" "$T/h.err"; fi
 }
-for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "init-model --help" "$PLAN --help" "check -h"; do
+for a in --help -h help "check --help" "fmt --help" "explain --help" "status --help" "submit --help" "cancel --help" "logs --help" "init-model --help" "$PLAN --help" "check -h"; do
     # shellcheck disable=SC2086
     help "$LLMC" $a
 done
-for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "generate --help" "run -h"; do
+for a in --help help "run --help" "prepare --help" "tokenize --help" "verify --help" "check-plan --help" "generate --help" "export --help" "run -h"; do
     # shellcheck disable=SC2086
     help "$TRAIN" $a
 done
@@ -113,14 +116,14 @@ cp "$T/le.llm" "$T/lewd/le.llm"
 
 # the build: the caller's CC and CFLAGS kept (ours appended), -Werror on unless WERROR=0
 cd "$ROOT" || exit 1
-line=$(CFLAGS=-fstack-protector-strong $MAKE -s -n -B build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$(CFLAGS=-fstack-protector-strong $MAKE -s -n -B "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ $line == *-fstack-protector-strong* && $line == *-Wall* && $line == *-Werror* ]] \
     && ok "CFLAGS from the environment kept, ours (-Wall, -Werror) appended" || bad "environment CFLAGS: $line"
-line=$($MAKE -s -n -B CFLAGS=-O3 build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$($MAKE -s -n -B CFLAGS=-O3 "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ $line == *-O3* && $line == *-std=c11* ]] && ok "make CFLAGS=-O3: kept, with -std=c11 appended" || bad "command-line CFLAGS: $line"
-line=$($MAKE -s -n -B WERROR=0 build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$($MAKE -s -n -B WERROR=0 "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ -n $line && $line != *-Werror* && $line == *-Wall* ]] && ok "WERROR=0: -Wall without -Werror" || bad "WERROR=0: $line"
-line=$(CC=my-cc $MAKE -s -n -B build/compiler/front/arena.o 2>/dev/null | grep -- ' -c ' | head -n 1)
+line=$(CC=my-cc $MAKE -s -n -B "$OBJ" 2>/dev/null | grep -- ' -c ' | head -n 1)
 [[ $line == my-cc\ * ]] && ok "CC from the environment" || bad "CC from the environment: $line"
 
 # make install DESTDIR PREFIX: a working tree
@@ -197,6 +200,127 @@ else bad "check -q (exit $rc0, $rc1, $rc2)" "$T/q0.err" "$T/q1.err" "$T/q2.out";
 "$LLMC" check -q "$T/qbad.llm" >"$T/q4.out" 2>"$T/q4.err"; rc=$?
 [[ $rc -eq 1 ]] && grep -q "error:" "$T/q4.err" && ! grep -q "^[^ ]*: note:" "$T/q4.err" \
     && ok "check -q of a plan with an error: the error shown, no notes, exit 1" || bad "check -q with an error (exit $rc)" "$T/q4.err"
+
+# --set BLOCK.KEY=VALUE (issue 34): the value lexed, parsed and checked like the
+# file's, diagnostics pointing into the argument; on llmc, check and explain
+"$LLMC" check --set train.batch=x "$PLAN" >"$T/s1.out" 2>"$T/s1.err"; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "^--set train.batch:1:19: error: 'batch' must be a count per gpu, found name 'x'" "$T/s1.err" \
+   && grep -qF -- "1 | --set train.batch=x" "$T/s1.err"; then ok "check --set train.batch=x: exit 1, the error at the argument's column"
+else bad "check --set train.batch=x (exit $rc)" "$T/s1.err"; fi
+"$LLMC" check --set train.bach=4 "$PLAN" >/dev/null 2>"$T/s2.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "^--set train.bach:1:13: error: unknown key 'bach' in train block 'tiny_sft'; did you mean 'batch'?" "$T/s2.err" \
+    && ok "--set train.bach=4: unknown key, did you mean 'batch'" || bad "--set train.bach (exit $rc)" "$T/s2.err"
+"$LLMC" check --set trian.lr=1e-3 "$PLAN" >/dev/null 2>"$T/s3.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "no block 'trian'; did you mean 'train'?" "$T/s3.err" \
+    && ok "--set trian.lr: no such block, did you mean 'train'" || bad "--set trian.lr (exit $rc)" "$T/s3.err"
+"$LLMC" check --set 'train.lr=1 } job x {' "$PLAN" >/dev/null 2>"$T/s4.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "expected one value after '='" "$T/s4.err" \
+    && ok "--set with a value that closes the block: refused, one value only" || bad "--set injection (exit $rc)" "$T/s4.err"
+"$LLMC" check --set train.lr=1e-3 --set train.lr=2e-3 "$PLAN" >/dev/null 2>"$T/s5.err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q "the key is given twice" "$T/s5.err" && ok "--set of one key twice: exit 2" || bad "--set twice (exit $rc)" "$T/s5.err"
+usage_err "llmc fmt --set" "--set and --sweep are for llmc, check and explain" "$LLMC" fmt --set train.lr=1 "$PLAN"
+usage_err "llmc check --sweep" "--sweep compiles one output per point" "$LLMC" check --sweep train.lr=1,2 "$PLAN"
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/set-out" --set train.lr=3e-4 --set 'tiny_job.time=2 h') >"$T/s6.log" 2>&1; rc=$?
+if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); sys.exit(0 if abs(p["train"]["lr"]-3e-4)<1e-12 else 1)' "$T/set-out/plan.json" \
+   && grep -q -- "--time=0-02:00:00" "$T/set-out/"*.slurm; then ok "llmc --set train.lr=3e-4 --set tiny_job.time=2 h: plan.json's lr, the script's --time"
+else bad "compile with --set (exit $rc)" "$T/s6.log"; fi
+"$LLMC" explain --set 'train.context=64' "$PLAN" >"$T/s7.out" 2>&1; rc=$?
+"$LLMC" explain "$PLAN" >"$T/s7b.out" 2>&1
+[[ $rc -eq 0 ]] && ! cmp -s "$T/s7.out" "$T/s7b.out" && grep -q "context 64" "$T/s7.out" \
+    && ok "explain --set train.context=64: the estimate at context 64" || bad "explain --set (exit $rc)" "$T/s7.out"
+
+# --sweep: one output directory per point (two keys: every pair), a table, exit 1 if a point has errors
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/sw" --sweep 'train.lr=1e-3,2e-3,4e-3') >"$T/sw.out" 2>"$T/sw.err"; rc=$?
+if [[ $rc -eq 0 && -f $T/sw/lr=1e-3/plan.json && -f $T/sw/lr=2e-3/plan.json && -f $T/sw/lr=4e-3/plan.json ]] \
+   && [[ $(grep -c "tiny_job .* yes " "$T/sw.out") -eq 3 ]] && head -n 1 "$T/sw.out" | grep -q "point .*memory/device .*fits .*time to train .*tokens/s" \
+   && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["train"]["lr"]==2e-3 else 1)' "$T/sw/lr=2e-3/plan.json"
+then ok "--sweep train.lr=1e-3,2e-3,4e-3: three outputs, each with its lr, a table of three rows"
+else bad "--sweep lr (exit $rc)" "$T/sw.out" "$T/sw.err"; fi
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/sw2" --sweep 'train.lr=1e-3,x' --sweep 'train.epochs=1,2') >"$T/sw2.out" 2>"$T/sw2.err"; rc=$?
+if [[ $rc -eq 1 && -d $T/sw2/lr=1e-3,epochs=1 && -d $T/sw2/lr=1e-3,epochs=2 && ! -e $T/sw2/lr=x,epochs=1 ]] \
+   && [[ $(grep -c "not written (1 error)" "$T/sw2.out") -eq 2 ]] && grep -q "^llmc: sweep point lr=x,epochs=2:" "$T/sw2.err" \
+   && grep -q "^--sweep train.lr:1:18: error" "$T/sw2.err"
+then ok "two --sweep: four points, the two with lr=x not written, named, exit 1"
+else bad "--sweep x2 (exit $rc)" "$T/sw2.out" "$T/sw2.err"; fi
+(cd "$ROOT/examples/tiny" && "$LLMC" tiny.llm -o "$T/sw3" --format json --sweep 'train.lr=1e-3,2e-3') >"$T/sw3.out" 2>"$T/sw3.err"; rc=$?
+[[ $rc -eq 0 ]] && python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"]; sys.exit(0 if len(p)==2 and p[1]["values"]=={"train.lr":"2e-3"} and p[0]["jobs"][0]["estimate"]["fits"] else 1)' "$T/sw3.out" \
+    && ok "--sweep --format json: the points, their values and estimates" || bad "--sweep json (exit $rc)" "$T/sw3.out" "$T/sw3.err"
+usage_err "--sweep with an empty value" "an empty value" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,,2
+usage_err "--sweep with a value twice" "two points are both 'lr=1'" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,1
+usage_err "three --sweep" "at most two --sweep" "$LLMC" "$PLAN" -o "$T/sw4" --sweep train.lr=1,2 --sweep train.epochs=1,2 --sweep job.nodes=1,2
+usage_err "--set and --sweep of one key" "the key is given twice" "$LLMC" "$PLAN" -o "$T/sw4" --set train.lr=1 --sweep train.lr=1,2
+
+# llmc-train export (issue 34): any verified checkpoint as the HF model the run
+# writes at its end; the last step's export is the run's final/ byte for byte
+# (LoRA: the adapter too); a mid-run export loads in the PyTorch model of
+# tests/cpu (check_hf_load.py's reader) and differs from the final one
+ROOT_SAVE=$ROOT; . "$ROOT/tests/e2e/tiny_examples.sh"; ROOT=$ROOT_SAVE
+E=$T/export && mkdir -p "$E" && tiny_examples "$E" && cp "$PLAN" "$E/examples/tiny/tiny.llm"
+ex_run() {   # NAME SET...: compile the tiny plan with 40 steps, a checkpoint every 20, and train it
+    local name=$1; shift
+    (cd "$E" && "$LLMC" -q examples/tiny/tiny.llm -o "p-$name" --set 'train.max_steps=40' --set 'train.checkpoint_every=20 steps' \
+        --set "train.output=\"run-$name\"" "$@" && env LLMC_THREADS=2 "$TRAIN" prepare "p-$name/plan.json" &&
+        env LLMC_THREADS=2 "$TRAIN" run "p-$name/plan.json") >"$E/$name.log" 2>&1
+}
+if ex_run full; then
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-full/checkpoints e40) >"$E/x1.log" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && grep -q "exported step 40 (run-full/checkpoints/step-00000040) to e40" "$E/x1.log" && diff -r "$E/e40" "$E/run-full/final" >/dev/null \
+        && ok "export of the last checkpoint (via latest) = the run's final/, byte for byte" || bad "export step 40 (exit $rc)" "$E/x1.log"
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-full/checkpoints/step-00000020 e20 && "$TRAIN" verify e20) >"$E/x2.log" 2>&1; rc=$?
+    if [[ $rc -eq 0 ]] && ! cmp -s "$E/e20/model.safetensors" "$E/e40/model.safetensors" && cmp -s "$E/e20/config.json" "$E/e40/config.json" &&
+       /usr/bin/python3 - "$ROOT/tests/cpu" "$E/e20" "$E/e40" >>"$E/x2.log" 2>&1 <<'PYEOF'
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from check_hf_load import local_logits
+ids = torch.tensor([[1, 5, 9, 14, 3, 7, 2, 11]])
+a, b = local_logits(sys.argv[2], ids), local_logits(sys.argv[3], ids)
+assert a.shape == b.shape and a.shape[:2] == (1, 8) and torch.isfinite(a).all(), a.shape
+assert (a - b).abs().max().item() > 1e-3, "step 20 and step 40 give the same logits"
+PYEOF
+    then ok "export of a mid-run checkpoint (step 20): verified manifest, loads in the HF-layout PyTorch model, not the final weights"
+    else bad "export step 20 (exit $rc)" "$E/x2.log"; fi
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-full/checkpoints e40) >"$E/x3.log" 2>&1; rc=$?
+    [[ $rc -eq 2 ]] && grep -q "e40 exists: the export writes a new directory" "$E/x3.log" && ok "export into an existing directory: exit 2" || bad "export over e40 (exit $rc)" "$E/x3.log"
+    cp -r "$E/run-full/checkpoints/step-00000020" "$E/damaged" && printf 'x' >>"$E/damaged/model.safetensors"
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json damaged ed) >"$E/x4.log" 2>&1; rc=$?
+    [[ $rc -eq 1 && ! -e $E/ed ]] && grep -q "damaged/model.safetensors" "$E/x4.log" \
+        && ok "export of a damaged checkpoint: the manifest refuses it first (exit 1), nothing written" || bad "export of a damaged checkpoint (exit $rc)" "$E/x4.log"
+    usage_err "llmc-train export without --plan" "--plan PLAN.json is needed" "$TRAIN" export "$E/run-full/checkpoints" "$E/ex"
+    usage_err "llmc-train export --adapter of a full plan" "the plan trains no LoRA adapter" "$TRAIN" export --plan "$E/p-full/plan.json" --adapter "$E/ad" "$E/run-full/checkpoints" "$E/ex"
+else bad "tiny run for export" "$E/full.log"; fi
+# explain and compile count the steps from the rows prepare packed when its shards
+# are known (--shards DIR; OUT/shards when compiling into OUT): the trainer's
+# ceil(epochs x rows / global batch), not tokens / context (issue 34)
+if [[ -f $E/p-full/shards/index.json ]]; then
+    (cd "$E" && "$LLMC" explain examples/tiny/tiny.llm --shards p-full/shards) >"$E/ex1.out" 2>&1; rc1=$?
+    (cd "$E" && "$LLMC" explain examples/tiny/tiny.llm) >"$E/ex0.out" 2>&1
+    (cd "$E" && "$LLMC" -q examples/tiny/tiny.llm -o p-full) >"$E/ex2.out" 2>&1; rc2=$?
+    if [[ $rc1 -eq 0 && $rc2 -eq 0 ]] && python3 - "$E/p-full/shards/index.json" "$E/p-full/plan.json" "$E/ex1.out" "$E/ex0.out" >"$E/ex.log" 2>&1 <<'PYEOF'
+import json, math, re, sys
+rows = json.load(open(sys.argv[1]))["n_rows"]
+p = json.load(open(sys.argv[2]))
+want = math.ceil(p["train"]["epochs"] * rows / p["train"]["global_batch"])
+assert p["estimate"]["steps_total"] == want, (p["estimate"]["steps_total"], want)
+steps = lambda f: int(re.search(r"^  steps +([0-9,]+)", open(f).read(), re.M).group(1).replace(",", ""))
+assert steps(sys.argv[3]) == want, (steps(sys.argv[3]), want)
+assert steps(sys.argv[4]) < want, "without the shards: counted from tokens / context (fewer)"
+assert "rows of the prepared shards" in open(sys.argv[3]).read()
+print(want)
+PYEOF
+    then ok "steps from prepare's rows: explain --shards and a compile into OUT with OUT/shards give the trainer's $(cat "$E/ex.log") steps"
+    else bad "steps from the shards (exit $rc1, $rc2)" "$E/ex.log" "$E/ex1.out"; fi
+    (cd "$E" && "$LLMC" explain examples/tiny/tiny.llm --set train.context=64 --shards p-full/shards) >"$E/ex3.out" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && grep -q "warning: p-full/shards/index.json: context 128, the plan's 64: its rows are not used for the steps" "$E/ex3.out" \
+        && ok "shards prepared at another context: a warning, the steps from the tokens" || bad "stale shards (exit $rc)" "$E/ex3.out"
+fi
+if ex_run lora --set train.method=lora --set train.lora_rank=4; then
+    (cd "$E" && "$TRAIN" export --plan p-lora/plan.json run-lora/checkpoints l40) >"$E/x5.log" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && diff -r "$E/l40" "$E/run-lora/final" >/dev/null && diff -r "$E/l40-adapter" "$E/run-lora/adapter" >/dev/null \
+        && ok "LoRA: export of the last checkpoint = final/ (merged) and adapter/ (PEFT), byte for byte" || bad "LoRA export (exit $rc)" "$E/x5.log"
+    (cd "$E" && "$TRAIN" export --plan p-full/plan.json run-lora/checkpoints lx) >"$E/x6.log" 2>&1; rc=$?
+    [[ $rc -eq 1 ]] && grep -q "is p-full/plan.json the plan this checkpoint was trained with?" "$E/x6.log" \
+        && ok "export of a LoRA checkpoint with the full plan: refused, naming the plan (exit 1)" || bad "export with the wrong plan (exit $rc)" "$E/x6.log"
+else bad "tiny LoRA run for export" "$E/lora.log"; fi
 
 # each man page section once (llmc.1 had two FILES sections), and -q in llmc.1
 dup=$(for m in "$ROOT/docs/llmc.1" "$ROOT/docs/llmc-train.1"; do grep '^\.SH ' "$m" | sort | uniq -d | sed "s|^|${m##*/}: |"; done)

@@ -17,6 +17,8 @@
 #     At the end trainer_state.json and model.safetensors in OUTPUT_DIR, with
 #     adapter_config.json (finetuning_type lora) or config.json, as
 #     save_model writes them.
+#   - Log: node 0 appends one line per step to OUTPUT_DIR/trainer_log.jsonl in
+#     LLaMA-Factory's LogCallback format (current_steps, total_steps, loss ...).
 #   - adapter_name_or_path (a later stage of a chain): the directory must hold
 #     adapter_config.json, else the start fails, as loading the adapter does.
 # Each start appends a line to $LLMC_STAND_IN_LOG (with the model and adapter).
@@ -70,6 +72,11 @@ while (( step < max )); do
     sleep "${LLMC_STAND_IN_STEP_SECONDS:-0}"
     step=$((step + 1))
     state=$(printf '%s %d' "$state" "$step" | sha256sum | cut -c1-16)
+    if (( node == 0 )); then   # LLaMA-Factory's LogCallback line (logging_steps 1), as llmc status and logs read it
+        l=$(( step < 290 ? 300 - step : 10 ))
+        printf '{"current_steps": %d, "total_steps": %d, "loss": %d.%02d, "lr": 0.0001, "epoch": 0.01, "percentage": %d, "elapsed_time": "0:00:%02d", "remaining_time": "0:00:01"}\n' \
+            "$step" "$max" $((l / 100)) $((l % 100)) $((100 * step / max)) $((step % 60)) >>"$out/trainer_log.jsonl"
+    fi
     if (( node == 0 && (step % save == 0 || step == max) )); then save_checkpoint; fi
 done
 if (( node == 0 )); then

@@ -23,8 +23,19 @@ for p in examples/*.llm examples/*/*.llm tests/emitters/plans/*.llm; do
     [[ -f $p ]] && grep -qE '^job ' "$p" && plans+=("$p")
 done
 
+# sweeps (llmc PLAN -o DIR --sweep ...; issue 34): golden/NAME/POINT/ per point
+SWEEP_NAME=(sweep_qwen7b_batch)
+SWEEP_PLAN=(examples/qwen7b_lora.llm)
+SWEEP_ARG=("train.batch=1 per gpu,2 per gpu,4 per gpu")
+
 if [[ $mode == record ]]; then
     mkdir -p golden
+    for i in "${!SWEEP_NAME[@]}"; do
+        name=${SWEEP_NAME[$i]}
+        rm -rf "golden/$name"
+        if "$LLMC" -q "${SWEEP_PLAN[$i]}" -o "golden/$name" --sweep "${SWEEP_ARG[$i]}" >/dev/null; then echo "recorded golden/$name"
+        else echo "FAILED --sweep ${SWEEP_ARG[$i]} ${SWEEP_PLAN[$i]}"; exit 1; fi
+    done
     for p in "${plans[@]}"; do
         name=$(basename "$p" .llm)
         if "$LLMC" "$p" -o "golden/$name" 2>/dev/null; then echo "recorded golden/$name"; else echo "FAILED $p"; exit 1; fi
@@ -82,6 +93,20 @@ for p in "${plans[@]}"; do
         cat "$SCRATCH/$name.log3"; head -n 20 "$SCRATCH/$name.diff3"
     fi
     rm -rf "$out" "$ROOT/$out.a" "$ROOT/$out.b"
+done
+for i in "${!SWEEP_NAME[@]}"; do
+    name=${SWEEP_NAME[$i]}
+    out="build/golden-$name.$$"
+    OUT=$out
+    if ! "$LLMC" -q "${SWEEP_PLAN[$i]}" -o "$out" --sweep "${SWEEP_ARG[$i]}" >"$SCRATCH/$name.log" 2>&1; then
+        bad "llmc ${SWEEP_PLAN[$i]} --sweep ${SWEEP_ARG[$i]}"; cat "$SCRATCH/$name.log"
+    elif diff -r "golden/$name" "$out" >"$SCRATCH/$name.diff"; then
+        ok "golden/$name (--sweep ${SWEEP_ARG[$i]}) matches"
+    else
+        bad "golden/$name differs (make golden to re-record if intended)"
+        head -n 40 "$SCRATCH/$name.diff"
+    fi
+    rm -rf "$out"
 done
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

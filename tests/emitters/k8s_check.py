@@ -48,6 +48,8 @@ class Schemas:
         # The PodSpec fields llmc writes, typed from core/v1 (an unknown one is an error).
         self.podspec = {"type": "object", "properties": {
             "hostname": {"type": "string"},
+            "hostNetwork": {"type": "boolean"},
+            "dnsPolicy": {"type": "string", "enum": ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"]},
             "nodeSelector": {"type": "object", "additionalProperties": {"type": "string"}},
             "tolerations": {"type": "array", "items": core["Toleration"]},
             "volumes": {"type": "array", "items": volume},
@@ -211,10 +213,52 @@ def script_asks(d):
     out = {}
     for f in glob.glob(os.path.join(d, "*.slurm")):
         for line in open(f):
-            m = re.match(r"#SBATCH --(gres|partition|nodes)=(\S+)", line)
+            m = re.match(r"#SBATCH --(gres|partition|nodes|time)=(\S+)", line)
             if m:
                 out[m.group(1)] = m.group(2)
     return out
+
+
+def quantity_bytes(q):
+    """A Kubernetes memory quantity in bytes (the suffixes llmc writes), None when not one."""
+    m = re.fullmatch(r"([0-9]+)(Ei|Pi|Ti|Gi|Mi|Ki|E|P|T|G|M|k)?", str(q))
+    if not m:
+        return None
+    mul = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+           "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+    return int(m.group(1)) * mul.get(m.group(2) or "", 1)
+
+
+def slurm_seconds(t):
+    """[D-]HH:MM:SS -> seconds."""
+    d, _, hms = t.rpartition("-")
+    h, m, sec = (int(x) for x in hms.split(":"))
+    return (int(d) if d else 0) * 86400 + h * 3600 + m * 60 + sec
+
+
+def check_partition_line(config, asks, where, e):
+    """The partition is the site's: not made the default, and its MaxTime (if any) admits the script's --time."""
+    if "Default=" in config:
+        e.append("%s: %r makes it the default partition (the scripts name it)" % (where, config))
+    m = re.search(r"MaxTime=(\S+)", config)
+    if m and "time" in asks and slurm_seconds(asks["time"]) > slurm_seconds(m.group(1)):
+        e.append("%s: MaxTime=%s refuses the script's --time=%s" % (where, m.group(1), asks["time"]))
+
+
+def check_slinky_shm(slurmd, pod, where, e):
+    """/dev/shm: a memory-backed emptyDir, no larger than the container's memory limit."""
+    mounts = [v.get("name") for v in (slurmd.get("volumeMounts") or []) if isinstance(v, dict) and v.get("mountPath") == "/dev/shm"]
+    vols = {v.get("name"): v for v in (pod.get("volumes") or []) if isinstance(v, dict)}
+    if len(mounts) != 1 or mounts[0] not in vols:
+        e.append("%s: no volume mounted at /dev/shm" % where)
+        return
+    ed = vols[mounts[0]].get("emptyDir") or {}
+    limit = quantity_bytes((((slurmd.get("resources") or {}).get("limits")) or {}).get("memory", ""))
+    size = quantity_bytes(ed.get("sizeLimit", ""))
+    if ed.get("medium") != "Memory" or size is None:
+        e.append("%s: /dev/shm is not an emptyDir of medium Memory with a sizeLimit" % where)
+    elif limit is not None and size > limit:
+        e.append("%s: /dev/shm sizeLimit %s is more than the memory limit" % (where, ed.get("sizeLimit")))
 
 
 def check_dir(d, S, docs=None):
@@ -238,6 +282,7 @@ def check_dir(d, S, docs=None):
         if f == "slinky-nodeset.yaml":
             check_slinky_nodeset(doc, S, e)
             spec = doc.get("spec") or {}
+            check_slinky_shm(spec.get("slurmd") or {}, (spec.get("template") or {}).get("spec") or {}, "spec", e)
             if spec.get("extraConf", "") != gres:
                 e.append("spec.extraConf %r, the script asks for %r" % (spec.get("extraConf"), gres))
             if isinstance(spec.get("replicas"), int) and "nodes" in asks and int(asks["nodes"]) > spec["replicas"]:
@@ -247,6 +292,8 @@ def check_dir(d, S, docs=None):
             parts = {k: v for k, v in (doc.get("partitions") or {}).items() if isinstance(v, dict) and v.get("enabled")}
             if asks.get("partition") not in parts:
                 e.append("the script's partition %r is not an enabled partition %s" % (asks.get("partition"), sorted(parts)))
+            for pname, pv in parts.items():
+                check_partition_line(str(pv.get("config", "")), asks, "partitions.%s.config" % pname, e)
             sets = doc.get("nodesets") or {}
             for name, ns in sets.items():
                 if (ns or {}).get("extraConf", "") != gres:
@@ -269,6 +316,12 @@ def check_dir(d, S, docs=None):
             static = (spec.get("nodeConfig") or {}).get("static", "")
             if static != gres:
                 e.append("spec.nodeConfig.static %r, the script asks for %r" % (static, gres))
+            sd = spec.get("slurmd") or {}
+            shm = quantity_bytes(((sd.get("volumes") or {}).get("sharedMemorySize", "")))
+            mem = quantity_bytes((sd.get("resources") or {}).get("memory", ""))
+            if shm is None or (mem is not None and shm > mem):
+                e.append("spec.slurmd.volumes.sharedMemorySize %r: missing, or more than the memory"
+                         % (sd.get("volumes") or {}).get("sharedMemorySize"))
             if isinstance(spec.get("replicas"), int) and "nodes" in asks and int(asks["nodes"]) > spec["replicas"]:
                 e.append("the script asks for %s nodes, the node set has %d" % (asks["nodes"], spec["replicas"]))
         elif f == "soperator-partition.yaml":
@@ -277,6 +330,9 @@ def check_dir(d, S, docs=None):
             names = [p.get("name") for p in parts if isinstance(p, dict)]
             if asks.get("partition") not in names:
                 e.append("the script's partition %r is not in %s" % (asks.get("partition"), names))
+            for p in parts:
+                if isinstance(p, dict):
+                    check_partition_line(str(p.get("config", "")), asks, "partition %r" % p.get("name"), e)
             nsdoc = docs.get("soperator-nodeset.yaml")
             if isinstance(nsdoc, dict):
                 want = (nsdoc.get("metadata") or {}).get("name")
@@ -315,13 +371,20 @@ MUTATIONS = [
     ("slinky-nodeset.yaml", "toleration with an unknown field", _set(["spec", "template", "spec", "tolerations"], [{"key": "a", "efect": "NoSchedule"}])),
     ("slinky-nodeset.yaml", "namespace not a DNS label", _set(["metadata", "namespace"], "Slurm_NS")),
     ("slinky-nodeset.yaml", "GRES other than the script's", _set(["spec", "extraConf"], "Gres=gpu:h100:4")),
+    ("slinky-nodeset.yaml", "no /dev/shm", _set(["spec", "slurmd", "volumeMounts"], [])),
+    ("slinky-nodeset.yaml", "/dev/shm on disk", _set(["spec", "template", "spec", "volumes", 0, "emptyDir"], {"sizeLimit": "1Gi"})),
+    ("slinky-nodeset.yaml", "/dev/shm above the memory limit", _set(["spec", "template", "spec", "volumes", 0, "emptyDir", "sizeLimit"], "99Pi")),
+    ("slinky-nodeset.yaml", "hostNetwork as a string", _set(["spec", "template", "spec", "hostNetwork"], "true")),
     ("slinky-values.yaml", "a value the chart does not have", _set(["nodesets", "@", "replica"], 1)),
+    ("slinky-values.yaml", "the partition made the default", _set(["partitions", "gpu", "config"], "Default=YES State=UP")),
+    ("slinky-values.yaml", "a MaxTime below the script's --time", _set(["partitions", "gpu", "config"], "MaxTime=00:01:00 State=UP")),
     ("slinky-values.yaml", "podSpec volume without a name", _set(["nodesets", "@", "podSpec", "volumes"], [{"hostPath": {"path": "/x"}}])),
     ("slinky-values.yaml", "partition other than the script's", _set(["partitions"], {"cpu": {"enabled": True, "nodesets": ["x"]}})),
     ("slinky-values.yaml", "node set differs from the NodeSet file", _set(["nodesets", "@", "replicas"], 3)),
     ("soperator-nodeset.yaml", "replicas as a string", _set(["spec", "replicas"], "32")),
     ("soperator-nodeset.yaml", "updateStrategy not in the enum", _set(["spec", "updateStrategy"], "RollingUpdate")),
     ("soperator-nodeset.yaml", "munge missing", _del(["spec", "munge"])),
+    ("soperator-nodeset.yaml", "no sharedMemorySize", _del(["spec", "slurmd", "volumes", "sharedMemorySize"])),
     ("soperator-nodeset.yaml", "jail missing", _del(["spec", "slurmd", "volumes", "jail"])),
     ("soperator-nodeset.yaml", "cpu not a quantity", _set(["spec", "slurmd", "resources", "cpu"], "120.5 cores")),
     ("soperator-nodeset.yaml", "name not a DNS subdomain", _set(["metadata", "name"], "Worker_GPU")),
@@ -329,6 +392,7 @@ MUTATIONS = [
     ("soperator-partition.yaml", "configType not in the enum", _set(["spec", "partitionConfiguration", "configType"], "yaml")),
     ("soperator-partition.yaml", "a field SlurmCluster lacks", _set(["spec", "partitions"], [])),
     ("soperator-partition.yaml", "partition without a name", _set(["spec", "partitionConfiguration", "partitions"], [{"nodeSetRefs": ["worker"]}])),
+    ("soperator-partition.yaml", "the partition made the default", _set(["spec", "partitionConfiguration", "partitions", 0, "config"], "Default=YES State=UP")),
 ]
 
 
