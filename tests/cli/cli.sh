@@ -216,5 +216,69 @@ for miss in "re2c lemon" "lemon"; do
     else bad "make without $miss (exit $rc)" "$T/nt.err"; fi
 done
 
+# ---- path policy (contract/path_policy.h; issue 28 item 1): what llmc check and
+# llmc-train refuse to write into, normalised the same way by both
+mkdir -p "$T/pp" && cp -r "$ROOT/examples/tiny/tokenizer" "$ROOT/examples/tiny/data" "$T/pp/" \
+    && sed 's#^\(  output *= \).*#\1"run"#' "$ROOT/examples/tiny/tiny.llm" >"$T/pp/tiny.llm"
+ln -sfn /etc "$T/pp/etc-link"
+pp_check() {   # OUTPUT WANT: llmc check of the tiny plan with that output: exit 1 and WANT, or exit 0 when WANT is empty
+    sed "s#^\(  output *= \).*#\1\"$1\"#" "$T/pp/tiny.llm" >"$T/pp/t.llm"
+    "$LLMC" check --color=never "$T/pp/t.llm" >"$T/pp.out" 2>"$T/pp.err"; local rc=$?
+    if { [[ -z $2 && $rc -eq 0 ]]; } || { [[ -n $2 && $rc -eq 1 ]] && grep -qF -- "$2" "$T/pp.err"; }
+    then ok "llmc check output = \"$1\": ${2:-accepted}"
+    else bad "llmc check output = \"$1\" (exit $rc, wanted: ${2:-accepted})" "$T/pp.err"; fi
+}
+pp_check "." "'output' \".\" resolves to \"$(realpath "$T/pp")\", which is the directory of plan file"
+pp_check "data" "which is the directory of dataset 'arith', file"
+pp_check "tokenizer/" "which is the tokenizer directory"
+pp_check "etc-link/run" "resolves to \"/etc/run\", which is inside the system directory /etc"
+pp_check "run/../../../../../../../../../../../../../../../../.." "resolves to \"/\", which is the file-system root"
+pp_check "/tmp/.." "'output' \"/tmp/..\" resolves to \"/\", which is the file-system root"
+pp_check "run" ""
+"$LLMC" "$T/pp/tiny.llm" -o "$T/pp/out" >/dev/null 2>&1
+pp_plan() {   # NAME SECT.KEY VALUE WANT: check-plan of the compiled plan with SECT.KEY = VALUE
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); s,k=sys.argv[2].split("."); p[s][k]=sys.argv[3]; json.dump(p,open(sys.argv[4],"w"))' \
+        "$T/pp/out/plan.json" "$2" "$3" "$T/pp/out/$1.json"
+    "$TRAIN" check-plan "$T/pp/out/$1.json" >"$T/pp.out" 2>"$T/pp.err"; local rc=$?
+    if [[ $rc -eq 1 ]] && grep -qF -- "$1.json: $2: \"$3\" $4" "$T/pp.err"
+    then ok "check-plan $2 = \"$3\": refused"
+    else bad "check-plan $2 = \"$3\" (exit $rc, wanted: $4)" "$T/pp.err"; fi
+}
+pp_plan root output.dir "/." 'resolves to "/", which is the file-system root'
+pp_plan up output.dir "../../../../../../../../../../../../../../../../.." 'resolves to "/", which is the file-system root'
+pp_plan etc checkpoint.dir "/etc" 'resolves to "/etc", which is the system directory /etc'
+pp_plan link output.dir "../etc-link/x" 'resolves to "/etc/x", which is inside the system directory /etc'
+pp_plan data output.dir "../data/" "resolves to \"$(realpath "$T/pp/data")\", which is the directory of a dataset file"
+pp_plan tok output.dir "../tokenizer" 'resolves to'
+pp_plan self output.dir "." "resolves to \"$(realpath "$T/pp/out")\", which is the directory of plan file"
+pp_plan model model.path "/tmp/.." 'resolves to "/", the file-system root, not a model or tokenizer directory'
+"$TRAIN" check-plan "$T/pp/out/plan.json" >/dev/null 2>"$T/pp.err" && ok "check-plan of the compiled plan (output run/): accepted" \
+    || bad "check-plan of the compiled plan" "$T/pp.err"
+# llmc-train run with output.dir "/." in a sandbox: a private mount namespace
+# whose tmpfs is the root of a chroot holding llmc-train, its libraries and the
+# prepared plan. Refused before anything is written: the sandbox's root holds
+# only what the test put there (before the policy: checkpoints/, final/,
+# metrics.jsonl, result.json).
+if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null && command -v chroot >/dev/null; then
+    "$TRAIN" prepare "$T/pp/out/plan.json" >/dev/null 2>&1
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["train"]["max_steps"]=2; p["train"]["epochs"]=None
+p["output"]["dir"]="/."; p["checkpoint"]["dir"]="/./checkpoints"; json.dump(p,open(sys.argv[1],"w"))' "$T/pp/out/plan.json"
+    mkdir -p "$T/sb/root"
+    unshare -m --propagation private bash -c '
+        R=$1 TRAIN=$2 PP=$3
+        mount -t tmpfs tmpfs "$R" || exit 3
+        mkdir -p "$R/bin" "$R/w" && cp "$TRAIN" "$R/bin/llmc-train" && cp -r "$PP/out" "$PP/tokenizer" "$PP/data" "$R/w/" || exit 3
+        for l in $(ldd "$TRAIN" | grep -o "/[^ ]*"); do mkdir -p "$R${l%/*}" && cp -L "$l" "$R$l" || exit 3; done
+        chroot "$R" /bin/llmc-train run /w/out/plan.json >"$R/../run.log" 2>&1; echo $? >"$R/../run.rc"
+        ls -A "$R" >"$R/../root.ls"' sandbox "$T/sb/root" "$TRAIN" "$T/pp" 2>"$T/sb/setup.err"; src=$?
+    if [[ $src -eq 0 && $(cat "$T/sb/run.rc") -ne 0 && $(tr '\n' ' ' <"$T/sb/root.ls") == "bin lib lib64 w " ]] \
+       && grep -qF 'output.dir: "/." resolves to "/", which is the file-system root' "$T/sb/run.log"
+    then ok "run with output.dir \"/.\" in a chroot on a tmpfs: refused (exit $(cat "$T/sb/run.rc")), nothing written at its root"
+    else bad "run with output.dir \"/.\" in a sandbox (setup exit $src, run exit $(cat "$T/sb/run.rc" 2>/dev/null))" \
+        "$T/sb/setup.err" "$T/sb/run.log" "$T/sb/root.ls"; fi
+else
+    echo "skip run with output.dir \"/.\" in a sandbox: needs root, unshare and chroot"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
