@@ -179,6 +179,9 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "model.qkv_bias", "%s", mc->qkv_bias ? "true" : "false");
     ckpt_fp_add(fp, "model.qk_norm", "%s", mc->qk_norm ? "true" : "false");
     ckpt_fp_add(fp, "model.init", "%s", p->init);
+    /* by content: a tokenizer restored from a copy, or shards prepared again from
+     * the same bytes, are the same (checkpoints of older writers recorded
+     * "tokenizer" and "data.shards" by the file's hash: keys no longer compared) */
     if (p->tokenizer_path) {
         struct stat sb;
         if (!stat(p->tokenizer_path, &sb) && S_ISDIR(sb.st_mode))
@@ -186,11 +189,9 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
         else snprintf(path, sizeof path, "%s", p->tokenizer_path);
         file_id(v, sizeof v, path);
     } else snprintf(v, sizeof v, "none");
-    ckpt_fp_add(fp, "tokenizer", "%s", v);
+    ckpt_fp_add(fp, "tokenizer.content", "%s", v);
     ckpt_fp_add(fp, "data.context", "%d", p->context);
-    snprintf(path, sizeof path, "%s/index.json", set->dir);
-    file_id(v, sizeof v, path);
-    ckpt_fp_add(fp, "data.shards", "%s", v);
+    ckpt_fp_add(fp, "data.content", "%s", set->data_hash && set->data_hash[0] ? set->data_hash : "none");
     ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
     ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
     ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
