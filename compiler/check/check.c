@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_COUNT } BlockKind;
@@ -2132,6 +2133,19 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
         Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
+    /* readable here: the files the trainer's export copies beside the model
+     * (llmc-train run refuses the same directory at start) */
+    struct stat st;
+    if (!m->tokenizer || s->broken || stat(m->tokenizer, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    char f[4200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(f, sizeof f, "%s/%s", m->tokenizer, i ? "tokenizer_config.json" : "tokenizer.json");
+        if (access(f, R_OK) == 0) return;
+    }
+    Diag *g = diag_error(c->d, m->tokenizer_at, "model '%s': %s \"%s\" holds neither tokenizer.json nor tokenizer_config.json",
+                         it->name ? it->name : "?", m->tokenizer == m->path ? "path" : "tokenizer", m->tokenizer);
+    diag_note(g, "the trained model is exported with its tokenizer's files; llmc-train refuses to start without them");
+    if (m->tokenizer == m->path) diag_help(g, "name the directory that holds them: tokenizer = \"DIR\"");
 }
 
 /* model: the shape, layers, hidden, heads, ffn, vocab, max_context (each

@@ -8,6 +8,8 @@
 #include "path_policy.h"   /* contract/: where a run may write, as llmc checks it */
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -681,6 +683,48 @@ void run_plan_free(RunPlan *p)
     memset(p, 0, sizeof *p);
 }
 
+int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
+{
+    const char *t = p->tokenizer_path;
+    if (!t) return 0;
+    const char *value = written(p, "tokenizer", "path", t);
+    struct stat st;
+    if (stat(t, &st) != 0) {
+        int e = errno;
+        if (!strict && e == ENOENT) {
+            /* checkable here when the directory that would hold it is readable here */
+            char *dir = strdup(t);
+            char *slash = dir ? strrchr(dir, '/') : NULL;
+            if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+            const char *parent = !dir ? NULL : slash ? dir : ".";
+            struct stat ps;
+            int here = parent && stat(parent, &ps) == 0 && S_ISDIR(ps.st_mode) && access(parent, R_OK | X_OK) == 0;
+            if (here)
+                snprintf(why, n, "\"%s\" does not exist (its directory \"%s\" is readable here); the run exports "
+                         "the tokenizer's files with the model", value, parent);
+            free(dir);
+            if (here) return 1;
+        }
+        snprintf(why, n, "\"%s\": %s", value, strerror(e));
+        return strict ? 1 : 2;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, n, "\"%s\" is not a directory; the run exports the tokenizer's files (tokenizer.json, "
+                 "tokenizer_config.json) from it with the model", value);
+        return 1;
+    }
+    static const char *const need[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+        char f[PATH_POLICY_MAX + 64];
+        snprintf(f, sizeof f, "%s/%s", t, need[i]);
+        struct stat fs;
+        if (stat(f, &fs) == 0 && S_ISREG(fs.st_mode) && access(f, R_OK) == 0) return 0;
+    }
+    snprintf(why, n, "\"%s\" holds neither tokenizer.json nor tokenizer_config.json (readable), which the run's "
+             "export copies beside the model", value);
+    return 1;
+}
+
 /* llmc-train check-plan PLAN.json: read the plan as `run` does, exit 0 when the
  * trainer accepts it, 1 with the refusal (the field named) when not. */
 int cmd_check_plan(int argc, char **argv)
@@ -697,6 +741,13 @@ int cmd_check_plan(int argc, char **argv)
         log_error("%s", err);
         return 1;
     }
+    int tk = run_plan_tokenizer_check(&p, 0, err, sizeof err);
+    if (tk == 1) {
+        log_error("%s: tokenizer.path: %s", path, err);
+        run_plan_free(&p);
+        return 1;
+    }
+    if (tk == 2) log_info("%s: tokenizer.path %s: not readable here, not checked (run checks it at start)", path, err);
     printf("%s: accepted (job %s)\n", path, p.job);
     run_plan_free(&p);
     return 0;

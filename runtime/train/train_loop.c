@@ -562,6 +562,13 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
         log_error("%s: %s", R->plan.path, err);
         goto out;
     }
+    /* what the end of the run needs, before anything is written: the
+     * tokenizer files the export copies (found missing only after the whole
+     * run, final.tmp left, before) */
+    if (run_plan_tokenizer_check(&R->plan, 1, err, sizeof err)) {
+        log_error("%s: tokenizer.path: %s", R->plan.path, err);
+        goto out;
+    }
     rc = 1;
     if (be->dist_init(be->self, &R->rank, &R->world)) goto out;
     R->have_dist = 1;

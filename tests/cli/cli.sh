@@ -280,5 +280,42 @@ else
     echo "skip run with output.dir \"/.\" in a sandbox: needs root, unshare and chroot"
 fi
 
+# ---- the tokenizer checked at start (issue 28 item 3): check-plan refuses a tokenizer
+# that is missing where it can be checked (its directory readable here) or that holds
+# neither tokenizer.json nor tokenizer_config.json; run refuses at start before writing
+# anything; a checkpoint does not depend on the tokenizer's absence or path
+"$LLMC" "$T/pp/tiny.llm" -o "$T/pp/out2" >/dev/null 2>&1
+tk_plan() {   # NAME TOKENIZER-PATH: a copy of the compiled plan with that tokenizer.path
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["tokenizer"]["path"]=sys.argv[2]; json.dump(p,open(sys.argv[3],"w"))' \
+        "$T/pp/out2/plan.json" "$2" "$T/pp/out2/$1.json"
+}
+tk_plan nonexistent /nonexistent
+"$TRAIN" check-plan "$T/pp/out2/nonexistent.json" >"$T/tk.out" 2>"$T/tk.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF 'tokenizer.path: "/nonexistent" does not exist (its directory "/" is readable here)' "$T/tk.err" \
+    && ok "check-plan tokenizer.path = \"/nonexistent\": refused" || bad "check-plan of a missing tokenizer (exit $rc)" "$T/tk.err"
+tk_plan remote /mnt/llmc-not-mounted-here/tokenizers/qwen
+"$TRAIN" check-plan "$T/pp/out2/remote.json" >"$T/tk.out" 2>"$T/tk.err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qF 'tokenizer.path "/mnt/llmc-not-mounted-here/tokenizers/qwen": No such file or directory: not readable here, not checked' "$T/tk.out" \
+    && ok "check-plan of a tokenizer on a file system not here: accepted with a note" || bad "check-plan of a remote tokenizer (exit $rc)" "$T/tk.out" "$T/tk.err"
+mkdir -p "$T/pp/empty-tok"
+tk_plan empty ../empty-tok
+"$TRAIN" check-plan "$T/pp/out2/empty.json" >"$T/tk.out" 2>"$T/tk.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF 'tokenizer.path: "../empty-tok" holds neither tokenizer.json nor tokenizer_config.json' "$T/tk.err" \
+    && ok "check-plan of a tokenizer directory without its files: refused" || bad "check-plan of an empty tokenizer directory (exit $rc)" "$T/tk.err"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["train"]["max_steps"]=4; p["checkpoint"]["every_steps"]=2; json.dump(p,open(sys.argv[1],"w"))' "$T/pp/out2/plan.json"
+"$TRAIN" prepare "$T/pp/out2/plan.json" >/dev/null 2>&1
+"$TRAIN" run "$T/pp/out2/plan.json" --stop-after 2 >"$T/tk1.log" 2>&1; rc1=$?
+mv "$T/pp/tokenizer" "$T/pp/tokenizer.away"
+rm -rf "$T/pp/run.before" && cp -a "$T/pp/run" "$T/pp/run.before"
+"$TRAIN" run "$T/pp/out2/plan.json" >"$T/tk2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 3 && $rc2 -ne 0 && $rc2 -ne 3 ]] && grep -qF 'tokenizer.path: "../tokenizer": No such file or directory' "$T/tk2.log" \
+   && diff -r "$T/pp/run.before" "$T/pp/run" >/dev/null && ! grep -q 'step\|checkpoint' "$T/tk2.log"
+then ok "run with its tokenizer gone: refused at start (exit $rc2), nothing written, the checkpoints untouched"
+else bad "run without its tokenizer (exit $rc1, $rc2)" "$T/tk1.log" "$T/tk2.log"; fi
+mv "$T/pp/tokenizer.away" "$T/pp/tokenizer"
+"$TRAIN" run "$T/pp/out2/plan.json" >"$T/tk3.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && grep -q 'resumed from .* at step 2' "$T/tk3.log" && [[ -f $T/pp/run/final/tokenizer.json ]] \
+    && ok "the tokenizer restored: resumed at step 2, exported with it" || bad "resume after the tokenizer was restored (exit $rc)" "$T/tk3.log"
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
