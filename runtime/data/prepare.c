@@ -1351,7 +1351,15 @@ static int prep_finish_set(Prep *P)
     P->pr.done_bytes = P->pr.total_bytes;
     progress(&P->pr, &P->counts, k, 1);
     if (P->counts.kept == 0 || k->n_rows == 0) {
-        say_error("no usable records in the plan's datasets");
+        char files[1024] = "";
+        for (size_t i = 0; i < plan->n_ds; i++) {
+            size_t l = strlen(files);
+            snprintf(files + l, sizeof files - l, "%s%s", i ? ", " : "", plan->ds[i].file);
+        }
+        uint64_t seen = P->counts.kept;
+        for (int r = 1; r < REC_N_REASONS; r++) seen += P->counts.skipped[r];
+        say_error("no usable records in the plan's datasets (%s): %" PRIu64 " read, none kept with a token to train",
+                  files, seen);
         return 1;
     }
     uint64_t skipped;

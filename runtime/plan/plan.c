@@ -633,6 +633,9 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
 
     read_model(&c, p, m);
     read_tokenizer_and_data(&c, p, tk, da);
+    /* as llmc's checker (check_train_model_rules): no sequence longer than the model takes */
+    if (!c.failed && p->context > p->model.max_context)
+        fail(&c, "data.context", "%d exceeds model.max_context (%d)", p->context, p->model.max_context);
     read_train(&c, p, tr);
     read_parallel(&c, p, pa);
     if (!c.failed) read_finetune(&c, root, &p->ft, &p->model);

@@ -196,7 +196,14 @@ int manifest_write_known(const char *dir, const ManifestHash *known, int nknown,
 static int open_regular(const char *path, int *not_regular, char *err, size_t errlen)
 {
     if (not_regular) *not_regular = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    /* O_NOFOLLOW: a checkpoint's or an export's file is itself, not a link to
+     * bytes elsewhere that verify and resume would vouch for */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ELOOP) {
+        if (not_regular) *not_regular = 1;
+        snprintf(err, errlen, "%s: not a regular file (a symbolic link)", path);
+        return -1;
+    }
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     struct stat sb;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {

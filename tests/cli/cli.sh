@@ -252,6 +252,11 @@ pp_plan data output.dir "../data/" "resolves to \"$(realpath "$T/pp/data")\", wh
 pp_plan tok output.dir "../tokenizer" 'resolves to'
 pp_plan self output.dir "." "resolves to \"$(realpath "$T/pp/out")\", which is the directory of plan file"
 pp_plan model model.path "/tmp/.." 'resolves to "/", the file-system root, not a model or tokenizer directory'
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["data"]["context"]=p["model"]["max_context"]+1; json.dump(p,open(sys.argv[2],"w"))' \
+    "$T/pp/out/plan.json" "$T/pp/out/ctx.json"
+"$TRAIN" check-plan "$T/pp/out/ctx.json" >/dev/null 2>"$T/pp.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "ctx.json: data.context: [0-9]* exceeds model.max_context ([0-9]*)" "$T/pp.err" \
+    && ok "check-plan of a context over max_context: refused, as llmc check does" || bad "check-plan context > max_context (exit $rc)" "$T/pp.err"
 "$TRAIN" check-plan "$T/pp/out/plan.json" >/dev/null 2>"$T/pp.err" && ok "check-plan of the compiled plan (output run/): accepted" \
     || bad "check-plan of the compiled plan" "$T/pp.err"
 # llmc-train run with output.dir "/." in a sandbox: a private mount namespace

@@ -300,6 +300,23 @@ if [[ $rc1 -eq 0 ]] && grep -q "resuming from ./ckpt/step-00000004 instead" "$T/
 then ok "a step directory holding a subdirectory: resumed from step 4, the broken one set aside, finished bit-identical"
 else bad "step directory with a subdirectory (exit $rc1)" "$T/sa1.log"; fi
 
+# 5b4c. verify and resume do not follow symbolic links: a checkpoint file replaced by a
+#       link to the same bytes elsewhere fails verification (resumed from the step
+#       before), and so does an exported file
+mkrun "$T/ln"
+(cd "$T/ln" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
+mv "$T/ln/ckpt/step-00000008/model.safetensors" "$T/ln/elsewhere.safetensors"
+ln -s "$T/ln/elsewhere.safetensors" "$T/ln/ckpt/step-00000008/model.safetensors"
+(cd "$T/ln" && "$BIN" run plan.json) >"$T/ln1.log" 2>&1; rc1=$?
+cp -r "$T/a/run/final" "$T/ln/final-copy" && mv "$T/ln/final-copy/config.json" "$T/ln/config.json" \
+    && ln -s "$T/ln/config.json" "$T/ln/final-copy/config.json"
+"$BIN" verify "$T/ln/final-copy" >"$T/ln2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 0 ]] && grep -q "step-00000008/model.safetensors: not a regular file (a symbolic link); resuming from ./ckpt/step-00000004 instead" "$T/ln1.log" \
+   && cmp -s "$T/a/run/final/model.safetensors" "$T/ln/run/final/model.safetensors" \
+   && [[ $rc2 -eq 1 ]] && grep -q "config.json: FAILED not a regular file" "$T/ln2.log"
+then ok "symbolic links not followed: a linked checkpoint file fails (resumed from step 4, bit-identical), a linked export file fails verify"
+else bad "symbolic links in a checkpoint or export (exit $rc1, $rc2)" "$T/ln1.log" "$T/ln2.log"; fi
+
 # 5b5. a checkpoint written by another plan: refused, the differing fields named
 mkrun "$T/fp"
 (cd "$T/fp" && "$BIN" run plan.json --stop-after 4) >/dev/null 2>&1

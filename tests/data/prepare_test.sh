@@ -290,6 +290,13 @@ rm "$S/kill/shards/index.json"   # (a touch no longer prepares again: the data h
 if conc "" && [[ $(grep -l "up to date" "$S"/conc.* | wc -l) -eq 2 ]]; then ok "3 concurrent prepares: one prepares, two find it up to date"
 else no "concurrent prepares" "$(cat "$S"/conc.*)"; fi
 
+# 10b. nothing usable: every record skipped; the error names the file and the count read
+printf '[{"messages": []}, {"messages": [{"role": "user", "content": "only a question"}]}]\n' >"$S/none.json"
+plan "$S/none" sharegpt "$S/none.json" 64 false skip
+out=$("$TRAIN" prepare "$S/none/plan.json" 2>&1); rc=$?
+if [[ $rc -eq 1 && $out == *"no usable records in the plan's datasets ($S/none.json): 2 read, none kept"* ]]; then ok "no usable records: the file named"
+else no "no usable records (exit $rc)" "$out"; fi
+
 # 11. only regular files: a dataset or tokenizer that is a device, a FIFO or a directory is refused at once
 # (named .json: a plan's dataset file must be .json or .jsonl before its type is looked at)
 mkfifo "$S/fifo.json"
