@@ -366,6 +366,7 @@ static int run_setup(Run *R)
     if (run_init_weights(&R->hm, plan, &plan->model) || run_finetune_attach(&R->hm, plan)) return -1;
     if (model_trainable(&R->hm, &R->tv)) { log_error("the trainable tensors are not one contiguous range"); return -1; }
     R->have_tv = 1;
+    if (R->is0 && run_check_space(plan, R->hm.n_floats, R->tv.n_floats)) return -1;
     if (adamw_init(&R->opt, R->tv.n_floats, plan->beta1, plan->beta2, plan->eps, plan->weight_decay)) {
         log_error("out of memory");
         return -1;

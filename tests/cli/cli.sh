@@ -322,5 +322,23 @@ mv "$T/pp/tokenizer.away" "$T/pp/tokenizer"
 [[ $rc -eq 0 ]] && grep -q 'resumed from .* at step 2' "$T/tk3.log" && [[ -f $T/pp/run/final/tokenizer.json ]] \
     && ok "the tokenizer restored: resumed at step 2, exported with it" || bad "resume after the tokenizer was restored (exit $rc)" "$T/tk3.log"
 
+# disk space checked at start (issue 28, "What to build" 3): a private 1 MB tmpfs
+# holding the output and checkpoint directories cannot take one checkpoint and the
+# export of the tiny model (1.5 MB): refused before the first step, with the figures
+if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null; then
+    mkdir -p "$T/small"
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["output"]["dir"]=sys.argv[3]; p["checkpoint"]["dir"]=sys.argv[3]+"/checkpoints"
+json.dump(p,open(sys.argv[2],"w"))' "$T/pp/out2/plan.json" "$T/pp/out2/small.json" "$T/small/run"
+    unshare -m --propagation private bash -c 'mount -t tmpfs -o size=1m tmpfs "$1" && "$2" run "$3"; echo "rc=$?"; ls -A "$1/run/checkpoints" 2>/dev/null | grep -v "^.run.lock$"' \
+        sandbox "$T/small" "$TRAIN" "$T/pp/out2/small.json" >"$T/small.log" 2>&1
+    if grep -qx "rc=1" "$T/small.log" \
+       && grep -q "MB free on their file system; one checkpoint (.* MB) and the export (.* MB) need .* MB: free space or point checkpoint.dir and output.dir elsewhere" "$T/small.log" \
+       && ! grep -q "step 1\b\|^step-" "$T/small.log"
+    then ok "run on a file system too small for a checkpoint and the export: refused at start with the figures (exit 1)"
+    else bad "run with too little space" "$T/small.log"; fi
+else
+    echo "skip run on a small tmpfs: needs root and unshare"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
