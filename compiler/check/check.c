@@ -12,11 +12,13 @@
 #include "chat_templates.h"
 #include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
 #include "backend_caps.h"  /* contract/: what each llmc-train backend runs, which it also refuses */
+#include "path_policy.h"   /* contract/: where a run may write, which llmc-train also refuses */
 
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_COUNT } BlockKind;
@@ -2174,6 +2176,11 @@ static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *
     if ((e = find(s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
     Entry *pe = find(s, "path");
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
+    char pmsg[PATH_POLICY_MAX + 200];
+    if (m->path && path_policy_input_dir(pe->value->terms[0]->str, m->path, pmsg, sizeof pmsg)) {
+        diag_error(c->d, pe->value->at, "'path' %s", pmsg);
+        m->path = NULL;
+    }
     if (!m->from_scratch && m->path) {
         const char *dir = m->path;
         char why[600];
@@ -2220,11 +2227,32 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
 {
     Entry *e;
     if (!m->from_scratch) require(c, s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
-    if ((e = find(s, "tokenizer"))) { m->tokenizer_at = e->at; m->tokenizer = get_plan_path(c, e, false); }
+    char pmsg[PATH_POLICY_MAX + 200];
+    if ((e = find(s, "tokenizer"))) {
+        m->tokenizer_at = e->at;
+        m->tokenizer = get_plan_path(c, e, false);
+        if (m->tokenizer && path_policy_input_dir(e->value->terms[0]->str, m->tokenizer, pmsg, sizeof pmsg)) {
+            diag_error(c->d, e->value->at, "'tokenizer' %s", pmsg);
+            m->tokenizer = NULL;
+        }
+    }
     else if (m->from_scratch && !find(s, "path") && !s->broken) {
         Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
+    /* readable here: the files the trainer's export copies beside the model
+     * (llmc-train run refuses the same directory at start) */
+    struct stat st;
+    if (!m->tokenizer || s->broken || stat(m->tokenizer, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    char f[4200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(f, sizeof f, "%s/%s", m->tokenizer, i ? "tokenizer_config.json" : "tokenizer.json");
+        if (access(f, R_OK) == 0) return;
+    }
+    Diag *g = diag_error(c->d, m->tokenizer_at, "model '%s': %s \"%s\" holds neither tokenizer.json nor tokenizer_config.json",
+                         it->name ? it->name : "?", m->tokenizer == m->path ? "path" : "tokenizer", m->tokenizer);
+    diag_note(g, "the trained model is exported with its tokenizer's files; llmc-train refuses to start without them");
+    if (m->tokenizer == m->path) diag_help(g, "name the directory that holds them: tokenizer = \"DIR\"");
 }
 
 /* model: the shape, layers, hidden, heads, ffn, vocab, max_context (each
@@ -3398,6 +3426,42 @@ static void check_train_masking_rules(Checker *c, const PlanTrain *t)
     }
 }
 
+/* train: output, normalised (contract/path_policy.h), is no system directory
+ * and does not overlap what the run reads: not inside the model directory,
+ * not the directory of a dataset, of the tokenizer or of the plan that names
+ * it. llmc-train refuses the same plan.json (runtime/plan/plan.c). The
+ * default (runs/NAME in the compiled directory) is always its own. */
+static void check_train_output_path(Checker *c, Scope *s, const PlanTrain *t)
+{
+    if (t->output_default || !t->output_dir) return;
+    const Entry *oe = find(s, "output");
+    const char *value = oe && oe->value && oe->value->nterms == 1 && oe->value->terms[0]->kind == TERM_STRING
+                        ? oe->value->terms[0]->str : t->output_dir;
+    PathInput in[4 + 2 * 64];
+    int n = 0;
+    const PlanModel *m = t->model;
+    if (m && m->path) in[n++] = (PathInput){"the model directory", m->path, m->path, PATH_INPUT_WITHIN};
+    if (m && m->tokenizer && (!m->path || strcmp(m->tokenizer, m->path)))
+        in[n++] = (PathInput){"the tokenizer directory", m->tokenizer, m->tokenizer, PATH_INPUT_EQUAL};
+    const char *file = t->output_at.start.file, *slash = file ? strrchr(file, '/') : NULL;
+    const char *plan_dir = !file ? NULL : !slash ? "." : slash == file ? "/" : arena_printf(c->a, "%.*s", (int)(slash - file), file);
+    if (plan_dir) in[n++] = (PathInput){"the directory of plan file", file, plan_dir, PATH_INPUT_EQUAL};
+    for (int k = 0; k < 2; k++) {
+        PlanDataset *const *ds = k ? t->eval_data : t->data;
+        int nds = k ? t->neval_data : t->ndata;
+        for (int i = 0; i < nds && n < (int)NUNITS(in); i++) {
+            const char *f = ds[i] ? ds[i]->file : NULL;
+            if (!f) continue;
+            const char *sl = strrchr(f, '/');
+            const char *dir = !sl ? "." : sl == f ? "/" : arena_printf(c->a, "%.*s", (int)(sl - f), f);
+            in[n++] = (PathInput){arena_printf(c->a, "the directory of dataset '%s', file", ds[i]->name), f, dir, PATH_INPUT_EQUAL};
+        }
+    }
+    char msg[3 * PATH_POLICY_MAX];
+    if (path_policy_output(value, t->output_dir, in, n, msg, sizeof msg))
+        diag_error(c->d, t->output_at, "'output' %s", msg);
+}
+
 /* train NAME { ... }: every key in the order below, then the rules across
  * keys (LLaMA-Factory's own keys and rules last). */
 static void check_train(Checker *c, const Item *it, PlanTrain *t)
@@ -3412,6 +3476,7 @@ static void check_train(Checker *c, const Item *it, PlanTrain *t)
     check_train_lf_keys(c, &s, t);
     report_missing(c, &s);
     check_train_model_rules(c, t, tmpl);
+    check_train_output_path(c, &s, t);
     if (!stage_ok) return;
     check_train_stage_rules(c, &s, t, tmpl);
     check_train_masking_rules(c, t);

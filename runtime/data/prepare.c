@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/evp.h>
 
 #include "args.h"
 #include "chat_template.h"
@@ -59,7 +60,9 @@ typedef struct {
     int skip_bad;               /* on_bad_record "skip" */
     const char *shards_dir;
     int64_t model_vocab;        /* -1 when absent */
-    char hash[33];
+    char hash[33];              /* data_hash: 32 hex digits of a SHA-256 */
+    cJSON *cache;               /* content-cache.json as it is to be written */
+    int cache_reread;           /* a file's digest was not in the cache */
 } DataPlan;
 
 /* Messages go through log.h (docs/runtime.md, "Errors"), their text escaped
@@ -119,57 +122,197 @@ static char *resolve(const char *dir, const char *path)
 
 static void free_plan(DataPlan *p)
 {
+    cJSON_Delete(p->cache);
+    p->cache = NULL;
     run_plan_free(&p->rp);
 }
 
-/* FNV-1a over bytes, two lanes with different offsets -> 128 bits of hex. */
-typedef struct { uint64_t a, b; } Hash;
+/* ---- the data hash: what the tokens are made of (docs/shards.md) ----
+ * SHA-256 of the plan fields that change the tokens and of the bytes of every
+ * input file (datasets, tokenizer.json, tokenizer_config.json). Not of paths,
+ * sizes, mtimes or the descriptive counts (samples, size, tokens): a `touch`,
+ * a moved file or `samples = N` added to the .llm leave the hash, hence the
+ * shards and a checkpoint's fingerprint (run_init.c), as they are. The
+ * files' digests are cached in SHARDS/content-cache.json under their path,
+ * size and mtime: a file is read again only when one of those changed. */
 
-static void hash_add(Hash *h, const void *data, size_t n)
+static void sha_add(EVP_MD_CTX *h, const void *data, size_t n)
 {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h->a = (h->a ^ p[i]) * 0x100000001B3ull;
-        h->b = (h->b ^ p[i]) * 0x100000001B3ull;
-        h->b ^= h->b >> 29;
-    }
+    EVP_DigestUpdate(h, data, n);
 }
 
-static int hash_file_stat(Hash *h, const char *path)
+static void sha_add_str(EVP_MD_CTX *h, const char *s)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    int64_t v[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec, (int64_t)st.st_mtim.tv_nsec};
-    hash_add(h, path, strlen(path) + 1);
-    hash_add(h, v, sizeof v);
+    sha_add(h, s, strlen(s) + 1);   /* with its NUL: fields cannot run into each other */
+}
+
+/* lowercase hex of the digest so far, up to n-1 characters, into out[n]; frees h */
+static int sha_final_hex(EVP_MD_CTX *h, char *out, size_t n)
+{
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    int ok = EVP_DigestFinal_ex(h, d, &len) == 1;
+    EVP_MD_CTX_free(h);
+    size_t k = 0;
+    for (unsigned i = 0; ok && i < len && k + 2 < n; i++, k += 2) snprintf(out + k, 3, "%02x", d[i]);
+    out[k] = 0;
+    return ok ? 0 : -1;
+}
+
+static EVP_MD_CTX *sha_new(void)
+{
+    EVP_MD_CTX *h = EVP_MD_CTX_new();
+    if (h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1) { EVP_MD_CTX_free(h); h = NULL; }
+    return h;
+}
+
+/* SHA-256 of the regular file's bytes into hex[65]; 0, or -1 with err (a FIFO,
+ * a device or a directory is refused, never waited on: open_regular_file). */
+static int sha_file(const char *path, const char *what, char hex[65], char *err, size_t errlen)
+{
+    FILE *f = open_regular_file(path, what, err, errlen);
+    if (!f) return -1;
+    EVP_MD_CTX *h = sha_new();
+    char *buf = malloc((size_t)1 << 20);
+    size_t r;
+    while (h && buf && (r = fread(buf, 1, (size_t)1 << 20, f)) > 0) sha_add(h, buf, r);
+    int bad = !h || !buf || ferror(f);
+    if (bad) snprintf(err, errlen, "%s: %s", path, !h || !buf ? "out of memory" : strerror(errno));
+    free(buf);
+    fclose(f);
+    if (bad) {
+        if (h) EVP_MD_CTX_free(h);
+        return -1;
+    }
+    if (sha_final_hex(h, hex, 65)) { snprintf(err, errlen, "%s: SHA-256 failed (libcrypto)", path); return -1; }
     return 0;
 }
 
-/* The idempotence key: the data-relevant plan sections and the input files' stats. */
-static int data_hash(DataPlan *p)
+/* The digest of one input file: from the cache when its path, size and mtime
+ * match an entry, else read (and *reread set). The entry is added to fresh. */
+static int content_digest(const char *path, const char *what, const cJSON *cache, cJSON *fresh, char hex[65],
+                          int *reread, char *err, size_t errlen)
 {
-    Hash h = {0xCBF29CE484222325ull, 0x84222325CBF29CE4ull};
-    hash_add(&h, "llmc-shards-1", 14);
-    const char *keys[] = {"stage", "tokenizer", "datasets", "data"};
-    for (size_t k = 0; k < 4; k++) {
-        char *s = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(p->rp.json, keys[k]));
-        if (s) { hash_add(&h, s, strlen(s)); free(s); }
+    struct stat st;
+    if (stat(path, &st) != 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    char *real = realpath(path, NULL);   /* the key: one file, whatever the working directory */
+    const char *key = real ? real : path;
+    double size = (double)st.st_size, sec = (double)st.st_mtim.tv_sec, nsec = (double)st.st_mtim.tv_nsec;
+    const cJSON *e;
+    int found = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cache, "files")) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
+        const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sha256"));
+        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(e, "size");
+        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(e, "mtime_s");
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(e, "mtime_ns");
+        if (cJSON_IsString(f) && !strcmp(f->valuestring, key) && d && strlen(d) == 64 &&
+            strspn(d, "0123456789abcdef") == 64 && cJSON_IsNumber(sz) && sz->valuedouble == size &&
+            cJSON_IsNumber(ms) && ms->valuedouble == sec && cJSON_IsNumber(mn) && mn->valuedouble == nsec) {
+            memcpy(hex, d, 65);
+            found = 1;
+            break;
+        }
     }
-    for (size_t k = 0; k < p->n_ds; k++)
-        if (hash_file_stat(&h, p->ds[k].file)) return say_error("%s: %s", p->ds[k].file, strerror(errno));
-    char tj[4096];
+    if (!found && sha_file(path, what, hex, err, errlen)) {
+        free(real);
+        return -1;
+    }
+    *reread |= !found;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", key);
+    free(real);
+    cJSON_AddNumberToObject(o, "size", size);
+    cJSON_AddNumberToObject(o, "mtime_s", sec);
+    cJSON_AddNumberToObject(o, "mtime_ns", nsec);
+    cJSON_AddStringToObject(o, "sha256", hex);
+    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(fresh, "files"), o);
+    return 0;
+}
+
+/* A plan section without the keys that do not change the tokens, added to h. */
+static void sha_add_section(EVP_MD_CTX *h, const cJSON *sec, const char *const *drop)
+{
+    cJSON *c = cJSON_Duplicate(sec, 1);
+    for (size_t i = 0; c && drop[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(c, drop[i]);
+    char *s = c ? cJSON_PrintUnformatted(c) : NULL;
+    sha_add_str(h, s ? s : "null");
+    free(s);
+    cJSON_Delete(c);
+}
+
+static char *cache_path(const DataPlan *p)
+{
+    size_t n = strlen(p->shards_dir) + sizeof "/content-cache.json";
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s/content-cache.json", p->shards_dir);
+    return s;
+}
+
+/* The idempotence key and the shards' identity: the plan's stage, the
+ * tokenizer's template, each dataset's format, columns and tags, the data
+ * section but shards_dir, and the content of every input file. */
+static int data_hash(DataPlan *p, int reread)
+{
+    char *cp = cache_path(p);
+    char err[1024];
+    char *text = cp && !reread ? shard_read_small_file(cp, (size_t)1 << 26, err, sizeof err) : NULL;
+    cJSON *cache = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    free(cp);
+    p->cache = cJSON_CreateObject();
+    cJSON_AddItemToObject(p->cache, "files", cJSON_CreateArray());
+    EVP_MD_CTX *h = sha_new();
+    if (!h) { cJSON_Delete(cache); return say_error("libcrypto: SHA-256 unavailable"); }
+    sha_add_str(h, "llmc-shards-2");
+    sha_add_str(h, p->rp.stage);
+    const cJSON *root = p->rp.json;
+    sha_add_section(h, cJSON_GetObjectItemCaseSensitive(root, "tokenizer"), (const char *const[]){"path", NULL});
+    sha_add_section(h, cJSON_GetObjectItemCaseSensitive(root, "data"), (const char *const[]){"shards_dir", NULL});
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "datasets");
+    size_t k = 0;
+    char hex[65];
+    int rc = 0;
+    for (const cJSON *d = cJSON_IsArray(ds) ? ds->child : NULL; d && k < p->n_ds; d = d->next, k++) {
+        sha_add_section(h, d, (const char *const[]){"name", "file", "samples", "size_bytes", "tokens", NULL});
+        if (content_digest(p->ds[k].file, "dataset", cache, p->cache, hex, &p->cache_reread, err, sizeof err)) {
+            rc = say_error("%s", err);
+            break;
+        }
+        sha_add_str(h, hex);
+    }
     struct stat st;
     int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
-    snprintf(tj, sizeof tj, is_dir ? "%s/tokenizer.json" : "%s", p->tokenizer_path);
-    hash_file_stat(&h, tj);
-    if (is_dir) { snprintf(tj, sizeof tj, "%s/tokenizer_config.json", p->tokenizer_path); hash_file_stat(&h, tj); }
-    snprintf(p->hash, sizeof p->hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
+    const char *const names[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; !rc && i < (is_dir ? 2 : 1); i++) {
+        char tj[4200];
+        snprintf(tj, sizeof tj, is_dir ? "%s/%s" : "%s", p->tokenizer_path, names[i]);
+        /* unreadable: the tokenizer's loader says why, in its own words */
+        sha_add_str(h, content_digest(tj, "tokenizer file", cache, p->cache, hex, &p->cache_reread, err, sizeof err)
+                       ? "absent" : hex);
+    }
+    cJSON_Delete(cache);
+    if (rc) { EVP_MD_CTX_free(h); return rc; }
+    if (sha_final_hex(h, p->hash, sizeof p->hash)) return say_error("libcrypto: SHA-256 failed");
     return 0;
+}
+
+/* SHARDS/content-cache.json rewritten (atomically) when a file was read for its
+ * digest; a failure only costs the next prepare a reread (a warning). */
+static void save_content_cache(DataPlan *p)
+{
+    if (!p->cache || !p->cache_reread) return;
+    char *cp = cache_path(p), *text = cJSON_Print(p->cache), err[512];
+    if (cp && text && shard_write_file_atomic(cp, text, strlen(text), err, sizeof err))
+        say_warn("%s: not written (%s); the next prepare reads the input files again", cp, err);
+    p->cache_reread = 0;
+    free(cp);
+    free(text);
 }
 
 /* Read the plan through runtime/plan/plan.c (the one plan.json reader) and derive
- * the template and the data hash. */
-static int load_plan(const char *path, DataPlan *p)
+ * the template and the data hash (reread: without content-cache.json). */
+static int load_plan(const char *path, DataPlan *p, int reread)
 {
     memset(p, 0, sizeof *p);
     char err[1024];
@@ -187,7 +330,7 @@ static int load_plan(const char *path, DataPlan *p)
     if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
         return say_error("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
     if (!p->pretrain && !p->tpl) return say_error("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
-    return data_hash(p);
+    return data_hash(p, reread);
 }
 
 /* ---- tokenizing batches on worker threads ---- */
@@ -897,10 +1040,13 @@ static int prep_parse_args(Prep *P, int argc, char **argv)
 static void prep_key_max_record(Prep *P)
 {
     if (P->max_record == (long long)JS_MAX_RECORD_DEFAULT) return;
-    Hash h = {0, 0};
-    sscanf(P->plan.hash, "%16" SCNx64 "%16" SCNx64, &h.a, &h.b);
-    hash_add(&h, &P->max_record, sizeof P->max_record);
-    snprintf(P->plan.hash, sizeof P->plan.hash, "%016" PRIx64 "%016" PRIx64, h.a, h.b);
+    EVP_MD_CTX *h = sha_new();
+    if (!h) return;
+    char n[32];
+    snprintf(n, sizeof n, "%lld", P->max_record);
+    sha_add_str(h, P->plan.hash);
+    sha_add_str(h, n);
+    sha_final_hex(h, P->plan.hash, sizeof P->plan.hash);
 }
 
 /* Up to date, or the lock. index.json is replaced atomically, so it is read
@@ -915,6 +1061,7 @@ static int prep_lock_unless_up_to_date(Prep *P)
             int same = have && !strcmp(have, P->plan.hash);
             free(have);
             if (same) {
+                save_content_cache(&P->plan);
                 say_info("%s is up to date (data hash %s)", P->plan.shards_dir, P->plan.hash);
                 if (!stopsig_requested()) return 0;
                 /* the job was asked to stop (its time limit is near): requeue it now */
@@ -929,6 +1076,7 @@ static int prep_lock_unless_up_to_date(Prep *P)
             return 2;
         }
         if ((P->lock_fd = lock_dir(P->plan.shards_dir)) < 0) return 2;
+        save_content_cache(&P->plan);
     }
     return -1;
 }
@@ -1203,7 +1351,15 @@ static int prep_finish_set(Prep *P)
     P->pr.done_bytes = P->pr.total_bytes;
     progress(&P->pr, &P->counts, k, 1);
     if (P->counts.kept == 0 || k->n_rows == 0) {
-        say_error("no usable records in the plan's datasets");
+        char files[1024] = "";
+        for (size_t i = 0; i < plan->n_ds; i++) {
+            size_t l = strlen(files);
+            snprintf(files + l, sizeof files - l, "%s%s", i ? ", " : "", plan->ds[i].file);
+        }
+        uint64_t seen = P->counts.kept;
+        for (int r = 1; r < REC_N_REASONS; r++) seen += P->counts.skipped[r];
+        say_error("no usable records in the plan's datasets (%s): %" PRIu64 " read, none kept with a token to train",
+                  files, seen);
         return 1;
     }
     uint64_t skipped;
@@ -1298,7 +1454,7 @@ int cmd_prepare(int argc, char **argv)
      * USR2 while it starts, whose default action would kill it (the job fails). */
     if (!P->check_only) stopsig_install();
     info_to_stderr = P->check_only;
-    if (load_plan(P->plan_path, &P->plan)) rc = 2;
+    if (load_plan(P->plan_path, &P->plan, P->force)) rc = 2;   /* --force: every file read again */
     else {
         prep_key_max_record(P);
         if ((rc = prep_lock_unless_up_to_date(P)) < 0 && (rc = prep_load_tokenizer(P)) < 0)

@@ -227,7 +227,7 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
 
 /* The whole of a regular file, NUL-terminated for cJSON, if at most max
  * bytes; NULL with err otherwise. */
-static char *read_small_file(const char *path, size_t max, char *err, size_t errlen)
+char *shard_read_small_file(const char *path, size_t max, char *err, size_t errlen)
 {
     /* O_NONBLOCK + fstat: a FIFO or device in place of index.json is refused, never waited on */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -270,7 +270,7 @@ char *shard_index_data_hash(const char *dir)
     char err[64];
     char *path = join_path(dir, "index.json");
     if (!path) return NULL;
-    char *text = read_small_file(path, 64u << 20, err, sizeof err);
+    char *text = shard_read_small_file(path, 64u << 20, err, sizeof err);
     free(path);
     if (!text) return NULL;
     cJSON *o = cJSON_Parse(text);
@@ -286,7 +286,7 @@ char **shard_index_files(const char *dir)
     char err[64];
     char *path = join_path(dir, "index.json");
     if (!path) return NULL;
-    char *text = read_small_file(path, 256u << 20, err, sizeof err);
+    char *text = shard_read_small_file(path, 256u << 20, err, sizeof err);
     free(path);
     if (!text) return NULL;
     cJSON *o = cJSON_Parse(text);
@@ -371,7 +371,7 @@ int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
     set->dir = strdup(dir);
     char *path = join_path(dir, "index.json");
     if (!set->dir || !path) { free(path); shard_set_close(set); return fail(err, errlen, "out of memory"); }
-    char *text = read_small_file(path, 256u << 20, err, errlen);
+    char *text = shard_read_small_file(path, 256u << 20, err, errlen);
     if (!text) { free(path); shard_set_close(set); return -1; }
     cJSON *o = cJSON_Parse(text);
     free(text);

@@ -95,6 +95,10 @@ typedef struct {
 int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEntry *shards,
                       size_t n, char *err, size_t errlen);
 
+/* The whole of a regular file (a FIFO or device is refused, never waited on),
+ * NUL-terminated, if at most max bytes; NULL with err otherwise. malloc'd. */
+char *shard_read_small_file(const char *path, size_t max, char *err, size_t errlen);
+
 /* Write `len` bytes to PATH atomically (PATH.tmp, fsync, rename, fsync dir). */
 int shard_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 

@@ -5,8 +5,11 @@
 #include "json_stream.h"   /* open_regular_file */
 #include "log.h"
 #include "plan_limits.h"   /* contract/: the limits llmc checks with */
+#include "path_policy.h"   /* contract/: where a run may write, as llmc checks it */
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -532,6 +535,82 @@ static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, cons
     p->log_every = (int)get_lim(c, ou, PL_OUTPUT_LOG_EVERY, 0);
 }
 
+/* The directories of the inputs of a run (contract/path_policy.h's overlap
+ * rules): the model (nothing written inside it), the tokenizer, each
+ * dataset's directory, the plan's own directory. Up to max; returns how many.
+ * dsdirs receives the malloc'd dataset directories (freed by the caller). */
+/* plan.json's SECT.KEY as written (for messages), or dflt. */
+static const char *written(const RunPlan *p, const char *sect, const char *key, const char *dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p->json, sect), key);
+    return cJSON_IsString(v) ? v->valuestring : dflt;
+}
+
+static int run_inputs(const RunPlan *p, const cJSON *ds, PathInput *in, int max, char **dsdirs, int *ndsdirs)
+{
+    int n = 0;
+    *ndsdirs = 0;
+    if (p->model_path && n < max)
+        in[n++] = (PathInput){"the model directory", written(p, "model", "path", p->model_path), p->model_path,
+                              PATH_INPUT_WITHIN};
+    if (p->tokenizer_path && n < max)
+        in[n++] = (PathInput){"the tokenizer directory", written(p, "tokenizer", "path", p->tokenizer_path),
+                              p->tokenizer_path, PATH_INPUT_EQUAL};
+    if (p->dir && n < max) in[n++] = (PathInput){"the directory of plan file", p->path, p->dir, PATH_INPUT_EQUAL};
+    for (const cJSON *d = cJSON_IsArray(ds) ? ds->child : NULL; d && n < max; d = d->next) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "file");
+        if (!cJSON_IsString(f)) continue;
+        char *file = run_plan_resolve(p, f->valuestring);
+        if (!file) continue;
+        char *slash = strrchr(file, '/');
+        if (!slash) strcpy(file, ".");
+        else if (slash == file) slash[1] = 0;
+        else *slash = 0;
+        dsdirs[(*ndsdirs)++] = file;
+        in[n++] = (PathInput){"the directory of a dataset file", f->valuestring, file, PATH_INPUT_EQUAL};
+    }
+    return n;
+}
+
+/* Where the run writes (output.dir, checkpoint.dir; prepare: data.shards_dir)
+ * against contract/path_policy.h, as llmc check applies it: plan.json may
+ * have been edited by hand, and nothing is written before this passes. The
+ * model and tokenizer directories must not be the file-system root. */
+static void check_run_paths(Ctx *c, const RunPlan *p, const cJSON *ds, int prepare)
+{
+    if (c->failed) return;
+    char msg[3 * PATH_POLICY_MAX];
+    const char *const insect[] = {"model", "tokenizer"};
+    const char *const indir[] = {p->model_path, p->tokenizer_path};
+    for (int i = 0; i < 2; i++)
+        if (indir[i] && path_policy_input_dir(written(p, insect[i], "path", indir[i]), indir[i], msg, sizeof msg)) {
+            fail(c, i ? "tokenizer.path" : "model.path", "%s", msg);
+            return;
+        }
+    enum { MAX_IN = 3 + 256 };
+    PathInput in[MAX_IN];
+    char *dsdirs[MAX_IN];
+    int ndsdirs;
+    int n = run_inputs(p, ds, in, MAX_IN, dsdirs, &ndsdirs);
+    const char *const outkey[] = {"output.dir", "checkpoint.dir", "data.shards_dir"};
+    const char *const outdir[] = {prepare ? NULL : p->out_dir, prepare ? NULL : p->ckpt_dir, prepare ? p->shards_dir : NULL};
+    for (int i = 0; i < 3 && !c->failed; i++) {
+        if (!outdir[i]) continue;
+        /* the shards are the plan directory's own (shards/ beside plan.json): only other inputs count */
+        int skip_plan_dir = i == 2;
+        PathInput sub[MAX_IN];
+        int m = 0;
+        for (int k = 0; k < n; k++)
+            if (!(skip_plan_dir && in[k].path == p->dir)) sub[m++] = in[k];
+        const char *dot = strchr(outkey[i], '.');
+        char sect[32];
+        snprintf(sect, sizeof sect, "%.*s", (int)(dot - outkey[i]), outkey[i]);
+        if (path_policy_output(written(p, sect, dot + 1, outdir[i]), outdir[i], sub, m, msg, sizeof msg))
+            fail(c, outkey[i], "%s", msg);
+    }
+    for (int k = 0; k < ndsdirs; k++) free(dsdirs[k]);
+}
+
 /* The plan, section by section (docs/plan.md); every value checked against
  * contract/plan_limits.h as llmc checks it. 0, or -1 with err naming the
  * field (p then holds nothing). */
@@ -555,10 +634,14 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
 
     read_model(&c, p, m);
     read_tokenizer_and_data(&c, p, tk, da);
+    /* as llmc's checker (check_train_model_rules): no sequence longer than the model takes */
+    if (!c.failed && p->context > p->model.max_context)
+        fail(&c, "data.context", "%d exceeds model.max_context (%d)", p->context, p->model.max_context);
     read_train(&c, p, tr);
     read_parallel(&c, p, pa);
     if (!c.failed) read_finetune(&c, root, &p->ft, &p->model);
     read_checkpoint_and_output(&c, p, ck, ou);
+    check_run_paths(&c, p, cJSON_GetObjectItemCaseSensitive(root, "datasets"), 0);
 done:
     if (c.failed) { run_plan_free(p); return -1; }
     return 0;
@@ -587,6 +670,7 @@ int run_plan_load_data(RunPlan *p, const char *path, char *err, size_t errlen)
     int pol = one_of(&c, "data", "on_bad_record", policy, (const char *const[]){"fail", "skip", NULL});
     p->skip_bad = pol == 1;
     free(policy);
+    check_run_paths(&c, p, ds, 1);
 done:
     if (c.failed) { run_plan_free(p); return -1; }
     return 0;
@@ -603,6 +687,48 @@ void run_plan_free(RunPlan *p)
     memset(p, 0, sizeof *p);
 }
 
+int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
+{
+    const char *t = p->tokenizer_path;
+    if (!t) return 0;
+    const char *value = written(p, "tokenizer", "path", t);
+    struct stat st;
+    if (stat(t, &st) != 0) {
+        int e = errno;
+        if (!strict && e == ENOENT) {
+            /* checkable here when the directory that would hold it is readable here */
+            char *dir = strdup(t);
+            char *slash = dir ? strrchr(dir, '/') : NULL;
+            if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+            const char *parent = !dir ? NULL : slash ? dir : ".";
+            struct stat ps;
+            int here = parent && stat(parent, &ps) == 0 && S_ISDIR(ps.st_mode) && access(parent, R_OK | X_OK) == 0;
+            if (here)
+                snprintf(why, n, "\"%s\" does not exist (its directory \"%s\" is readable here); the run exports "
+                         "the tokenizer's files with the model", value, parent);
+            free(dir);
+            if (here) return 1;
+        }
+        snprintf(why, n, "\"%s\": %s", value, strerror(e));
+        return strict ? 1 : 2;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, n, "\"%s\" is not a directory; the run exports the tokenizer's files (tokenizer.json, "
+                 "tokenizer_config.json) from it with the model", value);
+        return 1;
+    }
+    static const char *const need[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+        char f[PATH_POLICY_MAX + 64];
+        snprintf(f, sizeof f, "%s/%s", t, need[i]);
+        struct stat fs;
+        if (stat(f, &fs) == 0 && S_ISREG(fs.st_mode) && access(f, R_OK) == 0) return 0;
+    }
+    snprintf(why, n, "\"%s\" holds neither tokenizer.json nor tokenizer_config.json (readable), which the run's "
+             "export copies beside the model", value);
+    return 1;
+}
+
 /* llmc-train check-plan PLAN.json: read the plan as `run` does, exit 0 when the
  * trainer accepts it, 1 with the refusal (the field named) when not. */
 int cmd_check_plan(int argc, char **argv)
@@ -614,11 +740,18 @@ int cmd_check_plan(int argc, char **argv)
                               argc, argv, &path);
     if (rc >= 0) return rc;
     RunPlan p;
-    char err[512];
+    char err[1024];
     if (run_plan_load(&p, path, err, sizeof err)) {
         log_error("%s", err);
         return 1;
     }
+    int tk = run_plan_tokenizer_check(&p, 0, err, sizeof err);
+    if (tk == 1) {
+        log_error("%s: tokenizer.path: %s", path, err);
+        run_plan_free(&p);
+        return 1;
+    }
+    if (tk == 2) log_info("%s: tokenizer.path %s: not readable here, not checked (run checks it at start)", path, err);
     printf("%s: accepted (job %s)\n", path, p.job);
     run_plan_free(&p);
     return 0;

@@ -121,6 +121,13 @@ void run_plan_free(RunPlan *p);
 /* `llmc-train check-plan PLAN.json`: run_plan_load alone; exit 0 accepted,
  * 1 refused (message on stderr), 2 usage. */
 int cmd_check_plan(int argc, char **argv);
+/* tokenizer.path (when set) as the run's export will read it: a directory
+ * holding tokenizer.json or tokenizer_config.json. 0 fine (or no tokenizer);
+ * 1 refused, why in why ("\"PATH\" holds neither ..."); 2 (only when !strict)
+ * missing where it cannot be checked: the directory that would hold it is
+ * not here either (a cluster path read on another machine; llmc's "not
+ * readable here"). `run` checks strictly at start, check-plan not. */
+int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n);
 /* Resolve a plan-relative path (malloc'd). */
 char *run_plan_resolve(const RunPlan *p, const char *rel);
 

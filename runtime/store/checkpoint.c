@@ -90,6 +90,33 @@ static void remove_flat_dir(const char *dir)
     rmdir(dir);
 }
 
+/* dir (a step directory, or the temporary one of a save) removed so that its
+ * name can be written again; when it cannot be (it holds a subdirectory, a
+ * file that cannot be unlinked, or it is not a directory) it is renamed to
+ * CKPT/.set-aside-NAME-N with a warning instead, so that a requeued run does
+ * not fail on it at the same step forever. 0, or -1 with err. */
+static int clear_name(const char *ckpt_dir, const char *dir, const char *name, char *err, size_t errlen)
+{
+    remove_flat_dir(dir);
+    struct stat st;
+    if (lstat(dir, &st) != 0 && errno == ENOENT) return 0;
+    char aside[4200];
+    int e = EEXIST;
+    for (int i = 1; i <= 1000; i++) {
+        snprintf(aside, sizeof aside, "%s/.set-aside-%s-%d", ckpt_dir, name, i);
+        if (lstat(aside, &st) == 0) continue;
+        if (rename(dir, aside) == 0) {
+            log_warn("%s could not be removed (it holds a subdirectory or a file that cannot be deleted, or is not "
+                     "a directory): set aside as %s; delete it when you have looked at it", dir, aside);
+            return 0;
+        }
+        e = errno;
+        break;
+    }
+    snprintf(err, errlen, "%s can neither be removed nor set aside: %s", dir, strerror(e));
+    return -1;
+}
+
 int mkdir_parents(const char *path)
 {
     char p[4096];
@@ -169,7 +196,14 @@ int manifest_write_known(const char *dir, const ManifestHash *known, int nknown,
 static int open_regular(const char *path, int *not_regular, char *err, size_t errlen)
 {
     if (not_regular) *not_regular = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    /* O_NOFOLLOW: a checkpoint's or an export's file is itself, not a link to
+     * bytes elsewhere that verify and resume would vouch for */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno == ELOOP) {
+        if (not_regular) *not_regular = 1;
+        snprintf(err, errlen, "%s: not a regular file (a symbolic link)", path);
+        return -1;
+    }
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     struct stat sb;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
@@ -685,7 +719,9 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     int64_t seq = 1;
     for (int i = 0; i < n_old; i++) if (old[i].seq >= seq) seq = old[i].seq + 1;
     free(old);
-    remove_flat_dir(tmp);   /* a leftover of an interrupted save */
+    char tname[48];
+    snprintf(tname, sizeof tname, "tmp-%s", name);
+    if (clear_name(ckpt_dir, tmp, tname, err, errlen)) return -1;   /* a leftover of an interrupted save */
     if (mkdir(tmp, 0755)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
 
     /* every file is hashed while it is written: the manifest reads nothing back */
@@ -728,7 +764,8 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     free(sj);
     if (rc || manifest_write_known(tmp, known, 3, err, errlen)) return -1;
     fsync_dir(tmp);
-    remove_flat_dir(final);   /* a stale directory of the same step (resumed from an older one) */
+    /* a stale directory of the same step (resumed from an older one) */
+    if (clear_name(ckpt_dir, final, name, err, errlen)) return -1;
     if (rename(tmp, final)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
     fsync_dir(ckpt_dir);
     char latest[64];

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "checkpoint.h"
 #include "hf_config.h"
@@ -186,6 +187,9 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "model.qkv_bias", "%s", mc->qkv_bias ? "true" : "false");
     ckpt_fp_add(fp, "model.qk_norm", "%s", mc->qk_norm ? "true" : "false");
     ckpt_fp_add(fp, "model.init", "%s", p->init);
+    /* by content: a tokenizer restored from a copy, or shards prepared again from
+     * the same bytes, are the same (checkpoints of older writers recorded
+     * "tokenizer" and "data.shards" by the file's hash: keys no longer compared) */
     if (p->tokenizer_path) {
         struct stat sb;
         if (!stat(p->tokenizer_path, &sb) && S_ISDIR(sb.st_mode))
@@ -193,11 +197,9 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
         else snprintf(path, sizeof path, "%s", p->tokenizer_path);
         file_id(v, sizeof v, path);
     } else snprintf(v, sizeof v, "none");
-    ckpt_fp_add(fp, "tokenizer", "%s", v);
+    ckpt_fp_add(fp, "tokenizer.content", "%s", v);
     ckpt_fp_add(fp, "data.context", "%d", p->context);
-    snprintf(path, sizeof path, "%s/index.json", set->dir);
-    file_id(v, sizeof v, path);
-    ckpt_fp_add(fp, "data.shards", "%s", v);
+    ckpt_fp_add(fp, "data.content", "%s", set->data_hash && set->data_hash[0] ? set->data_hash : "none");
     ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
     ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
     ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
@@ -250,4 +252,50 @@ int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, in
     if (got < 0) { log_error("%s", err); return -1; }
     if (got && is0) log_info("resumed from %s at step %" PRId64, plan->ckpt_dir, st->step);
     return got;
+}
+
+/* statvfs of path's longest existing prefix (the directory may not exist yet):
+ * bytes available to this user and the file system's id, or -1. */
+static int space_of(const char *path, uint64_t *avail, uint64_t *fsid)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s", path);
+    for (;;) {
+        struct statvfs v;
+        if (statvfs(p, &v) == 0) {
+            *avail = (uint64_t)v.f_bavail * v.f_frsize;
+            *fsid = (uint64_t)v.f_fsid;
+            return 0;
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash) { if (!strcmp(p, ".")) return -1; snprintf(p, sizeof p, "."); continue; }
+        if (slash == p) { if (!p[1]) return -1; p[1] = 0; continue; }
+        *slash = 0;
+    }
+}
+
+int run_check_space(const RunPlan *plan, size_t model_floats, size_t trainable_floats)
+{
+    /* a checkpoint: the weights and the two AdamW moments of what trains, fp32;
+     * the export: the weights at the plan's precision. Rotation removes an old
+     * checkpoint only after the new one is complete: one more must fit. */
+    uint64_t ckpt = (uint64_t)model_floats * 4 + (uint64_t)trainable_floats * 8;
+    uint64_t exp = (uint64_t)model_floats * (!strcmp(plan->precision, "bf16") ? 2 : 4);
+    uint64_t a_ck, a_out, fs_ck, fs_out;
+    if (space_of(plan->ckpt_dir, &a_ck, &fs_ck) || space_of(plan->out_dir, &a_out, &fs_out)) return 0;   /* cannot tell */
+    const double MB = 1e6;
+    if (fs_ck == fs_out && a_ck < ckpt + exp) {
+        log_error("%s and %s: %.1f MB free on their file system; one checkpoint (%.1f MB) and the export (%.1f MB) need "
+                  "%.1f MB: free space or point checkpoint.dir and output.dir elsewhere", plan->ckpt_dir, plan->out_dir,
+                  (double)a_ck / MB, (double)ckpt / MB, (double)exp / MB, (double)(ckpt + exp) / MB);
+        return -1;
+    }
+    if (fs_ck != fs_out && (a_ck < ckpt || a_out < exp)) {
+        int ck = a_ck < ckpt;
+        log_error("%s: %.1f MB free on its file system; %s needs %.1f MB: free space or point %s elsewhere",
+                  ck ? plan->ckpt_dir : plan->out_dir, (double)(ck ? a_ck : a_out) / MB,
+                  ck ? "one checkpoint" : "the export", (double)(ck ? ckpt : exp) / MB, ck ? "checkpoint.dir" : "output.dir");
+        return -1;
+    }
+    return 0;
 }

@@ -56,4 +56,9 @@ void run_fingerprint(const RunPlan *plan, const ShardSet *set, int64_t total, in
 int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, int fresh, Model *m, AdamW *opt,
                TrainState *st, int is0);
 
+/* Free space, before the first step: the checkpoint directory's file system
+ * must hold one more checkpoint and the output directory's the export (the
+ * sum when they share one). 0, or -1 with the figures logged. */
+int run_check_space(const RunPlan *plan, size_t model_floats, size_t trainable_floats);
+
 #endif

@@ -366,6 +366,7 @@ static int run_setup(Run *R)
     if (run_init_weights(&R->hm, plan, &plan->model) || run_finetune_attach(&R->hm, plan)) return -1;
     if (model_trainable(&R->hm, &R->tv)) { log_error("the trainable tensors are not one contiguous range"); return -1; }
     R->have_tv = 1;
+    if (R->is0 && run_check_space(plan, R->hm.n_floats, R->tv.n_floats)) return -1;
     if (adamw_init(&R->opt, R->tv.n_floats, plan->beta1, plan->beta2, plan->eps, plan->weight_decay)) {
         log_error("out of memory");
         return -1;
@@ -560,6 +561,13 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
     R->have_plan = 1;
     if (be->check_plan && be->check_plan(be->self, &R->plan, err, sizeof err)) {
         log_error("%s: %s", R->plan.path, err);
+        goto out;
+    }
+    /* what the end of the run needs, before anything is written: the
+     * tokenizer files the export copies (found missing only after the whole
+     * run, final.tmp left, before) */
+    if (run_plan_tokenizer_check(&R->plan, 1, err, sizeof err)) {
+        log_error("%s: tokenizer.path: %s", R->plan.path, err);
         goto out;
     }
     rc = 1;

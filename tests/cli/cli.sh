@@ -340,5 +340,129 @@ for miss in "re2c lemon" "lemon"; do
     else bad "make without $miss (exit $rc)" "$T/nt.err"; fi
 done
 
+# ---- path policy (contract/path_policy.h; issue 28 item 1): what llmc check and
+# llmc-train refuse to write into, normalised the same way by both
+mkdir -p "$T/pp" && cp -r "$ROOT/examples/tiny/tokenizer" "$ROOT/examples/tiny/data" "$T/pp/" \
+    && sed 's#^\(  output *= \).*#\1"run"#' "$ROOT/examples/tiny/tiny.llm" >"$T/pp/tiny.llm"
+ln -sfn /etc "$T/pp/etc-link"
+pp_check() {   # OUTPUT WANT: llmc check of the tiny plan with that output: exit 1 and WANT, or exit 0 when WANT is empty
+    sed "s#^\(  output *= \).*#\1\"$1\"#" "$T/pp/tiny.llm" >"$T/pp/t.llm"
+    "$LLMC" check --color=never "$T/pp/t.llm" >"$T/pp.out" 2>"$T/pp.err"; local rc=$?
+    if { [[ -z $2 && $rc -eq 0 ]]; } || { [[ -n $2 && $rc -eq 1 ]] && grep -qF -- "$2" "$T/pp.err"; }
+    then ok "llmc check output = \"$1\": ${2:-accepted}"
+    else bad "llmc check output = \"$1\" (exit $rc, wanted: ${2:-accepted})" "$T/pp.err"; fi
+}
+pp_check "." "'output' \".\" resolves to \"$(realpath "$T/pp")\", which is the directory of plan file"
+pp_check "data" "which is the directory of dataset 'arith', file"
+pp_check "tokenizer/" "which is the tokenizer directory"
+pp_check "etc-link/run" "resolves to \"/etc/run\", which is inside the system directory /etc"
+pp_check "run/../../../../../../../../../../../../../../../../.." "resolves to \"/\", which is the file-system root"
+pp_check "/tmp/.." "'output' \"/tmp/..\" resolves to \"/\", which is the file-system root"
+pp_check "run" ""
+"$LLMC" "$T/pp/tiny.llm" -o "$T/pp/out" >/dev/null 2>&1
+pp_plan() {   # NAME SECT.KEY VALUE WANT: check-plan of the compiled plan with SECT.KEY = VALUE
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); s,k=sys.argv[2].split("."); p[s][k]=sys.argv[3]; json.dump(p,open(sys.argv[4],"w"))' \
+        "$T/pp/out/plan.json" "$2" "$3" "$T/pp/out/$1.json"
+    "$TRAIN" check-plan "$T/pp/out/$1.json" >"$T/pp.out" 2>"$T/pp.err"; local rc=$?
+    if [[ $rc -eq 1 ]] && grep -qF -- "$1.json: $2: \"$3\" $4" "$T/pp.err"
+    then ok "check-plan $2 = \"$3\": refused"
+    else bad "check-plan $2 = \"$3\" (exit $rc, wanted: $4)" "$T/pp.err"; fi
+}
+pp_plan root output.dir "/." 'resolves to "/", which is the file-system root'
+pp_plan up output.dir "../../../../../../../../../../../../../../../../.." 'resolves to "/", which is the file-system root'
+pp_plan etc checkpoint.dir "/etc" 'resolves to "/etc", which is the system directory /etc'
+pp_plan link output.dir "../etc-link/x" 'resolves to "/etc/x", which is inside the system directory /etc'
+pp_plan data output.dir "../data/" "resolves to \"$(realpath "$T/pp/data")\", which is the directory of a dataset file"
+pp_plan tok output.dir "../tokenizer" 'resolves to'
+pp_plan self output.dir "." "resolves to \"$(realpath "$T/pp/out")\", which is the directory of plan file"
+pp_plan model model.path "/tmp/.." 'resolves to "/", the file-system root, not a model or tokenizer directory'
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["data"]["context"]=p["model"]["max_context"]+1; json.dump(p,open(sys.argv[2],"w"))' \
+    "$T/pp/out/plan.json" "$T/pp/out/ctx.json"
+"$TRAIN" check-plan "$T/pp/out/ctx.json" >/dev/null 2>"$T/pp.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q "ctx.json: data.context: [0-9]* exceeds model.max_context ([0-9]*)" "$T/pp.err" \
+    && ok "check-plan of a context over max_context: refused, as llmc check does" || bad "check-plan context > max_context (exit $rc)" "$T/pp.err"
+"$TRAIN" check-plan "$T/pp/out/plan.json" >/dev/null 2>"$T/pp.err" && ok "check-plan of the compiled plan (output run/): accepted" \
+    || bad "check-plan of the compiled plan" "$T/pp.err"
+# llmc-train run with output.dir "/." in a sandbox: a private mount namespace
+# whose tmpfs is the root of a chroot holding llmc-train, its libraries and the
+# prepared plan. Refused before anything is written: the sandbox's root holds
+# only what the test put there (before the policy: checkpoints/, final/,
+# metrics.jsonl, result.json).
+if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null && command -v chroot >/dev/null; then
+    "$TRAIN" prepare "$T/pp/out/plan.json" >/dev/null 2>&1
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["train"]["max_steps"]=2; p["train"]["epochs"]=None
+p["output"]["dir"]="/."; p["checkpoint"]["dir"]="/./checkpoints"; json.dump(p,open(sys.argv[1],"w"))' "$T/pp/out/plan.json"
+    mkdir -p "$T/sb/root"
+    unshare -m --propagation private bash -c '
+        R=$1 TRAIN=$2 PP=$3
+        mount -t tmpfs tmpfs "$R" || exit 3
+        mkdir -p "$R/bin" "$R/w" && cp "$TRAIN" "$R/bin/llmc-train" && cp -r "$PP/out" "$PP/tokenizer" "$PP/data" "$R/w/" || exit 3
+        for l in $(ldd "$TRAIN" | grep -o "/[^ ]*"); do mkdir -p "$R${l%/*}" && cp -L "$l" "$R$l" || exit 3; done
+        chroot "$R" /bin/llmc-train run /w/out/plan.json >"$R/../run.log" 2>&1; echo $? >"$R/../run.rc"
+        ls -A "$R" >"$R/../root.ls"' sandbox "$T/sb/root" "$TRAIN" "$T/pp" 2>"$T/sb/setup.err"; src=$?
+    if [[ $src -eq 0 && $(cat "$T/sb/run.rc") -ne 0 && $(tr '\n' ' ' <"$T/sb/root.ls") == "bin lib lib64 w " ]] \
+       && grep -qF 'output.dir: "/." resolves to "/", which is the file-system root' "$T/sb/run.log"
+    then ok "run with output.dir \"/.\" in a chroot on a tmpfs: refused (exit $(cat "$T/sb/run.rc")), nothing written at its root"
+    else bad "run with output.dir \"/.\" in a sandbox (setup exit $src, run exit $(cat "$T/sb/run.rc" 2>/dev/null))" \
+        "$T/sb/setup.err" "$T/sb/run.log" "$T/sb/root.ls"; fi
+else
+    echo "skip run with output.dir \"/.\" in a sandbox: needs root, unshare and chroot"
+fi
+
+# ---- the tokenizer checked at start (issue 28 item 3): check-plan refuses a tokenizer
+# that is missing where it can be checked (its directory readable here) or that holds
+# neither tokenizer.json nor tokenizer_config.json; run refuses at start before writing
+# anything; a checkpoint does not depend on the tokenizer's absence or path
+"$LLMC" "$T/pp/tiny.llm" -o "$T/pp/out2" >/dev/null 2>&1
+tk_plan() {   # NAME TOKENIZER-PATH: a copy of the compiled plan with that tokenizer.path
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["tokenizer"]["path"]=sys.argv[2]; json.dump(p,open(sys.argv[3],"w"))' \
+        "$T/pp/out2/plan.json" "$2" "$T/pp/out2/$1.json"
+}
+tk_plan nonexistent /nonexistent
+"$TRAIN" check-plan "$T/pp/out2/nonexistent.json" >"$T/tk.out" 2>"$T/tk.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF 'tokenizer.path: "/nonexistent" does not exist (its directory "/" is readable here)' "$T/tk.err" \
+    && ok "check-plan tokenizer.path = \"/nonexistent\": refused" || bad "check-plan of a missing tokenizer (exit $rc)" "$T/tk.err"
+tk_plan remote /mnt/llmc-not-mounted-here/tokenizers/qwen
+"$TRAIN" check-plan "$T/pp/out2/remote.json" >"$T/tk.out" 2>"$T/tk.err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qF 'tokenizer.path "/mnt/llmc-not-mounted-here/tokenizers/qwen": No such file or directory: not readable here, not checked' "$T/tk.out" \
+    && ok "check-plan of a tokenizer on a file system not here: accepted with a note" || bad "check-plan of a remote tokenizer (exit $rc)" "$T/tk.out" "$T/tk.err"
+mkdir -p "$T/pp/empty-tok"
+tk_plan empty ../empty-tok
+"$TRAIN" check-plan "$T/pp/out2/empty.json" >"$T/tk.out" 2>"$T/tk.err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF 'tokenizer.path: "../empty-tok" holds neither tokenizer.json nor tokenizer_config.json' "$T/tk.err" \
+    && ok "check-plan of a tokenizer directory without its files: refused" || bad "check-plan of an empty tokenizer directory (exit $rc)" "$T/tk.err"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["train"]["max_steps"]=4; p["checkpoint"]["every_steps"]=2; json.dump(p,open(sys.argv[1],"w"))' "$T/pp/out2/plan.json"
+"$TRAIN" prepare "$T/pp/out2/plan.json" >/dev/null 2>&1
+"$TRAIN" run "$T/pp/out2/plan.json" --stop-after 2 >"$T/tk1.log" 2>&1; rc1=$?
+mv "$T/pp/tokenizer" "$T/pp/tokenizer.away"
+rm -rf "$T/pp/run.before" && cp -a "$T/pp/run" "$T/pp/run.before"
+"$TRAIN" run "$T/pp/out2/plan.json" >"$T/tk2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 3 && $rc2 -ne 0 && $rc2 -ne 3 ]] && grep -qF 'tokenizer.path: "../tokenizer": No such file or directory' "$T/tk2.log" \
+   && diff -r "$T/pp/run.before" "$T/pp/run" >/dev/null && ! grep -q 'step\|checkpoint' "$T/tk2.log"
+then ok "run with its tokenizer gone: refused at start (exit $rc2), nothing written, the checkpoints untouched"
+else bad "run without its tokenizer (exit $rc1, $rc2)" "$T/tk1.log" "$T/tk2.log"; fi
+mv "$T/pp/tokenizer.away" "$T/pp/tokenizer"
+"$TRAIN" run "$T/pp/out2/plan.json" >"$T/tk3.log" 2>&1; rc=$?
+[[ $rc -eq 0 ]] && grep -q 'resumed from .* at step 2' "$T/tk3.log" && [[ -f $T/pp/run/final/tokenizer.json ]] \
+    && ok "the tokenizer restored: resumed at step 2, exported with it" || bad "resume after the tokenizer was restored (exit $rc)" "$T/tk3.log"
+
+# disk space checked at start (issue 28, "What to build" 3): a private 1 MB tmpfs
+# holding the output and checkpoint directories cannot take one checkpoint and the
+# export of the tiny model (1.5 MB): refused before the first step, with the figures
+if [[ $(id -u) -eq 0 ]] && command -v unshare >/dev/null; then
+    mkdir -p "$T/small"
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["output"]["dir"]=sys.argv[3]; p["checkpoint"]["dir"]=sys.argv[3]+"/checkpoints"
+json.dump(p,open(sys.argv[2],"w"))' "$T/pp/out2/plan.json" "$T/pp/out2/small.json" "$T/small/run"
+    unshare -m --propagation private bash -c 'mount -t tmpfs -o size=1m tmpfs "$1" && "$2" run "$3"; echo "rc=$?"; ls -A "$1/run/checkpoints" 2>/dev/null | grep -v "^.run.lock$"' \
+        sandbox "$T/small" "$TRAIN" "$T/pp/out2/small.json" >"$T/small.log" 2>&1
+    if grep -qx "rc=1" "$T/small.log" \
+       && grep -q "MB free on their file system; one checkpoint (.* MB) and the export (.* MB) need .* MB: free space or point checkpoint.dir and output.dir elsewhere" "$T/small.log" \
+       && ! grep -q "step 1\b\|^step-" "$T/small.log"
+    then ok "run on a file system too small for a checkpoint and the export: refused at start with the figures (exit 1)"
+    else bad "run with too little space" "$T/small.log"; fi
+else
+    echo "skip run on a small tmpfs: needs root and unshare"
+fi
+
 echo "cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

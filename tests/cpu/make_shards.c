@@ -48,8 +48,11 @@ int main(int argc, char **argv)
     ShardHeader h = {.context = T, .n_rows = rows, .vocab_size = V, .pad_id = 0, .n_docs = docs, .n_label_tokens = labels};
     if (shard_write(path, &h, ids, pos, mask, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
     ShardEntry e = {.file = "shard-00000.bin", .n_rows = rows, .n_docs = docs, .n_label_tokens = labels};
+    /* the identity of the tokens (a resume's data.content): what decides them */
+    char hash[128];
+    snprintf(hash, sizeof hash, "synthetic-%s-%s-%s-%s", argv[2], argv[3], argv[4], argv[5]);
     ShardIndexInfo info = {.context = T, .vocab_size = V, .pad_id = 0, .packing = 1, .n_tokens = tokens,
-                           .data_hash = "synthetic"};
+                           .data_hash = hash};
     if (shard_index_write(dir, &info, &e, 1, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
     free(ids); free(pos); free(mask);
     return 0;

@@ -68,5 +68,48 @@ if [[ $rc -eq 0 && $(wc -l <"$T/gen.txt") -eq 400 && $right == "$want" ]]; then
 else bad "generate (exit $rc, $right right, result.json $want)" "$T/gen.err" "$T/gen.txt"; fi
 "$BIN" generate --help >/dev/null && ! "$BIN" generate "$F" --max-new 0 "1 + 1" 2>/dev/null && ok "generate: --help 0, a bad --max-new refused" \
     || bad "generate usage" /dev/null
+# resume identity by content (issue 28 item 2): a checkpoint belongs to the data's
+# bytes and the plan fields that change the tokens, not to mtimes or descriptive
+# counts. A touch of the data or `samples = N` added to the .llm between two
+# segments: prepare finds the shards up to date and the run resumes; a changed
+# byte: prepared again and the checkpoint refused, the field named.
+P=$T/proj
+mkdir -p "$P" && cp -r "$ROOT/examples/tiny/tokenizer" "$ROOT/examples/tiny/data" "$ROOT/examples/tiny/tiny.llm" "$P/"
+compile_proj() {
+    "$LLMC" "$P/tiny.llm" -o "$P/out" >"$T/rc.log" 2>&1 && python3 - "$P/out/plan.json" "$T" <<'PY'
+import json, os, sys
+p = json.load(open(sys.argv[1]))
+p["train"]["max_steps"] = 6
+p["checkpoint"]["every_steps"] = 2
+p["output"]["dir"] = os.path.join(sys.argv[2], "rrun")
+p["checkpoint"]["dir"] = os.path.join(sys.argv[2], "rrun", "checkpoints")
+json.dump(p, open(sys.argv[1], "w"), indent=1)
+PY
+}
+segment() {   # STOP-AFTER LOG: prepare, then run until that step
+    "$BIN" prepare "$P/out/plan.json" >"$2.prep" 2>&1 && "$BIN" run "$P/out/plan.json" --stop-after "$1" >"$2" 2>&1
+}
+compile_proj && segment 2 "$T/r1.log"; rc=$?
+[[ $rc -eq 3 ]] && ok "content resume: first segment stops after step 2 (exit 3)" || bad "content resume: first segment (exit $rc)" "$T/rc.log" "$T/r1.log"
+touch -d '2001-01-01' "$P/data/arith.json"
+segment 4 "$T/r2.log"; rc=$?
+if [[ $rc -eq 3 ]] && grep -q "up to date" "$T/r2.log.prep" && grep -q "resumed from .* at step 2" "$T/r2.log"
+then ok "content resume: data touched between segments: shards up to date, resumed at step 2"
+else bad "content resume after touch (exit $rc)" "$T/r2.log.prep" "$T/r2.log"; fi
+cache_mtime=$(python3 -c 'import json,sys; print([int(e["mtime_s"]) for e in json.load(open(sys.argv[1]))["files"] if e["file"].endswith("/arith.json")][0])' "$P/out/shards/content-cache.json" 2>/dev/null)
+[[ $cache_mtime == "$(stat -c %Y "$P/data/arith.json")" ]] && ok "content-cache.json: the touched file's new mtime recorded with its digest" \
+    || bad "content cache (mtime $cache_mtime)" "$P/out/shards/content-cache.json"
+sed -i 's/^\(  format *= sharegpt\)$/\1\n  samples = 9600/' "$P/tiny.llm"
+grep -q 'samples = 9600' "$P/tiny.llm" && compile_proj && segment 6 "$T/r3.log"; rc=$?
+if [[ $rc -eq 0 ]] && grep -q '"samples": 9600' "$P/out/plan.json" && grep -q "up to date" "$T/r3.log.prep" \
+   && grep -q "resumed from .* at step 4" "$T/r3.log"
+then ok "content resume: samples = 9600 added to the .llm and recompiled: resumed at step 4, finished"
+else bad "content resume after samples = N (exit $rc)" "$T/rc.log" "$T/r3.log.prep" "$T/r3.log"; fi
+sed -i '0,/Compute\./s//Compute!/' "$P/data/arith.json"
+"$BIN" prepare "$P/out/plan.json" >"$T/r4.log.prep" 2>&1; "$BIN" run "$P/out/plan.json" >"$T/r4.log" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && ! grep -q "up to date" "$T/r4.log.prep" \
+   && grep -q "was written with data.content [0-9a-f]\{32\}, the plan says [0-9a-f]\{32\} (it belongs to another plan" "$T/r4.log"
+then ok "content resume: one byte of the data changed: prepared again, the checkpoint refused naming data.content"
+else bad "content resume after a changed byte (exit $rc)" "$T/r4.log.prep" "$T/r4.log"; fi
 echo "cpu-tiny: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -286,6 +286,37 @@ if [[ $rc1 -eq 1 ]] && grep -q "./ckpt holds 2 checkpoint(s) (the newest by writ
 then ok "step-* but no latest, none verifies: refused naming the directory, the failure and --fresh; --fresh trains from step 0"
 else bad "no latest, none verifies (exit $rc1, $rc2)" "$T/nv1.log" "$T/nv2.log"; fi
 
+# 5b4b. a step directory that cannot be replaced (MANIFEST.sha256 turned into a directory):
+#       resumed from the step before, and when that step is written again the broken
+#       directory is set aside with a warning instead of failing there on every requeue
+mkrun "$T/sa"
+(cd "$T/sa" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
+rm "$T/sa/ckpt/step-00000008/MANIFEST.sha256" && mkdir -p "$T/sa/ckpt/step-00000008/MANIFEST.sha256/x"
+(cd "$T/sa" && "$BIN" run plan.json) >"$T/sa1.log" 2>&1; rc1=$?
+if [[ $rc1 -eq 0 ]] && grep -q "resuming from ./ckpt/step-00000004 instead" "$T/sa1.log" \
+   && grep -q "warning: ./ckpt/step-00000008 could not be removed (it holds a subdirectory.*set aside as ./ckpt/.set-aside-step-00000008-1" "$T/sa1.log" \
+   && [[ -d $T/sa/ckpt/.set-aside-step-00000008-1/MANIFEST.sha256/x ]] \
+   && cmp -s "$T/a/run/final/model.safetensors" "$T/sa/run/final/model.safetensors"
+then ok "a step directory holding a subdirectory: resumed from step 4, the broken one set aside, finished bit-identical"
+else bad "step directory with a subdirectory (exit $rc1)" "$T/sa1.log"; fi
+
+# 5b4c. verify and resume do not follow symbolic links: a checkpoint file replaced by a
+#       link to the same bytes elsewhere fails verification (resumed from the step
+#       before), and so does an exported file
+mkrun "$T/ln"
+(cd "$T/ln" && "$BIN" run plan.json --stop-after 8) >/dev/null 2>&1
+mv "$T/ln/ckpt/step-00000008/model.safetensors" "$T/ln/elsewhere.safetensors"
+ln -s "$T/ln/elsewhere.safetensors" "$T/ln/ckpt/step-00000008/model.safetensors"
+(cd "$T/ln" && "$BIN" run plan.json) >"$T/ln1.log" 2>&1; rc1=$?
+cp -r "$T/a/run/final" "$T/ln/final-copy" && mv "$T/ln/final-copy/config.json" "$T/ln/config.json" \
+    && ln -s "$T/ln/config.json" "$T/ln/final-copy/config.json"
+"$BIN" verify "$T/ln/final-copy" >"$T/ln2.log" 2>&1; rc2=$?
+if [[ $rc1 -eq 0 ]] && grep -q "step-00000008/model.safetensors: not a regular file (a symbolic link); resuming from ./ckpt/step-00000004 instead" "$T/ln1.log" \
+   && cmp -s "$T/a/run/final/model.safetensors" "$T/ln/run/final/model.safetensors" \
+   && [[ $rc2 -eq 1 ]] && grep -q "config.json: FAILED not a regular file" "$T/ln2.log"
+then ok "symbolic links not followed: a linked checkpoint file fails (resumed from step 4, bit-identical), a linked export file fails verify"
+else bad "symbolic links in a checkpoint or export (exit $rc1, $rc2)" "$T/ln1.log" "$T/ln2.log"; fi
+
 # 5b5. a checkpoint written by another plan: refused, the differing fields named
 mkrun "$T/fp"
 (cd "$T/fp" && "$BIN" run plan.json --stop-after 4) >/dev/null 2>&1
@@ -305,7 +336,7 @@ fp_case batch 'p["train"]["micro_batch"]=2; p["train"]["grad_accum"]=4' "train.m
 fp_case seed+steps 'p["train"]["seed"]=7; p["train"]["max_steps"]=20' "train.steps 12, the plan says 20; train.seed 42, the plan says 7"
 fp_case model 'p["model"]["rope_theta"]=500000.0' "model.rope_theta 10000, the plan says 500000"
 mv "$T/fp/shards" "$T/fp/shards.orig"; mkdir -p "$T/fp/shards"; "$MKSH" "$T/fp/shards" 64 32 64 8 >/dev/null 2>&1
-fp_case shards 'pass' "data.shards sha256:"
+fp_case shards 'pass' "data.content synthetic-64-32-64-7, the plan says synthetic-64-32-64-8"
 rm -rf "$T/fp/shards"; mv "$T/fp/shards.orig" "$T/fp/shards"
 (cd "$T/fp" && "$BIN" run plan.json) >"$T/fp.log" 2>&1; rc=$?
 [[ $rc -eq 0 ]] && grep -q "resumed from ./ckpt at step 4" "$T/fp.log" && ok "the same plan again: resumes" || bad "fingerprint same plan (exit $rc)" "$T/fp.log"

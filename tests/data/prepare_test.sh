@@ -80,9 +80,33 @@ else no "idempotence" "$out"; fi
 cp "$R/examples/tiny/data/arith.json" "$S/arith.json"
 plan "$S/tiny2" sharegpt "$S/arith.json" 64 false fail
 "$TRAIN" prepare "$S/tiny2/plan.json" >/dev/null 2>&1
+# the data hash follows content (docs/shards.md): a touch, the same bytes under a new
+# mtime, and a dataset's descriptive counts leave the shards up to date; one byte changed
+# prepares again. The digests are cached under path, size and mtime.
+index_before=$(cat "$S/tiny2/shards/index.json")
 touch -d '2001-01-01' "$S/arith.json"
 out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
-if [[ $out != *"up to date"* && $out == *"9600 records kept"* ]]; then ok "changed input: prepared again"; else no "changed input" "$out"; fi
+if [[ $out == *"up to date"* && $(cat "$S/tiny2/shards/index.json") == "$index_before" ]] \
+   && python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); sys.exit(0 if any(e["file"].endswith("/arith.json") and e["mtime_s"] == 978307200 for e in c["files"]) else 1)' "$S/tiny2/shards/content-cache.json"
+then ok "touched input (same bytes): up to date, the new mtime cached with its digest"; else no "touched input" "$out"; fi
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); d=p["datasets"][0]; d.update(samples=9600, size_bytes=123, tokens=5, name="renamed"); json.dump(p,open(sys.argv[1],"w"))' "$S/tiny2/plan.json"
+out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
+if [[ $out == *"up to date"* ]]; then ok "samples, size, tokens and name of a dataset changed: up to date"; else no "descriptive counts" "$out"; fi
+# a cached digest is trusted while path, size and mtime stay: the same-size edit below,
+# its mtime put back, is not seen (mtime is the cache key); with a new mtime it is
+sed -i '0,/Compute\./s//Compute!/' "$S/arith.json"
+touch -d '2001-01-01' "$S/arith.json"
+out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
+if [[ $out == *"up to date"* ]]; then ok "content cache: a file with its cached size and mtime is not read again"; else no "content cache hit" "$out"; fi
+hash_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data_hash"])' "$S/tiny2/shards/index.json"; }
+h0=$(hash_of)
+out=$("$TRAIN" prepare "$S/tiny2/plan.json" --force 2>&1)
+if [[ $out == *"9600 records kept"* && $(hash_of) != "$h0" ]]; then ok "--force: every input read again, the edit seen (a new data hash)"
+else no "--force rereads" "$out"; fi
+sed -i '0,/Compute!/s//Compute./' "$S/arith.json"   # the first bytes back, under a new mtime
+out=$("$TRAIN" prepare "$S/tiny2/plan.json" 2>&1)
+if [[ $out != *"up to date"* && $out == *"9600 records kept"* && $(hash_of) == "$h0" ]]; then ok "changed input (one byte): prepared again, the same bytes the same hash"
+else no "changed input" "$out"; fi
 
 # 3. the same bytes whatever the thread count (several shards)
 plan "$S/t1" sharegpt "$A" 128 true fail
@@ -262,9 +286,16 @@ conc() {
 if conc --force && grep -q "waiting for it to finish" "$S"/conc.* && grep -q "pid [0-9]* on " "$S"/conc.*; then
     ok "3 concurrent prepares --force: one after another, one valid set"
 else no "concurrent prepares --force" "$(cat "$S"/conc.*)"; fi
-touch "$S/big.json"
+rm "$S/kill/shards/index.json"   # (a touch no longer prepares again: the data hash follows content)
 if conc "" && [[ $(grep -l "up to date" "$S"/conc.* | wc -l) -eq 2 ]]; then ok "3 concurrent prepares: one prepares, two find it up to date"
 else no "concurrent prepares" "$(cat "$S"/conc.*)"; fi
+
+# 10b. nothing usable: every record skipped; the error names the file and the count read
+printf '[{"messages": []}, {"messages": [{"role": "user", "content": "only a question"}]}]\n' >"$S/none.json"
+plan "$S/none" sharegpt "$S/none.json" 64 false skip
+out=$("$TRAIN" prepare "$S/none/plan.json" 2>&1); rc=$?
+if [[ $rc -eq 1 && $out == *"no usable records in the plan's datasets ($S/none.json): 2 read, none kept"* ]]; then ok "no usable records: the file named"
+else no "no usable records (exit $rc)" "$out"; fi
 
 # 11. only regular files: a dataset or tokenizer that is a device, a FIFO or a directory is refused at once
 # (named .json: a plan's dataset file must be .json or .jsonl before its type is looked at)

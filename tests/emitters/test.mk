@@ -38,16 +38,16 @@ golden-record: $(BUILD)/llmc
 # with nothing injected (tests/emitters/fuzz_emitters.c). clang-14.
 FUZZ_TARGETS += fuzz-emitters
 EMIT_FUZZ_SRC := $(filter-out compiler/cli/main.c,$(COMPILER_SRC))
-build/fuzz/fuzz_emitters: tests/emitters/fuzz_emitters.c $(EMIT_FUZZ_SRC) $(GEN)/lexer.c $(GEN)/parser.c \
+$(BUILD)/fuzz/fuzz_emitters: tests/emitters/fuzz_emitters.c $(EMIT_FUZZ_SRC) $(GEN)/lexer.c $(GEN)/parser.c \
                           $(wildcard templates/*.tmpl) | $(GEN)/parser.h
 	@mkdir -p $(dir $@)
 	clang-14 -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    $(CPPFLAGS) -o $@ $(filter %.c,$^) -lcjson -lyaml -lm
 
 .PHONY: fuzz-emitters
-fuzz-emitters: build/fuzz/fuzz_emitters
-	@rm -rf build/fuzz/corpus-emitters && mkdir -p build/fuzz/corpus-emitters
+fuzz-emitters: $(BUILD)/fuzz/fuzz_emitters
+	@rm -rf $(BUILD)/fuzz/corpus-emitters && mkdir -p $(BUILD)/fuzz/corpus-emitters
 	@cp examples/tiny/*.llm tests/emitters/plans/*.llm tests/emitters/plans/hostile/*.llm tests/emitters/fuzz_seeds/* \
-	    build/fuzz/corpus-emitters/
-	build/fuzz/fuzz_emitters -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=build/fuzz/ \
-	    $(if $(wildcard tests/frontend/fuzz.dict),-dict=tests/frontend/fuzz.dict) build/fuzz/corpus-emitters
+	    $(BUILD)/fuzz/corpus-emitters/
+	$(BUILD)/fuzz/fuzz_emitters -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
+	    $(if $(wildcard tests/frontend/fuzz.dict),-dict=tests/frontend/fuzz.dict) $(BUILD)/fuzz/corpus-emitters

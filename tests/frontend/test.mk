@@ -22,13 +22,13 @@ test-frontend-san:
 
 # libFuzzer over lexer, parser, checker and formatter (clang); corpus: examples + bad plans.
 FUZZ_TARGETS += fuzz-frontend
-build/fuzz/fuzz_frontend: tests/frontend/fuzz_frontend.c $(FRONTEND_LIB_SRC) $(GEN)/lexer.c $(GEN)/parser.c | $(GEN)/parser.h
+$(BUILD)/fuzz/fuzz_frontend: tests/frontend/fuzz_frontend.c $(FRONTEND_LIB_SRC) $(GEN)/lexer.c $(GEN)/parser.c | $(GEN)/parser.h
 	@mkdir -p $(dir $@)
 	clang-14 -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    $(CPPFLAGS) -o $@ $(filter %.c,$^) -lcjson -lm
 
-fuzz-frontend: build/fuzz/fuzz_frontend
-	@rm -rf build/fuzz/corpus-frontend && mkdir -p build/fuzz/corpus-frontend
-	@cp examples/*.llm examples/tiny/*.llm tests/frontend/bad/*.llm tests/frontend/fmt/*.llm build/fuzz/corpus-frontend/
-	build/fuzz/fuzz_frontend -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=build/fuzz/ \
-	    -dict=tests/frontend/fuzz.dict build/fuzz/corpus-frontend
+fuzz-frontend: $(BUILD)/fuzz/fuzz_frontend
+	@rm -rf $(BUILD)/fuzz/corpus-frontend && mkdir -p $(BUILD)/fuzz/corpus-frontend
+	@cp examples/*.llm examples/tiny/*.llm tests/frontend/bad/*.llm tests/frontend/fmt/*.llm $(BUILD)/fuzz/corpus-frontend/
+	$(BUILD)/fuzz/fuzz_frontend -max_total_time=$(FUZZ_TIME) -max_len=4096 -timeout=10 -artifact_prefix=$(BUILD)/fuzz/ \
+	    -dict=tests/frontend/fuzz.dict $(BUILD)/fuzz/corpus-frontend

@@ -204,7 +204,9 @@ def json_edit(base, r, x):
 
 
 def trainer_accepts(plan, tmp, name="e.json"):
-    path = os.path.join(tmp, name)
+    # beside the compiled plan.json: its relative paths (the tokenizer, which
+    # check-plan looks at) stay what they were
+    path = os.path.join(tmp, "base", name)
     with open(path, "w") as f:
         json.dump(plan, f, indent=1)    # NaN/Infinity are written as such: not JSON, refused
     t = run([TRAIN, "check-plan", path])
@@ -254,6 +256,9 @@ def walk_backend_caps(tmp, plan_max):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="llmc-limits.")
+    # the plans written into tmp name the tiny example's tokenizer relative to
+    # themselves; check-plan refuses a tokenizer missing where it can be checked
+    os.symlink(os.path.join(ROOT, "examples", "tiny", "tokenizer"), os.path.join(tmp, "tokenizer"))
     base_dir = os.path.join(tmp, "base")
     c = run([LLMC, "examples/tiny/tiny.llm", "-o", base_dir])
     if c.returncode != 0:
