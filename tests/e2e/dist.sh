@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/e2e/dist.sh DIST_TEST — runtime/cpu/dist.c under real launchers: Open MPI's
+# tests/e2e/dist.sh DIST_TEST — runtime/base/dist.c under real launchers: Open MPI's
 # mpirun and srun-style ranks (SLURM_PROCID/SLURM_STEP_NUM_TASKS + MASTER_ADDR/PORT
 # TCP rendezvous, started here by hand as srun would). Checks rank-order sums on
 # every rank with the same bits on both backends, that kill -9 of one rank stops

@@ -1,4 +1,4 @@
-/* dist_test — drives runtime/cpu/dist.c under a real launcher (tests/e2e/dist.sh).
+/* dist_test — drives runtime/base/dist.c under a real launcher (tests/e2e/dist.sh).
  *
  *   dist_test check   run every collective on known inputs; each rank prints
  *                     "rank R/W ok HASH" where HASH covers the reduced bits, so

@@ -1,13 +1,16 @@
-/* dist.c — ranks and collectives for the CPU backend; see dist.h.
+/* dist.c — ranks and collectives (the CPU backend, the CUDA host transport); see dist.h.
  *
- * Three ways to run, chosen from the environment at dist_init:
+ * Four ways to run, chosen from the environment at dist_init:
  *   - mpirun (OMPI_COMM_WORLD_SIZE set): Open MPI point-to-point messages.
  *     Needs a build with MPI (runtime/build.mk adds it when mpicc exists); a
  *     binary built without MPI refuses to start under mpirun instead of running
  *     N copies that each think they are alone.
  *   - srun (SLURM_STEP_NUM_TASKS > 1, SLURM_PROCID): a TCP rendezvous. Rank 0
  *     listens on MASTER_PORT; the others connect to MASTER_ADDR:MASTER_PORT.
- *   - neither: rank 0 of 1, every collective is the identity.
+ *   - torchrun-style variables (no SLURM_STEP_NUM_TASKS, WORLD_SIZE > 1, RANK,
+ *     LOCAL_RANK), as a hand-started job or torchrun sets them: the same TCP
+ *     rendezvous (runtime/cuda/cuda_dist.c reads the same three launchers).
+ *   - none of them: rank 0 of 1, every collective is the identity.
  *
  * Every collective is a star through rank 0 built on two primitives (send to a
  * rank, receive from a rank): rank 0 receives the buffers in rank order, sums
@@ -297,6 +300,35 @@ static void set_host(void)
     D.info.host = D.host;
 }
 
+/* Ranks over TCP: this rank's number from rank_var (0..world-1), its local rank
+ * from local_var (0 when unset), the rendezvous at MASTER_ADDR:MASTER_PORT.
+ * who names the launcher in messages. */
+static int tcp_init(const char *who, const char *rank_var, const char *local_var, int world)
+{
+    int rank = env_int(rank_var, -1);
+    const char *addr = getenv("MASTER_ADDR");
+    int port = env_int("MASTER_PORT", -1);
+    if (rank < 0 || rank >= world) {
+        log_error("%s is missing or not in 0..%d", rank_var, world - 1);
+        return 1;
+    }
+    if (!addr || !*addr || port <= 0 || port > 65535) {
+        log_error("%s started %d ranks; set MASTER_ADDR and MASTER_PORT "
+                  "(1-65535) for their rendezvous (the emitted train script does)", who, world);
+        return 1;
+    }
+    D.info.rank = rank;
+    D.info.world = world;
+    D.info.local_rank = env_int(local_var, 0);
+    if (D.info.local_rank < 0) D.info.local_rank = 0;
+    D.backend = BACKEND_TCP;
+    D.fd = malloc(sizeof(int) * (size_t)world);
+    if (!D.fd) { log_error("out of memory"); return 1; }
+    for (int i = 0; i < world; i++) D.fd[i] = -1;
+    log_set_rank(D.info.rank, D.info.world, D.host);
+    return rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port);
+}
+
 int dist_init(DistInfo *out)
 {
     set_host();
@@ -310,8 +342,9 @@ int dist_init(DistInfo *out)
 
     int ompi_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
     int step_world = env_int("SLURM_STEP_NUM_TASKS", 0);
-    if (ompi_world < 0 || step_world < 0) {
-        log_error("OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS is not a number");
+    int torch_world = env_int("WORLD_SIZE", 0);
+    if (ompi_world < 0 || step_world < 0 || torch_world < 0) {
+        log_error("OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS / WORLD_SIZE is not a number");
         return 1;
     }
     if (ompi_world > 0) {
@@ -337,28 +370,9 @@ int dist_init(DistInfo *out)
         }
 #endif
     } else if (step_world > 1) {
-        int rank = env_int("SLURM_PROCID", -1);
-        const char *addr = getenv("MASTER_ADDR");
-        int port = env_int("MASTER_PORT", -1);
-        if (rank < 0 || rank >= step_world) {
-            log_error("SLURM_PROCID is missing or not in 0..%d", step_world - 1);
-            return 1;
-        }
-        if (!addr || !*addr || port <= 0 || port > 65535) {
-            log_error("srun started %d ranks; set MASTER_ADDR and MASTER_PORT "
-                      "(1-65535) for their rendezvous (the emitted train script does)", step_world);
-            return 1;
-        }
-        D.info.rank = rank;
-        D.info.world = step_world;
-        D.info.local_rank = env_int("SLURM_LOCALID", 0);
-        if (D.info.local_rank < 0) D.info.local_rank = 0;
-        D.backend = BACKEND_TCP;
-        D.fd = malloc(sizeof(int) * (size_t)step_world);
-        if (!D.fd) { log_error("out of memory"); return 1; }
-        for (int i = 0; i < step_world; i++) D.fd[i] = -1;
-        log_set_rank(D.info.rank, D.info.world, D.host);
-        if ((rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port)) != 0) return 1;
+        if (tcp_init("srun", "SLURM_PROCID", "SLURM_LOCALID", step_world) != 0) return 1;
+    } else if (step_world == 0 && torch_world > 1) {
+        if (tcp_init("WORLD_SIZE", "RANK", "LOCAL_RANK", torch_world) != 0) return 1;
     }
     log_set_rank(D.info.rank, D.info.world, D.host);
     if (D.info.world > 1) {
@@ -524,7 +538,7 @@ int dist_reduce_scatter_f32(const float *buf, size_t base, size_t n, const size_
     return 0;
 }
 
-int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, size_t n, float *out)
+int dist_allgather_bytes(const void *shard, const size_t *starts, size_t base, size_t n, size_t elem, void *out)
 {
     const int me = D.info.rank, W = D.info.world;
     for (int q = 0; q < W; q++) {
@@ -532,19 +546,24 @@ int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, si
         owned(starts, q, base, n, &a, &b);
         for (size_t off = a; off < b; off += CHUNK_ELEMS) {
             size_t m = b - off < CHUNK_ELEMS ? b - off : CHUNK_ELEMS;
-            float *dst = out + (off - base);
+            char *dst = (char *)out + (off - base) * elem;
             if (me == q) {
-                const float *src = shard + (off - starts[q]);
-                if (dst != src) memcpy(dst, src, m * sizeof(float));
-                if (q != 0) send_to(0, dst, m * sizeof(float));
-                else for (int r = 1; r < W; r++) send_to(r, dst, m * sizeof(float));
+                const char *src = (const char *)shard + (off - starts[q]) * elem;
+                if (dst != src) memmove(dst, src, m * elem);
+                if (q != 0) send_to(0, dst, m * elem);
+                else for (int r = 1; r < W; r++) send_to(r, dst, m * elem);
             } else if (me == 0) {               /* from q, on to everyone else */
-                recv_from(q, dst, m * sizeof(float));
-                for (int r = 1; r < W; r++) if (r != q) send_to(r, dst, m * sizeof(float));
+                recv_from(q, dst, m * elem);
+                for (int r = 1; r < W; r++) if (r != q) send_to(r, dst, m * elem);
             } else {
-                recv_from(0, dst, m * sizeof(float));
+                recv_from(0, dst, m * elem);
             }
         }
     }
     return 0;
+}
+
+int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, size_t n, float *out)
+{
+    return dist_allgather_bytes(shard, starts, base, n, sizeof(float), out);
 }
