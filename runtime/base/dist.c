@@ -300,33 +300,83 @@ static void set_host(void)
     D.info.host = D.host;
 }
 
-/* Ranks over TCP: this rank's number from rank_var (0..world-1), its local rank
- * from local_var (0 when unset), the rendezvous at MASTER_ADDR:MASTER_PORT.
- * who names the launcher in messages. */
-static int tcp_init(const char *who, const char *rank_var, const char *local_var, int world)
+/* ---- the launcher ----------------------------------------------------------
+ * The first launcher whose world size is set (and not 0) started this process. */
+static const struct {
+    const char *name, *world, *rank, *local;
+} launchers[] = {
+    {"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID"},
+    {"a torchrun-style launch (WORLD_SIZE)", "WORLD_SIZE", "RANK", "LOCAL_RANK"},
+};
+enum { LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_TORCHRUN, N_LAUNCHERS };
+
+/* *which: the launcher's index, or -1 for none (rank 0 of 1). */
+static int launcher_of(DistInfo *out, int *which)
 {
-    int rank = env_int(rank_var, -1);
+    out->rank = 0;
+    out->world = 1;
+    out->local_rank = 0;
+    *which = -1;
+    int w[N_LAUNCHERS];
+    for (int i = 0; i < N_LAUNCHERS; i++) {
+        w[i] = env_int(launchers[i].world, 0);
+        if (w[i] < 0) {
+            log_error("%s='%s' is not a number of ranks", launchers[i].world, getenv(launchers[i].world));
+            return 1;
+        }
+    }
+    for (int i = 0; i < N_LAUNCHERS; i++) {
+        if (w[i] == 0) continue;
+        *which = i;
+        out->world = w[i];
+        if (w[i] > 1) {
+            int r = env_int(launchers[i].rank, -1);
+            if (r < 0 || r >= w[i]) {
+                log_error("%s is missing or not in 0..%d", launchers[i].rank, w[i] - 1);
+                return 1;
+            }
+            out->rank = r;
+        }
+        int l = env_int(launchers[i].local, 0);
+        if (l < 0) {
+            log_error("%s='%s' is not a local rank", launchers[i].local, getenv(launchers[i].local));
+            return 1;
+        }
+        out->local_rank = l;
+        return 0;
+    }
+    return 0;
+}
+
+int dist_launcher(DistInfo *out, const char **name)
+{
+    int which;
+    int rc = launcher_of(out, &which);
+    if (name) *name = which < 0 ? NULL : launchers[which].name;
+    return rc;
+}
+
+/* Ranks over TCP (srun's or torchrun-style variables): the rendezvous at
+ * MASTER_ADDR:MASTER_PORT. */
+static int tcp_init(const char *who, const DistInfo *env)
+{
     const char *addr = getenv("MASTER_ADDR");
     int port = env_int("MASTER_PORT", -1);
-    if (rank < 0 || rank >= world) {
-        log_error("%s is missing or not in 0..%d", rank_var, world - 1);
-        return 1;
-    }
     if (!addr || !*addr || port <= 0 || port > 65535) {
         log_error("%s started %d ranks; set MASTER_ADDR and MASTER_PORT "
-                  "(1-65535) for their rendezvous (the emitted train script does)", who, world);
+                  "(1-65535) for their rendezvous (the emitted train script does)", who, env->world);
         return 1;
     }
-    D.info.rank = rank;
-    D.info.world = world;
-    D.info.local_rank = env_int(local_var, 0);
-    if (D.info.local_rank < 0) D.info.local_rank = 0;
+    D.info.rank = env->rank;
+    D.info.world = env->world;
+    D.info.local_rank = env->local_rank;
     D.backend = BACKEND_TCP;
-    D.fd = malloc(sizeof(int) * (size_t)world);
+    D.fd = malloc(sizeof(int) * (size_t)env->world);
     if (!D.fd) { log_error("out of memory"); return 1; }
-    for (int i = 0; i < world; i++) D.fd[i] = -1;
+    for (int i = 0; i < env->world; i++) D.fd[i] = -1;
     log_set_rank(D.info.rank, D.info.world, D.host);
-    return rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port);
+    return env->rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port);
 }
 
 int dist_init(DistInfo *out)
@@ -340,14 +390,10 @@ int dist_init(DistInfo *out)
     D.timeout_ms = t * 1000;
     D.info.rank = 0; D.info.world = 1; D.info.local_rank = 0;
 
-    int ompi_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
-    int step_world = env_int("SLURM_STEP_NUM_TASKS", 0);
-    int torch_world = env_int("WORLD_SIZE", 0);
-    if (ompi_world < 0 || step_world < 0 || torch_world < 0) {
-        log_error("OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS / WORLD_SIZE is not a number");
-        return 1;
-    }
-    if (ompi_world > 0) {
+    DistInfo env;
+    int which;
+    if (launcher_of(&env, &which) != 0) return 1;
+    if (which == LAUNCH_MPIRUN) {
 #ifdef LLMC_WITH_MPI
         int provided;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -358,21 +404,18 @@ int dist_init(DistInfo *out)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_rank(MPI_COMM_WORLD, &D.info.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &D.info.world);
-        D.info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-        if (D.info.local_rank < 0) D.info.local_rank = 0;
+        D.info.local_rank = env.local_rank;
         D.backend = BACKEND_MPI;
 #else
-        if (ompi_world > 1) {
+        if (env.world > 1) {
             log_error("started by mpirun with %d ranks, but this binary was built "
                       "without MPI (no mpicc at build time); rebuild with Open MPI installed, "
-                      "or launch with srun and MASTER_ADDR/MASTER_PORT", ompi_world);
+                      "or launch with srun and MASTER_ADDR/MASTER_PORT", env.world);
             return 1;
         }
 #endif
-    } else if (step_world > 1) {
-        if (tcp_init("srun", "SLURM_PROCID", "SLURM_LOCALID", step_world) != 0) return 1;
-    } else if (step_world == 0 && torch_world > 1) {
-        if (tcp_init("WORLD_SIZE", "RANK", "LOCAL_RANK", torch_world) != 0) return 1;
+    } else if (which >= 0 && env.world > 1) {   /* srun or torchrun-style: TCP */
+        if (tcp_init(launchers[which].name, &env) != 0) return 1;
     }
     log_set_rank(D.info.rank, D.info.world, D.host);
     if (D.info.world > 1) {

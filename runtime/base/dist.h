@@ -18,6 +18,14 @@ typedef struct {
     const char *host;           /* this process's host name */
 } DistInfo;
 
+/* The launcher's ranks from the environment alone, without joining them (what
+ * dist_init and runtime/cuda/cuda_dist.c both read): the first launcher whose
+ * world size is set and not 0 -- mpirun (OMPI_COMM_WORLD_SIZE/RANK/LOCAL_RANK),
+ * srun (SLURM_STEP_NUM_TASKS/SLURM_PROCID/SLURM_LOCALID), torchrun-style
+ * (WORLD_SIZE/RANK/LOCAL_RANK) -- else rank 0 of 1. Sets out's rank, world and
+ * local_rank (not host) and *name (the launcher, NULL for none); returns 0, or
+ * non-zero with a message naming the bad variable. */
+int dist_launcher(DistInfo *out, const char **name);
 /* Initialise from the environment; returns 0, or non-zero with a message on stderr. */
 int dist_init(DistInfo *out);
 void dist_finalize(void);

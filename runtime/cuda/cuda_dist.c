@@ -23,21 +23,6 @@
  * a message rather than a hang. */
 #define RDV_TIMEOUT_S 120
 
-/* A non-negative integer from the environment: dflt when unset or empty, -1
- * (with a message naming it) when it is not a number. */
-static int env_int(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1 << 24) {
-        log_error("%s='%s' is not a rank number", name, v);
-        return -1;
-    }
-    return (int)x;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -244,35 +229,6 @@ static int rendezvous(const Hello *mine, int rank, int world, ncclUniqueId *id)
 
 /* ---- init ---------------------------------------------------------------------- */
 
-/* The launcher's three variables (world, rank, local rank), the first launcher
- * whose world variable is set: mpirun's, srun's, torchrun's. The same order as
- * dist.c's dist_init, which provides the host transport's ranks. */
-static int ranks_from_env(CudaDist *d)
-{
-    static const char *const vars[3][3] = {
-        {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
-        {"SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID"},
-        {"WORLD_SIZE", "RANK", "LOCAL_RANK"},
-    };
-    d->rank = 0;
-    d->world = 1;
-    d->local_rank = 0;
-    for (int i = 0; i < 3; i++) {
-        const char *w = getenv(vars[i][0]);
-        if (!w || !*w) continue;
-        d->world = env_int(vars[i][0], 1);
-        d->rank = env_int(vars[i][1], -1);
-        d->local_rank = env_int(vars[i][2], 0);
-        if (d->world < 1 || d->rank < 0 || d->rank >= d->world || d->local_rank < 0) {
-            log_error("bad rank %d of %d (local %d) from %s/%s/%s", d->rank, d->world, d->local_rank,
-                      vars[i][1], vars[i][0], vars[i][2]);
-            return -1;
-        }
-        break;
-    }
-    return 0;
-}
-
 int cuda_dist_init(CudaDist *d)
 {
     memset(d, 0, sizeof *d);
@@ -282,7 +238,12 @@ int cuda_dist_init(CudaDist *d)
         log_error("LLMC_TRANSPORT='%s': use nccl or host (unset: NCCL, or host when ranks share a GPU)", t);
         return -1;
     }
-    if (ranks_from_env(d) != 0) return -1;
+    /* the launcher's variables as dist.c reads them (the host transport's ranks) */
+    DistInfo env;
+    if (dist_launcher(&env, NULL) != 0) return -1;
+    d->rank = env.rank;
+    d->world = env.world;
+    d->local_rank = env.local_rank;
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
@@ -316,7 +277,7 @@ int cuda_dist_init(CudaDist *d)
             return -1;
         }
     } else {
-        /* dist.c reads the same launcher variables: its ranks must be ours */
+        /* dist.c reads the same launcher variables (dist_launcher): its ranks must be ours */
         DistInfo di;
         if (dist_init(&di) != 0) return -1;
         if (di.rank != d->rank || di.world != d->world) {

@@ -1,9 +1,7 @@
 /* cuda_dist.h — data-parallel ranks for the CUDA trainer (runtime/cuda/cuda_dist.c).
  *
- * Ranks come from the launcher, the first whose world size is set: Open MPI
- * (OMPI_COMM_WORLD_SIZE/RANK/LOCAL_RANK), Slurm's srun (SLURM_STEP_NUM_TASKS/
- * SLURM_PROCID/SLURM_LOCALID) or torchrun-style WORLD_SIZE/RANK/LOCAL_RANK; none
- * of them means rank 0 of 1 (the same order as runtime/base/dist.c). Each rank
+ * Ranks come from the launcher as runtime/base/dist.h's dist_launcher reads it
+ * (mpirun, srun or torchrun-style variables; none: rank 0 of 1). Each rank
  * takes GPU local_rank % (GPUs it sees). With more than one rank they meet at
  * MASTER_ADDR:MASTER_PORT (rank 0 listens; every wait is bounded, 120 s), where
  * rank 0 picks the collective transport (cuda_coll.h) for all: LLMC_TRANSPORT=

@@ -179,11 +179,17 @@ env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 "$BIN" check >"$T/noaddr" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'set MASTER_ADDR and MASTER_PORT' "$T/noaddr"; then ok "srun without MASTER_ADDR: clear error"
 else bad "srun without MASTER_ADDR (rc $rc)" "$T/noaddr"; fi
 env WORLD_SIZE=2 RANK=1 "$BIN" check >"$T/torchnoaddr" 2>&1; rc=$?
-if [[ $rc -eq 1 ]] && grep -q 'WORLD_SIZE started 2 ranks; set MASTER_ADDR and MASTER_PORT' "$T/torchnoaddr"
+if [[ $rc -eq 1 ]] && grep -q '(WORLD_SIZE) started 2 ranks; set MASTER_ADDR and MASTER_PORT' "$T/torchnoaddr"
 then ok "WORLD_SIZE without MASTER_ADDR: clear error"; else bad "WORLD_SIZE without MASTER_ADDR (rc $rc)" "$T/torchnoaddr"; fi
 env WORLD_SIZE=2 RANK=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$BIN" check >"$T/torchbadrank" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'RANK is missing or not in 0..1' "$T/torchbadrank"
 then ok "RANK out of range: clear error"; else bad "RANK out of range (rc $rc)" "$T/torchbadrank"; fi
+env WORLD_SIZE=2 RANK=1 LOCAL_RANK=x MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$BIN" check >"$T/badlocal" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "LOCAL_RANK='x' is not a local rank" "$T/badlocal"
+then ok "LOCAL_RANK not a number: clear error"; else bad "LOCAL_RANK not a number (rc $rc)" "$T/badlocal"; fi
+env SLURM_STEP_NUM_TASKS=two "$BIN" check >"$T/badworld" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "SLURM_STEP_NUM_TASKS='two' is not a number of ranks" "$T/badworld"
+then ok "SLURM_STEP_NUM_TASKS not a number: clear error"; else bad "SLURM_STEP_NUM_TASKS not a number (rc $rc)" "$T/badworld"; fi
 LLMC_DIST_TIMEOUT=99999999 "$BIN" check >"$T/badtimeout" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'LLMC_DIST_TIMEOUT must be' "$T/badtimeout"; then ok "LLMC_DIST_TIMEOUT out of range: clear error"
 else bad "LLMC_DIST_TIMEOUT out of range (rc $rc)" "$T/badtimeout"; fi
