@@ -1,12 +1,13 @@
 # runtime/ -> build/llmc-train (CPU backend). runtime/data/*.re are re2c sources.
 # One folder per stage, each using only the ones below it (RUNTIME_INC_* below):
-#   base   logging, command-line conventions, JSON reader, RNG, CPUs, stop signals
+#   base   logging, command-line conventions, JSON reader, RNG, CPUs, stop signals,
+#          ranks and their collectives (dist: MPI or TCP, used by both backends)
 #   model  the transformer (shapes, HF tensor names, init), its CPU math, AdamW
 #   plan   the one plan.json reader
 #   data   tokenizer, chat templates, records, prepare, token shards, data order
 #   store  checkpoints, safetensors, HF config.json, SHA-256 manifests
 #   train  the one training loop, run start and end, metrics, Prometheus file
-#   cpu    the CPU backend of the loop and its ranks (dist)
+#   cpu    the CPU backend of the loop
 #   cli    llmc-train's main and `generate`
 # runtime/cuda/ (runtime/cuda/build.mk) is the CUDA backend, beside cpu.
 RUNTIME_DIRS := base model plan data store train cpu cli
@@ -45,7 +46,7 @@ $(BUILD)/runtime/%.o: runtime/%.c
 $(BUILD)/llmc-train: $(RUNTIME_OBJ)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(RUNTIME_LIBS)
 
-# MPI for runtime/cpu/dist.c: Open MPI's own flags from mpicc. Without mpicc the
+# MPI for runtime/base/dist.c: Open MPI's own flags from mpicc. Without mpicc the
 # trainer still builds (srun + TCP rendezvous work) and refuses, with a message,
 # to start under mpirun; the warning below makes such a build visible.
 # pkg-config's mpi-c first (Open MPI and MPICH ship it), else mpicc's own flags.
@@ -53,7 +54,7 @@ MPICC      ?= mpicc
 MPI_CFLAGS := $(or $(call pkg_cflags,mpi-c),$(shell $(MPICC) --showme:compile 2>/dev/null))
 MPI_LIBS   := $(or $(shell $(PKG_CONFIG) --libs mpi-c 2>/dev/null),$(shell $(MPICC) --showme:link 2>/dev/null))
 ifneq ($(strip $(MPI_LIBS)),)
-$(BUILD)/runtime/cpu/dist.o: override CPPFLAGS += -DLLMC_WITH_MPI $(MPI_CFLAGS)
+$(BUILD)/runtime/base/dist.o: override CPPFLAGS += -DLLMC_WITH_MPI $(MPI_CFLAGS)
 RUNTIME_LIBS += $(MPI_LIBS)
 else
 $(warning llmc-train: mpicc not found; building without MPI (mpirun launches are refused, srun works))

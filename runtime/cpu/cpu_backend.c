@@ -2,7 +2,7 @@
  * (runtime/train/train_loop.c) on the CPU backend: fp32 weights, gradients and AdamW
  * state in host memory (the loop's host model and optimizer, trained in place),
  * OpenBLAS matmuls (runtime/model/ops_cpu.c), ranks and collectives from
- * runtime/cpu/dist.c (MPI or TCP; rank-ordered sums, so 2 ranks give 1 rank's bits).
+ * runtime/base/dist.c (MPI or TCP; rank-ordered sums, so 2 ranks give 1 rank's bits).
  *
  * ZeRO (parallel.zero_stage), FSDP-style: the flat parameter buffer (the host
  * model's HF-ordered layout) is cut into one contiguous shard per rank, whole
@@ -344,7 +344,7 @@ void cpu_backend_init(TrainBackend *be, CpuBackend *c)
     memset(c, 0, sizeof *c);
     *be = (TrainBackend){
         .prog = "llmc-train", .self = c, .check_plan = cpu_check_plan,
-        /* ranks: runtime/cpu/dist.c */
+        /* ranks: runtime/base/dist.c */
         .dist_init = cpu_dist_init, .dist_finalize = cpu_dist_finalize,
         .sum_f64 = cpu_sum_f64, .any = cpu_any, .barrier = cpu_barrier,
         /* ZeRO 0 trains the loop's host model and optimizer in place; the

@@ -499,7 +499,7 @@ int cmd_run_cuda(int argc, char **argv)
     if (!c) { log_error("out of memory"); return 1; }
     TrainBackend be = {
         .prog = "llmc-train-cuda", .self = c, .check_plan = cu_check_plan,
-        /* ranks: NCCL (cuda_dist.c) */
+        /* ranks: cuda_dist.c (NCCL, or the host transport: cuda_coll.h) */
         .preflight = cu_preflight,
         .dist_init = cu_dist_init, .dist_finalize = cu_dist_finalize,
         .sum_f64 = cu_sum_f64, .any = cu_any, .barrier = cu_barrier,

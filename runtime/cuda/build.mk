@@ -23,18 +23,20 @@ endif
 # The CPU runtime's modules that `run` shares with llmc-train: plan loader, shards,
 # data preparation and the tokenizer (prepare/tokenize/verify are llmc-train's own),
 # metrics, safetensors/checkpoints, HF config, the host model layout (model.o links
-# ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine).
+# ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine),
+# and the ranks' host transport (runtime/base/dist.c: cuda_coll.c's host collectives;
+# with Open MPI when the build found mpicc, runtime/build.mk's MPI_LIBS).
 CUDA_RT_OBJ := $(call runtime_objs,plan shard_io metrics safetensors hf_config checkpoint \
                model ops_cpu cpus optim rng row_stream run_init sha256 log stopsig train_loop prom \
                prepare tokenize_cmd tokenizer json_stream chat_template records unicode args \
-               pretok unicode_tables)
+               pretok unicode_tables dist)
 CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
 ifneq ($(CUDA_NETLIB),)
 CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLIB)))
 else
 CUDA_BLAS   := -lopenblas
 endif
-CUDA_LIBS   := -lcublasLt -lnccl -lcudart $(CJSON_LIBS) $(CRYPTO_LIBS) $(CUDA_BLAS) -lstdc++ -lm -lpthread
+CUDA_LIBS   := -lcublasLt -lnccl -lcudart $(CJSON_LIBS) $(CRYPTO_LIBS) $(CUDA_BLAS) $(MPI_LIBS) -lstdc++ -lm -lpthread
 # cuDNN (runtime/cuda/attn_cudnn.c) when its header is found: under CUDNN_HOME if
 # given, else beside CUDA, else in the system directories (Debian/Ubuntu packages
 # put it in /usr/include/x86_64-linux-gnu). Linked by soname, since some installs

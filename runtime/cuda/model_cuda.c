@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 #include "log.h"
 #include "model_cuda.h"
 #include "cuda_check.h"
+#include "cuda_coll.h"
 #include "flash_attn.h"
 #include "attn_cudnn.h"
 #include "phase_timer.h"
@@ -778,7 +778,7 @@ static void reduce_bucket(CudaModel *m, size_t off, size_t count, int ev)
     cudaEvent_t e = (cudaEvent_t)m->layer_done[ev];
     CUDA_CHECK(cudaEventRecord(e, (cudaStream_t)m->stream));
     CUDA_CHECK(cudaStreamWaitEvent(cs, e, 0));
-    NCCL_CHECK(ncclAllReduce(m->grad + off, m->grad + off, count, ncclFloat, ncclSum, (ncclComm_t)m->par.comm, cs));
+    cuda_coll_allreduce_f32(m->par.comm, m->grad + off, count, cs);
 }
 
 /* The matrix gradients are written by their GEMMs (beta 0, see wgrad) in the next
@@ -963,11 +963,11 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
                       float clip)
 {
     cudaStream_t st = m->stream;
-    ncclComm_t comm = (ncclComm_t)m->par.comm;
+    CudaColl *comm = m->par.comm;
     if (m->par.world > 1) {
         if (m->par.zero1) {
             /* ZeRO-1: each rank receives the summed gradient of its own shard. */
-            NCCL_CHECK(ncclReduceScatter(m->grad, m->grad + m->shard_off, m->shard_len, ncclFloat, ncclSum, comm, st));
+            cuda_coll_reduce_scatter_f32(comm, m->grad, m->grad + m->shard_off, m->shard_len, st);
         } else {
             cudaEvent_t e = (cudaEvent_t)m->layer_done[m->cfg.layers];
             CUDA_CHECK(cudaEventRecord(e, (cudaStream_t)m->par.comm_stream));
@@ -987,7 +987,7 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
         k_sum_add(m->sumsq, m->sumsq + 1, m->n_spans, st);
     }
     if (m->par.world > 1 && m->par.zero1)
-        NCCL_CHECK(ncclAllReduce(m->sumsq, m->sumsq, 1, ncclFloat, ncclSum, comm, st));
+        cuda_coll_allreduce_f32(comm, m->sumsq, 1, st);
     PHASE(m, PH_GRAD_NORM);
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
@@ -1004,7 +1004,7 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
                     m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
         }
     if (m->par.world > 1 && m->par.zero1)
-        NCCL_CHECK(ncclAllGather(m->w + m->shard_off, m->w, m->shard_len, ncclBfloat16, comm, st));
+        cuda_coll_allgather_bf16(comm, m->w + m->shard_off, m->w, m->shard_len, st);
     PHASE(m, PH_ADAMW);
     float ss = 0.f;
     CUDA_CHECK(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, st));
@@ -1054,7 +1054,7 @@ static void gather_to_host(CudaModel *m, const float *shard, float *host)
 {
     cudaStream_t st = m->stream;
     if (m->par.world > 1 && m->par.zero1) {
-        NCCL_CHECK(ncclAllGather(shard, m->grad, m->shard_len, ncclFloat, (ncclComm_t)m->par.comm, st));
+        cuda_coll_allgather_f32(m->par.comm, shard, m->grad, m->shard_len, st);
         CUDA_CHECK(cudaStreamSynchronize(st));
         if (host) CUDA_CHECK(cudaMemcpy(host, m->grad, m->n_total * sizeof(float), cudaMemcpyDeviceToHost));
     } else if (host) {

@@ -92,9 +92,11 @@ typedef struct {
     size_t off, len;
 } CudaSpan;
 
+struct CudaColl;
+
 typedef struct {
     int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
-    void *comm;                         /* ncclComm_t or NULL */
+    struct CudaColl *comm;              /* collective transport (cuda_coll.h) or NULL */
     void *comm_stream;                  /* cudaStream_t for overlapped reductions */
 } CudaParallel;
 

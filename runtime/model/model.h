@@ -91,7 +91,7 @@ static inline int model_units(const ModelConfig *c) { return c->layers + 2; }
  * just before use and frees them after; ZeRO-2 reduce-scatters each unit's
  * gradient as soon as backward has produced it). Without hooks the weights are
  * m->w and nothing is told. The hooks do not fail: a failed collective ends
- * the job (runtime/cpu/dist.h). */
+ * the job (runtime/base/dist.h). */
 typedef struct {
     void *ctx;
     /* Unit u's weights, unit-relative (element 0 = the unit's first float),

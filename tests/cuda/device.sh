@@ -5,12 +5,14 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust   (default: all but run7b, split, split-bench and trust)
+#               split split-bench trust host2   (default: all but run7b, split, split-bench, trust, host2)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
 #     trust: compute-sanitizer over a few steps of each path, the same plan twice
 #            (same bits?), held-out exact match over 5 seeds (tests/cuda/trust.sh)
+#     host2: 1, 2 and 4 ranks of the tiny plan (ZeRO-1) sharing one GPU over the host
+#            transport (LLMC_TRANSPORT=host), against each other and against 1 rank
 #     split: LLMC_MASTER=split (master weights as bf16 + low halves) against HF, through
 #            run and resume; split-bench: its memory and speed beside the default
 #
@@ -188,6 +190,110 @@ if has run && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
         note "1 GPU vs 2 GPUs (ZeRO-1): $(grep -E 'mean|final|same' "$out/cmp_gpu1_gpu2.log" | tr '\n' ' ')"
         tail -1 "$out/run_gpu2_0.log"
     fi
+fi
+# host2: ranks sharing this one GPU over the host transport (LLMC_TRANSPORT=host,
+# runtime/cuda/cuda_coll.h: collectives staged through pinned memory and summed by
+# runtime/base/dist.c in rank order). The tiny plan on 1 rank, on 2 ranks with
+# ZeRO-1 (plan-gpu2.json: same global batch) twice -- once with LLMC_TRANSPORT=host,
+# once unset, which must pick host by itself since the ranks share a GPU -- and on
+# 4 ranks. 2 ranks twice: the same bits (fixed-order sums). 1 vs 2 and 4 ranks:
+# the same math only up to summation order (each rank's GEMMs see a quarter or
+# half of the batch), so compare_runs.py's tolerances (as for 1 vs 2 GPUs) and
+# the largest |Δloss|, |Δgrad norm| and |Δweight| are reported. LLMC_TRANSPORT=nccl
+# on one GPU must be refused with a message. With 2+ GPUs, host vs NCCL on
+# 2 GPUs: a sum of two terms does not depend on order, so the same bits.
+# Ranks start by hand with torchrun-style variables (no MPI needed).
+if has host2 && [[ -f .cuda-run/tiny/plan-gpu2.json ]]; then
+    r=.cuda-run/tiny
+    python3 - $r <<'PY'
+import json, sys
+r = sys.argv[1]
+def variant(src, name, n=None):
+    q = json.load(open(f"{r}/{src}"))
+    q["output"]["dir"] = "run-" + name
+    q["checkpoint"]["dir"] = "run-" + name + "/ckpt"
+    if n:
+        q["train"]["micro_batch"] = q["train"]["global_batch"] // n
+        q["train"]["grad_accum"] = 1
+        q["parallel"].update(world_size=n, data_parallel=n, gpus_per_node=n)
+    json.dump(q, open(f"{r}/plan-{name}.json", "w"), indent=1)
+variant("plan-gpu.json", "host1")
+for name in ("host2a", "host2b", "nccl2"):
+    variant("plan-gpu2.json", name)
+variant("plan-gpu2.json", "host4", 4)
+PY
+    # ranks N NAME PORT [ENV...]: N ranks run plan-NAME.json here (logs host_NAME.K.log); exit codes in RCS
+    ranks() {
+        local n=$1 name=$2 port=$3 k pids=(); shift 3
+        rm -rf $r/run-$name
+        for ((k = 0; k < n; k++)); do
+            env "$@" RANK=$k WORLD_SIZE=$n LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+                timeout 1800 ./build/llmc-train-cuda run $r/plan-$name.json > "$out/host_$name.$k.log" 2>&1 &
+            pids+=($!)
+        done
+        RCS=""
+        for k in "${pids[@]}"; do wait "$k"; RCS+="$? "; done
+    }
+    # cmp_runs A B: steps, largest |Δloss| and |Δgrad norm|, exported weights (bitwise? largest |Δ|)
+    cmp_runs() {
+        python3 - $r/run-$1 $r/run-$2 <<'PY'
+import json, os, struct, sys
+import numpy as np
+def steps(d):
+    return {o["step"]: o for o in map(json.loads, open(d + "/metrics.jsonl"))}
+def weights(d):
+    out = {}
+    for f in sorted(os.listdir(d + "/final")) if os.path.isdir(d + "/final") else []:
+        if not f.endswith(".safetensors"): continue
+        b = open(os.path.join(d, "final", f), "rb").read()
+        n = struct.unpack("<Q", b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k == "__metadata__": continue
+            raw = b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]
+            if v["dtype"] == "BF16":
+                a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
+            else:
+                a = np.frombuffer(raw, np.float32 if v["dtype"] == "F32" else np.uint8).astype(np.float32)
+            out[k] = (raw, a)
+    return out
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+common = sorted(set(a) & set(b))
+dl = max((abs(a[s]["loss"] - b[s]["loss"]) for s in common), default=float("nan"))
+dg = max((abs((a[s].get("grad_norm") or 0) - (b[s].get("grad_norm") or 0)) for s in common), default=float("nan"))
+same_steps = all(a[s]["loss"] == b[s]["loss"] and a[s].get("grad_norm") == b[s].get("grad_norm") for s in common)
+wa, wb = weights(sys.argv[1]), weights(sys.argv[2])
+wsame = bool(wa) and wa.keys() == wb.keys() and all(wa[k][0] == wb[k][0] for k in wa)
+dw = max((float(np.max(np.abs(wa[k][1] - wb[k][1]))) for k in wa if k in wb and wa[k][1].shape == wb[k][1].shape),
+         default=float("nan"))
+ok = len(a) == len(b) == len(common) and len(common) > 0 and same_steps and wsame
+print(f"{'SAME' if ok else 'DIFFERENT'}: {len(a)} vs {len(b)} steps, max |dloss| {dl:.3g}, max |dgrad_norm| {dg:.3g}, "
+      f"weights {'bitwise equal' if wsame else 'differ'} ({len(wa)} vs {len(wb)} tensors, max |dw| {dw:.3g}), "
+      f"final loss {a[max(a)]['loss'] if a else '-'} / {b[max(b)]['loss'] if b else '-'}")
+PY
+    }
+    ranks 1 host1 29531
+    note "host2: 1 rank: exit $RCS"
+    ranks 2 host2a 29532 LLMC_TRANSPORT=host
+    note "host2: 2 ranks, LLMC_TRANSPORT=host: exit $RCS; $(grep -h 'transport' "$out"/host_host2a.0.log | head -2 | cut -c1-200 | tr '\n' ' ')"
+    ranks 2 host2b 29533 -u LLMC_TRANSPORT
+    note "host2: 2 ranks, LLMC_TRANSPORT unset: exit $RCS; $(grep -h 'share one GPU\|transport' "$out"/host_host2b.0.log | head -2 | cut -c1-200 | tr '\n' ' ')"
+    note "host2: 2 ranks twice: $(cmp_runs host2a host2b)"
+    note "host2: 1 vs 2 ranks: $(cmp_runs host1 host2a)"
+    python3 tests/cuda/compare_runs.py $r/run-host1/metrics.jsonl $r/run-host2a/metrics.jsonl > "$out/cmp_host1_host2.log" 2>&1
+    note "host2:   compare_runs 1 vs 2: $(grep -E 'mean|final|passed' "$out/cmp_host1_host2.log" | tr '\n' ' ')"
+    ranks 4 host4 29534 LLMC_TRANSPORT=host
+    note "host2: 4 ranks, LLMC_TRANSPORT=host: exit $RCS"
+    note "host2: 1 vs 4 ranks: $(cmp_runs host1 host4)"
+    python3 tests/cuda/compare_runs.py $r/run-host1/metrics.jsonl $r/run-host4/metrics.jsonl > "$out/cmp_host1_host4.log" 2>&1
+    note "host2:   compare_runs 1 vs 4: $(grep -E 'mean|final|passed' "$out/cmp_host1_host4.log" | tr '\n' ' ')"
+    if [[ $ngpu -eq 1 ]]; then
+        ranks 2 nccl2 29535 LLMC_TRANSPORT=nccl
+        note "host2: 2 ranks on 1 GPU with LLMC_TRANSPORT=nccl: exit $RCS (want 1 1); $(grep -h 'error' "$out"/host_nccl2.0.log | head -1 | cut -c1-220)"
+    else
+        ranks 2 nccl2 29535 LLMC_TRANSPORT=nccl
+        note "host2: 2 GPUs, NCCL: exit $RCS; host vs NCCL (want SAME): $(cmp_runs host2a nccl2)"
+    fi
+    cp $r/run-host2a/gpu_metrics.jsonl "$out/host2_gpu_memory.jsonl" 2>/dev/null
 fi
 if has dp && [[ $ngpu -ge 2 ]]; then
     for z in "" "--zero1"; do

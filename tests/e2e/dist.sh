@@ -1,7 +1,9 @@
 #!/bin/bash
-# tests/e2e/dist.sh DIST_TEST — runtime/cpu/dist.c under real launchers: Open MPI's
-# mpirun and srun-style ranks (SLURM_PROCID/SLURM_STEP_NUM_TASKS + MASTER_ADDR/PORT
-# TCP rendezvous, started here by hand as srun would). Checks rank-order sums on
+# tests/e2e/dist.sh DIST_TEST — runtime/base/dist.c under real launchers: Open MPI's
+# mpirun, srun-style ranks (SLURM_PROCID/SLURM_STEP_NUM_TASKS + MASTER_ADDR/PORT
+# TCP rendezvous, started here by hand as srun would) and torchrun-style ranks
+# (RANK/WORLD_SIZE/LOCAL_RANK, the same TCP). Checks rank-order sums (and ZeRO's
+# reduce-scatter and all-gathers, f32 and 2-byte elements) on
 # every rank with the same bits on both backends, that kill -9 of one rank stops
 # the others with a clear message within 60 s, and that USR2/TERM on one rank
 # stops all ranks with exit 3. Every wait is bounded.
@@ -13,7 +15,7 @@ cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T
 trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
 export OMPI_MCA_rmaps_base_oversubscribe=1
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
+unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID WORLD_SIZE RANK LOCAL_RANK
 # Under ASan (E2E_SAN=1) Open MPI's own allocations at exit are reported as
 # leaks (libmpi and its plugins); leak checking stays on for everything else.
 MPI_ENV=()
@@ -36,6 +38,18 @@ tcp_start() {
     TCP_PIDS=()
     for ((r = 0; r < n; r++)); do
         env "$@" SLURM_STEP_NUM_TASKS=$n SLURM_PROCID=$r SLURM_LOCALID=$r \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN" "$mode" >"$log.$r" 2>&1 &
+        TCP_PIDS+=($!); PIDS+=($!)
+    done
+}
+
+# torch_start N MODE LOGPREFIX [ENV...]: the same with torchrun-style variables.
+torch_start() {
+    local n=$1 mode=$2 log=$3; shift 3
+    next_port
+    TCP_PIDS=()
+    for ((r = 0; r < n; r++)); do
+        env "$@" WORLD_SIZE=$n RANK=$r LOCAL_RANK=$r \
             MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT "$BIN" "$mode" >"$log.$r" 2>&1 &
         TCP_PIDS+=($!); PIDS+=($!)
     done
@@ -79,6 +93,17 @@ done
 mpi_hash=$(grep ' ok ' "$T/mpi2" | awk '{print $4}' | sort -u)
 if [[ -n "$mpi_hash" && "$mpi_hash" == "$tcp2_hash" ]]; then ok "mpirun and tcp give the same bits"
 else bad "mpirun ($mpi_hash) and tcp ($tcp2_hash) bits differ"; fi
+
+# 3b. torchrun-style variables: the same TCP ranks, the same bits as srun-style
+torch_start 2 check "$T/torch2"
+rc=0; for p in "${TCP_PIDS[@]}"; do wait_pid "$p" 60; [[ $RC -eq 0 ]] || rc=$RC; done
+torch_hash=$(cat "$T/torch2".* | grep ' ok ' | awk '{print $4}' | sort -u)
+if [[ $rc -eq 0 && $(cat "$T/torch2".* | grep -c 'rank [01]/2 ok ') -eq 2 && "$torch_hash" == "$tcp2_hash" ]]
+then ok "torchrun-style 2 ranks: TCP, same bits as srun-style"; else bad "torchrun-style 2 ranks (rc $rc)" "$T/torch2".*; fi
+# srun's variables win over torchrun's (as in runtime/cuda/cuda_dist.c): one srun task is rank 0 of 1
+env SLURM_STEP_NUM_TASKS=1 SLURM_PROCID=0 WORLD_SIZE=2 RANK=1 timeout 30 "$BIN" check >"$T/srun1torch" 2>&1; rc=$?
+if [[ $rc -eq 0 ]] && grep -q '^rank 0/1 ok' "$T/srun1torch"; then ok "one srun task beside WORLD_SIZE=2: rank 0 of 1"
+else bad "one srun task beside WORLD_SIZE=2 (rc $rc)" "$T/srun1torch"; fi
 
 # 4. kill -9 one rank under mpirun: mpirun ends the job, non-zero, within 60 s
 "${MPI_ENV[@]}" mpirun -np 2 "$BIN" loop >"$T/mpikill" 2>&1 &
@@ -153,6 +178,18 @@ done
 env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 "$BIN" check >"$T/noaddr" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'set MASTER_ADDR and MASTER_PORT' "$T/noaddr"; then ok "srun without MASTER_ADDR: clear error"
 else bad "srun without MASTER_ADDR (rc $rc)" "$T/noaddr"; fi
+env WORLD_SIZE=2 RANK=1 "$BIN" check >"$T/torchnoaddr" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q '(WORLD_SIZE) started 2 ranks; set MASTER_ADDR and MASTER_PORT' "$T/torchnoaddr"
+then ok "WORLD_SIZE without MASTER_ADDR: clear error"; else bad "WORLD_SIZE without MASTER_ADDR (rc $rc)" "$T/torchnoaddr"; fi
+env WORLD_SIZE=2 RANK=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$BIN" check >"$T/torchbadrank" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q 'RANK is missing or not in 0..1' "$T/torchbadrank"
+then ok "RANK out of range: clear error"; else bad "RANK out of range (rc $rc)" "$T/torchbadrank"; fi
+env WORLD_SIZE=2 RANK=1 LOCAL_RANK=x MASTER_ADDR=127.0.0.1 MASTER_PORT=1 "$BIN" check >"$T/badlocal" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "LOCAL_RANK='x' is not a local rank" "$T/badlocal"
+then ok "LOCAL_RANK not a number: clear error"; else bad "LOCAL_RANK not a number (rc $rc)" "$T/badlocal"; fi
+env SLURM_STEP_NUM_TASKS=two "$BIN" check >"$T/badworld" 2>&1; rc=$?
+if [[ $rc -eq 1 ]] && grep -q "SLURM_STEP_NUM_TASKS='two' is not a number of ranks" "$T/badworld"
+then ok "SLURM_STEP_NUM_TASKS not a number: clear error"; else bad "SLURM_STEP_NUM_TASKS not a number (rc $rc)" "$T/badworld"; fi
 LLMC_DIST_TIMEOUT=99999999 "$BIN" check >"$T/badtimeout" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'LLMC_DIST_TIMEOUT must be' "$T/badtimeout"; then ok "LLMC_DIST_TIMEOUT out of range: clear error"
 else bad "LLMC_DIST_TIMEOUT out of range (rc $rc)" "$T/badtimeout"; fi

@@ -1,4 +1,4 @@
-/* dist_test — drives runtime/cpu/dist.c under a real launcher (tests/e2e/dist.sh).
+/* dist_test — drives runtime/base/dist.c under a real launcher (tests/e2e/dist.sh).
  *
  *   dist_test check   run every collective on known inputs; each rank prints
  *                     "rank R/W ok HASH" where HASH covers the reduced bits, so
@@ -56,6 +56,56 @@ static int check(const DistInfo *di)
     }
     uint64_t h = fnv(1469598103934665603ull, v, n * sizeof *v);
     h = fnv(h, d, n * sizeof *d);
+
+    /* ZeRO's sharded collectives as the CUDA host transport uses them: equal
+     * shards (starts q * shard) over several chunks; then uneven shards of
+     * 2-byte elements (bf16), gathered in place. */
+    size_t shard = (1u << 18) + 777, full = shard * (size_t)di->world;
+    float *rs = malloc(full * sizeof *rs), *rs_out = malloc(shard * sizeof *rs_out);
+    size_t *starts = malloc(sizeof(size_t) * ((size_t)di->world + 1));
+    if (!rs || !rs_out || !starts) return 1;
+    for (int q = 0; q <= di->world; q++) starts[q] = (size_t)q * shard;
+    for (size_t i = 0; i < full; i++) rs[i] = term(di->rank, i);
+    dist_reduce_scatter_f32(rs, 0, full, starts, rs_out, 0);
+    for (size_t j = 0; j < shard; j++) {
+        size_t i = (size_t)di->rank * shard + j;
+        float want = term(0, i);
+        for (int r = 1; r < di->world; r++) want += term(r, i);
+        if (memcmp(&want, &rs_out[j], sizeof want)) {
+            log_error("reduce-scatter element %zu: got %.9g, rank-order sum is %.9g", i, rs_out[j], want);
+            bad = 1;
+            break;
+        }
+    }
+    /* all-gather of f32: each rank's shard is its reduced part (rs_out); the
+     * hash covers the gathered whole, which every rank must hold alike */
+    dist_allgather_f32(rs_out, starts, 0, full, rs);
+    for (size_t i = 0; i < full && !bad; i++) {
+        float want = term(0, i);
+        for (int r = 1; r < di->world; r++) want += term(r, i);
+        if (memcmp(&want, &rs[i], sizeof want)) {
+            log_error("all-gather f32 element %zu: got %.9g, want %.9g", i, rs[i], want);
+            bad = 1;
+        }
+    }
+    h = fnv(h, rs, full * sizeof *rs);
+    /* bytes: rank q owns q * 3 + 1 more elements than rank 0, values from its rank */
+    starts[0] = 0;
+    for (int q = 0; q < di->world; q++) starts[q + 1] = starts[q] + shard + (size_t)q * 3 + 1;
+    size_t nb = starts[di->world];
+    uint16_t *g = calloc(nb, sizeof *g);
+    if (!g) return 1;
+    for (size_t i = starts[di->rank]; i < starts[di->rank + 1]; i++) g[i] = (uint16_t)(di->rank * 7919 + i);
+    dist_allgather_bytes(g + starts[di->rank], starts, 0, nb, sizeof *g, g);
+    for (int q = 0; q < di->world && !bad; q++)
+        for (size_t i = starts[q]; i < starts[q + 1]; i++)
+            if (g[i] != (uint16_t)(q * 7919 + i)) {
+                log_error("all-gather bytes element %zu (rank %d's): got %u", i, q, g[i]);
+                bad = 1;
+                break;
+            }
+    h = fnv(h, g, nb * sizeof *g);
+    free(rs); free(rs_out); free(starts); free(g);
 
     char msg[64] = {0};
     if (di->rank == 0) snprintf(msg, sizeof msg, "hello from rank 0 of %d", di->world);

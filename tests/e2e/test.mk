@@ -12,7 +12,7 @@ $(E2E_DIST_TEST): $(BUILD)/tests/e2e/dist_test.o $(call runtime_objs,dist log st
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(MPI_LIBS) -lm
 
 # dist.c built as on a machine without mpicc (no LLMC_WITH_MPI).
-$(BUILD)/tests/e2e/dist_nompi.o: runtime/cpu/dist.c
+$(BUILD)/tests/e2e/dist_nompi.o: runtime/base/dist.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 $(BUILD)/tests/e2e/dist_test_nompi: $(BUILD)/tests/e2e/dist_test.o $(BUILD)/tests/e2e/dist_nompi.o $(call runtime_objs,log stopsig)
@@ -41,7 +41,7 @@ TEST_SUITES += e2e-slurm
 test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
 	@bash tests/e2e/slurm.sh $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
 
-# The same dist tests with runtime/cpu/dist.c built with ASan + UBSan (build/san).
+# The same dist tests with runtime/base/dist.c built with ASan + UBSan (build/san).
 TEST_SUITES += e2e-dist-san
 .PHONY: test-e2e-dist-san
 test-e2e-dist-san:

@@ -1,13 +1,16 @@
-/* dist.c — ranks and collectives for the CPU backend; see dist.h.
+/* dist.c — ranks and collectives (the CPU backend, the CUDA host transport); see dist.h.
  *
- * Three ways to run, chosen from the environment at dist_init:
+ * Four ways to run, chosen from the environment at dist_init:
  *   - mpirun (OMPI_COMM_WORLD_SIZE set): Open MPI point-to-point messages.
  *     Needs a build with MPI (runtime/build.mk adds it when mpicc exists); a
  *     binary built without MPI refuses to start under mpirun instead of running
  *     N copies that each think they are alone.
  *   - srun (SLURM_STEP_NUM_TASKS > 1, SLURM_PROCID): a TCP rendezvous. Rank 0
  *     listens on MASTER_PORT; the others connect to MASTER_ADDR:MASTER_PORT.
- *   - neither: rank 0 of 1, every collective is the identity.
+ *   - torchrun-style variables (no SLURM_STEP_NUM_TASKS, WORLD_SIZE > 1, RANK,
+ *     LOCAL_RANK), as a hand-started job or torchrun sets them: the same TCP
+ *     rendezvous (runtime/cuda/cuda_dist.c reads the same three launchers).
+ *   - none of them: rank 0 of 1, every collective is the identity.
  *
  * Every collective is a star through rank 0 built on two primitives (send to a
  * rank, receive from a rank): rank 0 receives the buffers in rank order, sums
@@ -297,6 +300,85 @@ static void set_host(void)
     D.info.host = D.host;
 }
 
+/* ---- the launcher ----------------------------------------------------------
+ * The first launcher whose world size is set (and not 0) started this process. */
+static const struct {
+    const char *name, *world, *rank, *local;
+} launchers[] = {
+    {"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID"},
+    {"a torchrun-style launch (WORLD_SIZE)", "WORLD_SIZE", "RANK", "LOCAL_RANK"},
+};
+enum { LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_TORCHRUN, N_LAUNCHERS };
+
+/* *which: the launcher's index, or -1 for none (rank 0 of 1). */
+static int launcher_of(DistInfo *out, int *which)
+{
+    out->rank = 0;
+    out->world = 1;
+    out->local_rank = 0;
+    *which = -1;
+    int w[N_LAUNCHERS];
+    for (int i = 0; i < N_LAUNCHERS; i++) {
+        w[i] = env_int(launchers[i].world, 0);
+        if (w[i] < 0) {
+            log_error("%s='%s' is not a number of ranks", launchers[i].world, getenv(launchers[i].world));
+            return 1;
+        }
+    }
+    for (int i = 0; i < N_LAUNCHERS; i++) {
+        if (w[i] == 0) continue;
+        *which = i;
+        out->world = w[i];
+        if (w[i] > 1) {
+            int r = env_int(launchers[i].rank, -1);
+            if (r < 0 || r >= w[i]) {
+                log_error("%s is missing or not in 0..%d", launchers[i].rank, w[i] - 1);
+                return 1;
+            }
+            out->rank = r;
+        }
+        int l = env_int(launchers[i].local, 0);
+        if (l < 0) {
+            log_error("%s='%s' is not a local rank", launchers[i].local, getenv(launchers[i].local));
+            return 1;
+        }
+        out->local_rank = l;
+        return 0;
+    }
+    return 0;
+}
+
+int dist_launcher(DistInfo *out, const char **name)
+{
+    int which;
+    int rc = launcher_of(out, &which);
+    if (name) *name = which < 0 ? NULL : launchers[which].name;
+    return rc;
+}
+
+/* Ranks over TCP (srun's or torchrun-style variables): the rendezvous at
+ * MASTER_ADDR:MASTER_PORT. */
+static int tcp_init(const char *who, const DistInfo *env)
+{
+    const char *addr = getenv("MASTER_ADDR");
+    int port = env_int("MASTER_PORT", -1);
+    if (!addr || !*addr || port <= 0 || port > 65535) {
+        log_error("%s started %d ranks; set MASTER_ADDR and MASTER_PORT "
+                  "(1-65535) for their rendezvous (the emitted train script does)", who, env->world);
+        return 1;
+    }
+    D.info.rank = env->rank;
+    D.info.world = env->world;
+    D.info.local_rank = env->local_rank;
+    D.backend = BACKEND_TCP;
+    D.fd = malloc(sizeof(int) * (size_t)env->world);
+    if (!D.fd) { log_error("out of memory"); return 1; }
+    for (int i = 0; i < env->world; i++) D.fd[i] = -1;
+    log_set_rank(D.info.rank, D.info.world, D.host);
+    return env->rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port);
+}
+
 int dist_init(DistInfo *out)
 {
     set_host();
@@ -308,13 +390,10 @@ int dist_init(DistInfo *out)
     D.timeout_ms = t * 1000;
     D.info.rank = 0; D.info.world = 1; D.info.local_rank = 0;
 
-    int ompi_world = env_int("OMPI_COMM_WORLD_SIZE", 0);
-    int step_world = env_int("SLURM_STEP_NUM_TASKS", 0);
-    if (ompi_world < 0 || step_world < 0) {
-        log_error("OMPI_COMM_WORLD_SIZE / SLURM_STEP_NUM_TASKS is not a number");
-        return 1;
-    }
-    if (ompi_world > 0) {
+    DistInfo env;
+    int which;
+    if (launcher_of(&env, &which) != 0) return 1;
+    if (which == LAUNCH_MPIRUN) {
 #ifdef LLMC_WITH_MPI
         int provided;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
@@ -325,40 +404,18 @@ int dist_init(DistInfo *out)
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         MPI_Comm_rank(MPI_COMM_WORLD, &D.info.rank);
         MPI_Comm_size(MPI_COMM_WORLD, &D.info.world);
-        D.info.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-        if (D.info.local_rank < 0) D.info.local_rank = 0;
+        D.info.local_rank = env.local_rank;
         D.backend = BACKEND_MPI;
 #else
-        if (ompi_world > 1) {
+        if (env.world > 1) {
             log_error("started by mpirun with %d ranks, but this binary was built "
                       "without MPI (no mpicc at build time); rebuild with Open MPI installed, "
-                      "or launch with srun and MASTER_ADDR/MASTER_PORT", ompi_world);
+                      "or launch with srun and MASTER_ADDR/MASTER_PORT", env.world);
             return 1;
         }
 #endif
-    } else if (step_world > 1) {
-        int rank = env_int("SLURM_PROCID", -1);
-        const char *addr = getenv("MASTER_ADDR");
-        int port = env_int("MASTER_PORT", -1);
-        if (rank < 0 || rank >= step_world) {
-            log_error("SLURM_PROCID is missing or not in 0..%d", step_world - 1);
-            return 1;
-        }
-        if (!addr || !*addr || port <= 0 || port > 65535) {
-            log_error("srun started %d ranks; set MASTER_ADDR and MASTER_PORT "
-                      "(1-65535) for their rendezvous (the emitted train script does)", step_world);
-            return 1;
-        }
-        D.info.rank = rank;
-        D.info.world = step_world;
-        D.info.local_rank = env_int("SLURM_LOCALID", 0);
-        if (D.info.local_rank < 0) D.info.local_rank = 0;
-        D.backend = BACKEND_TCP;
-        D.fd = malloc(sizeof(int) * (size_t)step_world);
-        if (!D.fd) { log_error("out of memory"); return 1; }
-        for (int i = 0; i < step_world; i++) D.fd[i] = -1;
-        log_set_rank(D.info.rank, D.info.world, D.host);
-        if ((rank == 0 ? tcp_accept_all(port) : tcp_connect_root(addr, port)) != 0) return 1;
+    } else if (which >= 0 && env.world > 1) {   /* srun or torchrun-style: TCP */
+        if (tcp_init(launchers[which].name, &env) != 0) return 1;
     }
     log_set_rank(D.info.rank, D.info.world, D.host);
     if (D.info.world > 1) {
@@ -524,7 +581,7 @@ int dist_reduce_scatter_f32(const float *buf, size_t base, size_t n, const size_
     return 0;
 }
 
-int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, size_t n, float *out)
+int dist_allgather_bytes(const void *shard, const size_t *starts, size_t base, size_t n, size_t elem, void *out)
 {
     const int me = D.info.rank, W = D.info.world;
     for (int q = 0; q < W; q++) {
@@ -532,19 +589,24 @@ int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, si
         owned(starts, q, base, n, &a, &b);
         for (size_t off = a; off < b; off += CHUNK_ELEMS) {
             size_t m = b - off < CHUNK_ELEMS ? b - off : CHUNK_ELEMS;
-            float *dst = out + (off - base);
+            char *dst = (char *)out + (off - base) * elem;
             if (me == q) {
-                const float *src = shard + (off - starts[q]);
-                if (dst != src) memcpy(dst, src, m * sizeof(float));
-                if (q != 0) send_to(0, dst, m * sizeof(float));
-                else for (int r = 1; r < W; r++) send_to(r, dst, m * sizeof(float));
+                const char *src = (const char *)shard + (off - starts[q]) * elem;
+                if (dst != src) memmove(dst, src, m * elem);
+                if (q != 0) send_to(0, dst, m * elem);
+                else for (int r = 1; r < W; r++) send_to(r, dst, m * elem);
             } else if (me == 0) {               /* from q, on to everyone else */
-                recv_from(q, dst, m * sizeof(float));
-                for (int r = 1; r < W; r++) if (r != q) send_to(r, dst, m * sizeof(float));
+                recv_from(q, dst, m * elem);
+                for (int r = 1; r < W; r++) if (r != q) send_to(r, dst, m * elem);
             } else {
-                recv_from(0, dst, m * sizeof(float));
+                recv_from(0, dst, m * elem);
             }
         }
     }
     return 0;
+}
+
+int dist_allgather_f32(const float *shard, const size_t *starts, size_t base, size_t n, float *out)
+{
+    return dist_allgather_bytes(shard, starts, base, n, sizeof(float), out);
 }
