@@ -71,9 +71,8 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
     if (!cJSON_IsObject(o)) { snprintf(why, (size_t)whylen, "%s is not a JSON object", file); goto done; }
     const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "model_type"));
     if (!mt) { snprintf(why, (size_t)whylen, "%s has no \"model_type\"", file); goto done; }
-    if (!strcmp(mt, "llama")) out->arch = ARCH_LLAMA;
-    else if (!strcmp(mt, "qwen2")) out->arch = ARCH_QWEN2;
-    else if (!strcmp(mt, "qwen3")) out->arch = ARCH_QWEN3;
+    int arch = plan_vocab_find(arch_json_names, mt);   /* HF's model_type is the row's JSON spelling */
+    if (arch >= 0) out->arch = (ModelArch)arch;
     else { snprintf(why, (size_t)whylen, "%s: model_type \"%.40s\" is not llama, qwen2 or qwen3", file, mt); goto done; }
     long L, H, nh, kv, hd, F, V, ctx;
     if (get_int(o, "num_hidden_layers", -1, &L, file, why, whylen) ||

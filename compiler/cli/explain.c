@@ -33,20 +33,19 @@ static const char explain_usage[] =
 
 static const char *shard_name(ShardStage s)
 {
-    static const char *names[] = {"none", "zero1", "zero2", "zero3"};
-    return (unsigned)s < 4 ? names[s] : "none";
+    return plan_vocab_name(shard_llm_names, SHARD_COUNT, s);
 }
 
 static const char *recompute_name(Recompute r)
 {
-    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_llm_names[r] : "?";
+    return plan_vocab_name(recompute_llm_names, RECOMPUTE_COUNT, r);
 }
 
 /* The dtype of weights, gradients and activations under a precision
  * (pure_bf16's are bf16, as with bf16 mixed precision). */
 static const char *value_dtype_name(Precision p)
 {
-    return p == PREC_FP32 ? "fp32" : p == PREC_FP16 ? "fp16" : "bf16";
+    return precision_llm_names[p == PREC_FP32 || p == PREC_FP16 ? p : PREC_BF16];
 }
 
 /* What the optimizer states are: mixed precision keeps fp32 master weights
@@ -58,7 +57,7 @@ static const char *optimizer_states_name(Precision p)
 
 static const char *arch_name(ModelArch a)
 {
-    return a == ARCH_QWEN3 ? "qwen3" : a == ARCH_QWEN2 ? "qwen2" : "llama";
+    return plan_vocab_name(arch_llm_names, ARCH_COUNT, a);
 }
 
 /* 1234567 -> "1,234,567" */
@@ -254,7 +253,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         fmt_count(tr, sizeof tr, e->trainable_params);
         assume(a, "method = %s: %s trainable parameters (%.2f%% of the model) with gradients and Adam states; the "
                   "rest frozen at %.2f bytes each, no weight gradients for frozen matrices (4N instead of 6N)",
-               t->method == METHOD_LORA ? "lora" : t->method == METHOD_QLORA ? "qlora" : "freeze", tr,
+               method_llm_names[t->method], tr,
                100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
     }
     if (e->offload_time_known && t->backend == BACKEND_LLMC)

@@ -12,73 +12,24 @@
 #include "emit_internal.h"
 #include "chat_templates.h"
 
-const char *name_arch(ModelArch a)
-{
-    switch (a) {
-    case ARCH_LLAMA: return "llama";
-    case ARCH_QWEN2: return "qwen2";
-    case ARCH_QWEN3: return "qwen3";
-    }
-    return "?";
-}
-const char *name_format(DataFormat f)
-{
-    switch (f) {
-    case FORMAT_ALPACA: return "alpaca";
-    case FORMAT_SHAREGPT: return "sharegpt";
-    case FORMAT_TEXT: return "text";
-    }
-    return "?";
-}
-const char *name_stage(TrainStage s)
-{
-    static const char *const names[] = {"pt", "sft", "rm", "dpo", "kto"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "sft";
-}
+/* The plan.json spellings: contract/plan_vocab.h's JSON column, the words
+ * llmc-train's reader looks up in the same rows. */
+const char *name_arch(ModelArch a) { return plan_vocab_name(arch_json_names, ARCH_COUNT, a); }
+const char *name_format(DataFormat f) { return plan_vocab_name(format_json_names, FORMAT_COUNT, f); }
+const char *name_stage(TrainStage s) { return plan_vocab_name(stage_json_names, STAGE_COUNT, s); }
 const char *name_template(ChatTemplate t)
 {
     return t == TEMPLATE_NONE ? NULL : chat_template_info(t)->name;
 }
-const char *name_precision(Precision p)
-{
-    switch (p) {
-    case PREC_BF16: return "bf16";
-    case PREC_FP16: return "fp16";
-    case PREC_FP32: return "fp32";
-    /* backend = llamafactory only (the checker): llmc-train refuses it */
-    case PREC_PURE_BF16: return "pure_bf16";
-    }
-    return "?";
-}
-const char *name_recompute(Recompute r)
-{
-    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_json_names[r] : "?";
-}
-const char *name_attention(AttentionKind a) { return a == ATTN_EAGER ? "eager" : "flash"; }
-const char *name_schedule(LrSchedule s)
-{
-    switch (s) {
-    case SCHED_COSINE: return "cosine";
-    case SCHED_LINEAR: return "linear";
-    case SCHED_CONSTANT: return "constant";
-    }
-    return "?";
-}
-const char *name_offload(OffloadKind o)
-{
-    return o >= 0 && o < OFFLOAD_COUNT ? offload_json_names[o] : "?";
-}
-const char *name_backend(TrainBackend b) { return b == BACKEND_LLAMAFACTORY ? "llamafactory" : "llmc"; }
-int zero_stage(ShardStage s)
-{
-    switch (s) {
-    case SHARD_NONE: return 0;
-    case SHARD_ZERO1: return 1;
-    case SHARD_ZERO2: return 2;
-    case SHARD_ZERO3: return 3;
-    }
-    return 0;
-}
+/* pure_bf16 is backend = llamafactory's only (the checker): llmc-train refuses it */
+const char *name_precision(Precision p) { return plan_vocab_name(precision_json_names, PREC_COUNT, p); }
+const char *name_recompute(Recompute r) { return plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, r); }
+const char *name_attention(AttentionKind a) { return plan_vocab_name(attention_json_names, ATTN_COUNT, a); }
+const char *name_schedule(LrScheduleKind s) { return plan_vocab_name(schedule_json_names, SCHED_COUNT, s); }
+const char *name_offload(OffloadKind o) { return plan_vocab_name(offload_json_names, OFFLOAD_COUNT, o); }
+const char *name_backend(PlanBackend b) { return plan_vocab_name(backend_json_names, BACKEND_COUNT, b); }
+/* parallel.zero_stage: ShardStage's value is the ZeRO stage (contract/plan_vocab.h) */
+int zero_stage(ShardStage s) { return s >= SHARD_NONE && s < SHARD_COUNT ? (int)s : 0; }
 
 /* ---- small builders ---- */
 
@@ -138,7 +89,7 @@ static cJSON *model_json(const JobLayout *L, const PlanModel *m)
     add_str(o, "arch", name_arch(m->arch));
     /* after another job: its exported model, whatever this model block's init */
     add_path(o, "path", L, L->start_path ? L->start_path : m->path);
-    add_str(o, "init", m->from_scratch && !L->start_path ? "scratch" : "pretrained");
+    add_str(o, "init", init_json_names[m->from_scratch && !L->start_path ? INIT_SCRATCH : INIT_PRETRAINED]);
     add_int(o, "layers", m->layers);
     add_int(o, "hidden", m->hidden);
     add_int(o, "heads", m->heads);
@@ -254,7 +205,7 @@ static void plan_json_data(cJSON *root, const JobLayout *L, const PlanTrain *t, 
     add_bool(data, "packing", t->packing);
     add_bool(data, "train_on_prompt", t->train_on_prompt);
     add_bool(data, "mask_history", t->mask_history);
-    add_str(data, "on_bad_record", t->bad_records == BADREC_SKIP ? "skip" : "fail");
+    add_str(data, "on_bad_record", plan_vocab_name(bad_records_json_names, BADREC_COUNT, t->bad_records));
     add_str(data, "shards_dir", "shards");
 }
 
@@ -294,17 +245,16 @@ static void plan_json_train(cJSON *root, const PlanTrain *t, int data_parallel)
  * every module). */
 static void plan_json_finetune(cJSON *root, const PlanTrain *t)
 {
-    static const char *const method_text[] = {"full", "freeze", "lora", "qlora"};
-    static const char *const all_modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                              "down_proj"};
     cJSON *ft = cJSON_AddObjectToObject(root, "finetune");
-    add_str(ft, "method", method_text[t->method]);
+    add_str(ft, "method", plan_vocab_name(method_json_names, METHOD_COUNT, t->method));
     add_int(ft, "lora_rank", t->lora_rank);
     add_int(ft, "lora_alpha", t->lora_alpha);
     add_num(ft, "lora_dropout", t->lora_dropout);
     cJSON *targets = cJSON_AddArrayToObject(ft, "lora_target");
-    for (int i = 0; i < (t->nlora_target ? t->nlora_target : 7); i++)
-        cJSON_AddItemToArray(targets, cJSON_CreateString(t->nlora_target ? t->lora_target[i] : all_modules[i]));
+    for (int i = 0; i < (t->nlora_target ? t->nlora_target : LORA_TARGETS); i++) {
+        int m = t->nlora_target ? plan_vocab_find(lora_module_llm_names, t->lora_target[i]) : i;
+        cJSON_AddItemToArray(targets, cJSON_CreateString(plan_vocab_name(lora_module_json_names, LORA_TARGETS, m)));
+    }
     add_bool(ft, "rslora", t->use_rslora);
     add_int(ft, "freeze_layers", t->freeze_layers);
 }

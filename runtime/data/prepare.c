@@ -175,13 +175,13 @@ static int load_plan(const char *path, DataPlan *p)
     char err[1024];
     if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say_error("%s", err);
     const RunPlan *r = &p->rp;
-    p->pretrain = !strcmp(r->stage, "pt");
+    p->pretrain = r->stage == STAGE_PT;
     p->tokenizer_path = r->tokenizer_path;
     p->ds = r->datasets;
     p->n_ds = r->n_datasets;
     p->context = (uint32_t)r->context;
     p->packing = r->packing;
-    p->skip_bad = r->skip_bad;
+    p->skip_bad = r->bad_records == BADREC_SKIP;
     p->shards_dir = r->shards_dir;
     p->model_vocab = r->model_vocab;
     if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
@@ -1095,7 +1095,7 @@ static int prep_fill_batch(Prep *P, size_t di, JsonStream *js, TokBatch *b)
         s->dataset = di;
         s->start = P->doc_seq++ == P->skip_docs ? (size_t)P->skip_at : 0;
         const RecordView *v = &P->view;
-        int rr = ds->format == FMT_TEXT
+        int rr = ds->format == FORMAT_TEXT
                      ? chat_render_text(v->text, v->text_len, tok_add_bos(P->tok) ? P->bos : -1, P->eos, &s->doc)
                      : chat_render(P->plan.tpl, v->system, v->system_len, v->msgs, v->n, P->bos, &s->doc);
         if (rr) { say_error("out of memory"); P->fatal = 1; return 1; }

@@ -11,14 +11,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *arch_type(ModelArchKind a)
+static const char *arch_type(ModelArch a)
 {
-    return a == MODEL_LLAMA ? "llama" : a == MODEL_QWEN2 ? "qwen2" : "qwen3";
+    return plan_vocab_name(arch_json_names, ARCH_COUNT, a);   /* HF's model_type is the row's JSON spelling */
 }
 
-static const char *arch_class(ModelArchKind a)
+static const char *arch_class(ModelArch a)
 {
-    return a == MODEL_LLAMA ? "LlamaForCausalLM" : a == MODEL_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+    return a == ARCH_LLAMA ? "LlamaForCausalLM" : a == ARCH_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
 }
 
 /* An integer member, or dflt when absent and dflt >= 0. */
@@ -107,9 +107,8 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
     int rc = -1;
     const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "model_type"));
     if (!mt) { snprintf(err, errlen, "%s: missing \"model_type\"", file); goto done; }
-    if (!strcmp(mt, "llama")) out->arch = MODEL_LLAMA;
-    else if (!strcmp(mt, "qwen2")) out->arch = MODEL_QWEN2;
-    else if (!strcmp(mt, "qwen3")) out->arch = MODEL_QWEN3;
+    int arch = plan_vocab_find(arch_json_names, mt);
+    if (arch >= 0 && (LLMC_TRAIN_ARCH & PLAN_VOCAB_BIT(arch))) out->arch = (ModelArch)arch;
     else { snprintf(err, errlen, "%s: model_type \"%s\" is not llama, qwen2 or qwen3", file, mt); goto done; }
     long L, H, nh, kv, hd, F, V, ctx;
     if (get_i(o, "num_hidden_layers", -1, &L, file, err, errlen) ||
@@ -127,9 +126,9 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
     out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;
     out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
-    out->qkv_bias = out->arch == MODEL_QWEN2 ||
+    out->qkv_bias = out->arch == ARCH_QWEN2 ||
                     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "attention_bias"));
-    out->qk_norm = out->arch == MODEL_QWEN3;
+    out->qk_norm = out->arch == ARCH_QWEN3;
     rc = model_config_check(out, err, errlen);
 done:
     cJSON_Delete(o);
@@ -164,10 +163,10 @@ int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dt
     shortest_double(eps, sizeof eps, c->rms_eps);
     fprintf(f, "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n  \"hidden_act\": \"silu\",\n", theta, eps);
     fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_embeddings ? "true" : "false");
-    if (c->arch != MODEL_QWEN2)
+    if (c->arch != ARCH_QWEN2)
         fprintf(f, "  \"attention_bias\": %s,\n", c->qkv_bias ? "true" : "false");
-    if (c->arch == MODEL_LLAMA) fprintf(f, "  \"mlp_bias\": false,\n");
-    if (c->arch != MODEL_LLAMA) fprintf(f, "  \"use_sliding_window\": false,\n");
+    if (c->arch == ARCH_LLAMA) fprintf(f, "  \"mlp_bias\": false,\n");
+    if (c->arch != ARCH_LLAMA) fprintf(f, "  \"use_sliding_window\": false,\n");
     fprintf(f, "  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n");
     if (bos_id >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", bos_id);
     if (eos_id >= 0) fprintf(f, "  \"eos_token_id\": %d,\n", eos_id);

@@ -39,7 +39,7 @@ int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc)
 
 int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
 {
-    if (!strcmp(plan->init, "scratch")) {
+    if (plan->init == INIT_SCRATCH) {
         model_init_random(m, plan->seed, 0.02);   /* HF's initializer_range */
         return 0;
     }
@@ -68,16 +68,16 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
 int run_finetune_attach(Model *m, const RunPlan *plan)
 {
     const RunFinetune *ft = &plan->ft;
-    if (ft->method == FT_FULL) return 0;
+    if (ft->method == METHOD_FULL) return 0;
     unsigned char *frozen = malloc((size_t)m->n_params);
     if (!frozen) { log_error("out of memory"); return -1; }
     int L = m->cfg.layers, n = ft->freeze_layers;
     for (int i = 0; i < m->n_params; i++) {
         int l = m->params[i].layer;   /* freeze: LLaMA-Factory's last n (n > 0) or first -n layers train */
-        frozen[i] = ft->method == FT_LORA || !(l >= 0 && (n > 0 ? l >= L - n : l < -n));
+        frozen[i] = ft->method == METHOD_LORA || !(l >= 0 && (n > 0 ? l >= L - n : l < -n));
     }
     m->frozen = frozen;
-    if (ft->method == FT_LORA &&
+    if (ft->method == METHOD_LORA &&
         !(m->lora = lora_new(m, ft->lora_targets, ft->lora_rank, ft->lora_alpha, ft->rslora, plan->seed))) {
         log_error("out of memory (LoRA adapters)");
         return -1;
@@ -119,9 +119,9 @@ int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *
 {
     char err[1024], svg[4200];
     snprintf(final_dir, final_len, "%s/final", plan->out_dir);
-    StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
+    StDtype dt = plan->precision == PREC_BF16 ? ST_BF16 : ST_F32;
     /* a pretrained model's config.json is carried over (every key kept), not regenerated */
-    const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
+    const char *source = plan->init != INIT_SCRATCH ? plan->model_path : NULL;
     if (m->lora) {
         if (write_lora_final(plan, m, dt, source, final_dir)) return -1;
     } else if (hf_export(final_dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
@@ -178,7 +178,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "model.tie_embeddings", "%s", mc->tie_embeddings ? "true" : "false");
     ckpt_fp_add(fp, "model.qkv_bias", "%s", mc->qkv_bias ? "true" : "false");
     ckpt_fp_add(fp, "model.qk_norm", "%s", mc->qk_norm ? "true" : "false");
-    ckpt_fp_add(fp, "model.init", "%s", p->init);
+    ckpt_fp_add(fp, "model.init", "%s", init_json_names[p->init]);
     if (p->tokenizer_path) {
         struct stat sb;
         if (!stat(p->tokenizer_path, &sb) && S_ISDIR(sb.st_mode))
@@ -192,7 +192,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     file_id(v, sizeof v, path);
     ckpt_fp_add(fp, "data.shards", "%s", v);
     ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
-    ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
+    ckpt_fp_add(fp, "train.stage", "%s", stage_json_names[p->stage]);
     ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
     /* not grad_accum: with the global batch and the micro-batch it only says how
      * the step's slots are split over ranks, and a checkpoint resumes on
@@ -203,7 +203,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "train.lr", "%s", v);
     fmt_num(v, sizeof v, p->min_lr);
     ckpt_fp_add(fp, "train.min_lr", "%s", v);
-    ckpt_fp_add(fp, "train.schedule", "%s", run_schedule_names[p->schedule]);
+    ckpt_fp_add(fp, "train.schedule", "%s", schedule_json_names[p->schedule]);
     ckpt_fp_add(fp, "train.warmup_steps", "%" PRId64, warmup);
     fmt_num(v, sizeof v, p->weight_decay);
     ckpt_fp_add(fp, "train.weight_decay", "%s", v);
@@ -216,15 +216,15 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     fmt_num(v, sizeof v, p->grad_clip);
     ckpt_fp_add(fp, "train.grad_clip", "%s", v);
     ckpt_fp_add(fp, "train.seed", "%" PRIu64, p->seed);
-    ckpt_fp_add(fp, "train.precision", "%s", p->precision ? p->precision : "?");
+    ckpt_fp_add(fp, "train.precision", "%s", precision_json_names[p->precision]);
     /* what trains: recorded only when not everything does (a full run's
      * fingerprint stays what it was) */
     const RunFinetune *ft = &p->ft;
-    if (ft->method == FT_FREEZE) {
-        ckpt_fp_add(fp, "finetune.method", "freeze");
+    if (ft->method == METHOD_FREEZE) {
+        ckpt_fp_add(fp, "finetune.method", "%s", method_json_names[ft->method]);
         ckpt_fp_add(fp, "finetune.freeze_layers", "%d", ft->freeze_layers);
-    } else if (ft->method == FT_LORA) {
-        ckpt_fp_add(fp, "finetune.method", "lora");
+    } else if (ft->method == METHOD_LORA) {
+        ckpt_fp_add(fp, "finetune.method", "%s", method_json_names[ft->method]);
         ckpt_fp_add(fp, "finetune.lora_rank", "%d", ft->lora_rank);
         ckpt_fp_add(fp, "finetune.lora_alpha", "%d", ft->lora_alpha);
         ckpt_fp_add(fp, "finetune.lora_target", "0x%02x", ft->lora_targets);

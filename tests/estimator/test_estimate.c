@@ -425,7 +425,7 @@ static void test_llmc_cuda_measured(const cJSON *ref)
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
         int b = (int)cJSON_GetObjectItemCaseSensitive(row, "batch")->valuedouble;
         int s = (int)cJSON_GetObjectItemCaseSensitive(row, "seq")->valuedouble;
-        int rcv = (int)cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble;   /* CUDA_RECOMPUTE_* */
+        int rcv = (int)cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble;   /* 0 none, 1 full, 2 selective */
         Recompute rcm = rcv == 1 ? RECOMPUTE_FULL : rcv == 2 ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
         bool rc = rcv != 0;
         const cJSON *ov = cJSON_GetObjectItemCaseSensitive(row, "offload");
