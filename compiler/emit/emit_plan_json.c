@@ -139,51 +139,30 @@ static cJSON *dataset_json(const JobLayout *L, const PlanDataset *ds)
     return o;
 }
 
+/* plan.json's "estimate": the rows of ESTIMATE_FIELDS
+ * (compiler/estimate/estimate_fields.c) with a plan.json position, in that
+ * order; integers exactly, numbers as add_num prints them. */
 static cJSON *estimate_json(const Estimate *e)
 {
     cJSON *o = cJSON_CreateObject();
-    add_int(o, "params_total", e->params_total);
-    add_int(o, "params_embedding", e->params_embedding);
-    add_int(o, "params_per_layer", e->params_per_layer);
-    add_num(o, "weights_bytes", e->weights_bytes);
-    add_num(o, "grads_bytes", e->grads_bytes);
-    add_num(o, "optimizer_bytes", e->optimizer_bytes);
-    add_num(o, "activations_bytes", e->activations_bytes);
-    add_num(o, "logits_bytes", e->logits_bytes);
-    add_num(o, "attn_workspace_bytes", e->attn_workspace_bytes);
-    add_num(o, "comm_bytes", e->comm_bytes);
-    add_num(o, "reserve_bytes", e->reserve_bytes);
-    add_num(o, "total_bytes", e->total_bytes);
-    add_num(o, "usable_bytes", e->usable_bytes);
-    add_int(o, "max_micro_batch_that_fits", e->max_micro_batch_that_fits);
-    add_num(o, "tokens_per_epoch", e->tokens_per_epoch);
-    add_bool(o, "tokens_measured", e->tokens_measured);
-    add_num(o, "samples_per_epoch", e->samples_per_epoch);
-    add_num(o, "tokens_total", e->tokens_total);
-    add_num(o, "flops_per_token", e->flops_per_token);
-    add_num(o, "mfu", e->mfu);
-    add_num(o, "step_seconds", e->step_seconds);
-    add_num(o, "total_seconds", e->total_seconds);
-    add_num(o, "gpu_hours", e->gpu_hours);
-    add_int(o, "steps_total", e->steps_total);
-    add_int(o, "global_batch", e->global_batch);
-    add_int(o, "requeue_segments", e->requeue_segments);
-    add_bool(o, "cpu_only", e->cpu_only);
-    add_int(o, "world_size", e->world_size);
-    add_int(o, "data_parallel", e->data_parallel);
-    add_num(o, "model_bytes_per_param", e->model_bytes_per_param);
-    add_num(o, "activation_bytes_per_value", e->activation_bytes_per_value);
-    add_num(o, "activations_layers_bytes", e->activations_layers_bytes);
-    add_num(o, "activations_working_bytes", e->activations_working_bytes);
-    add_num(o, "reserve_context_bytes", e->reserve_context_bytes);
-    add_num(o, "reserve_fragmentation_bytes", e->reserve_fragmentation_bytes);
-    add_bool(o, "logits_chunked", e->logits_chunked);
-    add_bool(o, "fits", e->fits);
-    add_num(o, "seq_tokens", e->seq_tokens);
-    add_num(o, "sequences_per_epoch", e->sequences_per_epoch);
-    add_num(o, "peak_flops_per_device", e->peak_flops_per_device);
-    add_num(o, "tokens_per_second", e->tokens_per_second);
-    add_num(o, "time_limit_seconds", e->time_limit_seconds);
+    EstimateField f[ESTIMATE_FIELD_MAX];
+    const EstimateField *at[ESTIMATE_FIELD_MAX] = {0};
+    int n = estimate_fields(e, f), npos = 0;
+    for (int i = 0; i < n; i++)
+        if (f[i].plan_pos >= 0 && f[i].plan_pos < ESTIMATE_FIELD_MAX) {
+            at[f[i].plan_pos] = &f[i];
+            npos = f[i].plan_pos + 1 > npos ? f[i].plan_pos + 1 : npos;
+        }
+    for (int p = 0; p < npos; p++) {
+        const EstimateField *x = at[p];
+        if (!x) continue;
+        switch (x->kind) {
+        case EST_NUM: add_num(o, x->key, x->num); break;
+        case EST_INT: add_int(o, x->key, x->i); break;
+        case EST_BOOL: add_bool(o, x->key, x->b); break;
+        case EST_TOKEN_SOURCE: add_str(o, x->key, x->str); break;
+        }
+    }
     return o;
 }
 
