@@ -25,6 +25,7 @@
 #define LLMC_CONTRACT_PLAN_VOCAB_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #define PLAN_VOCAB_ID(id, llm, json) id,
@@ -243,6 +244,24 @@ static inline int plan_vocab_find(const char *const *names, const char *word)
 static inline const char *plan_vocab_name(const char *const *names, int count, int v)
 {
     return v >= 0 && v < count ? names[v] : "?";
+}
+
+/* The words of the rows in accept (a mask of PLAN_VOCAB_BIT; PLAN_VOCAB_ALL_ROWS),
+ * for a message: "a, b or c" into buf. */
+static inline const char *plan_vocab_list(char *buf, size_t len, const char *const *names, unsigned accept)
+{
+    int n = 0, k = 0;
+    for (int i = 0; names[i]; i++) n += (accept & PLAN_VOCAB_BIT(i)) != 0;
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; names[i] && at < len; i++) {
+        if (!(accept & PLAN_VOCAB_BIT(i))) continue;
+        int w = snprintf(buf + at, len - at, "%s%s", k == 0 ? "" : k == n - 1 ? " or " : ", ", names[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+        k++;
+    }
+    return buf;
 }
 
 #endif

@@ -110,8 +110,8 @@ LF = {"backend": "llamafactory"}
 # format, GPU cluster). The rest of the plan is the tiny example's.
 def context(r):
     c, w = r["concept"], r["llm"]
-    if c == "arch":
-        return {}, {"arch": w}, "sharegpt", False
+    if c == "arch":   # a family llmc-train does not run: backend = llamafactory's
+        return ({}, {"arch": w}, "sharegpt", False) if r["accept"] else (dict(LF), {"arch": w}, "sharegpt", True)
     if c == "init":
         return {}, {"init": w, "path": f'"{TINY}/no-model"'}, "sharegpt", False
     if c == "format":
