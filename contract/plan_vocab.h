@@ -232,6 +232,13 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(backend,     PLAN_BACKEND,     "train.backend",     "backend",                PLAN_VOCAB_ALL_ROWS) \
     X(bad_records, PLAN_BAD_RECORDS, "train.bad_records", "data.on_bad_record",     PLAN_VOCAB_ALL_ROWS)
 
+/* A mask holds a bit per row (PLAN_VOCAB_BIT): at most 32 rows a concept. */
+#ifndef __cplusplus
+#define PLAN_VOCAB_FITS_MASK(name, ROWS, key, path, mask) \
+    _Static_assert((ROWS(PLAN_VOCAB_ONE) 0) <= 32, #name ": more rows than a mask of PLAN_VOCAB_BIT holds");
+PLAN_VOCAB_CONCEPTS(PLAN_VOCAB_FITS_MASK)
+#endif
+
 /* The index of word in a NULL-terminated spelling table; -1 if it is none of them. */
 static inline int plan_vocab_find(const char *const *names, const char *word)
 {
