@@ -9,15 +9,141 @@
  *
  * Columns of PLAN_<CONCEPT>(X):  ID, LLM spelling, JSON spelling.
  * The first row is each concept's default where a plan leaves it unset.
+ *
+ * Each concept's count is a constant beside its enum, not a value of it, so a
+ * switch over the enum that misses a row is a -Wswitch error.
+ * Each concept also gets <name>_llm_names[] and <name>_json_names[]:
+ * NULL-terminated, indexed by the enum (plan_vocab_find looks a word up), and
+ * one line in PLAN_VOCAB_CONCEPTS at the end, which tests/vocab walks: every
+ * row's `.llm` spelling through llmc into plan.json and back through
+ * llmc-train's reader, and the tree for spellings written anywhere but here.
+ *
+ * What llmc-train itself runs of a concept, where that is less than every row
+ * (the rest is backend = llamafactory's), is a mask of rows: LLMC_TRAIN_<CONCEPT>.
  */
 #ifndef LLMC_CONTRACT_PLAN_VOCAB_H
 #define LLMC_CONTRACT_PLAN_VOCAB_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #define PLAN_VOCAB_ID(id, llm, json) id,
 #define PLAN_VOCAB_LLM(id, llm, json) llm,
 #define PLAN_VOCAB_JSON(id, llm, json) json,
+#define PLAN_VOCAB_ONE(id, llm, json) 1 +
+#define PLAN_VOCAB_BIT(id) (1u << (id))
+
+/* model.arch: the decoder family (HF config.json's model_type, the same word). */
+#define PLAN_ARCH(X) \
+    X(ARCH_LLAMA, "llama", "llama") \
+    X(ARCH_QWEN2, "qwen2", "qwen2") \
+    X(ARCH_QWEN3, "qwen3", "qwen3")
+
+typedef enum { PLAN_ARCH(PLAN_VOCAB_ID) } ModelArch;
+#define ARCH_COUNT (PLAN_ARCH(PLAN_VOCAB_ONE) 0)
+static const char *const arch_llm_names[] = {PLAN_ARCH(PLAN_VOCAB_LLM) NULL};
+static const char *const arch_json_names[] = {PLAN_ARCH(PLAN_VOCAB_JSON) NULL};
+/* The families runtime/model implements. */
+#define LLMC_TRAIN_ARCH (PLAN_VOCAB_BIT(ARCH_LLAMA) | PLAN_VOCAB_BIT(ARCH_QWEN2) | PLAN_VOCAB_BIT(ARCH_QWEN3))
+
+/* model.init (`init = scratch`): weights from the model directory, or random. */
+#define PLAN_INIT(X) \
+    X(INIT_PRETRAINED, "pretrained", "pretrained") \
+    X(INIT_SCRATCH,    "scratch",    "scratch")
+
+typedef enum { PLAN_INIT(PLAN_VOCAB_ID) } ModelInit;
+#define INIT_COUNT (PLAN_INIT(PLAN_VOCAB_ONE) 0)
+static const char *const init_llm_names[] = {PLAN_INIT(PLAN_VOCAB_LLM) NULL};
+static const char *const init_json_names[] = {PLAN_INIT(PLAN_VOCAB_JSON) NULL};
+
+/* dataset.format (plan.json datasets[].format): LLaMA-Factory's formatting,
+ * plus text for pre-training. */
+#define PLAN_FORMAT(X) \
+    X(FORMAT_ALPACA,   "alpaca",   "alpaca") \
+    X(FORMAT_SHAREGPT, "sharegpt", "sharegpt") \
+    X(FORMAT_TEXT,     "text",     "text")
+
+typedef enum { PLAN_FORMAT(PLAN_VOCAB_ID) } DataFormat;
+#define FORMAT_COUNT (PLAN_FORMAT(PLAN_VOCAB_ONE) 0)
+static const char *const format_llm_names[] = {PLAN_FORMAT(PLAN_VOCAB_LLM) NULL};
+static const char *const format_json_names[] = {PLAN_FORMAT(PLAN_VOCAB_JSON) NULL};
+
+/* train.stage (plan.json stage): LLaMA-Factory's stages. */
+#define PLAN_STAGE(X) \
+    X(STAGE_PT,  "pt",  "pt") \
+    X(STAGE_SFT, "sft", "sft") \
+    X(STAGE_RM,  "rm",  "rm") \
+    X(STAGE_DPO, "dpo", "dpo") \
+    X(STAGE_KTO, "kto", "kto")
+
+typedef enum { PLAN_STAGE(PLAN_VOCAB_ID) } TrainStage;
+#define STAGE_COUNT (PLAN_STAGE(PLAN_VOCAB_ONE) 0)
+static const char *const stage_llm_names[] = {PLAN_STAGE(PLAN_VOCAB_LLM) NULL};
+static const char *const stage_json_names[] = {PLAN_STAGE(PLAN_VOCAB_JSON) NULL};
+/* The stages llmc-train trains. */
+#define LLMC_TRAIN_STAGE (PLAN_VOCAB_BIT(STAGE_PT) | PLAN_VOCAB_BIT(STAGE_SFT))
+
+/* train.method (plan.json finetune.method): LLaMA-Factory's finetuning_type;
+ * qlora = lora on a quantised frozen base. */
+#define PLAN_METHOD(X) \
+    X(METHOD_FULL,   "full",   "full") \
+    X(METHOD_FREEZE, "freeze", "freeze") \
+    X(METHOD_LORA,   "lora",   "lora") \
+    X(METHOD_QLORA,  "qlora",  "qlora")
+
+typedef enum { PLAN_METHOD(PLAN_VOCAB_ID) } FinetuneMethod;
+#define METHOD_COUNT (PLAN_METHOD(PLAN_VOCAB_ONE) 0)
+static const char *const method_llm_names[] = {PLAN_METHOD(PLAN_VOCAB_LLM) NULL};
+static const char *const method_json_names[] = {PLAN_METHOD(PLAN_VOCAB_JSON) NULL};
+
+/* train.lora_target (plan.json finetune.lora_target): the linear layers of a
+ * llama/qwen2/qwen3 decoder layer LoRA can adapt, by their HF module names (also
+ * PEFT's target_modules), in the order of runtime/model's LoRA targets. */
+#define PLAN_LORA_MODULE(X) \
+    X(LORA_Q,    "q_proj",    "q_proj") \
+    X(LORA_K,    "k_proj",    "k_proj") \
+    X(LORA_V,    "v_proj",    "v_proj") \
+    X(LORA_O,    "o_proj",    "o_proj") \
+    X(LORA_GATE, "gate_proj", "gate_proj") \
+    X(LORA_UP,   "up_proj",   "up_proj") \
+    X(LORA_DOWN, "down_proj", "down_proj")
+
+typedef enum { PLAN_LORA_MODULE(PLAN_VOCAB_ID) } LoraModule;
+#define LORA_TARGETS (PLAN_LORA_MODULE(PLAN_VOCAB_ONE) 0)
+static const char *const lora_module_llm_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB_LLM) NULL};
+static const char *const lora_module_json_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB_JSON) NULL};
+
+/* train.precision: bf16/fp16 mixed precision (16-bit weights, gradients and
+ * activations; fp32 master weights and AdamW moments), fp32, and pure_bf16:
+ * LLaMA-Factory's pure_bf16, everything bf16 (no fp32 copy; torch's AdamW
+ * keeps m and v in the parameter dtype), backend = llamafactory without
+ * DeepSpeed ZeRO only (the checker). */
+#define PLAN_PRECISION(X) \
+    X(PREC_BF16,      "bf16",      "bf16") \
+    X(PREC_FP16,      "fp16",      "fp16") \
+    X(PREC_FP32,      "fp32",      "fp32") \
+    X(PREC_PURE_BF16, "pure_bf16", "pure_bf16")
+
+typedef enum { PLAN_PRECISION(PLAN_VOCAB_ID) } Precision;
+#define PREC_COUNT (PLAN_PRECISION(PLAN_VOCAB_ONE) 0)
+static const char *const precision_llm_names[] = {PLAN_PRECISION(PLAN_VOCAB_LLM) NULL};
+static const char *const precision_json_names[] = {PLAN_PRECISION(PLAN_VOCAB_JSON) NULL};
+/* The precisions llmc-train runs. */
+#define LLMC_TRAIN_PRECISION (PLAN_VOCAB_BIT(PREC_BF16) | PLAN_VOCAB_BIT(PREC_FP16) | PLAN_VOCAB_BIT(PREC_FP32))
+
+/* train.shard: the ZeRO stage. plan.json writes the number (parallel.zero_stage),
+ * which is the enum's value; the JSON column is the word llmc's readers print. */
+#define PLAN_SHARD(X) \
+    X(SHARD_NONE,  "none",  "none") \
+    X(SHARD_ZERO1, "zero1", "zero1") \
+    X(SHARD_ZERO2, "zero2", "zero2") \
+    X(SHARD_ZERO3, "zero3", "zero3")
+
+typedef enum { PLAN_SHARD(PLAN_VOCAB_ID) } ShardStage;
+#define SHARD_COUNT (PLAN_SHARD(PLAN_VOCAB_ONE) 0)
+static const char *const shard_llm_names[] = {PLAN_SHARD(PLAN_VOCAB_LLM) NULL};
+static const char *const shard_json_names[] = {PLAN_SHARD(PLAN_VOCAB_JSON) NULL};
 
 /* train.recompute: what the backward pass recomputes instead of keeping. */
 #define PLAN_RECOMPUTE(X) \
@@ -25,11 +151,31 @@
     X(RECOMPUTE_SELECTIVE, "selective", "selective") \
     X(RECOMPUTE_FULL,      "full",      "full")
 
-typedef enum { PLAN_RECOMPUTE(PLAN_VOCAB_ID) RECOMPUTE_COUNT } Recompute;
-
-/* NULL-terminated, indexed by the enum, for the readers' one-of lookups. */
+typedef enum { PLAN_RECOMPUTE(PLAN_VOCAB_ID) } Recompute;
+#define RECOMPUTE_COUNT (PLAN_RECOMPUTE(PLAN_VOCAB_ONE) 0)
 static const char *const recompute_llm_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_LLM) NULL};
 static const char *const recompute_json_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_JSON) NULL};
+
+/* train.attention: fused (flash) or materialised-score (eager) attention. */
+#define PLAN_ATTENTION(X) \
+    X(ATTN_FLASH, "flash", "flash") \
+    X(ATTN_EAGER, "eager", "eager")
+
+typedef enum { PLAN_ATTENTION(PLAN_VOCAB_ID) } AttentionKind;
+#define ATTN_COUNT (PLAN_ATTENTION(PLAN_VOCAB_ONE) 0)
+static const char *const attention_llm_names[] = {PLAN_ATTENTION(PLAN_VOCAB_LLM) NULL};
+static const char *const attention_json_names[] = {PLAN_ATTENTION(PLAN_VOCAB_JSON) NULL};
+
+/* train.schedule: the learning-rate curve after warmup. */
+#define PLAN_SCHEDULE(X) \
+    X(SCHED_COSINE,   "cosine",   "cosine") \
+    X(SCHED_LINEAR,   "linear",   "linear") \
+    X(SCHED_CONSTANT, "constant", "constant")
+
+typedef enum { PLAN_SCHEDULE(PLAN_VOCAB_ID) } LrScheduleKind;
+#define SCHED_COUNT (PLAN_SCHEDULE(PLAN_VOCAB_ONE) 0)
+static const char *const schedule_llm_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_LLM) NULL};
+static const char *const schedule_json_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_JSON) NULL};
 
 /* train.offload (plan.json parallel.offload): what moves to host memory. */
 #define PLAN_OFFLOAD(X) \
@@ -37,8 +183,92 @@ static const char *const recompute_json_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_JSO
     X(OFFLOAD_OPTIMIZER, "optimizer", "optimizer") \
     X(OFFLOAD_ALL,       "all",       "all")
 
-typedef enum { PLAN_OFFLOAD(PLAN_VOCAB_ID) OFFLOAD_COUNT } OffloadKind;
+typedef enum { PLAN_OFFLOAD(PLAN_VOCAB_ID) } OffloadKind;
+#define OFFLOAD_COUNT (PLAN_OFFLOAD(PLAN_VOCAB_ONE) 0)
 static const char *const offload_llm_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_LLM) NULL};
 static const char *const offload_json_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_JSON) NULL};
+
+/* train.backend (plan.json backend): which trainer runs the plan. */
+#define PLAN_BACKEND(X) \
+    X(BACKEND_LLMC,         "llmc",         "llmc") \
+    X(BACKEND_LLAMAFACTORY, "llamafactory", "llamafactory")
+
+/* (PlanBackend: the trainer a plan names; not llmc-train's TrainBackend, the
+ * training loop's CPU or CUDA backend, runtime/train/train_loop.h) */
+typedef enum { PLAN_BACKEND(PLAN_VOCAB_ID) } PlanBackend;
+#define BACKEND_COUNT (PLAN_BACKEND(PLAN_VOCAB_ONE) 0)
+static const char *const backend_llm_names[] = {PLAN_BACKEND(PLAN_VOCAB_LLM) NULL};
+static const char *const backend_json_names[] = {PLAN_BACKEND(PLAN_VOCAB_JSON) NULL};
+
+/* train.bad_records (plan.json data.on_bad_record): a record prepare cannot
+ * read stops it, or is skipped and counted. */
+#define PLAN_BAD_RECORDS(X) \
+    X(BADREC_FAIL, "fail", "fail") \
+    X(BADREC_SKIP, "skip", "skip")
+
+typedef enum { PLAN_BAD_RECORDS(PLAN_VOCAB_ID) } BadRecordPolicy;
+#define BADREC_COUNT (PLAN_BAD_RECORDS(PLAN_VOCAB_ONE) 0)
+static const char *const bad_records_llm_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB_LLM) NULL};
+static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB_JSON) NULL};
+
+/* Every concept above: X(name, PLAN_ROWS, .llm key, plan.json path, rows
+ * llmc-train reads). The plan.json path is where llmc writes the JSON spelling
+ * ("-": not written as a word, see the concept); llmc-train refuses a row
+ * outside the last column, naming the ones it takes. */
+#define PLAN_VOCAB_ALL_ROWS (~0u)
+#define PLAN_VOCAB_CONCEPTS(X) \
+    X(arch,        PLAN_ARCH,        "model.arch",        "model.arch",             LLMC_TRAIN_ARCH) \
+    X(init,        PLAN_INIT,        "model.init",        "model.init",             PLAN_VOCAB_ALL_ROWS) \
+    X(format,      PLAN_FORMAT,      "dataset.format",    "datasets[].format",      PLAN_VOCAB_ALL_ROWS) \
+    X(stage,       PLAN_STAGE,       "train.stage",       "stage",                  LLMC_TRAIN_STAGE) \
+    X(method,      PLAN_METHOD,      "train.method",      "finetune.method",        PLAN_VOCAB_ALL_ROWS) \
+    X(lora_module, PLAN_LORA_MODULE, "train.lora_target", "finetune.lora_target[]", PLAN_VOCAB_ALL_ROWS) \
+    X(precision,   PLAN_PRECISION,   "train.precision",   "train.precision",        LLMC_TRAIN_PRECISION) \
+    X(shard,       PLAN_SHARD,       "train.shard",       "-",                      PLAN_VOCAB_ALL_ROWS) \
+    X(recompute,   PLAN_RECOMPUTE,   "train.recompute",   "train.recompute",        PLAN_VOCAB_ALL_ROWS) \
+    X(attention,   PLAN_ATTENTION,   "train.attention",   "train.attention",        PLAN_VOCAB_ALL_ROWS) \
+    X(schedule,    PLAN_SCHEDULE,    "train.schedule",    "train.schedule",         PLAN_VOCAB_ALL_ROWS) \
+    X(offload,     PLAN_OFFLOAD,     "train.offload",     "parallel.offload",       PLAN_VOCAB_ALL_ROWS) \
+    X(backend,     PLAN_BACKEND,     "train.backend",     "backend",                PLAN_VOCAB_ALL_ROWS) \
+    X(bad_records, PLAN_BAD_RECORDS, "train.bad_records", "data.on_bad_record",     PLAN_VOCAB_ALL_ROWS)
+
+/* A mask holds a bit per row (PLAN_VOCAB_BIT): at most 32 rows a concept. */
+#ifndef __cplusplus
+#define PLAN_VOCAB_FITS_MASK(name, ROWS, key, path, mask) \
+    _Static_assert((ROWS(PLAN_VOCAB_ONE) 0) <= 32, #name ": more rows than a mask of PLAN_VOCAB_BIT holds");
+PLAN_VOCAB_CONCEPTS(PLAN_VOCAB_FITS_MASK)
+#endif
+
+/* The index of word in a NULL-terminated spelling table; -1 if it is none of them. */
+static inline int plan_vocab_find(const char *const *names, const char *word)
+{
+    for (int i = 0; word && names[i]; i++)
+        if (strcmp(names[i], word) == 0) return i;
+    return -1;
+}
+
+/* names[v], or "?" for a value outside the table (a corrupted enum). */
+static inline const char *plan_vocab_name(const char *const *names, int count, int v)
+{
+    return v >= 0 && v < count ? names[v] : "?";
+}
+
+/* The words of the rows in accept (a mask of PLAN_VOCAB_BIT; PLAN_VOCAB_ALL_ROWS),
+ * for a message: "a, b or c" into buf. */
+static inline const char *plan_vocab_list(char *buf, size_t len, const char *const *names, unsigned accept)
+{
+    int n = 0, k = 0;
+    for (int i = 0; names[i]; i++) n += (accept & PLAN_VOCAB_BIT(i)) != 0;
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; names[i] && at < len; i++) {
+        if (!(accept & PLAN_VOCAB_BIT(i))) continue;
+        int w = snprintf(buf + at, len - at, "%s%s", k == 0 ? "" : k == n - 1 ? " or " : ", ", names[i]);
+        if (w < 0) break;
+        at += (size_t)w;
+        k++;
+    }
+    return buf;
+}
 
 #endif

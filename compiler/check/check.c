@@ -2161,8 +2161,6 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
                                          "kv_heads", "head_dim", "ffn", "vocab", "max_context",
                                          "rope_theta", "rms_eps", "tie_embeddings"};
-static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
-static const char *const init_names[] = {"pretrained", "scratch"};
 
 /* model: init = pretrained | scratch, path = "DIR". A pretrained model's
  * config.json, when readable here, is read into cfg: the shape keys may then
@@ -2173,7 +2171,7 @@ static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *
     Entry *e;
     int v;
     bool have_cfg = false;
-    if ((e = find(s, "init")) && get_enum(c, e, init_names, 2, &v)) m->from_scratch = v == 1;
+    if ((e = find(s, "init")) && get_enum(c, e, init_llm_names, INIT_COUNT, &v)) m->from_scratch = v == INIT_SCRATCH;
     Entry *pe = find(s, "path");
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
     char pmsg[PATH_POLICY_MAX + 200];
@@ -2205,14 +2203,14 @@ static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFile
 {
     Entry *e;
     int v;
-    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", "qwen2"))) {
+    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", arch_llm_names[ARCH_QWEN2]))) {
         m->arch_at = e->at;
-        if (get_enum(c, e, arch_names, 3, &v)) {
+        if (get_enum(c, e, arch_llm_names, ARCH_COUNT, &v)) {
             m->arch = (ModelArch)v;
             if (have_cfg && v != cfg->arch) {
-                Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_names[v],
-                                     cfg->file, arch_names[cfg->arch]);
-                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_names[cfg->arch]);
+                Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_llm_names[v],
+                                     cfg->file, arch_llm_names[cfg->arch]);
+                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_llm_names[cfg->arch]);
             }
         }
     } else if (have_cfg) {
@@ -2358,7 +2356,7 @@ static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
             }
         } else if (m->arch != ARCH_QWEN3 && (int64_t)m->head_dim * m->heads != m->hidden) {
             Diag *g = diag_error(c->d, m->head_dim_at, "head_dim x heads (%d x %d = %lld) must equal hidden (%d) for %s",
-                                 m->head_dim, m->heads, (long long)m->head_dim * m->heads, m->hidden, arch_names[m->arch]);
+                                 m->head_dim, m->heads, (long long)m->head_dim * m->heads, m->hidden, arch_llm_names[m->arch]);
             diag_note(g, "only qwen3 has a head_dim independent of hidden");
         }
         if (m->head_dim > 0 && m->head_dim % 2 != 0)
@@ -2385,7 +2383,6 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
 }
 
 static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens"};
-static const char *const format_names[] = {"alpaca", "sharegpt", "text"};
 static const char *const column_keys[] = {"prompt", "query", "response", "history", "messages",
                                           "system", "tools", "text", "chosen", "rejected", "kto_tag"};
 static const char *const tag_keys[] = {"role", "content", "user", "assistant", "observation", "function", "system"};
@@ -2450,9 +2447,9 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
         }
     }
     bool format_ok = false;
-    if ((e = require(c, &s, "format", "sharegpt"))) {
+    if ((e = require(c, &s, "format", format_llm_names[FORMAT_SHAREGPT]))) {
         ds->format_at = e->at;
-        if (get_enum(c, e, format_names, 3, &v)) { ds->format = (DataFormat)v; format_ok = true; }
+        if (get_enum(c, e, format_llm_names, FORMAT_COUNT, &v)) { ds->format = (DataFormat)v; format_ok = true; }
     }
     if ((e = find(&s, "ranking"))) get_bool(c, e, &ds->ranking);
     const char **col_slots[] = {&ds->columns.prompt, &ds->columns.query, &ds->columns.response,
@@ -2476,7 +2473,7 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 
     if (!format_ok) return;
     /* LLaMA-Factory's rules for which columns and tags each format uses. */
-    const char *fmt = format_names[ds->format];
+    const char *fmt = format_llm_names[ds->format];
     SrcRange cat = cols ? cols->key_at : ds->format_at;
     const DatasetColumns *co = &ds->columns;
     struct { const char *name, *val; bool alpaca, sharegpt, text; } use[] = {
@@ -2553,21 +2550,9 @@ static const char *const train_keys[] = {
     "quant_bits", "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model",
     "val_size", "eval_data", "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming",
     "ddp_timeout", "report_to", "run_name", "log_every"};
-static const char *const stage_names[] = {"pt", "sft", "rm", "dpo", "kto"};
-static const char *const method_names[] = {"full", "freeze", "lora", "qlora"};
 static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
 static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
 static const char *const report_names[] = {"none", "tensorboard", "wandb"};
-/* The linear layers of a llama/qwen2/qwen3 decoder layer (HF module names),
- * what LoRA can target (LLaMA-Factory's lora_target). */
-static const char *const lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                                "gate_proj", "up_proj", "down_proj"};
-static const char *const precision_names[] = {"bf16", "fp16", "fp32", "pure_bf16"};
-static const char *const shard_names[] = {"none", "zero1", "zero2", "zero3"};
-static const char *const attention_names[] = {"flash", "eager"};
-static const char *const schedule_names[] = {"cosine", "linear", "constant"};
-static const char *const backend_names[] = {"llmc", "llamafactory"};
-static const char *const badrec_names[] = {"fail", "skip"};
 
 /* `data = [a, b]` or `data = a`: distinct dataset references. */
 static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int *nout)
@@ -2605,11 +2590,11 @@ static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int
  * a chosen and a rejected answer). */
 static void check_stage_data(Checker *c, const PlanTrain *t, const PlanDataset *ds, SrcRange at)
 {
-    const char *st = stage_names[t->stage];
+    const char *st = stage_llm_names[t->stage];
     Diag *g;
     if (t->stage == STAGE_PT) {
         if (ds->format != FORMAT_TEXT) {
-            g = diag_error(c->d, at, "pre-training (pt) needs text data, but dataset '%s' is %s", ds->name, format_names[ds->format]);
+            g = diag_error(c->d, at, "pre-training (pt) needs text data, but dataset '%s' is %s", ds->name, format_llm_names[ds->format]);
             diag_help(g, "use a dataset with format = text, or stage = sft");
         }
         return;
@@ -2676,14 +2661,14 @@ static void check_train_lora_target(Checker *c, Scope *s, PlanTrain *t)
                     continue;
                 }
                 bool known = false, dup = false;
-                for (int k = 0; k < NUNITS(lora_module_names); k++) known |= strcmp(m->str, lora_module_names[k]) == 0;
+                for (int k = 0; k < LORA_TARGETS; k++) known |= strcmp(m->str, lora_module_llm_names[k]) == 0;
                 for (int k = 0; k < n; k++) dup |= strcmp(names[k], m->str) == 0;
                 if (!known) {
-                    const char *dym = did_you_mean(m->str, lora_module_names, NUNITS(lora_module_names));
+                    const char *dym = did_you_mean(m->str, lora_module_llm_names, LORA_TARGETS);
                     Diag *g = dym ? diag_error(c->d, m->at, "unknown module '%s' for lora_target; did you mean '%s'?", m->str, dym)
                                   : diag_error(c->d, m->at, "unknown module '%s' for lora_target", m->str);
                     diag_note(g, "the linear layers of %s models: %s",
-                              t->model ? arch_names[t->model->arch] : "llama/qwen", join_names(c->a, lora_module_names, NUNITS(lora_module_names)));
+                              t->model ? arch_llm_names[t->model->arch] : "llama/qwen", join_names(c->a, lora_module_llm_names, LORA_TARGETS));
                 } else if (dup) {
                     diag_error(c->d, m->at, "module '%s' is listed twice", m->str);
                 } else {
@@ -2751,7 +2736,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     Entry *e;
     int v;
     t->method = METHOD_FULL;
-    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_names, 4, &v)) t->method = (FinetuneMethod)v; }
+    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_llm_names, METHOD_COUNT, &v)) t->method = (FinetuneMethod)v; }
     t->lora_rank = 8;
     t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
     t->freeze_layers = 2;
@@ -2833,7 +2818,7 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
     const char *what = NULL;
     SrcRange at = t->at;
     if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
-    else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_names[t->stage]); at = t->stage_at; }
+    else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_llm_names[t->stage]); at = t->stage_at; }
     else {
         for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
             bool ft_key = false;
@@ -2863,8 +2848,8 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
     for (int k = 0; k < NUNITS(llmc_ft_keys); k++) {
         bool freeze_key = k == NUNITS(llmc_ft_keys) - 1;
         if ((e = find(s, llmc_ft_keys[k])) && t->method != (freeze_key ? METHOD_FREEZE : METHOD_LORA)) {
-            g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, freeze_key ? "freeze" : "lora");
-            diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
+            g = diag_error(c->d, e->key_at, "'%s' is only used with method = %s", e->key, method_llm_names[freeze_key ? METHOD_FREEZE : METHOD_LORA]);
+            diag_note(g, "run '%s' uses method = %s", t->name, method_llm_names[t->method]);
         }
     }
 }
@@ -2881,7 +2866,7 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
     for (int k = 0; k < NUNITS(lora_keys); k++)
         if (!lora && (e = find(s, lora_keys[k]))) {
             g = diag_error(c->d, e->key_at, "'%s' is only used with method = lora or qlora", e->key);
-            diag_note(g, "run '%s' uses method = %s", t->name, method_names[t->method]);
+            diag_note(g, "run '%s' uses method = %s", t->name, method_llm_names[t->method]);
         }
     if (t->method != METHOD_FREEZE && (e = find(s, "freeze_layers")))
         diag_error(c->d, e->key_at, "'freeze_layers' is only used with method = freeze");
@@ -2907,7 +2892,7 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
     if (t->offload != OFFLOAD_NONE) {
         if (t->shard < SHARD_ZERO2 || (t->offload == OFFLOAD_ALL && t->shard != SHARD_ZERO3)) {
             g = diag_error(c->d, t->offload_at, "offload = %s needs shard = %s", offload_llm_names[t->offload],
-                           t->offload == OFFLOAD_ALL ? "zero3" : "zero2 or zero3");
+                           t->offload == OFFLOAD_ALL ? shard_llm_names[SHARD_ZERO3] : "zero2 or zero3");
             diag_note(g, "DeepSpeed offloads optimizer states from ZeRO-2 on and parameters only with ZeRO-3");
         }
     }
@@ -2964,7 +2949,7 @@ static void check_train_lf_eval_rules(Checker *c, Scope *s, PlanTrain *t)
     /* data */
     if (t->streaming && t->stage != STAGE_PT) {
         g = diag_error(c->d, t->streaming_at, "streaming is for pre-training corpora (stage = pt)");
-        diag_note(g, "run '%s' is stage %s", t->name, stage_names[t->stage]);
+        diag_note(g, "run '%s' is stage %s", t->name, stage_llm_names[t->stage]);
     } else if (t->streaming && t->max_steps <= 0) {
         g = diag_error(c->d, t->streaming_at, "streaming = true needs max_steps");
         diag_note(g, "a streamed dataset has no length, so epochs cannot decide when the run ends");
@@ -3004,7 +2989,7 @@ static void check_train_precision_rules(Checker *c, const PlanTrain *t)
         return;
     }
     if (t->shard == SHARD_NONE && t->offload == OFFLOAD_NONE) return;
-    const char *shard = shard_names[t->shard], *offload = offload_llm_names[t->offload];
+    const char *shard = shard_llm_names[t->shard], *offload = offload_llm_names[t->offload];
     const char *what = t->shard == SHARD_NONE ? arena_printf(c->a, "offload = %s", offload)
                      : t->offload == OFFLOAD_NONE ? arena_printf(c->a, "shard = %s", shard)
                      : arena_printf(c->a, "shard = %s and offload = %s", shard, offload);
@@ -3064,7 +3049,7 @@ static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
             diag_note(g, "a chat template must match the format the model was (or will be) trained with");
             diag_help(g, "template = %s (LLaMA-Factory's template for that family)", named->name);
         } else if (!named && !(ti->archs & (1u << m->arch))) {
-            Diag *g = diag_warning(c->d, at, "template %s with %s model '%s'", ti->name, arch_names[m->arch], m->name);
+            Diag *g = diag_warning(c->d, at, "template %s with %s model '%s'", ti->name, arch_llm_names[m->arch], m->name);
             diag_note(g, "a chat template must match the format the model was (or will be) trained with");
         }
     }
@@ -3121,9 +3106,9 @@ static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
     Entry *e;
     int v;
     bool stage_ok = false;
-    if ((e = require(c, s, "stage", "sft"))) {
+    if ((e = require(c, s, "stage", stage_llm_names[STAGE_SFT]))) {
         t->stage_at = e->at;
-        if (get_enum(c, e, stage_names, 5, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
+        if (get_enum(c, e, stage_llm_names, STAGE_COUNT, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
     }
     if ((e = require(c, s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
     if ((e = require(c, s, "data", "[NAME]"))) {
@@ -3247,7 +3232,7 @@ static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
     if ((e = require(c, s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
     if ((e = find(s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
         diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
-    if ((e = find(s, "schedule")) && get_enum(c, e, schedule_names, 3, &v)) t->schedule = (LrSchedule)v;
+    if ((e = find(s, "schedule")) && get_enum(c, e, schedule_llm_names, SCHED_COUNT, &v)) t->schedule = (LrScheduleKind)v;
     check_train_warmup(c, s, t);
     t->weight_decay = 0.0;
     t->beta1 = 0.9;
@@ -3289,19 +3274,19 @@ static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage
 {
     Entry *e;
     int v;
-    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_names, NUNITS(precision_names), &v)) t->precision = (Precision)v; }
-    if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_names, 4, &v)) t->shard = (ShardStage)v; }
+    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_llm_names, PREC_COUNT, &v)) t->precision = (Precision)v; }
+    if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_llm_names, SHARD_COUNT, &v)) t->shard = (ShardStage)v; }
     if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_llm_names, RECOMPUTE_COUNT, &v)) t->recompute = (Recompute)v; }
-    if ((e = find(s, "attention")) && get_enum(c, e, attention_names, 2, &v)) t->attention = (AttentionKind)v;
+    if ((e = find(s, "attention")) && get_enum(c, e, attention_llm_names, ATTN_COUNT, &v)) t->attention = (AttentionKind)v;
     t->packing = stage_ok && t->stage == STAGE_PT;
     if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);
     if ((e = find(s, "train_on_prompt"))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
     if ((e = find(s, "mask_history"))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
-    if ((e = find(s, "bad_records")) && get_enum(c, e, badrec_names, 2, &v)) t->bad_records = (BadRecordPolicy)v;
+    if ((e = find(s, "bad_records")) && get_enum(c, e, bad_records_llm_names, BADREC_COUNT, &v)) t->bad_records = (BadRecordPolicy)v;
     check_train_mfu(c, s, t);
     t->bytes_per_token = 4.0;
     if ((e = find(s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
-    if ((e = find(s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_names, 2, &v)) t->backend = (TrainBackend)v; }
+    if ((e = find(s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_llm_names, BACKEND_COUNT, &v)) t->backend = (PlanBackend)v; }
     t->deterministic = t->backend == BACKEND_LLMC;
     if ((e = find(s, "deterministic"))) { t->deterministic_at = e->key_at; get_bool(c, e, &t->deterministic); }
     if ((e = find(s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
@@ -3370,11 +3355,11 @@ static void check_train_model_rules(Checker *c, PlanTrain *t, const Entry *tmpl)
 static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, const Entry *tmpl)
 {
     if (t->stage != STAGE_PT && !tmpl && !s->broken) {
-        Diag *g = diag_error(c->d, s->at, "%s run '%s' needs a chat template", stage_names[t->stage], t->name);
+        Diag *g = diag_error(c->d, s->at, "%s run '%s' needs a chat template", stage_llm_names[t->stage], t->name);
         diag_help(g, "add 'template = qwen' or 'template = llama3' (the model's chat format)");
     } else if (t->stage != STAGE_PT && tmpl && t->template_ == TEMPLATE_NONE && tmpl->value && tmpl->value->terms[0]->kind == TERM_IDENT &&
                strcmp(tmpl->value->terms[0]->str, "none") == 0) {
-        diag_error(c->d, tmpl->value->at, "%s needs a chat template; 'none' is only for pt", stage_names[t->stage]);
+        diag_error(c->d, tmpl->value->at, "%s needs a chat template; 'none' is only for pt", stage_llm_names[t->stage]);
     } else if (t->stage == STAGE_PT && tmpl && t->template_ != TEMPLATE_NONE) {
         diag_warning(c->d, tmpl->value->at, "template is ignored for pt (pre-training reads raw text)");
     }
@@ -3408,7 +3393,7 @@ static void check_train_masking_rules(Checker *c, const PlanTrain *t)
     static const char *const key[2] = {"train_on_prompt", "mask_history"};
     for (int k = 0; k < 2; k++)
         if (set[k] && t->stage != STAGE_SFT) {
-            g = diag_error(c->d, *at[k], "'%s' is only used with stage = sft, not %s", key[k], stage_names[t->stage]);
+            g = diag_error(c->d, *at[k], "'%s' is only used with stage = sft, not %s", key[k], stage_llm_names[t->stage]);
             diag_note(g, "LLaMA-Factory refuses it outside sft (hparams/parser.py)");
         }
     if (t->stage != STAGE_SFT) return;
@@ -3595,20 +3580,20 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
     bool finetune = t->method == METHOD_LORA || t->method == METHOD_FREEZE;
     if (t->backend == BACKEND_LLMC && finetune && !caps->finetune) {
         Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
-                             "method = %s is not implemented by the llmc trainer on %s", method_names[t->method],
+                             "method = %s is not implemented by the llmc trainer on %s", method_llm_names[t->method],
                              caps->where);
         diag_help(g, "use backend = llamafactory in run '%s'", t->name);
     } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && llmc_world > 1) {
         Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
                              "method = %s on %lld ranks is not implemented by the llmc trainer on %s",
-                             method_names[t->method], (long long)llmc_world, caps->where);
+                             method_llm_names[t->method], (long long)llmc_world, caps->where);
         diag_note(g, "the llmc CUDA backend trains freeze and lora on one GPU; job '%s' has %lld ranks", j->name,
                   (long long)llmc_world);
         diag_help(g, "use backend = llamafactory in run '%s', or a job of one GPU", t->name);
     } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && t->offload != OFFLOAD_NONE) {
         Diag *g = diag_error(c->d, t->offload_at.start.file ? t->offload_at : t->at,
                              "offload with method = %s is not implemented by the llmc trainer on %s",
-                             method_names[t->method], caps->where);
+                             method_llm_names[t->method], caps->where);
         diag_note(g, "the llmc CUDA backend offloads full training's optimizer; the trainable part of freeze or "
                   "lora is small");
         diag_help(g, "remove offload from run '%s'", t->name);
@@ -3620,20 +3605,18 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
                              too_big ? arena_printf(c->a, " up to %d", caps->lora_rank_max) : "");
         diag_help(g, "lora_rank = %d", llmc_lora_rank_nearest(backend, t->lora_rank));
     } else if (t->backend == BACKEND_LLMC && finetune && (int)t->shard > caps->max_shard_finetune) {
-        static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s with method = %s is not implemented by the llmc trainer on %s",
-                             shard_text[t->shard], method_names[t->method], caps->where);
+                             shard_llm_names[t->shard], method_llm_names[t->method], caps->where);
         diag_note(g, "the llmc trainer shards full training only; the trainable part of freeze or lora is small");
         diag_help(g, "use shard = none");
     } else if (t->backend == BACKEND_LLMC && (int)t->shard > caps->max_shard && llmc_world > 1) {
-        static const char *const shard_text[] = {"none", "zero1", "zero2", "zero3"};
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",
-                             shard_text[t->shard], caps->where);
+                             shard_llm_names[t->shard], caps->where);
         diag_note(g, "%s; job '%s' has %lld ranks", caps->shard_note, j->name, (long long)llmc_world);
         diag_help(g, "use backend = llamafactory (DeepSpeed ZeRO-%d), or shard = %s if it fits (llmc explain)",
-                  (int)t->shard, shard_text[caps->max_shard]);
+                  (int)t->shard, shard_llm_names[caps->max_shard]);
     }
     /* The llmc GPU backend is CUDA: an AMD part runs LLaMA-Factory (ROCm). */
     if (t->backend == BACKEND_LLMC && cl->gpu && cl->gpu_amd) {

@@ -1,17 +1,15 @@
 /* model_files.c — the compiler's reader of a model's config.json.
  *
- * It must agree with runtime/store/hf_config.c (hf_config_read), which llmc-train
- * uses to load the same file: the same keys (model_type, num_hidden_layers,
- * hidden_size, num_attention_heads, num_key_value_heads, head_dim,
- * intermediate_size, vocab_size, max_position_embeddings, rope_theta or
- * rope_parameters.rope_theta, rms_norm_eps, tie_word_embeddings), the same
- * defaults (kv heads = heads, head_dim = hidden / heads, max_position_embeddings
- * 2048, rope_theta 10000, rms_norm_eps 1e-6), the same 16 MiB bound. The
- * compiler may not include runtime headers (DESIGN.md: a folder is an include
- * boundary), hence a second reader; tests/frontend checks both against the same
- * fixtures through llmc check and llmc-train check-plan. */
+ * The keys, defaults and size bound are contract/hf_config_keys.h's, the ones
+ * runtime/store/hf_config.c (hf_config_read) loads the same file by. The
+ * compiler may not include runtime headers (a folder is an include boundary,
+ * docs/compiler.md), hence a reader of its own, with its own messages and its
+ * leniency about RoPE scaling (reported at the plan's line); tests/frontend
+ * checks both against the same fixtures through llmc check and llmc-train
+ * check-plan. */
 #include "model_files.h"
 #include "plan.h"
+#include "hf_config_keys.h"   /* contract/ */
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -54,8 +52,7 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
         snprintf(why, (size_t)whylen, "%s is not a regular file", file);
         return -1;
     }
-    enum { CONFIG_MAX = 16 << 20 };
-    if (sb.st_size > CONFIG_MAX) {
+    if (sb.st_size > HF_CONFIG_MAX_BYTES) {
         close(fd);
         snprintf(why, (size_t)whylen, "%s is larger than 16 MiB: not a model config", file);
         return -1;
@@ -71,26 +68,28 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
     if (!cJSON_IsObject(o)) { snprintf(why, (size_t)whylen, "%s is not a JSON object", file); goto done; }
     const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "model_type"));
     if (!mt) { snprintf(why, (size_t)whylen, "%s has no \"model_type\"", file); goto done; }
-    if (!strcmp(mt, "llama")) out->arch = ARCH_LLAMA;
-    else if (!strcmp(mt, "qwen2")) out->arch = ARCH_QWEN2;
-    else if (!strcmp(mt, "qwen3")) out->arch = ARCH_QWEN3;
-    else { snprintf(why, (size_t)whylen, "%s: model_type \"%.40s\" is not llama, qwen2 or qwen3", file, mt); goto done; }
-    long L, H, nh, kv, hd, F, V, ctx;
-    if (get_int(o, "num_hidden_layers", -1, &L, file, why, whylen) ||
-        get_int(o, "hidden_size", -1, &H, file, why, whylen) ||
-        get_int(o, "num_attention_heads", -1, &nh, file, why, whylen) ||
-        get_int(o, "num_key_value_heads", nh, &kv, file, why, whylen) ||
-        get_int(o, "head_dim", H / nh > 0 ? H / nh : 1, &hd, file, why, whylen) ||
-        get_int(o, "intermediate_size", -1, &F, file, why, whylen) ||
-        get_int(o, "vocab_size", -1, &V, file, why, whylen) ||
-        get_int(o, "max_position_embeddings", 2048, &ctx, file, why, whylen))
+    int arch = plan_vocab_find(arch_json_names, mt);   /* HF's model_type is the row's JSON spelling */
+    if (arch >= 0) out->arch = (ModelArch)arch;
+    else {
+        char words[128];
+        snprintf(why, (size_t)whylen, "%s: model_type \"%.40s\" is not %s", file, mt,
+                 plan_vocab_list(words, sizeof words, arch_json_names, PLAN_VOCAB_ALL_ROWS));
         goto done;
-    out->layers = (int)L; out->hidden = (int)H; out->heads = (int)nh; out->kv_heads = (int)kv;
-    out->head_dim = (int)hd; out->ffn = (int)F; out->vocab = (int)V; out->max_context = (int)ctx;
+    }
+    /* each integer row in order; get_int takes positive integers only, so a
+       default of 0 (hidden < heads) reads as 1 and the shape checks say why */
+    long iv;
+#define READ_INT(field, key, rule) { \
+        long def = hf_config_int_default(rule, out->hidden, out->heads); \
+        if (get_int(o, key, def == 0 ? 1 : def, &iv, file, why, whylen)) goto done; \
+        out->field = (int)iv; }
+    HF_CONFIG_INTS(READ_INT)
+#undef READ_INT
     cJSON *params = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
     cJSON *top = cJSON_GetObjectItemCaseSensitive(o, "rope_theta");
     cJSON *nested = cJSON_IsObject(params) ? cJSON_GetObjectItemCaseSensitive(params, "rope_theta") : NULL;
-    out->rope_theta = cJSON_IsNumber(nested) ? nested->valuedouble : cJSON_IsNumber(top) ? top->valuedouble : 10000.0;
+    out->rope_theta = cJSON_IsNumber(nested) ? nested->valuedouble : cJSON_IsNumber(top) ? top->valuedouble
+                                                                                           : HF_DEFAULT_ROPE_THETA;
     cJSON *scaling[2] = {params, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling")};
     for (int i = 0; i < 2; i++) {
         if (!cJSON_IsObject(scaling[i])) continue;
@@ -101,7 +100,7 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
         else if (!type && i == 1) snprintf(out->rope_scaling, sizeof out->rope_scaling, "(no rope_type)");
     }
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
-    out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;
+    out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : HF_DEFAULT_RMS_EPS;
     out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
     rc = 0;
 done:

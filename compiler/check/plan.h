@@ -47,13 +47,11 @@ bool gpu_catalog_is_amd(const GpuSpec *gpu);
 int gpu_catalog_count(void);
 const GpuSpec *gpu_catalog_at(int i);
 
-/* ---- enums ---- */
-typedef enum { ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3 } ModelArch;
-typedef enum { FORMAT_ALPACA, FORMAT_SHAREGPT, FORMAT_TEXT } DataFormat;
-typedef enum { STAGE_PT, STAGE_SFT, STAGE_RM, STAGE_DPO, STAGE_KTO } TrainStage;
-/* Fine-tuning method (LLaMA-Factory's finetuning_type; qlora = lora on a
- * quantised frozen base). Only METHOD_FULL runs on backend = llmc. */
-typedef enum { METHOD_FULL, METHOD_FREEZE, METHOD_LORA, METHOD_QLORA } FinetuneMethod;
+/* ---- enums ----
+ * Those plan.json carries (ModelArch, DataFormat, TrainStage, FinetuneMethod,
+ * Precision, ShardStage, Recompute, AttentionKind, LrSchedule, OffloadKind,
+ * PlanBackend, BadRecordPolicy, LoraModule) are contract/plan_vocab.h's rows,
+ * shared with llmc-train; these are the LLaMA-Factory-only ones. */
 typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
 typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
 typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;
@@ -64,16 +62,6 @@ typedef enum {
     TEMPLATE_DEEPSEEK, TEMPLATE_DEEPSEEK3, TEMPLATE_DEEPSEEKR1, TEMPLATE_GLM4, TEMPLATE_PHI, TEMPLATE_PHI4,
     TEMPLATE_COUNT
 } ChatTemplate;
-/* bf16/fp16: mixed precision (16-bit weights, gradients and activations; fp32
- * master weights and AdamW moments). PREC_PURE_BF16: LLaMA-Factory's pure_bf16,
- * everything bf16 (no fp32 copy; torch's AdamW keeps m and v in the parameter
- * dtype), backend = llamafactory without DeepSpeed ZeRO only (the checker). */
-typedef enum { PREC_BF16, PREC_FP16, PREC_FP32, PREC_PURE_BF16 } Precision;
-typedef enum { SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 } ShardStage;
-typedef enum { ATTN_FLASH, ATTN_EAGER } AttentionKind;
-typedef enum { SCHED_COSINE, SCHED_LINEAR, SCHED_CONSTANT } LrSchedule;
-typedef enum { BACKEND_LLMC, BACKEND_LLAMAFACTORY } TrainBackend;
-typedef enum { BADREC_FAIL, BADREC_SKIP } BadRecordPolicy;
 
 /* ---- site settings: `env { }`, `sbatch { }`, `setup = [ ]`, `container { }` in a
  * cluster or job block (docs/language.md, "Site settings"). A job's own settings
@@ -222,7 +210,7 @@ typedef struct {
     int micro_batch; SrcRange batch_at;     /* "4 per gpu" */
     int grad_accum; SrcRange grad_accum_at; /* default 1 */
     double lr, min_lr; SrcRange lr_at;
-    LrSchedule schedule;
+    LrScheduleKind schedule;
     double warmup_ratio; int64_t warmup_steps; SrcRange warmup_at; /* one of them set */
     double weight_decay, beta1, beta2, adam_eps, grad_clip;
     uint64_t seed;
@@ -237,7 +225,7 @@ typedef struct {
     BadRecordPolicy bad_records;
     double mfu; SrcRange mfu_at;            /* 0 = GPU catalogue default */
     double bytes_per_token;                 /* for size-only datasets; default 4.0 */
-    TrainBackend backend; SrcRange backend_at;
+    PlanBackend backend; SrcRange backend_at;
     const char *output_dir; SrcRange output_at;   /* where checkpoints/model go */
     int64_t checkpoint_every_steps;         /* 0 = derived from checkpoint_every_seconds */
     double checkpoint_every_seconds; SrcRange checkpoint_at; /* default 30 min */

@@ -35,20 +35,19 @@ static const char explain_usage[] =
 
 static const char *shard_name(ShardStage s)
 {
-    static const char *names[] = {"none", "zero1", "zero2", "zero3"};
-    return (unsigned)s < 4 ? names[s] : "none";
+    return plan_vocab_name(shard_llm_names, SHARD_COUNT, s);
 }
 
 static const char *recompute_name(Recompute r)
 {
-    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_llm_names[r] : "?";
+    return plan_vocab_name(recompute_llm_names, RECOMPUTE_COUNT, r);
 }
 
 /* The dtype of weights, gradients and activations under a precision
  * (pure_bf16's are bf16, as with bf16 mixed precision). */
 static const char *value_dtype_name(Precision p)
 {
-    return p == PREC_FP32 ? "fp32" : p == PREC_FP16 ? "fp16" : "bf16";
+    return precision_llm_names[p == PREC_FP32 || p == PREC_FP16 ? p : PREC_BF16];
 }
 
 /* What the optimizer states are: mixed precision keeps fp32 master weights
@@ -60,7 +59,7 @@ static const char *optimizer_states_name(Precision p)
 
 static const char *arch_name(ModelArch a)
 {
-    return a == ARCH_QWEN3 ? "qwen3" : a == ARCH_QWEN2 ? "qwen2" : "llama";
+    return plan_vocab_name(arch_llm_names, ARCH_COUNT, a);
 }
 
 /* 1234567 -> "1,234,567" */
@@ -251,7 +250,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         cli_fmt_count(tr, sizeof tr, e->trainable_params);
         assume(a, "method = %s: %s trainable parameters (%.2f%% of the model) with gradients and Adam states; the "
                   "rest frozen at %.2f bytes each, no weight gradients for frozen matrices (4N instead of 6N)",
-               t->method == METHOD_LORA ? "lora" : t->method == METHOD_QLORA ? "qlora" : "freeze", tr,
+               method_llm_names[t->method], tr,
                100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
     }
     if (e->offload_time_known && t->backend == BACKEND_LLMC)
@@ -694,39 +693,22 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
 
 /* ---- JSON output ---- */
 
+/* The estimate as a JSON object: every row of ESTIMATE_FIELDS
+ * (compiler/estimate/estimate_fields.c), keys as the field names, numbers as
+ * cJSON prints them. */
 cJSON *estimate_to_json(const Estimate *e)
 {
     cJSON *o = cJSON_CreateObject();
-#define NUM(f) cJSON_AddNumberToObject(o, #f, (double)e->f)
-#define BOOL(f) cJSON_AddBoolToObject(o, #f, e->f)
-    NUM(params_total); NUM(params_embedding); NUM(params_per_layer);
-    NUM(weights_bytes); NUM(grads_bytes); NUM(optimizer_bytes); NUM(activations_bytes);
-    NUM(logits_bytes); NUM(comm_bytes); NUM(reserve_bytes); NUM(total_bytes); NUM(usable_bytes);
-    NUM(max_micro_batch_that_fits);
-    NUM(tokens_per_epoch); BOOL(tokens_measured); NUM(samples_per_epoch);
-    NUM(tokens_total); NUM(flops_per_token); NUM(mfu); NUM(step_seconds); NUM(total_seconds);
-    NUM(gpu_hours); NUM(steps_total); NUM(global_batch); NUM(requeue_segments);
-    BOOL(cpu_only); NUM(world_size); NUM(data_parallel); NUM(model_bytes_per_param);
-    NUM(activation_bytes_per_value); NUM(activations_layers_bytes); NUM(activations_working_bytes);
-    NUM(reserve_context_bytes); NUM(reserve_fragmentation_bytes); BOOL(logits_chunked);
-    NUM(logits_bytes_per_value); NUM(logits_chunk_rows); BOOL(activations_transformers);
-    BOOL(llmc_cuda_allocation); BOOL(fits); NUM(seq_tokens); BOOL(attn_cudnn); BOOL(attn_cudnn_deterministic); NUM(attn_workspace_bytes);
-    NUM(sequences_per_epoch); BOOL(size_read_from_file); BOOL(samples_unknown);
-    cJSON_AddStringToObject(o, "tokens_source", estimate_token_source_name(e->tokens_source));
-    NUM(peak_flops_per_device); NUM(tokens_per_second); NUM(time_limit_seconds);
-    BOOL(fabric_known); NUM(compute_seconds); NUM(comm_allgather_bytes); NUM(comm_reduce_scatter_bytes);
-    NUM(comm_allreduce_bytes); NUM(comm_sent_bytes); NUM(comm_collectives); NUM(comm_intra_seconds);
-    NUM(comm_inter_seconds); NUM(comm_latency_seconds); NUM(comm_seconds); NUM(comm_overlap_seconds);
-    NUM(comm_exposed_seconds); BOOL(comm_bound);
-    NUM(host_process_bytes); NUM(host_model_bytes); NUM(host_data_bytes); NUM(host_pinned_bytes);
-    NUM(host_offload_bytes); NUM(host_bytes); NUM(host_usable_bytes); BOOL(host_fits);
-    NUM(padded_seq_tokens); BOOL(padding_from_stats);
-    NUM(trainable_params); NUM(frozen_bytes_per_param);
-    BOOL(offload_time_known); NUM(offload_d2h_bytes); NUM(offload_h2d_bytes); NUM(offload_pcie_seconds);
-    NUM(offload_pcie_exposed_seconds); NUM(cpu_optimizer_params); NUM(cpu_optimizer_threads);
-    NUM(cpu_optimizer_params_per_s); NUM(cpu_optimizer_seconds); NUM(offload_exposed_seconds); BOOL(offload_bound);
-#undef NUM
-#undef BOOL
+    EstimateField f[ESTIMATE_FIELD_MAX];
+    int n = estimate_fields(e, f);
+    for (int i = 0; i < n; i++) {
+        switch (f[i].kind) {
+        case EST_NUM: cJSON_AddNumberToObject(o, f[i].key, f[i].num); break;
+        case EST_INT: cJSON_AddNumberToObject(o, f[i].key, (double)f[i].i); break;
+        case EST_BOOL: cJSON_AddBoolToObject(o, f[i].key, f[i].b); break;
+        case EST_TOKEN_SOURCE: cJSON_AddStringToObject(o, f[i].key, f[i].str); break;
+        }
+    }
     return o;
 }
 

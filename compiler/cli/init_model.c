@@ -132,7 +132,6 @@ int init_model_main(int argc, char **argv)
         free(clean);
         return INIT_USAGE;
     }
-    static const char *const arch_names[] = {"llama", "qwen2", "qwen3"};
     char theta[40], eps[40];
     llm_float(theta, sizeof theta, c.rope_theta);
     llm_float(eps, sizeof eps, c.rms_eps);
@@ -141,7 +140,7 @@ int init_model_main(int argc, char **argv)
         printf("# config.json asks for RoPE scaling %s: llmc-train refuses this model; train it\n"
                "# with backend = llamafactory, which applies the scaling\n", c.rope_scaling);
     printf("model %s {\n", name);
-    printf("  arch           = %s\n", arch_names[c.arch]);
+    printf("  arch           = %s\n", arch_llm_names[c.arch]);
     printf("  path           = \"%s\"\n", path);
     printf("  layers         = %d\n", c.layers);
     printf("  hidden         = %d\n", c.hidden);

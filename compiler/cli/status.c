@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "slurm_tools.h"
 #include "submit.h"
+#include "plan_vocab.h"   /* contract/: plan.json's words (backend) */
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -235,7 +236,7 @@ static double parse_timedelta(const char *t)
  * still being written and is skipped. Anything else is an error. */
 static int load_metrics(Status *s, char *err, size_t errlen)
 {
-    bool lf = strcmp(s->backend, "llamafactory") == 0;
+    bool lf = strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0;
     char *path = xstrdup(s->metrics_path);
     char *buf;
     size_t len;
@@ -744,7 +745,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     }
     fprintf(f, "  step time   ");
     if (isfinite(d->step_s))
-        fprintf(f, strcmp(s->backend, "llamafactory") == 0 ? "%.4g s measured (elapsed_time over the last %d steps)"
+        fprintf(f, strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0 ? "%.4g s measured (elapsed_time over the last %d steps)"
                                                            : "%.4g s measured (median of the last %d)",
                 d->step_s, d->window);
     else fprintf(f, "not measured yet");
@@ -884,10 +885,10 @@ static int collect(Status *s, const char *target, const char *job_id, char *err,
     memset(s, 0, sizeof *s);
     if (load_plan(s, target, err, errlen)) return -1;
     if (load_metrics(s, err, errlen)) return -1;
-    if (strcmp(s->backend, "llamafactory") != 0) load_prom(s);
+    if (strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) != 0) load_prom(s);
     load_rows(s);
     load_result(s);
-    if (strcmp(s->backend, "llamafactory") == 0) load_ckpt_lf(s);
+    if (strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0) load_ckpt_lf(s);
     else load_ckpt_llmc(s);
     load_slurm(s, job_id);
     load_gpus(s);

@@ -151,7 +151,7 @@ int emit_check_estimated(const Plan *plan, const Estimate *ests, Diags *d)
         if (t->stage == STAGE_RM && (t->method == METHOD_FULL || t->method == METHOD_FREEZE)) {
             /* hparams/parser.py: can_resume_from_checkpoint = False for rm with full/freeze */
             Diag *g = diag_error(d, job->time_at, "run '%s' needs %d time limits, but LLaMA-Factory cannot resume "
-                                 "a %s rm run from a checkpoint", t->name, n, t->method == METHOD_FULL ? "full" : "freeze");
+                                 "a %s rm run from a checkpoint", t->name, n, method_llm_names[t->method]);
             diag_note(g, "every requeued start would train from step 0 again (hparams/parser.py drops resume_from_checkpoint)");
             diag_help(g, "a time limit the whole run fits in, or method = lora");
         }

@@ -31,7 +31,7 @@ static cJSON *dataset_entry(const JobLayout *L, const PlanDataset *ds)
     cJSON_AddStringToObject(e, "file_name", file ? file : "");
     free(file);
     /* pre-training text is LLaMA-Factory's alpaca format with the text in "prompt" */
-    cJSON_AddStringToObject(e, "formatting", ds->format == FORMAT_SHAREGPT ? "sharegpt" : "alpaca");
+    cJSON_AddStringToObject(e, "formatting", format_json_names[ds->format == FORMAT_SHAREGPT ? FORMAT_SHAREGPT : FORMAT_ALPACA]);
     cJSON_AddBoolToObject(e, "ranking", ds->ranking);
     cJSON *cols = cJSON_AddObjectToObject(e, "columns");
     switch (ds->format) {

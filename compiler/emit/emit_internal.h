@@ -170,8 +170,8 @@ const char *name_template(ChatTemplate);   /* NULL for TEMPLATE_NONE */
 const char *name_precision(Precision);
 const char *name_recompute(Recompute);
 const char *name_attention(AttentionKind);
-const char *name_schedule(LrSchedule);
-const char *name_backend(TrainBackend);
+const char *name_schedule(LrScheduleKind);
+const char *name_backend(PlanBackend);
 const char *name_offload(OffloadKind);
 int zero_stage(ShardStage);
 

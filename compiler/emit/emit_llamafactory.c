@@ -49,8 +49,8 @@ static const char *lf_scheduler(const PlanTrain *t)
  * LoraArguments; model_args.py QuantizationArguments; RLHFArguments). */
 static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
 {
-    static const char *const ftype[] = {"full", "freeze", "lora", "lora"};
-    yw_str(y, "finetuning_type", ftype[t->method]);
+    /* the method's words are LLaMA-Factory's finetuning_type; qlora is lora on a quantised base */
+    yw_str(y, "finetuning_type", method_json_names[t->method == METHOD_QLORA ? METHOD_LORA : t->method]);
     if (t->method == METHOD_FREEZE) yw_int(y, "freeze_trainable_layers", t->freeze_layers);
     if (t->method == METHOD_LORA || t->method == METHOD_QLORA) {
         yw_int(y, "lora_rank", t->lora_rank);

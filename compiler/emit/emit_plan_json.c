@@ -12,73 +12,24 @@
 #include "emit_internal.h"
 #include "chat_templates.h"
 
-const char *name_arch(ModelArch a)
-{
-    switch (a) {
-    case ARCH_LLAMA: return "llama";
-    case ARCH_QWEN2: return "qwen2";
-    case ARCH_QWEN3: return "qwen3";
-    }
-    return "?";
-}
-const char *name_format(DataFormat f)
-{
-    switch (f) {
-    case FORMAT_ALPACA: return "alpaca";
-    case FORMAT_SHAREGPT: return "sharegpt";
-    case FORMAT_TEXT: return "text";
-    }
-    return "?";
-}
-const char *name_stage(TrainStage s)
-{
-    static const char *const names[] = {"pt", "sft", "rm", "dpo", "kto"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "sft";
-}
+/* The plan.json spellings: contract/plan_vocab.h's JSON column, the words
+ * llmc-train's reader looks up in the same rows. */
+const char *name_arch(ModelArch a) { return plan_vocab_name(arch_json_names, ARCH_COUNT, a); }
+const char *name_format(DataFormat f) { return plan_vocab_name(format_json_names, FORMAT_COUNT, f); }
+const char *name_stage(TrainStage s) { return plan_vocab_name(stage_json_names, STAGE_COUNT, s); }
 const char *name_template(ChatTemplate t)
 {
     return t == TEMPLATE_NONE ? NULL : chat_template_info(t)->name;
 }
-const char *name_precision(Precision p)
-{
-    switch (p) {
-    case PREC_BF16: return "bf16";
-    case PREC_FP16: return "fp16";
-    case PREC_FP32: return "fp32";
-    /* backend = llamafactory only (the checker): llmc-train refuses it */
-    case PREC_PURE_BF16: return "pure_bf16";
-    }
-    return "?";
-}
-const char *name_recompute(Recompute r)
-{
-    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_json_names[r] : "?";
-}
-const char *name_attention(AttentionKind a) { return a == ATTN_EAGER ? "eager" : "flash"; }
-const char *name_schedule(LrSchedule s)
-{
-    switch (s) {
-    case SCHED_COSINE: return "cosine";
-    case SCHED_LINEAR: return "linear";
-    case SCHED_CONSTANT: return "constant";
-    }
-    return "?";
-}
-const char *name_offload(OffloadKind o)
-{
-    return o >= 0 && o < OFFLOAD_COUNT ? offload_json_names[o] : "?";
-}
-const char *name_backend(TrainBackend b) { return b == BACKEND_LLAMAFACTORY ? "llamafactory" : "llmc"; }
-int zero_stage(ShardStage s)
-{
-    switch (s) {
-    case SHARD_NONE: return 0;
-    case SHARD_ZERO1: return 1;
-    case SHARD_ZERO2: return 2;
-    case SHARD_ZERO3: return 3;
-    }
-    return 0;
-}
+/* pure_bf16 is backend = llamafactory's only (the checker): llmc-train refuses it */
+const char *name_precision(Precision p) { return plan_vocab_name(precision_json_names, PREC_COUNT, p); }
+const char *name_recompute(Recompute r) { return plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, r); }
+const char *name_attention(AttentionKind a) { return plan_vocab_name(attention_json_names, ATTN_COUNT, a); }
+const char *name_schedule(LrScheduleKind s) { return plan_vocab_name(schedule_json_names, SCHED_COUNT, s); }
+const char *name_offload(OffloadKind o) { return plan_vocab_name(offload_json_names, OFFLOAD_COUNT, o); }
+const char *name_backend(PlanBackend b) { return plan_vocab_name(backend_json_names, BACKEND_COUNT, b); }
+/* parallel.zero_stage: ShardStage's value is the ZeRO stage (contract/plan_vocab.h) */
+int zero_stage(ShardStage s) { return s >= SHARD_NONE && s < SHARD_COUNT ? (int)s : 0; }
 
 /* ---- small builders ---- */
 
@@ -138,7 +89,7 @@ static cJSON *model_json(const JobLayout *L, const PlanModel *m)
     add_str(o, "arch", name_arch(m->arch));
     /* after another job: its exported model, whatever this model block's init */
     add_path(o, "path", L, L->start_path ? L->start_path : m->path);
-    add_str(o, "init", m->from_scratch && !L->start_path ? "scratch" : "pretrained");
+    add_str(o, "init", init_json_names[m->from_scratch && !L->start_path ? INIT_SCRATCH : INIT_PRETRAINED]);
     add_int(o, "layers", m->layers);
     add_int(o, "hidden", m->hidden);
     add_int(o, "heads", m->heads);
@@ -188,51 +139,30 @@ static cJSON *dataset_json(const JobLayout *L, const PlanDataset *ds)
     return o;
 }
 
+/* plan.json's "estimate": the rows of ESTIMATE_FIELDS
+ * (compiler/estimate/estimate_fields.c) with a plan.json position, in that
+ * order; integers exactly, numbers as add_num prints them. */
 static cJSON *estimate_json(const Estimate *e)
 {
     cJSON *o = cJSON_CreateObject();
-    add_int(o, "params_total", e->params_total);
-    add_int(o, "params_embedding", e->params_embedding);
-    add_int(o, "params_per_layer", e->params_per_layer);
-    add_num(o, "weights_bytes", e->weights_bytes);
-    add_num(o, "grads_bytes", e->grads_bytes);
-    add_num(o, "optimizer_bytes", e->optimizer_bytes);
-    add_num(o, "activations_bytes", e->activations_bytes);
-    add_num(o, "logits_bytes", e->logits_bytes);
-    add_num(o, "attn_workspace_bytes", e->attn_workspace_bytes);
-    add_num(o, "comm_bytes", e->comm_bytes);
-    add_num(o, "reserve_bytes", e->reserve_bytes);
-    add_num(o, "total_bytes", e->total_bytes);
-    add_num(o, "usable_bytes", e->usable_bytes);
-    add_int(o, "max_micro_batch_that_fits", e->max_micro_batch_that_fits);
-    add_num(o, "tokens_per_epoch", e->tokens_per_epoch);
-    add_bool(o, "tokens_measured", e->tokens_measured);
-    add_num(o, "samples_per_epoch", e->samples_per_epoch);
-    add_num(o, "tokens_total", e->tokens_total);
-    add_num(o, "flops_per_token", e->flops_per_token);
-    add_num(o, "mfu", e->mfu);
-    add_num(o, "step_seconds", e->step_seconds);
-    add_num(o, "total_seconds", e->total_seconds);
-    add_num(o, "gpu_hours", e->gpu_hours);
-    add_int(o, "steps_total", e->steps_total);
-    add_int(o, "global_batch", e->global_batch);
-    add_int(o, "requeue_segments", e->requeue_segments);
-    add_bool(o, "cpu_only", e->cpu_only);
-    add_int(o, "world_size", e->world_size);
-    add_int(o, "data_parallel", e->data_parallel);
-    add_num(o, "model_bytes_per_param", e->model_bytes_per_param);
-    add_num(o, "activation_bytes_per_value", e->activation_bytes_per_value);
-    add_num(o, "activations_layers_bytes", e->activations_layers_bytes);
-    add_num(o, "activations_working_bytes", e->activations_working_bytes);
-    add_num(o, "reserve_context_bytes", e->reserve_context_bytes);
-    add_num(o, "reserve_fragmentation_bytes", e->reserve_fragmentation_bytes);
-    add_bool(o, "logits_chunked", e->logits_chunked);
-    add_bool(o, "fits", e->fits);
-    add_num(o, "seq_tokens", e->seq_tokens);
-    add_num(o, "sequences_per_epoch", e->sequences_per_epoch);
-    add_num(o, "peak_flops_per_device", e->peak_flops_per_device);
-    add_num(o, "tokens_per_second", e->tokens_per_second);
-    add_num(o, "time_limit_seconds", e->time_limit_seconds);
+    EstimateField f[ESTIMATE_FIELD_MAX];
+    const EstimateField *at[ESTIMATE_FIELD_MAX] = {0};
+    int n = estimate_fields(e, f), npos = 0;
+    for (int i = 0; i < n; i++)
+        if (f[i].plan_pos >= 0 && f[i].plan_pos < ESTIMATE_FIELD_MAX) {
+            at[f[i].plan_pos] = &f[i];
+            npos = f[i].plan_pos + 1 > npos ? f[i].plan_pos + 1 : npos;
+        }
+    for (int p = 0; p < npos; p++) {
+        const EstimateField *x = at[p];
+        if (!x) continue;
+        switch (x->kind) {
+        case EST_NUM: add_num(o, x->key, x->num); break;
+        case EST_INT: add_int(o, x->key, x->i); break;
+        case EST_BOOL: add_bool(o, x->key, x->b); break;
+        case EST_TOKEN_SOURCE: add_str(o, x->key, x->str); break;
+        }
+    }
     return o;
 }
 
@@ -254,7 +184,7 @@ static void plan_json_data(cJSON *root, const JobLayout *L, const PlanTrain *t, 
     add_bool(data, "packing", t->packing);
     add_bool(data, "train_on_prompt", t->train_on_prompt);
     add_bool(data, "mask_history", t->mask_history);
-    add_str(data, "on_bad_record", t->bad_records == BADREC_SKIP ? "skip" : "fail");
+    add_str(data, "on_bad_record", plan_vocab_name(bad_records_json_names, BADREC_COUNT, t->bad_records));
     add_str(data, "shards_dir", "shards");
 }
 
@@ -295,17 +225,16 @@ static void plan_json_train(cJSON *root, const PlanTrain *t, int data_parallel)
  * every module). */
 static void plan_json_finetune(cJSON *root, const PlanTrain *t)
 {
-    static const char *const method_text[] = {"full", "freeze", "lora", "qlora"};
-    static const char *const all_modules[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                              "down_proj"};
     cJSON *ft = cJSON_AddObjectToObject(root, "finetune");
-    add_str(ft, "method", method_text[t->method]);
+    add_str(ft, "method", plan_vocab_name(method_json_names, METHOD_COUNT, t->method));
     add_int(ft, "lora_rank", t->lora_rank);
     add_int(ft, "lora_alpha", t->lora_alpha);
     add_num(ft, "lora_dropout", t->lora_dropout);
     cJSON *targets = cJSON_AddArrayToObject(ft, "lora_target");
-    for (int i = 0; i < (t->nlora_target ? t->nlora_target : 7); i++)
-        cJSON_AddItemToArray(targets, cJSON_CreateString(t->nlora_target ? t->lora_target[i] : all_modules[i]));
+    for (int i = 0; i < (t->nlora_target ? t->nlora_target : LORA_TARGETS); i++) {
+        int m = t->nlora_target ? plan_vocab_find(lora_module_llm_names, t->lora_target[i]) : i;
+        cJSON_AddItemToArray(targets, cJSON_CreateString(plan_vocab_name(lora_module_json_names, LORA_TARGETS, m)));
+    }
     add_bool(ft, "rslora", t->use_rslora);
     add_int(ft, "freeze_layers", t->freeze_layers);
 }

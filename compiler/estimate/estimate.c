@@ -466,9 +466,8 @@ static double llmc_cuda_flat_params(const PlanModel *m, int world)
  * q, k, v, o, gate, up, down (lora_target empty: all seven). */
 static bool lora_targets(const PlanTrain *t, int k)
 {
-    static const char *const names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     bool on = t->nlora_target == 0;
-    for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], names[k]) == 0;
+    for (int i = 0; i < t->nlora_target; i++) on |= strcmp(t->lora_target[i], lora_module_llm_names[k]) == 0;
     return on;
 }
 
@@ -1307,21 +1306,20 @@ static void fmt_count(char *buf, size_t n, double v)
 
 static const char *recompute_name(Recompute r)
 {
-    return r >= 0 && r < RECOMPUTE_COUNT ? recompute_llm_names[r] : "?";
+    return plan_vocab_name(recompute_llm_names, RECOMPUTE_COUNT, r);
 }
 
 const char *estimate_attention_name(const PlanTrain *t, const Estimate *e)
 {
-    if (t->attention != ATTN_FLASH) return "eager";
+    if (t->attention != ATTN_FLASH) return attention_llm_names[ATTN_EAGER];
     if (e->llmc_cuda_allocation && !estimate_llmc_cuda_flash(t->model, t->context))
         return "eager (no fused kernel)";
-    return "flash";
+    return attention_llm_names[ATTN_FLASH];
 }
 
 static const char *shard_name(ShardStage s)
 {
-    static const char *names[] = {"none", "zero1", "zero2", "zero3"};
-    return (unsigned)s < 4 ? names[s] : "none";
+    return plan_vocab_name(shard_llm_names, SHARD_COUNT, s);
 }
 
 static void note_breakdown(Diag *dg, const PlanJob *job, const Estimate *e)

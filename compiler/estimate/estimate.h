@@ -242,10 +242,24 @@ double estimate_hf_layer(const PlanModel *m, double s, double b, bool flash,
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *out);
 
-/* The estimate as a JSON object, keys as the field names (docs/estimator.md,
- * "plan.json estimate fields"); `llmc explain --format=json` prints it. */
-struct cJSON;
-struct cJSON *estimate_to_json(const Estimate *e);
+/* The fields of an Estimate the JSON forms print, one row each
+ * (compiler/estimate/estimate_fields.c, ESTIMATE_FIELDS): its key (the field's
+ * name, docs/estimator.md "plan.json estimate fields"), its kind, its position
+ * in plan.json's "estimate" (-1: `llmc explain --format=json` alone prints it)
+ * and its value. estimate_fields fills out[] in explain's order and returns the
+ * count; compiler/emit/emit_plan_json.c and compiler/cli/explain.c print them. */
+typedef enum { EST_NUM, EST_INT, EST_BOOL, EST_TOKEN_SOURCE } EstimateFieldKind;
+typedef struct {
+    const char *key;
+    EstimateFieldKind kind;
+    int plan_pos;
+    double num;                 /* EST_NUM */
+    int64_t i;                  /* EST_INT */
+    bool b;                     /* EST_BOOL */
+    const char *str;            /* EST_TOKEN_SOURCE: estimate_token_source_name */
+} EstimateField;
+#define ESTIMATE_FIELD_MAX 128
+int estimate_fields(const Estimate *e, EstimateField out[ESTIMATE_FIELD_MAX]);
 
 /* Whether the llmc CUDA trainer runs its fused attention kernel for this model
  * at this context (head_dim 32, 64 or 128, context a multiple of 64); when not,

@@ -89,11 +89,11 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     char adapter_buf[4200];
-    if (plan.ft.method == FT_LORA && !adapter) {
+    if (plan.ft.method == METHOD_LORA && !adapter) {
         snprintf(adapter_buf, sizeof adapter_buf, "%s-adapter", out);
         adapter = adapter_buf;
     }
-    if (adapter && plan.ft.method != FT_LORA) {
+    if (adapter && plan.ft.method != METHOD_LORA) {
         run_plan_free(&plan);
         return args_usage_error(cmd, "--adapter: the plan trains no LoRA adapter (finetune.method is not lora)");
     }
@@ -114,7 +114,7 @@ int cmd_export(int argc, char **argv)
         return 1;
     }
     /* a full run's checkpoint holds every weight: the base is not read */
-    if ((plan.ft.method == FT_FULL || !run_init_weights(&m, &plan, &plan.model)) && !run_finetune_attach(&m, &plan)) {
+    if ((plan.ft.method == METHOD_FULL || !run_init_weights(&m, &plan, &plan.model)) && !run_finetune_attach(&m, &plan)) {
         if (model_trainable(&m, &tv)) log_error("the trainable tensors are not one contiguous range");
         else have_tv = 1;
     }

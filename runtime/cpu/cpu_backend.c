@@ -156,12 +156,12 @@ static int cpu_check_plan(void *self, const RunPlan *plan, char *err, size_t err
 {
     (void)self;
     const RunFinetune *ft = &plan->ft;
-    if (ft->method == FT_QLORA)
+    if (ft->method == METHOD_QLORA)
         snprintf(err, errlen, "finetune.method = qlora: the CPU backend has no quantised base (use lora)");
-    else if (ft->method != FT_FULL && plan->zero_stage > 0)
+    else if (ft->method != METHOD_FULL && plan->zero_stage > 0)
         snprintf(err, errlen, "finetune.method = %s with parallel.zero_stage = %d: the CPU backend shards full "
-                 "training only (use shard = none)", run_method_names[ft->method], plan->zero_stage);
-    else if (ft->method == FT_LORA && ft->lora_dropout > 0)
+                 "training only (use shard = none)", method_json_names[ft->method], plan->zero_stage);
+    else if (ft->method == METHOD_LORA && ft->lora_dropout > 0)
         snprintf(err, errlen, "finetune.lora_dropout = %g: the CPU backend trains LoRA without dropout (set 0)",
                  ft->lora_dropout);
     else return 0;
@@ -186,8 +186,8 @@ static int cpu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, si
     if (c->zero >= 1)
         snprintf(setup, setup_len, ", ZeRO-%d: %zu of %zu parameters on this rank", c->zero, c->hi - c->lo,
                  hm->n_floats);
-    else if (plan->ft.method != FT_FULL)
-        snprintf(setup, setup_len, ", %s: %zu of %zu parameters trainable", run_method_names[plan->ft.method],
+    else if (plan->ft.method != METHOD_FULL)
+        snprintf(setup, setup_len, ", %s: %zu of %zu parameters trainable", method_json_names[plan->ft.method],
                  c->tv.n_floats, hm->n_floats + (hm->lora ? c->tv.n_floats : 0));
     *n_params = hm->n_floats;
     return 0;

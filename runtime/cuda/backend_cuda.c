@@ -42,7 +42,7 @@ typedef struct {
     Model *hm;                          /* the loop's host mirror */
     size_t *cuda_off;                   /* host parameter i at flat offset cuda_off[i] */
     float *flat, *flat_m, *flat_v;      /* host staging in the flat layout; moments on first use */
-    int method;                         /* CUDA_FT_*: what trains */
+    int method;                         /* METHOD_FULL, _FREEZE or _LORA: what trains */
     size_t view_lo;                     /* freeze: where the trained window starts in hm->w */
     float *host_tmp;                    /* freeze: one host-layout array, for the moments' window */
     int *ids_i, *pos_i, *tg;            /* one micro-batch for cuda_model_micro */
@@ -82,22 +82,22 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
         return -1;
     }
     const RunFinetune *ft = &plan->ft;
-    if (ft->method == FT_QLORA) {
+    if (ft->method == METHOD_QLORA) {
         snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
     }
-    if (ft->method != FT_FULL && (plan->data_parallel > 1 || plan->offload != OFFLOAD_NONE)) {
+    if (ft->method != METHOD_FULL && (plan->data_parallel > 1 || plan->offload != OFFLOAD_NONE)) {
         snprintf(err, errlen, "finetune.method = %s runs on one GPU without offload in the CUDA backend (this plan "
-                 "has %d data-parallel ranks%s)", run_method_names[ft->method], plan->data_parallel,
+                 "has %d data-parallel ranks%s)", method_json_names[ft->method], plan->data_parallel,
                  plan->offload != OFFLOAD_NONE ? " and parallel.offload" : "");
         return -1;
     }
-    if (ft->method == FT_LORA && ft->lora_dropout > 0) {
+    if (ft->method == METHOD_LORA && ft->lora_dropout > 0) {
         snprintf(err, errlen, "finetune.lora_dropout = %g: the CUDA backend trains LoRA without dropout (set 0)",
                  ft->lora_dropout);
         return -1;
     }
-    if (ft->method == FT_LORA) {
+    if (ft->method == METHOD_LORA) {
         char why[256];
         if (cuda_lora_supported(ft->lora_rank, why, sizeof why)) {
             snprintf(err, errlen, "finetune.%s", why);
@@ -159,14 +159,14 @@ static int cu_preflight(void *self, const RunPlan *plan)
     double n = (double)hl.n_floats;
     model_free(&hl);
     int method = plan->ft.method;
-    double per = c->offload ? 12 : method == FT_LORA ? 8 : method == FT_FREEZE ? 20 : 24;
+    double per = c->offload ? 12 : method == METHOD_LORA ? 8 : method == METHOD_FREEZE ? 20 : 24;
     double need = n * per, avail = host_available_bytes();
     if (avail > 0 && need > avail) {
         log_error("host memory: %.1f GiB needed for %.2fB parameters (%s, %.0f bytes each), %.1f GiB available on "
                   "this node", need / 1073741824.0, n / 1e9,
                   c->offload ? "fp32 master weights and AdamW moments"
-                  : method == FT_LORA ? "the fp32 base model and its GPU staging copy"
-                  : method == FT_FREEZE ? "the fp32 host model, its staging copy and the moments' staging"
+                  : method == METHOD_LORA ? "the fp32 base model and its GPU staging copy"
+                  : method == METHOD_FREEZE ? "the fp32 host model, its staging copy and the moments' staging"
                   : "fp32 host model and AdamW moments plus their GPU staging copies",
                   per, avail / 1073741824.0);
         return -1;
@@ -201,10 +201,10 @@ static int cu_barrier(void *self) { cuda_dist_sum(&((CudaBackend *)self)->d, 0);
 static int cu_finetune(CudaBackend *c, const Model *hm, CudaFinetune *ft)
 {
     memset(ft, 0, sizeof *ft);
-    ft->method = hm->lora ? CUDA_FT_LORA : hm->frozen ? CUDA_FT_FREEZE : CUDA_FT_FULL;
+    ft->method = hm->lora ? METHOD_LORA : hm->frozen ? METHOD_FREEZE : METHOD_FULL;
     c->method = ft->method;
     ft->lora = hm->lora;
-    if (ft->method != CUDA_FT_FREEZE) return 0;
+    if (ft->method != METHOD_FREEZE) return 0;
     int lo = hm->cfg.layers, hi = -1;
     for (int i = 0; i < hm->n_params; i++) {
         const ParamInfo *p = &hm->params[i];
@@ -236,9 +236,8 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     int zero_stage = plan->zero_stage;
     CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
                         .comm_stream = c->d.comm_stream};
-    int rc_mode = plan->recompute == RECOMPUTE_FULL ? CUDA_RECOMPUTE_FULL
-                : plan->recompute == RECOMPUTE_SELECTIVE ? CUDA_RECOMPUTE_SELECTIVE : CUDA_RECOMPUTE_NONE;
-    int attn = plan->attention != RUN_ATTENTION_FLASH ? CUDA_ATTN_EAGER
+    int rc_mode = plan->recompute;
+    int attn = plan->attention != ATTN_FLASH ? CUDA_ATTN_EAGER
              : plan->deterministic ? CUDA_ATTN_FUSED_DETERMINISTIC : CUDA_ATTN_FUSED;
     if (is0 && zero_stage > 1 && c->d.world > 1)
         log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
@@ -270,16 +269,15 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     if (cuda_host_map(hm, &c->cm, c->cuda_off, err, sizeof err)) { log_error("%s", err); return -1; }
     *n_params = c->cm.n_real;
     snprintf(where, where_len, " on %d GPU(s)", c->d.world);
-    static const char *const rc_names[] = {"none", "full", "selective"};
     char ft_text[160] = "";
-    if (ft.method != CUDA_FT_FULL) {
-        size_t trained = ft.method == CUDA_FT_LORA ? hm->lora->p.n_floats : c->cm.n_state;
-        snprintf(ft_text, sizeof ft_text, ", %s: %zu of %zu parameters trainable", run_method_names[plan->ft.method],
-                 trained, c->cm.n_real + (ft.method == CUDA_FT_LORA ? trained : 0));
+    if (ft.method != METHOD_FULL) {
+        size_t trained = ft.method == METHOD_LORA ? hm->lora->p.n_floats : c->cm.n_state;
+        snprintf(ft_text, sizeof ft_text, ", %s: %zu of %zu parameters trainable", method_json_names[plan->ft.method],
+                 trained, c->cm.n_real + (ft.method == METHOD_LORA ? trained : 0));
     }
     snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s",
              !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
-             rc_names[c->cm.recompute], par.zero1 && c->d.world > 1 ? 1 : 0,
+             plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), par.zero1 && c->d.world > 1 ? 1 : 0,
              c->offload ? ", optimizer offloaded to host memory" : "", ft_text);
     return 0;
 }
@@ -309,7 +307,7 @@ static int moments_alloc(CudaBackend *c)
  * in host_tmp (zero elsewhere); else the loop's own array. */
 static const float *moments_full(CudaBackend *c, const Model *hm, const float *mom)
 {
-    if (c->method != CUDA_FT_FREEZE) return mom;
+    if (c->method != METHOD_FREEZE) return mom;
     Model view;
     if (model_trainable(hm, &view)) return mom;   /* checked in cu_finetune */
     memset(c->host_tmp, 0, hm->n_floats * sizeof *c->host_tmp);
@@ -334,7 +332,7 @@ static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int momen
         cuda_model_offload_adopt(&c->cm, moments ? (int)opt->t : 0);
         return 0;
     }
-    if (c->method == CUDA_FT_LORA) {   /* the frozen base, then the adapters and their moments */
+    if (c->method == METHOD_LORA) {   /* the frozen base, then the adapters and their moments */
         cuda_host_to_flat(hm, c->cuda_off, hm->w, c->flat, c->cm.n_total);
         cuda_model_set_flat(&c->cm, c->flat, NULL, NULL, 0);
         const Model *p = &hm->lora->p;
@@ -362,14 +360,14 @@ static int cu_get_state(void *self, Model *hm, AdamW *opt, int is0)
         opt->t = c->cm.step;
         return 0;
     }
-    if (c->method == CUDA_FT_LORA) {   /* one rank: the adapters; the base is unchanged */
+    if (c->method == METHOD_LORA) {   /* one rank: the adapters; the base is unchanged */
         Model *p = &hm->lora->p;
         cuda_lora_get(&c->cm, p->w, opt->m, opt->v);
         opt->t = c->cm.step;
         return 0;
     }
     if (moments_alloc(c)) return -1;
-    if (c->method == CUDA_FT_FREEZE) {   /* only the spans come back: the rest is the host's */
+    if (c->method == METHOD_FREEZE) {   /* only the spans come back: the rest is the host's */
         cuda_host_to_flat(hm, c->cuda_off, hm->w, c->flat, c->cm.n_total);
         memset(c->flat_m, 0, c->cm.n_total * sizeof *c->flat_m);
         memset(c->flat_v, 0, c->cm.n_total * sizeof *c->flat_v);
@@ -377,7 +375,7 @@ static int cu_get_state(void *self, Model *hm, AdamW *opt, int is0)
     cuda_model_get_flat(&c->cm, is0 ? c->flat : NULL, is0 ? c->flat_m : NULL, is0 ? c->flat_v : NULL);
     if (!is0) return 0;
     cuda_flat_to_host(hm, c->cuda_off, c->flat, hm->w);
-    if (c->method == CUDA_FT_FREEZE) {
+    if (c->method == METHOD_FREEZE) {
         cuda_flat_to_host(hm, c->cuda_off, c->flat_m, c->host_tmp);
         moments_window(c, hm, c->host_tmp, opt->m);
         cuda_flat_to_host(hm, c->cuda_off, c->flat_v, c->host_tmp);

@@ -135,7 +135,7 @@ int cuda_lora_create(CudaModel *m, const Lora *hl, int *fail)
         for (int g = 0; g < CL_GROUPS; g++) {
             if (!a->width[g]) continue;
             CudaLayerActs *x = &m->acts[l];
-            x->lu[g] = m->recompute == CUDA_RECOMPUTE_FULL && l > 0 ? m->acts[0].lu[g]
+            x->lu[g] = m->recompute == RECOMPUTE_FULL && l > 0 ? m->acts[0].lu[g]
                                                                    : cuda_model_alloc(m, N * a->width[g] * BB, fail);
         }
     if (*fail) return -1;

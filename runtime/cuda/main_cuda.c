@@ -128,8 +128,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         } else if (c == O_SEED) {
             if (args_int(cmd, opt, optarg, 0, INT64_MAX, &iv)) return 2;
             o->seed = (unsigned long long)iv;
-        } else if (c == O_RECOMPUTE) o->recompute = CUDA_RECOMPUTE_FULL;
-        else if (c == O_SELECTIVE) o->recompute = CUDA_RECOMPUTE_SELECTIVE;
+        } else if (c == O_RECOMPUTE) o->recompute = RECOMPUTE_FULL;
+        else if (c == O_SELECTIVE) o->recompute = RECOMPUTE_SELECTIVE;
         else if (c == O_OFFLOAD) o->offload = 1;
         else if (c == O_ZERO1) o->zero1 = 1;
         else if (c == O_EAGER) o->eager = 1;
@@ -237,6 +237,14 @@ static int host_state_alloc(const ModelConfig *cfg, CudaHostState *hs)
     return 0;
 }
 
+
+/* The bench line's "recompute": 0 none, 1 full, 2 selective, the code the
+ * recorded measurements (tests/estimator's reference rows) are written in;
+ * not Recompute's own order. */
+static int bench_recompute_code(int rc)
+{
+    return rc == RECOMPUTE_FULL ? 1 : rc == RECOMPUTE_SELECTIVE ? 2 : 0;
+}
 static int cmd_bench(int argc, char **argv)
 {
     Opts o;
@@ -258,7 +266,7 @@ static int cmd_bench(int argc, char **argv)
     double t_setup = wall();
     /* --lora-rank: adapters on every linear layer, alpha 2r, on the frozen random base */
     Lora *lora = NULL;
-    CudaFinetune ft = {.method = CUDA_FT_LORA};
+    CudaFinetune ft = {.method = METHOD_LORA};
     if (o.lora_rank) {
         Model base;
         if (model_layout(&base, &cfg)) return 1;
@@ -316,7 +324,7 @@ static int cmd_bench(int argc, char **argv)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
                "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.recompute, o.offload,
+               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, bench_recompute_code(o.recompute), o.offload,
                o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, m.master_lo ? "split" : "fp32", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
@@ -396,7 +404,7 @@ static int cmd_check(int argc, char **argv)
         off = &hs;
     }
     Lora *lora = NULL;
-    CudaFinetune ft = {.method = CUDA_FT_LORA};
+    CudaFinetune ft = {.method = METHOD_LORA};
     int alpha = 0, rslora = 0;
     if (o.lora && !(ft.lora = lora = lora_from_peft(o.lora, &cfg, &alpha, &rslora))) return 2;
     if (cuda_model_create_ft(&m, &cfg, B, T, o.recompute, attn_mode(&o), &par, off, lora ? &ft : NULL) != 0) return 1;

@@ -289,12 +289,12 @@ static int master_split_wanted(const CudaHostState *offload)
 static void train_spans(CudaModel *m)
 {
     int L = m->cfg.layers, lo = m->train_lo, hi = m->train_hi;
-    if (m->finetune == CUDA_FT_FREEZE) {
+    if (m->finetune == METHOD_FREEZE) {
         size_t mat_end = hi < L ? m->lo[hi].qkv_w : m->off_embed, nd_end = hi < L ? m->lo[hi].ln1 : m->off_norm;
         m->span[0] = (CudaSpan){m->lo[lo].qkv_w, mat_end - m->lo[lo].qkv_w};
         m->span[1] = (CudaSpan){m->lo[lo].ln1, nd_end - m->lo[lo].ln1};
         m->n_spans = 2;
-    } else if (m->finetune == CUDA_FT_FULL) {
+    } else if (m->finetune == METHOD_FULL) {
         m->span[0] = (CudaSpan){m->shard_off, m->shard_len};
         m->n_spans = 1;
     }
@@ -311,15 +311,15 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
 /* What trains, from ft: refused here when this backend cannot do it. */
 static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostState *offload)
 {
-    m->finetune = ft ? ft->method : CUDA_FT_FULL;
+    m->finetune = ft ? ft->method : METHOD_FULL;
     m->train_lo = 0;
     m->train_hi = m->cfg.layers;
-    if (m->finetune == CUDA_FT_FULL) return 0;
+    if (m->finetune == METHOD_FULL) return 0;
     if (offload || m->par.world > 1) {
         log_error("freeze and LoRA train on one GPU without optimizer offload");
         return -1;
     }
-    if (m->finetune == CUDA_FT_FREEZE) {
+    if (m->finetune == METHOD_FREEZE) {
         if (ft->train_lo < 0 || ft->train_hi > m->cfg.layers || ft->train_lo >= ft->train_hi) {
             log_error("freeze: trained layers [%d, %d) of %d", ft->train_lo, ft->train_hi,
                     m->cfg.layers);
@@ -386,7 +386,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     /* LoRA: the base is bf16 weights only; freeze: a gradient buffer of the whole
      * layout (the frozen parts never written) and master/moments for the spans. */
     m->w = dalloc(m, m->n_total * BB, &fail);
-    if (m->finetune != CUDA_FT_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
+    if (m->finetune != METHOD_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
     if (offload) {
         if (offload_create(m, offload, &fail)) return -1;
     } else if (m->n_state) {
@@ -395,7 +395,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         m->m = dalloc(m, m->n_state * FF, &fail);
         m->v = dalloc(m, m->n_state * FF, &fail);
     }
-    if (m->finetune != CUDA_FT_FULL) {
+    if (m->finetune != METHOD_FULL) {
         size_t junk = C > QKVD ? C : QKVD;
         if (junk < 2 * (size_t)c->head_dim) junk = 2 * (size_t)c->head_dim;
         m->junk = dalloc(m, junk * FF, &fail);
@@ -407,8 +407,8 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     for (size_t l = 0; l <= L; l++) m->xs[l] = dalloc(m, N * C * BB, &fail);
     for (size_t l = 0; l < L; l++) {
         CudaLayerActs *a = &m->acts[l];
-        if (recompute == CUDA_RECOMPUTE_FULL && l > 0) { *a = m->acts[0]; continue; }
-        int shared = recompute == CUDA_RECOMPUTE_SELECTIVE && l > 0;   /* h and att: recomputed */
+        if (recompute == RECOMPUTE_FULL && l > 0) { *a = m->acts[0]; continue; }
+        int shared = recompute == RECOMPUTE_SELECTIVE && l > 0;   /* h and att: recomputed */
         a->ln1 = dalloc(m, N * C * BB, &fail);
         a->ln2 = dalloc(m, N * C * BB, &fail);
         a->q = dalloc(m, N * HD * BB, &fail);
@@ -462,7 +462,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     m->dk = dalloc(m, N * KVD * BB, &fail);
     m->dv = dalloc(m, N * KVD * BB, &fail);
     m->dqkv = dalloc(m, N * QKVD * BB, &fail);
-    if (m->finetune == CUDA_FT_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
+    if (m->finetune == METHOD_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
     if (attn_cudnn_setup(m, &fail)) return -1;   /* last: it weighs its workspace against what is free */
     if (fail) return -1;
     if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {
@@ -695,7 +695,7 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
 static void layer_bwd(CudaModel *m, int l)
 {
     const ModelConfig *c = &m->cfg;
-    if (m->recompute == CUDA_RECOMPUTE_FULL) layer_fwd(m, l, 1);   /* its time shows in the forward phases */
+    if (m->recompute == RECOMPUTE_FULL) layer_fwd(m, l, 1);   /* its time shows in the forward phases */
     LayerCtx z = layer_ctx(m, l);
     CudaLayerActs *a = z.a;
     const CudaLayerOffsets *o = z.o;
@@ -706,7 +706,7 @@ static void layer_bwd(CudaModel *m, int l)
      * norm/bias kernels, which always write one, write it to junk) */
     int wt = g && l >= m->train_lo && l < m->train_hi;
     float *gj = m->junk;
-    if (m->recompute == CUDA_RECOMPUTE_SELECTIVE) {
+    if (m->recompute == RECOMPUTE_SELECTIVE) {
         /* this layer's h and att from the kept GEMM outputs (shared buffers) */
         k_swiglu_fwd(a->h, a->gu, N, F, z.st);
         PHASE(m, PH_SWIGLU);
@@ -831,7 +831,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     const ModelConfig *c = &m->cfg;
     cudaStream_t st = m->stream;
     int N = m->B * m->T, C = c->hidden, V = c->vocab, L = c->layers;
-    int train = grad_scale != 0.f, full = m->finetune == CUDA_FT_FULL;
+    int train = grad_scale != 0.f, full = m->finetune == METHOD_FULL;
     int bucketed = train && last_micro && m->par.world > 1 && !m->par.zero1;
     bf16_t *W = m->w;
 
@@ -880,7 +880,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
                   NULL, N, C, (float *)m->logits, st);
     PHASE(m, PH_NORM_BWD);
     /* freeze: nothing below the lowest trained layer needs a gradient */
-    int lowest = m->finetune == CUDA_FT_FREEZE ? m->train_lo : 0;
+    int lowest = m->finetune == METHOD_FREEZE ? m->train_lo : 0;
     for (int l = L - 1; l >= lowest; l--) {
         layer_bwd(m, l);
         if (bucketed) {
@@ -1091,7 +1091,7 @@ static const float *master_f32(CudaModel *m)
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
     if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
-    if (m->finetune != CUDA_FT_FULL) {   /* one rank; LoRA: the base never changes (no span) */
+    if (m->finetune != METHOD_FULL) {   /* one rank; LoRA: the base never changes (no span) */
         const float *master = master_f32(m);
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
         spans_to_host(m, master, w);
@@ -1115,10 +1115,10 @@ double cuda_model_flops_per_token(const CudaModel *m, int T)
     double C = c->hidden, HD = (double)c->heads * c->head_dim, KVD = (double)c->kv_heads * c->head_dim;
     double per_layer = C * (HD + 2 * KVD) + HD * C + 3.0 * C * c->ffn, head = (double)c->vocab * C;
     double n_mm = c->layers * per_layer + head, attn = 2.0 * HD * T;   /* attn: one layer's QK^T + PV per token */
-    if (m->finetune == CUDA_FT_FULL) return 6.0 * n_mm + 6.0 * c->layers * attn;
+    if (m->finetune == METHOD_FULL) return 6.0 * n_mm + 6.0 * c->layers * attn;
     /* forward everywhere; the backward's input gradients from the top down to
      * train_lo (LoRA: 0), weight gradients only for what trains */
-    int below = m->finetune == CUDA_FT_FREEZE ? m->train_lo : 0;
+    int below = m->finetune == METHOD_FREEZE ? m->train_lo : 0;
     double f = 2.0 * n_mm + 2.0 * head + 2.0 * c->layers * attn;
     f += (c->layers - below) * (2.0 * per_layer + 4.0 * attn);
     f += (m->train_hi - m->train_lo) * 2.0 * per_layer;

@@ -44,8 +44,9 @@ typedef struct {
 /* Activation recompute in the backward pass. FULL keeps only each layer's input
  * and runs its forward again; SELECTIVE keeps the GEMM outputs and recomputes the
  * cheap elementwise and attention results from them (the SwiGLU product h and the
- * attention output att: one buffer each for all layers). */
-enum { CUDA_RECOMPUTE_NONE, CUDA_RECOMPUTE_FULL, CUDA_RECOMPUTE_SELECTIVE };
+ * attention output att: one buffer each for all layers). The modes are
+ * contract/plan_vocab.h's Recompute (RECOMPUTE_NONE, _FULL, _SELECTIVE), the
+ * plan's own enum. */
 
 /* Optimizer offload: the fp32 master weights and AdamW moments stay in host memory,
  * in runtime/model/model.h's layout (the training loop's Model.w and AdamW m/v, n floats
@@ -102,7 +103,7 @@ typedef struct {
 
 typedef struct {
     ModelConfig cfg;                    /* the one description (runtime/model/model.h) */
-    int B, T, recompute;                /* micro-batch shape; recompute: CUDA_RECOMPUTE_* */
+    int B, T, recompute;                /* micro-batch shape; recompute: a Recompute */
     int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
     int deterministic;                  /* the same bits every run: no order-dependent float atomics */
     /* parameters */
@@ -123,7 +124,7 @@ typedef struct {
      * (full: all layers and the embedding, head and final norm); lora: none of the
      * base does (grad is NULL) and lora's adapters train. junk: where the frozen norm
      * weights' and biases' gradients go, which their kernels always write. */
-    int finetune, train_lo, train_hi;   /* finetune: CUDA_FT_* */
+    int finetune, train_lo, train_hi;   /* finetune: METHOD_FULL, _FREEZE or _LORA */
     CudaLora *lora;
     float *junk;
     int offload;                        /* master and moments in host memory (off) */
@@ -172,7 +173,7 @@ int cuda_model_layout(CudaModel *m, const ModelConfig *cfg, int world);
  * LLMC_ATTN=cudnn asks for it). Eager is deterministic too. */
 enum { CUDA_ATTN_EAGER, CUDA_ATTN_FUSED, CUDA_ATTN_FUSED_DETERMINISTIC };
 /* Allocate everything on the current device for micro-batch B x T. recompute:
- * CUDA_RECOMPUTE_*. attn: CUDA_ATTN_*; fused needs a head size and T the kernels
+ * a Recompute. attn: CUDA_ATTN_*; fused needs a head size and T the kernels
  * take (else materialised scores). offload: NULL, or the host state that holds the
  * master weights and moments (one rank). 0 or -1 with a message. */
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
@@ -181,9 +182,8 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
  * the fp32 master and moments cover the trained layers only; under lora the base
  * has bf16 weights only and the adapters come from ft->lora's shapes (their values
  * from cuda_lora_set). Optimizer offload is for full training. */
-enum { CUDA_FT_FULL, CUDA_FT_FREEZE, CUDA_FT_LORA };
 typedef struct {
-    int method;                         /* CUDA_FT_* */
+    int method;                         /* METHOD_FULL, _FREEZE or _LORA (contract/plan_vocab.h) */
     int train_lo, train_hi;             /* freeze: the trained layers [train_lo, train_hi) */
     const Lora *lora;                   /* lora: the host adapters (shapes, names, scale, targets) */
 } CudaFinetune;

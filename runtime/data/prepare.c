@@ -265,7 +265,7 @@ static int data_hash(DataPlan *p, int reread)
     EVP_MD_CTX *h = sha_new();
     if (!h) { cJSON_Delete(cache); return say_error("libcrypto: SHA-256 unavailable"); }
     sha_add_str(h, "llmc-shards-2");
-    sha_add_str(h, p->rp.stage);
+    sha_add_str(h, stage_json_names[p->rp.stage]);
     const cJSON *root = p->rp.json;
     sha_add_section(h, cJSON_GetObjectItemCaseSensitive(root, "tokenizer"), (const char *const[]){"path", NULL});
     sha_add_section(h, cJSON_GetObjectItemCaseSensitive(root, "data"), (const char *const[]){"shards_dir", NULL});
@@ -318,13 +318,13 @@ static int load_plan(const char *path, DataPlan *p, int reread)
     char err[1024];
     if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say_error("%s", err);
     const RunPlan *r = &p->rp;
-    p->pretrain = !strcmp(r->stage, "pt");
+    p->pretrain = r->stage == STAGE_PT;
     p->tokenizer_path = r->tokenizer_path;
     p->ds = r->datasets;
     p->n_ds = r->n_datasets;
     p->context = (uint32_t)r->context;
     p->packing = r->packing;
-    p->skip_bad = r->skip_bad;
+    p->skip_bad = r->bad_records == BADREC_SKIP;
     p->shards_dir = r->shards_dir;
     p->model_vocab = r->model_vocab;
     if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
@@ -1243,7 +1243,7 @@ static int prep_fill_batch(Prep *P, size_t di, JsonStream *js, TokBatch *b)
         s->dataset = di;
         s->start = P->doc_seq++ == P->skip_docs ? (size_t)P->skip_at : 0;
         const RecordView *v = &P->view;
-        int rr = ds->format == FMT_TEXT
+        int rr = ds->format == FORMAT_TEXT
                      ? chat_render_text(v->text, v->text_len, tok_add_bos(P->tok) ? P->bos : -1, P->eos, &s->doc)
                      : chat_render(P->plan.tpl, v->system, v->system_len, v->msgs, v->n, P->bos, &s->doc);
         if (rr) { say_error("out of memory"); P->fatal = 1; return 1; }

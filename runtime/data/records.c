@@ -216,9 +216,9 @@ RecReason record_convert(const DatasetSpec *spec, const JsonValue *rec, RecordVi
             return bad(REC_UNSUPPORTED, t, where, msg, msglen, "tools ('%s') are not supported yet", spec->tools);
     }
     switch (spec->format) {
-    case FMT_SHAREGPT: return sharegpt(spec, rec, v, where, msg, msglen);
-    case FMT_ALPACA: return alpaca(spec, rec, v, where, msg, msglen);
-    case FMT_TEXT: {   /* pre-training: one string column, LLaMA-Factory's default name "text" */
+    case FORMAT_SHAREGPT: return sharegpt(spec, rec, v, where, msg, msglen);
+    case FORMAT_ALPACA: return alpaca(spec, rec, v, where, msg, msglen);
+    case FORMAT_TEXT: {   /* pre-training: one string column, LLaMA-Factory's default name "text" */
         const char *col = spec->text ? spec->text : "text";
         const JsonValue *t = jv_get(rec, col);
         if (!t) return bad(REC_MISSING_COLUMN, rec, where, msg, msglen, "no '%s' column", col);

@@ -131,7 +131,7 @@ int model_init(Model *m, const ModelConfig *c)
 int model_preset(const char *name, ModelConfig *c)
 {
     /* Qwen2.5: tied embeddings, q/k/v biases, rope_theta 1e6, rms_eps 1e-6 */
-    *c = (ModelConfig){.arch = MODEL_QWEN2, .vocab = 151936, .head_dim = 64, .max_context = 32768,
+    *c = (ModelConfig){.arch = ARCH_QWEN2, .vocab = 151936, .head_dim = 64, .max_context = 32768,
                        .rope_theta = 1000000.0, .rms_eps = 1e-6, .tie_embeddings = 1, .qkv_bias = 1};
     if (!strcmp(name, "qwen2.5-0.5b")) {
         c->layers = 24; c->hidden = 896; c->heads = 14; c->kv_heads = 2; c->ffn = 4864;
@@ -146,7 +146,7 @@ int model_preset(const char *name, ModelConfig *c)
         c->layers = 48; c->hidden = 5120; c->heads = 40; c->kv_heads = 8; c->ffn = 13824; c->head_dim = 128;
         c->vocab = 152064; c->tie_embeddings = 0; c->rms_eps = 1e-5;
     } else if (!strcmp(name, "qwen3-1.7b")) {   /* q/k RMSNorm, no biases */
-        c->arch = MODEL_QWEN3; c->layers = 28; c->hidden = 2048; c->heads = 16; c->kv_heads = 8; c->ffn = 6144;
+        c->arch = ARCH_QWEN3; c->layers = 28; c->hidden = 2048; c->heads = 16; c->kv_heads = 8; c->ffn = 6144;
         c->head_dim = 128; c->qkv_bias = 0; c->qk_norm = 1; c->max_context = 40960;
     } else if (!strcmp(name, "tiny")) {
         c->layers = 2; c->hidden = 128; c->heads = 4; c->kv_heads = 2; c->ffn = 256; c->head_dim = 32;

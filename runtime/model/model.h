@@ -47,10 +47,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { MODEL_LLAMA, MODEL_QWEN2, MODEL_QWEN3 } ModelArchKind;
+#include "plan_vocab.h"   /* contract/: ModelArch, and the LoRA targets LORA_Q .. LORA_DOWN */
 
 typedef struct {
-    ModelArchKind arch;
+    ModelArch arch;
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;
     double rope_theta, rms_eps;
     int tie_embeddings;   /* lm_head shares model.embed_tokens.weight */
@@ -110,8 +110,8 @@ typedef struct {
  * layer in TensorKind order (LORA_Q .. LORA_DOWN). The adapters' parameters are
  * a Model of their own (p: params, w, g; p.cfg is the base model's), with PEFT's
  * names (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight), layer
- * by layer, per target A then B. Made by lora_new (runtime/model/model.c). */
-enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_TARGETS };
+ * by layer, per target A then B. Made by lora_new (runtime/model/model.c).
+ * The targets (LoraModule, LORA_TARGETS of them) are contract/plan_vocab.h's rows. */
 typedef struct Model Model;
 typedef struct Lora Lora;
 

@@ -10,12 +10,12 @@ double lr_at(const LrSchedule *s, int64_t step)
     if (step < s->warmup_steps) {
         /* step / warmup: step 0 runs at lr 0, as HF's *_with_warmup schedules */
         f = (double)step / (double)(s->warmup_steps > 1 ? s->warmup_steps : 1);
-    } else if (s->kind == LR_CONSTANT) {
+    } else if (s->kind == SCHED_CONSTANT) {
         f = 1.0;
     } else {
         int64_t span = s->total_steps - s->warmup_steps;
         double progress = (double)(step - s->warmup_steps) / (double)(span > 1 ? span : 1);
-        if (s->kind == LR_LINEAR) {
+        if (s->kind == SCHED_LINEAR) {
             /* (total - step) / (total - warmup): 0 at total_steps (get_linear_schedule_with_warmup) */
             f = (double)(s->total_steps - step) / (double)(span > 1 ? span : 1);
             if (f < 0) f = 0;

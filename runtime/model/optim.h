@@ -9,10 +9,8 @@
 
 #include "model.h"
 
-typedef enum { LR_CONSTANT, LR_LINEAR, LR_COSINE } LrKind;
-
 typedef struct {
-    LrKind kind;
+    LrScheduleKind kind;          /* contract/plan_vocab.h (via model.h) */
     double lr, min_lr;            /* min_lr: floor of the cosine schedule */
     int64_t warmup_steps, total_steps;
 } LrSchedule;

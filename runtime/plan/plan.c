@@ -25,9 +25,6 @@ typedef struct {
 } Ctx;
 
 
-const char *const run_schedule_names[] = {"cosine", "linear", "constant", NULL};
-const char *const run_attention_names[] = {"flash", "eager", NULL};
-
 static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
     if (c->failed) return;    /* the first error is the one reported */
@@ -111,29 +108,42 @@ static int get_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key)
     return cJSON_IsTrue(v);
 }
 
-static int one_of(Ctx *c, const char *sect, const char *key, const char *val, const char *const *opts)
+/* val looked up in a concept's plan.json spellings (contract/plan_vocab.h,
+ * the rows llmc wrote it from): its enum value, or -1 with the words this
+ * trainer takes (the rows in accept, a mask of PLAN_VOCAB_BIT) named. */
+static int one_of(Ctx *c, const char *sect, const char *key, const char *val, const char *const *names,
+                  unsigned accept)
 {
     if (!val) return -1;
-    for (int i = 0; opts[i]; i++)
-        if (!strcmp(val, opts[i])) return i;
+    int k = plan_vocab_find(names, val);
+    if (k >= 0 && (accept & PLAN_VOCAB_BIT(k))) return k;
     char path[128], list[256] = "";
-    snprintf(path, sizeof path, "%s.%s", sect, key);
-    for (int i = 0; opts[i]; i++) {
-        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-        strncat(list, opts[i], sizeof list - strlen(list) - 1);
+    snprintf(path, sizeof path, "%s%s%s", sect, sect[0] ? "." : "", key);
+    for (int i = 0, n = 0; names[i]; i++) {
+        if (!(accept & PLAN_VOCAB_BIT(i))) continue;
+        strncat(list, n++ ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, names[i], sizeof list - strlen(list) - 1);
     }
     fail(c, path, "'%s' is not one of %s", val, list);
     return -1;
+}
+
+/* A required enum key: its value, dflt (with the failure recorded) when
+ * missing, not a string, or not one of the accepted words. */
+static int req_enum(Ctx *c, const cJSON *obj, const char *sect, const char *key, const char *const *names,
+                    unsigned accept, int dflt)
+{
+    char *v = get_str(c, obj, sect, key, 0);
+    int k = one_of(c, sect, key, v, names, accept);
+    free(v);
+    return k < 0 ? dflt : k;
 }
 
 /* An optional enum key: the index of its spelling in names, dflt when absent. */
 static int opt_enum(Ctx *c, const cJSON *obj, const char *sect, const char *key, const char *const *names, int dflt)
 {
     if (!cJSON_GetObjectItemCaseSensitive(obj, key)) return dflt;
-    char *v = get_str(c, obj, sect, key, 0);
-    int k = one_of(c, sect, key, v, names);
-    free(v);
-    return k < 0 ? dflt : k;
+    return req_enum(c, obj, sect, key, names, PLAN_VOCAB_ALL_ROWS, dflt);
 }
 
 /* An optional bool key: dflt when absent (plans written before it). */
@@ -209,10 +219,6 @@ static void check_datasets(Ctx *c, const cJSON *ds, int llmc_backend)
     }
 }
 
-const char *const run_method_names[] = {"full", "freeze", "lora", "qlora", NULL};
-const char *const run_lora_module_names[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                             "down_proj", NULL};
-
 /* "finetune" (optional: absent means full training, as in plans written before it). */
 static void read_finetune(Ctx *c, const cJSON *root, RunFinetune *ft, const ModelConfig *mc)
 {
@@ -220,23 +226,20 @@ static void read_finetune(Ctx *c, const cJSON *root, RunFinetune *ft, const Mode
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "finetune");
     if (!f) return;
     if (!cJSON_IsObject(f)) { fail(c, "finetune", "expected an object"); return; }
-    char *method = get_str(c, f, "finetune", "method", 0);
-    int k = one_of(c, "finetune", "method", method, run_method_names);
-    free(method);
-    ft->method = k < 0 ? FT_FULL : (RunMethod)k;
+    ft->method = (FinetuneMethod)req_enum(c, f, "finetune", "method", method_json_names, PLAN_VOCAB_ALL_ROWS, METHOD_FULL);
     ft->lora_rank = (int)get_lim(c, f, PL_FINETUNE_LORA_RANK, 0);
     ft->lora_alpha = (int)get_lim(c, f, PL_FINETUNE_LORA_ALPHA, 0);
     ft->lora_dropout = get_lim(c, f, PL_FINETUNE_LORA_DROPOUT, 0);
     ft->rslora = get_bool(c, f, "finetune", "rslora");
     ft->freeze_layers = (int)get_lim(c, f, PL_FINETUNE_FREEZE_LAYERS, 0);
-    if (!c->failed && ft->method == FT_FREEZE && (ft->freeze_layers == 0 || abs(ft->freeze_layers) > mc->layers))
+    if (!c->failed && ft->method == METHOD_FREEZE && (ft->freeze_layers == 0 || abs(ft->freeze_layers) > mc->layers))
         fail(c, "finetune.freeze_layers", "%d is not a number of trainable layers (1..%d, or -1..-%d for the first)",
              ft->freeze_layers, mc->layers, mc->layers);
     const cJSON *t = member(c, f, "finetune", "lora_target");
     if (c->failed) return;
     if (!cJSON_IsArray(t) || !t->child) { fail(c, "finetune.lora_target", "expected a non-empty array of module names"); return; }
     for (const cJSON *e = t->child; e; e = e->next) {
-        int m = cJSON_IsString(e) ? one_of(c, "finetune", "lora_target", e->valuestring, run_lora_module_names) : -1;
+        int m = cJSON_IsString(e) ? one_of(c, "finetune", "lora_target", e->valuestring, lora_module_json_names, PLAN_VOCAB_ALL_ROWS) : -1;
         if (!cJSON_IsString(e)) fail(c, "finetune.lora_target", "expected module names (strings)");
         if (c->failed) return;
         ft->lora_targets |= 1u << m;
@@ -268,7 +271,6 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
     if (n == 0) { fail(c, "datasets", "expected at least one dataset"); return; }
     p->datasets = calloc((size_t)n, sizeof *p->datasets);
     if (!p->datasets) { fail(c, "datasets", "out of memory"); return; }
-    static const char *const formats[] = {"sharegpt", "alpaca", "text", NULL};
     int i = 0;
     for (const cJSON *d = ds->child; d && !c->failed; d = d->next, i++) {
         DatasetSpec *s = &p->datasets[p->n_datasets++];
@@ -278,17 +280,15 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
         char *file = get_str(c, d, c->elem, "file", 0);
         s->file = run_plan_resolve(p, file);
         free(file);
-        char *fmt = get_str(c, d, c->elem, "format", 0);
-        int f = one_of(c, c->elem, "format", fmt, formats);
-        free(fmt);
+        int f = req_enum(c, d, c->elem, "format", format_json_names, PLAN_VOCAB_ALL_ROWS, -1);
         if (f < 0) return;
-        s->format = f == 0 ? FMT_SHAREGPT : f == 1 ? FMT_ALPACA : FMT_TEXT;
-        if (s->format != FMT_TEXT && pretrain)
+        s->format = (DataFormat)f;
+        if (s->format != FORMAT_TEXT && pretrain)
             fail(c, c->elem, "dataset %s: a pt plan takes format text", s->name);
-        if (s->format == FMT_TEXT && !pretrain)
+        if (s->format == FORMAT_TEXT && !pretrain)
             fail(c, c->elem, "dataset %s: format text is for pt plans; sft needs sharegpt or alpaca", s->name);
-        const char *fn = formats[f];
-        int sg = s->format == FMT_SHAREGPT, al = s->format == FMT_ALPACA;
+        const char *fn = format_json_names[f];
+        int sg = s->format == FORMAT_SHAREGPT, al = s->format == FORMAT_ALPACA;
         s->messages = spec_field(c, d, "columns", "messages", sg, fn);
         s->system = spec_field(c, d, "columns", "system", 0, fn);
         s->tools = spec_field(c, d, "columns", "tools", 0, fn);
@@ -296,7 +296,7 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
         s->query = spec_field(c, d, "columns", "query", 0, fn);
         s->response = spec_field(c, d, "columns", "response", al, fn);
         s->history = spec_field(c, d, "columns", "history", 0, fn);
-        s->text = spec_field(c, d, "columns", "text", s->format == FMT_TEXT, fn);
+        s->text = spec_field(c, d, "columns", "text", s->format == FORMAT_TEXT, fn);
         s->role = spec_field(c, d, "tags", "role", sg, fn);
         s->content = spec_field(c, d, "tags", "content", sg, fn);
         s->user = spec_field(c, d, "tags", "user", sg, fn);
@@ -383,15 +383,20 @@ static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
     if (jj && !cJSON_IsString(jj)) fail(c, "job", "expected a string");
     else if (jj) p->job = strdup(jj->valuestring);
     cJSON *st = member(c, root, NULL, "stage");
-    if (st && cJSON_IsString(st)) p->stage = strdup(st->valuestring);
-    else if (st) fail(c, "stage", "expected a string");
-    one_of(c, "", "stage", p->stage, (const char *const[]){"pt", "sft", NULL});
+    if (st && !cJSON_IsString(st)) fail(c, "stage", "expected a string");
+    else if (st) {
+        int k = one_of(c, "", "stage", st->valuestring, stage_json_names, LLMC_TRAIN_STAGE);
+        p->stage = k < 0 ? STAGE_SFT : (TrainStage)k;
+    }
 
     /* backend: absent in hand-written plans means llmc */
     cJSON *be = cJSON_GetObjectItemCaseSensitive(root, "backend");
     if (be && !cJSON_IsString(be)) fail(c, "backend", "expected a string");
-    else if (be) *llmc_backend = one_of(c, "", "backend", be->valuestring,
-                                        (const char *const[]){"llmc", "llamafactory", NULL}) == 0;
+    else if (be) {
+        int k = one_of(c, "", "backend", be->valuestring, backend_json_names, PLAN_VOCAB_ALL_ROWS);
+        p->backend = k < 0 ? BACKEND_LLMC : (PlanBackend)k;
+        *llmc_backend = p->backend == BACKEND_LLMC;
+    }
 }
 
 /* tokenizer.path and .template; data.context, .packing, .train_on_prompt,
@@ -410,9 +415,9 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
     p->mask_history = opt_bool(c, da, "data", "mask_history", 0);
     if (p->train_on_prompt && p->mask_history)
         fail(c, "data.mask_history", "cannot be true together with data.train_on_prompt");
-    else if ((p->train_on_prompt || p->mask_history) && p->stage && strcmp(p->stage, "sft"))
-        fail(c, p->train_on_prompt ? "data.train_on_prompt" : "data.mask_history", "is only for stage \"sft\", not \"%s\"",
-             p->stage);
+    else if ((p->train_on_prompt || p->mask_history) && p->stage != STAGE_SFT)
+        fail(c, p->train_on_prompt ? "data.train_on_prompt" : "data.mask_history", "is only for stage \"%s\", not \"%s\"",
+             stage_json_names[STAGE_SFT], stage_json_names[p->stage]);
     char *sd = get_str(c, da, "data", "shards_dir", 0);
     p->shards_dir = run_plan_resolve(p, sd);
     free(sd);
@@ -423,16 +428,13 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
 static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
 {
     p->model_name = get_str(c, m, "model", "name", 0);
-    char *arch = get_str(c, m, "model", "arch", 0);
-    int a = one_of(c, "model", "arch", arch, (const char *const[]){"llama", "qwen2", "qwen3", NULL});
-    free(arch);
+    int a = req_enum(c, m, "model", "arch", arch_json_names, LLMC_TRAIN_ARCH, ARCH_LLAMA);
     char *mp = get_str(c, m, "model", "path", 1);
     p->model_path = run_plan_resolve(p, mp);
     free(mp);
-    p->init = get_str(c, m, "model", "init", 0);
-    one_of(c, "model", "init", p->init, (const char *const[]){"pretrained", "scratch", NULL});
+    p->init = (ModelInit)req_enum(c, m, "model", "init", init_json_names, PLAN_VOCAB_ALL_ROWS, INIT_PRETRAINED);
     ModelConfig *mc = &p->model;
-    mc->arch = a == 0 ? MODEL_LLAMA : a == 1 ? MODEL_QWEN2 : MODEL_QWEN3;
+    mc->arch = (ModelArch)a;
     mc->layers = (int)get_lim(c, m, PL_MODEL_LAYERS, 0);
     mc->hidden = (int)get_lim(c, m, PL_MODEL_HIDDEN, 0);
     mc->heads = (int)get_lim(c, m, PL_MODEL_HEADS, 0);
@@ -446,8 +448,8 @@ static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
     mc->tie_embeddings = get_bool(c, m, "model", "tie_embeddings");
     mc->qkv_bias = get_bool(c, m, "model", "qkv_bias");
     mc->qk_norm = get_bool(c, m, "model", "qk_norm");
-    if (!c->failed && !strcmp(p->init, "pretrained") && !p->model_path)
-        fail(c, "model.path", "init is \"pretrained\" but path is null");
+    if (!c->failed && p->init == INIT_PRETRAINED && !p->model_path)
+        fail(c, "model.path", "init is \"%s\" but path is null", init_json_names[INIT_PRETRAINED]);
     char cerr[160];
     if (!c->failed && model_config_check(mc, cerr, sizeof cerr)) fail(c, "model", "%s", cerr);
 }
@@ -467,10 +469,7 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     p->min_lr = get_lim(c, tr, PL_TRAIN_MIN_LR, 0);
     if (!c->failed && p->min_lr > p->lr)   /* the schedule would climb from lr to min_lr */
         fail(c, "train.min_lr", "%.17g must not exceed lr (%.17g)", p->min_lr, p->lr);
-    char *sch = get_str(c, tr, "train", "schedule", 0);
-    int s = one_of(c, "train", "schedule", sch, run_schedule_names);
-    p->schedule = s == SCHEDULE_LINEAR ? SCHEDULE_LINEAR : s == SCHEDULE_CONSTANT ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
-    free(sch);
+    p->schedule = (LrScheduleKind)req_enum(c, tr, "train", "schedule", schedule_json_names, PLAN_VOCAB_ALL_ROWS, SCHED_COSINE);
     p->warmup_ratio = get_lim(c, tr, PL_TRAIN_WARMUP_RATIO, -1);
     p->warmup_steps = (int64_t)get_lim(c, tr, PL_TRAIN_WARMUP_STEPS, -1);
     if (!c->failed && (p->warmup_ratio < 0) == (p->warmup_steps < 0))
@@ -481,10 +480,9 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     p->eps = get_lim(c, tr, PL_TRAIN_EPS, 0);
     p->grad_clip = get_lim(c, tr, PL_TRAIN_GRAD_CLIP, 0);
     p->seed = (uint64_t)get_lim(c, tr, PL_TRAIN_SEED, 0);
-    p->precision = get_str(c, tr, "train", "precision", 0);
-    one_of(c, "train", "precision", p->precision, (const char *const[]){"bf16", "fp16", "fp32", NULL});
+    p->precision = (Precision)req_enum(c, tr, "train", "precision", precision_json_names, LLMC_TRAIN_PRECISION, PREC_FP32);
     p->recompute = (Recompute)opt_enum(c, tr, "train", "recompute", recompute_json_names, RECOMPUTE_NONE);
-    p->attention = (RunAttention)opt_enum(c, tr, "train", "attention", run_attention_names, RUN_ATTENTION_FLASH);
+    p->attention = (AttentionKind)opt_enum(c, tr, "train", "attention", attention_json_names, ATTN_FLASH);
     p->deterministic = opt_bool(c, tr, "train", "deterministic", 1);
 }
 
@@ -656,7 +654,7 @@ int run_plan_load_data(RunPlan *p, const char *path, char *err, size_t errlen)
     const cJSON *root = p->json;
     const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "datasets");
     check_datasets(&c, ds, llmc_backend);
-    if (!c.failed) load_datasets(&c, p, ds, !strcmp(p->stage, "pt"));
+    if (!c.failed) load_datasets(&c, p, ds, p->stage == STAGE_PT);
     /* model.vocab, when the plan has a model: the tokenizer must not exceed it */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *mv = cJSON_GetObjectItemCaseSensitive(m, "vocab");
@@ -666,10 +664,8 @@ int run_plan_load_data(RunPlan *p, const char *path, char *err, size_t errlen)
     if (c.failed) goto done;
     read_tokenizer_and_data(&c, p, tk, da);
     if (!c.failed && !p->tokenizer_path) fail(&c, "tokenizer.path", "preparing data needs the tokenizer; expected a string");
-    char *policy = get_str(&c, da, "data", "on_bad_record", 0);
-    int pol = one_of(&c, "data", "on_bad_record", policy, (const char *const[]){"fail", "skip", NULL});
-    p->skip_bad = pol == 1;
-    free(policy);
+    p->bad_records = (BadRecordPolicy)req_enum(&c, da, "data", "on_bad_record", bad_records_json_names, PLAN_VOCAB_ALL_ROWS,
+                                               BADREC_FAIL);
     check_run_paths(&c, p, ds, 1);
 done:
     if (c.failed) { run_plan_free(p); return -1; }
@@ -678,8 +674,8 @@ done:
 
 void run_plan_free(RunPlan *p)
 {
-    char *all[] = {p->path, p->dir, p->job, p->stage, p->model_name, p->model_path, p->init,
-                   p->tokenizer_path, p->template_, p->shards_dir, p->precision, p->ckpt_dir,
+    char *all[] = {p->path, p->dir, p->job, p->model_name, p->model_path,
+                   p->tokenizer_path, p->template_, p->shards_dir, p->ckpt_dir,
                    p->out_dir, p->metrics_path};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free_datasets(p);

@@ -24,38 +24,27 @@
 /* One dataset of the plan (plan.json "datasets"): its file and the columns and
  * role tags of its format as llmc wrote them (LLaMA-Factory's defaults filled in
  * by the compiler; NULL where the plan says null). Read by run_plan_load_data. */
-typedef enum { FMT_SHAREGPT, FMT_ALPACA, FMT_TEXT } DataFormat;
 typedef struct {
     char *name, *file;          /* file: resolved against the plan's directory */
-    DataFormat format;
+    DataFormat format;          /* contract/plan_vocab.h */
     char *messages, *system, *tools, *prompt, *query, *response, *history, *text;   /* columns */
     char *role, *content, *user, *assistant, *observation, *function, *system_tag;  /* tags */
 } DatasetSpec;
 
-typedef enum { SCHEDULE_COSINE, SCHEDULE_LINEAR, SCHEDULE_CONSTANT } RunSchedule;
-/* plan.json's spellings of RunSchedule, in enum order, NULL-terminated */
-extern const char *const run_schedule_names[];
-
-/* How the CUDA backend keeps activations and where the optimizer lives
- * (train.recompute, train.attention, parallel.offload; the CPU backend keeps
- * everything in host memory and reads none of them). */
-typedef enum { RUN_ATTENTION_FLASH, RUN_ATTENTION_EAGER } RunAttention;
-/* their plan.json spellings, in enum order, NULL-terminated */
-extern const char *const run_attention_names[];
+/* The enumerated values (stage, arch, init, format, schedule, precision,
+ * recompute, attention, offload, method, LoRA targets, backend, bad records)
+ * are contract/plan_vocab.h's enums, the ones llmc writes plan.json from; the
+ * reader looks each word up in the rows' JSON spellings. How the CUDA backend
+ * keeps activations and where the optimizer lives (train.recompute,
+ * train.attention, parallel.offload) the CPU backend, which keeps everything in
+ * host memory, does not read. */
 
 /* What is trained (plan.json "finetune"; absent: full) */
-typedef enum { FT_FULL, FT_FREEZE, FT_LORA, FT_QLORA } RunMethod;
-/* plan.json's spellings of RunMethod, in enum order, NULL-terminated */
-extern const char *const run_method_names[];
-/* The linear layers LoRA can target, HF module names in TensorKind order
- * (TENSOR_Q, K, V, O, GATE, UP, DOWN), NULL-terminated. */
-extern const char *const run_lora_module_names[];
-
 typedef struct {
-    RunMethod method;
+    FinetuneMethod method;
     int lora_rank, lora_alpha;
     double lora_dropout;
-    unsigned lora_targets;      /* bit i: run_lora_module_names[i] */
+    unsigned lora_targets;      /* bit i: LoraModule i (LORA_Q .. LORA_DOWN) */
     int rslora;
     int freeze_layers;          /* trainable layers: > 0 the last N, < 0 the first -N */
 } RunFinetune;
@@ -63,9 +52,12 @@ typedef struct {
 typedef struct {
     char *path;                 /* plan.json as given */
     char *dir;                  /* its directory */
-    char *job, *stage;          /* stage: "pt" | "sft" */
+    char *job;
+    PlanBackend backend;        /* absent (hand-written plans): llmc */
+    TrainStage stage;           /* STAGE_PT or STAGE_SFT (LLMC_TRAIN_STAGE) */
     /* model */
-    char *model_name, *model_path, *init;   /* init: "pretrained" | "scratch"; model_path may be NULL */
+    char *model_name, *model_path;          /* model_path may be NULL */
+    ModelInit init;
     ModelConfig model;
     /* tokenizer */
     char *tokenizer_path;       /* resolved; NULL when unset */
@@ -80,19 +72,19 @@ typedef struct {
     int64_t max_steps;          /* -1 when null */
     int micro_batch, grad_accum, global_batch;
     double lr, min_lr;
-    RunSchedule schedule;
+    LrScheduleKind schedule;
     double warmup_ratio;        /* -1 when null */
     int64_t warmup_steps;       /* -1 when null */
     double weight_decay, beta1, beta2, eps, grad_clip;
     uint64_t seed;
-    char *precision;            /* "bf16" | "fp16" | "fp32" */
-    Recompute recompute;     /* absent: none */
-    RunAttention attention;     /* absent: flash */
+    Precision precision;        /* bf16, fp16 or fp32 (LLMC_TRAIN_PRECISION) */
+    Recompute recompute;        /* absent: none */
+    AttentionKind attention;    /* absent: flash */
     int deterministic;          /* the same bits every run (CUDA: no float atomics); absent: true */
     /* parallel */
     int world_size, data_parallel;
     int zero_stage;             /* 0 none, 1 optimizer states, 2 + gradients, 3 + weights sharded */
-    OffloadKind offload;         /* absent (plans written before it): none */
+    OffloadKind offload;        /* absent (plans written before it): none */
     RunFinetune ft;
     /* checkpoint */
     char *ckpt_dir;             /* resolved */
@@ -105,7 +97,7 @@ typedef struct {
     /* the data view (run_plan_load_data; run_plan_load leaves these empty) */
     DatasetSpec *datasets;
     size_t n_datasets;
-    int skip_bad;               /* data.on_bad_record "skip" */
+    BadRecordPolicy bad_records;    /* data.on_bad_record */
     int64_t model_vocab;        /* model.vocab, -1 when absent */
     cJSON *json;
 } RunPlan;

@@ -1060,9 +1060,9 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
 
 /* ---- PEFT adapter export (LoRA) ---- */
 
-/* PEFT's target_modules names, in LORA_* order (runtime/model/model.h). */
-static const char *const peft_modules[LORA_TARGETS] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                       "up_proj", "down_proj"};
+/* PEFT's target_modules names, in LORA_* order: the HF module names of
+ * contract/plan_vocab.h's rows. */
+#define peft_modules lora_module_json_names
 
 int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const char *base_model, char *err,
                 size_t errlen)

@@ -1,5 +1,6 @@
 /* hf_config.c — read/write HF config.json (hf_config.h). */
 #include "hf_config.h"
+#include "hf_config_keys.h"   /* contract/: the keys, defaults and bound llmc's checker reads by too */
 #include "json_stream.h"
 
 #include <cjson/cJSON.h>
@@ -11,14 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *arch_type(ModelArchKind a)
+static const char *arch_type(ModelArch a)
 {
-    return a == MODEL_LLAMA ? "llama" : a == MODEL_QWEN2 ? "qwen2" : "qwen3";
+    return plan_vocab_name(arch_json_names, ARCH_COUNT, a);   /* HF's model_type is the row's JSON spelling */
 }
 
-static const char *arch_class(ModelArchKind a)
+static const char *arch_class(ModelArch a)
 {
-    return a == MODEL_LLAMA ? "LlamaForCausalLM" : a == MODEL_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+    return a == ARCH_LLAMA ? "LlamaForCausalLM" : a == ARCH_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
 }
 
 /* An integer member, or dflt when absent and dflt >= 0. */
@@ -58,7 +59,7 @@ static int read_rope(cJSON *o, const char *file, double *theta, char *err, size_
                  top->valuedouble, nested->valuedouble);
         return -1;
     }
-    *theta = nested ? nested->valuedouble : cJSON_IsNumber(top) ? top->valuedouble : 10000.0;
+    *theta = nested ? nested->valuedouble : cJSON_IsNumber(top) ? top->valuedouble : HF_DEFAULT_ROPE_THETA;
     if (!(*theta > 0) || !isfinite(*theta)) { snprintf(err, errlen, "%s: rope_theta %g is not positive", file, *theta); return -1; }
     cJSON *scaling[2] = {params, cJSON_GetObjectItemCaseSensitive(o, "rope_scaling")};
     for (int i = 0; i < 2; i++) {
@@ -92,13 +93,11 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
     else snprintf(file, sizeof file, "%s", path);
     FILE *f = open_regular_file(file, "model config", err, errlen);
     if (!f) return -1;
-    /* config.json is a few KiB; 16 MiB bounds what a wrong file can cost */
-    enum { CONFIG_MAX = 16 << 20 };
-    char *buf = malloc(CONFIG_MAX + 1);
-    size_t n = buf ? fread(buf, 1, CONFIG_MAX + 1, f) : 0;
+    char *buf = malloc(HF_CONFIG_MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, HF_CONFIG_MAX_BYTES + 1, f) : 0;
     fclose(f);
     if (!buf) { snprintf(err, errlen, "out of memory"); return -1; }
-    if (n > CONFIG_MAX) { free(buf); snprintf(err, errlen, "%s: larger than 16 MiB: not a model config", file); return -1; }
+    if (n > HF_CONFIG_MAX_BYTES) { free(buf); snprintf(err, errlen, "%s: larger than 16 MiB: not a model config", file); return -1; }
     buf[n] = 0;
     cJSON *o = cJSON_Parse(buf);
     free(buf);
@@ -107,29 +106,27 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
     int rc = -1;
     const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "model_type"));
     if (!mt) { snprintf(err, errlen, "%s: missing \"model_type\"", file); goto done; }
-    if (!strcmp(mt, "llama")) out->arch = MODEL_LLAMA;
-    else if (!strcmp(mt, "qwen2")) out->arch = MODEL_QWEN2;
-    else if (!strcmp(mt, "qwen3")) out->arch = MODEL_QWEN3;
-    else { snprintf(err, errlen, "%s: model_type \"%s\" is not llama, qwen2 or qwen3", file, mt); goto done; }
-    long L, H, nh, kv, hd, F, V, ctx;
-    if (get_i(o, "num_hidden_layers", -1, &L, file, err, errlen) ||
-        get_i(o, "hidden_size", -1, &H, file, err, errlen) ||
-        get_i(o, "num_attention_heads", -1, &nh, file, err, errlen) ||
-        get_i(o, "num_key_value_heads", nh, &kv, file, err, errlen) ||
-        get_i(o, "head_dim", nh ? H / nh : 0, &hd, file, err, errlen) ||
-        get_i(o, "intermediate_size", -1, &F, file, err, errlen) ||
-        get_i(o, "vocab_size", -1, &V, file, err, errlen) ||
-        get_i(o, "max_position_embeddings", 2048, &ctx, file, err, errlen))
+    int arch = plan_vocab_find(arch_json_names, mt);
+    if (arch >= 0 && (LLMC_TRAIN_ARCH & PLAN_VOCAB_BIT(arch))) out->arch = (ModelArch)arch;
+    else {
+        char words[128];
+        snprintf(err, errlen, "%s: model_type \"%s\" is not %s", file, mt,
+                 plan_vocab_list(words, sizeof words, arch_json_names, LLMC_TRAIN_ARCH));
         goto done;
-    out->layers = (int)L; out->hidden = (int)H; out->heads = (int)nh; out->kv_heads = (int)kv;
-    out->head_dim = (int)hd; out->ffn = (int)F; out->vocab = (int)V; out->max_context = (int)ctx;
+    }
+    long iv;   /* each integer row in order (model_config_check below judges the shape) */
+#define READ_INT(field, key, rule) { \
+        if (get_i(o, key, hf_config_int_default(rule, out->hidden, out->heads), &iv, file, err, errlen)) goto done; \
+        out->field = (int)iv; }
+    HF_CONFIG_INTS(READ_INT)
+#undef READ_INT
     if (read_rope(o, file, &out->rope_theta, err, errlen)) goto done;
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
-    out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : 1e-6;
+    out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : HF_DEFAULT_RMS_EPS;
     out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
-    out->qkv_bias = out->arch == MODEL_QWEN2 ||
+    out->qkv_bias = out->arch == ARCH_QWEN2 ||
                     cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "attention_bias"));
-    out->qk_norm = out->arch == MODEL_QWEN3;
+    out->qk_norm = out->arch == ARCH_QWEN3;
     rc = model_config_check(out, err, errlen);
 done:
     cJSON_Delete(o);
@@ -164,10 +161,10 @@ int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dt
     shortest_double(eps, sizeof eps, c->rms_eps);
     fprintf(f, "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n  \"hidden_act\": \"silu\",\n", theta, eps);
     fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_embeddings ? "true" : "false");
-    if (c->arch != MODEL_QWEN2)
+    if (c->arch != ARCH_QWEN2)
         fprintf(f, "  \"attention_bias\": %s,\n", c->qkv_bias ? "true" : "false");
-    if (c->arch == MODEL_LLAMA) fprintf(f, "  \"mlp_bias\": false,\n");
-    if (c->arch != MODEL_LLAMA) fprintf(f, "  \"use_sliding_window\": false,\n");
+    if (c->arch == ARCH_LLAMA) fprintf(f, "  \"mlp_bias\": false,\n");
+    if (c->arch != ARCH_LLAMA) fprintf(f, "  \"use_sliding_window\": false,\n");
     fprintf(f, "  \"attention_dropout\": 0.0,\n  \"initializer_range\": 0.02,\n  \"use_cache\": true,\n");
     if (bos_id >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", bos_id);
     if (eos_id >= 0) fprintf(f, "  \"eos_token_id\": %d,\n", eos_id);

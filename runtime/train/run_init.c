@@ -40,7 +40,7 @@ int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc)
 
 int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
 {
-    if (!strcmp(plan->init, "scratch")) {
+    if (plan->init == INIT_SCRATCH) {
         model_init_random(m, plan->seed, 0.02);   /* HF's initializer_range */
         return 0;
     }
@@ -69,16 +69,16 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
 int run_finetune_attach(Model *m, const RunPlan *plan)
 {
     const RunFinetune *ft = &plan->ft;
-    if (ft->method == FT_FULL) return 0;
+    if (ft->method == METHOD_FULL) return 0;
     unsigned char *frozen = malloc((size_t)m->n_params);
     if (!frozen) { log_error("out of memory"); return -1; }
     int L = m->cfg.layers, n = ft->freeze_layers;
     for (int i = 0; i < m->n_params; i++) {
         int l = m->params[i].layer;   /* freeze: LLaMA-Factory's last n (n > 0) or first -n layers train */
-        frozen[i] = ft->method == FT_LORA || !(l >= 0 && (n > 0 ? l >= L - n : l < -n));
+        frozen[i] = ft->method == METHOD_LORA || !(l >= 0 && (n > 0 ? l >= L - n : l < -n));
     }
     m->frozen = frozen;
-    if (ft->method == FT_LORA &&
+    if (ft->method == METHOD_LORA &&
         !(m->lora = lora_new(m, ft->lora_targets, ft->lora_rank, ft->lora_alpha, ft->rslora, plan->seed))) {
         log_error("out of memory (LoRA adapters)");
         return -1;
@@ -116,9 +116,9 @@ static int write_lora_export(const RunPlan *plan, const Model *m, StDtype dt, co
 int run_export(const RunPlan *plan, const Model *m, const char *dir, const char *adapter_dir)
 {
     char err[1024];
-    StDtype dt = !strcmp(plan->precision, "bf16") ? ST_BF16 : ST_F32;
+    StDtype dt = plan->precision == PREC_BF16 ? ST_BF16 : ST_F32;
     /* a pretrained model's config.json is carried over (every key kept), not regenerated */
-    const char *source = strcmp(plan->init, "scratch") ? plan->model_path : NULL;
+    const char *source = plan->init != INIT_SCRATCH ? plan->model_path : NULL;
     if (m->lora) return write_lora_export(plan, m, dt, source, dir, adapter_dir);
     if (hf_export(dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
         log_error("export: %s", err);
@@ -186,7 +186,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "model.tie_embeddings", "%s", mc->tie_embeddings ? "true" : "false");
     ckpt_fp_add(fp, "model.qkv_bias", "%s", mc->qkv_bias ? "true" : "false");
     ckpt_fp_add(fp, "model.qk_norm", "%s", mc->qk_norm ? "true" : "false");
-    ckpt_fp_add(fp, "model.init", "%s", p->init);
+    ckpt_fp_add(fp, "model.init", "%s", init_json_names[p->init]);
     /* by content: a tokenizer restored from a copy, or shards prepared again from
      * the same bytes, are the same (checkpoints of older writers recorded
      * "tokenizer" and "data.shards" by the file's hash: keys no longer compared) */
@@ -201,7 +201,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "data.context", "%d", p->context);
     ckpt_fp_add(fp, "data.content", "%s", set->data_hash && set->data_hash[0] ? set->data_hash : "none");
     ckpt_fp_add(fp, "data.rows", "%" PRIu64, set->n_rows);
-    ckpt_fp_add(fp, "train.stage", "%s", p->stage ? p->stage : "?");
+    ckpt_fp_add(fp, "train.stage", "%s", stage_json_names[p->stage]);
     ckpt_fp_add(fp, "train.steps", "%" PRId64, total);
     /* not grad_accum: with the global batch and the micro-batch it only says how
      * the step's slots are split over ranks, and a checkpoint resumes on
@@ -212,7 +212,7 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "train.lr", "%s", v);
     fmt_num(v, sizeof v, p->min_lr);
     ckpt_fp_add(fp, "train.min_lr", "%s", v);
-    ckpt_fp_add(fp, "train.schedule", "%s", run_schedule_names[p->schedule]);
+    ckpt_fp_add(fp, "train.schedule", "%s", schedule_json_names[p->schedule]);
     ckpt_fp_add(fp, "train.warmup_steps", "%" PRId64, warmup);
     fmt_num(v, sizeof v, p->weight_decay);
     ckpt_fp_add(fp, "train.weight_decay", "%s", v);
@@ -225,15 +225,15 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     fmt_num(v, sizeof v, p->grad_clip);
     ckpt_fp_add(fp, "train.grad_clip", "%s", v);
     ckpt_fp_add(fp, "train.seed", "%" PRIu64, p->seed);
-    ckpt_fp_add(fp, "train.precision", "%s", p->precision ? p->precision : "?");
+    ckpt_fp_add(fp, "train.precision", "%s", precision_json_names[p->precision]);
     /* what trains: recorded only when not everything does (a full run's
      * fingerprint stays what it was) */
     const RunFinetune *ft = &p->ft;
-    if (ft->method == FT_FREEZE) {
-        ckpt_fp_add(fp, "finetune.method", "freeze");
+    if (ft->method == METHOD_FREEZE) {
+        ckpt_fp_add(fp, "finetune.method", "%s", method_json_names[ft->method]);
         ckpt_fp_add(fp, "finetune.freeze_layers", "%d", ft->freeze_layers);
-    } else if (ft->method == FT_LORA) {
-        ckpt_fp_add(fp, "finetune.method", "lora");
+    } else if (ft->method == METHOD_LORA) {
+        ckpt_fp_add(fp, "finetune.method", "%s", method_json_names[ft->method]);
         ckpt_fp_add(fp, "finetune.lora_rank", "%d", ft->lora_rank);
         ckpt_fp_add(fp, "finetune.lora_alpha", "%d", ft->lora_alpha);
         ckpt_fp_add(fp, "finetune.lora_target", "0x%02x", ft->lora_targets);
@@ -280,7 +280,7 @@ int run_check_space(const RunPlan *plan, size_t model_floats, size_t trainable_f
      * the export: the weights at the plan's precision. Rotation removes an old
      * checkpoint only after the new one is complete: one more must fit. */
     uint64_t ckpt = (uint64_t)model_floats * 4 + (uint64_t)trainable_floats * 8;
-    uint64_t exp = (uint64_t)model_floats * (!strcmp(plan->precision, "bf16") ? 2 : 4);
+    uint64_t exp = (uint64_t)model_floats * (plan->precision == PREC_BF16 ? 2 : 4);
     uint64_t a_ck, a_out, fs_ck, fs_out;
     if (space_of(plan->ckpt_dir, &a_ck, &fs_ck) || space_of(plan->out_dir, &a_out, &fs_out)) return 0;   /* cannot tell */
     const double MB = 1e6;

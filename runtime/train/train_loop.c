@@ -380,7 +380,7 @@ static int run_setup(Run *R)
     int64_t total = plan->max_steps > 0 ? plan->max_steps
                                         : (int64_t)ceil(plan->epochs * (double)R->set.n_rows / (double)G);
     R->total = total < 1 ? 1 : total;
-    R->sch = (LrSchedule){plan->schedule == SCHEDULE_LINEAR ? LR_LINEAR : plan->schedule == SCHEDULE_CONSTANT ? LR_CONSTANT : LR_COSINE,
+    R->sch = (LrSchedule){plan->schedule,
                           plan->lr, plan->min_lr, plan->warmup_steps >= 0 ? plan->warmup_steps
                                                                           : warmup_from_ratio(R->total, plan->warmup_ratio),
                           R->total};

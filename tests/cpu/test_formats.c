@@ -318,19 +318,19 @@ static void test_metrics_append(const char *dir)
 
 static void test_hf_config(const char *dir)
 {
-    ModelConfig c = {MODEL_QWEN3, 3, 96, 6, 2, 32, 200, 1000, 4096, 1e6, 1e-6, 1, 0, 1}, r;
+    ModelConfig c = {ARCH_QWEN3, 3, 96, 6, 2, 32, 200, 1000, 4096, 1e6, 1e-6, 1, 0, 1}, r;
     char p[4096], err[512], diff[128];
-    const ModelArchKind archs[3] = {MODEL_LLAMA, MODEL_QWEN2, MODEL_QWEN3};
+    const ModelArch archs[3] = {ARCH_LLAMA, ARCH_QWEN2, ARCH_QWEN3};
     for (int i = 0; i < 3; i++) {
         c.arch = archs[i];
-        c.qkv_bias = c.arch == MODEL_QWEN2;
-        c.qk_norm = c.arch == MODEL_QWEN3;
+        c.qkv_bias = c.arch == ARCH_QWEN2;
+        c.qk_norm = c.arch == ARCH_QWEN3;
         snprintf(p, sizeof p, "%s/config.json", dir);
         int ok = hf_config_write(p, &c, "float32", 1, 2, err, sizeof err) == 0 &&
                  hf_config_read(dir, &r, err, sizeof err) == 0 && !hf_config_diff(&c, &r, diff, sizeof diff) &&
                  r.max_context == 4096 && r.rms_eps == 1e-6;
-        check(ok, c.arch == MODEL_LLAMA ? "config.json round trip (llama)" :
-                  c.arch == MODEL_QWEN2 ? "config.json round trip (qwen2)" : "config.json round trip (qwen3)");
+        check(ok, c.arch == ARCH_LLAMA ? "config.json round trip (llama)" :
+                  c.arch == ARCH_QWEN2 ? "config.json round trip (qwen2)" : "config.json round trip (qwen3)");
     }
     FILE *f = fopen(p, "w");
     fputs("{\"model_type\":\"gpt2\",\"hidden_size\":8}", f);
@@ -435,7 +435,7 @@ static void test_config_derive(const char *dir, const char *files)
     }
     /* Llama 3.1 (rope_scaling llama3): never written as a model llmc-train did not
      * train; the run refuses this config at the start already (hf_config_read) */
-    ModelConfig c = {MODEL_LLAMA, 32, 4096, 32, 8, 128, 14336, 128256, 131072, 5e5, 1e-5, 0, 0, 0};
+    ModelConfig c = {ARCH_LLAMA, 32, 4096, 32, 8, 128, 14336, 128256, 131072, 5e5, 1e-5, 0, 0, 0};
     unlink(out);
     snprintf(src, sizeof src, "%s/llama3.1-8b", files);
     check(hf_config_derive(out, src, &c, "bfloat16", err, sizeof err) != 0 &&
@@ -464,12 +464,12 @@ static void test_config_derive(const char *dir, const char *files)
 
 static void test_schedules(void)
 {
-    LrSchedule s = {LR_LINEAR, 1.0, 0, 10, 110};
+    LrSchedule s = {SCHED_LINEAR, 1.0, 0, 10, 110};
     check(lr_at(&s, 0) == 0 && fabs(lr_at(&s, 5) - 0.5) < 1e-12 && lr_at(&s, 10) == 1.0 &&
               fabs(lr_at(&s, 60) - 0.5) < 1e-12 && lr_at(&s, 110) == 0, "linear with warmup");
-    s.kind = LR_CONSTANT;
+    s.kind = SCHED_CONSTANT;
     check(fabs(lr_at(&s, 3) - 0.3) < 1e-12 && lr_at(&s, 50) == 1.0 && lr_at(&s, 109) == 1.0, "constant with warmup");
-    s = (LrSchedule){LR_COSINE, 2.0, 0.2, 0, 100};
+    s = (LrSchedule){SCHED_COSINE, 2.0, 0.2, 0, 100};
     check(lr_at(&s, 0) == 2.0 && fabs(lr_at(&s, 50) - 1.1) < 1e-12 && fabs(lr_at(&s, 100) - 0.2) < 1e-12,
           "cosine to min_lr (0.5*(1+cos) scaled between min_lr and lr)");
     check(warmup_from_ratio(1000, 0.03) == 30 && warmup_from_ratio(333, 0.03) == 10, "warmup = ceil(total * ratio)");
@@ -487,7 +487,7 @@ static void test_plan(const char *plan_path)
     if (!ok) printf("  %s\n", err);
     check(ok && p.model.hidden == 32 && p.model.kv_heads == 2 && p.model.qkv_bias && p.micro_batch == 4 &&
               p.grad_accum == 2 && p.max_steps == 12 && p.warmup_steps == 2 && p.warmup_ratio < 0 &&
-              p.schedule == SCHEDULE_COSINE && p.ckpt_every_steps == 4 && p.ckpt_every_seconds < 0 &&
+              p.schedule == SCHED_COSINE && p.ckpt_every_steps == 4 && p.ckpt_every_seconds < 0 &&
               p.tokenizer_path == NULL && strstr(p.shards_dir, "/shards") && strstr(p.metrics_path, "run/metrics.jsonl"),
           "tiny_plan.json loads with every field");
     if (ok) run_plan_free(&p);

@@ -384,7 +384,7 @@ static void run_ft_fixture(const char *path, StModel *st, Model *m, cJSON *oj, c
     /* AdamW over the trainable tensors from torch's start, accumulation over A and B */
     AdamW opt;
     adamw_init(&opt, tv.n_floats, jnum(oj, "beta1"), jnum(oj, "beta2"), jnum(oj, "eps"), jnum(oj, "weight_decay"));
-    LrSchedule sch = {LR_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
+    LrSchedule sch = {SCHED_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
                       (int64_t)jnum(oj, "steps")};
     float *acc = malloc(tv.n_floats * sizeof(float)), *ref_l = read_tensor(st, "adam.loss", NULL);
     double limit = 1e-6, loss_far = 0;
@@ -449,8 +449,9 @@ static void run_fixture(const char *path)
     if (st_open(&st, path, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(2); }
     cJSON *cj = read_meta(path, "config"), *oj = read_meta(path, "optim"), *fj = read_meta_opt(path, "finetune");
     const char *arch = cJSON_GetStringValue(cJSON_GetObjectItem(cj, "arch"));
+    if (plan_vocab_find(arch_json_names, arch) < 0) { fprintf(stderr, "%s: arch '%s' is none of plan_vocab.h's\n", path, arch ? arch : "(none)"); exit(2); }
     ModelConfig c = {
-        .arch = !strcmp(arch, "llama") ? MODEL_LLAMA : !strcmp(arch, "qwen2") ? MODEL_QWEN2 : MODEL_QWEN3,
+        .arch = (ModelArch)plan_vocab_find(arch_json_names, arch),
         .layers = (int)jnum(cj, "layers"), .hidden = (int)jnum(cj, "hidden"), .heads = (int)jnum(cj, "heads"),
         .kv_heads = (int)jnum(cj, "kv_heads"), .head_dim = (int)jnum(cj, "head_dim"), .ffn = (int)jnum(cj, "ffn"),
         .vocab = (int)jnum(cj, "vocab"), .max_context = (int)jnum(cj, "max_context"),
@@ -534,7 +535,7 @@ static void run_fixture(const char *path)
     /* AdamW: each recorded step alone from torch's state, then the whole trajectory */
     AdamW opt;
     adamw_init(&opt, m.n_floats, jnum(oj, "beta1"), jnum(oj, "beta2"), jnum(oj, "eps"), jnum(oj, "weight_decay"));
-    LrSchedule sch = {LR_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
+    LrSchedule sch = {SCHED_COSINE, jnum(oj, "lr"), jnum(oj, "min_lr"), (int64_t)jnum(oj, "warmup_steps"),
                       (int64_t)jnum(oj, "steps")};
     float *ref_lr = read_tensor(&st, "adam.lr", NULL), *ref_l = read_tensor(&st, "adam.loss", NULL);
     float *ref_gn = read_tensor(&st, "adam.grad_norm", NULL);

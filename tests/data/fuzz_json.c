@@ -10,12 +10,12 @@
 #include "records.h"
 
 static DatasetSpec specs[3] = {
-    {.format = FMT_SHAREGPT, .messages = "messages", .system = "system", .tools = "tools", .role = "role",
+    {.format = FORMAT_SHAREGPT, .messages = "messages", .system = "system", .tools = "tools", .role = "role",
      .content = "content", .user = "user", .assistant = "assistant", .observation = "observation",
      .function = "function_call", .system_tag = "system"},
-    {.format = FMT_ALPACA, .prompt = "instruction", .query = "input", .response = "output", .history = "history",
+    {.format = FORMAT_ALPACA, .prompt = "instruction", .query = "input", .response = "output", .history = "history",
      .system = "system"},
-    {.format = FMT_TEXT, .text = "text"},
+    {.format = FORMAT_TEXT, .text = "text"},
 };
 
 static Tokenizer *tok;

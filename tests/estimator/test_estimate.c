@@ -425,7 +425,7 @@ static void test_llmc_cuda_measured(const cJSON *ref)
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
         int b = (int)cJSON_GetObjectItemCaseSensitive(row, "batch")->valuedouble;
         int s = (int)cJSON_GetObjectItemCaseSensitive(row, "seq")->valuedouble;
-        int rcv = (int)cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble;   /* CUDA_RECOMPUTE_* */
+        int rcv = (int)cJSON_GetObjectItemCaseSensitive(row, "recompute")->valuedouble;   /* 0 none, 1 full, 2 selective */
         Recompute rcm = rcv == 1 ? RECOMPUTE_FULL : rcv == 2 ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
         bool rc = rcv != 0;
         const cJSON *ov = cJSON_GetObjectItemCaseSensitive(row, "offload");
@@ -1374,6 +1374,68 @@ static void test_pure_bf16(void)
     free(text);
 }
 
+/* ESTIMATE_FIELDS (compiler/estimate/estimate_fields.c), the one table both JSON
+ * writers print: keys unique, plan.json's places 0..n-1 each taken once, each
+ * row reading its own field, and every row documented in docs/estimator.md's
+ * "plan.json estimate fields" table. */
+static void test_estimate_fields(const char *docs)
+{
+    Estimate e;
+    memset(&e, 0, sizeof e);
+    e.params_total = 123456789012LL;
+    e.mfu = 0.375;
+    e.fits = true;
+    e.attn_workspace_bytes = 4096;
+    e.cpu_optimizer_threads = 7;
+    EstimateField f[ESTIMATE_FIELD_MAX];
+    int n = estimate_fields(&e, f), npos = 0, dup = 0, seen[ESTIMATE_FIELD_MAX] = {0};
+    CHECK(n >= 80 && n <= ESTIMATE_FIELD_MAX, "estimate_fields: %d rows", n);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < i; j++) dup += strcmp(f[i].key, f[j].key) == 0;
+        if (f[i].plan_pos >= 0 && f[i].plan_pos < ESTIMATE_FIELD_MAX) { seen[f[i].plan_pos]++; npos++; }
+    }
+    CHECK(dup == 0, "estimate_fields: %d keys twice", dup);
+    int holes = 0;
+    for (int p = 0; p < npos; p++) holes += seen[p] != 1;
+    CHECK(npos == 42 && holes == 0, "plan.json estimate: %d places, %d not taken exactly once", npos, holes);
+    int right = 0;
+    for (int i = 0; i < n; i++) {
+        const EstimateField *x = &f[i];
+        right += (!strcmp(x->key, "params_total") && x->kind == EST_INT && x->i == 123456789012LL && x->plan_pos == 0) +
+                 (!strcmp(x->key, "mfu") && x->kind == EST_NUM && x->num == 0.375) +
+                 (!strcmp(x->key, "fits") && x->kind == EST_BOOL && x->b) +
+                 (!strcmp(x->key, "attn_workspace_bytes") && x->num == 4096 && x->plan_pos == 8) +
+                 (!strcmp(x->key, "cpu_optimizer_threads") && x->num == 7 && x->plan_pos < 0) +
+                 (!strcmp(x->key, "tokens_source") && x->kind == EST_TOKEN_SOURCE && x->str &&
+                  !strcmp(x->str, estimate_token_source_name(e.tokens_source)));
+    }
+    CHECK(right == 6, "estimate_fields: %d of 6 probed rows read their field", right);
+    char path[512];
+    snprintf(path, sizeof path, "%s/estimator.md", docs);
+    FILE *fp = fopen(path, "r");
+    CHECK(fp != NULL, "read %s", path);
+    if (!fp) return;
+    static char text[1 << 18];
+    size_t len = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[len] = 0;
+    const char *sect = strstr(text, "## plan.json estimate fields");
+    char *table = sect ? strstr(sect, "\n| key |") : NULL;
+    CHECK(table != NULL, "%s: no \"plan.json estimate fields\" table", path);
+    if (!table) return;
+    char *end = strstr(table + 1, "\n\n");
+    if (end) *end = 0;   /* the table alone */
+    int undocumented = 0;
+    for (int i = 0; i < n; i++) {
+        char cell[96];
+        snprintf(cell, sizeof cell, "`%s`", f[i].key);
+        /* a plan.json row must be in the table; explain's own rows may be described in
+           their sections instead (the sentence above the table names them) */
+        if (f[i].plan_pos >= 0 && !strstr(table, cell)) { undocumented++; printf("  undocumented: %s\n", f[i].key); }
+    }
+    CHECK(undocumented == 0, "%d plan.json estimate fields missing from docs/estimator.md's table", undocumented);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/estimator";
@@ -1413,6 +1475,7 @@ int main(int argc, char **argv)
     test_padding_stats();
     test_offload_time();
     test_pure_bf16();
+    test_estimate_fields("docs");
 
     cJSON_Delete(ref);
     printf("%d passed, %d failed\n", passed, failed);
