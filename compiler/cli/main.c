@@ -17,6 +17,7 @@
 
 int explain_main(int argc, char **argv);   /* compiler/cli/explain.c */
 int init_model_main(int argc, char **argv);   /* compiler/cli/init_model.c */
+int calibrate_main(int argc, char **argv);    /* compiler/cli/calibrate.c */
 
 /* llmc(1)'s exit statuses: CI tells a plan with errors (1) from a command
  * that could not run at all (2). */
@@ -29,6 +30,7 @@ static const char usage_text[] =
     "       llmc explain PLAN           the estimate, figure by figure\n"
     "       llmc status OUT_DIR         a submitted run: Slurm, progress, estimate vs measured\n"
     "       llmc init-model DIR [NAME]  the model block for a Hugging Face model directory\n"
+    "       llmc calibrate RUN... [-o PROFILE.llm]  a site profile from measured runs\n"
     "       llmc --help | --version     (every command takes --help)\n"
     "\n"
     "options (--opt=VALUE or --opt VALUE):\n"
@@ -333,5 +335,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0) return status_main(argc - 1, argv + 1);
     if (strcmp(cmd, "init-model") == 0) return init_model_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "calibrate") == 0) return calibrate_main(argc - 1, argv + 1);
     return cmd_compile(argc, argv);   /* llmc PLAN -o DIR: argv[0] is the program */
 }
