@@ -340,7 +340,7 @@ static double jnum(JCtx *c, const cJSON *o, const char *sect, const char *k, dou
     const cJSON *v = jget(o, k);
     if (!v || cJSON_IsNull(v)) return dflt;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
-        if (c->ok) fail("%s: %s.%s must be a number in [%g, %g]", c->path, sect, k, lo, hi);
+        if (c->ok) fail("%s: %s.%s must be a number in [%.15g, %.15g]", c->path, sect, k, lo, hi);
         c->ok = false;
         return dflt;
     }
@@ -592,6 +592,8 @@ static void fit(Run *runs, int n, Fit *f, double min_step)
         }
         if (before - loss(runs, n, f) < 1e-14) break;
     }
+    /* at its lower bound: none (the runs show no fixed cost per step) */
+    if (f->on[P_OVERHEAD] && f->v[P_OVERHEAD] < 1e-9 * min_step) f->v[P_OVERHEAD] = 0;
 }
 
 /* Distinct shapes among the fitted runs (what more values could be told apart by). */
