@@ -37,6 +37,7 @@ enum { CAL_OK = 0, CAL_BAD_INPUT = 1, CAL_USAGE = 2 };
 #define CAL_MIN_STEPS 3            /* steps left to take the median of */
 #define CAL_MAX_STEP_S 86400.0     /* a step time above a day is not a measurement */
 #define CAL_LF_MIN_SPAN_S 10.0     /* elapsed_time has whole seconds: at least this span */
+#define CAL_MFU_PLAUSIBLE 0.7      /* the highest published HFU (FSDP + FlashAttention-2 on A100, 0.67) */
 
 static const char cmd[] = "llmc calibrate";
 static const char calibrate_usage[] =
@@ -508,9 +509,9 @@ static int build_plan(Run *r)
     j->tasks_per_node = cpu ? tpn : gpn;
     r->est_default_s = jnum(&c, je, "estimate", "step_seconds", 0, 1e12, 0);
     const cJSON *jn = jget(p, "job");
-    snprintf(r->shape, sizeof r->shape, "%s: %d node%s x %d %s, %d x %d x %d", cJSON_IsString(jn) ? jn->valuestring : "?",
-             nodes, nodes == 1 ? "" : "s", cpu ? tpn : gpn, cpu ? (tpn == 1 ? "rank" : "ranks") : "GPUs",
-             t->micro_batch, t->context, t->grad_accum);
+    snprintf(r->shape, sizeof r->shape, "%s: %d layers x %d, %d node%s x %d %s, %d x %d x %d",
+             cJSON_IsString(jn) ? jn->valuestring : "?", m->layers, m->hidden, nodes, nodes == 1 ? "" : "s",
+             cpu ? tpn : gpn, cpu ? (tpn == 1 ? "rank" : "ranks") : "GPUs", t->micro_batch, t->context, t->grad_accum);
     cJSON_Delete(p);
     return c.ok ? CAL_OK : CAL_BAD_INPUT;
 }
@@ -761,6 +762,11 @@ int calibrate_main(int argc, char **argv)
         for (int k = 0; k < P_COUNT; k++)
             if (f.on[k]) fprintf(stderr, " %s", param_names[k]);
         fprintf(stderr, " from %d run%s (%d shape%s)\n", nfit, nfit == 1 ? "" : "s", room, room == 1 ? "" : "s");
+        if (f.on[P_MFU] && f.v[P_MFU] > CAL_MFU_PLAUSIBLE && f.v[P_MFU] < 0.999)
+            fprintf(stderr, "%s: warning: the fitted mfu %.2f is above what published training runs reach (~%.1f): "
+                            "the runs hid more communication than the estimate's model of this trainer allows, and "
+                            "the mfu absorbs it (docs/estimator.md, \"Site profiles\")\n", cmd, f.v[P_MFU],
+                    CAL_MFU_PLAUSIBLE);
         if (f.on[P_MFU] && f.v[P_MFU] >= 0.999)
             fprintf(stderr, "%s: warning: the fitted mfu is at its bound (1): the runs were faster than the plan's "
                             "FLOPs allow at the peak the plan assumes\n", cmd);
