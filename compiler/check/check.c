@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_COUNT } BlockKind;
-static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu"};
+typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_PROFILE, K_COUNT } BlockKind;
+static const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu", "profile"};
 
 typedef struct {
     const char *name;
@@ -3488,7 +3488,7 @@ static void check_job_site(Checker *c, const PlanJob *j)
 
 static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",
                                        "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container",
-                                       "after"};
+                                       "after", "profile"};
 
 /* job: run = NAME, cluster = NAME, nodes = INT, time = DURATION (at least
  * 1 min), mem, cpus_per_task, account, qos, logs (default "logs"), requeue
@@ -3525,6 +3525,7 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
     Entry *tasks = find(s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
     if ((e = find(s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
+    if ((e = find(s, "profile"))) { j->profile_at = e->at; j->profile = get_ref(c, e, K_PROFILE); }
     check_site(c, it, s, &j->site);
     report_missing(c, s);
     return tasks;
@@ -3679,6 +3680,68 @@ static void check_job_global_batch(Checker *c, const PlanJob *j, const PlanTrain
 /* job NAME { ... }: its keys, then the job against its cluster and against
  * its run (checkpoint cadence, precision on CPUs, the llmc backend's
  * capabilities, the global batch). */
+/* ---- profile NAME { } : a site profile (docs/estimator.md, "Site profiles") ---- */
+
+static const char *const profile_keys[] = {"backend", "mfu", "step_overhead", "intra_node_bw", "inter_node_bw", "from"};
+
+static void check_profile(Checker *c, const Item *it, PlanProfile *p)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, profile_keys, NUNITS(profile_keys));
+    Entry *e;
+    int v;
+    p->step_overhead_s = -1;
+    if ((e = find(&s, "backend"))) {
+        p->backend_at = e->at;
+        if (get_enum(c, e, backend_llm_names, BACKEND_COUNT, &v)) { p->backend = (PlanBackend)v; p->backend_set = true; }
+    }
+    if ((e = find(&s, "mfu")) && e->value) {
+        p->mfu_at = e->at;
+        if (is_percent(e->value)) {
+            if (get_percent(c, e, 100, &p->mfu) && p->mfu == 0) { diag_error(c->d, e->value->at, "'mfu' must be above 0%%"); p->mfu = 0; }
+        } else {
+            get_number(c, e, 0, true, 1, &p->mfu);
+        }
+    } else if (e) {
+        want_terms(c, e, 1, "a fraction or percentage");
+    }
+    if ((e = find(&s, "step_overhead"))) {
+        p->step_overhead_at = e->at;
+        double x;
+        if (get_duration(c, e, &x)) {
+            if (x > 3600) diag_error(c->d, e->value->at, "'step_overhead' must be at most 1 h per optimizer step");
+            else p->step_overhead_s = x;
+        }
+    }
+    struct { const char *key; double *out; SrcRange *at; } bws[] = {
+        {"intra_node_bw", &p->intra_bytes_per_s, &p->intra_at}, {"inter_node_bw", &p->inter_bytes_per_s, &p->inter_at}};
+    for (int i = 0; i < 2; i++) {
+        if (!(e = find(&s, bws[i].key)) || !e->value) continue;
+        *bws[i].at = e->at;
+        const Value *val = e->value;
+        if (val->nterms > 2) { want_terms(c, e, 2, "a bandwidth"); continue; }
+        get_rate(c, e, val->terms[0], val->nterms == 2 ? val->terms[1] : NULL, byte_rate_units, bit_rate_units,
+                 "40 GBps", bws[i].out);
+    }
+    if ((e = find(&s, "from"))) p->from = get_string_list(c, e, &p->nfrom, "a list of run directories", NULL);
+    if (!p->mfu_at.start.file && !p->step_overhead_at.start.file && !p->intra_at.start.file && !p->inter_at.start.file) {
+        Diag *g = diag_error(c->d, it->name_at, "profile '%s' sets none of mfu, step_overhead, intra_node_bw, inter_node_bw",
+                             p->name);
+        diag_help(g, "llmc calibrate RUN_DIR... -o PROFILE.llm writes one from measured runs");
+    }
+}
+
+/* A job's profile measured one trainer: the other's efficiency is not the same. */
+static void check_job_profile(Checker *c, const PlanJob *j, const PlanTrain *t)
+{
+    const PlanProfile *p = j->profile;
+    if (!p || !p->backend_set || p->backend == t->backend) return;
+    Diag *g = diag_error(c->d, j->profile_at, "profile '%s' was measured on backend = %s, but run '%s' uses backend = %s",
+                         p->name, backend_llm_names[p->backend], t->name, backend_llm_names[t->backend]);
+    diag_note(g, "profile '%s' backend is set at %s:%d", p->name, p->backend_at.start.file, p->backend_at.start.line);
+    diag_help(g, "calibrate a profile from runs of backend = %s (llmc calibrate)", backend_llm_names[t->backend]);
+}
+
 static void check_job(Checker *c, const Item *it, PlanJob *j)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
@@ -3701,6 +3764,7 @@ static void check_job(Checker *c, const Item *it, PlanJob *j)
     }
     check_job_llmc_caps(c, j, cl, t);
     check_job_global_batch(c, j, t);
+    check_job_profile(c, j, t);
 }
 
 /* ---- chained jobs (`after = JOB`) and output directories ---- */
@@ -3805,7 +3869,7 @@ static void add_block(Checker *c, const Item *it)
         const char *dym = did_you_mean(it->kind_name, kind_names, K_COUNT);
         Diag *g = dym ? diag_error(c->d, it->kind_at, "unknown block '%s'; did you mean '%s'?", it->kind_name, dym)
                       : diag_error(c->d, it->kind_at, "unknown block '%s'", it->kind_name);
-        diag_note(g, "blocks: cluster, model, dataset, train, job, gpu");
+        diag_note(g, "blocks: cluster, model, dataset, train, job, gpu, profile");
         return;
     }
     if (!it->name) {
@@ -3821,7 +3885,7 @@ static void add_block(Checker *c, const Item *it)
         return;
     }
     size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob),
-                             sizeof(PlanGpu)};
+                             sizeof(PlanGpu), sizeof(PlanProfile)};
     void *obj = arena_alloc(c->a, sizes[kind]);
     /* Every Plan* struct starts with `const char *name; SrcRange at;`. */
     PlanCluster *head = obj;
@@ -3848,7 +3912,7 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
         }
     /* Check in dependency order: later kinds refer to earlier ones. */
     PtrVec lists[K_COUNT] = {{0}};
-    static const BlockKind order[K_COUNT] = {K_GPU, K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB};
+    static const BlockKind order[K_COUNT] = {K_GPU, K_PROFILE, K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB};
     for (int o = 0; o < K_COUNT; o++)
         for (int i = 0; i < c.nsyms; i++) {
             Symbol *s = &c.syms[i];
@@ -3860,6 +3924,7 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
             case K_DATASET: check_dataset(&c, s->item, s->obj); break;
             case K_TRAIN: check_train(&c, s->item, s->obj); break;
             case K_JOB: check_job(&c, s->item, s->obj); break;
+            case K_PROFILE: check_profile(&c, s->item, s->obj); break;
             case K_COUNT: break;
             }
             ptrvec_push(c.a, &lists[s->kind], s->obj);

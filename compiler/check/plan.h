@@ -263,6 +263,20 @@ typedef struct {
                                                copied out/ keeps its runs */
 } PlanTrain;
 
+/* `profile NAME { ... }`: what a site's own runs measured (`llmc calibrate`
+ * writes it; docs/estimator.md, "Site profiles"). A job takes it with
+ * `profile = NAME`; each value set replaces the estimator's default. */
+typedef struct {
+    const char *name; SrcRange at;
+    PlanBackend backend; bool backend_set; SrcRange backend_at; /* the trainer the runs measured */
+    double mfu; SrcRange mfu_at;            /* compute efficiency; 0 = not set */
+    double step_overhead_s; SrcRange step_overhead_at;  /* per optimizer step; < 0 = not set */
+    double intra_bytes_per_s; SrcRange intra_at;  /* effective per GPU, one direction, ring bus
+                                                     bandwidth inside a node; 0 = not set */
+    double inter_bytes_per_s; SrcRange inter_at;  /* effective per node between nodes; 0 = not set */
+    const char **from; int nfrom;           /* the runs it was fitted from, as written */
+} PlanProfile;
+
 typedef struct PlanJob {
     const char *name; SrcRange at;
     PlanTrain *run; SrcRange run_at;
@@ -282,6 +296,7 @@ typedef struct PlanJob {
                                                cluster with `gpu = none` (CPU-only: one
                                                trainer process per node, fp32, no --gres) */
     PlanSite site;                          /* the cluster's site settings with the job's over them */
+    const PlanProfile *profile; SrcRange profile_at; /* `profile = NAME`; NULL: the defaults */
 } PlanJob;
 
 /* `gpu NAME { memory = ...  bf16 = ...  hbm = ...  gres_type = "..." }`: a GPU the

@@ -24,6 +24,17 @@
 
 enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
 
+
+/* A bandwidth in GB/s for a message (one static buffer per call site in turn:
+ * at most four alive at once). */
+static const char *fmt_rate_gbs(double bytes_per_s)
+{
+    static char bufs[4][32];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof bufs[0], "%.3g GB/s", bytes_per_s / 1e9);
+    return b;
+}
 static const char explain_usage[] =
     "usage: llmc explain [--set BLOCK.KEY=VALUE]... [--shards DIR] [--format human|json] [--color auto|always|never] PLAN\n"
     "  memory per GPU and time to train for every job in PLAN, with the assumptions\n"
@@ -269,8 +280,26 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                                                  : "the rank's cores");
     else if (!e->cpu_only && t->offload != OFFLOAD_NONE && t->backend == BACKEND_LLAMAFACTORY)
         assume(a, "offload time not estimated: the cluster states no host_link and the GPU has no catalogue default");
+    const PlanProfile *pf = job->profile;
+    if (pf) {
+        char runs[512] = "";
+        size_t k = 0;
+        for (int i = 0; i < pf->nfrom && k < sizeof runs; i++)
+            k += (size_t)snprintf(runs + k, sizeof runs - k, "%s%s", i ? ", " : "", pf->from[i]);
+        assume(a, "site profile '%s' (%s:%d), fitted from %s%s", pf->name, pf->at.start.file, pf->at.start.line,
+               pf->nfrom ? "runs " : "no runs named", runs);
+        if (e->profile_intra || e->profile_inter)
+            assume(a, "collective bandwidth as profile '%s' measured:%s%s%s%s", pf->name,
+                   e->profile_intra ? " inside a node " : "", e->profile_intra ? fmt_rate_gbs(pf->intra_bytes_per_s) : "",
+                   e->profile_inter ? " between nodes " : "", e->profile_inter ? fmt_rate_gbs(pf->inter_bytes_per_s) : "");
+        if (e->step_overhead_seconds > 0)
+            assume(a, "%.3g ms per optimizer step beyond compute and communication, as profile '%s' measured "
+                      "(optimizer step, data, logging)", e->step_overhead_seconds * 1e3, pf->name);
+    }
     if (t->mfu > 0)
-        assume(a, "mfu %.2f as the plan states", t->mfu);
+        assume(a, "mfu %.2f as the plan states%s", t->mfu, pf && pf->mfu > 0 ? " (over the profile's)" : "");
+    else if (e->profile_mfu)
+        assume(a, "mfu %.3f as profile '%s' measured", e->mfu, pf->name);
     else if (e->cpu_only)
         assume(a, "mfu %.2f: the CPU default; set `mfu` after measuring", e->mfu);
     else
@@ -395,10 +424,17 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "communication", a, "%s%.0f collectives", kinds, e->comm_collectives);
     gb(b, sizeof b, e->comm_sent_bytes);
     cli_fmt_duration(a, sizeof a, e->comm_intra_seconds);
-    row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
-        100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
+    if (e->profile_intra)
+        row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %s one way (profile '%s')", b,
+            fmt_rate_gbs(job->profile->intra_bytes_per_s), job->profile->name);
+    else
+        row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
+            100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
     cli_fmt_duration(a, sizeof a, e->comm_inter_seconds);
-    if (job->nodes > 1)
+    if (job->nodes > 1 && e->profile_inter)
+        row(tb, 1, "inter-node (network)", a, "%s per node at %s (profile '%s')", b,
+            fmt_rate_gbs(job->profile->inter_bytes_per_s), job->profile->name);
+    else if (job->nodes > 1)
         row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * 0.90, c->nics,
             c->nic_bits_per_s / 1e9, c->network_roce ? " RoCE" : "", c->network_default ? " (catalogue)" : "");
     else
@@ -693,6 +729,26 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
 
 /* ---- JSON output ---- */
 
+/* The job's site profile: its values and runs, and which of them the estimate used. */
+static cJSON *profile_to_json(const PlanProfile *p, const Estimate *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", p->name);
+    cJSON_AddStringToObject(o, "file", p->at.start.file ? p->at.start.file : "");
+    cJSON_AddNumberToObject(o, "line", p->at.start.line);
+    if (p->mfu > 0) cJSON_AddNumberToObject(o, "mfu", p->mfu);
+    if (p->step_overhead_s >= 0 && p->step_overhead_at.start.file) cJSON_AddNumberToObject(o, "step_overhead_seconds", p->step_overhead_s);
+    if (p->intra_bytes_per_s > 0) cJSON_AddNumberToObject(o, "intra_node_bytes_per_s", p->intra_bytes_per_s);
+    if (p->inter_bytes_per_s > 0) cJSON_AddNumberToObject(o, "inter_node_bytes_per_s", p->inter_bytes_per_s);
+    cJSON *from = cJSON_AddArrayToObject(o, "from");
+    for (int i = 0; i < p->nfrom; i++) cJSON_AddItemToArray(from, cJSON_CreateString(p->from[i]));
+    cJSON_AddBoolToObject(o, "mfu_used", e->profile_mfu);
+    cJSON_AddBoolToObject(o, "intra_used", e->profile_intra);
+    cJSON_AddBoolToObject(o, "inter_used", e->profile_inter);
+    cJSON_AddNumberToObject(o, "step_overhead_used_seconds", e->step_overhead_seconds);
+    return o;
+}
+
 /* The estimate as a JSON object: every row of ESTIMATE_FIELDS
  * (compiler/estimate/estimate_fields.c), keys as the field names, numbers as
  * cJSON prints them. */
@@ -777,6 +833,7 @@ int explain_main(int argc, char **argv)
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "job", job->name);
             cJSON_AddItemToObject(o, "estimate", estimate_to_json(&ests[i]));
+            if (job->profile) cJSON_AddItemToObject(o, "profile", profile_to_json(job->profile, &ests[i]));
             Assumptions as;
             collect_assumptions(job, &ests[i], &as);
             cJSON *arr = cJSON_AddArrayToObject(o, "assumptions");

@@ -19,6 +19,7 @@
 
 int explain_main(int argc, char **argv);   /* compiler/cli/explain.c */
 int init_model_main(int argc, char **argv);   /* compiler/cli/init_model.c */
+int calibrate_main(int argc, char **argv);    /* compiler/cli/calibrate.c */
 
 /* llmc(1)'s exit statuses: CI tells a plan with errors (1) from a command
  * that could not run at all (2). */
@@ -35,6 +36,7 @@ static const char usage_text[] =
     "       llmc submit|cancel|logs OUT_DIR   sbatch the output (a chain in order), scancel it,\n"
     "                                   its log\n"
     "       llmc init-model DIR [NAME]  the model block for a Hugging Face model directory\n"
+    "       llmc calibrate RUN... [-o PROFILE.llm]  a site profile from measured runs\n"
     "       llmc --help | --version     (every command takes --help)\n"
     "\n"
     "options (--opt=VALUE or --opt VALUE):\n"
@@ -662,5 +664,6 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "cancel") == 0) return cancel_main(argc - 1, argv + 1);
     if (strcmp(cmd, "logs") == 0) return logs_main(argc - 1, argv + 1);
     if (strcmp(cmd, "init-model") == 0) return init_model_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "calibrate") == 0) return calibrate_main(argc - 1, argv + 1);
     return cmd_compile(argc, argv);   /* llmc PLAN -o DIR: argv[0] is the program */
 }

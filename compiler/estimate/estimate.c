@@ -233,6 +233,30 @@ double estimate_flops_per_token(double matmul_params, double trainable_share, do
     return fpt;
 }
 
+/* ---- the site profile (docs/estimator.md, "Site profiles") ---------------- */
+
+double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e)
+{
+    if (e) e->profile_mfu = false;
+    if (job->run && job->run->mfu > 0) return job->run->mfu;
+    if (job->profile && job->profile->mfu > 0) {
+        if (e) e->profile_mfu = true;
+        return job->profile->mfu;
+    }
+    return dflt;
+}
+
+void estimate_profile_fabric(const PlanJob *job, Fabric *f, Estimate *e)
+{
+    const PlanProfile *p = job->profile;
+    f->intra_eff_bytes_per_s = p && p->intra_bytes_per_s > 0 ? p->intra_bytes_per_s : 0;
+    f->inter_eff_bytes_per_s = p && p->inter_bytes_per_s > 0 ? p->inter_bytes_per_s : 0;
+    if (e) {
+        e->profile_intra = f->intra_eff_bytes_per_s > 0;
+        e->profile_inter = f->inter_eff_bytes_per_s > 0;
+    }
+}
+
 /* ---- communication ------------------------------------------------------- */
 
 void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent, double *intra_s,
@@ -245,8 +269,9 @@ void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent
     /* A ring over every rank; with G rings (one per GPU of a node) each node
      * sends the same bytes as one rank over its NICs together, and each GPU
      * sends them over its own link (one direction: half NVIDIA's figure). */
-    double link = f->link_bytes_per_s / 2 * LINK_EFFICIENCY;
-    double net = f->nics * f->nic_bits_per_s / 8 * NET_EFFICIENCY;
+    double link = f->intra_eff_bytes_per_s > 0 ? f->intra_eff_bytes_per_s : f->link_bytes_per_s / 2 * LINK_EFFICIENCY;
+    double net = f->inter_eff_bytes_per_s > 0 ? f->inter_eff_bytes_per_s
+                                              : f->nics * f->nic_bits_per_s / 8 * NET_EFFICIENCY;
     *sent = out;
     *intra_s = g > 1 && link > 0 ? out / link : 0;
     *inter_s = nodes > 1 && net > 0 ? out / net : 0;
@@ -1045,9 +1070,10 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     const PlanTrain *t = job->run;
     const PlanCluster *c = job->cluster;
     int nodes = job->nodes > 0 ? job->nodes : 1;
-    Fabric f = {nodes, c->gpus_per_node, c->link_bytes_per_s, c->nics, c->nic_bits_per_s, c->network_roce};
-    e->fabric_known = !e->cpu_only && (c->gpus_per_node <= 1 || c->link_bytes_per_s > 0) &&
-                      (nodes <= 1 || (c->nics > 0 && c->nic_bits_per_s > 0));
+    Fabric f = {nodes, c->gpus_per_node, c->link_bytes_per_s, c->nics, c->nic_bits_per_s, c->network_roce, 0, 0};
+    estimate_profile_fabric(job, &f, e);
+    e->fabric_known = !e->cpu_only && (c->gpus_per_node <= 1 || f.link_bytes_per_s > 0 || f.intra_eff_bytes_per_s > 0) &&
+                      (nodes <= 1 || (f.nics > 0 && f.nic_bits_per_s > 0) || f.inter_eff_bytes_per_s > 0);
     if (e->cpu_only || e->data_parallel <= 1 || !e->fabric_known) return;
     bool llmc = t->backend == BACKEND_LLMC;
     ShardStage shard = llmc && t->shard > SHARD_ZERO1 ? SHARD_ZERO1 : t->shard;
@@ -1239,13 +1265,13 @@ static void estimate_time(const PlanJob *job, Estimate *e)
 
     if (e->cpu_only) {
         e->peak_flops_per_device = cpu_cores(job) * CPU_CORE_PEAK_FLOPS;
-        e->mfu = t->mfu > 0 ? t->mfu : CPU_DEFAULT_MFU;
+        e->mfu = estimate_job_mfu(job, CPU_DEFAULT_MFU, e);
     } else {
         /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */
         double peak = c->gpu->bf16_tflops * 1e12;
         if (t->precision == PREC_FP32) peak /= 2;
         e->peak_flops_per_device = peak;
-        e->mfu = t->mfu > 0 ? t->mfu : c->gpu->default_mfu;
+        e->mfu = estimate_job_mfu(job, c->gpu->default_mfu, e);
     }
 
     if (t->max_steps > 0) {
@@ -1271,7 +1297,9 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double gather_pass_s;
     estimate_step_comm(job, e, &ts, fwd_share, &gather_pass_s);
     estimate_step_offload(job, e, &ts, fwd_share, gather_pass_s);
-    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds + e->offload_exposed_seconds;
+    e->step_overhead_seconds = job->profile && job->profile->step_overhead_s > 0 ? job->profile->step_overhead_s : 0;
+    e->step_seconds = e->compute_seconds + e->comm_exposed_seconds + e->offload_exposed_seconds +
+                      e->step_overhead_seconds;
     /* The last step of an epoch is partial: the time follows the tokens. */
     e->total_seconds = step_tokens > 0 ? e->tokens_total / step_tokens * e->step_seconds : 0;
     e->tokens_per_second = e->step_seconds > 0 ? step_tokens / e->step_seconds : 0;

@@ -110,6 +110,10 @@ typedef struct {
     double attn_workspace_bytes;            /* its workspace (deterministic backward), in total_bytes */
     /* ---- a prepared shard directory (docs/estimator.md, "Rows from the shards") ---- */
     bool sequences_from_shards;             /* sequences_per_epoch = the rows `llmc-train prepare` wrote */
+    /* ---- the job's site profile (docs/estimator.md, "Site profiles") ---- */
+    bool profile_mfu;                       /* mfu came from the profile (the plan states none) */
+    bool profile_intra, profile_inter;      /* the profile's effective bandwidths replaced the fabric's */
+    double step_overhead_seconds;           /* the profile's fixed time per optimizer step (0: none) */
 } Estimate;
 
 /* What is trained and where the states live: the inputs of the estimate that
@@ -156,6 +160,10 @@ typedef struct {
     double link_bytes_per_s;        /* per GPU, both directions together (NVLink as quoted) */
     int nics; double nic_bits_per_s;/* per node */
     bool roce;
+    /* a site profile's measured figures; > 0 replaces link/2 x LINK_EFFICIENCY and
+       nics x speed/8 x NET_EFFICIENCY (docs/estimator.md, "Site profiles") */
+    double intra_eff_bytes_per_s;   /* per GPU, one direction */
+    double inter_eff_bytes_per_s;   /* per node */
 } Fabric;
 
 typedef enum { COLL_ALL_REDUCE, COLL_ALL_GATHER, COLL_REDUCE_SCATTER } CollKind;
@@ -193,6 +201,12 @@ void estimate_offload_volume(const TrainStates *ts, ShardStage shard, Precision 
 /* DeepSpeed CPU Adam's parameters per second for one rank: threads x the
  * per-thread rate, capped by the node's share (docs/estimator.md). */
 double estimate_cpu_adam_rate(int threads, int ranks_per_node);
+
+/* The site profile's part (docs/estimator.md, "Site profiles"): the mfu a
+ * job runs at (train.mfu, else the profile's, else dflt), and the profile's
+ * effective bandwidths put into *f. */
+double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e);
+void estimate_profile_fabric(const PlanJob *job, Fabric *f, Estimate *e);
 
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */

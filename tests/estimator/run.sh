@@ -52,5 +52,16 @@ expect_exit 2 explain /nonexistent/plan.llm
 expect_exit 0 explain --help
 expect_exit 1 explain tests/estimator/plans/qwen32b_b8_no_requeue.llm --format=json
 
+# llmc calibrate and the profile block (tests/estimator/calibrate_test.sh)
+out=$(bash "$here/calibrate_test.sh" "$llmc" 2>&1)
+echo "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
+if [[ -n "$line" ]]; then
+    pass=$((pass + ${line%% passed*}))
+    f=${line#*passed, }; fail=$((fail + ${f%% failed*}))
+else
+    echo "FAIL calibrate_test.sh printed no count"; fail=$((fail + 1))
+fi
+
 echo "$pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -891,7 +891,7 @@ static void test_collectives(void)
      * Gb/s (400 GB/s per node, 90% = 360 GB/s). An all-gather of a 1 GB tensor
      * over 32 ranks: each sends 31/32 GB = 968,750,000 bytes, 2.69097 ms on
      * either link; latency 28 NVLink hops x 1 us + 4 network hops x 3 us. */
-    Fabric fab = {4, 8, 900e9, 8, 400e9, false};
+    Fabric fab = {4, 8, 900e9, 8, 400e9, false, 0, 0};
     double sent, intra, inter, lat;
     estimate_collective(&fab, COLL_ALL_GATHER, 1e9, &sent, &intra, &inter, &lat);
     CHECK(sent == 968750000.0, "all-gather sends %.0f", sent);
@@ -910,11 +910,11 @@ static void test_collectives(void)
     estimate_collective(&fab, COLL_REDUCE_SCATTER, 1e9, &sent, &intra, &inter, &lat);
     CHECK(near(lat, 28e-6 + 4 * 5e-6, 1e-12), "RoCE latency %.9f", lat);
     /* One node: no network; 7 hops. */
-    Fabric one = {1, 8, 900e9, 8, 400e9, false};
+    Fabric one = {1, 8, 900e9, 8, 400e9, false, 0, 0};
     estimate_collective(&one, COLL_ALL_GATHER, 1e9, &sent, &intra, &inter, &lat);
     CHECK(sent == 875000000.0 && inter == 0 && near(lat, 7e-6, 1e-12), "one node");
     /* One rank: nothing. */
-    Fabric alone = {1, 1, 900e9, 8, 400e9, false};
+    Fabric alone = {1, 1, 900e9, 8, 400e9, false, 0, 0};
     estimate_collective(&alone, COLL_ALL_REDUCE, 1e9, &sent, &intra, &inter, &lat);
     CHECK(sent == 0 && intra == 0 && inter == 0 && lat == 0, "one rank");
 }
@@ -1434,6 +1434,62 @@ static void test_estimate_fields(const char *docs)
         if (f[i].plan_pos >= 0 && !strstr(table, cell)) { undocumented++; printf("  undocumented: %s\n", f[i].key); }
     }
     CHECK(undocumented == 0, "%d plan.json estimate fields missing from docs/estimator.md's table", undocumented);
+/* A site profile (docs/estimator.md, "Site profiles"): its mfu under the
+ * plan's own, its fixed time per step added, its effective bandwidths in
+ * place of the fabric's figure x efficiency. */
+static void test_site_profile(void)
+{
+    /* estimate_collective: 4 x 8 GPUs, 1 GB all-gathered: 968,750,000 bytes
+     * sent; at 100 GB/s per GPU 9.6875 ms, at 5 GB/s per node 193.75 ms. */
+    Fabric fab = {4, 8, 900e9, 8, 400e9, false, 100e9, 5e9};
+    double sent, intra, inter, lat;
+    estimate_collective(&fab, COLL_ALL_GATHER, 1e9, &sent, &intra, &inter, &lat);
+    CHECK(sent == 968750000.0 && near(intra, 9.6875e-3, 1e-12) && near(inter, 0.19375, 1e-12),
+          "effective bandwidths: intra %.9f inter %.9f", intra, inter);
+
+    /* CPU: the step at the profile's mfu 0.05 is 4x the default's (0.2), plus 40 ms. */
+    Fixture f;
+    Estimate e0, e1;
+    int errors;
+    fixture(&f, model(ARCH_QWEN2, 2, 64, 4, 2, 0, 128, 512, true), 1, 128, 8, SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    f.c.gpu = NULL; f.c.gpus_per_node = 0; f.c.cpus = 2;
+    free(run_job(&f.j, &e0, &errors));
+    PlanProfile pf;
+    memset(&pf, 0, sizeof pf);
+    pf.name = "site"; pf.mfu = 0.05; pf.step_overhead_s = 0.04;
+    f.j.profile = &pf;
+    free(run_job(&f.j, &e1, &errors));
+    CHECK(e1.mfu == 0.05 && e1.profile_mfu && e1.step_overhead_seconds == 0.04 &&
+          near(e1.step_seconds, 4 * e0.step_seconds + 0.04, 1e-12) &&
+          near(e1.total_seconds, e0.total_seconds / e0.step_seconds * e1.step_seconds, 1e-12),
+          "profile mfu and overhead: %.6f s vs %.6f s", e1.step_seconds, e0.step_seconds);
+    /* The plan's own mfu wins over the profile's. */
+    f.t.mfu = 0.1;
+    free(run_job(&f.j, &e1, &errors));
+    CHECK(e1.mfu == 0.1 && !e1.profile_mfu && near(e1.step_seconds, 2 * e0.step_seconds + 0.04, 1e-12),
+          "train.mfu over the profile");
+
+    /* ZeRO-3 on 4 nodes: an effective 36 GB/s per node (a tenth of 90% of
+     * 8 x 400 Gb/s) makes the network term 10x; the GPU link unchanged. */
+    fixture(&f, model(ARCH_QWEN2, 48, 5120, 40, 8, 0, 13824, 152064, false), 4, 2048, 1, SHARD_ZERO3,
+            RECOMPUTE_FULL, 2e9);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    set_fabric(&f);
+    free(run_job(&f.j, &e0, &errors));
+    memset(&pf, 0, sizeof pf);
+    pf.name = "site"; pf.inter_bytes_per_s = 36e9; pf.step_overhead_s = -1;
+    f.j.profile = &pf;
+    free(run_job(&f.j, &e1, &errors));
+    CHECK(e0.comm_inter_seconds > 0 && near(e1.comm_inter_seconds, 10 * e0.comm_inter_seconds, 1e-9) &&
+          near(e1.comm_intra_seconds, e0.comm_intra_seconds, 1e-12) && e1.profile_inter && !e1.profile_intra &&
+          e1.mfu == e0.mfu && e1.step_overhead_seconds == 0 && e1.step_seconds > e0.step_seconds,
+          "profile network: %.4f s vs %.4f s", e1.comm_inter_seconds, e0.comm_inter_seconds);
+    /* A profile's bandwidths make the communication known without a fabric. */
+    f.c.link_bytes_per_s = 0; f.c.nics = 0; f.c.nic_bits_per_s = 0;
+    pf.intra_bytes_per_s = 360e9;
+    free(run_job(&f.j, &e1, &errors));
+    CHECK(e1.fabric_known && near(e1.comm_inter_seconds, 10 * e0.comm_inter_seconds, 1e-9) &&
+          near(e1.comm_intra_seconds, e0.comm_intra_seconds, 1e-9), "profile without a fabric");
 }
 
 int main(int argc, char **argv)
@@ -1476,6 +1532,7 @@ int main(int argc, char **argv)
     test_offload_time();
     test_pure_bf16();
     test_estimate_fields("docs");
+    test_site_profile();
 
     cJSON_Delete(ref);
     printf("%d passed, %d failed\n", passed, failed);
