@@ -381,6 +381,11 @@ python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["data"]["context"
 "$TRAIN" check-plan "$T/pp/out/ctx.json" >/dev/null 2>"$T/pp.err"; rc=$?
 [[ $rc -eq 1 ]] && grep -q "ctx.json: data.context: [0-9]* exceeds model.max_context ([0-9]*)" "$T/pp.err" \
     && ok "check-plan of a context over max_context: refused, as llmc check does" || bad "check-plan context > max_context (exit $rc)" "$T/pp.err"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["data"]["shards_dir"]="/usr/lib/llmc-shards"; json.dump(p,open(sys.argv[2],"w"))' \
+    "$T/pp/out/plan.json" "$T/pp/out/shards.json"
+"$TRAIN" prepare "$T/pp/out/shards.json" >/dev/null 2>"$T/pp.err"; rc=$?
+[[ $rc -eq 2 && ! -e /usr/lib/llmc-shards ]] && grep -qF 'data.shards_dir: "/usr/lib/llmc-shards" resolves to "/usr/lib/llmc-shards", which is inside the system directory /usr' "$T/pp.err" \
+    && ok "prepare with data.shards_dir in /usr: refused, nothing written" || bad "prepare into a system directory (exit $rc)" "$T/pp.err"
 "$TRAIN" check-plan "$T/pp/out/plan.json" >/dev/null 2>"$T/pp.err" && ok "check-plan of the compiled plan (output run/): accepted" \
     || bad "check-plan of the compiled plan" "$T/pp.err"
 # llmc-train run with output.dir "/." in a sandbox: a private mount namespace
