@@ -369,12 +369,11 @@ class Numerics:
         self.bf16 = bf16
         self.torch = torch
         self.device_type = device_type
-        lo = torch.bfloat16 if bf16 else torch.float32
-        self.act = lo
+        self.act = torch.bfloat16 if bf16 else torch.float32   # activations between matmuls
         self.fp32_logits = fp32_logits or not bf16
         self.fp32_softmax = fp32_softmax or not bf16
         self.fp32_norms = fp32_norms or not bf16
-        self.res = torch.float32 if (fp32_residual or not bf16) else lo
+        self.res = torch.float32 if (fp32_residual or not bf16) else self.act   # the residual stream
 
     def autocast(self, enabled=True):
         return self.torch.autocast(device_type=self.device_type, dtype=self.torch.bfloat16,
@@ -393,12 +392,10 @@ def rmsnorm(x, w, eps, num, fp32=False):
 def rope_tables(pos, P, num):
     """cos, sin [B, T, 1, head_dim] (rotate-half layout), fp32, angles as ops_cpu.c op_rope."""
     torch = num.torch
-    half = P.head_dim // 2
     expo = torch.arange(0, P.head_dim, 2, device=pos.device, dtype=torch.float32) / P.head_dim
     inv_freq = 1.0 / torch.pow(torch.tensor(P.rope_theta, dtype=torch.float32, device=pos.device), expo)
     ang = pos.float().unsqueeze(-1) * inv_freq          # [B, T, half]
-    ang = torch.cat([ang, ang], dim=-1).unsqueeze(2)    # [B, T, 1, hd]
-    assert ang.shape[-1] == 2 * half
+    ang = torch.cat([ang, ang], dim=-1).unsqueeze(2)    # [B, T, 1, hd]: element i pairs with i + half
     return ang.cos(), ang.sin()
 
 
