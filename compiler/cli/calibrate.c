@@ -705,7 +705,13 @@ int calibrate_main(int argc, char **argv)
         runs[n++].arg = argv[i];
     }
     int nfit = 0;
-    for (int i = 0; i < n; i++) nfit += !runs[i].check_only;
+    for (int i = 0; i < n; i++) {
+        nfit += !runs[i].check_only;
+        /* the runs are written into the profile: one line each, in a string */
+        for (const char *q = runs[i].arg; *q; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f)
+                return cli_usage_error(cmd, "a run's path has a control character: rename it");
+    }
     if (!nfit) return cli_usage_error(cmd, "no RUN given");
 
     int rc = CAL_OK;

@@ -165,6 +165,11 @@ $PY -c 'import json,sys; p=json.load(open(sys.argv[1])); p["train"]["micro_batch
 cp "$T/s8/runs/tiny_sft/metrics.jsonl" "$T/b1/"
 expect 1 "train.micro_batch must be a number in \[1, 1048576\]" "$T/b1"
 expect 2 "not a block name" --name "1bad" "$T/s8/runs/tiny_sft"
+mkdir -p "$T/line
+break"; cp "$T/s8/runs/tiny_sft/metrics.jsonl" "$T/s8/plan.json" "$T/line
+break/"
+expect 2 "control character" "$T/line
+break"
 "$llmc" calibrate >/dev/null 2>&1; [[ $? == 2 ]] && ok || bad "calibrate without runs exits 2"
 "$llmc" calibrate --help | grep -q 'usage: llmc calibrate' && ok || bad "calibrate --help"
 
