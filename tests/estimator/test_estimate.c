@@ -1434,6 +1434,8 @@ static void test_estimate_fields(const char *docs)
         if (f[i].plan_pos >= 0 && !strstr(table, cell)) { undocumented++; printf("  undocumented: %s\n", f[i].key); }
     }
     CHECK(undocumented == 0, "%d plan.json estimate fields missing from docs/estimator.md's table", undocumented);
+}
+
 /* A site profile (docs/estimator.md, "Site profiles"): its mfu under the
  * plan's own, its fixed time per step added, its effective bandwidths in
  * place of the fabric's figure x efficiency. */
