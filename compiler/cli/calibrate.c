@@ -401,14 +401,8 @@ static int build_plan(Run *r)
         cJSON_Delete(p);
         return fail("%s: needs its model, data, train, parallel and estimate sections", r->plan_path);
     }
-    static const char *const arch[] = {"llama", "qwen2", "qwen3"};
-    static const char *const stage[] = {"pt", "sft", "rm", "dpo", "kto"};
-    static const char *const prec[] = {"bf16", "fp16", "fp32", "pure_bf16"};
-    static const char *const attn[] = {"flash", "eager"};
-    static const char *const backend[] = {"llmc", "llamafactory"};
-    static const char *const method[] = {"full", "freeze", "lora", "qlora"};
     m->name = "model";
-    m->arch = (ModelArch)jenum(&c, jm, "model", "arch", arch, 3, ARCH_QWEN2);
+    m->arch = (ModelArch)jenum(&c, jm, "model", "arch", arch_json_names, ARCH_COUNT, ARCH_QWEN2);
     m->layers = (int)jnum(&c, jm, "model", "layers", 1, 1000, 1);
     m->hidden = (int)jnum(&c, jm, "model", "hidden", 1, 1 << 20, 1);
     m->heads = (int)jnum(&c, jm, "model", "heads", 1, 1 << 14, 1);
@@ -421,25 +415,25 @@ static int build_plan(Run *r)
     m->qkv_bias = jbool(jm, "qkv_bias", m->arch == ARCH_QWEN2);
     m->qk_norm = jbool(jm, "qk_norm", m->arch == ARCH_QWEN3);
     const cJSON *init = jget(jm, "init");
-    m->from_scratch = cJSON_IsString(init) && strcmp(init->valuestring, "scratch") == 0;
+    m->from_scratch = cJSON_IsString(init) && strcmp(init->valuestring, init_json_names[INIT_SCRATCH]) == 0;
 
     t->name = "run";
     t->model = m;
-    t->stage = (TrainStage)jenum(&c, p, "plan", "stage", stage, 5, STAGE_SFT);
-    t->backend = (PlanBackend)jenum(&c, p, "plan", "backend", backend, 2, BACKEND_LLMC);
+    t->stage = (TrainStage)jenum(&c, p, "plan", "stage", stage_json_names, STAGE_COUNT, STAGE_SFT);
+    t->backend = (PlanBackend)jenum(&c, p, "plan", "backend", backend_json_names, BACKEND_COUNT, BACKEND_LLMC);
     t->context = (int)jnum(&c, jd, "data", "context", 1, 1 << 24, 1);
     t->packing = jbool(jd, "packing", t->stage == STAGE_PT);
     t->micro_batch = (int)jnum(&c, jt, "train", "micro_batch", 1, 1 << 20, 1);
     t->grad_accum = (int)jnum(&c, jt, "train", "grad_accum", 1, 1 << 20, 1);
     t->epochs = jnum(&c, jt, "train", "epochs", 0, 1e6, 1);
     t->max_steps = (int64_t)jnum(&c, jt, "train", "max_steps", 0, 1e15, 0);
-    t->precision = (Precision)jenum(&c, jt, "train", "precision", prec, 4, PREC_BF16);
+    t->precision = (Precision)jenum(&c, jt, "train", "precision", precision_json_names, PREC_COUNT, PREC_BF16);
     t->recompute = (Recompute)jenum(&c, jt, "train", "recompute", recompute_json_names, RECOMPUTE_COUNT, RECOMPUTE_NONE);
-    t->attention = (AttentionKind)jenum(&c, jt, "train", "attention", attn, 2, ATTN_FLASH);
+    t->attention = (AttentionKind)jenum(&c, jt, "train", "attention", attention_json_names, ATTN_COUNT, ATTN_FLASH);
     t->deterministic = jbool(jt, "deterministic", t->backend == BACKEND_LLMC);
     t->bytes_per_token = 4.0;
     if (cJSON_IsObject(jf)) {
-        t->method = (FinetuneMethod)jenum(&c, jf, "finetune", "method", method, 4, METHOD_FULL);
+        t->method = (FinetuneMethod)jenum(&c, jf, "finetune", "method", method_json_names, METHOD_COUNT, METHOD_FULL);
         t->lora_rank = (int)jnum(&c, jf, "finetune", "lora_rank", 1, 1 << 16, 8);
         t->freeze_layers = (int)jnum(&c, jf, "finetune", "freeze_layers", -1e6, 1e6, 2);
         const cJSON *lt = jget(jf, "lora_target");
@@ -656,7 +650,7 @@ static void write_profile(FILE *o, const char *name, Run *runs, int n, const Fit
     fprintf(o, "# A job takes it with: use \"THIS_FILE\" and profile = %s in the job block.\n", name);
     for (int i = 0; i < n; i++) if (!runs[i].check_only) print_row(o, "#   ", &runs[i], pf);
     fprintf(o, "profile %s {\n", name);
-    fprintf(o, "  backend       = %s\n", be == BACKEND_LLMC ? "llmc" : "llamafactory");
+    fprintf(o, "  backend       = %s\n", backend_llm_names[be]);
     if (f->on[P_MFU]) fprintf(o, "  mfu           = %.4g\n", f->v[P_MFU]);
     if (f->on[P_OVERHEAD]) fprintf(o, "  step_overhead = %.4g s\n", f->v[P_OVERHEAD]);
     if (f->on[P_INTRA]) fprintf(o, "  intra_node_bw = %.4g GBps\n", f->v[P_INTRA] / 1e9);
@@ -727,7 +721,7 @@ int calibrate_main(int argc, char **argv)
         if (rc == CAL_OK && (r->src == SRC_LF) != (r->job.run->backend == BACKEND_LLAMAFACTORY))
             rc = fail("%s: %s is %s's log, but %s is a plan for backend = %s", r->arg, src_names[r->src],
                       r->src == SRC_LF ? "LLaMA-Factory" : "the llmc trainer", r->plan_path,
-                      r->job.run->backend == BACKEND_LLMC ? "llmc" : "llamafactory");
+                      backend_llm_names[r->job.run->backend]);
     }
     /* one trainer per profile */
     PlanBackend be = BACKEND_LLMC;

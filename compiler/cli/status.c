@@ -160,7 +160,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     const char *mt = jstr(out, "metrics");
     s->metrics_path = join_path(s->out_dir, mt ? mt : "metrics.jsonl");
     /* LLaMA-Factory's log is named also while it does not exist yet */
-    if (strcmp(s->backend, "llamafactory") == 0) {
+    if (strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0) {
         free(s->metrics_path);
         s->metrics_path = join_path(s->out_dir, "trainer_log.jsonl");
     }

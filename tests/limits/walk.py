@@ -198,6 +198,9 @@ def json_edit(base, r, x):
         tr["max_steps"] = 10
     if r["key"] == "context" and num:
         p["model"]["max_context"] = max(x, 2)
+    if r["key"] == "max_context" and num and x >= 2:
+        # both programs refuse data.context > model.max_context: keep the pair valid
+        p["data"]["context"] = min(p["data"]["context"], int(x))
     if r["key"] in ("micro_batch", "grad_accum", "data_parallel") and num:
         tr["global_batch"] = tr["micro_batch"] * tr["grad_accum"] * par["data_parallel"]
     return p
