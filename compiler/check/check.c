@@ -659,24 +659,7 @@ static char *lexical_abs(Checker *c, const char *cwd, const char *path)
 {
     char *in = path[0] == '/' ? arena_strdup(c->a, path) : arena_printf(c->a, "%s/%s", cwd, path);
     char *out = arena_alloc(c->a, strlen(in) + 2);
-    size_t n = 0;
-    for (const char *q = in; *q;) {
-        while (*q == '/') q++;
-        const char *end = q;
-        while (*end && *end != '/') end++;
-        size_t len = (size_t)(end - q);
-        if (len == 2 && q[0] == '.' && q[1] == '.') {
-            while (n > 0 && out[n - 1] != '/') n--;
-            if (n > 0) n--;
-        } else if (len > 0 && !(len == 1 && q[0] == '.')) {
-            out[n++] = '/';
-            memcpy(out + n, q, len);
-            n += len;
-        }
-        q = end;
-    }
-    if (n == 0) out[n++] = '/';
-    out[n] = 0;
+    path_policy_lexical(in, out);   /* contract/path_policy.h: the one normalisation */
     return out;
 }
 
