@@ -34,11 +34,17 @@
 #define PLAN_VOCAB_ONE(id, llm, json) 1 +
 #define PLAN_VOCAB_BIT(id) (1u << (id))
 
-/* model.arch: the decoder family (HF config.json's model_type, the same word). */
+/* model.arch: the decoder family (HF config.json's model_type, the same word).
+ * llmc-train runs the first three (LLMC_TRAIN_ARCH); the others are for
+ * backend = llamafactory only (the checker refuses them on llmc, with the reason). */
 #define PLAN_ARCH(X) \
-    X(ARCH_LLAMA, "llama", "llama") \
-    X(ARCH_QWEN2, "qwen2", "qwen2") \
-    X(ARCH_QWEN3, "qwen3", "qwen3")
+    X(ARCH_LLAMA,     "llama",     "llama") \
+    X(ARCH_QWEN2,     "qwen2",     "qwen2") \
+    X(ARCH_QWEN3,     "qwen3",     "qwen3") \
+    X(ARCH_MISTRAL,   "mistral",   "mistral") \
+    X(ARCH_GEMMA2,    "gemma2",    "gemma2") \
+    X(ARCH_MIXTRAL,   "mixtral",   "mixtral") \
+    X(ARCH_QWEN3_MOE, "qwen3_moe", "qwen3_moe")
 
 typedef enum { PLAN_ARCH(PLAN_VOCAB_ID) } ModelArch;
 #define ARCH_COUNT (PLAN_ARCH(PLAN_VOCAB_ONE) 0)
@@ -46,6 +52,8 @@ static const char *const arch_llm_names[] = {PLAN_ARCH(PLAN_VOCAB_LLM) NULL};
 static const char *const arch_json_names[] = {PLAN_ARCH(PLAN_VOCAB_JSON) NULL};
 /* The families runtime/model implements. */
 #define LLMC_TRAIN_ARCH (PLAN_VOCAB_BIT(ARCH_LLAMA) | PLAN_VOCAB_BIT(ARCH_QWEN2) | PLAN_VOCAB_BIT(ARCH_QWEN3))
+/* The families llmc-train implements are the first ARCH_LLMC_COUNT rows. */
+#define ARCH_LLMC_COUNT 3
 
 /* model.init (`init = scratch`): weights from the model directory, or random. */
 #define PLAN_INIT(X) \
@@ -170,12 +178,15 @@ static const char *const attention_json_names[] = {PLAN_ATTENTION(PLAN_VOCAB_JSO
 #define PLAN_SCHEDULE(X) \
     X(SCHED_COSINE,   "cosine",   "cosine") \
     X(SCHED_LINEAR,   "linear",   "linear") \
-    X(SCHED_CONSTANT, "constant", "constant")
+    X(SCHED_CONSTANT, "constant", "constant") \
+    X(SCHED_WSD,      "wsd",      "wsd")
 
 typedef enum { PLAN_SCHEDULE(PLAN_VOCAB_ID) } LrScheduleKind;
 #define SCHED_COUNT (PLAN_SCHEDULE(PLAN_VOCAB_ONE) 0)
 static const char *const schedule_llm_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_LLM) NULL};
 static const char *const schedule_json_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_JSON) NULL};
+/* The schedules runtime/model implements (wsd: backend = llamafactory only). */
+#define LLMC_TRAIN_SCHEDULE (PLAN_VOCAB_BIT(SCHED_COSINE) | PLAN_VOCAB_BIT(SCHED_LINEAR) | PLAN_VOCAB_BIT(SCHED_CONSTANT))
 
 /* train.offload (plan.json parallel.offload): what moves to host memory. */
 #define PLAN_OFFLOAD(X) \
@@ -187,6 +198,36 @@ typedef enum { PLAN_OFFLOAD(PLAN_VOCAB_ID) } OffloadKind;
 #define OFFLOAD_COUNT (PLAN_OFFLOAD(PLAN_VOCAB_ONE) 0)
 static const char *const offload_llm_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_LLM) NULL};
 static const char *const offload_json_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_JSON) NULL};
+
+/* train.mix_strategy (LLaMA-Factory's data_args.mix_strategy): how several
+ * datasets make one: concatenated, or interleaved (stopping at the first
+ * exhausted, the last, or after one pass). backend = llamafactory only. */
+#define PLAN_MIX(X) \
+    X(MIX_CONCAT,           "concat",           "concat") \
+    X(MIX_INTERLEAVE_UNDER, "interleave_under", "interleave_under") \
+    X(MIX_INTERLEAVE_OVER,  "interleave_over",  "interleave_over") \
+    X(MIX_INTERLEAVE_ONCE,  "interleave_once",  "interleave_once")
+
+typedef enum { PLAN_MIX(PLAN_VOCAB_ID) } MixStrategy;
+#define MIX_COUNT (PLAN_MIX(PLAN_VOCAB_ONE) 0)
+static const char *const mix_llm_names[] = {PLAN_MIX(PLAN_VOCAB_LLM) NULL};
+static const char *const mix_json_names[] = {PLAN_MIX(PLAN_VOCAB_JSON) NULL};
+
+/* train.optim (LLaMA-Factory: transformers' TrainingArguments.optim,
+ * OptimizerNames): the optimizer and where its states live. backend =
+ * llamafactory only; the llmc trainer runs its own AdamW. */
+#define PLAN_OPTIM(X) \
+    X(OPTIM_ADAMW_TORCH,       "adamw_torch",       "adamw_torch") \
+    X(OPTIM_ADAMW_TORCH_FUSED, "adamw_torch_fused", "adamw_torch_fused") \
+    X(OPTIM_ADAMW_8BIT,        "adamw_8bit",        "adamw_8bit") \
+    X(OPTIM_PAGED_ADAMW_8BIT,  "paged_adamw_8bit",  "paged_adamw_8bit") \
+    X(OPTIM_PAGED_ADAMW_32BIT, "paged_adamw_32bit", "paged_adamw_32bit") \
+    X(OPTIM_ADAFACTOR,         "adafactor",         "adafactor")
+
+typedef enum { PLAN_OPTIM(PLAN_VOCAB_ID) } OptimKind;
+#define OPTIM_COUNT (PLAN_OPTIM(PLAN_VOCAB_ONE) 0)
+static const char *const optim_llm_names[] = {PLAN_OPTIM(PLAN_VOCAB_LLM) NULL};
+static const char *const optim_json_names[] = {PLAN_OPTIM(PLAN_VOCAB_JSON) NULL};
 
 /* train.backend (plan.json backend): which trainer runs the plan. */
 #define PLAN_BACKEND(X) \
@@ -227,7 +268,7 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(shard,       PLAN_SHARD,       "train.shard",       "-",                      PLAN_VOCAB_ALL_ROWS) \
     X(recompute,   PLAN_RECOMPUTE,   "train.recompute",   "train.recompute",        PLAN_VOCAB_ALL_ROWS) \
     X(attention,   PLAN_ATTENTION,   "train.attention",   "train.attention",        PLAN_VOCAB_ALL_ROWS) \
-    X(schedule,    PLAN_SCHEDULE,    "train.schedule",    "train.schedule",         PLAN_VOCAB_ALL_ROWS) \
+    X(schedule,    PLAN_SCHEDULE,    "train.schedule",    "train.schedule",         LLMC_TRAIN_SCHEDULE) \
     X(offload,     PLAN_OFFLOAD,     "train.offload",     "parallel.offload",       PLAN_VOCAB_ALL_ROWS) \
     X(backend,     PLAN_BACKEND,     "train.backend",     "backend",                PLAN_VOCAB_ALL_ROWS) \
     X(bad_records, PLAN_BAD_RECORDS, "train.bad_records", "data.on_bad_record",     PLAN_VOCAB_ALL_ROWS)

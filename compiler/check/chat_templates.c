@@ -13,15 +13,15 @@
 /* Indexed by ChatTemplate (plan.h): keep the order of that enum. */
 static const ChatTemplateInfo TEMPLATES[] = {
     {"none", A(ARCH_LLAMA) | A(ARCH_QWEN2) | A(ARCH_QWEN3), {0}, true, false, {0}},
-    {"qwen", A(ARCH_QWEN2) | A(ARCH_QWEN3), {"qwen"}, true, false, {"<|im_start|>", "<|im_end|>"}},
+    {"qwen", A(ARCH_QWEN2) | A(ARCH_QWEN3) | A(ARCH_QWEN3_MOE), {"qwen"}, true, false, {"<|im_start|>", "<|im_end|>"}},
     {"llama3", A(ARCH_LLAMA), {"llama-3", "llama3"}, true, false, {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
     {"default", A(ARCH_LLAMA) | A(ARCH_QWEN2) | A(ARCH_QWEN3), {0}, false, false, {0}},
     {"empty", A(ARCH_LLAMA) | A(ARCH_QWEN2) | A(ARCH_QWEN3), {0}, false, false, {0}},
-    {"qwen3", A(ARCH_QWEN3), {"qwen3"}, false, false, {"<|im_start|>", "<|im_end|>"}},
-    {"qwen3_nothink", A(ARCH_QWEN3), {"qwen3"}, false, false, {"<|im_start|>", "<|im_end|>"}},
+    {"qwen3", A(ARCH_QWEN3) | A(ARCH_QWEN3_MOE), {"qwen3"}, false, false, {"<|im_start|>", "<|im_end|>"}},
+    {"qwen3_nothink", A(ARCH_QWEN3) | A(ARCH_QWEN3_MOE), {"qwen3"}, false, false, {"<|im_start|>", "<|im_end|>"}},
     {"llama2", A(ARCH_LLAMA), {"llama-2", "llama2"}, false, false, {0}},
-    {"mistral", A(ARCH_LLAMA), {"mistral", "mixtral"}, false, false, {0}},
-    {"gemma", 0, {"gemma"}, false, false, {"<start_of_turn>", "<end_of_turn>"}},
+    {"mistral", A(ARCH_LLAMA) | A(ARCH_MISTRAL) | A(ARCH_MIXTRAL), {"mistral", "mixtral"}, false, false, {0}},
+    {"gemma", A(ARCH_GEMMA2), {"gemma"}, false, false, {"<start_of_turn>", "<end_of_turn>"}},
     {"gemma3", 0, {"gemma-3", "gemma3"}, false, false, {"<start_of_turn>", "<end_of_turn>"}},
     {"deepseek", A(ARCH_LLAMA), {"deepseek"}, false, false, {0}},
     {"deepseek3", 0, {"deepseek-v3", "deepseek-r1", "deepseekv3"}, false, false, {"<｜User｜>", "<｜Assistant｜>"}},
@@ -29,6 +29,8 @@ static const ChatTemplateInfo TEMPLATES[] = {
     {"glm4", 0, {"glm-4", "glm4"}, false, true, {"<|system|>", "<|user|>", "<|assistant|>", "[gMASK]", "<sop>"}},
     {"phi", 0, {"phi-3", "phi3"}, false, false, {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}},
     {"phi4", 0, {"phi-4", "phi4"}, false, false, {"<|im_start|>", "<|im_sep|>", "<|im_end|>"}},
+    {"gemma2", A(ARCH_GEMMA2), {"gemma-2", "gemma2"}, false, true, {"<start_of_turn>", "<end_of_turn>"}},
+    {"mistral_small", A(ARCH_MISTRAL), {"mistral-small", "mistral_small"}, false, false, {0}},
 };
 _Static_assert(sizeof TEMPLATES / sizeof TEMPLATES[0] == TEMPLATE_COUNT, "one entry per ChatTemplate");
 

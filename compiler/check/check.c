@@ -15,7 +15,10 @@
 #include "path_policy.h"   /* contract/: where a run may write, which llmc-train also refuses */
 
 #include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -152,11 +155,12 @@ static Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char 
 
 static void check_keys(Checker *c, Scope *s, const char *const *keys, int nkeys)
 {
-    const Entry *first[64] = {0};   /* first entry of each known key */
+    enum { MAX_BLOCK_KEYS = 128 };   /* the train block's list is the longest */
+    const Entry *first[MAX_BLOCK_KEYS] = {0};   /* first entry of each known key */
     for (int i = 0; i < s->n; i++) {
         Entry *e = s->es[i];
         int known = -1;
-        for (int k = 0; k < nkeys && k < 64; k++)
+        for (int k = 0; k < nkeys && k < MAX_BLOCK_KEYS; k++)
             if (strcmp(e->key, keys[k]) == 0) known = k;
         if (known < 0) {
             const char *dym = did_you_mean(e->key, keys, nkeys);
@@ -1020,12 +1024,83 @@ static bool directive_ok(Checker *c, const Entry *e, const char *s, const char *
 }
 
 static const char *const sbatch_keys[] = {"constraint", "exclusive", "reservation", "gpus_per_node", "gres_type",
-                                          "mail_user", "mail_type", "comment"};
+                                          "mail_user", "mail_type", "comment",
+                                          /* escape hatches (issue 33): check_site_sbatch_extra */
+                                          "exclude", "nodelist", "switches", "gpus_per_task", "extra"};
 static const char *const mail_type_names[] = {"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND",
                                               "STAGE_OUT", "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80",
                                               "TIME_LIMIT_50", "ARRAY_TASKS"};
 static const char *const container_keys[] = {"runtime", "image", "mounts"};
 static const char *const container_runtimes[] = {"pyxis", "apptainer"};
+
+/* The #SBATCH options llmc writes itself (templates/job_*.slurm.tmpl,
+ * emit_slurm.c), long and short spellings: a free-form line may not set them
+ * again (sbatch takes the last, so the plan and its script would disagree). */
+static const char *const sbatch_written[] = {
+    "account", "cpus-per-task", "error", "job-name", "mem", "requeue", "no-requeue", "nodes", "ntasks-per-node",
+    "open-mode", "output", "partition", "qos", "signal", "time", "gres", "gpus-per-node", "constraint", "exclusive",
+    "reservation", "mail-type", "mail-user", "comment", "exclude", "nodelist", "switches", "gpus-per-task",
+    "dependency", "ntasks", "gpus", "mem-per-cpu", "mem-per-gpu", "array", "chdir", "export", "wrap"};
+
+/* sbatch { exclude = "HOSTLIST"  nodelist = "HOSTLIST"  switches = N  gpus_per_task = N
+ *          extra = ["--opt=value", ...] } (docs/language.md, "Site settings"). */
+static void check_site_sbatch_extra(Checker *c, Scope *s, PlanSite *site)
+{
+    Entry *e;
+    const char *str;
+    int64_t v;
+    if ((e = find(s, "exclude")) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--exclude")) {
+        site->exclude = str; site->exclude_at = e->value->at;
+    }
+    if ((e = find(s, "nodelist")) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--nodelist")) {
+        site->nodelist = str; site->nodelist_at = e->value->at;
+    }
+    if ((e = find(s, "switches")) && get_int(c, e, 1, 1024, &v)) { site->switches = (int)v; site->switches_at = e->value->at; }
+    if ((e = find(s, "gpus_per_task")) && get_int(c, e, 1, 64, &v)) {
+        site->gpus_per_task = (int)v; site->gpus_per_task_at = e->value->at;
+    }
+    if (!(e = find(s, "extra"))) return;
+    int n = 0;
+    SrcRange *ats = NULL;
+    const char **items = get_string_list(c, e, &n, "a list of \"--option=value\" strings", &ats);
+    if (!items) return;
+    const char **ok = arena_alloc(c->a, sizeof(char *) * (size_t)(n + 1));
+    int nok = 0;
+    for (int i = 0; i < n; i++) {
+        const char *x = items[i];
+        SrcRange at = ats[i];
+        if (strncmp(x, "--", 2) != 0 || !isalpha((unsigned char)x[2])) {
+            Diag *g = diag_error(c->d, at, "sbatch extra \"%s\" must start with \"--\" and an option name", x);
+            diag_help(g, "write the long form: \"--licenses=fluent:2\"");
+            continue;
+        }
+        long cc = plan_control_char_at(x);
+        if (cc >= 0 || strpbrk(x, "\"'`$\\")) {
+            Diag *g = diag_error(c->d, at, "sbatch extra \"%s\" contains %s", x,
+                                 cc >= 0 ? "a control character (a newline would start another line)" : "a quote, '$', '`' or '\\'");
+            diag_note(g, "each item becomes one #SBATCH line as written");
+            continue;
+        }
+        size_t len = strcspn(x + 2, "= ");
+        if (strchr(x, ' ')) {
+            diag_error(c->d, at, "sbatch extra \"%s\" contains a space; write --option=value", x);
+            continue;
+        }
+        bool clash = false;
+        for (size_t k = 0; k < NUNITS(sbatch_written) && !clash; k++)
+            clash = strlen(sbatch_written[k]) == len && strncmp(sbatch_written[k], x + 2, len) == 0;
+        if (clash) {
+            Diag *g = diag_error(c->d, at, "sbatch extra \"%s\" sets --%.*s, which llmc writes itself", x, (int)len, x + 2);
+            diag_help(g, "use the plan's own key for it (job: nodes, time, mem, account, qos; sbatch { exclude, "
+                         "nodelist, switches, gpus_per_task, constraint, ... })");
+            continue;
+        }
+        ok[nok++] = x;
+    }
+    site->extra = ok;
+    site->nextra = nok;
+    site->extra_at = e->value->at;
+}
 
 static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, PlanSite *site)
 {
@@ -1098,6 +1173,7 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
         else if (str[0] == ' ' || str[strlen(str) - 1] == ' ') diag_error(c->d, e->value->at, "'comment' begins or ends with a space");
         else { site->comment = str; site->comment_at = e->value->at; }
     }
+    check_site_sbatch_extra(c, &s, site);
 }
 
 /* A container mount "SRC[:DST[:FLAGS]]", both paths absolute: pyxis
@@ -1233,6 +1309,17 @@ static void merge_site(Checker *c, const PlanSite *cl, PlanSite *j)
     if (j->mail_user) { m.mail_user = j->mail_user; m.mail_user_at = j->mail_user_at; }
     if (j->mail_type) { m.mail_type = j->mail_type; m.mail_type_at = j->mail_type_at; }
     if (j->comment) { m.comment = j->comment; m.comment_at = j->comment_at; }
+    if (j->exclude) { m.exclude = j->exclude; m.exclude_at = j->exclude_at; }
+    if (j->nodelist) { m.nodelist = j->nodelist; m.nodelist_at = j->nodelist_at; }
+    if (j->switches) { m.switches = j->switches; m.switches_at = j->switches_at; }
+    if (j->gpus_per_task) { m.gpus_per_task = j->gpus_per_task; m.gpus_per_task_at = j->gpus_per_task_at; }
+    if (j->nextra) {   /* the cluster's lines, then the job's */
+        m.extra = arena_alloc(c->a, sizeof(char *) * (size_t)(cl->nextra + j->nextra + 1));
+        m.nextra = 0;
+        for (int i = 0; i < cl->nextra; i++) m.extra[m.nextra++] = cl->extra[i];
+        for (int i = 0; i < j->nextra; i++) m.extra[m.nextra++] = j->extra[i];
+        m.extra_at = j->extra_at;
+    }
     if (j->container) {
         m.container = j->container; m.container_at = j->container_at;
         m.image = j->image; m.image_at = j->image_at;
@@ -2143,7 +2230,7 @@ static void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 
 static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
                                          "kv_heads", "head_dim", "ffn", "vocab", "max_context",
-                                         "rope_theta", "rms_eps", "tie_embeddings"};
+                                         "rope_theta", "rms_eps", "tie_embeddings", "experts", "experts_per_token"};
 
 /* model: init = pretrained | scratch, path = "DIR". A pretrained model's
  * config.json, when readable here, is read into cfg: the shape keys may then
@@ -2286,8 +2373,11 @@ static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelF
                                 const Entry *pe)
 {
     Entry *e;
-    m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : 1000000.0;
-    m->rms_eps = m->arch == ARCH_LLAMA ? 1e-5 : 1e-6;
+    /* transformers' config defaults: gemma2 10000 and 1e-6 (tied embedding);
+     * mistral and mixtral 1e6 and 1e-5 */
+    m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : m->arch == ARCH_GEMMA2 ? 10000.0 : 1000000.0;
+    m->rms_eps = m->arch == ARCH_LLAMA || m->arch == ARCH_MISTRAL || m->arch == ARCH_MIXTRAL ? 1e-5 : 1e-6;
+    m->tie_embeddings = m->arch == ARCH_GEMMA2;
     if (have_cfg) { m->rope_theta = cfg->rope_theta; m->rms_eps = cfg->rms_eps; m->tie_embeddings = cfg->tie_embeddings; }
     struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
         {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg->rope_theta},
@@ -2311,7 +2401,48 @@ static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelF
         diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
     }
     m->qkv_bias = m->arch == ARCH_QWEN2;
-    m->qk_norm = m->arch == ARCH_QWEN3;
+    m->qk_norm = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3_MOE;
+    m->norms_per_layer = m->arch == ARCH_GEMMA2 ? 4 : 2;
+}
+
+/* model: experts, experts_per_token — mixtral only (required without a
+ * config.json, else taken from it and compared); 1 <= top-k <= experts. */
+static void check_model_experts(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                const Entry *pe)
+{
+    Entry *e;
+    bool moe = m->arch == ARCH_MIXTRAL || m->arch == ARCH_QWEN3_MOE;
+    struct { const char *key, *hf, *ex; int *out; SrcRange *at; int cfg; } keys[] = {
+        {"experts", m->arch == ARCH_QWEN3_MOE ? "num_experts" : "num_local_experts", "8", &m->experts, &m->experts_at,
+         cfg->experts},
+        {"experts_per_token", "num_experts_per_tok", "2", &m->experts_per_token, &m->experts_per_token_at,
+         cfg->experts_per_token},
+    };
+    for (int i = 0; i < 2; i++) {
+        if (!moe) {
+            if ((e = find(s, keys[i].key))) {
+                Diag *g = diag_error(c->d, e->key_at, "'%s' is only used by mixture-of-experts models (arch = mixtral, "
+                                     "qwen3_moe)", keys[i].key);
+                diag_note(g, "arch = %s is a dense model", arch_llm_names[m->arch]);
+            }
+            continue;
+        }
+        e = have_cfg ? find(s, keys[i].key) : require(c, s, keys[i].key, keys[i].ex);
+        if (e) {
+            *keys[i].at = e->at;
+            if (get_int32(c, e, 1, 1024, keys[i].out) && have_cfg && *keys[i].out != keys[i].cfg) {
+                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", keys[i].key, *keys[i].out,
+                                     cfg->file, keys[i].hf, keys[i].cfg);
+                diag_help(g, "write %s = %d, or leave it out to take it from config.json", keys[i].key, keys[i].cfg);
+            }
+        } else if (have_cfg) {
+            *keys[i].out = keys[i].cfg;
+            *keys[i].at = pe->value->at;
+        }
+    }
+    if (moe && m->experts > 0 && m->experts_per_token > m->experts)
+        diag_error(c->d, m->experts_per_token_at, "experts_per_token (%d) must not exceed experts (%d)",
+                   m->experts_per_token, m->experts);
 }
 
 /* Shape rules: grouped-query heads divide evenly, head_dim = hidden / heads
@@ -2337,10 +2468,11 @@ static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
                 m->head_dim = m->hidden / m->heads;
                 m->head_dim_at = m->hidden_at;
             }
-        } else if (m->arch != ARCH_QWEN3 && (int64_t)m->head_dim * m->heads != m->hidden) {
+        } else if ((m->arch == ARCH_LLAMA || m->arch == ARCH_QWEN2) && (int64_t)m->head_dim * m->heads != m->hidden) {
             Diag *g = diag_error(c->d, m->head_dim_at, "head_dim x heads (%d x %d = %lld) must equal hidden (%d) for %s",
                                  m->head_dim, m->heads, (long long)m->head_dim * m->heads, m->hidden, arch_llm_names[m->arch]);
-            diag_note(g, "only qwen3 has a head_dim independent of hidden");
+            diag_note(g, "qwen3, mistral, gemma2, mixtral and qwen3_moe have a head_dim independent of hidden; llama and "
+                         "qwen2 do not");
         }
         if (m->head_dim > 0 && m->head_dim % 2 != 0)
             diag_error(c->d, m->head_dim_at, "head_dim (%d) must be even for rotary embeddings", m->head_dim);
@@ -2361,11 +2493,13 @@ static void check_model(Checker *c, const Item *it, PlanModel *m)
     check_model_tokenizer(c, it, &s, m);
     bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe);
     check_model_numbers(c, &s, m, &cfg, have_cfg, pe);
+    check_model_experts(c, &s, m, &cfg, have_cfg, pe);
     report_missing(c, &s);
     check_model_shape_rules(c, m, head_dim_set);
 }
 
-static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens"};
+static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens",
+                                           "hf_hub"};
 static const char *const column_keys[] = {"prompt", "query", "response", "history", "messages",
                                           "system", "tools", "text", "chosen", "rejected", "kto_tag"};
 static const char *const tag_keys[] = {"role", "content", "user", "assistant", "observation", "function", "system"};
@@ -2399,13 +2533,126 @@ static void get_string_table(Checker *c, const Item *it, const Entry *e, const c
 
 static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds);
 
+/* ---- data as it is stored (issue 33): a directory of shards, a Hub name,
+ * no glob (LLaMA-Factory's data/loader.py reads a file, or every file of a
+ * directory, all of one type; a Hub dataset by hf_hub_url). ---- */
+
+/* LLaMA-Factory's FILEEXT2TYPE (extras/constants.py) that llmc plans take. */
+static bool dataset_shard_ext_ok(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcmp(dot, ".json") || !strcmp(dot, ".jsonl") || !strcmp(dot, ".parquet"));
+}
+
+/* The files of a directory of shards, when readable here: one extension for
+ * all (LLaMA-Factory: "File types should be identical"), no subdirectory (it
+ * would be passed on as a file), at least one; their sizes summed into the
+ * dataset's size when none is stated. */
+static void check_dataset_directory(Checker *c, const Entry *e, PlanDataset *ds)
+{
+    DIR *dir = opendir(ds->file);
+    if (!dir) {
+        Diag *g = diag_note_at(c->d, e->value->at, "dataset '%s': directory %s is not readable here (%s)", ds->name,
+                               ds->file, strerror(errno));
+        diag_note(g, "not checked: its shards' types and records");
+        return;
+    }
+    struct dirent *de;
+    const char *first_ext = NULL, *first_name = NULL;
+    int files = 0;
+    uint64_t total = 0;
+    while ((de = readdir(dir))) {
+        if (de->d_name[0] == '.') continue;
+        char *path = arena_printf(c->a, "%s/%s", ds->file, de->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            Diag *g = diag_error(c->d, e->value->at, "dataset '%s': %s holds a subdirectory '%s'", ds->name, ds->file,
+                                 de->d_name);
+            diag_note(g, "LLaMA-Factory passes every entry of the directory on as a data file");
+            closedir(dir);
+            return;
+        }
+        const char *dot = strrchr(de->d_name, '.');
+        if (!dataset_shard_ext_ok(de->d_name)) {
+            Diag *g = diag_error(c->d, e->value->at, "dataset '%s': shard '%s' in %s is not .json, .jsonl or .parquet",
+                                 ds->name, de->d_name, ds->file);
+            diag_note(g, "LLaMA-Factory reads every file of the directory, all of one type");
+            closedir(dir);
+            return;
+        }
+        if (!first_ext) { first_ext = arena_strdup(c->a, dot); first_name = arena_strdup(c->a, de->d_name); }
+        else if (strcmp(first_ext, dot)) {
+            Diag *g = diag_error(c->d, e->value->at, "dataset '%s': %s mixes shard types ('%s' and '%s')", ds->name,
+                                 ds->file, first_name, de->d_name);
+            diag_note(g, "LLaMA-Factory refuses a directory whose files differ in type (\"File types should be identical\")");
+            closedir(dir);
+            return;
+        }
+        files++;
+        total += (uint64_t)st.st_size;
+    }
+    closedir(dir);
+    if (files == 0) {
+        diag_error(c->d, e->value->at, "dataset '%s': directory %s holds no data files", ds->name, ds->file);
+        return;
+    }
+    if (!ds->size_bytes) ds->size_bytes = total;
+}
+
+/* file = "...": a directory of shards (trailing '/') or a glob (refused).
+ * Returns true when the entry was handled here (directory or error). */
+static bool check_dataset_file_kind(Checker *c, const Entry *e, PlanDataset *ds)
+{
+    const char *raw;
+    if (!e->value || e->value->nterms != 1 || e->value->terms[0]->kind != TERM_STRING) return false;
+    raw = e->value->terms[0]->str;
+    if (raw && strpbrk(raw, "*?[")) {
+        Diag *g = diag_error(c->d, e->value->at, "dataset '%s': file \"%s\" is a pattern, which LLaMA-Factory cannot "
+                             "read", ds->name, raw);
+        diag_note(g, "LLaMA-Factory's loader takes one file, or a directory whose every file it reads (all of one type)");
+        diag_help(g, "put the shards in one directory and write file = \"DIR/\"");
+        return true;
+    }
+    size_t n = raw ? strlen(raw) : 0;
+    if (n < 2 || raw[n - 1] != '/') return false;
+    ds->directory = true;
+    ds->file = get_plan_path(c, e, false);
+    if (ds->file) check_dataset_directory(c, e, ds);
+    return true;
+}
+
+/* hf_hub = "ORG/NAME": a dataset on the Hugging Face Hub (dataset_info.json's
+ * hf_hub_url), instead of file. */
+static void check_dataset_hub(Checker *c, Scope *s, const Entry *hub, PlanDataset *ds)
+{
+    Entry *f = find(s, "file");
+    if (f) {
+        Diag *g = diag_error(c->d, f->key_at, "dataset '%s' names both 'file' and 'hf_hub'", ds->name);
+        diag_help(g, "keep one: a local file or directory, or a Hub dataset");
+    }
+    const char *name;
+    if (!get_string(c, hub, &name)) return;
+    ds->hf_hub_at = hub->at;
+    const char *slash = strchr(name, '/');
+    bool ok = slash && slash != name && slash[1] && !strchr(slash + 1, '/');
+    for (const char *p = name; ok && *p; p++)
+        if (!(isalnum((unsigned char)*p) || strchr("._-/", *p))) ok = false;
+    if (!ok) {
+        Diag *g = diag_error(c->d, hub->value->at, "'hf_hub' must be a Hub dataset name \"ORG/NAME\", found \"%s\"", name);
+        diag_note(g, "letters, digits, '.', '_' and '-', one '/' (as huggingface.co/datasets/ORG/NAME)");
+        return;
+    }
+    ds->hf_hub = name;
+}
+
 /* A dataset block, then (when the block itself is right) the first records of
  * its file where it is readable here (model_files.c). */
 static void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
 {
     int before = diags_error_count(c->d);
     check_dataset_block(c, it, ds);
-    if (diags_error_count(c->d) == before && ds->file) dataset_check_records(ds, c->d);
+    if (diags_error_count(c->d) == before && ds->file && !ds->directory) dataset_check_records(ds, c->d);
 }
 
 static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
@@ -2416,10 +2663,12 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     int v;
     ds->samples = -1;
     ds->tokens = -1;
-    if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
+    Entry *hub = find(&s, "hf_hub");
+    if (hub) check_dataset_hub(c, &s, hub, ds);
+    else if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
         ds->file_at = e->at;
-        ds->file = get_plan_path(c, e, true);
-        if (ds->file) {
+        if (!check_dataset_file_kind(c, e, ds)) ds->file = get_plan_path(c, e, true);
+        if (ds->file && !ds->directory) {
             const char *dot = strrchr(ds->file, '.');
             const char *slash = strrchr(ds->file, '/');
             if (!dot || (slash && dot < slash) ||
@@ -2532,7 +2781,11 @@ static const char *const train_keys[] = {
     "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers",
     "quant_bits", "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model",
     "val_size", "eval_data", "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming",
-    "ddp_timeout", "report_to", "run_name", "log_every"};
+    "ddp_timeout", "report_to", "run_name", "log_every",
+    /* LLaMA-Factory run-time keys of issue 33 (check_train_lf_extras) */
+    "tokenize_rate", "mix_strategy", "interleave_probs", "max_samples", "optim", "liger_kernel", "neat_packing",
+    "wsd_decay"};
+_Static_assert(sizeof train_keys / sizeof train_keys[0] <= 128, "check_keys' MAX_BLOCK_KEYS");
 static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
 static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
 static const char *const report_names[] = {"none", "tensorboard", "wandb"};
@@ -2764,6 +3017,7 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "streaming"))) { t->streaming_at = e->at; get_bool(c, e, &t->streaming); }
     t->ddp_timeout_seconds = 1800;
     if ((e = find(s, "ddp_timeout"))) {
+        t->ddp_timeout_at = e->at;
         double secs;
         if (get_duration(c, e, &secs)) {
             if (secs < 60) diag_error(c->d, e->value->at, "'ddp_timeout' must be at least 1 min (loading a large model takes longer)");
@@ -2787,7 +3041,8 @@ static const char *const lf_only_keys[] = {
     "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
     "quant_method", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
     "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
-    "run_name"};   /* log_every: both backends (plan.json output.log_every) */
+    "run_name", "tokenize_rate", "mix_strategy", "interleave_probs", "max_samples", "optim", "liger_kernel",
+    "neat_packing", "wsd_decay"};   /* log_every: both backends (plan.json output.log_every) */
 
 /* backend = llmc: the llmc trainer does pt and sft, full, freeze or LoRA
  * (the backends' limits are contract/backend_caps.h, checked with the job), and
@@ -2800,8 +3055,11 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
                                                "freeze_layers"};
     const char *what = NULL;
     SrcRange at = t->at;
+    Entry *sched = find(s, "schedule"), *ck = find(s, "checkpoint_every");
     if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
     else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_llm_names[t->stage]); at = t->stage_at; }
+    else if (t->schedule == SCHED_WSD && sched) { what = "schedule = wsd"; at = sched->value->at; }
+    else if (t->checkpoint_epoch && ck) { what = "checkpoint_every = epoch"; at = ck->value->at; }
     else {
         for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
             bool ft_key = false;
@@ -2942,6 +3200,128 @@ static void check_train_lf_eval_rules(Checker *c, Scope *s, PlanTrain *t)
 }
 
 /* The rules across the LLaMA-Factory keys, for the backend that reads them. */
+/* ---- LLaMA-Factory run-time keys (issue 33; docs/language.md, "train NAME",
+ * "Start-up and data") ---- */
+
+/* mix_strategy = concat | interleave_under | interleave_over | interleave_once;
+ * interleave_probs = [P, ...]: one per dataset of `data`, each in (0, 1],
+ * summing to 1 (datasets' interleave_datasets draws with them), only with an
+ * interleave strategy. */
+static void check_train_lf_mix(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e, *pe = find(s, "interleave_probs");
+    int v;
+    if ((e = find(s, "mix_strategy"))) {
+        t->mix_at = e->at;
+        if (get_enum(c, e, mix_llm_names, MIX_COUNT, &v)) t->mix = (MixStrategy)v;
+    }
+    if (!pe) return;
+    t->interleave_probs_at = pe->at;
+    if (t->mix == MIX_CONCAT) {
+        Diag *g = diag_error(c->d, pe->key_at, "'interleave_probs' needs mix_strategy = interleave_under, "
+                             "interleave_over or interleave_once");
+        diag_note(g, "concatenated datasets are not drawn from by weight");
+        return;
+    }
+    if (!want_terms(c, pe, 1, "a list of numbers")) return;
+    const Term *x = pe->value->terms[0];
+    if (x->kind != TERM_LIST || x->nitems < 1) {
+        Diag *g = diag_error(c->d, x->at, "'interleave_probs' must be a list of numbers, one per dataset");
+        diag_help(g, "for example: interleave_probs = [0.7, 0.3]");
+        return;
+    }
+    double *p = arena_alloc(c->a, sizeof(double) * (size_t)x->nitems), sum = 0;
+    for (int i = 0; i < x->nitems; i++) {
+        const Value *iv = x->items[i];
+        if (iv->nterms != 1 || !is_number(iv->terms[0]) || iv->terms[0]->overflow || !(iv->terms[0]->fval > 0) ||
+            iv->terms[0]->fval > 1) {
+            diag_error(c->d, iv->at, "each of 'interleave_probs' must be a number above 0 and at most 1");
+            return;
+        }
+        p[i] = iv->terms[0]->fval;
+        sum += p[i];
+    }
+    if (x->nitems != t->ndata && t->ndata > 0) {
+        Diag *g = diag_error(c->d, x->at, "'interleave_probs' has %d values, but run '%s' has %d datasets", x->nitems,
+                             t->name, t->ndata);
+        diag_note(g, "one probability per dataset of 'data', in its order");
+        return;
+    }
+    if (fabs(sum - 1) > 1e-6) {
+        Diag *g = diag_error(c->d, x->at, "'interleave_probs' sum to %g, not 1", sum);
+        diag_note(g, "datasets' interleave_datasets draws each example from a dataset with these probabilities");
+        return;
+    }
+    t->interleave_probs = p;
+    t->ninterleave_probs = x->nitems;
+}
+
+/* The keys that pass to LLaMA-Factory's own arguments (names and types from
+ * its dataclasses: tests/emitters/lf_keys.txt): optim = NAME (transformers'
+ * OptimizerNames llmc estimates), liger_kernel = BOOL (enable_liger_kernel),
+ * neat_packing = BOOL (sft only; packing on), wsd_decay = PERCENT (schedule =
+ * wsd: the decay's share of the steps, default 10%). */
+static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    int v;
+    if ((e = find(s, "optim"))) {
+        t->optim_at = e->at;
+        if (get_enum(c, e, optim_llm_names, OPTIM_COUNT, &v)) t->optim = (OptimKind)v;
+        if (t->offload != OFFLOAD_NONE && t->optim != OPTIM_ADAMW_TORCH && t->optim != OPTIM_ADAMW_TORCH_FUSED) {
+            Diag *g = diag_error(c->d, e->value->at, "optim = %s does not go with offload = %s",
+                                 optim_llm_names[t->optim], offload_llm_names[t->offload]);
+            diag_note(g, "DeepSpeed's CPU offload steps its own CPU Adam on the host (zero_force_ds_cpu_optimizer)");
+            diag_help(g, "offload = none, or optim = adamw_torch");
+        }
+        if (t->precision == PREC_PURE_BF16 && (t->optim == OPTIM_ADAMW_8BIT || t->optim == OPTIM_PAGED_ADAMW_8BIT))
+            diag_warning(c->d, e->value->at, "optim = %s keeps 8-bit moments of bf16 weights: pure_bf16 saves "
+                         "little more", optim_llm_names[t->optim]);
+    }
+    if ((e = find(s, "liger_kernel"))) { t->liger_at = e->at; get_bool(c, e, &t->liger_kernel); }
+    if ((e = find(s, "neat_packing")) && get_bool(c, e, &t->neat_packing)) {
+        t->neat_packing_at = e->at;
+        if (t->neat_packing && t->stage != STAGE_SFT) {
+            Diag *g = diag_error(c->d, e->key_at, "'neat_packing' is only used with stage = sft");
+            diag_note(g, "LLaMA-Factory refuses it for other stages (hparams/parser.py)");
+        } else if (t->neat_packing) {
+            t->packing = true;   /* LLaMA-Factory's data_args: neat_packing turns packing on */
+        }
+    }
+    t->wsd_decay = 0.1;
+    if ((e = find(s, "wsd_decay"))) {
+        t->wsd_decay_at = e->at;
+        if (t->schedule != SCHED_WSD) {
+            Diag *g = diag_error(c->d, e->key_at, "'wsd_decay' is only used with schedule = wsd");
+            diag_help(g, "schedule = wsd");
+        } else {
+            double x;
+            if (get_percent(c, e, 100, &x)) {
+                if (!(x > 0)) diag_error(c->d, e->value->at, "'wsd_decay' must be above 0%%");
+                else t->wsd_decay = x;
+            }
+        }
+    }
+}
+
+/* tokenize_rate = N: tokens per second one preprocessing worker tokenises
+ * (the estimator's default otherwise; docs/estimator.md). max_samples = N:
+ * LLaMA-Factory keeps the first N samples of each dataset. */
+static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e;
+    if ((e = find(s, "tokenize_rate"))) {
+        t->tokenize_rate_at = e->at;
+        get_number(c, e, 0, true, 1e9, &t->tokenize_rate);
+    }
+    if ((e = find(s, "max_samples"))) {
+        t->max_samples_at = e->at;
+        get_int(c, e, 1, (int64_t)1 << 50, &t->max_samples);
+    }
+    check_train_lf_mix(c, s, t);
+    check_train_lf_passthrough(c, s, t);
+}
+
 static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
 {
     if (t->backend == BACKEND_LLMC) {
@@ -2949,6 +3329,7 @@ static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
         return;
     }
     check_train_lf_method_rules(c, s, t);
+    check_train_lf_extras(c, s, t);
     check_train_lf_pref_rules(c, s, t);
     check_train_lf_eval_rules(c, s, t);
 }
@@ -3284,7 +3665,11 @@ static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
     t->checkpoint_every_seconds = 1800;
     if ((e = find(s, "checkpoint_every")) && e->value) {
         t->checkpoint_at = e->at;
-        if (is_count_of(e->value, "steps")) {
+        if (e->value->nterms == 1 && e->value->terms[0]->kind == TERM_IDENT && !strcmp(e->value->terms[0]->str, "epoch")) {
+            /* LLaMA-Factory's save_strategy: epoch (backend = llamafactory only: check_train_llmc_rules) */
+            t->checkpoint_epoch = true;
+            t->checkpoint_every_seconds = 0;
+        } else if (is_count_of(e->value, "steps")) {
             const Term *n = e->value->terms[0];
             if (n->ival < 1 && !n->overflow) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
             else if (within(c, n->at, "checkpoint_every", PL_CKPT_EVERY_STEPS, n->overflow ? INFINITY : (double)n->ival, n->text)) { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
@@ -3321,6 +3706,21 @@ static void check_train_model_rules(Checker *c, PlanTrain *t, const Entry *tmpl)
         diag_note(g, "max_context of '%s' is set at %s:%d", t->model->name, t->model->max_context_at.start.file,
                   t->model->max_context_at.start.line);
     }
+    if (t->model && t->model->arch >= ARCH_LLMC_COUNT && t->backend == BACKEND_LLMC) {
+        static const char *const why[] = {
+            [ARCH_MISTRAL] = "its head_dim and sliding-window attention are outside llmc-train's one model code path",
+            [ARCH_GEMMA2] = "Gemma 2's four norms per layer, GeGLU, logit soft-capping and alternating sliding-window "
+                            "attention are not in llmc-train's model",
+            [ARCH_MIXTRAL] = "llmc-train has no mixture-of-experts layers (router, experts, load balancing)",
+            [ARCH_QWEN3_MOE] = "llmc-train has no mixture-of-experts layers (router, experts, load balancing)",
+        };
+        Diag *g = diag_error(c->d, t->model_at, "model '%s' (arch = %s) cannot be trained by llmc-train",
+                             t->model->name, arch_llm_names[t->model->arch]);
+        diag_note(g, "%s; run '%s' uses backend = llmc%s", why[t->model->arch], t->name,
+                  t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s' (LLaMA-Factory trains %s models)", t->name,
+                  arch_llm_names[t->model->arch]);
+    }
     if (t->model && t->model->rope_scaling && t->backend == BACKEND_LLMC) {
         Diag *g = diag_error(c->d, t->model_at, "model '%s' uses RoPE scaling %s, which llmc-train does not implement",
                              t->model->name, t->model->rope_scaling);
@@ -3349,9 +3749,18 @@ static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, co
     for (int i = 0; i < t->ndata; i++) check_stage_data(c, t, t->data[i], t->data_at);
     for (int i = 0; i < t->neval_data; i++) check_stage_data(c, t, t->eval_data[i], t->eval_data_at);
     /* The llmc trainer reads JSON and JSON Lines (runtime/data/records.c), no Parquet. */
+    for (int i = 0; i < t->ndata + t->neval_data; i++) {
+        const PlanDataset *ds = i < t->ndata ? t->data[i] : t->eval_data[i - t->ndata];
+        if (t->backend != BACKEND_LLMC || !ds || (!ds->directory && !ds->hf_hub)) continue;
+        Diag *g = diag_error(c->d, ds->hf_hub ? ds->hf_hub_at : ds->file_at, "dataset '%s' is %s, which the llmc "
+                             "trainer cannot read", ds->name, ds->hf_hub ? "a Hub dataset" : "a directory of shards");
+        diag_note(g, "llmc-train prepare reads one local JSON or JSON Lines file; run '%s' uses backend = llmc%s",
+                  t->name, t->backend_at.start.file ? "" : " (the default)");
+        diag_help(g, "set backend = llamafactory in run '%s', or give one local file", t->name);
+    }
     for (int i = 0; i < t->ndata; i++) {
         const PlanDataset *ds = t->data[i];
-        if (t->backend != BACKEND_LLMC || !ds->file || plan_llmc_reads_dataset(ds->file)) continue;
+        if (t->backend != BACKEND_LLMC || !ds->file || ds->directory || plan_llmc_reads_dataset(ds->file)) continue;
         Diag *g = diag_error(c->d, ds->file_at, "dataset '%s' is a Parquet file, which the llmc trainer cannot read",
                              ds->name);
         diag_note(g, "run '%s' uses backend = llmc%s", t->name, t->backend_at.start.file ? "" : " (the default)");
@@ -3535,6 +3944,22 @@ static void check_job_fits_cluster(Checker *c, PlanJob *j, const PlanCluster *cl
         if (!tasks) j->tasks_per_node = cl->gpus_per_node;
     } else if (!tasks) {
         j->tasks_per_node = 1;
+    }
+    /* sbatch { gpus_per_task }: the allocation's tasks x it must be the GPUs the
+     * script asks per node; LLaMA-Factory's launcher is one task per node that
+     * needs them all (srun would inherit one GPU per task) */
+    if (j->site.gpus_per_task > 0 && cl->gpus_per_node > 0) {
+        if (j->run && j->run->backend == BACKEND_LLAMAFACTORY) {
+            Diag *g = diag_error(c->d, j->site.gpus_per_task_at, "'gpus_per_task' does not go with backend = "
+                                 "llamafactory (run '%s')", j->run->name);
+            diag_note(g, "its job step is one launcher per node over all %d GPUs; srun would give it only %d",
+                      cl->gpus_per_node, j->site.gpus_per_task);
+        } else if (j->tasks_per_node > 0 && j->site.gpus_per_task * j->tasks_per_node != cl->gpus_per_node) {
+            Diag *g = diag_error(c->d, j->site.gpus_per_task_at, "gpus_per_task = %d with %d tasks per node asks for %d "
+                                 "GPUs per node; the script asks for the %d of cluster '%s'", j->site.gpus_per_task,
+                                 j->tasks_per_node, j->site.gpus_per_task * j->tasks_per_node, cl->gpus_per_node, cl->name);
+            diag_help(g, "gpus_per_task = %d", cl->gpus_per_node / j->tasks_per_node > 0 ? cl->gpus_per_node / j->tasks_per_node : 1);
+        }
     }
     if (!j->cpus_per_task && cl->cpus > 0 && j->tasks_per_node > 0) {
         j->cpus_per_task = cl->cpus / j->tasks_per_node;
@@ -3797,6 +4222,14 @@ static void check_job_after(Checker *c, const Plan *plan, int idx)
         else
             diag_note(g, "LLaMA-Factory takes an adapter (adapter_name_or_path) only with method lora or qlora");
         diag_help(g, "method = lora in run '%s' (with backend = llamafactory), or a full run '%s'", t->name, ta->name);
+        /* a full run needs the merged model: LLaMA-Factory's export merges base + adapter */
+        if (ta->model && ta->model->path) {
+            const char *tmpl = chat_template_info(ta->template_)->name;
+            diag_help(g, "or merge first, then train the merged model: llamafactory-cli export with "
+                         "model_name_or_path: %s, adapter_name_or_path: %s, finetuning_type: lora, template: %s, "
+                         "export_dir: DIR; and a model block with path = \"DIR\" for run '%s' (without 'after')",
+                      ta->model->path, ta->output_dir ? ta->output_dir : "(its output)", tmpl ? tmpl : "empty", t->name);
+        }
     } else if (adapter && (t->method == METHOD_QLORA || t->shard == SHARD_ZERO3) &&
                (t->stage == STAGE_DPO || t->stage == STAGE_KTO)) {
         /* model/adapter.py: no merge on a quantised base or under ZeRO-3, so the

@@ -101,7 +101,33 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
     }
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
     out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : HF_DEFAULT_RMS_EPS;
-    out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
+    /* gemma2 ties its embedding unless config.json says otherwise (transformers' Gemma2Config default) */
+    cJSON *tie = cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings");
+    out->tie_embeddings = cJSON_IsBool(tie) ? cJSON_IsTrue(tie) : out->arch == ARCH_GEMMA2;
+    out->experts = out->experts_per_token = 0;
+    if (out->arch == ARCH_MIXTRAL) {
+        long E, K;
+        if (get_int(o, "num_local_experts", 8, &E, file, why, whylen) ||
+            get_int(o, "num_experts_per_tok", 2, &K, file, why, whylen))
+            goto done;
+        out->experts = (int)E; out->experts_per_token = (int)K;
+    } else if (out->arch == ARCH_QWEN3_MOE) {
+        /* every layer sparse (decoder_sparse_step 1, no mlp_only_layers): the
+         * experts' MLP is moe_intermediate_size wide, which `ffn` describes */
+        long E, K, FE, step;
+        if (get_int(o, "num_experts", -1, &E, file, why, whylen) ||
+            get_int(o, "num_experts_per_tok", -1, &K, file, why, whylen) ||
+            get_int(o, "moe_intermediate_size", -1, &FE, file, why, whylen) ||
+            get_int(o, "decoder_sparse_step", 1, &step, file, why, whylen))
+            goto done;
+        cJSON *dense = cJSON_GetObjectItemCaseSensitive(o, "mlp_only_layers");
+        if (step != 1 || (cJSON_IsArray(dense) && cJSON_GetArraySize(dense) > 0)) {
+            snprintf(why, (size_t)whylen, "%s: some layers are dense (decoder_sparse_step %ld, mlp_only_layers): "
+                     "llmc describes models whose every layer is a mixture of experts", file, step);
+            goto done;
+        }
+        out->experts = (int)E; out->experts_per_token = (int)K; out->ffn = (int)FE;
+    }
     rc = 0;
 done:
     cJSON_Delete(o);

@@ -13,6 +13,7 @@ typedef struct {
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab, max_context;
     double rope_theta, rms_eps;
     bool tie_embeddings;
+    int experts, experts_per_token;   /* mixtral: num_local_experts, num_experts_per_tok; 0 dense */
     char rope_scaling[48];   /* a rope_type other than "default" (llama3, yarn, ...), or "" */
     char file[4096];         /* the config.json read */
 } ModelFileConfig;

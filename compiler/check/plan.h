@@ -60,6 +60,7 @@ typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
     TEMPLATE_QWEN3_NOTHINK, TEMPLATE_LLAMA2, TEMPLATE_MISTRAL, TEMPLATE_GEMMA, TEMPLATE_GEMMA3,
     TEMPLATE_DEEPSEEK, TEMPLATE_DEEPSEEK3, TEMPLATE_DEEPSEEKR1, TEMPLATE_GLM4, TEMPLATE_PHI, TEMPLATE_PHI4,
+    TEMPLATE_GEMMA2, TEMPLATE_MISTRAL_SMALL,
     TEMPLATE_COUNT
 } ChatTemplate;
 
@@ -80,6 +81,12 @@ typedef struct {
     const char *mail_user; SrcRange mail_user_at;
     const char *mail_type; SrcRange mail_type_at;  /* "END,FAIL" */
     const char *comment; SrcRange comment_at;
+    /* issue 33's escape hatches: typed #SBATCH options and a checked free-form list */
+    const char *exclude; SrcRange exclude_at;     /* --exclude=HOSTLIST */
+    const char *nodelist; SrcRange nodelist_at;   /* --nodelist=HOSTLIST */
+    int switches; SrcRange switches_at;           /* --switches=N; 0 unset */
+    int gpus_per_task; SrcRange gpus_per_task_at; /* --gpus-per-task=N; 0 unset */
+    const char **extra; int nextra; SrcRange extra_at; /* sbatch_extra: "--opt[=value]" lines */
     ContainerKind container; SrcRange container_at;
     const char *image; SrcRange image_at;
     const char **mounts; int nmounts; SrcRange mounts_at;   /* "SRC:DST[:FLAGS]" */
@@ -172,6 +179,11 @@ typedef struct {
     bool tie_embeddings;                    /* default: false (true for small Qwen) */
     bool qkv_bias;                          /* derived: qwen2 -> true, llama/qwen3 -> false */
     bool qk_norm;                           /* derived: qwen3 -> true */
+    int norms_per_layer;                    /* derived: RMSNorm weights per layer, 2 (gemma2: 4, around
+                                               attention and MLP both) */
+    int experts, experts_per_token;         /* mixtral: experts per layer (num_local_experts) and
+                                               the top-k each token goes through; 0 for dense models */
+    SrcRange experts_at, experts_per_token_at;
     const char *rope_scaling;               /* the RoPE scaling type of a config.json read at
                                                check time (llama3, yarn, ...); NULL: none or unread */
 } PlanModel;
@@ -188,7 +200,11 @@ typedef struct {
 
 typedef struct {
     const char *name; SrcRange at;
-    const char *file; SrcRange file_at;
+    const char *file; SrcRange file_at;     /* NULL for a Hub dataset */
+    bool directory;                         /* `file = "DIR/"`: every file in DIR (shards of one type);
+                                               backend = llamafactory only */
+    const char *hf_hub; SrcRange hf_hub_at; /* `hf_hub = "org/name"`: dataset_info's hf_hub_url;
+                                               backend = llamafactory only; NULL otherwise */
     DataFormat format; SrcRange format_at;
     DatasetColumns columns; SrcRange columns_at;
     DatasetTags tags; SrcRange tags_at;
@@ -253,7 +269,18 @@ typedef struct {
     const char *tokenized_path; SrcRange tokenized_at;  /* NULL: tokenise on every start */
     bool data_shared_fs;                    /* default true: one node tokenises for all */
     bool streaming; SrcRange streaming_at;  /* pt only; needs max_steps */
-    double ddp_timeout_seconds;             /* default 30 min */
+    double ddp_timeout_seconds; SrcRange ddp_timeout_at; /* default 30 min; at: unset when not written */
+    MixStrategy mix; SrcRange mix_at;       /* mix_strategy (LLaMA-Factory); default concat */
+    double *interleave_probs; int ninterleave_probs; SrcRange interleave_probs_at; /* one per dataset */
+    int64_t max_samples; SrcRange max_samples_at; /* 0 = all; LLaMA-Factory truncates each dataset to it */
+    /* ---- LLaMA-Factory pass-through keys (issue 33), checked against its dataclasses ---- */
+    OptimKind optim; SrcRange optim_at;     /* default adamw_torch (what the Trainer runs) */
+    bool liger_kernel; SrcRange liger_at;   /* enable_liger_kernel: fused kernels, no full logits */
+    bool neat_packing; SrcRange neat_packing_at; /* sft: packing without cross-attention (packing on) */
+    double wsd_decay; SrcRange wsd_decay_at; /* schedule = wsd: the decay's share of the steps (default 10%) */
+    bool checkpoint_epoch;                  /* checkpoint_every = epoch: save_strategy epoch */
+    double tokenize_rate; SrcRange tokenize_rate_at;     /* tokens/s per preprocessing worker; 0 = the
+                                               estimator's default (docs/estimator.md) */
     /* ---- tracking ---- */
     ReportTo report_to;
     const char *run_name;                   /* NULL: the train block's name */

@@ -68,6 +68,20 @@ static const char *optimizer_states_name(Precision p)
     return p == PREC_FP32 ? "Adam m + v, fp32" : p == PREC_PURE_BF16 ? "Adam m + v, bf16" : "fp32 master + Adam m + v";
 }
 
+/* The states of LLaMA-Factory's `optim` (estimate.c: optim_state_bytes). */
+static const char *optim_states_text(OptimKind o, Precision p)
+{
+    bool master = p != PREC_FP32 && p != PREC_PURE_BF16;
+    switch (o) {
+    case OPTIM_ADAMW_8BIT: case OPTIM_PAGED_ADAMW_8BIT:
+        return master ? "fp32 master + 8-bit m + v" : "8-bit m + v";
+    case OPTIM_PAGED_ADAMW_32BIT: return master ? "fp32 master + fp32 m + v (paged)" : "fp32 m + v (paged)";
+    case OPTIM_ADAFACTOR: return master ? "fp32 master, factored second moment" : "factored second moment";
+    case OPTIM_ADAMW_TORCH: case OPTIM_ADAMW_TORCH_FUSED: break;
+    }
+    return optimizer_states_name(p);
+}
+
 static const char *arch_name(ModelArch a)
 {
     return plan_vocab_name(arch_llm_names, ARCH_COUNT, a);
@@ -137,14 +151,14 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
-    char line[20][400];
+    char line[32][400];
     int n;
 } Assumptions;
 
 static void assume(Assumptions *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void assume(Assumptions *a, const char *fmt, ...)
 {
-    if (a->n >= 20) return;
+    if (a->n >= 32) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(a->line[a->n++], sizeof a->line[0], fmt, ap);
@@ -296,6 +310,29 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
             assume(a, "%.3g ms per optimizer step beyond compute and communication, as profile '%s' measured "
                       "(optimizer step, data, logging)", e->step_overhead_seconds * 1e3, pf->name);
     }
+    if (e->mix_scaled)
+        assume(a, "mix_strategy = %s: samples per epoch as datasets' interleave_datasets draws them (with the "
+                  "interleave_probs, or equal shares), stopping when %s dataset runs out",
+               mix_llm_names[t->mix], t->mix == MIX_INTERLEAVE_UNDER ? "the first" : "the last");
+    if (t->backend == BACKEND_LLAMAFACTORY && t->max_samples > 0)
+        assume(a, "max_samples = %lld: each dataset cut to its first %lld samples", (long long)t->max_samples,
+               (long long)t->max_samples);
+    if (e->seqs_per_sample > 1)
+        assume(a, "stage = %s: LLaMA-Factory's pairwise collator puts each pair's chosen and rejected sequence in one "
+                  "micro batch: activations and logits at 2 x batch, two sequences per sample",
+               stage_llm_names[t->stage]);
+    if (t->stage == STAGE_KTO)
+        assume(a, "stage = kto: one KL sequence per sample, run forward without gradient by the policy; the reference "
+                  "runs forward over the target and KL sequences");
+    if (e->reference == REF_COPY)
+        assume(a, "reference model: a frozen 16-bit copy (create_ref_model), whole on every GPU unless shard = zero3 "
+                  "(trl's prepare_deepspeed runs it with ZeRO off below stage 3); its ZeRO-3 gathers are not counted");
+    else if (e->reference == REF_ADAPTERS_OFF)
+        assume(a, "reference model: the policy with its LoRA adapters disabled (no ref_model): no second copy, one "
+                  "more forward");
+    else if (t->stage == STAGE_DPO)
+        assume(a, "pref_loss = %s: no reference model (use_ref_model is false)",
+               t->pref_loss == PREF_ORPO ? "orpo" : "simpo");
     if (t->mfu > 0)
         assume(a, "mfu %.2f as the plan states%s", t->mfu, pf && pf->mfu > 0 ? " (over the profile's)" : "");
     else if (e->profile_mfu)
@@ -305,14 +342,19 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else
         assume(a, "mfu %.2f: the catalogue default for %s; set `mfu` after measuring",
                e->mfu, job->cluster->gpu->name);
-    assume(a, "not counted: model loading, checkpoint writes, evaluation, queueing and restarts");
+    if (!e->cpu_only && e->steps_total > 0)
+        assume(a, "start-up: LLaMA-Factory tokenises at %s tokens/s per worker%s, models load at 0.5 GB/s per node, "
+                  "checkpoints write at 1 GB/s and read back at 1 GB/s per node: stated defaults, not measured",
+               t->tokenize_rate > 0 ? "the plan's" : "100K", t->tokenize_rate > 0 ? "" : " (tokenize_rate)");
+    assume(a, "not counted: evaluation, queueing%s", !e->cpu_only && e->steps_total > 0 ? "" : ", model loading, checkpoint writes and restarts");
 }
 
 /* ---- human output ---- */
 
 static void gb(char *buf, size_t n, double bytes)
 {
-    if (bytes >= 1e9) snprintf(buf, n, "%.1f GB", bytes / 1e9);
+    if (bytes >= 1e12) snprintf(buf, n, "%.2f TB", bytes / 1e12);
+    else if (bytes >= 1e9) snprintf(buf, n, "%.1f GB", bytes / 1e9);
     else snprintf(buf, n, "%.1f MB", bytes / 1e6);
 }
 
@@ -359,11 +401,25 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
 }
 
 /* The step is bound by offload: its exposed part exceeds compute and the collectives. */
-static void print_offload_bound(Table *tb, const Estimate *e)
+static void print_offload_bound(Table *tb, const PlanJob *job, const Estimate *e)
 {
-    row(tb, 0, "bound by", "offload", "offload %.1fx compute: the CPU Adam step and the copies around it; a larger "
-        "batch per GPU or more OpenMP threads amortise it",
-        e->compute_seconds > 0 ? e->offload_exposed_seconds / e->compute_seconds : 0);
+    /* The advice follows the binding term: the CPU step (threads, unless the
+     * node's share caps the rate already) or the host-link copies. */
+    double ratio = e->compute_seconds > 0 ? e->offload_exposed_seconds / e->compute_seconds : 0;
+    bool cpu = e->cpu_optimizer_seconds >= e->offload_pcie_exposed_seconds;
+    int per_node = job->cluster->gpus_per_node > 0 ? job->cluster->gpus_per_node : 1;
+    bool capped = e->cpu_optimizer_threads > 0 &&
+                  estimate_cpu_adam_rate(e->cpu_optimizer_threads + 1, per_node) <= e->cpu_optimizer_params_per_s;
+    if (!cpu)
+        row(tb, 0, "bound by", "offload", "offload %.1fx compute, mostly the host-link copies: a larger batch per GPU "
+            "amortises them (they do not grow with it)", ratio);
+    else if (capped)
+        row(tb, 0, "bound by", "offload", "offload %.1fx compute, mostly the CPU Adam step, at the node's cap (more "
+            "OpenMP threads do not help): a larger batch per GPU amortises it, more nodes shrink each rank's part",
+            ratio);
+    else
+        row(tb, 0, "bound by", "offload", "offload %.1fx compute, mostly the CPU Adam step: more OpenMP threads "
+            "(env { OMP_NUM_THREADS = N }) or a larger batch per GPU amortise it", ratio);
 }
 
 /* One optimizer step: compute beside each kind of communication, what
@@ -403,7 +459,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     if (e->cpu_only || e->step_seconds <= 0) return;
     section(tb, "one optimizer step");
     cli_fmt_duration(a, sizeof a, e->compute_seconds);
-    cli_fmt_count(b, sizeof b, (double)e->global_batch * e->padded_seq_tokens);
+    cli_fmt_count(b, sizeof b, (double)e->global_batch * (e->seqs_per_sample > 1 ? e->seqs_per_sample : 1) * e->padded_seq_tokens);
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
@@ -412,7 +468,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
         else row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
                  c->gpu->name);
         print_offload(tb, job, e);
-        if (e->offload_bound) print_offload_bound(tb, e);
+        if (e->offload_bound) print_offload_bound(tb, job, e);
         return;
     }
     cli_fmt_duration(a, sizeof a, e->comm_seconds);
@@ -475,7 +531,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
         row(tb, 0, "tokens/s per GPU by batch", "", "%s", sweep);
     }
     if (e->offload_bound)
-        print_offload_bound(tb, e);
+        print_offload_bound(tb, job, e);
     else if (e->comm_bound) {
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
@@ -559,12 +615,19 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
         gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "staging of the offloaded update (3 sets of master, "
                 "m, v chunks); the states are in host memory");
     else
-        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s",
-                optimizer_states_name(prec),
+        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "%s%s%s%s",
+                t->backend == BACKEND_LLAMAFACTORY && t->optim_at.start.file ? optim_llm_names[t->optim] : "",
+                t->backend == BACKEND_LLAMAFACTORY && t->optim_at.start.file ? ": " : "",
+                t->backend == BACKEND_LLAMAFACTORY && t->optim_at.start.file ? optim_states_text(t->optim, prec)
+                                                                            : optimizer_states_name(prec),
                 t->shard >= SHARD_ZERO1 ? over : "");
-    gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
-            t->micro_batch, t->context, recompute_name(t->recompute),
-            estimate_attention_name(t, e));
+    if (e->seqs_per_sample > 1)
+        gib_row(tb, 0, "activations", e->activations_bytes,
+                "batch %d x 2 sequences (chosen + rejected) x context %d, recompute=%s, attention=%s",
+                t->micro_batch, t->context, recompute_name(t->recompute), estimate_attention_name(t, e));
+    else
+        gib_row(tb, 0, "activations", e->activations_bytes, "batch %d x context %d, recompute=%s, attention=%s",
+                t->micro_batch, t->context, recompute_name(t->recompute), estimate_attention_name(t, e));
     snprintf(a, sizeof a, "kept for %d layers", m->layers);
     gib_row(tb, 1, a, e->activations_layers_bytes, "%s",
             t->recompute == RECOMPUTE_FULL ? "each layer's input only" : "everything backward needs");
@@ -588,7 +651,22 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
                 e->logits_bytes_per_value, e->logits_chunk_rows, m->vocab);
     else
         gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
-                "%.0f bytes x batch x context x vocab %d, not chunked", e->logits_bytes_per_value, m->vocab);
+                "%.0f bytes x batch%s x context x vocab %d, not chunked", e->logits_bytes_per_value,
+                e->seqs_per_sample > 1 ? " x 2 sequences" : "", m->vocab);
+    if (e->reference == REF_COPY) {
+        char n[32];
+        cli_fmt_count(n, sizeof n, e->reference_params);
+        gib_row(tb, 0, "reference model", e->reference_bytes, "%s frozen %s copy of %s%s", n, pn,
+                t->ref_model ? t->ref_model->name : m->name,
+                t->shard == SHARD_ZERO3 && e->data_parallel > 1 ? ", sharded (ZeRO-3)" : ", whole on every GPU (ZeRO off for it)");
+    } else if (e->reference == REF_ADAPTERS_OFF) {
+        gib_row(tb, 0, "reference model", 0, "none: the base with the LoRA adapters disabled");
+    }
+    if (e->reference_logits_bytes > 0)
+        gib_row(tb, 0, "no-gradient forward logits", e->reference_logits_bytes, "%.0f bytes x %d sequences x context x "
+                "vocab %d (%s)", 4 + (prec == PREC_FP32 ? 4.0 : 2.0), 2 * t->micro_batch, m->vocab,
+                t->stage == STAGE_KTO ? "reference target logits kept while the KL forward runs"
+                                      : "the reference forward over chosen + rejected");
     if (!e->cpu_only)
         gib_row(tb, 0, "communication buffers", e->comm_bytes, "%s",
                 llmc ? "collectives in place on the flat buffers"
@@ -667,12 +745,14 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "sequences per epoch", a, "%s",
         e->sequences_from_shards ? "rows of the prepared shards (index.json)"
         : t->packing             ? "packed to the context"
+        : e->seqs_per_sample > 1 ? "two per sample (chosen + rejected)"
                                  : "one per sample");
     snprintf(a, sizeof a, "%.1f", e->seq_tokens);
     row(tb, 0, "tokens per sequence", a, "mean");
     fmt_int(a, sizeof a, (double)e->global_batch);
-    row(tb, 0, "global batch", a, "%d per %s x %d accumulation x %d", t->micro_batch,
-        e->cpu_only ? "rank" : "gpu", t->grad_accum > 0 ? t->grad_accum : 1, e->data_parallel);
+    row(tb, 0, "global batch", a, "%d per %s x %d accumulation x %d%s", t->micro_batch,
+        e->cpu_only ? "rank" : "gpu", t->grad_accum > 0 ? t->grad_accum : 1, e->data_parallel,
+        e->seqs_per_sample > 1 ? " (pairs)" : "");
     fmt_int(a, sizeof a, (double)e->steps_total);
     if (t->max_steps > 0) row(tb, 0, "steps", a, "max_steps");
     else row(tb, 0, "steps", a, "%g epochs", t->epochs);
@@ -680,10 +760,12 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "tokens to train", a, NULL);
     snprintf(a, sizeof a, "%.3g", e->flops_per_token);
     bool frozen = t->method == METHOD_LORA || t->method == METHOD_QLORA || t->method == METHOD_FREEZE;
-    row(tb, 0, "FLOPs per token", a, "%s + attention%s",
+    row(tb, 0, "FLOPs per token", a, "%s + attention%s%s",
         frozen ? "6N trained + 4N frozen" : "6N",
         t->recompute == RECOMPUTE_FULL ? " + forward again (recompute=full)"
-        : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "");
+        : t->recompute == RECOMPUTE_SELECTIVE && t->attention == ATTN_EAGER ? " + attention again" : "",
+        t->stage == STAGE_KTO ? " + 3 forwards without gradient (KL, reference over target and KL)"
+        : e->nograd_seqs_per_sample > 0 ? " + the reference forward" : "");
     cli_fmt_count(a, sizeof a, e->tokens_per_second);
     if (e->peak_flops_per_device >= 1e12)
         row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
@@ -711,6 +793,57 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     }
 }
 
+/* Start-up and checkpoints (docs/estimator.md, "Start-up and checkpoints"):
+ * tokenisation against the barrier, model load, each save's size and write
+ * time, what save_total_limit keeps, and the wall time over all segments. */
+static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    char a[64], b[64], d[64];
+    section(tb, "start-up and checkpoints");
+    if (e->tokenize_seconds > 0) {
+        cli_fmt_duration(a, sizeof a, e->tokenize_seconds);
+        cli_fmt_count(b, sizeof b, e->tokenize_tokens);
+        cli_fmt_count(d, sizeof d, e->tokenize_rate);
+        row(tb, 0, "tokenisation", a, "%s tokens, %d workers x %s tokens/s%s", b, e->tokenize_workers, d,
+            e->tokenize_every_start ? ", at every start (no tokenized_path)" : ", first start only (tokenized_path)");
+        cli_fmt_duration(a, sizeof a, e->ddp_timeout_seconds);
+        row(tb, 1, "ddp_timeout", a, "%s", e->ddp_timeout_raised ? "raised to 2 x tokenisation + 10 min"
+                                          : "the ranks' barrier while one node tokenises");
+    } else if (t->backend == BACKEND_LLAMAFACTORY) {
+        row(tb, 0, "tokenisation", t->streaming ? "streamed" : "unknown", "%s",
+            t->streaming ? "tokenised on the fly" : "no token count to estimate it from");
+    } else {
+        row(tb, 0, "tokenisation", "before", "llmc-train prepare writes the shards before the job");
+    }
+    cli_fmt_duration(a, sizeof a, e->load_seconds);
+    gb(b, sizeof b, e->load_bytes);
+    row(tb, 0, "model load", a, "%s of 16-bit weights%s at 0.5 GB/s per node", b,
+        e->reference == REF_COPY ? " (with the reference model)" : "");
+    gb(a, sizeof a, e->checkpoint_bytes);
+    gb(b, sizeof b, e->checkpoint_export_bytes);
+    row(tb, 0, "checkpoint size", a, "%s", t->backend == BACKEND_LLMC ? "fp32 weights + Adam m, v (rank 0)" : "");
+    if (t->backend == BACKEND_LLAMAFACTORY)
+        row(tb, 1, "of which weights", b, "%s", t->method == METHOD_LORA || t->method == METHOD_QLORA
+                                                     ? "fp32 adapters, rank 0"
+                                                     : "16-bit safetensors, rank 0; the rest: optimizer and "
+                                                       "DeepSpeed states, each rank its part");
+    cli_fmt_duration(a, sizeof a, e->checkpoint_write_seconds);
+    row(tb, 0, "checkpoint write", a, "per save at 1 GB/s per writing node");
+    gb(a, sizeof a, e->checkpoint_kept_bytes);
+    row(tb, 0, "checkpoints kept", a, "x %d (%s)", t->checkpoint_keep > 0 ? t->checkpoint_keep : 2,
+        t->backend == BACKEND_LLAMAFACTORY ? "save_total_limit" : "checkpoint_keep");
+    fmt_int(a, sizeof a, (double)e->checkpoints_total);
+    if (t->checkpoint_epoch) row(tb, 0, "saves", a, "every epoch (%lld steps)", (long long)e->checkpoint_every_steps);
+    else row(tb, 0, "saves", a, "every %lld steps", (long long)e->checkpoint_every_steps);
+    if (e->requeue_segments > 1) {
+        cli_fmt_duration(a, sizeof a, e->resume_seconds);
+        row(tb, 0, "resume", a, "a requeued start reads the states back");
+    }
+    cli_fmt_duration(a, sizeof a, e->wall_seconds);
+    row(tb, 0, "wall time", a, "training + start-up + saves%s", e->requeue_segments > 1 ? ", every segment" : "");
+}
+
 /* `llmc explain`'s report of one job: header, memory per device and per
  * host, time, the step's breakdown, and the assumptions behind it. */
 static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
@@ -720,6 +853,7 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     if (!e->cpu_only) print_host_memory(tb, job, e);
     print_time(tb, job, e);
     print_step(tb, job, e);
+    if (!e->cpu_only && e->steps_total > 0) print_startup(tb, job, e);
 
     Assumptions as;
     collect_assumptions(job, e, &as);
@@ -762,7 +896,8 @@ cJSON *estimate_to_json(const Estimate *e)
         case EST_NUM: cJSON_AddNumberToObject(o, f[i].key, f[i].num); break;
         case EST_INT: cJSON_AddNumberToObject(o, f[i].key, (double)f[i].i); break;
         case EST_BOOL: cJSON_AddBoolToObject(o, f[i].key, f[i].b); break;
-        case EST_TOKEN_SOURCE: cJSON_AddStringToObject(o, f[i].key, f[i].str); break;
+        case EST_TOKEN_SOURCE:
+        case EST_REFERENCE: cJSON_AddStringToObject(o, f[i].key, f[i].str); break;
         }
     }
     return o;

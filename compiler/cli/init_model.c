@@ -139,20 +139,25 @@ int init_model_main(int argc, char **argv)
     if (c.rope_scaling[0])
         printf("# config.json asks for RoPE scaling %s: llmc-train refuses this model; train it\n"
                "# with backend = llamafactory, which applies the scaling\n", c.rope_scaling);
+    int w = c.experts > 0 ? 17 : 14;   /* the canonical layout aligns on the longest key */
     printf("model %s {\n", name);
-    printf("  arch           = %s\n", arch_llm_names[c.arch]);
-    printf("  path           = \"%s\"\n", path);
-    printf("  layers         = %d\n", c.layers);
-    printf("  hidden         = %d\n", c.hidden);
-    printf("  heads          = %d\n", c.heads);
-    printf("  kv_heads       = %d\n", c.kv_heads);
-    printf("  head_dim       = %d\n", c.head_dim);
-    printf("  ffn            = %d\n", c.ffn);
-    printf("  vocab          = %d\n", c.vocab);
-    printf("  max_context    = %d\n", c.max_context);
-    printf("  rope_theta     = %s\n", theta);
-    printf("  rms_eps        = %s\n", eps);
-    printf("  tie_embeddings = %s\n", c.tie_embeddings ? "true" : "false");
+    printf("  %-*s = %s\n", w, "arch", (unsigned)c.arch < ARCH_COUNT ? arch_llm_names[c.arch] : "?");
+    printf("  %-*s = \"%s\"\n", w, "path", path);
+    printf("  %-*s = %d\n", w, "layers", c.layers);
+    printf("  %-*s = %d\n", w, "hidden", c.hidden);
+    printf("  %-*s = %d\n", w, "heads", c.heads);
+    printf("  %-*s = %d\n", w, "kv_heads", c.kv_heads);
+    printf("  %-*s = %d\n", w, "head_dim", c.head_dim);
+    printf("  %-*s = %d\n", w, "ffn", c.ffn);
+    printf("  %-*s = %d\n", w, "vocab", c.vocab);
+    printf("  %-*s = %d\n", w, "max_context", c.max_context);
+    printf("  %-*s = %s\n", w, "rope_theta", theta);
+    printf("  %-*s = %s\n", w, "rms_eps", eps);
+    printf("  %-*s = %s\n", w, "tie_embeddings", c.tie_embeddings ? "true" : "false");
+    if (c.experts > 0) {
+        printf("  %-*s = %d\n", w, "experts", c.experts);
+        printf("  %-*s = %d\n", w, "experts_per_token", c.experts_per_token);
+    }
     printf("}\n");
     if (c.rope_scaling[0])
         fprintf(stderr, "llmc: warning: %s asks for RoPE scaling, which llmc-train does not implement "

@@ -26,10 +26,19 @@ static cJSON *dataset_entry(const JobLayout *L, const PlanDataset *ds)
     DatasetTags t;
     dataset_effective(ds, &c, &t);
     cJSON *e = cJSON_CreateObject();
-    /* LLaMA-Factory joins dataset_dir (".": the job runs in this directory) with it */
-    char *file = artifact_path(L, ds->file ? ds->file : "");
-    cJSON_AddStringToObject(e, "file_name", file ? file : "");
-    free(file);
+    if (ds->hf_hub) {
+        /* data/parser.py: hf_hub_url loads from the Hub (load_from "hf_hub") */
+        cJSON_AddStringToObject(e, "hf_hub_url", ds->hf_hub);
+    } else {
+        /* LLaMA-Factory joins dataset_dir (".": the job runs in this directory)
+         * with it; a directory keeps its '/' (every file in it is read) */
+        char *file = artifact_path(L, ds->file ? ds->file : "");
+        char *dir = ds->directory && file ? malloc(strlen(file) + 2) : NULL;
+        if (dir) snprintf(dir, strlen(file) + 2, "%s%s", file, file[0] && file[strlen(file) - 1] == '/' ? "" : "/");
+        cJSON_AddStringToObject(e, "file_name", dir ? dir : file ? file : "");
+        free(dir);
+        free(file);
+    }
     /* pre-training text is LLaMA-Factory's alpaca format with the text in "prompt" */
     cJSON_AddStringToObject(e, "formatting", format_json_names[ds->format == FORMAT_SHAREGPT ? FORMAT_SHAREGPT : FORMAT_ALPACA]);
     cJSON_AddBoolToObject(e, "ranking", ds->ranking);

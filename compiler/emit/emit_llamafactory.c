@@ -41,6 +41,7 @@ static const char *lf_scheduler(const PlanTrain *t)
     case SCHED_CONSTANT:
         return (t->warmup_steps > 0 || t->warmup_ratio > 0) ? "constant_with_warmup" : "constant";
     case SCHED_COSINE: break;
+    case SCHED_WSD: return "warmup_stable_decay";
     }
     return t->min_lr > 0 ? "cosine_with_min_lr" : "cosine";
 }
@@ -165,6 +166,21 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     }
     yw_str(y, "dataset", names.data ? names.data : "");
     buf_free(&names);
+    /* mixtures (data_args.py): the strategy, the probabilities as its
+     * comma-separated string, in the order of `dataset`; max_samples per dataset */
+    if (t->mix != MIX_CONCAT) yw_str(y, "mix_strategy", mix_json_names[t->mix]);
+    if (t->ninterleave_probs > 0) {
+        Buf pr;
+        buf_init(&pr);
+        for (int i = 0; i < t->ninterleave_probs; i++) {
+            char num[32];
+            snprintf(num, sizeof num, "%s%.10g", i ? "," : "", t->interleave_probs[i]);
+            buf_puts(&pr, num);
+        }
+        yw_str(y, "interleave_probs", pr.data ? pr.data : "");
+        buf_free(&pr);
+    }
+    if (t->max_samples > 0) yw_int(y, "max_samples", t->max_samples);
     if (t->neval_data > 0) {
         buf_init(&names);
         for (int i = 0; i < t->neval_data; i++) {
@@ -178,6 +194,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
     yw_int(y, "cutoff_len", t->context);
     yw_bool(y, "packing", t->packing);
+    if (t->neat_packing) yw_bool(y, "neat_packing", true);   /* data_args.py */
     /* loss masking: LLaMA-Factory's defaults (false) are left unwritten */
     if (t->train_on_prompt) yw_bool(y, "train_on_prompt", true);
     if (t->mask_history) yw_bool(y, "mask_history", true);
@@ -200,7 +217,8 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_str(y, "output_dir", path);
     free(path);
     yw_int(y, "logging_steps", t->log_every > 0 ? t->log_every : 1);
-    yw_int(y, "save_steps", lf_save_steps(L, e));
+    if (t->checkpoint_epoch) yw_str(y, "save_strategy", "epoch");   /* transformers' SaveStrategy */
+    else yw_int(y, "save_steps", lf_save_steps(L, e));
     yw_int(y, "save_total_limit", t->checkpoint_keep > 0 ? t->checkpoint_keep : 2);
     yw_bool(y, "save_only_model", false);
     yw_bool(y, "plot_loss", true);
@@ -223,6 +241,17 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
         yw_float(y, "min_lr", t->min_lr);
         yw_map_end(y);
     }
+    int64_t sched_steps = t->max_steps > 0 ? t->max_steps : (e && e->steps_total > 0 ? e->steps_total : 0);
+    if (t->schedule == SCHED_WSD) {
+        /* transformers' get_wsd_schedule: num_decay_steps is required (the
+         * stable phase is what warmup and decay leave); the floor as a ratio */
+        yw_key(y, "lr_scheduler_kwargs");
+        yw_map_begin(y);
+        yw_int(y, "num_decay_steps", sched_steps > 0 ? (long long)ceil(t->wsd_decay * (double)sched_steps) : 1);
+        yw_float(y, "min_lr_ratio", t->lr > 0 ? t->min_lr / t->lr : 0);
+        yw_map_end(y);
+    }
+    if (t->optim_at.start.file) yw_str(y, "optim", optim_json_names[t->optim]);   /* transformers' OptimizerNames */
     /* transformers 5 dropped warmup_ratio (warmup_steps < 1 is a ratio there);
      * 4.x has no such reading. Whole steps mean the same to both, so a ratio
      * is turned into steps with the estimated step count; only when that is
@@ -243,13 +272,17 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     if (t->deterministic) yw_bool(y, "full_determinism", true);
     yw_bool(y, "bf16", t->precision == PREC_BF16);
     yw_bool(y, "fp16", t->precision == PREC_FP16);
+    if (t->liger_kernel) yw_bool(y, "enable_liger_kernel", true);   /* model_args.py */
     /* pure_bf16 (FinetuningArguments): bf16 weights, gradients and AdamW
      * moments, no autocast; bf16 and fp16 stay false, as LLaMA-Factory's web
      * UI writes it. Only written when set (its default is false). */
     if (t->precision == PREC_PURE_BF16) yw_bool(y, "pure_bf16", true);
     /* finite: a rank stuck in a collective (a dead peer, a hung NIC) must end
      * the job instead of holding the allocation for its whole time limit */
-    yw_int(y, "ddp_timeout", (long long)ceil(t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800));
+    double barrier = e && e->ddp_timeout_seconds > 0 ? e->ddp_timeout_seconds
+                   : t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800;
+    /* raised by the estimate to cover the tokenisation the other ranks wait for */
+    yw_int(y, "ddp_timeout", (long long)ceil(barrier));
 }
 
 typedef struct { const JobLayout *L; const Estimate *e; } LfCtx;

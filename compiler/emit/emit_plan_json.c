@@ -160,7 +160,8 @@ static cJSON *estimate_json(const Estimate *e)
         case EST_NUM: add_num(o, x->key, x->num); break;
         case EST_INT: add_int(o, x->key, x->i); break;
         case EST_BOOL: add_bool(o, x->key, x->b); break;
-        case EST_TOKEN_SOURCE: add_str(o, x->key, x->str); break;
+        case EST_TOKEN_SOURCE:
+        case EST_REFERENCE: add_str(o, x->key, x->str); break;
         }
     }
     return o;

@@ -107,6 +107,14 @@ static void site_vars(Tmpl *t, const JobLayout *L)
     if (s->mail_type) buf_printf(&b, "#SBATCH --mail-type=%s\n", s->mail_type);
     if (s->mail_user) buf_printf(&b, "#SBATCH --mail-user=%s\n", s->mail_user);
     if (s->comment) buf_printf(&b, "#SBATCH --comment=\"%s\"\n", s->comment);
+    if (s->exclude) buf_printf(&b, "#SBATCH --exclude=%s\n", s->exclude);
+    if (s->nodelist) buf_printf(&b, "#SBATCH --nodelist=%s\n", s->nodelist);
+    if (s->switches > 0) buf_printf(&b, "#SBATCH --switches=%d\n", s->switches);
+    /* typed like the GRES request: Slurm refuses a typed --gres beside an untyped --gpus-per-task */
+    if (s->gpus_per_task > 0)
+        buf_printf(&b, "#SBATCH --gpus-per-task=%s%s%d\n", L->gres_type ? L->gres_type : "", L->gres_type ? ":" : "",
+                   s->gpus_per_task);
+    for (int i = 0; i < s->nextra; i++) buf_printf(&b, "#SBATCH %s\n", s->extra[i]);
     if (b.len) b.data[--b.len] = '\0';   /* the template line ends it */
     tmpl_set(t, "site_directives", b.data ? b.data : "");
     buf_free(&b);

@@ -106,6 +106,23 @@
 #define HOST_WORKER_BYTES        (0.5 * GIB)   /* one tokenizing worker (Python + datasets + tokenizer) */
 #define HOST_PINNED_BYTES        (0.25 * GIB)  /* pinned staging per rank (NCCL, copies) */
 
+/* Start-up and checkpoints (docs/estimator.md, "Start-up and checkpoints").
+ * LLaMA-Factory's tokenisation per preprocessing worker (datasets.map over
+ * the template and the tokenizer, written to Arrow): a conservative default
+ * that `tokenize_rate` replaces once measured. The barrier it must fit under
+ * is raised to twice the estimate plus ten minutes, in whole minutes. */
+#define LF_TOKENIZE_TOKENS_PER_S   1.0e5
+#define TOKENIZE_BARRIER_FACTOR    2.0
+#define TOKENIZE_BARRIER_SLACK_S   600.0
+#define DDP_TIMEOUT_MAX_S          86400.0   /* the checker's upper bound on ddp_timeout */
+/* Reading the 16-bit model at a start (safetensors from shared storage,
+ * converted and placed or partitioned), per node; reading checkpoint states
+ * back and writing them, per node (every node's ranks write their own
+ * partitions in parallel; rank 0 alone writes whole files). */
+#define MODEL_LOAD_BYTES_PER_S     0.5e9
+#define CKPT_READ_BYTES_PER_S      1.0e9
+#define CKPT_WRITE_BYTES_PER_S     1.0e9
+
 /* ---- parameters ---------------------------------------------------------- */
 
 /* Products of plan integers saturate instead of overflowing: a hostile plan
@@ -145,8 +162,11 @@ int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_lay
     int64_t attn = add_sat(add_sat(mul_sat(h, q), mul_sat(2 * h, kv)), mul_sat(q, h));
     if (m->qkv_bias) attn = add_sat(attn, add_sat(q, 2 * kv));
     if (m->qk_norm) attn = add_sat(attn, 2 * hd);
-    int64_t mlp = mul_sat(3 * h, f);                 /* gate, up, down */
-    int64_t layer = add_sat(add_sat(attn, mlp), 2 * h); /* two RMSNorm weights */
+    int64_t mlp = mul_sat(3 * h, f);                 /* gate, up, down (gemma2: GeGLU, the same three) */
+    /* mixtral: every expert's three matrices and the router (hidden x experts) */
+    if (m->experts > 0) mlp = add_sat(mul_sat(mlp, m->experts), mul_sat(h, m->experts));
+    int64_t norms = m->norms_per_layer > 0 ? m->norms_per_layer : 2;   /* gemma2: 4 */
+    int64_t layer = add_sat(add_sat(attn, mlp), mul_sat(norms, h)); /* RMSNorm weights */
     int64_t emb = mul_sat(v, h);
     if (!m->tie_embeddings) emb = mul_sat(emb, 2); /* separate lm_head */
 
@@ -171,6 +191,25 @@ static double value_bytes(Precision prec)
 static double optimizer_bytes(Precision prec)
 {
     return prec == PREC_FP32 ? 8 : prec == PREC_PURE_BF16 ? 4 : 12;
+}
+
+/* The same for LLaMA-Factory's `optim` (transformers' OptimizerNames): the
+ * master copy (mixed precision, 4 bytes) plus the moments — AdamW two of the
+ * parameter's width (fp32 4, pure_bf16 2), bitsandbytes' 8-bit AdamW two of 1
+ * byte (its per-block scales, 2 x 4 bytes per 2048, left out), paged 32-bit
+ * two of 4 (paged to host under pressure, counted on the GPU), Adafactor no
+ * first moment and a factored second (rows + columns: left out). */
+static double optim_state_bytes(Precision prec, OptimKind o)
+{
+    double master = prec == PREC_FP32 || prec == PREC_PURE_BF16 ? 0 : 4;
+    double moment = prec == PREC_PURE_BF16 ? 2 : 4;
+    switch (o) {
+    case OPTIM_ADAMW_8BIT: case OPTIM_PAGED_ADAMW_8BIT: return master + 2 * 1;
+    case OPTIM_PAGED_ADAMW_32BIT: return master + 2 * 4;
+    case OPTIM_ADAFACTOR: return master;
+    case OPTIM_ADAMW_TORCH: case OPTIM_ADAMW_TORCH_FUSED: break;
+    }
+    return master + 2 * moment;
 }
 
 void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
@@ -651,9 +690,11 @@ static double lora_params(const PlanTrain *t, const PlanModel *m)
     double hd = (double)head_dim_of(m), h = m->hidden, f = m->ffn;
     double q = m->heads * hd, kv = m->kv_heads * hd;
     double io[7] = {h + q, h + kv, h + kv, q + h, h + f, h + f, f + h};
-    double per_layer = 0;
+    double per_layer = 0, experts = m->experts > 0 ? m->experts : 1;
     for (int k = 0; k < 7; k++)
-        if (lora_targets(t, k)) per_layer += t->lora_rank * io[k];
+        if (lora_targets(t, k)) per_layer += t->lora_rank * io[k] * (k >= 4 ? experts : 1);
+    /* mixtral's router is a linear layer too ("all" targets it) */
+    if (m->experts > 0 && t->nlora_target == 0) per_layer += t->lora_rank * (h + m->experts);
     return per_layer * (m->layers > 0 ? m->layers : 0);
 }
 
@@ -699,6 +740,30 @@ static void estimate_method_states(const PlanTrain *t, Precision prec, ShardStag
     e->model_bytes_per_param = total > 0 ? unsharded / total : 0;
 }
 
+/* What LLaMA-Factory's preference trainers run per sample (docs/estimator.md,
+ * "Preference stages"): PairwiseDataCollatorWithPadding puts the chosen and
+ * the rejected sequence of each pair in one micro batch (rm, dpo); the DPO
+ * trainer runs the reference model forward over both, without gradient,
+ * unless pref_loss is orpo or simpo (use_ref_model false); the KTO collator
+ * adds one KL sequence per sample, which the policy runs forward without
+ * gradient, and the reference runs forward over target and KL sequences.
+ * create_ref_model: ref_model given, a copy of it; else with lora (qlora is
+ * LF's lora on a quantised base) none, the policy with its adapters disabled;
+ * else a frozen copy of the model. */
+static void preference_shape(const PlanTrain *t, Estimate *e)
+{
+    bool dpo_ref = t->stage == STAGE_DPO && t->pref_loss != PREF_ORPO && t->pref_loss != PREF_SIMPO;
+    e->seqs_per_sample = t->stage == STAGE_RM || t->stage == STAGE_DPO ? 2 : 1;
+    e->nograd_seqs_per_sample = dpo_ref ? 2 : t->stage == STAGE_KTO ? 3 : 0;
+    e->reference = REF_NONE;
+    e->reference_params = 0;
+    if (!dpo_ref && t->stage != STAGE_KTO) return;
+    bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
+    if (!t->ref_model && lora) { e->reference = REF_ADAPTERS_OFF; return; }
+    e->reference = REF_COPY;
+    e->reference_params = t->ref_model ? (double)estimate_params(t->ref_model, NULL, NULL) : (double)e->params_total;
+}
+
 void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardStage shard,
                      Estimate *e)
 {
@@ -723,6 +788,15 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     estimate_model_states((double)e->params_total, prec, shard, e->data_parallel,
                           &e->weights_bytes, &e->grads_bytes, &e->optimizer_bytes);
     estimate_method_states(t, prec, shard, e);
+    preference_shape(t, e);
+    /* optim (llamafactory): the optimizer's own states instead of AdamW's */
+    if (t->backend == BACKEND_LLAMAFACTORY && !cpu && optimizer_bytes(prec) > 0) {
+        double ob = optimizer_bytes(prec), os_ = optim_state_bytes(prec, t->optim);
+        e->optimizer_bytes *= os_ / ob;
+        TrainStates ts = plan_train_states(t, e);
+        if (e->params_total > 0)
+            e->model_bytes_per_param -= (ob - os_) * ts.trainable_params / (double)e->params_total;
+    }
 
     /* Activations at the worst case: a micro batch padded to the full context.
      * The llamafactory backend runs transformers' layers, which keep more;
@@ -749,14 +823,19 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         }
     }
     double s = t->context > 0 ? t->context : 0;
-    double b = micro_batch > 0 ? micro_batch : 0;
+    /* Pairs: the micro batch carries chosen and rejected sequences. */
+    double b = micro_batch > 0 ? (double)micro_batch * e->seqs_per_sample : 0;
     double h = m->hidden, layers = m->layers > 0 ? m->layers : 0;
     bool flash = t->attention == ATTN_FLASH && (!llmc_cuda || estimate_llmc_cuda_flash(m, t->context));
-    double layer_all = hf ? estimate_hf_layer(m, s, b, flash, bpv)
-                          : estimate_llama_layer(m, s, b, flash, RECOMPUTE_NONE, bpv);
+    /* mixtral: each token's activations go through experts_per_token experts,
+     * counted as one MLP that wide */
+    PlanModel act = *m;
+    if (m->experts > 0 && m->experts_per_token > 0) act.ffn = m->ffn * m->experts_per_token;
+    double layer_all = hf ? estimate_hf_layer(&act, s, b, flash, bpv)
+                          : estimate_llama_layer(&act, s, b, flash, RECOMPUTE_NONE, bpv);
     /* Backward of the layer in flight holds the gradients of SwiGLU's product,
      * silu output and up projection at once (3 ffn values per token). */
-    double grad_buffers = 3.0 * s * b * m->ffn * bpv;
+    double grad_buffers = 3.0 * s * b * act.ffn * bpv;
     double head_in = 2 * s * b * h * bpv;   /* final RMSNorm input, lm_head input */
     if (llmc_cuda) {
         llmc_cuda_activations(m, s, b, flash, rc,
@@ -769,7 +848,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     } else {
         /* transformers has no selective recomputation: it keeps everything. */
         double kept = rc == RECOMPUTE_SELECTIVE && !hf
-                          ? estimate_llama_layer(m, s, b, flash, rc, bpv) : layer_all;
+                          ? estimate_llama_layer(&act, s, b, flash, rc, bpv) : layer_all;
         e->activations_layers_bytes = layers * kept;
         e->activations_working_bytes = grad_buffers;
     }
@@ -794,6 +873,17 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->logits_chunk_rows = fmin(s * b, LLMC_CE_CHUNK_ROWS);
         e->logits_bytes_per_value = 2;
         e->logits_bytes = fmax(2 * e->logits_chunk_rows * m->vocab, colsum);
+    } else if (hf && t->liger_kernel) {
+        /* enable_liger_kernel: Liger's fused linear cross-entropy never holds
+         * the whole b x s x V logits: chunks of 2^ceil(log2(b x s / ceil(V / h)))
+         * rows, 16-bit then fp32 (gradient in place), and the 16-bit gradient
+         * of the lm_head input */
+        double rows = s * b, ratio = ceil((double)m->vocab / (h > 0 ? h : 1));
+        double chunk = rows > 0 ? pow(2, ceil(log2(fmax(1, ceil(rows / ratio))))) : 0;
+        e->logits_chunked = true;
+        e->logits_chunk_rows = fmin(rows, chunk);
+        e->logits_bytes_per_value = bpv + 4;
+        e->logits_bytes = e->logits_bytes_per_value * e->logits_chunk_rows * m->vocab + rows * h * bpv;
     } else {
         /* Logits and their gradient in fp32, not chunked; transformers also
          * keeps the 16-bit logits the lm_head wrote, while it upcasts them. */
@@ -803,13 +893,32 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         e->logits_bytes = e->logits_bytes_per_value * s * b * m->vocab;
     }
 
+    /* The reference model: a separate frozen copy keeps its 16-bit weights
+     * on every GPU (trl's prepare_deepspeed shards it only under ZeRO-3; at
+     * other stages it runs with ZeRO disabled); its forward (and kto's KL
+     * forward) runs without gradient while the policy's activations are kept,
+     * and its logits (16-bit, then upcast to fp32) are alive at the peak:
+     * dpo over the 2 x b pair sequences, kto over b target sequences kept
+     * while the b KL sequences run. */
+    e->reference_bytes = 0;
+    e->reference_logits_bytes = 0;
+    if (e->reference == REF_COPY) {
+        double rb = e->reference_params * bpv;
+        e->reference_bytes = shard == SHARD_ZERO3 && e->data_parallel > 1 ? rb / e->data_parallel : rb;
+    }
+    if (e->nograd_seqs_per_sample > 0) {
+        double seqs = micro_batch > 0 ? 2.0 * micro_batch : 0;
+        e->reference_logits_bytes = (bpv + 4) * seqs * s * m->vocab;
+    }
+
     /* The llmc CUDA trainer all-reduces, reduce-scatters and all-gathers in
      * place on its flat buffers (NCCL's own buffers are in the context). */
     if (cpu || llmc_cuda) e->comm_bytes = 0;
     else e->comm_bytes = comm_buffers(m, (double)e->params_total, shard, e->data_parallel, bpv, hf);
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
-                     e->activations_bytes + e->attn_workspace_bytes + e->logits_bytes + e->comm_bytes;
+                     e->activations_bytes + e->attn_workspace_bytes + e->logits_bytes + e->comm_bytes +
+                     e->reference_bytes + e->reference_logits_bytes;
     e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES + cpu_cores(job) * CPU_BLAS_THREAD_BYTES
                                    : GPU_CONTEXT_BYTES;
     /* A caching allocator fragments; the llmc trainer allocates once, up front. */
@@ -967,9 +1076,14 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
     int hist_n = 0;
     bool hist_mixed = false;
 
+    /* Pairs (rm, dpo): every sample is two sequences, each cut at the context. */
+    double seqs = e->seqs_per_sample > 1 ? e->seqs_per_sample : 1;
+    /* each dataset's share, for an interleaved mixture (below) */
+    struct { double tokens, samples, sequences; } *mix =
+        t->backend == BACKEND_LLAMAFACTORY && t->mix != MIX_CONCAT && t->ndata > 1 ? calloc((size_t)t->ndata, sizeof *mix) : NULL;
     for (int i = 0; i < t->ndata; i++) {
         const PlanDataset *ds = t->data[i];
-        double cap = ds->samples > 0 ? (double)ds->samples * ctx : INFINITY;
+        double cap = ds->samples > 0 ? (double)ds->samples * ctx * seqs : INFINITY;
         double tk, on_disk;
         TokenSource src;
         DataStats *st = calloc(1, sizeof *st);
@@ -979,7 +1093,7 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
         } else if (have_stats) {
             /* Measured by prepare: its tokens and records. */
             tk = st->tokens; src = TOKENS_FROM_STATS;
-            if (ds->samples <= 0) cap = st->records * ctx;
+            if (ds->samples <= 0) cap = st->records * ctx * seqs;
             if (st->nbins > 0 && !packed) {
                 if (hist_bin == 0 || hist_bin == st->bin) {
                     hist_bin = st->bin;
@@ -1009,22 +1123,56 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
         if (tk > cap) tk = cap;
         if (src > worst) worst = src;
         if (!have_stats) hist_mixed = true;
-        tokens += tk;
         double nsamples = ds->samples > 0 ? (double)ds->samples : have_stats ? st->records : -1;
-        samples += nsamples > 0 ? nsamples : ceil(tk / ctx);
         if (nsamples <= 0) e->samples_unknown = true;
+        double n_i = nsamples > 0 ? nsamples : ceil(tk / ctx);
+        /* max_samples (llamafactory): each dataset cut to its first N samples */
+        if (t->backend == BACKEND_LLAMAFACTORY && t->max_samples > 0 && n_i > (double)t->max_samples) {
+            double keep = (double)t->max_samples / n_i;
+            tk *= keep;
+            n_i = (double)t->max_samples;
+            if (nsamples > 0) nsamples = n_i;
+        }
         /* Packed: sequences are full contexts. Unpacked: one sequence per sample;
          * with no sample count, samples are taken as full-context long. */
-        sequences += packed || nsamples <= 0 ? ceil(tk / ctx) : nsamples;
+        double seq_i = packed || nsamples <= 0 ? ceil(tk / ctx) : nsamples * seqs;
+        if (mix) { mix[i].tokens = tk; mix[i].samples = n_i; mix[i].sequences = seq_i; }
+        tokens += tk;
+        samples += n_i;
+        sequences += seq_i;
         free(st);
     }
+    /* Interleaved mixtures (LLaMA-Factory's merge_dataset, datasets'
+     * interleave_datasets): each sample drawn from dataset i with probability
+     * p_i (equal without interleave_probs), stopping when the first dataset is
+     * exhausted (under: S = min n_i / p_i samples), when all are, repeating the
+     * others (over: max n_i / p_i), or when all are without repeating (once:
+     * every sample once, as concat). Dataset i gives p_i x S of its samples. */
+    if (mix && !missing && (t->mix == MIX_INTERLEAVE_UNDER || t->mix == MIX_INTERLEAVE_OVER) && t->ndata > 1) {
+        double S = t->mix == MIX_INTERLEAVE_UNDER ? INFINITY : 0;
+        for (int i = 0; i < t->ndata; i++) {
+            double p = t->ninterleave_probs == t->ndata ? t->interleave_probs[i] : 1.0 / t->ndata;
+            double r = mix[i].samples > 0 ? mix[i].samples / p : 0;
+            S = t->mix == MIX_INTERLEAVE_UNDER ? fmin(S, r) : fmax(S, r);
+        }
+        tokens = samples = sequences = 0;
+        for (int i = 0; i < t->ndata && isfinite(S); i++) {
+            double p = t->ninterleave_probs == t->ndata ? t->interleave_probs[i] : 1.0 / t->ndata;
+            double f = mix[i].samples > 0 ? p * S / mix[i].samples : 0;
+            tokens += f * mix[i].tokens;
+            samples += f * mix[i].samples;
+            sequences += ceil(f * mix[i].sequences);
+        }
+        e->mix_scaled = true;
+    }
+    free(mix);
     e->tokens_source = worst;
     e->tokens_measured = worst <= TOKENS_FROM_STATS;
     /* Unpacked: every dataset's histogram known (one bin width) decides the
      * padding; else none is counted (stated as an assumption). */
     e->padding_from_stats = false;
     if (!packed && !hist_mixed && hist_n > 0 && t->ndata > 0) {
-        double p = estimate_padded_length(hist, hist_n, hist_bin, t->micro_batch > 0 ? t->micro_batch : 1, ctx);
+        double p = estimate_padded_length(hist, hist_n, hist_bin, (t->micro_batch > 0 ? t->micro_batch : 1) * (int)seqs, ctx);
         if (p > 0) { e->padded_seq_tokens = p; e->padding_from_stats = true; }
     }
     e->tokens_per_epoch = tokens;
@@ -1041,6 +1189,9 @@ static double matmul_params(const PlanModel *m, const Estimate *e)
      * multiplies as the lm_head. */
     double n = (double)e->params_total;
     if (!m->tie_embeddings) n -= (double)m->vocab * m->hidden;
+    /* mixtral: a token runs through experts_per_token of the experts */
+    if (m->experts > 0 && m->experts_per_token > 0 && m->layers > 0)
+        n -= (double)m->layers * (m->experts - m->experts_per_token) * 3.0 * m->hidden * m->ffn;
     return n;
 }
 
@@ -1260,6 +1411,10 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     double share = ts.trainable_params + ts.frozen_params > 0
                        ? ts.trainable_params / (ts.trainable_params + ts.frozen_params) : 1;
     double fpt = estimate_flops_per_token(n, share, attn_fwd, t->recompute, t->attention);
+    /* Preference stages: the forwards without gradient (reference, KL), per
+     * trained sequence, at a forward's 2N + attention. */
+    double seqs = e->seqs_per_sample > 1 ? e->seqs_per_sample : 1;
+    fpt += e->nograd_seqs_per_sample / seqs * (2 * n + attn_fwd);
     e->flops_per_token = fpt;
     double fwd_share = fpt > 0 ? (2 * n + attn_fwd) / fpt : 0;
 
@@ -1280,10 +1435,10 @@ static void estimate_time(const PlanJob *job, Estimate *e)
         e->steps_total = 0;
     } else {
         double epochs = t->epochs > 0 && isfinite(t->epochs) ? t->epochs : 0;
-        double steps = ceil(epochs * e->sequences_per_epoch / (double)e->global_batch);
+        double steps = ceil(epochs * e->sequences_per_epoch / seqs / (double)e->global_batch);
         e->steps_total = !(steps >= 0) ? 0 : steps > 9e18 ? INT64_MAX : (int64_t)steps;
     }
-    double step_tokens = (double)e->global_batch * e->seq_tokens;
+    double step_tokens = (double)e->global_batch * seqs * e->seq_tokens;
     e->tokens_total = (double)e->steps_total * step_tokens;
     if (t->max_steps <= 0 && e->tokens_source != TOKENS_UNKNOWN) {
         /* The last step of an epoch is partial: count the data, not the slots. */
@@ -1292,7 +1447,7 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     }
 
     double rate = e->world_size * e->peak_flops_per_device * e->mfu;
-    double computed = (double)e->global_batch * e->padded_seq_tokens;   /* padding included */
+    double computed = (double)e->global_batch * seqs * e->padded_seq_tokens;   /* padding included */
     e->compute_seconds = rate > 0 ? computed * fpt / rate : 0;
     double gather_pass_s;
     estimate_step_comm(job, e, &ts, fwd_share, &gather_pass_s);
@@ -1305,12 +1460,9 @@ static void estimate_time(const PlanJob *job, Estimate *e)
     e->tokens_per_second = e->step_seconds > 0 ? step_tokens / e->step_seconds : 0;
     e->gpu_hours = e->total_seconds * e->world_size / 3600.0;
 
+    /* requeue_segments: estimate_startup, with the starts and saves */
     e->time_limit_seconds = job->time_seconds > 0 ? job->time_seconds : 0;
     e->requeue_segments = 1;
-    if (e->time_limit_seconds > 0 && e->total_seconds > e->time_limit_seconds) {
-        double seg = ceil(e->total_seconds / e->time_limit_seconds);
-        e->requeue_segments = seg > 1e9 ? 1000000000 : (int)seg;
-    }
 }
 
 /* ---- diagnostics ---------------------------------------------------------- */
@@ -1591,7 +1743,7 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
     if (job->requeue) return report_segments(job, e, d);
     if (e->requeue_segments <= 1) return 0;
 
-    fmt_duration(need, sizeof need, e->total_seconds);
+    fmt_duration(need, sizeof need, e->wall_seconds);
     fmt_duration(limit, sizeof limit, e->time_limit_seconds);
     /* samples x context is an upper bound on the tokens: then the run only
      * may not finish, and saying "cannot" would be a guess. */
@@ -1610,9 +1762,73 @@ static int report_time(const PlanJob *job, const Estimate *e, Diags *d, const Pl
     diag_note(dg, "%lld steps x %.2f s per step: %s tokens at %s tokens/s (mfu %.2f, %s tokens)",
               (long long)e->steps_total, e->step_seconds, tokens, rate, e->mfu,
               estimate_token_source_name(e->tokens_source));
+    if (e->wall_seconds > e->total_seconds) {
+        char train[64], rest[64];
+        fmt_duration(train, sizeof train, e->total_seconds);
+        fmt_duration(rest, sizeof rest, e->wall_seconds - e->total_seconds);
+        diag_note(dg, "%s of steps + %s of start-up (model load%s) and checkpoint writes", train, rest,
+                  e->tokenize_seconds > 0 ? ", tokenisation" : "");
+    }
     diag_help(dg, "requeue = true runs it in %d segments of %s, resuming from checkpoints",
               e->requeue_segments, limit);
     return upper_bound ? 0 : 1;
+}
+
+/* Start-up (docs/estimator.md, "Start-up and checkpoints"): the tokenisation
+ * against LLaMA-Factory's barrier, and a time limit shorter than a start. */
+static int report_startup(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    const PlanTrain *t = job->run;
+    int errors = 0;
+    char tok[64], lim[64], rate[32];
+    if (e->tokenize_seconds > 0) {
+        fmt_duration(tok, sizeof tok, e->tokenize_seconds);
+        fmt_count(rate, sizeof rate, e->tokenize_rate);
+        double plan_limit = t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800;
+        bool explicit_ = t->ddp_timeout_at.start.file != NULL;
+        double need = e->tokenize_seconds + TOKENIZE_BARRIER_SLACK_S;
+        Diag *dg = NULL;
+        char want[64] = "";
+        if (need > DDP_TIMEOUT_MAX_S) {
+            dg = diag_error(d, t->data_at, "tokenising the data of run '%s' takes about %s before the first step, "
+                            "longer than any barrier LLaMA-Factory can wait at (ddp_timeout at most 1 d)", t->name, tok);
+            errors++;
+        } else if (explicit_ && need > plan_limit) {
+            fmt_duration(lim, sizeof lim, plan_limit);
+            dg = diag_error(d, t->ddp_timeout_at, "ddp_timeout %s is shorter than the tokenisation before the first "
+                            "step (about %s): the waiting ranks would time out at the barrier", lim, tok);
+            errors++;
+            fmt_duration(want, sizeof want, fmin(DDP_TIMEOUT_MAX_S, ceil((TOKENIZE_BARRIER_FACTOR * e->tokenize_seconds +
+                                                                        TOKENIZE_BARRIER_SLACK_S) / 60) * 60));
+        } else if (e->ddp_timeout_raised) {
+            fmt_duration(lim, sizeof lim, e->ddp_timeout_seconds);
+            dg = diag_warning(d, t->data_at, "tokenising the data of run '%s' takes about %s before the first "
+                              "step; ddp_timeout raised from 30 min to %s", t->name, tok, lim);
+        }
+        if (dg) {
+            char toks[32];
+            fmt_count(toks, sizeof toks, e->tokenize_tokens);
+            diag_note(dg, "%s tokens, %d preprocessing workers at %s tokens/s each (%s); the other ranks wait at a "
+                          "barrier of ddp_timeout", toks, e->tokenize_workers, rate,
+                      t->tokenize_rate > 0 ? "tokenize_rate as the plan states" : "the default; set tokenize_rate after measuring");
+            if (want[0]) diag_help(dg, "ddp_timeout = %s, or leave it out (llmc raises it to cover the tokenisation)", want);
+            if (!t->tokenized_path)
+                diag_help(dg, "tokenized_path = \"DIR\" keeps the tokenised set, so requeued starts load it instead%s",
+                          t->stage == STAGE_PT && !t->streaming ? "; or streaming = true (with max_steps)" : "");
+        }
+    }
+    if (e->requeue_segments >= 1000000000 && e->time_limit_seconds > 0 && job->requeue) {
+        char start[64];
+        fmt_duration(lim, sizeof lim, e->time_limit_seconds);
+        fmt_duration(start, sizeof start, e->load_seconds + e->resume_seconds +
+                                              (e->tokenize_every_start ? e->tokenize_seconds : 0));
+        Diag *dg = diag_error(d, job->time_at, "time %s is shorter than one requeued start of run '%s' (%s: model "
+                              "load, checkpoint read%s)", lim, t->name, start,
+                              e->tokenize_every_start && e->tokenize_seconds > 0 ? ", tokenisation" : "");
+        diag_help(dg, "a longer time limit");
+        errors++;
+    }
+    return errors;
 }
 
 /* Host memory per node (docs/estimator.md, "Host memory"), GPU plans. */
@@ -1691,6 +1907,108 @@ static int report_host(const PlanJob *job, const Estimate *e, Diags *d)
     return 1;
 }
 
+/* Start-up, checkpoints and the wall time over all segments (docs/estimator.md,
+ * "Start-up and checkpoints"). */
+static void estimate_startup(const PlanJob *job, Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    bool lf = t->backend == BACKEND_LLAMAFACTORY;
+    double nodes = job->nodes > 0 ? job->nodes : 1;
+    double n = (double)e->params_total, tr = e->trainable_params > 0 ? e->trainable_params : n;
+    bool adapters = t->method == METHOD_LORA || t->method == METHOD_QLORA;
+    Precision prec = e->cpu_only ? PREC_FP32 : t->precision;
+
+    /* Tokenisation: LLaMA-Factory tokenises the training data before the
+     * first step, on one node (data_shared_file_system) or on every node's
+     * first rank, with preprocessing_num_workers processes, while the other
+     * ranks wait at a barrier of ddp_timeout. Streaming tokenises on the fly.
+     * The llmc trainer reads shards `llmc-train prepare` wrote beforehand. */
+    e->ddp_timeout_seconds = lf ? (t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800) : 0;
+    if (lf && !t->streaming && e->tokens_source != TOKENS_UNKNOWN && e->tokens_per_epoch > 0) {
+        double g = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+        double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
+        e->tokenize_workers = llamafactory_workers(cpus);
+        e->tokenize_rate = t->tokenize_rate > 0 ? t->tokenize_rate : LF_TOKENIZE_TOKENS_PER_S;
+        e->tokenize_tokens = e->tokens_per_epoch;
+        e->tokenize_seconds = e->tokenize_tokens / (e->tokenize_workers * e->tokenize_rate);
+        e->tokenize_every_start = !t->tokenized_path;
+        double need = fmin(DDP_TIMEOUT_MAX_S,
+                           ceil((TOKENIZE_BARRIER_FACTOR * e->tokenize_seconds + TOKENIZE_BARRIER_SLACK_S) / 60) * 60);
+        if (need > e->ddp_timeout_seconds && !t->ddp_timeout_at.start.file &&
+            e->tokenize_seconds + TOKENIZE_BARRIER_SLACK_S <= DDP_TIMEOUT_MAX_S) {
+            e->ddp_timeout_seconds = need;
+            e->ddp_timeout_raised = true;
+        }
+    }
+
+    /* Loading: the 16-bit weights (QLoRA: as quantised on the GPU, read at
+     * 16 bits all the same) read by every node at each start; a scratch
+     * model of the llmc trainer reads nothing. */
+    bool scratch = t->model->from_scratch;
+    e->load_bytes = scratch ? 0 : 2 * n;
+    if (e->reference == REF_COPY) e->load_bytes += 2 * e->reference_params;
+    e->load_seconds = e->load_bytes / MODEL_LOAD_BYTES_PER_S;
+
+    /* One save. llmc: fp32 weights, Adam m and v, gathered to rank 0
+     * (docs/runtime.md, "Checkpoints"). LLaMA-Factory: the optimizer states of
+     * the trained parameters (every rank its partition), DeepSpeed's 16-bit
+     * module states (frozen weights excluded: the HF Trainer passes
+     * exclude_frozen_parameters for PEFT models; none without DeepSpeed) and
+     * the model's weights as safetensors (adapters: fp32 adapter weights),
+     * which rank 0 writes. */
+    double parallel, rank0;
+    if (!lf) {
+        parallel = 0;
+        rank0 = 12 * (t->method == METHOD_FULL ? n : tr);
+        e->checkpoint_export_bytes = 0;
+    } else {
+        double opt = optim_state_bytes(prec, t->optim) * tr;
+        double module = t->shard != SHARD_NONE ? value_bytes(prec) * (adapters || t->method == METHOD_FREEZE ? tr : n) : 0;
+        double export_ = adapters ? 4 * tr : value_bytes(prec) * n;
+        parallel = opt + (t->shard == SHARD_ZERO3 ? module : 0);
+        rank0 = export_ + (t->shard == SHARD_ZERO3 ? 0 : module);
+        e->checkpoint_export_bytes = export_;
+    }
+    e->checkpoint_bytes = parallel + rank0;
+    e->checkpoint_write_seconds = parallel / (nodes * CKPT_WRITE_BYTES_PER_S) + rank0 / CKPT_WRITE_BYTES_PER_S;
+    int keep = t->checkpoint_keep > 0 ? t->checkpoint_keep : 2;
+    e->checkpoint_kept_bytes = keep * e->checkpoint_bytes;
+    if (t->checkpoint_epoch) {   /* save_strategy: epoch */
+        double epochs = t->epochs > 0 && isfinite(t->epochs) ? t->epochs : 1;
+        double every = ceil((double)e->steps_total / epochs);
+        e->checkpoint_every_steps = every < 1 ? 1 : every > 9e18 ? INT64_MAX : (int64_t)every;
+    } else if (t->checkpoint_every_steps > 0) {
+        e->checkpoint_every_steps = t->checkpoint_every_steps;
+    } else if (e->step_seconds > 0) {
+        double every = ceil((t->checkpoint_every_seconds > 0 ? t->checkpoint_every_seconds : 1800) / e->step_seconds);
+        e->checkpoint_every_steps = every < 1 ? 1 : every > 9e18 ? INT64_MAX : (int64_t)every;
+    }
+    e->checkpoints_total = e->checkpoint_every_steps > 0 ? e->steps_total / e->checkpoint_every_steps : 0;
+    if (t->checkpoint_epoch && e->steps_total > 0)   /* one save at the end of every epoch */
+        e->checkpoints_total = (int64_t)ceil(t->epochs > 0 && isfinite(t->epochs) && t->epochs < 1e6 ? t->epochs : 1);
+    /* A requeued start reads the last checkpoint back (its states, not the export). */
+    double states = e->checkpoint_bytes - e->checkpoint_export_bytes;
+    e->resume_seconds = lf ? states / (nodes * CKPT_READ_BYTES_PER_S) : states / CKPT_READ_BYTES_PER_S;
+
+    /* The wall time: the first start, training, every save, and for every
+     * further segment a start that loads, resumes and (without
+     * tokenized_path) tokenises again. */
+    e->startup_seconds = e->tokenize_seconds + e->load_seconds;
+    double again = e->load_seconds + e->resume_seconds + (e->tokenize_every_start ? e->tokenize_seconds : 0);
+    double work = e->total_seconds + e->checkpoints_total * e->checkpoint_write_seconds;
+    e->wall_seconds = work + e->startup_seconds;
+    double limit = e->time_limit_seconds;
+    e->requeue_segments = 1;
+    if (limit > 0 && e->wall_seconds > limit) {
+        /* n segments hold work + first + (n - 1) x again <= n x limit. */
+        double seg = limit > again ? ceil((work + e->startup_seconds - again) / (limit - again)) : 1e9;
+        if (!(seg >= 2)) seg = 2;
+        e->requeue_segments = seg > 1e9 ? 1000000000 : (int)seg;
+        e->wall_seconds += (e->requeue_segments - 1) * again;
+    }
+}
+
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
 {
     return estimate_job_rows(job, 0, out, d);
@@ -1716,10 +2034,12 @@ int estimate_job_rows(const PlanJob *job, double shard_rows, Estimate *out, Diag
         else if (!(out->padded_seq_tokens >= out->seq_tokens)) out->padded_seq_tokens = out->seq_tokens;
     }
     estimate_time(job, out);
+    estimate_startup(job, out);
     estimate_host(job, out);
 
     int errors = report_memory(job, out, d);
     errors += report_host(job, out, d);
     errors += report_time(job, out, d, missing);
+    errors += report_startup(job, out, d);
     return errors;
 }

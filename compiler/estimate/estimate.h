@@ -20,6 +20,12 @@ typedef enum {
     TOKENS_UNKNOWN          /* a dataset states none of tokens, size, samples: no time estimate */
 } TokenSource;
 
+/* The reference model of a preference stage (LLaMA-Factory's create_ref_model):
+ * none (rm, orpo, simpo, sft, pt); the trained model with its LoRA adapters
+ * disabled (lora/qlora without ref_model: no second copy); a separate frozen
+ * copy (full/freeze, or any method with ref_model set). */
+typedef enum { REF_NONE, REF_ADAPTERS_OFF, REF_COPY } RefKind;
+
 typedef struct {
     /* parameters (exact, from the architecture) */
     int64_t params_total, params_embedding, params_per_layer;
@@ -114,6 +120,36 @@ typedef struct {
     bool profile_mfu;                       /* mfu came from the profile (the plan states none) */
     bool profile_intra, profile_inter;      /* the profile's effective bandwidths replaced the fabric's */
     double step_overhead_seconds;           /* the profile's fixed time per optimizer step (0: none) */
+    /* ---- preference stages (docs/estimator.md, "Preference stages") ---- */
+    int seqs_per_sample;                    /* sequences a sample becomes in the trained forward and
+                                               backward: 2 for pairs (rm, dpo incl. orpo/simpo), else 1 */
+    double nograd_seqs_per_sample;          /* sequences run forward without gradient per sample: dpo's
+                                               reference (2: chosen + rejected), kto's KL forward (1) and
+                                               reference over target and KL (2); 0 else */
+    RefKind reference;                      /* where the reference model's forward runs */
+    double reference_params;                /* parameters of a separate reference copy (0: none) */
+    double reference_bytes;                 /* per GPU: its 16-bit weights (sharded only under ZeRO-3) */
+    double reference_logits_bytes;          /* per GPU: logits of the no-gradient forwards, alive with
+                                               the policy's activations (16-bit + the fp32 upcast) */
+    /* ---- start-up and checkpoints (docs/estimator.md, "Start-up and checkpoints") ---- */
+    double tokenize_tokens;                 /* tokens LLaMA-Factory tokenises before training (0: none) */
+    int tokenize_workers;                   /* preprocessing_num_workers as emitted */
+    double tokenize_rate;                   /* tokens/s per worker: the plan's tokenize_rate or the default */
+    double tokenize_seconds;                /* one tokenising start, the other ranks waiting at a barrier */
+    bool tokenize_every_start;              /* no tokenized_path: a requeued start tokenises again */
+    double ddp_timeout_seconds;             /* the barrier the LLaMA-Factory YAML gets (0: not llamafactory) */
+    bool ddp_timeout_raised;                /* raised over the default to cover the tokenisation */
+    double load_bytes, load_seconds;        /* model weights read at every start */
+    double checkpoint_bytes;                /* one save, every rank's files together */
+    double checkpoint_export_bytes;         /* of that, the 16-bit weights (or adapters) written by rank 0 */
+    double checkpoint_write_seconds;        /* one save */
+    double checkpoint_kept_bytes;           /* x checkpoint_keep (save_total_limit), on the output's storage */
+    int64_t checkpoint_every_steps;         /* the interval the estimate counts saves at */
+    int64_t checkpoints_total;              /* saves in the whole run */
+    double resume_seconds;                  /* a requeued start reading the states back */
+    double startup_seconds;                 /* the first start: tokenisation + model load */
+    double wall_seconds;                    /* training + every start + every save, all segments */
+    bool mix_scaled;                        /* an interleaved mixture decided the samples per epoch */
 } Estimate;
 
 /* What is trained and where the states live: the inputs of the estimate that
@@ -262,7 +298,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
  * in plan.json's "estimate" (-1: `llmc explain --format=json` alone prints it)
  * and its value. estimate_fields fills out[] in explain's order and returns the
  * count; compiler/emit/emit_plan_json.c and compiler/cli/explain.c print them. */
-typedef enum { EST_NUM, EST_INT, EST_BOOL, EST_TOKEN_SOURCE } EstimateFieldKind;
+typedef enum { EST_NUM, EST_INT, EST_BOOL, EST_TOKEN_SOURCE, EST_REFERENCE } EstimateFieldKind;
 typedef struct {
     const char *key;
     EstimateFieldKind kind;
@@ -270,7 +306,7 @@ typedef struct {
     double num;                 /* EST_NUM */
     int64_t i;                  /* EST_INT */
     bool b;                     /* EST_BOOL */
-    const char *str;            /* EST_TOKEN_SOURCE: estimate_token_source_name */
+    const char *str;            /* EST_TOKEN_SOURCE: estimate_token_source_name; EST_REFERENCE: its name */
 } EstimateField;
 #define ESTIMATE_FIELD_MAX 128
 int estimate_fields(const Estimate *e, EstimateField out[ESTIMATE_FIELD_MAX]);

@@ -43,12 +43,27 @@
     X(offload_pcie_seconds, EST_NUM, -1) X(offload_pcie_exposed_seconds, EST_NUM, -1) \
     X(cpu_optimizer_params, EST_NUM, -1) X(cpu_optimizer_threads, EST_NUM, -1) \
     X(cpu_optimizer_params_per_s, EST_NUM, -1) X(cpu_optimizer_seconds, EST_NUM, -1) \
-    X(offload_exposed_seconds, EST_NUM, -1) X(offload_bound, EST_BOOL, -1)
+    X(offload_exposed_seconds, EST_NUM, -1) X(offload_bound, EST_BOOL, -1) \
+    X(seqs_per_sample, EST_NUM, -1) X(nograd_seqs_per_sample, EST_NUM, -1) X(reference, EST_REFERENCE, -1) \
+    X(reference_params, EST_NUM, -1) X(reference_bytes, EST_NUM, -1) X(reference_logits_bytes, EST_NUM, -1) \
+    X(tokenize_tokens, EST_NUM, -1) X(tokenize_workers, EST_NUM, -1) X(tokenize_rate, EST_NUM, -1) \
+    X(tokenize_seconds, EST_NUM, -1) X(tokenize_every_start, EST_BOOL, -1) X(ddp_timeout_seconds, EST_NUM, -1) \
+    X(ddp_timeout_raised, EST_BOOL, -1) X(load_bytes, EST_NUM, -1) X(load_seconds, EST_NUM, -1) \
+    X(checkpoint_bytes, EST_NUM, -1) X(checkpoint_export_bytes, EST_NUM, -1) \
+    X(checkpoint_write_seconds, EST_NUM, -1) X(checkpoint_kept_bytes, EST_NUM, -1) \
+    X(checkpoint_every_steps, EST_NUM, -1) X(checkpoints_total, EST_NUM, -1) X(resume_seconds, EST_NUM, -1) \
+    X(startup_seconds, EST_NUM, -1) X(wall_seconds, EST_NUM, -1)
+
+static const char *reference_name(RefKind r)
+{
+    return r == REF_COPY ? "copy" : r == REF_ADAPTERS_OFF ? "adapters_off" : "none";
+}
 
 /* A row's value in every form its kind can be printed in. */
 #define EST_ROW(f, k, pos) \
     out[n++] = (EstimateField){#f, k, pos, (double)e->f, (int64_t)e->f, (double)e->f != 0, \
-                               k == EST_TOKEN_SOURCE ? estimate_token_source_name((TokenSource)e->f) : NULL};
+                               k == EST_TOKEN_SOURCE ? estimate_token_source_name((TokenSource)e->f) \
+                               : k == EST_REFERENCE  ? reference_name((RefKind)e->f) : NULL};
 
 int estimate_fields(const Estimate *e, EstimateField out[ESTIMATE_FIELD_MAX])
 {

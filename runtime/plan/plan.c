@@ -469,7 +469,7 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     p->min_lr = get_lim(c, tr, PL_TRAIN_MIN_LR, 0);
     if (!c->failed && p->min_lr > p->lr)   /* the schedule would climb from lr to min_lr */
         fail(c, "train.min_lr", "%.17g must not exceed lr (%.17g)", p->min_lr, p->lr);
-    p->schedule = (LrScheduleKind)req_enum(c, tr, "train", "schedule", schedule_json_names, PLAN_VOCAB_ALL_ROWS, SCHED_COSINE);
+    p->schedule = (LrScheduleKind)req_enum(c, tr, "train", "schedule", schedule_json_names, LLMC_TRAIN_SCHEDULE, SCHED_COSINE);
     p->warmup_ratio = get_lim(c, tr, PL_TRAIN_WARMUP_RATIO, -1);
     p->warmup_steps = (int64_t)get_lim(c, tr, PL_TRAIN_WARMUP_STEPS, -1);
     if (!c->failed && (p->warmup_ratio < 0) == (p->warmup_steps < 0))

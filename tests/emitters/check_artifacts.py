@@ -25,7 +25,8 @@ LF_CHOICES = {
     "stage": {"pt", "sft", "rm", "ppo", "dpo", "kto"},
     "finetuning_type": {"lora", "oft", "freeze", "full"},
     "flash_attn": {"auto", "disabled", "sdpa", "fa2", "fa3"},
-    "lr_scheduler_type": {"linear", "cosine", "cosine_with_min_lr", "constant", "constant_with_warmup"},
+    "lr_scheduler_type": {"linear", "cosine", "cosine_with_min_lr", "constant", "constant_with_warmup",
+                          "warmup_stable_decay"},
     "quantization_method": {"bnb", "hqq", "eetq"},
     "pref_loss": {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"},
     "eval_strategy": {"steps", "epoch"},
@@ -63,7 +64,8 @@ def check_dir(d):
             if n == "dataset_info.json":
                 for name, e in doc.items():
                     fmt = e.get("formatting")
-                    ok = "file_name" in e and fmt in COLUMNS and isinstance(e.get("ranking"), bool)
+                    # a local file or directory (file_name), or a Hub dataset (hf_hub_url): exactly one
+                    ok = ("file_name" in e) != ("hf_hub_url" in e) and fmt in COLUMNS and isinstance(e.get("ranking"), bool)
                     ok = ok and all(c in e.get("columns", {}) for c in COLUMNS.get(fmt, []))
                     if fmt == "sharegpt":
                         ok = ok and all(t in e.get("tags", {}) for t in TAGS)

@@ -55,6 +55,8 @@ for line in open(keys_file):
 NOT_TOP_LEVEL = {
     "min_lr": "inside lr_scheduler_kwargs (cosine_with_min_lr's argument), not a top-level key",
     "warmup_ratio": "transformers 4.x only; written only when the step count is unknown (see lf_body)",
+    "num_decay_steps": "inside lr_scheduler_kwargs (warmup_stable_decay's argument), not a top-level key",
+    "min_lr_ratio": "inside lr_scheduler_kwargs (warmup_stable_decay's argument), not a top-level key",
 }
 passed = failed = 0
 

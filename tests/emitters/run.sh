@@ -336,6 +336,16 @@ else
             bad "sbatch --test-only accepts the emitted script"
             cat "$T/sbatch.log"
         fi
+        # the sbatch escape hatches (tests/emitters/plans/site_escape.llm: --exclude,
+        # --switches, --gpus-per-task, free-form lines): sbatch takes them, and
+        # the excluded node is not the one it would start on
+        if (cd "$T/ex/site_escape" && mkdir -p logs/escape && sbatch --test-only escape_pt.slurm) >"$T/sbatch-esc.log" 2>&1 &&
+            grep -q 'to start at' "$T/sbatch-esc.log" && grep -q 'on nodes hgx001' "$T/sbatch-esc.log"; then
+            ok "sbatch --test-only accepts --exclude, --switches, --gpus-per-task and the extra lines (hgx001)"
+        else
+            bad "sbatch --test-only accepts the escape-hatch script"
+            cat "$T/sbatch-esc.log"
+        fi
         # a script asking for more than the nodes have is refused: the check is real
         sed 's/--gres=gpu:h100_80gb:8/--gres=gpu:h100_80gb:9/' "$T/ex/slurm2/pair_pt.slurm" >"$T/ex/slurm2/too_many.slurm"
         if (cd "$T/ex/slurm2" && sbatch --test-only too_many.slurm) >"$T/sbatch-bad.log" 2>&1; then

@@ -1494,6 +1494,235 @@ static void test_site_profile(void)
           near(e1.comm_intra_seconds, e0.comm_intra_seconds, 1e-9), "profile without a fabric");
 }
 
+/* Preference stages as LLaMA-Factory's trainers run them: pairs in one micro
+ * batch (rm, dpo), the reference model's copy and forward (dpo unless orpo or
+ * simpo; kto), kto's KL forward. Qwen2.5-7B on 8 H100, ZeRO-2, batch 2 x 2048. */
+static void test_preference(void)
+{
+    PlanModel q7 = model(ARCH_QWEN2, 28, 3584, 28, 4, 0, 18944, 152064, false);
+    double n = (double)estimate_params(&q7, NULL, NULL);
+    Fixture f;
+    Estimate sft, dpo, orpo, rm, kto, lora, z3;
+    fixture(&f, q7, 1, 2048, 2, SHARD_ZERO2, RECOMPUTE_FULL, -1);
+    set_fabric(&f);
+    f.ds.samples = 10000;
+    f.t.packing = false;
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.stage = STAGE_SFT;
+    int errors;
+    free(run_job(&f.j, &sft, &errors));
+    f.t.stage = STAGE_DPO;
+    free(run_job(&f.j, &dpo, &errors));
+    /* Pairs: twice the activations and logits of SFT at the same batch, the
+     * frozen reference copy whole on every GPU (ZeRO-2: trl runs it with ZeRO
+     * off), its logits (2 + 4 bytes) over 2 x 2 sequences. */
+    CHECK(dpo.seqs_per_sample == 2 && dpo.nograd_seqs_per_sample == 2 && dpo.reference == REF_COPY,
+          "dpo shape %d %.0f %d", dpo.seqs_per_sample, dpo.nograd_seqs_per_sample, (int)dpo.reference);
+    CHECK(near(dpo.activations_bytes, 2 * sft.activations_bytes, 1e-9) && dpo.logits_bytes == 2 * sft.logits_bytes,
+          "dpo activations %.3g vs sft %.3g", dpo.activations_bytes, sft.activations_bytes);
+    CHECK(dpo.reference_bytes == 2 * n && dpo.reference_params == n, "dpo reference %.0f", dpo.reference_bytes);
+    CHECK(dpo.reference_logits_bytes == 6.0 * 4 * 2048 * 152064, "dpo reference logits %.0f", dpo.reference_logits_bytes);
+    double extra = sft.activations_bytes + sft.logits_bytes + dpo.reference_bytes + dpo.reference_logits_bytes;
+    CHECK(near(dpo.total_bytes - sft.total_bytes, 1.05 * extra, 1e-9), "dpo %.1f GiB vs sft %.1f GiB + %.1f GiB",
+          dpo.total_bytes / GIB, sft.total_bytes / GIB, extra / GIB);
+    /* Steps follow the pairs (10,000 / 16 = 625), each step computes twice
+     * the sequences plus a forward over them: (6N + 2N) / 6N of SFT's FLOPs
+     * per token, before attention and recompute. */
+    CHECK(dpo.steps_total == sft.steps_total && dpo.steps_total == 625 && dpo.sequences_per_epoch == 20000,
+          "dpo steps %lld sft %lld", (long long)dpo.steps_total, (long long)sft.steps_total);
+    CHECK(dpo.flops_per_token > sft.flops_per_token && dpo.compute_seconds > 2 * sft.compute_seconds,
+          "dpo compute %.2f s vs sft %.2f s", dpo.compute_seconds, sft.compute_seconds);
+    /* orpo / simpo: pairs, no reference. */
+    f.t.pref_loss = PREF_ORPO;
+    free(run_job(&f.j, &orpo, &errors));
+    CHECK(orpo.seqs_per_sample == 2 && orpo.reference == REF_NONE && orpo.reference_bytes == 0 &&
+              orpo.reference_logits_bytes == 0 && orpo.flops_per_token == sft.flops_per_token,
+          "orpo: pairs, no reference");
+    f.t.pref_loss = PREF_SIGMOID;
+    f.t.stage = STAGE_RM;
+    free(run_job(&f.j, &rm, &errors));
+    CHECK(rm.seqs_per_sample == 2 && rm.reference == REF_NONE && rm.activations_bytes == dpo.activations_bytes,
+          "rm: pairs, no reference");
+    /* kto: one sequence per sample, KL forward and reference over both. */
+    f.t.stage = STAGE_KTO;
+    free(run_job(&f.j, &kto, &errors));
+    CHECK(kto.seqs_per_sample == 1 && kto.nograd_seqs_per_sample == 3 && kto.reference == REF_COPY &&
+              kto.activations_bytes == sft.activations_bytes && kto.steps_total == sft.steps_total,
+          "kto shape");
+    /* LoRA without ref_model: the base with adapters off, no copy. */
+    f.t.stage = STAGE_DPO;
+    f.t.method = METHOD_LORA; f.t.lora_rank = 8;
+    free(run_job(&f.j, &lora, &errors));
+    CHECK(lora.reference == REF_ADAPTERS_OFF && lora.reference_bytes == 0 && lora.reference_logits_bytes > 0,
+          "dpo lora: adapters off");
+    /* An explicit ref_model is a copy even with LoRA; under ZeRO-3 it is sharded. */
+    f.t.ref_model = &f.m;
+    f.t.shard = SHARD_ZERO3;
+    memset(&z3, 0, sizeof z3);
+    estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_ZERO3, &z3);
+    CHECK(z3.reference == REF_COPY && z3.reference_bytes == 2 * n / 8, "zero3 reference %.0f", z3.reference_bytes);
+}
+
+/* Start-up and checkpoints: the issue's 32B pre-training plan (48.74 GB of
+ * text at 4 bytes/token, 32 nodes of 8 H100, 224 CPUs: 64 workers at the
+ * default 100K tokens/s) tokenises for 12.19B / 6.4M = 1904 s, longer than the
+ * 30 min barrier: ddp_timeout rises to 2 x 1904 + 600 s in whole minutes. */
+static void test_startup(void)
+{
+    PlanModel q32 = model(ARCH_QWEN2, 64, 5120, 40, 8, 0, 27648, 152064, false);
+    double n = (double)estimate_params(&q32, NULL, NULL);
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, q32, 32, 4096, 4, SHARD_ZERO3, RECOMPUTE_FULL, -1);
+    set_fabric(&f);
+    f.ds.size_bytes = 48740000000ull;
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.ddp_timeout_seconds = 1800;
+    f.t.checkpoint_keep = 2;
+    char *text = run_job(&f.j, &e, &errors);
+    double tok = 48.74e9 / 4 / (64 * 1e5);
+    CHECK(e.tokenize_workers == 64 && near(e.tokenize_seconds, tok, 1e-9) && e.tokenize_every_start,
+          "tokenisation %.0f s (%d workers)", e.tokenize_seconds, e.tokenize_workers);
+    CHECK(e.ddp_timeout_raised && e.ddp_timeout_seconds == ceil((2 * tok + 600) / 60) * 60 && e.ddp_timeout_seconds == 4440,
+          "ddp_timeout %.0f", e.ddp_timeout_seconds);
+    CHECK(errors == 0 && text && strstr(text, "warning: tokenising the data of run") &&
+              strstr(text, "ddp_timeout raised from 30 min to 74.0 min"), "raised-barrier warning:\n%s", text ? text : "");
+    free(text);
+    /* Full ZeRO-3 checkpoint: fp32 master + m + v (12N) and the 16-bit module
+     * partitions (2N) from every rank, the 16-bit safetensors (2N) from rank 0;
+     * kept twice. Write time: 14N over 32 nodes + 2N at one node's 1 GB/s. */
+    CHECK(e.checkpoint_bytes == 16 * n && e.checkpoint_export_bytes == 2 * n && e.checkpoint_kept_bytes == 32 * n,
+          "checkpoint %.0f", e.checkpoint_bytes);
+    CHECK(near(e.checkpoint_write_seconds, 14 * n / 32e9 + 2 * n / 1e9, 1e-9), "write %.1f s", e.checkpoint_write_seconds);
+    CHECK(e.load_bytes == 2 * n && near(e.load_seconds, 2 * n / 0.5e9, 1e-12), "load %.1f s", e.load_seconds);
+    CHECK(near(e.wall_seconds, e.total_seconds + e.tokenize_seconds + e.load_seconds +
+                                   e.checkpoints_total * e.checkpoint_write_seconds, 1e-9) && e.checkpoints_total > 0,
+          "wall %.0f s, %lld saves", e.wall_seconds, (long long)e.checkpoints_total);
+    /* A ddp_timeout the plan sets itself is not raised: an error. */
+    f.t.ddp_timeout_at = TIME_AT;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(errors == 1 && !e.ddp_timeout_raised && e.ddp_timeout_seconds == 1800 && text &&
+              strstr(text, "ddp_timeout 30.0 min is shorter than the tokenisation"), "explicit barrier:\n%s", text ? text : "");
+    free(text);
+    /* Segments: each requeued start loads, resumes and tokenises again;
+     * tokenized_path spares the tokenisation after the first. */
+    f.t.ddp_timeout_at = (SrcRange){0};
+    f.t.tokenized_path = "/tmp/tok";
+    f.j.time_seconds = 4 * 3600.0;
+    free(run_job(&f.j, &e, &errors));
+    double again = e.load_seconds + e.resume_seconds;
+    double work = e.total_seconds + e.checkpoints_total * e.checkpoint_write_seconds;
+    CHECK(!e.tokenize_every_start && e.requeue_segments == (int)ceil((work + e.startup_seconds - again) / (4 * 3600.0 - again)) &&
+              e.requeue_segments > 1 && near(e.wall_seconds, work + e.startup_seconds + (e.requeue_segments - 1) * again, 1e-9),
+          "segments %d, wall %.0f", e.requeue_segments, e.wall_seconds);
+    /* A time limit shorter than one start: an error. */
+    f.j.time_seconds = 60;
+    text = run_job(&f.j, &e, &errors);
+    CHECK(errors >= 1 && text && strstr(text, "is shorter than one requeued start"), "short limit:\n%s", text ? text : "");
+    free(text);
+}
+
+/* The families LLaMA-Factory trains beyond llama/qwen: parameter counts of
+ * the published models (their model cards: Mistral-7B-v0.3 7.25B, Gemma-2-9B
+ * 9.24B, Mixtral-8x7B 46.7B), and Mixtral's FLOPs per token from the two
+ * active experts (about 12.9B active parameters). */
+static void test_families(void)
+{
+    PlanModel mi = model(ARCH_MISTRAL, 32, 4096, 32, 8, 0, 14336, 32768, false);
+    PlanModel g2 = model(ARCH_GEMMA2, 42, 3584, 16, 8, 256, 14336, 256000, true);
+    g2.norms_per_layer = 4;
+    PlanModel mx = model(ARCH_MIXTRAL, 32, 4096, 32, 8, 0, 14336, 32000, false);
+    mx.experts = 8; mx.experts_per_token = 2;
+    CHECK(estimate_params(&mi, NULL, NULL) == 7248023552LL, "mistral 7B %lld", (long long)estimate_params(&mi, NULL, NULL));
+    CHECK(estimate_params(&g2, NULL, NULL) == 9241705984LL, "gemma2 9B %lld", (long long)estimate_params(&g2, NULL, NULL));
+    CHECK(estimate_params(&mx, NULL, NULL) == 46702792704LL, "mixtral %lld", (long long)estimate_params(&mx, NULL, NULL));
+    /* Qwen3-30B-A3B: 48 layers of 128 experts (768 wide), 8 per token, q/k norms */
+    PlanModel q3m = model(ARCH_QWEN3_MOE, 48, 2048, 32, 4, 128, 768, 151936, false);
+    q3m.qk_norm = true; q3m.experts = 128; q3m.experts_per_token = 8;
+    CHECK(estimate_params(&q3m, NULL, NULL) == 30532122624LL, "qwen3_moe %lld", (long long)estimate_params(&q3m, NULL, NULL));
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, mx, 2, 4096, 1, SHARD_ZERO3, RECOMPUTE_NONE, 1e8);
+    set_fabric(&f);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    free(run_job(&f.j, &e, &errors));
+    double active = 46702792704.0 - 32.0 * 6 * 3 * 4096 * 14336 - 32000.0 * 4096;   /* the input embedding is a lookup */
+    double attn = 2.0 * 32 * e.padded_seq_tokens * 4096;   /* 1e8 tokens packed: 4095.8 per sequence */
+    CHECK(near(e.flops_per_token, 6 * active + 3 * attn, 1e-9), "mixtral flops/token %.8g, want %.8g",
+          e.flops_per_token, 6 * active + 3 * attn);
+    /* every expert's weights in memory (ZeRO-3 over 16 ranks) */
+    CHECK(near(e.weights_bytes, 2 * 46702792704.0 / 16, 1e-12), "mixtral weights %.4g", e.weights_bytes);
+}
+
+/* Data mixtures (llamafactory): max_samples cuts each dataset; an
+ * interleave_under mixture of 2M (after the cut) and 1M samples at 0.7/0.3
+ * stops when the first runs out: S = min(2M / 0.7, 1M / 0.3) = 2.857M. */
+static void test_mixture(void)
+{
+    PlanModel q7 = model(ARCH_QWEN2, 28, 3584, 28, 4, 0, 18944, 152064, false);
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, q7, 1, 4096, 1, SHARD_ZERO2, RECOMPUTE_FULL, -1);
+    set_fabric(&f);
+    PlanDataset b = f.ds;
+    PlanDataset *two[2] = {&f.ds, &b};
+    f.ds.samples = 3000000; f.ds.tokens = 3000000000LL;
+    b.samples = 1000000; b.tokens = 1000000000LL;
+    f.t.data = two; f.t.ndata = 2;
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.tokens_per_epoch == 4e9 && !e.mix_scaled, "concat %.4g", e.tokens_per_epoch);
+    f.t.max_samples = 2000000;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.tokens_per_epoch == 3e9 && e.samples_per_epoch == 3e6, "max_samples %.4g", e.tokens_per_epoch);
+    double probs[2] = {0.7, 0.3};
+    f.t.mix = MIX_INTERLEAVE_UNDER; f.t.interleave_probs = probs; f.t.ninterleave_probs = 2;
+    free(run_job(&f.j, &e, &errors));
+    double S = 2e6 / 0.7;
+    CHECK(e.mix_scaled && near(e.samples_per_epoch, S, 1e-12) && near(e.tokens_per_epoch, 1000 * S, 1e-12),
+          "interleave_under %.6g samples, %.6g tokens", e.samples_per_epoch, e.tokens_per_epoch);
+    f.t.mix = MIX_INTERLEAVE_OVER;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(near(e.samples_per_epoch, 1e6 / 0.3, 1e-12), "interleave_over %.6g", e.samples_per_epoch);
+    f.t.mix = MIX_INTERLEAVE_ONCE;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.samples_per_epoch == 3e6 && !e.mix_scaled, "interleave_once %.6g", e.samples_per_epoch);
+}
+
+/* LLaMA-Factory's optim and Liger: 8-bit AdamW keeps 6 of AdamW's 12 bytes
+ * per trainable parameter (mixed precision), Adafactor 4; Liger's fused
+ * cross-entropy holds 2^ceil(log2(b s / ceil(V / h))) rows of logits, not b s. */
+static void test_optim_liger(void)
+{
+    PlanModel q7 = model(ARCH_QWEN2, 28, 3584, 28, 4, 0, 18944, 152064, false);
+    Fixture f;
+    Estimate adam, b8, ada, lig;
+    fixture(&f, q7, 1, 4096, 8, SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    memset(&adam, 0, sizeof adam);
+    estimate_memory(&f.j, 8, RECOMPUTE_FULL, SHARD_ZERO3, &adam);
+    f.t.optim = OPTIM_PAGED_ADAMW_8BIT;
+    memset(&b8, 0, sizeof b8);
+    estimate_memory(&f.j, 8, RECOMPUTE_FULL, SHARD_ZERO3, &b8);
+    f.t.optim = OPTIM_ADAFACTOR;
+    memset(&ada, 0, sizeof ada);
+    estimate_memory(&f.j, 8, RECOMPUTE_FULL, SHARD_ZERO3, &ada);
+    CHECK(near(b8.optimizer_bytes, adam.optimizer_bytes / 2, 1e-12) && near(ada.optimizer_bytes, adam.optimizer_bytes / 3, 1e-12),
+          "optim states %.4g %.4g %.4g", adam.optimizer_bytes, b8.optimizer_bytes, ada.optimizer_bytes);
+    CHECK(near(b8.model_bytes_per_param, 10, 1e-12), "8-bit: %.3f bytes/param", b8.model_bytes_per_param);
+    f.t.optim = OPTIM_ADAMW_TORCH;
+    f.t.liger_kernel = true;
+    memset(&lig, 0, sizeof lig);
+    estimate_memory(&f.j, 8, RECOMPUTE_FULL, SHARD_ZERO3, &lig);
+    /* b s = 32768 rows, ceil(152064 / 3584) = 43: 762.0 -> 1024 rows */
+    CHECK(lig.logits_chunked && lig.logits_chunk_rows == 1024 &&
+              lig.logits_bytes == 6.0 * 1024 * 152064 + 32768.0 * 3584 * 2 && adam.logits_bytes == 10.0 * 32768 * 152064,
+          "liger logits %.4g (rows %.0f) vs %.4g", lig.logits_bytes, lig.logits_chunk_rows, adam.logits_bytes);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/estimator";
@@ -1535,6 +1764,11 @@ int main(int argc, char **argv)
     test_pure_bf16();
     test_estimate_fields("docs");
     test_site_profile();
+    test_preference();
+    test_startup();
+    test_families();
+    test_mixture();
+    test_optim_liger();
 
     cJSON_Delete(ref);
     printf("%d passed, %d failed\n", passed, failed);

@@ -262,6 +262,17 @@ init_model qwen2.5-0.5b-instruct qwen2_5_0_5b_instruct qwen2 24 896 14 2 64 4864
 init_model qwen3-0.6b qwen3_0_6b qwen3 28 1024 16 8 128 3072 151936 40960 1e6 1e-6 true
 init_model llama_tf5 llama_tf5 llama 32 4096 32 8 128 14336 128256 8192 5e5 1e-5 false
 init_model llama3.1-8b llama3_1_8b llama 32 4096 32 8 128 14336 128256 131072 5e5 1e-5 false
+# a mixture-of-experts config: experts and top-k written out, aligned on the longest key
+run init-model tests/frontend/files/mixtral-8x7b-instruct mixtral >"$TMP/im.llm" 2>"$TMP/im.err" &&
+    grep -qxF "  arch              = mixtral" "$TMP/im.llm" && grep -qxF "  experts           = 8" "$TMP/im.llm" &&
+    grep -qxF "  experts_per_token = 2" "$TMP/im.llm" && run fmt --check "$TMP/im.llm" >/dev/null 2>&1 &&
+    run check "$TMP/im.llm" >/dev/null 2>&1 && ok || bad "init-model of a Mixtral config"
+# Qwen3-MoE: ffn is the experts' moe_intermediate_size
+run init-model tests/frontend/files/qwen3-30b-a3b q3moe >"$TMP/im.llm" 2>"$TMP/im.err" &&
+    grep -qxF "  arch              = qwen3_moe" "$TMP/im.llm" && grep -qxF "  ffn               = 768" "$TMP/im.llm" &&
+    grep -qxF "  experts           = 128" "$TMP/im.llm" && grep -qxF "  experts_per_token = 8" "$TMP/im.llm" &&
+    run check "$TMP/im.llm" >/dev/null 2>&1 && ok || bad "init-model of a Qwen3-MoE config"
+run init-model tests/frontend/files/llama3.1-8b x >"$TMP/im.llm" 2>"$TMP/im.err"
 grep -qF "asks for RoPE scaling, which llmc-train does not implement" "$TMP/im.err" && grep -q "^# .*backend = llamafactory" "$TMP/im.llm" \
     && ok || bad "init-model of a RoPE-scaled config: no warning"
 run init-model tests/frontend/files/qwen3-0.6b/ qwen_small >"$TMP/im.llm" 2>"$TMP/im.err" && grep -qxF "model qwen_small {" "$TMP/im.llm" &&
@@ -274,7 +285,7 @@ cli 2 init-model-extra init-model tests/frontend/files/qwen3-0.6b a b
 grep -qF "cannot read '$TMP/no-such-model/config.json'" <(run init-model "$TMP/no-such-model" 2>&1) && ok || bad "init-model of a missing directory: message"
 mkdir -p "$TMP/gpt2"; printf '{"model_type": "gpt2", "n_layer": 12}\n' >"$TMP/gpt2/config.json"
 run init-model "$TMP/gpt2" >"$TMP/out" 2>"$TMP/err"; rc=$?
-[[ $rc -eq 1 && ! -s $TMP/out ]] && grep -qF 'model_type "gpt2" is not llama, qwen2 or qwen3' "$TMP/err" && ok || bad "init-model of a gpt2 config: exit $rc"
+[[ $rc -eq 1 && ! -s $TMP/out ]] && grep -qF 'model_type "gpt2" is not llama, qwen2, qwen3, mistral, gemma2, mixtral' "$TMP/err" && ok || bad "init-model of a gpt2 config: exit $rc"
 mkdir -p "$TMP/bad\$dir"; cp tests/frontend/files/qwen3-0.6b/config.json "$TMP/bad\$dir/"
 run init-model "$TMP/bad\$dir" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 2 && ! -s $TMP/out ]] && grep -qF "cannot be a plan path" "$TMP/err" && ok || bad "init-model of a path with \$: exit $rc"

@@ -111,7 +111,10 @@ LF = {"backend": "llamafactory"}
 def context(r):
     c, w = r["concept"], r["llm"]
     if c == "arch":   # a family llmc-train does not run: backend = llamafactory's
-        return ({}, {"arch": w}, "sharegpt", False) if r["accept"] else (dict(LF), {"arch": w}, "sharegpt", True)
+        m = {"arch": w}
+        if w in ("mixtral", "qwen3_moe"):   # a mixture of experts names its experts
+            m.update(experts="4", experts_per_token="2")
+        return ({}, m, "sharegpt", False) if r["accept"] else (dict(LF), m, "sharegpt", True)
     if c == "init":
         return {}, {"init": w, "path": f'"{TINY}/no-model"'}, "sharegpt", False
     if c == "format":
@@ -141,6 +144,8 @@ def context(r):
     if c == "backend":
         return {"backend": w}, {}, "sharegpt", w == "llamafactory"
     if c in ("recompute", "attention", "schedule", "bad_records"):
+        if not r["accept"]:   # a word llmc-train does not run: LLaMA-Factory's
+            return dict(LF, **{c: w}), {}, "sharegpt", True
         return {c: w}, {}, "sharegpt", False
     return None
 
