@@ -1,9 +1,12 @@
-/* export.c — `llmc-train export --plan PLAN.json CHECKPOINT OUT`: any verified
+/* export.c — `llmc-train export [--plan PLAN.json] CHECKPOINT OUT`: any verified
  * checkpoint of a run as the Hugging Face model directory the run writes at its
  * end (OUT/final), and for a LoRA plan the PEFT adapter too, through the same
- * code (run_export). The plan says what the checkpoint alone does not: the
+ * code (run_export). The plan says what the checkpoint's tensors do not: the
  * model it started from (its config.json, and the frozen weights of a LoRA or
- * freeze run), the precision, the tokenizer and the LoRA settings. */
+ * freeze run), the precision, the tokenizer and the LoRA settings. Each
+ * checkpoint records its plan (path and SHA-256, checkpoint.h CkptPlanRef), so
+ * --plan is needed only for older checkpoints or a plan that has since moved
+ * or changed. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -19,16 +22,18 @@
 #include "model.h"
 #include "plan.h"
 #include "run_init.h"
+#include "sha256.h"
 
 static const char export_usage[] =
-    "usage: llmc-train export --plan PLAN.json [--adapter DIR] CHECKPOINT OUT\n"
+    "usage: llmc-train export [--plan PLAN.json] [--adapter DIR] CHECKPOINT OUT\n"
     "  the weights of CHECKPOINT (a step directory CKPT_DIR/step-NNNNNNNN, or CKPT_DIR for the\n"
     "  step its `latest` names), verified first (sha256 manifest, state.json, the plan's model\n"
     "  and fine-tuning), as the Hugging Face model directory OUT: model.safetensors in the plan's\n"
     "  precision, config.json, the tokenizer files, MANIFEST.sha256 -- what the run writes to\n"
     "  OUTPUT_DIR/final. A LoRA plan: OUT is the merged model and the PEFT adapter goes to\n"
     "  --adapter DIR (default OUT-adapter). OUT (and DIR) must not exist.\n"
-    "  --plan PLAN.json  the plan the checkpoint was trained with\n"
+    "  --plan PLAN.json  the plan the checkpoint was trained with (default: the plan.json the\n"
+    "                    checkpoint records, if its bytes are unchanged)\n"
     "exit status: 0 exported, 1 the checkpoint fails verification or the export fails,\n"
     "             2 usage or a file that cannot be read\n";
 
@@ -43,6 +48,35 @@ static void export_fingerprint(const RunPlan *plan, CkptFingerprint *fp)
     memset(fp, 0, sizeof *fp);
     for (int i = 0; i < all.n; i++)
         if (!strncmp(all.f[i].key, "model.", 6) || !strncmp(all.f[i].key, "finetune.", 9)) fp->f[fp->n++] = all.f[i];
+}
+
+/* The plan CHECKPOINT records, if that file still holds the same bytes.
+ * 0, or the exit status with the reason in err. */
+static int recorded_plan(const char *ckpt, CkptPlanRef *ref, char *err, size_t errlen)
+{
+    int64_t step;
+    char why[2048];
+    int r = ckpt_plan_ref(ckpt, ref, &step, why, sizeof why);
+    if (r < 0) { snprintf(err, errlen, "%s", why); return 1; }
+    if (r > 0) {
+        snprintf(err, errlen, "%s: step %" PRId64 " records no plan (written by an older llmc-train): name it with "
+                 "--plan PLAN.json", ckpt, step);
+        return 2;
+    }
+    struct stat sb;
+    char hex[65];
+    if (stat(ref->path, &sb) || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: step %" PRId64 " was trained with %s, which is %s: name the plan with --plan PLAN.json",
+                 ckpt, step, ref->path, stat(ref->path, &sb) ? strerror(errno) : "not a regular file");
+        return 2;
+    }
+    if (sha256_file_hex(ref->path, hex) || strcmp(hex, ref->sha256)) {
+        snprintf(err, errlen, "%s: step %" PRId64 " was trained with %s, which has changed since (sha256 %.12s..., "
+                 "recorded %.12s...): pass --plan %s to export with the plan as it is now, or name the plan it was "
+                 "trained with", ckpt, step, ref->path, hex, ref->sha256, ref->path);
+        return 2;
+    }
+    return 0;
 }
 
 static int exists(const char *path)
@@ -75,7 +109,6 @@ int cmd_export(int argc, char **argv)
         default: return args_getopt_error(cmd, c, argv);
         }
     }
-    if (!plan_path) return args_usage_error(cmd, "--plan PLAN.json is needed (the plan the checkpoint was trained with)");
     if (argc - optind != 2)
         return args_usage_error(cmd, argc - optind < 2 ? "needs CHECKPOINT and OUT" : "unexpected argument '%s'",
                                 argv[optind + 2 < argc ? optind + 2 : optind]);
@@ -83,7 +116,16 @@ int cmd_export(int argc, char **argv)
     if (!out[0]) return args_usage_error(cmd, "an empty OUT");
 
     RunPlan plan;
-    char err[2048];
+    char err[3 * 4096 + 512];   /* three paths and a sentence */
+    CkptPlanRef ref;
+    if (!plan_path) {
+        int r = recorded_plan(ckpt, &ref, err, sizeof err);
+        if (r) {
+            log_error("%s", err);
+            return r;
+        }
+        plan_path = ref.path;
+    }
     if (run_plan_load(&plan, plan_path, err, sizeof err)) {
         log_error("%s", err);
         return 2;

@@ -471,9 +471,10 @@ static size_t json_quote(char *out, size_t cap, size_t len, const char *s)
     return len + 1;
 }
 
-static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq, const CkptFingerprint *fp)
+static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq, const CkptFingerprint *fp,
+                        const CkptPlanRef *plan_ref)
 {
-    size_t cap = 1024 + (fp ? (size_t)fp->n * 300 : 0);
+    size_t cap = 1024 + (fp ? (size_t)fp->n * 300 : 0) + (plan_ref ? 6 * sizeof plan_ref->path + 128 : 0);
     char *buf = malloc(cap);
     if (!buf) return NULL;
     size_t len = (size_t)snprintf(buf, cap,
@@ -492,6 +493,11 @@ static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq
             len = json_quote(buf, cap, len, fp->f[i].val);
         }
         if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "\n  }");
+    }
+    if (plan_ref && plan_ref->path[0] && len < cap) {
+        len += (size_t)snprintf(buf + len, cap - len, ",\n  \"plan\": {\"path\": ");
+        len = json_quote(buf, cap, len, plan_ref->path);
+        if (len < cap) len += (size_t)snprintf(buf + len, cap - len, ", \"sha256\": \"%s\"}", plan_ref->sha256);
     }
     if (len < cap) len += (size_t)snprintf(buf + len, cap - len, "\n}\n");
     if (len >= cap) { free(buf); return NULL; }
@@ -523,7 +529,39 @@ typedef struct {
     int64_t adam_t, write_seq;
     TrainState st;
     int has_fp;
+    int has_plan_ref;
+    CkptPlanRef plan_ref;
 } ParsedState;
+
+/* state.json's optional "plan": {"path": absolute, no control bytes, "sha256":
+ * 64 hex digits}. 0 (ps->has_plan_ref says whether it was there), or -1 (err). */
+static int state_plan_ref(const cJSON *o, const char *path, ParsedState *ps, char *err, size_t errlen)
+{
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "plan");
+    if (!pr) return 0;
+    const char *pp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pr, "path"));
+    const char *ph = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(pr, "sha256"));
+    if (!cJSON_IsObject(pr) || !pp || !ph) {
+        say(err, errlen, "%s: field \"plan\" is not {\"path\": STRING, \"sha256\": STRING}", path);
+        return -1;
+    }
+    size_t n = strlen(pp);
+    int ctrl = 0;
+    for (const unsigned char *c = (const unsigned char *)pp; *c; c++) ctrl |= *c < 0x20 || *c == 0x7f;
+    if (pp[0] != '/' || n >= sizeof ps->plan_ref.path || ctrl) {
+        say(err, errlen, "%s: field \"plan\".\"path\" is not an absolute path of at most %zu bytes without control "
+                 "characters", path, sizeof ps->plan_ref.path - 1);
+        return -1;
+    }
+    if (strlen(ph) != 64 || strspn(ph, "0123456789abcdef") != 64) {
+        say(err, errlen, "%s: field \"plan\".\"sha256\" is not 64 lowercase hex digits", path);
+        return -1;
+    }
+    memcpy(ps->plan_ref.path, pp, n + 1);
+    memcpy(ps->plan_ref.sha256, ph, 65);
+    ps->has_plan_ref = 1;
+    return 0;
+}
 
 /* Range-check a checkpoint's state.json text (path for messages; dir_step: the
  * step its directory name says). Returns 0; -1 when invalid (err names path and
@@ -617,6 +655,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
         any |= ps->st.rng.s[i];
     }
     if (!any) { say(err, errlen, "%s: field \"rng\" is all zero (not a generator state)", path); goto done; }
+    if (state_plan_ref(o, path, ps, err, errlen)) goto done;
     rc = 0;
 done:
     cJSON_Delete(o);
@@ -706,7 +745,7 @@ static void prune(const char *ckpt_dir, const char *latest, int keep)
 }
 
 int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
-              const CkptFingerprint *fp, int keep, char *err, size_t errlen)
+              const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen)
 {
     char name[32], tmp[4096], final[4096], p[4200];
     snprintf(name, sizeof name, "step-%08" PRId64, st->step);
@@ -751,7 +790,7 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     if (t2) free_tensors(t2, n2, c2);
     if (rc) return -1;
 
-    char *sj = state_json(opt, st, seq, fp);
+    char *sj = state_json(opt, st, seq, fp, plan_ref);
     snprintf(p, sizeof p, "%s/state.json", tmp);
     if (!sj) snprintf(err, errlen, "%s: out of memory", p);
     rc = sj ? write_file_atomic(p, sj, strlen(sj), err, errlen) : -1;
@@ -821,10 +860,12 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
     return 0;
 }
 
-int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
-                      size_t step_dir_len, char *err, size_t errlen)
+/* CHECKPOINT as a step directory: dir itself when it holds state.json, else
+ * the step its `latest` names. Its name (step-NNNNNNNN) into name. 0, or -1. */
+static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, char *name, size_t name_len, char *err,
+                       size_t errlen)
 {
-    char p[4300], name[256];
+    char p[4300];
     struct stat sb;
     say(p, sizeof p, "%s/state.json", dir);
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
@@ -839,8 +880,8 @@ int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, in
             return -1;
         }
         size_t n = strcspn(text, "\r\n");
-        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), text);
-        int bad = n == 0 || n >= sizeof name || name_step(name) < 0;
+        snprintf(name, name_len, "%.*s", (int)(n < name_len ? n : name_len - 1), text);
+        int bad = n == 0 || n >= name_len || name_step(name) < 0;
         free(text);
         if (bad) {
             say(err, errlen, "%s: does not name a step directory (step-NNNNNNNN)", p);
@@ -849,9 +890,17 @@ int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, in
         say(step_dir, step_dir_len, "%s/%s", dir, name);
     } else {
         const char *slash = strrchr(dir, '/');
-        snprintf(name, sizeof name, "%s", slash && slash[1] ? slash + 1 : dir);
+        snprintf(name, name_len, "%s", slash && slash[1] ? slash + 1 : dir);
         say(step_dir, step_dir_len, "%s", dir);
     }
+    return 0;
+}
+
+int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
+                      size_t step_dir_len, char *err, size_t errlen)
+{
+    char p[4300], name[256];
+    if (step_dir_of(dir, step_dir, step_dir_len, name, sizeof name, err, errlen)) return -1;
     /* the manifest first: no byte of a damaged checkpoint is used */
     if (manifest_check(step_dir, NULL, err, errlen)) return -1;
     say(p, sizeof p, "%s/state.json", step_dir);
@@ -868,6 +917,24 @@ int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, in
     st_close(&sm);
     if (rc) return -1;
     *step = ps.st.step;
+    return 0;
+}
+
+int ckpt_plan_ref(const char *dir, CkptPlanRef *ref, int64_t *step, char *err, size_t errlen)
+{
+    char step_dir[4300], p[4400], name[256];
+    if (step_dir_of(dir, step_dir, sizeof step_dir, name, sizeof name, err, errlen)) return -1;
+    if (manifest_check(step_dir, NULL, err, errlen)) return -1;
+    say(p, sizeof p, "%s/state.json", step_dir);
+    char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
+    if (!text) return -1;
+    ParsedState ps;
+    int rc = parse_state(p, step_dir, text, name_step(name), NULL, NULL, &ps, err, errlen);
+    free(text);
+    if (rc) return -1;
+    *step = ps.st.step;
+    if (!ps.has_plan_ref) return 1;
+    *ref = ps.plan_ref;
     return 0;
 }
 

@@ -56,8 +56,25 @@ typedef struct {
  * Its write sequence (state.json "write_seq") is one more than the highest in
  * ckpt_dir. Then rotation: the `keep` newest by write order stay, and never the
  * one `latest` names or one written after it. 0 ok; -1 with err. */
+/* The plan a checkpoint was trained with, recorded in its state.json ("plan")
+ * so that `llmc-train export CHECKPOINT OUT` needs no --plan: plan.json's
+ * absolute path and the SHA-256 of its bytes when the run started (the plan's
+ * relative paths resolve against its own directory, so the file is named, not
+ * copied). */
+typedef struct {
+    char path[4096];
+    char sha256[65];
+} CkptPlanRef;
+
+/* plan_ref may be NULL (nothing recorded). */
 int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
-              const CkptFingerprint *fp, int keep, char *err, size_t errlen);
+              const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen);
+
+/* The plan a checkpoint records (CHECKPOINT: a step directory, or a checkpoint
+ * directory for the step its `latest` names; the manifest verified first).
+ * 0 with *ref and *step set; 1 when the checkpoint records no plan (written
+ * before plans were recorded); -1 on error (err names the file and field). */
+int ckpt_plan_ref(const char *dir, CkptPlanRef *ref, int64_t *step, char *err, size_t errlen);
 
 /* Resume from ckpt_dir into m/opt/st. Returns 1 when loaded, 0 when there is
  * nothing to resume (no checkpoint, or `fresh`), -1 on error (message in err).

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@
 #include "prom.h"
 #include "rng.h"
 #include "row_stream.h"
+#include "sha256.h"
 #include "run_init.h"
 #include "shard_io.h"
 #include "stopsig.h"
@@ -296,6 +298,7 @@ typedef struct {
     Model tv;           /* what trains (model_trainable): AdamW, checkpoints and resume cover it */
     int have_tv;
     AdamW opt;
+    CkptPlanRef plan_ref;   /* recorded in each checkpoint: export needs no --plan */
     BatchBuf bb;
     RowStream rs;
     uint64_t *rows;
@@ -333,7 +336,7 @@ static int save_checkpoint(Run *R)
     const TrainBackend *be = R->be;
     char err[1024];
     if (be->get_state && be->get_state(be->self, &R->hm, &R->opt, R->is0)) return -1;
-    if (R->is0 && ckpt_save(R->plan.ckpt_dir, &R->tv, &R->opt, &R->st, &R->fp, R->plan.ckpt_keep, err, sizeof err)) {
+    if (R->is0 && ckpt_save(R->plan.ckpt_dir, &R->tv, &R->opt, &R->st, &R->fp, &R->plan_ref, R->plan.ckpt_keep, err, sizeof err)) {
         log_error("checkpoint: %s", err);
         return -1;
     }
@@ -559,6 +562,17 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
         goto out;
     }
     R->have_plan = 1;
+    /* the plan as it is now, by absolute path and content, for the checkpoints */
+    char abs_plan[PATH_MAX];
+    if (!realpath(R->plan.path, abs_plan)) {
+        log_error("%s: %s", R->plan.path, strerror(errno));
+        goto out;
+    }
+    if (strlen(abs_plan) >= sizeof R->plan_ref.path || sha256_file_hex(abs_plan, R->plan_ref.sha256)) {
+        log_error("%s: cannot read it again to record it in the checkpoints", abs_plan);
+        goto out;
+    }
+    memcpy(R->plan_ref.path, abs_plan, strlen(abs_plan) + 1);
     if (be->check_plan && be->check_plan(be->self, &R->plan, err, sizeof err)) {
         log_error("%s: %s", R->plan.path, err);
         goto out;

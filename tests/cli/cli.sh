@@ -285,7 +285,21 @@ PYEOF
     (cd "$E" && "$TRAIN" export --plan p-full/plan.json damaged ed) >"$E/x4.log" 2>&1; rc=$?
     [[ $rc -eq 1 && ! -e $E/ed ]] && grep -q "damaged/model.safetensors" "$E/x4.log" \
         && ok "export of a damaged checkpoint: the manifest refuses it first (exit 1), nothing written" || bad "export of a damaged checkpoint (exit $rc)" "$E/x4.log"
-    usage_err "llmc-train export without --plan" "--plan PLAN.json is needed" "$TRAIN" export "$E/run-full/checkpoints" "$E/ex"
+    # without --plan: the plan the checkpoint records (absolute path, SHA-256)
+    (cd / && "$TRAIN" export "$E/run-full/checkpoints/step-00000020" "$E/e20b") >"$E/x7.log" 2>&1; rc=$?
+    [[ $rc -eq 0 ]] && diff -r "$E/e20" "$E/e20b" >/dev/null && grep -q '"plan": {"path": "'"$(realpath "$E/p-full/plan.json")"'", "sha256": "' \
+        "$E/run-full/checkpoints/step-00000020/state.json" \
+        && ok "export without --plan, from another directory: the recorded plan, the same bytes as with --plan" || bad "export without --plan (exit $rc)" "$E/x7.log"
+    cp "$E/p-full/plan.json" "$E/plan.keep" && printf ' ' >>"$E/p-full/plan.json"
+    (cd "$E" && "$TRAIN" export run-full/checkpoints ex) >"$E/x8.log" 2>&1; rc=$?
+    [[ $rc -eq 2 && ! -e $E/ex ]] && grep -q "which has changed since" "$E/x8.log" && grep -q "pass --plan" "$E/x8.log" \
+        && ok "export without --plan of a plan changed since: refused (exit 2), naming the plan and --plan" || bad "changed plan (exit $rc)" "$E/x8.log"
+    mv "$E/plan.keep" "$E/p-full/plan.json"
+    cp -r "$E/run-full/checkpoints/step-00000020" "$E/old20" && python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); del s["plan"]; json.dump(s,open(sys.argv[1],"w"))' "$E/old20/state.json"
+    (cd "$E/old20" && sha256sum model.safetensors optimizer.safetensors state.json > MANIFEST.sha256)
+    (cd "$E" && "$TRAIN" export old20 ex) >"$E/x9.log" 2>&1; rc=$?
+    [[ $rc -eq 2 && ! -e $E/ex ]] && grep -q "records no plan" "$E/x9.log" \
+        && ok "export without --plan of a checkpoint that records none: exit 2, asks for --plan" || bad "checkpoint without a plan (exit $rc)" "$E/x9.log"
     usage_err "llmc-train export --adapter of a full plan" "the plan trains no LoRA adapter" "$TRAIN" export --plan "$E/p-full/plan.json" --adapter "$E/ad" "$E/run-full/checkpoints" "$E/ex"
 else bad "tiny run for export" "$E/full.log"; fi
 # explain and compile count the steps from the rows prepare packed when its shards
@@ -405,7 +419,9 @@ p["output"]["dir"]="/."; p["checkpoint"]["dir"]="/./checkpoints"; json.dump(p,op
         for l in $(ldd "$TRAIN" | grep -o "/[^ ]*"); do mkdir -p "$R${l%/*}" && cp -L "$l" "$R$l" || exit 3; done
         chroot "$R" /bin/llmc-train run /w/out/plan.json >"$R/../run.log" 2>&1; echo $? >"$R/../run.rc"
         ls -A "$R" >"$R/../root.ls"' sandbox "$T/sb/root" "$TRAIN" "$T/pp" 2>"$T/sb/setup.err"; src=$?
-    if [[ $src -eq 0 && $(cat "$T/sb/run.rc") -ne 0 && $(tr '\n' ' ' <"$T/sb/root.ls") == "bin lib lib64 w " ]] \
+    # the sandbox's root: bin, w and the top directories of the libraries copied in
+    want_ls=$( { printf 'bin\nw\n'; ldd "$TRAIN" | grep -o "/[^ ]*" | cut -d/ -f2; } | LC_ALL=C sort -u | tr '\n' ' ')
+    if [[ $src -eq 0 && $(cat "$T/sb/run.rc") -ne 0 && $(LC_ALL=C sort "$T/sb/root.ls" | tr '\n' ' ') == "$want_ls" ]] \
        && grep -qF 'output.dir: "/." resolves to "/", which is the file-system root' "$T/sb/run.log"
     then ok "run with output.dir \"/.\" in a chroot on a tmpfs: refused (exit $(cat "$T/sb/run.rc")), nothing written at its root"
     else bad "run with output.dir \"/.\" in a sandbox (setup exit $src, run exit $(cat "$T/sb/run.rc" 2>/dev/null))" \

@@ -375,6 +375,10 @@ sj_case format 's["format"]="pytorch"' 'field "format" is not "llmc-train-checkp
 sj_case not-json 's="{\"step\": 4,"' 'not a JSON object'
 sj_case fingerprint 'del s["fingerprint"]' 'field "fingerprint" is missing or not an object'
 sj_case fingerprint-empty 's["fingerprint"]={}' 'field "fingerprint" records none of the fields a resume checks'
+sj_case plan-relative 's["plan"]["path"]="plan.json"' 'field "plan"."path" is not an absolute path'
+sj_case plan-control 's["plan"]["path"]="/tmp/a\x01b"' 'field "plan"."path" is not an absolute path of at most 4095 bytes without control'
+sj_case plan-sha 's["plan"]["sha256"]="ABC"' 'field "plan"."sha256" is not 64 lowercase hex digits'
+sj_case plan-type 's["plan"]="plan.json"' 'field "plan" is not {"path": STRING, "sha256": STRING}'
 cp "$T/sj/state.orig" "$T/sj/ckpt/step-00000004/state.json"
 (cd "$T/sj/ckpt/step-00000004" && sha256sum model.safetensors optimizer.safetensors state.json >MANIFEST.sha256)
 (cd "$T/sj" && "$BIN" run plan.json) >"$T/sj.log" 2>&1; rc=$?
