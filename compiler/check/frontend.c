@@ -228,6 +228,22 @@ static void load_file(Loader *L, const char *path, const char *canon, const SrcR
     size_t len = 0;
     char *text = read_plan_file(path, &len, L->a, L->d, use_at, false);   /* checked again after open */
     if (!text) return;
+    /* A used file that does not parse is not a plan (`use "/proc/self/environ"`):
+     * one error naming it, none of its lines quoted -- a CI job checking an
+     * untrusted plan must not print the files it names. */
+    Diags *trial = diags_new();
+    parse_source(path, text, len, L->a, trial);
+    SrcPos first = {0};
+    bool bad = diags_error_count(trial) > 0;
+    if (bad) diags_first_error_pos(trial, &first);
+    diags_free(trial);
+    if (bad) {
+        Diag *g = diag_error(L->d, *use_at, "'%s' is not a plan: it does not parse as .llm (line %d, column %d)", path,
+                             first.line, first.col);
+        diag_note(g, "'use' takes .llm files (clusters, models, datasets, profiles); its lines are not shown here");
+        diag_help(g, "to see what is wrong with it, check it alone: llmc check %s", path);
+        return;
+    }
     diags_add_source(L->d, path, text, len);
     SourceFile *sf = parse_source(path, text, len, L->a, L->d);
     ptrvec_push(L->a, &L->stack, (void *)canon);

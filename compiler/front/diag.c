@@ -216,6 +216,16 @@ void diag_help(Diag *g, const char *fmt, ...)
 
 int diags_error_count(const Diags *d) { return d->errors; }
 int diags_warning_count(const Diags *d) { return d->warnings; }
+
+bool diags_first_error_pos(const Diags *d, SrcPos *pos)
+{
+    for (int i = 0; i < d->n; i++)
+        if (d->items[i]->severity == DIAG_ERROR && d->items[i]->has_pos) {
+            *pos = d->items[i]->at.start;
+            return true;
+        }
+    return false;
+}
 int diags_note_count(const Diags *d) { return d->notes; }
 
 /* ---- ordering ---- */

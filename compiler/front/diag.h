@@ -54,6 +54,9 @@ void diag_note(Diag *, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void diag_help(Diag *, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int diags_error_count(const Diags *);
+/* The position of the first error stored with one (in insertion order): true
+ * and *pos set, or false when there is none. */
+bool diags_first_error_pos(const Diags *, SrcPos *pos);
 int diags_warning_count(const Diags *);
 int diags_note_count(const Diags *);
 /* True once DIAG_MAX_SHOWN errors are stored: later ones are only counted, so a

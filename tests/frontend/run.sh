@@ -28,6 +28,12 @@ for plan in tests/frontend/bad/*.llm; do
     ok
 done
 
+# a `use` of the process environment: one error naming it, no line of it printed
+printf 'use "/proc/self/environ"\n' >"$TMP/env.llm"
+LLMC_TEST_SECRET=s3cr3t-value run check "$TMP/env.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 && $(grep -c 'error:' "$TMP/err") -eq 1 ]] && grep -q "'/proc/self/environ' is not a plan" "$TMP/err" &&
+    ! grep -q 's3cr3t-value\|PATH=' "$TMP/err" && ok || bad "use \"/proc/self/environ\": its lines printed (exit $rc)"
+
 # 2. JSON diagnostics: same content as objects, valid JSON, exact.
 for plan in tests/frontend/json/*.llm; do
     run check --format=json "$plan" >"$TMP/out" 2>"$TMP/err"; rc=$?
