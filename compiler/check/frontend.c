@@ -274,6 +274,11 @@ Plan *frontend_load_overrides(const char *path, const PlanOverride *ov, int nov,
     const char *canon = realpath(path, real) ? arena_strdup(a, real) : arena_strdup(a, path);
     diags_add_source(d, path, text, len);
     SourceFile *sf = parse_source(path, text, len, a, d);
+    if (sf->nitems == 0 && !diags_error_count(d)) {   /* nothing to check is not a checked plan */
+        SrcRange at = {{sf->path, 1, 1}, {sf->path, 1, 1}};
+        Diag *g = diag_error(d, at, "the plan is empty: it holds no blocks and no 'use'");
+        diag_help(g, "a plan names a cluster, a model, datasets, a train block and a job; see examples/");
+    }
     ptrvec_push(a, &L.stack, (void *)canon);
     ptrvec_push(a, &L.stack_names, (void *)sf->path);
     ptrvec_push(a, &L.loaded, (void *)canon);

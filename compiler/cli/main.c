@@ -554,9 +554,30 @@ static int cmd_compile(int argc, char **argv)
     return rc;
 }
 
+/* Rewrite a file with several hard links in place (truncate, write, fsync), as
+ * gofmt -w does: a rename would give this name a new inode and leave the other
+ * names with the old text. Not atomic: the price of keeping the links. */
+static bool write_in_place(const char *target, const char *text, size_t len)
+{
+    int fd = open(target, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    bool ok = fd >= 0;
+    size_t done = 0;
+    while (ok && done < len) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) ok = false;
+        else done += (size_t)w;
+    }
+    if (ok && fsync(fd) != 0) ok = false;
+    if (fd >= 0 && close(fd) != 0) ok = false;
+    return ok;
+}
+
 /* Replace the contents of the file path names, atomically: a temporary file
  * beside the real file (a symbolic link is followed, and stays a link), with
- * the file's mode and, where allowed, its owner; fsync; rename over it. */
+ * the file's mode and, where allowed, its owner; fsync; rename over it. A
+ * read-only file is refused (even for root, who could write it), and a file
+ * with several hard links is rewritten in place. */
 static bool write_atomic(const char *path, const char *text, size_t len)
 {
     char *target = realpath(path, NULL);
@@ -568,6 +589,21 @@ static bool write_atomic(const char *path, const char *text, size_t len)
         free(clean);
         free(target);
         return false;
+    }
+    if (!(st.st_mode & 0222) || st.st_nlink > 1) {
+        bool ro = !(st.st_mode & 0222);
+        bool ok = !ro && write_in_place(target, text, len);
+        if (!ok) {
+            char *clean = diag_escape(path);
+            if (ro)
+                fprintf(stderr, "llmc: error: '%s' is read-only (mode %04o): not rewritten (make it writable first)\n",
+                        clean, (unsigned)(st.st_mode & 07777));
+            else
+                fprintf(stderr, "llmc: error: cannot write '%s': %s\n", clean, strerror(errno));
+            free(clean);
+        }
+        free(target);
+        return ok;
     }
     size_t n = strlen(target) + 32;
     char *tmp = xmalloc(n);

@@ -118,7 +118,7 @@ hostile use-fifo 1 "not a regular file" "$TMP/usefifo.llm"
 hostile missing-file 2 "cannot read" "$TMP/does-not-exist.llm"
 hostile directory 2 "is a directory" "$TMP"
 : >"$TMP/empty.llm"
-hostile empty 0 "" "$TMP/empty.llm"
+hostile empty 1 "the plan is empty" "$TMP/empty.llm"
 hostile fifo 1 "missing required keys" <(printf 'job j {}\n')
 for f in garbage nul utf8 nested unclosed braces; do
     run fmt "$TMP/$f.llm" >/dev/null 2>&1; rc=$?
@@ -193,15 +193,15 @@ printf 'model m {\n    layers = 1\n}\n' >"$esc_name"
 run fmt --check "$esc_name" >"$TMP/out" 2>&1
 grep -qF 'e\x1b[2Jx.llm' "$TMP/out" && ! grep -q $'\033' "$TMP/out" && ok || bad "fmt --check prints a file name raw"
 
-# 5e. No job block: a note for check (exit 0), an error with a position for compile (exit 1).
+# 5e. An empty plan: an error (exit 1). No job block: a note for check (exit 0), an error with a position for compile (exit 1).
 run check --color=never "$TMP/empty.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
-[[ $rc -eq 0 ]] && grep -qF "$TMP/empty.llm:1:1: note: the plan has no job block" "$TMP/err" && ok || bad "check of an empty plan: exit $rc, no note"
+[[ $rc -eq 1 ]] && grep -qF "$TMP/empty.llm:1:1: error: the plan is empty" "$TMP/err" && ok || bad "check of an empty plan: exit $rc, no error"
 printf 'model m { arch = llama path = "/m" layers = 2 hidden = 64 heads = 4 kv_heads = 4 ffn = 128 vocab = 100 max_context = 64 }\n' >"$TMP/nojob.llm"
 run "$TMP/nojob.llm" -o "$TMP/nojob-out" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 1 ]] && grep -qF "$TMP/nojob.llm:1:1: error: nothing to compile: the plan has no job block" "$TMP/err" && [[ ! -e $TMP/nojob-out ]] && ok ||
     bad "compile of a job-less plan: exit $rc"; [[ $rc -eq 1 ]] || head -3 "$TMP/err"
 run "$TMP/empty.llm" -o "$TMP/empty-out" >"$TMP/out" 2>"$TMP/err"; rc=$?
-[[ $rc -eq 1 ]] && grep -qF "$TMP/empty.llm:1:1: error: nothing to compile" "$TMP/err" && ok || bad "compile of an empty plan: exit $rc"
+[[ $rc -eq 1 && ! -e $TMP/empty-out ]] && grep -qF "$TMP/empty.llm:1:1: error: the plan is empty" "$TMP/err" && ok || bad "compile of an empty plan: exit $rc"
 
 # 6. Command line.
 cli() {  # expected-exit description args...
@@ -242,6 +242,15 @@ cmp -s "$TMP/real/plan.llm" tests/frontend/fmt/messy.fmt && ok || bad "fmt -w th
 cp tests/frontend/fmt/messy.llm "$TMP/exec.llm"; chmod 0755 "$TMP/exec.llm"
 run fmt -w "$TMP/exec.llm" && [[ $(stat -c %a "$TMP/exec.llm") == 755 ]] && ok || bad "fmt -w lost mode 0755"
 ls "$TMP"/real/plan.llm.llmc-fmt.* "$TMP"/link.llm.llmc-fmt.* >/dev/null 2>&1 && bad "fmt -w through a link left a temp file" || ok
+# fmt -w keeps hard links (rewritten in place) and refuses a read-only file
+cp tests/frontend/fmt/messy.llm "$TMP/hl.llm"; ln -f "$TMP/hl.llm" "$TMP/hl2.llm"
+run fmt -w "$TMP/hl.llm"; rc=$?
+[[ $rc -eq 0 && $(stat -c %i "$TMP/hl.llm") == $(stat -c %i "$TMP/hl2.llm") ]] && cmp -s "$TMP/hl2.llm" tests/frontend/fmt/messy.fmt \
+    && ok || bad "fmt -w broke a hard link (exit $rc)"
+cp tests/frontend/fmt/messy.llm "$TMP/ro.llm"; chmod 0444 "$TMP/ro.llm"
+run fmt -w "$TMP/ro.llm" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 2 ]] && cmp -s "$TMP/ro.llm" tests/frontend/fmt/messy.llm && grep -q "is read-only (mode 0444): not rewritten" "$TMP/err" \
+    && ok || bad "fmt -w of a read-only file (exit $rc)"
 
 # 6b. llmc init-model DIR [NAME]: the model block from real config.json files
 # (tests/frontend/files/README.md); it is canonical (fmt --check), checks clean
