@@ -1,7 +1,7 @@
 /* backend_caps.h — what each backend of the llmc trainer runs: THE SINGLE SOURCE.
  *
  * One row per llmc-train backend (CPU, CUDA). llmc's checker
- * (compiler/check/check.c, check_job_llmc_caps) refuses a plan that asks a
+ * (compiler/check/check_job.c, check_job_llmc_caps) refuses a plan that asks a
  * backend for more than its row, with the key's position; the backend itself
  * (runtime/cuda/backend_cuda.c cu_unsupported, lora_cuda.c
  * cuda_lora_supported) refuses the same plan.json through the same row and

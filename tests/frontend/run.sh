@@ -378,7 +378,7 @@ if command -v groff >/dev/null; then
     [[ -z $w ]] && ok || bad "docs/llmc.1: $w"
 fi
 missing=""
-for k in $(awk '/_keys\[\] = \{/ {on=1} on {print} /\};/ {on=0}' compiler/check/check.c | grep -o '"[a-z_0-9]*"' | tr -d '"' | sort -u); do
+for k in $(awk '/_keys\[\] = \{/ {on=1} on {print} /\};/ {on=0}' compiler/check/*.c | grep -o '"[a-z_0-9]*"' | tr -d '"' | sort -u); do
     grep -q "\`$k\`" docs/language.md || missing="$missing $k"
 done
 [[ -z $missing ]] && ok || bad "docs/language.md does not document:$missing"
