@@ -5,9 +5,6 @@
 
 /* ---- blocks ---- */
 
-static const char *const cluster_keys[] = {"partition", "nodes", "gpu", "cpus", "memory",
-                                           "gpu_link", "network", "network_kind", "host_link", "slurm", "kubernetes",
-                                           "env", "sbatch", "setup", "container"};
 
 /* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
  * bits per second for network adapters (as NICs are sold). Two types: a link
@@ -71,14 +68,13 @@ static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u,
 
 /* ---- gpu NAME { } : a GPU the catalogue lacks ---- */
 
-static const char *const gpu_keys[] = {"memory", "usable", "bf16", "hbm", "gres_type", "mfu", "vendor"};
 static const char *const vendor_names[] = {"nvidia", "amd"};
 static const Unit flops_units[] = {{"TFLOPS", 1}, {"PFLOPS", 1000}};
 
 void check_gpu(Checker *c, const Item *it, PlanGpu *g)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, gpu_keys, NUNITS(gpu_keys));
+    check_keys(c, &s, PKB_GPU);
     GpuSpec *spec = &g->spec;
     spec->name = g->name;
     spec->default_mfu = 0.35;
@@ -224,7 +220,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
 void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, cluster_keys, NUNITS(cluster_keys));
+    check_keys(c, &s, PKB_CLUSTER);
     Entry *e;
     if ((e = require(c, &s, "partition", "\"gpu\""))) {
         cl->partition_at = e->at;
@@ -325,12 +321,11 @@ void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 
 /* ---- profile NAME { } : a site profile (docs/estimator.md, "Site profiles") ---- */
 
-static const char *const profile_keys[] = {"backend", "mfu", "step_overhead", "intra_node_bw", "inter_node_bw", "from"};
 
 void check_profile(Checker *c, const Item *it, PlanProfile *p)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, profile_keys, NUNITS(profile_keys));
+    check_keys(c, &s, PKB_PROFILE);
     Entry *e;
     int v;
     p->step_overhead_s = -1;

@@ -2,26 +2,21 @@
  * format, columns and tags, and the sizes the estimator reads. */
 #include "check_internal.h"
 
-static const char *const dataset_keys[] = {"file", "format", "columns", "tags", "ranking", "samples", "size", "tokens",
-                                           "hf_hub"};
-static const char *const column_keys[] = {"prompt", "query", "response", "history", "messages",
-                                          "system", "tools", "text", "chosen", "rejected", "kto_tag"};
-static const char *const tag_keys[] = {"role", "content", "user", "assistant", "observation", "function", "system"};
 
-/* Fill a columns/tags sub-block; `slots` parallels `keys`. */
-static void get_string_table(Checker *c, const Item *it, const Entry *e, const char *const *keys, int nkeys,
-                             const char **slots[])
+/* Fill a columns/tags sub-block; `slots` parallels block b's rows. */
+static void get_string_table(Checker *c, const Item *it, const Entry *e, PlanKeyBlock b, const char **slots[])
 {
+    const PlanKeyList *keys = &plan_key_lists[b];
     if (!e->sub && e->value) {
         Diag *g = diag_error(c->d, e->value->at, "'%s' is a block of names, not a value", e->key);
-        diag_help(g, "write %s { %s = \"...\" }", e->key, keys[0]);
+        diag_help(g, "write %s { %s = \"...\" }", e->key, keys->keys[0].key);
         return;
     }
     Scope s = scope_of(c, it, e->sub, e->nsub, e->key);
     s.at = e->key_at;
-    check_keys(c, &s, keys, nkeys);
-    for (int k = 0; k < nkeys; k++) {
-        Entry *x = find(&s, keys[k]);
+    check_keys(c, &s, b);
+    for (int k = 0; k < keys->n; k++) {
+        Entry *x = find(&s, keys->keys[k].key);
         const char *str;
         if (!x || !get_string(c, x, &str)) continue;
         if (!str[0]) { diag_error(c->d, x->value->at, "'%s' must not be empty", x->key); continue; }
@@ -162,7 +157,7 @@ void check_dataset(Checker *c, const Item *it, PlanDataset *ds)
 static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, dataset_keys, NUNITS(dataset_keys));
+    check_keys(c, &s, PKB_DATASET);
     Entry *e;
     int v;
     ds->samples = -1;
@@ -194,9 +189,11 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
                                 &ds->columns.rejected, &ds->columns.kto_tag};
     const char **tag_slots[] = {&ds->tags.role, &ds->tags.content, &ds->tags.user, &ds->tags.assistant,
                                 &ds->tags.observation, &ds->tags.function, &ds->tags.system};
+    _Static_assert(NUNITS(col_slots) == PLAN_KEYS_N_COLUMNS && NUNITS(tag_slots) == PLAN_KEYS_N_TAGS,
+                   "a slot per row of contract/plan_keys.h");
     Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
-    if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, column_keys, NUNITS(column_keys), col_slots); }
-    if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, tag_keys, NUNITS(tag_keys), tag_slots); }
+    if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, PKB_COLUMNS, col_slots); }
+    if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, PKB_TAGS, tag_slots); }
     if ((e = find(&s, "samples"))) { ds->samples_at = e->at; get_int_lim(c, e, PL_DATASET_SAMPLES, &ds->samples); }
     if ((e = find(&s, "size")) && get_size(c, e, &ds->size_bytes)) {
         ds->size_at = e->at;

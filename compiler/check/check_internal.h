@@ -17,8 +17,11 @@
 #include "plan_limits.h"   /* contract/: the limits llmc-train's plan reader also applies */
 #include "backend_caps.h"  /* contract/: what each llmc-train backend runs, which it also refuses */
 #include "path_policy.h"   /* contract/: where a run may write, which llmc-train also refuses */
+#include "plan_keys.h"     /* contract/: the keys of each block, their types, rows and defaults */
 
 #include <ctype.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -69,12 +72,44 @@ typedef struct {
 
 static inline bool is_number(const Term *t) { return t->kind == TERM_INT || t->kind == TERM_FLOAT; }
 
+/* How the checker reads a row of contract/plan_keys.h marked READ ROW or
+ * ROW_AT (check_row_keys): its limit or vocabulary, and where its value and
+ * position go in the block's struct. A block's RowRead table parallels its
+ * rows, made by expanding PLAN_KEYS_<BLOCK> with CK_READ_##READ. */
+typedef struct {
+    bool read;                  /* false: the block's rules read the key */
+    PlanLimitId limit;          /* PK_INT, PK_INT64, PK_NUM: its plan_limits.h row */
+    const char *const *names;   /* PK_ENUM: the concept's `.llm` words, NULL-terminated */
+    size_t off, at_off;         /* the value; its position (SIZE_MAX: not kept) */
+} RowRead;
+
+#define CK_ROW_PK_INT(row) row, NULL
+#define CK_ROW_PK_INT64(row) row, NULL
+#define CK_ROW_PK_NUM(row) row, NULL
+#define CK_ROW_PK_BOOL(row) 0, NULL
+#define CK_ROW_PK_ENUM(row) 0, row##_llm_names
+#define CK_READ_RULE(T, type, row, field) {0}
+#define CK_READ_ROW(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), SIZE_MAX}
+#define CK_READ_ROW_AT(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), offsetof(T, field##_at)}
+/* The struct member a row reads into has the size its TYPE writes. */
+#define CK_SIZE_PK_INT sizeof(int)
+#define CK_SIZE_PK_INT64 sizeof(int64_t)
+#define CK_SIZE_PK_NUM sizeof(double)
+#define CK_SIZE_PK_BOOL sizeof(bool)
+#define CK_SIZE_PK_ENUM sizeof(int)
+#define CK_SIZE_RULE(T, type, field)
+#define CK_SIZE_ROW(T, type, field) \
+    _Static_assert(sizeof(((T *)0)->field) == CK_SIZE_##type, "plan_keys.h: " #T "." #field " is not its TYPE");
+#define CK_SIZE_ROW_AT(T, type, field) CK_SIZE_ROW(T, type, field) \
+    _Static_assert(sizeof(((T *)0)->field##_at) == sizeof(SrcRange), "plan_keys.h: " #T "." #field "_at");
+
 /* check_value.c: keys, values, references, paths */
 const char *join_names(Arena *a, const char *const *names, int n);
 const char *term_desc(Checker *c, const Term *t);
 const char *value_desc(Checker *c, const Value *v);
 Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char *sub);
-void check_keys(Checker *c, Scope *s, const char *const *keys, int nkeys);
+void check_keys(Checker *c, Scope *s, PlanKeyBlock b);
+void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *reads, void *obj);
 Entry *find(const Scope *s, const char *key);
 Entry *require(Checker *c, Scope *s, const char *key, const char *example);
 void report_missing(Checker *c, const Scope *s);

@@ -20,9 +20,6 @@ static void check_job_site(Checker *c, const PlanJob *j)
     }
 }
 
-static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time", "mem", "cpus_per_task",
-                                       "account", "qos", "logs", "requeue", "env", "sbatch", "setup", "container",
-                                       "after", "profile"};
 
 /* job: run = NAME, cluster = NAME, nodes = INT, time = DURATION (at least
  * 1 min), mem, cpus_per_task, account, qos, logs (default "logs"), requeue
@@ -30,7 +27,7 @@ static const char *const job_keys[] = {"run", "cluster", "nodes", "tasks", "time
  * entry (NULL when not given: the default follows from the cluster). */
 static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
 {
-    check_keys(c, s, job_keys, NUNITS(job_keys));
+    check_keys(c, s, PKB_JOB);
     Entry *e;
     if ((e = require(c, s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
     if ((e = require(c, s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }

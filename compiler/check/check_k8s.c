@@ -6,9 +6,6 @@
 /* ---- Slurm on Kubernetes (docs/language.md, "Slurm on Kubernetes") ---- */
 
 static const char *const slurm_runtimes[] = {"hosts", "slinky", "soperator"};
-static const char *const k8s_keys[] = {"namespace", "cluster_name", "image", "munge_image", "jail", "pool_gpus",
-                                       "node_selector", "tolerations", "cpu_request", "memory_request", "volumes",
-                                       "system_reserve", "shm", "host_network", "rdma", "partition_max_time"};
 static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
 
 static bool has_control(const char *s)
@@ -535,7 +532,7 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     k->memory_request = cl->memory_bytes;
     Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
     ks.at = kb->key_at;
-    check_keys(c, &ks, k8s_keys, NUNITS(k8s_keys));
+    check_keys(c, &ks, PKB_KUBERNETES);
     check_k8s_node_fit(c, &ks, cl, k);
     check_k8s_names(c, &ks, cl, k);
     check_k8s_pool_gpus(c, &ks, cl, k);

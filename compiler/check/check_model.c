@@ -3,9 +3,6 @@
  * shape rules every backend relies on. */
 #include "check_internal.h"
 
-static const char *const model_keys[] = {"arch", "path", "tokenizer", "init", "layers", "hidden", "heads",
-                                         "kv_heads", "head_dim", "ffn", "vocab", "max_context",
-                                         "rope_theta", "rms_eps", "tie_embeddings", "experts", "experts_per_token"};
 
 /* model: init = pretrained | scratch, path = "DIR". A pretrained model's
  * config.json, when readable here, is read into cfg: the shape keys may then
@@ -259,7 +256,7 @@ static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
 void check_model(Checker *c, const Item *it, PlanModel *m)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, model_keys, NUNITS(model_keys));
+    check_keys(c, &s, PKB_MODEL);
     ModelFileConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     bool have_cfg = check_model_config(c, it, &s, m, &cfg);

@@ -295,14 +295,9 @@ static bool directive_ok(Checker *c, const Entry *e, const char *s, const char *
     return true;
 }
 
-static const char *const sbatch_keys[] = {"constraint", "exclusive", "reservation", "gpus_per_node", "gres_type",
-                                          "mail_user", "mail_type", "comment",
-                                          /* escape hatches (issue 33): check_site_sbatch_extra */
-                                          "exclude", "nodelist", "switches", "gpus_per_task", "extra"};
 static const char *const mail_type_names[] = {"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND",
                                               "STAGE_OUT", "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80",
                                               "TIME_LIMIT_50", "ARRAY_TASKS"};
-static const char *const container_keys[] = {"runtime", "image", "mounts"};
 static const char *const container_runtimes[] = {"pyxis", "apptainer"};
 
 /* The #SBATCH options llmc writes itself (templates/job_*.slurm.tmpl,
@@ -383,7 +378,7 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
     }
     Scope s = scope_of(c, it, blk->sub, blk->nsub, "sbatch");
     s.at = blk->key_at;
-    check_keys(c, &s, sbatch_keys, NUNITS(sbatch_keys));
+    check_keys(c, &s, PKB_SBATCH);
     Entry *e;
     const char *str;
     bool b;
@@ -484,7 +479,7 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
     Scope s = scope_of(c, it, blk->sub, blk->nsub, "container");
     s.at = blk->key_at;
     s.broken = it->broken;
-    check_keys(c, &s, container_keys, NUNITS(container_keys));
+    check_keys(c, &s, PKB_CONTAINER);
     Entry *e;
     int k = -1;
     const char *img = NULL;

@@ -3,20 +3,17 @@
  * output, the LLaMA-Factory-only keys, and the cross-field rules between them. */
 #include "check_internal.h"
 
-static const char *const train_keys[] = {
-    "stage", "model", "data", "template", "context", "epochs", "max_steps", "batch", "grad_accum", "lr",
-    "min_lr", "schedule", "warmup", "weight_decay", "betas", "eps", "grad_clip", "seed", "precision",
-    "shard", "recompute", "attention", "deterministic", "packing", "train_on_prompt", "mask_history", "bad_records", "mfu",
-    "bytes_per_token", "backend", "output", "checkpoint_every", "checkpoint_keep",
-    /* LLaMA-Factory-only keys (docs/language.md, "train NAME") */
-    "method", "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers",
-    "quant_bits", "quant_method", "offload", "pref_loss", "pref_beta", "pref_ftx", "ref_model",
-    "val_size", "eval_data", "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming",
-    "ddp_timeout", "report_to", "run_name", "log_every",
-    /* LLaMA-Factory run-time keys of issue 33 (check_train_lf_extras) */
-    "tokenize_rate", "mix_strategy", "interleave_probs", "max_samples", "optim", "liger_kernel", "neat_packing",
-    "wsd_decay"};
-_Static_assert(sizeof train_keys / sizeof train_keys[0] <= 128, "check_keys' MAX_BLOCK_KEYS");
+/* The train keys contract/plan_keys.h's rows alone describe (READ ROW, ROW_AT),
+ * read by check_row_keys before the rules below run. */
+static const RowRead train_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanTrain, type, row, field),
+    PLAN_KEYS_TRAIN(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanTrain, type, field)
+PLAN_KEYS_TRAIN(X)
+#undef X
+
 static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
 static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
 static const char *const report_names[] = {"none", "tensorboard", "wandb"};
@@ -193,17 +190,16 @@ static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
     }
 }
 
-/* train: the keys LLaMA-Factory reads beside the llmc trainer's: method and
- * its LoRA/freeze/quantization settings, offload, preference training,
- * evaluation, data loading, the DDP timeout and reporting. Defaults as
- * LLaMA-Factory's (lora_rank 8, lora_alpha 2 x rank, freeze_layers 2,
- * pref_beta 0.1, ddp_timeout 30 min). */
+/* train: the keys LLaMA-Factory reads beside the llmc trainer's: method's
+ * LoRA/freeze/quantization settings, preference training, evaluation, data
+ * loading, the DDP timeout and reporting (method, dora, rslora, offload,
+ * data_shared_fs and streaming are rows alone). Defaults as LLaMA-Factory's
+ * (lora_rank 8, lora_alpha 2 x rank, freeze_layers 2, pref_beta 0.1,
+ * ddp_timeout 30 min). */
 static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     int v;
-    t->method = METHOD_FULL;
-    if ((e = find(s, "method"))) { t->method_at = e->at; if (get_enum(c, e, method_llm_names, METHOD_COUNT, &v)) t->method = (FinetuneMethod)v; }
     t->lora_rank = 8;
     t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
     t->freeze_layers = 2;
@@ -218,8 +214,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
         }
     }
     check_train_lora_target(c, s, t);
-    if ((e = find(s, "dora"))) get_bool(c, e, &t->use_dora);
-    if ((e = find(s, "rslora"))) get_bool(c, e, &t->use_rslora);
     if ((e = find(s, "freeze_layers")) && get_int32(c, e, -1000, 1000, &t->freeze_layers)) {
         if (t->freeze_layers == 0)
             diag_error(c->d, e->value->at, "'freeze_layers' must not be 0 (the number of trainable layers: N last, -N first)");
@@ -232,7 +226,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
         t->quant_bits = 4;
     }
     if ((e = find(s, "quant_method")) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
-    if ((e = find(s, "offload"))) { t->offload_at = e->at; if (get_enum(c, e, offload_llm_names, OFFLOAD_COUNT, &v)) t->offload = (OffloadKind)v; }
     t->pref_beta = 0.1;
     if ((e = find(s, "pref_loss"))) { t->pref_loss_at = e->at; if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v; }
     if ((e = find(s, "pref_beta"))) get_number(c, e, 0, true, 1000, &t->pref_beta);
@@ -243,9 +236,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "eval_every"))) { t->eval_every_at = e->at; get_steps(c, e, &t->eval_every_steps); }
     check_train_eval_batch(c, s, t);
     if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
-    t->data_shared_fs = true;
-    if ((e = find(s, "data_shared_fs"))) get_bool(c, e, &t->data_shared_fs);
-    if ((e = find(s, "streaming"))) { t->streaming_at = e->at; get_bool(c, e, &t->streaming); }
     t->ddp_timeout_seconds = 1800;
     if ((e = find(s, "ddp_timeout"))) {
         t->ddp_timeout_at = e->at;
@@ -267,14 +257,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
     if ((e = find(s, "log_every"))) get_steps(c, e, &t->log_every);
 }
 
-/* The first LLaMA-Factory-only key the plan sets, for the llmc backend's refusal. */
-static const char *const lf_only_keys[] = {
-    "lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora", "freeze_layers", "quant_bits",
-    "quant_method", "pref_loss", "pref_beta", "pref_ftx", "ref_model", "val_size", "eval_data",
-    "eval_every", "eval_batch", "tokenized_path", "data_shared_fs", "streaming", "ddp_timeout", "report_to",
-    "run_name", "tokenize_rate", "mix_strategy", "interleave_probs", "max_samples", "optim", "liger_kernel",
-    "neat_packing", "wsd_decay"};   /* log_every: both backends (plan.json output.log_every) */
-
 /* backend = llmc: the llmc trainer does pt and sft, full, freeze or LoRA
  * (the backends' limits are contract/backend_caps.h, checked with the job), and
  * reads no other LLaMA-Factory key; a LoRA or freeze key needs its method. */
@@ -292,12 +274,10 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
     else if (t->schedule == SCHED_WSD && sched) { what = "schedule = wsd"; at = sched->value->at; }
     else if (t->checkpoint_epoch && ck) { what = "checkpoint_every = epoch"; at = ck->value->at; }
     else {
-        for (int k = 0; k < NUNITS(lf_only_keys) && !what; k++) {
-            bool ft_key = false;
-            for (int j = 0; j < NUNITS(llmc_ft_keys); j++) ft_key |= !strcmp(lf_only_keys[k], llmc_ft_keys[j]);
-            if (ft_key) continue;   /* their method is checked below */
-            if ((e = find(s, lf_only_keys[k]))) { what = lf_only_keys[k]; at = e->key_at; }
-        }
+        /* the first LLaMA-Factory-only key (contract/plan_keys.h, BACKENDS) the plan sets */
+        const PlanKeyList *rows = &plan_key_lists[PKB_TRAIN];
+        for (int k = 0; k < rows->n && !what; k++)
+            if (rows->keys[k].backends == PK_LF && (e = find(s, rows->keys[k].key))) { what = e->key; at = e->key_at; }
     }
     if (what) {
         g = diag_error(c->d, at, "%s is not implemented by the llmc trainer yet", what);
@@ -811,34 +791,22 @@ static void check_train_seed(Checker *c, Scope *s, PlanTrain *t)
     }
 }
 
-/* train: the length and the optimizer: epochs, max_steps, batch,
- * grad_accum, lr, min_lr, schedule, warmup, weight_decay, betas, eps,
- * grad_clip, seed (defaults: AdamW as torch's, clip 1, seed 42). */
+/* train: the length and the optimizer keys that need more than their row
+ * (epochs, max_steps, grad_accum, schedule, weight_decay, eps and grad_clip
+ * are rows alone): batch, lr, min_lr, warmup, betas, seed (defaults: AdamW
+ * as torch's, seed 42). */
 static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    int v;
-    t->epochs = 1.0;
-    if ((e = find(s, "epochs"))) { t->epochs_at = e->at; get_number_lim(c, e, PL_TRAIN_EPOCHS, &t->epochs); }
-    if ((e = find(s, "max_steps"))) { t->max_steps_at = e->at; get_int_lim(c, e, PL_TRAIN_MAX_STEPS, &t->max_steps); }
     check_train_batch(c, s, t);
-    t->grad_accum = 1;
-    if ((e = find(s, "grad_accum"))) { t->grad_accum_at = e->at; get_int32_lim(c, e, PL_TRAIN_GRAD_ACCUM, &t->grad_accum); }
     if ((e = require(c, s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
     if ((e = find(s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
         diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
-    if ((e = find(s, "schedule")) && get_enum(c, e, schedule_llm_names, SCHED_COUNT, &v)) t->schedule = (LrScheduleKind)v;
     check_train_warmup(c, s, t);
-    t->weight_decay = 0.0;
     t->beta1 = 0.9;
     t->beta2 = 0.999;
-    t->adam_eps = 1e-8;
-    t->grad_clip = 1.0;
     t->seed = 42;
-    if ((e = find(s, "weight_decay"))) get_number_lim(c, e, PL_TRAIN_WEIGHT_DECAY, &t->weight_decay);
     check_train_betas(c, s, t);
-    if ((e = find(s, "eps"))) get_number_lim(c, e, PL_TRAIN_EPS, &t->adam_eps);
-    if ((e = find(s, "grad_clip"))) get_number_lim(c, e, PL_TRAIN_GRAD_CLIP, &t->grad_clip);
     check_train_seed(c, s, t);
 }
 
@@ -859,37 +827,30 @@ static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
     }
 }
 
-/* train: how it runs: precision, shard, recompute, attention, deterministic
- * (default: on with backend = llmc, off with llamafactory, as HF's
- * full_determinism), packing
- * (default: on for pt), train_on_prompt and mask_history (default off; their
- * rules in check_train_masking_rules), bad_records, mfu, bytes_per_token,
- * backend, output (default runs/NAME). */
+/* train: how it runs, the keys that need more than their row (precision,
+ * shard, recompute, attention, bad_records and backend are rows alone):
+ * deterministic (default: on with backend = llmc, off with llamafactory, as
+ * HF's full_determinism), packing (default: on for pt), train_on_prompt and
+ * mask_history (default off; their rules in check_train_masking_rules), mfu,
+ * bytes_per_token, output (default runs/NAME). */
 static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
 {
     Entry *e;
-    int v;
-    if ((e = find(s, "precision"))) { t->precision_at = e->at; if (get_enum(c, e, precision_llm_names, PREC_COUNT, &v)) t->precision = (Precision)v; }
-    if ((e = find(s, "shard"))) { t->shard_at = e->at; if (get_enum(c, e, shard_llm_names, SHARD_COUNT, &v)) t->shard = (ShardStage)v; }
-    if ((e = find(s, "recompute"))) { t->recompute_at = e->at; if (get_enum(c, e, recompute_llm_names, RECOMPUTE_COUNT, &v)) t->recompute = (Recompute)v; }
-    if ((e = find(s, "attention")) && get_enum(c, e, attention_llm_names, ATTN_COUNT, &v)) t->attention = (AttentionKind)v;
     t->packing = stage_ok && t->stage == STAGE_PT;
     if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);
     if ((e = find(s, "train_on_prompt"))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
     if ((e = find(s, "mask_history"))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
-    if ((e = find(s, "bad_records")) && get_enum(c, e, bad_records_llm_names, BADREC_COUNT, &v)) t->bad_records = (BadRecordPolicy)v;
     check_train_mfu(c, s, t);
     t->bytes_per_token = 4.0;
     if ((e = find(s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
-    if ((e = find(s, "backend"))) { t->backend_at = e->at; if (get_enum(c, e, backend_llm_names, BACKEND_COUNT, &v)) t->backend = (PlanBackend)v; }
     t->deterministic = t->backend == BACKEND_LLMC;
     if ((e = find(s, "deterministic"))) { t->deterministic_at = e->key_at; get_bool(c, e, &t->deterministic); }
     if ((e = find(s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
     else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
 }
 
-/* train: checkpoint_every = DURATION | INT steps (default 30 min),
- * checkpoint_keep = INT (default 2). */
+/* train: checkpoint_every = DURATION | INT steps (default 30 min);
+ * checkpoint_keep is a row alone. */
 static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
@@ -923,8 +884,6 @@ static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
     } else if (e) {
         want_terms(c, e, 1, "a duration or a step count");
     }
-    t->checkpoint_keep = 2;
-    if ((e = find(s, "checkpoint_keep"))) get_int32_lim(c, e, PL_CKPT_KEEP, &t->checkpoint_keep);
 }
 
 /* The run's rules across its model: context within max_context, no RoPE
@@ -1075,7 +1034,8 @@ static void check_train_output_path(Checker *c, Scope *s, const PlanTrain *t)
 void check_train(Checker *c, const Item *it, PlanTrain *t)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
-    check_keys(c, &s, train_keys, NUNITS(train_keys));
+    check_keys(c, &s, PKB_TRAIN);
+    check_row_keys(c, &s, PKB_TRAIN, train_reads, t);
     bool stage_ok = check_train_what(c, &s, t);
     Entry *tmpl = find(&s, "template");
     check_train_optimizer(c, &s, t);

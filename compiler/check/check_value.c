@@ -99,14 +99,19 @@ Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char *sub)
     return s;
 }
 
-void check_keys(Checker *c, Scope *s, const char *const *keys, int nkeys)
+/* The entries of s against block b's rows in contract/plan_keys.h: unknown
+ * keys (with the nearest row as "did you mean", rows earlier winning a tie)
+ * and duplicates. */
+void check_keys(Checker *c, Scope *s, PlanKeyBlock b)
 {
-    enum { MAX_BLOCK_KEYS = 128 };   /* the train block's list is the longest */
-    const Entry *first[MAX_BLOCK_KEYS] = {0};   /* first entry of each known key */
+    const char *keys[PLAN_KEYS_MAX];
+    int nkeys = plan_key_lists[b].n;
+    for (int k = 0; k < nkeys; k++) keys[k] = plan_key_lists[b].keys[k].key;
+    const Entry *first[PLAN_KEYS_MAX] = {0};   /* first entry of each known key */
     for (int i = 0; i < s->n; i++) {
         Entry *e = s->es[i];
         int known = -1;
-        for (int k = 0; k < nkeys && k < MAX_BLOCK_KEYS; k++)
+        for (int k = 0; k < nkeys; k++)
             if (strcmp(e->key, keys[k]) == 0) known = k;
         if (known < 0) {
             const char *dym = did_you_mean(e->key, keys, nkeys);
@@ -124,6 +129,53 @@ void check_keys(Checker *c, Scope *s, const char *const *keys, int nkeys)
             diag_note(g, "first set at line %d", first[known]->key_at.start.line);
         } else {
             first[known] = e;
+        }
+    }
+}
+
+/* A row's default (its DEFAULT column, as the `.llm` writes it) into v. */
+static void row_default(const PlanKey *k, const RowRead *r, void *v)
+{
+    switch (k->type) {
+    case PK_INT: *(int *)v = (int)strtod(k->dflt, NULL); break;
+    case PK_INT64: *(int64_t *)v = (int64_t)strtod(k->dflt, NULL); break;
+    case PK_NUM: *(double *)v = strtod(k->dflt, NULL); break;
+    case PK_BOOL: *(bool *)v = strcmp(k->dflt, "true") == 0; break;
+    case PK_ENUM:
+        *(int *)v = 0;
+        for (int i = 0; r->names[i]; i++)
+            if (strcmp(r->names[i], k->dflt) == 0) *(int *)v = i;
+        break;
+    default: break;
+    }
+}
+
+/* The keys of block b that its rows alone describe (READ ROW, ROW_AT): each
+ * gets its default, then the plan's value if written, read by its TYPE within
+ * its limit or vocabulary row into obj (the block's struct). The block's
+ * rules read the rest, and may rely on these being read first. */
+void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *reads, void *obj)
+{
+    const PlanKeyList *l = &plan_key_lists[b];
+    for (int k = 0; k < l->n; k++) {
+        const RowRead *r = &reads[k];
+        if (!r->read) continue;
+        void *v = (char *)obj + r->off;
+        row_default(&l->keys[k], r, v);
+        Entry *e = find(s, l->keys[k].key);
+        if (!e) continue;
+        if (r->at_off != SIZE_MAX) *(SrcRange *)(void *)((char *)obj + r->at_off) = e->at;
+        int n = 0, x;
+        switch (l->keys[k].type) {
+        case PK_INT: get_int32_lim(c, e, r->limit, v); break;
+        case PK_INT64: get_int_lim(c, e, r->limit, v); break;
+        case PK_NUM: get_number_lim(c, e, r->limit, v); break;
+        case PK_BOOL: get_bool(c, e, v); break;
+        case PK_ENUM:
+            while (r->names[n]) n++;
+            if (get_enum(c, e, r->names, n, &x)) *(int *)v = x;
+            break;
+        default: break;
         }
     }
 }
