@@ -131,14 +131,14 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
                              "method = %s is not implemented by the llmc trainer on %s", method_llm_names[t->method],
                              caps->where);
         diag_help(g, "use backend = llamafactory in run '%s'", t->name);
-    } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && llmc_world > 1) {
+    } else if (t->backend == BACKEND_LLMC && finetune && !llmc_finetune_ok(backend, llmc_world, OFFLOAD_NONE)) {
         Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
                              "method = %s on %lld ranks is not implemented by the llmc trainer on %s",
                              method_llm_names[t->method], (long long)llmc_world, caps->where);
         diag_note(g, "the llmc CUDA backend trains freeze and lora on one GPU; job '%s' has %lld ranks", j->name,
                   (long long)llmc_world);
         diag_help(g, "use backend = llamafactory in run '%s', or a job of one GPU", t->name);
-    } else if (t->backend == BACKEND_LLMC && finetune && caps->finetune_one_rank && t->offload != OFFLOAD_NONE) {
+    } else if (t->backend == BACKEND_LLMC && finetune && !llmc_finetune_ok(backend, 1, t->offload)) {
         Diag *g = diag_error(c->d, t->offload_at.start.file ? t->offload_at : t->at,
                              "offload with method = %s is not implemented by the llmc trainer on %s",
                              method_llm_names[t->method], caps->where);
@@ -152,13 +152,13 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
                              t->lora_rank, caps->where, caps->lora_rank_step,
                              too_big ? arena_printf(c->a, " up to %d", caps->lora_rank_max) : "");
         diag_help(g, "lora_rank = %d", llmc_lora_rank_nearest(backend, t->lora_rank));
-    } else if (t->backend == BACKEND_LLMC && finetune && (int)t->shard > caps->max_shard_finetune) {
+    } else if (t->backend == BACKEND_LLMC && finetune && !llmc_shard_ok(backend, true, (int)t->shard, 1)) {
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s with method = %s is not implemented by the llmc trainer on %s",
                              shard_llm_names[t->shard], method_llm_names[t->method], caps->where);
         diag_note(g, "the llmc trainer shards full training only; the trainable part of freeze or lora is small");
         diag_help(g, "use shard = none");
-    } else if (t->backend == BACKEND_LLMC && (int)t->shard > caps->max_shard && llmc_world > 1) {
+    } else if (t->backend == BACKEND_LLMC && !llmc_shard_ok(backend, false, (int)t->shard, (int)llmc_world)) {
         Diag *g = diag_error(c->d, t->shard_at.start.file ? t->shard_at : t->at,
                              "shard = %s is not implemented by the llmc trainer on %s",
                              shard_llm_names[t->shard], caps->where);
@@ -175,7 +175,7 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
     }
     /* Optimizer offload in the llmc trainer: the CUDA backend, one GPU, the
      * optimizer only (master weights and moments in pinned host memory). */
-    if (t->backend == BACKEND_LLMC && t->offload != OFFLOAD_NONE) {
+    if (t->backend == BACKEND_LLMC && !llmc_offload_ok(backend, t->offload, (int)llmc_world)) {
         const char *why = !cl->gpu ? "the CPU backend keeps everything in host memory already"
                         : t->offload == OFFLOAD_ALL ? "the llmc CUDA backend offloads the optimizer, not the parameters"
                         : llmc_world > 1 ? arena_printf(c->a, "the llmc CUDA backend offloads the optimizer on one GPU "
