@@ -283,8 +283,8 @@ typedef enum { PK_ANY, PK_LF } PlanKeyBackends;
     X("cpus_per_task", PK_INT,      NONE, "", PK_ANY, "slurm.cpus_per_task", RULE, _) \
     X("account",       PK_STRING,   NONE, "", PK_ANY, "-", RULE, _) \
     X("qos",           PK_STRING,   NONE, "", PK_ANY, "-", RULE, _) \
-    X("logs",          PK_PATH,     NONE, "", PK_ANY, "-", RULE, _) \
-    X("requeue",       PK_BOOL,     NONE, "", PK_ANY, "slurm.requeue", RULE, _) \
+    X("logs",          PK_PATH,     NONE, "logs", PK_ANY, "-", RULE, _) \
+    X("requeue",       PK_BOOL,     NONE, "true", PK_ANY, "slurm.requeue", ROW, requeue) \
     X("env",           PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
     X("sbatch",        PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
     X("setup",         PK_STRINGS,  NONE, "", PK_ANY, "-", RULE, _) \

@@ -3,6 +3,16 @@
  * then the plan's jobs against each other (after = JOB, output directories). */
 #include "check_internal.h"
 
+/* The job keys contract/plan_keys.h's rows alone describe (check_row_keys). */
+static const RowRead job_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanJob, type, row, field),
+    PLAN_KEYS_JOB(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanJob, type, field)
+PLAN_KEYS_JOB(X)
+#undef X
+
 /* Rules on a job's merged site settings. */
 static void check_job_site(Checker *c, const PlanJob *j)
 {
@@ -28,6 +38,7 @@ static void check_job_site(Checker *c, const PlanJob *j)
 static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
 {
     check_keys(c, s, PKB_JOB);
+    check_row_keys(c, s, PKB_JOB, job_reads, j);
     Entry *e;
     if ((e = require(c, s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
     if ((e = require(c, s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
@@ -51,8 +62,6 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
     }
     j->log_dir = "logs";
     if ((e = find(s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
-    j->requeue = true;
-    if ((e = find(s, "requeue"))) get_bool(c, e, &j->requeue);
     Entry *tasks = find(s, "tasks");
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
     if ((e = find(s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
