@@ -1,7 +1,7 @@
 /* backend_caps.h — what each backend of the llmc trainer runs: THE SINGLE SOURCE.
  *
  * One row per llmc-train backend (CPU, CUDA). llmc's checker
- * (compiler/check/check.c, check_job_llmc_caps) refuses a plan that asks a
+ * (compiler/check/check_job.c, check_job_llmc_caps) refuses a plan that asks a
  * backend for more than its row, with the key's position; the backend itself
  * (runtime/cuda/backend_cuda.c cu_unsupported, lora_cuda.c
  * cuda_lora_supported) refuses the same plan.json through the same row and
@@ -20,21 +20,26 @@
  *                   t*r and B_t's rows are r long, whole 16-byte bf16 vectors)
  *   LORA_RANK_MAX   largest lora_rank; 0: no bound beyond the plan's own row
  *                   PL_FINETUNE_LORA_RANK (plan_limits.h), which both programs apply
+ *   MAX_OFFLOAD     most it offloads to host memory (plan_vocab.h's OffloadKind
+ *                   order: none < optimizer < all)
+ *   OFFLOAD_ONE_RANK 1: offload on one data-parallel rank only
  *   SHARD_NOTE      what it shards, for the refusal
  */
 #ifndef LLMC_CONTRACT_BACKEND_CAPS_H
 #define LLMC_CONTRACT_BACKEND_CAPS_H
 
+#include "plan_vocab.h"
+
 #include <stdbool.h>
 
 #define LLMC_BACKENDS(X) \
-    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, \
+    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 0, \
       "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)") \
-    X(CUDA, "GPUs", 1, 1, 0, 1, 8, 1024, \
+    X(CUDA, "GPUs", 1, 1, 0, 1, 8, 1024, OFFLOAD_OPTIMIZER, 1, \
       "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further")
 
 typedef enum {
-#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, note) LLMC_BACKEND_##id,
+#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, offload, off_one, note) LLMC_BACKEND_##id,
     LLMC_BACKENDS(X)
 #undef X
     LLMC_BACKEND_COUNT
@@ -48,15 +53,40 @@ typedef struct {
     bool finetune_one_rank;
     int lora_rank_step;
     int lora_rank_max;
+    OffloadKind max_offload;
+    bool offload_one_rank;
     const char *shard_note;
 } LlmcBackendCaps;
 
 static const LlmcBackendCaps llmc_backend_caps[LLMC_BACKEND_COUNT] = {
-#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, note) \
-    {where, max_shard, ft, max_shard_ft, one_rank, step, rmax, note},
+#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, offload, off_one, note) \
+    {where, max_shard, ft, max_shard_ft, one_rank, step, rmax, offload, off_one, note},
     LLMC_BACKENDS(X)
 #undef X
 };
+
+/* ZeRO stage `zero` on `ranks` data-parallel ranks runs on backend b, for
+ * full training or (finetune) freeze and lora. One rank shards nothing, so
+ * full training there runs whatever the stage. */
+static inline bool llmc_shard_ok(LlmcBackendId b, bool finetune, int zero, int ranks)
+{
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    return finetune ? zero <= c->max_shard_finetune : zero <= c->max_shard || ranks <= 1;
+}
+
+/* Offload o on `ranks` data-parallel ranks runs on backend b. */
+static inline bool llmc_offload_ok(LlmcBackendId b, OffloadKind o, int ranks)
+{
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    return o == OFFLOAD_NONE || (o <= c->max_offload && (ranks <= 1 || !c->offload_one_rank));
+}
+
+/* Freeze or lora on `ranks` data-parallel ranks with offload o runs on backend b. */
+static inline bool llmc_finetune_ok(LlmcBackendId b, int ranks, OffloadKind o)
+{
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    return c->finetune && (!c->finetune_one_rank || (ranks <= 1 && o == OFFLOAD_NONE));
+}
 
 /* lora_rank runs on backend b: a positive multiple of its step up to its max
  * (a rank inside PL_FINETUNE_LORA_RANK, which the plan readers check first). */

@@ -1,6 +1,6 @@
 /* path_policy.h — where a run may write: THE SINGLE SOURCE.
  *
- * llmc's checker (compiler/check/check.c, check_train_output_path) and
+ * llmc's checker (compiler/check/check_train.c, check_train_output_path) and
  * llmc-train's plan reader (runtime/plan/plan.c, check_run_paths: `run`,
  * `check-plan`, `prepare`) normalise the directories a plan writes into and
  * the inputs it reads through the functions below, and refuse the same

@@ -1,7 +1,7 @@
 /* plan_limits.h — the limits of a valid plan: THE SINGLE SOURCE.
  *
  * One row per numeric plan.json field (docs/plan.md). llmc's checker
- * (compiler/check/check.c) refuses a plan value outside its row with a position;
+ * (compiler/check/) refuses a plan value outside its row with a position;
  * llmc-train's plan reader (runtime/plan/plan.c) refuses the same field outside the
  * same row with the field named. So whatever llmc accepts the trainer accepts,
  * and what the trainer would refuse after the queue wait llmc refuses first.

@@ -1,7 +1,7 @@
 /* plan_vocab.h — the plan's enumerated words: THE SINGLE SOURCE.
  *
  * One row per value of a concept: its C id, its `.llm` spelling (what llmc's
- * checker accepts, compiler/check/check.c) and its plan.json spelling (what
+ * checker accepts, compiler/check/) and its plan.json spelling (what
  * llmc writes, compiler/emit/emit_plan_json.c, and llmc-train reads,
  * runtime/plan/plan.c). The C enum made from the rows is the one both programs
  * use, so a value means the same number on both sides of plan.json. Add a value

@@ -38,7 +38,7 @@ SourceFile *frontend_parse_file(const char *path, Arena *, Diags *d);
  * a message in d on failure; `at` (may be NULL) is where to point the error. */
 char *frontend_read_file(const char *path, size_t *len, Arena *, Diags *d, const SrcRange *at);
 
-/* The checker (compiler/check/check.c): AST of all files -> typed plan. */
+/* The checker (compiler/check/check.c and the check_*.c files of each block): AST of all files -> typed plan. */
 void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d);
 
 /* Smallest edit distance candidate within reach of `word`, or NULL. */

@@ -81,7 +81,7 @@ char *emit_gres_conf(const JobLayout *L, char *err, size_t errlen)
 
 /* The site settings of the job (plan.h: PlanSite) as the holes both job
  * templates share: extra #SBATCH lines, exports, setup lines and the
- * container. Every value is checked (compiler/check/check.c: check_site) and, where
+ * container. Every value is checked (compiler/check/check_site.c: check_site) and, where
  * the shell reads it, single-quoted. */
 static void site_vars(Tmpl *t, const JobLayout *L)
 {

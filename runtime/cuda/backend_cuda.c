@@ -66,17 +66,17 @@ static size_t device_used(void)
  * do in err. Change the row when a feature lands. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
-    if (plan->zero_stage > llmc_backend_caps[LLMC_BACKEND_CUDA].max_shard && plan->data_parallel > 1) {
+    if (!llmc_shard_ok(LLMC_BACKEND_CUDA, false, plan->zero_stage, plan->data_parallel)) {
         snprintf(err, errlen, "parallel.zero_stage = %d on %d ranks: the CUDA backend shards optimizer states only "
                  "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
         return -1;
     }
-    if (plan->offload == OFFLOAD_ALL) {
+    if (!llmc_offload_ok(LLMC_BACKEND_CUDA, plan->offload, 1)) {
         snprintf(err, errlen, "parallel.offload = \"all\": the CUDA backend offloads the optimizer (\"optimizer\") "
                  "and not the parameters");
         return -1;
     }
-    if (plan->offload == OFFLOAD_OPTIMIZER && plan->data_parallel > 1) {
+    if (!llmc_offload_ok(LLMC_BACKEND_CUDA, plan->offload, plan->data_parallel)) {
         snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
                  "data-parallel ranks)", plan->data_parallel);
         return -1;
@@ -86,7 +86,7 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
         snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
     }
-    if (ft->method != METHOD_FULL && (plan->data_parallel > 1 || plan->offload != OFFLOAD_NONE)) {
+    if (ft->method != METHOD_FULL && !llmc_finetune_ok(LLMC_BACKEND_CUDA, plan->data_parallel, plan->offload)) {
         snprintf(err, errlen, "finetune.method = %s runs on one GPU without offload in the CUDA backend (this plan "
                  "has %d data-parallel ranks%s)", method_json_names[ft->method], plan->data_parallel,
                  plan->offload != OFFLOAD_NONE ? " and parallel.offload" : "");

@@ -392,11 +392,29 @@ if command -v groff >/dev/null; then
     w=$(LC_ALL=C groff -man -ww -z docs/llmc.1 2>&1)
     [[ -z $w ]] && ok || bad "docs/llmc.1: $w"
 fi
+# The keys are the rows of contract/plan_keys.h (column KEY), each documented;
+# each plan.json path a row names (column JSON, "a|b") is in a golden plan.json.
 missing=""
-for k in $(awk '/_keys\[\] = \{/ {on=1} on {print} /\};/ {on=0}' compiler/check/check.c | grep -o '"[a-z_0-9]*"' | tr -d '"' | sort -u); do
+for k in $(grep -oE '^ +X\("[a-z_0-9]+"' contract/plan_keys.h | cut -d'"' -f2 | sort -u); do
     grep -q "\`$k\`" docs/language.md || missing="$missing $k"
 done
-[[ -z $missing ]] && ok || bad "docs/language.md does not document:$missing"
+[[ $(grep -cE '^ +X\("[a-z_0-9]+"' contract/plan_keys.h) -gt 100 && -z $missing ]] && ok || bad "docs/language.md does not document:$missing"
+paths=$(grep -oE '^ +X\("[a-z_0-9]+", *[A-Z_0-9]+, *[a-z_A-Z0-9]+, *"[^"]*", *PK_[A-Z]+, *"[^"]*"' contract/plan_keys.h |
+        sed -E 's/.*"([^"]*)"$/\1/' | tr '|' '\n' | grep -v '^-$' | sort -u)
+missing=$(python3 - $paths <<'PY'
+import glob, json, sys
+have = set()
+def walk(o, p):
+    if isinstance(o, dict):
+        for k, v in o.items(): walk(v, p + '.' + k if p else k)
+    elif isinstance(o, list) and o and isinstance(o[0], dict):
+        for x in o: walk(x, p + '[]')
+    have.add(p)
+for f in glob.glob('golden/*/plan.json'): walk(json.load(open(f)), '')
+print(' '.join(x for x in sys.argv[1:] if x not in have))
+PY
+)
+[[ $(wc -w <<<"$paths") -gt 50 && -z $missing ]] && ok || bad "contract/plan_keys.h: plan.json paths in no golden plan.json: $missing"
 
 # 7. Unit tests of the library (hostlists, catalogue, did-you-mean, diagnostics).
 if [[ ! -x $UNIT ]]; then

@@ -3,7 +3,7 @@
 TEST_SUITES += frontend frontend-san
 
 FRONTEND_LIB_SRC := $(addprefix compiler/front/,arena.c diag.c fmt.c parse.c) \
-                    $(addprefix compiler/check/,chat_templates.c check.c frontend.c gpu_catalog.c hostlist.c model_files.c override.c)
+                    $(sort $(wildcard compiler/check/*.c))
 FRONTEND_LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(FRONTEND_LIB_SRC)) \
                     $(BUILD)/gen-obj/lexer.o $(BUILD)/gen-obj/parser.o
 

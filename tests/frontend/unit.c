@@ -3,6 +3,7 @@
 #include "fmt.h"
 #include "frontend.h"
 #include "hostlist.h"
+#include "plan_keys.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -72,8 +73,76 @@ static Plan *checked_plan(const char *name, const char *text, Diags *dd)
     return pl;
 }
 
+/* The row of contract/plan_keys.h spelled "block.key" (a block's spelling
+ * ends at its last '.'), or NULL. */
+static const PlanKey *key_row(const char *dotted)
+{
+    const char *dot = strrchr(dotted, '.');
+    if (!dot) return NULL;
+    for (int b = 0; b < PKB_COUNT; b++) {
+        const PlanKeyList *l = &plan_key_lists[b];
+        if (strlen(l->spelled) != (size_t)(dot - dotted) || strncmp(l->spelled, dotted, (size_t)(dot - dotted))) continue;
+        for (int k = 0; k < l->n; k++)
+            if (!strcmp(l->keys[k].key, dot + 1)) return &l->keys[k];
+    }
+    return NULL;
+}
+
+/* The `.llm` spellings of a concept of plan_vocab.h named in a ROW column. */
+static const char *const *concept_names(const char *row)
+{
+#define CONCEPT(name, rows, llm, json, mask) if (!strcmp(row, #name)) return name##_llm_names;
+    PLAN_VOCAB_CONCEPTS(CONCEPT)
+#undef CONCEPT
+    return NULL;
+}
+
+/* contract/plan_keys.h against itself and the other contract tables: keys
+ * unique in a block, every default the checker reads by its row parses, every
+ * vocabulary concept and every limit the `.llm` sets names a key row. */
+static void key_rows(void)
+{
+    int bad = 0, nrows = 0;
+    for (int b = 0; b < PKB_COUNT; b++) {
+        const PlanKeyList *l = &plan_key_lists[b];
+        for (int k = 0; k < l->n; k++, nrows++) {
+            const PlanKey *r = &l->keys[k];
+            for (int j = 0; j < k; j++)
+                if (!strcmp(l->keys[j].key, r->key)) { printf("# %s.%s: twice\n", l->spelled, r->key); bad++; }
+            if (!r->read_by_row) continue;
+            char *end;
+            bool ok = false;
+            switch (r->type) {
+            case PK_INT: case PK_INT64: case PK_NUM:
+                strtod(r->dflt, &end);
+                ok = r->dflt[0] && !*end && !strncmp(r->row, "PL_", 3);
+                break;
+            case PK_BOOL: ok = !strcmp(r->dflt, "true") || !strcmp(r->dflt, "false"); break;
+            case PK_ENUM: ok = concept_names(r->row) && plan_vocab_find(concept_names(r->row), r->dflt) == 0; break;
+            default: break;
+            }
+            if (!ok) { printf("# %s.%s: read by its row, but TYPE, ROW or DEFAULT \"%s\" does not fit\n", l->spelled, r->key, r->dflt); bad++; }
+        }
+    }
+#define CONCEPT(name, rows, llm, json, mask) \
+    if (!key_row(llm) || strcmp(key_row(llm)->row, #name)) { printf("# concept %s: no key row %s naming it\n", #name, llm); bad++; }
+    PLAN_VOCAB_CONCEPTS(CONCEPT)
+#undef CONCEPT
+    for (int i = 0; i < PL_COUNT; i++) {
+        const char *llm = plan_limit((PlanLimitId)i)->llm;
+        char key[64];
+        if (!strcmp(llm, "-")) continue;
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(llm, " "), llm);
+        if (!key_row(key)) { printf("# limit %s: no key row %s\n", plan_limit((PlanLimitId)i)->key, key); bad++; }
+    }
+    char what[128];
+    snprintf(what, sizeof what, "plan_keys.h: %d rows agree with themselves, plan_vocab.h and plan_limits.h", nrows);
+    check(bad == 0 && nrows > 100, what);
+}
+
 int main(void)
 {
+    key_rows();
     hosts("hgx[001-032]", 32, "hgx001", "hgx032");
     hosts("hgx[01-04,07]", 5, "hgx01", "hgx07");
     hosts("a,b", 2, "a", "b");

@@ -222,8 +222,11 @@ def backend_rows():
     """The rows of contract/backend_caps.h's LLMC_BACKENDS(X)."""
     text = open("contract/backend_caps.h").read()
     body = text[text.index("#define LLMC_BACKENDS(X)"):text.index("typedef enum")]
-    out = [dict(id=m.group(1), step=int(m.group(2)), max=int(m.group(3))) for m in
-           re.finditer(r'X\((\w+),\s*"\w+",\s*\d+,\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),', body)]
+    offloads = ["OFFLOAD_NONE", "OFFLOAD_OPTIMIZER", "OFFLOAD_ALL"]   # plan_vocab.h's order
+    out = [dict(id=m.group(1), max_shard=int(m.group(2)), step=int(m.group(3)), max=int(m.group(4)),
+                max_offload=offloads.index(m.group(5)), offload_one_rank=m.group(6) == "1") for m in
+           re.finditer(r'X\((\w+),\s*"\w+",\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),\s*(OFFLOAD_\w+),\s*([01]),',
+                       body)]
     n = len(re.findall(r"^\s*X\(", body, re.M))
     if n != len(out) or n < 2:
         bad(f"parsed {len(out)} of {n} rows of contract/backend_caps.h")
@@ -255,6 +258,43 @@ def walk_backend_caps(tmp, plan_max):
             else:
                 bad(f"backend {b['id']} lora_rank = {rank}: expected {'accepted' if want else 'refused'}, "
                     f"got exit {p.returncode}: {p.stderr[:300]}")
+
+
+def walk_backend_parallel(tmp):
+    """Each backend's ZeRO stages and offload kinds on one and two ranks
+    (full training): llmc check refuses exactly what the row says the backend
+    does not run (runtime/cuda/backend_cuda.c cu_unsupported: the same row and
+    predicates, contract/backend_caps.h)."""
+    for b in backend_rows():
+        for ranks in (1, 2):
+            if b["id"] == "CPU":
+                text = BASE_LLM.replace("  time    = 10 min", f"  time    = 10 min\n  tasks   = {ranks}")
+            else:
+                text = BASE_LLM.replace("gpu       = none", f"gpu       = H100_80GB x {ranks}")
+                text = text.replace("precision        = fp32", "precision        = bf16")
+            for zero in range(4):
+                words = ["none", "zero1", "zero2", "zero3"]
+                refuse = zero > b["max_shard"] and ranks > 1
+                one = text.replace("shard            = none", f"shard            = {words[zero]}")
+                check_one(tmp, one, refuse, f"shard = {words[zero]} is not implemented by the llmc trainer on",
+                          f"backend {b['id']} shard = {words[zero]} on {ranks} ranks")
+            for k, word in enumerate(["none", "optimizer", "all"]):
+                refuse = k > 0 and (k > b["max_offload"] or ranks > 1 and b["offload_one_rank"])
+                one = text.replace("  packing          = true", f"  packing          = true\n  offload = {word}")
+                check_one(tmp, one, refuse, f"offload = {word} is not implemented by the llmc trainer here",
+                          f"backend {b['id']} offload = {word} on {ranks} ranks")
+
+
+def check_one(tmp, text, refuse, message, label):
+    """llmc check of one plan: accepted, or refused with message."""
+    path = os.path.join(tmp, "p.llm")
+    open(path, "w").write(text)
+    p = run([LLMC, "check", "--color=never", path])
+    refused = p.returncode == 1 and message in p.stderr
+    if p.returncode == 0 and not refuse or refused and refuse:
+        ok()
+    else:
+        bad(f"{label}: expected {'refused' if refuse else 'accepted'}, got exit {p.returncode}: {p.stderr[:300]}")
 
 
 def main():
@@ -328,6 +368,7 @@ def main():
 
     # ---- what each backend runs (contract/backend_caps.h)
     walk_backend_caps(tmp, next(int(r["max"]) for r in rows() if r["id"] == "FINETUNE_LORA_RANK"))
+    walk_backend_parallel(tmp)
 
     # ---- the stop signal against the time limit (llmc side; the bad plan has the error)
     def job_time(t, steps):

@@ -1,0 +1,271 @@
+/* check_model.c — model NAME: arch, path and tokenizer, the shape keys
+ * (from config.json when it is readable here, and checked against it), and the
+ * shape rules every backend relies on. */
+#include "check_internal.h"
+
+
+/* model: init = pretrained | scratch, path = "DIR". A pretrained model's
+ * config.json, when readable here, is read into cfg: the shape keys may then
+ * be left out (taken from it) and must agree with it where written. Returns
+ * whether cfg holds it. */
+static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *m, ModelFileConfig *cfg)
+{
+    Entry *e;
+    int v;
+    bool have_cfg = false;
+    if ((e = find(s, "init")) && get_enum(c, e, init_llm_names, INIT_COUNT, &v)) m->from_scratch = v == INIT_SCRATCH;
+    Entry *pe = find(s, "path");
+    if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
+    char pmsg[PATH_POLICY_MAX + 200];
+    if (m->path && path_policy_input_dir(pe->value->terms[0]->str, m->path, pmsg, sizeof pmsg)) {
+        diag_error(c->d, pe->value->at, "'path' %s", pmsg);
+        m->path = NULL;
+    }
+    if (!m->from_scratch && m->path) {
+        const char *dir = m->path;
+        char why[600];
+        int rc = model_config_read(dir, cfg, why, (int)sizeof why);
+        if (rc == 0) have_cfg = true;
+        else if (rc < 0) {
+            Diag *g = diag_error(c->d, pe->value->at, "model '%s': %s", it->name ? it->name : "?", why);
+            diag_note(g, "llmc-train reads the same file (llama, qwen2 and qwen3 configs as transformers writes them)");
+        } else {
+            Diag *g = diag_note_at(c->d, pe->value->at, "model '%s': %s/config.json is not readable here (%s)",
+                                   it->name ? it->name : "?", dir, why);
+            diag_note(g, "not checked: the plan's arch and shape against the model's config.json");
+        }
+    }
+    return have_cfg;
+}
+
+/* model: arch = llama | qwen2 | qwen3 (required without a config.json; from
+ * its model_type otherwise). pe is the path entry. */
+static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                             const Entry *pe)
+{
+    Entry *e;
+    int v;
+    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", arch_llm_names[ARCH_QWEN2]))) {
+        m->arch_at = e->at;
+        if (get_enum(c, e, arch_llm_names, ARCH_COUNT, &v)) {
+            m->arch = (ModelArch)v;
+            if (have_cfg && v != cfg->arch) {
+                Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_llm_names[v],
+                                     cfg->file, arch_llm_names[cfg->arch]);
+                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_llm_names[cfg->arch]);
+            }
+        }
+    } else if (have_cfg) {
+        m->arch = (ModelArch)cfg->arch;
+        m->arch_at = pe->at;
+    }
+}
+
+/* model: tokenizer = "DIR" (default: path). A pretrained model is loaded
+ * from path; from scratch, path is optional and the tokenizer must be named. */
+static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanModel *m)
+{
+    Entry *e;
+    if (!m->from_scratch) require(c, s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
+    char pmsg[PATH_POLICY_MAX + 200];
+    if ((e = find(s, "tokenizer"))) {
+        m->tokenizer_at = e->at;
+        m->tokenizer = get_plan_path(c, e, false);
+        if (m->tokenizer && path_policy_input_dir(e->value->terms[0]->str, m->tokenizer, pmsg, sizeof pmsg)) {
+            diag_error(c->d, e->value->at, "'tokenizer' %s", pmsg);
+            m->tokenizer = NULL;
+        }
+    }
+    else if (m->from_scratch && !find(s, "path") && !s->broken) {
+        Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
+        diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
+    } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
+    /* readable here: the files the trainer's export copies beside the model
+     * (llmc-train run refuses the same directory at start) */
+    struct stat st;
+    if (!m->tokenizer || s->broken || stat(m->tokenizer, &st) != 0 || !S_ISDIR(st.st_mode)) return;
+    char f[4200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(f, sizeof f, "%s/%s", m->tokenizer, i ? "tokenizer_config.json" : "tokenizer.json");
+        if (access(f, R_OK) == 0) return;
+    }
+    Diag *g = diag_error(c->d, m->tokenizer_at, "model '%s': %s \"%s\" holds neither tokenizer.json nor tokenizer_config.json",
+                         it->name ? it->name : "?", m->tokenizer == m->path ? "path" : "tokenizer", m->tokenizer);
+    diag_note(g, "the trained model is exported with its tokenizer's files; llmc-train refuses to start without them");
+    if (m->tokenizer == m->path) diag_help(g, "name the directory that holds them: tokenizer = \"DIR\"");
+}
+
+/* model: the shape, layers, hidden, heads, ffn, vocab, max_context (each
+ * required without a config.json, else taken from it and compared), kv_heads
+ * (default: heads) and head_dim. Returns whether head_dim was given (or read). */
+static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                   const Entry *pe)
+{
+    Entry *e;
+    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; int cfg; const char *hf; } ints[] = {
+        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg->layers, "num_hidden_layers"},
+        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg->hidden, "hidden_size"},
+        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg->heads, "num_attention_heads"},
+        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg->ffn, "intermediate_size"},
+        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg->vocab, "vocab_size"},
+        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg->max_context,
+         "max_position_embeddings"},
+        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg->kv_heads, "num_key_value_heads"},
+        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg->head_dim, "head_dim"},
+    };
+    bool head_dim_set = false, kv_set = false;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        bool optional = ints[i].ex == NULL;
+        e = have_cfg || optional ? find(s, ints[i].key) : require(c, s, ints[i].key, ints[i].ex);
+        if (e) {
+            *ints[i].at = e->at;
+            bool ok = get_int32_lim(c, e, ints[i].lim, ints[i].out);
+            if (ok && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
+            if (ok && have_cfg && *ints[i].out != ints[i].cfg) {
+                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
+                                     cfg->file, ints[i].hf, ints[i].cfg);
+                diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
+            }
+        } else if (have_cfg) {
+            *ints[i].out = ints[i].cfg;
+            *ints[i].at = pe->value->at;
+            within(c, pe->value->at, ints[i].key, ints[i].lim, ints[i].cfg,
+                   arena_printf(c->a, "%d in %s", ints[i].cfg, cfg->file));
+            if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
+        }
+    }
+    if (!kv_set) { m->kv_heads = m->heads; m->kv_heads_at = m->heads_at; }
+    return head_dim_set;
+}
+
+/* model: rope_theta, rms_eps (defaults by arch: llama 5e5 and 1e-5, qwen
+ * 1e6 and 1e-6), tie_embeddings, each compared with config.json; RoPE
+ * scaling in config.json is a warning (llmc-train refuses it). */
+static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                const Entry *pe)
+{
+    Entry *e;
+    /* transformers' config defaults: gemma2 10000 and 1e-6 (tied embedding);
+     * mistral and mixtral 1e6 and 1e-5 */
+    m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : m->arch == ARCH_GEMMA2 ? 10000.0 : 1000000.0;
+    m->rms_eps = m->arch == ARCH_LLAMA || m->arch == ARCH_MISTRAL || m->arch == ARCH_MIXTRAL ? 1e-5 : 1e-6;
+    m->tie_embeddings = m->arch == ARCH_GEMMA2;
+    if (have_cfg) { m->rope_theta = cfg->rope_theta; m->rms_eps = cfg->rms_eps; m->tie_embeddings = cfg->tie_embeddings; }
+    struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
+        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg->rope_theta},
+        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg->rms_eps},
+    };
+    for (int i = 0; i < 2; i++)
+        if ((e = find(s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
+            fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
+            Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
+                                 cfg->file, nums[i].hf, nums[i].cfg);
+            diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
+        }
+    if ((e = find(s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
+        m->tie_embeddings != cfg->tie_embeddings)
+        diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
+                   m->tie_embeddings ? "true" : "false", cfg->file, cfg->tie_embeddings ? "true" : "false");
+    if (have_cfg && cfg->rope_scaling[0]) {
+        m->rope_scaling = arena_printf(c->a, "%s", cfg->rope_scaling);
+        Diag *g = diag_warning(c->d, pe->value->at, "%s asks for RoPE scaling %s, which llmc-train does not implement",
+                               cfg->file, cfg->rope_scaling);
+        diag_note(g, "llmc-train refuses the model; LLaMA-Factory (backend = llamafactory) applies it");
+    }
+    m->qkv_bias = m->arch == ARCH_QWEN2;
+    m->qk_norm = m->arch == ARCH_QWEN3 || m->arch == ARCH_QWEN3_MOE;
+    m->norms_per_layer = m->arch == ARCH_GEMMA2 ? 4 : 2;
+}
+
+/* model: experts, experts_per_token — mixtral only (required without a
+ * config.json, else taken from it and compared); 1 <= top-k <= experts. */
+static void check_model_experts(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
+                                const Entry *pe)
+{
+    Entry *e;
+    bool moe = m->arch == ARCH_MIXTRAL || m->arch == ARCH_QWEN3_MOE;
+    struct { const char *key, *hf, *ex; int *out; SrcRange *at; int cfg; } keys[] = {
+        {"experts", m->arch == ARCH_QWEN3_MOE ? "num_experts" : "num_local_experts", "8", &m->experts, &m->experts_at,
+         cfg->experts},
+        {"experts_per_token", "num_experts_per_tok", "2", &m->experts_per_token, &m->experts_per_token_at,
+         cfg->experts_per_token},
+    };
+    for (int i = 0; i < 2; i++) {
+        if (!moe) {
+            if ((e = find(s, keys[i].key))) {
+                Diag *g = diag_error(c->d, e->key_at, "'%s' is only used by mixture-of-experts models (arch = mixtral, "
+                                     "qwen3_moe)", keys[i].key);
+                diag_note(g, "arch = %s is a dense model", arch_llm_names[m->arch]);
+            }
+            continue;
+        }
+        e = have_cfg ? find(s, keys[i].key) : require(c, s, keys[i].key, keys[i].ex);
+        if (e) {
+            *keys[i].at = e->at;
+            if (get_int32(c, e, 1, 1024, keys[i].out) && have_cfg && *keys[i].out != keys[i].cfg) {
+                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", keys[i].key, *keys[i].out,
+                                     cfg->file, keys[i].hf, keys[i].cfg);
+                diag_help(g, "write %s = %d, or leave it out to take it from config.json", keys[i].key, keys[i].cfg);
+            }
+        } else if (have_cfg) {
+            *keys[i].out = keys[i].cfg;
+            *keys[i].at = pe->value->at;
+        }
+    }
+    if (moe && m->experts > 0 && m->experts_per_token > m->experts)
+        diag_error(c->d, m->experts_per_token_at, "experts_per_token (%d) must not exceed experts (%d)",
+                   m->experts_per_token, m->experts);
+}
+
+/* Shape rules: grouped-query heads divide evenly, head_dim = hidden / heads
+ * (except qwen3, where it is its own key) and even (rotary embeddings rotate
+ * pairs). */
+static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
+{
+    if (m->heads > 0 && m->kv_heads > 0) {
+        if (m->kv_heads > m->heads) {
+            diag_error(c->d, m->kv_heads_at, "kv_heads (%d) must not exceed heads (%d)", m->kv_heads, m->heads);
+        } else if (m->heads % m->kv_heads != 0) {
+            Diag *g = diag_error(c->d, m->kv_heads_at, "heads (%d) must be divisible by kv_heads (%d)", m->heads, m->kv_heads);
+            diag_note(g, "each key/value head serves a whole group of query heads");
+        }
+    }
+    if (m->hidden > 0 && m->heads > 0) {
+        if (!head_dim_set) {
+            if (m->hidden % m->heads != 0) {
+                Diag *g = diag_error(c->d, m->hidden_at, "hidden (%d) must be divisible by heads (%d)", m->hidden, m->heads);
+                diag_help(g, "or set head_dim explicitly (qwen3)");
+            } else if (within(c, m->hidden_at, "head_dim", PL_MODEL_HEAD_DIM, m->hidden / m->heads,
+                              arena_printf(c->a, "hidden / heads = %d", m->hidden / m->heads))) {
+                m->head_dim = m->hidden / m->heads;
+                m->head_dim_at = m->hidden_at;
+            }
+        } else if ((m->arch == ARCH_LLAMA || m->arch == ARCH_QWEN2) && (int64_t)m->head_dim * m->heads != m->hidden) {
+            Diag *g = diag_error(c->d, m->head_dim_at, "head_dim x heads (%d x %d = %lld) must equal hidden (%d) for %s",
+                                 m->head_dim, m->heads, (long long)m->head_dim * m->heads, m->hidden, arch_llm_names[m->arch]);
+            diag_note(g, "qwen3, mistral, gemma2, mixtral and qwen3_moe have a head_dim independent of hidden; llama and "
+                         "qwen2 do not");
+        }
+        if (m->head_dim > 0 && m->head_dim % 2 != 0)
+            diag_error(c->d, m->head_dim_at, "head_dim (%d) must be even for rotary embeddings", m->head_dim);
+    }
+}
+
+/* model NAME { ... }: config.json (when readable), arch, tokenizer, the
+ * shape and the numbers, then the shape rules. */
+void check_model(Checker *c, const Item *it, PlanModel *m)
+{
+    Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
+    check_keys(c, &s, PKB_MODEL);
+    ModelFileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    bool have_cfg = check_model_config(c, it, &s, m, &cfg);
+    const Entry *pe = find(&s, "path");
+    check_model_arch(c, &s, m, &cfg, have_cfg, pe);
+    check_model_tokenizer(c, it, &s, m);
+    bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe);
+    check_model_numbers(c, &s, m, &cfg, have_cfg, pe);
+    check_model_experts(c, &s, m, &cfg, have_cfg, pe);
+    report_missing(c, &s);
+    check_model_shape_rules(c, m, head_dim_set);
+}
