@@ -339,9 +339,17 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "mfu %.3f as profile '%s' measured", e->mfu, pf->name);
     else if (e->cpu_only)
         assume(a, "mfu %.2f: the CPU default; set `mfu` after measuring", e->mfu);
-    else
-        assume(a, "mfu %.2f: the catalogue default for %s; set `mfu` after measuring",
-               e->mfu, job->cluster->gpu->name);
+    else {
+        const EstimateDefault *mr, *fr;
+        estimate_default_mfu(job, &mr, &fr);
+        char why[256];
+        if (mr) snprintf(why, sizeof why, "%s default for %s (%s)", backend_llm_names[t->backend],
+                         job->cluster->gpu->name, mr->label);
+        else snprintf(why, sizeof why, "the catalogue default for %s", job->cluster->gpu->name);
+        assume(a, "mfu %.2f: %s%s%s%s; docs/estimator.md \"Defaults from published measurements\"; set `mfu` or "
+                  "fit a profile (llmc calibrate) after measuring", e->mfu, why, fr ? ", x " : "",
+               fr ? method_llm_names[t->method] : "", fr ? "'s factor" : "");
+    }
     if (!e->cpu_only && e->steps_total > 0)
         assume(a, "start-up: LLaMA-Factory tokenises at %s tokens/s per worker%s, models load at 0.5 GB/s per node, "
                   "checkpoints write at 1 GB/s and read back at 1 GB/s per node: stated defaults, not measured",

@@ -65,11 +65,16 @@
 
 #define MAX_BATCH_SEARCH    (1 << 20)
 
-/* Communication (docs/estimator.md, "Communication"). NCCL reaches about this
- * share of a link's one-way bandwidth in its ring collectives (nccl-tests bus
- * bandwidth: ~360 of NVLink 4's 450 GB/s one way; ~45 of a 400 Gb/s NIC's 50). */
-#define LINK_EFFICIENCY      0.80
-#define NET_EFFICIENCY       0.90
+/* Communication (docs/estimator.md, "Communication"). The share of a link's
+ * one-way bandwidth NCCL's rings reach, and the cost of launching one
+ * collective, are rows of the defaults table (estimate_defaults.c). */
+static double default_value(DefaultKind k, int backend)
+{
+    const EstimateDefault *r = estimate_default(k, backend, NULL, -1);
+    return r ? r->value : 0;
+}
+#define LINK_EFFICIENCY      default_value(DEF_LINK_EFFICIENCY, -1)
+#define NET_EFFICIENCY       default_value(DEF_NET_EFFICIENCY, -1)
 /* Latency of one ring hop: over NVLink / PCIe inside a node, over the network
  * (InfiniBand; RoCE adds switch and congestion-control latency). */
 #define HOP_LATENCY_LINK_S   1.0e-6
@@ -78,8 +83,8 @@
 /* Per collective launched: NCCL's kernel launch (llmc trainer, C); DeepSpeed
  * adds its Python-side bookkeeping (hooks, partitioned-parameter state) per
  * gathered module or reduced bucket. */
-#define COLL_LAUNCH_NCCL_S   10e-6
-#define COLL_LAUNCH_DS_S     50e-6
+#define COLL_LAUNCH_NCCL_S   default_value(DEF_COLL_LAUNCH_S, BACKEND_LLMC)
+#define COLL_LAUNCH_DS_S     default_value(DEF_COLL_LAUNCH_S, BACKEND_LLAMAFACTORY)
 /* ZeRO-3 all-gathers one module at a time: per decoder layer the q, k, v, o,
  * gate, up and down projections (the norms stay whole: below the
  * persistence threshold, 10 x hidden under "auto"). */
@@ -283,6 +288,22 @@ double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e)
         return job->profile->mfu;
     }
     return dflt;
+}
+
+static bool is_cpu_only(const PlanCluster *c);
+
+double estimate_default_mfu(const PlanJob *job, const EstimateDefault **mfu_row,
+                            const EstimateDefault **method_row)
+{
+    const PlanTrain *t = job->run;
+    bool cpu = is_cpu_only(job->cluster);
+    const char *gpu = cpu ? NULL : job->cluster->gpu->name;
+    const EstimateDefault *r = cpu ? NULL : estimate_default(DEF_MFU, (int)t->backend, gpu, (int)t->method);
+    const EstimateDefault *f = estimate_default(DEF_METHOD_FACTOR, (int)t->backend, gpu, (int)t->method);
+    if (mfu_row) *mfu_row = r;
+    if (method_row) *method_row = f && f->value != 1.0 ? f : NULL;
+    double mfu = r ? r->value : cpu ? CPU_DEFAULT_MFU : job->cluster->gpu->default_mfu;
+    return mfu * (f ? f->value : 1.0);
 }
 
 void estimate_profile_fabric(const PlanJob *job, Fabric *f, Estimate *e)
@@ -1420,13 +1441,13 @@ static void estimate_time(const PlanJob *job, Estimate *e)
 
     if (e->cpu_only) {
         e->peak_flops_per_device = cpu_cores(job) * CPU_CORE_PEAK_FLOPS;
-        e->mfu = estimate_job_mfu(job, CPU_DEFAULT_MFU, e);
+        e->mfu = estimate_job_mfu(job, estimate_default_mfu(job, NULL, NULL), e);
     } else {
         /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */
         double peak = c->gpu->bf16_tflops * 1e12;
         if (t->precision == PREC_FP32) peak /= 2;
         e->peak_flops_per_device = peak;
-        e->mfu = estimate_job_mfu(job, c->gpu->default_mfu, e);
+        e->mfu = estimate_job_mfu(job, estimate_default_mfu(job, NULL, NULL), e);
     }
 
     if (t->max_steps > 0) {

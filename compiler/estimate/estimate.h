@@ -244,6 +244,34 @@ double estimate_cpu_adam_rate(int threads, int ranks_per_node);
 double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e);
 void estimate_profile_fabric(const PlanJob *job, Fabric *f, Estimate *e);
 
+/* ---- defaults from published measurements (estimate_defaults.c) ---- */
+typedef enum {
+    DEF_MFU,                /* compute efficiency of all FLOPs executed (recompute included) */
+    DEF_METHOD_FACTOR,      /* factor on it for a fine-tuning method (LoRA, QLoRA) */
+    DEF_LINK_EFFICIENCY,    /* share of the GPU link's one-way bandwidth a ring collective reaches */
+    DEF_NET_EFFICIENCY,     /* share of the network's */
+    DEF_COLL_LAUNCH_S       /* seconds per collective launched, beyond the ring's hops */
+} DefaultKind;
+typedef struct {
+    DefaultKind kind;
+    int backend;            /* PlanBackend, -1: any */
+    const char *gpu_prefix; /* catalogue names starting with it; NULL: any (and CPU) */
+    int method;             /* FinetuneMethod, -1: any */
+    double value;
+    const char *label;      /* a few words for explain's assumptions */
+    const char *source;     /* the published or measured figure it rests on */
+} EstimateDefault;
+/* The first row of the table for this kind, backend, GPU name (NULL on CPU)
+ * and method; NULL when none applies (the caller's own default stands). */
+const EstimateDefault *estimate_default(DefaultKind kind, int backend, const char *gpu, int method);
+/* The whole table, in order (docs/estimator.md prints it). */
+int estimate_defaults(const EstimateDefault **rows);
+/* The compute efficiency a job starts from before the plan's mfu and its
+ * profile: the table's row for its backend and GPU (else the catalogue's
+ * default_mfu; CPU 0.20) times its method's factor; *src the rows used. */
+double estimate_default_mfu(const PlanJob *job, const EstimateDefault **mfu_row,
+                            const EstimateDefault **method_row);
+
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d);
