@@ -258,9 +258,18 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "batches pad to their longest sample: %.0f tokens per sequence computed at batch %d "
                   "(mean %.0f), from the stats file's length histogram", e->padded_seq_tokens, t->micro_batch,
                e->seq_tokens);
+    else if (e->padding_full_rows)
+        assume(a, "packing = false: llmc-train-prepare pads every record to a row of %d tokens and the trainer "
+                  "computes whole rows (mean sample %.0f tokens); packing = true computes what the samples hold",
+               t->context, e->seq_tokens);
+    else if (e->padding_assumed)
+        assume(a, "batches pad to their longest sample: %.0f tokens per sequence computed at batch %d, from the "
+                  "mean sample length (%.0f) with lengths assumed exponentially spread (standard deviation = mean) "
+                  "and cut at the context; no length histogram (llmc-train prepare writes FILE.stats.json)",
+               e->padded_seq_tokens, t->micro_batch, e->seq_tokens);
     else if (!t->packing && t->stage == STAGE_SFT)
         assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted "
-                  "(no length histogram: no FILE.stats.json beside the data; docs/estimator.md)");
+                  "(no length histogram and no sample count; docs/estimator.md)");
     if (!e->cpu_only && e->data_parallel > 1 && e->fabric_known)
         assume(a, "collectives as rings over all %d GPUs: NCCL at %.0f%% of the GPU link and %.0f%% of the "
                   "network, %.0f/%.0f us per NVLink/network hop; fabric %s",
@@ -432,31 +441,32 @@ static void print_offload_bound(Table *tb, const PlanJob *job, const Estimate *e
 
 /* One optimizer step: compute beside each kind of communication, what
  * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
-/* A communication-bound ZeRO-3 step (llamafactory): ZeRO-2 gathers nothing
- * per micro-step, so it is the remedy when its memory fits; the same plan
- * estimated at ZeRO-2, or why not. */
-static void print_zero2_remedy(Table *tb, const PlanJob *job, const Estimate *e)
+/* A communication-bound step: each remedy estimated with the plan's other
+ * settings (estimate_comm_remedies; llmc check prints the same as help). */
+static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e)
 {
-    const PlanTrain *t = job->run;
-    if (t->backend != BACKEND_LLAMAFACTORY || t->shard != SHARD_ZERO3) return;
-    PlanTrain tr = *t;
-    PlanJob jb = *job;
-    jb.run = &tr;
-    tr.shard = SHARD_ZERO2;
-    Estimate at;
-    Diags *dd = diags_new();
-    estimate_job(&jb, &at, dd);
-    diags_free(dd);
-    char a[64], b[64];
-    if (!at.fits) {
-        row(tb, 0, "with shard = zero2", "", "does not fit: %.1f GiB of %.1f GiB usable per GPU", at.total_bytes / GIB,
-            at.usable_bytes / GIB);
-        return;
+    CommRemedy r[3];
+    int n = estimate_comm_remedies(job, e, r);
+    for (int i = 0; i < n; i++) {
+        char label[64], a[64], b[64];
+        if (r[i].kind == REMEDY_BATCH && r[i].grad_accum != (job->run->grad_accum > 0 ? job->run->grad_accum : 1))
+            snprintf(label, sizeof label, "with batch %d x accumulation %d", r[i].micro_batch, r[i].grad_accum);
+        else if (r[i].kind == REMEDY_BATCH)
+            snprintf(label, sizeof label, "with batch = %d per gpu", r[i].micro_batch);
+        else if (r[i].kind == REMEDY_ZERO2)
+            snprintf(label, sizeof label, "with shard = zero2");
+        else
+            snprintf(label, sizeof label, "with zero_hpz_partition_size %d", r[i].hpz_group);
+        if (!r[i].fits) {
+            row(tb, 0, label, "", "does not fit: %.1f GiB of %.1f GiB usable per GPU", r[i].total_bytes / GIB,
+                e->usable_bytes / GIB);
+            continue;
+        }
+        cli_fmt_duration(a, sizeof a, r[i].step_seconds);
+        cli_fmt_count(b, sizeof b, r[i].tokens_per_second_per_gpu);
+        row(tb, 0, label, a, "step time; %s tokens/s per GPU (%.2fx this plan's)%s", b, r[i].speedup,
+            r[i].kind == REMEDY_HPZ ? "; DeepSpeed JSON key, not emitted yet" : "");
     }
-    cli_fmt_duration(a, sizeof a, at.step_seconds);
-    cli_fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
-    row(tb, 0, "with shard = zero2", a, "step time; %s tokens/s per GPU (%.2fx this plan's)", b,
-        e->step_seconds > 0 && at.step_seconds > 0 ? e->step_seconds / at.step_seconds : 0);
 }
 
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
@@ -543,7 +553,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     else if (e->comm_bound) {
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
-        print_zero2_remedy(tb, job, e);
+        print_comm_remedies(tb, job, e);
     } else
         row(tb, 0, "bound by", "compute", "communication is %.0f%% of compute (mostly %s)",
             e->compute_seconds > 0 ? 100 * e->comm_seconds / e->compute_seconds : 0, term);
