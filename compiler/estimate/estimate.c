@@ -1099,9 +1099,10 @@ double estimate_padded_length_mean(double mean, int b, double context)
         if (exp_cut_mean(mid, context) < mean) lo = mid; else hi = mid;
     }
     double theta = 0.5 * (lo + hi);
-    /* E[max of b] = integral over [0, c] of 1 - F(x)^b (Simpson's rule) */
-    int n = 4096;
-    double h = context / n, sum = 0;
+    /* E[max of b] = integral over [0, c] of 1 - F(x)^b (Simpson's rule);
+     * past 60 theta the integrand is below b e^-60 */
+    int n = 8192;
+    double h = fmin(context, 60 * theta) / n, sum = 0;
     for (int i = 0; i <= n; i++) {
         double f = 1 - pow(-expm1(-i * h / theta), b);
         sum += (i == 0 || i == n ? 1 : i % 2 ? 4 : 2) * f;
