@@ -148,6 +148,20 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
     row(t, depth, label, value, detail[0] ? "%s" : NULL, detail);
 }
 
+/* The shares of the links' bandwidth the estimate's collectives reach (the
+ * defaults table, estimate_defaults.c). */
+static double link_eff(void)
+{
+    const EstimateDefault *r = estimate_default(DEF_LINK_EFFICIENCY, -1, NULL, -1);
+    return r ? r->value : 0;
+}
+
+static double net_eff(void)
+{
+    const EstimateDefault *r = estimate_default(DEF_NET_EFFICIENCY, -1, NULL, -1);
+    return r ? r->value : 0;
+}
+
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
@@ -273,7 +287,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     if (!e->cpu_only && e->data_parallel > 1 && e->fabric_known)
         assume(a, "collectives as rings over all %d GPUs: NCCL at %.0f%% of the GPU link and %.0f%% of the "
                   "network, %.0f/%.0f us per NVLink/network hop; fabric %s",
-               e->world_size, 80.0, 90.0, 1.0, job->cluster->network_roce ? 5.0 : 3.0,
+               e->world_size, 100 * link_eff(), 100 * net_eff(), 1.0, job->cluster->network_roce ? 5.0 : 3.0,
                job->cluster->link_default && job->cluster->network_default ? "from the GPU catalogue"
                                                                            : "as the cluster states it");
     else if (!e->cpu_only && e->data_parallel > 1)
@@ -503,13 +517,13 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
             fmt_rate_gbs(job->profile->intra_bytes_per_s), job->profile->name);
     else
         row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
-            100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
+            100 * link_eff(), c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
     cli_fmt_duration(a, sizeof a, e->comm_inter_seconds);
     if (job->nodes > 1 && e->profile_inter)
         row(tb, 1, "inter-node (network)", a, "%s per node at %s (profile '%s')", b,
             fmt_rate_gbs(job->profile->inter_bytes_per_s), job->profile->name);
     else if (job->nodes > 1)
-        row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * 0.90, c->nics,
+        row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * net_eff(), c->nics,
             c->nic_bits_per_s / 1e9, c->network_roce ? " RoCE" : "", c->network_default ? " (catalogue)" : "");
     else
         row(tb, 1, "inter-node (network)", a, "one node");

@@ -2,7 +2,8 @@
  * backend, each from a published or measured figure.
  *
  * One row per figure, first match wins (so specific rows come before the
- * general one of their kind). docs/estimator.md, "Defaults from published
+ * general one of their kind). A GPU without a compute-efficiency row keeps
+ * its catalogue (or declared) default_mfu; a CPU plan 0.20. docs/estimator.md, "Defaults from published
  * measurements", is this table with the arithmetic behind each value; a row
  * changed here is changed there. A site profile (`llmc calibrate`) or the
  * plan's `mfu` replaces what a row says for the compute efficiency.
@@ -19,10 +20,14 @@ static const EstimateDefault ESTIMATE_DEFAULTS[] = {
      "ZeRO-3 10.56 s/it, which the estimate reproduces at 0.68 and 0.66 with attention counted at the full "
      "context (packed documents attend less); PyTorch FSDP on 128 A100 reached 0.57-0.67 (pytorch.org, "
      "Maximizing training throughput using PyTorch FSDP, table 1)"},
-    {DEF_MFU, BACKEND_LLAMAFACTORY, NULL, -1, 0.40,
-     "the catalogue default; FSDP on 96 H100 reached 0.37-0.45",
-     "the GPU catalogue's default: PyTorch FSDP on 96 H100 reached 0.37-0.45 of all FLOPs (pytorch.org, "
+    {DEF_MFU, BACKEND_LLAMAFACTORY, "H100", -1, 0.40,
+     "FSDP on 96 H100 reached 0.37-0.45",
+     "the GPU catalogue's default, kept: PyTorch FSDP on 96 H100 reached 0.37-0.45 of all FLOPs (pytorch.org, "
      "Maximizing training throughput using PyTorch FSDP, table 1: MFU 0.34-0.37 with recompute)"},
+    {DEF_MFU, BACKEND_LLAMAFACTORY, "H200", -1, 0.40,
+     "as H100 (the same bf16 peak); FSDP on 96 H100 reached 0.37-0.45",
+     "the GPU catalogue's default, kept: the H200 has the H100's bf16 peak; PyTorch FSDP on 96 H100 reached "
+     "0.37-0.45 of all FLOPs (pytorch.org, Maximizing training throughput using PyTorch FSDP, table 1)"},
     {DEF_MFU, BACKEND_LLMC, "H100", -1, 0.50,
      "llmc-train-cuda as measured on one H200",
      "llmc-train-cuda measured on one H200 (docs/PERFORMANCE.md, 2026-12-01): 0.48-0.52 full fine-tuning "
