@@ -162,6 +162,12 @@ static double net_eff(void)
     return r ? r->value : 0;
 }
 
+static double default_of(DefaultKind k)
+{
+    const EstimateDefault *r = estimate_default(k, -1, NULL, -1);
+    return r ? r->value : 0;
+}
+
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
@@ -302,14 +308,15 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
     }
     if (e->offload_time_known && t->backend == BACKEND_LLMC)
-        assume(a, "offload: fp32 master weights and Adam moments over each GPU's host link at 80%% of its one-way "
-                  "figure (%s), both directions at once; AdamW on the GPU",
+        assume(a, "offload: fp32 master weights and Adam moments over each GPU's host link at %.0f%% of its one-way "
+                  "figure (%s), both directions at once; AdamW on the GPU", 100 * default_of(DEF_HOST_LINK_EFFICIENCY),
                job->cluster->host_link_default ? "catalogue" : "as the cluster states it");
     else if (e->offload_time_known)
-        assume(a, "offload: 16-bit copies over each GPU's host link at 80%% of its one-way figure (%s); DeepSpeed's "
+        assume(a, "offload: 16-bit copies over each GPU's host link at %.0f%% of its one-way figure (%s); DeepSpeed's "
                   "CPU Adam at %.2f G parameters/s per OpenMP thread, at most %.1f G/s per node; %d thread%s per "
-                  "rank (%s)",
-               job->cluster->host_link_default ? "catalogue" : "as the cluster states it", 0.25, 1.8,
+                  "rank (%s)", 100 * default_of(DEF_HOST_LINK_EFFICIENCY),
+               job->cluster->host_link_default ? "catalogue" : "as the cluster states it",
+               default_of(DEF_CPU_ADAM_THREAD_RATE) / 1e9, default_of(DEF_CPU_ADAM_NODE_RATE) / 1e9,
                e->cpu_optimizer_threads, e->cpu_optimizer_threads == 1 ? "" : "s",
                job_sets_omp(job) ? "OMP_NUM_THREADS as the job's env sets it"
                : job->cluster->gpus_per_node > 1 ? "torchrun sets OMP_NUM_THREADS=1 when the env does not; "
@@ -405,7 +412,7 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
         cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
         gb(b, sizeof b, e->offload_h2d_bytes);
         row(tb, 0, "offload copies (host link)", a, "%s of fp32 master + Adam m, v up and the same back per step at "
-            "%.0f%% of %.0f GB/s one way%s", b, 100 * 0.80, c->host_link_bytes_per_s / 2e9,
+            "%.0f%% of %.0f GB/s one way%s", b, 100 * default_of(DEF_HOST_LINK_EFFICIENCY), c->host_link_bytes_per_s / 2e9,
             c->host_link_default ? " (catalogue)" : "");
         cli_fmt_duration(a, sizeof a, e->offload_exposed_seconds);
         row(tb, 1, "exposed", a, "the uploads and the AdamW update on the GPU; the downloads overlap them and "
@@ -416,7 +423,7 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
     gb(b, sizeof b, e->offload_d2h_bytes);
     gb(d, sizeof d, e->offload_h2d_bytes);
     row(tb, 0, "offload copies (host link)", a, "%s gradients down, %s weights up per GPU at %.0f%% of %.0f GB/s one "
-        "way%s", b, d, 100 * 0.80, c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
+        "way%s", b, d, 100 * default_of(DEF_HOST_LINK_EFFICIENCY), c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
     cli_fmt_duration(a, sizeof a, e->offload_pcie_exposed_seconds);
     row(tb, 1, "exposed", a, "%s", t->offload == OFFLOAD_ALL ? "weight fetches prefetched with the gathers (hidden "
                                                               "under compute as far as it lasts); gradients wait"

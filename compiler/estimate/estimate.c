@@ -90,19 +90,12 @@ static double default_value(DefaultKind k, int backend)
  * persistence threshold, 10 x hidden under "auto"). */
 #define ZERO3_MODULES_PER_LAYER 7
 
-/* DeepSpeed offload (docs/estimator.md, "Offload time"). Pinned copies reach
- * about this share of the host link's one-way figure (CUDA bandwidthTest,
- * pinned: ~25 of PCIe 4.0 x16's 32 GB/s, ~51-55 of 5.0's 64). */
-#define HOST_LINK_EFFICIENCY 0.80
-/* DeepSpeed's CPU Adam (csrc/adam/cpu_adam_impl.cpp: AVX, OpenMP over the
- * rank's flat partition) reads and writes ~30 bytes per parameter (fp32
- * master, gradient, m, v in; master, m, v and the 16-bit copy out): one thread
- * streams ~7.5 GB/s, 0.25 G parameters/s. A node tops out near 1.8 G/s however
- * many threads run (published A100 nodes: DeepSpeed issue 6834, 72B on 4 x 8
- * GPUs, ~10 s a step; the ZenFlow blog, Llama-2-7B on 4 GPUs, over 4 s;
- * docs/estimator.md, "Offload time", has the table). */
-#define CPU_ADAM_THREAD_PARAMS_S 0.25e9
-#define CPU_ADAM_NODE_PARAMS_S   1.8e9
+/* DeepSpeed offload (docs/estimator.md, "Offload time"): the pinned copies'
+ * share of the host link and DeepSpeed's CPU Adam rates, rows of the
+ * defaults table (estimate_defaults.c, with their sources). */
+#define HOST_LINK_EFFICIENCY     default_value(DEF_HOST_LINK_EFFICIENCY, -1)
+#define CPU_ADAM_THREAD_PARAMS_S default_value(DEF_CPU_ADAM_THREAD_RATE, -1)
+#define CPU_ADAM_NODE_PARAMS_S   default_value(DEF_CPU_ADAM_NODE_RATE, -1)
 
 /* Host memory per node (docs/estimator.md, "Host memory"). */
 #define HOST_TORCH_PROCESS_BYTES (3.0 * GIB)   /* PyTorch + CUDA + NCCL host side, per rank */

@@ -258,7 +258,10 @@ typedef enum {
     DEF_METHOD_FACTOR,      /* factor on it for a fine-tuning method (LoRA, QLoRA) */
     DEF_LINK_EFFICIENCY,    /* share of the GPU link's one-way bandwidth a ring collective reaches */
     DEF_NET_EFFICIENCY,     /* share of the network's */
-    DEF_COLL_LAUNCH_S       /* seconds per collective launched, beyond the ring's hops */
+    DEF_COLL_LAUNCH_S,      /* seconds per collective launched, beyond the ring's hops */
+    DEF_HOST_LINK_EFFICIENCY, /* share of the host link's one-way figure pinned copies reach (offload) */
+    DEF_CPU_ADAM_THREAD_RATE, /* DeepSpeed CPU Adam: parameters per second per OpenMP thread */
+    DEF_CPU_ADAM_NODE_RATE    /* ... and at most per node, however many threads */
 } DefaultKind;
 typedef struct {
     DefaultKind kind;

@@ -64,6 +64,15 @@ static const EstimateDefault ESTIMATE_DEFAULTS[] = {
      "DeepSpeed's Python hooks per gathered module or reduced bucket (per-module ZeRO-3 fetch); with the ring "
      "hops it makes ZeRO-3 at 1K tokens per GPU expose 25% of the step, ZeRO++'s published 1.28-1.36x needing "
      ">= 22-26% (docs/estimator.md, DeepSpeed ZeRO-3 at multi-node scale)"},
+    /* ---- DeepSpeed offload (docs/estimator.md, "Offload time", has the table of cases) ---- */
+    {DEF_HOST_LINK_EFFICIENCY, -1, NULL, -1, 0.80, "pinned copies (CUDA bandwidthTest)",
+     "CUDA's bandwidthTest with pinned memory: ~25 of PCIe 4.0 x16's 32 GB/s one way, ~51-55 of 5.0's 64"},
+    {DEF_CPU_ADAM_THREAD_RATE, -1, NULL, -1, 0.25e9, "DeepSpeed CPU Adam per thread",
+     "DeepSpeed's CPU Adam (csrc/adam/cpu_adam_impl.cpp, AVX, OpenMP over the rank's partition) moves ~30 "
+     "bytes per parameter; one core streams ~7.5 GB/s"},
+    {DEF_CPU_ADAM_NODE_RATE, -1, NULL, -1, 1.8e9, "DeepSpeed CPU Adam per node",
+     "DeepSpeed issue 6834 (Qwen-72B, ZeRO-3 offload, 4 x 8 A100: ~10 s optimizer step, 8 single-threaded "
+     "ranks a node) and the ZenFlow blog (Llama-2-7B on 4 A100, every core: over 4 s): 1.7-1.8 G/s a node"},
     {DEF_COLL_LAUNCH_S, BACKEND_LLMC, NULL, -1, 10e-6, "NCCL launch",
      "NCCL's kernel launch from C, one call per bucket"},
 };
