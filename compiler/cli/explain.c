@@ -279,7 +279,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "(mean %.0f), from the stats file's length histogram", e->padded_seq_tokens, t->micro_batch,
                e->seq_tokens);
     else if (e->padding_full_rows)
-        assume(a, "packing = false: llmc-train-prepare pads every record to a row of %d tokens and the trainer "
+        assume(a, "packing = false: `llmc-train prepare` pads every record to a row of %d tokens and the trainer "
                   "computes whole rows (mean sample %.0f tokens); packing = true computes what the samples hold",
                t->context, e->seq_tokens);
     else if (e->padding_assumed)

@@ -2145,12 +2145,19 @@ int estimate_comm_remedies(const PlanJob *job, const Estimate *e, CommRemedy out
     return n;
 }
 
+#define COMM_WARN_SHARE 0.25
+#define COMM_WARN_MIN_S 0.05
+
 /* A communication-bound step, a warning at the batch with each remedy's
  * estimate (llmc check prints it; explain prints the same rows). */
 static void report_comm(const PlanJob *job, const Estimate *e, Diags *d)
 {
     const PlanTrain *t = job->run;
     if (!e->comm_bound || !e->fabric_known || e->compute_seconds <= 0 || hpz_group || in_remedy) return;
+    /* Worth a warning when it costs: the exposed part adds a quarter to
+     * compute and at least COMM_WARN_MIN_S to every step. */
+    if (e->comm_exposed_seconds < COMM_WARN_SHARE * e->compute_seconds || e->comm_exposed_seconds < COMM_WARN_MIN_S)
+        return;
     const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds)
                            ? "the latency of its many small collectives"
                        : e->comm_inter_seconds > e->comm_intra_seconds ? "the network" : "the GPU links";
