@@ -148,6 +148,26 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
     row(t, depth, label, value, detail[0] ? "%s" : NULL, detail);
 }
 
+/* The shares of the links' bandwidth the estimate's collectives reach (the
+ * defaults table, estimate_defaults.c). */
+static double link_eff(void)
+{
+    const EstimateDefault *r = estimate_default(DEF_LINK_EFFICIENCY, -1, NULL, -1);
+    return r ? r->value : 0;
+}
+
+static double net_eff(void)
+{
+    const EstimateDefault *r = estimate_default(DEF_NET_EFFICIENCY, -1, NULL, -1);
+    return r ? r->value : 0;
+}
+
+static double default_of(DefaultKind k)
+{
+    const EstimateDefault *r = estimate_default(k, -1, NULL, -1);
+    return r ? r->value : 0;
+}
+
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
@@ -258,13 +278,22 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "batches pad to their longest sample: %.0f tokens per sequence computed at batch %d "
                   "(mean %.0f), from the stats file's length histogram", e->padded_seq_tokens, t->micro_batch,
                e->seq_tokens);
+    else if (e->padding_full_rows)
+        assume(a, "packing = false: `llmc-train prepare` pads every record to a row of %d tokens and the trainer "
+                  "computes whole rows (mean sample %.0f tokens); packing = true computes what the samples hold",
+               t->context, e->seq_tokens);
+    else if (e->padding_assumed)
+        assume(a, "batches pad to their longest sample: %.0f tokens per sequence computed at batch %d, from the "
+                  "mean sample length (%.0f) with lengths assumed exponentially spread (standard deviation = mean) "
+                  "and cut at the context; no length histogram (llmc-train prepare writes FILE.stats.json)",
+               e->padded_seq_tokens, t->micro_batch, e->seq_tokens);
     else if (!t->packing && t->stage == STAGE_SFT)
         assume(a, "compute counts real tokens: padding to the longest sample of a batch is not counted "
-                  "(no length histogram: no FILE.stats.json beside the data; docs/estimator.md)");
+                  "(no length histogram and no sample count; docs/estimator.md)");
     if (!e->cpu_only && e->data_parallel > 1 && e->fabric_known)
         assume(a, "collectives as rings over all %d GPUs: NCCL at %.0f%% of the GPU link and %.0f%% of the "
                   "network, %.0f/%.0f us per NVLink/network hop; fabric %s",
-               e->world_size, 80.0, 90.0, 1.0, job->cluster->network_roce ? 5.0 : 3.0,
+               e->world_size, 100 * link_eff(), 100 * net_eff(), 1.0, job->cluster->network_roce ? 5.0 : 3.0,
                job->cluster->link_default && job->cluster->network_default ? "from the GPU catalogue"
                                                                            : "as the cluster states it");
     else if (!e->cpu_only && e->data_parallel > 1)
@@ -279,14 +308,15 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                100 * e->trainable_params / (double)e->params_total, e->frozen_bytes_per_param);
     }
     if (e->offload_time_known && t->backend == BACKEND_LLMC)
-        assume(a, "offload: fp32 master weights and Adam moments over each GPU's host link at 80%% of its one-way "
-                  "figure (%s), both directions at once; AdamW on the GPU",
+        assume(a, "offload: fp32 master weights and Adam moments over each GPU's host link at %.0f%% of its one-way "
+                  "figure (%s), both directions at once; AdamW on the GPU", 100 * default_of(DEF_HOST_LINK_EFFICIENCY),
                job->cluster->host_link_default ? "catalogue" : "as the cluster states it");
     else if (e->offload_time_known)
-        assume(a, "offload: 16-bit copies over each GPU's host link at 80%% of its one-way figure (%s); DeepSpeed's "
+        assume(a, "offload: 16-bit copies over each GPU's host link at %.0f%% of its one-way figure (%s); DeepSpeed's "
                   "CPU Adam at %.2f G parameters/s per OpenMP thread, at most %.1f G/s per node; %d thread%s per "
-                  "rank (%s)",
-               job->cluster->host_link_default ? "catalogue" : "as the cluster states it", 0.25, 1.8,
+                  "rank (%s)", 100 * default_of(DEF_HOST_LINK_EFFICIENCY),
+               job->cluster->host_link_default ? "catalogue" : "as the cluster states it",
+               default_of(DEF_CPU_ADAM_THREAD_RATE) / 1e9, default_of(DEF_CPU_ADAM_NODE_RATE) / 1e9,
                e->cpu_optimizer_threads, e->cpu_optimizer_threads == 1 ? "" : "s",
                job_sets_omp(job) ? "OMP_NUM_THREADS as the job's env sets it"
                : job->cluster->gpus_per_node > 1 ? "torchrun sets OMP_NUM_THREADS=1 when the env does not; "
@@ -339,9 +369,17 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "mfu %.3f as profile '%s' measured", e->mfu, pf->name);
     else if (e->cpu_only)
         assume(a, "mfu %.2f: the CPU default; set `mfu` after measuring", e->mfu);
-    else
-        assume(a, "mfu %.2f: the catalogue default for %s; set `mfu` after measuring",
-               e->mfu, job->cluster->gpu->name);
+    else {
+        const EstimateDefault *mr, *fr;
+        estimate_default_mfu(job, &mr, &fr);
+        char why[256];
+        if (mr) snprintf(why, sizeof why, "%s default for %s (%s)", backend_llm_names[t->backend],
+                         job->cluster->gpu->name, mr->label);
+        else snprintf(why, sizeof why, "the catalogue default for %s", job->cluster->gpu->name);
+        assume(a, "mfu %.2f: %s%s%s%s; docs/estimator.md \"Defaults from published measurements\"; set `mfu` or "
+                  "fit a profile (llmc calibrate) after measuring", e->mfu, why, fr ? ", x " : "",
+               fr ? method_llm_names[t->method] : "", fr ? "'s factor" : "");
+    }
     if (!e->cpu_only && e->steps_total > 0)
         assume(a, "start-up: LLaMA-Factory tokenises at %s tokens/s per worker%s, models load at 0.5 GB/s per node, "
                   "checkpoints write at 1 GB/s and read back at 1 GB/s per node: stated defaults, not measured",
@@ -374,7 +412,7 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
         cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
         gb(b, sizeof b, e->offload_h2d_bytes);
         row(tb, 0, "offload copies (host link)", a, "%s of fp32 master + Adam m, v up and the same back per step at "
-            "%.0f%% of %.0f GB/s one way%s", b, 100 * 0.80, c->host_link_bytes_per_s / 2e9,
+            "%.0f%% of %.0f GB/s one way%s", b, 100 * default_of(DEF_HOST_LINK_EFFICIENCY), c->host_link_bytes_per_s / 2e9,
             c->host_link_default ? " (catalogue)" : "");
         cli_fmt_duration(a, sizeof a, e->offload_exposed_seconds);
         row(tb, 1, "exposed", a, "the uploads and the AdamW update on the GPU; the downloads overlap them and "
@@ -385,7 +423,7 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
     gb(b, sizeof b, e->offload_d2h_bytes);
     gb(d, sizeof d, e->offload_h2d_bytes);
     row(tb, 0, "offload copies (host link)", a, "%s gradients down, %s weights up per GPU at %.0f%% of %.0f GB/s one "
-        "way%s", b, d, 100 * 0.80, c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
+        "way%s", b, d, 100 * default_of(DEF_HOST_LINK_EFFICIENCY), c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
     cli_fmt_duration(a, sizeof a, e->offload_pcie_exposed_seconds);
     row(tb, 1, "exposed", a, "%s", t->offload == OFFLOAD_ALL ? "weight fetches prefetched with the gathers (hidden "
                                                               "under compute as far as it lasts); gradients wait"
@@ -424,31 +462,32 @@ static void print_offload_bound(Table *tb, const PlanJob *job, const Estimate *e
 
 /* One optimizer step: compute beside each kind of communication, what
  * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
-/* A communication-bound ZeRO-3 step (llamafactory): ZeRO-2 gathers nothing
- * per micro-step, so it is the remedy when its memory fits; the same plan
- * estimated at ZeRO-2, or why not. */
-static void print_zero2_remedy(Table *tb, const PlanJob *job, const Estimate *e)
+/* A communication-bound step: each remedy estimated with the plan's other
+ * settings (estimate_comm_remedies; llmc check prints the same as help). */
+static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e)
 {
-    const PlanTrain *t = job->run;
-    if (t->backend != BACKEND_LLAMAFACTORY || t->shard != SHARD_ZERO3) return;
-    PlanTrain tr = *t;
-    PlanJob jb = *job;
-    jb.run = &tr;
-    tr.shard = SHARD_ZERO2;
-    Estimate at;
-    Diags *dd = diags_new();
-    estimate_job(&jb, &at, dd);
-    diags_free(dd);
-    char a[64], b[64];
-    if (!at.fits) {
-        row(tb, 0, "with shard = zero2", "", "does not fit: %.1f GiB of %.1f GiB usable per GPU", at.total_bytes / GIB,
-            at.usable_bytes / GIB);
-        return;
+    CommRemedy r[3];
+    int n = estimate_comm_remedies(job, e, r);
+    for (int i = 0; i < n; i++) {
+        char label[64], a[64], b[64];
+        if (r[i].kind == REMEDY_BATCH && r[i].grad_accum != (job->run->grad_accum > 0 ? job->run->grad_accum : 1))
+            snprintf(label, sizeof label, "with batch %d x accumulation %d", r[i].micro_batch, r[i].grad_accum);
+        else if (r[i].kind == REMEDY_BATCH)
+            snprintf(label, sizeof label, "with batch = %d per gpu", r[i].micro_batch);
+        else if (r[i].kind == REMEDY_ZERO2)
+            snprintf(label, sizeof label, "with shard = zero2");
+        else
+            snprintf(label, sizeof label, "with zero_hpz_partition_size %d", r[i].hpz_group);
+        if (!r[i].fits) {
+            row(tb, 0, label, "", "does not fit: %.1f GiB of %.1f GiB usable per GPU", r[i].total_bytes / GIB,
+                e->usable_bytes / GIB);
+            continue;
+        }
+        cli_fmt_duration(a, sizeof a, r[i].step_seconds);
+        cli_fmt_count(b, sizeof b, r[i].tokens_per_second_per_gpu);
+        row(tb, 0, label, a, "step time; %s tokens/s per GPU (%.2fx this plan's)%s", b, r[i].speedup,
+            r[i].kind == REMEDY_HPZ ? "; DeepSpeed JSON key, not emitted yet" : "");
     }
-    cli_fmt_duration(a, sizeof a, at.step_seconds);
-    cli_fmt_count(b, sizeof b, at.tokens_per_second / (at.world_size > 0 ? at.world_size : 1));
-    row(tb, 0, "with shard = zero2", a, "step time; %s tokens/s per GPU (%.2fx this plan's)", b,
-        e->step_seconds > 0 && at.step_seconds > 0 ? e->step_seconds / at.step_seconds : 0);
 }
 
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
@@ -485,13 +524,13 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
             fmt_rate_gbs(job->profile->intra_bytes_per_s), job->profile->name);
     else
         row(tb, 1, "intra-node (GPU link)", a, "%s sent per GPU at %.0f%% of %.0f GB/s one way%s", b,
-            100 * 0.80, c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
+            100 * link_eff(), c->link_bytes_per_s / 2e9, c->link_default ? " (catalogue)" : "");
     cli_fmt_duration(a, sizeof a, e->comm_inter_seconds);
     if (job->nodes > 1 && e->profile_inter)
         row(tb, 1, "inter-node (network)", a, "%s per node at %s (profile '%s')", b,
             fmt_rate_gbs(job->profile->inter_bytes_per_s), job->profile->name);
     else if (job->nodes > 1)
-        row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * 0.90, c->nics,
+        row(tb, 1, "inter-node (network)", a, "%s per node at %.0f%% of %d x %.0f Gb/s%s%s", b, 100 * net_eff(), c->nics,
             c->nic_bits_per_s / 1e9, c->network_roce ? " RoCE" : "", c->network_default ? " (catalogue)" : "");
     else
         row(tb, 1, "inter-node (network)", a, "one node");
@@ -535,7 +574,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     else if (e->comm_bound) {
         row(tb, 0, "bound by", "comm", "communication (%s) %.1fx compute; a larger batch per GPU amortises it",
             term, e->compute_seconds > 0 ? e->comm_seconds / e->compute_seconds : 0);
-        print_zero2_remedy(tb, job, e);
+        print_comm_remedies(tb, job, e);
     } else
         row(tb, 0, "bound by", "compute", "communication is %.0f%% of compute (mostly %s)",
             e->compute_seconds > 0 ? 100 * e->comm_seconds / e->compute_seconds : 0, term);

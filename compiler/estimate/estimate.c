@@ -65,11 +65,16 @@
 
 #define MAX_BATCH_SEARCH    (1 << 20)
 
-/* Communication (docs/estimator.md, "Communication"). NCCL reaches about this
- * share of a link's one-way bandwidth in its ring collectives (nccl-tests bus
- * bandwidth: ~360 of NVLink 4's 450 GB/s one way; ~45 of a 400 Gb/s NIC's 50). */
-#define LINK_EFFICIENCY      0.80
-#define NET_EFFICIENCY       0.90
+/* Communication (docs/estimator.md, "Communication"). The share of a link's
+ * one-way bandwidth NCCL's rings reach, and the cost of launching one
+ * collective, are rows of the defaults table (estimate_defaults.c). */
+static double default_value(DefaultKind k, int backend)
+{
+    const EstimateDefault *r = estimate_default(k, backend, NULL, -1);
+    return r ? r->value : 0;
+}
+#define LINK_EFFICIENCY      default_value(DEF_LINK_EFFICIENCY, -1)
+#define NET_EFFICIENCY       default_value(DEF_NET_EFFICIENCY, -1)
 /* Latency of one ring hop: over NVLink / PCIe inside a node, over the network
  * (InfiniBand; RoCE adds switch and congestion-control latency). */
 #define HOP_LATENCY_LINK_S   1.0e-6
@@ -78,26 +83,19 @@
 /* Per collective launched: NCCL's kernel launch (llmc trainer, C); DeepSpeed
  * adds its Python-side bookkeeping (hooks, partitioned-parameter state) per
  * gathered module or reduced bucket. */
-#define COLL_LAUNCH_NCCL_S   10e-6
-#define COLL_LAUNCH_DS_S     50e-6
+#define COLL_LAUNCH_NCCL_S   default_value(DEF_COLL_LAUNCH_S, BACKEND_LLMC)
+#define COLL_LAUNCH_DS_S     default_value(DEF_COLL_LAUNCH_S, BACKEND_LLAMAFACTORY)
 /* ZeRO-3 all-gathers one module at a time: per decoder layer the q, k, v, o,
  * gate, up and down projections (the norms stay whole: below the
  * persistence threshold, 10 x hidden under "auto"). */
 #define ZERO3_MODULES_PER_LAYER 7
 
-/* DeepSpeed offload (docs/estimator.md, "Offload time"). Pinned copies reach
- * about this share of the host link's one-way figure (CUDA bandwidthTest,
- * pinned: ~25 of PCIe 4.0 x16's 32 GB/s, ~51-55 of 5.0's 64). */
-#define HOST_LINK_EFFICIENCY 0.80
-/* DeepSpeed's CPU Adam (csrc/adam/cpu_adam_impl.cpp: AVX, OpenMP over the
- * rank's flat partition) reads and writes ~30 bytes per parameter (fp32
- * master, gradient, m, v in; master, m, v and the 16-bit copy out): one thread
- * streams ~7.5 GB/s, 0.25 G parameters/s. A node tops out near 1.8 G/s however
- * many threads run (published A100 nodes: DeepSpeed issue 6834, 72B on 4 x 8
- * GPUs, ~10 s a step; the ZenFlow blog, Llama-2-7B on 4 GPUs, over 4 s;
- * docs/estimator.md, "Offload time", has the table). */
-#define CPU_ADAM_THREAD_PARAMS_S 0.25e9
-#define CPU_ADAM_NODE_PARAMS_S   1.8e9
+/* DeepSpeed offload (docs/estimator.md, "Offload time"): the pinned copies'
+ * share of the host link and DeepSpeed's CPU Adam rates, rows of the
+ * defaults table (estimate_defaults.c, with their sources). */
+#define HOST_LINK_EFFICIENCY     default_value(DEF_HOST_LINK_EFFICIENCY, -1)
+#define CPU_ADAM_THREAD_PARAMS_S default_value(DEF_CPU_ADAM_THREAD_RATE, -1)
+#define CPU_ADAM_NODE_PARAMS_S   default_value(DEF_CPU_ADAM_NODE_RATE, -1)
 
 /* Host memory per node (docs/estimator.md, "Host memory"). */
 #define HOST_TORCH_PROCESS_BYTES (3.0 * GIB)   /* PyTorch + CUDA + NCCL host side, per rank */
@@ -283,6 +281,22 @@ double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e)
         return job->profile->mfu;
     }
     return dflt;
+}
+
+static bool is_cpu_only(const PlanCluster *c);
+
+double estimate_default_mfu(const PlanJob *job, const EstimateDefault **mfu_row,
+                            const EstimateDefault **method_row)
+{
+    const PlanTrain *t = job->run;
+    bool cpu = is_cpu_only(job->cluster);
+    const char *gpu = cpu ? NULL : job->cluster->gpu->name;
+    const EstimateDefault *r = cpu ? NULL : estimate_default(DEF_MFU, (int)t->backend, gpu, (int)t->method);
+    const EstimateDefault *f = estimate_default(DEF_METHOD_FACTOR, (int)t->backend, gpu, (int)t->method);
+    if (mfu_row) *mfu_row = r;
+    if (method_row) *method_row = f && f->value != 1.0 ? f : NULL;
+    double mfu = r ? r->value : cpu ? CPU_DEFAULT_MFU : job->cluster->gpu->default_mfu;
+    return mfu * (f ? f->value : 1.0);
 }
 
 void estimate_profile_fabric(const PlanJob *job, Fabric *f, Estimate *e)
@@ -1060,6 +1074,35 @@ double estimate_padded_length(const double *counts, int nbins, double bin, int b
     return e;
 }
 
+/* E[min(X, c)] for X exponential with mean theta. */
+static double exp_cut_mean(double theta, double c)
+{
+    return theta * -expm1(-c / theta);
+}
+
+double estimate_padded_length_mean(double mean, int b, double context)
+{
+    if (!(mean > 0) || b < 1) return 0;
+    if (!(context > 0) || mean >= 0.999 * context) return context > 0 ? fmin(mean, context) : mean;
+    /* theta such that the cut mean is the stated one (the cut mean grows with theta) */
+    double lo = mean, hi = mean;
+    while (exp_cut_mean(hi, context) < mean && hi < 1e12 * mean) hi *= 2;
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (exp_cut_mean(mid, context) < mean) lo = mid; else hi = mid;
+    }
+    double theta = 0.5 * (lo + hi);
+    /* E[max of b] = integral over [0, c] of 1 - F(x)^b (Simpson's rule);
+     * past 60 theta the integrand is below b e^-60 */
+    int n = 8192;
+    double h = fmin(context, 60 * theta) / n, sum = 0;
+    for (int i = 0; i <= n; i++) {
+        double f = 1 - pow(-expm1(-i * h / theta), b);
+        sum += (i == 0 || i == n ? 1 : i % 2 ? 4 : 2) * f;
+    }
+    return sum * h / 3;
+}
+
 /* Tokens and sequences per epoch, summed over the datasets. Returns the first
  * dataset with nothing to count from, or NULL. */
 static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
@@ -1170,10 +1213,20 @@ static const PlanDataset *count_tokens(const PlanTrain *t, Estimate *e)
     e->tokens_measured = worst <= TOKENS_FROM_STATS;
     /* Unpacked: every dataset's histogram known (one bin width) decides the
      * padding; else none is counted (stated as an assumption). */
-    e->padding_from_stats = false;
-    if (!packed && !hist_mixed && hist_n > 0 && t->ndata > 0) {
-        double p = estimate_padded_length(hist, hist_n, hist_bin, (t->micro_batch > 0 ? t->micro_batch : 1) * (int)seqs, ctx);
+    e->padding_from_stats = e->padding_assumed = e->padding_full_rows = false;
+    int rows = (t->micro_batch > 0 ? t->micro_batch : 1) * (int)seqs;
+    if (!packed && t->backend == BACKEND_LLMC) {
+        /* prepare pads every unpacked record to a row of the context, and the
+         * trainer computes whole rows */
+        e->padded_seq_tokens = ctx;
+        e->padding_full_rows = true;
+    } else if (!packed && !hist_mixed && hist_n > 0 && t->ndata > 0) {
+        double p = estimate_padded_length(hist, hist_n, hist_bin, rows, ctx);
         if (p > 0) { e->padded_seq_tokens = p; e->padding_from_stats = true; }
+    } else if (!packed && !missing && !e->samples_unknown && sequences > 0 && rows > 1) {
+        /* no histogram: the mean sample length and a stated distribution */
+        double p = estimate_padded_length_mean(tokens / sequences, rows, ctx);
+        if (p > 0) { e->padded_seq_tokens = p; e->padding_assumed = true; }
     }
     e->tokens_per_epoch = tokens;
     e->samples_per_epoch = samples;
@@ -1214,6 +1267,12 @@ static double coll_time(const Fabric *f, CollKind k, double bytes, double count,
 /* The collectives of one optimizer step and what of them hides under compute
  * (docs/estimator.md, "Communication"). fwd_share: the first forward's share
  * of a micro-step's FLOPs. */
+/* DeepSpeed's hierarchical partitioning (ZeRO++ hpZ, zero_hpz_partition_size)
+ * for the estimate in progress: 0 off, else the GPUs of the secondary group.
+ * Only the remedy estimate (estimate_job_hpz) sets it; the emitter writes no
+ * such key yet. */
+static int hpz_group;
+
 static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainStates *ts, double fwd_share,
                                double *gather_pass_s)
 {
@@ -1265,7 +1324,11 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
         double buckets = ceil(ts->trainable_params / (h * h));
         double passes = zero3_gather_passes(t->recompute);
         double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro / passes, modules, COLL_LAUNCH_DS_S, e);
-        double ag2 = coll_time(&f, COLL_ALL_GATHER, v.allgather_per_micro * (passes - 1) / passes,
+        /* hpZ: the gathers after the forward's come from the secondary copy
+         * partitioned inside the group (a node): its GPU links only. */
+        Fabric fb = f;
+        if (hpz_group > 1) { fb.nodes = 1; fb.gpus_per_node = hpz_group; }
+        double ag2 = coll_time(&fb, COLL_ALL_GATHER, v.allgather_per_micro * (passes - 1) / passes,
                                (passes - 1) * modules, COLL_LAUNCH_DS_S, e);
         double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_per_micro, buckets, COLL_LAUNCH_DS_S, e);
         *gather_pass_s = ag;
@@ -1420,13 +1483,13 @@ static void estimate_time(const PlanJob *job, Estimate *e)
 
     if (e->cpu_only) {
         e->peak_flops_per_device = cpu_cores(job) * CPU_CORE_PEAK_FLOPS;
-        e->mfu = estimate_job_mfu(job, CPU_DEFAULT_MFU, e);
+        e->mfu = estimate_job_mfu(job, estimate_default_mfu(job, NULL, NULL), e);
     } else {
         /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */
         double peak = c->gpu->bf16_tflops * 1e12;
         if (t->precision == PREC_FP32) peak /= 2;
         e->peak_flops_per_device = peak;
-        e->mfu = estimate_job_mfu(job, c->gpu->default_mfu, e);
+        e->mfu = estimate_job_mfu(job, estimate_default_mfu(job, NULL, NULL), e);
     }
 
     if (t->max_steps > 0) {
@@ -2009,6 +2072,127 @@ static void estimate_startup(const PlanJob *job, Estimate *e)
     }
 }
 
+int estimate_job_hpz(const PlanJob *job, int group, Estimate *out)
+{
+    Diags *d = diags_new();
+    hpz_group = group;
+    estimate_job_rows(job, 0, out, d);
+    hpz_group = 0;
+    diags_free(d);
+    /* the secondary copy: every weight's 16-bit partition over the group */
+    if (group > 1 && out->usable_bytes > 0) {
+        double extra = 2.0 * (double)out->params_total / group;
+        out->comm_bytes += extra;
+        out->total_bytes += extra;
+        out->fits = out->total_bytes <= out->usable_bytes;
+    }
+    return 0;
+}
+
+static void remedy_fill(CommRemedy *r, const Estimate *base, const Estimate *at)
+{
+    r->fits = at->fits;
+    r->total_bytes = at->total_bytes;
+    r->step_seconds = at->step_seconds;
+    r->tokens_per_second_per_gpu = at->tokens_per_second / (at->world_size > 0 ? at->world_size : 1);
+    double base_rate = base->tokens_per_second / (base->world_size > 0 ? base->world_size : 1);
+    r->speedup = base_rate > 0 ? r->tokens_per_second_per_gpu / base_rate : 0;
+}
+
+/* Set while remedies are estimated: their own estimates warn about nothing. */
+static bool in_remedy;
+
+int estimate_comm_remedies(const PlanJob *job, const Estimate *e, CommRemedy out[3])
+{
+    const PlanTrain *t = job->run;
+    int n = 0;
+    if (!e->comm_bound || e->cpu_only || in_remedy) return 0;
+    in_remedy = true;
+    PlanTrain tr = *t;
+    PlanJob jb = *job;
+    jb.run = &tr;
+    Estimate at;
+    Diags *d = diags_new();
+    /* A larger micro batch amortises the per-micro-step collectives; fewer
+     * accumulation steps keep the global batch where the plan has it. */
+    int mb = t->micro_batch > 0 ? t->micro_batch : 1, ga = t->grad_accum > 0 ? t->grad_accum : 1;
+    if (e->max_micro_batch_that_fits > mb) {
+        int best = 0;
+        for (int k = 2; k <= ga; k++)
+            if (ga % k == 0 && (int64_t)mb * k <= e->max_micro_batch_that_fits) best = k;
+        tr.micro_batch = best ? mb * best : e->max_micro_batch_that_fits;
+        tr.grad_accum = best ? ga / best : ga;
+        estimate_job_rows(&jb, 0, &at, d);
+        out[n] = (CommRemedy){.kind = REMEDY_BATCH, .micro_batch = tr.micro_batch, .grad_accum = tr.grad_accum};
+        remedy_fill(&out[n++], e, &at);
+        tr = *t;
+    }
+    if (t->backend == BACKEND_LLAMAFACTORY && t->shard == SHARD_ZERO3) {
+        tr.shard = SHARD_ZERO2;
+        estimate_job_rows(&jb, 0, &at, d);
+        out[n] = (CommRemedy){.kind = REMEDY_ZERO2};
+        remedy_fill(&out[n++], e, &at);
+        tr = *t;
+        int g = job->cluster->gpus_per_node;
+        if (job->nodes > 1 && g > 1) {
+            estimate_job_hpz(&jb, g, &at);
+            out[n] = (CommRemedy){.kind = REMEDY_HPZ, .hpz_group = g};
+            remedy_fill(&out[n++], e, &at);
+        }
+    }
+    diags_free(d);
+    in_remedy = false;
+    return n;
+}
+
+#define COMM_WARN_SHARE 0.25
+#define COMM_WARN_MIN_S 0.05
+
+/* A communication-bound step, a warning at the batch with each remedy's
+ * estimate (llmc check prints it; explain prints the same rows). */
+static void report_comm(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    const PlanTrain *t = job->run;
+    if (!e->comm_bound || !e->fabric_known || e->compute_seconds <= 0 || hpz_group || in_remedy) return;
+    /* Worth a warning when it costs: the exposed part adds a quarter to
+     * compute and at least COMM_WARN_MIN_S to every step. */
+    if (e->comm_exposed_seconds < COMM_WARN_SHARE * e->compute_seconds || e->comm_exposed_seconds < COMM_WARN_MIN_S)
+        return;
+    const char *term = e->comm_latency_seconds > fmax(e->comm_intra_seconds, e->comm_inter_seconds)
+                           ? "the latency of its many small collectives"
+                       : e->comm_inter_seconds > e->comm_intra_seconds ? "the network" : "the GPU links";
+    Diag *dg = diag_warning(d, t->batch_at,
+                            "communication bounds the step: %.2f s of collectives against %.2f s of compute per "
+                            "optimizer step at batch = %d per gpu on %d node%s (mostly %s)",
+                            e->comm_seconds, e->compute_seconds, t->micro_batch, job->nodes,
+                            job->nodes == 1 ? "" : "s", term);
+    if (t->backend == BACKEND_LLAMAFACTORY && t->shard == SHARD_ZERO3)
+        diag_note(dg, "ZeRO-3 gathers every weight %s per micro-step whatever the batch, so a small batch per GPU "
+                      "waits on the fabric", t->recompute == RECOMPUTE_NONE ? "twice" : "three times (forward, "
+                      "recomputed forward, backward)");
+    CommRemedy r[3];
+    int n = estimate_comm_remedies(job, e, r);
+    for (int i = 0; i < n; i++) {
+        char what[160];
+        if (r[i].kind == REMEDY_BATCH && r[i].grad_accum != (t->grad_accum > 0 ? t->grad_accum : 1))
+            snprintf(what, sizeof what, "batch = %d per gpu with grad_accum = %d (the same global batch)",
+                     r[i].micro_batch, r[i].grad_accum);
+        else if (r[i].kind == REMEDY_BATCH)
+            snprintf(what, sizeof what, "batch = %d per gpu (a larger global batch)", r[i].micro_batch);
+        else if (r[i].kind == REMEDY_ZERO2)
+            snprintf(what, sizeof what, "shard = zero2");
+        else
+            snprintf(what, sizeof what, "DeepSpeed's zero_hpz_partition_size = %d (the GPUs of a node; LLaMA-Factory "
+                     "passes it through the DeepSpeed JSON)", r[i].hpz_group);
+        if (!r[i].fits)
+            diag_help(dg, "%s does not fit: %.1f GiB per GPU of %.1f usable", what, r[i].total_bytes / GIB,
+                      e->usable_bytes / GIB);
+        else
+            diag_help(dg, "%s: %.2f s per step, %.0f tokens/s per GPU (%.2fx)", what, r[i].step_seconds,
+                      r[i].tokens_per_second_per_gpu, r[i].speedup);
+    }
+}
+
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d)
 {
     return estimate_job_rows(job, 0, out, d);
@@ -2038,6 +2222,7 @@ int estimate_job_rows(const PlanJob *job, double shard_rows, Estimate *out, Diag
     estimate_host(job, out);
 
     int errors = report_memory(job, out, d);
+    if (out->fits) report_comm(job, out, d);
     errors += report_host(job, out, d);
     errors += report_time(job, out, d, missing);
     errors += report_startup(job, out, d);

@@ -110,6 +110,9 @@ typedef struct {
     double padded_seq_tokens;               /* tokens a sequence is computed at (padded to the
                                                longest of its micro batch); = seq_tokens packed */
     bool padding_from_stats;                /* the length histogram of a stats file decided it */
+    bool padding_assumed;                   /* no histogram: from the mean sample length, lengths taken
+                                               as exponentially distributed (estimate_padded_length_mean) */
+    bool padding_full_rows;                 /* llmc trainer, unpacked: every row computed at the context */
     /* ---- llmc CUDA trainer: cuDNN attention (docs/estimator.md, "cuDNN attention workspace") ---- */
     bool attn_cudnn;                        /* attention runs through cuDNN's fused SDPA */
     bool attn_cudnn_deterministic;          /* ... in its deterministic form (train.deterministic) */
@@ -190,6 +193,11 @@ bool estimate_read_stats(const char *data_file, DataStats *st);
  * at their upper end, capped at the context): what a micro batch pads to. */
 double estimate_padded_length(const double *counts, int nbins, double bin, int b, double context);
 
+/* The same without a histogram, from the mean sample length alone: lengths
+ * taken as exponentially distributed (as long as they are spread: standard
+ * deviation = mean), cut at the context, with that mean after the cut. */
+double estimate_padded_length_mean(double mean, int b, double context);
+
 /* ---- communication ---- */
 typedef struct {
     int nodes, gpus_per_node;
@@ -244,6 +252,37 @@ double estimate_cpu_adam_rate(int threads, int ranks_per_node);
 double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e);
 void estimate_profile_fabric(const PlanJob *job, Fabric *f, Estimate *e);
 
+/* ---- defaults from published measurements (estimate_defaults.c) ---- */
+typedef enum {
+    DEF_MFU,                /* compute efficiency of all FLOPs executed (recompute included) */
+    DEF_METHOD_FACTOR,      /* factor on it for a fine-tuning method (LoRA, QLoRA) */
+    DEF_LINK_EFFICIENCY,    /* share of the GPU link's one-way bandwidth a ring collective reaches */
+    DEF_NET_EFFICIENCY,     /* share of the network's */
+    DEF_COLL_LAUNCH_S,      /* seconds per collective launched, beyond the ring's hops */
+    DEF_HOST_LINK_EFFICIENCY, /* share of the host link's one-way figure pinned copies reach (offload) */
+    DEF_CPU_ADAM_THREAD_RATE, /* DeepSpeed CPU Adam: parameters per second per OpenMP thread */
+    DEF_CPU_ADAM_NODE_RATE    /* ... and at most per node, however many threads */
+} DefaultKind;
+typedef struct {
+    DefaultKind kind;
+    int backend;            /* PlanBackend, -1: any */
+    const char *gpu_prefix; /* catalogue names starting with it; NULL: any (and CPU) */
+    int method;             /* FinetuneMethod, -1: any */
+    double value;
+    const char *label;      /* a few words for explain's assumptions */
+    const char *source;     /* the published or measured figure it rests on */
+} EstimateDefault;
+/* The first row of the table for this kind, backend, GPU name (NULL on CPU)
+ * and method; NULL when none applies (the caller's own default stands). */
+const EstimateDefault *estimate_default(DefaultKind kind, int backend, const char *gpu, int method);
+/* The whole table, in order (docs/estimator.md prints it). */
+int estimate_defaults(const EstimateDefault **rows);
+/* The compute efficiency a job starts from before the plan's mfu and its
+ * profile: the table's row for its backend and GPU (else the catalogue's
+ * default_mfu; CPU 0.20) times its method's factor; *src the rows used. */
+double estimate_default_mfu(const PlanJob *job, const EstimateDefault **mfu_row,
+                            const EstimateDefault **method_row);
+
 /* Fill *out for the job; report errors (does not fit, cannot finish) and
  * warnings with positions into d. Returns the number of errors added. */
 int estimate_job(const PlanJob *job, Estimate *out, Diags *d);
@@ -252,6 +291,27 @@ int estimate_job(const PlanJob *job, Estimate *out, Diags *d);
  * sequences counted from the tokens (packing never fills every row), so the
  * steps are the trainer's, ceil(epochs x rows / global batch). */
 int estimate_job_rows(const PlanJob *job, double shard_rows, Estimate *out, Diags *d);
+
+/* The job with DeepSpeed's hierarchical partitioning (ZeRO++ hpZ,
+ * zero_hpz_partition_size = group): ZeRO-3's forward gathers over all ranks,
+ * the backward's and the recomputed forward's from a secondary 16-bit copy
+ * partitioned inside the group (2 x N / group bytes more per GPU, in
+ * comm_bytes). Diagnostics are dropped: a what-if for remedies. */
+int estimate_job_hpz(const PlanJob *job, int group, Estimate *out);
+
+/* Remedies for a communication-bound step (docs/estimator.md,
+ * "Communication-bound steps"), each estimated with the plan's other settings. */
+typedef enum { REMEDY_BATCH, REMEDY_ZERO2, REMEDY_HPZ } RemedyKind;
+typedef struct {
+    RemedyKind kind;
+    int micro_batch, grad_accum;    /* REMEDY_BATCH: the larger micro batch, the fewer accumulation steps */
+    int hpz_group;                  /* REMEDY_HPZ: zero_hpz_partition_size */
+    bool fits;
+    double total_bytes, step_seconds, tokens_per_second_per_gpu, speedup;
+} CommRemedy;
+/* Up to 3 remedies for job's estimate e when comm_bound (llamafactory ZeRO-3
+ * for zero2 and hpZ; any plan for the batch); returns the count. */
+int estimate_comm_remedies(const PlanJob *job, const Estimate *e, CommRemedy out[3]);
 
 /* ---- the formulas, exposed for explain and for the check vectors in tests ---- */
 

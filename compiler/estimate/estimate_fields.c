@@ -37,7 +37,8 @@
     X(host_process_bytes, EST_NUM, -1) X(host_model_bytes, EST_NUM, -1) X(host_data_bytes, EST_NUM, -1) \
     X(host_pinned_bytes, EST_NUM, -1) X(host_offload_bytes, EST_NUM, -1) X(host_bytes, EST_NUM, -1) \
     X(host_usable_bytes, EST_NUM, -1) X(host_fits, EST_BOOL, -1) \
-    X(padded_seq_tokens, EST_NUM, -1) X(padding_from_stats, EST_BOOL, -1) \
+    X(padded_seq_tokens, EST_NUM, -1) X(padding_from_stats, EST_BOOL, -1) X(padding_assumed, EST_BOOL, -1) \
+    X(padding_full_rows, EST_BOOL, -1) \
     X(trainable_params, EST_NUM, -1) X(frozen_bytes_per_param, EST_NUM, -1) \
     X(offload_time_known, EST_BOOL, -1) X(offload_d2h_bytes, EST_NUM, -1) X(offload_h2d_bytes, EST_NUM, -1) \
     X(offload_pcie_seconds, EST_NUM, -1) X(offload_pcie_exposed_seconds, EST_NUM, -1) \

@@ -55,7 +55,8 @@ print(int(d["tokens"] == i["n_tokens"] and d["label_tokens"] == i["n_label_token
 if [[ $sumok == 1 ]]; then ok "index.json summary: per-dataset records and tokens"; else no "index.json summary"; fi
 
 # 1b. the stats file beside the data (issue 12): records and tokens as packed, the length
-#     histogram; `llmc explain` then takes its token counts and padding from it
+#     histogram; `llmc explain` then takes its token counts from it (the llmc trainer computes
+#     unpacked rows whole, so its padding is the context, not the histogram's)
 stok=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); i=json.load(open(sys.argv[2]))
 h=s["length_histogram"]
 print(int(s["format"] == "llmc-data-stats" and s["records"] == 9600 and s["tokens"] == i["n_tokens"] and
@@ -68,8 +69,8 @@ sed -e "s|\"data/arith.json\"|\"$A\"|" -e "s|\"tokenizer\"$|\"$R/examples/tiny/t
     "$R/examples/tiny/tiny.llm" >"$S/stats.llm"
 ex=$("$BUILD/llmc" explain "$S/stats.llm" --color=never 2>&1)
 ntok=$(python3 -c 'import json,sys; print("%.1fK" % (json.load(open(sys.argv[1]))["n_tokens"] / 1000))' "$S/tiny/shards/index.json")
-if grep -Eq "tokens per epoch +$ntok +prepare stats" <<<"$ex" && [[ $ex == *"from the stats file's length histogram"* ]]; then
-    ok "llmc explain takes tokens per epoch ($ntok) and padding from the stats file"
+if grep -Eq "tokens per epoch +$ntok +prepare stats" <<<"$ex" && [[ $ex == *"pads every record to a row of 64 tokens"* ]]; then
+    ok "llmc explain takes tokens per epoch ($ntok) from the stats file, unpacked rows at the context"
 else no "explain with stats" "$ex"; fi
 
 # 2. idempotent: a second run does nothing; a changed input file is prepared again

@@ -733,8 +733,9 @@ static void test_time_arithmetic(void)
      * batch 4: 1e6 sequences / global batch 64 = 15625 steps.
      * FLOPs/token: matmul params 8,030,261,248 - 128256*4096 = 7,504,924,672;
      * 6N = 45,029,548,032; attention 3 x 2 x 32 x 1000 x 4096 = 786,432,000;
-     * sum 45,815,980,032. Rate 16 x 989e12 x 0.40 = 6.3296e15 FLOP/s, so
-     * 1e9 tokens take 7238.37 s: 3 segments of a 1 h limit. */
+     * sum 45,815,980,032. Rate 16 x 989e12 x 0.50 (the defaults table's
+     * llmc row for H100: estimate_defaults.c) = 7.912e15 FLOP/s, so 1e9
+     * tokens take 5790.695 s: 2 segments of a 1 h limit. */
     fixture(&f, model(ARCH_LLAMA, 32, 4096, 32, 8, 0, 14336, 128256, false), 2, 1000, 4,
             SHARD_ZERO3, RECOMPUTE_NONE, 1e9);
     f.j.time_seconds = 3600;
@@ -746,16 +747,16 @@ static void test_time_arithmetic(void)
     CHECK(e.global_batch == 64 && e.steps_total == 15625, "steps %lld, global batch %lld",
           (long long)e.steps_total, (long long)e.global_batch);
     CHECK(e.flops_per_token == 45815980032.0, "flops/token %.0f", e.flops_per_token);
-    CHECK(near(e.total_seconds, 7238.3689, 1e-6), "total %.4f s", e.total_seconds);
-    CHECK(near(e.step_seconds, 64 * 1000 * 45815980032.0 / 6.3296e15, 1e-12), "step seconds");
-    CHECK(near(e.gpu_hours, 7238.3689 * 16 / 3600, 1e-6), "gpu hours %.3f", e.gpu_hours);
-    CHECK(e.requeue_segments == 3, "segments %d", e.requeue_segments);
+    CHECK(near(e.total_seconds, 1e9 * 45815980032.0 / 7.912e15, 1e-12), "total %.4f s", e.total_seconds);
+    CHECK(near(e.step_seconds, 64 * 1000 * 45815980032.0 / 7.912e15, 1e-12), "step seconds");
+    CHECK(near(e.gpu_hours, 1e9 * 45815980032.0 / 7.912e15 * 16 / 3600, 1e-12), "gpu hours %.3f", e.gpu_hours);
+    CHECK(e.requeue_segments == 2, "segments %d", e.requeue_segments);
 
     f.j.requeue = false;
     text = run_job(&f.j, &e, &errors);
     CHECK(errors == 1 && strstr(text, "t.llm:30:3: error: run cannot finish inside the time limit"),
           "time error:\n%s", text);
-    CHECK(strstr(text, "requeue = true runs it in 3 segments"), "segments in help:\n%s", text);
+    CHECK(strstr(text, "requeue = true runs it in 2 segments"), "segments in help:\n%s", text);
     free(text);
 
     /* Full recompute adds a forward: + 2N + attention forward. */
@@ -1285,6 +1286,7 @@ static void test_padding_stats(void)
     fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 2048, 4, SHARD_NONE,
             RECOMPUTE_NONE, -1);
     f.t.stage = STAGE_SFT; f.t.packing = false;
+    f.t.backend = BACKEND_LLAMAFACTORY;   /* transformers computes a batch at its longest record */
     f.ds.file = data;
     free(run_job(&f.j, &e, &errors));
     /* b = 4: P(all four short) = 0.75^4 = 0.31640625: E = 255 x 0.31640625 +
@@ -1294,6 +1296,12 @@ static void test_padding_stats(void)
           e.tokens_per_epoch);
     CHECK(e.padding_from_stats && near(e.padded_seq_tokens, 255 * 0.31640625 + 511 * 0.68359375, 1e-12) &&
           near(e.seq_tokens, 175, 1e-12), "padded %.3f, mean %.3f", e.padded_seq_tokens, e.seq_tokens);
+    /* The llmc trainer computes unpacked rows whole: prepare pads each record to the context. */
+    f.t.backend = BACKEND_LLMC;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.padding_full_rows && !e.padding_from_stats && e.padded_seq_tokens == 2048, "llmc rows %.0f",
+          e.padded_seq_tokens);
+    f.t.backend = BACKEND_LLAMAFACTORY;
     /* Packed: no padding. */
     f.t.packing = true;
     free(run_job(&f.j, &e, &errors));
@@ -1305,6 +1313,103 @@ static void test_padding_stats(void)
     CHECK(e.tokens_source != TOKENS_FROM_STATS, "malformed stats ignored");
     remove(stats);
     remove(dir);
+}
+
+/* No histogram: the mean sample length with lengths exponentially spread.
+ * Far from the context the cut does nothing: E[max of b exponentials of mean
+ * m] = m x (1 + 1/2 + ... + 1/b): 100, 150, 183.33, 208.33 at b = 1..4. At a
+ * context of 200 and a cut mean of 100, theta solves theta (1 - e^(-200 /
+ * theta)) = 100 (theta = 125.48...), and E[max of 2] = integral over [0, 200]
+ * of 1 - (1 - e^(-x/theta))^2 = 2 x 100 - theta/2 (1 - e^(-400/theta)) =
+ * 138.8 (checked against the closed form). */
+static void test_padding_mean(void)
+{
+    CHECK(near(estimate_padded_length_mean(100, 1, 1e9), 100, 1e-6), "b=1: the mean");
+    CHECK(near(estimate_padded_length_mean(100, 2, 1e9), 150, 1e-6), "b=2");
+    CHECK(near(estimate_padded_length_mean(100, 4, 1e9), 100 * (1 + 0.5 + 1.0 / 3 + 0.25), 1e-6), "b=4");
+    double lo = 100, hi = 1e6;
+    for (int i = 0; i < 200; i++) {
+        double mid = (lo + hi) / 2;
+        if (mid * -expm1(-200 / mid) < 100) lo = mid; else hi = mid;
+    }
+    double closed = 200 - lo / 2 * -expm1(-400 / lo);
+    CHECK(near(estimate_padded_length_mean(100, 2, 200), closed, 1e-6), "cut at 200: %.4f vs %.4f",
+          estimate_padded_length_mean(100, 2, 200), closed);
+    CHECK(estimate_padded_length_mean(300, 4, 200) == 200, "mean at the context: the context");
+    /* In a job: unpacked sft with stated samples and size, no stats file. */
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 4096, 4, SHARD_NONE,
+            RECOMPUTE_NONE, 400000);
+    f.t.stage = STAGE_SFT; f.t.packing = false; f.t.backend = BACKEND_LLAMAFACTORY;
+    f.ds.samples = 4000;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.padding_assumed && near(e.seq_tokens, 100, 1e-12) &&
+          near(e.padded_seq_tokens, estimate_padded_length_mean(100, 4, 4096), 1e-12) &&
+          e.padded_seq_tokens > 208 && e.padded_seq_tokens < 208.34, "assumed padding %.3f", e.padded_seq_tokens);
+}
+
+/* DeepSpeed's hierarchical partitioning: the backward's and the recomputed
+ * forward's gathers stay inside the node. Qwen2.5-72B on 32 x 8 H100 at
+ * batch 1 (test_step_breakdown's plan): of the 3 x 2N bytes gathered per
+ * micro-step, 2 x 2N go round rings of 8 GPUs: each GPU sends 7/8 of them
+ * over NVLink and nothing over the network, so the network carries only the
+ * forward's gather and the reduce-scatter, 2 x 2N x 255/256. */
+static void test_hpz(void)
+{
+    Fixture f;
+    Estimate e, h;
+    int errors;
+    PlanModel q72 = model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false);
+    fixture(&f, q72, 32, 512, 1, SHARD_ZERO3, RECOMPUTE_FULL, 1e9);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    set_fabric(&f);
+    free(run_job(&f.j, &e, &errors));
+    estimate_job_hpz(&f.j, 8, &h);
+    double n2 = 2 * 72706203648.0;
+    double sent = 2 * n2 * 255 / 256 + 2 * n2 * 7 / 8;
+    CHECK(near(h.comm_sent_bytes, sent, 1e-12), "sent %.0f vs %.0f", h.comm_sent_bytes, sent);
+    CHECK(near(h.comm_inter_seconds, 2 * n2 * 255 / 256 / 360e9, 1e-9), "network: forward gather + reduce-scatter");
+    CHECK(h.comm_seconds < e.comm_seconds, "hpz moves less: %.3f < %.3f", h.comm_seconds, e.comm_seconds);
+    CHECK(near(h.total_bytes - e.total_bytes, n2 / 8, 1e-9), "secondary copy 2N/8 per GPU");
+    /* The remedies of a communication-bound step, each estimated. */
+    CommRemedy r[3];
+    int n = estimate_comm_remedies(&f.j, &e, r);
+    CHECK(e.comm_bound && n == 3 && r[0].kind == REMEDY_BATCH && r[1].kind == REMEDY_ZERO2 &&
+          r[2].kind == REMEDY_HPZ && r[2].hpz_group == 8, "remedies %d", n);
+    CHECK(n == 3 && r[0].micro_batch > 1 && r[0].speedup > 1, "a larger batch is faster per GPU");
+}
+
+/* The defaults table: each row has a source; the lookups the estimate makes. */
+static void test_defaults(void)
+{
+    const EstimateDefault *rows;
+    int n = estimate_defaults(&rows);
+    for (int i = 0; i < n; i++)
+        CHECK(rows[i].source && strlen(rows[i].source) > 10 && rows[i].label && rows[i].value > 0,
+              "row %d has a value, a label and a source", i);
+    const EstimateDefault *r = estimate_default(DEF_MFU, BACKEND_LLAMAFACTORY, "A100_80GB", METHOD_FULL);
+    CHECK(r && r->value == 0.60, "llamafactory A100");
+    r = estimate_default(DEF_MFU, BACKEND_LLAMAFACTORY, "H100_80GB", METHOD_FULL);
+    CHECK(r && r->value == 0.40, "llamafactory H100");
+    r = estimate_default(DEF_MFU, BACKEND_LLMC, "H200_141GB", METHOD_FULL);
+    CHECK(r && r->value == 0.50, "llmc H200");
+    CHECK(!estimate_default(DEF_MFU, BACKEND_LLMC, NULL, METHOD_FULL), "llmc on CPU: no row (0.20 stands)");
+    r = estimate_default(DEF_METHOD_FACTOR, BACKEND_LLAMAFACTORY, "H100_80GB", METHOD_QLORA);
+    CHECK(r && r->value == 0.68, "qlora factor");
+    CHECK(estimate_default(DEF_COLL_LAUNCH_S, BACKEND_LLAMAFACTORY, NULL, -1)->value == 50e-6 &&
+          estimate_default(DEF_COLL_LAUNCH_S, BACKEND_LLMC, NULL, -1)->value == 10e-6, "launch costs");
+    /* A LoRA job on H100 starts from 0.40 x 0.92. */
+    Fixture f;
+    Estimate e;
+    int errors;
+    fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 2048, 4, SHARD_NONE,
+            RECOMPUTE_NONE, 1e6);
+    f.t.backend = BACKEND_LLAMAFACTORY;
+    f.t.method = METHOD_LORA; f.t.lora_rank = 8;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(near(e.mfu, 0.40 * 0.92, 1e-12), "lora mfu %.4f", e.mfu);
 }
 
 /* precision = pure_bf16 (LLaMA-Factory): bf16 weights and gradients, AdamW m
@@ -1755,6 +1860,9 @@ int main(int argc, char **argv)
     test_cpu_plan();
     test_hostile();
     test_collectives();
+    test_padding_mean();
+    test_hpz();
+    test_defaults();
     test_comm_volumes();
     test_step_breakdown();
     test_train_states();
