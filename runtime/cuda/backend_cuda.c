@@ -66,11 +66,6 @@ static size_t device_used(void)
  * do in err. Change the row when a feature lands. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
-    if (plan->zero_stage > llmc_backend_caps[LLMC_BACKEND_CUDA].max_shard && plan->data_parallel > 1) {
-        snprintf(err, errlen, "parallel.zero_stage = %d on %d ranks: the CUDA backend shards optimizer states only "
-                 "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
-        return -1;
-    }
     if (plan->offload == OFFLOAD_ALL) {
         snprintf(err, errlen, "parallel.offload = \"all\": the CUDA backend offloads the optimizer (\"optimizer\") "
                  "and not the parameters");
@@ -86,10 +81,9 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
         snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
     }
-    if (ft->method != METHOD_FULL && (plan->data_parallel > 1 || plan->offload != OFFLOAD_NONE)) {
-        snprintf(err, errlen, "finetune.method = %s runs on one GPU without offload in the CUDA backend (this plan "
-                 "has %d data-parallel ranks%s)", method_json_names[ft->method], plan->data_parallel,
-                 plan->offload != OFFLOAD_NONE ? " and parallel.offload" : "");
+    if (ft->method != METHOD_FULL && plan->offload != OFFLOAD_NONE) {
+        snprintf(err, errlen, "finetune.method = %s with parallel.offload: the CUDA backend offloads the optimizer "
+                 "of full training only", method_json_names[ft->method]);
         return -1;
     }
     if (ft->method == METHOD_LORA && ft->lora_dropout > 0) {
@@ -234,13 +228,11 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     CudaBackend *c = self;
     const int is0 = c->d.rank == 0, T = plan->context, MB = plan->micro_batch;
     int zero_stage = plan->zero_stage;
-    CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
-                        .comm_stream = c->d.comm_stream};
+    CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .zero = zero_stage,
+                        .comm = c->d.comm, .comm_stream = c->d.comm_stream};
     int rc_mode = plan->recompute;
     int attn = plan->attention != ATTN_FLASH ? CUDA_ATTN_EAGER
              : plan->deterministic ? CUDA_ATTN_FUSED_DETERMINISTIC : CUDA_ATTN_FUSED;
-    if (is0 && zero_stage > 1 && c->d.world > 1)
-        log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
     CudaHostState host = {.w = hm->w, .m = opt->m, .v = opt->v, .n = hm->n_floats};
     if (c->offload && is0)
         log_info("offload: pinning %.1f GiB of host memory for the master weights and AdamW moments",
@@ -275,9 +267,15 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
         snprintf(ft_text, sizeof ft_text, ", %s: %zu of %zu parameters trainable", method_json_names[plan->ft.method],
                  trained, c->cm.n_real + (ft.method == METHOD_LORA ? trained : 0));
     }
-    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s",
+    int stage = c->cm.zero ? c->cm.zero : c->cm.par.zero1 && c->d.world > 1 ? 1 : 0;
+    char zero_text[96] = "";
+    if (c->cm.zero)
+        snprintf(zero_text, sizeof zero_text, " (%zu of %zu parameters on this rank)", c->cm.shard_len, c->cm.n_total);
+    else if (ft.method != METHOD_FULL && c->d.world > 1)
+        snprintf(zero_text, sizeof zero_text, " (fine-tuning: trained state replicated on every rank)");
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s%s",
              !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
-             plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), par.zero1 && c->d.world > 1 ? 1 : 0,
+             plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), stage, zero_text,
              c->offload ? ", optimizer offloaded to host memory" : "", ft_text);
     return 0;
 }
@@ -459,6 +457,12 @@ static int cu_eval_forward(void *self, const Batch *b, int n_rows, double *loss_
         return -1;
     }
     *labels = make_targets(c, b, n_rows);
+    /* rank 0 evaluates alone after the final checkpoint (train_loop.c), whose
+     * get_state left the whole master weights in c->flat: ZeRO-3 gathers from them */
+    if (c->cm.zero == 3 && c->d.world > 1) {
+        if (!c->flat) { log_error("ZeRO-3 evaluation before the weights were gathered"); return -1; }
+        cuda_model_zero3_local(&c->cm, c->flat);
+    }
     CUDA_CHECK(cudaMemsetAsync(c->cm.loss_acc, 0, sizeof(float), (cudaStream_t)c->cm.stream));
     cuda_model_micro(&c->cm, c->ids_i, c->pos_i, c->tg, 0.0f, c->logits, 0);
     float ls = 0;   /* on the model's stream: the loss kernels may still be running */
