@@ -60,10 +60,11 @@ static size_t device_used(void)
     return tot - fr;
 }
 
-/* What the plan asks for that this backend does not do yet (its row
+/* What the plan asks for that this backend does not do (its row
  * llmc_backend_caps[LLMC_BACKEND_CUDA], contract/backend_caps.h, by which the
- * llmc checker refuses the same): 0, or -1 with the plan.json key and what to
- * do in err. Change the row when a feature lands. */
+ * llmc checker refuses the same; ZeRO-2/3, and freeze, LoRA and offload on
+ * several ranks, run now, and the row's shard limits are the checker's to
+ * lift): 0, or -1 with the plan.json key and what to do in err. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
     if (plan->offload == OFFLOAD_ALL) {
@@ -71,9 +72,10 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
                  "and not the parameters");
         return -1;
     }
-    if (plan->offload == OFFLOAD_OPTIMIZER && plan->data_parallel > 1) {
-        snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
-                 "data-parallel ranks)", plan->data_parallel);
+    if (plan->offload == OFFLOAD_OPTIMIZER && plan->data_parallel > 1 && plan->zero_stage < 2) {
+        snprintf(err, errlen, "parallel.offload = \"optimizer\" on %d data-parallel ranks: the CUDA backend offloads "
+                 "each rank's optimizer shard, which needs parallel.zero_stage 2 or 3 (this plan has %d)",
+                 plan->data_parallel, plan->zero_stage);
         return -1;
     }
     const RunFinetune *ft = &plan->ft;
@@ -153,7 +155,9 @@ static int cu_preflight(void *self, const RunPlan *plan)
     double n = (double)hl.n_floats;
     model_free(&hl);
     int method = plan->ft.method;
-    double per = c->offload ? 12 : method == METHOD_LORA ? 8 : method == METHOD_FREEZE ? 20 : 24;
+    /* offload on several ranks: as without it, plus the rank's pinned shard */
+    double per = c->offload && plan->data_parallel > 1 ? 24 + 12.0 / plan->data_parallel
+               : c->offload ? 12 : method == METHOD_LORA ? 8 : method == METHOD_FREEZE ? 20 : 24;
     double need = n * per, avail = host_available_bytes();
     if (avail > 0 && need > avail) {
         log_error("host memory: %.1f GiB needed for %.2fB parameters (%s, %.0f bytes each), %.1f GiB available on "
@@ -233,6 +237,12 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     int rc_mode = plan->recompute;
     int attn = plan->attention != ATTN_FLASH ? CUDA_ATTN_EAGER
              : plan->deterministic ? CUDA_ATTN_FUSED_DETERMINISTIC : CUDA_ATTN_FUSED;
+    /* Offload on several ranks: each rank's shard in its own pinned memory
+     * (model_cuda.c), the loop's host model a mirror as without offload. */
+    if (c->offload && c->d.world > 1) {
+        c->offload = 0;
+        par.offload_shard = 1;
+    }
     CudaHostState host = {.w = hm->w, .m = opt->m, .v = opt->v, .n = hm->n_floats};
     if (c->offload && is0)
         log_info("offload: pinning %.1f GiB of host memory for the master weights and AdamW moments",
@@ -276,13 +286,18 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s%s",
              !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
              plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), stage, zero_text,
-             c->offload ? ", optimizer offloaded to host memory" : "", ft_text);
+             c->offload || c->cm.off_shard ? ", optimizer offloaded to host memory" : "", ft_text);
     return 0;
 }
 
 static void cu_destroy(void *self)
 {
     CudaBackend *c = self;
+    /* per rank (ranks sharing a GPU make the device's own counters useless) */
+    if (c->have_cm)
+        log_info("rank %d: %.4f GiB of GPU memory allocated for the model (ZeRO-%d, %zu of %zu parameters in its "
+                 "shard)", c->d.rank, c->cm.bytes_allocated / 1073741824.0, c->cm.zero ? c->cm.zero
+                 : c->cm.par.zero1 && c->d.world > 1, c->cm.shard_len, c->cm.n_total);
     if (c->gpu_mf) fclose(c->gpu_mf);
     free(c->ids_i); free(c->pos_i); free(c->tg); free(c->logits);
     free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off); free(c->host_tmp);

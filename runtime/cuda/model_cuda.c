@@ -339,6 +339,24 @@ static int zero_plan(CudaModel *m)
     return 0;
 }
 
+/* Offload under ZeRO-2/3: the shard's master weights and moments in pinned
+ * host memory, zeroed (the moments start there; the weights come from set). */
+static int offload_shard_alloc(CudaModel *m)
+{
+    size_t bytes = (m->n_state ? m->n_state : 1) * sizeof(float);
+    float **arr[3] = {&m->master, &m->m, &m->v};
+    for (int k = 0; k < 3; k++) {
+        if (cudaMallocHost((void **)arr[k], bytes) != cudaSuccess) {
+            cudaGetLastError();
+            log_error("offload: cannot pin %.2f GiB of host memory for this rank's optimizer shard",
+                      3.0 * bytes / 1073741824.0);
+            return -1;
+        }
+        memset(*arr[k], 0, bytes);
+    }
+    return 0;
+}
+
 /* ZeRO-2: whole bf16 weights; ZeRO-3: this rank's and one gathered layer and
  * the gathered last unit. Both: two layer buckets, the last unit's bucket, the
  * shard's gradient, the norm's block sums. */
@@ -437,6 +455,12 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
      * offload keeps its own layout (one rank). */
     if (m->finetune != METHOD_FULL) m->par.zero1 = 0;
     m->zero = m->finetune == METHOD_FULL && !offload && par->zero >= 2 ? (par->zero > 3 ? 3 : par->zero) : 0;
+    if (par->offload_shard && !m->zero) {
+        log_error("optimizer offload on %d ranks shards the optimizer with ZeRO-2 or ZeRO-3 (full training)",
+                  par->world);
+        return -1;
+    }
+    m->off_shard = m->zero && par->offload_shard;
     if (m->zero && split) {
         log_error("LLMC_MASTER=split keeps the master weights beside whole bf16 weights: use it with ZeRO-0/1, "
                   "or unset it for ZeRO-%d", m->zero);
@@ -463,6 +487,8 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     }
     if (offload) {
         if (offload_create(m, offload, &fail)) return -1;
+    } else if (m->off_shard) {
+        if (offload_shard_alloc(m)) return -1;
     } else if (m->n_state) {
         if (split) m->master_lo = dalloc(m, m->n_state * sizeof(uint16_t), &fail);
         else m->master = dalloc(m, m->n_state * FF, &fail);
@@ -555,7 +581,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
             CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
             m->layer_done[l] = e;
         }
-    if (!m->offload && m->n_state) {
+    if (!m->offload && !m->off_shard && m->n_state) {
         CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->n_state * FF, st));
         CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->n_state * FF, st));
     }
@@ -581,6 +607,10 @@ void cuda_model_destroy(CudaModel *m)
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     free(m->h_emb_plan); free(m->h_emb_next);
     free(m->starts); free(m->units);
+    if (m->off_shard) {
+        cudaDeviceSynchronize();
+        cudaFreeHost(m->master); cudaFreeHost(m->m); cudaFreeHost(m->v);
+    }
     memset(m, 0, sizeof *m);
 }
 
@@ -600,9 +630,9 @@ static void adopt_weights(CudaModel *m, float *tmp)
     if (m->zero) {   /* the shard's master weights; the bf16 weights whole (ZeRO-2) or the shard's */
         if (m->zero == 2) k_f32_to_bf16(m->w, tmp, m->n_total, st);
         else if (m->shard_len) k_f32_to_bf16(m->wsh, tmp + m->shard_off, m->shard_len, st);
-        if (m->shard_len)
+        if (m->shard_len)   /* Default: master may be pinned host memory (off_shard) */
             CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
-                                       cudaMemcpyDeviceToDevice, st));
+                                       cudaMemcpyDefault, st));
         m->wlayer_unit = -1;
         m->wtail_ok = 0;
         CUDA_CHECK(cudaStreamSynchronize(st));
@@ -1304,10 +1334,11 @@ static void zero_set_flat(CudaModel *m, const float *w, const float *mom1, const
     cudaStream_t st = (cudaStream_t)m->stream;
     size_t len = m->shard_len * sizeof(float), chunk = zl_unit_len(&m->units[m->cfg.layers]);
     if (m->shard_len) {
-        CUDA_CHECK(cudaMemcpyAsync(m->master, w + m->shard_off, len, cudaMemcpyHostToDevice, st));
+        /* Default: the state may be pinned host memory (off_shard) */
+        CUDA_CHECK(cudaMemcpyAsync(m->master, w + m->shard_off, len, cudaMemcpyDefault, st));
         if (mom1 && mom2) {
-            CUDA_CHECK(cudaMemcpyAsync(m->m, mom1 + m->shard_off, len, cudaMemcpyHostToDevice, st));
-            CUDA_CHECK(cudaMemcpyAsync(m->v, mom2 + m->shard_off, len, cudaMemcpyHostToDevice, st));
+            CUDA_CHECK(cudaMemcpyAsync(m->m, mom1 + m->shard_off, len, cudaMemcpyDefault, st));
+            CUDA_CHECK(cudaMemcpyAsync(m->v, mom2 + m->shard_off, len, cudaMemcpyDefault, st));
         }
         if (m->zero == 3) k_f32_to_bf16(m->wsh, m->master, m->shard_len, st);
     }
@@ -1418,9 +1449,17 @@ void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
     if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
     if (m->zero) {
-        zero_get_host(m, m->master, w);
-        zero_get_host(m, m->m, mom1);
-        zero_get_host(m, m->v, mom2);
+        const float *arr[3] = {m->master, m->m, m->v};
+        float *host[3] = {w, mom1, mom2};
+        for (int k = 0; k < 3; k++) {
+            const float *src = arr[k];
+            if (m->off_shard && m->shard_len) {   /* collectives take device memory: through gacc (free now) */
+                CUDA_CHECK(cudaMemcpyAsync(m->gacc, src, m->shard_len * sizeof(float), cudaMemcpyDefault,
+                                           (cudaStream_t)m->stream));
+                src = m->gacc;
+            }
+            zero_get_host(m, src, host[k]);
+        }
         return;
     }
     if (m->finetune != METHOD_FULL) {   /* one rank; LoRA: the base never changes (no span) */

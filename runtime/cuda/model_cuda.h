@@ -99,6 +99,8 @@ typedef struct {
     int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
     int zero;                           /* the plan's ZeRO stage: 2 and 3 engage ZeRO-2/3 (full training;
                                            on one rank too, so that one rank runs the same sums) */
+    int offload_shard;                  /* ZeRO-2/3 with optimizer offload: the shard's master weights and
+                                           moments in pinned host memory (several ranks) */
     struct CudaColl *comm;              /* collective transport (cuda_coll.h) or NULL */
     void *comm_stream;                  /* cudaStream_t for overlapped reductions */
 } CudaParallel;
@@ -150,6 +152,8 @@ typedef struct {
     const float *local_w;               /* not NULL: gathers read these host fp32 flat weights instead
                                            (cuda_model_zero3_local) */
     float *norm_parts;                  /* [blocks of n_total] the gradient's sums of squares */
+    int off_shard;                      /* master, m and v are pinned host memory (offload_shard): AdamW
+                                           reads and writes them over the bus, in place */
     void *ev_ready, *ev_free[3];        /* cudaEvent_t: compute -> comm; buckets 0, 1, tail reusable */
     /* activations */
     bf16_t **xs;                        /* residual stream at each layer input, [L+1][N*C] */
