@@ -346,7 +346,8 @@ static int offload_shard_alloc(CudaModel *m)
     size_t bytes = (m->n_state ? m->n_state : 1) * sizeof(float);
     float **arr[3] = {&m->master, &m->m, &m->v};
     for (int k = 0; k < 3; k++) {
-        if (cudaMallocHost((void **)arr[k], bytes) != cudaSuccess) {
+        /* mapped: AdamW's kernel reads and writes it in place (one pointer for both sides, UVA) */
+        if (cudaHostAlloc((void **)arr[k], bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
             cudaGetLastError();
             log_error("offload: cannot pin %.2f GiB of host memory for this rank's optimizer shard",
                       3.0 * bytes / 1073741824.0);
