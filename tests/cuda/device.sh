@@ -312,17 +312,21 @@ fi
 # before the ranks are summed: another order), and LoRA on 2 and 4 ranks (the
 # adapters' gradients are all-reduced per step: the same). Per case: each rank's
 # GPU memory (its model allocations; ranks share the device, so the device's
-# counters are not theirs) and one summary line.
+# counters are not theirs) and one summary line. Resume: ZeRO-2 on 2 ranks stopped
+# at step 20 and resumed by ZeRO-3 on 4 ranks must give ZeRO-2 on 1 rank's bits
+# (the checkpoint is whole and fp32; the bf16 weights are rounded from it as AdamW
+# rounds them).
 if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     r=.cuda-run/tiny
     zport=29600
-    zrun() {   # NAME RANKS: the case's ranks here, logs zero_NAME.K.log
+    zrun() {   # NAME RANKS [ARGS...]: the case's ranks here, logs zero_NAME.K.log
         local name=$1 n=$2 k pids=() rcs=""
+        shift 2
         rm -rf $r/run-$name
         zport=$((zport + 1))
         for ((k = 0; k < n; k++)); do
             env LLMC_TRANSPORT=host RANK=$k WORLD_SIZE=$n LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
-                timeout 300 ./build/llmc-train-cuda run $r/plan-$name.json > "$out/zero_$name.$k.log" 2>&1 &
+                timeout 300 ./build/llmc-train-cuda run $r/plan-$name.json "$@" > "$out/zero_$name.$k.log" 2>&1 &
             pids+=($!)
         done
         for k in "${pids[@]}"; do wait "$k"; rcs+="$? "; done
@@ -335,15 +339,20 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     t0=$SECONDS
     python3 tests/cuda/zero_check.py plans $r > "$out/zero_cases.txt"
     while read -r name n; do zrun "$name" "$n"; done < "$out/zero_cases.txt"
+    # resume: ZeRO-2 on 2 ranks stops at step 20, ZeRO-3 on 4 ranks resumes (one run-zres)
+    rm -rf $r/run-zres
+    zrun zres-a 2 --stop-after 20
+    zrun zres-b 4
     for c in z2-full-r2 z2-full-r4 z3-full-r1 z3-full-r2 z3-full-r4; do zcmp z2-full-r1 $c exact; done
     zcmp z1-full-r1 z1-off-r1 exact
     zcmp z2-full-r2 z2-off-r2 exact
     zcmp z2-full-r1 z3-off-r2 exact
     zcmp z2-full-r1 z3-off-r4 exact
+    zcmp z2-full-r1 zres exact
     for c in z1-full-r2 z1-full-r4 z2-full-r1; do zcmp z1-full-r1 $c tol; done
     for c in z2-lora-r2 z3-lora-r2 z3-lora-r4; do zcmp z1-lora-r1 $c tol; done
     note "zero: $(grep -c '^zero: PASS' "$out/summary.txt") passed, $(grep -c '^zero: FAIL' "$out/summary.txt") failed, $((SECONDS - t0)) s"
-    rm -rf $r/run-z[123]-*/ckpt
+    rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt
 fi
 if has dp && [[ $ngpu -ge 2 ]]; then
     for z in "" "--zero1"; do

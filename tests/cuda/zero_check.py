@@ -30,21 +30,27 @@ for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
     CASES[f"z{z}-off-r{n}"] = (z, n, True, False)
 for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
     CASES[f"z{z}-lora-r{n}"] = (z, n, False, True)
+# resume across ranks and stages: ZeRO-2 on 2 ranks stops half way, ZeRO-3 on 4
+# ranks resumes from its checkpoint, in one output directory (run-zres); not
+# listed (device.sh runs them in order)
+RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False)}
 
 
 def plans(rundir):
     base = json.load(open(os.path.join(rundir, "plan-gpu.json")))
-    for name, (z, n, off, lora) in CASES.items():
+    for name, (z, n, off, lora) in list(CASES.items()) + list(RESUME.items()):
         q = json.loads(json.dumps(base))
-        q["output"]["dir"] = "run-" + name
-        q["checkpoint"]["dir"] = "run-" + name + "/ckpt"
+        out = "run-zres" if name in RESUME else "run-" + name
+        q["output"]["dir"] = out
+        q["checkpoint"]["dir"] = out + "/ckpt"
         q["train"].update(max_steps=STEPS, micro_batch=MICRO, global_batch=GLOBAL, grad_accum=GLOBAL // MICRO // n)
         q["parallel"].update(world_size=n, data_parallel=n, gpus_per_node=n, zero_stage=z,
                              offload="optimizer" if off else "none")
         if lora:
             q["finetune"].update(method="lora", lora_rank=8, lora_alpha=16, lora_dropout=0.0)
         json.dump(q, open(os.path.join(rundir, f"plan-{name}.json"), "w"), indent=1)
-        print(name, n)
+        if name in CASES:
+            print(name, n)
 
 
 def steps(d):
