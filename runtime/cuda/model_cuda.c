@@ -304,6 +304,13 @@ static void train_spans(CudaModel *m)
     for (int i = 0; i < m->n_spans; i++) m->n_state += m->span[i].len;
 }
 
+/* ZeRO-3: the gathered buffers hold nothing (the weights changed). */
+static void gathers_forget(CudaModel *m)
+{
+    m->wlayer_unit[0] = m->wlayer_unit[1] = -1;
+    m->wtail_ok = 0;
+}
+
 /* ZeRO-2/3: the shards (whole GRAD_NORM_BLOCKs, as the CPU backend cuts them)
  * and the units of this layout (zero_layout.h). */
 static int zero_plan(CudaModel *m)
@@ -335,7 +342,7 @@ static int zero_plan(CudaModel *m)
     m->unit_max = 0;
     for (int l = 0; l < L; l++)
         if (zl_unit_len(&m->units[l]) > m->unit_max) m->unit_max = zl_unit_len(&m->units[l]);
-    m->wlayer_unit = -1;
+    gathers_forget(m);
     return 0;
 }
 
@@ -366,7 +373,8 @@ static void zero_alloc(CudaModel *m, int *fail)
     const size_t BB = sizeof(bf16_t), FF = sizeof(float), tail = zl_unit_len(&m->units[m->cfg.layers]);
     if (m->zero == 3) {
         m->wsh = dalloc(m, m->shard_len * BB, fail);
-        m->wlayer = dalloc(m, m->unit_max * BB, fail);
+        m->wlayer[0] = dalloc(m, m->unit_max * BB, fail);
+        m->wlayer[1] = dalloc(m, m->unit_max * BB, fail);
         m->wtail = dalloc(m, tail * BB, fail);
     } else {
         m->w = dalloc(m, m->n_total * BB, fail);
@@ -571,10 +579,13 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         return -1;
     }
     if (m->zero) {
-        cudaEvent_t e[4];
-        for (int k = 0; k < 4; k++) CUDA_CHECK(cudaEventCreateWithFlags(&e[k], cudaEventDisableTiming));
+        cudaEvent_t e[7];
+        for (int k = 0; k < 7; k++) CUDA_CHECK(cudaEventCreateWithFlags(&e[k], cudaEventDisableTiming));
         m->ev_ready = e[0];
-        for (int k = 0; k < 3; k++) m->ev_free[k] = e[k + 1];
+        for (int k = 0; k < 3; k++) {
+            m->ev_free[k] = e[k + 1];
+            m->ev_gathered[k] = e[k + 4];
+        }
     }
     if (par->world > 1)
         for (size_t l = 0; l <= L; l++) {
@@ -634,8 +645,7 @@ static void adopt_weights(CudaModel *m, float *tmp)
         if (m->shard_len)   /* Default: master may be pinned host memory (off_shard) */
             CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
                                        cudaMemcpyDefault, st));
-        m->wlayer_unit = -1;
-        m->wtail_ok = 0;
+        gathers_forget(m);
         CUDA_CHECK(cudaStreamSynchronize(st));
         CUDA_CHECK(cudaGetLastError());
         return;
@@ -712,7 +722,7 @@ static size_t unit_pos(const CudaModel *m, int u, size_t off)
 static bf16_t *wp(CudaModel *m, int u, size_t off)
 {
     if (m->zero < 3) return m->w + off;
-    return (u == m->cfg.layers ? m->wtail : m->wlayer) + unit_pos(m, u, off);
+    return (u == m->cfg.layers ? m->wtail : m->wlayer[u & 1]) + unit_pos(m, u, off);
 }
 
 static float *gp(CudaModel *m, int u, size_t off)
@@ -1002,14 +1012,17 @@ static void zero_allgather(CudaModel *m, const void *shard, size_t elem, size_t 
         CUDA_CHECK(cudaMemcpyAsync(out, (const char *)shard + base * elem, n * elem, cudaMemcpyDeviceToDevice, s));
 }
 
-/* ZeRO-3: unit u's bf16 weights into its gathered buffer (kept until the next
- * unit of its kind, or the weights change). */
-static void zero_gather(CudaModel *m, int u)
+/* ZeRO-3: unit u's bf16 weights into its gathered buffer (layer u in slot u & 1,
+ * the last unit in its own), enqueued on the communication stream once the
+ * compute stream has finished with what the slot held; the slot's event marks
+ * it gathered. Kept until the slot is needed again or the weights change.
+ * Forward fetches layer l + 1 while layer l computes, backward layer l - 1. */
+static void zero_fetch(CudaModel *m, int u)
 {
-    int tail = u == m->cfg.layers;
-    if (tail ? m->wtail_ok : m->wlayer_unit == u) return;
+    int tail = u == m->cfg.layers, slot = tail ? 2 : u & 1;
+    if (tail ? m->wtail_ok : m->wlayer_unit[slot] == u) return;
     const ZeroUnit *z = &m->units[u];
-    bf16_t *dst = tail ? m->wtail : m->wlayer;
+    bf16_t *dst = tail ? m->wtail : m->wlayer[slot];
     cudaStream_t st = (cudaStream_t)m->stream, cs = comm_stream(m);
     if (m->local_w) {   /* one rank alone: from the host's fp32 weights, rounded as the shards are */
         size_t chunk = zl_unit_len(&m->units[m->cfg.layers]);
@@ -1020,17 +1033,25 @@ static void zero_gather(CudaModel *m, int u)
                                            cudaMemcpyHostToDevice, st));
                 k_f32_to_bf16(dst + (k ? z->len[0] : 0) + o, m->gtail, n, st);
             }
-        if (tail) m->wtail_ok = 1;
-        else m->wlayer_unit = u;
-        return;
+        cs = st;
+    } else {
+        stream_after(m, cs, st);   /* the slot's last reader is done */
+        for (int k = 0; k < 2; k++)
+            if (z->len[k])
+                zero_allgather(m, m->wsh, sizeof(bf16_t), z->off[k], z->len[k], dst + (k ? z->len[0] : 0), cs);
     }
-    stream_after(m, cs, st);   /* the buffer's last reader is done */
-    for (int k = 0; k < 2; k++)
-        if (z->len[k])
-            zero_allgather(m, m->wsh, sizeof(bf16_t), z->off[k], z->len[k], dst + (k ? z->len[0] : 0), cs);
-    stream_after(m, st, cs);
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_gathered[slot], cs));
     if (tail) m->wtail_ok = 1;
-    else m->wlayer_unit = u;
+    else m->wlayer_unit[slot] = u;
+}
+
+/* Unit u's weights gathered before the compute stream goes on (fetched now if
+ * they were not prefetched). */
+static void zero_use(CudaModel *m, int u)
+{
+    int slot = u == m->cfg.layers ? 2 : u & 1;
+    zero_fetch(m, u);
+    CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)m->stream, (cudaEvent_t)m->ev_gathered[slot], 0));
     PHASE(m, PH_GATHER);
 }
 
@@ -1079,8 +1100,7 @@ static void zero_bucket_reduce(CudaModel *m, int u)
 void cuda_model_zero3_local(CudaModel *m, const float *w)
 {
     m->local_w = w;
-    m->wlayer_unit = -1;
-    m->wtail_ok = 0;
+    gathers_forget(m);
 }
 
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
@@ -1099,11 +1119,14 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
     m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
-    if (m->zero == 3) zero_gather(m, L);
+    if (m->zero == 3) zero_use(m, L);
     k_embed_fwd(m->xs[0], m->ids, wp(m, L, m->off_embed), N, C, st);
     PHASE(m, PH_EMBED);
     for (int l = 0; l < L; l++) {
-        if (m->zero == 3) zero_gather(m, l);
+        if (m->zero == 3) {
+            zero_use(m, l);
+            if (l + 1 < L) zero_fetch(m, l + 1);
+        }
         layer_fwd(m, l, 0);
     }
     if (zero2) zero_bucket_begin(m, L);   /* the head's gradient comes with the loss */
@@ -1146,7 +1169,10 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     /* freeze: nothing below the lowest trained layer needs a gradient */
     int lowest = m->finetune == METHOD_FREEZE ? m->train_lo : 0;
     for (int l = L - 1; l >= lowest; l--) {
-        if (m->zero == 3) zero_gather(m, l);
+        if (m->zero == 3) {
+            zero_use(m, l);
+            if (l - 1 >= lowest) zero_fetch(m, l - 1);
+        }
         if (zero2) zero_bucket_begin(m, l);
         layer_bwd(m, l);
         if (zero2) zero_bucket_reduce(m, l);
@@ -1257,8 +1283,7 @@ static float zero_step(CudaModel *m, float grad_mult, float lr, float b1, float 
     if (m->zero == 2 && m->par.world > 1)
         cuda_coll_allgather_range(m->par.comm, m->w + m->shard_off, m->starts, 0, m->n_total, sizeof(bf16_t), m->w,
                                   st);
-    m->wlayer_unit = -1;
-    m->wtail_ok = 0;
+    gathers_forget(m);
     PHASE(m, PH_ADAMW);
     float ss = 0.f;
     CUDA_CHECK(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, st));
@@ -1350,8 +1375,7 @@ static void zero_set_flat(CudaModel *m, const float *w, const float *mom1, const
             k_f32_to_bf16(m->w + o, m->gtail, n, st);
         }
     if (mom1 && mom2) m->step = step;
-    m->wlayer_unit = -1;
-    m->wtail_ok = 0;
+    gathers_forget(m);
     CUDA_CHECK(cudaStreamSynchronize(st));
     CUDA_CHECK(cudaGetLastError());
 }

@@ -139,7 +139,8 @@ typedef struct {
      * one for the last unit), which is reduced onto this rank's shard gacc as
      * soon as backward finishes the unit (on the communication stream). ZeRO-3:
      * w is NULL; this rank's bf16 weights are wsh, and a unit's whole weights are
-     * gathered into wlayer (or wtail) just before forward or backward uses them. */
+     * gathered into wlayer (or wtail) for forward and again for backward, the
+     * next layer's while this one computes. */
     int zero;                           /* 0 (ZeRO-0/1 as above), 2 or 3 */
     size_t *starts;                     /* [world+1] shard boundaries (whole GRAD_NORM_BLOCKs) */
     struct ZeroUnit *units;             /* [layers+1] */
@@ -147,14 +148,16 @@ typedef struct {
     float *gbuf[2], *gtail, *gacc;      /* buckets [unit_max], [the last unit]; gacc [shard_len] */
     int gsel;                           /* the layer bucket backward writes now */
     int acc_fresh;                      /* nothing reduced onto gacc since cuda_model_zero_grad */
-    bf16_t *wsh, *wlayer, *wtail;       /* ZeRO-3: [shard_len], [unit_max], [the last unit] */
-    int wlayer_unit, wtail_ok;          /* what the gathered buffers hold (-1, 0: nothing) */
+    bf16_t *wsh, *wlayer[2], *wtail;    /* ZeRO-3: [shard_len], layer l in wlayer[l & 1] [unit_max] (the
+                                           next layer is gathered while this one computes), [the last unit] */
+    int wlayer_unit[2], wtail_ok;       /* what the gathered buffers hold (-1, 0: nothing) */
     const float *local_w;               /* not NULL: gathers read these host fp32 flat weights instead
                                            (cuda_model_zero3_local) */
     float *norm_parts;                  /* [blocks of n_total] the gradient's sums of squares */
     int off_shard;                      /* master, m and v are pinned host memory (offload_shard): AdamW
                                            reads and writes them over the bus, in place */
     void *ev_ready, *ev_free[3];        /* cudaEvent_t: compute -> comm; buckets 0, 1, tail reusable */
+    void *ev_gathered[3];               /* cudaEvent_t: wlayer[0], wlayer[1], wtail gathered */
     /* activations */
     bf16_t **xs;                        /* residual stream at each layer input, [L+1][N*C] */
     CudaLayerActs *acts;                /* per layer (or all the same buffers under recompute) */
