@@ -330,7 +330,7 @@ static int zero_plan(CudaModel *m)
     }
     mat[L] = m->off_embed;
     nd[L] = m->off_norm;
-    int rc = zl_units(L, mat, m->decay_end, nd, m->n_total, m->units);
+    int rc = zl_units(L, mat, m->decay_end, nd, m->n_total, ZL_ALIGN_ELEMS, m->units);
     free(mat); free(nd);
     if (rc) {
         log_error("internal error: the flat layout does not split into ZeRO units");
@@ -1031,14 +1031,14 @@ static void zero_fetch(CudaModel *m, int u)
                 size_t n = z->len[k] - o < chunk ? z->len[k] - o : chunk;
                 CUDA_CHECK(cudaMemcpyAsync(m->gtail, m->local_w + z->off[k] + o, n * sizeof(float),
                                            cudaMemcpyHostToDevice, st));
-                k_f32_to_bf16(dst + (k ? z->len[0] : 0) + o, m->gtail, n, st);
+                k_f32_to_bf16(dst + z->pos[k] + o, m->gtail, n, st);
             }
         cs = st;
     } else {
         stream_after(m, cs, st);   /* the slot's last reader is done */
         for (int k = 0; k < 2; k++)
             if (z->len[k])
-                zero_allgather(m, m->wsh, sizeof(bf16_t), z->off[k], z->len[k], dst + (k ? z->len[0] : 0), cs);
+                zero_allgather(m, m->wsh, sizeof(bf16_t), z->off[k], z->len[k], dst + z->pos[k], cs);
     }
     CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_gathered[slot], cs));
     if (tail) m->wtail_ok = 1;
@@ -1068,7 +1068,7 @@ static void zero_bucket_begin(CudaModel *m, int u)
         CUDA_CHECK(cudaMemsetAsync(m->gtail, 0, zl_unit_len(z) * sizeof(float), st));
     } else {
         m->gsel = b;
-        CUDA_CHECK(cudaMemsetAsync(m->gbuf[b] + z->len[0], 0, z->len[1] * sizeof(float), st));
+        CUDA_CHECK(cudaMemsetAsync(m->gbuf[b] + z->pos[1], 0, z->len[1] * sizeof(float), st));
     }
 }
 
@@ -1083,7 +1083,7 @@ static void zero_bucket_reduce(CudaModel *m, int u)
     cudaStream_t st = (cudaStream_t)m->stream, cs = comm_stream(m);
     stream_after(m, cs, st);
     for (int k = 0; k < 2; k++) {
-        float *src = buf + (k ? z->len[0] : 0);
+        float *src = buf + z->pos[k];
         size_t base = z->off[k], n = z->len[k];
         if (!n) continue;
         if (m->par.world > 1)

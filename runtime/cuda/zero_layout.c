@@ -22,22 +22,34 @@ void zl_clamp_starts(const size_t *starts, int world, size_t base, size_t n, siz
         out[q] = starts[q] < base ? base : starts[q] > base + n ? base + n : starts[q];
 }
 
-int zl_units(int layers, const size_t *mat, size_t decay_end, const size_t *nd, size_t n_total, ZeroUnit *u)
+/* The ranges' places in the buffer: each at the first position past the one
+ * before that is congruent to its offset modulo align. */
+static ZeroUnit unit(size_t off0, size_t len0, size_t off1, size_t len1, size_t align)
 {
-    if (mat[0] != 0 || nd[0] != decay_end || mat[layers] > decay_end || nd[layers] > n_total) return -1;
+    ZeroUnit u = {{off0, off1}, {len0, len1}, {off0 % align, 0}, 0};
+    size_t end0 = u.pos[0] + len0;
+    u.pos[1] = end0 + (off1 % align + align - end0 % align) % align;
+    u.size = u.pos[1] + len1;
+    return u;
+}
+
+int zl_units(int layers, const size_t *mat, size_t decay_end, const size_t *nd, size_t n_total, size_t align,
+             ZeroUnit *u)
+{
+    if (mat[0] != 0 || nd[0] != decay_end || mat[layers] > decay_end || nd[layers] > n_total || !align) return -1;
     for (int l = 0; l < layers; l++) {
         if (mat[l + 1] < mat[l] || nd[l + 1] < nd[l]) return -1;
-        u[l] = (ZeroUnit){{mat[l], nd[l]}, {mat[l + 1] - mat[l], nd[l + 1] - nd[l]}};
+        u[l] = unit(mat[l], mat[l + 1] - mat[l], nd[l], nd[l + 1] - nd[l], align);
     }
-    u[layers] = (ZeroUnit){{mat[layers], nd[layers]}, {decay_end - mat[layers], n_total - nd[layers]}};
+    u[layers] = unit(mat[layers], decay_end - mat[layers], nd[layers], n_total - nd[layers], align);
     return 0;
 }
 
-size_t zl_unit_len(const ZeroUnit *u) { return u->len[0] + u->len[1]; }
+size_t zl_unit_len(const ZeroUnit *u) { return u->size; }
 
 size_t zl_unit_pos(const ZeroUnit *u, size_t off)
 {
-    if (off >= u->off[0] && off - u->off[0] < u->len[0]) return off - u->off[0];
-    if (off >= u->off[1] && off - u->off[1] < u->len[1]) return u->len[0] + (off - u->off[1]);
+    for (int k = 0; k < 2; k++)
+        if (off >= u->off[k] && off - u->off[k] < u->len[k]) return u->pos[k] + (off - u->off[k]);
     return (size_t)-1;
 }

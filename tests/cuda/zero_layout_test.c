@@ -2,7 +2,7 @@
  * shaped like model_cuda.c's (per-layer matrices, embedding and head, per-layer
  * norms and biases, final norm, padding; each tensor rounded up to 64 elements)
  * at several sizes and 1-8 ranks: the units tile the buffer once and a unit's
- * buffer maps back one to one; shards are whole blocks that tile the buffer;
+ * buffer maps back one to one, each element at its flat offset's alignment; shards are whole blocks that tile the buffer;
  * clamped starts name the same owners; and a bucket reduced window by window in
  * rank order onto each rank's shard (what the host transport does) gives the
  * bits of one rank adding the same micro-batches in slot order, while the block
@@ -74,10 +74,12 @@ static void check_units(const Layout *y, const ZeroUnit *u, int world)
             for (size_t i = 0; i < u[k].len[r]; i++) {
                 size_t off = u[k].off[r] + i, pos = zl_unit_pos(&u[k], off);
                 seen[off]++;
-                bad += !(pos < len && pos == (r ? u[k].len[0] : 0) + i);
+                bad += !(pos < len && pos == u[k].pos[r] + i && pos % ZL_ALIGN_ELEMS == off % ZL_ALIGN_ELEMS);
             }
+        bad += u[k].pos[0] >= ZL_ALIGN_ELEMS || u[k].pos[1] < u[k].pos[0] + u[k].len[0] ||
+               u[k].pos[1] >= u[k].pos[0] + u[k].len[0] + ZL_ALIGN_ELEMS || len != u[k].pos[1] + u[k].len[1];
     }
-    check(bad == 0, "unit buffers map back one to one", world, bad);
+    check(bad == 0, "unit buffers map back one to one, aligned as the flat buffer, packed", world, bad);
     bad = 0;
     for (size_t i = 0; i < y->n_total; i++) bad += seen[i] != 1;
     check(bad == 0, "units tile the buffer once", world, bad);
@@ -164,7 +166,7 @@ int main(void)
             ZeroUnit u[9];
             size_t st[9];
             layout(&y, shapes[k].L, shapes[k].C, shapes[k].F, shapes[k].V, shapes[k].tied, 64 * (size_t)world);
-            int rc = zl_units(y.L, y.mat, y.decay_end, y.nd, y.n_total, u);
+            int rc = zl_units(y.L, y.mat, y.decay_end, y.nd, y.n_total, ZL_ALIGN_ELEMS, u);
             check(rc == 0, "units from a valid layout", world, 0);
             if (rc) continue;
             zl_starts(y.n_total, world, block, st);
@@ -176,7 +178,8 @@ int main(void)
     ZeroUnit u[9];
     layout(&y, 2, 64, 176, 512, 1, 64);
     y.nd[0] += 64;   /* a gap between the matrices and the norms */
-    check(zl_units(y.L, y.mat, y.decay_end, y.nd, y.n_total, u) != 0, "a layout that does not tile is refused", 1, 0);
+    check(zl_units(y.L, y.mat, y.decay_end, y.nd, y.n_total, ZL_ALIGN_ELEMS, u) != 0,
+          "a layout that does not tile is refused", 1, 0);
     printf("%d passed, %d failed\n", pass, fail);
     return fail != 0;
 }
