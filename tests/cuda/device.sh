@@ -325,7 +325,7 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
         rm -rf $r/run-$name
         zport=$((zport + 1))
         for ((k = 0; k < n; k++)); do
-            env LLMC_TRANSPORT=host RANK=$k WORLD_SIZE=$n LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
+            env LLMC_TRANSPORT=${ZT:-host} RANK=$k WORLD_SIZE=$n LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
                 timeout 300 ./build/llmc-train-cuda run $r/plan-$name.json "$@" > "$out/zero_$name.$k.log" 2>&1 &
             pids+=($!)
         done
@@ -351,6 +351,11 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     zcmp z2-full-r1 zres exact
     for c in z1-full-r2 z1-full-r4 z2-full-r1; do zcmp z1-full-r1 $c tol; done
     for c in z2-lora-r2 z3-lora-r2 z3-lora-r4; do zcmp z1-lora-r1 $c tol; done
+    # 2+ GPUs: NCCL, one rank per GPU (NCCL reduces a window, then it is added:
+    # another order than ((acc + g_0) + g_1), so tolerances)
+    if [[ $ngpu -ge 2 ]]; then
+        for c in z2-nccl-r2 z3-nccl-r2 z3-nccl-off-r2; do ZT=nccl zrun $c 2; zcmp z2-full-r1 $c tol; done
+    fi
     note "zero: $(grep -c '^zero: PASS' "$out/summary.txt") passed, $(grep -c '^zero: FAIL' "$out/summary.txt") failed, $((SECONDS - t0)) s"
     rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt
 fi

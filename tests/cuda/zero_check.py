@@ -34,11 +34,14 @@ for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
 # ranks resumes from its checkpoint, in one output directory (run-zres); not
 # listed (device.sh runs them in order)
 RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False)}
+# several GPUs: the same over NCCL, one rank per GPU (not listed; device.sh runs
+# them where 2 GPUs exist)
+NCCL = {"z2-nccl-r2": (2, 2, False, False), "z3-nccl-r2": (3, 2, False, False), "z3-nccl-off-r2": (3, 2, True, False)}
 
 
 def plans(rundir):
     base = json.load(open(os.path.join(rundir, "plan-gpu.json")))
-    for name, (z, n, off, lora) in list(CASES.items()) + list(RESUME.items()):
+    for name, (z, n, off, lora) in list(CASES.items()) + list(RESUME.items()) + list(NCCL.items()):
         q = json.loads(json.dumps(base))
         out = "run-zres" if name in RESUME else "run-" + name
         q["output"]["dir"] = out
