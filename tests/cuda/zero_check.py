@@ -17,7 +17,7 @@ train_loop.c), so every rank count sees the same micro-batches.
 """
 import json, math, os, struct, sys
 
-STEPS = 40
+STEPS = 20
 MICRO, GLOBAL = 2, 8
 
 # name: (zero stage, ranks, offload, lora)
