@@ -8,6 +8,11 @@
  * predicates. So a plan `llmc check` accepts is one the trainer runs, instead
  * of one refused after the queue wait. Change a row when a backend gains a
  * feature; tests/limits/walk.py reads this file and walks each row's edges.
+ * The CUDA row lags its backend for now (issue 30): the backend runs ZeRO-2/3,
+ * offload of each rank's shard under ZeRO-2/3, and freeze/LoRA on several
+ * ranks (cu_unsupported states its own limits), but llmc check keeps refusing
+ * them until the estimator counts their per-rank memory; a plan llmc accepts
+ * is still one the backend runs.
  *
  * Columns of LLMC_BACKENDS(X):
  *   ID              LLMC_BACKEND_<ID> names the row in C

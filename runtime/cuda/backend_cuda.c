@@ -60,25 +60,22 @@ static size_t device_used(void)
     return tot - fr;
 }
 
-/* What the plan asks for that this backend does not do yet (its row
+/* What the plan asks for that this backend does not do (its row
  * llmc_backend_caps[LLMC_BACKEND_CUDA], contract/backend_caps.h, by which the
- * llmc checker refuses the same): 0, or -1 with the plan.json key and what to
- * do in err. Change the row when a feature lands. */
+ * llmc checker refuses the same; ZeRO-2/3, and freeze, LoRA and offload on
+ * several ranks, run now, and the row's shard limits are the checker's to
+ * lift): 0, or -1 with the plan.json key and what to do in err. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
-    if (!llmc_shard_ok(LLMC_BACKEND_CUDA, false, plan->zero_stage, plan->data_parallel)) {
-        snprintf(err, errlen, "parallel.zero_stage = %d on %d ranks: the CUDA backend shards optimizer states only "
-                 "(ZeRO-1); use shard = zero1 or backend = llamafactory", plan->zero_stage, plan->data_parallel);
-        return -1;
-    }
-    if (!llmc_offload_ok(LLMC_BACKEND_CUDA, plan->offload, 1)) {
+    if (plan->offload == OFFLOAD_ALL) {
         snprintf(err, errlen, "parallel.offload = \"all\": the CUDA backend offloads the optimizer (\"optimizer\") "
                  "and not the parameters");
         return -1;
     }
-    if (!llmc_offload_ok(LLMC_BACKEND_CUDA, plan->offload, plan->data_parallel)) {
-        snprintf(err, errlen, "parallel.offload = \"optimizer\" runs on one GPU in the CUDA backend (this plan has %d "
-                 "data-parallel ranks)", plan->data_parallel);
+    if (plan->offload == OFFLOAD_OPTIMIZER && plan->data_parallel > 1 && plan->zero_stage < 2) {
+        snprintf(err, errlen, "parallel.offload = \"optimizer\" on %d data-parallel ranks: the CUDA backend offloads "
+                 "each rank's optimizer shard, which needs parallel.zero_stage 2 or 3 (this plan has %d)",
+                 plan->data_parallel, plan->zero_stage);
         return -1;
     }
     const RunFinetune *ft = &plan->ft;
@@ -86,10 +83,9 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
         snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
     }
-    if (ft->method != METHOD_FULL && !llmc_finetune_ok(LLMC_BACKEND_CUDA, plan->data_parallel, plan->offload)) {
-        snprintf(err, errlen, "finetune.method = %s runs on one GPU without offload in the CUDA backend (this plan "
-                 "has %d data-parallel ranks%s)", method_json_names[ft->method], plan->data_parallel,
-                 plan->offload != OFFLOAD_NONE ? " and parallel.offload" : "");
+    if (ft->method != METHOD_FULL && plan->offload != OFFLOAD_NONE) {
+        snprintf(err, errlen, "finetune.method = %s with parallel.offload: the CUDA backend offloads the optimizer "
+                 "of full training only", method_json_names[ft->method]);
         return -1;
     }
     if (ft->method == METHOD_LORA && ft->lora_dropout > 0) {
@@ -159,7 +155,9 @@ static int cu_preflight(void *self, const RunPlan *plan)
     double n = (double)hl.n_floats;
     model_free(&hl);
     int method = plan->ft.method;
-    double per = c->offload ? 12 : method == METHOD_LORA ? 8 : method == METHOD_FREEZE ? 20 : 24;
+    /* offload on several ranks: as without it, plus the rank's pinned shard */
+    double per = c->offload && plan->data_parallel > 1 ? 24 + 12.0 / plan->data_parallel
+               : c->offload ? 12 : method == METHOD_LORA ? 8 : method == METHOD_FREEZE ? 20 : 24;
     double need = n * per, avail = host_available_bytes();
     if (avail > 0 && need > avail) {
         log_error("host memory: %.1f GiB needed for %.2fB parameters (%s, %.0f bytes each), %.1f GiB available on "
@@ -234,13 +232,17 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     CudaBackend *c = self;
     const int is0 = c->d.rank == 0, T = plan->context, MB = plan->micro_batch;
     int zero_stage = plan->zero_stage;
-    CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .comm = c->d.comm,
-                        .comm_stream = c->d.comm_stream};
+    CudaParallel par = {.rank = c->d.rank, .world = c->d.world, .zero1 = zero_stage >= 1, .zero = zero_stage,
+                        .comm = c->d.comm, .comm_stream = c->d.comm_stream};
     int rc_mode = plan->recompute;
     int attn = plan->attention != ATTN_FLASH ? CUDA_ATTN_EAGER
              : plan->deterministic ? CUDA_ATTN_FUSED_DETERMINISTIC : CUDA_ATTN_FUSED;
-    if (is0 && zero_stage > 1 && c->d.world > 1)
-        log_info("parallel.zero_stage = %d: the CUDA backend shards optimizer states only (ZeRO-1)", zero_stage);
+    /* Offload on several ranks: each rank's shard in its own pinned memory
+     * (model_cuda.c), the loop's host model a mirror as without offload. */
+    if (c->offload && c->d.world > 1) {
+        c->offload = 0;
+        par.offload_shard = 1;
+    }
     CudaHostState host = {.w = hm->w, .m = opt->m, .v = opt->v, .n = hm->n_floats};
     if (c->offload && is0)
         log_info("offload: pinning %.1f GiB of host memory for the master weights and AdamW moments",
@@ -275,16 +277,27 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
         snprintf(ft_text, sizeof ft_text, ", %s: %zu of %zu parameters trainable", method_json_names[plan->ft.method],
                  trained, c->cm.n_real + (ft.method == METHOD_LORA ? trained : 0));
     }
-    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s",
+    int stage = c->cm.zero ? c->cm.zero : c->cm.par.zero1 && c->d.world > 1 ? 1 : 0;
+    char zero_text[96] = "";
+    if (c->cm.zero)
+        snprintf(zero_text, sizeof zero_text, " (%zu of %zu parameters on this rank)", c->cm.shard_len, c->cm.n_total);
+    else if (ft.method != METHOD_FULL && c->d.world > 1)
+        snprintf(zero_text, sizeof zero_text, " (fine-tuning: trained state replicated on every rank)");
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s%s",
              !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
-             plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), par.zero1 && c->d.world > 1 ? 1 : 0,
-             c->offload ? ", optimizer offloaded to host memory" : "", ft_text);
+             plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), stage, zero_text,
+             c->offload || c->cm.off_shard ? ", optimizer offloaded to host memory" : "", ft_text);
     return 0;
 }
 
 static void cu_destroy(void *self)
 {
     CudaBackend *c = self;
+    /* per rank (ranks sharing a GPU make the device's own counters useless) */
+    if (c->have_cm)
+        log_info("rank %d: %.4f GiB of GPU memory allocated for the model (ZeRO-%d, %zu of %zu parameters in its "
+                 "shard)", c->d.rank, c->cm.bytes_allocated / 1073741824.0, c->cm.zero ? c->cm.zero
+                 : c->cm.par.zero1 && c->d.world > 1, c->cm.shard_len, c->cm.n_total);
     if (c->gpu_mf) fclose(c->gpu_mf);
     free(c->ids_i); free(c->pos_i); free(c->tg); free(c->logits);
     free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off); free(c->host_tmp);
@@ -459,6 +472,12 @@ static int cu_eval_forward(void *self, const Batch *b, int n_rows, double *loss_
         return -1;
     }
     *labels = make_targets(c, b, n_rows);
+    /* rank 0 evaluates alone after the final checkpoint (train_loop.c), whose
+     * get_state left the whole master weights in c->flat: ZeRO-3 gathers from them */
+    if (c->cm.zero == 3 && c->d.world > 1) {
+        if (!c->flat) { log_error("ZeRO-3 evaluation before the weights were gathered"); return -1; }
+        cuda_model_zero3_local(&c->cm, c->flat);
+    }
     CUDA_CHECK(cudaMemsetAsync(c->cm.loss_acc, 0, sizeof(float), (cudaStream_t)c->cm.stream));
     cuda_model_micro(&c->cm, c->ids_i, c->pos_i, c->tg, 0.0f, c->logits, 0);
     float ls = 0;   /* on the model's stream: the loss kernels may still be running */

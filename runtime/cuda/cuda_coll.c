@@ -8,7 +8,9 @@
 #include "cuda_check.h"
 #include "cuda_coll.h"
 #include "dist.h"
+#include "kernels.h"
 #include "log.h"
+#include "zero_layout.h"
 
 enum { COLL_NCCL, COLL_HOST };
 
@@ -164,6 +166,67 @@ void cuda_coll_allgather_bf16(CudaColl *c, const void *shard, void *out, size_t 
         return;
     }
     host_allgather(c, shard, out, shard_len, 2, st);
+}
+
+/* ---- windows of uneven shards (ZeRO-2/3) -----------------------------------
+ * NCCL: one reduce or broadcast per owner with a part of the window, grouped
+ * into one launch. Host: dist.c's window collectives take the same starts;
+ * clamped to the window they name the same owners, and this rank's part of the
+ * window then starts at its own clamped start, where the staging keeps it. */
+
+void cuda_coll_reduce_range_f32(CudaColl *c, float *buf, size_t base, size_t n, const size_t *starts, float *acc,
+                                int add, cudaStream_t st)
+{
+    size_t a, b;
+    zl_owned(starts, c->rank, base, n, &a, &b);
+    float *mine = a < b ? acc + (a - starts[c->rank]) : NULL;
+    if (c->kind == COLL_NCCL) {
+        NCCL_CHECK(ncclGroupStart());
+        for (int q = 0; q < c->world; q++) {
+            size_t qa, qb;
+            zl_owned(starts, q, base, n, &qa, &qb);
+            if (qa < qb)
+                NCCL_CHECK(ncclReduce(buf + (qa - base), buf + (qa - base), qb - qa, ncclFloat, ncclSum, q, c->comm, st));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        if (!mine) return;
+        if (add) k_add_f32(mine, buf + (a - base), b - a, st);
+        else CUDA_CHECK(cudaMemcpyAsync(mine, buf + (a - base), (b - a) * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        return;
+    }
+    size_t seg = a < b ? b - a : 0;
+    float *h = (float *)stage(c, (n + seg) * sizeof(float));   /* the window, then this rank's sum */
+    float *hseg = h + n;
+    to_host(h, buf, n * sizeof(float), st);
+    if (add && seg) to_host(hseg, mine, seg * sizeof(float), st);
+    zl_clamp_starts(starts, c->world, base, n, c->starts);
+    dist_reduce_scatter_f32(h, base, n, c->starts, hseg, add);
+    if (seg) to_device(mine, hseg, seg * sizeof(float), st);
+}
+
+void cuda_coll_allgather_range(CudaColl *c, const void *shard, const size_t *starts, size_t base, size_t n,
+                               size_t elem, void *out, cudaStream_t st)
+{
+    size_t a, b;
+    zl_owned(starts, c->rank, base, n, &a, &b);
+    if (c->kind == COLL_NCCL) {
+        NCCL_CHECK(ncclGroupStart());
+        for (int q = 0; q < c->world; q++) {
+            size_t qa, qb;
+            zl_owned(starts, q, base, n, &qa, &qb);
+            if (qa >= qb) continue;
+            char *dst = (char *)out + (qa - base) * elem;
+            const void *src = q == c->rank ? (const char *)shard + (qa - starts[q]) * elem : dst;
+            NCCL_CHECK(ncclBroadcast(src, dst, (qb - qa) * elem, ncclChar, q, c->comm, st));
+        }
+        NCCL_CHECK(ncclGroupEnd());
+        return;
+    }
+    char *h = stage(c, n * elem), *hmine = h + (a < b ? (a - base) * elem : 0);
+    if (a < b) to_host(hmine, (const char *)shard + (a - starts[c->rank]) * elem, (b - a) * elem, st);
+    zl_clamp_starts(starts, c->world, base, n, c->starts);
+    dist_allgather_bytes(hmine, c->starts, base, n, elem, h);
+    to_device(out, h, n * elem, st);
 }
 
 double cuda_coll_sum_f64(CudaColl *c, double v)

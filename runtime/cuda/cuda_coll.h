@@ -39,6 +39,20 @@ void cuda_coll_reduce_scatter_f32(CudaColl *c, const float *buf, float *out, siz
  * shard may be out + rank * shard (in place). */
 void cuda_coll_allgather_f32(CudaColl *c, const float *shard, float *out, size_t shard_len, cudaStream_t st);
 void cuda_coll_allgather_bf16(CudaColl *c, const void *shard, void *out, size_t shard_len, cudaStream_t st);
+/* Windows of a flat buffer cut into uneven shards (ZeRO-2/3, zero_layout.h):
+ * rank q owns [starts[q], starts[q+1]); the window is [base, base+n).
+ * reduce_range: buf holds this rank's values of the window; this rank's part of
+ * the window, summed over ranks, goes to acc (its shard, indexed from
+ * starts[rank]): add = 0 writes it, add = 1 adds it. The host transport sums in
+ * rank order onto acc, ((acc + b_0) + b_1) + ..., so micro-batches reduced one by
+ * one add in the order one rank adds them; NCCL reduces into buf (which it
+ * overwrites) and then adds. allgather_range: out (the window, indexed from base,
+ * elements of elem bytes) gets every owner's part from its shard (indexed from
+ * starts[owner]); shard may point into out. */
+void cuda_coll_reduce_range_f32(CudaColl *c, float *buf, size_t base, size_t n, const size_t *starts, float *acc,
+                                int add, cudaStream_t st);
+void cuda_coll_allgather_range(CudaColl *c, const void *shard, const size_t *starts, size_t base, size_t n,
+                               size_t elem, void *out, cudaStream_t st);
 /* Sum of one host double over all ranks (label counts, losses, flags). */
 double cuda_coll_sum_f64(CudaColl *c, double v);
 

@@ -90,6 +90,11 @@ void k_adamw(float *master, uint16_t *master_lo, bf16_t *param, const float *gra
              size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
              float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s);
 
+/* ZeRO-2/3 (kernels_zero.cu): acc[i] += x[i]; and out[k] = sum of x^2 over block k
+ * ([k*block, (k+1)*block) of x, the last one short), one fixed tree per block. */
+void k_add_f32(float *acc, const float *x, size_t n, kstream_t s);
+void k_sumsq_blocks(float *out, const float *x, size_t n, int block, kstream_t s);
+
 /* Initialisation and conversion. */
 void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s);
 void k_fill(float *x, size_t n, float value, kstream_t s);

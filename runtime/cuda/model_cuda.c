@@ -19,6 +19,8 @@
 #include "phase_timer.h"
 #include "lora_cuda.h"
 #include "cuda_layout.h"
+#include "optim.h"
+#include "zero_layout.h"
 
 #define ALIGN_ELEMS LLMC_CUDA_ALIGN_ELEMS
 
@@ -302,6 +304,88 @@ static void train_spans(CudaModel *m)
     for (int i = 0; i < m->n_spans; i++) m->n_state += m->span[i].len;
 }
 
+/* ZeRO-3: the gathered buffers hold nothing (the weights changed). */
+static void gathers_forget(CudaModel *m)
+{
+    m->wlayer_unit[0] = m->wlayer_unit[1] = -1;
+    m->wtail_ok = 0;
+}
+
+/* ZeRO-2/3: the shards (whole GRAD_NORM_BLOCKs, as the CPU backend cuts them)
+ * and the units of this layout (zero_layout.h). */
+static int zero_plan(CudaModel *m)
+{
+    int L = m->cfg.layers, W = m->par.world;
+    size_t *mat = malloc(((size_t)L + 1) * sizeof *mat), *nd = malloc(((size_t)L + 1) * sizeof *nd);
+    m->starts = malloc(((size_t)W + 1) * sizeof *m->starts);
+    m->units = malloc(((size_t)L + 1) * sizeof *m->units);
+    if (!mat || !nd || !m->starts || !m->units) {
+        free(mat); free(nd);
+        log_error("out of memory");
+        return -1;
+    }
+    for (int l = 0; l < L; l++) {
+        mat[l] = m->lo[l].qkv_w;
+        nd[l] = m->lo[l].ln1;
+    }
+    mat[L] = m->off_embed;
+    nd[L] = m->off_norm;
+    int rc = zl_units(L, mat, m->decay_end, nd, m->n_total, ZL_ALIGN_ELEMS, m->units);
+    free(mat); free(nd);
+    if (rc) {
+        log_error("internal error: the flat layout does not split into ZeRO units");
+        return -1;
+    }
+    zl_starts(m->n_total, W, GRAD_NORM_BLOCK, m->starts);
+    m->shard_off = m->starts[m->par.rank];
+    m->shard_len = m->starts[m->par.rank + 1] - m->shard_off;
+    m->unit_max = 0;
+    for (int l = 0; l < L; l++)
+        if (zl_unit_len(&m->units[l]) > m->unit_max) m->unit_max = zl_unit_len(&m->units[l]);
+    gathers_forget(m);
+    return 0;
+}
+
+/* Offload under ZeRO-2/3: the shard's master weights and moments in pinned
+ * host memory, zeroed (the moments start there; the weights come from set). */
+static int offload_shard_alloc(CudaModel *m)
+{
+    size_t bytes = (m->n_state ? m->n_state : 1) * sizeof(float);
+    float **arr[3] = {&m->master, &m->m, &m->v};
+    for (int k = 0; k < 3; k++) {
+        /* mapped: AdamW's kernel reads and writes it in place (one pointer for both sides, UVA) */
+        if (cudaHostAlloc((void **)arr[k], bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+            cudaGetLastError();
+            log_error("offload: cannot pin %.2f GiB of host memory for this rank's optimizer shard",
+                      3.0 * bytes / 1073741824.0);
+            return -1;
+        }
+        memset(*arr[k], 0, bytes);
+    }
+    return 0;
+}
+
+/* ZeRO-2: whole bf16 weights; ZeRO-3: this rank's and one gathered layer and
+ * the gathered last unit. Both: two layer buckets, the last unit's bucket, the
+ * shard's gradient, the norm's block sums. */
+static void zero_alloc(CudaModel *m, int *fail)
+{
+    const size_t BB = sizeof(bf16_t), FF = sizeof(float), tail = zl_unit_len(&m->units[m->cfg.layers]);
+    if (m->zero == 3) {
+        m->wsh = dalloc(m, m->shard_len * BB, fail);
+        m->wlayer[0] = dalloc(m, m->unit_max * BB, fail);
+        m->wlayer[1] = dalloc(m, m->unit_max * BB, fail);
+        m->wtail = dalloc(m, tail * BB, fail);
+    } else {
+        m->w = dalloc(m, m->n_total * BB, fail);
+    }
+    m->gbuf[0] = dalloc(m, m->unit_max * FF, fail);
+    m->gbuf[1] = dalloc(m, m->unit_max * FF, fail);
+    m->gtail = dalloc(m, tail * FF, fail);
+    m->gacc = dalloc(m, m->shard_len * FF, fail);
+    m->norm_parts = dalloc(m, grad_norm_blocks(m->n_total) * FF, fail);
+}
+
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
                       const CudaParallel *par, const CudaHostState *offload)
 {
@@ -315,8 +399,8 @@ static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostSt
     m->train_lo = 0;
     m->train_hi = m->cfg.layers;
     if (m->finetune == METHOD_FULL) return 0;
-    if (offload || m->par.world > 1) {
-        log_error("freeze and LoRA train on one GPU without optimizer offload");
+    if (offload) {
+        log_error("freeze and LoRA train without optimizer offload");
         return -1;
     }
     if (m->finetune == METHOD_FREEZE) {
@@ -375,7 +459,25 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     if (!m->gemm) return -1;
     m->timer = phase_timer_new(st);
 
-    if (par->world > 1 && par->zero1) {
+    /* Fine-tuning on several ranks: its small trained state is replicated and
+     * its gradients all-reduced at the step, whatever the plan's stage. Optimizer
+     * offload keeps its own layout (one rank). */
+    if (m->finetune != METHOD_FULL) m->par.zero1 = 0;
+    m->zero = m->finetune == METHOD_FULL && !offload && par->zero >= 2 ? (par->zero > 3 ? 3 : par->zero) : 0;
+    if (par->offload_shard && !m->zero) {
+        log_error("optimizer offload on %d ranks shards the optimizer with ZeRO-2 or ZeRO-3 (full training)",
+                  par->world);
+        return -1;
+    }
+    m->off_shard = m->zero && par->offload_shard;
+    if (m->zero && split) {
+        log_error("LLMC_MASTER=split keeps the master weights beside whole bf16 weights: use it with ZeRO-0/1, "
+                  "or unset it for ZeRO-%d", m->zero);
+        return -1;
+    }
+    if (m->zero) {
+        if (zero_plan(m)) return -1;
+    } else if (par->world > 1 && m->par.zero1) {
         m->shard_len = m->n_total / par->world;
         m->shard_off = (size_t)par->rank * m->shard_len;
     } else {
@@ -384,11 +486,18 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     }
     train_spans(m);
     /* LoRA: the base is bf16 weights only; freeze: a gradient buffer of the whole
-     * layout (the frozen parts never written) and master/moments for the spans. */
-    m->w = dalloc(m, m->n_total * BB, &fail);
-    if (m->finetune != METHOD_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
+     * layout (the frozen parts never written) and master/moments for the spans;
+     * ZeRO-2/3: buckets and shards (zero_alloc). */
+    if (m->zero) {
+        zero_alloc(m, &fail);
+    } else {
+        m->w = dalloc(m, m->n_total * BB, &fail);
+        if (m->finetune != METHOD_LORA) m->grad = dalloc(m, m->n_total * FF, &fail);
+    }
     if (offload) {
         if (offload_create(m, offload, &fail)) return -1;
+    } else if (m->off_shard) {
+        if (offload_shard_alloc(m)) return -1;
     } else if (m->n_state) {
         if (split) m->master_lo = dalloc(m, m->n_state * sizeof(uint16_t), &fail);
         else m->master = dalloc(m, m->n_state * FF, &fail);
@@ -469,13 +578,22 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         log_error("too many layers");
         return -1;
     }
+    if (m->zero) {
+        cudaEvent_t e[7];
+        for (int k = 0; k < 7; k++) CUDA_CHECK(cudaEventCreateWithFlags(&e[k], cudaEventDisableTiming));
+        m->ev_ready = e[0];
+        for (int k = 0; k < 3; k++) {
+            m->ev_free[k] = e[k + 1];
+            m->ev_gathered[k] = e[k + 4];
+        }
+    }
     if (par->world > 1)
         for (size_t l = 0; l <= L; l++) {
             cudaEvent_t e;
             CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
             m->layer_done[l] = e;
         }
-    if (!m->offload && m->n_state) {
+    if (!m->offload && !m->off_shard && m->n_state) {
         CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->n_state * FF, st));
         CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->n_state * FF, st));
     }
@@ -500,6 +618,11 @@ void cuda_model_destroy(CudaModel *m)
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     free(m->h_emb_plan); free(m->h_emb_next);
+    free(m->starts); free(m->units);
+    if (m->off_shard) {
+        cudaDeviceSynchronize();
+        cudaFreeHost(m->master); cudaFreeHost(m->m); cudaFreeHost(m->v);
+    }
     memset(m, 0, sizeof *m);
 }
 
@@ -516,6 +639,17 @@ static size_t span_state_off(const CudaModel *m, int i)
 static void adopt_weights(CudaModel *m, float *tmp)
 {
     cudaStream_t st = m->stream;
+    if (m->zero) {   /* the shard's master weights; the bf16 weights whole (ZeRO-2) or the shard's */
+        if (m->zero == 2) k_f32_to_bf16(m->w, tmp, m->n_total, st);
+        else if (m->shard_len) k_f32_to_bf16(m->wsh, tmp + m->shard_off, m->shard_len, st);
+        if (m->shard_len)   /* Default: master may be pinned host memory (off_shard) */
+            CUDA_CHECK(cudaMemcpyAsync(m->master, tmp + m->shard_off, m->shard_len * sizeof(float),
+                                       cudaMemcpyDefault, st));
+        gathers_forget(m);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        CUDA_CHECK(cudaGetLastError());
+        return;
+    }
     /* split: every bf16 weight rounded as the pairs' upper halves, so that ranks
      * holding another rank's shard compute with the same weights as its owner */
     if (m->master_lo) k_master_split(m->w, NULL, tmp, m->n_total, st);
@@ -572,19 +706,43 @@ static void bmm(CudaModel *m, int ta, int tb, int M, int N, int K, const void *A
     gemm_run(m->gemm, &a);
 }
 
+/* Where unit u's tensor at flat offset off lies: in the whole buffers, or under
+ * ZeRO-2/3 in the unit's gradient bucket (the layer bucket backward writes now:
+ * gsel) and, under ZeRO-3, its gathered weights (zero_layout.h). */
+static size_t unit_pos(const CudaModel *m, int u, size_t off)
+{
+    size_t p = zl_unit_pos(&m->units[u], off);
+    if (p == (size_t)-1) {
+        log_error("internal error: flat offset %zu is not in unit %d", off, u);
+        abort();
+    }
+    return p;
+}
+
+static bf16_t *wp(CudaModel *m, int u, size_t off)
+{
+    if (m->zero < 3) return m->w + off;
+    return (u == m->cfg.layers ? m->wtail : m->wlayer[u & 1]) + unit_pos(m, u, off);
+}
+
+static float *gp(CudaModel *m, int u, size_t off)
+{
+    if (m->zero < 2) return m->grad + off;
+    return (u == m->cfg.layers ? m->gtail : m->gbuf[m->gsel]) + unit_pos(m, u, off);
+}
+
 /* One layer's tensors and shape, for layer_fwd and layer_bwd. */
 typedef struct {
     CudaLayerActs *a;
     const CudaLayerOffsets *o;
     cudaStream_t st;
-    bf16_t *W;                  /* bf16 weights */
     int B, T, N, C, H, KV, D, HD, QKVD, F, G;
 } LayerCtx;
 
 static LayerCtx layer_ctx(CudaModel *m, int l)
 {
     const ModelConfig *c = &m->cfg;
-    LayerCtx x = {.a = &m->acts[l], .o = &m->lo[l], .st = (cudaStream_t)m->stream, .W = m->w,
+    LayerCtx x = {.a = &m->acts[l], .o = &m->lo[l], .st = (cudaStream_t)m->stream,
                   .B = m->B, .T = m->T, .N = m->B * m->T, .C = c->hidden, .H = c->heads, .KV = c->kv_heads,
                   .D = c->head_dim, .F = c->ffn};
     x.HD = x.H * x.D;
@@ -655,34 +813,34 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     LayerCtx z = layer_ctx(m, l);
     CudaLayerActs *a = z.a;
     const CudaLayerOffsets *o = z.o;
-    bf16_t *W = z.W, *x = m->xs[l];
+    bf16_t *x = m->xs[l];
 
-    k_rmsnorm_fwd(a->ln1, a->rstd1, x, W + o->ln1, z.N, z.C, (float)c->rms_eps, z.st);
+    k_rmsnorm_fwd(a->ln1, a->rstd1, x, wp(m, l, o->ln1), z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
     /* Qwen3: the GEMM output is kept for the head norms' backward pass */
     bf16_t *qkv_out = c->qk_norm ? a->qkv_raw : m->qkv;
-    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, W + o->qkv_w, z.C, qkv_out, z.QKVD, 0, NULL, 1.f, 0.f);
+    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, wp(m, l, o->qkv_w), z.C, qkv_out, z.QKVD, 0, NULL, 1.f, 0.f);
     if (m->lora) cuda_lora_fwd(m, l, CL_QKV, a->ln1, qkv_out, z.QKVD);
     PHASE(m, PH_QKV_GEMM);
     if (c->qk_norm)
-        k_head_norm_fwd(m->qkv, a->qkv_raw, W + o->qk_norm, z.N, z.H, z.KV, z.D, (float)c->rms_eps, z.st);
-    k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? W + o->qkv_b : NULL, m->pos, z.B, z.T, z.H, z.KV, z.D,
+        k_head_norm_fwd(m->qkv, a->qkv_raw, wp(m, l, o->qk_norm), z.N, z.H, z.KV, z.D, (float)c->rms_eps, z.st);
+    k_qkv_rope_fwd(a->q, a->k, a->v, m->qkv, c->qkv_bias ? wp(m, l, o->qkv_b) : NULL, m->pos, z.B, z.T, z.H, z.KV, z.D,
                    (float)c->rope_theta, z.st);
     PHASE(m, PH_ROPE);
     attn_fwd(m, &z, 1);
     PHASE(m, PH_ATTN);
-    mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, W + o->o_w, z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
+    mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, wp(m, l, o->o_w), z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
     if (m->lora) cuda_lora_fwd(m, l, CL_O, a->att, a->xmid, z.C);
     PHASE(m, PH_O_GEMM);
-    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, W + o->ln2, z.N, z.C, (float)c->rms_eps, z.st);
+    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
-    mm(m, 0, 1, z.N, 2 * z.F, z.C, a->ln2, z.C, W + o->gu_w, z.C, a->gu, 2 * z.F, 0, NULL, 1.f, 0.f);
+    mm(m, 0, 1, z.N, 2 * z.F, z.C, a->ln2, z.C, wp(m, l, o->gu_w), z.C, a->gu, 2 * z.F, 0, NULL, 1.f, 0.f);
     if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
     PHASE(m, PH_GU_GEMM);
     k_swiglu_fwd(a->h, a->gu, z.N, z.F, z.st);
     PHASE(m, PH_SWIGLU);
     if (!stop_before_down) {
-        mm(m, 0, 1, z.N, z.C, z.F, a->h, z.F, W + o->down_w, z.F, m->xs[l + 1], z.C, 0, a->xmid, 1.f, 1.f);
+        mm(m, 0, 1, z.N, z.C, z.F, a->h, z.F, wp(m, l, o->down_w), z.F, m->xs[l + 1], z.C, 0, a->xmid, 1.f, 1.f);
         if (m->lora) cuda_lora_fwd(m, l, CL_DOWN, a->h, m->xs[l + 1], z.C);
         PHASE(m, PH_DOWN_GEMM);
     } else if (m->lora) {   /* the down adapter's u, which its backward needs */
@@ -699,12 +857,11 @@ static void layer_bwd(CudaModel *m, int l)
     LayerCtx z = layer_ctx(m, l);
     CudaLayerActs *a = z.a;
     const CudaLayerOffsets *o = z.o;
-    bf16_t *W = z.W;
-    float *g = m->grad, scale = 1.f / sqrtf((float)z.D);
+    float scale = 1.f / sqrtf((float)z.D);
     int N = z.N, C = z.C, F = z.F, HD = z.HD, QKVD = z.QKVD;
     /* this layer's own weights train (else their gradients are skipped, and the
      * norm/bias kernels, which always write one, write it to junk) */
-    int wt = g && l >= m->train_lo && l < m->train_hi;
+    int wt = m->finetune != METHOD_LORA && l >= m->train_lo && l < m->train_hi;
     float *gj = m->junk;
     if (m->recompute == RECOMPUTE_SELECTIVE) {
         /* this layer's h and att from the kept GEMM outputs (shared buffers) */
@@ -715,25 +872,25 @@ static void layer_bwd(CudaModel *m, int l)
     }
 
     /* MLP */
-    mm(m, 0, 0, N, F, C, m->dres, C, W + o->down_w, F, m->dh, F, 0, NULL, 1.f, 0.f);
+    mm(m, 0, 0, N, F, C, m->dres, C, wp(m, l, o->down_w), F, m->dh, F, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_DOWN_DX);
-    if (wt) wgrad(m, C, F, N, m->dres, C, a->h, F, g + o->down_w);
+    if (wt) wgrad(m, C, F, N, m->dres, C, a->h, F, gp(m, l, o->down_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
     PHASE(m, PH_DOWN_DW);
     k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, z.st);
     PHASE(m, PH_SWIGLU_BWD);
-    mm(m, 0, 0, N, C, 2 * F, m->dgu, 2 * F, W + o->gu_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
+    mm(m, 0, 0, N, C, 2 * F, m->dgu, 2 * F, wp(m, l, o->gu_w), C, m->dln, C, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_GU_DX);
-    if (wt) wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, g + o->gu_w);
+    if (wt) wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, gp(m, l, o->gu_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_GU, a->ln2, m->dgu, 2 * F, m->dln);
     PHASE(m, PH_GU_DW);
-    k_rmsnorm_bwd(m->dres, wt ? g + o->ln2 : gj, m->dln, a->xmid, W + o->ln2, a->rstd2, m->dres, N, C,
+    k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln2) : gj, m->dln, a->xmid, wp(m, l, o->ln2), a->rstd2, m->dres, N, C,
                   (float *)m->logits, z.st);
     PHASE(m, PH_NORM_BWD);
     /* attention output projection */
-    mm(m, 0, 0, N, HD, C, m->dres, C, W + o->o_w, HD, m->datt, HD, 0, NULL, 1.f, 0.f);
+    mm(m, 0, 0, N, HD, C, m->dres, C, wp(m, l, o->o_w), HD, m->datt, HD, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_O_DX);
-    if (wt) wgrad(m, C, HD, N, m->dres, C, a->att, HD, g + o->o_w);
+    if (wt) wgrad(m, C, HD, N, m->dres, C, a->att, HD, gp(m, l, o->o_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_O, a->att, m->dres, C, m->datt);
     PHASE(m, PH_O_DW);
     if (m->flash) {
@@ -754,17 +911,17 @@ static void layer_bwd(CudaModel *m, int l)
     }
     PHASE(m, PH_ATTN_BWD);
     k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, (float)c->rope_theta, z.st);
-    if (c->qkv_bias && wt) k_bias_grad(g + o->qkv_b, m->dqkv, N, QKVD, (float *)m->logits, z.st);
+    if (c->qkv_bias && wt) k_bias_grad(gp(m, l, o->qkv_b), m->dqkv, N, QKVD, (float *)m->logits, z.st);
     if (c->qk_norm)   /* dqkv: from the normed q, k to the GEMM output; q_norm/k_norm gradients accumulated */
-        k_head_norm_bwd(m->dqkv, wt ? g + o->qk_norm : gj, a->qkv_raw, W + o->qk_norm, N, z.H, z.KV, z.D,
+        k_head_norm_bwd(m->dqkv, wt ? gp(m, l, o->qk_norm) : gj, a->qkv_raw, wp(m, l, o->qk_norm), N, z.H, z.KV, z.D,
                         (float)c->rms_eps, (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
-    mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, W + o->qkv_w, C, m->dln, C, 0, NULL, 1.f, 0.f);
+    mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, wp(m, l, o->qkv_w), C, m->dln, C, 0, NULL, 1.f, 0.f);
     PHASE(m, PH_QKV_DX);
-    if (wt) wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, g + o->qkv_w);
+    if (wt) wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, gp(m, l, o->qkv_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_QKV, a->ln1, m->dqkv, QKVD, m->dln);
     PHASE(m, PH_QKV_DW);
-    k_rmsnorm_bwd(m->dres, wt ? g + o->ln1 : gj, m->dln, m->xs[l], W + o->ln1, a->rstd1, m->dres, N, C,
+    k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln1) : gj, m->dln, m->xs[l], wp(m, l, o->ln1), a->rstd1, m->dres, N, C,
                   (float *)m->logits, z.st);
     PHASE(m, PH_NORM_BWD);
     CUDA_CHECK(cudaGetLastError());
@@ -801,6 +958,7 @@ void cuda_model_zero_grad(CudaModel *m)
         CUDA_CHECK(cudaMemsetAsync(m->junk, 0, n * sizeof(float), st));
     }
     m->grad_fresh = 1;
+    m->acc_fresh = 1;
     PHASE(m, PH_ZERO_GRAD);
 }
 
@@ -825,6 +983,126 @@ static int emb_bwd_plan(CudaModel *m, const int *ids, int N, cudaStream_t st)
     return U;
 }
 
+/* ---- ZeRO-2/3: buckets, gathers (zero_layout.h) ----
+ * Collectives run on the communication stream (one stream for all of them, so
+ * every rank issues them in one order); events order it against the compute
+ * stream. On one rank they are plain copies and adds on the compute stream. */
+
+static cudaStream_t comm_stream(const CudaModel *m)
+{
+    return m->par.world > 1 ? (cudaStream_t)m->par.comm_stream : (cudaStream_t)m->stream;
+}
+
+/* Stream b waits for what stream a has enqueued so far. */
+static void stream_after(CudaModel *m, cudaStream_t b, cudaStream_t a)
+{
+    if (a == b) return;
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_ready, a));
+    CUDA_CHECK(cudaStreamWaitEvent(b, (cudaEvent_t)m->ev_ready, 0));
+}
+
+/* [base, base+n) of the flat vector whose shards (elem bytes each, this rank's
+ * from starts[rank]) are shard, whole into out on stream s. */
+static void zero_allgather(CudaModel *m, const void *shard, size_t elem, size_t base, size_t n, void *out,
+                           cudaStream_t s)
+{
+    if (m->par.world > 1)
+        cuda_coll_allgather_range(m->par.comm, shard, m->starts, base, n, elem, out, s);
+    else
+        CUDA_CHECK(cudaMemcpyAsync(out, (const char *)shard + base * elem, n * elem, cudaMemcpyDeviceToDevice, s));
+}
+
+/* ZeRO-3: unit u's bf16 weights into its gathered buffer (layer u in slot u & 1,
+ * the last unit in its own), enqueued on the communication stream once the
+ * compute stream has finished with what the slot held; the slot's event marks
+ * it gathered. Kept until the slot is needed again or the weights change.
+ * Forward fetches layer l + 1 while layer l computes, backward layer l - 1. */
+static void zero_fetch(CudaModel *m, int u)
+{
+    int tail = u == m->cfg.layers, slot = tail ? 2 : u & 1;
+    if (tail ? m->wtail_ok : m->wlayer_unit[slot] == u) return;
+    const ZeroUnit *z = &m->units[u];
+    bf16_t *dst = tail ? m->wtail : m->wlayer[slot];
+    cudaStream_t st = (cudaStream_t)m->stream, cs = comm_stream(m);
+    if (m->local_w) {   /* one rank alone: from the host's fp32 weights, rounded as the shards are */
+        size_t chunk = zl_unit_len(&m->units[m->cfg.layers]);
+        for (int k = 0; k < 2; k++)
+            for (size_t o = 0; o < z->len[k]; o += chunk) {
+                size_t n = z->len[k] - o < chunk ? z->len[k] - o : chunk;
+                CUDA_CHECK(cudaMemcpyAsync(m->gtail, m->local_w + z->off[k] + o, n * sizeof(float),
+                                           cudaMemcpyHostToDevice, st));
+                k_f32_to_bf16(dst + z->pos[k] + o, m->gtail, n, st);
+            }
+        cs = st;
+    } else {
+        stream_after(m, cs, st);   /* the slot's last reader is done */
+        for (int k = 0; k < 2; k++)
+            if (z->len[k])
+                zero_allgather(m, m->wsh, sizeof(bf16_t), z->off[k], z->len[k], dst + z->pos[k], cs);
+    }
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_gathered[slot], cs));
+    if (tail) m->wtail_ok = 1;
+    else m->wlayer_unit[slot] = u;
+}
+
+/* Unit u's weights gathered before the compute stream goes on (fetched now if
+ * they were not prefetched). */
+static void zero_use(CudaModel *m, int u)
+{
+    int slot = u == m->cfg.layers ? 2 : u & 1;
+    zero_fetch(m, u);
+    CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)m->stream, (cudaEvent_t)m->ev_gathered[slot], 0));
+    PHASE(m, PH_GATHER);
+}
+
+/* Unit u's bucket, before backward writes it: free again (its last reduction
+ * done), and zero where the kernels add rather than write (the norm weights and
+ * biases; the last unit whole: its embedding rows are added to). */
+static void zero_bucket_begin(CudaModel *m, int u)
+{
+    int tail = u == m->cfg.layers, b = tail ? 2 : u & 1;
+    cudaStream_t st = (cudaStream_t)m->stream;
+    if (m->par.world > 1) CUDA_CHECK(cudaStreamWaitEvent(st, (cudaEvent_t)m->ev_free[b], 0));
+    const ZeroUnit *z = &m->units[u];
+    if (tail) {
+        CUDA_CHECK(cudaMemsetAsync(m->gtail, 0, zl_unit_len(z) * sizeof(float), st));
+    } else {
+        m->gsel = b;
+        CUDA_CHECK(cudaMemsetAsync(m->gbuf[b] + z->pos[1], 0, z->len[1] * sizeof(float), st));
+    }
+}
+
+/* Unit u's bucket (complete on the compute stream) summed over ranks onto this
+ * rank's shard of the step's gradient: written by the step's first micro-batch,
+ * added to by the others. */
+static void zero_bucket_reduce(CudaModel *m, int u)
+{
+    int tail = u == m->cfg.layers, b = tail ? 2 : u & 1, add = !m->acc_fresh;
+    float *buf = tail ? m->gtail : m->gbuf[b];
+    const ZeroUnit *z = &m->units[u];
+    cudaStream_t st = (cudaStream_t)m->stream, cs = comm_stream(m);
+    stream_after(m, cs, st);
+    for (int k = 0; k < 2; k++) {
+        float *src = buf + z->pos[k];
+        size_t base = z->off[k], n = z->len[k];
+        if (!n) continue;
+        if (m->par.world > 1)
+            cuda_coll_reduce_range_f32(m->par.comm, src, base, n, m->starts, m->gacc, add, cs);
+        else if (add)
+            k_add_f32(m->gacc + base, src, n, cs);
+        else
+            CUDA_CHECK(cudaMemcpyAsync(m->gacc + base, src, n * sizeof(float), cudaMemcpyDeviceToDevice, cs));
+    }
+    if (m->par.world > 1) CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_free[b], cs));
+    PHASE(m, PH_GRAD_REDUCE);
+}
+
+void cuda_model_zero3_local(CudaModel *m, const float *w)
+{
+    m->local_w = w;
+    gathers_forget(m);
+}
+
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, int last_micro)
 {
@@ -832,25 +1110,34 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     cudaStream_t st = m->stream;
     int N = m->B * m->T, C = c->hidden, V = c->vocab, L = c->layers;
     int train = grad_scale != 0.f, full = m->finetune == METHOD_FULL;
-    int bucketed = train && last_micro && m->par.world > 1 && !m->par.zero1;
-    bf16_t *W = m->w;
+    int bucketed = train && last_micro && full && m->par.world > 1 && !m->par.zero1 && m->zero < 2;
+    int zero2 = train && m->zero >= 2;
+    if (zero2) m->grad_fresh = 1;   /* every micro-batch's gradients are its own (buckets) */
 
     CUDA_CHECK(cudaMemcpyAsync(m->ids, ids, N * sizeof(int), cudaMemcpyHostToDevice, st));
     int emb_segs = train && full ? emb_bwd_plan(m, ids, N, st) : 0;
     CUDA_CHECK(cudaMemcpyAsync(m->pos, pos, N * sizeof(int), cudaMemcpyHostToDevice, st));
     m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
-    k_embed_fwd(m->xs[0], m->ids, W + m->off_embed, N, C, st);
+    if (m->zero == 3) zero_use(m, L);
+    k_embed_fwd(m->xs[0], m->ids, wp(m, L, m->off_embed), N, C, st);
     PHASE(m, PH_EMBED);
-    for (int l = 0; l < L; l++) layer_fwd(m, l, 0);
+    for (int l = 0; l < L; l++) {
+        if (m->zero == 3) {
+            zero_use(m, l);
+            if (l + 1 < L) zero_fetch(m, l + 1);
+        }
+        layer_fwd(m, l, 0);
+    }
+    if (zero2) zero_bucket_begin(m, L);   /* the head's gradient comes with the loss */
 
     /* Final norm, then LM head + cross-entropy chunk by chunk: bf16 logits of at
      * most ce_chunk rows exist at a time, and become dlogits in place. */
-    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], W + m->off_norm, N, C, (float)c->rms_eps, st);
+    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], wp(m, L, m->off_norm), N, C, (float)c->rms_eps, st);
     PHASE(m, PH_NORM);
     for (int r0 = 0; r0 < N; r0 += m->ce_chunk) {
         int rn = N - r0 < m->ce_chunk ? N - r0 : m->ce_chunk;
-        mm(m, 0, 1, rn, V, C, m->hf + (size_t)r0 * C, C, W + m->off_lm, C, m->logits, V, 0, NULL, 1.f, 0.f);
+        mm(m, 0, 1, rn, V, C, m->hf + (size_t)r0 * C, C, wp(m, L, m->off_lm), C, m->logits, V, 0, NULL, 1.f, 0.f);
         PHASE(m, PH_LM_GEMM);
         if (logits_out) {
             uint16_t *hb = malloc((size_t)rn * V * 2);
@@ -866,31 +1153,41 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         k_cross_entropy(m->logits, m->losses + r0, m->targets + r0, rn, V, grad_scale, st);
         PHASE(m, PH_CE);
         if (!train) continue;
-        mm(m, 0, 0, rn, C, V, m->logits, V, W + m->off_lm, C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f, 0.f);
+        mm(m, 0, 0, rn, C, V, m->logits, V, wp(m, L, m->off_lm), C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f, 0.f);
         PHASE(m, PH_LM_DX);
         if (full)   /* fine-tuning keeps the head (and the embedding) frozen */
-            mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, m->grad + m->off_lm, C, 1, NULL, 1.f,
+            mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, gp(m, L, m->off_lm), C, 1, NULL, 1.f,
                m->grad_fresh && r0 == 0 ? 0.f : 1.f);
         PHASE(m, PH_LM_DW);
     }
     k_sum_add(m->loss_acc, m->losses, N, st);
     CUDA_CHECK(cudaGetLastError());
     if (!train) return;
-    k_rmsnorm_bwd(m->dres, full ? m->grad + m->off_norm : m->junk, m->dln, m->xs[L], W + m->off_norm, m->rstdf,
+    k_rmsnorm_bwd(m->dres, full ? gp(m, L, m->off_norm) : m->junk, m->dln, m->xs[L], wp(m, L, m->off_norm), m->rstdf,
                   NULL, N, C, (float *)m->logits, st);
     PHASE(m, PH_NORM_BWD);
     /* freeze: nothing below the lowest trained layer needs a gradient */
     int lowest = m->finetune == METHOD_FREEZE ? m->train_lo : 0;
     for (int l = L - 1; l >= lowest; l--) {
+        if (m->zero == 3) {
+            zero_use(m, l);
+            if (l - 1 >= lowest) zero_fetch(m, l - 1);
+        }
+        if (zero2) zero_bucket_begin(m, l);
         layer_bwd(m, l);
+        if (zero2) zero_bucket_reduce(m, l);
         if (bucketed) {
             size_t end = l + 1 < L ? m->lo[l + 1].qkv_w : m->off_embed;
             reduce_bucket(m, m->lo[l].qkv_w, end - m->lo[l].qkv_w, l);
         }
     }
-    if (train && full) k_embed_bwd(m->grad + m->off_embed, m->emb_plan, N, emb_segs, m->dres, C, st);
+    if (train && full) k_embed_bwd(gp(m, L, m->off_embed), m->emb_plan, N, emb_segs, m->dres, C, st);
     PHASE(m, PH_EMBED_BWD);
     m->grad_fresh = 0;
+    if (zero2) {
+        zero_bucket_reduce(m, L);
+        m->acc_fresh = 0;
+    }
     if (bucketed) reduce_bucket(m, m->off_embed, m->n_total - m->off_embed, L);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -959,13 +1256,56 @@ void cuda_model_offload_adopt(CudaModel *m, int step)
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* ZeRO-2/3's step: the shard's summed gradient is in gacc once the
+ * communication stream is done. The norm: each fixed block's sum of squares
+ * (blocks never straddle shards), zero elsewhere, summed over ranks (one term
+ * per block is not zero, so the sum is exact) and then in block order: the same
+ * bits on any number of ranks. AdamW on the shard; ZeRO-2 all-gathers the
+ * updated bf16 weights, ZeRO-3 gathers them as the next pass needs them. */
+static float zero_step(CudaModel *m, float grad_mult, float lr, float b1, float b2, float eps, float wd,
+                       float clip)
+{
+    cudaStream_t st = m->stream;
+    stream_after(m, st, comm_stream(m));
+    PHASE(m, PH_GRAD_REDUCE);
+    size_t nb = grad_norm_blocks(m->n_total);
+    CUDA_CHECK(cudaMemsetAsync(m->norm_parts, 0, nb * sizeof(float), st));
+    k_sumsq_blocks(m->norm_parts + m->shard_off / GRAD_NORM_BLOCK, m->gacc, m->shard_len, GRAD_NORM_BLOCK, st);
+    if (m->par.world > 1) cuda_coll_allreduce_f32(m->par.comm, m->norm_parts, nb, st);
+    CUDA_CHECK(cudaMemsetAsync(m->sumsq, 0, sizeof(float), st));
+    k_sum_add(m->sumsq, m->norm_parts, (int)nb, st);
+    PHASE(m, PH_GRAD_NORM);
+    m->step++;
+    float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
+    if (m->shard_len)
+        k_adamw(m->master, NULL, m->zero == 3 ? m->wsh : m->w + m->shard_off, m->gacc, m->m, m->v, m->shard_len,
+                m->shard_off, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
+    if (m->zero == 2 && m->par.world > 1)
+        cuda_coll_allgather_range(m->par.comm, m->w + m->shard_off, m->starts, 0, m->n_total, sizeof(bf16_t), m->w,
+                                  st);
+    gathers_forget(m);
+    PHASE(m, PH_ADAMW);
+    float ss = 0.f;
+    CUDA_CHECK(cudaMemcpyAsync(&ss, m->sumsq, sizeof ss, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
+    return sqrtf(ss) * grad_mult;
+}
+
 float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b2, float eps, float wd,
                       float clip)
 {
     cudaStream_t st = m->stream;
     CudaColl *comm = m->par.comm;
+    CudaLora *ad = m->lora;
+    if (m->zero) return zero_step(m, grad_mult, lr, b1, b2, eps, wd, clip);
     if (m->par.world > 1) {
-        if (m->par.zero1) {
+        if (m->finetune != METHOD_FULL) {   /* replicated: every rank steps the summed gradients */
+            if (ad) cuda_coll_allreduce_f32(comm, ad->grad, ad->n_total, st);
+            else
+                for (int i = 0; i < m->n_spans; i++)
+                    cuda_coll_allreduce_f32(comm, m->grad + m->span[i].off, m->span[i].len, st);
+        } else if (m->par.zero1) {
             /* ZeRO-1: each rank receives the summed gradient of its own shard. */
             cuda_coll_reduce_scatter_f32(comm, m->grad, m->grad + m->shard_off, m->shard_len, st);
         } else {
@@ -975,7 +1315,6 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
         }
     }
     PHASE(m, PH_GRAD_REDUCE);
-    CudaLora *ad = m->lora;
     if (ad) {
         k_sumsq(m->sumsq, m->sumsq_scratch, ad->grad, ad->n_total, st);
     } else if (m->n_spans == 1) {
@@ -1013,9 +1352,52 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
     return sqrtf(ss) * grad_mult;
 }
 
+/* ZeRO-2/3: the shard's master weights and moments straight from the host
+ * arrays; the bf16 weights whole through the last unit's bucket (ZeRO-2), or
+ * the shard's from its master weights (ZeRO-3: the same rounding). */
+static void zero_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
+{
+    cudaStream_t st = (cudaStream_t)m->stream;
+    size_t len = m->shard_len * sizeof(float), chunk = zl_unit_len(&m->units[m->cfg.layers]);
+    if (m->shard_len) {
+        /* Default: the state may be pinned host memory (off_shard) */
+        CUDA_CHECK(cudaMemcpyAsync(m->master, w + m->shard_off, len, cudaMemcpyDefault, st));
+        if (mom1 && mom2) {
+            CUDA_CHECK(cudaMemcpyAsync(m->m, mom1 + m->shard_off, len, cudaMemcpyDefault, st));
+            CUDA_CHECK(cudaMemcpyAsync(m->v, mom2 + m->shard_off, len, cudaMemcpyDefault, st));
+        }
+        if (m->zero == 3) k_f32_to_bf16(m->wsh, m->master, m->shard_len, st);
+    }
+    if (m->zero == 2)
+        for (size_t o = 0; o < m->n_total; o += chunk) {
+            size_t n = m->n_total - o < chunk ? m->n_total - o : chunk;
+            CUDA_CHECK(cudaMemcpyAsync(m->gtail, w + o, n * sizeof(float), cudaMemcpyHostToDevice, st));
+            k_f32_to_bf16(m->w + o, m->gtail, n, st);
+        }
+    if (mom1 && mom2) m->step = step;
+    gathers_forget(m);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* ZeRO-2/3: a shard array (master weights or a moment) whole into host (may be
+ * NULL: this rank only takes part), a last-unit bucket at a time. Collective. */
+static void zero_get_host(CudaModel *m, const float *shard, float *host)
+{
+    cudaStream_t st = (cudaStream_t)m->stream;
+    size_t chunk = zl_unit_len(&m->units[m->cfg.layers]);
+    for (size_t o = 0; o < m->n_total; o += chunk) {
+        size_t n = m->n_total - o < chunk ? m->n_total - o : chunk;
+        zero_allgather(m, shard, sizeof(float), o, n, m->gtail, st);
+        if (host) CUDA_CHECK(cudaMemcpyAsync(host + o, m->gtail, n * sizeof(float), cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+}
+
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
 {
     if (m->offload) { log_error("set_flat under offload"); abort(); }
+    if (m->zero) { zero_set_flat(m, w, mom1, mom2, step); return; }
     size_t bytes = m->n_total * sizeof(float);
     if (!m->grad) {   /* LoRA: bf16 weights only, converted through a small bounce buffer */
         size_t chunk = (size_t)16 << 20;
@@ -1091,6 +1473,20 @@ static const float *master_f32(CudaModel *m)
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
     if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
+    if (m->zero) {
+        const float *arr[3] = {m->master, m->m, m->v};
+        float *host[3] = {w, mom1, mom2};
+        for (int k = 0; k < 3; k++) {
+            const float *src = arr[k];
+            if (m->off_shard && m->shard_len) {   /* collectives take device memory: through gacc (free now) */
+                CUDA_CHECK(cudaMemcpyAsync(m->gacc, src, m->shard_len * sizeof(float), cudaMemcpyDefault,
+                                           (cudaStream_t)m->stream));
+                src = m->gacc;
+            }
+            zero_get_host(m, src, host[k]);
+        }
+        return;
+    }
     if (m->finetune != METHOD_FULL) {   /* one rank; LoRA: the base never changes (no span) */
         const float *master = master_f32(m);
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));

@@ -97,6 +97,10 @@ struct CudaColl;
 
 typedef struct {
     int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
+    int zero;                           /* the plan's ZeRO stage: 2 and 3 engage ZeRO-2/3 (full training;
+                                           on one rank too, so that one rank runs the same sums) */
+    int offload_shard;                  /* ZeRO-2/3 with optimizer offload: the shard's master weights and
+                                           moments in pinned host memory (several ranks) */
     struct CudaColl *comm;              /* collective transport (cuda_coll.h) or NULL */
     void *comm_stream;                  /* cudaStream_t for overlapped reductions */
 } CudaParallel;
@@ -130,6 +134,30 @@ typedef struct {
     int offload;                        /* master and moments in host memory (off) */
     CudaOffload off;
     size_t shard_off, shard_len;
+    /* ZeRO-2/3 (zero >= 2; zero_layout.h): grad is NULL; each micro-batch's
+     * gradients go unit by unit into a bucket (two for the layers, alternating,
+     * one for the last unit), which is reduced onto this rank's shard gacc as
+     * soon as backward finishes the unit (on the communication stream). ZeRO-3:
+     * w is NULL; this rank's bf16 weights are wsh, and a unit's whole weights are
+     * gathered into wlayer (or wtail) for forward and again for backward, the
+     * next layer's while this one computes. */
+    int zero;                           /* 0 (ZeRO-0/1 as above), 2 or 3 */
+    size_t *starts;                     /* [world+1] shard boundaries (whole GRAD_NORM_BLOCKs) */
+    struct ZeroUnit *units;             /* [layers+1] */
+    size_t unit_max;                    /* the longest layer unit */
+    float *gbuf[2], *gtail, *gacc;      /* buckets [unit_max], [the last unit]; gacc [shard_len] */
+    int gsel;                           /* the layer bucket backward writes now */
+    int acc_fresh;                      /* nothing reduced onto gacc since cuda_model_zero_grad */
+    bf16_t *wsh, *wlayer[2], *wtail;    /* ZeRO-3: [shard_len], layer l in wlayer[l & 1] [unit_max] (the
+                                           next layer is gathered while this one computes), [the last unit] */
+    int wlayer_unit[2], wtail_ok;       /* what the gathered buffers hold (-1, 0: nothing) */
+    const float *local_w;               /* not NULL: gathers read these host fp32 flat weights instead
+                                           (cuda_model_zero3_local) */
+    float *norm_parts;                  /* [blocks of n_total] the gradient's sums of squares */
+    int off_shard;                      /* master, m and v are pinned host memory (offload_shard): AdamW
+                                           reads and writes them over the bus, in place */
+    void *ev_ready, *ev_free[3];        /* cudaEvent_t: compute -> comm; buckets 0, 1, tail reusable */
+    void *ev_gathered[3];               /* cudaEvent_t: wlayer[0], wlayer[1], wtail gathered */
     /* activations */
     bf16_t **xs;                        /* residual stream at each layer input, [L+1][N*C] */
     CudaLayerActs *acts;                /* per layer (or all the same buffers under recompute) */
@@ -205,6 +233,11 @@ void cuda_model_init_random(CudaModel *m, uint64_t seed, float std);
  * bucketed gradient reduction as each layer finishes. */
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, int last_micro);
+/* ZeRO-3 forward passes on one rank without the others (rank 0's held-out
+ * evaluation after training): w (host, flat layout, n_total floats: the
+ * gathered master weights) feeds the gathers instead of the ranks' shards;
+ * NULL goes back to the shards. Forward only. */
+void cuda_model_zero3_local(CudaModel *m, const float *w);
 /* Start a step's gradients from zero (the first micro-batch after it overwrites). */
 void cuda_model_zero_grad(CudaModel *m);
 /* Finish gradient reduction, clip, AdamW on grad * grad_mult (1 when the loss

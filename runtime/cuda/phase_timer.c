@@ -28,6 +28,7 @@ static const char *const phase_name[PH_COUNT] = {
     [PH_QKV_DX] = "gemm qkv dx",           [PH_QKV_DW] = "gemm qkv dW",
     [PH_EMBED_BWD] = "embedding bwd",      [PH_GRAD_REDUCE] = "gradient reduction",
     [PH_GRAD_NORM] = "grad norm",          [PH_ADAMW] = "adamw",
+    [PH_GATHER] = "ZeRO-3 weight gather",
 };
 
 struct PhaseTimer {

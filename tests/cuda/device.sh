@@ -5,7 +5,7 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2   (default: all but run7b, split, split-bench, trust, host2)
+#               split split-bench trust host2 zero   (default: all but run7b, split, split-bench, trust, host2, zero)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -13,6 +13,8 @@
 #            (same bits?), held-out exact match over 5 seeds (tests/cuda/trust.sh)
 #     host2: 1, 2 and 4 ranks of the tiny plan (ZeRO-1) sharing one GPU over the host
 #            transport (LLMC_TRANSPORT=host), against each other and against 1 rank
+#     zero: ZeRO-1/2/3 (with and without optimizer offload, full and LoRA) on 1, 2 and 4
+#           ranks sharing one GPU over the host transport, against 1 rank
 #     split: LLMC_MASTER=split (master weights as bf16 + low halves) against HF, through
 #            run and resume; split-bench: its memory and speed beside the default
 #
@@ -294,6 +296,75 @@ PY
         note "host2: 2 GPUs, NCCL: exit $RCS; host vs NCCL (want SAME): $(cmp_runs host2a nccl2)"
     fi
     cp $r/run-host2a/gpu_metrics.jsonl "$out/host2_gpu_memory.jsonl" 2>/dev/null
+fi
+# zero: ZeRO-1/2/3 on this one GPU over the host transport (tests/cuda/zero_check.py
+# writes the plans: the tiny plan, 20 steps, the same global batch of 8 rows as
+# micro-batches of 2 on 1, 2 and 4 ranks, so every rank count runs the same
+# micro-batches). Exact (gradient norms and exported weights bitwise equal):
+# ZeRO-2/3 on 1, 2, 4 ranks against ZeRO-2 on 1 rank -- each micro-batch's
+# gradients are reduced on their own, in rank order, onto the shard, which is
+# the order one rank adds them in; the norm adds fixed blocks in block order;
+# AdamW is elementwise; ZeRO-3's gathered bf16 weights are the shards' own --
+# and optimizer offload against the same run without it (the same AdamW kernel
+# on the same values, from pinned host memory). Within compare_runs.py's
+# tolerances (early steps 1%, final loss 15%): ZeRO-1 on 2 and 4 ranks and ZeRO-2
+# against ZeRO-1 on 1 rank (ZeRO-1 sums a rank's micro-batches inside the GEMMs
+# before the ranks are summed: another order), and LoRA on 2 and 4 ranks (the
+# adapters' gradients are all-reduced per step: the same). Per case: each rank's
+# GPU memory (its model allocations; ranks share the device, so the device's
+# counters are not theirs) and one summary line. Resume: ZeRO-2 on 2 ranks stopped
+# half way and resumed by ZeRO-3 on 4 ranks must give ZeRO-2 on 1 rank's bits
+# (the checkpoint is whole and fp32; the bf16 weights are rounded from it as AdamW
+# rounds them).
+if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
+    r=.cuda-run/tiny
+    zport=29600
+    zrun() {   # NAME RANKS [ARGS...]: the case's ranks here, logs zero_NAME.K.log
+        local name=$1 n=$2 k pids=() rcs=""
+        shift 2
+        rm -rf $r/run-$name
+        zport=$((zport + 1))
+        for ((k = 0; k < n; k++)); do
+            env LLMC_TRANSPORT=${ZT:-host} RANK=$k WORLD_SIZE=$n LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
+                timeout 300 ./build/llmc-train-cuda run $r/plan-$name.json "$@" > "$out/zero_$name.$k.log" 2>&1 &
+            pids+=($!)
+        done
+        for k in "${pids[@]}"; do wait "$k"; rcs+="$? "; done
+        local mem
+        mem=$(grep -ho 'rank [0-9]*: [0-9.]* GiB of GPU memory' "$out"/zero_$name.*.log | awk '{printf "%s%s ", $3, $4}')
+        note "zero $name: exit ${rcs% } ; GPU memory per rank: ${mem:-none}; $(grep -ho 'ZeRO-[0-9][^,]*' "$out/zero_$name.0.log" | head -1)"
+        [[ $rcs == *[1-9]* ]] && grep -h "error" "$out"/zero_$name.*.log | head -3
+    }
+    zcmp() { note "zero: $(python3 tests/cuda/zero_check.py cmp $r "$@" 2>&1 | tail -1)"; }
+    t0=$SECONDS
+    python3 tests/cuda/zero_check.py plans $r > "$out/zero_cases.txt"
+    # the most telling first, each comparison as soon as its runs are done (a run
+    # cut short still reports what it reached)
+    zrun z2-full-r1 1
+    for c in "z2-full-r2 2" "z3-full-r2 2" "z3-full-r4 4" "z2-full-r4 4" "z3-full-r1 1"; do
+        set -- $c; zrun $1 $2; zcmp z2-full-r1 $1 exact
+    done
+    zrun z3-off-r2 2; zcmp z2-full-r1 z3-off-r2 exact
+    zrun z2-off-r2 2; zcmp z2-full-r2 z2-off-r2 exact
+    zrun z3-off-r4 4; zcmp z2-full-r1 z3-off-r4 exact
+    # resume: ZeRO-2 on 2 ranks stops half way, ZeRO-3 on 4 ranks resumes (one run-zres)
+    rm -rf $r/run-zres
+    zrun zres-a 2 --stop-after $(python3 -c 'import sys; sys.path.insert(0, "tests/cuda"); import zero_check; print(zero_check.STEPS // 2)')
+    zrun zres-b 4
+    zcmp z2-full-r1 zres exact
+    zrun z1-full-r1 1
+    zrun z1-off-r1 1; zcmp z1-full-r1 z1-off-r1 exact
+    zcmp z1-full-r1 z2-full-r1 tol
+    for c in "z1-full-r2 2" "z1-full-r4 4"; do set -- $c; zrun $1 $2; zcmp z1-full-r1 $1 tol; done
+    zrun z1-lora-r1 1
+    for c in "z2-lora-r2 2" "z3-lora-r2 2" "z3-lora-r4 4"; do set -- $c; zrun $1 $2; zcmp z1-lora-r1 $1 tol; done
+    # 2+ GPUs: NCCL, one rank per GPU (NCCL reduces a window, then it is added:
+    # another order than ((acc + g_0) + g_1), so tolerances)
+    if [[ $ngpu -ge 2 ]]; then
+        for c in z2-nccl-r2 z3-nccl-r2 z3-nccl-off-r2; do ZT=nccl zrun $c 2; zcmp z2-full-r1 $c tol; done
+    fi
+    note "zero: $(grep -c '^zero: PASS' "$out/summary.txt") passed, $(grep -c '^zero: FAIL' "$out/summary.txt") failed, $((SECONDS - t0)) s"
+    rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt
 fi
 if has dp && [[ $ngpu -ge 2 ]]; then
     for z in "" "--zero1"; do

@@ -14,6 +14,12 @@ $(BUILD)/master_split_test: tests/cuda/master_split_test.c runtime/cuda/master_s
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iruntime/cuda -o $@ $< $(LDFLAGS)
 
+# tests/cuda/zero_layout_test.c: ZeRO-2/3's shards, units and window ownership
+# (runtime/cuda/zero_layout.c, plain C) on the CPU.
+$(BUILD)/zero_layout_test: tests/cuda/zero_layout_test.c runtime/cuda/zero_layout.c runtime/cuda/zero_layout.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iruntime/cuda -o $@ tests/cuda/zero_layout_test.c runtime/cuda/zero_layout.c $(LDFLAGS)
+
 # tests/cuda/attn_check.c: cuDNN attention against the flash kernels and an fp64
 # reference (needs a GPU to run; device.sh's `attn` step). `attn_check --time` times both.
 .PHONY: attn-check

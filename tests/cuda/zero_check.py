@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""tests/cuda/device.sh's `zero` section: ZeRO-1/2/3 of the CUDA backend on one GPU.
+
+  zero_check.py plans RUNDIR          write RUNDIR/plan-z*.json from plan-gpu.json; print
+                                      "NAME RANKS" per case
+  zero_check.py cmp RUNDIR REF CAND EXPECT
+                                      compare run-REF with run-CAND; EXPECT is "exact"
+                                      (gradient norms of every step and the exported
+                                      weights bitwise equal; losses within fp32
+                                      rounding of their per-rank sums) or "tol"
+                                      (compare_runs.py's tolerances: early steps 1%,
+                                      final loss 15%); prints one line, PASS or FAIL
+
+Every case runs the same global batch of 8 rows as micro-batches of 2: 1 rank
+accumulates 4, 2 ranks 2 each, 4 ranks 1 each (slot a*world + r on rank r,
+train_loop.c), so every rank count sees the same micro-batches.
+"""
+import json, math, os, struct, sys
+
+STEPS = 20
+MICRO, GLOBAL = 2, 8
+
+# name: (zero stage, ranks, offload, lora)
+CASES = {}
+for z in (1, 2, 3):
+    for n in (1, 2, 4):
+        CASES[f"z{z}-full-r{n}"] = (z, n, False, False)
+# offload: one rank (the loop's host model is the state), several (each rank's shard pinned)
+for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
+    CASES[f"z{z}-off-r{n}"] = (z, n, True, False)
+for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
+    CASES[f"z{z}-lora-r{n}"] = (z, n, False, True)
+# resume across ranks and stages: ZeRO-2 on 2 ranks stops half way, ZeRO-3 on 4
+# ranks resumes from its checkpoint, in one output directory (run-zres); not
+# listed (device.sh runs them in order)
+RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False)}
+# several GPUs: the same over NCCL, one rank per GPU (not listed; device.sh runs
+# them where 2 GPUs exist)
+NCCL = {"z2-nccl-r2": (2, 2, False, False), "z3-nccl-r2": (3, 2, False, False), "z3-nccl-off-r2": (3, 2, True, False)}
+
+
+def plans(rundir):
+    base = json.load(open(os.path.join(rundir, "plan-gpu.json")))
+    for name, (z, n, off, lora) in list(CASES.items()) + list(RESUME.items()) + list(NCCL.items()):
+        q = json.loads(json.dumps(base))
+        out = "run-zres" if name in RESUME else "run-" + name
+        q["output"]["dir"] = out
+        q["checkpoint"]["dir"] = out + "/ckpt"
+        q["train"].update(max_steps=STEPS, micro_batch=MICRO, global_batch=GLOBAL, grad_accum=GLOBAL // MICRO // n)
+        q["parallel"].update(world_size=n, data_parallel=n, gpus_per_node=n, zero_stage=z,
+                             offload="optimizer" if off else "none")
+        if lora:
+            q["finetune"].update(method="lora", lora_rank=8, lora_alpha=16, lora_dropout=0.0)
+        json.dump(q, open(os.path.join(rundir, f"plan-{name}.json"), "w"), indent=1)
+        if name in CASES:
+            print(name, n)
+
+
+def steps(d):
+    return {o["step"]: o for o in map(json.loads, open(os.path.join(d, "metrics.jsonl")))}
+
+
+def weights(d):
+    out = {}
+    fd = os.path.join(d, "final")
+    for f in sorted(os.listdir(fd)) if os.path.isdir(fd) else []:
+        if not f.endswith(".safetensors"):
+            continue
+        b = open(os.path.join(fd, f), "rb").read()
+        n = struct.unpack("<Q", b[:8])[0]
+        for k, v in json.loads(b[8:8 + n]).items():
+            if k != "__metadata__":
+                out[k] = (v["dtype"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+    return out
+
+
+def as_floats(dtype, raw):
+    if dtype == "BF16":
+        return [struct.unpack("<f", b"\0\0" + raw[i:i + 2])[0] for i in range(0, len(raw), 2)]
+    if dtype == "F32":
+        return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    return []
+
+
+def cmp(rundir, ref, cand, expect):
+    da, db = os.path.join(rundir, "run-" + ref), os.path.join(rundir, "run-" + cand)
+    try:
+        a, b = steps(da), steps(db)
+    except OSError as e:
+        print(f"FAIL {ref} vs {cand}: {e}")
+        return 1
+    common = sorted(set(a) & set(b))
+    complete = len(common) == len(a) == len(b) == STEPS
+    dl = max((abs(a[s]["loss"] - b[s]["loss"]) for s in common), default=math.nan)
+    rl = max((abs(a[s]["loss"] - b[s]["loss"]) / max(abs(a[s]["loss"]), 1e-30) for s in common), default=math.nan)
+    gsame = all(a[s].get("grad_norm") == b[s].get("grad_norm") for s in common)
+    dg = max((abs((a[s].get("grad_norm") or 0) - (b[s].get("grad_norm") or 0)) for s in common), default=math.nan)
+    wa, wb = weights(da), weights(db)
+    wsame = bool(wa) and wa.keys() == wb.keys() and all(wa[k] == wb[k] for k in wa)
+    dw = 0.0
+    if not wsame:
+        for k in wa.keys() & wb.keys():
+            fa, fb = as_floats(*wa[k]), as_floats(*wb[k])
+            if len(fa) == len(fb):
+                dw = max([dw] + [abs(x - y) for x, y in zip(fa, fb)])
+    facts = (f"{len(a)}/{len(b)} steps, grad norms {'bitwise equal' if gsame else f'differ (max {dg:.3g})'}, "
+             f"weights {'bitwise equal' if wsame else f'differ (max {dw:.3g})'} ({len(wa)} tensors), "
+             f"max |dloss| {dl:.3g} (rel {rl:.2g}), final loss {a[max(a)]['loss'] if a else '-'} / "
+             f"{b[max(b)]['loss'] if b else '-'}")
+    if expect == "exact":
+        # the loss is each rank's fp32 sum of its micro-batches, then summed over
+        # ranks: a few fp32 roundings of a sum of 4 terms, never more than 1e-6 relative
+        ok = complete and gsame and wsame and rl <= 1e-6
+    else:
+        early = [abs(a[s]["loss"] - b[s]["loss"]) for s in common[:STEPS // 2]]
+        tail = common[-max(1, STEPS // 10):]
+        fa = sum(a[s]["loss"] for s in tail) / len(tail)
+        fb = sum(b[s]["loss"] for s in tail) / len(tail)
+        ok = complete and bool(early) and sum(early) / len(early) < 0.01 and abs(fa - fb) / abs(fa) < 0.15
+    print(f"{'PASS' if ok else 'FAIL'} {expect} {ref} vs {cand}: {facts}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "plans":
+        plans(sys.argv[2])
+    elif len(sys.argv) == 6 and sys.argv[1] == "cmp" and sys.argv[5] in ("exact", "tol"):
+        sys.exit(cmp(*sys.argv[2:]))
+    else:
+        sys.exit(__doc__)
