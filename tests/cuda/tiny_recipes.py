@@ -29,18 +29,20 @@ DEFAULT = [
 ]
 
 
-def variant(name, seed, sets):
+def variant(kind, name, seed, sets):
+    """The plan of one run: its own file and output directory per kind (ours and
+    the reference run at once and must not share or remove each other's)."""
     p = json.load(open(f"{R}/plan-gpu.json"))
-    p["output"]["dir"] = f"run-rc-{name}-{seed}"
-    p["checkpoint"]["dir"] = f"run-rc-{name}-{seed}/ckpt"
+    p["output"]["dir"] = f"run-rc-{kind}-{name}-{seed}"
+    p["checkpoint"]["dir"] = f"run-rc-{kind}-{name}-{seed}/ckpt"
     p["train"]["seed"] = seed
     for kv in sets:
         k, v = kv.split("=", 1)
         sect, key = k.split(".")
         p[sect][key] = json.loads(v)
-    path = f"{R}/plan-rc-{name}-{seed}.json"
+    path = f"{R}/plan-rc-{kind}-{name}-{seed}.json"
     json.dump(p, open(path, "w"), indent=1)
-    return path, f"{R}/run-rc-{name}-{seed}"
+    return path, f"{R}/run-rc-{kind}-{name}-{seed}"
 
 
 def spike(metrics):
@@ -55,7 +57,7 @@ def spike(metrics):
 
 
 def one(kind, name, seed, sets, out):
-    plan, run = variant(name, seed, sets)
+    plan, run = variant(kind, name, seed, sets)
     subprocess.run(["rm", "-rf", run], check=False, stderr=subprocess.DEVNULL)
     t0 = time.time()
     log = open(f"{out}/{kind}-{name}-{seed}.log", "w")
@@ -70,7 +72,9 @@ def one(kind, name, seed, sets, out):
         res, met = f"{d}/result.json", f"{d}/metrics.jsonl"
     rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     row = {"kind": kind, "recipe": name, "seed": seed, "rc": rc, "seconds": round(time.time() - t0, 1)}
-    if rc == 0:
+    if rc == 0 and not os.path.exists(res):
+        row["rc"] = -1   # ran, but wrote no result: reported, not a crash of the sweep
+    if row["rc"] == 0:
         r = json.load(open(res))
         row.update(correct=r["eval_correct"], documents=r["eval_documents"], final_loss=r["final_loss"],
                    spike=round(spike(met), 4))
