@@ -557,17 +557,23 @@ static int cmd_compile(int argc, char **argv)
 /* Rewrite a file with several hard links in place (truncate, write, fsync), as
  * gofmt -w does: a rename would give this name a new inode and leave the other
  * names with the old text. Not atomic: the price of keeping the links. */
+/* Every byte of text to fd (short writes and EINTR retried). */
+static bool write_all(int fd, const char *text, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        done += (size_t)w;
+    }
+    return true;
+}
+
 static bool write_in_place(const char *target, const char *text, size_t len)
 {
     int fd = open(target, O_WRONLY | O_TRUNC | O_CLOEXEC);
-    bool ok = fd >= 0;
-    size_t done = 0;
-    while (ok && done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) ok = false;
-        else done += (size_t)w;
-    }
+    bool ok = fd >= 0 && write_all(fd, text, len);
     if (ok && fsync(fd) != 0) ok = false;
     if (fd >= 0 && close(fd) != 0) ok = false;
     return ok;
@@ -609,14 +615,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
     char *tmp = xmalloc(n);
     snprintf(tmp, n, "%s.llmc-fmt.XXXXXX", target);
     int fd = mkstemp(tmp);   /* a unique name: two fmt -w of one file cannot collide */
-    bool ok = fd >= 0;
-    size_t done = 0;
-    while (ok && done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) ok = false;
-        else done += (size_t)w;
-    }
+    bool ok = fd >= 0 && write_all(fd, text, len);
     if (ok && fchown(fd, st.st_uid, st.st_gid) != 0) { /* not ours to give away: keep ours */ }
     if (ok && fchmod(fd, st.st_mode & 07777) != 0) ok = false;
     if (ok && fsync(fd) != 0) ok = false;

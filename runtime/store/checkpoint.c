@@ -896,20 +896,30 @@ static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, cha
     return 0;
 }
 
-int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
-                      size_t step_dir_len, char *err, size_t errlen)
+/* CHECKPOINT (step_dir_of) verified by its manifest first -- no byte of a
+ * damaged checkpoint is used -- and its state.json parsed (want: fingerprint
+ * fields that must agree, or NULL). 0, or -1 (err). */
+static int open_step(const char *dir, const CkptFingerprint *want, char *step_dir, size_t step_dir_len,
+                     ParsedState *ps, char *err, size_t errlen)
 {
-    char p[4300], name[256];
+    char p[4400], name[256];
     if (step_dir_of(dir, step_dir, step_dir_len, name, sizeof name, err, errlen)) return -1;
-    /* the manifest first: no byte of a damaged checkpoint is used */
     if (manifest_check(step_dir, NULL, err, errlen)) return -1;
     say(p, sizeof p, "%s/state.json", step_dir);
     char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
     if (!text) return -1;
-    ParsedState ps;
-    int rc = parse_state(p, step_dir, text, name_step(name), NULL, want, &ps, err, errlen);
+    int rc = parse_state(p, step_dir, text, name_step(name), NULL, want, ps, err, errlen);
     free(text);
-    if (rc) return -1;
+    return rc ? -1 : 0;
+}
+
+int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
+                      size_t step_dir_len, char *err, size_t errlen)
+{
+    char p[4300];
+    ParsedState ps;
+    if (open_step(dir, want, step_dir, step_dir_len, &ps, err, errlen)) return -1;
+    int rc;
     StModel sm;
     say(p, sizeof p, "%s/model.safetensors", step_dir);
     if (st_open(&sm, p, err, errlen)) return -1;
@@ -922,16 +932,9 @@ int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, in
 
 int ckpt_plan_ref(const char *dir, CkptPlanRef *ref, int64_t *step, char *err, size_t errlen)
 {
-    char step_dir[4300], p[4400], name[256];
-    if (step_dir_of(dir, step_dir, sizeof step_dir, name, sizeof name, err, errlen)) return -1;
-    if (manifest_check(step_dir, NULL, err, errlen)) return -1;
-    say(p, sizeof p, "%s/state.json", step_dir);
-    char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
-    if (!text) return -1;
+    char step_dir[4300];
     ParsedState ps;
-    int rc = parse_state(p, step_dir, text, name_step(name), NULL, NULL, &ps, err, errlen);
-    free(text);
-    if (rc) return -1;
+    if (open_step(dir, NULL, step_dir, sizeof step_dir, &ps, err, errlen)) return -1;
     *step = ps.st.step;
     if (!ps.has_plan_ref) return 1;
     *ref = ps.plan_ref;
