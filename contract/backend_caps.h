@@ -8,11 +8,6 @@
  * predicates. So a plan `llmc check` accepts is one the trainer runs, instead
  * of one refused after the queue wait. Change a row when a backend gains a
  * feature; tests/limits/walk.py reads this file and walks each row's edges.
- * The CUDA row lags its backend for now (issue 30): the backend runs ZeRO-2/3,
- * offload of each rank's shard under ZeRO-2/3, and freeze/LoRA on several
- * ranks (cu_unsupported states its own limits), but llmc check keeps refusing
- * them until the estimator counts their per-rank memory; a plan llmc accepts
- * is still one the backend runs.
  *
  * Columns of LLMC_BACKENDS(X):
  *   ID              LLMC_BACKEND_<ID> names the row in C
@@ -20,14 +15,15 @@
  *   MAX_SHARD       highest ZeRO stage (plan.json parallel.zero_stage) with method = full
  *   FINETUNE        1: method = freeze and lora run
  *   MAX_SHARD_FT    highest ZeRO stage with freeze or lora
- *   FT_ONE_RANK     1: freeze and lora on one rank only, without offload
+ *   FT_OFFLOAD      1: freeze and lora may offload (else offload is full training's)
  *   LORA_RANK_STEP  lora_rank a multiple of this (CUDA: u_t starts at column
  *                   t*r and B_t's rows are r long, whole 16-byte bf16 vectors)
  *   LORA_RANK_MAX   largest lora_rank; 0: no bound beyond the plan's own row
  *                   PL_FINETUNE_LORA_RANK (plan_limits.h), which both programs apply
  *   MAX_OFFLOAD     most it offloads to host memory (plan_vocab.h's OffloadKind
  *                   order: none < optimizer < all)
- *   OFFLOAD_ONE_RANK 1: offload on one data-parallel rank only
+ *   OFFLOAD_MULTI_SHARD on several data-parallel ranks, offload needs at least this
+ *                   ZeRO stage (each rank offloads its shard); 4: one rank only
  *   SHARD_NOTE      what it shards, for the refusal
  */
 #ifndef LLMC_CONTRACT_BACKEND_CAPS_H
@@ -38,13 +34,13 @@
 #include <stdbool.h>
 
 #define LLMC_BACKENDS(X) \
-    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 0, \
+    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 4, \
       "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)") \
-    X(CUDA, "GPUs", 1, 1, 0, 1, 8, 1024, OFFLOAD_OPTIMIZER, 1, \
-      "the llmc CUDA backend shards optimizer states across data-parallel ranks (zero1) and no further")
+    X(CUDA, "GPUs", 3, 1, 0, 0, 8, 1024, OFFLOAD_OPTIMIZER, 2, \
+      "the llmc CUDA backend shards optimizer states, gradients and weights (zero1-zero3)")
 
 typedef enum {
-#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, offload, off_one, note) LLMC_BACKEND_##id,
+#define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, note) LLMC_BACKEND_##id,
     LLMC_BACKENDS(X)
 #undef X
     LLMC_BACKEND_COUNT
@@ -55,17 +51,17 @@ typedef struct {
     int max_shard;
     bool finetune;
     int max_shard_finetune;
-    bool finetune_one_rank;
+    bool finetune_offload;
     int lora_rank_step;
     int lora_rank_max;
     OffloadKind max_offload;
-    bool offload_one_rank;
+    int offload_multi_shard;
     const char *shard_note;
 } LlmcBackendCaps;
 
 static const LlmcBackendCaps llmc_backend_caps[LLMC_BACKEND_COUNT] = {
-#define X(id, where, max_shard, ft, max_shard_ft, one_rank, step, rmax, offload, off_one, note) \
-    {where, max_shard, ft, max_shard_ft, one_rank, step, rmax, offload, off_one, note},
+#define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, note) \
+    {where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, note},
     LLMC_BACKENDS(X)
 #undef X
 };
@@ -79,18 +75,19 @@ static inline bool llmc_shard_ok(LlmcBackendId b, bool finetune, int zero, int r
     return finetune ? zero <= c->max_shard_finetune : zero <= c->max_shard || ranks <= 1;
 }
 
-/* Offload o on `ranks` data-parallel ranks runs on backend b. */
-static inline bool llmc_offload_ok(LlmcBackendId b, OffloadKind o, int ranks)
+/* Offload o at ZeRO stage `zero` on `ranks` data-parallel ranks runs on backend b. */
+static inline bool llmc_offload_ok(LlmcBackendId b, OffloadKind o, int zero, int ranks)
 {
     const LlmcBackendCaps *c = &llmc_backend_caps[b];
-    return o == OFFLOAD_NONE || (o <= c->max_offload && (ranks <= 1 || !c->offload_one_rank));
+    return o == OFFLOAD_NONE || (o <= c->max_offload && (ranks <= 1 || zero >= c->offload_multi_shard));
 }
 
-/* Freeze or lora on `ranks` data-parallel ranks with offload o runs on backend b. */
-static inline bool llmc_finetune_ok(LlmcBackendId b, int ranks, OffloadKind o)
+/* Freeze or lora with offload o runs on backend b (on any number of ranks:
+ * the trained state is replicated and its gradients all-reduced). */
+static inline bool llmc_finetune_ok(LlmcBackendId b, OffloadKind o)
 {
     const LlmcBackendCaps *c = &llmc_backend_caps[b];
-    return c->finetune && (!c->finetune_one_rank || (ranks <= 1 && o == OFFLOAD_NONE));
+    return c->finetune && (o == OFFLOAD_NONE || c->finetune_offload);
 }
 
 /* lora_rank runs on backend b: a positive multiple of its step up to its max

@@ -21,6 +21,12 @@
 #define LLMC_CUDA_RMS_BWD_MAX_BLOCKS 512
 #define LLMC_CUDA_BIAS_GRAD_SPLITS 64
 #define LLMC_CUDA_HEAD_NORM_BLOCKS 256
+/* The gradient norm's fixed blocks (runtime/model/optim.h GRAD_NORM_BLOCK), which
+ * are also the unit of ZeRO's shards: a rank owns whole blocks. */
+#define LLMC_GRAD_NORM_BLOCK 4096
+/* ZeRO-2/3 unit buffers (runtime/cuda/zero_layout.h): each range placed at its
+ * flat offset modulo this many elements (256 bytes of bf16). */
+#define LLMC_CUDA_ZERO_ALIGN_ELEMS 128
 /* Optimizer offload: staging sets of master, m and v chunks of this many floats. */
 #define LLMC_CUDA_OFFLOAD_SETS 3
 #define LLMC_CUDA_OFFLOAD_CHUNK (32 << 20)

@@ -140,14 +140,7 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
                              "method = %s is not implemented by the llmc trainer on %s", method_llm_names[t->method],
                              caps->where);
         diag_help(g, "use backend = llamafactory in run '%s'", t->name);
-    } else if (t->backend == BACKEND_LLMC && finetune && !llmc_finetune_ok(backend, llmc_world, OFFLOAD_NONE)) {
-        Diag *g = diag_error(c->d, t->method_at.start.file ? t->method_at : t->at,
-                             "method = %s on %lld ranks is not implemented by the llmc trainer on %s",
-                             method_llm_names[t->method], (long long)llmc_world, caps->where);
-        diag_note(g, "the llmc CUDA backend trains freeze and lora on one GPU; job '%s' has %lld ranks", j->name,
-                  (long long)llmc_world);
-        diag_help(g, "use backend = llamafactory in run '%s', or a job of one GPU", t->name);
-    } else if (t->backend == BACKEND_LLMC && finetune && !llmc_finetune_ok(backend, 1, t->offload)) {
+    } else if (t->backend == BACKEND_LLMC && finetune && !llmc_finetune_ok(backend, t->offload)) {
         Diag *g = diag_error(c->d, t->offload_at.start.file ? t->offload_at : t->at,
                              "offload with method = %s is not implemented by the llmc trainer on %s",
                              method_llm_names[t->method], caps->where);
@@ -182,19 +175,23 @@ static void check_job_llmc_caps(Checker *c, const PlanJob *j, const PlanCluster 
         diag_note(g, "llmc-train-cuda is built with CUDA, cuBLASLt and NCCL");
         diag_help(g, "use backend = llamafactory in run '%s' (PyTorch on ROCm)", t->name);
     }
-    /* Optimizer offload in the llmc trainer: the CUDA backend, one GPU, the
-     * optimizer only (master weights and moments in pinned host memory). */
-    if (t->backend == BACKEND_LLMC && !llmc_offload_ok(backend, t->offload, (int)llmc_world)) {
+    /* Optimizer offload in the llmc trainer: the CUDA backend, the optimizer
+     * only (master weights and moments in pinned host memory): the whole state
+     * on one GPU, each rank's shard under ZeRO-2/3 on several. */
+    if (t->backend == BACKEND_LLMC && !llmc_offload_ok(backend, t->offload, (int)t->shard, (int)llmc_world)) {
+        bool multi = cl->gpu && llmc_world > 1 && t->offload <= caps->max_offload;
         const char *why = !cl->gpu ? "the CPU backend keeps everything in host memory already"
                         : t->offload == OFFLOAD_ALL ? "the llmc CUDA backend offloads the optimizer, not the parameters"
-                        : llmc_world > 1 ? arena_printf(c->a, "the llmc CUDA backend offloads the optimizer on one GPU "
-                                                        "only; job '%s' has %lld ranks", j->name, (long long)llmc_world)
+                        : multi ? arena_printf(c->a, "on several GPUs the llmc CUDA backend offloads each rank's "
+                                               "shard of the optimizer, which needs shard = zero2 or zero3; job '%s' "
+                                               "has %lld ranks", j->name, (long long)llmc_world)
                         : NULL;
         if (why) {
             Diag *g = diag_error(c->d, t->offload_at, "offload = %s is not implemented by the llmc trainer here",
                                  offload_llm_names[t->offload]);
             diag_note(g, "%s", why);
-            diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
+            if (multi) diag_help(g, "shard = zero2 (or zero3) in run '%s'", t->name);
+            else diag_help(g, "use backend = llamafactory in run '%s' (DeepSpeed offload)", t->name);
         }
     }
 }

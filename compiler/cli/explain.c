@@ -207,7 +207,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     else if (e->llmc_cuda_allocation)
         assume(a, "llmc backend: what the CUDA trainer allocates (runtime/cuda/model_cuda.c): "
                   "fp32 gradients, loss over 8192 rows at a time, selective recompute of attention and "
-                  "SwiGLU, ZeRO-1 at most (a higher stage runs as ZeRO-1)");
+                  "SwiGLU; ZeRO-2/3 shard the gradients (and ZeRO-3 the weights, a layer gathered at a time)");
     else
         assume(a, "llmc backend: each op keeps its %s input once (Korthikanti et al. 2022 accounting)",
                value_dtype_name(t->precision));
@@ -538,8 +538,12 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 1, "latency", a, "%.0f collectives x ring of %d hops + launch", e->comm_collectives, e->world_size);
     cli_fmt_duration(a, sizeof a, e->comm_overlap_seconds);
     const char *how = t->backend == BACKEND_LLMC
-                          ? (t->shard >= SHARD_ZERO1 ? "none: reduce-scatter and all-gather around AdamW"
-                                                     : "per-layer all-reduce on the comm stream during backward")
+                          ? (t->shard == SHARD_ZERO3 ? "per-layer reduce on the comm stream during backward; "
+                                                       "the next layer gathered while this one computes"
+                             : t->shard == SHARD_ZERO2 ? "per-layer reduce on the comm stream during backward; "
+                                                         "the all-gather after AdamW exposed"
+                             : t->shard >= SHARD_ZERO1 ? "none: reduce-scatter and all-gather around AdamW"
+                                                       : "per-layer all-reduce on the comm stream during backward")
                           : t->shard == SHARD_ZERO3 ? "ZeRO-3 prefetch under forward and backward; overlap_comm off"
                                                     : "none: overlap_comm off as emitted";
     row(tb, 0, "overlapped with compute", a, "%s", how);
@@ -645,11 +649,16 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     const char *pn = value_dtype_name(prec);
     char over[64] = "";
     if (e->data_parallel > 1) snprintf(over, sizeof over, ", sharded over %d", e->data_parallel);
-    /* The llmc CUDA trainer shards the optimizer states only, at any stage. */
+    /* The llmc CUDA trainer: ZeRO-2/3 for full training (its fine-tuning
+     * replicates the small trained state), plus its unit buffers. */
     bool llmc = e->llmc_cuda_allocation;
-    gib_row(tb, 0, "weights", e->weights_bytes, "%s%s", pn, t->shard >= SHARD_ZERO3 && !llmc ? over : "");
-    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s", llmc ? "fp32" : pn,
-            t->shard >= SHARD_ZERO2 && !llmc ? over : "");
+    bool llmc_zero = llmc && t->method == METHOD_FULL;
+    const char *units = llmc_zero && e->data_parallel > 1 ? " + gathered layers" : "";
+    gib_row(tb, 0, "weights", e->weights_bytes, "%s%s%s", pn, t->shard >= SHARD_ZERO3 && (!llmc || llmc_zero) ? over : "",
+            t->shard >= SHARD_ZERO3 && llmc_zero ? units : "");
+    gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s%s", llmc ? "fp32" : pn,
+            t->shard >= SHARD_ZERO2 && (!llmc || llmc_zero) ? over : "",
+            t->shard >= SHARD_ZERO2 && llmc_zero && e->data_parallel > 1 ? " + layer buckets" : "");
     if (llmc && t->offload == OFFLOAD_OPTIMIZER)
         gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "staging of the offloaded update (3 sets of master, "
                 "m, v chunks); the states are in host memory");

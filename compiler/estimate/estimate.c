@@ -34,6 +34,8 @@
  * offload staging sets; cuDNN's workspace alignment and document plan. */
 #define LLMC_CE_CHUNK_ROWS      ((double)LLMC_CUDA_CE_CHUNK_ROWS)
 #define LLMC_ALIGN_ELEMS        ((double)LLMC_CUDA_ALIGN_ELEMS)
+#define LLMC_ZERO_ALIGN_ELEMS   ((double)LLMC_CUDA_ZERO_ALIGN_ELEMS)
+#define LLMC_GRAD_NORM_BLOCK_N  ((double)LLMC_GRAD_NORM_BLOCK)
 #define LLMC_SUMSQ_BLOCKS       ((double)LLMC_CUDA_SUMSQ_BLOCKS)
 #define LLMC_SUMSQ_SLOTS        ((double)LLMC_CUDA_SUMSQ_SLOTS)
 #define LLMC_RMS_BWD_MAX_BLOCKS ((double)LLMC_CUDA_RMS_BWD_MAX_BLOCKS)
@@ -360,7 +362,19 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
          * last micro-step, on the communication stream during backward; with
          * ZeRO-1 one reduce-scatter before and one bf16 all-gather after AdamW
          * (+ the 4-byte norm all-reduce). */
-        if (shard >= SHARD_ZERO1) {
+        if (shard >= SHARD_ZERO2 && ts->trainable_params > 0 && ts->frozen_params <= 0) {
+            /* ZeRO-2/3 (model_cuda.c zero_step, cuda_model_micro): each
+             * micro-step's gradients reduced unit by unit (layers + 1 units)
+             * onto the owners' shards as backward finishes them; ZeRO-2 then
+             * gathers the updated bf16 weights once, ZeRO-3 gathers each unit's
+             * bf16 weights before its forward and again before its backward
+             * (recompute works on the weights the backward gathered). */
+            double units = layers + 1;
+            v->reduce_scatter_bytes = 4 * tr * ga;
+            v->allgather_bytes = shard == SHARD_ZERO3 ? 2 * 2 * all * ga : 2 * tr;
+            v->allreduce_bytes = 4;
+            v->collectives = units * ga + (shard == SHARD_ZERO3 ? 2 * units * ga : 1) + 1;
+        } else if (shard >= SHARD_ZERO1) {
             v->reduce_scatter_bytes = 4 * tr;
             v->allgather_bytes = 2 * tr;
             v->allreduce_bytes = 4;
@@ -538,6 +552,14 @@ static double llmc_cuda_flat_params(const PlanModel *m, int world)
     double flat = layers * (matrices + vectors) + LLMC_SLICE(v * c) * (m->tie_embeddings ? 1 : 2) + LLMC_SLICE(c);
     double unit = LLMC_ALIGN_ELEMS * (world > 0 ? world : 1);
     return ceil(flat / unit) * unit;
+}
+
+/* Whether the llmc CUDA trainer runs ZeRO-2/3 for this plan (model_cuda.c:
+ * full training at shard zero2/zero3; optimizer offload on one rank keeps its
+ * own layout instead). */
+static bool llmc_cuda_zero(const PlanTrain *t, ShardStage shard, double world)
+{
+    return shard >= SHARD_ZERO2 && t->method == METHOD_FULL && !(t->offload == OFFLOAD_OPTIMIZER && world <= 1);
 }
 
 /* Whether LoRA targets linear layer k of a decoder layer, in the order
@@ -822,15 +844,36 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     if (llmc_cuda) {
         /* bf16 weights and fp32 gradients over the whole (padded) flat buffer,
          * fp32 master weights and Adam m, v over this rank's shard: 2 + 4 + 12
-         * bytes per parameter. The trainer shards the optimizer states only
-         * (ZeRO-1), whatever higher stage a plan asks (backend_cuda.c). */
+         * bytes per parameter (ZeRO-0/1). */
         double flat = llmc_cuda_flat_params(m, e->world_size);
-        double shard_len = shard >= SHARD_ZERO1 && e->world_size > 1 ? flat / e->world_size : flat;
+        double world = e->world_size > 1 ? e->world_size : 1;
+        double shard_len = shard >= SHARD_ZERO1 && world > 1 ? flat / world : flat;
         e->weights_bytes = 2 * flat;
         e->grads_bytes = 4 * flat;
         e->optimizer_bytes = 12 * shard_len;
         e->model_bytes_per_param = 18;
-        if (t->offload == OFFLOAD_OPTIMIZER && t->method == METHOD_FULL) {   /* master and moments in host memory */
+        if (llmc_cuda_zero(t, shard, world)) {
+            /* ZeRO-2/3 (model_cuda.c zero_alloc): the shard's fp32 gradient,
+             * two layer buckets and the last unit's (embedding, head, final
+             * norm) in fp32; ZeRO-3 keeps the shard's bf16 weights and gathers
+             * a layer into one of two layer buffers (the next one prefetched)
+             * and the last unit into its own; master and moments over the
+             * shard, in pinned host memory under offload. Shards are whole
+             * GRAD_NORM_BLOCKs; a unit's two ranges keep their alignment (one
+             * LLMC_ALIGN_ELEMS of slack each). */
+            double matrices, vectors, layers_n = m->layers > 0 ? m->layers : 0;
+            llmc_cuda_layer_slices(m, &matrices, &vectors);
+            double unit = matrices + vectors + 2 * LLMC_ZERO_ALIGN_ELEMS;
+            double tail = flat - layers_n * (matrices + vectors) + 2 * LLMC_ZERO_ALIGN_ELEMS;
+            double blocks = ceil(flat / LLMC_GRAD_NORM_BLOCK_N);
+            double zshard = ceil(blocks / world) * LLMC_GRAD_NORM_BLOCK_N;
+            e->weights_bytes = shard == SHARD_ZERO3 ? 2 * (zshard + 2 * unit + tail) : 2 * flat;
+            /* + the norm's fp32 sum per block */
+            e->grads_bytes = 4 * (zshard + 2 * unit + tail) + 4 * blocks;
+            e->optimizer_bytes = t->offload == OFFLOAD_OPTIMIZER ? 0 : 12 * zshard;
+            e->model_bytes_per_param = (shard == SHARD_ZERO3 ? 2 : 2 * world) / world + 4 / world +
+                                       (t->offload == OFFLOAD_OPTIMIZER ? 0 : 12 / world);
+        } else if (t->offload == OFFLOAD_OPTIMIZER && t->method == METHOD_FULL) {   /* master and moments in host memory */
             double chunk = fmin(LLMC_OFFLOAD_CHUNK, ceil(flat / 64) * 64);
             e->optimizer_bytes = LLMC_OFFLOAD_SETS * 3 * chunk * 4;
             e->model_bytes_per_param = 6;
@@ -1286,7 +1329,7 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
                       (nodes <= 1 || (f.nics > 0 && f.nic_bits_per_s > 0) || f.inter_eff_bytes_per_s > 0);
     if (e->cpu_only || e->data_parallel <= 1 || !e->fabric_known) return;
     bool llmc = t->backend == BACKEND_LLMC;
-    ShardStage shard = llmc && t->shard > SHARD_ZERO1 ? SHARD_ZERO1 : t->shard;
+    ShardStage shard = t->shard;
     int ga = t->grad_accum > 0 ? t->grad_accum : 1;
     CommVolume v;
     estimate_comm_volume(t->model, ts, shard, llmc, t->precision, t->recompute, ga, e->data_parallel, &v);
@@ -1300,7 +1343,23 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     double layers = t->model->layers > 0 ? t->model->layers : 0;
     double total = 0, exposed = 0;
     if (llmc) {
-        if (shard >= SHARD_ZERO1) {
+        if (shard >= SHARD_ZERO2) {
+            /* ZeRO-2/3 (model_cuda.c): each unit's gradients reduced on the
+             * communication stream as backward finishes it (hidden under the
+             * rest of backward); ZeRO-3 gathers the next layer while this one
+             * computes (hidden under forward and backward, but the first);
+             * ZeRO-2 gathers the updated weights after AdamW (exposed). */
+            double steps_c = ga * (fwd + bwd);
+            double rs = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_bytes, (layers + 1) * ga,
+                                  COLL_LAUNCH_NCCL_S, e);
+            double ag = coll_time(&f, COLL_ALL_GATHER, v.allgather_bytes,
+                                  shard == SHARD_ZERO3 ? 2 * (layers + 1) * ga : 1, COLL_LAUNCH_NCCL_S, e);
+            double ar = coll_time(&f, COLL_ALL_REDUCE, v.allreduce_bytes, 1, COLL_LAUNCH_NCCL_S, e);
+            total = rs + ag + ar;
+            exposed = fmax(0, rs - ga * bwd) + rs / ((layers + 1) * ga) + ar +
+                      (shard == SHARD_ZERO3 ? fmax(0, ag - steps_c) + ag / (2 * (layers + 1) * ga) : ag);
+            if (exposed > total) exposed = total;
+        } else if (shard >= SHARD_ZERO1) {
             /* On the compute stream, after backward and around AdamW. */
             total = coll_time(&f, COLL_REDUCE_SCATTER, v.reduce_scatter_bytes, 1, COLL_LAUNCH_NCCL_S, e) +
                     coll_time(&f, COLL_ALL_GATHER, v.allgather_bytes, 1, COLL_LAUNCH_NCCL_S, e) +
@@ -1670,12 +1729,10 @@ static void help_alternatives(Diag *dg, const PlanJob *job)
     help_offload(dg, job);
     const PlanTrain *t = job->run;
     bool multi = !is_cpu_only(job->cluster) && job->nodes * job->cluster->gpus_per_node > 1;
-    /* The highest stage the backend implements: the llmc trainer on GPUs
-     * shards optimizer states only (the checker refuses more). */
-    bool llmc_gpu = t->backend == BACKEND_LLMC && !is_cpu_only(job->cluster);
-    ShardStage most = llmc_gpu ? SHARD_ZERO1 : SHARD_ZERO3;
-    const char *shard_alt = llmc_gpu ? "shard = zero1" : "shard = zero3";
-    const char *both_alt = llmc_gpu ? "recompute = full with shard = zero1" : "recompute = full with shard = zero3";
+    /* The highest stage: every backend on GPUs runs ZeRO-3. */
+    ShardStage most = SHARD_ZERO3;
+    const char *shard_alt = "shard = zero3";
+    const char *both_alt = "recompute = full with shard = zero3";
     if (t->recompute != RECOMPUTE_FULL)
         help_alternative(dg, job, "recompute = full", RECOMPUTE_FULL, t->shard);
     if (t->precision == PREC_PURE_BF16) {
@@ -1939,7 +1996,8 @@ static void estimate_host(const PlanJob *job, Estimate *e)
         if (t->method == METHOD_LORA) e->host_model_bytes = 8 * n + 20 * lora_params(t, t->model);
         else if (t->method == METHOD_FREEZE)
             e->host_model_bytes = 20 * n + 8 * fmin(n, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
-        if (llmc_offload) offload = 12 * n;
+        /* one rank: the whole state; ZeRO-2/3 on several ranks: each its shard */
+        if (llmc_offload) offload = 12 * n / (e->data_parallel > 1 ? e->data_parallel : 1);
         e->host_data_bytes = 0;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     }

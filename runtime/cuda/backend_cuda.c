@@ -62,17 +62,20 @@ static size_t device_used(void)
 
 /* What the plan asks for that this backend does not do (its row
  * llmc_backend_caps[LLMC_BACKEND_CUDA], contract/backend_caps.h, by which the
- * llmc checker refuses the same; ZeRO-2/3, and freeze, LoRA and offload on
- * several ranks, run now, and the row's shard limits are the checker's to
- * lift): 0, or -1 with the plan.json key and what to do in err. */
+ * llmc checker refuses the same): 0, or -1 with the plan.json key and what to
+ * do in err. */
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
-    if (plan->offload == OFFLOAD_ALL) {
+    if (!llmc_shard_ok(LLMC_BACKEND_CUDA, false, plan->zero_stage, plan->data_parallel)) {
+        snprintf(err, errlen, "parallel.zero_stage = %d: the CUDA backend runs ZeRO-0 to ZeRO-3", plan->zero_stage);
+        return -1;
+    }
+    if (!llmc_offload_ok(LLMC_BACKEND_CUDA, plan->offload, 0, 1)) {
         snprintf(err, errlen, "parallel.offload = \"all\": the CUDA backend offloads the optimizer (\"optimizer\") "
                  "and not the parameters");
         return -1;
     }
-    if (plan->offload == OFFLOAD_OPTIMIZER && plan->data_parallel > 1 && plan->zero_stage < 2) {
+    if (!llmc_offload_ok(LLMC_BACKEND_CUDA, plan->offload, plan->zero_stage, plan->data_parallel)) {
         snprintf(err, errlen, "parallel.offload = \"optimizer\" on %d data-parallel ranks: the CUDA backend offloads "
                  "each rank's optimizer shard, which needs parallel.zero_stage 2 or 3 (this plan has %d)",
                  plan->data_parallel, plan->zero_stage);
@@ -83,7 +86,7 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
         snprintf(err, errlen, "finetune.method = qlora: the CUDA backend has no quantised base (use lora)");
         return -1;
     }
-    if (ft->method != METHOD_FULL && plan->offload != OFFLOAD_NONE) {
+    if (ft->method != METHOD_FULL && !llmc_finetune_ok(LLMC_BACKEND_CUDA, plan->offload)) {
         snprintf(err, errlen, "finetune.method = %s with parallel.offload: the CUDA backend offloads the optimizer "
                  "of full training only", method_json_names[ft->method]);
         return -1;

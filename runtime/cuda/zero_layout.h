@@ -21,6 +21,7 @@
 #define LLMC_CUDA_ZERO_LAYOUT_H
 
 #include <stddef.h>
+#include "cuda_layout.h"
 
 typedef struct ZeroUnit {
     size_t off[2], len[2];      /* the two ranges of the flat buffer */
@@ -28,7 +29,7 @@ typedef struct ZeroUnit {
 } ZeroUnit;
 
 /* elements of align: 256 bytes of bf16 (and a multiple of 256 bytes of fp32) */
-#define ZL_ALIGN_ELEMS 128
+#define ZL_ALIGN_ELEMS LLMC_CUDA_ZERO_ALIGN_ELEMS   /* contract/cuda_layout.h */
 
 /* starts[0..world]: rank q owns [starts[q], starts[q+1]) of n_total elements,
  * cut at multiples of block. */

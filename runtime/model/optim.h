@@ -29,7 +29,8 @@ double grad_global_norm(const float *g, size_t n);
  * blocks' sums added in block order. grad_block_sumsq writes the sums of the
  * blocks that [lo, hi) covers (g[0] is flat element lo; lo a multiple of B) to
  * sums[lo/B ...]; grad_norm_of_blocks adds n_blocks of them. */
-#define GRAD_NORM_BLOCK 4096
+#include "cuda_layout.h"
+#define GRAD_NORM_BLOCK LLMC_GRAD_NORM_BLOCK   /* contract/cuda_layout.h */
 static inline size_t grad_norm_blocks(size_t n) { return (n + GRAD_NORM_BLOCK - 1) / GRAD_NORM_BLOCK; }
 void grad_block_sumsq(const float *g, size_t lo, size_t hi, double *sums);
 double grad_norm_of_blocks(const double *sums, size_t n_blocks);

@@ -18,7 +18,7 @@ $(BUILD)/master_split_test: tests/cuda/master_split_test.c runtime/cuda/master_s
 # (runtime/cuda/zero_layout.c, plain C) on the CPU.
 $(BUILD)/zero_layout_test: tests/cuda/zero_layout_test.c runtime/cuda/zero_layout.c runtime/cuda/zero_layout.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iruntime/cuda -o $@ tests/cuda/zero_layout_test.c runtime/cuda/zero_layout.c $(LDFLAGS)
+	$(CC) $(CFLAGS) -Iruntime/cuda -Icontract -o $@ tests/cuda/zero_layout_test.c runtime/cuda/zero_layout.c $(LDFLAGS)
 
 # tests/cuda/attn_check.c: cuDNN attention against the flash kernels and an fp64
 # reference (needs a GPU to run; device.sh's `attn` step). `attn_check --time` times both.

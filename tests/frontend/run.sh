@@ -34,6 +34,12 @@ LLMC_TEST_SECRET=s3cr3t-value run check "$TMP/env.llm" >"$TMP/out" 2>"$TMP/err";
 [[ $rc -eq 1 && $(grep -c 'error:' "$TMP/err") -eq 1 ]] && grep -q "'/proc/self/environ' is not a plan" "$TMP/err" &&
     ! grep -q 's3cr3t-value\|PATH=' "$TMP/err" && ok || bad "use \"/proc/self/environ\": its lines printed (exit $rc)"
 
+# What the llmc CUDA backend runs since ZeRO-2/3 (issue 30): llmc check accepts it.
+for plan in tests/frontend/llmc_runs/*.llm; do
+    run check --color=never "$plan" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    [[ $rc -eq 0 ]] && ! grep -q 'error:' "$TMP/err" && ok || { bad "$plan: exit $rc, expected 0"; head -8 "$TMP/err"; }
+done
+
 # 2. JSON diagnostics: same content as objects, valid JSON, exact.
 for plan in tests/frontend/json/*.llm; do
     run check --format=json "$plan" >"$TMP/out" 2>"$TMP/err"; rc=$?

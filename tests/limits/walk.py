@@ -224,8 +224,8 @@ def backend_rows():
     body = text[text.index("#define LLMC_BACKENDS(X)"):text.index("typedef enum")]
     offloads = ["OFFLOAD_NONE", "OFFLOAD_OPTIMIZER", "OFFLOAD_ALL"]   # plan_vocab.h's order
     out = [dict(id=m.group(1), max_shard=int(m.group(2)), step=int(m.group(3)), max=int(m.group(4)),
-                max_offload=offloads.index(m.group(5)), offload_one_rank=m.group(6) == "1") for m in
-           re.finditer(r'X\((\w+),\s*"\w+",\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),\s*(OFFLOAD_\w+),\s*([01]),',
+                max_offload=offloads.index(m.group(5)), offload_multi_shard=int(m.group(6))) for m in
+           re.finditer(r'X\((\w+),\s*"\w+",\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),\s*(OFFLOAD_\w+),\s*(\d+),',
                        body)]
     n = len(re.findall(r"^\s*X\(", body, re.M))
     if n != len(out) or n < 2:
@@ -279,10 +279,12 @@ def walk_backend_parallel(tmp):
                 check_one(tmp, one, refuse, f"shard = {words[zero]} is not implemented by the llmc trainer on",
                           f"backend {b['id']} shard = {words[zero]} on {ranks} ranks")
             for k, word in enumerate(["none", "optimizer", "all"]):
-                refuse = k > 0 and (k > b["max_offload"] or ranks > 1 and b["offload_one_rank"])
-                one = text.replace("  packing          = true", f"  packing          = true\n  offload = {word}")
-                check_one(tmp, one, refuse, f"offload = {word} is not implemented by the llmc trainer here",
-                          f"backend {b['id']} offload = {word} on {ranks} ranks")
+                for zero in (0, 2):   # the plan's shard: none, or zero2 (each rank offloads its shard)
+                    refuse = k > 0 and (k > b["max_offload"] or ranks > 1 and zero < b["offload_multi_shard"])
+                    one = text.replace("  packing          = true", f"  packing          = true\n  offload = {word}")
+                    one = one.replace("shard            = none", f"shard            = {['none', 'zero1', 'zero2'][zero]}")
+                    check_one(tmp, one, refuse, f"offload = {word} is not implemented by the llmc trainer here",
+                              f"backend {b['id']} offload = {word} shard {zero} on {ranks} ranks")
 
 
 def check_one(tmp, text, refuse, message, label):
