@@ -72,8 +72,13 @@ def running(status_path, plan_path, jobid):
     c = st["checkpoint"]
     ck = os.path.join(pdir, plan["checkpoint"]["dir"])
     if not c["valid"]: fail(f"no valid checkpoint: {c['note']}")
-    sj = json.load(open(os.path.join(ck, c["name"], "state.json")))
-    if sj["step"] != c["step"]: fail(f"checkpoint step {c['step']} != state.json {sj['step']}")
+    sj_path = os.path.join(ck, c["name"], "state.json")
+    if os.path.exists(sj_path):
+        sj = json.load(open(sj_path))
+        if sj["step"] != c["step"]: fail(f"checkpoint step {c['step']} != state.json {sj['step']}")
+    else:   # the running job wrote a newer checkpoint and pruned this one since status read it
+        newer = int(open(os.path.join(ck, "latest")).read().strip().split("-")[1])
+        if newer <= c["step"]: fail(f"checkpoint {c['name']} is gone and latest (step {newer}) is not newer")
     if not (0 <= c["age_seconds"] < 300): fail(f"checkpoint age {c['age_seconds']}")
     if sl["segments"] != 1: fail(f"segments {sl['segments']} in a job never requeued")
     print(f"step {step}/{int(total)}, loss {p['loss']:.4f}, measured {meas:.4g} s vs estimated "
