@@ -29,12 +29,16 @@ static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
     if (c->failed) return;    /* the first error is the one reported */
     c->failed = 1;
-    int n = snprintf(c->err, c->errlen, "%s: %s: ", c->file, key);
-    if (n < 0 || (size_t)n >= c->errlen) return;
+    /* the message quotes plan values: control characters in them (a C1
+     * U+0085 in a path) are escaped, never sent to the terminal raw */
+    char raw[2048];
+    int n = snprintf(raw, sizeof raw, "%s: %s: ", c->file, key);
+    if (n < 0 || (size_t)n >= sizeof raw) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    vsnprintf(raw + n, sizeof raw - (size_t)n, fmt, ap);
     va_end(ap);
+    log_escape(c->err, c->errlen, raw, strlen(raw));
 }
 
 static cJSON *member(Ctx *c, const cJSON *obj, const char *sect, const char *key)
@@ -169,9 +173,9 @@ static void check_text(Ctx *c, const cJSON *obj, const char *sect, const char *k
     if (!v || cJSON_IsNull(v)) return;
     if (!cJSON_IsString(v)) { fail(c, path, "expected a string or null"); return; }
     long at = plan_control_char_at(v->valuestring);
+    char ch[16];
     if (at >= 0)
-        fail(c, path, "contains a control character (byte 0x%02x at offset %ld)",
-             (unsigned char)v->valuestring[at], at);
+        fail(c, path, "contains a control character (%s at offset %ld)", plan_control_char_name(v->valuestring, at, ch), at);
 }
 
 char *run_plan_resolve(const RunPlan *p, const char *rel)
