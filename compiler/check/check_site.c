@@ -265,6 +265,10 @@ static bool setup_line_ok(Checker *c, SrcRange at, int i, const char *line, bool
         return false;
     }
     case SHELL_UNCHECKED:
+        diag_note(diag_warning(c->d, at, "setup line %d not parsed: %s", i + 1, msg),
+                  "the job script runs it with bash; a syntax error would stop the job when it starts");
+        return true;
+    case SHELL_NO_SHELL:   /* said once for the plan's lines, not once per line */
         diag_note(diag_warning(c->d, at, "setup lines not parsed: %s", msg),
                   "the job script runs them with bash; a syntax error would stop the job when it starts");
         *unchecked = true;

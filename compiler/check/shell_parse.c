@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -46,6 +47,9 @@ static void child(const char *line, int errfd)
     dup2(errfd, 2);
     char *argv[] = {"bash", "--norc", "--noprofile", "-n", "-c", (char *)line, NULL};
     execve(SHELL_PATH, argv, env);
+    /* not started (no bash here, or a line over the kernel's 128 KiB for one
+     * argument): said with a marker byte that bash's own messages never start with */
+    dprintf(2, "\001%s", strerror(errno));
     _exit(127);
 }
 
@@ -55,13 +59,13 @@ ShellParse shell_parse_line(const char *line, char *msg, size_t msgsz)
     msg[0] = 0;
     if (pipe2(fd, O_CLOEXEC)) {
         snprintf(msg, msgsz, "%s cannot run here (pipe: %s)", SHELL_PATH, strerror(errno));
-        return SHELL_UNCHECKED;
+        return SHELL_NO_SHELL;
     }
     pid_t pid = fork();
     if (pid < 0) {
         close(fd[0]); close(fd[1]);
         snprintf(msg, msgsz, "%s cannot run here (fork: %s)", SHELL_PATH, strerror(errno));
-        return SHELL_UNCHECKED;
+        return SHELL_NO_SHELL;
     }
     if (pid == 0) child(line, fd[1]);
     close(fd[1]);
@@ -82,9 +86,11 @@ ShellParse shell_parse_line(const char *line, char *msg, size_t msgsz)
     close(fd[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !got) {
-        snprintf(msg, msgsz, "%s cannot run here", SHELL_PATH);
-        return SHELL_UNCHECKED;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && got && err[0] == '\001') {
+        bool too_long = !strcmp(err + 1, strerror(E2BIG));   /* this line only; the next may run */
+        snprintf(msg, msgsz, too_long ? "%s -c cannot take a line this long (%s)" : "%s cannot run here (%s)",
+                 SHELL_PATH, err + 1);
+        return too_long ? SHELL_UNCHECKED : SHELL_NO_SHELL;
     }
     if (WIFSIGNALED(status)) {
         snprintf(msg, msgsz, "%s -n died of signal %d parsing it", SHELL_PATH, WTERMSIG(status));

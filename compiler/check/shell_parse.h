@@ -9,7 +9,8 @@ typedef enum {
     SHELL_OK,          /* parses */
     SHELL_WARNS,       /* parses; msg holds bash's warning */
     SHELL_BAD,         /* does not parse; msg holds bash's message */
-    SHELL_UNCHECKED    /* bash could not be run here; msg says why */
+    SHELL_UNCHECKED,   /* this line could not be given to bash (too long); msg says why */
+    SHELL_NO_SHELL     /* bash cannot be run here at all; msg says why */
 } ShellParse;
 
 /* Parse line as `eval` in the job script would, executing nothing. */

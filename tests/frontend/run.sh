@@ -347,6 +347,20 @@ cli 2 init-model-missing init-model "$TMP/no-such-model"
 cli 2 init-model-bad-name init-model tests/frontend/files/qwen3-0.6b 1bad
 cli 2 init-model-extra init-model tests/frontend/files/qwen3-0.6b a b
 grep -qF "cannot read '$TMP/no-such-model/config.json'" <(run init-model "$TMP/no-such-model" 2>&1) && ok || bad "init-model of a missing directory: message"
+# control bytes in a string of config.json (rope_type) are escaped where init-model
+# echoes it: a newline cannot end the comment and start a block of the file's making
+mkdir -p "$TMP/ctl"
+python3 - tests/frontend/files/llama3.1-8b/config.json "$TMP/ctl/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "x\u001b[31m\nmodel evil { layers = 1 }\n#\u0085"}
+json.dump(c, open(sys.argv[2], "w"))
+PY
+run init-model "$TMP/ctl" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 && $(grep -c '^model ' "$TMP/out") -eq 1 ]] && ! grep -q 'model evil' "$TMP/err" &&
+    grep -qF 'RoPE scaling x\x1b[31m\x0amodel evil { layers = 1 }\x0a#\u{85}:' "$TMP/out" &&
+    ! LC_ALL=C grep -qP '[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]' "$TMP/out" "$TMP/err" && ok ||
+    { bad "init-model copies control bytes of config.json into its output (exit $rc)"; cat -A "$TMP/out" | head -4; }
 mkdir -p "$TMP/gpt2"; printf '{"model_type": "gpt2", "n_layer": 12}\n' >"$TMP/gpt2/config.json"
 run init-model "$TMP/gpt2" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 1 && ! -s $TMP/out ]] && grep -qF 'model_type "gpt2" is not llama, qwen2, qwen3, mistral, gemma2, mixtral' "$TMP/err" && ok || bad "init-model of a gpt2 config: exit $rc"
