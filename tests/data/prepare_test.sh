@@ -101,6 +101,15 @@ out=$("$TRAIN" prepare --check "$S/cut/plan.json" 2>&1)
 [[ $(grep -c "2 of 4 records cut at the context of 64 tokens" <<<"$out") -eq 1 ]] && ok "prepare --check says the cut too" ||
     no "prepare --check: no cut count" "$out"
 
+# 1d. a file-size limit (ulimit -f) reached while a shard is written: a message naming the
+#     file and exit 1 (the job script's failure, not a requeue), not death by SIGXFSZ; the
+#     live set stays whole
+out=$(ulimit -f 50; exec "$TRAIN" prepare --force "$S/tiny/plan.json" 2>&1); rc=$?
+chk=$("$SHARD" --check "$S/tiny/shards" 2>&1)
+if [[ $rc -eq 1 ]] && grep -Eq "${logp}error: .*/shard-[0-9a-f]+-00000\.bin\.tmp: write: File too large$" <<<"$out" &&
+   [[ $chk == "rows 9600 docs 9600 segments 9600 "* ]]; then ok "ulimit -f reached: 'File too large' naming the shard, exit 1, the live set whole"
+else no "prepare under ulimit -f (exit $rc)" "$out $chk"; fi
+
 # 2. idempotent: a second run does nothing; a changed input file is prepared again
 before=$(stat -c %Y.%s "$S"/tiny/shards/shard-*-00000.bin)
 out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1)
