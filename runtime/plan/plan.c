@@ -72,6 +72,23 @@ static char *get_str(Ctx *c, const cJSON *obj, const char *sect, const char *key
     return strdup(v->valuestring);
 }
 
+/* A path the plan names (a model, tokenizer or data file; a directory the
+ * run writes): a string with no control character, C1 included, as llmc's
+ * checker refuses it (contract/plan_limits.h, plan_control_char_at). */
+static char *get_path(Ctx *c, const cJSON *obj, const char *sect, const char *key, int nullable)
+{
+    char *v = get_str(c, obj, sect, key, nullable);
+    long at = v ? plan_control_char_at(v) : -1;
+    if (at >= 0) {
+        char path[128], ch[16];
+        snprintf(path, sizeof path, "%s.%s", sect, key);
+        fail(c, path, "contains a control character (%s at offset %ld)", plan_control_char_name(v, at, ch), at);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
 /* A number checked against its row of the contract (contract/plan_limits.h):
  * the same limits llmc's checker applies. if_null when null and nullable. */
 static double get_lim(Ctx *c, const cJSON *obj, PlanLimitId id, double if_null)
@@ -199,7 +216,7 @@ static void check_datasets(Ctx *c, const cJSON *ds, int llmc_backend)
     for (const cJSON *d = ds->child; d && !c->failed; d = d->next, i++) {
         snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
         if (!cJSON_IsObject(d)) { fail(c, c->elem, "expected an object"); return; }
-        char *file = get_str(c, d, c->elem, "file", 0);
+        char *file = get_path(c, d, c->elem, "file", 0);
         if (file && llmc_backend && !plan_llmc_reads_dataset(file)) {
             char path[64];
             snprintf(path, sizeof path, "%s.file", c->elem);
@@ -281,7 +298,7 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
         snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "name");
         s->name = strdup(cJSON_IsString(name) ? name->valuestring : "?");
-        char *file = get_str(c, d, c->elem, "file", 0);
+        char *file = get_path(c, d, c->elem, "file", 0);
         s->file = run_plan_resolve(p, file);
         free(file);
         int f = req_enum(c, d, c->elem, "format", format_json_names, PLAN_VOCAB_ALL_ROWS, -1);
@@ -408,7 +425,7 @@ static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
  * masking switches as LLaMA-Factory allows them: sft only, not both. */
 static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const cJSON *da)
 {
-    char *tp = get_str(c, tk, "tokenizer", "path", 1);
+    char *tp = get_path(c, tk, "tokenizer", "path", 1);
     p->tokenizer_path = run_plan_resolve(p, tp);
     free(tp);
     p->template_ = get_str(c, tk, "tokenizer", "template", 1);
@@ -422,7 +439,7 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
     else if ((p->train_on_prompt || p->mask_history) && p->stage != STAGE_SFT)
         fail(c, p->train_on_prompt ? "data.train_on_prompt" : "data.mask_history", "is only for stage \"%s\", not \"%s\"",
              stage_json_names[STAGE_SFT], stage_json_names[p->stage]);
-    char *sd = get_str(c, da, "data", "shards_dir", 0);
+    char *sd = get_path(c, da, "data", "shards_dir", 0);
     p->shards_dir = run_plan_resolve(p, sd);
     free(sd);
 }
@@ -433,7 +450,7 @@ static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
 {
     p->model_name = get_str(c, m, "model", "name", 0);
     int a = req_enum(c, m, "model", "arch", arch_json_names, LLMC_TRAIN_ARCH, ARCH_LLAMA);
-    char *mp = get_str(c, m, "model", "path", 1);
+    char *mp = get_path(c, m, "model", "path", 1);
     p->model_path = run_plan_resolve(p, mp);
     free(mp);
     p->init = (ModelInit)req_enum(c, m, "model", "init", init_json_names, PLAN_VOCAB_ALL_ROWS, INIT_PRETRAINED);
@@ -509,7 +526,7 @@ static void read_parallel(Ctx *c, RunPlan *p, const cJSON *pa)
  * metrics file inside output.dir unless absolute). */
 static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, const cJSON *ou)
 {
-    char *cd = get_str(c, ck, "checkpoint", "dir", 0);
+    char *cd = get_path(c, ck, "checkpoint", "dir", 0);
     check_write_dir(c, "checkpoint.dir", cd);
     p->ckpt_dir = run_plan_resolve(p, cd);
     free(cd);
@@ -518,7 +535,7 @@ static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, cons
     p->ckpt_keep = (int)get_lim(c, ck, PL_CKPT_KEEP, 0);
     p->resume = get_bool(c, ck, "checkpoint", "resume");
 
-    char *od = get_str(c, ou, "output", "dir", 0);
+    char *od = get_path(c, ou, "output", "dir", 0);
     check_write_dir(c, "output.dir", od);
     p->out_dir = run_plan_resolve(p, od);
     free(od);
