@@ -157,6 +157,9 @@ static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
     bool counted = e->tokens_source <= TOKENS_FROM_STATS || e->sequences_from_shards;
     bool firm = counted && t->backend == BACKEND_LLMC;
     const char *source = counted ? "counted" : "estimated from the datasets' sizes or sample counts";
+    const char *why_warning = firm ? NULL : !counted ? "a warning, not an error: the steps are an estimate"
+                                                    : "a warning, not an error: LLaMA-Factory runs it as written "
+                                                      "(transformers' schedules accept it)";
     double seqs = e->seqs_per_sample > 1 ? e->seqs_per_sample : 1;
     double batches = t->epochs * e->sequences_per_epoch / seqs / (double)e->global_batch;
     if (t->epochs_at.start.file && batches < 1) {
@@ -164,6 +167,7 @@ static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
                                                      "optimizer step", t->epochs, t->name, batches);
         diag_note(g, "%.0f sequences per epoch (%s), a global batch of %lld: the trainer would round it up to a "
                   "whole step", e->sequences_per_epoch, source, (long long)e->global_batch);
+        if (why_warning) diag_note(g, "%s", why_warning);
         diag_help(g, "epochs = %g gives one step", ceil(1 / batches * t->epochs * 1e6) / 1e6);
         return;
     }
@@ -175,6 +179,7 @@ static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
         diag_note(g, "%lld steps: %g epochs of %.0f sequences (%s) at a global batch of %lld",
                   (long long)e->steps_total, t->epochs, e->sequences_per_epoch / seqs, source,
                   (long long)e->global_batch);
+        if (why_warning) diag_note(g, "%s", why_warning);
         diag_help(g, "a warmup in percent follows the run's length: warmup = 3%%");
     }
 }

@@ -242,6 +242,13 @@ tiny_plan "$TMP/warm.llm" 's/warmup  *= 5%/warmup = 10000000000 steps/'
 run check --color=never "$TMP/warm.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 1 ]] && grep -qE "^$TMP/warm.llm:[0-9]+:3: error: warmup \(10000000000 steps\) is as long as run 'tiny_sft' or longer: it has [0-9]+ steps" "$TMP/err" &&
     ok || { bad "warmup = 10000000000 steps on a short run: exit $rc"; grep -A3 'error\|warning' "$TMP/err" | head; }
+# LLaMA-Factory runs such a warmup as written (transformers' schedules ramp for every
+# step): a warning there, with the same figures
+tiny_plan "$TMP/warm_lf.llm" 's/warmup  *= 5%/warmup = 10000000000 steps/; s/gpu       = none.*/gpu = H100_80GB x 8/; s/cpus      = 2/cpus = 64/
+    s/memory    = 4 GiB/memory = 512 GiB/; s/precision        = fp32/precision = bf16  backend = llamafactory/; s/attention        = eager/attention = flash/'
+run check --color=never "$TMP/warm_lf.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qE "^$TMP/warm_lf.llm:[0-9]+:3: warning: warmup \(10000000000 steps\) is as long as run 'tiny_sft' or longer" "$TMP/err" &&
+    grep -qF "LLaMA-Factory runs it as written" "$TMP/err" && ok || { bad "warmup longer than an LLaMA-Factory run: exit $rc, no warning"; grep -A4 'warmup' "$TMP/err" | head; }
 tiny_plan "$TMP/warm_ok.llm" 's/warmup  *= 5%/warmup = 100 steps/'
 run check --color=never "$TMP/warm_ok.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 0 ]] && ! grep -q warmup "$TMP/err" && ok || bad "warmup = 100 steps on a 2,000-step run refused (exit $rc)"
