@@ -128,6 +128,15 @@ static inline const char *plan_limit_bound_word(const PlanLimit *l, int violatio
     return (l->flags & PLAN_MAX_OPEN) ? "less than" : "at most";
 }
 
+/* The optimizer steps epochs passes over rows sequences make at a global batch
+ * of global_batch, before the trainers round them up to a whole step: under 1
+ * the epochs do not fill one step, which llmc refuses (against the counted
+ * data) and llmc-train refuses at start (against its shards). */
+static inline double plan_epoch_steps(double epochs, double rows, double global_batch)
+{
+    return global_batch > 0 ? epochs * rows / global_batch : 0;
+}
+
 /* ---- rules on text the plan carries into files, scripts and terminals ---- */
 
 /* Offset of the first control character in s, or -1: a C0 byte, DEL, or a

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "emit_internal.h"
+#include "plan_limits.h"   /* contract/: plan_epoch_steps, as llmc-train counts them */
 
 typedef char *(*LayoutWriter)(const JobLayout *, char *, size_t);
 
@@ -161,7 +162,7 @@ static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
                                                     : "a warning, not an error: LLaMA-Factory runs it as written "
                                                       "(transformers' schedules accept it)";
     double seqs = e->seqs_per_sample > 1 ? e->seqs_per_sample : 1;
-    double batches = t->epochs * e->sequences_per_epoch / seqs / (double)e->global_batch;
+    double batches = plan_epoch_steps(t->epochs, e->sequences_per_epoch / seqs, (double)e->global_batch);
     if (t->epochs_at.start.file && batches < 1) {
         Diag *g = (firm ? diag_error : diag_warning)(d, t->epochs_at, "epochs = %g gives run '%s' %.3g of one "
                                                      "optimizer step", t->epochs, t->name, batches);
