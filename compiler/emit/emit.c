@@ -169,7 +169,7 @@ static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
         diag_note(g, "%.0f sequences per epoch (%s), a global batch of %lld: the trainer would round it up to a "
                   "whole step", e->sequences_per_epoch, source, (long long)e->global_batch);
         if (why_warning) diag_note(g, "%s", why_warning);
-        diag_help(g, "epochs = %g gives one step", ceil(1 / batches * t->epochs * 1e6) / 1e6);
+        diag_help(g, "epochs = %g gives one step", ceil(t->epochs / batches * 1e6) / 1e6);
         return;
     }
     if (t->warmup_steps > 0 && e->steps_total > 0 && t->warmup_steps >= e->steps_total) {
