@@ -103,6 +103,7 @@ ShellParse shell_parse_line(const char *line, char *msg, size_t msgsz)
     }
     if (got) {   /* parsed, with a warning (a here-document cut off by the end of the line) */
         first_message(err, msg, msgsz);
+        if (!strncmp(msg, "warning: ", 9)) memmove(msg, msg + 9, strlen(msg + 9) + 1);   /* the caller says "warns" */
         return SHELL_WARNS;
     }
     return SHELL_OK;

@@ -228,6 +228,11 @@ done
 setup_plan "$TMP/setup_ok.llm" '["module load cuda/12.4", "for f in a b; do echo \"$f\" | tr a-z A-Z; done", "[[ -d /x ]] || echo \"$(date +%s)\" # why"]'
 run check --color=never "$TMP/setup_ok.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 0 ]] && ! grep -q 'setup line' "$TMP/err" && ok || { bad "valid setup lines refused (exit $rc)"; grep -A3 setup "$TMP/err"; }
+# what bash parses with a warning (a here-document the line's end cuts off) is a warning
+setup_plan "$TMP/setup_warn.llm" '["cat <<EOF"]'
+run check --color=never "$TMP/setup_warn.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qF "warning: setup line 1: bash warns: here-document at line 1 delimited by end-of-file" "$TMP/err" && ok ||
+    { bad "setup = [\"cat <<EOF\"]: exit $rc, no warning"; grep -A2 setup "$TMP/err"; }
 # bash -n executes nothing: a command substitution in a line is parsed, not run
 setup_plan "$TMP/setup_run.llm" "[\"echo \$(touch $TMP/ran)\", \"touch $TMP/ran2\"]"
 run check --color=never "$TMP/setup_run.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
