@@ -605,11 +605,14 @@ static bool check_path(Checker *c, const Entry *e, const char *path, bool is_fil
         diag_error(c->d, at, "'%s' is an empty path", e->key);
         return false;
     }
+    long cc = plan_control_char_at(path);   /* C0, DEL and C1 (U+0085 ...), as llmc-train refuses them */
+    char ch[16];
+    if (cc >= 0) {
+        diag_error(c->d, at, "'%s' contains a control character (%s at offset %ld)", e->key,
+                   plan_control_char_name(path, cc, ch), cc);
+        return false;
+    }
     for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) {
-            diag_error(c->d, at, "'%s' contains a control character", e->key);
-            return false;
-        }
         if (strchr("\"'`$\\", *p)) {
             Diag *g = diag_error(c->d, at, "'%s' contains '%c', which is not allowed in paths", e->key, *p);
             diag_note(g, "paths are written verbatim into the job script and must not need quoting");

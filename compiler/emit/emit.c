@@ -2,10 +2,12 @@
  * atomically (emit_fs.c). One job: its files at the top of DIR. Several jobs:
  * one subdirectory per job, each with the same set of files, so a job script
  * always finds plan.json beside itself. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "emit_internal.h"
+#include "plan_limits.h"   /* contract/: plan_epoch_steps, as llmc-train counts them */
 
 typedef char *(*LayoutWriter)(const JobLayout *, char *, size_t);
 
@@ -140,9 +142,54 @@ static char *emit_submit_script(const Plan *plan, char *err, size_t errlen)
     return template_fill(&t, "submit.sh", err, errlen);
 }
 
+/* The run's length as the estimate counts it (steps from epochs and the
+ * data) against what the plan asks of it: epochs must give the data at
+ * least one global batch, and a warmup in steps must end before the run does
+ * (max_steps' own case is the checker's). An error when the steps are counted
+ * (stated tokens, prepare's stats or shards) and the llmc trainer runs it; a
+ * warning when they are a guess from file sizes or sample counts, or when
+ * LLaMA-Factory runs it: transformers' schedulers accept a warmup longer than
+ * the run (get_*_schedule_with_warmup ramp for every step, so the learning
+ * rate never reaches its peak) and round a fraction of a step up to one. */
+static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    const PlanTrain *t = job->run;
+    if (t->max_steps > 0 || e->tokens_source == TOKENS_UNKNOWN || e->global_batch < 1) return;
+    bool counted = e->tokens_source <= TOKENS_FROM_STATS || e->sequences_from_shards;
+    bool firm = counted && t->backend == BACKEND_LLMC;
+    const char *source = counted ? "counted" : "estimated from the datasets' sizes or sample counts";
+    const char *why_warning = firm ? NULL : !counted ? "a warning, not an error: the steps are an estimate"
+                                                    : "a warning, not an error: LLaMA-Factory runs it as written "
+                                                      "(transformers' schedules accept it)";
+    double seqs = e->seqs_per_sample > 1 ? e->seqs_per_sample : 1;
+    double batches = plan_epoch_steps(t->epochs, e->sequences_per_epoch / seqs, (double)e->global_batch);
+    if (t->epochs_at.start.file && batches < 1) {
+        Diag *g = (firm ? diag_error : diag_warning)(d, t->epochs_at, "epochs = %g gives run '%s' %.3g of one "
+                                                     "optimizer step", t->epochs, t->name, batches);
+        diag_note(g, "%.0f sequences per epoch (%s), a global batch of %lld: the trainer would round it up to a "
+                  "whole step", e->sequences_per_epoch, source, (long long)e->global_batch);
+        if (why_warning) diag_note(g, "%s", why_warning);
+        diag_help(g, "epochs = %g gives one step", ceil(t->epochs / batches * 1e6) / 1e6);
+        return;
+    }
+    if (t->warmup_steps > 0 && e->steps_total > 0 && t->warmup_steps >= e->steps_total) {
+        Diag *g = (firm ? diag_error : diag_warning)(d, t->warmup_at, "warmup (%lld steps) is as long as run '%s' "
+                                                     "or longer: it has %lld steps, so the learning rate never "
+                                                     "reaches its peak lr %g", (long long)t->warmup_steps, t->name,
+                                                     (long long)e->steps_total, t->lr);
+        diag_note(g, "%lld steps: %g epochs of %.0f sequences (%s) at a global batch of %lld",
+                  (long long)e->steps_total, t->epochs, e->sequences_per_epoch / seqs, source,
+                  (long long)e->global_batch);
+        if (why_warning) diag_note(g, "%s", why_warning);
+        diag_help(g, "a warmup in percent follows the run's length: warmup = 3%%");
+    }
+}
+
 int emit_check_estimated(const Plan *plan, const Estimate *ests, Diags *d)
 {
     int before = diags_error_count(d);
+    for (int i = 0; ests && i < plan->njobs; i++)
+        if (plan->jobs[i] && plan->jobs[i]->run) check_run_length(plan->jobs[i], &ests[i], d);
     for (int i = 0; ests && i < plan->njobs; i++) {
         const PlanJob *job = plan->jobs[i];
         if (!job || !job->run || job->run->backend != BACKEND_LLAMAFACTORY || ests[i].requeue_segments <= 1) continue;

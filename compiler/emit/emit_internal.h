@@ -42,12 +42,10 @@ void slurm_time(Buf *, double seconds);
 /* A name that may appear bare in a Slurm config line, an #SBATCH directive,
  * a shell word and a file name: [A-Za-z0-9._-]+, not starting with '-' or '.'. */
 bool slurm_name_ok(const char *s);
-/* A path for #SBATCH --output and the shell: no whitespace, control bytes,
+/* A path for #SBATCH --output and the shell: no whitespace, control characters,
  * quotes, backslash or shell/Slurm-pattern metacharacters ($ ` % ; & | < > ( )
  * * ? [ ] { } ! # ~ ,). Returns the first offending byte's offset, or -1. */
 long sbatch_path_bad_at(const char *s);
-/* Offset of the first control byte (newline, tab, ...), or -1. */
-long control_char_at(const char *s);
 
 /* ---- templates (emit_template.c) ----
  * A template is text with holes {{name}} and conditional lines:
