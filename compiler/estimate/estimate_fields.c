@@ -53,7 +53,10 @@
     X(checkpoint_bytes, EST_NUM, -1) X(checkpoint_export_bytes, EST_NUM, -1) \
     X(checkpoint_write_seconds, EST_NUM, -1) X(checkpoint_kept_bytes, EST_NUM, -1) \
     X(checkpoint_every_steps, EST_NUM, -1) X(checkpoints_total, EST_NUM, -1) X(resume_seconds, EST_NUM, -1) \
-    X(startup_seconds, EST_NUM, -1) X(wall_seconds, EST_NUM, -1)
+    X(startup_seconds, EST_NUM, -1) X(wall_seconds, EST_NUM, -1) \
+    X(merge, EST_BOOL, -1) X(merge_adapter_params, EST_NUM, -1) X(merge_value_bytes, EST_NUM, -1) \
+    X(merge_flops, EST_NUM, -1) X(merge_seconds, EST_NUM, -1) X(merge_write_bytes, EST_NUM, -1) \
+    X(merge_write_seconds, EST_NUM, -1)
 
 static const char *reference_name(RefKind r)
 {
