@@ -315,7 +315,7 @@ static const PlanJob *job_merging(const Plan *plan, const PlanMerge *m)
 
 /* A merge in a chain: a merge job starts after the job that trains its
  * adapter; a job after a merge job trains the merged model. */
-static void check_job_after_merge(Checker *c, const PlanJob *j, const PlanJob *a)
+static void check_job_after_merge(Checker *c, const Plan *plan, const PlanJob *j, const PlanJob *a)
 {
     if (j->merge && a->run != j->merge->adapter) {
         Diag *g = diag_error(c->d, j->after_at, "job '%s' merges the adapter of run '%s', but job '%s' it runs after "
@@ -323,7 +323,8 @@ static void check_job_after_merge(Checker *c, const PlanJob *j, const PlanJob *a
                              a->merge ? arena_printf(c->a, "runs merge '%s'", a->merge->name)
                                       : arena_printf(c->a, "trains run '%s'", a->run ? a->run->name : "?"));
         diag_note(g, "the merge reads the adapter that run's job leaves in its output");
-        diag_help(g, "after = the job that runs '%s'", j->merge->adapter ? j->merge->adapter->name : "?");
+        const PlanJob *trains = job_running(plan, j->merge->adapter);
+        if (trains) diag_help(g, "after = %s", trains->name);
         return;
     }
     if (j->run && a->merge && j->run->model != &a->merge->merged) {
@@ -394,7 +395,7 @@ void check_job_after(Checker *c, const Plan *plan, int idx)
         return;
     }
     if (j->merge || a->merge) {
-        check_job_after_merge(c, j, a);
+        check_job_after_merge(c, plan, j, a);
         return;
     }
     const PlanTrain *t = j->run, *ta = a->run;
@@ -415,13 +416,10 @@ void check_job_after(Checker *c, const Plan *plan, int idx)
             diag_note(g, "LLaMA-Factory takes an adapter (adapter_name_or_path) only with method lora or qlora");
         diag_help(g, "method = lora in run '%s' (with backend = llamafactory), or a full run '%s'", t->name, ta->name);
         /* a full run needs the merged model: LLaMA-Factory's export merges base + adapter */
-        if (ta->model && ta->model->path) {
-            const char *tmpl = chat_template_info(ta->template_)->name;
-            diag_help(g, "or merge first, then train the merged model: llamafactory-cli export with "
-                         "model_name_or_path: %s, adapter_name_or_path: %s, finetuning_type: lora, template: %s, "
-                         "export_dir: DIR; and a model block with path = \"DIR\" for run '%s' (without 'after')",
-                      ta->model->path, ta->output_dir ? ta->output_dir : "(its output)", tmpl ? tmpl : "empty", t->name);
-        }
+        if (ta->model && t->backend == BACKEND_LLAMAFACTORY)
+            diag_help(g, "or merge first: merge %s_merged { adapter = %s  model = %s  output = \"DIR\" }, a job that "
+                         "runs it after job '%s', and model = %s_merged in run '%s', its job after the merge's",
+                      ta->name, ta->name, ta->model->name, a->name, ta->name, t->name);
     } else if (adapter && (t->method == METHOD_QLORA || t->shard == SHARD_ZERO3) &&
                (t->stage == STAGE_DPO || t->stage == STAGE_KTO)) {
         /* model/adapter.py: no merge on a quantised base or under ZeRO-3, so the

@@ -200,8 +200,8 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
     if (job->merge) {
         assume(a, "merge: LLaMA-Factory starts in 60 s, the base and the fp32 adapter load at 0.5 GB/s, each "
                   "adapted matrix gets B x A (2 x adapter parameters x the wider of hidden and ffn FLOPs, an upper "
-                  "bound) at %.0f%% of the %s's peak, the merged weights write at 1 GB/s: stated defaults, not "
-                  "measured", e->mfu * 100, job->merge->device == MERGE_DEVICE_AUTO ? "GPU" : "node's CPUs");
+                  "bound) at %.0f%% of the peak of %s, the merged weights write at 1 GB/s: stated defaults, not "
+                  "measured", e->mfu * 100, job->merge->device == MERGE_DEVICE_AUTO ? "one GPU" : "the node's CPUs");
         return;
     }
     assume(a, "memory is the worst case: every micro batch padded to the full context (%d)", t->context);
