@@ -5,9 +5,9 @@
  * model); what it joins to its LoRA run after them (check_merge_links). */
 #include "check_internal.h"
 
-/* The `.llm` words of dtype and device, in the order of MergeDtype and
- * MergeDevice (plan.h); the emitter writes LLaMA-Factory's. */
-static const char *const merge_dtype_names[] = {"auto", "bf16", "fp16", "fp32"};
+/* The `.llm` words of device, in the order of MergeDevice (plan.h); dtype's
+ * are "auto" and precision's 16- and 32-bit words (check_merge), in the order
+ * of MergeDtype. The emitter writes LLaMA-Factory's. */
 static const char *const merge_device_names[] = {"cpu", "auto"};
 
 /* shard_size: LLaMA-Factory's export_size is whole GB (max_shard_size "NGB") */
@@ -41,7 +41,9 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
         m->output_at = e->at;
         m->output_dir = get_plan_path(c, e, false);
     }
-    if ((e = find(&s, "dtype")) && get_enum(c, e, merge_dtype_names, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
+    const char *dtypes[] = {"auto", precision_llm_names[PREC_BF16], precision_llm_names[PREC_FP16],
+                            precision_llm_names[PREC_FP32]};
+    if ((e = find(&s, "dtype")) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
     if ((e = find(&s, "device")) && get_enum(c, e, merge_device_names, 2, &v)) { m->device = (MergeDevice)v; m->device_at = e->at; }
     if ((e = find(&s, "shard_size"))) check_merge_shard_size(c, e, m);
     if ((e = find(&s, "legacy_format"))) get_bool(c, e, &m->legacy_format);
