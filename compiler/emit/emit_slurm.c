@@ -159,52 +159,35 @@ static void site_vars(Tmpl *t, const JobLayout *L)
     buf_free(&b);
 }
 
-/* The holes of a merge job's script (the LLaMA-Factory template's merging
- * sections): `llamafactory-cli export` of the merge's YAML, the merged
- * model's directory checked at the end. */
-static void merge_vars(Tmpl *t, const JobLayout *L)
+/* A hole holding path single-quoted for the shell (path is freed). */
+static void set_quoted(Tmpl *t, const char *name, char *path)
 {
-    const PlanMerge *m = L->merge;
-    tmpl_set(t, "training", "");
-    tmpl_set(t, "merging", "1");
-    tmpl_set(t, "merge", m->name);
-    tmpl_set(t, "train", m->adapter ? m->adapter->name : "");
-    tmpl_set(t, "stage", "");
-    tmpl_set(t, "marker", lf_merge_yaml_name());
-    tmpl_set(t, "lf_command", "export");
-    tmpl_set(t, "yaml", lf_merge_yaml_name());
-    tmpl_set(t, "deepspeed", "");
-    tmpl_set(t, "output_dir_q", "");
-    char *dir = artifact_path(L, m->output_dir);
     Buf b;
     buf_init(&b);
-    sh_quote(&b, dir ? dir : "");
-    free(dir);
-    tmpl_set(t, "export_dir_q", b.data);
+    sh_quote(&b, path ? path : "");
+    free(path);
+    tmpl_set(t, name, b.data ? b.data : "");
     buf_free(&b);
 }
 
-/* The holes of a LLaMA-Factory training job's script (its training sections). */
-static void lf_train_vars(Tmpl *t, const JobLayout *L)
+/* The holes of the LLaMA-Factory template's two kinds of job: a training run
+ * (its output_dir, resumed from) or a merge (`llamafactory-cli export` of the
+ * merge's YAML, the merged model's directory checked at the end). */
+static void lf_job_vars(Tmpl *t, const JobLayout *L)
 {
-    const PlanTrain *train = L->train;
-    tmpl_set(t, "training", "1");
-    tmpl_set(t, "merging", "");
-    tmpl_set(t, "merge", "");
-    tmpl_set(t, "train", train->name);
-    tmpl_set(t, "stage", name_stage(train->stage));
-    tmpl_set(t, "marker", "plan.json");
-    tmpl_set(t, "lf_command", "train");
-    tmpl_set(t, "export_dir_q", "");
-    tmpl_set(t, "yaml", lf_yaml_name());
-    tmpl_set(t, "deepspeed", lf_deepspeed_name(L));
-    char *out_dir = artifact_output_dir(L);
-    Buf b;
-    buf_init(&b);
-    sh_quote(&b, out_dir ? out_dir : "");
-    free(out_dir);
-    tmpl_set(t, "output_dir_q", b.data);
-    buf_free(&b);
+    const PlanMerge *m = L->merge;
+    const PlanTrain *train = m ? m->adapter : L->train;
+    tmpl_set(t, "training", m ? "" : "1");
+    tmpl_set(t, "merging", m ? "1" : "");
+    tmpl_set(t, "merge", m ? m->name : "");
+    tmpl_set(t, "train", train ? train->name : "");
+    tmpl_set(t, "stage", m || !train ? "" : name_stage(train->stage));
+    tmpl_set(t, "marker", m ? lf_merge_yaml_name() : "plan.json");
+    tmpl_set(t, "lf_command", m ? "export" : "train");
+    tmpl_set(t, "yaml", m ? lf_merge_yaml_name() : lf_yaml_name());
+    tmpl_set(t, "deepspeed", m ? "" : lf_deepspeed_name(L));
+    tmpl_set(t, m ? "output_dir_q" : "export_dir_q", "");
+    set_quoted(t, m ? "export_dir_q" : "output_dir_q", m ? artifact_path(L, m->output_dir) : artifact_output_dir(L));
 }
 
 char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
@@ -246,16 +229,11 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
     if (lead > 0) tmpl_setf(&t, "signal_seconds", "%d", lead);
     else tmpl_set(&t, "signal_seconds", "");
     if (lf) {
-        if (L->merge) merge_vars(&t, L);
-        else lf_train_vars(&t, L);
+        lf_job_vars(&t, L);
         /* after another job: the file LLaMA-Factory saves last into output_dir
          * (the adapter's config, or the model's after save_model or export) */
-        char *start = L->start_path ? artifact_path(L, L->start_path) : NULL;
-        buf_init(&b);
-        if (start) sh_quote(&b, start);
-        free(start);
-        tmpl_set(&t, "start_path_q", b.data ? b.data : "");
-        buf_free(&b);
+        if (L->start_path) set_quoted(&t, "start_path_q", artifact_path(L, L->start_path));
+        else tmpl_set(&t, "start_path_q", "");
         tmpl_set(&t, "after_job", L->start_path && job->after ? job->after->name : "");
         tmpl_set(&t, "start_what", !L->start_path ? "" : L->start_adapter ? "its LoRA adapter"
                                    : job->after && job->after->merge ? "the merged model" : "its model");

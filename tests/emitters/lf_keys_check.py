@@ -142,23 +142,37 @@ def type_ok(ann, v):
     return False
 
 
-yamls = []
-for d in dirs:
-    for root, _, files in os.walk(d):
-        yamls += [os.path.join(root, f) for f in files if f == "llamafactory_train.yaml"]
-for path in sorted(yamls):
-    with open(path) as f:
-        args = yaml.safe_load(f)
+# the parser of `llamafactory-cli export`: _INFER_ARGS (hparams/parser.py)
+INFER_FILES = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py")
+
+
+def key_errors(path, args, infer):
+    """Each key of a YAML against the list: known, of its declared type, a known
+    template; infer (an export's YAML): an argument of the inference parser."""
     errs = []
     for k, v in args.items():
-        if k in NOT_TOP_LEVEL and k not in fields:
+        if k in NOT_TOP_LEVEL and k not in fields and not infer:
             print(f"note {path}: {k}: {NOT_TOP_LEVEL[k]}")
         elif k not in fields:
             errs.append(f"unknown key {k}")
+        elif infer and not origins[k].split(":")[0].endswith(INFER_FILES):
+            errs.append(f"{k} is a training argument ({origins[k]}), which the export parser refuses")
         elif not type_ok(fields[k], v):
             errs.append(f"{k}: {v!r} is not {fields[k]}")
         elif k == "template" and v not in templates:
             errs.append(f"template {v!r} is not one of LLaMA-Factory's templates")
+    return errs
+
+
+def found(name):
+    """Every file called name under the DIRs, in order."""
+    return sorted(os.path.join(root, f) for d in dirs for root, _, files in os.walk(d) for f in files if f == name)
+
+
+for path in found("llamafactory_train.yaml"):
+    with open(path) as f:
+        args = yaml.safe_load(f)
+    errs = key_errors(path, args, False)
     if errs:
         bad(f"{path}: {'; '.join(errs)}")
     else:
@@ -224,29 +238,14 @@ for path in sorted(yamls):
         bad(f"{info_path}: {'; '.join(errs)}")
     else:
         ok(f"{info_path}: {len(info)} entries as parser.py reads them (stage {stage})")
-# the parser of `llamafactory-cli export`: _INFER_ARGS (hparams/parser.py)
-INFER_FILES = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py")
-
-
 def resolved(yaml_path, p):
     return os.path.normpath(p if os.path.isabs(p) else os.path.join(os.path.dirname(yaml_path), p))
 
 
-merges = []
-for d in dirs:
-    for root, _, files in os.walk(d):
-        merges += [os.path.join(root, f) for f in files if f == "llamafactory_merge.yaml"]
-for path in sorted(merges):
+for path in found("llamafactory_merge.yaml"):
     with open(path) as f:
         args = yaml.safe_load(f)
-    errs = []
-    for k, v in args.items():
-        if k not in fields:
-            errs.append(f"unknown key {k}")
-        elif not origins[k].split(":")[0].endswith(INFER_FILES):
-            errs.append(f"{k} is a training argument ({origins[k]}), which the export parser refuses")
-        elif not type_ok(fields[k], v):
-            errs.append(f"{k}: {v!r} is not {fields[k]}")
+    errs = key_errors(path, args, True)
     for k in ("model_name_or_path", "adapter_name_or_path", "export_dir", "template"):
         if not args.get(k):
             errs.append(f"{k} is not set")
@@ -254,8 +253,6 @@ for path in sorted(merges):
         errs.append("an adapter needs finetuning_type lora")
     if args.get("export_quantization_bit") is not None:
         errs.append("export_quantization_bit beside an adapter: LLaMA-Factory wants the adapter merged first")
-    if args.get("template") not in templates:
-        errs.append(f"template {args.get('template')!r} is not one of LLaMA-Factory's")
     if os.path.exists(os.path.join(os.path.dirname(path), "llamafactory_train.yaml")):
         errs.append("a training YAML beside it")
     # the chain it sits in: the sibling job directories' training YAMLs
