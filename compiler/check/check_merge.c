@@ -86,6 +86,26 @@ static void check_merge_output_path(Checker *c, const PlanMerge *m)
     diag_note(g, "merge '%s' writes the merged model there (export_dir)", m->name);
 }
 
+/* The merged model and each run's output directory apart (neither inside
+ * the other): a run would resume from, or save into, the merged model, and
+ * the merge would overwrite what a run saved. Its own adapter run is
+ * check_merge_output_path's. */
+static void check_merge_vs_outputs(Checker *c, const PlanMerge *m)
+{
+    char mine[PATH_POLICY_MAX], other[PATH_POLICY_MAX];
+    if (path_policy_resolve(m->output_dir, mine)) return;
+    for (int i = 0; i < c->plan->ntrains; i++) {
+        const PlanTrain *t = c->plan->trains[i];
+        if (t == m->adapter || !t->output_dir || t->output_default || path_policy_resolve(t->output_dir, other)) continue;
+        if (!path_policy_within(mine, other) && !path_policy_within(other, mine)) continue;
+        Diag *g = diag_error(c->d, m->output_at, "merge '%s' writes the merged model to \"%s\", and run '%s' its "
+                             "checkpoints to \"%s\"", m->name, m->output_dir, t->name, t->output_dir);
+        diag_note(g, "a run resumes from the checkpoints in its output directory; export would write among them");
+        diag_help(g, "give merge '%s' an output of its own", m->name);
+        return;
+    }
+}
+
 /* The merge against its LoRA run (after the train blocks are checked): the
  * run trains a LoRA adapter with LLaMA-Factory, on this base; the merged
  * model goes where nothing the merge reads is. */
@@ -129,4 +149,5 @@ void check_merge_links(Checker *c, const PlanMerge *m)
         diag_note(g, "LLaMA-Factory's export_model says so (train/tuner.py); transformers 4.x exports them");
     }
     check_merge_output_path(c, m);
+    check_merge_vs_outputs(c, m);
 }
