@@ -137,6 +137,12 @@ void check_merge_links(Checker *c, const PlanMerge *m)
         diag_help(g, "model = %s", t->model->name);
         return;
     }
+    if (!m->model->path) {
+        Diag *g = diag_error(c->d, m->model_at, "merge '%s': model '%s' has no 'path' to load the base from",
+                             m->name, m->model->name);
+        diag_note(g, "llamafactory-cli export reads the base (model_name_or_path) and adds the adapter into it");
+        return;
+    }
     if (t->method == METHOD_QLORA) {
         Diag *g = diag_note_at(c->d, m->adapter_at, "merge '%s': run '%s' trained on a %d-bit base; the adapter is "
                                "merged into the 16-bit base model", m->name, t->name, t->quant_bits);
