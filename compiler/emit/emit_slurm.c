@@ -235,8 +235,11 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
         if (L->start_path) set_quoted(&t, "start_path_q", artifact_path(L, L->start_path));
         else tmpl_set(&t, "start_path_q", "");
         tmpl_set(&t, "after_job", L->start_path && job->after ? job->after->name : "");
+        bool after_merge = job->after && job->after->merge;
         tmpl_set(&t, "start_what", !L->start_path ? "" : L->start_adapter ? "its LoRA adapter"
-                                   : job->after && job->after->merge ? "the merged model" : "its model");
+                                   : after_merge ? "the merged model" : "its model");
+        tmpl_set(&t, "start_why", !L->start_path ? "" : after_merge ? "LLaMA-Factory has no model to load"
+                                  : "LLaMA-Factory would fail after loading the base");
         tmpl_set(&t, "start_file", !L->start_path ? "" : L->start_adapter ? "adapter_config.json" : "config.json");
         tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
         tmpl_setf(&t, "cpus_per_node", "%d", L->cpus_per_task * L->tasks_per_node);
