@@ -301,7 +301,7 @@ char *emit_lf_yaml(const JobLayout *L, const Estimate *e, char *err, size_t errl
 
 /* ---- a merge job: llamafactory-cli export ---- */
 
-const char *lf_merge_yaml_name(void) { return "llamafactory_merge.yaml"; }
+const char *lf_merge_yaml_name(void) { return LLMC_MERGE_YAML; }
 
 /* export_model (train/tuner.py) after get_infer_args (hparams/parser.py),
  * whose parser is ModelArguments, DataArguments, FinetuningArguments and

@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/e2e/lf_merge.sh LLMC — LoRA SFT -> merge -> full DPO on the local Slurm
 # (`make test-e2e-lf-merge`, about 1 min): tests/e2e/lf_merge.llm, three jobs
-# submitted with one `bash out/submit.sh`, with a stand-in for llamafactory-cli
+# submitted with one `llmc submit out` (out/submit.sh), with a stand-in for llamafactory-cli
 # (tests/e2e/stand_in_lf_trainer.sh) that trains, and exports as
 # `llamafactory-cli export` does: it reads the base and the SFT adapter and
 # writes the merged model, which the DPO step must then load
@@ -9,7 +9,9 @@
 # fails). Passes when the merge job waited for the SFT job and merged its final
 # adapter into the base at the merge's output, the DPO job waited for the merge
 # and trained the merged model (full), each in that order; and when a merge
-# job submitted alone, before any SFT, stops with a message before LLaMA-Factory.
+# job submitted alone, before any SFT, stops with a message before LLaMA-Factory;
+# and when llmc submit records the merge job and llmc status shows it with
+# the merged model written.
 set -u
 LLMC=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -43,13 +45,13 @@ if wait_state "$alone" 60 FAILED COMPLETED CANCELLED && [[ $(job_field "$alone" 
     ok "the merge job submitted before the SFT job stops with a message"
 else bad "the merge job alone: $(job_field "$alone" JobState)" "$T/logs/merge_job-$alone.err" "$T/stand-in.log"; fi
 
-(cd "$T" && bash out/submit.sh) >"$T/submit.log" 2>&1 || { bad "submit.sh" "$T/submit.log"; finish; }
+(cd "$T" && "$LLMC" submit out) >"$T/submit.log" 2>&1 || { bad "llmc submit" "$T/submit.log"; finish; }
 sft=$(sed -n 's/^sft_job: job \([0-9]*\)$/\1/p' "$T/submit.log")
-merge=$(sed -n 's/^merge_job: job \([0-9]*\) (after sft_job: job [0-9]*)$/\1/p' "$T/submit.log")
-dpo=$(sed -n 's/^dpo_job: job \([0-9]*\) (after merge_job: job [0-9]*)$/\1/p' "$T/submit.log")
+merge=$(sed -n 's/^merge_job: job \([0-9]*\) (after sft_job)$/\1/p' "$T/submit.log")
+dpo=$(sed -n 's/^dpo_job: job \([0-9]*\) (after merge_job)$/\1/p' "$T/submit.log")
 if [[ -n $sft && -n $merge && -n $dpo ]] && [[ $(job_field "$merge" Dependency) == "afterok:${sft}"* ]] &&
     [[ $(job_field "$dpo" Dependency) == "afterok:${merge}"* ]]; then
-    ok "submit.sh: sft_job $sft, merge_job $merge afterok:$sft, dpo_job $dpo afterok:$merge"
+    ok "llmc submit: sft_job $sft, merge_job $merge afterok:$sft, dpo_job $dpo afterok:$merge"
 else bad "submit.sh output" "$T/submit.log"; finish; fi
 wait_state "$dpo" 120 COMPLETED FAILED CANCELLED TIMEOUT
 for j in "$sft" "$merge" "$dpo"; do scontrol show job "$j" >/dev/null 2>&1; done
@@ -75,4 +77,13 @@ if [[ $(job_field "$dpo" JobState) == COMPLETED && -n $start ]] &&
     [[ -f $T/runs/dpo/trainer_state.json && -f $T/runs/dpo/config.json ]]; then
     ok "the DPO job ran after the merge and trained the merged model in full"
 else bad "DPO job: $(job_field "$dpo" JobState), model $start" "$T/logs/dpo_job-$dpo.err" "$T/stand-in.log"; fi
+# llmc status: the chain with the merge job, and the merge job's own directory
+(cd "$T" && "$LLMC" status out) >"$T/status.log" 2>&1
+(cd "$T" && "$LLMC" status --format json out/merge_job) >"$T/status-merge.json" 2>&1
+if grep -q "^chain out: completed (3 jobs: sft_job COMPLETED, merge_job COMPLETED, dpo_job COMPLETED)$" "$T/status.log" &&
+    grep -q "^  merged      out/merge_job/../../models/merged: written (config.json)$" "$T/status.log" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not (d["kind"] == "merge" and d["merged"]
+        and d["status"] == "done" and d["slurm"]["job_id"] == sys.argv[2]))' "$T/status-merge.json" "$merge"; then
+    ok "llmc status shows the merge job (recorded by llmc submit) and its merged model, in the chain and alone"
+else bad "llmc status of the chain" "$T/status.log" "$T/status-merge.json" "$T/out/jobs.json"; fi
 finish
