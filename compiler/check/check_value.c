@@ -568,6 +568,17 @@ void *resolve_ref(Checker *c, const Entry *e, const Term *t, BlockKind kind)
     }
     Symbol *s = lookup(c, t->str);
     if (s && s->kind == kind) return s->obj;
+    /* a merge block stands for the model it writes (checked before the
+     * train blocks; a merge named by an earlier merge is not filled yet) */
+    if (s && s->kind == K_MERGE && kind == K_MODEL) {
+        PlanMerge *m = s->obj;
+        if (m->merged.merged_from) return &m->merged;
+        if (m->model && m->output_dir) {
+            Diag *g = diag_error(c->d, t->at, "merge '%s' is defined after the merge that names it", t->str);
+            diag_help(g, "define merge '%s' first", t->str);
+        }
+        return NULL;
+    }
     if (s) {
         Diag *g = diag_error(c->d, t->at, "'%s' is a %s, not a %s", t->str, kind_names[s->kind], kind_names[kind]);
         diag_note(g, "'%s' is defined at %s:%d", t->str, s->item->at.start.file, s->item->at.start.line);

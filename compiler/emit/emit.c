@@ -32,6 +32,7 @@ static int put(OutDir *o, const char *prefix, const char *name, char *text, int 
  * jobs or more, so each has one). */
 static char *chain_start_path(const char *out_dir, const PlanJob *a)
 {
+    if (a->merge) return strdup(a->merge->output_dir);   /* the merged model: a plan path */
     const PlanTrain *t = a->run;
     const char *final = t->backend == BACKEND_LLMC ? "/final" : "";
     char *p = NULL;
@@ -49,11 +50,17 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
     if (asprintf(&art_dir, "%s/%s", out_dir, prefix) < 0) { diag_error_nopos(d, "out of memory"); return -1; }
     L.art_dir = art_dir;
     char *start = NULL;
-    if (job->after && job->after->run) {
+    if (job->after) {
         if (!(start = chain_start_path(out_dir, job->after))) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
         L.start_path = start;
-        L.start_adapter = job->after->run->backend == BACKEND_LLAMAFACTORY &&
-                          (job->after->run->method == METHOD_LORA || job->after->run->method == METHOD_QLORA);
+        const PlanTrain *ta = job->after->run;
+        L.start_adapter = ta && ta->backend == BACKEND_LLAMAFACTORY &&
+                          (ta->method == METHOD_LORA || ta->method == METHOD_QLORA);
+    } else if (job->merge && job->merge->adapter) {
+        /* the adapter of a run no job of this plan runs: where its output says */
+        if (!(start = strdup(job->merge->adapter->output_dir))) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
+        L.start_path = start;
+        L.start_adapter = true;
     }
     char err[512] = "";
     char *text;
@@ -80,6 +87,13 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
     if (asprintf(&script_name, "%s.slurm", job->name) < 0) { diag_error_nopos(d, "out of memory"); free(start); free(art_dir); return -1; }
     WRITE(script_name, emit_job_script(&L, e, err, sizeof err), 0755);
     free(script_name);
+    if (job->merge) {
+        /* llamafactory-cli export reads its YAML alone: no plan.json, data or DeepSpeed file */
+        WRITE(lf_merge_yaml_name(), emit_lf_merge_yaml(&L, err, sizeof err), 0644);
+        free(start);
+        free(art_dir);
+        return rc;
+    }
     WRITE("plan.json", emit_plan_json(&L, e, err, sizeof err), 0644);
     WRITE("dataset_info.json", emit_dataset_info(&L, err, sizeof err), 0644);
     if (L.train->backend == BACKEND_LLAMAFACTORY) {
@@ -223,7 +237,8 @@ int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Di
         return -1;
     }
     for (int i = 0; i < plan->njobs; i++)
-        if (!plan->jobs[i] || !plan->jobs[i]->run || !plan->jobs[i]->cluster || !plan->jobs[i]->run->model) {
+        if (!plan->jobs[i] || !plan->jobs[i]->cluster ||
+            !(plan->jobs[i]->merge || (plan->jobs[i]->run && plan->jobs[i]->run->model))) {
             diag_error_nopos(d, "nothing written to '%s': job %d is incomplete", out_dir, i + 1);
             return -1;
         }

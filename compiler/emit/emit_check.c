@@ -18,6 +18,7 @@ void job_layout(const PlanJob *job, JobLayout *L)
     memset(L, 0, sizeof *L);
     L->job = job;
     L->train = job->run;
+    L->merge = job->merge;
     L->cluster = job->cluster;
     const PlanCluster *c = job->cluster;
     L->gpu = c && c->gpu && c->gpus_per_node > 0;
@@ -190,6 +191,21 @@ static void check_site(const PlanSite *s, Diags *d)
     }
 }
 
+/* A merge job: LLaMA-Factory on GPU nodes (its container and CLI), the
+ * paths its YAML and script take. */
+static void check_merge(const PlanMerge *m, const JobLayout *L, Diags *d)
+{
+    check_name(d, m->at, "merge block name", m->name);
+    if (m->model) check_path(d, m->model->path_at, "model path", m->model->path);
+    check_path(d, m->output_at, "merge output directory", m->output_dir);
+    if (m->adapter) check_path(d, m->adapter->output_at, "output directory", m->adapter->output_dir);
+    if (!L->gpu) {
+        Diag *g = diag_error(d, L->job->run_at, "merge job '%s' runs LLaMA-Factory, which needs a GPU cluster; '%s' "
+                             "has no GPUs", L->job->name, L->cluster->name);
+        diag_help(g, "run the merge on the cluster its LoRA run trained on");
+    }
+}
+
 static void check_job(const PlanJob *job, Diags *d)
 {
     check_name(d, job->at, "job name", job->name);
@@ -198,7 +214,7 @@ static void check_job(const PlanJob *job, Diags *d)
     if (job->account) check_name(d, job->account_at, "account", job->account);
     if (job->qos) check_name(d, job->qos_at, "qos", job->qos);
     check_site(&job->site, d);
-    if (!job->cluster || !job->run) return;   /* the checker reported it */
+    if (!job->cluster || (!job->run && !job->merge)) return;   /* the checker reported it */
 
     const PlanCluster *c = job->cluster;
     JobLayout L;
@@ -254,6 +270,10 @@ static void check_job(const PlanJob *job, Diags *d)
         diag_note(g, "#SBATCH lines are not shell: they cannot be quoted, and %% starts a Slurm filename pattern");
     }
 
+    if (job->merge) {
+        check_merge(job->merge, &L, d);
+        return;
+    }
     /* strings that reach the LLaMA-Factory YAML, plan.json and dataset_info */
     const PlanTrain *t = job->run;
     check_name(d, t->at, "train block name", t->name);
