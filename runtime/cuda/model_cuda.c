@@ -24,6 +24,20 @@
 
 #define ALIGN_ELEMS LLMC_CUDA_ALIGN_ELEMS
 
+/* ---- FP8 projections (precision = fp8; kernels_fp8.cu) ----
+ * Projection p of layer l (F8_QKV, F8_O, F8_GU, F8_DOWN): Y[N, out] = X[N, in] . W^T.
+ * Its tensors' maxima and scales sit at F8_SLOT: the weight, the input X, the
+ * output gradient dY. */
+enum { F8_QKV, F8_O, F8_GU, F8_DOWN };
+enum { F8_WEIGHT, F8_INPUT, F8_GRAD };
+/* Each scalar 16 bytes apart: cuBLASLt refuses (NOT_SUPPORTED) an FP8 product whose
+ * scale pointer is only 4-byte aligned (measured on the H200: the products whose
+ * scales sat at 16-byte offsets ran, the others were refused). */
+#define F8_SLOT_FLOATS 4
+#define F8_SLOT(m, l, p, kind) \
+    (((size_t)(kind) * 4 * (m)->cfg.layers + (size_t)(l) * 4 + (size_t)(p)) * F8_SLOT_FLOATS)
+
+
 static size_t take(size_t *cur, size_t n)
 {
     size_t o = *cur;
@@ -435,8 +449,8 @@ static void fp8_alloc(CudaModel *m, int *fail)
     m->f8_a = dalloc(m, N * max_in, fail);
     m->f8_dy = dalloc(m, N * max_out, fail);
     m->f8_dyt = dalloc(m, N * max_out, fail);
-    m->f8_amax = dalloc(m, 12 * L * sizeof(float), fail);
-    m->f8_sinv = dalloc(m, 12 * L * sizeof(float), fail);
+    m->f8_amax = dalloc(m, 12 * L * F8_SLOT_FLOATS * sizeof(float), fail);
+    m->f8_sinv = dalloc(m, 12 * L * F8_SLOT_FLOATS * sizeof(float), fail);
     m->f8_stale = 1;
 }
 
@@ -807,21 +821,13 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
     mm(m, 1, 0, M, N, K, A, lda, B, ldb, dW, N, 1, NULL, 1.f, m->grad_fresh ? 0.f : 1.f);
 }
 
-/* ---- FP8 projections (precision = fp8; kernels_fp8.cu) ----
- * Projection p of layer l (F8_QKV, F8_O, F8_GU, F8_DOWN): Y[N, out] = X[N, in] . W^T.
- * Its tensors' maxima and scales sit at F8_SLOT: the weight, the input X, the
- * output gradient dY. */
-enum { F8_QKV, F8_O, F8_GU, F8_DOWN };
-enum { F8_WEIGHT, F8_INPUT, F8_GRAD };
-#define F8_SLOT(m, l, p, kind) ((size_t)(kind) * 4 * (m)->cfg.layers + (size_t)(l) * 4 + (size_t)(p))
-
 /* The E4M3 copies of every projection weight and of its transpose, from the
  * current bf16 weights (after a step, a load, an initialisation). */
 static void fp8_weights(CudaModel *m)
 {
     cudaStream_t st = m->stream;
     int L = m->cfg.layers;
-    CUDA_CHECK(cudaMemsetAsync(m->f8_amax, 0, 4 * (size_t)L * sizeof(float), st));
+    CUDA_CHECK(cudaMemsetAsync(m->f8_amax, 0, 4 * (size_t)L * F8_SLOT_FLOATS * sizeof(float), st));
     for (int l = 0; l < L; l++) {
         LayerCtx z = layer_ctx(m, l);
         const CudaLayerOffsets *o = z.o;
@@ -1263,7 +1269,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     if (m->zero == 3) zero_use(m, L);
     if (m->fp8) {   /* the inputs' and gradients' maxima start again every micro-batch */
         if (m->f8_stale) fp8_weights(m);
-        CUDA_CHECK(cudaMemsetAsync(m->f8_amax + F8_SLOT(m, 0, 0, F8_INPUT), 0, 8 * (size_t)L * sizeof(float), st));
+        CUDA_CHECK(cudaMemsetAsync(m->f8_amax + F8_SLOT(m, 0, 0, F8_INPUT), 0,
+                                   8 * (size_t)L * F8_SLOT_FLOATS * sizeof(float), st));
     }
     k_embed_fwd(m->xs[0], m->ids, wp(m, L, m->off_embed), N, C, st);
     PHASE(m, PH_EMBED);

@@ -78,6 +78,13 @@ if has repro; then
     twice small-nondet plan-gpu shape=small train.attention='"flash"' train.deterministic=false
     twice lora plan-gpu-lora
     twice 0.5b plan-gpu shape=0.5b train.attention='"flash"' train.max_steps=200
+    # ZeRO-2/3 on one rank (the buckets, shards and gathers run as on several)
+    twice z2 plan-gpu shape=small train.attention='"flash"' parallel.zero_stage=2
+    twice z3 plan-gpu shape=small train.attention='"flash"' parallel.zero_stage=3
+    # the number formats a plan chooses (issue 31)
+    twice fp8 plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"'
+    twice states-bf16 plan-gpu shape=small train.attention='"flash"' train.optimizer_states='"bf16"' \
+        train.master_weights='"split"'
 fi
 if has seeds; then
     for s in $seeds; do
@@ -125,7 +132,12 @@ if has san; then
     san small-offload "memcheck initcheck" plan-gpu shape=small "$flash" parallel.offload='"optimizer"'
     san small-qwen3 "memcheck initcheck" plan-gpu shape=small "$flash" model.arch='"qwen3"' model.qk_norm=true \
         model.qkv_bias=false
-    LLMC_MASTER=split san small-split "memcheck initcheck" plan-gpu shape=small "$flash"
+    san small-split "memcheck initcheck" plan-gpu shape=small "$flash" train.master_weights='"split"'
+    san small-states-bf16 "memcheck initcheck" plan-gpu shape=small "$flash" train.optimizer_states='"bf16"'
+    san small-fp8 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" train.precision='"fp8"'
+    san small-z2 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" parallel.zero_stage=2
+    san small-z3 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" parallel.zero_stage=3
+
     san lora "$all" plan-gpu-lora
     san freeze "memcheck initcheck racecheck" plan-gpu-freeze
     san 0.5b "memcheck initcheck" plan-gpu shape=0.5b "$flash"
