@@ -163,7 +163,7 @@ void check_train(Checker *c, const Item *it, PlanTrain *t);
 
 /* check_precision.c: number formats against other keys (fp8, master_weights,
  * optimizer_states): the train block's rules, and the job's (its cluster's GPU) */
-void check_train_formats(Checker *c, Scope *s, const PlanTrain *t);
+void check_train_formats(Checker *c, Scope *s, PlanTrain *t);
 void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t);
 
 /* check_job.c: jobs, alone and against each other */

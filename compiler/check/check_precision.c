@@ -41,11 +41,18 @@ static void check_llmc_only_keys(Checker *c, Scope *s, const PlanTrain *t)
     }
 }
 
-/* LLaMA-Factory's FP8 (Fp8Arguments): fp8_backend only with fp8, and not with
- * a quantised base (hparams/parser.py refuses fp8 with quantization_bit). */
-static void check_lf_fp8(Checker *c, const PlanTrain *t)
+/* LLaMA-Factory's FP8 (Fp8Arguments): fp8_backend (a word of its concept,
+ * read here: plan.json does not carry it) only with fp8, and not with a
+ * quantised base (hparams/parser.py refuses fp8 with quantization_bit). */
+static void check_lf_fp8(Checker *c, Scope *s, PlanTrain *t)
 {
-    if (t->precision != PREC_FP8 && written(t->fp8_backend_at)) {
+    Entry *e = find(s, "fp8_backend");
+    int v;
+    if (e) {
+        t->fp8_backend_at = e->at;
+        if (get_enum(c, e, fp8_backend_llm_names, FP8B_COUNT, &v)) t->fp8_backend = (Fp8Backend)v;
+    }
+    if (t->precision != PREC_FP8 && e) {
         Diag *g = diag_error(c->d, t->fp8_backend_at, "'fp8_backend' is only used with precision = fp8");
         diag_help(g, "precision = fp8, or remove 'fp8_backend'");
     }
@@ -56,11 +63,11 @@ static void check_lf_fp8(Checker *c, const PlanTrain *t)
     }
 }
 
-void check_train_formats(Checker *c, Scope *s, const PlanTrain *t)
+void check_train_formats(Checker *c, Scope *s, PlanTrain *t)
 {
     if (t->backend == BACKEND_LLAMAFACTORY) {
         check_llmc_only_keys(c, s, t);
-        check_lf_fp8(c, t);
+        check_lf_fp8(c, s, t);
     }
 }
 

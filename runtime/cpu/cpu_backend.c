@@ -137,6 +137,7 @@ static int zero_setup(CpuBackend *c, const Model *hm)
     if (adamw_init(&c->osh, n, c->opt->beta1, c->opt->beta2, c->opt->eps, c->opt->weight_decay) ||
         !(c->gsh = malloc((n ? n : 1) * sizeof *c->gsh)))
         return -1;
+    adamw_set_states(&c->osh, c->opt->states, c->opt->seed);
     if (c->zero == 3) {
         if (!(c->wsh = malloc((n ? n : 1) * sizeof *c->wsh))) return -1;
     } else c->wsh = hm->w + c->lo;
