@@ -272,7 +272,8 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     if (t->deterministic) yw_bool(y, "full_determinism", true);
     /* fp8 (Fp8Arguments): Accelerate's FP8 linears inside bf16 mixed
      * precision, as LLaMA-Factory's examples/extras/fp8 write it */
-    yw_bool(y, "bf16", t->precision == PREC_BF16 || t->precision == PREC_FP8);
+    bool bf16 = t->precision == PREC_BF16 || t->precision == PREC_FP8;
+    yw_bool(y, "bf16", bf16);
     yw_bool(y, "fp16", t->precision == PREC_FP16);
     if (t->precision == PREC_FP8) {
         yw_bool(y, "fp8", true);
