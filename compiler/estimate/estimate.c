@@ -1583,6 +1583,7 @@ static void estimate_time(const PlanJob *job, Estimate *e)
         /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */
         double peak = c->gpu->bf16_tflops * 1e12;
         if (t->precision == PREC_FP32) peak /= 2;
+        e->fp8_flops_share = 0;
         if (t->precision == PREC_FP8 && c->gpu->fp8_tflops > 0 && fpt > 0) {
             /* the projections' forward, input- and weight-gradient GEMMs at
              * the FP8 peak, the rest (LM head, attention) at bf16's: one
