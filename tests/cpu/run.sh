@@ -62,6 +62,8 @@ cat "$out"; tally formats "$out" $rc
 cat "$out"; tally states "$out" $rc
 bash "$here/states_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally states-run "$out" $rc
+bash "$here/states_converge.sh" "$BUILD/llmc" "$BUILD/llmc-train" >"$out" 2>&1; rc=$?
+cat "$out"; tally states-converge "$out" $rc
 bash "$here/train_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally train "$out" $rc
 bash "$here/finetune_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?

@@ -9,30 +9,8 @@
 #   - precision = fp8: refused by `run` and `check-plan`, naming the field.
 set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/cpu-states.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-cp "$BIN" "$T/llmc-train" && BIN="$T/llmc-train"
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
-export LLMC_THREADS=2
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
-
-# mkrun DIR [python expression editing plan dict p]
-mkrun() {
-    mkdir -p "$1/shards"
-    cp -r "$T/shards/." "$1/shards/"
-    python3 - "$HERE/tiny_plan.json" "$1/plan.json" "${2:-}" <<'PYEOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-if sys.argv[3]:
-    exec(sys.argv[3])
-json.dump(p, open(sys.argv[2], "w"), indent=1)
-PYEOF
-}
+NAME=states
+source "$(dirname "$0")/synth_lib.sh"
 run() { (cd "$1" && shift && "$BIN" run plan.json "$@") >"$1.log" 2>&1; }
 same() { cmp -s "$1/run/final/model.safetensors" "$2/run/final/model.safetensors" &&
          cmp -s "$1/ckpt/step-00000012/optimizer.safetensors" "$2/ckpt/step-00000012/optimizer.safetensors"; }

@@ -561,6 +561,14 @@ static void test_llmc_cudnn_workspace(void)
     CHECK(!e.attn_cudnn && e.attn_workspace_bytes == 0 && e.total_bytes < with, "eager: none");
 }
 
+/* The llmc CUDA trainer's "tiny" shape on one H100 (below), micro batch 2 x 64. */
+static void llmc_tiny_fixture(Fixture *f, Estimate *e)
+{
+    fixture(f, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 1, 64, 2, SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    f->c.gpus_per_node = 1;
+    memset(e, 0, sizeof *e);
+}
+
 static void test_llmc_cuda_allocation(void)
 {
     /* The llmc CUDA trainer's allocations (runtime/cuda/model_cuda.c) for its
@@ -580,10 +588,7 @@ static void test_llmc_cuda_allocation(void)
  *   column-sum scratch, 4 x max(512 blocks x 128, 64 splits x 256) = 262,144. */
     Fixture f;
     Estimate e;
-    fixture(&f, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 1, 64, 2,
-            SHARD_NONE, RECOMPUTE_NONE, 1e6);
-    f.c.gpus_per_node = 1;
-    memset(&e, 0, sizeof e);
+    llmc_tiny_fixture(&f, &e);
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     CHECK(e.llmc_cuda_allocation && e.params_total == 361600, "tiny: %lld params", (long long)e.params_total);
     CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == 6508800.0, "tiny states");
@@ -696,10 +701,7 @@ static void test_llmc_states_fp8(void)
 {
     Fixture f;
     Estimate e;
-    fixture(&f, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 1, 64, 2,
-            SHARD_NONE, RECOMPUTE_NONE, 1e6);
-    f.c.gpus_per_node = 1;
-    memset(&e, 0, sizeof e);
+    llmc_tiny_fixture(&f, &e);
     /* bytes per parameter of weights + gradients + states: 2 + 4 + master
      * (4, split 2) + m and v (8, bf16 4) = 18 / 16 / 14 / 12 */
     static const struct { MasterWeights mw; OptimStates os; double per; } rows[] = {
