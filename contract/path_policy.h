@@ -109,17 +109,31 @@ static inline int path_policy_within(const char *outer, const char *inner)
     return strncmp(outer, inner, n) == 0 && (inner[n] == '\0' || inner[n] == '/');
 }
 
-/* Why a run must not write into the normalised directory dir, as words
- * ("the file-system root", "the system directory /etc", "inside the system
- * directory /usr"), or NULL when it may. */
-static inline const char *path_policy_system(const char *dir, char *why, size_t n)
+/* The normalised dir as a system root, in words ("the file-system root",
+ * "the system directory /etc"), or NULL when it is none: the root itself or
+ * one of PATH_SYSTEM_DIRS itself. What a container mount may not bring in
+ * from the host (a directory inside one, /etc/slurm or /usr/local/cuda, is an
+ * ordinary mount). */
+static inline const char *path_policy_system_root(const char *dir, char *why, size_t n)
 {
     if (!strcmp(dir, "/")) {
         snprintf(why, n, "the file-system root");
         return why;
     }
+#define PATH_SYSTEM_ROOT_ROW(d, below) \
+    if (!strcmp(dir, d)) { snprintf(why, n, "the system directory %s", d); return why; }
+    PATH_SYSTEM_DIRS(PATH_SYSTEM_ROOT_ROW)
+#undef PATH_SYSTEM_ROOT_ROW
+    return NULL;
+}
+
+/* Why a run must not write into the normalised directory dir, as words
+ * (a system root as above, or "inside the system directory /usr"), or NULL
+ * when it may. */
+static inline const char *path_policy_system(const char *dir, char *why, size_t n)
+{
+    if (path_policy_system_root(dir, why, n)) return why;
 #define PATH_SYSTEM_ROW(d, below) \
-    if (!strcmp(dir, d)) { snprintf(why, n, "the system directory %s", d); return why; } \
     if ((below) && path_policy_within(d, dir)) { snprintf(why, n, "inside the system directory %s", d); return why; }
     PATH_SYSTEM_DIRS(PATH_SYSTEM_ROW)
 #undef PATH_SYSTEM_ROW
@@ -181,6 +195,37 @@ static inline int path_policy_input_dir(const char *value, const char *path, cha
     if (strcmp(dir, "/")) return 0;
     snprintf(msg, msgsz, "\"%s\" resolves to \"/\", the file-system root, not a model or tokenizer directory", value);
     return 1;
+}
+
+/* A container mount SRC[:DST] (both absolute; DST NULL: the same path in the
+ * container), normalised as every other path: SRC through this host's file
+ * system like path_policy_resolve, DST lexically (it names a place in the
+ * image, not here). Refused: SRC a system root (the job would see the host's
+ * system files, and write them with rw), DST the container's root (it would
+ * hide the image). 0, or 1 (the host side) or 2 (the container side) with
+ * msg completed after "container mount 'M': ". */
+static inline int path_policy_mount(const char *src, const char *dst, char *msg, size_t msgsz)
+{
+    char host[PATH_POLICY_MAX], why[PATH_POLICY_MAX + 160];
+    if (path_policy_resolve(src, host)) {
+        snprintf(msg, msgsz, "the host side \"%s\" is too long to resolve (over %d bytes)", src, PATH_POLICY_MAX);
+        return 1;
+    }
+    if (path_policy_system_root(host, why, sizeof why)) {
+        snprintf(msg, msgsz, "the host side \"%s\" resolves to \"%s\", which is %s: the job would see the host's "
+                 "system files there, and write them with rw", src, host, why);
+        return 1;
+    }
+    if (dst && strlen(dst) < PATH_POLICY_MAX) {
+        char in[PATH_POLICY_MAX + 2];
+        path_policy_lexical(dst, in);
+        if (!strcmp(in, "/")) {
+            snprintf(msg, msgsz, "the container side \"%s\" resolves to \"/\": the mount would hide the image's "
+                     "own root", dst);
+            return 2;
+        }
+    }
+    return 0;
 }
 
 #endif

@@ -278,6 +278,18 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X("neat_packing",     PK_BOOL,     NONE, "false", PK_LF, "-", RULE, _) \
     X("wsd_decay",        PK_PERCENT,  NONE, "10%", PK_LF, "-", RULE, _)
 
+/* merge NAME { }: LLaMA-Factory's export of a LoRA run's adapter merged into
+ * its base (llamafactory-cli export), a model directory a later run trains;
+ * a job runs it (run = NAME). Not in plan.json: the merge job's YAML. */
+#define PLAN_KEYS_MERGE(X) \
+    X("adapter",       PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
+    X("model",         PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
+    X("output",        PK_PATH,     NONE, "required", PK_ANY, "-", RULE, _) \
+    X("dtype",         PK_ENUM,     NONE, "auto", PK_ANY, "-", RULE, _) \
+    X("device",        PK_ENUM,     NONE, "cpu", PK_ANY, "-", RULE, _) \
+    X("shard_size",    PK_SIZE,     NONE, "5 GB", PK_ANY, "-", RULE, _) \
+    X("legacy_format", PK_BOOL,     NONE, "false", PK_ANY, "-", RULE, _)
+
 /* job NAME { } */
 #define PLAN_KEYS_JOB(X) \
     X("run",           PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
@@ -312,6 +324,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(COLUMNS,    "dataset.columns") \
     X(TAGS,       "dataset.tags") \
     X(TRAIN,      "train") \
+    X(MERGE,      "merge") \
     X(JOB,        "job")
 
 typedef enum {

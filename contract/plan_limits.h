@@ -29,6 +29,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 /* 2^53 - 1: the largest integer every JSON reader (a double) holds exactly. */
@@ -127,15 +128,37 @@ static inline const char *plan_limit_bound_word(const PlanLimit *l, int violatio
     return (l->flags & PLAN_MAX_OPEN) ? "less than" : "at most";
 }
 
+/* The optimizer steps epochs passes over rows sequences make at a global batch
+ * of global_batch, before the trainers round them up to a whole step: under 1
+ * the epochs do not fill one step, which llmc refuses (against the counted
+ * data) and llmc-train refuses at start (against its shards). */
+static inline double plan_epoch_steps(double epochs, double rows, double global_batch)
+{
+    return global_batch > 0 ? epochs * rows / global_batch : 0;
+}
+
 /* ---- rules on text the plan carries into files, scripts and terminals ---- */
 
-/* Offset of the first control character (C0 or DEL) in s, or -1. Names,
- * columns, tags and paths reach job scripts, JSON and terminals. */
+/* Offset of the first control character in s, or -1: a C0 byte, DEL, or a
+ * C1 control U+0080..U+009F (UTF-8 0xC2 0x80..0x9F; U+0085 is a line break
+ * to some readers, U+009B starts a terminal escape). Names, columns, tags and
+ * paths reach job scripts, JSON and terminals. */
 static inline long plan_control_char_at(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == 0x7f) return (long)(p - (const unsigned char *)s);
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return (long)(p - (const unsigned char *)s);
     return -1;
+}
+
+/* The control character plan_control_char_at found at s + at, as words for a
+ * message: "byte 0x0a" or "U+0085". */
+static inline const char *plan_control_char_name(const char *s, long at, char buf[16])
+{
+    const unsigned char *p = (const unsigned char *)s + at;
+    if (p[0] == 0xc2) snprintf(buf, 16, "U+%04X", (unsigned)p[1]);
+    else snprintf(buf, 16, "byte 0x%02x", (unsigned)p[0]);
+    return buf;
 }
 
 /* A directory the trainer writes into (output.dir, checkpoint.dir): NULL when

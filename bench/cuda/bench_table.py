@@ -7,26 +7,35 @@ BENCH_JSONL holds run.sh's lines: the JSON of one run (llmc-train-cuda bench or
 torch_bench.py) tagged with "row" (the row ID) and "bench_impl" (ours, compile,
 eager), or {"row", "bench_impl", "error"} for a run that failed. Columns: the
 shape (micro batch x context, then "x ACCUM acc" when several micro-batches make
-one optimizer step; the attention ours ran, and "split master" under
-LLMC_MASTER=split), ours and torch.compile tokens/s and their ratio, each one's
-peak GPU memory (GiB), then llmq's published tokens/s on one H100 — a fixed
-reference from its README, with the micro batch it was measured at (2048-token
-sequences, 524,288 tokens per optimizer step, bf16 weights and AdamW moments) —
-and ours over it where the row has that shape (N/A elsewhere). An eager
-column appears when the file has eager runs. A run that is missing prints
-"not run", a failed one "failed" (its error follows the table).
+one optimizer step; the attention ours ran, "split master" and "bf16 states" when
+ours ran with --master-weights split / --optimizer-states bf16), ours and
+torch.compile tokens/s and their ratio, each one's peak GPU memory (GiB), then
+llmq's published bf16 tokens/s on one H100 — a fixed reference, with the micro
+batch it was measured at (its README for 2048-token sequences, its
+benchmarks/H100x1.md for 1024; 524,288 tokens per optimizer step, bf16 weights
+and AdamW moments) — and ours over it where the row has llmq's context and
+tokens per step (N/A elsewhere). When the file has FP8 runs (bench_impl
+"ours-fp8"): ours with --fp8, its memory, llmq's published FP8 figure (1024-token
+rows) and the ratio. An eager column appears when the file has eager runs. A run
+that is missing prints "not run", a failed one "failed" (its error follows the
+table).
 """
 import json
 import sys
 
-# llmq (C++/CUDA trainer) README, "H100" table, bf16 rows: tokens/s and the micro
-# batch, sequences of 2048 tokens, 524,288 tokens per optimizer step (the 7B row
-# half that), --model-dtype=bf16 --opt-m-dtype=bf16 --opt-v-dtype=bf16.
-LLMQ_PUBLISHED = {"qwen2.5-0.5b": (144_000, 32), "qwen2.5-1.5b": (58_000, 16), "qwen2.5-3b": (30_000, 8),
-                  "qwen2.5-7b": (14_000, 4)}
-LLMQ_SEQ = 2048
-LLMQ_STEP_TOKENS = {"qwen2.5-7b": 262_144}
-LLMQ_STEP_TOKENS_DEFAULT = 524_288
+# llmq (C++/CUDA trainer), one H100, --model-dtype=bf16 --opt-m-dtype=bf16
+# --opt-v-dtype=bf16: (tokens/s, micro batch, tokens per optimizer step) by
+# (model, context, matmul type). 2048: its README's "H100" table (bf16 only; the
+# 7B row at half the tokens per step). 1024: benchmarks/H100x1.md, steady-state
+# steps of its logs (--matmul-dtype=bf16 and =e4m3).
+LLMQ_PUBLISHED = {
+    ("qwen2.5-0.5b", 2048, "bf16"): (144_000, 32, 524_288), ("qwen2.5-1.5b", 2048, "bf16"): (58_000, 16, 524_288),
+    ("qwen2.5-3b", 2048, "bf16"): (30_000, 8, 524_288), ("qwen2.5-7b", 2048, "bf16"): (14_000, 4, 262_144),
+    ("qwen2.5-0.5b", 1024, "bf16"): (149_000, 32, 524_288), ("qwen2.5-0.5b", 1024, "fp8"): (164_000, 32, 524_288),
+    ("qwen2.5-1.5b", 1024, "bf16"): (59_000, 32, 524_288), ("qwen2.5-1.5b", 1024, "fp8"): (73_000, 32, 524_288),
+    ("qwen2.5-3b", 1024, "bf16"): (31_000, 16, 524_288), ("qwen2.5-3b", 1024, "fp8"): (40_000, 16, 524_288),
+    ("qwen2.5-7b", 1024, "bf16"): (13_800, 4, 524_288), ("qwen2.5-7b", 1024, "fp8"): (19_100, 16, 524_288),
+}
 
 
 def load(path):
@@ -61,35 +70,52 @@ def gib(v):
     return f"{v:.2f}"
 
 
+def published(model, batch, seq, accum, kind, run):
+    """llmq's figure for this model, context and matmul type ("N/A" without one)
+    and ours over it when the row has llmq's context and tokens per optimizer
+    step (the micro batch may differ: llmq's is printed beside its figure)."""
+    pub = LLMQ_PUBLISHED.get((model, int(seq), kind))
+    if not pub:
+        return ["N/A", "N/A"]
+    tps, pub_batch, step_tokens = pub
+    same = int(batch) * int(seq) * int(accum) == step_tokens
+    ok = same and run and "error" not in run and "tokens_per_s" in run
+    return [f"{tok(tps)} at {pub_batch}x{seq}", f"{run['tokens_per_s'] / tps:.2f}x" if ok else "N/A"]
+
+
 def table(runs, rows):
     eager = any(impl == "eager" for _, impl in runs)
+    fp8 = any(impl == "ours-fp8" for _, impl in runs)
     head = ["shape", "ours tok/s", "torch.compile tok/s", "ours/compile", "ours GiB", "compile GiB"]
     if eager:
         head += ["eager tok/s", "eager GiB"]
     head += ["llmq (published, H100) tok/s", "ours/llmq"]
+    if fp8:
+        head += ["ours fp8 tok/s", "fp8 GiB", "llmq fp8 (published, H100)", "fp8/llmq fp8"]
     lines, errors = [head], []
     for spec in rows:
         rid, model, batch, seq, accum = spec.split()
         ours, comp, eag = runs.get((rid, "ours")), runs.get((rid, "compile")), runs.get((rid, "eager"))
+        ours8 = runs.get((rid, "ours-fp8"))
         ratio = "N/A"
         if ours and comp and "error" not in ours and "error" not in comp and comp.get("tokens_per_s"):
             ratio = f"{ours['tokens_per_s'] / comp['tokens_per_s']:.2f}x"
         attn = f", {ours['attention']}" if ours and "attention" in ours else ""
-        if ours and ours.get("master", "fp32") != "fp32":   # LLMC_MASTER=split
+        if ours and ours.get("master", "fp32") != "fp32":   # --master-weights split
             attn += f", {ours['master']} master"
+        if ours and ours.get("states", "fp32") != "fp32":   # --optimizer-states bf16
+            attn += f", {ours['states']} states"
         acc = f" x{accum} acc" if int(accum) > 1 else ""
         line = [f"{model} {batch}x{seq}{acc}{attn}", cell(ours, "tokens_per_s", tok), cell(comp, "tokens_per_s", tok),
                 ratio, cell(ours, "peak_mem_gib", gib), cell(comp, "peak_mem_gib", gib)]
         if eager:
             line += [cell(eag, "tokens_per_s", tok), cell(eag, "peak_mem_gib", gib)]
-        pub, pub_batch = LLMQ_PUBLISHED.get(model, (None, None))
-        line.append(f"{tok(pub)} at {pub_batch}x{LLMQ_SEQ}" if pub else "N/A")
-        same = (pub and int(batch) == pub_batch and int(seq) == LLMQ_SEQ and
-                int(batch) * int(seq) * int(accum) == LLMQ_STEP_TOKENS.get(model, LLMQ_STEP_TOKENS_DEFAULT))
-        line.append(f"{ours['tokens_per_s'] / pub:.2f}x" if same and ours and "error" not in ours and
-                    "tokens_per_s" in ours else "N/A")
+        line += published(model, batch, seq, accum, "bf16", ours)
+        if fp8:
+            line += [cell(ours8, "tokens_per_s", tok), cell(ours8, "peak_mem_gib", gib)]
+            line += published(model, batch, seq, accum, "fp8", ours8)
         lines.append(line)
-        for impl, r in (("ours", ours), ("compile", comp), ("eager", eag)):
+        for impl, r in (("ours", ours), ("ours-fp8", ours8), ("compile", comp), ("eager", eag)):
             if r and "error" in r:
                 errors.append(f"{rid} {impl}: {r['error']}")
     width = [max(len(l[i]) for l in lines) for i in range(len(head))]

@@ -18,9 +18,16 @@
 #   0.5b-llmq  qwen2.5-0.5b 32 x 2048 x 8   1.5b-llmq  qwen2.5-1.5b 16 x 2048 x 16
 #   3b-llmq    qwen2.5-3b   8 x 2048 x 32   (llmq's published H100 runs: its micro batch,
 #              524,288 tokens per optimizer step; BENCH_SHAPES=llmq picks these three)
+#   0.5b-llmq1k qwen2.5-0.5b 32 x 1024 x 16  3b-llmq1k qwen2.5-3b 16 x 1024 x 32
+#   1.5b-llmq1k qwen2.5-1.5b 32 x 1024 x 16  7b-llmq1k qwen2.5-7b  4 x 1024 x 128
+#              (llmq's benchmarks/H100x1.md: T = 1024, 524,288 tokens per step, bf16
+#              master weights and moments; ours runs these with llmq's state sizes:
+#              --master-weights split --optimizer-states bf16, 12 bytes a parameter;
+#              BENCH_SHAPES=llmq1k picks these four; 7B full fine-tuning without offload)
 # Environment:
 #   BENCH_SHAPES   the row IDs to run, space or comma separated; "llmq" and "all"
 #                  name the sets (default: the five)
+#   BENCH_FP8=0    no FP8 column (default: ours again with --fp8, precision = fp8, on every row)
 #   BENCH_TORCH=0  no PyTorch runs;  BENCH_COMPILE=0  no torch.compile runs
 #   BENCH_EAGER=1  PyTorch eager as well (a column of its own)
 #   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
@@ -40,7 +47,9 @@ export NCCL_NVLS_ENABLE=0
 default_rows=("0.5b-2048 qwen2.5-0.5b 8 2048 1" "1.5b-2048 qwen2.5-1.5b 4 2048 1" "3b-2048 qwen2.5-3b 4 2048 1"
               "1.5b-4096 qwen2.5-1.5b 2 4096 1" "1.5b-8192 qwen2.5-1.5b 1 8192 1")
 llmq_rows=("0.5b-llmq qwen2.5-0.5b 32 2048 8" "1.5b-llmq qwen2.5-1.5b 16 2048 16" "3b-llmq qwen2.5-3b 8 2048 32")
-all_rows=("${default_rows[@]}" "${llmq_rows[@]}")
+llmq1k_rows=("0.5b-llmq1k qwen2.5-0.5b 32 1024 16" "1.5b-llmq1k qwen2.5-1.5b 32 1024 16"
+             "3b-llmq1k qwen2.5-3b 16 1024 32" "7b-llmq1k qwen2.5-7b 4 1024 128")
+all_rows=("${default_rows[@]}" "${llmq_rows[@]}" "${llmq1k_rows[@]}")
 if [[ ${1:-} == --rows ]]; then printf '%s\n' "${all_rows[@]}"; exit 0; fi
 ids=()
 for r in "${all_rows[@]}"; do ids+=("${r%% *}"); done
@@ -49,12 +58,13 @@ if [[ -n ${BENCH_SHAPES:-} ]]; then
     for want in ${BENCH_SHAPES//,/ }; do
         case $want in
             llmq) rows+=("${llmq_rows[@]}"); continue ;;
+            llmq1k) rows+=("${llmq1k_rows[@]}"); continue ;;
             all) rows+=("${all_rows[@]}"); continue ;;
         esac
         hit=
         for r in "${all_rows[@]}"; do [[ ${r%% *} == "$want" ]] && hit=$r; done
         if [[ -z $hit ]]; then
-            echo "bench/cuda/run.sh: BENCH_SHAPES: unknown row '$want' (rows: ${ids[*]}; sets: llmq all)" >&2
+            echo "bench/cuda/run.sh: BENCH_SHAPES: unknown row '$want' (rows: ${ids[*]}; sets: llmq llmq1k all)" >&2
             exit 2
         fi
         rows+=("$hit")
@@ -66,6 +76,10 @@ case ${BENCH_PHASES:-0} in
     0) ;;
     1) export LLMC_PHASE_TIMES=1 ;;
     *) echo "bench/cuda/run.sh: BENCH_PHASES takes 0 or 1, not '$BENCH_PHASES'" >&2; exit 2 ;;
+esac
+case ${BENCH_FP8:-1} in
+    0|1) ;;
+    *) echo "bench/cuda/run.sh: BENCH_FP8 takes 0 or 1, not '$BENCH_FP8'" >&2; exit 2 ;;
 esac
 for v in "$steps" "$accum_steps" "$limit"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS, BENCH_ACCUM_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
@@ -110,10 +124,18 @@ PY
 step_args() {   # ACCUM: sets the array sa
     if [[ $1 == 1 ]]; then sa=(--steps "$steps" --warmup 3); else sa=(--accum "$1" --steps "$accum_steps" --warmup 1); fi
 }
+# llmq's T = 1024 rows: its state sizes (bf16 master copy and moments)
+state_args() {   # ID: sets the array st
+    st=(); [[ $1 == *-llmq1k ]] && st=(--master-weights split --optimizer-states bf16)
+}
 for r in "${rows[@]}"; do
     read -r id model batch seq accum <<< "$r"
-    step_args "$accum"
-    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}"
+    step_args "$accum"; state_args "$id"
+    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" "${st[@]}"
+    if [[ ${BENCH_FP8:-1} == 1 ]]; then
+        run ours-fp8 "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" \
+            "${st[@]}" --fp8
+    fi
 done
 if [[ ${BENCH_TORCH:-1} == 1 ]]; then
     if [[ ${BENCH_EAGER:-0} == 1 ]]; then

@@ -22,6 +22,8 @@ SHAPES = {
                          num_attention_heads=12, num_key_value_heads=2),
     "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
                        num_attention_heads=16, num_key_value_heads=2),
+    "qwen2.5-7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, tie_word_embeddings=False),
 }
 
 
@@ -39,8 +41,8 @@ def main():
         ap.error("--batch, --seq, --steps and --accum take a positive integer, --warmup one >= 0")
     from transformers import Qwen2Config, Qwen2ForCausalLM
     s = SHAPES[a.model]
-    cfg = Qwen2Config(vocab_size=151936, rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True,
-                      max_position_embeddings=32768, **s)
+    cfg = Qwen2Config(**{"vocab_size": 151936, "rope_theta": 1e6, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+                         "max_position_embeddings": 32768, **s})
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     torch.cuda.reset_peak_memory_stats()

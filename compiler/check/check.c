@@ -8,7 +8,7 @@
  */
 #include "check_internal.h"
 
-const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu", "profile"};
+const char *const kind_names[K_COUNT] = {"cluster", "model", "dataset", "train", "job", "gpu", "profile", "merge"};
 
 /* ---- the plan ---- */
 
@@ -21,7 +21,7 @@ static void add_block(Checker *c, const Item *it)
         const char *dym = did_you_mean(it->kind_name, kind_names, K_COUNT);
         Diag *g = dym ? diag_error(c->d, it->kind_at, "unknown block '%s'; did you mean '%s'?", it->kind_name, dym)
                       : diag_error(c->d, it->kind_at, "unknown block '%s'", it->kind_name);
-        diag_note(g, "blocks: cluster, model, dataset, train, job, gpu, profile");
+        diag_note(g, "blocks: cluster, model, dataset, train, merge, job, gpu, profile");
         return;
     }
     if (!it->name) {
@@ -37,7 +37,7 @@ static void add_block(Checker *c, const Item *it)
         return;
     }
     size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob),
-                             sizeof(PlanGpu), sizeof(PlanProfile)};
+                             sizeof(PlanGpu), sizeof(PlanProfile), sizeof(PlanMerge)};
     void *obj = arena_alloc(c->a, sizes[kind]);
     /* Every Plan* struct starts with `const char *name; SrcRange at;`. */
     PlanCluster *head = obj;
@@ -62,9 +62,11 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
                 diag_note(g, "a string at the top level follows 'use': use \"cluster.llm\"");
             }
         }
-    /* Check in dependency order: later kinds refer to earlier ones. */
+    /* Check in dependency order: later kinds refer to earlier ones (a merge
+     * before the train blocks, which may name the model it writes; what it
+     * joins to its LoRA run after them, check_merge_links). */
     PtrVec lists[K_COUNT] = {{0}};
-    static const BlockKind order[K_COUNT] = {K_GPU, K_PROFILE, K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB};
+    static const BlockKind order[K_COUNT] = {K_GPU, K_PROFILE, K_CLUSTER, K_MODEL, K_DATASET, K_MERGE, K_TRAIN, K_JOB};
     for (int o = 0; o < K_COUNT; o++)
         for (int i = 0; i < c.nsyms; i++) {
             Symbol *s = &c.syms[i];
@@ -77,6 +79,7 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
             case K_TRAIN: check_train(&c, s->item, s->obj); break;
             case K_JOB: check_job(&c, s->item, s->obj); break;
             case K_PROFILE: check_profile(&c, s->item, s->obj); break;
+            case K_MERGE: check_merge(&c, s->item, s->obj); break;
             case K_COUNT: break;
             }
             ptrvec_push(c.a, &lists[s->kind], s->obj);
@@ -85,10 +88,13 @@ void check_plan(SourceFile **files, int nfiles, Plan *plan, Diags *d)
     plan->models = (PlanModel **)lists[K_MODEL].items; plan->nmodels = lists[K_MODEL].n;
     plan->datasets = (PlanDataset **)lists[K_DATASET].items; plan->ndatasets = lists[K_DATASET].n;
     plan->trains = (PlanTrain **)lists[K_TRAIN].items; plan->ntrains = lists[K_TRAIN].n;
+    plan->merges = (PlanMerge **)lists[K_MERGE].items; plan->nmerges = lists[K_MERGE].n;
+    for (int i = 0; i < plan->nmerges; i++) check_merge_links(&c, plan->merges[i]);
     plan->jobs = (PlanJob **)lists[K_JOB].items; plan->njobs = lists[K_JOB].n;
     for (int i = 0; i < plan->njobs; i++) check_k8s_paths(&c, plan->jobs[i]);
     for (int i = 0; i < plan->njobs; i++) {
         check_job_after(&c, plan, i);
+        check_job_chain_order(&c, plan, i);
         check_job_outputs(&c, plan, i);
     }
     free(c.syms);

@@ -22,8 +22,9 @@ static void get_string_table(Checker *c, const Item *it, const Entry *e, PlanKey
         if (!str[0]) { diag_error(c->d, x->value->at, "'%s' must not be empty", x->key); continue; }
         long cc = plan_control_char_at(str);
         if (cc >= 0) {
-            Diag *g = diag_error(c->d, x->value->at, "'%s' contains a control character (byte 0x%02x at offset %ld)",
-                                 x->key, (unsigned char)str[cc], cc);
+            char ch[16];
+            Diag *g = diag_error(c->d, x->value->at, "'%s' contains a control character (%s at offset %ld)",
+                                 x->key, plan_control_char_name(str, cc, ch), cc);
             diag_note(g, "names of columns and tags reach dataset_info.json, the trainer's messages and terminals");
         }   /* kept: the rules below need not also call it missing */
         *slots[k] = str;

@@ -30,7 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_PROFILE, K_COUNT } BlockKind;
+typedef enum { K_CLUSTER, K_MODEL, K_DATASET, K_TRAIN, K_JOB, K_GPU, K_PROFILE, K_MERGE, K_COUNT } BlockKind;
 extern const char *const kind_names[K_COUNT];
 
 typedef struct {
@@ -166,8 +166,13 @@ void check_train(Checker *c, const Item *it, PlanTrain *t);
 void check_train_formats(Checker *c, Scope *s, PlanTrain *t);
 void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t);
 
+/* check_merge.c: merge blocks (before the train blocks; their links after) */
+void check_merge(Checker *c, const Item *it, PlanMerge *m);
+void check_merge_links(Checker *c, const PlanMerge *m);
+
 /* check_job.c: jobs, alone and against each other */
 void check_job(Checker *c, const Item *it, PlanJob *j);
 void check_job_after(Checker *c, const Plan *plan, int idx);
+void check_job_chain_order(Checker *c, const Plan *plan, int idx);
 void check_job_outputs(Checker *c, const Plan *plan, int idx);
 #endif

@@ -40,7 +40,14 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
     check_keys(c, s, PKB_JOB);
     check_row_keys(c, s, PKB_JOB, job_reads, j);
     Entry *e;
-    if ((e = require(c, s, "run", "NAME"))) { j->run_at = e->at; j->run = get_ref(c, e, K_TRAIN); }
+    if ((e = require(c, s, "run", "NAME"))) {
+        j->run_at = e->at;
+        /* a merge job: llamafactory-cli export of a merge block */
+        const Symbol *sym = e->value && e->value->nterms == 1 && e->value->terms[0]->kind == TERM_IDENT
+                            ? lookup(c, e->value->terms[0]->str) : NULL;
+        if (sym && sym->kind == K_MERGE) j->merge = sym->obj;
+        else j->run = get_ref(c, e, K_TRAIN);
+    }
     if ((e = require(c, s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
     if ((e = require(c, s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
     if ((e = require(c, s, "time", "48 h"))) {
@@ -97,9 +104,9 @@ static void check_job_fits_cluster(Checker *c, PlanJob *j, const PlanCluster *cl
      * script asks per node; LLaMA-Factory's launcher is one task per node that
      * needs them all (srun would inherit one GPU per task) */
     if (j->site.gpus_per_task > 0 && cl->gpus_per_node > 0) {
-        if (j->run && j->run->backend == BACKEND_LLAMAFACTORY) {
+        if (j->merge || (j->run && j->run->backend == BACKEND_LLAMAFACTORY)) {
             Diag *g = diag_error(c->d, j->site.gpus_per_task_at, "'gpus_per_task' does not go with backend = "
-                                 "llamafactory (run '%s')", j->run->name);
+                                 "llamafactory (%s '%s')", j->merge ? "merge" : "run", j->merge ? j->merge->name : j->run->name);
             diag_note(g, "its job step is one launcher per node over all %d GPUs; srun would give it only %d",
                       cl->gpus_per_node, j->site.gpus_per_task);
         } else if (j->tasks_per_node > 0 && j->site.gpus_per_task * j->tasks_per_node != cl->gpus_per_node) {
@@ -241,6 +248,23 @@ static void check_job_profile(Checker *c, const PlanJob *j, const PlanTrain *t)
     diag_help(g, "calibrate a profile from runs of backend = %s (llmc calibrate)", backend_llm_names[t->backend]);
 }
 
+/* A merge job (run = MERGE): llamafactory-cli export is one process on one
+ * node (export_device auto spreads the model over that node's GPUs). */
+static void check_job_merge(Checker *c, const PlanJob *j, const PlanCluster *cl)
+{
+    const PlanMerge *m = j->merge;
+    if (j->nodes > 1) {
+        Diag *g = diag_error(c->d, j->nodes_at, "job '%s' runs merge '%s' on %d nodes; llamafactory-cli export is one "
+                             "process on one node", j->name, m->name, j->nodes);
+        diag_help(g, "nodes = 1");
+    }
+    if (m->device == MERGE_DEVICE_AUTO && !cl->gpu && (cl->hostlist || cl->minimal)) {
+        Diag *g = diag_error(c->d, m->device_at, "merge '%s' has device = auto, but job '%s' runs it on cluster '%s', "
+                             "which has no GPUs", m->name, j->name, cl->name);
+        diag_help(g, "device = cpu (the merge in host memory)");
+    }
+}
+
 /* job NAME { ... }: its keys, then the job against its cluster and against
  * its run (checkpoint cadence, precision on CPUs, the llmc backend's
  * capabilities, the global batch). */
@@ -252,6 +276,7 @@ void check_job(Checker *c, const Item *it, PlanJob *j)
     const PlanCluster *cl = j->cluster;
     if (!cl) return;
     check_job_fits_cluster(c, j, cl, tasks);
+    if (j->merge) check_job_merge(c, j, cl);
     const PlanTrain *t = j->run;
     if (!t) return;
     if (t->checkpoint_at.start.file && t->checkpoint_every_seconds > 0 && j->time_seconds > 0 &&
@@ -275,6 +300,75 @@ void check_job(Checker *c, const Item *it, PlanJob *j)
 /* ---- chained jobs (`after = JOB`) and output directories ---- */
 
 static bool method_is_adapter(FinetuneMethod m) { return m == METHOD_LORA || m == METHOD_QLORA; }
+
+/* The job of plan that runs train block t (NULL: none). */
+static const PlanJob *job_running(const Plan *plan, const PlanTrain *t)
+{
+    for (int i = 0; t && i < plan->njobs; i++) if (plan->jobs[i]->run == t) return plan->jobs[i];
+    return NULL;
+}
+
+/* The job of plan that runs merge m (NULL: none). */
+static const PlanJob *job_merging(const Plan *plan, const PlanMerge *m)
+{
+    for (int i = 0; m && i < plan->njobs; i++) if (plan->jobs[i]->merge == m) return plan->jobs[i];
+    return NULL;
+}
+
+/* A merge in a chain: a merge job starts after the job that trains its
+ * adapter; a job after a merge job trains the merged model. */
+static void check_job_after_merge(Checker *c, const Plan *plan, const PlanJob *j, const PlanJob *a)
+{
+    if (j->merge && a->run != j->merge->adapter) {
+        Diag *g = diag_error(c->d, j->after_at, "job '%s' merges the adapter of run '%s', but job '%s' it runs after "
+                             "%s", j->name, j->merge->adapter ? j->merge->adapter->name : "?", a->name,
+                             a->merge ? arena_printf(c->a, "runs merge '%s'", a->merge->name)
+                                      : arena_printf(c->a, "trains run '%s'", a->run ? a->run->name : "?"));
+        diag_note(g, "the merge reads the adapter that run's job leaves in its output");
+        const PlanJob *trains = job_running(plan, j->merge->adapter);
+        if (trains) diag_help(g, "after = %s", trains->name);
+        return;
+    }
+    if (j->run && a->merge && j->run->model != &a->merge->merged) {
+        Diag *g = diag_error(c->d, j->run->model_at.start.file ? j->run->model_at : j->after_at,
+                             "run '%s' trains model '%s', but job '%s' it runs after writes the merged model '%s'",
+                             j->run->name, j->run->model ? j->run->model->name : "?", a->name, a->merge->name);
+        diag_note(g, "job '%s' starts from what job '%s' writes: the model of merge '%s'", j->name, a->name, a->merge->name);
+        diag_help(g, "model = %s in run '%s'", a->merge->name, j->run->name);
+    }
+}
+
+/* The order a merge needs: its job waits for the job that trains the
+ * adapter, and a run of the merged model waits for the merge's job
+ * (afterok); a merge's adapter run without an output and without a job in
+ * the plan leaves nothing to merge. */
+void check_job_chain_order(Checker *c, const Plan *plan, int idx)
+{
+    const PlanJob *j = plan->jobs[idx];
+    const PlanMerge *m = j->merge;
+    if (m && m->adapter) {
+        const PlanJob *trains = job_running(plan, m->adapter);
+        if (trains && !j->after) {
+            Diag *g = diag_error(c->d, j->run_at, "job '%s' merges the adapter that job '%s' trains, but does not wait "
+                                 "for it", j->name, trains->name);
+            diag_note(g, "without the order both are queued at once; the merge would read no adapter, or one half "
+                      "written");
+            diag_help(g, "after = %s", trains->name);
+        } else if (!trains && m->adapter->output_default) {
+            Diag *g = diag_error(c->d, m->adapter_at, "merge '%s': run '%s' has no 'output' and no job of this plan "
+                                 "runs it, so its adapter is nowhere", m->name, m->adapter->name);
+            diag_help(g, "output = \"DIR\" in run '%s' (where its adapter was saved), or a job that runs it",
+                      m->adapter->name);
+        }
+    }
+    const PlanModel *tm = j->run ? j->run->model : NULL;
+    const PlanJob *mj = tm && tm->merged_from ? job_merging(plan, tm->merged_from) : NULL;
+    if (mj && !j->after) {
+        Diag *g = diag_error(c->d, j->run_at, "run '%s' trains the merged model '%s' that job '%s' writes, but job "
+                             "'%s' does not wait for it", j->run->name, tm->name, mj->name, j->name);
+        diag_help(g, "after = %s", mj->name);
+    }
+}
 
 /* One job after another: the later run starts from the earlier one's trained
  * model (LLaMA-Factory full/freeze: its output_dir; llmc: output_dir/final)
@@ -302,6 +396,10 @@ void check_job_after(Checker *c, const Plan *plan, int idx)
         }
         return;
     }
+    if (j->merge || a->merge) {
+        check_job_after_merge(c, plan, j, a);
+        return;
+    }
     const PlanTrain *t = j->run, *ta = a->run;
     if (!t || !ta) return;
     if (t->model && ta->model && t->model != ta->model) {
@@ -320,13 +418,10 @@ void check_job_after(Checker *c, const Plan *plan, int idx)
             diag_note(g, "LLaMA-Factory takes an adapter (adapter_name_or_path) only with method lora or qlora");
         diag_help(g, "method = lora in run '%s' (with backend = llamafactory), or a full run '%s'", t->name, ta->name);
         /* a full run needs the merged model: LLaMA-Factory's export merges base + adapter */
-        if (ta->model && ta->model->path) {
-            const char *tmpl = chat_template_info(ta->template_)->name;
-            diag_help(g, "or merge first, then train the merged model: llamafactory-cli export with "
-                         "model_name_or_path: %s, adapter_name_or_path: %s, finetuning_type: lora, template: %s, "
-                         "export_dir: DIR; and a model block with path = \"DIR\" for run '%s' (without 'after')",
-                      ta->model->path, ta->output_dir ? ta->output_dir : "(its output)", tmpl ? tmpl : "empty", t->name);
-        }
+        if (ta->model && t->backend == BACKEND_LLAMAFACTORY)
+            diag_help(g, "or merge first: merge %s_merged { adapter = %s  model = %s  output = \"DIR\" }, a job that "
+                         "runs it after job '%s', and model = %s_merged in run '%s', its job after the merge's",
+                      ta->name, ta->name, ta->model->name, a->name, ta->name, t->name);
     } else if (adapter && (t->method == METHOD_QLORA || t->shard == SHARD_ZERO3) &&
                (t->stage == STAGE_DPO || t->stage == STAGE_KTO)) {
         /* model/adapter.py: no merge on a quantised base or under ZeRO-3, so the

@@ -563,6 +563,10 @@ void check_k8s_paths(Checker *c, const PlanJob *j)
 {
     const PlanCluster *cl = j->cluster;
     const PlanTrain *t = j->run;
+    if (cl && cl->k8s && j->merge && j->merge->model) {   /* a merge job reads the base, writes the merged model */
+        check_k8s_path(c, cl, "model path", j->merge->model->path, j->merge->model->path_at);
+        check_k8s_path(c, cl, "merge output directory", j->merge->output_dir, j->merge->output_at);
+    }
     if (!cl || !cl->k8s || !t) return;
     if (t->model && !t->model->from_scratch) check_k8s_path(c, cl, "model path", t->model->path, t->model->path_at);
     if (t->model && t->model->tokenizer && (!t->model->path || strcmp(t->model->tokenizer, t->model->path) != 0))

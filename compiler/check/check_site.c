@@ -1,6 +1,7 @@
 /* check_site.c — site settings (env, sbatch, setup, container) of a cluster
  * or job block, and a job's settings merged over its cluster's. */
 #include "check_internal.h"
+#include "shell_parse.h"
 
 /* ---- site settings (docs/language.md, "Site settings") ----
  * `env { NAME = value }`, `sbatch { constraint = "..." ... }`, `setup = ["..."]`
@@ -127,8 +128,9 @@ static const char *env_value(Checker *c, const Entry *e)
     }
     long cc = plan_control_char_at(text);
     if (cc >= 0) {
-        Diag *g = diag_error(c->d, t->at, "environment variable '%s' contains a control character (byte 0x%02x at offset %ld)",
-                             e->key, (unsigned char)text[cc], cc);
+        char ch[16];
+        Diag *g = diag_error(c->d, t->at, "environment variable '%s' contains a control character (%s at offset %ld)",
+                             e->key, plan_control_char_name(text, cc, ch), cc);
         diag_note(g, "environment values are written into the job script, one line each");
         return NULL;
     }
@@ -224,20 +226,55 @@ static void check_site_env(Checker *c, const Entry *blk, PlanSite *site)
     }
 }
 
-/* Quotes in a setup line must close on that line: each line is run by
- * itself (eval), and an open quote would be a syntax error only at run time. */
-static bool shell_line_balanced(const char *s, char *open)
+/* One setup line: no control character, not empty, no trailing backslash
+ * (bash takes it as a literal '\' argument, not the continuation the writer
+ * meant: each line runs by itself), and it parses as bash (shell_parse.c:
+ * bash -n on the exact text `eval` gets). An error at the line's position
+ * now, not a syntax error when the job starts. */
+static bool setup_line_ok(Checker *c, SrcRange at, int i, const char *line, bool *unchecked)
 {
-    char q = 0;
-    for (const char *p = s; *p; p++) {
-        if (q == '\'') { if (*p == '\'') q = 0; continue; }
-        if (*p == '\\') { if (p[1]) p++; else { *open = '\\'; return false; } continue; }
-        if (q == '"') { if (*p == '"') q = 0; continue; }
-        if (*p == '\'' || *p == '"') q = *p;
-        else if (*p == '#' && (p == s || isspace((unsigned char)p[-1]))) break;   /* comment */
+    long cc = plan_control_char_at(line);
+    char ch[16], msg[512];
+    if (cc >= 0) {
+        Diag *g = diag_error(c->d, at, "setup line %d contains a control character (%s at offset %ld)", i + 1,
+                             plan_control_char_name(line, cc, ch), cc);
+        diag_help(g, "write one list item per line");
+        return false;
     }
-    *open = q;
-    return q == 0;
+    if (!line[0]) {
+        diag_error(c->d, at, "setup line %d is empty", i + 1);
+        return false;
+    }
+    size_t n = strlen(line), bs = 0;
+    while (bs < n && line[n - 1 - bs] == '\\') bs++;
+    if (bs % 2) {
+        Diag *g = diag_error(c->d, at, "setup line %d ends with a backslash", i + 1);
+        diag_note(g, "each setup line runs by itself in the batch shell (eval), so it must be complete");
+        return false;
+    }
+    if (*unchecked) return true;
+    switch (shell_parse_line(line, msg, sizeof msg)) {
+    case SHELL_OK: return true;
+    case SHELL_WARNS:
+        diag_note(diag_warning(c->d, at, "setup line %d: bash warns: %s", i + 1, msg),
+                  "bash -n parsed the line as the job script's eval will");
+        return true;
+    case SHELL_BAD: {
+        Diag *g = diag_error(c->d, at, "setup line %d does not parse as shell: %s", i + 1, msg);
+        diag_note(g, "bash -n parsed the line as the job script's eval will; the job would stop there when it starts");
+        return false;
+    }
+    case SHELL_UNCHECKED:
+        diag_note(diag_warning(c->d, at, "setup line %d not parsed: %s", i + 1, msg),
+                  "the job script runs it with bash; a syntax error would stop the job when it starts");
+        return true;
+    case SHELL_NO_SHELL:   /* said once for the plan's lines, not once per line */
+        diag_note(diag_warning(c->d, at, "setup lines not parsed: %s", msg),
+                  "the job script runs them with bash; a syntax error would stop the job when it starts");
+        *unchecked = true;
+        return true;
+    }
+    return true;
 }
 
 /* A string or a list of strings; *ats (when given) gets each item's range. */
@@ -278,13 +315,15 @@ static bool directive_ok(Checker *c, const Entry *e, const char *s, const char *
 {
     SrcRange at = e->value->at;
     if (!s[0]) { diag_error(c->d, at, "'%s' must not be empty", e->key); return false; }
+    long cc = plan_control_char_at(s);
+    char ch[16];
+    if (cc >= 0) {
+        Diag *g = diag_error(c->d, at, "'%s' contains a control character (%s at offset %ld)", e->key,
+                             plan_control_char_name(s, cc, ch), cc);
+        diag_note(g, "it would end the #SBATCH line");
+        return false;
+    }
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) {
-            Diag *g = diag_error(c->d, at, "'%s' contains a control character (byte 0x%02x at offset %ld)", e->key,
-                                 *p, (long)(p - (const unsigned char *)s));
-            diag_note(g, "it would end the #SBATCH line");
-            return false;
-        }
         if (!isalnum(*p) && !strchr(allowed, *p)) {
             Diag *g = diag_error(c->d, at, "'%s' contains '%c' (offset %ld), which %s cannot take", e->key, *p,
                                  (long)(p - (const unsigned char *)s), what);
@@ -444,13 +483,21 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
 }
 
 /* A container mount "SRC[:DST[:FLAGS]]", both paths absolute: pyxis
- * (--container-mounts) and Apptainer (--bind) take the same form, ','-separated. */
+ * (--container-mounts) and Apptainer (--bind) take the same form, ','-separated.
+ * Both sides are normalised by the path policy (path_policy_mount). */
 static bool mount_ok(Checker *c, SrcRange at, const char *m)
 {
+    long cc = plan_control_char_at(m);
+    char ch[16], msg[3 * PATH_POLICY_MAX];
+    if (cc >= 0) {
+        Diag *g = diag_error(c->d, at, "container mount '%s' contains a control character (%s at offset %ld)", m,
+                             plan_control_char_name(m, cc, ch), cc);
+        diag_note(g, "mounts are joined with ',' into one --container-mounts / --bind argument");
+        return false;
+    }
     for (const unsigned char *p = (const unsigned char *)m; *p; p++)
-        if (*p < 0x20 || *p == 0x7f || *p == ',' || isspace(*p)) {
-            Diag *g = diag_error(c->d, at, "container mount '%s' contains %s", m,
-                                 *p == ',' ? "','" : isspace(*p) && *p >= 0x20 ? "white space" : "a control character");
+        if (*p == ',' || isspace(*p)) {
+            Diag *g = diag_error(c->d, at, "container mount '%s' contains %s", m, *p == ',' ? "','" : "white space");
             diag_note(g, "mounts are joined with ',' into one --container-mounts / --bind argument");
             return false;
         }
@@ -464,6 +511,12 @@ static bool mount_ok(Checker *c, SrcRange at, const char *m)
     }
     if (flags && strcmp(flags, "ro") && strcmp(flags, "rw")) {
         diag_error(c->d, at, "container mount '%s': the flags after the second ':' must be ro or rw", m);
+        return false;
+    }
+    int side = path_policy_mount(src, dst, msg, sizeof msg);
+    if (side) {
+        Diag *g = diag_error(c->d, at, "container mount '%s': %s", m, msg);
+        if (side == 1) diag_help(g, "mount only the directory the job needs, e.g. \"/etc/slurm:/etc/slurm:ro\"");
         return false;
     }
     return true;
@@ -487,8 +540,12 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
     if ((e = require(c, &s, "image", "\"nvcr.io#nvidia/pytorch:24.05-py3\"")) && get_string(c, e, &img)) {
         long cc = plan_control_char_at(img);
         if (!img[0]) { diag_error(c->d, e->value->at, "'image' must not be empty"); img = NULL; }
-        else if (cc >= 0) { diag_error(c->d, e->value->at, "'image' contains a control character (byte 0x%02x at offset %ld)",
-                                       (unsigned char)img[cc], cc); img = NULL; }
+        else if (cc >= 0) {
+            char ch[16];
+            diag_error(c->d, e->value->at, "'image' contains a control character (%s at offset %ld)",
+                       plan_control_char_name(img, cc, ch), cc);
+            img = NULL;
+        }
         else if (strpbrk(img, " \t,")) { diag_error(c->d, e->value->at, "'image' contains white space or ','"); img = NULL; }
         else site->image_at = e->value->at;
     }
@@ -521,25 +578,8 @@ void check_site(Checker *c, const Item *it, Scope *s, PlanSite *site)
         int n = 0;
         SrcRange *ats = NULL;
         const char **lines = get_string_list(c, e, &n, "a list of shell lines", &ats);
-        bool ok = lines != NULL;
-        for (int i = 0; i < n && ok; i++) {
-            long cc = plan_control_char_at(lines[i]);
-            char open = 0;
-            if (cc >= 0) {
-                Diag *g = diag_error(c->d, ats[i], "setup line %d contains a control character (byte 0x%02x at offset %ld)",
-                                     i + 1, (unsigned char)lines[i][cc], cc);
-                diag_help(g, "write one list item per line");
-                ok = false;
-            } else if (!lines[i][0]) {
-                diag_error(c->d, ats[i], "setup line %d is empty", i + 1);
-                ok = false;
-            } else if (!shell_line_balanced(lines[i], &open)) {
-                Diag *g = diag_error(c->d, ats[i], open == '\\' ? "setup line %d ends with a backslash"
-                                                                      : "setup line %d leaves a %c quote open", i + 1, open);
-                diag_note(g, "each setup line runs by itself in the batch shell (eval), so it must be complete");
-                ok = false;
-            }
-        }
+        bool ok = lines != NULL, unchecked = false;
+        for (int i = 0; i < n && ok; i++) ok = setup_line_ok(c, ats[i], i, lines[i], &unchecked);
         if (ok) { site->setup = lines; site->nsetup = n; site->setup_at = e->value->at; }
     }
 }

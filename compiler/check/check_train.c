@@ -961,6 +961,16 @@ static void check_train_stage_rules(Checker *c, const Scope *s, PlanTrain *t, co
     if (t->max_steps > 0 && t->warmup_steps > 0 && t->warmup_steps >= t->max_steps)
         diag_error(c->d, t->warmup_at, "warmup (%lld steps) must be shorter than max_steps (%lld)",
                    (long long)t->warmup_steps, (long long)t->max_steps);
+    /* epochs too small for one optimizer step on any dataset (a dataset has
+     * at most PLAN_INT_EXACT_MAX records): 1e-320, a denormal, passes the
+     * row's "greater than 0", and both trainers would round the run up to a
+     * whole step. Against the data itself: emit_check_estimated. */
+    if (t->max_steps <= 0 && t->epochs_at.start.file && t->epochs * PLAN_INT_EXACT_MAX < 1) {
+        Diag *g = diag_error(c->d, t->epochs_at, "epochs = %.3g is less than one optimizer step of any dataset", t->epochs);
+        diag_note(g, "%.3g epochs of the largest dataset a plan can name (%.0f records) is %.3g records, fewer than one",
+                  t->epochs, PLAN_INT_EXACT_MAX, t->epochs * PLAN_INT_EXACT_MAX);
+        diag_help(g, "epochs = 1, or max_steps = N for a run of N steps");
+    }
 }
 
 /* train_on_prompt and mask_history as LLaMA-Factory allows them: sft only

@@ -568,6 +568,17 @@ void *resolve_ref(Checker *c, const Entry *e, const Term *t, BlockKind kind)
     }
     Symbol *s = lookup(c, t->str);
     if (s && s->kind == kind) return s->obj;
+    /* a merge block stands for the model it writes (checked before the
+     * train blocks; a merge named by an earlier merge is not filled yet) */
+    if (s && s->kind == K_MERGE && kind == K_MODEL) {
+        PlanMerge *m = s->obj;
+        if (m->merged.merged_from) return &m->merged;
+        if (m->model && m->output_dir) {
+            Diag *g = diag_error(c->d, t->at, "merge '%s' is defined after the merge that names it", t->str);
+            diag_help(g, "define merge '%s' first", t->str);
+        }
+        return NULL;
+    }
     if (s) {
         Diag *g = diag_error(c->d, t->at, "'%s' is a %s, not a %s", t->str, kind_names[s->kind], kind_names[kind]);
         diag_note(g, "'%s' is defined at %s:%d", t->str, s->item->at.start.file, s->item->at.start.line);
@@ -605,11 +616,14 @@ static bool check_path(Checker *c, const Entry *e, const char *path, bool is_fil
         diag_error(c->d, at, "'%s' is an empty path", e->key);
         return false;
     }
+    long cc = plan_control_char_at(path);   /* C0, DEL and C1 (U+0085 ...), as llmc-train refuses them */
+    char ch[16];
+    if (cc >= 0) {
+        diag_error(c->d, at, "'%s' contains a control character (%s at offset %ld)", e->key,
+                   plan_control_char_name(path, cc, ch), cc);
+        return false;
+    }
     for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) {
-            diag_error(c->d, at, "'%s' contains a control character", e->key);
-            return false;
-        }
         if (strchr("\"'`$\\", *p)) {
             Diag *g = diag_error(c->d, at, "'%s' contains '%c', which is not allowed in paths", e->key, *p);
             diag_note(g, "paths are written verbatim into the job script and must not need quoting");

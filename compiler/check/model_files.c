@@ -10,6 +10,7 @@
 #include "model_files.h"
 #include "plan.h"
 #include "hf_config_keys.h"   /* contract/ */
+#include "diag.h"             /* diag_escape */
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -96,7 +97,15 @@ int model_config_read(const char *dir, ModelFileConfig *out, char *why, int whyl
         cJSON *t = cJSON_GetObjectItemCaseSensitive(scaling[i], "rope_type");
         if (!t) t = cJSON_GetObjectItemCaseSensitive(scaling[i], "type");
         const char *type = cJSON_GetStringValue(t);
-        if (type && strcmp(type, "default")) snprintf(out->rope_scaling, sizeof out->rope_scaling, "%.40s", type);
+        if (type && strcmp(type, "default")) {
+            /* a string of the file's, echoed by init-model into a plan comment
+             * and messages: a newline or escape in it must not start a line */
+            char head[41];
+            snprintf(head, sizeof head, "%.40s", type);
+            char *clean = diag_escape(head);
+            snprintf(out->rope_scaling, sizeof out->rope_scaling, "%s", clean ? clean : "?");
+            free(clean);
+        }
         else if (!type && i == 1) snprintf(out->rope_scaling, sizeof out->rope_scaling, "(no rope_type)");
     }
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");

@@ -14,7 +14,8 @@ typedef struct {
     double rope_theta, rms_eps;
     bool tie_embeddings;
     int experts, experts_per_token;   /* mixtral: num_local_experts, num_experts_per_tok; 0 dense */
-    char rope_scaling[48];   /* a rope_type other than "default" (llama3, yarn, ...), or "" */
+    char rope_scaling[256];  /* a rope_type other than "default" (llama3, yarn, ...), its first 40
+                                bytes with control characters escaped (init-model prints it), or "" */
     char file[4096];         /* the config.json read */
 } ModelFileConfig;
 

@@ -167,6 +167,8 @@ typedef struct {
                                                no llmc CUDA backend */
 } PlanCluster;
 
+struct PlanMerge;
+
 typedef struct {
     const char *name; SrcRange at;
     ModelArch arch; SrcRange arch_at;
@@ -187,6 +189,8 @@ typedef struct {
     SrcRange experts_at, experts_per_token_at;
     const char *rope_scaling;               /* the RoPE scaling type of a config.json read at
                                                check time (llama3, yarn, ...); NULL: none or unread */
+    const struct PlanMerge *merged_from;    /* the model a merge block writes (its base's shape at
+                                               the merge's output); NULL: a model block */
 } PlanModel;
 
 /* LLaMA-Factory's dataset_info columns and tags; NULL when not set. */
@@ -215,7 +219,7 @@ typedef struct {
     int64_t tokens; SrcRange tokens_at;     /* token count if stated/measured, else -1 */
 } PlanDataset;
 
-typedef struct {
+typedef struct PlanTrain {
     const char *name; SrcRange at;
     TrainStage stage; SrcRange stage_at;
     PlanModel *model; SrcRange model_at;
@@ -308,9 +312,28 @@ typedef struct {
     const char **from; int nfrom;           /* the runs it was fitted from, as written */
 } PlanProfile;
 
+/* `merge NAME { adapter = RUN  model = BASE  output = "DIR" ... }`: LLaMA-Factory's
+ * `llamafactory-cli export` of a LoRA run's adapter merged into its base
+ * (docs/language.md, "merge NAME"). A job runs it (`run = NAME`); a train block
+ * that names it as its model trains the merged model (`merged`). */
+typedef enum { MERGE_DEVICE_CPU, MERGE_DEVICE_AUTO } MergeDevice;           /* export_device */
+typedef enum { MERGE_DTYPE_AUTO, MERGE_DTYPE_BF16, MERGE_DTYPE_FP16, MERGE_DTYPE_FP32 } MergeDtype; /* infer_dtype */
+typedef struct PlanMerge {
+    const char *name; SrcRange at;
+    struct PlanTrain *adapter; SrcRange adapter_at;   /* the LoRA run whose adapter (its output) is merged */
+    PlanModel *model; SrcRange model_at;    /* the base: the model that run trains */
+    const char *output_dir; SrcRange output_at;       /* export_dir: the merged model */
+    MergeDtype dtype; SrcRange dtype_at;    /* auto: the base's torch_dtype, fp32 saved as bf16 */
+    MergeDevice device; SrcRange device_at; /* cpu: merged in host memory; auto: on the node's GPUs */
+    int shard_gb; SrcRange shard_size_at;   /* export_size: GB per safetensors shard (default 5) */
+    bool legacy_format;                     /* export_legacy_format: .bin instead of safetensors */
+    PlanModel merged;                       /* the base's shape at output_dir, merged_from = this */
+} PlanMerge;
+
 typedef struct PlanJob {
     const char *name; SrcRange at;
-    PlanTrain *run; SrcRange run_at;
+    PlanTrain *run; SrcRange run_at;        /* NULL for a merge job */
+    PlanMerge *merge;                       /* `run = MERGE`: the job exports that merge; NULL else */
     struct PlanJob *after; SrcRange after_at;  /* `after = JOB`: starts when JOB completed
                                                successfully (afterok), from JOB's trained
                                                model or adapter; NULL: none */
@@ -345,6 +368,7 @@ typedef struct Plan {
     PlanModel **models; int nmodels;
     PlanDataset **datasets; int ndatasets;
     PlanTrain **trains; int ntrains;
+    PlanMerge **merges; int nmerges;
     PlanJob **jobs; int njobs;
     void *arena;                            /* owned allocations */
 } Plan;

@@ -208,6 +208,13 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
 {
     const PlanTrain *t = job->run;
     memset(a, 0, sizeof *a);
+    if (job->merge) {
+        assume(a, "merge: LLaMA-Factory starts in 60 s, the base and the fp32 adapter load at 0.5 GB/s, each "
+                  "adapted matrix gets B x A (2 x adapter parameters x the wider of hidden and ffn FLOPs, an upper "
+                  "bound) at %.0f%% of the peak of %s, the merged weights write at 1 GB/s: stated defaults, not "
+                  "measured", e->mfu * 100, job->merge->device == MERGE_DEVICE_AUTO ? "one GPU" : "the node's CPUs");
+        return;
+    }
     assume(a, "memory is the worst case: every micro batch padded to the full context (%d)", t->context);
     if (e->cpu_only)
         assume(a, "CPU backend: fp32 weights, gradients, Adam m and v, activations; "
@@ -917,10 +924,65 @@ static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "wall time", a, "training + start-up + saves%s", e->requeue_segments > 1 ? ", every segment" : "");
 }
 
+/* A merge job: what llamafactory-cli export reads, holds and writes, and
+ * how long that takes against the job's time limit. */
+static void print_merge(Table *tb, const PlanJob *job, const Estimate *e)
+{
+    const PlanMerge *m = job->merge;
+    const PlanCluster *c = job->cluster;
+    char a[64], b[64], d[64];
+    fprintf(tb->out, "%sjob %s%s: merge %s on cluster %s\n", tb->colour ? "\033[1m" : "", job->name,
+            tb->colour ? "\033[0m" : "", m->name, c->name);
+    fmt_int(a, sizeof a, (double)e->params_total);
+    fmt_int(b, sizeof b, e->merge_adapter_params);
+    fprintf(tb->out, "  llamafactory-cli export: model %s (%s, %s parameters) + the LoRA adapter of run %s "
+            "(%s parameters, rank %d) -> %s\n", m->model->name, arch_name(m->model->arch), a,
+            m->adapter->name, b, m->adapter->lora_rank, m->output_dir);
+    section(tb, m->device == MERGE_DEVICE_AUTO ? "memory (device = auto: spread over the node's GPUs)"
+                                               : "memory (device = cpu: host memory)");
+    if (m->device == MERGE_DEVICE_AUTO) {
+        gib_row(tb, 0, "per GPU", e->total_bytes, "of %.1f GiB usable (%s)", e->usable_bytes / GIB, c->gpu->name);
+        gib_row(tb, 1, "weights", e->weights_bytes, "%s / %d GPUs", e->merge_value_bytes == 4 ? "fp32" : "16-bit",
+                c->gpus_per_node);
+        gib_row(tb, 1, "matrix being merged", e->activations_bytes, "fp32, twice");
+        gib_row(tb, 1, "CUDA context", e->reserve_bytes, NULL);
+    }
+    gib_row(tb, 0, "host", e->host_bytes, "%s", !(e->host_usable_bytes > 0) ? "" :
+            e->host_fits ? "fits" : "DOES NOT FIT");
+    gib_row(tb, 1, "process", e->host_process_bytes, "Python, torch, transformers");
+    gib_row(tb, 1, m->device == MERGE_DEVICE_AUTO ? "shard being written" : "model, adapter, shard",
+            e->host_model_bytes, "%s", m->device == MERGE_DEVICE_AUTO ? "" : "the base in its dtype, one matrix in "
+            "fp32, one shard staged");
+    section(tb, "time");
+    cli_fmt_duration(a, sizeof a, e->startup_seconds);
+    row(tb, 0, "start", a, "LLaMA-Factory, the tokenizer");
+    cli_fmt_duration(a, sizeof a, e->load_seconds);
+    gb(b, sizeof b, e->load_bytes);
+    row(tb, 0, "load", a, "%s at 0.5 GB/s", b);
+    cli_fmt_duration(a, sizeof a, e->merge_seconds);
+    cli_fmt_count(b, sizeof b, e->merge_flops);
+    row(tb, 0, "merge", a, "%s FLOPs (B x A into each adapted matrix)", b);
+    cli_fmt_duration(a, sizeof a, e->merge_write_seconds);
+    gb(b, sizeof b, e->merge_write_bytes);
+    row(tb, 0, "write", a, "%s of %s safetensors in %d GB shards at 1 GB/s", b,
+        e->merge_value_bytes == 4 ? "fp32" : "16-bit", m->shard_gb);
+    cli_fmt_duration(a, sizeof a, e->wall_seconds);
+    cli_fmt_duration(d, sizeof d, job->time_seconds);
+    row(tb, 0, "wall time", a, "of the job's %s%s", d, e->wall_seconds > job->time_seconds ? ": DOES NOT FINISH" : "");
+}
+
 /* `llmc explain`'s report of one job: header, memory per device and per
  * host, time, the step's breakdown, and the assumptions behind it. */
 static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
 {
+    if (job->merge) {
+        print_merge(tb, job, e);
+        Assumptions as;
+        collect_assumptions(job, e, &as);
+        section(tb, "assumptions");
+        for (int i = 0; i < as.n; i++) fprintf(tb->out, "  - %s\n", as.line[i]);
+        return;
+    }
     print_job_header(tb, job, e);
     print_device_memory(tb, job, e);
     if (!e->cpu_only) print_host_memory(tb, job, e);
@@ -1037,7 +1099,7 @@ int explain_main(int argc, char **argv)
         cJSON *jobs = cJSON_AddArrayToObject(root, "jobs");
         for (int i = 0; !front_errors && i < plan->njobs; i++) {
             const PlanJob *job = plan->jobs[i];
-            if (!job->run || !job->cluster) continue;
+            if (!(job->run || job->merge) || !job->cluster) continue;
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "job", job->name);
             cJSON_AddItemToObject(o, "estimate", estimate_to_json(&ests[i]));
@@ -1064,7 +1126,7 @@ int explain_main(int argc, char **argv)
         int shown = 0;
         for (int i = 0; !front_errors && i < plan->njobs; i++) {
             const PlanJob *job = plan->jobs[i];
-            if (!job->run || !job->run->model || !job->cluster) continue;
+            if (!(job->merge || (job->run && job->run->model)) || !job->cluster) continue;
             if (shown++) fputc('\n', stdout);
             print_job(&tb, job, &ests[i]);
         }

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "slurm_tools.h"
 #include "submit.h"
+#include "emit.h"       /* LLMC_MERGE_YAML: a merge job's directory */
 #include "plan_vocab.h"   /* contract/: plan.json's words (backend) */
 
 #include <cjson/cJSON.h>
@@ -77,6 +78,7 @@ typedef struct {
     GpuSample *gpus;
     size_t ngpus;
     char *gpu_note;
+    bool merge;                /* a merge job: out_dir is its export_dir, done its config.json written */
 } Status;
 
 static void status_free(Status *s)
@@ -729,6 +731,10 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     } else {
         fprintf(f, "  slurm       %s\n", s->slurm_note);
     }
+    if (s->merge) {   /* llamafactory-cli export: no steps, the merged model or not */
+        fprintf(f, "  merged      %s: %s\n", s->out_dir, s->done ? "written (config.json)" : "not written yet");
+        return;
+    }
     if (!s->metrics_found) {
         fprintf(f, "  progress    no metrics yet (%s)\n", s->metrics_path);
     } else if (d->have_step) {
@@ -829,6 +835,12 @@ static cJSON *to_json(const Status *s, const Derived *d)
         jset_str(sl, "note", s->slurm_note);
     }
     jset_num(sl, "planned_segments", s->est_segments > 0 ? (double)s->est_segments : NAN);
+    if (s->merge) {   /* llamafactory-cli export: no progress, the merged model or not */
+        jset_str(o, "kind", "merge");
+        jset_str(o, "merged_model", s->out_dir);
+        cJSON_AddBoolToObject(o, "merged", s->done);
+        return o;
+    }
     cJSON *p = cJSON_AddObjectToObject(o, "progress");
     jset_str(p, "metrics", s->metrics_path);
     cJSON_AddBoolToObject(p, "metrics_found", s->metrics_found);
@@ -895,6 +907,37 @@ static int collect(Status *s, const char *target, const char *job_id, char *err,
     return 0;
 }
 
+/* A merge job of a chain (DIR/LLMC_MERGE_YAML, no plan.json): its Slurm
+ * state, and whether the merged model is written (export_dir/config.json,
+ * what the job script checks last). */
+static int collect_merge(Status *s, const char *dir, const char *name, const char *job_id, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->merge = true;
+    s->plan_path = cli_xprintf("%s/%s", dir, LLMC_MERGE_YAML);
+    s->plan_dir = xstrdup(dir);
+    s->job = xstrdup(name);
+    s->backend = xstrdup(backend_json_names[BACKEND_LLAMAFACTORY]);
+    char *buf;
+    size_t len;
+    if (cli_read_file(s->plan_path, &buf, &len, err, errlen)) return -1;
+    const char *key = strstr(buf, "\nexport_dir: \"");
+    const char *v = key ? key + strlen("\nexport_dir: \"") : NULL, *q = v ? strchr(v, '"') : NULL;
+    if (!q) {
+        snprintf(err, errlen, "%s: no export_dir", s->plan_path);
+        free(buf);
+        return -1;
+    }
+    s->out_dir = v[0] == '/' ? cli_xprintf("%.*s", (int)(q - v), v) : cli_xprintf("%s/%.*s", dir, (int)(q - v), v);
+    free(buf);
+    char *cfg = cli_xprintf("%s/config.json", s->out_dir);
+    struct stat st;
+    s->done = stat(cfg, &st) == 0 && S_ISREG(st.st_mode);
+    free(cfg);
+    load_slurm(s, job_id);
+    return 0;
+}
+
 static volatile sig_atomic_t stop_watch;
 static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
 
@@ -934,7 +977,9 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         Status *st = xcalloc((size_t)rd.n, sizeof(Status));
         Derived *dv = xcalloc((size_t)rd.n, sizeof(Derived));
         for (int i = 0; i < rd.n; i++) {
-            if (collect(&st[i], rd.jobs[i].dir, rd.jobs[i].id[0] ? rd.jobs[i].id : NULL, err, sizeof err)) {
+            const char *id = rd.jobs[i].id[0] ? rd.jobs[i].id : NULL;
+            if (rd.jobs[i].merge ? collect_merge(&st[i], rd.jobs[i].dir, rd.jobs[i].name, id, err, sizeof err)
+                                 : collect(&st[i], rd.jobs[i].dir, id, err, sizeof err)) {
                 fprintf(stderr, "llmc status: error: %s\n", err);
                 for (int k = 0; k <= i; k++) status_free(&st[k]);
                 free(st);
@@ -1073,12 +1118,28 @@ int status_main(int argc, char **argv)
         rundir_free(&rec);
         if (recid[0]) job_id = recid;
     }
+    /* a merge job's own directory (DIR/JOB of a chain): no plan.json, its YAML */
+    char *mplan = cli_xprintf("%s/plan.json", target), *myaml = cli_xprintf("%s/%s", target, LLMC_MERGE_YAML);
+    bool merge_dir = access(mplan, F_OK) != 0 && access(myaml, R_OK) == 0;
+    free(mplan);
+    free(myaml);
+    if (merge_dir && plot) return cli_usage_error(cmd, "%s is a merge job's directory: it has no loss to plot", target);
+    char *mname = NULL;
+    if (merge_dir) {
+        size_t tl = strlen(target);
+        while (tl > 1 && target[tl - 1] == '/') tl--;
+        const char *b = target + tl;
+        while (b > target && b[-1] != '/') b--;
+        mname = cli_xprintf("%.*s", (int)(target + tl - b), b);
+    }
     int rc = ST_OK;
     for (;;) {
         Status s;
-        if (collect(&s, target, job_id, err, sizeof err)) {
+        if (merge_dir ? collect_merge(&s, target, mname, job_id, err, sizeof err)
+                      : collect(&s, target, job_id, err, sizeof err)) {
             fprintf(stderr, "llmc status: error: %s\n", err);
             status_free(&s);
+            free(mname);
             return ST_USAGE;
         }
         Derived d = derive(&s);
@@ -1118,5 +1179,6 @@ int status_main(int argc, char **argv)
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_watch) {}
         if (stop_watch) break;
     }
+    free(mname);
     return rc;
 }

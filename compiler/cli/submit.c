@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "slurm_tools.h"
 #include "status.h"
+#include "emit.h"       /* LLMC_MERGE_YAML */
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -169,9 +170,14 @@ int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
             char *nl = strchr(line, '\n');
             size_t ll = nl ? (size_t)(nl - line) : strlen(line);
             const char *slash = memchr(line, '/', ll);
-            if (line[0] != '#' && slash && (size_t)(line + ll - slash) == strlen("/plan.json") &&
-                strncmp(slash, "/plan.json", strlen("/plan.json")) == 0 && job_name_ok(line, (size_t)(slash - line)))
+            /* a job's directory: its plan.json, or a merge job's YAML */
+            size_t rest = slash ? (size_t)(line + ll - slash) - 1 : 0;
+            bool plan_file = slash && rest == strlen("plan.json") && strncmp(slash + 1, "plan.json", rest) == 0;
+            bool merge_file = slash && rest == strlen(LLMC_MERGE_YAML) && strncmp(slash + 1, LLMC_MERGE_YAML, rest) == 0;
+            if (line[0] != '#' && (plan_file || merge_file) && job_name_ok(line, (size_t)(slash - line))) {
                 add_job(rd, line, (size_t)(slash - line));
+                rd->jobs[rd->n - 1].merge = merge_file;
+            }
             line = nl ? nl + 1 : NULL;
         }
         if (r == 0 && rd->n == 0) snprintf(err, errlen, "%s: names no job's plan.json", list);

@@ -22,6 +22,7 @@ typedef struct {
     char id[32];           /* recorded Slurm job id, "" when none */
     char *after;           /* recorded: the job it waits for (afterok), or NULL */
     char *stdout_path, *stderr_path;   /* recorded: its Slurm output files, or NULL */
+    bool merge;            /* a merge job: LLMC_MERGE_YAML in its directory, no plan.json */
 } RunJob;
 
 typedef struct {

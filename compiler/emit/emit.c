@@ -2,10 +2,12 @@
  * atomically (emit_fs.c). One job: its files at the top of DIR. Several jobs:
  * one subdirectory per job, each with the same set of files, so a job script
  * always finds plan.json beside itself. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "emit_internal.h"
+#include "plan_limits.h"   /* contract/: plan_epoch_steps, as llmc-train counts them */
 
 typedef char *(*LayoutWriter)(const JobLayout *, char *, size_t);
 
@@ -30,6 +32,7 @@ static int put(OutDir *o, const char *prefix, const char *name, char *text, int 
  * jobs or more, so each has one). */
 static char *chain_start_path(const char *out_dir, const PlanJob *a)
 {
+    if (a->merge) return strdup(a->merge->output_dir);   /* the merged model: a plan path */
     const PlanTrain *t = a->run;
     const char *final = t->backend == BACKEND_LLMC ? "/final" : "";
     char *p = NULL;
@@ -47,11 +50,17 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
     if (asprintf(&art_dir, "%s/%s", out_dir, prefix) < 0) { diag_error_nopos(d, "out of memory"); return -1; }
     L.art_dir = art_dir;
     char *start = NULL;
-    if (job->after && job->after->run) {
+    if (job->after) {
         if (!(start = chain_start_path(out_dir, job->after))) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
         L.start_path = start;
-        L.start_adapter = job->after->run->backend == BACKEND_LLAMAFACTORY &&
-                          (job->after->run->method == METHOD_LORA || job->after->run->method == METHOD_QLORA);
+        const PlanTrain *ta = job->after->run;
+        L.start_adapter = ta && ta->backend == BACKEND_LLAMAFACTORY &&
+                          (ta->method == METHOD_LORA || ta->method == METHOD_QLORA);
+    } else if (job->merge && job->merge->adapter) {
+        /* the adapter of a run no job of this plan runs: where its output says */
+        if (!(start = strdup(job->merge->adapter->output_dir))) { diag_error_nopos(d, "out of memory"); free(art_dir); return -1; }
+        L.start_path = start;
+        L.start_adapter = true;
     }
     char err[512] = "";
     char *text;
@@ -78,6 +87,13 @@ static int emit_job(OutDir *o, const char *out_dir, const char *prefix, const Pl
     if (asprintf(&script_name, "%s.slurm", job->name) < 0) { diag_error_nopos(d, "out of memory"); free(start); free(art_dir); return -1; }
     WRITE(script_name, emit_job_script(&L, e, err, sizeof err), 0755);
     free(script_name);
+    if (job->merge) {
+        /* llamafactory-cli export reads its YAML alone: no plan.json, data or DeepSpeed file */
+        WRITE(lf_merge_yaml_name(), emit_lf_merge_yaml(&L, err, sizeof err), 0644);
+        free(start);
+        free(art_dir);
+        return rc;
+    }
     WRITE("plan.json", emit_plan_json(&L, e, err, sizeof err), 0644);
     WRITE("dataset_info.json", emit_dataset_info(&L, err, sizeof err), 0644);
     if (L.train->backend == BACKEND_LLAMAFACTORY) {
@@ -140,9 +156,54 @@ static char *emit_submit_script(const Plan *plan, char *err, size_t errlen)
     return template_fill(&t, "submit.sh", err, errlen);
 }
 
+/* The run's length as the estimate counts it (steps from epochs and the
+ * data) against what the plan asks of it: epochs must give the data at
+ * least one global batch, and a warmup in steps must end before the run does
+ * (max_steps' own case is the checker's). An error when the steps are counted
+ * (stated tokens, prepare's stats or shards) and the llmc trainer runs it; a
+ * warning when they are a guess from file sizes or sample counts, or when
+ * LLaMA-Factory runs it: transformers' schedulers accept a warmup longer than
+ * the run (get_*_schedule_with_warmup ramp for every step, so the learning
+ * rate never reaches its peak) and round a fraction of a step up to one. */
+static void check_run_length(const PlanJob *job, const Estimate *e, Diags *d)
+{
+    const PlanTrain *t = job->run;
+    if (t->max_steps > 0 || e->tokens_source == TOKENS_UNKNOWN || e->global_batch < 1) return;
+    bool counted = e->tokens_source <= TOKENS_FROM_STATS || e->sequences_from_shards;
+    bool firm = counted && t->backend == BACKEND_LLMC;
+    const char *source = counted ? "counted" : "estimated from the datasets' sizes or sample counts";
+    const char *why_warning = firm ? NULL : !counted ? "a warning, not an error: the steps are an estimate"
+                                                    : "a warning, not an error: LLaMA-Factory runs it as written "
+                                                      "(transformers' schedules accept it)";
+    double seqs = e->seqs_per_sample > 1 ? e->seqs_per_sample : 1;
+    double batches = plan_epoch_steps(t->epochs, e->sequences_per_epoch / seqs, (double)e->global_batch);
+    if (t->epochs_at.start.file && batches < 1) {
+        Diag *g = (firm ? diag_error : diag_warning)(d, t->epochs_at, "epochs = %g gives run '%s' %.3g of one "
+                                                     "optimizer step", t->epochs, t->name, batches);
+        diag_note(g, "%.0f sequences per epoch (%s), a global batch of %lld: the trainer would round it up to a "
+                  "whole step", e->sequences_per_epoch, source, (long long)e->global_batch);
+        if (why_warning) diag_note(g, "%s", why_warning);
+        diag_help(g, "epochs = %g gives one step", ceil(t->epochs / batches * 1e6) / 1e6);
+        return;
+    }
+    if (t->warmup_steps > 0 && e->steps_total > 0 && t->warmup_steps >= e->steps_total) {
+        Diag *g = (firm ? diag_error : diag_warning)(d, t->warmup_at, "warmup (%lld steps) is as long as run '%s' "
+                                                     "or longer: it has %lld steps, so the learning rate never "
+                                                     "reaches its peak lr %g", (long long)t->warmup_steps, t->name,
+                                                     (long long)e->steps_total, t->lr);
+        diag_note(g, "%lld steps: %g epochs of %.0f sequences (%s) at a global batch of %lld",
+                  (long long)e->steps_total, t->epochs, e->sequences_per_epoch / seqs, source,
+                  (long long)e->global_batch);
+        if (why_warning) diag_note(g, "%s", why_warning);
+        diag_help(g, "a warmup in percent follows the run's length: warmup = 3%%");
+    }
+}
+
 int emit_check_estimated(const Plan *plan, const Estimate *ests, Diags *d)
 {
     int before = diags_error_count(d);
+    for (int i = 0; ests && i < plan->njobs; i++)
+        if (plan->jobs[i] && plan->jobs[i]->run) check_run_length(plan->jobs[i], &ests[i], d);
     for (int i = 0; ests && i < plan->njobs; i++) {
         const PlanJob *job = plan->jobs[i];
         if (!job || !job->run || job->run->backend != BACKEND_LLAMAFACTORY || ests[i].requeue_segments <= 1) continue;
@@ -176,7 +237,8 @@ int emit_outputs(const Plan *plan, const Estimate *ests, const char *out_dir, Di
         return -1;
     }
     for (int i = 0; i < plan->njobs; i++)
-        if (!plan->jobs[i] || !plan->jobs[i]->run || !plan->jobs[i]->cluster || !plan->jobs[i]->run->model) {
+        if (!plan->jobs[i] || !plan->jobs[i]->cluster ||
+            !(plan->jobs[i]->merge || (plan->jobs[i]->run && plan->jobs[i]->run->model))) {
             diag_error_nopos(d, "nothing written to '%s': job %d is incomplete", out_dir, i + 1);
             return -1;
         }

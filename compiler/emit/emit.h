@@ -5,6 +5,10 @@
 #include "plan.h"
 #include "estimate.h"
 
+/* The file a merge job's directory holds instead of plan.json: its YAML for
+ * `llamafactory-cli export` (llmc submit and status find merge jobs by it). */
+#define LLMC_MERGE_YAML "llamafactory_merge.yaml"
+
 /* Cross-file lints (GRES type/count, ntasks vs world size, memory/CPU requests
  * fit the node, time format). Run by both `llmc check` and compile.
  * Returns the number of errors added to d. */

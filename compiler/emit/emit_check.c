@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "emit_internal.h"
+#include "plan_limits.h"   /* contract/: plan_control_char_at, as the checker and llmc-train */
 
 #define MIB (1024.0 * 1024.0)
 #define MAX_GPUS_PER_NODE 64
@@ -17,6 +18,7 @@ void job_layout(const PlanJob *job, JobLayout *L)
     memset(L, 0, sizeof *L);
     L->job = job;
     L->train = job->run;
+    L->merge = job->merge;
     L->cluster = job->cluster;
     const PlanCluster *c = job->cluster;
     L->gpu = c && c->gpu && c->gpus_per_node > 0;
@@ -57,10 +59,11 @@ int job_stop_signal_seconds(const JobLayout *L, const Estimate *e)
 static void check_name(Diags *d, SrcRange at, const char *what, const char *s)
 {
     if (!s) return;
-    long cc = control_char_at(s);
+    long cc = plan_control_char_at(s);
+    char ch[16];
     if (cc >= 0) {
-        Diag *g = diag_error(d, at, "%s contains a control character (byte 0x%02x at offset %ld)",
-                             what, (unsigned char)s[cc], cc);
+        Diag *g = diag_error(d, at, "%s contains a control character (%s at offset %ld)",
+                             what, plan_control_char_name(s, cc, ch), cc);
         diag_note(g, "it would end the line in slurm.conf, an #SBATCH directive or the job script");
         return;
     }
@@ -74,10 +77,10 @@ static void check_name(Diags *d, SrcRange at, const char *what, const char *s)
 static void check_path(Diags *d, SrcRange at, const char *what, const char *s)
 {
     if (!s) return;
-    long cc = control_char_at(s);
+    long cc = plan_control_char_at(s);
+    char ch[16];
     if (cc >= 0)
-        diag_error(d, at, "%s contains a control character (byte 0x%02x at offset %ld)",
-                   what, (unsigned char)s[cc], cc);
+        diag_error(d, at, "%s contains a control character (%s at offset %ld)", what, plan_control_char_name(s, cc, ch), cc);
 }
 
 static int compare_strings(const void *a, const void *b)
@@ -98,7 +101,7 @@ static void check_cluster(const PlanCluster *c, Diags *d)
         return;
     }
     for (int i = 0; i < c->nhosts; i++) {
-        if (!slurm_name_ok(c->hosts[i]) || control_char_at(c->hosts[i]) >= 0) {
+        if (!slurm_name_ok(c->hosts[i]) || plan_control_char_at(c->hosts[i]) >= 0) {
             check_name(d, c->hostlist_at, "node name", c->hosts[i]);
             break;   /* one message for the hostlist, not one per node */
         }
@@ -171,20 +174,35 @@ static void check_site(const PlanSite *s, Diags *d)
         for (const char *p = n; ok && *p; p++)
             ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
         if (!ok) diag_error(d, s->env[i].at, "environment variable name '%s' is not a shell name", n ? n : "");
-        else if (!s->env[i].value || control_char_at(s->env[i].value) >= 0)
+        else if (!s->env[i].value || plan_control_char_at(s->env[i].value) >= 0)
             diag_error(d, s->env[i].at, "environment variable '%s' has no value or a control character in it", n);
     }
     for (int i = 0; i < s->nsetup; i++)
-        if (!s->setup[i] || control_char_at(s->setup[i]) >= 0)
+        if (!s->setup[i] || plan_control_char_at(s->setup[i]) >= 0)
             diag_error(d, s->setup_at, "setup line %d is missing or has a control character", i + 1);
     if (s->container != CONTAINER_NONE) {
-        if (!s->image || !*s->image || control_char_at(s->image) >= 0 || strpbrk(s->image, " ,"))
+        if (!s->image || !*s->image || plan_control_char_at(s->image) >= 0 || strpbrk(s->image, " ,"))
             diag_error(d, s->image_at, "container image is empty or has white space, ',' or a control character");
         for (int i = 0; i < s->nmounts; i++)
-            if (!s->mounts[i] || s->mounts[i][0] != '/' || control_char_at(s->mounts[i]) >= 0 ||
+            if (!s->mounts[i] || s->mounts[i][0] != '/' || plan_control_char_at(s->mounts[i]) >= 0 ||
                 strpbrk(s->mounts[i], " ,"))
                 diag_error(d, s->mounts_at, "container mount %d must be an absolute SRC[:DST[:ro|rw]] without white space or ','",
                            i + 1);
+    }
+}
+
+/* A merge job: LLaMA-Factory on GPU nodes (its container and CLI), the
+ * paths its YAML and script take. */
+static void check_merge(const PlanMerge *m, const JobLayout *L, Diags *d)
+{
+    check_name(d, m->at, "merge block name", m->name);
+    if (m->model) check_path(d, m->model->path_at, "model path", m->model->path);
+    check_path(d, m->output_at, "merge output directory", m->output_dir);
+    if (m->adapter) check_path(d, m->adapter->output_at, "output directory", m->adapter->output_dir);
+    if (!L->gpu) {
+        Diag *g = diag_error(d, L->job->run_at, "merge job '%s' runs LLaMA-Factory, which needs a GPU cluster; '%s' "
+                             "has no GPUs", L->job->name, L->cluster->name);
+        diag_help(g, "run the merge on the cluster its LoRA run trained on");
     }
 }
 
@@ -196,7 +214,7 @@ static void check_job(const PlanJob *job, Diags *d)
     if (job->account) check_name(d, job->account_at, "account", job->account);
     if (job->qos) check_name(d, job->qos_at, "qos", job->qos);
     check_site(&job->site, d);
-    if (!job->cluster || !job->run) return;   /* the checker reported it */
+    if (!job->cluster || (!job->run && !job->merge)) return;   /* the checker reported it */
 
     const PlanCluster *c = job->cluster;
     JobLayout L;
@@ -243,13 +261,19 @@ static void check_job(const PlanJob *job, Diags *d)
     if (!*log_dir) {
         diag_error(d, job->log_dir_at, "log directory is empty");
     } else if (bad >= 0) {
-        unsigned char ch = (unsigned char)log_dir[bad];
-        Diag *g = (ch < ' ' || ch == 0x7f)
-            ? diag_error(d, job->log_dir_at, "log directory contains a control character (byte 0x%02x at offset %ld)", ch, bad)
-            : diag_error(d, job->log_dir_at, "log directory contains '%c' (offset %ld), which #SBATCH --output cannot take", ch, bad);
+        char ch[16];
+        Diag *g = plan_control_char_at(log_dir) == bad
+            ? diag_error(d, job->log_dir_at, "log directory contains a control character (%s at offset %ld)",
+                         plan_control_char_name(log_dir, bad, ch), bad)
+            : diag_error(d, job->log_dir_at, "log directory contains '%c' (offset %ld), which #SBATCH --output cannot take",
+                         log_dir[bad], bad);
         diag_note(g, "#SBATCH lines are not shell: they cannot be quoted, and %% starts a Slurm filename pattern");
     }
 
+    if (job->merge) {
+        check_merge(job->merge, &L, d);
+        return;
+    }
     /* strings that reach the LLaMA-Factory YAML, plan.json and dataset_info */
     const PlanTrain *t = job->run;
     check_name(d, t->at, "train block name", t->name);

@@ -42,12 +42,10 @@ void slurm_time(Buf *, double seconds);
 /* A name that may appear bare in a Slurm config line, an #SBATCH directive,
  * a shell word and a file name: [A-Za-z0-9._-]+, not starting with '-' or '.'. */
 bool slurm_name_ok(const char *s);
-/* A path for #SBATCH --output and the shell: no whitespace, control bytes,
+/* A path for #SBATCH --output and the shell: no whitespace, control characters,
  * quotes, backslash or shell/Slurm-pattern metacharacters ($ ` % ; & | < > ( )
  * * ? [ ] { } ! # ~ ,). Returns the first offending byte's offset, or -1. */
 long sbatch_path_bad_at(const char *s);
-/* Offset of the first control byte (newline, tab, ...), or -1. */
-long control_char_at(const char *s);
 
 /* ---- templates (emit_template.c) ----
  * A template is text with holes {{name}} and conditional lines:
@@ -82,7 +80,8 @@ char *template_fill(Tmpl *t, const char *name, char *err, size_t errlen);
 /* ---- the per-job layout (emit_check.c) ---- */
 typedef struct {
     const PlanJob *job;
-    const PlanTrain *train;
+    const PlanTrain *train;   /* NULL for a merge job */
+    const PlanMerge *merge;   /* a merge job's merge; NULL else */
     const PlanCluster *cluster;
     bool gpu;                 /* the cluster has GPUs (GRES lines, --gres) */
     const char *gres_type;    /* "h100_80gb"; NULL on CPU-only clusters and for an
@@ -142,6 +141,10 @@ char *emit_dataset_info(const JobLayout *, char *err, size_t errlen);
 char *emit_plan_json(const JobLayout *, const Estimate *, char *err, size_t errlen);
 char *emit_lf_yaml(const JobLayout *, const Estimate *, char *err, size_t errlen);
 char *emit_lf_deepspeed(const JobLayout *, char *err, size_t errlen);
+/* A merge job's YAML for `llamafactory-cli export` (emit_lf_merge.c); its
+ * adapter is L->start_path. */
+char *emit_lf_merge_yaml(const JobLayout *, char *err, size_t errlen);
+const char *lf_merge_yaml_name(void);
 /* Slurm on Kubernetes (emit_k8s.c): the files that replace slurm.conf and
  * gres.conf on a cluster with `slurm = slinky` or `slurm = soperator`. */
 typedef struct {

@@ -306,6 +306,49 @@ char *emit_lf_yaml(const JobLayout *L, const Estimate *e, char *err, size_t errl
     return yw_document("", false, lf_document, &c, err, errlen);
 }
 
+/* ---- a merge job: llamafactory-cli export ---- */
+
+const char *lf_merge_yaml_name(void) { return LLMC_MERGE_YAML; }
+
+/* export_model (train/tuner.py) after get_infer_args (hparams/parser.py),
+ * whose parser is ModelArguments, DataArguments, FinetuningArguments and
+ * GeneratingArguments only: no training argument may appear. The base in
+ * model_name_or_path (never quantised: LLaMA-Factory cannot merge into a
+ * quantised model, so a QLoRA adapter is merged into the 16-bit base), the
+ * adapter (the LoRA run's output), the run's template (export fixes the
+ * tokenizer with it and saves it beside the weights) and stage (rm: its value
+ * head is copied too); export_* as the merge block says. */
+static void lf_merge_body(Yaml *y, const JobLayout *L)
+{
+    static const char *const dtypes[] = {"auto", "bfloat16", "float16", "float32"};   /* MergeDtype */
+    static const char *const devices[] = {"cpu", "auto"};                            /* MergeDevice */
+    const PlanMerge *m = L->merge;
+    const PlanTrain *t = m->adapter;
+    char *path = artifact_path(L, m->model->path);
+    yw_str(y, "model_name_or_path", path);
+    free(path);
+    path = artifact_path(L, L->start_path ? L->start_path : t->output_dir);
+    yw_str(y, "adapter_name_or_path", path);
+    free(path);
+    yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
+    yw_str(y, "finetuning_type", method_json_names[METHOD_LORA]);
+    yw_str(y, "stage", name_stage(t->stage));
+    yw_str(y, "infer_dtype", dtypes[m->dtype]);
+    path = artifact_path(L, m->output_dir);
+    yw_str(y, "export_dir", path);
+    free(path);
+    yw_int(y, "export_size", m->shard_gb);
+    yw_str(y, "export_device", devices[m->device]);
+    yw_bool(y, "export_legacy_format", m->legacy_format);
+}
+
+static void lf_merge_document(Yaml *y, const void *ctx) { lf_merge_body(y, ctx); }
+
+char *emit_lf_merge_yaml(const JobLayout *L, char *err, size_t errlen)
+{
+    return yw_document("", false, lf_merge_document, L, err, errlen);
+}
+
 /* DeepSpeed config as LLaMA-Factory's examples/deepspeed/ds_z{0,2,3}_config.json
  * and ds_z{2,3}_offload_config.json ("auto" values are filled by the HF
  * Trainer from the YAML); ZeRO-1 is the ZeRO-2 file with stage 1; ZeRO-3 with

@@ -159,16 +159,45 @@ static void site_vars(Tmpl *t, const JobLayout *L)
     buf_free(&b);
 }
 
+/* A hole holding path single-quoted for the shell (path is freed). */
+static void set_quoted(Tmpl *t, const char *name, char *path)
+{
+    Buf b;
+    buf_init(&b);
+    sh_quote(&b, path ? path : "");
+    free(path);
+    tmpl_set(t, name, b.data ? b.data : "");
+    buf_free(&b);
+}
+
+/* The holes of the LLaMA-Factory template's two kinds of job: a training run
+ * (its output_dir, resumed from) or a merge (`llamafactory-cli export` of the
+ * merge's YAML, the merged model's directory checked at the end). */
+static void lf_job_vars(Tmpl *t, const JobLayout *L)
+{
+    const PlanMerge *m = L->merge;
+    const PlanTrain *train = m ? m->adapter : L->train;
+    tmpl_set(t, "training", m ? "" : "1");
+    tmpl_set(t, "merging", m ? "1" : "");
+    tmpl_set(t, "merge", m ? m->name : "");
+    tmpl_set(t, "train", train ? train->name : "");
+    tmpl_set(t, "stage", m || !train ? "" : name_stage(train->stage));
+    tmpl_set(t, "marker", m ? lf_merge_yaml_name() : "plan.json");
+    tmpl_set(t, "lf_command", m ? "export" : "train");
+    tmpl_set(t, "yaml", m ? lf_merge_yaml_name() : lf_yaml_name());
+    tmpl_set(t, "deepspeed", m ? "" : lf_deepspeed_name(L));
+    tmpl_set(t, m ? "output_dir_q" : "export_dir_q", "");
+    set_quoted(t, m ? "export_dir_q" : "output_dir_q", m ? artifact_path(L, m->output_dir) : artifact_output_dir(L));
+}
+
 char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t errlen)
 {
     const PlanJob *job = L->job;
     const PlanTrain *train = L->train;
-    bool lf = train->backend == BACKEND_LLAMAFACTORY;
+    bool lf = L->merge || train->backend == BACKEND_LLAMAFACTORY;
     Tmpl t;
     tmpl_init(&t);
     tmpl_set(&t, "job", job->name);
-    tmpl_set(&t, "train", train->name);
-    tmpl_set(&t, "stage", name_stage(train->stage));
     tmpl_set(&t, "cluster", L->cluster->name);
     tmpl_set(&t, "partition", L->cluster->partition);
     tmpl_setf(&t, "nodes", "%d", job->nodes);
@@ -194,33 +223,30 @@ char *emit_job_script(const JobLayout *L, const Estimate *e, char *err, size_t e
     tmpl_set(&t, "qos", job->qos ? job->qos : "");
     tmpl_set(&t, "requeue", job->requeue ? "1" : "");
     tmpl_set(&t, "no_requeue", job->requeue ? "" : "1");
-    int lead = job_stop_signal_seconds(L, e);
+    /* a merge is not stopped at a checkpoint: it is short, and a requeued
+     * export starts over */
+    int lead = L->merge ? 0 : job_stop_signal_seconds(L, e);
     if (lead > 0) tmpl_setf(&t, "signal_seconds", "%d", lead);
     else tmpl_set(&t, "signal_seconds", "");
     if (lf) {
-        char *out_dir = artifact_output_dir(L);
-        buf_init(&b);
-        sh_quote(&b, out_dir ? out_dir : "");
-        free(out_dir);
-        tmpl_set(&t, "output_dir_q", b.data);
-        buf_free(&b);
+        lf_job_vars(&t, L);
         /* after another job: the file LLaMA-Factory saves last into output_dir
-         * (the adapter's config, or the model's after save_model) */
-        char *start = L->start_path ? artifact_path(L, L->start_path) : NULL;
-        buf_init(&b);
-        if (start) sh_quote(&b, start);
-        free(start);
-        tmpl_set(&t, "start_path_q", b.data ? b.data : "");
-        buf_free(&b);
+         * (the adapter's config, or the model's after save_model or export) */
+        if (L->start_path) set_quoted(&t, "start_path_q", artifact_path(L, L->start_path));
+        else tmpl_set(&t, "start_path_q", "");
         tmpl_set(&t, "after_job", L->start_path && job->after ? job->after->name : "");
-        tmpl_set(&t, "start_what", !L->start_path ? "" : L->start_adapter ? "its LoRA adapter" : "its model");
+        bool after_merge = job->after && job->after->merge;
+        tmpl_set(&t, "start_what", !L->start_path ? "" : L->start_adapter ? "its LoRA adapter"
+                                   : after_merge ? "the merged model" : "its model");
+        tmpl_set(&t, "start_why", !L->start_path ? "" : after_merge ? "LLaMA-Factory has no model to load"
+                                  : "LLaMA-Factory would fail after loading the base");
         tmpl_set(&t, "start_file", !L->start_path ? "" : L->start_adapter ? "adapter_config.json" : "config.json");
         tmpl_setf(&t, "gpus_per_node", "%d", L->gpus_per_node);
-        tmpl_set(&t, "yaml", lf_yaml_name());
-        tmpl_set(&t, "deepspeed", lf_deepspeed_name(L));
         tmpl_setf(&t, "cpus_per_node", "%d", L->cpus_per_task * L->tasks_per_node);
         return template_fill(&t, "job_llamafactory.slurm", err, errlen);
     }
+    tmpl_set(&t, "train", train->name);
+    tmpl_set(&t, "stage", name_stage(train->stage));
     tmpl_setf(&t, "world_size", "%d", L->world_size);
     tmpl_set(&t, "trainer", L->gpu ? "llmc-train-cuda" : "llmc-train");
     return template_fill(&t, "job_llmc.slurm", err, errlen);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "emit_internal.h"
+#include "plan_limits.h"   /* contract/: plan_control_char_at */
 
 void buf_init(Buf *b) { memset(b, 0, sizeof *b); }
 
@@ -150,20 +151,12 @@ bool slurm_name_ok(const char *s)
 long sbatch_path_bad_at(const char *s)
 {
     static const char bad[] = "'\"\\$`%;&|<>()*?[]{}!#~,=";
-    for (const char *p = s; *p; p++) {
+    long cc = plan_control_char_at(s);   /* C1 controls too: they are two bytes, not one */
+    for (const char *p = s; *p && (cc < 0 || p - s < cc); p++) {
         unsigned char c = (unsigned char)*p;
-        if (c <= ' ' || c == 0x7f || strchr(bad, c)) return p - s;
+        if (c <= ' ' || strchr(bad, c)) return p - s;
     }
-    return -1;
-}
-
-long control_char_at(const char *s)
-{
-    for (const char *p = s; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c < ' ' || c == 0x7f) return p - s;
-    }
-    return -1;
+    return cc;
 }
 
 /* ---- relative paths between the run directory and the output ---- */

@@ -161,6 +161,16 @@ typedef struct {
     double startup_seconds;                 /* the first start: tokenisation + model load */
     double wall_seconds;                    /* training + every start + every save, all segments */
     bool mix_scaled;                        /* an interleaved mixture decided the samples per epoch */
+    /* ---- a merge job: llamafactory-cli export (docs/language.md, "merge NAME"). It fills
+       params_total, load_bytes/seconds, startup_seconds, host_*, total_bytes/usable_bytes/fits
+       (device = auto: per GPU), time_limit_seconds and wall_seconds too ---- */
+    bool merge;                             /* the job merges an adapter; nothing is trained */
+    double merge_adapter_params;            /* the LoRA adapter's parameters (read in fp32) */
+    double merge_value_bytes;               /* bytes per weight of the merged model (its dtype) */
+    double merge_flops;                     /* B x A of every adapted matrix, added into it */
+    double merge_seconds;                   /* those FLOPs on the node's CPUs or one GPU */
+    double merge_write_bytes;               /* the merged weights, written as safetensors shards */
+    double merge_write_seconds;
 } Estimate;
 
 /* What is trained and where the states live: the inputs of the estimate that

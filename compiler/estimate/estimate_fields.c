@@ -56,6 +56,13 @@
     X(checkpoint_every_steps, EST_NUM, -1) X(checkpoints_total, EST_NUM, -1) X(resume_seconds, EST_NUM, -1) \
     X(startup_seconds, EST_NUM, -1) X(wall_seconds, EST_NUM, -1)
 
+/* A merge job's own rows (Estimate.merge; docs/language.md, "merge NAME"),
+ * after the others and only for a merge job: explain alone prints them. */
+#define ESTIMATE_MERGE_FIELDS(X) \
+    X(merge, EST_BOOL, -1) X(merge_adapter_params, EST_NUM, -1) X(merge_value_bytes, EST_NUM, -1) \
+    X(merge_flops, EST_NUM, -1) X(merge_seconds, EST_NUM, -1) X(merge_write_bytes, EST_NUM, -1) \
+    X(merge_write_seconds, EST_NUM, -1)
+
 static const char *reference_name(RefKind r)
 {
     return r == REF_COPY ? "copy" : r == REF_ADAPTERS_OFF ? "adapters_off" : "none";
@@ -71,9 +78,11 @@ int estimate_fields(const Estimate *e, EstimateField out[ESTIMATE_FIELD_MAX])
 {
     int n = 0;
     ESTIMATE_FIELDS(EST_ROW)
+    if (e->merge) { ESTIMATE_MERGE_FIELDS(EST_ROW) }
     return n;
 }
 
 /* The same rows' count, checked by the array size above at compile time. */
 #define EST_ONE(f, k, pos) +1
-_Static_assert(0 ESTIMATE_FIELDS(EST_ONE) <= ESTIMATE_FIELD_MAX, "ESTIMATE_FIELD_MAX is below the rows");
+_Static_assert(0 ESTIMATE_FIELDS(EST_ONE) ESTIMATE_MERGE_FIELDS(EST_ONE) <= ESTIMATE_FIELD_MAX,
+               "ESTIMATE_FIELD_MAX is below the rows");

@@ -252,8 +252,9 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                  3.0 * hm->n_floats * sizeof(float) / 1073741824.0);
     CudaFinetune ft;
     if (cu_finetune(c, hm, &ft)) return -1;
+    CudaNumerics num = {.seed = (uint32_t)plan->seed};
     if (cuda_model_create_ft(&c->cm, &plan->model, MB, T, rc_mode, attn, &par, c->offload ? &host : NULL,
-                             &ft) != 0)
+                             &ft, &num) != 0)
         return -1;
     c->have_cm = 1;
     c->base_used = device_used();

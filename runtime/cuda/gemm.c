@@ -22,6 +22,8 @@ typedef struct {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t spare[GEMM_TUNE_ALGOS];   /* FP8: cuBLASLt's further candidates, in its order */
+    int n_spare;
 } GemmPlan;
 
 struct Gemm {
@@ -38,8 +40,9 @@ static void lt_check(cublasStatus_t st, const char *what, const GemmArgs *a)
 {
     if (st == CUBLAS_STATUS_SUCCESS) return;
     log_error("cuBLASLt %s failed (status %d) for M=%d N=%d K=%d transA=%d transB=%d "
-              "batch=%d d_f32=%d", what, (int)st, a ? a->M : 0, a ? a->N : 0, a ? a->K : 0,
-              a ? a->transA : 0, a ? a->transB : 0, a ? a->batch : 0, a ? a->d_f32 : 0);
+              "batch=%d d_f32=%d types=%d,%d beta=%g c_is_d=%d", what, (int)st, a ? a->M : 0, a ? a->N : 0,
+              a ? a->K : 0, a ? a->transA : 0, a ? a->transB : 0, a ? a->batch : 0, a ? a->d_f32 : 0,
+              a ? a->a_type : 0, a ? a->b_type : 0, a ? (double)a->beta : 0.0, a ? !a->C || a->C == a->D : 0);
     exit(1);   /* a failing library call, as CUDA_CHECK: the device state is unknown */
 }
 
@@ -92,7 +95,8 @@ static int same_shape(const GemmArgs *x, const GemmArgs *y)
     return x->transA == y->transA && x->transB == y->transB && x->M == y->M && x->N == y->N &&
            x->K == y->K && x->lda == y->lda && x->ldb == y->ldb && x->ldd == y->ldd &&
            x->strideA == y->strideA && x->strideB == y->strideB && x->strideD == y->strideD &&
-           x->d_f32 == y->d_f32 && x->batch == y->batch;
+           x->d_f32 == y->d_f32 && x->batch == y->batch && x->a_type == y->a_type && x->b_type == y->b_type &&
+           x->fast_accum == y->fast_accum;
 }
 
 /* LLMC_GEMM_TUNE=1: of cuBLASLt's first GEMM_TUNE_ALGOS candidates for a new shape,
@@ -146,6 +150,11 @@ static int align_of(const void *p)
     return al;
 }
 
+static cudaDataType_t elem_type(int t)
+{
+    return t == GEMM_E4M3 ? CUDA_R_8F_E4M3 : t == GEMM_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_16BF;
+}
+
 static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
 {
     const void *C = a->C ? a->C : a->D;
@@ -153,6 +162,7 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     GemmArgs key = *a;
     key.A = key.B = key.C = NULL;
     key.D = NULL;
+    key.a_scale = key.b_scale = NULL;
     key.alpha = key.beta = 0.f;
     if (key.batch < 1) key.batch = 1;
     for (int i = 0; i < g->n_plans; i++)
@@ -178,8 +188,14 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     uint64_t a_rows = key.transB ? key.K : key.N, a_cols = key.transB ? key.N : key.K;
     uint64_t b_rows = key.transA ? key.M : key.K, b_cols = key.transA ? key.K : key.M;
     cudaDataType_t dt = key.d_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    lt_check(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, a_rows, a_cols, key.ldb), "layout", a);
-    lt_check(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, b_rows, b_cols, key.lda), "layout", a);
+    if (key.a_type || key.b_type) {
+        if (key.transA || !key.transB || key.batch > 1 || key.K % 16) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "fp8 layout", a);
+        int8_t fast = (int8_t)(key.fast_accum != 0);
+        lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast),
+                 "fast accumulation", a);
+    }
+    lt_check(cublasLtMatrixLayoutCreate(&p->la, elem_type(key.b_type), a_rows, a_cols, key.ldb), "layout", a);
+    lt_check(cublasLtMatrixLayoutCreate(&p->lb, elem_type(key.a_type), b_rows, b_cols, key.lda), "layout", a);
     lt_check(cublasLtMatrixLayoutCreate(&p->lc, dt, key.N, key.M, key.ldd), "layout", a);
     set_batch(p->la, key.batch, key.strideB, a);
     set_batch(p->lb, key.batch, key.strideA, a);
@@ -199,11 +215,16 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     }
     cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
     int found = 0;
+    int fp8 = key.a_type || key.b_type;
     lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
-                                            g->tune ? GEMM_TUNE_ALGOS : 1, res, &found), "heuristic", a);
+                                            g->tune || fp8 ? GEMM_TUNE_ALGOS : 1, res, &found), "heuristic", a);
     cublasLtMatmulPreferenceDestroy(pref);
     if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
-    p->algo = res[found > 1 ? fastest(g, p, a, res, found) : 0].algo;
+    p->algo = res[found > 1 && g->tune ? fastest(g, p, a, res, found) : 0].algo;
+    /* FP8: the heuristic does not see beta, and some of its FP8 kernels refuse a
+     * product accumulated onto D (NOT_SUPPORTED at the call): gemm_run falls back
+     * to the next candidate, in the heuristic's fixed order (the same choice every run) */
+    for (int k = 1; fp8 && !g->tune && k < found; k++) p->spare[p->n_spare++] = res[k].algo;
     g->n_plans++;
     return p;
 }
@@ -212,6 +233,18 @@ void gemm_run(Gemm *g, const GemmArgs *a)
 {
     const void *C = a->C ? a->C : a->D;
     GemmPlan *p = plan_for(g, a, C == a->D);
-    lt_check(cublasLtMatmul(g->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, C, p->lc,
-                            a->D, p->lc, &p->algo, g->ws, g->ws_bytes, g->stream), "matmul", a);
+    if (a->a_type || a->b_type) {   /* cuBLASLt's A is our B; the scales are read when the product runs */
+        lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a->b_scale,
+                                                sizeof a->b_scale), "scale", a);
+        lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a->a_scale,
+                                                sizeof a->a_scale), "scale", a);
+    }
+    cublasStatus_t st;
+    while ((st = cublasLtMatmul(g->lt, p->desc, &a->alpha, a->B, p->la, a->A, p->lb, &a->beta, C, p->lc, a->D, p->lc,
+                                &p->algo, g->ws, g->ws_bytes, g->stream)) == CUBLAS_STATUS_NOT_SUPPORTED &&
+           p->n_spare > 0) {
+        p->algo = p->spare[0];
+        memmove(p->spare, p->spare + 1, --p->n_spare * sizeof p->spare[0]);
+    }
+    lt_check(st, "matmul", a);
 }

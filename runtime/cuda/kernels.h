@@ -90,10 +90,28 @@ void k_adamw(float *master, uint16_t *master_lo, bf16_t *param, const float *gra
              size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
              float bc1, float bc2, const float *sumsq, float grad_mult, float clip, kstream_t s);
 
+/* The same with bf16 moments (optimizer_states = bf16): m and v hold bf16 bits,
+ * updated in fp32 and stored with contract/bf16_round.h's stochastic rounding
+ * keyed by (seed, step, goff + i, 0 for m / 1 for v). */
+void k_adamw_bf16(float *master, uint16_t *master_lo, bf16_t *param, const float *grad, uint16_t *m, uint16_t *v,
+                  size_t n, size_t goff, size_t decay_end, float lr, float b1, float b2, float eps, float wd,
+                  float bc1, float bc2, const float *sumsq, float grad_mult, float clip, uint32_t seed,
+                  uint32_t step, kstream_t s);
+
 /* ZeRO-2/3 (kernels_zero.cu): acc[i] += x[i]; and out[k] = sum of x^2 over block k
  * ([k*block, (k+1)*block) of x, the last one short), one fixed tree per block. */
 void k_add_f32(float *acc, const float *x, size_t n, kstream_t s);
 void k_sumsq_blocks(float *out, const float *x, size_t n, int block, kstream_t s);
+
+/* FP8 (kernels_fp8.cu), precision = fp8: amax[0] = max(amax[0], max |x|) (amax
+ * zeroed by the caller; n a multiple of 8); and the FP8 copy of x [rows, cols]
+ * scaled by the power of two that puts *amax in the format's top binade
+ * (E4M3, or E5M2 for gradients): out [rows, cols] and/or outT [cols, rows] (NULL:
+ * not written), *scale_inv = 1 / scale (NULL: not written). rows, cols: multiples
+ * of 8. */
+void k_fp8_amax(float *amax, const bf16_t *x, size_t n, kstream_t s);
+void k_fp8_quant(uint8_t *out, uint8_t *outT, float *scale_inv, const bf16_t *x, int rows, int cols,
+                 const float *amax, int e5m2, kstream_t s);
 
 /* Initialisation and conversion. */
 void k_init_normal(float *x, size_t n, uint64_t seed, float std, kstream_t s);

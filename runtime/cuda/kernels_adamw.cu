@@ -1,7 +1,9 @@
 /* kernels_adamw.cu — the gradient norm (deterministic two-stage sum of squares), AdamW with
- * clipping (torch.optim.AdamW semantics, decoupled decay), on fp32 or split master weights. */
+ * clipping (torch.optim.AdamW semantics, decoupled decay), on fp32 or split master weights, with
+ * fp32 or bf16 moments (bf16: updated in fp32, stored with bf16_round.h's stochastic rounding). */
 #include "kernels_common.cuh"
 #include "master_split.h"
+#include "bf16_round.h"
 
 /* 16-byte loads when x is 16-byte aligned (the tail, or an unaligned x, element-wise). */
 __global__ void sumsq_part_k(float *part, const float *x, size_t n)
@@ -39,10 +41,45 @@ extern "C" void k_sumsq(float *out, float *scratch, const float *x, size_t n, ks
 typedef struct {
     float lr, b1, b2, eps, wd, bc1, bc2, scale;
     size_t goff, decay_end;
+    uint32_t seed, step;        /* bf16 moments: the rounding's random bits */
 } AdamArgs;
 
-static __device__ __forceinline__ float adam_one(float *p, float g, float *m, float *v, size_t gi, const AdamArgs &a)
+/* Moments: fp32 arrays (float), or bf16 bits (uint16_t) rounded stochastically
+ * by element index, so the result is the same for any launch shape or shard. */
+static __device__ __forceinline__ float mom_load(const float *p, size_t i) { return p[i]; }
+static __device__ __forceinline__ float mom_load(const uint16_t *p, size_t i) { return __uint_as_float((uint32_t)p[i] << 16); }
+static __device__ __forceinline__ void mom_store(float *p, size_t i, float x, size_t, uint32_t, const AdamArgs &)
 {
+    p[i] = x;
+}
+static __device__ __forceinline__ void mom_store(uint16_t *p, size_t i, float x, size_t gi, uint32_t which,
+                                                 const AdamArgs &a)
+{
+    p[i] = br_round(__float_as_uint(x), br_bits(a.seed, a.step, gi, which));
+}
+static __device__ __forceinline__ float4 mom_load4(const float *p, size_t i) { return ((const float4 *)p)[i]; }
+static __device__ __forceinline__ float4 mom_load4(const uint16_t *p, size_t i)
+{
+    uint2 u = ((const uint2 *)p)[i];
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
+static __device__ __forceinline__ void mom_store4(float *p, size_t i, float4 x, size_t, uint32_t, const AdamArgs &)
+{
+    ((float4 *)p)[i] = x;
+}
+static __device__ __forceinline__ void mom_store4(uint16_t *p, size_t i, float4 x, size_t gi, uint32_t which,
+                                                  const AdamArgs &a)
+{
+    uint32_t r0 = br_round(__float_as_uint(x.x), br_bits(a.seed, a.step, gi, which));
+    uint32_t r1 = br_round(__float_as_uint(x.y), br_bits(a.seed, a.step, gi + 1, which));
+    uint32_t r2 = br_round(__float_as_uint(x.z), br_bits(a.seed, a.step, gi + 2, which));
+    uint32_t r3 = br_round(__float_as_uint(x.w), br_bits(a.seed, a.step, gi + 3, which));
+    ((uint2 *)p)[i] = make_uint2(r0 | r1 << 16, r2 | r3 << 16);
+}
+
+static __device__ __forceinline__ float adam_one(float *p, float g, float *m, float *v, size_t gi, const AdamArgs &a)
+{   /* m, v: in and out, fp32 (the caller loads and stores them) */
     g *= a.scale;
     float mi = a.b1 * *m + (1.f - a.b1) * g;
     float vi = a.b2 * *v + (1.f - a.b2) * g * g;
@@ -83,8 +120,8 @@ static __device__ __forceinline__ void master_store(float *master, uint16_t *lo,
  * 14 written per parameter; split: 16 and 12): groups of 4 elements through
  * 16-byte accesses (8-byte for the bf16 and 16-bit halves) when every array is
  * aligned for it, element-wise otherwise and for the tail. */
-template <bool SPLIT>
-__global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *grad, float *m, float *v, size_t n,
+template <bool SPLIT, typename Mom>
+__global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *grad, Mom *m, Mom *v, size_t n,
                         AdamArgs a, const float *sumsq, float grad_mult, float clip)
 {
     a.scale = grad_mult;
@@ -93,12 +130,13 @@ __global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *g
         a.scale *= fminf(1.f, clip / (norm + 1e-6f));
     }
     size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-    int aligned = ((uintptr_t)grad | (uintptr_t)m | (uintptr_t)v | (SPLIT ? 0 : (uintptr_t)master)) % 16 == 0 &&
+    int aligned = ((uintptr_t)grad | (SPLIT ? 0 : (uintptr_t)master)) % 16 == 0 &&
+                  ((uintptr_t)m | (uintptr_t)v) % (4 * sizeof(Mom)) == 0 &&
                   ((uintptr_t)param | (SPLIT ? (uintptr_t)lo : 0)) % 8 == 0;
     size_t n4 = aligned ? n / 4 : 0;
     for (size_t i = tid; i < n4; i += stride) {
         float4 p4, g4 = ((const float4 *)grad)[i];
-        float4 m4 = ((float4 *)m)[i], v4 = ((float4 *)v)[i];
+        float4 m4 = mom_load4(m, i), v4 = mom_load4(v, i);
         if (SPLIT) {   /* the bf16 weights are read only here: they are the master's upper halves */
             uint2 w4 = ((const uint2 *)param)[i], l4 = ((const uint2 *)lo)[i];
             p4 = make_float4(__uint_as_float(ms_join(w4.x & 0xffffu, l4.x & 0xffffu)),
@@ -113,8 +151,8 @@ __global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *g
         float y1 = adam_one(&p4.y, g4.y, &m4.y, &v4.y, gi + 1, a);
         float y2 = adam_one(&p4.z, g4.z, &m4.z, &v4.z, gi + 2, a);
         float y3 = adam_one(&p4.w, g4.w, &m4.w, &v4.w, gi + 3, a);
-        ((float4 *)m)[i] = m4;
-        ((float4 *)v)[i] = v4;
+        mom_store4(m, i, m4, gi, 0, a);
+        mom_store4(v, i, v4, gi, 1, a);
         if (SPLIT) {
             uint32_t b0 = __float_as_uint(y0), b1 = __float_as_uint(y1), b2 = __float_as_uint(y2),
                      b3 = __float_as_uint(y3);
@@ -129,8 +167,10 @@ __global__ void adamw_k(float *master, uint16_t *lo, bf16 *param, const float *g
         }
     }
     for (size_t i = n4 * 4 + tid; i < n; i += stride) {
-        float x = master_load<SPLIT>(master, lo, param, i);
-        adam_one(&x, grad[i], &m[i], &v[i], a.goff + i, a);
+        float x = master_load<SPLIT>(master, lo, param, i), mi = mom_load(m, i), vi = mom_load(v, i);
+        adam_one(&x, grad[i], &mi, &vi, a.goff + i, a);
+        mom_store(m, i, mi, a.goff + i, 0, a);
+        mom_store(v, i, vi, a.goff + i, 1, a);
         master_store<SPLIT>(master, lo, param, i, x);
     }
 }
@@ -141,7 +181,21 @@ extern "C" void k_adamw(float *master, uint16_t *master_lo, bf16_t *param, const
 {
     unsigned blocks = blocks_for(n / 4 + 1, 256);
     if (blocks > 132 * 8) blocks = 132 * 8;
-    AdamArgs a = {lr, b1, b2, eps, wd, bc1, bc2, 1.f, goff, decay_end};
+    AdamArgs a = {lr, b1, b2, eps, wd, bc1, bc2, 1.f, goff, decay_end, 0, 0};
+    if (master_lo)
+        adamw_k<true><<<blocks, 256, 0, s>>>(NULL, master_lo, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
+    else
+        adamw_k<false><<<blocks, 256, 0, s>>>(master, NULL, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
+}
+
+extern "C" void k_adamw_bf16(float *master, uint16_t *master_lo, bf16_t *param, const float *grad, uint16_t *m,
+                             uint16_t *v, size_t n, size_t goff, size_t decay_end, float lr, float b1, float b2,
+                             float eps, float wd, float bc1, float bc2, const float *sumsq, float grad_mult,
+                             float clip, uint32_t seed, uint32_t step, kstream_t s)
+{
+    unsigned blocks = blocks_for(n / 4 + 1, 256);
+    if (blocks > 132 * 8) blocks = 132 * 8;
+    AdamArgs a = {lr, b1, b2, eps, wd, bc1, bc2, 1.f, goff, decay_end, seed, step};
     if (master_lo)
         adamw_k<true><<<blocks, 256, 0, s>>>(NULL, master_lo, (bf16 *)param, grad, m, v, n, a, sumsq, grad_mult, clip);
     else

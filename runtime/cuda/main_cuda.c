@@ -47,18 +47,21 @@ static void usage(FILE *out)
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--accum N] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
           "        [--selective-recompute] [--zero1] [--offload] [--eager-attention] [--seed S] [--lora-rank R]\n"
-          "        [--nondeterministic]\n"
+          "        [--nondeterministic] [--fp8] [--master-weights fp32|split] [--optimizer-states fp32|bf16]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
           "        (LLMC_PHASE_TIMES=1: as many steps again with per-phase GPU times on stderr)\n"
           "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
           "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X] [--recompute]\n"
           "        [--selective-recompute] [--offload] [--eager-attention] [--lora DIR] [--nondeterministic]\n"
+          "        [--fp8] [--master-weights fp32|split] [--optimizer-states fp32|bf16]\n"
           "        write step-0 logits and gradients and the loss of every step (tests/cuda/);\n"
           "        --lora DIR: train the PEFT adapter in DIR on the frozen base (gradients of the\n"
           "        adapters, and the trained adapter written to OUT/adapter)\n"
           "  --nondeterministic: fused attention's backward with float atomics (cuDNN's, or the\n"
           "        flash kernels' dQ): faster, different bits every run (the plan key\n"
           "        train.deterministic = false)\n"
+          "  --fp8, --master-weights, --optimizer-states: the plan keys train.precision = fp8,\n"
+          "        train.master_weights and train.optimizer_states\n"
           "\n"
           "  --help, --version   (every command takes --help; --opt=VALUE or --opt VALUE)\n"
           "\n"
@@ -68,9 +71,16 @@ static void usage(FILE *out)
 typedef struct {
     const char *model, *config, *weights, *tokens, *out, *lora;
     int batch, seq, steps, warmup, recompute, zero1, eager, offload, accum, lora_rank, nondet;
+    int fp8, master_split, bf16_states;
     unsigned long long seed;
     float lr, wd, clip, b1, b2, eps;
 } Opts;
+
+static CudaNumerics numerics(const Opts *o)
+{
+    return (CudaNumerics){.fp8 = o->fp8, .master_split = o->master_split, .bf16_states = o->bf16_states,
+                          .seed = (uint32_t)o->seed};
+}
 
 static int attn_mode(const Opts *o)
 {
@@ -84,7 +94,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
 {
     enum { O_MODEL = 0x100, O_CONFIG, O_WEIGHTS, O_TOKENS, O_OUT, O_BATCH, O_SEQ, O_STEPS, O_WARMUP, O_ACCUM, O_LR,
            O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_EAGER, O_LORA,
-           O_LORA_RANK, O_NONDET };
+           O_LORA_RANK, O_NONDET, O_FP8, O_MASTER, O_STATES };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"config", required_argument, NULL, O_CONFIG},
         {"weights", required_argument, NULL, O_WEIGHTS}, {"tokens", required_argument, NULL, O_TOKENS},
@@ -99,6 +109,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         {"offload", no_argument, NULL, O_OFFLOAD}, {"zero1", no_argument, NULL, O_ZERO1},
         {"eager-attention", no_argument, NULL, O_EAGER}, {"lora", required_argument, NULL, O_LORA},
         {"lora-rank", required_argument, NULL, O_LORA_RANK}, {"nondeterministic", no_argument, NULL, O_NONDET},
+        {"fp8", no_argument, NULL, O_FP8}, {"master-weights", required_argument, NULL, O_MASTER},
+        {"optimizer-states", required_argument, NULL, O_STATES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -135,6 +147,13 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         else if (c == O_EAGER) o->eager = 1;
         else if (c == O_NONDET) o->nondet = 1;
         else if (c == O_LORA) o->lora = optarg;
+        else if (c == O_FP8) o->fp8 = 1;
+        else if (c == O_MASTER || c == O_STATES) {
+            const char *alt = c == O_MASTER ? "split" : "bf16";
+            if (strcmp(optarg, "fp32") && strcmp(optarg, alt))
+                return args_usage_error(cmd, "%s: '%s' is not fp32 or %s", opt, optarg, alt);
+            *(c == O_MASTER ? &o->master_split : &o->bf16_states) = strcmp(optarg, "fp32") != 0;
+        }
         else if (c == O_LORA_RANK) {
             if (args_int(cmd, opt, optarg, 1, 1024, &iv)) return 2;
             o->lora_rank = (int)iv;
@@ -274,7 +293,9 @@ static int cmd_bench(int argc, char **argv)
         model_free(&base);
         if (!lora) { log_error("out of memory"); return 1; }
     }
-    if (cuda_model_create_ft(&m, &cfg, o.batch, o.seq, o.recompute, attn_mode(&o), &par, off, lora ? &ft : NULL) != 0)
+    CudaNumerics num = numerics(&o);
+    if (cuda_model_create_ft(&m, &cfg, o.batch, o.seq, o.recompute, attn_mode(&o), &par, off, lora ? &ft : NULL,
+                             &num) != 0)
         return 1;
     cuda_model_init_random(&m, o.seed, 0.02f);
     if (lora) cuda_lora_set(&m, lora->p.w, NULL, NULL);
@@ -322,10 +343,11 @@ static int cmd_bench(int argc, char **argv)
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
-               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"states\":\"%s\",\"precision\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
                o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, bench_recompute_code(o.recompute), o.offload,
-               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, m.master_lo ? "split" : "fp32", m.n_real,
+               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, m.master_lo ? "split" : "fp32",
+               m.bf16_states ? "bf16" : "fp32", m.fp8 ? "fp8" : "bf16", m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
@@ -407,7 +429,9 @@ static int cmd_check(int argc, char **argv)
     CudaFinetune ft = {.method = METHOD_LORA};
     int alpha = 0, rslora = 0;
     if (o.lora && !(ft.lora = lora = lora_from_peft(o.lora, &cfg, &alpha, &rslora))) return 2;
-    if (cuda_model_create_ft(&m, &cfg, B, T, o.recompute, attn_mode(&o), &par, off, lora ? &ft : NULL) != 0) return 1;
+    CudaNumerics num = numerics(&o);
+    if (cuda_model_create_ft(&m, &cfg, B, T, o.recompute, attn_mode(&o), &par, off, lora ? &ft : NULL, &num) != 0)
+        return 1;
     if (o.offload) cuda_model_offload_adopt(&m, 0);
     else if (cuda_model_load_hf(&m, &cfg, o.weights, err, sizeof err)) {
         log_error("%s", err);

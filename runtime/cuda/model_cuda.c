@@ -265,29 +265,12 @@ static int attn_cudnn_setup(CudaModel *m, int *fail)
     return 0;
 }
 
-/* LLMC_MASTER (fp32|split, default fp32): split keeps each trained parameter's fp32
- * master weight as its bf16 working weight plus the 16 bits that drops
- * (master_split.h): 4 bytes a parameter instead of 6, the same master values.
- * Returns 1 for split, 0 for fp32, -1 for a bad value. Not under offload, where
- * the master weights are the host's. */
-static int master_split_wanted(const CudaHostState *offload)
+/* Bytes of one AdamW moment element. */
+static size_t state_bytes(const CudaModel *m)
 {
-    const char *env = getenv("LLMC_MASTER");
-    if (!env || !strcmp(env, "fp32")) return 0;
-    if (strcmp(env, "split")) {
-        log_error("LLMC_MASTER=%s: want fp32 or split", env);
-        return -1;
-    }
-    if (offload) {
-        log_warn("LLMC_MASTER=split: the master weights are in host memory under offload; keeping them fp32");
-        return 0;
-    }
-    return 1;
+    return m->bf16_states ? sizeof(uint16_t) : sizeof(float);
 }
 
-/* What AdamW steps (CudaSpan): full training the rank's shard; freeze the trained
- * layers' matrices and their norm weights and biases (two ranges of the flat
- * layout: matrices first, then the no-decay tensors, both layer by layer). */
 static void train_spans(CudaModel *m)
 {
     int L = m->cfg.layers, lo = m->train_lo, hi = m->train_hi;
@@ -351,7 +334,7 @@ static int zero_plan(CudaModel *m)
 static int offload_shard_alloc(CudaModel *m)
 {
     size_t bytes = (m->n_state ? m->n_state : 1) * sizeof(float);
-    float **arr[3] = {&m->master, &m->m, &m->v};
+    void **arr[3] = {(void **)&m->master, &m->m, &m->v};
     for (int k = 0; k < 3; k++) {
         /* mapped: AdamW's kernel reads and writes it in place (one pointer for both sides, UVA) */
         if (cudaHostAlloc((void **)arr[k], bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
@@ -389,7 +372,72 @@ static void zero_alloc(CudaModel *m, int *fail)
 int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
                       const CudaParallel *par, const CudaHostState *offload)
 {
-    return cuda_model_create_ft(m, cfg, B, T, recompute, attn, par, offload, NULL);
+    return cuda_model_create_ft(m, cfg, B, T, recompute, attn, par, offload, NULL, NULL);
+}
+
+/* The number formats this setup can run (the checker refuses the same plans,
+ * contract/backend_caps.h); 0 or -1 with a message. */
+static int numerics_setup(CudaModel *m, const CudaNumerics *num, const CudaHostState *offload, int zero)
+{
+    CudaNumerics none = {0};
+    if (!num) num = &none;
+    if ((num->master_split || num->bf16_states) && (offload || m->par.offload_shard)) {
+        log_error("optimizer offload keeps the master weights and moments in host memory as fp32: "
+                  "master_weights = split and optimizer_states = bf16 are for training without offload");
+        return -1;
+    }
+    if (num->master_split && zero >= 2) {
+        log_error("master_weights = split keeps the master weights beside whole bf16 weights: use it with "
+                  "ZeRO-0/1, not ZeRO-%d", zero);
+        return -1;
+    }
+    if (num->fp8 && zero >= 3) {
+        log_error("precision = fp8 with ZeRO-3 is not yet in llmc-train: use ZeRO-0/1/2");
+        return -1;
+    }
+    const ModelConfig *c = &m->cfg;
+    long long N = (long long)m->B * m->T, HD = (long long)c->heads * c->head_dim;
+    long long QKVD = HD + 2LL * c->kv_heads * c->head_dim;
+    if (num->fp8 && (N % 16 || c->hidden % 16 || HD % 16 || QKVD % 16 || c->ffn % 16)) {
+        log_error("precision = fp8: the FP8 GEMMs need multiples of 16 for the tokens per micro-batch (%lld), "
+                  "hidden (%d), heads x head_dim (%lld), the q/k/v width (%lld) and ffn (%d)",
+                  N, c->hidden, HD, QKVD, c->ffn);
+        return -1;
+    }
+    m->fp8 = num->fp8;
+    m->bf16_states = num->bf16_states;
+    m->seed = num->seed;
+    return num->master_split;
+}
+
+/* FP8's buffers: every projection weight and its transpose, the maxima and
+ * scales, the activation scratch (the largest input and output gradient). */
+static void fp8_alloc(CudaModel *m, int *fail)
+{
+    const ModelConfig *c = &m->cfg;
+    size_t L = c->layers, N = (size_t)m->B * m->T, C = c->hidden, F = c->ffn;
+    size_t HD = (size_t)c->heads * c->head_dim, QKVD = HD + 2 * (size_t)c->kv_heads * c->head_dim;
+    size_t dims[4][2] = {{QKVD, C}, {C, HD}, {2 * F, C}, {C, F}};   /* out, in */
+    m->f8_woff = calloc(4 * L, sizeof *m->f8_woff);
+    if (!m->f8_woff) { log_error("out of memory"); *fail = 1; return; }
+    size_t tot = 0, max_in = 0, max_out = 0;
+    for (size_t l = 0; l < L; l++)
+        for (int p = 0; p < 4; p++) {
+            m->f8_woff[l * 4 + p] = tot;
+            tot += (dims[p][0] * dims[p][1] + 255) / 256 * 256;
+        }
+    for (int p = 0; p < 4; p++) {
+        if (dims[p][1] > max_in) max_in = dims[p][1];
+        if (dims[p][0] > max_out) max_out = dims[p][0];
+    }
+    m->f8_w = dalloc(m, tot, fail);
+    m->f8_wt = dalloc(m, tot, fail);
+    m->f8_a = dalloc(m, N * max_in, fail);
+    m->f8_dy = dalloc(m, N * max_out, fail);
+    m->f8_dyt = dalloc(m, N * max_out, fail);
+    m->f8_amax = dalloc(m, 12 * L * sizeof(float), fail);
+    m->f8_sinv = dalloc(m, 12 * L * sizeof(float), fail);
+    m->f8_stale = 1;
 }
 
 /* What trains, from ft: refused here when this backend cannot do it. */
@@ -423,7 +471,8 @@ static int finetune_setup(CudaModel *m, const CudaFinetune *ft, const CudaHostSt
 }
 
 int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
-                         const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft)
+                         const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft,
+                         const CudaNumerics *num)
 {
     memset(m, 0, sizeof *m);
     m->par = *par;
@@ -437,9 +486,10 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         log_error("micro-batch %d x %d too large", B, T);
         return -1;
     }
-    int split = master_split_wanted(offload);   /* a bad LLMC_MASTER: refused before any allocation */
-    if (split < 0) return -1;
     m->B = B; m->T = T; m->recompute = recompute;
+    int zero_want = (ft ? ft->method : METHOD_FULL) == METHOD_FULL && !offload ? par->zero : 0;
+    int split = numerics_setup(m, num, offload, zero_want);   /* refused before any allocation */
+    if (split < 0) return -1;
     m->flash = attn != CUDA_ATTN_EAGER && k_flash_supported(cfg->head_dim, T);
     m->deterministic = attn != CUDA_ATTN_FUSED;
     if (attn != CUDA_ATTN_EAGER && !m->flash)
@@ -470,11 +520,6 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         return -1;
     }
     m->off_shard = m->zero && par->offload_shard;
-    if (m->zero && split) {
-        log_error("LLMC_MASTER=split keeps the master weights beside whole bf16 weights: use it with ZeRO-0/1, "
-                  "or unset it for ZeRO-%d", m->zero);
-        return -1;
-    }
     if (m->zero) {
         if (zero_plan(m)) return -1;
     } else if (par->world > 1 && m->par.zero1) {
@@ -501,9 +546,10 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     } else if (m->n_state) {
         if (split) m->master_lo = dalloc(m, m->n_state * sizeof(uint16_t), &fail);
         else m->master = dalloc(m, m->n_state * FF, &fail);
-        m->m = dalloc(m, m->n_state * FF, &fail);
-        m->v = dalloc(m, m->n_state * FF, &fail);
+        m->m = dalloc(m, m->n_state * state_bytes(m), &fail);
+        m->v = dalloc(m, m->n_state * state_bytes(m), &fail);
     }
+    if (m->fp8) fp8_alloc(m, &fail);
     if (m->finetune != METHOD_FULL) {
         size_t junk = C > QKVD ? C : QKVD;
         if (junk < 2 * (size_t)c->head_dim) junk = 2 * (size_t)c->head_dim;
@@ -593,9 +639,9 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
             CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
             m->layer_done[l] = e;
         }
-    if (!m->offload && !m->off_shard && m->n_state) {
-        CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->n_state * FF, st));
-        CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->n_state * FF, st));
+    if (!m->offload && !m->off_shard && m->n_state) {   /* zero bits are 0.0 in bf16 too */
+        CUDA_CHECK(cudaMemsetAsync(m->m, 0, m->n_state * state_bytes(m), st));
+        CUDA_CHECK(cudaMemsetAsync(m->v, 0, m->n_state * state_bytes(m), st));
     }
     if (m->grad) CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * FF, st));
     CUDA_CHECK(cudaMemsetAsync(m->loss_acc, 0, FF, st));
@@ -618,7 +664,7 @@ void cuda_model_destroy(CudaModel *m)
     phase_timer_free(m->timer);
     free(m->params); free(m->lo); free(m->xs); free(m->acts);
     free(m->h_emb_plan); free(m->h_emb_next);
-    free(m->starts); free(m->units);
+    free(m->starts); free(m->units); free(m->f8_woff);
     if (m->off_shard) {
         cudaDeviceSynchronize();
         cudaFreeHost(m->master); cudaFreeHost(m->m); cudaFreeHost(m->v);
@@ -638,6 +684,7 @@ static size_t span_state_off(const CudaModel *m, int i)
  * and the master weights of what trains (this rank's shard, or the spans). */
 static void adopt_weights(CudaModel *m, float *tmp)
 {
+    m->f8_stale = 1;
     cudaStream_t st = m->stream;
     if (m->zero) {   /* the shard's master weights; the bf16 weights whole (ZeRO-2) or the shard's */
         if (m->zero == 2) k_f32_to_bf16(m->w, tmp, m->n_total, st);
@@ -674,9 +721,9 @@ static void adopt_weights(CudaModel *m, float *tmp)
 
 void cuda_model_init_random(CudaModel *m, uint64_t seed, float std)
 {
-    float *tmp;
+    float *tmp = m->grad;   /* whole gradient buffer: scratch before training (7B: 30 GB not allocated twice) */
     cudaStream_t st = m->stream;
-    CUDA_CHECK(cudaMalloc((void **)&tmp, m->n_total * sizeof(float)));
+    if (!tmp) CUDA_CHECK(cudaMalloc((void **)&tmp, m->n_total * sizeof(float)));
     CUDA_CHECK(cudaMemsetAsync(tmp, 0, m->n_total * sizeof(float), st));
     for (int i = 0; i < m->n_params; i++) {
         const CudaParam *p = &m->params[i];
@@ -684,7 +731,9 @@ void cuda_model_init_random(CudaModel *m, uint64_t seed, float std)
         else if (strstr(p->name, "norm")) k_fill(tmp + p->off, p->numel, 1.f, st);
     }
     adopt_weights(m, tmp);
-    CUDA_CHECK(cudaFree(tmp));
+    if (tmp == m->grad) CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), st));
+    else CUDA_CHECK(cudaFree(tmp));
+    CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 /* ---- forward / backward ---- */
@@ -758,6 +807,98 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
     mm(m, 1, 0, M, N, K, A, lda, B, ldb, dW, N, 1, NULL, 1.f, m->grad_fresh ? 0.f : 1.f);
 }
 
+/* ---- FP8 projections (precision = fp8; kernels_fp8.cu) ----
+ * Projection p of layer l (F8_QKV, F8_O, F8_GU, F8_DOWN): Y[N, out] = X[N, in] . W^T.
+ * Its tensors' maxima and scales sit at F8_SLOT: the weight, the input X, the
+ * output gradient dY. */
+enum { F8_QKV, F8_O, F8_GU, F8_DOWN };
+enum { F8_WEIGHT, F8_INPUT, F8_GRAD };
+#define F8_SLOT(m, l, p, kind) ((size_t)(kind) * 4 * (m)->cfg.layers + (size_t)(l) * 4 + (size_t)(p))
+
+/* The E4M3 copies of every projection weight and of its transpose, from the
+ * current bf16 weights (after a step, a load, an initialisation). */
+static void fp8_weights(CudaModel *m)
+{
+    cudaStream_t st = m->stream;
+    int L = m->cfg.layers;
+    CUDA_CHECK(cudaMemsetAsync(m->f8_amax, 0, 4 * (size_t)L * sizeof(float), st));
+    for (int l = 0; l < L; l++) {
+        LayerCtx z = layer_ctx(m, l);
+        const CudaLayerOffsets *o = z.o;
+        size_t off[4] = {o->qkv_w, o->o_w, o->gu_w, o->down_w};
+        int dims[4][2] = {{z.QKVD, z.C}, {z.C, z.HD}, {2 * z.F, z.C}, {z.C, z.F}};
+        for (int p = 0; p < 4; p++) {
+            size_t k = F8_SLOT(m, l, p, F8_WEIGHT), wo = m->f8_woff[l * 4 + p];
+            const bf16_t *w = wp(m, l, off[p]);
+            k_fp8_amax(m->f8_amax + k, w, (size_t)dims[p][0] * dims[p][1], st);
+            k_fp8_quant(m->f8_w + wo, m->f8_wt + wo, m->f8_sinv + k, w, dims[p][0], dims[p][1], m->f8_amax + k, 0,
+                        st);
+        }
+    }
+    m->f8_stale = 0;
+}
+
+static void mm_fp8(CudaModel *m, int M, int N, int K, const uint8_t *A, int a_type, const float *a_scale,
+                   const uint8_t *B, const float *b_scale, void *D, int d_f32, const void *C, float beta, int fast)
+{
+    GemmArgs a = {.transB = 1, .M = M, .N = N, .K = K, .A = A, .lda = K, .B = B, .ldb = K, .D = D, .ldd = N,
+                  .C = C, .d_f32 = d_f32, .alpha = 1.f, .beta = beta, .batch = 1, .a_type = a_type,
+                  .b_type = GEMM_E4M3, .a_scale = a_scale, .b_scale = b_scale, .fast_accum = fast};
+    gemm_run(m->gemm, &a);
+}
+
+/* Y[N, out] = X[N, in] . W[out, in]^T (+ R, the residual, when not NULL). fp8: X
+ * in E4M3 with its own scale, Hopper's fast accumulation (as in Transformer
+ * Engine's forward; the gradients' products accumulate exactly). */
+static void proj_fwd(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t *X, int in, size_t woff, int out,
+                     bf16_t *Y, const bf16_t *R)
+{
+    if (!m->fp8) {
+        mm(m, 0, 1, z->N, out, in, X, in, wp(m, l, woff), in, Y, out, 0, R, 1.f, R ? 1.f : 0.f);
+        return;
+    }
+    size_t k = F8_SLOT(m, l, p, F8_INPUT), w = F8_SLOT(m, l, p, F8_WEIGHT);
+    k_fp8_amax(m->f8_amax + k, X, (size_t)z->N * in, z->st);
+    k_fp8_quant(m->f8_a, NULL, m->f8_sinv + k, X, z->N, in, m->f8_amax + k, 0, z->st);
+    /* the residual: cuBLASLt takes no separate bf16 C beside FP8 operands (status 15,
+     * measured on the H200), so D starts as R and accumulates in place */
+    if (R) CUDA_CHECK(cudaMemcpyAsync(Y, R, (size_t)z->N * out * sizeof(bf16_t), cudaMemcpyDeviceToDevice, z->st));
+    mm_fp8(m, z->N, out, in, m->f8_a, GEMM_E4M3, m->f8_sinv + k, m->f8_w + m->f8_woff[l * 4 + p], m->f8_sinv + w, Y,
+           0, NULL, R ? 1.f : 0.f, 1);
+}
+
+/* dX[N, in] = dY[N, out] . W[out, in]. fp8: dY in E5M2 against W's transposed
+ * E4M3 copy; with_wgrad: dY's transposed copy for proj_wgrad in the same pass. */
+static void proj_dgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t *dY, int out, size_t woff, int in,
+                       bf16_t *dX, int with_wgrad)
+{
+    if (!m->fp8) {
+        mm(m, 0, 0, z->N, in, out, dY, out, wp(m, l, woff), in, dX, in, 0, NULL, 1.f, 0.f);
+        return;
+    }
+    size_t k = F8_SLOT(m, l, p, F8_GRAD), w = F8_SLOT(m, l, p, F8_WEIGHT);
+    k_fp8_amax(m->f8_amax + k, dY, (size_t)z->N * out, z->st);
+    k_fp8_quant(m->f8_dy, with_wgrad ? m->f8_dyt : NULL, m->f8_sinv + k, dY, z->N, out, m->f8_amax + k, 1, z->st);
+    mm_fp8(m, z->N, in, out, m->f8_dy, GEMM_E5M2, m->f8_sinv + k, m->f8_wt + m->f8_woff[l * 4 + p], m->f8_sinv + w,
+           dX, 0, NULL, 0.f, 0);
+}
+
+/* dW[out, in] (fp32; written by the step's first micro-batch, then accumulated)
+ * = dY^T . X. fp8: from the transposed copies (dY's from proj_dgrad; X's made here
+ * with the forward pass's scale). */
+static void proj_wgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t *dY, int out, const bf16_t *X,
+                       int in, float *dW)
+{
+    if (!m->fp8) {
+        wgrad(m, out, in, z->N, dY, out, X, in, dW);
+        return;
+    }
+    size_t kx = F8_SLOT(m, l, p, F8_INPUT), kg = F8_SLOT(m, l, p, F8_GRAD);
+    k_fp8_quant(NULL, m->f8_a, NULL, X, z->N, in, m->f8_amax + kx, 0, z->st);
+    mm_fp8(m, out, in, z->N, m->f8_dyt, GEMM_E5M2, m->f8_sinv + kg, m->f8_a, m->f8_sinv + kx, dW, 1, NULL,
+           m->grad_fresh ? 0.f : 1.f, 0);
+}
+
 #define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)
 
 /* Fused attention of one layer: cuDNN when it took this micro-batch, the flash
@@ -819,7 +960,7 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     PHASE(m, PH_NORM);
     /* Qwen3: the GEMM output is kept for the head norms' backward pass */
     bf16_t *qkv_out = c->qk_norm ? a->qkv_raw : m->qkv;
-    mm(m, 0, 1, z.N, z.QKVD, z.C, a->ln1, z.C, wp(m, l, o->qkv_w), z.C, qkv_out, z.QKVD, 0, NULL, 1.f, 0.f);
+    proj_fwd(m, &z, l, F8_QKV, a->ln1, z.C, o->qkv_w, z.QKVD, qkv_out, NULL);
     if (m->lora) cuda_lora_fwd(m, l, CL_QKV, a->ln1, qkv_out, z.QKVD);
     PHASE(m, PH_QKV_GEMM);
     if (c->qk_norm)
@@ -829,18 +970,18 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     PHASE(m, PH_ROPE);
     attn_fwd(m, &z, 1);
     PHASE(m, PH_ATTN);
-    mm(m, 0, 1, z.N, z.C, z.HD, a->att, z.HD, wp(m, l, o->o_w), z.HD, a->xmid, z.C, 0, x, 1.f, 1.f);
+    proj_fwd(m, &z, l, F8_O, a->att, z.HD, o->o_w, z.C, a->xmid, x);
     if (m->lora) cuda_lora_fwd(m, l, CL_O, a->att, a->xmid, z.C);
     PHASE(m, PH_O_GEMM);
     k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
-    mm(m, 0, 1, z.N, 2 * z.F, z.C, a->ln2, z.C, wp(m, l, o->gu_w), z.C, a->gu, 2 * z.F, 0, NULL, 1.f, 0.f);
+    proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL);
     if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
     PHASE(m, PH_GU_GEMM);
     k_swiglu_fwd(a->h, a->gu, z.N, z.F, z.st);
     PHASE(m, PH_SWIGLU);
     if (!stop_before_down) {
-        mm(m, 0, 1, z.N, z.C, z.F, a->h, z.F, wp(m, l, o->down_w), z.F, m->xs[l + 1], z.C, 0, a->xmid, 1.f, 1.f);
+        proj_fwd(m, &z, l, F8_DOWN, a->h, z.F, o->down_w, z.C, m->xs[l + 1], a->xmid);
         if (m->lora) cuda_lora_fwd(m, l, CL_DOWN, a->h, m->xs[l + 1], z.C);
         PHASE(m, PH_DOWN_GEMM);
     } else if (m->lora) {   /* the down adapter's u, which its backward needs */
@@ -872,25 +1013,25 @@ static void layer_bwd(CudaModel *m, int l)
     }
 
     /* MLP */
-    mm(m, 0, 0, N, F, C, m->dres, C, wp(m, l, o->down_w), F, m->dh, F, 0, NULL, 1.f, 0.f);
+    proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt);
     PHASE(m, PH_DOWN_DX);
-    if (wt) wgrad(m, C, F, N, m->dres, C, a->h, F, gp(m, l, o->down_w));
+    if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
     PHASE(m, PH_DOWN_DW);
     k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, z.st);
     PHASE(m, PH_SWIGLU_BWD);
-    mm(m, 0, 0, N, C, 2 * F, m->dgu, 2 * F, wp(m, l, o->gu_w), C, m->dln, C, 0, NULL, 1.f, 0.f);
+    proj_dgrad(m, &z, l, F8_GU, m->dgu, 2 * F, o->gu_w, C, m->dln, wt);
     PHASE(m, PH_GU_DX);
-    if (wt) wgrad(m, 2 * F, C, N, m->dgu, 2 * F, a->ln2, C, gp(m, l, o->gu_w));
+    if (wt) proj_wgrad(m, &z, l, F8_GU, m->dgu, 2 * F, a->ln2, C, gp(m, l, o->gu_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_GU, a->ln2, m->dgu, 2 * F, m->dln);
     PHASE(m, PH_GU_DW);
     k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln2) : gj, m->dln, a->xmid, wp(m, l, o->ln2), a->rstd2, m->dres, N, C,
                   (float *)m->logits, z.st);
     PHASE(m, PH_NORM_BWD);
     /* attention output projection */
-    mm(m, 0, 0, N, HD, C, m->dres, C, wp(m, l, o->o_w), HD, m->datt, HD, 0, NULL, 1.f, 0.f);
+    proj_dgrad(m, &z, l, F8_O, m->dres, C, o->o_w, HD, m->datt, wt);
     PHASE(m, PH_O_DX);
-    if (wt) wgrad(m, C, HD, N, m->dres, C, a->att, HD, gp(m, l, o->o_w));
+    if (wt) proj_wgrad(m, &z, l, F8_O, m->dres, C, a->att, HD, gp(m, l, o->o_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_O, a->att, m->dres, C, m->datt);
     PHASE(m, PH_O_DW);
     if (m->flash) {
@@ -916,9 +1057,9 @@ static void layer_bwd(CudaModel *m, int l)
         k_head_norm_bwd(m->dqkv, wt ? gp(m, l, o->qk_norm) : gj, a->qkv_raw, wp(m, l, o->qk_norm), N, z.H, z.KV, z.D,
                         (float)c->rms_eps, (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
-    mm(m, 0, 0, N, C, QKVD, m->dqkv, QKVD, wp(m, l, o->qkv_w), C, m->dln, C, 0, NULL, 1.f, 0.f);
+    proj_dgrad(m, &z, l, F8_QKV, m->dqkv, QKVD, o->qkv_w, C, m->dln, wt);
     PHASE(m, PH_QKV_DX);
-    if (wt) wgrad(m, QKVD, C, N, m->dqkv, QKVD, a->ln1, C, gp(m, l, o->qkv_w));
+    if (wt) proj_wgrad(m, &z, l, F8_QKV, m->dqkv, QKVD, a->ln1, C, gp(m, l, o->qkv_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_QKV, a->ln1, m->dqkv, QKVD, m->dln);
     PHASE(m, PH_QKV_DW);
     k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln1) : gj, m->dln, m->xs[l], wp(m, l, o->ln1), a->rstd1, m->dres, N, C,
@@ -1120,6 +1261,10 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     m->attn_cudnn_now = m->cudnn && attn_cudnn_set_rows(m->cudnn, pos, m->cudnn_ws_bytes, st);
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     if (m->zero == 3) zero_use(m, L);
+    if (m->fp8) {   /* the inputs' and gradients' maxima start again every micro-batch */
+        if (m->f8_stale) fp8_weights(m);
+        CUDA_CHECK(cudaMemsetAsync(m->f8_amax + F8_SLOT(m, 0, 0, F8_INPUT), 0, 8 * (size_t)L * sizeof(float), st));
+    }
     k_embed_fwd(m->xs[0], m->ids, wp(m, L, m->off_embed), N, C, st);
     PHASE(m, PH_EMBED);
     for (int l = 0; l < L; l++) {
@@ -1192,6 +1337,27 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* Element i of a moment array (fp32 or bf16 bits). */
+static void *mom_at(const CudaModel *m, void *mom, size_t i)
+{
+    return (char *)mom + i * state_bytes(m);
+}
+
+/* AdamW on n elements whose flat index starts at goff, with this model's moment
+ * format (the bf16 moments' rounding keyed by the plan's seed and the step). */
+static void adamw_state(CudaModel *m, float *master, uint16_t *lo, bf16_t *param, const float *grad, void *mo,
+                        void *ve, size_t n, size_t goff, float lr, float b1, float b2, float eps, float wd, float bc1,
+                        float bc2, float grad_mult, float clip)
+{
+    cudaStream_t st = m->stream;
+    if (m->bf16_states)
+        k_adamw_bf16(master, lo, param, grad, mo, ve, n, goff, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq,
+                     grad_mult, clip, m->seed, (uint32_t)m->step, st);
+    else
+        k_adamw(master, lo, param, grad, mo, ve, n, goff, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq,
+                grad_mult, clip, st);
+}
+
 /* AdamW with the master weights and moments in host memory: each tensor in
  * chunks, uploaded on off.up, updated on the compute stream, downloaded on
  * off.down, three staging sets in flight so both copy directions and the update
@@ -1239,6 +1405,7 @@ static void offload_sync(CudaModel *m)
 
 void cuda_model_offload_adopt(CudaModel *m, int step)
 {
+    m->f8_stale = 1;
     CudaOffload *o = &m->off;
     cudaStream_t st = m->stream;
     offload_sync(m);
@@ -1278,8 +1445,8 @@ static float zero_step(CudaModel *m, float grad_mult, float lr, float b1, float 
     m->step++;
     float bc1 = 1.f - powf(b1, (float)m->step), bc2 = 1.f - powf(b2, (float)m->step);
     if (m->shard_len)
-        k_adamw(m->master, NULL, m->zero == 3 ? m->wsh : m->w + m->shard_off, m->gacc, m->m, m->v, m->shard_len,
-                m->shard_off, m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
+        adamw_state(m, m->master, NULL, m->zero == 3 ? m->wsh : m->w + m->shard_off, m->gacc, m->m, m->v,
+                    m->shard_len, m->shard_off, lr, b1, b2, eps, wd, bc1, bc2, grad_mult, clip);
     if (m->zero == 2 && m->par.world > 1)
         cuda_coll_allgather_range(m->par.comm, m->w + m->shard_off, m->starts, 0, m->n_total, sizeof(bf16_t), m->w,
                                   st);
@@ -1295,6 +1462,7 @@ static float zero_step(CudaModel *m, float grad_mult, float lr, float b1, float 
 float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b2, float eps, float wd,
                       float clip)
 {
+    m->f8_stale = 1;
     cudaStream_t st = m->stream;
     CudaColl *comm = m->par.comm;
     CudaLora *ad = m->lora;
@@ -1338,9 +1506,9 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
     else
         for (int i = 0; i < m->n_spans; i++) {
             size_t so = span_state_off(m, i), off = m->span[i].off;
-            k_adamw(m->master ? m->master + so : NULL, m->master_lo ? m->master_lo + so : NULL, m->w + off,
-                    m->grad + off, m->m + so, m->v + so, m->span[i].len, off,
-                    m->decay_end, lr, b1, b2, eps, wd, bc1, bc2, m->sumsq, grad_mult, clip, st);
+            adamw_state(m, m->master ? m->master + so : NULL, m->master_lo ? m->master_lo + so : NULL, m->w + off,
+                        m->grad + off, mom_at(m, m->m, so), mom_at(m, m->v, so), m->span[i].len, off, lr, b1, b2,
+                        eps, wd, bc1, bc2, grad_mult, clip);
         }
     if (m->par.world > 1 && m->par.zero1)
         cuda_coll_allgather_bf16(comm, m->w + m->shard_off, m->w, m->shard_len, st);
@@ -1362,7 +1530,12 @@ static void zero_set_flat(CudaModel *m, const float *w, const float *mom1, const
     if (m->shard_len) {
         /* Default: the state may be pinned host memory (off_shard) */
         CUDA_CHECK(cudaMemcpyAsync(m->master, w + m->shard_off, len, cudaMemcpyDefault, st));
-        if (mom1 && mom2) {
+        if (mom1 && mom2 && m->bf16_states) {   /* through gacc (free between steps), rounded to bf16 */
+            CUDA_CHECK(cudaMemcpyAsync(m->gacc, mom1 + m->shard_off, len, cudaMemcpyHostToDevice, st));
+            k_f32_to_bf16(m->m, m->gacc, m->shard_len, st);
+            CUDA_CHECK(cudaMemcpyAsync(m->gacc, mom2 + m->shard_off, len, cudaMemcpyHostToDevice, st));
+            k_f32_to_bf16(m->v, m->gacc, m->shard_len, st);
+        } else if (mom1 && mom2) {
             CUDA_CHECK(cudaMemcpyAsync(m->m, mom1 + m->shard_off, len, cudaMemcpyDefault, st));
             CUDA_CHECK(cudaMemcpyAsync(m->v, mom2 + m->shard_off, len, cudaMemcpyDefault, st));
         }
@@ -1396,6 +1569,7 @@ static void zero_get_host(CudaModel *m, const float *shard, float *host)
 
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step)
 {
+    m->f8_stale = 1;
     if (m->offload) { log_error("set_flat under offload"); abort(); }
     if (m->zero) { zero_set_flat(m, w, mom1, mom2, step); return; }
     size_t bytes = m->n_total * sizeof(float);
@@ -1419,11 +1593,16 @@ void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const 
     float *tmp = m->grad;   /* scratch between steps */
     CUDA_CHECK(cudaMemcpyAsync(tmp, w, bytes, cudaMemcpyHostToDevice, st));
     adopt_weights(m, tmp);
-    if (mom1 && mom2) {
-        for (int i = 0; i < m->n_spans; i++) {
-            size_t so = span_state_off(m, i), off = m->span[i].off, len = m->span[i].len * sizeof(float);
-            CUDA_CHECK(cudaMemcpyAsync(m->m + so, mom1 + off, len, cudaMemcpyHostToDevice, st));
-            CUDA_CHECK(cudaMemcpyAsync(m->v + so, mom2 + off, len, cudaMemcpyHostToDevice, st));
+    if (mom1 && mom2) {   /* bf16 moments: through the gradient buffer, rounded to bf16 */
+        const float *src[2] = {mom1, mom2};
+        void *dst[2] = {m->m, m->v};
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < m->n_spans; i++) {
+                size_t so = span_state_off(m, i), off = m->span[i].off, len = m->span[i].len * sizeof(float);
+                void *to = m->bf16_states ? (void *)(m->grad + so) : mom_at(m, dst[k], so);
+                CUDA_CHECK(cudaMemcpyAsync(to, src[k] + off, len, cudaMemcpyHostToDevice, st));
+            }
+            if (m->bf16_states) k_f32_to_bf16(dst[k], m->grad, m->n_state, st);
         }
         m->step = step;
     }
@@ -1470,14 +1649,24 @@ static const float *master_f32(CudaModel *m)
     return out;
 }
 
+/* A moment array as fp32 in the state layout (n elements): itself, or the bf16
+ * moments widened into scratch; ready for a plain cudaMemcpy when it returns. */
+static const float *mom_f32(CudaModel *m, void *mom, size_t n, float *scratch)
+{
+    if (!m->bf16_states) return mom;
+    k_bf16_to_f32(scratch, mom, n, (cudaStream_t)m->stream);
+    CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
+    return scratch;
+}
+
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
 {
     if (m->offload) { offload_sync(m); return; }   /* the host state is the state */
     if (m->zero) {
-        const float *arr[3] = {m->master, m->m, m->v};
+        void *arr[3] = {m->master, m->m, m->v};
         float *host[3] = {w, mom1, mom2};
         for (int k = 0; k < 3; k++) {
-            const float *src = arr[k];
+            const float *src = k ? mom_f32(m, arr[k], m->shard_len, m->gacc) : arr[k];
             if (m->off_shard && m->shard_len) {   /* collectives take device memory: through gacc (free now) */
                 CUDA_CHECK(cudaMemcpyAsync(m->gacc, src, m->shard_len * sizeof(float), cudaMemcpyDefault,
                                            (cudaStream_t)m->stream));
@@ -1491,16 +1680,16 @@ void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
         const float *master = master_f32(m);
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
         spans_to_host(m, master, w);
-        spans_to_host(m, m->m, mom1);
-        spans_to_host(m, m->v, mom2);
-        if (m->master_lo && m->grad)   /* the scratch back to the zeros a step starts from */
+        if (mom1) spans_to_host(m, mom_f32(m, m->m, m->n_state, m->grad), mom1);
+        if (mom2) spans_to_host(m, mom_f32(m, m->v, m->n_state, m->grad), mom2);
+        if ((m->master_lo || m->bf16_states) && m->grad)   /* the scratch back to the zeros a step starts from */
             CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));
         CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
         return;
     }
     gather_to_host(m, master_f32(m), w);
-    gather_to_host(m, m->m, mom1);
-    gather_to_host(m, m->v, mom2);
+    gather_to_host(m, mom_f32(m, m->m, m->n_state, m->grad + m->shard_off), mom1);
+    gather_to_host(m, mom_f32(m, m->v, m->n_state, m->grad + m->shard_off), mom2);
     CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), (cudaStream_t)m->stream));
     CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
 }

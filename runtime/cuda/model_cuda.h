@@ -119,9 +119,13 @@ typedef struct {
     size_t n_real;                      /* parameters counted (no padding) */
     bf16_t *w;                          /* bf16 working weights [n_total] */
     float *grad;                        /* fp32 gradients [n_total] */
-    float *master, *m, *v;              /* fp32 [n_state]: the spans back to back; NULL under offload */
-    uint16_t *master_lo;                /* LLMC_MASTER=split: the master weights are w's spans plus
+    float *master;                      /* fp32 [n_state]: the spans back to back; NULL under offload */
+    void *m, *v;                        /* AdamW moments [n_state]: fp32, or bf16 bits (bf16_states) */
+    uint16_t *master_lo;                /* master_weights = split: the master weights are w's spans plus
                                            these [n_state] low halves (master_split.h), master NULL */
+    int bf16_states;                    /* optimizer_states = bf16: m and v hold bf16 bits (2 bytes an
+                                           element, contract/bf16_round.h), not floats */
+    uint32_t seed;                      /* the plan's seed: the stochastic rounding's random bits */
     CudaSpan span[2]; int n_spans;      /* what AdamW steps (full: one span, the shard) */
     size_t n_state;                     /* the spans' total length */
     /* Fine-tuning. freeze: only layers [train_lo, train_hi) take weight gradients
@@ -158,6 +162,17 @@ typedef struct {
                                            reads and writes them over the bus, in place */
     void *ev_ready, *ev_free[3];        /* cudaEvent_t: compute -> comm; buckets 0, 1, tail reusable */
     void *ev_gathered[3];               /* cudaEvent_t: wlayer[0], wlayer[1], wtail gathered */
+    /* precision = fp8 (kernels_fp8.cu): each layer's four projections (qkv, o, gate-up,
+     * down; F8_* below) run their GEMMs on E4M3 weights and inputs and E5M2 output
+     * gradients. f8_w/f8_wt: every projection weight and its transpose in E4M3, made
+     * again whenever w changed (f8_stale); f8_amax/f8_sinv: per-tensor maxima and
+     * dequantisation scales [12 L]: weights, inputs, output gradients; f8_a: the
+     * input's copy (forward) or its transpose (weight gradient); f8_dy, f8_dyt: the
+     * output gradient and its transpose. */
+    int fp8, f8_stale;
+    uint8_t *f8_w, *f8_wt, *f8_a, *f8_dy, *f8_dyt;
+    size_t *f8_woff;                    /* [4 L]: offsets in f8_w / f8_wt */
+    float *f8_amax, *f8_sinv;
     /* activations */
     bf16_t **xs;                        /* residual stream at each layer input, [L+1][N*C] */
     CudaLayerActs *acts;                /* per layer (or all the same buffers under recompute) */
@@ -210,13 +225,22 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
  * the fp32 master and moments cover the trained layers only; under lora the base
  * has bf16 weights only and the adapters come from ft->lora's shapes (their values
  * from cuda_lora_set). Optimizer offload is for full training. */
+/* The number formats the plan chooses (train.precision, master_weights,
+ * optimizer_states); NULL: bf16 GEMMs, fp32 master weights and moments. */
+typedef struct {
+    int fp8;                            /* the projections' GEMMs in FP8 (ZeRO-0..2, no offload) */
+    int master_split;                   /* master weights as bf16 + low halves (not with offload or ZeRO-2/3) */
+    int bf16_states;                    /* AdamW moments in bf16, rounded stochastically (not with offload) */
+    uint32_t seed;                      /* the plan's seed, for that rounding */
+} CudaNumerics;
 typedef struct {
     int method;                         /* METHOD_FULL, _FREEZE or _LORA (contract/plan_vocab.h) */
     int train_lo, train_hi;             /* freeze: the trained layers [train_lo, train_hi) */
     const Lora *lora;                   /* lora: the host adapters (shapes, names, scale, targets) */
 } CudaFinetune;
 int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int recompute, int attn,
-                         const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft);
+                         const CudaParallel *par, const CudaHostState *offload, const CudaFinetune *ft,
+                         const CudaNumerics *num);
 /* Under offload: the bf16 working weights from the host master weights, and the
  * AdamW step count (moments are already the host's). */
 void cuda_model_offload_adopt(CudaModel *m, int step);

@@ -199,7 +199,7 @@ static int push_pair(const uint32_t *src, size_t ns, const uint32_t *tgt, size_t
  * last pair's response trained. Walked pairs are the last `walked` ones, so
  * they are written in their own order. */
 static int tokenize_history(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, ChatMasking m, TokIds *ids,
-                            UniBuf *mask)
+                            UniBuf *mask, int *cut)
 {
     size_t n = doc->n_pairs, k = 0, total = 0, walked = 0;
     TokIds side[2] = {{0}, {0}}, all = {0};
@@ -220,6 +220,7 @@ static int tokenize_history(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, 
     size_t off = 0;
     for (size_t pair = 0; pair < n && !rc; pair++) {
         const size_t *l = &len[4 * pair];
+        if (pair < n - walked || l[2] < l[0] || l[3] < l[1]) *cut = 1;
         if (pair >= n - walked)
             rc = push_pair(all.ids + off, l[2], all.ids + off + l[0], l[3], m.train_on_prompt ? 1 : 0,
                            pair == n - 1, ids, mask);
@@ -238,15 +239,18 @@ static int tokenize_history(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, 
  * train_on_prompt, whose labels are the prompt ids), response tokens 1.
  * Neither llmc template has an efficient eos, so none is added. */
 int chat_tokenize_masked(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, ChatMasking m, TokIds *ids,
-                         UniBuf *mask)
+                         UniBuf *mask, int *cut)
 {
-    if (m.mask_history && !doc->pretrain) return tokenize_history(doc, enc, cutoff, m, ids, mask);
+    int cut_here = 0;
+    if (!cut) cut = &cut_here;
+    *cut = 0;
+    if (m.mask_history && !doc->pretrain) return tokenize_history(doc, enc, cutoff, m, ids, mask, cut);
     TokIds side[2] = {{0}, {0}};
     size_t total = 0, k = 0;
     int rc = 0;
     uint8_t prompt_mask = m.train_on_prompt && !doc->pretrain ? 1 : 0;
     for (uint32_t pair = 0; pair < doc->n_pairs && !rc; pair++) {
-        if (!doc->pretrain && total >= cutoff) break;
+        if (!doc->pretrain && total >= cutoff) { *cut = 1; break; }   /* pairs left out whole */
         if ((rc = tokenize_pair(doc, enc, pair, &k, side))) break;
         size_t ns, nt;
         if (doc->pretrain) {   /* a plain document is simply cut at the cutoff */
@@ -255,6 +259,7 @@ int chat_tokenize_masked(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, Cha
         } else {
             chat_infer_seqlen(side[0].len, side[1].len, cutoff - total, &ns, &nt);
         }
+        if (ns < side[0].len || nt < side[1].len) *cut = 1;
         rc = push_pair(side[0].ids, ns, side[1].ids, nt, prompt_mask, 1, ids, mask);
         total += ns + nt;
     }
@@ -265,5 +270,5 @@ int chat_tokenize_masked(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, Cha
 
 int chat_tokenize(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, TokIds *ids, UniBuf *mask)
 {
-    return chat_tokenize_masked(doc, enc, cutoff, (ChatMasking){0, 0}, ids, mask);
+    return chat_tokenize_masked(doc, enc, cutoff, (ChatMasking){0, 0}, ids, mask, NULL);
 }

@@ -81,8 +81,10 @@ typedef struct {
                               the last pairs, walked last to first */
 } ChatMasking;
 
-/* chat_tokenize with the masking m (chat_tokenize: {0, 0}). */
+/* chat_tokenize with the masking m (chat_tokenize: {0, 0}). *cut (when not
+ * NULL) is set to 1 when the cutoff left out any token of the document (a
+ * pair cut by infer_seqlen or dropped whole), else 0. */
 int chat_tokenize_masked(const ChatDoc *doc, TokEncoder *enc, size_t cutoff, ChatMasking m, TokIds *ids,
-                         UniBuf *mask);
+                         UniBuf *mask, int *cut);
 
 #endif

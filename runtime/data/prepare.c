@@ -340,6 +340,7 @@ typedef struct {
     TokIds ids;
     UniBuf mask;
     int failed;
+    int cut;                  /* the context cut tokens off this document */
     size_t dataset;           /* index into the plan's datasets */
     size_t start;             /* resuming: tokens of this document already in shards */
 } Slot;
@@ -390,7 +391,7 @@ static void *worker_main(void *arg)
         while ((i = atomic_fetch_add(&p->next, 1)) < b->n) {
             Slot *s = &b->slots[i];
             s->ids.len = s->mask.len = 0;
-            s->failed = chat_tokenize_masked(&s->doc, w->enc, p->cutoff, p->masking, &s->ids, &s->mask) != 0;
+            s->failed = chat_tokenize_masked(&s->doc, w->enc, p->cutoff, p->masking, &s->ids, &s->mask, &s->cut) != 0;
             mine++;
         }
         pthread_mutex_lock(&p->mu);
@@ -429,9 +430,12 @@ static void pool_wait(Pool *p)
 #define STATS_BIN 16
 #define STATS_BINS 4096
 
-/* Per dataset, for index.json and the stats file: the estimator can use real token counts. */
+/* Per dataset, for index.json and the stats file: the estimator can use real
+ * token counts. cut: documents the context cut tokens off (LLaMA-Factory's
+ * cutoff_len does the same, silently); cut_untrained: those of them left with
+ * no token to train (a prompt that fills the context). */
 typedef struct {
-    uint64_t kept, skipped, tokens, labels;
+    uint64_t kept, skipped, tokens, labels, cut, cut_untrained;
     uint64_t hist[STATS_BINS];  /* documents by length as packed */
 } DatasetCounts;
 
@@ -524,10 +528,14 @@ static void place(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t fr
 
 /* A document is done: all its tokens are in rows (cut at the context unless
  * pre-training text is streamed); count it for its dataset. */
-static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n, uint64_t seq)
+static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n, uint64_t seq, int cut)
 {
+    uint64_t labels = 0;
+    for (size_t i = 1; i < n; i++) labels += mask[i];
     c->tokens += n;
-    for (size_t i = 1; i < n; i++) c->labels += mask[i];
+    c->labels += labels;
+    c->cut += cut != 0;
+    c->cut_untrained += cut && !labels;
     c->hist[n / STATS_BIN < STATS_BINS ? n / STATS_BIN : STATS_BINS - 1]++;
     k->resume_doc = seq + 1;
     k->resume_at = 0;
@@ -535,10 +543,11 @@ static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n,
 
 /* Pack document number seq (its tokens from `start` on: a resumed prepare
  * continues a streamed document where the last shard cut it). */
-static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n, size_t start, DatasetCounts *c)
+static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n, size_t start, int cut,
+                    DatasetCounts *c)
 {
     uint64_t seq = k->doc_seq++;
-    if (n == 0) { doc_done(k, c, mask, 0, seq); return 0; }
+    if (n == 0) { doc_done(k, c, mask, 0, seq, cut); return 0; }
     if (start == 0) k->n_docs++;
     if (k->pretrain && k->packing) {
         /* one stream of documents cut into rows; a piece continuing in the next row starts at pos 0 */
@@ -549,13 +558,13 @@ static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t 
             if (first) { k->shard_docs++; first = 0; }
             place(k, ids, mask, at, at + take);
             at += take;
-            if (at == n) doc_done(k, c, mask, n, seq);
+            if (at == n) doc_done(k, c, mask, n, seq, cut);
             else { k->resume_doc = seq; k->resume_at = at; }
             if (k->fill == k->context && close_row(k)) return -1;
         }
         return 0;
     }
-    if (n > k->context) n = k->context;
+    if (n > k->context) { n = k->context; cut = 1; }   /* the tokenizer's cutoff is the context: not reached */
     if (!k->packing || k->fill + n > k->context) {
         k->resume_doc = seq;        /* a shard written here holds none of this document */
         k->resume_at = 0;
@@ -563,7 +572,7 @@ static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t 
     }
     k->shard_docs++;
     place(k, ids, mask, 0, n);
-    doc_done(k, c, mask, n, seq);
+    doc_done(k, c, mask, n, seq, cut);
     if (!k->packing || k->fill == k->context) return close_row(k);
     return 0;
 }
@@ -612,6 +621,8 @@ static int journal_write(Packer *k)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "tokens", (double)k->per_ds[i].tokens);
         cJSON_AddNumberToObject(o, "label_tokens", (double)k->per_ds[i].labels);
+        cJSON_AddNumberToObject(o, "records_cut", (double)k->per_ds[i].cut);
+        cJSON_AddNumberToObject(o, "records_cut_untrained", (double)k->per_ds[i].cut_untrained);
         cJSON_AddItemToObject(o, "length_counts", hist_json(&k->per_ds[i]));
         cJSON_AddItemToArray(ds, o);
     }
@@ -668,7 +679,9 @@ static int journal_take(Packer *k)
              !journal_u64(j, "n_rows", &k->n_rows) && !journal_u64(j, "n_docs", &k->n_docs);
     size_t i = 0;
     for (const cJSON *d = ok ? ds->child : NULL; d && ok; d = d->next, i++) {
-        ok = !journal_u64(d, "tokens", &k->per_ds[i].tokens) && !journal_u64(d, "label_tokens", &k->per_ds[i].labels);
+        ok = !journal_u64(d, "tokens", &k->per_ds[i].tokens) && !journal_u64(d, "label_tokens", &k->per_ds[i].labels) &&
+             !journal_u64(d, "records_cut", &k->per_ds[i].cut) &&
+             !journal_u64(d, "records_cut_untrained", &k->per_ds[i].cut_untrained);
         const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "length_counts");
         ok = ok && cJSON_IsArray(h) && cJSON_GetArraySize(h) <= STATS_BINS;
         size_t b = 0;
@@ -735,6 +748,9 @@ static void write_stats(const DataPlan *plan, const DatasetCounts *per_ds)
         cJSON_AddNumberToObject(o, "records", (double)c->kept);
         cJSON_AddNumberToObject(o, "tokens", (double)c->tokens);
         cJSON_AddNumberToObject(o, "label_tokens", (double)c->labels);
+        cJSON_AddNumberToObject(o, "records_cut", (double)c->cut);
+        cJSON_AddNumberToObject(o, "records_cut_untrained", (double)c->cut_untrained);
+        cJSON_AddNumberToObject(o, "records_skipped", (double)c->skipped);
         cJSON *h = cJSON_AddObjectToObject(o, "length_histogram");
         cJSON_AddNumberToObject(h, "bin_tokens", STATS_BIN);
         cJSON_AddItemToObject(h, "counts", hist_json(c));
@@ -772,7 +788,7 @@ static int pack_batch(Packer *k, TokBatch *b)
     for (size_t i = 0; i < b->n && !k->stopped; i++) {
         Slot *s = &b->slots[i];
         if (s->failed) return say_error("out of memory while tokenizing");
-        if (pack_doc(k, s->ids.ids, s->mask.p, s->ids.len, s->start, &k->per_ds[s->dataset])) return -1;
+        if (pack_doc(k, s->ids.ids, s->mask.p, s->ids.len, s->start, s->cut, &k->per_ds[s->dataset])) return -1;
         slot_trim(s);
     }
     return 0;
@@ -1335,9 +1351,29 @@ static cJSON *prep_summary(const Prep *P, uint64_t *skipped, char *reasons, size
         cJSON_AddNumberToObject(o, "records_skipped", (double)P->per_ds[i].skipped);
         cJSON_AddNumberToObject(o, "tokens", (double)P->per_ds[i].tokens);
         cJSON_AddNumberToObject(o, "label_tokens", (double)P->per_ds[i].labels);
+        cJSON_AddNumberToObject(o, "records_cut", (double)P->per_ds[i].cut);
+        cJSON_AddNumberToObject(o, "records_cut_untrained", (double)P->per_ds[i].cut_untrained);
         cJSON_AddItemToArray(dsa, o);
     }
     return sum;
+}
+
+/* Once per dataset the context cut records of: how many, with its file and
+ * the context, beside the bad records it dropped (those are also listed and
+ * summed by reason); the counts also go to the stats file and index.json. */
+static void prep_say_cut(const Prep *P)
+{
+    for (size_t i = 0; i < P->plan.n_ds; i++) {
+        const DatasetCounts *c = &P->per_ds[i];
+        if (!c->cut) continue;
+        char file[600], untrained[96] = "", dropped[64] = "";
+        log_escape(file, sizeof file, P->plan.ds[i].file, strlen(P->plan.ds[i].file));
+        if (c->cut_untrained)
+            snprintf(untrained, sizeof untrained, " (%" PRIu64 " of them left with no token to train)", c->cut_untrained);
+        if (c->skipped) snprintf(dropped, sizeof dropped, ", %" PRIu64 " dropped as bad records", c->skipped);
+        say_warn("dataset %s (%s): %" PRIu64 " of %" PRIu64 " records cut at the context of %u tokens%s%s",
+                 P->plan.ds[i].name, file, c->cut, c->kept, P->plan.context, untrained, dropped);
+    }
 }
 
 /* After the last record: the last row and shard, the summary, then (not under
@@ -1362,6 +1398,7 @@ static int prep_finish_set(Prep *P)
                   files, seen);
         return 1;
     }
+    prep_say_cut(P);
     uint64_t skipped;
     char reasons[512];
     cJSON *sum = prep_summary(P, &skipped, reasons, sizeof reasons);

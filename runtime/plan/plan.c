@@ -29,12 +29,16 @@ static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
     if (c->failed) return;    /* the first error is the one reported */
     c->failed = 1;
-    int n = snprintf(c->err, c->errlen, "%s: %s: ", c->file, key);
-    if (n < 0 || (size_t)n >= c->errlen) return;
+    /* the message quotes plan values: control characters in them (a C1
+     * U+0085 in a path) are escaped, never sent to the terminal raw */
+    char raw[2048];
+    int n = snprintf(raw, sizeof raw, "%s: %s: ", c->file, key);
+    if (n < 0 || (size_t)n >= sizeof raw) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+    vsnprintf(raw + n, sizeof raw - (size_t)n, fmt, ap);
     va_end(ap);
+    log_escape(c->err, c->errlen, raw, strlen(raw));
 }
 
 static cJSON *member(Ctx *c, const cJSON *obj, const char *sect, const char *key)
@@ -66,6 +70,23 @@ static char *get_str(Ctx *c, const cJSON *obj, const char *sect, const char *key
         return NULL;
     }
     return strdup(v->valuestring);
+}
+
+/* A path the plan names (a model, tokenizer or data file; a directory the
+ * run writes): a string with no control character, C1 included, as llmc's
+ * checker refuses it (contract/plan_limits.h, plan_control_char_at). */
+static char *get_path(Ctx *c, const cJSON *obj, const char *sect, const char *key, int nullable)
+{
+    char *v = get_str(c, obj, sect, key, nullable);
+    long at = v ? plan_control_char_at(v) : -1;
+    if (at >= 0) {
+        char path[128], ch[16];
+        snprintf(path, sizeof path, "%s.%s", sect, key);
+        fail(c, path, "contains a control character (%s at offset %ld)", plan_control_char_name(v, at, ch), at);
+        free(v);
+        return NULL;
+    }
+    return v;
 }
 
 /* A number checked against its row of the contract (contract/plan_limits.h):
@@ -169,9 +190,9 @@ static void check_text(Ctx *c, const cJSON *obj, const char *sect, const char *k
     if (!v || cJSON_IsNull(v)) return;
     if (!cJSON_IsString(v)) { fail(c, path, "expected a string or null"); return; }
     long at = plan_control_char_at(v->valuestring);
+    char ch[16];
     if (at >= 0)
-        fail(c, path, "contains a control character (byte 0x%02x at offset %ld)",
-             (unsigned char)v->valuestring[at], at);
+        fail(c, path, "contains a control character (%s at offset %ld)", plan_control_char_name(v->valuestring, at, ch), at);
 }
 
 char *run_plan_resolve(const RunPlan *p, const char *rel)
@@ -195,7 +216,7 @@ static void check_datasets(Ctx *c, const cJSON *ds, int llmc_backend)
     for (const cJSON *d = ds->child; d && !c->failed; d = d->next, i++) {
         snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
         if (!cJSON_IsObject(d)) { fail(c, c->elem, "expected an object"); return; }
-        char *file = get_str(c, d, c->elem, "file", 0);
+        char *file = get_path(c, d, c->elem, "file", 0);
         if (file && llmc_backend && !plan_llmc_reads_dataset(file)) {
             char path[64];
             snprintf(path, sizeof path, "%s.file", c->elem);
@@ -277,7 +298,7 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
         snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "name");
         s->name = strdup(cJSON_IsString(name) ? name->valuestring : "?");
-        char *file = get_str(c, d, c->elem, "file", 0);
+        char *file = get_path(c, d, c->elem, "file", 0);
         s->file = run_plan_resolve(p, file);
         free(file);
         int f = req_enum(c, d, c->elem, "format", format_json_names, PLAN_VOCAB_ALL_ROWS, -1);
@@ -404,7 +425,7 @@ static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
  * masking switches as LLaMA-Factory allows them: sft only, not both. */
 static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const cJSON *da)
 {
-    char *tp = get_str(c, tk, "tokenizer", "path", 1);
+    char *tp = get_path(c, tk, "tokenizer", "path", 1);
     p->tokenizer_path = run_plan_resolve(p, tp);
     free(tp);
     p->template_ = get_str(c, tk, "tokenizer", "template", 1);
@@ -418,7 +439,7 @@ static void read_tokenizer_and_data(Ctx *c, RunPlan *p, const cJSON *tk, const c
     else if ((p->train_on_prompt || p->mask_history) && p->stage != STAGE_SFT)
         fail(c, p->train_on_prompt ? "data.train_on_prompt" : "data.mask_history", "is only for stage \"%s\", not \"%s\"",
              stage_json_names[STAGE_SFT], stage_json_names[p->stage]);
-    char *sd = get_str(c, da, "data", "shards_dir", 0);
+    char *sd = get_path(c, da, "data", "shards_dir", 0);
     p->shards_dir = run_plan_resolve(p, sd);
     free(sd);
 }
@@ -429,7 +450,7 @@ static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
 {
     p->model_name = get_str(c, m, "model", "name", 0);
     int a = req_enum(c, m, "model", "arch", arch_json_names, LLMC_TRAIN_ARCH, ARCH_LLAMA);
-    char *mp = get_str(c, m, "model", "path", 1);
+    char *mp = get_path(c, m, "model", "path", 1);
     p->model_path = run_plan_resolve(p, mp);
     free(mp);
     p->init = (ModelInit)req_enum(c, m, "model", "init", init_json_names, PLAN_VOCAB_ALL_ROWS, INIT_PRETRAINED);
@@ -510,7 +531,7 @@ static void read_parallel(Ctx *c, RunPlan *p, const cJSON *pa)
  * metrics file inside output.dir unless absolute). */
 static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, const cJSON *ou)
 {
-    char *cd = get_str(c, ck, "checkpoint", "dir", 0);
+    char *cd = get_path(c, ck, "checkpoint", "dir", 0);
     check_write_dir(c, "checkpoint.dir", cd);
     p->ckpt_dir = run_plan_resolve(p, cd);
     free(cd);
@@ -519,7 +540,7 @@ static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, cons
     p->ckpt_keep = (int)get_lim(c, ck, PL_CKPT_KEEP, 0);
     p->resume = get_bool(c, ck, "checkpoint", "resume");
 
-    char *od = get_str(c, ou, "output", "dir", 0);
+    char *od = get_path(c, ou, "output", "dir", 0);
     check_write_dir(c, "output.dir", od);
     p->out_dir = run_plan_resolve(p, od);
     free(od);

@@ -41,6 +41,7 @@
 #include "sha256.h"
 #include "run_init.h"
 #include "shard_io.h"
+#include "plan_limits.h"   /* contract/: plan_epoch_steps, as llmc counts them */
 #include "stopsig.h"
 #include "train_loop.h"
 
@@ -381,8 +382,14 @@ static int run_setup(Run *R)
     if (be->create(be->self, plan, &R->hm, &R->opt, &n_params, where, sizeof where, setup, sizeof setup)) return -1;
 
     const int MB = plan->micro_batch, G = plan->global_batch;
-    int64_t total = plan->max_steps > 0 ? plan->max_steps
-                                        : (int64_t)ceil(plan->epochs * (double)R->set.n_rows / (double)G);
+    double epoch_steps = plan_epoch_steps(plan->epochs, (double)R->set.n_rows, G);
+    if (plan->max_steps <= 0 && epoch_steps < 1) {   /* llmc check refuses the same plan */
+        log_error("train.epochs = %.3g over %" PRIu64 " rows at a global batch of %d is %.3g of one optimizer step; "
+                  "epochs = %g gives one", plan->epochs, (uint64_t)R->set.n_rows, G, epoch_steps,
+                  ceil(plan->epochs / epoch_steps * 1e6) / 1e6);
+        return -1;
+    }
+    int64_t total = plan->max_steps > 0 ? plan->max_steps : (int64_t)ceil(epoch_steps);
     R->total = total < 1 ? 1 : total;
     R->sch = (LrSchedule){plan->schedule,
                           plan->lr, plan->min_lr, plan->warmup_steps >= 0 ? plan->warmup_steps

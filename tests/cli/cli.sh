@@ -390,6 +390,18 @@ pp_plan data output.dir "../data/" "resolves to \"$(realpath "$T/pp/data")\", wh
 pp_plan tok output.dir "../tokenizer" 'resolves to'
 pp_plan self output.dir "." "resolves to \"$(realpath "$T/pp/out")\", which is the directory of plan file"
 pp_plan model model.path "/tmp/.." 'resolves to "/", the file-system root, not a model or tokenizer directory'
+# a C1 control character (U+0085, U+009B) in any path plan.json names: refused by
+# check-plan as llmc check refuses it, the character named, nothing raw in the message
+for field in output.dir checkpoint.dir model.path tokenizer.path data.shards_dir datasets.file; do
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); s,k=sys.argv[2].split(".")
+o = p[s][0] if s == "datasets" else p[s]
+o[k] = (o[k] or "/m") + "\u0085x\u009b"
+json.dump(p, open(sys.argv[3], "w"), ensure_ascii=False)' "$T/pp/out/plan.json" "$field" "$T/pp/out/c1.json"
+    "$TRAIN" check-plan "$T/pp/out/c1.json" >/dev/null 2>"$T/pp.err"; rc=$?
+    want="c1.json: ${field/datasets./datasets[0].}: contains a control character (U+0085 at offset"
+    [[ $rc -eq 1 ]] && grep -qF "$want" "$T/pp.err" && ! LC_ALL=C grep -qP '\xc2[\x80-\x9f]' "$T/pp.err" &&
+        ok "check-plan $field with U+0085: refused, the character named" || bad "check-plan $field with a C1 control (exit $rc)" "$T/pp.err"
+done
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["data"]["context"]=p["model"]["max_context"]+1; json.dump(p,open(sys.argv[2],"w"))' \
     "$T/pp/out/plan.json" "$T/pp/out/ctx.json"
 "$TRAIN" check-plan "$T/pp/out/ctx.json" >/dev/null 2>"$T/pp.err"; rc=$?

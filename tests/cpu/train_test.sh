@@ -397,6 +397,16 @@ mkrun "$T/m" 'p["model"].update(vocab=152064, hidden=8192, layers=80, ffn=29568,
 [[ $rc -eq 1 ]] && grep -q "the CPU backend needs [0-9.]* GiB for this model" "$T/m.log" \
     && ok "72B-sized model on this CPU: refused up front with the memory it needs" || bad "memory check (exit $rc)" "$T/m.log"
 
+# 5d. epochs that do not fill one optimizer step (1e-320, a denormal, passes the row's
+#     "greater than 0"): refused at start as llmc check refuses it, not rounded up to a step
+for ep in 1e-320 0.01; do
+    mkrun "$T/ep" "p[\"train\"].update(epochs=$ep, max_steps=None)"
+    (cd "$T/ep" && "$BIN" run plan.json) >"$T/ep.log" 2>&1; rc=$?
+    [[ $rc -eq 1 && ! -e $T/ep/run/metrics.jsonl ]] && grep -q "train.epochs = $ep over [0-9]* rows at a global batch of [0-9]* is [0-9.e-]* of one optimizer step" "$T/ep.log" \
+        && ok "epochs = $ep: under one optimizer step, refused at start" || bad "epochs = $ep (exit $rc)" "$T/ep.log"
+    rm -rf "$T/ep"
+done
+
 # 6. bad plans: exit 2, the key path in the message
 check_plan() {   # NAME EDIT EXPECTED-TEXT
     mkrun "$T/p" "$2"

@@ -108,13 +108,19 @@ mapfile -t bench_rows < <(bash bench/cuda/run.sh --rows)
 expect "run.sh rows: 3B at 2048, 1.5B at 4096 and 8192" 0 "3b-2048 qwen2.5-3b 4 2048 1" bash bench/cuda/run.sh --rows
 expect "BENCH_ACCUM_STEPS: not a number" 2 "take a positive integer, not '0'" \
     env BENCH_SHAPES=llmq BENCH_ACCUM_STEPS=0 bash bench/cuda/run.sh "$tmp/bench-bad"
-if [[ ${#bench_rows[@]} -eq 8 && ${bench_rows[3]} == "1.5b-4096 qwen2.5-1.5b 2 4096 1" &&
-      ${bench_rows[4]} == "1.5b-8192 qwen2.5-1.5b 1 8192 1" ]]; then ok "run.sh: five rows, then three"
-else bad "run.sh: five rows, then three: ${bench_rows[*]}"; fi
+if [[ ${#bench_rows[@]} -eq 12 && ${bench_rows[3]} == "1.5b-4096 qwen2.5-1.5b 2 4096 1" &&
+      ${bench_rows[4]} == "1.5b-8192 qwen2.5-1.5b 1 8192 1" ]]; then ok "run.sh: five rows, then three, then four"
+else bad "run.sh: five rows, then three, then four: ${bench_rows[*]}"; fi
 # llmq's published shapes: its micro batch, 524,288 tokens per optimizer step
 if [[ ${bench_rows[5]} == "0.5b-llmq qwen2.5-0.5b 32 2048 8" && ${bench_rows[6]} == "1.5b-llmq qwen2.5-1.5b 16 2048 16" &&
       ${bench_rows[7]} == "3b-llmq qwen2.5-3b 8 2048 32" ]]; then ok "run.sh: llmq's shapes"
 else bad "run.sh: llmq's shapes: ${bench_rows[*]:5}"; fi
+# llmq's benchmarks/H100x1.md: T = 1024, its micro batches, 524,288 tokens per step
+if [[ ${bench_rows[8]} == "0.5b-llmq1k qwen2.5-0.5b 32 1024 16" && ${bench_rows[9]} == "1.5b-llmq1k qwen2.5-1.5b 32 1024 16" &&
+      ${bench_rows[10]} == "3b-llmq1k qwen2.5-3b 16 1024 32" && ${bench_rows[11]} == "7b-llmq1k qwen2.5-7b 4 1024 128" ]]
+then ok "run.sh: llmq's 1024-token shapes"
+else bad "run.sh: llmq's 1024-token shapes: ${bench_rows[*]:8}"; fi
+expect "BENCH_FP8: 0 or 1" 2 "BENCH_FP8 takes 0 or 1, not 'on'" env BENCH_FP8=on bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "bench_table: a row without ACCUM" 2 "want 'ID MODEL BATCH SEQ ACCUM'" \
     python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "1.5b-2048 qwen2.5-1.5b 4 2048"
 python3 - bench/cuda/torch_bench.py "${bench_rows[@]}" > "$tmp/shapes.out" 2>&1 <<'PY'
@@ -135,7 +141,7 @@ if ! nvidia-smi -L > /dev/null 2>&1 && [[ ${SAN:-0} != 1 ]]; then   # run.sh bui
         > "$tmp/bench.out" 2> "$tmp/bench.err"
     rc=$?
     n_err=$(grep -c '"error"' "$tmp/bench/bench.jsonl" 2>/dev/null)
-    if [[ $rc -eq 1 && $n_err -eq 4 ]] && grep -q "^qwen2.5-1.5b 1x8192 .*failed.*failed.*N/A$" "$tmp/bench.out" &&
+    if [[ $rc -eq 1 && $n_err -eq 6 ]] && grep -q "^qwen2.5-1.5b 1x8192 .*failed.*failed.*N/A$" "$tmp/bench.out" &&
        grep -q "^0.5b-2048 ours: exit 1: " "$tmp/bench.out"; then ok "bench without a GPU: every run reported"
     else bad "bench without a GPU: every run reported (exit $rc, $n_err error lines)"; cat "$tmp/bench.out"; fi
 fi

@@ -5,7 +5,8 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2 zero   (default: all but run7b, split, split-bench, trust, host2, zero)
+#               split split-bench trust host2 zero fp8 fp8-bench
+#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -15,8 +16,12 @@
 #            transport (LLMC_TRANSPORT=host), against each other and against 1 rank
 #     zero: ZeRO-1/2/3 (with and without optimizer offload, full and LoRA) on 1, 2 and 4
 #           ranks sharing one GPU over the host transport, against 1 rank
-#     split: LLMC_MASTER=split (master weights as bf16 + low halves) against HF, through
-#            run and resume; split-bench: its memory and speed beside the default
+#     split: master weights as bf16 + low halves (--master-weights split, the plan's
+#            train.master_weights) against HF; split-bench: its memory and speed beside the default
+#     fp8: precision = fp8 (tests/cuda/fp8_check.c: quantisation and FP8 GEMMs against fp64;
+#          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
+#     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
+#          weights and bf16 moments), phase times of the 0.5B FP8 step
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -91,15 +96,14 @@ if has lora; then
         grep -h "loss curve:\|after " "$out/lora_$name.log"
     done
 fi
-# LLMC_MASTER=split: the same checks as the default master weights pass, then the
+# --master-weights split: the same checks as the default master weights pass, then the
 # benchmark shapes with and without it (its peak should fall by 2 bytes per
 # trained parameter: 2.88 GiB at 1.5B; AdamW moves 28 bytes a parameter, not 30).
 if has split; then
     (
-        export LLMC_MASTER=split
-        chk split_main --steps 200
-        chk split_hd128 --steps 20 --head-dim 128
-        chk split_selective --steps 20 --selective-recompute
+        chk split_main --steps 200 --master-weights split
+        chk split_hd128 --steps 20 --head-dim 128 --master-weights split
+        chk split_selective --steps 20 --selective-recompute --master-weights split
         if [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
             r=.cuda-run/tiny
             bash tests/cuda/resume_check.sh "$out/resume_split" > "$out/resume_split.log" 2>&1
@@ -119,12 +123,47 @@ if has split-bench; then
     for v in "qwen2.5-0.5b 8" "qwen2.5-1.5b 4" "qwen2.5-3b 4"; do
         set -- $v
         for mode in fp32 split; do
-            LLMC_MASTER=$mode LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 \
+            LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 2048 --master-weights $mode \
                 > "$out/split_$1_$mode.json" 2> "$out/split_$1_$mode.log"
             note "master $mode $1 x$2: $(cat "$out/split_$1_$mode.json")"
             grep -h "adamw\|AdamW" "$out/split_$1_$mode.log" | head -2
         done
     done
+fi
+if has fp8; then
+    if make -s -j8 fp8-check > "$out/fp8_build.log" 2>&1; then
+        ./build/fp8_check > "$out/fp8_check.log" 2>&1
+        note "fp8 kernels and GEMMs: $(tail -1 "$out/fp8_check.log")"
+        grep -h FAIL "$out/fp8_check.log" | head -8
+    else
+        note "fp8: build FAILED"; tail -20 "$out/fp8_build.log"
+    fi
+    chk fp8_main --steps 200 --fp8
+    chk fp8_selective --steps 20 --fp8 --selective-recompute
+    chk fp8_recompute --steps 20 --fp8 --recompute
+    chk fp8_qwen3 --steps 20 --fp8 --arch qwen3 --head-dim 64
+    chk states_bf16 --steps 200 --optimizer-states bf16
+    chk split_states_bf16 --steps 50 --master-weights split --optimizer-states bf16
+fi
+# llmq's published H100 runs (benchmarks/H100x1.md: T = 1024, 524,288 tokens per
+# step, bf16 master weights and moments): ours with split master weights and bf16
+# moments, bf16 GEMMs and FP8 GEMMs. 7B: micro-batch 4 (bf16) as llmq, fp8 4 too.
+if has fp8-bench; then
+    # F8_ROWS: "MODEL MICRO ACCUM,..." (default llmq's own)
+    IFS=, read -ra f8rows <<< "${F8_ROWS:-qwen2.5-0.5b 32 16,qwen2.5-1.5b 32 16,qwen2.5-3b 16 32,qwen2.5-7b 4 128}"
+    for v in "${f8rows[@]}"; do
+        set -- $v
+        for p in "" --fp8; do
+            timeout 400 ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 1024 --accum $3 --steps 2 --warmup 1 \
+                --master-weights split --optimizer-states bf16 $p > "$out/f8b_$1$p.json" 2> "$out/f8b_$1$p.log"
+            note "bench $1 ${2}x1024x$3 split+bf16 states ${p:-bf16}: exit $? $(cat "$out/f8b_$1$p.json")"
+            grep -h "error" "$out/f8b_$1$p.log" | head -2
+        done
+    done
+    LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 32 --seq 1024 --steps 3 --warmup 1 \
+        --master-weights split --optimizer-states bf16 --fp8 > "$out/f8_phases.json" 2> "$out/f8_phases.log"
+    LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 32 --seq 1024 --steps 3 --warmup 1 \
+        --master-weights split --optimizer-states bf16 > "$out/b16_phases.json" 2> "$out/b16_phases.log"
 fi
 if has trust && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     bash tests/cuda/trust.sh "$out/trust" > "$out/trust.log" 2>&1

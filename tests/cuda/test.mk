@@ -36,3 +36,11 @@ initcheck-probe: $(BUILD)/initcheck_probe
 $(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c $(BUILD)/cuda/gemm.o \
                          $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
+
+# tests/cuda/fp8_check.c: precision = fp8's quantisation (kernels_fp8.cu) and FP8
+# GEMMs (gemm.c) against fp64 references (needs a GPU; device.sh's `fp8` step).
+.PHONY: fp8-check
+fp8-check: $(BUILD)/fp8_check
+$(BUILD)/fp8_check: tests/cuda/fp8_check.c $(BUILD)/cuda/gemm.o \
+                   $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
+	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm

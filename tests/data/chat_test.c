@@ -46,8 +46,11 @@ static void masked(const char *what, size_t cutoff, ChatMasking m, const uint32_
     three_turns(&doc);
     TokIds ids = {0};
     UniBuf mask = {0};
-    int rc = chat_tokenize_masked(&doc, NULL, cutoff, m, &ids, &mask);
+    int cut = -1;
+    int rc = chat_tokenize_masked(&doc, NULL, cutoff, m, &ids, &mask, &cut);
     int ok = !rc && ids.len == n_want && mask.len == n_want && strlen(want_mask) == n_want;
+    /* the three pairs are 19 tokens: anything less was cut, and says so (prepare counts it) */
+    CHECK(cut == (n_want < 19), "%s, cutoff %zu: cut = %d, want %d", what, cutoff, cut, n_want < 19);
     size_t at = 0;
     for (; ok && at < n_want; at++)
         if (ids.ids[at] != want_ids[at] || mask.p[at] != (uint8_t)(want_mask[at] - '0')) ok = 0;
@@ -164,11 +167,14 @@ int main(int argc, char **argv)
     CHECK(ids.len == 4, "pretrain doc cut: %zu", ids.len);
     /* the masking switches leave pre-training text as it is */
     ids.len = mask.len = 0;
-    chat_tokenize_masked(&doc, enc, 4, (ChatMasking){0, 1}, &ids, &mask);
+    int cut = -1;
+    chat_tokenize_masked(&doc, enc, 4, (ChatMasking){0, 1}, &ids, &mask, &cut);
     CHECK(ids.len == 4 && mask.len == 4 && mask.p[0] == 1 && mask.p[3] == 1, "pretrain doc, mask_history: %zu", ids.len);
+    CHECK(cut == 1, "pretrain doc cut at 4: cut = %d", cut);
     ids.len = mask.len = 0;
-    chat_tokenize_masked(&doc, enc, 1000, (ChatMasking){1, 0}, &ids, &mask);
+    chat_tokenize_masked(&doc, enc, 1000, (ChatMasking){1, 0}, &ids, &mask, &cut);
     CHECK(ids.len == 9 && ids.ids[8] == 511 && mask.p[0] == 1, "pretrain doc, train_on_prompt: %zu", ids.len);
+    CHECK(cut == 0, "pretrain doc whole: cut = %d", cut);
     CHECK(chat_template_find("chatml") == NULL && chat_template_find(NULL) == NULL, "unknown template");
     tokids_free(&ids);
     unibuf_free(&mask);

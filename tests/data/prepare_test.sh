@@ -73,6 +73,43 @@ if grep -Eq "tokens per epoch +$ntok +prepare stats" <<<"$ex" && [[ $ex == *"pad
     ok "llmc explain takes tokens per epoch ($ntok) from the stats file, unpacked rows at the context"
 else no "explain with stats" "$ex"; fi
 
+# 1c. records over the context (issue 28): counted, said once per dataset with its file and
+#     the context, and written to the stats file and index.json, beside the bad records dropped
+[[ $out != *"records cut at the context"* ]] && ok "tiny at context 64: nothing cut, nothing said" || no "tiny: a cut reported" "$out"
+C=$S/cut.json
+python3 - "$C" <<'PY'
+import json, sys
+short = {"messages": [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": "2"}]}
+long_answer = {"messages": [{"role": "user", "content": "1+1"}, {"role": "assistant", "content": "9 " * 200}]}
+long_turns = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b " * 100},
+                           {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]}
+bad = {"messages": [{"role": "user", "content": "no answer"}]}
+json.dump([short, long_answer, long_turns, bad, short], open(sys.argv[1], "w"))
+PY
+plan "$S/cut" sharegpt "$C" 64 false skip
+out=$("$TRAIN" prepare "$S/cut/plan.json" 2>&1); rc=$?
+said=$(grep -c "records cut at the context" <<<"$out")
+if [[ $rc -eq 0 && $said -eq 1 ]] &&
+   grep -Eq "${logp}warning: dataset d \($C\): 2 of 4 records cut at the context of 64 tokens, 1 dropped as bad records$" <<<"$out"; then
+    ok "2 records cut at the context, 1 dropped: said once, with the file and the context"
+else no "records cut at the context (exit $rc, said $said times)" "$out"; fi
+cutok=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); d=json.load(open(sys.argv[2]))["summary"]["datasets"][0]
+print(int(s["records_cut"] == 2 and s["records_cut_untrained"] == 0 and s["records_skipped"] == 1 and s["records"] == 4 and
+          d["records_cut"] == 2 and d["records_cut_untrained"] == 0 and d["records_skipped"] == 1))' "$C.stats.json" "$S/cut/shards/index.json" 2>&1)
+[[ $cutok == 1 ]] && ok "records_cut in FILE.stats.json and index.json" || no "records_cut written" "$cutok $(cat "$C.stats.json")"
+out=$("$TRAIN" prepare --check "$S/cut/plan.json" 2>&1)
+[[ $(grep -c "2 of 4 records cut at the context of 64 tokens" <<<"$out") -eq 1 ]] && ok "prepare --check says the cut too" ||
+    no "prepare --check: no cut count" "$out"
+
+# 1d. a file-size limit (ulimit -f) reached while a shard is written: a message naming the
+#     file and exit 1 (the job script's failure, not a requeue), not death by SIGXFSZ; the
+#     live set stays whole
+out=$(ulimit -f 50; exec "$TRAIN" prepare --force "$S/tiny/plan.json" 2>&1); rc=$?
+chk=$("$SHARD" --check "$S/tiny/shards" 2>&1)
+if [[ $rc -eq 1 ]] && grep -Eq "${logp}error: .*/shard-[0-9a-f]+-00000\.bin\.tmp: write: File too large$" <<<"$out" &&
+   [[ $chk == "rows 9600 docs 9600 segments 9600 "* ]]; then ok "ulimit -f reached: 'File too large' naming the shard, exit 1, the live set whole"
+else no "prepare under ulimit -f (exit $rc)" "$out $chk"; fi
+
 # 2. idempotent: a second run does nothing; a changed input file is prepared again
 before=$(stat -c %Y.%s "$S"/tiny/shards/shard-*-00000.bin)
 out=$("$TRAIN" prepare "$S/tiny/plan.json" 2>&1)

@@ -11,17 +11,8 @@
 set -u
 LLMC=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/slurm_lib.sh" e2e-lf-chain   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line
+. "$HERE/slurm_lib.sh" e2e-lf-chain   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line, wait_state
 unset SLURM_JOB_ID SLURM_JOBID SLURM_RESTART_COUNT
-wait_state() {  # JOB SECONDS STATE... : until the job is in one of the states
-    local i s
-    for ((i = 0; i < $2 * 2; i++)); do
-        s=$(job_field "$1" JobState)
-        for want in "${@:3}"; do [[ $s == "$want" ]] && return 0; done
-        sleep 0.5
-    done
-    return 1
-}
 
 mkdir -p "$T/logs" && tiny_examples "$T"
 cp "$HERE/lf_chain.llm" "$T/lf_chain.llm"

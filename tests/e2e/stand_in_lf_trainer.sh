@@ -21,17 +21,46 @@
 #     LLaMA-Factory's LogCallback format (current_steps, total_steps, loss ...).
 #   - adapter_name_or_path (a later stage of a chain): the directory must hold
 #     adapter_config.json, else the start fails, as loading the adapter does.
+#   - With LLMC_STAND_IN_MODELS=1, model_name_or_path must hold config.json,
+#     as loading the model needs (the older tests' plans name a model directory
+#     that is not there).
 # Each start appends a line to $LLMC_STAND_IN_LOG (with the model and adapter).
+#
+# `export YAML` merges as `llamafactory-cli export` does (a merge job): the
+# YAML must say finetuning_type lora and name template, export_dir, the base
+# (model_name_or_path, with config.json) and the adapter (adapter_config.json
+# and model.safetensors, whose state it takes); it writes export_dir/config.json
+# (the base's), model.safetensors ("merged STATE", STATE the adapter's) and
+# appends "export base=... adapter=... dir=... state=..." to the log.
 set -u
-[[ ${1:-} == train && -f ${2:-} ]] || { echo "stand-in: usage: train YAML" >&2; exit 2; }
+[[ ${1:-} == train || ${1:-} == export ]] && [[ -f ${2:-} ]] || { echo "stand-in: usage: train|export YAML" >&2; exit 2; }
 yaml=$2
 key() { sed -n "s/^$1: //p" "$yaml" | head -n 1 | sed 's/^"\(.*\)"$/\1/'; }
+absdir() { [[ $1 == /* ]] && echo "$1" || echo "$PWD/$1"; }
+if [[ $1 == export ]]; then
+    base=$(key model_name_or_path) adapter=$(key adapter_name_or_path) dir=$(key export_dir)
+    [[ $(key finetuning_type) == lora && -n $(key template) && -n $dir ]] ||
+        { echo "stand-in: $yaml: an export needs finetuning_type lora, template and export_dir" >&2; exit 2; }
+    base=$(absdir "$base") adapter=$(absdir "$adapter") dir=$(absdir "$dir")
+    [[ -f $base/config.json ]] || { echo "stand-in: no model at $base (config.json)" >&2; exit 1; }
+    [[ -f $adapter/adapter_config.json && -f $adapter/model.safetensors ]] ||
+        { echo "stand-in: no adapter at $adapter" >&2; exit 1; }
+    state=$(cat "$adapter/model.safetensors")
+    mkdir -p "$dir"
+    echo "merged $state" >"$dir/model.safetensors"
+    cp "$base/config.json" "$dir/config.json"   # save_pretrained writes config.json with the weights
+    echo "export base=$(cd "$base" && pwd) adapter=$(cd "$adapter" && pwd) dir=$(cd "$dir" && pwd) state=$state" >>"${LLMC_STAND_IN_LOG:-/dev/null}"
+    exit 0
+fi
 out=$(key output_dir) save=$(key save_steps) keep=$(key save_total_limit) max=$(key max_steps)
 [[ -n $out && $save =~ ^[0-9]+$ && $keep =~ ^[0-9]+$ && $max =~ ^[0-9]+$ ]] ||
     { echo "stand-in: $yaml lacks output_dir, save_steps, save_total_limit or max_steps" >&2; exit 2; }
 [[ $out == /* ]] || out=$PWD/$out
 node=${NODE_RANK:-0}
 model=$(key model_name_or_path) adapter=$(key adapter_name_or_path) ftype=$(key finetuning_type)
+if [[ ${LLMC_STAND_IN_MODELS:-0} == 1 && ! -f $(absdir "$model")/config.json ]]; then
+    echo "stand-in: no model at $model (config.json)" >&2; exit 1
+fi
 if [[ -n $adapter ]]; then
     [[ $adapter == /* ]] || adapter=$PWD/$adapter
     [[ -f $adapter/adapter_config.json ]] || { echo "stand-in: no adapter at $adapter" >&2; exit 1; }

@@ -86,3 +86,10 @@ TEST_SUITES += e2e-lf-chain
 .PHONY: test-e2e-lf-chain
 test-e2e-lf-chain: $(BUILD)/llmc
 	@bash tests/e2e/lf_chain.sh $(BUILD)/llmc
+
+# LoRA SFT -> merge -> full DPO (a merge job: llamafactory-cli export) on the
+# local Slurm, the stand-in exporting the merged model the DPO job loads.
+TEST_SUITES += e2e-lf-merge
+.PHONY: test-e2e-lf-merge
+test-e2e-lf-merge: $(BUILD)/llmc
+	@bash tests/e2e/lf_merge.sh $(BUILD)/llmc

@@ -101,6 +101,8 @@ def check_dir(d):
             check(not wrong, f"{p}: every value has its declared type {[(k, type(doc[k]).__name__) for k in wrong] or ''}")
             bad = [k for k, c in LF_CHOICES.items() if k in doc and doc[k] not in c]
             check(not bad, f"{p}: enumerated values are valid {bad or ''}")
+            if n == "llamafactory_merge.yaml":
+                continue   # a merge job's export: no DeepSpeed or data (lf_keys_check.py checks it as export reads it)
             ds = os.path.join(d, doc.get("deepspeed", ""))
             check(os.path.isfile(ds), f"{p}: the deepspeed file it names exists")
             info = json.load(open(os.path.join(d, "dataset_info.json")))
@@ -122,8 +124,8 @@ def check_consistency(d):
     """slurm.conf, gres.conf, the job script and plan.json tell one story."""
     files = os.listdir(d)
     scripts = [f for f in files if f.endswith(".slurm")]
-    if "slurm.conf" not in files or len(scripts) != 1:
-        return
+    if "slurm.conf" not in files or len(scripts) != 1 or "plan.json" not in files:
+        return   # a merge job's directory has no plan.json (its script and snippets are a training job's)
     conf = open(os.path.join(d, "slurm.conf")).read()
     gres = open(os.path.join(d, "gres.conf")).read()
     script = open(os.path.join(d, scripts[0])).read()

@@ -108,7 +108,8 @@ static void check_job(const PlanJob *job, const Estimate *e)
     const PlanSite *site = &job->site;   /* the site's directives, one line each */
     int sbatch = 10 + L.gpu + (job->account != NULL) + (job->qos != NULL) + 1 + signal + (site->constraint != NULL) +
                  (site->exclusive == 1) + (site->reservation != NULL) + (site->mail_type != NULL) +
-                 (site->mail_user != NULL) + (site->comment != NULL);
+                 (site->mail_user != NULL) + (site->comment != NULL) + (site->exclude != NULL) +
+                 (site->nodelist != NULL) + (site->switches > 0) + (site->gpus_per_task > 0) + site->nextra;
     require(count_prefix(script, "#SBATCH") == sbatch, "job script: exactly the expected #SBATCH lines", script);
     free(script);
 

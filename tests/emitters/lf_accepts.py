@@ -16,6 +16,11 @@ read the file); its file is checked to be JSON instead.
 Needs Python with torch + transformers + PyYAML (the GPU machine's
 /opt/torch/.venv). Not part of `make test` (this machine has no transformers);
 run by hand: python3 tests/emitters/lf_accepts.py LF/src/llamafactory golden/lf_sft/*.yaml
+A merge job's llamafactory_merge.yaml goes through the parser of
+`llamafactory-cli export` instead (get_infer_args: ModelArguments,
+DataArguments, FinetuningArguments, GeneratingArguments, no training
+arguments), with export_model's own checks (export_dir set, no
+export_quantization_bit beside an adapter).
 Prints "ok"/"FAIL" lines and "N passed, N failed".
 """
 import ast
@@ -78,10 +83,23 @@ from llamafactory.hparams.training_args import TrainingArguments  # noqa: E402
 
 parser = HfArgumentParser([ModelArguments, DataArguments, TrainingArguments, FinetuningArguments,
                            GeneratingArguments])
+infer_parser = HfArgumentParser([ModelArguments, DataArguments, FinetuningArguments, GeneratingArguments])
 passed = failed = 0
 for path in yamls:
     with open(path) as f:
         args = yaml.safe_load(f)
+    if os.path.basename(path) == "llamafactory_merge.yaml":
+        try:
+            model, data, finetuning, _ = infer_parser.parse_dict(args, allow_extra_keys=False)
+            assert model.export_dir and model.adapter_name_or_path and model.export_quantization_bit is None
+            assert finetuning.finetuning_type == "lora" and data.template == args["template"]
+            print(f"ok   {path}: llamafactory-cli export's parser takes every key (export_dir {model.export_dir}, "
+                  f"adapter {model.adapter_name_or_path}, export_size {model.export_size}, device {model.export_device})")
+            passed += 1
+        except Exception as e:  # noqa: BLE001
+            print(f"FAIL {path}: {type(e).__name__}: {e}")
+            failed += 1
+        continue
     ds = args.pop("deepspeed", None)
     if ds:
         try:

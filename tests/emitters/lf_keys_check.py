@@ -16,7 +16,17 @@ the commit is in its header).
    YAML's stage: rm/dpo train (and evaluate) on ranking data only, kto on
    entries with a kto_tag, pt/sft on no ranking data; every dataset and
    eval_dataset the YAML names has an entry.
-4. the chat templates llmc knows (CHAT_TEMPLATES_C: compiler/check/chat_templates.c) are LLaMA-Factory's
+4. each llamafactory_merge.yaml (a merge job's `llamafactory-cli export`), as
+   export_model (train/tuner.py) after get_infer_args (hparams/parser.py)
+   takes it: every key a field of the inference parser's dataclasses only
+   (model, data, finetuning, generating arguments: a training argument is
+   refused there), of the declared type; export_dir, model_name_or_path and
+   adapter_name_or_path set, finetuning_type lora (_verify_model_args: an
+   adapter only with LoRA), no export_quantization_bit beside an adapter, a
+   known template; and in a chain (sibling job directories), the adapter is the
+   output_dir of a LoRA training YAML and export_dir the model_name_or_path of
+   the training YAML after it.
+5. the chat templates llmc knows (CHAT_TEMPLATES_C: compiler/check/chat_templates.c) are LLaMA-Factory's
    ("@template" lines: data/template.py), each with the same special tokens, and
    every YAML's template is one of them.
 Prints ok/FAIL lines and "N passed, N failed".
@@ -31,6 +41,7 @@ import yaml
 
 keys_file, emitter, table, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 fields, attrs = {}, {"@entry": set(), "@column": set(), "@tag": set()}
+origins = {}  # the dataclass file of each field
 header = []
 enums = {}  # LLaMA-Factory's string enums (extras/constants.py) by class name
 templates = {}  # LLaMA-Factory's chat templates (data/template.py) and the special tokens of their turns
@@ -50,6 +61,7 @@ for line in open(keys_file):
     elif line:
         k, ann, origin = line.split("\t")
         fields[k] = ann
+        origins[k] = origin
 
 # written inside a mapping, or for a transformers version the list is not from
 NOT_TOP_LEVEL = {
@@ -130,23 +142,37 @@ def type_ok(ann, v):
     return False
 
 
-yamls = []
-for d in dirs:
-    for root, _, files in os.walk(d):
-        yamls += [os.path.join(root, f) for f in files if f == "llamafactory_train.yaml"]
-for path in sorted(yamls):
-    with open(path) as f:
-        args = yaml.safe_load(f)
+# the parser of `llamafactory-cli export`: _INFER_ARGS (hparams/parser.py)
+INFER_FILES = ("model_args.py", "data_args.py", "finetuning_args.py", "generating_args.py")
+
+
+def key_errors(path, args, infer):
+    """Each key of a YAML against the list: known, of its declared type, a known
+    template; infer (an export's YAML): an argument of the inference parser."""
     errs = []
     for k, v in args.items():
-        if k in NOT_TOP_LEVEL and k not in fields:
+        if k in NOT_TOP_LEVEL and k not in fields and not infer:
             print(f"note {path}: {k}: {NOT_TOP_LEVEL[k]}")
         elif k not in fields:
             errs.append(f"unknown key {k}")
+        elif infer and not origins[k].split(":")[0].endswith(INFER_FILES):
+            errs.append(f"{k} is a training argument ({origins[k]}), which the export parser refuses")
         elif not type_ok(fields[k], v):
             errs.append(f"{k}: {v!r} is not {fields[k]}")
         elif k == "template" and v not in templates:
             errs.append(f"template {v!r} is not one of LLaMA-Factory's templates")
+    return errs
+
+
+def found(name):
+    """Every file called name under the DIRs, in order."""
+    return sorted(os.path.join(root, f) for d in dirs for root, _, files in os.walk(d) for f in files if f == name)
+
+
+for path in found("llamafactory_train.yaml"):
+    with open(path) as f:
+        args = yaml.safe_load(f)
+    errs = key_errors(path, args, False)
     if errs:
         bad(f"{path}: {'; '.join(errs)}")
     else:
@@ -212,5 +238,42 @@ for path in sorted(yamls):
         bad(f"{info_path}: {'; '.join(errs)}")
     else:
         ok(f"{info_path}: {len(info)} entries as parser.py reads them (stage {stage})")
+def resolved(yaml_path, p):
+    return os.path.normpath(p if os.path.isabs(p) else os.path.join(os.path.dirname(yaml_path), p))
+
+
+for path in found("llamafactory_merge.yaml"):
+    with open(path) as f:
+        args = yaml.safe_load(f)
+    errs = key_errors(path, args, True)
+    for k in ("model_name_or_path", "adapter_name_or_path", "export_dir", "template"):
+        if not args.get(k):
+            errs.append(f"{k} is not set")
+    if args.get("finetuning_type") != "lora":
+        errs.append("an adapter needs finetuning_type lora")
+    if args.get("export_quantization_bit") is not None:
+        errs.append("export_quantization_bit beside an adapter: LLaMA-Factory wants the adapter merged first")
+    if os.path.exists(os.path.join(os.path.dirname(path), "llamafactory_train.yaml")):
+        errs.append("a training YAML beside it")
+    # the chain it sits in: the sibling job directories' training YAMLs
+    chain = os.path.dirname(os.path.dirname(path))
+    trains = []
+    for sib in sorted(os.listdir(chain)):
+        ty = os.path.join(chain, sib, "llamafactory_train.yaml")
+        if os.path.isfile(ty):
+            with open(ty) as f:
+                trains.append((ty, yaml.safe_load(f)))
+    adapter, export = resolved(path, args.get("adapter_name_or_path", "")), resolved(path, args.get("export_dir", ""))
+    lora = [ty for ty, t in trains if t.get("finetuning_type") == "lora" and resolved(ty, t["output_dir"]) == adapter]
+    users = [ty for ty, t in trains if resolved(ty, t.get("model_name_or_path", "")) == export]
+    if trains and not lora:
+        errs.append(f"adapter {adapter} is the output_dir of no LoRA training YAML of the chain")
+    if trains and not users:
+        errs.append(f"export_dir {export} is the model of no training YAML of the chain")
+    if errs:
+        bad(f"{path}: {'; '.join(errs)}")
+    else:
+        ok(f"{path}: {len(args)} keys, each an export (inference) argument of the declared type; "
+           f"adapter from {len(lora)} LoRA run, merged model trained by {len(users)}")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -209,6 +209,61 @@ run "$TMP/nojob.llm" -o "$TMP/nojob-out" >"$TMP/out" 2>"$TMP/err"; rc=$?
 run "$TMP/empty.llm" -o "$TMP/empty-out" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 1 && ! -e $TMP/empty-out ]] && grep -qF "$TMP/empty.llm:1:1: error: the plan is empty" "$TMP/err" && ok || bad "compile of an empty plan: exit $rc"
 
+# 5f. Issue 28, Why 8: what the run would only find out later, found now.
+# A setup line that does not parse as bash (bash -n on the text eval gets),
+# with its position; one that parses is accepted, a trailing backslash is not.
+setup_plan() {   # file setup-list
+    printf 'use "%s/tests/frontend/lib/base.llm"\njob j { run = base_sft cluster = c nodes = 1 time = 1 h setup = %s }\n' \
+        "$PWD" "$2" >"$1"
+}
+setup_plan "$TMP/setup_bad.llm" '["module load x", "echo $(date"]'
+run check --color=never "$TMP/setup_bad.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qF "$TMP/setup_bad.llm:2:83: error: setup line 2 does not parse as shell: unexpected EOF while looking for matching \`)'" "$TMP/err" &&
+    [[ $(grep -c 'error:' "$TMP/err") -eq 1 ]] && ok || { bad "setup = [\"echo \$(date\"]: exit $rc, no error at its position"; grep error: "$TMP/err"; }
+for line in '"if true; then echo"' '"case x in"' '"echo `date"' '"a=(1 2"' '"echo )"'; do
+    setup_plan "$TMP/setup_bad.llm" "[$line]"
+    run check --color=never "$TMP/setup_bad.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    [[ $rc -eq 1 ]] && grep -q "error: setup line 1 does not parse as shell" "$TMP/err" && ok || bad "setup = [$line]: exit $rc, accepted"
+done
+setup_plan "$TMP/setup_ok.llm" '["module load cuda/12.4", "for f in a b; do echo \"$f\" | tr a-z A-Z; done", "[[ -d /x ]] || echo \"$(date +%s)\" # why"]'
+run check --color=never "$TMP/setup_ok.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && ! grep -q 'setup line' "$TMP/err" && ok || { bad "valid setup lines refused (exit $rc)"; grep -A3 setup "$TMP/err"; }
+# what bash parses with a warning (a here-document the line's end cuts off) is a warning
+setup_plan "$TMP/setup_warn.llm" '["cat <<EOF"]'
+run check --color=never "$TMP/setup_warn.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qF "warning: setup line 1: bash warns: here-document at line 1 delimited by end-of-file" "$TMP/err" && ok ||
+    { bad "setup = [\"cat <<EOF\"]: exit $rc, no warning"; grep -A2 setup "$TMP/err"; }
+# bash -n executes nothing: a command substitution in a line is parsed, not run
+setup_plan "$TMP/setup_run.llm" "[\"echo \$(touch $TMP/ran)\", \"touch $TMP/ran2\"]"
+run check --color=never "$TMP/setup_run.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 && ! -e $TMP/ran && ! -e $TMP/ran2 ]] && ok || bad "checking setup lines ran them (exit $rc)"
+# warmup longer than the run, epochs under one optimizer step: against the
+# steps counted from the tiny example's data (prepare's stats beside it)
+tiny_plan() {   # file sed-expression
+    sed -e "s#\"data/arith.json\"#\"$PWD/examples/tiny/data/arith.json\"#; s#\"tokenizer\"#\"$PWD/examples/tiny/tokenizer\"#" \
+        -e "s#\"../../out/tiny-run\"#\"$TMP/tiny-run\"#" -e "$2" examples/tiny/tiny.llm >"$1"
+}
+tiny_plan "$TMP/warm.llm" 's/warmup  *= 5%/warmup = 10000000000 steps/'
+run check --color=never "$TMP/warm.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -qE "^$TMP/warm.llm:[0-9]+:3: error: warmup \(10000000000 steps\) is as long as run 'tiny_sft' or longer: it has [0-9]+ steps" "$TMP/err" &&
+    ok || { bad "warmup = 10000000000 steps on a short run: exit $rc"; grep -A3 'error\|warning' "$TMP/err" | head; }
+# LLaMA-Factory runs such a warmup as written (transformers' schedules ramp for every
+# step): a warning there, with the same figures
+tiny_plan "$TMP/warm_lf.llm" 's/warmup  *= 5%/warmup = 10000000000 steps/; s/gpu       = none.*/gpu = H100_80GB x 8/; s/cpus      = 2/cpus = 64/
+    s/memory    = 4 GiB/memory = 512 GiB/; s/precision        = fp32/precision = bf16  backend = llamafactory/; s/attention        = eager/attention = flash/'
+run check --color=never "$TMP/warm_lf.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && grep -qE "^$TMP/warm_lf.llm:[0-9]+:3: warning: warmup \(10000000000 steps\) is as long as run 'tiny_sft' or longer" "$TMP/err" &&
+    grep -qF "LLaMA-Factory runs it as written" "$TMP/err" && ok || { bad "warmup longer than an LLaMA-Factory run: exit $rc, no warning"; grep -A4 'warmup' "$TMP/err" | head; }
+tiny_plan "$TMP/warm_ok.llm" 's/warmup  *= 5%/warmup = 100 steps/'
+run check --color=never "$TMP/warm_ok.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 ]] && ! grep -q warmup "$TMP/err" && ok || bad "warmup = 100 steps on a 2,000-step run refused (exit $rc)"
+for ep in 1e-320 0.001; do
+    tiny_plan "$TMP/ep.llm" "s/epochs  *= 8/epochs = $ep/"
+    run check --color=never "$TMP/ep.llm" >"$TMP/out" 2>"$TMP/err"; rc=$?
+    [[ $rc -eq 1 ]] && grep -qE "^$TMP/ep.llm:[0-9]+:3: error: epochs = $ep (gives run 'tiny_sft' [0-9.e-]+ of one optimizer step|is less than one optimizer step)" "$TMP/err" &&
+        ok || { bad "epochs = $ep (under one optimizer step): exit $rc"; grep -A3 'error\|warning' "$TMP/err" | head; }
+done
+
 # 6. Command line.
 cli() {  # expected-exit description args...
     local want=$1 what=$2; shift 2
@@ -304,6 +359,20 @@ cli 2 init-model-missing init-model "$TMP/no-such-model"
 cli 2 init-model-bad-name init-model tests/frontend/files/qwen3-0.6b 1bad
 cli 2 init-model-extra init-model tests/frontend/files/qwen3-0.6b a b
 grep -qF "cannot read '$TMP/no-such-model/config.json'" <(run init-model "$TMP/no-such-model" 2>&1) && ok || bad "init-model of a missing directory: message"
+# control bytes in a string of config.json (rope_type) are escaped where init-model
+# echoes it: a newline cannot end the comment and start a block of the file's making
+mkdir -p "$TMP/ctl"
+python3 - tests/frontend/files/llama3.1-8b/config.json "$TMP/ctl/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "x\u001b[31m\nmodel evil { layers = 1 }\n#\u0085"}
+json.dump(c, open(sys.argv[2], "w"))
+PY
+run init-model "$TMP/ctl" >"$TMP/out" 2>"$TMP/err"; rc=$?
+[[ $rc -eq 0 && $(grep -c '^model ' "$TMP/out") -eq 1 ]] && ! grep -q 'model evil' "$TMP/err" &&
+    grep -qF 'RoPE scaling x\x1b[31m\x0amodel evil { layers = 1 }\x0a#\u{85}:' "$TMP/out" &&
+    ! LC_ALL=C grep -qP '[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]' "$TMP/out" "$TMP/err" && ok ||
+    { bad "init-model copies control bytes of config.json into its output (exit $rc)"; cat -A "$TMP/out" | head -4; }
 mkdir -p "$TMP/gpt2"; printf '{"model_type": "gpt2", "n_layer": 12}\n' >"$TMP/gpt2/config.json"
 run init-model "$TMP/gpt2" >"$TMP/out" 2>"$TMP/err"; rc=$?
 [[ $rc -eq 1 && ! -s $TMP/out ]] && grep -qF 'model_type "gpt2" is not llama, qwen2, qwen3, mistral, gemma2, mixtral' "$TMP/err" && ok || bad "init-model of a gpt2 config: exit $rc"

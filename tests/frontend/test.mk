@@ -15,6 +15,12 @@ $(BUILD)/tests/frontend_unit: tests/frontend/unit.c $(FRONTEND_LIB_OBJ)
 test-frontend: $(BUILD)/llmc $(BUILD)/tests/frontend_unit
 	@bash tests/frontend/run.sh $(BUILD)/llmc $(BUILD)/tests/frontend_unit
 
+# `make SAN=1 fuzz` builds and runs: every fuzz target a few seconds (clang-14).
+TEST_SUITES += fuzz-smoke
+.PHONY: test-fuzz-smoke
+test-fuzz-smoke:
+	@bash tests/frontend/fuzz_smoke.sh
+
 # The same suite with AddressSanitizer + UndefinedBehaviorSanitizer.
 test-frontend-san:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/llmc build/san/tests/frontend_unit >/dev/null

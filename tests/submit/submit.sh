@@ -5,17 +5,8 @@
 set -u
 LLMC=$(realpath "$1")
 HERE=$(cd "$(dirname "$0")/../e2e" && pwd)
-. "$HERE/slurm_lib.sh" submit-test   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line
+. "$HERE/slurm_lib.sh" submit-test   # ROOT, CLUSTER, T, ok/bad/finish, job_field, wait_for_line, wait_state
 unset SLURM_JOB_ID SLURM_JOBID SLURM_RESTART_COUNT
-wait_state() {  # JOB SECONDS STATE...
-    local i s want
-    for ((i = 0; i < $2 * 4; i++)); do
-        s=$(job_field "$1" JobState)
-        for want in "${@:3}"; do [[ $s == "$want" ]] && return 0; done
-        sleep 0.25
-    done
-    return 1
-}
 # expect NAME RC PATTERN CMD...: exit status RC and PATTERN (grep -E) in stdout+stderr
 expect() {
     local name=$1 want=$2 re=$3; shift 3

@@ -1,0 +1,103 @@
+/* kernels_fp8.cu — per-tensor FP8 quantisation for the projection GEMMs
+ * (precision = fp8, model_cuda.c): the absolute maximum of a bf16 tensor, and its
+ * E4M3 or E5M2 copy, row-major and/or transposed, scaled so that the maximum lands
+ * in the format's top binade.
+ *
+ * Current scaling (the scale comes from this tensor's own maximum, not from a
+ * history of earlier steps): nothing to carry across steps or checkpoints, no
+ * overflow when the activations jump, and the same bits on a resumed run. The
+ * scale is a power of two, so scaling is exact and so is the dequantisation
+ * scale cuBLASLt multiplies back. The maximum is an atomicMax of float bits:
+ * max is order-free, so the result does not depend on the launch. */
+#include <cuda_fp8.h>
+#include "kernels_common.cuh"
+
+#define FP8_E4M3_MAX 448.f
+#define FP8_E5M2_MAX 57344.f
+
+/* amax[0] = max(amax[0], max |x|) over n elements (n a multiple of 8, x 16-byte aligned). */
+__global__ void fp8_amax_k(float *amax, const bf16 *x, size_t n8)
+{
+    float mx = 0.f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        float f[8];
+        load8(f, x + i * 8);
+        for (int k = 0; k < 8; k++) mx = fmaxf(mx, fabsf(f[k]));
+    }
+    mx = warp_max(mx);
+    __shared__ float part[32];
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        mx = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
+        mx = warp_max(mx);
+        /* non-negative floats order as their bits; NaN bits exceed inf's and win */
+        if (threadIdx.x == 0) atomicMax((unsigned *)amax, __float_as_uint(mx));
+    }
+}
+
+/* The power of two that puts amax in the format's top binade (1 for 0, inf, NaN). */
+static __device__ __forceinline__ float fp8_scale(float amax, float fmax)
+{
+    if (!(amax > 0.f) || !isfinite(amax)) return 1.f;
+    int e;
+    frexpf(fmax / amax, &e);          /* fmax/amax = f * 2^e, f in [0.5, 1) */
+    e -= 1;                           /* 2^e <= fmax/amax */
+    e = e < -120 ? -120 : e > 120 ? 120 : e;
+    return ldexpf(1.f, e);
+}
+
+static __device__ __forceinline__ uint8_t to_fp8(float v, int e5m2)
+{
+    return e5m2 ? (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2)
+                : (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* One 64 x 64 tile per block (256 threads, 8 elements each per pass, two passes):
+ * out[r, c] and outT[c, r] = fp8(x[r, c] * scale). Either output may be NULL.
+ * rows, cols: multiples of 8 (the transposed stores write 8 rows at a time). */
+#define QT 64
+__global__ void __launch_bounds__(256) fp8_quant_k(uint8_t *out, uint8_t *outT, float *scale_inv, const bf16 *x,
+                                                   int rows, int cols, const float *amax, int e5m2)
+{
+    __shared__ uint8_t tile[QT][QT + 8];
+    float s = fp8_scale(*amax, e5m2 ? FP8_E5M2_MAX : FP8_E4M3_MAX);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && scale_inv) *scale_inv = 1.f / s;
+    int r0 = blockIdx.y * QT, c0 = blockIdx.x * QT;
+    int tc = (threadIdx.x & 7) * 8, tr = threadIdx.x >> 3;   /* 8 threads per row of 64, 32 rows a pass */
+    for (int pass = 0; pass < 2; pass++) {
+        int r = r0 + tr + pass * 32, c = c0 + tc;
+        if (r >= rows || c >= cols) continue;
+        float f[8];
+        load8(f, x + (size_t)r * cols + c);
+        uint8_t q[8];
+        for (int k = 0; k < 8; k++) q[k] = to_fp8(f[k] * s, e5m2);
+        if (out) *(uint2 *)(out + (size_t)r * cols + c) = *(const uint2 *)q;
+        for (int k = 0; k < 8; k++) tile[tr + pass * 32][tc + k] = q[k];
+    }
+    if (!outT) return;
+    __syncthreads();
+    /* transposed: thread writes 8 consecutive rows (bytes) of one column */
+    for (int pass = 0; pass < 2; pass++) {
+        int c = c0 + tr + pass * 32, r = r0 + tc;
+        if (c >= cols || r >= rows) continue;
+        uint8_t q[8];
+        for (int k = 0; k < 8; k++) q[k] = tile[tc + k][tr + pass * 32];
+        *(uint2 *)(outT + (size_t)c * rows + r) = *(const uint2 *)q;
+    }
+}
+
+extern "C" void k_fp8_amax(float *amax, const bf16_t *x, size_t n, kstream_t s)
+{
+    size_t n8 = n / 8;
+    unsigned b = blocks_for(n8, 256);
+    unsigned cap = (unsigned)sm_count() * 8;
+    fp8_amax_k<<<b < cap ? b : cap, 256, 0, s>>>(amax, (const bf16 *)x, n8);
+}
+
+extern "C" void k_fp8_quant(uint8_t *out, uint8_t *outT, float *scale_inv, const bf16_t *x, int rows, int cols,
+                            const float *amax, int e5m2, kstream_t s)
+{
+    dim3 grid((cols + QT - 1) / QT, (rows + QT - 1) / QT);
+    fp8_quant_k<<<grid, 256, 0, s>>>(out, outT, scale_inv, (const bf16 *)x, rows, cols, amax, e5m2);
+}

@@ -1,0 +1,283 @@
+/* fp8_check.c — the FP8 building blocks of precision = fp8 on a GPU (issue 31):
+ * kernels_fp8.cu's maximum and quantisation, and gemm.c's FP8 products, on random
+ * data at the projection shapes of the tiny and 0.5B models.
+ *
+ * 1. k_fp8_amax equals the host's max |x| exactly.
+ * 2. k_fp8_quant: the scale is the power of two 2^e with amax * 2^e in
+ *    (fmax/2, fmax]; every element is the representable value nearest to x * scale
+ *    (E4M3: 448 max, E5M2: 57344; saturating), and the transposed copy holds the same
+ *    bytes transposed.
+ * 3. The FP8 GEMMs (forward E4M3 x E4M3, input gradient E5M2 x E4M3, weight gradient
+ *    E5M2 x E4M3 into fp32 with beta = 1) against an fp64 product of the dequantised
+ *    operands: relative L2 error below 1e-3 for exact accumulation (fp32
+ *    accumulation over K <= 32768 terms: K * 2^-24 relative at worst, ~sqrt(K) * 2^-24
+ *    typically) and below 2e-2 for the forward's fast accumulation (Hopper's FP8 fast
+ *    mode accumulates with fewer mantissa bits between promotions), against bf16 D
+ *    rounding (2^-9) on top.
+ * 4. The same products against the unquantised fp64 product: relative L2 error within
+ *    FP8's rounding: per element |error| <= 2^-4 (E4M3) or 2^-3 (E5M2) of the value,
+ *    uniform, so RMS 2^-4/sqrt(3) = 3.6% and 7.2%; a product of two independently
+ *    rounded operands has relative L2 error about the root sum of squares: 5.1%
+ *    (E4M3 x E4M3) and 8.1% (E5M2 x E4M3). Bound checked: 1.5x those (7.7%, 12.2%).
+ * Closes with "N passed, N failed". */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "gemm.h"
+#include "kernels.h"
+
+#define CK(call)                                                                                    \
+    do {                                                                                            \
+        cudaError_t e_ = (call);                                                                    \
+        if (e_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "fp8_check: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+static int n_pass, n_fail;
+
+static void check(int ok, const char *name, const char *fmt, double v, double tol)
+{
+    printf("%s %s: ", ok ? "PASS" : "FAIL", name);
+    printf(fmt, v, tol);
+    printf("\n");
+    if (ok) n_pass++; else n_fail++;
+}
+
+static uint16_t f2bf(float f)   /* round to nearest even */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf2f(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static double urand(void)   /* splitmix64 -> [0, 1) */
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (z >> 11) * 0x1.0p-53;
+}
+static double nrand(void) { return sqrt(-2.0 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+
+/* The value of an FP8 byte (OCP formats: E4M3 without infinities, 0x7f/0xff NaN;
+ * E5M2 IEEE-like). */
+static double fp8_value(uint8_t b, int e5m2)
+{
+    int s = b >> 7, mbits = e5m2 ? 2 : 3, ebits = e5m2 ? 5 : 4, bias = e5m2 ? 15 : 7;
+    int e = (b >> mbits) & ((1 << ebits) - 1), m = b & ((1 << mbits) - 1);
+    double v;
+    if (e5m2 && e == 31) return NAN;
+    if (!e5m2 && e == 15 && m == 7) return NAN;
+    if (e == 0) v = ldexp((double)m, 1 - bias - mbits);
+    else v = ldexp(1.0 + (double)m / (1 << mbits), e - bias);
+    return s ? -v : v;
+}
+
+/* Is q the representable value nearest x (saturated to +-fmax)? Ties either way. */
+static int nearest(uint8_t q, double x, int e5m2)
+{
+    double fmax = e5m2 ? 57344.0 : 448.0;
+    if (x > fmax) x = fmax;
+    if (x < -fmax) x = -fmax;
+    double v = fp8_value(q, e5m2), d = fabs(v - x);
+    if (isnan(v)) return 0;
+    for (int b = 0; b < 256; b++) {
+        double w = fp8_value((uint8_t)b, e5m2);
+        if (!isnan(w) && fabs(w - x) < d * (1 - 1e-12)) return 0;
+    }
+    return 1;
+}
+
+static double rel_l2(const double *a, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { num += (a[i] - ref[i]) * (a[i] - ref[i]); den += ref[i] * ref[i]; }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+typedef struct {
+    int rows, cols, e5m2;
+    uint16_t *h;                /* bf16 host values */
+    void *d;                    /* device bf16 */
+    uint8_t *q, *qt;            /* device FP8 and transpose */
+    uint8_t *hq, *hqt;          /* host copies */
+    float *amax, *sinv;         /* device scalars */
+    float h_amax, h_sinv;
+} Tensor;
+
+/* Random bf16 values of spread sd, quantised on the GPU; checks 1 and 2. */
+static void make_tensor(Tensor *t, int rows, int cols, int e5m2, double sd, const char *name, cudaStream_t st)
+{
+    size_t n = (size_t)rows * cols;
+    t->rows = rows; t->cols = cols; t->e5m2 = e5m2;
+    t->h = malloc(n * 2); t->hq = malloc(n); t->hqt = malloc(n);
+    double amax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = sd * nrand();
+        if (i % 9973 == 5) v *= 30;   /* outliers, as activations have */
+        t->h[i] = f2bf((float)v);
+        if (fabs(bf2f(t->h[i])) > amax) amax = fabs(bf2f(t->h[i]));
+    }
+    CK(cudaMalloc(&t->d, n * 2)); CK(cudaMalloc((void **)&t->q, n)); CK(cudaMalloc((void **)&t->qt, n));
+    CK(cudaMalloc((void **)&t->amax, 4)); CK(cudaMalloc((void **)&t->sinv, 4));
+    CK(cudaMemcpyAsync(t->d, t->h, n * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaMemsetAsync(t->amax, 0, 4, st));
+    k_fp8_amax(t->amax, t->d, n, st);
+    k_fp8_quant(t->q, t->qt, t->sinv, t->d, rows, cols, t->amax, e5m2, st);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(&t->h_amax, t->amax, 4, cudaMemcpyDeviceToHost, st));
+    CK(cudaMemcpyAsync(&t->h_sinv, t->sinv, 4, cudaMemcpyDeviceToHost, st));
+    CK(cudaMemcpyAsync(t->hq, t->q, n, cudaMemcpyDeviceToHost, st));
+    CK(cudaMemcpyAsync(t->hqt, t->qt, n, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    char label[160];
+    snprintf(label, sizeof label, "%s amax %dx%d", name, rows, cols);
+    check(t->h_amax == (float)amax, label, "|gpu - host| %.3g (want %g)", fabs(t->h_amax - amax), 0.0);
+    double fmax = e5m2 ? 57344.0 : 448.0, scale = 1.0 / t->h_sinv, top = amax * scale;
+    int pow2 = frexp(scale, &(int){0}) == 0.5;
+    snprintf(label, sizeof label, "%s scale is 2^e with amax*scale in (fmax/2, fmax]", name);
+    check(pow2 && top > fmax / 2 && top <= fmax, label, "amax*scale/fmax = %.4f (want (0.5, %g])", top / fmax, 1.0);
+    size_t bad = 0, badt = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            size_t i = (size_t)r * cols + c;
+            if (!nearest(t->hq[i], (double)bf2f(t->h[i]) * scale, e5m2)) bad++;
+            if (t->hqt[(size_t)c * rows + r] != t->hq[i]) badt++;
+        }
+    snprintf(label, sizeof label, "%s every element nearest to x*scale", name);
+    check(bad == 0, label, "%.0f elements not (want %g)", (double)bad, 0.0);
+    snprintf(label, sizeof label, "%s transposed copy", name);
+    check(badt == 0, label, "%.0f elements differ (want %g)", (double)badt, 0.0);
+}
+
+static double deq(const Tensor *t, size_t i) { return fp8_value(t->hq[i], t->e5m2) * t->h_sinv; }
+
+/* D[M,N] = A[M,K] . B[N,K]^T with A, B FP8 tensors ([M,K] and [N,K] row-major). */
+static void gemm_case(Gemm *g, const char *name, const Tensor *A, const Tensor *B, int fast, int d_f32, int acc,
+                      double tol_exact, double tol_fp8, cudaStream_t st)
+{
+    int M = A->rows, K = A->cols, N = B->rows;
+    size_t nd = (size_t)M * N;
+    void *D;
+    CK(cudaMalloc(&D, nd * 4));
+    float *init = NULL;
+    uint16_t *init16 = NULL;
+    if (acc) {   /* accumulate onto known values (beta = 1), as the weight gradient and the residual do */
+        init = malloc(nd * 4);
+        init16 = malloc(nd * 2);
+        for (size_t i = 0; i < nd; i++) {
+            init16[i] = f2bf((float)(0.01 * nrand()));
+            init[i] = bf2f(init16[i]);
+        }
+        CK(cudaMemcpyAsync(D, d_f32 ? (void *)init : (void *)init16, nd * (d_f32 ? 4 : 2), cudaMemcpyHostToDevice, st));
+    }
+    GemmArgs a = {.transB = 1, .M = M, .N = N, .K = K, .A = A->q, .lda = K, .B = B->q, .ldb = K, .D = D, .ldd = N,
+                  .d_f32 = d_f32, .alpha = 1.f, .beta = acc ? 1.f : 0.f, .batch = 1,
+                  .a_type = A->e5m2 ? GEMM_E5M2 : GEMM_E4M3, .b_type = B->e5m2 ? GEMM_E5M2 : GEMM_E4M3,
+                  .a_scale = A->sinv, .b_scale = B->sinv, .fast_accum = fast};
+    gemm_run(g, &a);
+    CK(cudaGetLastError());
+    void *hd = malloc(nd * 4);
+    CK(cudaMemcpyAsync(hd, D, nd * (d_f32 ? 4 : 2), cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    double *got = malloc(nd * 8), *ref_q = malloc(nd * 8), *ref = malloc(nd * 8);
+    double *da = malloc((size_t)K * 8), *ua = malloc((size_t)K * 8);
+    for (int i = 0; i < M; i++) {
+        for (int k = 0; k < K; k++) {
+            da[k] = deq(A, (size_t)i * K + k);
+            ua[k] = bf2f(A->h[(size_t)i * K + k]);
+        }
+        for (int j = 0; j < N; j++) {
+            double sq = 0, su = 0;
+            for (int k = 0; k < K; k++) {
+                sq += da[k] * deq(B, (size_t)j * K + k);
+                su += ua[k] * bf2f(B->h[(size_t)j * K + k]);
+            }
+            size_t o = (size_t)i * N + j;
+            double base = acc ? init[o] : 0.0;
+            ref_q[o] = sq + base;
+            ref[o] = su + base;
+            got[o] = d_f32 ? ((float *)hd)[o] : bf2f(((uint16_t *)hd)[o]);
+        }
+    }
+    if (acc)   /* the error is the product's: measure it without the accumulated base */
+        for (size_t o = 0; o < nd; o++) { got[o] -= init[o]; ref_q[o] -= init[o]; ref[o] -= init[o]; }
+    char label[200];
+    snprintf(label, sizeof label, "%s %dx%dx%d vs fp64 of the FP8 operands", name, M, N, K);
+    double e = rel_l2(got, ref_q, nd);
+    check(e <= tol_exact, label, "rel L2 %.3e (tolerance %.0e)", e, tol_exact);
+    snprintf(label, sizeof label, "%s %dx%dx%d vs fp64 of the bf16 operands", name, M, N, K);
+    e = rel_l2(got, ref, nd);
+    check(e <= tol_fp8, label, "rel L2 %.3e (tolerance %.3f)", e, tol_fp8);
+    free(got); free(ref_q); free(ref); free(da); free(ua); free(hd); free(init); free(init16);
+    CK(cudaFree(D));
+}
+
+static void free_tensor(Tensor *t)
+{
+    free(t->h); free(t->hq); free(t->hqt);
+    cudaFree(t->d); cudaFree(t->q); cudaFree(t->qt); cudaFree(t->amax); cudaFree(t->sinv);
+}
+
+int main(void)
+{
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    Gemm *g = gemm_create(st, 32u << 20);
+    if (!g) return 1;
+    /* tokens x in, out x in: the check model's QKV (128 -> 256) and o (128 -> 128), a 0.5B-like down
+     * projection (896 <- 1216, trimmed in K to keep the fp64 reference quick) */
+    static const int shapes[][3] = {{256, 128, 256}, {512, 128, 128}, {512, 1216, 896}};
+    const double E4 = 1.5 * 0.0510, E5 = 1.5 * 0.0808;
+    for (int s = 0; s < 3; s++) {
+        int Ntok = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        Tensor X, W, dY, Wt, dYt, Xt;
+        make_tensor(&X, Ntok, in, 0, 1.0, "input E4M3", st);
+        make_tensor(&W, out, in, 0, 0.02, "weight E4M3", st);
+        make_tensor(&dY, Ntok, out, 1, 1e-4, "gradient E5M2", st);
+        gemm_case(g, "forward (fast accumulation)", &X, &W, 1, 0, 0, 2e-2, E4, st);
+        /* the residual added in place (bf16 D = C, beta 1): the product is ~10x the
+         * base here, so D's bf16 rounding of the sum stays within the same bounds */
+        gemm_case(g, "forward + residual in place", &X, &W, 1, 0, 1, 2e-2, E4, st);
+        /* the input gradient: dY [Ntok,out] against W's transpose [in,out] */
+        Wt = W;
+        Wt.rows = in; Wt.cols = out; Wt.q = W.qt; Wt.hq = W.hqt;
+        {   /* host bf16 values of W^T for the unquantised reference */
+            uint16_t *ht = malloc((size_t)in * out * 2);
+            for (int r = 0; r < out; r++)
+                for (int c = 0; c < in; c++) ht[(size_t)c * out + r] = W.h[(size_t)r * in + c];
+            Wt.h = ht;
+        }
+        gemm_case(g, "input gradient", &dY, &Wt, 0, 0, 0, 1e-3 + 4e-3, E5, st);   /* + bf16 D rounding */
+        /* the weight gradient: dY^T [out,Ntok] against X^T [in,Ntok], fp32 D, beta 1 */
+        dYt = dY; dYt.rows = out; dYt.cols = Ntok; dYt.q = dY.qt; dYt.hq = dY.hqt;
+        Xt = X; Xt.rows = in; Xt.cols = Ntok; Xt.q = X.qt; Xt.hq = X.hqt;
+        uint16_t *hdt = malloc((size_t)out * Ntok * 2), *hxt = malloc((size_t)in * Ntok * 2);
+        for (int r = 0; r < Ntok; r++) {
+            for (int c = 0; c < out; c++) hdt[(size_t)c * Ntok + r] = dY.h[(size_t)r * out + c];
+            for (int c = 0; c < in; c++) hxt[(size_t)c * Ntok + r] = X.h[(size_t)r * in + c];
+        }
+        dYt.h = hdt; Xt.h = hxt;
+        gemm_case(g, "weight gradient (fp32, beta 1)", &dYt, &Xt, 0, 1, 1, 1e-3, E5, st);
+        free(Wt.h); free(hdt); free(hxt);
+        free_tensor(&X); free_tensor(&W); free_tensor(&dY);
+    }
+    gemm_destroy(g);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
