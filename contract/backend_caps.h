@@ -24,6 +24,14 @@
  *                   order: none < optimizer < all)
  *   OFFLOAD_MULTI_SHARD on several data-parallel ranks, offload needs at least this
  *                   ZeRO stage (each rank offloads its shard); 4: one rank only
+ *   FP8             1: precision = fp8 runs (FP8 projection GEMMs; the CPU
+ *                   backend computes in fp32 and has none)
+ *   FP8_MAX_SHARD   highest ZeRO stage with precision = fp8, on any number of
+ *                   ranks (the FP8 weight copies are not yet gathered by ZeRO-3)
+ *   FP8_OFFLOAD     most it offloads with precision = fp8 (OffloadKind order)
+ *   SPLIT_OFFLOAD   1: master_weights = split with offload (the split master
+ *                   lives beside the bf16 weight on the GPU; offload keeps an
+ *                   fp32 master on the host instead)
  *   SHARD_NOTE      what it shards, for the refusal
  */
 #ifndef LLMC_CONTRACT_BACKEND_CAPS_H
@@ -34,13 +42,14 @@
 #include <stdbool.h>
 
 #define LLMC_BACKENDS(X) \
-    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 4, \
+    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 4, 0, 0, OFFLOAD_NONE, 0, \
       "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)") \
-    X(CUDA, "GPUs", 3, 1, 0, 0, 8, 1024, OFFLOAD_OPTIMIZER, 2, \
+    X(CUDA, "GPUs", 3, 1, 0, 0, 8, 1024, OFFLOAD_OPTIMIZER, 2, 1, 2, OFFLOAD_NONE, 0, \
       "the llmc CUDA backend shards optimizer states, gradients and weights (zero1-zero3)")
 
 typedef enum {
-#define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, note) LLMC_BACKEND_##id,
+#define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, \
+          split_off, note) LLMC_BACKEND_##id,
     LLMC_BACKENDS(X)
 #undef X
     LLMC_BACKEND_COUNT
@@ -56,12 +65,17 @@ typedef struct {
     int lora_rank_max;
     OffloadKind max_offload;
     int offload_multi_shard;
+    bool fp8;
+    int fp8_max_shard;
+    OffloadKind fp8_max_offload;
+    bool split_offload;
     const char *shard_note;
 } LlmcBackendCaps;
 
 static const LlmcBackendCaps llmc_backend_caps[LLMC_BACKEND_COUNT] = {
-#define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, note) \
-    {where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, note},
+#define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, \
+          split_off, note) \
+    {where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, split_off, note},
     LLMC_BACKENDS(X)
 #undef X
 };
@@ -88,6 +102,19 @@ static inline bool llmc_finetune_ok(LlmcBackendId b, OffloadKind o)
 {
     const LlmcBackendCaps *c = &llmc_backend_caps[b];
     return c->finetune && (o == OFFLOAD_NONE || c->finetune_offload);
+}
+
+/* precision = fp8 at ZeRO stage `zero` with offload o runs on backend b. */
+static inline bool llmc_fp8_ok(LlmcBackendId b, int zero, OffloadKind o)
+{
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    return c->fp8 && zero <= c->fp8_max_shard && o <= c->fp8_max_offload;
+}
+
+/* master_weights = m with offload o runs on backend b. */
+static inline bool llmc_master_ok(LlmcBackendId b, MasterWeights m, OffloadKind o)
+{
+    return m == MASTER_FP32 || o == OFFLOAD_NONE || llmc_backend_caps[b].split_offload;
 }
 
 /* lora_rank runs on backend b: a positive multiple of its step up to its max

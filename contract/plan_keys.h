@@ -20,7 +20,8 @@
  *             "required": it must be written; "": derived by the block's rules
  *             (docs/language.md says from what)
  *   BACKENDS  PK_LF: backend = llamafactory only, the llmc backend refuses the
- *             key itself (train rows); PK_ANY: no refusal by key (a value or a
+ *             key itself (train rows); PK_LLMC: backend = llmc only, the
+ *             llamafactory backend refuses it (train rows); PK_ANY: no refusal by key (a value or a
  *             combination one backend lacks is a rule of the block, e.g. a
  *             Hub dataset or a mixture-of-experts model on backend = llmc)
  *   JSON      where plan.json holds it ("a|b": either, by its form); "-": not
@@ -64,7 +65,7 @@ typedef enum {
     PK_BLOCK,      /* { key = value ... } */
 } PlanKeyType;
 
-typedef enum { PK_ANY, PK_LF } PlanKeyBackends;
+typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
 
 /* cluster NAME { } */
 #define PLAN_KEYS_CLUSTER(X) \
@@ -130,6 +131,7 @@ typedef enum { PK_ANY, PK_LF } PlanKeyBackends;
     X("memory",    PK_SIZE,    NONE, "required", PK_ANY, "-", RULE, _) \
     X("usable",    PK_SIZE,    NONE, "", PK_ANY, "-", RULE, _) \
     X("bf16",      PK_FORM,    NONE, "required", PK_ANY, "-", RULE, _) \
+    X("fp8",       PK_FORM,    NONE, "", PK_ANY, "-", RULE, _) \
     X("hbm",       PK_RATE,    NONE, "required", PK_ANY, "-", RULE, _) \
     X("gres_type", PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X("mfu",       PK_PERCENT, NONE, "", PK_ANY, "-", RULE, _) \
@@ -200,7 +202,8 @@ typedef enum { PK_ANY, PK_LF } PlanKeyBackends;
     X("function",    PK_STRING, NONE, "", PK_ANY, "datasets[].tags.function", RULE, _) \
     X("system",      PK_STRING, NONE, "", PK_ANY, "datasets[].tags.system", RULE, _)
 
-/* train NAME { }. BACKENDS PK_LF: the llmc trainer refuses the key, the first
+/* train NAME { }. BACKENDS PK_LLMC: the llamafactory backend refuses the key
+ * (check_train_llmc_keys). PK_LF: the llmc trainer refuses the key, the first
  * set in this order (check_train_llmc_rules); the LoRA and freeze keys run on
  * both with their method. */
 #define PLAN_KEYS_TRAIN(X) \
@@ -223,6 +226,9 @@ typedef enum { PK_ANY, PK_LF } PlanKeyBackends;
     X("grad_clip",        PK_NUM,      PL_TRAIN_GRAD_CLIP, "1", PK_ANY, "train.grad_clip", ROW, grad_clip) \
     X("seed",             PK_INT64,    PL_TRAIN_SEED, "42", PK_ANY, "train.seed", RULE, _) \
     X("precision",        PK_ENUM,     precision, "bf16", PK_ANY, "train.precision", ROW_AT, precision) \
+    X("master_weights",   PK_ENUM,     master_weights, "fp32", PK_LLMC, "train.master_weights", ROW_AT, master_weights) \
+    X("optimizer_states", PK_ENUM,     optimizer_states, "fp32", PK_LLMC, "train.optimizer_states", ROW_AT, optimizer_states) \
+    X("fp8_backend",      PK_ENUM,     fp8_backend, "auto", PK_LF, "-", RULE, _) \
     X("shard",            PK_ENUM,     shard, "none", PK_ANY, "parallel.zero_stage", ROW_AT, shard) \
     X("recompute",        PK_ENUM,     recompute, "none", PK_ANY, "train.recompute", ROW_AT, recompute) \
     X("attention",        PK_ENUM,     attention, "flash", PK_ANY, "train.attention", ROW, attention) \

@@ -123,22 +123,72 @@ static const char *const lora_module_llm_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB_
 static const char *const lora_module_json_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB_JSON) NULL};
 
 /* train.precision: bf16/fp16 mixed precision (16-bit weights, gradients and
- * activations; fp32 master weights and AdamW moments), fp32, and pure_bf16:
+ * activations; fp32 master weights and AdamW moments), fp32, pure_bf16:
  * LLaMA-Factory's pure_bf16, everything bf16 (no fp32 copy; torch's AdamW
  * keeps m and v in the parameter dtype), backend = llamafactory without
- * DeepSpeed ZeRO only (the checker). */
+ * DeepSpeed ZeRO only (the checker); and fp8: bf16 mixed precision whose
+ * projection GEMMs (qkv, o, gate_up, down: forward, input and weight
+ * gradients) run in FP8 with per-tensor scales (llmc CUDA backend: E4M3
+ * weights and activations, E5M2 gradients; LLaMA-Factory: its fp8 key), on
+ * GPUs with FP8 tensor cores (the checker, the catalogue's FP8 peak). */
 #define PLAN_PRECISION(X) \
     X(PREC_BF16,      "bf16",      "bf16") \
     X(PREC_FP16,      "fp16",      "fp16") \
     X(PREC_FP32,      "fp32",      "fp32") \
-    X(PREC_PURE_BF16, "pure_bf16", "pure_bf16")
+    X(PREC_PURE_BF16, "pure_bf16", "pure_bf16") \
+    X(PREC_FP8,       "fp8",       "fp8")
 
 typedef enum { PLAN_PRECISION(PLAN_VOCAB_ID) } Precision;
 #define PREC_COUNT (PLAN_PRECISION(PLAN_VOCAB_ONE) 0)
 static const char *const precision_llm_names[] = {PLAN_PRECISION(PLAN_VOCAB_LLM) NULL};
 static const char *const precision_json_names[] = {PLAN_PRECISION(PLAN_VOCAB_JSON) NULL};
-/* The precisions llmc-train runs. */
-#define LLMC_TRAIN_PRECISION (PLAN_VOCAB_BIT(PREC_BF16) | PLAN_VOCAB_BIT(PREC_FP16) | PLAN_VOCAB_BIT(PREC_FP32))
+/* The precisions llmc-train reads (fp8: the CUDA backend alone runs it; the
+ * CPU backend refuses it, contract/backend_caps.h FP8). */
+#define LLMC_TRAIN_PRECISION (PLAN_VOCAB_BIT(PREC_BF16) | PLAN_VOCAB_BIT(PREC_FP16) | PLAN_VOCAB_BIT(PREC_FP32) | \
+                              PLAN_VOCAB_BIT(PREC_FP8))
+
+/* train.master_weights (plan.json train.master_weights): how the llmc trainer
+ * keeps the fp32 master copy of bf16/fp16/fp8 mixed precision: whole (4 bytes
+ * a trained parameter), or split: the bf16 weight is the master's high half
+ * and only the 16 dropped bits are kept beside it (2 bytes; exact, the same
+ * fp32 values; runtime/cuda/master_split.h). The CPU backend trains fp32
+ * weights, which are their own master: split is the same run there.
+ * backend = llmc only, not with offload (the checker, backend_caps.h). */
+#define PLAN_MASTER_WEIGHTS(X) \
+    X(MASTER_FP32,  "fp32",  "fp32") \
+    X(MASTER_SPLIT, "split", "split")
+
+typedef enum { PLAN_MASTER_WEIGHTS(PLAN_VOCAB_ID) } MasterWeights;
+#define MASTER_COUNT (PLAN_MASTER_WEIGHTS(PLAN_VOCAB_ONE) 0)
+static const char *const master_weights_llm_names[] = {PLAN_MASTER_WEIGHTS(PLAN_VOCAB_LLM) NULL};
+static const char *const master_weights_json_names[] = {PLAN_MASTER_WEIGHTS(PLAN_VOCAB_JSON) NULL};
+
+/* train.optimizer_states (plan.json train.optimizer_states): AdamW's m and v
+ * in fp32 (8 bytes a trained parameter) or bf16 (4 bytes), updated in fp32
+ * and stored rounded stochastically (contract/bf16_round.h). backend = llmc
+ * only (LLaMA-Factory's nearest: precision = pure_bf16). */
+#define PLAN_OPTIM_STATES(X) \
+    X(OSTATES_FP32, "fp32", "fp32") \
+    X(OSTATES_BF16, "bf16", "bf16")
+
+typedef enum { PLAN_OPTIM_STATES(PLAN_VOCAB_ID) } OptimStates;
+#define OSTATES_COUNT (PLAN_OPTIM_STATES(PLAN_VOCAB_ONE) 0)
+static const char *const optimizer_states_llm_names[] = {PLAN_OPTIM_STATES(PLAN_VOCAB_LLM) NULL};
+static const char *const optimizer_states_json_names[] = {PLAN_OPTIM_STATES(PLAN_VOCAB_JSON) NULL};
+
+/* train.fp8_backend (LLaMA-Factory's Fp8Arguments.fp8_backend, with
+ * precision = fp8): which library runs its FP8 linears. auto and torchao:
+ * torchao's Float8Linear (rowwise recipe); te: Transformer Engine
+ * (train/fp8_utils.py create_fp8_kwargs). backend = llamafactory only. */
+#define PLAN_FP8_BACKEND(X) \
+    X(FP8B_AUTO,    "auto",    "auto") \
+    X(FP8B_TORCHAO, "torchao", "torchao") \
+    X(FP8B_TE,      "te",      "te")
+
+typedef enum { PLAN_FP8_BACKEND(PLAN_VOCAB_ID) } Fp8Backend;
+#define FP8B_COUNT (PLAN_FP8_BACKEND(PLAN_VOCAB_ONE) 0)
+static const char *const fp8_backend_llm_names[] = {PLAN_FP8_BACKEND(PLAN_VOCAB_LLM) NULL};
+static const char *const fp8_backend_json_names[] = {PLAN_FP8_BACKEND(PLAN_VOCAB_JSON) NULL};
 
 /* train.shard: the ZeRO stage. plan.json writes the number (parallel.zero_stage),
  * which is the enum's value; the JSON column is the word llmc's readers print. */
@@ -265,6 +315,8 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(method,      PLAN_METHOD,      "train.method",      "finetune.method",        PLAN_VOCAB_ALL_ROWS) \
     X(lora_module, PLAN_LORA_MODULE, "train.lora_target", "finetune.lora_target[]", PLAN_VOCAB_ALL_ROWS) \
     X(precision,   PLAN_PRECISION,   "train.precision",   "train.precision",        LLMC_TRAIN_PRECISION) \
+    X(master_weights,   PLAN_MASTER_WEIGHTS, "train.master_weights",   "train.master_weights",   PLAN_VOCAB_ALL_ROWS) \
+    X(optimizer_states, PLAN_OPTIM_STATES,   "train.optimizer_states", "train.optimizer_states", PLAN_VOCAB_ALL_ROWS) \
     X(shard,       PLAN_SHARD,       "train.shard",       "-",                      PLAN_VOCAB_ALL_ROWS) \
     X(recompute,   PLAN_RECOMPUTE,   "train.recompute",   "train.recompute",        PLAN_VOCAB_ALL_ROWS) \
     X(attention,   PLAN_ATTENTION,   "train.attention",   "train.attention",        PLAN_VOCAB_ALL_ROWS) \

@@ -100,6 +100,12 @@ void check_gpu(Checker *c, const Item *it, PlanGpu *g)
         if (!(x > 0) || x > 100000) diag_error(c->d, e->value->at, "'bf16' must be between 0 and 100 PFLOPS");
         else spec->bf16_tflops = x;
     }
+    /* a part without FP8 tensor cores leaves it out: precision = fp8 is refused there */
+    if ((e = find(&s, "fp8")) &&
+        get_quantity(c, e, flops_units, NUNITS(flops_units), "a dense FP8 peak", "1979 TFLOPS", &x)) {
+        if (!(x > 0) || x > 100000) diag_error(c->d, e->value->at, "'fp8' must be between 0 and 100 PFLOPS");
+        else spec->fp8_tflops = x;
+    }
     if ((e = require(c, &s, "hbm", "4 TBps")) && e->value &&
         get_rate(c, e, e->value->terms[0], e->value->nterms > 1 ? e->value->terms[1] : NULL, byte_rate_units,
                  bit_rate_units, "4 TBps", &x) && want_terms(c, e, 2, "a bandwidth"))

@@ -285,12 +285,14 @@ void check_job(Checker *c, const Item *it, PlanJob *j)
                                t->name, j->name);
         diag_note(g, "a job stopped at its time limit before the first checkpoint loses all of its work");
     }
-    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32) {
+    /* (fp8 there: check_job_formats, with what FP8 needs) */
+    if (!cl->gpu && (cl->hostlist || cl->minimal) && t->precision != PREC_FP32 && t->precision != PREC_FP8) {
         Diag *g = diag_error(c->d, t->precision_at.start.file ? t->precision_at : j->cluster_at,
                              "cluster '%s' has no GPUs, so run '%s' must use precision = fp32", cl->name, t->name);
         diag_note(g, "the CPU backend trains in fp32; bf16 is the default");
     }
     check_job_llmc_caps(c, j, cl, t);
+    check_job_formats(c, j, cl, t);
     check_job_global_batch(c, j, t);
     check_job_profile(c, j, t);
 }

@@ -3,6 +3,14 @@
  * Capacities are the sizes nvidia-smi reports as total memory; "usable" subtracts
  * what the CUDA context, driver and ECC keep (about 1.5-2%). Peaks are dense
  * (no sparsity) bf16 tensor-core figures from the vendor data sheets (SXM parts).
+ * FP8 peaks are the same data sheets' dense FP8 tensor figures (half the "with
+ * sparsity" figure they print): H100 SXM and H200 3,958 TFLOPS sparse = 1,979
+ * dense (H100 and H200 Tensor Core GPU data sheets), GH200 the same (GH200
+ * data sheet), H100 NVL 3,341 sparse = 1,670 dense, B200 9 PFLOPS sparse =
+ * 4,500 dense (HGX B200 data sheet, per GPU), L40S 1,466 sparse = 733 dense,
+ * L4 485 sparse = 242.5 dense (Ada has FP8 tensor cores), MI300X 2,614.9
+ * dense (AMD data sheet, FP8 without sparsity); 0 for Ampere (A100, A10),
+ * which has none: precision = fp8 is refused there (the checker).
  * default_mfu is a conservative model-FLOPs utilisation for large-model training
  * with ZeRO/FSDP on that part; plans override it with `mfu`.
  *
@@ -26,13 +34,13 @@
 #define MIB (1024.0 * 1024.0)
 
 static const GpuSpec catalog[] = {
-    /* name         gres type     capacity         usable           TFLOP/s  TB/s   MFU */
-    {"A100_40GB",  "a100_40gb",  40960 * MIB,     40326 * MIB,      312.0,  1.555, 0.40},
-    {"A100_80GB",  "a100_80gb",  81920 * MIB,     81050 * MIB,      312.0,  2.039, 0.40},
-    {"H100_80GB",  "h100_80gb",  81559 * MIB,     81510 * MIB,      989.0,  3.35,  0.40},
-    {"H200_141GB", "h200_141gb", 143771 * MIB,    142300 * MIB,     989.0,  4.8,   0.40},
-    {"B200",       "b200",       183359 * MIB,    181000 * MIB,     2250.0, 8.0,   0.35},
-    {"L40S",       "l40s",       46068 * MIB,     45400 * MIB,      362.0,  0.864, 0.35},
+    /* name         gres type     capacity         usable           TFLOP/s  TB/s   MFU   FP8 TFLOP/s */
+    {"A100_40GB",  "a100_40gb",  40960 * MIB,     40326 * MIB,      312.0,  1.555, 0.40,      0},
+    {"A100_80GB",  "a100_80gb",  81920 * MIB,     81050 * MIB,      312.0,  2.039, 0.40,      0},
+    {"H100_80GB",  "h100_80gb",  81559 * MIB,     81510 * MIB,      989.0,  3.35,  0.40, 1979.0},
+    {"H200_141GB", "h200_141gb", 143771 * MIB,    142300 * MIB,     989.0,  4.8,   0.40, 1979.0},
+    {"B200",       "b200",       183359 * MIB,    181000 * MIB,     2250.0, 8.0,   0.35, 4500.0},
+    {"L40S",       "l40s",       46068 * MIB,     45400 * MIB,      362.0,  0.864, 0.35,  733.0},
     /* Entries below: capacity and usable as nvidia-smi / rocm-smi report them
      * where noted, else the data sheet's capacity less 2%. Sources:
      * GH200: NVIDIA GH200 Grace Hopper Superchip data sheet (96 GB HBM3, 4 TB/s;
@@ -45,11 +53,11 @@ static const GpuSpec catalog[] = {
      *   sparsity = 125 dense); nvidia-smi 23028 MiB.
      * MI300X: AMD Instinct MI300X data sheet (192 GB HBM3, 5.3 TB/s, peak BF16
      *   1,307.4 TFLOPS dense); rocm-smi VRAM total 205822885888 B = 196288 MiB. */
-    {"GH200",      "gh200",      96e9,            96e9 * 0.98,      989.0,  4.0,   0.40},
-    {"H100_NVL",   "h100_nvl",   95830 * MIB,     95000 * MIB,      835.0,  3.9,   0.40},
-    {"L4",         "l4",         23034 * MIB,     22500 * MIB,      121.0,  0.3,   0.35},
-    {"A10",        "a10",        23028 * MIB,     22500 * MIB,      125.0,  0.6,   0.35},
-    {"MI300X",     "mi300x",     196288 * MIB,    192000 * MIB,     1307.4, 5.3,   0.30},
+    {"GH200",      "gh200",      96e9,            96e9 * 0.98,      989.0,  4.0,   0.40, 1979.0},
+    {"H100_NVL",   "h100_nvl",   95830 * MIB,     95000 * MIB,      835.0,  3.9,   0.40, 1670.0},
+    {"L4",         "l4",         23034 * MIB,     22500 * MIB,      121.0,  0.3,   0.35,  242.5},
+    {"A10",        "a10",        23028 * MIB,     22500 * MIB,      125.0,  0.6,   0.35,      0},
+    {"MI300X",     "mi300x",     196288 * MIB,    192000 * MIB,     1307.4, 5.3,   0.30, 2614.9},
 };
 
 /* In the order of catalog[]. */

@@ -24,6 +24,7 @@ typedef struct {
     double bf16_tflops;      /* dense bf16 tensor peak, TFLOP/s */
     double hbm_tbps;         /* memory bandwidth, TB/s */
     double default_mfu;      /* achieved model-FLOPs utilisation assumed when the plan sets none */
+    double fp8_tflops;       /* dense FP8 (E4M3/E5M2) tensor peak, TFLOP/s; 0: no FP8 tensor cores */
 } GpuSpec;
 
 /* The usual node built around a part (HGX/DGX): the cluster block's defaults
@@ -235,6 +236,9 @@ typedef struct PlanTrain {
     double weight_decay, beta1, beta2, adam_eps, grad_clip;
     uint64_t seed;
     Precision precision; SrcRange precision_at;
+    MasterWeights master_weights; SrcRange master_weights_at;   /* backend = llmc; default fp32 */
+    OptimStates optimizer_states; SrcRange optimizer_states_at; /* backend = llmc; default fp32 */
+    Fp8Backend fp8_backend; SrcRange fp8_backend_at;            /* LLaMA-Factory, precision = fp8; default auto */
     ShardStage shard; SrcRange shard_at;
     Recompute recompute; SrcRange recompute_at;
     AttentionKind attention;

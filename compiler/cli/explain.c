@@ -68,6 +68,17 @@ static const char *optimizer_states_name(Precision p)
     return p == PREC_FP32 ? "Adam m + v, fp32" : p == PREC_PURE_BF16 ? "Adam m + v, bf16" : "fp32 master + Adam m + v";
 }
 
+/* The llmc CUDA trainer's states (train.master_weights, train.optimizer_states;
+ * estimate.c llmc_state_bytes). */
+static const char *llmc_states_text(const PlanTrain *t)
+{
+    static const char *const text[2][2] = {
+        {"fp32 master + Adam m + v, fp32", "fp32 master + Adam m + v, bf16"},
+        {"split master (the 16 bits bf16 drops) + Adam m + v, fp32",
+         "split master (the 16 bits bf16 drops) + Adam m + v, bf16"}};
+    return text[t->master_weights == MASTER_SPLIT][t->optimizer_states == OSTATES_BF16];
+}
+
 /* The states of LLaMA-Factory's `optim` (estimate.c: optim_state_bytes). */
 static const char *optim_states_text(OptimKind o, Precision p)
 {
@@ -222,6 +233,13 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "precision = pure_bf16 (LLaMA-Factory's): bf16 weights, gradients and Adam m + v (torch's "
                   "AdamW keeps its moments in the parameter dtype), no fp32 master copy: 2 + 2 + 4 bytes per "
                   "trainable parameter");
+    if (!e->cpu_only && t->precision == PREC_FP8)
+        assume(a, "precision = fp8: the projection GEMMs (qkv, o, gate_up, down of every layer: forward, input and "
+                  "weight gradients; %.0f%% of the FLOPs) run in FP8 at %.0f TFLOP/s (%s's dense FP8 peak), the LM "
+                  "head and attention in bf16 at %.0f; norms, loss and the optimizer in bf16/fp32; the bf16 "
+                  "efficiency (mfu) for both, not yet calibrated for FP8",
+               100 * e->fp8_flops_share, job->cluster->gpu->fp8_tflops, job->cluster->gpu->name,
+               job->cluster->gpu->bf16_tflops);
     if (!e->cpu_only && e->activations_transformers && t->shard == SHARD_ZERO3)
         assume(a, "ZeRO-3 buckets as the HF Trainer fills \"auto\": reduce hidden^2, "
                   "prefetch 0.9 hidden^2 elements");
@@ -674,7 +692,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
                 t->backend == BACKEND_LLAMAFACTORY && t->optim_at.start.file ? optim_llm_names[t->optim] : "",
                 t->backend == BACKEND_LLAMAFACTORY && t->optim_at.start.file ? ": " : "",
                 t->backend == BACKEND_LLAMAFACTORY && t->optim_at.start.file ? optim_states_text(t->optim, prec)
-                                                                            : optimizer_states_name(prec),
+                : llmc ? llmc_states_text(t) : optimizer_states_name(prec),
                 t->shard >= SHARD_ZERO1 ? over : "");
     if (e->seqs_per_sample > 1)
         gib_row(tb, 0, "activations", e->activations_bytes,
@@ -696,6 +714,13 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
                                                : "gradient buffers of the layer in flight");
     double head_in = e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes;
     if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
+    if (e->fp8_weights_bytes > 0) {
+        gib_row(tb, 0, "FP8 weight copies", e->fp8_weights_bytes, "E4M3 projection weights and their transposes, "
+                "1 + 1 bytes per parameter");
+        gib_row(tb, 0, "FP8 scratch and scales", e->fp8_scratch_bytes, "widest projection's E4M3 input and E5M2 "
+                "gradient (and transposes) for batch %d x context %d; fp32 per-tensor scales", t->micro_batch,
+                t->context);
+    }
     if (e->attn_cudnn)
         gib_row(tb, 0, "attention workspace", e->attn_workspace_bytes,
                 e->attn_cudnn_deterministic ? "cuDNN fused attention, deterministic backward"

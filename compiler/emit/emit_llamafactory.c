@@ -270,8 +270,15 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     /* deterministic = true: HF's full_determinism (deterministic torch algorithms
      * and cuBLAS workspace); only written when set (its default is false) */
     if (t->deterministic) yw_bool(y, "full_determinism", true);
-    yw_bool(y, "bf16", t->precision == PREC_BF16);
+    /* fp8 (Fp8Arguments): Accelerate's FP8 linears inside bf16 mixed
+     * precision, as LLaMA-Factory's examples/extras/fp8 write it */
+    bool bf16 = t->precision == PREC_BF16 || t->precision == PREC_FP8;
+    yw_bool(y, "bf16", bf16);
     yw_bool(y, "fp16", t->precision == PREC_FP16);
+    if (t->precision == PREC_FP8) {
+        yw_bool(y, "fp8", true);
+        yw_str(y, "fp8_backend", fp8_backend_json_names[t->fp8_backend]);
+    }
     if (t->liger_kernel) yw_bool(y, "enable_liger_kernel", true);   /* model_args.py */
     /* pure_bf16 (FinetuningArguments): bf16 weights, gradients and AdamW
      * moments, no autocast; bf16 and fp16 stay false, as LLaMA-Factory's web

@@ -212,6 +212,39 @@ static double optim_state_bytes(Precision prec, OptimKind o)
     return master + 2 * moment;
 }
 
+/* The llmc CUDA trainer's optimizer state per trained parameter: the fp32
+ * master (4 bytes, or split: the 2 bytes the bf16 weight drops) and AdamW's
+ * m and v (fp32 8, or bf16 4): 12, 10, 8 or 6 (+ bf16 weight 2 and fp32
+ * gradient 4: 18 / 16 / 14 / 12 bytes a parameter). */
+static double llmc_state_bytes(const PlanTrain *t)
+{
+    return (t->master_weights == MASTER_SPLIT ? 2 : 4) + (t->optimizer_states == OSTATES_BF16 ? 4 : 8);
+}
+
+/* The projection GEMMs of one layer precision = fp8 runs in FP8 (qkv, o,
+ * gate_up, down): their weights' parameters and the widest input or output
+ * (mixture of experts: the experts a token runs through, as one MLP). */
+static double projection_params(const PlanModel *m, double *widest)
+{
+    double h = m->hidden, hd = (double)head_dim_of(m), q = m->heads * hd, kv = m->kv_heads * hd;
+    double f = m->experts > 0 && m->experts_per_token > 0 ? (double)m->ffn * m->experts_per_token : m->ffn;
+    if (widest) *widest = fmax(fmax(h, q + 2 * kv), fmax(q, 2 * f));
+    return h * (q + 2 * kv) + q * h + 2 * h * f + f * h;
+}
+
+/* precision = fp8 on the llmc CUDA trainer: an E4M3 copy of each projection
+ * weight and of its transpose (refreshed after each optimizer step), 2 bytes
+ * a projection parameter; the widest projection's quantised scratch, N tokens
+ * x max(in, out) x 3 bytes (the E4M3 input and its transpose, the E5M2
+ * gradient and its transpose share it); one fp32 scale per weight, input and
+ * output gradient of each projection. */
+static void llmc_cuda_fp8(const PlanModel *m, double tokens, Estimate *e)
+{
+    double widest, layers = m->layers > 0 ? m->layers : 0;
+    e->fp8_weights_bytes = 2 * layers * projection_params(m, &widest);
+    e->fp8_scratch_bytes = tokens * widest * 3 + 4 * 3 * 4 * layers;
+}
+
 void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
                            double *weights, double *grads, double *optimizer)
 {
@@ -590,7 +623,7 @@ static void llmc_cuda_finetune(const PlanTrain *t, const PlanModel *m, double n,
         double matrices, vectors;
         llmc_cuda_layer_slices(m, &matrices, &vectors);
         double trained = fmin(fabs((double)t->freeze_layers), layers);
-        e->optimizer_bytes = 12 * trained * (matrices + vectors);
+        e->optimizer_bytes = llmc_state_bytes(t) * trained * (matrices + vectors);
         return;
     }
     static const int group[7] = {0, 0, 0, 1, 2, 2, 3};
@@ -610,7 +643,7 @@ static void llmc_cuda_finetune(const PlanTrain *t, const PlanModel *m, double n,
     double adapters = layers * per_layer;
     e->weights_bytes = 2 * llmc_cuda_flat_params(m, 1) + 2 * adapters;
     e->grads_bytes = 4 * adapters;
-    e->optimizer_bytes = 12 * adapters;
+    e->optimizer_bytes = llmc_state_bytes(t) * adapters;
     e->model_bytes_per_param = 2;
     e->activations_layers_bytes += (rc == RECOMPUTE_FULL ? 1 : layers) * n * u * 2;
     e->activations_working_bytes += n * widest * 2;
@@ -841,6 +874,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     bool llmc_cuda = !hf && !cpu && prec != PREC_FP32;
     e->activations_transformers = hf;
     e->llmc_cuda_allocation = llmc_cuda;
+    e->fp8_weights_bytes = e->fp8_scratch_bytes = 0;
     if (llmc_cuda) {
         /* bf16 weights and fp32 gradients over the whole (padded) flat buffer,
          * fp32 master weights and Adam m, v over this rank's shard: 2 + 4 + 12
@@ -848,10 +882,11 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         double flat = llmc_cuda_flat_params(m, e->world_size);
         double world = e->world_size > 1 ? e->world_size : 1;
         double shard_len = shard >= SHARD_ZERO1 && world > 1 ? flat / world : flat;
+        double k = llmc_state_bytes(t);
         e->weights_bytes = 2 * flat;
         e->grads_bytes = 4 * flat;
-        e->optimizer_bytes = 12 * shard_len;
-        e->model_bytes_per_param = 18;
+        e->optimizer_bytes = k * shard_len;
+        e->model_bytes_per_param = 6 + k;
         if (llmc_cuda_zero(t, shard, world)) {
             /* ZeRO-2/3 (model_cuda.c zero_alloc): the shard's fp32 gradient,
              * two layer buckets and the last unit's (embedding, head, final
@@ -870,9 +905,9 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
             e->weights_bytes = shard == SHARD_ZERO3 ? 2 * (zshard + 2 * unit + tail) : 2 * flat;
             /* + the norm's fp32 sum per block */
             e->grads_bytes = 4 * (zshard + 2 * unit + tail) + 4 * blocks;
-            e->optimizer_bytes = t->offload == OFFLOAD_OPTIMIZER ? 0 : 12 * zshard;
+            e->optimizer_bytes = t->offload == OFFLOAD_OPTIMIZER ? 0 : k * zshard;
             e->model_bytes_per_param = (shard == SHARD_ZERO3 ? 2 : 2 * world) / world + 4 / world +
-                                       (t->offload == OFFLOAD_OPTIMIZER ? 0 : 12 / world);
+                                       (t->offload == OFFLOAD_OPTIMIZER ? 0 : k / world);
         } else if (t->offload == OFFLOAD_OPTIMIZER && t->method == METHOD_FULL) {   /* master and moments in host memory */
             double chunk = fmin(LLMC_OFFLOAD_CHUNK, ceil(flat / 64) * 64);
             e->optimizer_bytes = LLMC_OFFLOAD_SETS * 3 * chunk * 4;
@@ -898,6 +933,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         llmc_cuda_activations(m, s, b, flash, rc,
                               &e->activations_layers_bytes, &e->activations_working_bytes);
         if (t->method == METHOD_LORA || t->method == METHOD_FREEZE) llmc_cuda_finetune(t, m, s * b, rc, e);
+        if (t->precision == PREC_FP8) llmc_cuda_fp8(m, s * b, e);
         head_in = 0;                          /* in the residual stream and scratch */
     } else if (rc == RECOMPUTE_FULL) {
         e->activations_layers_bytes = layers * s * b * h * bpv;  /* each layer's input */
@@ -975,7 +1011,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
 
     double tensors = e->weights_bytes + e->grads_bytes + e->optimizer_bytes +
                      e->activations_bytes + e->attn_workspace_bytes + e->logits_bytes + e->comm_bytes +
-                     e->reference_bytes + e->reference_logits_bytes;
+                     e->reference_bytes + e->reference_logits_bytes + e->fp8_weights_bytes + e->fp8_scratch_bytes;
     e->reserve_context_bytes = cpu ? CPU_PROCESS_BYTES + cpu_cores(job) * CPU_BLAS_THREAD_BYTES
                                    : GPU_CONTEXT_BYTES;
     /* A caching allocator fragments; the llmc trainer allocates once, up front. */
@@ -1547,6 +1583,15 @@ static void estimate_time(const PlanJob *job, Estimate *e)
         /* fp32 on tensor cores runs as TF32 at half the bf16 rate. */
         double peak = c->gpu->bf16_tflops * 1e12;
         if (t->precision == PREC_FP32) peak /= 2;
+        e->fp8_flops_share = 0;
+        if (t->precision == PREC_FP8 && c->gpu->fp8_tflops > 0 && fpt > 0) {
+            /* the projections' forward, input- and weight-gradient GEMMs at
+             * the FP8 peak, the rest (LM head, attention) at bf16's: one
+             * peak, blended so that FLOPs / peak is the sum of both times */
+            double proj = (m->layers > 0 ? m->layers : 0) * projection_params(m, NULL);
+            e->fp8_flops_share = estimate_flops_per_token(proj, share, 0, t->recompute, t->attention) / fpt;
+            peak = 1 / ((1 - e->fp8_flops_share) / peak + e->fp8_flops_share / (c->gpu->fp8_tflops * 1e12));
+        }
         e->peak_flops_per_device = peak;
         e->mfu = estimate_job_mfu(job, estimate_default_mfu(job, NULL, NULL), e);
     }

@@ -62,7 +62,8 @@ typedef struct {
     TokenSource tokens_source;
     bool size_read_from_file;               /* a dataset's size was read from its file (reachable here) */
     bool samples_unknown;                   /* a dataset has no sample count: samples = tokens / context */
-    double peak_flops_per_device;           /* FLOP/s: GPU bf16 (fp32 for fp32 plans) peak, or CPU node */
+    double peak_flops_per_device;           /* FLOP/s: GPU bf16 (fp32 for fp32 plans) peak, or CPU node;
+                                               fp8: the bf16 and FP8 peaks blended by FLOP share */
     double tokens_per_second;               /* whole job, real tokens */
     double time_limit_seconds;              /* the job's time limit (0 = none stated) */
 
@@ -117,6 +118,13 @@ typedef struct {
     bool attn_cudnn;                        /* attention runs through cuDNN's fused SDPA */
     bool attn_cudnn_deterministic;          /* ... in its deterministic form (train.deterministic) */
     double attn_workspace_bytes;            /* its workspace (deterministic backward), in total_bytes */
+    /* ---- precision = fp8 (docs/estimator.md, "FP8") ---- */
+    double fp8_weights_bytes;               /* llmc CUDA: E4M3 copies of the projection weights and their
+                                               transposes, 2 bytes a projection parameter, in total_bytes */
+    double fp8_scratch_bytes;               /* llmc CUDA: quantised input/gradient scratch of the widest
+                                               projection and the per-tensor scales, in total_bytes */
+    double fp8_flops_share;                 /* the projection GEMMs' share of flops_per_token, run at the
+                                               GPU's FP8 peak (peak_flops_per_device blends the two) */
     /* ---- a prepared shard directory (docs/estimator.md, "Rows from the shards") ---- */
     bool sequences_from_shards;             /* sequences_per_epoch = the rows `llmc-train prepare` wrote */
     /* ---- the job's site profile (docs/estimator.md, "Site profiles") ---- */

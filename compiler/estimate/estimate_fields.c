@@ -26,6 +26,7 @@
     X(activations_transformers, EST_BOOL, -1) X(llmc_cuda_allocation, EST_BOOL, -1) X(fits, EST_BOOL, 36) \
     X(seq_tokens, EST_NUM, 37) X(attn_cudnn, EST_BOOL, -1) X(attn_cudnn_deterministic, EST_BOOL, -1) \
     X(attn_workspace_bytes, EST_NUM, 8) \
+    X(fp8_weights_bytes, EST_NUM, -1) X(fp8_scratch_bytes, EST_NUM, -1) X(fp8_flops_share, EST_NUM, -1) \
     X(sequences_per_epoch, EST_NUM, 38) X(size_read_from_file, EST_BOOL, -1) X(samples_unknown, EST_BOOL, -1) \
     X(tokens_source, EST_TOKEN_SOURCE, -1) \
     X(peak_flops_per_device, EST_NUM, 39) X(tokens_per_second, EST_NUM, 40) X(time_limit_seconds, EST_NUM, 41) \

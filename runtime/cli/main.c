@@ -3,6 +3,7 @@
 #include <string.h>
 #include "args.h"
 #include "commands.h"
+#include "cpu_backend.h"
 #include "plan.h"
 
 /* Subcommands land from separate modules while the runtime is being built;
@@ -13,6 +14,16 @@
 #pragma weak cmd_verify
 #pragma weak cmd_generate
 #pragma weak cmd_export
+
+/* check-plan reads the plan as `run` does: the reader, then what the CPU
+ * backend of this build runs (its check_plan: fp8, qlora, ... refused) */
+static int cmd_check_plan_cpu(int argc, char **argv)
+{
+    static CpuBackend c;
+    TrainBackend be;
+    cpu_backend_init(&be, &c);
+    return cmd_check_plan(argc, argv, be.check_plan, be.self);
+}
 
 static void usage(FILE *out)
 {
@@ -38,7 +49,7 @@ int main(int argc, char **argv)
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"run", cmd_run}, {"prepare", cmd_prepare},
         {"tokenize", cmd_tokenize}, {"verify", cmd_verify},
-        {"check-plan", cmd_check_plan}, {"generate", cmd_generate},
+        {"check-plan", cmd_check_plan_cpu}, {"generate", cmd_generate},
         {"export", cmd_export},
     };
     if (argc < 2) { usage(stderr); return 2; }

@@ -36,6 +36,7 @@
 
 #include "commands.h"
 #include "cpu_backend.h"
+#include "backend_caps.h"   /* contract/: what this backend runs, as llmc checks it */
 #include "dist.h"
 #include "log.h"
 #include "ops_cpu.h"
@@ -136,6 +137,7 @@ static int zero_setup(CpuBackend *c, const Model *hm)
     if (adamw_init(&c->osh, n, c->opt->beta1, c->opt->beta2, c->opt->eps, c->opt->weight_decay) ||
         !(c->gsh = malloc((n ? n : 1) * sizeof *c->gsh)))
         return -1;
+    adamw_set_states(&c->osh, c->opt->states, c->opt->seed);
     if (c->zero == 3) {
         if (!(c->wsh = malloc((n ? n : 1) * sizeof *c->wsh))) return -1;
     } else c->wsh = hm->w + c->lo;
@@ -149,14 +151,20 @@ static int zero_setup(CpuBackend *c, const Model *hm)
     return 0;
 }
 
-/* What the CPU backend does not do: ZeRO with freeze or LoRA (the trainable
- * part is small or a window; sharding it would save nothing worth the code),
- * LoRA dropout (the adapters' input is not dropped; 0 is exact), QLoRA. */
+/* What the CPU backend does not do: FP8 (it computes in fp32: no FP8 GEMMs;
+ * contract/backend_caps.h), ZeRO with freeze or LoRA (the trainable part is
+ * small or a window; sharding it would save nothing worth the code), LoRA
+ * dropout (the adapters' input is not dropped; 0 is exact), QLoRA.
+ * master_weights = split it runs as fp32: its fp32 weights are their own
+ * master, so the split (exact) is the same run. */
 static int cpu_check_plan(void *self, const RunPlan *plan, char *err, size_t errlen)
 {
     (void)self;
     const RunFinetune *ft = &plan->ft;
-    if (ft->method == METHOD_QLORA)
+    if (plan->precision == PREC_FP8 && !llmc_fp8_ok(LLMC_BACKEND_CPU, plan->zero_stage, plan->offload))
+        snprintf(err, errlen, "train.precision = fp8: the CPU backend computes in fp32 and has no FP8 GEMMs "
+                 "(llmc-train-cuda runs it on GPUs with FP8 tensor cores; or precision = fp32)");
+    else if (ft->method == METHOD_QLORA)
         snprintf(err, errlen, "finetune.method = qlora: the CPU backend has no quantised base (use lora)");
     else if (ft->method != METHOD_FULL && plan->zero_stage > 0)
         snprintf(err, errlen, "finetune.method = %s with parallel.zero_stage = %d: the CPU backend shards full "

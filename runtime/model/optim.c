@@ -3,6 +3,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "bf16_round.h"   /* contract/: the same rounding as the CUDA kernels */
 
 double lr_at(const LrSchedule *s, int64_t step)
 {
@@ -85,6 +88,23 @@ int adamw_init(AdamW *o, size_t n, double beta1, double beta2, double eps, doubl
     return 0;
 }
 
+void adamw_set_states(AdamW *o, OptimStates states, uint64_t seed)
+{
+    o->states = states;
+    o->seed = (uint32_t)seed;
+}
+
+/* x rounded to bf16 as bf16_round.h rounds moment `which` of flat element idx
+ * at step t, widened back to fp32 (exactly). */
+static inline float bf16_stored(float x, uint32_t seed, uint32_t t, uint64_t idx, uint32_t which)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (uint32_t)br_round(u, br_bits(seed, t, idx, which)) << 16;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 void adamw_free(AdamW *o)
 {
     free(o->m);
@@ -103,11 +123,14 @@ void adamw_step_range(AdamW *o, const ParamInfo *params, int n_params, size_t lo
     /* torch.optim.AdamW, single-tensor path, in its order of operations:
      * w *= 1 - lr*wd (decoupled decay, before the moments); m, v updated;
      * w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). The step count goes up
-     * first, as torch's state['step'], so the first step has t = 1. */
+     * first, as torch's state['step'], so the first step has t = 1.
+     * bf16 states: the step uses the fp32 m and v it computed and stores them
+     * rounded (runtime/cuda/kernels_adamw.cu's order). */
     o->t++;
     double bc1 = 1.0 - pow(o->beta1, (double)o->t), bc2 = 1.0 - pow(o->beta2, (double)o->t);
     float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2), eps = (float)o->eps;
     float b1 = (float)o->beta1, b2 = (float)o->beta2;
+    int bf16 = o->states == OSTATES_BF16;
     size_t hi = lo + o->n;
     for (int p = 0; p < n_params; p++) {
         size_t a = params[p].offset, b = a + params[p].numel;   /* the tensor, cut to [lo, hi) */
@@ -119,10 +142,16 @@ void adamw_step_range(AdamW *o, const ParamInfo *params, int n_params, size_t lo
         const float *gp = g + (a - lo);
         for (size_t i = 0; i < b - a; i++) {
             wp[i] *= decay;
-            m[i] = b1 * m[i] + (1.0f - b1) * gp[i];
-            v[i] = b2 * v[i] + (1.0f - b2) * gp[i] * gp[i];
-            float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-            wp[i] -= step_size * m[i] / denom;
+            float mi = b1 * m[i] + (1.0f - b1) * gp[i];
+            float vi = b2 * v[i] + (1.0f - b2) * gp[i] * gp[i];
+            float denom = sqrtf(vi) / bc2_sqrt + eps;
+            wp[i] -= step_size * mi / denom;
+            if (bf16) {
+                mi = bf16_stored(mi, o->seed, (uint32_t)o->t, a + i, 0);
+                vi = bf16_stored(vi, o->seed, (uint32_t)o->t, a + i, 1);
+            }
+            m[i] = mi;
+            v[i] = vi;
         }
     }
 }

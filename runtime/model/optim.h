@@ -42,9 +42,20 @@ typedef struct {
     int64_t t;                    /* steps taken (bias correction) */
     size_t n;
     float *m, *v;                 /* first and second moments, n floats each */
+    /* train.optimizer_states = bf16: each step updates m and v in fp32 from
+     * their values and stores them rounded stochastically to bf16
+     * (contract/bf16_round.h, keyed by seed, step t, flat index, moment), as
+     * the CUDA kernel does; the arrays stay fp32, every value a bf16 one, so
+     * checkpoints and ZeRO shards are unchanged */
+    OptimStates states;
+    uint32_t seed;
 } AdamW;
 
+/* Moments fp32 (states OSTATES_FP32, the default) or bf16; m and v start at zero. */
 int adamw_init(AdamW *o, size_t n, double beta1, double beta2, double eps, double weight_decay);
+/* The moments' format and the plan's seed (train.seed, its low 32 bits) for
+ * the rounding's random bits. */
+void adamw_set_states(AdamW *o, OptimStates states, uint64_t seed);
 void adamw_free(AdamW *o);
 /* One step on w (decoupled decay only on tensors with ParamInfo.decay). */
 void adamw_step(AdamW *o, const ParamInfo *params, int n_params, float *w, const float *g, double lr);

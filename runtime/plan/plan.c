@@ -477,7 +477,9 @@ static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
 
 /* "train": length, batch (global = micro x accumulation x data parallel,
  * checked with "parallel"), the schedule (warmup as a ratio or as steps,
- * exactly one), AdamW, precision, recompute and attention. */
+ * exactly one), AdamW, precision, the master weights' and optimizer states'
+ * formats (absent in plans written before them: fp32), recompute and
+ * attention. */
 static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
 {
     p->epochs = get_lim(c, tr, PL_TRAIN_EPOCHS, -1);
@@ -502,6 +504,9 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     p->grad_clip = get_lim(c, tr, PL_TRAIN_GRAD_CLIP, 0);
     p->seed = (uint64_t)get_lim(c, tr, PL_TRAIN_SEED, 0);
     p->precision = (Precision)req_enum(c, tr, "train", "precision", precision_json_names, LLMC_TRAIN_PRECISION, PREC_FP32);
+    p->master_weights = (MasterWeights)opt_enum(c, tr, "train", "master_weights", master_weights_json_names, MASTER_FP32);
+    p->optimizer_states = (OptimStates)opt_enum(c, tr, "train", "optimizer_states", optimizer_states_json_names,
+                                                OSTATES_FP32);
     p->recompute = (Recompute)opt_enum(c, tr, "train", "recompute", recompute_json_names, RECOMPUTE_NONE);
     p->attention = (AttentionKind)opt_enum(c, tr, "train", "attention", attention_json_names, ATTN_FLASH);
     p->deterministic = opt_bool(c, tr, "train", "deterministic", 1);
@@ -746,9 +751,10 @@ int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
     return 1;
 }
 
-/* llmc-train check-plan PLAN.json: read the plan as `run` does, exit 0 when the
- * trainer accepts it, 1 with the refusal (the field named) when not. */
-int cmd_check_plan(int argc, char **argv)
+/* llmc-train check-plan PLAN.json: read the plan as `run` does (the reader,
+ * then what this build's backend runs: backend_check, may be NULL), exit 0
+ * when the trainer accepts it, 1 with the refusal (the field named) when not. */
+int cmd_check_plan(int argc, char **argv, RunPlanBackendCheck backend_check, void *self)
 {
     const char *path;
     int rc = args_one_operand("llmc-train check-plan",
@@ -760,6 +766,11 @@ int cmd_check_plan(int argc, char **argv)
     char err[1024];
     if (run_plan_load(&p, path, err, sizeof err)) {
         log_error("%s", err);
+        return 1;
+    }
+    if (backend_check && backend_check(self, &p, err, sizeof err)) {
+        log_error("%s: %s", path, err);
+        run_plan_free(&p);
         return 1;
     }
     int tk = run_plan_tokenizer_check(&p, 0, err, sizeof err);

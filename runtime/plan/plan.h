@@ -77,7 +77,9 @@ typedef struct {
     int64_t warmup_steps;       /* -1 when null */
     double weight_decay, beta1, beta2, eps, grad_clip;
     uint64_t seed;
-    Precision precision;        /* bf16, fp16 or fp32 (LLMC_TRAIN_PRECISION) */
+    Precision precision;        /* bf16, fp16, fp32 or fp8 (LLMC_TRAIN_PRECISION; fp8: the CUDA backend's) */
+    MasterWeights master_weights;   /* fp32 or split (absent: fp32; the CPU backend's fp32 weights are their own master) */
+    OptimStates optimizer_states;   /* AdamW m and v: fp32 or bf16 (absent: fp32) */
     Recompute recompute;        /* absent: none */
     AttentionKind attention;    /* absent: flash */
     int deterministic;          /* the same bits every run (CUDA: no float atomics); absent: true */
@@ -110,9 +112,13 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen);
  * the columns and tags it reads. The training sections may be absent. */
 int run_plan_load_data(RunPlan *p, const char *path, char *err, size_t errlen);
 void run_plan_free(RunPlan *p);
-/* `llmc-train check-plan PLAN.json`: run_plan_load alone; exit 0 accepted,
- * 1 refused (message on stderr), 2 usage. */
-int cmd_check_plan(int argc, char **argv);
+/* What a backend of the loop runs of a plan (TrainBackend.check_plan,
+ * runtime/train/train_loop.h): 0, or -1 with the refusal in err. */
+typedef int (*RunPlanBackendCheck)(void *self, const RunPlan *plan, char *err, size_t errlen);
+/* `llmc-train check-plan PLAN.json`: run_plan_load, then backend_check (the
+ * build's backend, as `run` asks it; NULL: none); exit 0 accepted, 1 refused
+ * (message on stderr), 2 usage. */
+int cmd_check_plan(int argc, char **argv, RunPlanBackendCheck backend_check, void *self);
 /* tokenizer.path (when set) as the run's export will read it: a directory
  * holding tokenizer.json or tokenizer_config.json. 0 fine (or no tokenizer);
  * 1 refused, why in why ("\"PATH\" holds neither ..."); 2 (only when !strict)

@@ -226,6 +226,10 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
     ckpt_fp_add(fp, "train.grad_clip", "%s", v);
     ckpt_fp_add(fp, "train.seed", "%" PRIu64, p->seed);
     ckpt_fp_add(fp, "train.precision", "%s", precision_json_names[p->precision]);
+    /* bf16 moments are another run's (a checkpoint written before the field
+     * lacks it and resumes as before); master_weights = split is exact, the
+     * same run either way */
+    ckpt_fp_add(fp, "train.optimizer_states", "%s", optimizer_states_json_names[p->optimizer_states]);
     /* what trains: recorded only when not everything does (a full run's
      * fingerprint stays what it was) */
     const RunFinetune *ft = &p->ft;

@@ -375,6 +375,7 @@ static int run_setup(Run *R)
         log_error("out of memory");
         return -1;
     }
+    adamw_set_states(&R->opt, plan->optimizer_states, plan->seed);
     size_t n_params = 0;
     char where[128] = "", setup[256] = "";
     R->have_be = 1;   /* destroy() from here on, also after a failed create() */

@@ -8,16 +8,9 @@
 # must equal llmc-train's (the step times aside).
 set -u
 TRAIN=$(realpath "$1"); LOOP=$(realpath "$2"); MKSH=$(realpath "$3")
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/cpu-loop.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-cp "$TRAIN" "$T/llmc-train" && TRAIN="$T/llmc-train"
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
-export LLMC_THREADS=2
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 30 "$f"; done; fail=$((fail + 1)); }
-PY=python3
+NAME=loop BIN=$TRAIN
+source "$(dirname "$0")/synth_lib.sh"
+TRAIN=$BIN
 
 mkdir -p "$T/shards" "$T/eval"
 "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 && "$MKSH" "$T/eval" 16 32 64 99 >/dev/null 2>&1 \

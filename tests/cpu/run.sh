@@ -58,6 +58,12 @@ scratch=$(mktemp -d /tmp/cpu-formats.XXXXXX)
 "$BUILD/tests/cpu/test_formats" "$scratch" "$here/tiny_plan.json" "$here/../frontend/files" >"$out" 2>&1; rc=$?
 rm -rf "$scratch"
 cat "$out"; tally formats "$out" $rc
+"$BUILD/tests/cpu/test_states" >"$out" 2>&1; rc=$?
+cat "$out"; tally states "$out" $rc
+bash "$here/states_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
+cat "$out"; tally states-run "$out" $rc
+bash "$here/states_converge.sh" "$BUILD/llmc" "$BUILD/llmc-train" >"$out" 2>&1; rc=$?
+cat "$out"; tally states-converge "$out" $rc
 bash "$here/train_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?
 cat "$out"; tally train "$out" $rc
 bash "$here/finetune_test.sh" "$BUILD/llmc-train" "$BUILD/tests/cpu/make_shards" >"$out" 2>&1; rc=$?

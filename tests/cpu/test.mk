@@ -10,6 +10,9 @@ $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 $(BUILD)/tests/cpu/test_model: $(BUILD)/tests/cpu/test_model.o $(CPU_TEST_OBJ)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(CJSON_LIBS) $(BLAS_LIBS) $(CRYPTO_LIBS) -lm
 
+$(BUILD)/tests/cpu/test_states: $(BUILD)/tests/cpu/test_states.o $(CPU_TEST_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(CJSON_LIBS) $(BLAS_LIBS) $(CRYPTO_LIBS) -lm
+
 $(BUILD)/tests/cpu/make_shards: $(BUILD)/tests/cpu/make_shards.o $(call runtime_objs,shard_io rng)
 	$(CC) $(LDFLAGS) -o $@ $^ -lcjson -lm
 
@@ -18,7 +21,7 @@ $(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OB
 
 TEST_SUITES += cpu
 .PHONY: test-cpu
-test-cpu: $(BUILD)/tests/cpu/loop_test $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
+test-cpu: $(BUILD)/tests/cpu/loop_test $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_states $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
 	@bash tests/cpu/run.sh $(BUILD)
 
 # libFuzzer target for the safetensors reader (FUZZ_CC/FUZZ_FLAGS from tests/data/test.mk):

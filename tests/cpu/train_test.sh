@@ -7,32 +7,8 @@
 # state.json ranges, SIGINT/SIGHUP), plan errors.
 set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
-HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/cpu-train.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-# a private copy: other builds in the shared tree may relink build/llmc-train meanwhile
-cp "$BIN" "$T/llmc-train" && BIN="$T/llmc-train"
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
-export LLMC_THREADS=2
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 30 "$f"; done; fail=$((fail + 1)); }
-PY=python3
-
-# mkrun DIR [python expression editing plan dict p]
-mkrun() {
-    mkdir -p "$1/shards"
-    cp -r "$T/shards/." "$1/shards/"
-    $PY - "$HERE/tiny_plan.json" "$1/plan.json" "${2:-}" <<'PYEOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-if sys.argv[3]:
-    exec(sys.argv[3])
-json.dump(p, open(sys.argv[2], "w"), indent=1)
-PYEOF
-}
+NAME=train
+source "$(dirname "$0")/synth_lib.sh"
 losses() { $PY -c 'import json,sys; [print(json.loads(l)["step"], repr(json.loads(l)["loss"]), repr(json.loads(l)["grad_norm"])) for l in open(sys.argv[1])]' "$1"; }
 
 mkdir -p "$T/shards"; "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 || { echo "FAIL make_shards"; echo "cpu-train: 0 passed, 1 failed"; exit 1; }

@@ -31,6 +31,10 @@ LF_CHOICES = {
     "pref_loss": {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"},
     "eval_strategy": {"steps", "epoch"},
     "report_to": {"none", "tensorboard", "wandb"},
+    # Fp8Arguments.fp8_backend (a str): the ones train/fp8_utils.py create_fp8_kwargs
+    # tells apart ("te", "torchao", "auto"; its help text also names msamp, which
+    # it runs as torchao without a recipe)
+    "fp8_backend": {"auto", "torchao", "te"},
 }
 COLUMNS = {"alpaca": ["prompt", "query", "response", "history", "system", "tools"],
            "sharegpt": ["messages", "system", "tools"]}
@@ -105,13 +109,16 @@ def check_dir(d):
             check(all(x in info for x in doc["dataset"].split(",")), f"{p}: every dataset is in dataset_info.json")
             # the compute type as LLaMA-Factory's web UI sets it: bf16, fp16 or
             # pure_bf16 true when it is the plan's precision, the others false
-            # (all three for fp32); pure_bf16 is written only when true
+            # (all three for fp32); pure_bf16 is written only when true; fp8:
+            # fp8 true inside bf16 mixed precision (LLaMA-Factory's
+            # examples/extras/fp8), with its fp8_backend
             plan_json = os.path.join(d, "plan.json")
             if os.path.isfile(plan_json):
                 prec = json.load(open(plan_json))["train"]["precision"]
-                flags = {k: doc.get(k, False) for k in ("bf16", "fp16", "pure_bf16")}
-                check(flags == {k: k == prec for k in flags} and "bf16" in doc and "fp16" in doc,
-                      f"{p}: bf16/fp16/pure_bf16 say plan.json's precision {prec} {flags}")
+                flags = {k: doc.get(k, False) for k in ("bf16", "fp16", "pure_bf16", "fp8")}
+                want = {k: k == prec or (prec == "fp8" and k == "bf16") for k in flags}
+                check(flags == want and "bf16" in doc and "fp16" in doc and ("fp8_backend" in doc) == (prec == "fp8"),
+                      f"{p}: bf16/fp16/pure_bf16/fp8 say plan.json's precision {prec} {flags}")
 
 def check_consistency(d):
     """slurm.conf, gres.conf, the job script and plan.json tell one story."""

@@ -38,7 +38,7 @@ static SrcRange at_line(int line, int col)
     return r;
 }
 
-static const GpuSpec h100 = { "H100_80GB", "h100_80gb", 85520809984.0, 85469429760.0, 989.0, 3.35, 0.40 };
+static const GpuSpec h100 = { "H100_80GB", "h100_80gb", 85520809984.0, 85469429760.0, 989.0, 3.35, 0.40, 1979.0 };
 
 typedef struct {
     Plan plan;

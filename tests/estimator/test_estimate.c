@@ -33,7 +33,7 @@ static bool near(double got, double want, double rel)
 /* ---- hand-built plans ---- */
 
 static const GpuSpec H100 = {"H100_80GB", "h100_80gb", 81559.0 * 1048576, 81510.0 * 1048576,
-                             989.0, 3.35, 0.40};
+                             989.0, 3.35, 0.40, 1979.0};
 
 static const SrcRange BATCH_AT = {{"t.llm", 20, 3}, {"t.llm", 20, 20}};
 static const SrcRange TIME_AT = {{"t.llm", 30, 3}, {"t.llm", 30, 12}};
@@ -561,6 +561,14 @@ static void test_llmc_cudnn_workspace(void)
     CHECK(!e.attn_cudnn && e.attn_workspace_bytes == 0 && e.total_bytes < with, "eager: none");
 }
 
+/* The llmc CUDA trainer's "tiny" shape on one H100 (below), micro batch 2 x 64. */
+static void llmc_tiny_fixture(Fixture *f, Estimate *e)
+{
+    fixture(f, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 1, 64, 2, SHARD_NONE, RECOMPUTE_NONE, 1e6);
+    f->c.gpus_per_node = 1;
+    memset(e, 0, sizeof *e);
+}
+
 static void test_llmc_cuda_allocation(void)
 {
     /* The llmc CUDA trainer's allocations (runtime/cuda/model_cuda.c) for its
@@ -580,10 +588,7 @@ static void test_llmc_cuda_allocation(void)
  *   column-sum scratch, 4 x max(512 blocks x 128, 64 splits x 256) = 262,144. */
     Fixture f;
     Estimate e;
-    fixture(&f, model(ARCH_QWEN2, 2, 128, 4, 2, 32, 256, 512, true), 1, 64, 2,
-            SHARD_NONE, RECOMPUTE_NONE, 1e6);
-    f.c.gpus_per_node = 1;
-    memset(&e, 0, sizeof e);
+    llmc_tiny_fixture(&f, &e);
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     CHECK(e.llmc_cuda_allocation && e.params_total == 361600, "tiny: %lld params", (long long)e.params_total);
     CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == 6508800.0, "tiny states");
@@ -686,6 +691,71 @@ static void test_llmc_cuda_allocation(void)
     /* head_dim 48 has no fused kernel either. */
     PlanModel h48 = model(ARCH_QWEN2, 2, 192, 4, 2, 48, 256, 512, true);
     CHECK(!estimate_llmc_cuda_flash(&h48, 2048), "no fused kernel for head_dim 48");
+}
+
+/* train.master_weights, train.optimizer_states and precision = fp8 on the
+ * llmc CUDA trainer, by hand on the tiny shape of test_llmc_cuda_allocation
+ * (361,600 parameters; 2 layers, hidden 128, q = 4 x 32 = 128, kv = 2 x 32 =
+ * 64, ffn 256; micro batch 2 x context 64 = 128 tokens). */
+static void test_llmc_states_fp8(void)
+{
+    Fixture f;
+    Estimate e;
+    llmc_tiny_fixture(&f, &e);
+    /* bytes per parameter of weights + gradients + states: 2 + 4 + master
+     * (4, split 2) + m and v (8, bf16 4) = 18 / 16 / 14 / 12 */
+    static const struct { MasterWeights mw; OptimStates os; double per; } rows[] = {
+        {MASTER_FP32, OSTATES_FP32, 18}, {MASTER_SPLIT, OSTATES_FP32, 16},
+        {MASTER_FP32, OSTATES_BF16, 14}, {MASTER_SPLIT, OSTATES_BF16, 12}};
+    for (int i = 0; i < 4; i++) {
+        f.t.master_weights = rows[i].mw;
+        f.t.optimizer_states = rows[i].os;
+        estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+        CHECK(e.weights_bytes + e.grads_bytes + e.optimizer_bytes == rows[i].per * 361600 &&
+              e.model_bytes_per_param == rows[i].per, "states %s/%s: %.0f bytes, %.0f per parameter",
+              master_weights_llm_names[rows[i].mw], optimizer_states_llm_names[rows[i].os],
+              e.weights_bytes + e.grads_bytes + e.optimizer_bytes, e.model_bytes_per_param);
+    }
+    /* ZeRO-2 on 2 ranks: the shard is whole GRAD_NORM_BLOCKs; its states at
+     * 6 bytes (split + bf16) instead of 12 */
+    f.c.gpus_per_node = 2;
+    f.t.shard = SHARD_ZERO2;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_ZERO2, &e);
+    double split_bf16 = e.optimizer_bytes;
+    f.t.master_weights = MASTER_FP32;
+    f.t.optimizer_states = OSTATES_FP32;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_ZERO2, &e);
+    CHECK(split_bf16 > 0 && split_bf16 * 2 == e.optimizer_bytes, "zero2 shard states: %.0f vs %.0f", split_bf16,
+          e.optimizer_bytes);
+    f.c.gpus_per_node = 1;
+    f.t.shard = SHARD_NONE;
+    /* fp8: projection parameters per layer = 128 x (128 + 2 x 64) (qkv) +
+     * 128 x 128 (o) + 2 x 128 x 256 (gate_up) + 256 x 128 (down) = 147,456;
+     * 2 layers, 2 bytes each (E4M3 copy and its transpose) = 589,824. Scratch:
+     * 128 tokens x the widest of (hidden 128, qkv 256, q 128, gate_up 512) x 3
+     * = 196,608, + 3 scales x 4 projections x 4 bytes x 2 layers = 96. */
+    double before;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    before = e.total_bytes;
+    CHECK(e.fp8_weights_bytes == 0 && e.fp8_scratch_bytes == 0, "bf16: no FP8 memory");
+    f.t.precision = PREC_FP8;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.llmc_cuda_allocation && e.fp8_weights_bytes == 589824.0 && e.fp8_scratch_bytes == 196608.0 + 96,
+          "fp8 copies %.0f, scratch %.0f", e.fp8_weights_bytes, e.fp8_scratch_bytes);
+    CHECK(e.total_bytes == before + 589824.0 + 196608.0 + 96, "fp8 total: bf16's + %.0f", e.total_bytes - before);
+    /* Time: FLOPs per token 6N + attention; the projections' share runs at the
+     * FP8 peak (1979), the rest at bf16's (989). On the estimate's own N and
+     * FLOPs per token: share = 6 x 294,912 / flops_per_token, and the blended
+     * peak p satisfies 1/p = (1 - share)/989e12 + share/1979e12. */
+    int errors;
+    free(run_job(&f.j, &e, &errors));
+    double share = 6 * 294912.0 / e.flops_per_token;
+    CHECK(near(e.fp8_flops_share, share, 1e-12), "fp8 FLOP share %.6f, by hand %.6f", e.fp8_flops_share, share);
+    CHECK(near(e.peak_flops_per_device, 1 / ((1 - share) / 989e12 + share / 1979e12), 1e-12),
+          "blended peak %.4g", e.peak_flops_per_device);
+    f.t.precision = PREC_BF16;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.peak_flops_per_device == 989e12 && e.fp8_flops_share == 0, "bf16 peak %.4g", e.peak_flops_per_device);
 }
 
 static void test_comm_buffers(void)
@@ -1863,6 +1933,7 @@ int main(int argc, char **argv)
     test_fit_boundary();
     test_examples();
     test_llmc_cuda_allocation();
+    test_llmc_states_fp8();
     cJSON *cuda_ref = load_json(dir, "llmc_cuda_reference.json");
     CHECK(cuda_ref != NULL, "read %s/llmc_cuda_reference.json", dir);
     if (cuda_ref) test_llmc_cuda_measured(cuda_ref);

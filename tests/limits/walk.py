@@ -224,9 +224,11 @@ def backend_rows():
     body = text[text.index("#define LLMC_BACKENDS(X)"):text.index("typedef enum")]
     offloads = ["OFFLOAD_NONE", "OFFLOAD_OPTIMIZER", "OFFLOAD_ALL"]   # plan_vocab.h's order
     out = [dict(id=m.group(1), max_shard=int(m.group(2)), step=int(m.group(3)), max=int(m.group(4)),
-                max_offload=offloads.index(m.group(5)), offload_multi_shard=int(m.group(6))) for m in
-           re.finditer(r'X\((\w+),\s*"\w+",\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),\s*(OFFLOAD_\w+),\s*(\d+),',
-                       body)]
+                max_offload=offloads.index(m.group(5)), offload_multi_shard=int(m.group(6)), fp8=m.group(7) == "1",
+                fp8_max_shard=int(m.group(8)), fp8_max_offload=offloads.index(m.group(9)),
+                split_offload=m.group(10) == "1") for m in
+           re.finditer(r'X\((\w+),\s*"\w+",\s*(\d+),\s*\d+,\s*\d+,\s*\d+,\s*(\d+),\s*(\d+),\s*(OFFLOAD_\w+),\s*(\d+),'
+                       r'\s*(\d+),\s*(\d+),\s*(OFFLOAD_\w+),\s*(\d+),', body)]
     n = len(re.findall(r"^\s*X\(", body, re.M))
     if n != len(out) or n < 2:
         bad(f"parsed {len(out)} of {n} rows of contract/backend_caps.h")
@@ -285,6 +287,42 @@ def walk_backend_parallel(tmp):
                     one = one.replace("shard            = none", f"shard            = {['none', 'zero1', 'zero2'][zero]}")
                     check_one(tmp, one, refuse, f"offload = {word} is not implemented by the llmc trainer here",
                               f"backend {b['id']} offload = {word} shard {zero} on {ranks} ranks")
+
+
+def walk_backend_formats(tmp):
+    """Each backend's FP8 and split-master columns: precision = fp8 at each ZeRO
+    stage on two ranks and with optimizer offload, master_weights = split with
+    offload; llmc check refuses exactly what the row says the backend does not
+    run (runtime/cpu/cpu_backend.c cpu_check_plan asks the same row)."""
+    for b in backend_rows():
+        cpu = b["id"] == "CPU"
+        if cpu:
+            text = BASE_LLM.replace("  time    = 10 min", "  time    = 10 min\n  tasks   = 2")
+        else:
+            text = BASE_LLM.replace("gpu       = none", "gpu       = H100_80GB x 2")
+        words = ["none", "zero1", "zero2", "zero3"]
+        for zero in range(4):
+            one = text.replace("precision        = fp32", "precision        = fp8")
+            one = one.replace("shard            = none", f"shard            = {words[zero]}")
+            refuse = not b["fp8"] or zero > b["fp8_max_shard"]
+            msg = ("cannot use precision = fp8" if cpu else
+                   f"precision = fp8 with shard = {words[zero]} is not yet in llmc-train")
+            check_one(tmp, one, refuse, msg, f"backend {b['id']} precision = fp8 shard = {words[zero]} on 2 ranks")
+        if cpu:
+            continue
+        one = text.replace("precision        = fp32", "precision        = fp8")
+        one = one.replace("shard            = none", "shard            = zero2")
+        one = one.replace("  packing          = true", "  packing          = true\n  offload = optimizer")
+        check_one(tmp, one, b["fp8_max_offload"] < 1, "precision = fp8 with offload = optimizer is not yet in",
+                  f"backend {b['id']} precision = fp8 with offload = optimizer")
+        for master in ("fp32", "split"):
+            one = text.replace("precision        = fp32", "precision        = bf16")
+            one = one.replace("shard            = none", "shard            = zero2")
+            one = one.replace("  packing          = true",
+                              f"  packing          = true\n  offload = optimizer\n  master_weights = {master}")
+            check_one(tmp, one, master == "split" and not b["split_offload"],
+                      "master_weights = split does not go with offload = optimizer",
+                      f"backend {b['id']} master_weights = {master} with offload = optimizer")
 
 
 def check_one(tmp, text, refuse, message, label):
@@ -371,6 +409,7 @@ def main():
     # ---- what each backend runs (contract/backend_caps.h)
     walk_backend_caps(tmp, next(int(r["max"]) for r in rows() if r["id"] == "FINETUNE_LORA_RANK"))
     walk_backend_parallel(tmp)
+    walk_backend_formats(tmp)
 
     # ---- the stop signal against the time limit (llmc side; the bad plan has the error)
     def job_time(t, steps):

@@ -14,9 +14,10 @@ int main(int argc, char **argv)
     char err[1024];
     if (run_plan_load(&p, argv[1], err, sizeof err)) { printf("refused: %s\n", err); return 1; }
     printf("arch %d\ninit %d\nstage %d\nbackend %d\nmethod %d\nprecision %d\nshard %d\nrecompute %d\n"
-           "attention %d\nschedule %d\noffload %d\n",
+           "attention %d\nschedule %d\noffload %d\nmaster_weights %d\noptimizer_states %d\n",
            (int)p.model.arch, (int)p.init, (int)p.stage, (int)p.backend, (int)p.ft.method, (int)p.precision,
-           p.zero_stage, (int)p.recompute, (int)p.attention, (int)p.schedule, (int)p.offload);
+           p.zero_stage, (int)p.recompute, (int)p.attention, (int)p.schedule, (int)p.offload, (int)p.master_weights,
+           (int)p.optimizer_states);
     for (int m = 0; m < LORA_TARGETS; m++)
         if (p.ft.lora_targets & (1u << m)) printf("lora_module %d\n", m);
     run_plan_free(&p);

@@ -137,6 +137,8 @@ def context(r):
         return dict(LF, precision=w) if w == "pure_bf16" else {"precision": w}, {}, "sharegpt", True
     if c == "shard":
         return {"shard": w}, {}, "sharegpt", False
+    if c in ("master_weights", "optimizer_states"):   # the llmc trainer's, on CPUs as on GPUs
+        return {c: w}, {}, "sharegpt", False
     if c == "offload":
         if w == "none":
             return {"offload": w}, {}, "sharegpt", False

@@ -1,0 +1,127 @@
+/* check_precision.c — the rules that join a run's number formats to other
+ * keys and blocks: precision = fp8 (a GPU with FP8 tensor cores, the llmc
+ * backend's FP8 row of contract/backend_caps.h, LLaMA-Factory's fp8_backend
+ * and its refusal of FP8 with quantisation), and the llmc trainer's own
+ * master_weights and optimizer_states (contract/plan_keys.h BACKENDS
+ * PK_LLMC; master_weights = split against offload). The keys' words are read
+ * by their rows (check_row_keys); here only what relates several.
+ */
+#include "check_internal.h"
+
+/* Set in the plan (its position was recorded by check_row_keys). */
+static bool written(SrcRange at) { return at.start.file != NULL; }
+
+/* The catalogue's GPUs with FP8 tensor cores, for a message: "H100_80GB, ...". */
+static const char *fp8_gpus(Checker *c)
+{
+    const char *list = "";
+    for (int i = 0; i < gpu_catalog_count(); i++) {
+        const GpuSpec *g = gpu_catalog_at(i);
+        if (g->fp8_tflops > 0) list = arena_printf(c->a, "%s%s%s", list, list[0] ? ", " : "", g->name);
+    }
+    return list;
+}
+
+/* A train key of the llmc trainer's alone (PK_LLMC) on backend = llamafactory:
+ * LLaMA-Factory keeps fp32 masters and moments under bf16 mixed precision and
+ * bf16 everything under pure_bf16, nothing between. */
+static void check_llmc_only_keys(Checker *c, Scope *s, const PlanTrain *t)
+{
+    const PlanKeyList *rows = &plan_key_lists[PKB_TRAIN];
+    for (int k = 0; k < rows->n; k++) {
+        Entry *e;
+        if (rows->keys[k].backends != PK_LLMC || !(e = find(s, rows->keys[k].key))) continue;
+        Diag *g = diag_error(c->d, e->key_at, "'%s' is a setting of the llmc trainer; LLaMA-Factory has none",
+                             e->key);
+        diag_note(g, "run '%s' uses backend = llamafactory, which keeps fp32 master weights and Adam m + v under "
+                  "precision = bf16, and bf16 weights, gradients and Adam m + v (no fp32 copy) under precision = "
+                  "pure_bf16", t->name);
+        diag_help(g, "remove '%s' and set precision = pure_bf16 (LLaMA-Factory's nearest), or backend = llmc",
+                  e->key);
+    }
+}
+
+/* LLaMA-Factory's FP8 (Fp8Arguments): fp8_backend (a word of its concept,
+ * read here: plan.json does not carry it) only with fp8, and not with a
+ * quantised base (hparams/parser.py refuses fp8 with quantization_bit). */
+static void check_lf_fp8(Checker *c, Scope *s, PlanTrain *t)
+{
+    Entry *e = find(s, "fp8_backend");
+    int v;
+    if (e) {
+        t->fp8_backend_at = e->at;
+        if (get_enum(c, e, fp8_backend_llm_names, FP8B_COUNT, &v)) t->fp8_backend = (Fp8Backend)v;
+    }
+    if (t->precision != PREC_FP8 && e) {
+        Diag *g = diag_error(c->d, t->fp8_backend_at, "'fp8_backend' is only used with precision = fp8");
+        diag_help(g, "precision = fp8, or remove 'fp8_backend'");
+    }
+    if (t->precision == PREC_FP8 && t->method == METHOD_QLORA) {
+        Diag *g = diag_error(c->d, t->precision_at, "precision = fp8 does not go with method = qlora");
+        diag_note(g, "LLaMA-Factory refuses FP8 training of a quantised model before training starts");
+        diag_help(g, "method = lora with precision = fp8, or precision = bf16 with method = qlora");
+    }
+}
+
+void check_train_formats(Checker *c, Scope *s, PlanTrain *t)
+{
+    if (t->backend == BACKEND_LLAMAFACTORY) {
+        check_llmc_only_keys(c, s, t);
+        check_lf_fp8(c, s, t);
+    }
+}
+
+/* precision = fp8 on the job's cluster: a GPU with FP8 tensor cores (either
+ * backend), and on the llmc backend what its row runs with FP8. */
+static void check_job_fp8(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t,
+                          LlmcBackendId backend)
+{
+    SrcRange at = written(t->precision_at) ? t->precision_at : j->run_at;
+    if (!cl->gpu) {
+        if (!cl->hostlist && !cl->minimal) return;
+        Diag *g = diag_error(c->d, at, "cluster '%s' has no GPUs, so run '%s' cannot use precision = fp8", cl->name,
+                             t->name);
+        diag_note(g, "FP8 needs GPU tensor cores; the llmc CPU backend trains in fp32");
+        diag_help(g, "precision = fp32 on this cluster, or a cluster of GPUs with FP8 (%s)", fp8_gpus(c));
+        return;
+    }
+    if (!(cl->gpu->fp8_tflops > 0)) {
+        Diag *g = diag_error(c->d, at, "precision = fp8 needs a GPU with FP8 tensor cores; %s (cluster '%s') has none",
+                             cl->gpu->name, cl->name);
+        diag_note(g, "FP8 tensor cores: %s; a gpu block states its own with fp8 = N TFLOPS", fp8_gpus(c));
+        diag_help(g, "precision = bf16 in run '%s'", t->name);
+        return;
+    }
+    if (t->backend != BACKEND_LLMC || llmc_fp8_ok(backend, (int)t->shard, t->offload)) return;
+    const LlmcBackendCaps *caps = &llmc_backend_caps[backend];
+    bool shard = (int)t->shard > caps->fp8_max_shard;
+    const char *what = shard ? arena_printf(c->a, "shard = %s", shard_llm_names[t->shard])
+                             : arena_printf(c->a, "offload = %s", offload_llm_names[t->offload]);
+    Diag *g = diag_error(c->d, shard ? t->shard_at : t->offload_at,
+                         "precision = fp8 with %s is not yet in llmc-train", what);
+    diag_note(g, "the llmc trainer on %s runs FP8 GEMMs up to shard = %s and with offload = %s", caps->where,
+              shard_llm_names[caps->fp8_max_shard], offload_llm_names[caps->fp8_max_offload]);
+    diag_help(g, "%s, or precision = bf16 in run '%s'",
+              shard ? arena_printf(c->a, "shard = %s", shard_llm_names[caps->fp8_max_shard])
+                    : arena_printf(c->a, "offload = %s", offload_llm_names[caps->fp8_max_offload]),
+              t->name);
+}
+
+/* master_weights = split keeps the master's low half beside the bf16 weight
+ * on the GPU; offload keeps a whole fp32 master in host memory instead. */
+static void check_job_master(Checker *c, const PlanTrain *t, LlmcBackendId backend)
+{
+    if (t->backend != BACKEND_LLMC || llmc_master_ok(backend, t->master_weights, t->offload)) return;
+    Diag *g = diag_error(c->d, t->master_weights_at, "master_weights = split does not go with offload = %s",
+                         offload_llm_names[t->offload]);
+    diag_note(g, "optimizer offload keeps the fp32 master weights in host memory, where splitting them saves "
+              "no GPU memory");
+    diag_help(g, "master_weights = fp32, or offload = none in run '%s'", t->name);
+}
+
+void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t)
+{
+    LlmcBackendId backend = cl->gpu ? LLMC_BACKEND_CUDA : LLMC_BACKEND_CPU;
+    if (t->precision == PREC_FP8) check_job_fp8(c, j, cl, t, backend);
+    check_job_master(c, t, backend);
+}
