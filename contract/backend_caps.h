@@ -32,6 +32,11 @@
  *   SPLIT_OFFLOAD   1: master_weights = split with offload (the split master
  *                   lives beside the bf16 weight on the GPU; offload keeps an
  *                   fp32 master on the host instead)
+ *   SPLIT_MAX_SHARD highest ZeRO stage with master_weights = split in full training
+ *                   (CUDA: ZeRO-2/3 keep an fp32 master per shard beside bf16
+ *                   weights that are whole or gathered, not its upper half)
+ *   STATES_OFFLOAD  1: optimizer_states = bf16 with offload (CUDA's offload streams
+ *                   fp32 moments from host memory)
  *   SHARD_NOTE      what it shards, for the refusal
  */
 #ifndef LLMC_CONTRACT_BACKEND_CAPS_H
@@ -42,14 +47,14 @@
 #include <stdbool.h>
 
 #define LLMC_BACKENDS(X) \
-    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 4, 0, 0, OFFLOAD_NONE, 0, \
+    X(CPU, "CPUs", 3, 1, 0, 0, 1, 0, OFFLOAD_NONE, 4, 0, 0, OFFLOAD_NONE, 0, 3, 1, \
       "the llmc CPU backend shards optimizer states, gradients and weights (zero1-zero3)") \
-    X(CUDA, "GPUs", 3, 1, 0, 0, 8, 1024, OFFLOAD_OPTIMIZER, 2, 1, 2, OFFLOAD_NONE, 0, \
+    X(CUDA, "GPUs", 3, 1, 0, 0, 8, 1024, OFFLOAD_OPTIMIZER, 2, 1, 2, OFFLOAD_NONE, 0, 1, 0, \
       "the llmc CUDA backend shards optimizer states, gradients and weights (zero1-zero3)")
 
 typedef enum {
 #define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, \
-          split_off, note) LLMC_BACKEND_##id,
+          split_off, split_shard, states_off, note) LLMC_BACKEND_##id,
     LLMC_BACKENDS(X)
 #undef X
     LLMC_BACKEND_COUNT
@@ -69,13 +74,16 @@ typedef struct {
     int fp8_max_shard;
     OffloadKind fp8_max_offload;
     bool split_offload;
+    int split_max_shard;
+    bool states_offload;
     const char *shard_note;
 } LlmcBackendCaps;
 
 static const LlmcBackendCaps llmc_backend_caps[LLMC_BACKEND_COUNT] = {
 #define X(id, where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, \
-          split_off, note) \
-    {where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, split_off, note},
+          split_off, split_shard, states_off, note) \
+    {where, max_shard, ft, max_shard_ft, ft_off, step, rmax, offload, off_shard, fp8, fp8_shard, fp8_off, split_off, \
+     split_shard, states_off, note},
     LLMC_BACKENDS(X)
 #undef X
 };
@@ -111,10 +119,18 @@ static inline bool llmc_fp8_ok(LlmcBackendId b, int zero, OffloadKind o)
     return c->fp8 && zero <= c->fp8_max_shard && o <= c->fp8_max_offload;
 }
 
-/* master_weights = m with offload o runs on backend b. */
-static inline bool llmc_master_ok(LlmcBackendId b, MasterWeights m, OffloadKind o)
+/* master_weights = m with offload o at ZeRO stage `zero` runs on backend b
+ * (finetune: freeze or lora, whose trained state is never sharded). */
+static inline bool llmc_master_ok(LlmcBackendId b, MasterWeights m, OffloadKind o, int zero, bool finetune)
 {
-    return m == MASTER_FP32 || o == OFFLOAD_NONE || llmc_backend_caps[b].split_offload;
+    const LlmcBackendCaps *c = &llmc_backend_caps[b];
+    return m == MASTER_FP32 || ((o == OFFLOAD_NONE || c->split_offload) && (finetune || zero <= c->split_max_shard));
+}
+
+/* optimizer_states = s with offload o runs on backend b. */
+static inline bool llmc_states_ok(LlmcBackendId b, OptimStates s, OffloadKind o)
+{
+    return s == OSTATES_FP32 || o == OFFLOAD_NONE || llmc_backend_caps[b].states_offload;
 }
 
 /* lora_rank runs on backend b: a positive multiple of its step up to its max

@@ -111,12 +111,33 @@ static void check_job_fp8(Checker *c, const PlanJob *j, const PlanCluster *cl, c
  * on the GPU; offload keeps a whole fp32 master in host memory instead. */
 static void check_job_master(Checker *c, const PlanTrain *t, LlmcBackendId backend)
 {
-    if (t->backend != BACKEND_LLMC || llmc_master_ok(backend, t->master_weights, t->offload)) return;
-    Diag *g = diag_error(c->d, t->master_weights_at, "master_weights = split does not go with offload = %s",
-                         offload_llm_names[t->offload]);
-    diag_note(g, "optimizer offload keeps the fp32 master weights in host memory, where splitting them saves "
-              "no GPU memory");
-    diag_help(g, "master_weights = fp32, or offload = none in run '%s'", t->name);
+    bool ft = t->method != METHOD_FULL;
+    if (t->backend != BACKEND_LLMC || llmc_master_ok(backend, t->master_weights, t->offload, (int)t->shard, ft))
+        return;
+    const LlmcBackendCaps *caps = &llmc_backend_caps[backend];
+    if (t->offload != OFFLOAD_NONE && !caps->split_offload) {
+        Diag *g = diag_error(c->d, t->master_weights_at, "master_weights = split does not go with offload = %s",
+                             offload_llm_names[t->offload]);
+        diag_note(g, "optimizer offload keeps the fp32 master weights in host memory, where splitting them saves "
+                  "no GPU memory");
+        diag_help(g, "master_weights = fp32, or offload = none in run '%s'", t->name);
+        return;
+    }
+    Diag *g = diag_error(c->d, t->master_weights_at, "master_weights = split does not go with shard = %s in full "
+                         "training on %s", shard_llm_names[t->shard], caps->where);
+    diag_note(g, "ZeRO-2/3 keep each shard's fp32 master beside bf16 weights that are whole or gathered, "
+              "not its upper half");
+    diag_help(g, "master_weights = fp32, or shard = %s in run '%s'", shard_llm_names[caps->split_max_shard], t->name);
+}
+
+/* optimizer_states = bf16: the CUDA backend's offload streams fp32 moments. */
+static void check_job_states(Checker *c, const PlanTrain *t, LlmcBackendId backend)
+{
+    if (t->backend != BACKEND_LLMC || llmc_states_ok(backend, t->optimizer_states, t->offload)) return;
+    Diag *g = diag_error(c->d, t->optimizer_states_at, "optimizer_states = bf16 does not go with offload = %s on %s",
+                         offload_llm_names[t->offload], llmc_backend_caps[backend].where);
+    diag_note(g, "optimizer offload streams fp32 moments between host memory and the GPU");
+    diag_help(g, "optimizer_states = fp32, or offload = none in run '%s'", t->name);
 }
 
 void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t)
@@ -124,4 +145,5 @@ void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, cons
     LlmcBackendId backend = cl->gpu ? LLMC_BACKEND_CUDA : LLMC_BACKEND_CPU;
     if (t->precision == PREC_FP8) check_job_fp8(c, j, cl, t, backend);
     check_job_master(c, t, backend);
+    check_job_states(c, t, backend);
 }

@@ -64,6 +64,32 @@ static size_t device_used(void)
  * llmc_backend_caps[LLMC_BACKEND_CUDA], contract/backend_caps.h, by which the
  * llmc checker refuses the same): 0, or -1 with the plan.json key and what to
  * do in err. */
+/* The number formats the plan chooses, through backend_caps.h's CUDA row (as
+ * llmc's check_precision.c refuses them). */
+static int cu_formats_unsupported(const RunPlan *plan, char *err, size_t errlen)
+{
+    const LlmcBackendCaps *caps = &llmc_backend_caps[LLMC_BACKEND_CUDA];
+    if (plan->precision == PREC_FP8 && !llmc_fp8_ok(LLMC_BACKEND_CUDA, plan->zero_stage, plan->offload)) {
+        snprintf(err, errlen, "train.precision = fp8 with ZeRO-%d and offload \"%s\": the CUDA backend runs FP8 up to "
+                 "ZeRO-%d, with offload \"%s\"", plan->zero_stage, offload_json_names[plan->offload],
+                 caps->fp8_max_shard, offload_json_names[caps->fp8_max_offload]);
+        return -1;
+    }
+    bool ft = plan->ft.method != METHOD_FULL;
+    if (!llmc_master_ok(LLMC_BACKEND_CUDA, plan->master_weights, plan->offload, plan->zero_stage, ft)) {
+        snprintf(err, errlen, "train.master_weights = split with ZeRO-%d and offload \"%s\": the CUDA backend splits "
+                 "the master weights up to ZeRO-%d in full training, without offload", plan->zero_stage,
+                 offload_json_names[plan->offload], caps->split_max_shard);
+        return -1;
+    }
+    if (!llmc_states_ok(LLMC_BACKEND_CUDA, plan->optimizer_states, plan->offload)) {
+        snprintf(err, errlen, "train.optimizer_states = bf16 with offload \"%s\": the CUDA backend offloads fp32 "
+                 "moments", offload_json_names[plan->offload]);
+        return -1;
+    }
+    return 0;
+}
+
 static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
 {
     if (!llmc_shard_ok(LLMC_BACKEND_CUDA, false, plan->zero_stage, plan->data_parallel)) {
@@ -103,7 +129,7 @@ static int cu_unsupported(const RunPlan *plan, char *err, size_t errlen)
             return -1;
         }
     }
-    return 0;
+    return cu_formats_unsupported(plan, err, errlen);
 }
 
 /* The model must be one the GPU kernels take (shapes of
@@ -252,7 +278,8 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                  3.0 * hm->n_floats * sizeof(float) / 1073741824.0);
     CudaFinetune ft;
     if (cu_finetune(c, hm, &ft)) return -1;
-    CudaNumerics num = {.seed = (uint32_t)plan->seed};
+    CudaNumerics num = {.fp8 = plan->precision == PREC_FP8, .master_split = plan->master_weights == MASTER_SPLIT,
+                        .bf16_states = plan->optimizer_states == OSTATES_BF16, .seed = (uint32_t)plan->seed};
     if (cuda_model_create_ft(&c->cm, &plan->model, MB, T, rc_mode, attn, &par, c->offload ? &host : NULL,
                              &ft, &num) != 0)
         return -1;
@@ -287,10 +314,12 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
         snprintf(zero_text, sizeof zero_text, " (%zu of %zu parameters on this rank)", c->cm.shard_len, c->cm.n_total);
     else if (ft.method != METHOD_FULL && c->d.world > 1)
         snprintf(zero_text, sizeof zero_text, " (fine-tuning: trained state replicated on every rank)");
-    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s%s",
+    snprintf(setup, setup_len, ", attention %s, recompute %s, ZeRO-%d%s%s%s%s%s%s",
              !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
              plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), stage, zero_text,
-             c->offload || c->cm.off_shard ? ", optimizer offloaded to host memory" : "", ft_text);
+             c->offload || c->cm.off_shard ? ", optimizer offloaded to host memory" : "", ft_text,
+             c->cm.fp8 ? ", FP8 projection GEMMs" : "", c->cm.master_lo ? ", split master weights" : "",
+             c->cm.bf16_states ? ", bf16 AdamW moments" : "");
     return 0;
 }
 

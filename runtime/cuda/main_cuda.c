@@ -148,11 +148,12 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         else if (c == O_NONDET) o->nondet = 1;
         else if (c == O_LORA) o->lora = optarg;
         else if (c == O_FP8) o->fp8 = 1;
-        else if (c == O_MASTER || c == O_STATES) {
-            const char *alt = c == O_MASTER ? "split" : "bf16";
-            if (strcmp(optarg, "fp32") && strcmp(optarg, alt))
-                return args_usage_error(cmd, "%s: '%s' is not fp32 or %s", opt, optarg, alt);
-            *(c == O_MASTER ? &o->master_split : &o->bf16_states) = strcmp(optarg, "fp32") != 0;
+        else if (c == O_MASTER || c == O_STATES) {   /* the plan keys' own words (plan_vocab.h) */
+            const char *const *words = c == O_MASTER ? master_weights_json_names : optimizer_states_json_names;
+            int v = plan_vocab_find(words, optarg);
+            if (v < 0) return args_usage_error(cmd, "%s: '%s' is not %s or %s", opt, optarg, words[0], words[1]);
+            if (c == O_MASTER) o->master_split = v == MASTER_SPLIT;
+            else o->bf16_states = v == OSTATES_BF16;
         }
         else if (c == O_LORA_RANK) {
             if (args_int(cmd, opt, optarg, 1, 1024, &iv)) return 2;
@@ -346,8 +347,9 @@ static int cmd_bench(int argc, char **argv)
                "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"states\":\"%s\",\"precision\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
                o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, bench_recompute_code(o.recompute), o.offload,
-               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, m.master_lo ? "split" : "fp32",
-               m.bf16_states ? "bf16" : "fp32", m.fp8 ? "fp8" : "bf16", m.n_real,
+               o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, master_weights_json_names[m.master_lo ? MASTER_SPLIT : MASTER_FP32],
+               optimizer_states_json_names[m.bf16_states ? OSTATES_BF16 : OSTATES_FP32],
+               precision_json_names[m.fp8 ? PREC_FP8 : PREC_BF16], m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);

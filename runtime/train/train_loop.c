@@ -377,7 +377,7 @@ static int run_setup(Run *R)
     }
     adamw_set_states(&R->opt, plan->optimizer_states, plan->seed);
     size_t n_params = 0;
-    char where[128] = "", setup[256] = "";
+    char where[128] = "", setup[512] = "";
     R->have_be = 1;   /* destroy() from here on, also after a failed create() */
     if (be->create(be->self, plan, &R->hm, &R->opt, &n_params, where, sizeof where, setup, sizeof setup)) return -1;
 

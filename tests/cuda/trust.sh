@@ -6,6 +6,8 @@
 #   tests/cuda/trust.sh OUTDIR [SECTION...]     sections: repro seeds san (default: all)
 # san first runs tests/cuda/initcheck_probe.c plainly and under initcheck (docs/cuda.md).
 #   TRUST_SEEDS="1 2 3 4 5"  the seeds of `seeds`
+#   TRUST_SAN="small-fp8 small-z2"  only these paths of `san` (default: every path)
+#   TRUST_TWICE="fp8 z3"             only these plans of `repro` (default: every plan)
 # Needs build/llmc-train-cuda and .cuda-run/tiny (tests/cuda/make_tiny_run.sh).
 # Shapes: tiny (head_dim 16: materialised attention only), small (head_dim 64,
 # cuDNN and the flash kernels), 0.5b (Qwen2.5-0.5B's layers on the tiny vocabulary).
@@ -62,6 +64,7 @@ PY
 # twice NAME BASE [KEY=JSON...]: the plan run twice from scratch, compared
 twice() {
     local name=$1 base=$2; shift 2
+    [[ -n ${TRUST_TWICE:-} && " $TRUST_TWICE " != *" $name "* ]] && return
     for k in a b; do
         variant "$base" "$name$k" 42 "$@"
         rm -rf "$r/run-$name$k"
@@ -100,6 +103,7 @@ fi
 # san NAME TOOLS BASE [KEY=JSON...]: each tool over 3 steps of the plan
 san() {
     local name=$1 tools=$2 base=$3; shift 3
+    [[ -n ${TRUST_SAN:-} && " $TRUST_SAN " != *" $name "* ]] && return
     variant "$base" "san-$name" 42 "$@"
     for tool in $tools; do
         rm -rf "$r/run-san-$name"
@@ -110,7 +114,8 @@ san() {
 }
 if has san; then
     # initcheck's qkv_rope_fwd_k report: is the product's buffer really unwritten?
-    if make -s initcheck-probe > "$out/probe_build.log" 2>&1; then
+    if [[ -n ${TRUST_SAN:-} ]]; then :
+    elif make -s initcheck-probe > "$out/probe_build.log" 2>&1; then
         ./build/initcheck_probe > "$out/probe.log" 2>&1
         note "initcheck probe, plain: exit $? ; $(tail -1 "$out/probe.log")"
         compute-sanitizer --tool initcheck --print-limit 5 ./build/initcheck_probe > "$out/probe_initcheck.log" 2>&1
