@@ -76,6 +76,28 @@ json.dump(p, open(sys.argv[2], "w"))
 PY
 # ZeRO-2/3 and fine-tuning on several ranks pass the plan check (then: no GPU here)
 expect "run: ZeRO-3 on 2 ranks accepted" 1 "no CUDA device" $bin run "$tmp/zero3.json"
+# The number formats (issue 31) through backend_caps.h's CUDA row, as llmc refuses them
+fmt_plan() {   # OUT KEY=JSON...: the tiny plan with train/parallel keys set
+    python3 - tests/cpu/tiny_plan.json "$@" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"].update(heads=2, kv_heads=2, head_dim=16)
+for kv in sys.argv[3:]:
+    k, v = kv.split("=", 1); a, b = k.split(".")
+    p[a][b] = json.loads(v)
+json.dump(p, open(sys.argv[2], "w"))
+PY
+}
+fmt_plan "$tmp/f8z3.json" 'train.precision="fp8"' parallel.zero_stage=3
+expect "run: fp8 with ZeRO-3 refused" 2 "train.precision = fp8 with ZeRO-3" $bin run "$tmp/f8z3.json"
+fmt_plan "$tmp/f8.json" 'train.precision="fp8"' parallel.zero_stage=2
+expect "run: fp8 with ZeRO-2 accepted" 1 "no CUDA device" $bin run "$tmp/f8.json"
+fmt_plan "$tmp/splitz2.json" 'train.master_weights="split"' parallel.zero_stage=2
+expect "run: split master with ZeRO-2 refused" 2 "train.master_weights = split with ZeRO-2" $bin run "$tmp/splitz2.json"
+fmt_plan "$tmp/statesoff.json" 'train.optimizer_states="bf16"' 'parallel.offload="optimizer"'
+expect "run: bf16 moments with offload refused" 2 "train.optimizer_states = bf16 with offload" $bin run "$tmp/statesoff.json"
+fmt_plan "$tmp/formats.json" 'train.optimizer_states="bf16"' 'train.master_weights="split"' 'train.precision="fp8"'
+expect "run: fp8, split master, bf16 moments accepted" 1 "no CUDA device" $bin run "$tmp/formats.json"
 python3 - tests/cpu/tiny_plan.json "$tmp/lora.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
