@@ -6,11 +6,13 @@ set -u
 total_pass=0 total_fail=0
 for s in "$@"; do
     echo "=== suite $s"
+    t0=$SECONDS
     log=$(mktemp)
     make -s --no-print-directory "test-$s" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     line=$(grep -E '^([A-Za-z_-]+: )?[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
     rm -f "$log"
+    echo "--- suite $s: $((SECONDS - t0)) s"
     if [[ -z "$line" ]]; then
         echo "suite $s: no result line (exit $rc)"
         total_fail=$((total_fail + 1)); continue
