@@ -28,6 +28,7 @@
 #include <cuda_runtime_api.h>
 #include "gemm.h"
 #include "kernels.h"
+#include "host_bf16.h"
 
 #define CK(call)                                                                                    \
     do {                                                                                            \
@@ -48,30 +49,8 @@ static void check(int ok, const char *name, const char *fmt, double v, double to
     if (ok) n_pass++; else n_fail++;
 }
 
-static uint16_t f2bf(float f)   /* round to nearest even */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf2f(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static uint64_t rng = 0x243f6a8885a308d3ull;
-static double urand(void)   /* splitmix64 -> [0, 1) */
-{
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (z >> 11) * 0x1.0p-53;
-}
+static double urand(void) { return splitmix_unit(&rng); }
 static double nrand(void) { return sqrt(-2.0 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
 
 /* The value of an FP8 byte (OCP formats: E4M3 without infinities, 0x7f/0xff NaN;

@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 #include "gemm.h"
 #include "kernels.h"
+#include "host_bf16.h"
 
 #define CK(call)                                                                                    \
     do {                                                                                            \
@@ -35,29 +36,10 @@ static void check(int ok, const char *name, const char *detail)
     if (ok) n_pass++; else n_fail++;
 }
 
-static uint16_t f2bf(float f)   /* round to nearest even */
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf2f(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float urand(void)   /* splitmix64 -> [-1, 1) */
+static float urand(void)   /* [-1, 1) */
 {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)((z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    return (float)(splitmix_unit(&rng) * 2.0 - 1.0);
 }
 
 /* One shape: B x T tokens of width C; H query heads and KV kv heads of size D. */

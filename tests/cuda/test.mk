@@ -33,7 +33,7 @@ $(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)
 # compute-sanitizer initcheck: issue 27's qkv_rope_fwd_k report).
 .PHONY: initcheck-probe
 initcheck-probe: $(BUILD)/initcheck_probe
-$(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c $(BUILD)/cuda/gemm.o \
+$(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o \
                          $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
 
@@ -41,6 +41,6 @@ $(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c $(BUILD)/cuda/gemm.o \
 # GEMMs (gemm.c) against fp64 references (needs a GPU; device.sh's `fp8` step).
 .PHONY: fp8-check
 fp8-check: $(BUILD)/fp8_check
-$(BUILD)/fp8_check: tests/cuda/fp8_check.c $(BUILD)/cuda/gemm.o \
+$(BUILD)/fp8_check: tests/cuda/fp8_check.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o \
                    $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
