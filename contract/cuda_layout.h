@@ -1,7 +1,8 @@
 /* cuda_layout.h — the llmc CUDA trainer's allocation constants, which llmc's
  * estimator counts (compiler/estimate/estimate.c) and the trainer allocates by
  * (runtime/cuda/): defined once, so the estimate cannot drift from the code.
- * Plain integers for both C and CUDA C; element counts unless a name says bytes. */
+ * Plain integers for both C and CUDA C (and two shape predicates at the end);
+ * element counts unless a name says bytes. */
 #ifndef LLMC_CUDA_LAYOUT_H
 #define LLMC_CUDA_LAYOUT_H
 
@@ -36,5 +37,22 @@
 #define LLMC_CUDNN_WS_ALIGN 256
 #define LLMC_CUDNN_DOCS_PER_ROW 8
 #define LLMC_CUDNN_MAX_DOCS 1024
+
+/* The attention shapes the fused kernels take, which the trainer routes by
+ * (runtime/cuda/flash_attn.cu k_flash_supported, attn_cudnn.c
+ * attn_cudnn_supported) and llmc's estimator predicts by (estimate_llmc_cuda_*):
+ * the flash kernels take head sizes 32, 64 and 128 and a context that is a
+ * positive multiple of their 64-key blocks; cuDNN's fused SDPA takes head sizes
+ * 64 and 128, whole query groups and a context of whole 64-token tiles.
+ * Otherwise the scores are materialised ("eager"). */
+static inline int llmc_flash_shape_ok(long long head_dim, long long context)
+{
+    return (head_dim == 32 || head_dim == 64 || head_dim == 128) && context > 0 && context % 64 == 0;
+}
+static inline int llmc_cudnn_shape_ok(long long heads, long long kv_heads, long long head_dim, long long context)
+{
+    return heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && (head_dim == 64 || head_dim == 128) &&
+           context >= 64 && context % 64 == 0;
+}
 
 #endif

@@ -649,24 +649,18 @@ static void llmc_cuda_finetune(const PlanTrain *t, const PlanModel *m, double n,
     e->activations_working_bytes += n * widest * 2;
 }
 
-/* The fused attention kernel (flash_attn.cu, k_flash_supported) takes head
- * sizes 32, 64 and 128 and a context that is a multiple of 64; otherwise the
- * trainer materialises the scores ("eager") whatever the plan asks. */
+/* The fused attention kernels take the shapes of contract/cuda_layout.h's
+ * predicates (the trainer routes by the same two): otherwise the trainer
+ * materialises the scores ("eager") whatever the plan asks. cuDNN's (every GPU
+ * build has it) takes attention unless LLMC_ATTN=flash. */
 bool estimate_llmc_cuda_flash(const PlanModel *m, int context)
 {
-    int64_t hd = head_dim_of(m);
-    return (hd == 32 || hd == 64 || hd == 128) && context > 0 && context % 64 == 0;
+    return llmc_flash_shape_ok(head_dim_of(m), context);
 }
 
-/* cuDNN's fused SDPA (attn_cudnn.c, attn_cudnn_supported) takes head sizes 64
- * and 128, a context that is a positive multiple of 64 and whole query groups;
- * the trainer (built with cuDNN, as every GPU build is) then sends attention
- * there unless LLMC_ATTN=flash. */
 bool estimate_llmc_cuda_cudnn(const PlanModel *m, int context)
 {
-    int64_t hd = head_dim_of(m);
-    return m->heads > 0 && m->kv_heads > 0 && m->heads % m->kv_heads == 0 && (hd == 64 || hd == 128) &&
-           context >= 64 && context % 64 == 0;
+    return llmc_cudnn_shape_ok(m->heads, m->kv_heads, head_dim_of(m), context);
 }
 
 static double cudnn_align(double x) { return ceil(x / LLMC_CUDNN_WS_ALIGN_B) * LLMC_CUDNN_WS_ALIGN_B; }

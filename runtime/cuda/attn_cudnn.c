@@ -54,7 +54,7 @@
 
 int attn_cudnn_supported(int H, int KV, int T, int D)
 {
-    return H > 0 && KV > 0 && H % KV == 0 && (D == 64 || D == 128) && T >= 64 && T % 64 == 0;
+    return llmc_cudnn_shape_ok(H, KV, D, T);   /* contract/cuda_layout.h: llmc's estimator routes by it too */
 }
 
 int attn_cudnn_documents(const int *pos, int B, int T, int *start, int *len, int max)

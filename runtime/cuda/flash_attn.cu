@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include "flash_attn.h"
+#include "cuda_layout.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -561,7 +562,7 @@ static void launch_bwd(bf16_t *dq, float *dKh, float *dVh, float *dQacc, const b
                                                                      KV, T, sl2, scale);
 }
 
-extern "C" int k_flash_supported(int D, int T) { return (D == 32 || D == 64 || D == 128) && T % 64 == 0; }
+extern "C" int k_flash_supported(int D, int T) { return llmc_flash_shape_ok(D, T); }   /* contract/cuda_layout.h */
 
 extern "C" void k_flash_fwd(bf16_t *O, float *LSE, const bf16_t *Q, const bf16_t *K, const bf16_t *V,
                             const int *pos, int B, int H, int KV, int T, int D, kstream_t s)
