@@ -28,7 +28,9 @@
  *             in plan.json (LLaMA-Factory's YAML, the job script, the estimate)
  *   READ      ROW: the checker reads it by this row alone (TYPE INT, INT64,
  *             NUM, BOOL or ENUM, ROW, DEFAULT) into FIELD, and ROW_AT also
- *             records where (FIELD_at); RULE: the block's rules read it
+ *             records where (FIELD_at); a DEFAULT of "" or "required" is
+ *             then the rules' (they see whether the row read a value);
+ *             RULE: the block's rules read it
  *   FIELD     the member of the checker's block struct (plan.h) for READ
  *             ROW/ROW_AT; _ for RULE
  *
@@ -148,21 +150,21 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
 
 /* model NAME { }: the shape keys may come from the model's config.json */
 #define PLAN_KEYS_MODEL(X) \
-    X("arch",              PK_ENUM,  arch, "required", PK_ANY, "model.arch", RULE, _) \
+    X("arch",              PK_ENUM,  arch, "required", PK_ANY, "model.arch", ROW_AT, arch) \
     X("path",              PK_PATH,  NONE, "required", PK_ANY, "model.path", RULE, _) \
     X("tokenizer",         PK_PATH,  NONE, "", PK_ANY, "tokenizer.path", RULE, _) \
-    X("init",              PK_ENUM,  init, "pretrained", PK_ANY, "model.init", RULE, _) \
-    X("layers",            PK_INT,   PL_MODEL_LAYERS, "", PK_ANY, "model.layers", RULE, _) \
-    X("hidden",            PK_INT,   PL_MODEL_HIDDEN, "", PK_ANY, "model.hidden", RULE, _) \
-    X("heads",             PK_INT,   PL_MODEL_HEADS, "", PK_ANY, "model.heads", RULE, _) \
-    X("kv_heads",          PK_INT,   PL_MODEL_KV_HEADS, "", PK_ANY, "model.kv_heads", RULE, _) \
-    X("head_dim",          PK_INT,   PL_MODEL_HEAD_DIM, "", PK_ANY, "model.head_dim", RULE, _) \
-    X("ffn",               PK_INT,   PL_MODEL_FFN, "", PK_ANY, "model.ffn", RULE, _) \
-    X("vocab",             PK_INT,   PL_MODEL_VOCAB, "", PK_ANY, "model.vocab", RULE, _) \
-    X("max_context",       PK_INT,   PL_MODEL_MAX_CONTEXT, "", PK_ANY, "model.max_context", RULE, _) \
-    X("rope_theta",        PK_NUM,   PL_MODEL_ROPE_THETA, "", PK_ANY, "model.rope_theta", RULE, _) \
-    X("rms_eps",           PK_NUM,   PL_MODEL_RMS_EPS, "", PK_ANY, "model.rms_eps", RULE, _) \
-    X("tie_embeddings",    PK_BOOL,  NONE, "", PK_ANY, "model.tie_embeddings", RULE, _) \
+    X("init",              PK_ENUM,  init, "pretrained", PK_ANY, "model.init", ROW, init) \
+    X("layers",            PK_INT,   PL_MODEL_LAYERS, "", PK_ANY, "model.layers", ROW_AT, layers) \
+    X("hidden",            PK_INT,   PL_MODEL_HIDDEN, "", PK_ANY, "model.hidden", ROW_AT, hidden) \
+    X("heads",             PK_INT,   PL_MODEL_HEADS, "", PK_ANY, "model.heads", ROW_AT, heads) \
+    X("kv_heads",          PK_INT,   PL_MODEL_KV_HEADS, "", PK_ANY, "model.kv_heads", ROW_AT, kv_heads) \
+    X("head_dim",          PK_INT,   PL_MODEL_HEAD_DIM, "", PK_ANY, "model.head_dim", ROW_AT, head_dim) \
+    X("ffn",               PK_INT,   PL_MODEL_FFN, "", PK_ANY, "model.ffn", ROW_AT, ffn) \
+    X("vocab",             PK_INT,   PL_MODEL_VOCAB, "", PK_ANY, "model.vocab", ROW_AT, vocab) \
+    X("max_context",       PK_INT,   PL_MODEL_MAX_CONTEXT, "", PK_ANY, "model.max_context", ROW_AT, max_context) \
+    X("rope_theta",        PK_NUM,   PL_MODEL_ROPE_THETA, "", PK_ANY, "model.rope_theta", ROW, rope_theta) \
+    X("rms_eps",           PK_NUM,   PL_MODEL_RMS_EPS, "", PK_ANY, "model.rms_eps", ROW, rms_eps) \
+    X("tie_embeddings",    PK_BOOL,  NONE, "", PK_ANY, "model.tie_embeddings", ROW, tie_embeddings) \
     X("experts",           PK_INT,   NONE, "", PK_ANY, "-", RULE, _) \
     X("experts_per_token", PK_INT,   NONE, "", PK_ANY, "-", RULE, _)
 

@@ -38,7 +38,7 @@ static void check_job_site(Checker *c, const PlanJob *j)
 static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
 {
     check_keys(c, s, PKB_JOB);
-    check_row_keys(c, s, PKB_JOB, job_reads, j);
+    check_row_keys(c, s, PKB_JOB, job_reads, j, NULL);
     Entry *e;
     if ((e = require(c, s, "run", "NAME"))) {
         j->run_at = e->at;

@@ -3,17 +3,26 @@
  * shape rules every backend relies on. */
 #include "check_internal.h"
 
+/* The model keys contract/plan_keys.h's rows read (check_row_keys) before the
+ * rules below run; the rules keep what the rows cannot say: a key required
+ * only without a config.json, a default by arch or from config.json, and a
+ * written value compared with config.json. */
+static const RowRead model_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanModel, type, row, field),
+    PLAN_KEYS_MODEL(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanModel, type, field)
+PLAN_KEYS_MODEL(X)
+#undef X
 
-/* model: init = pretrained | scratch, path = "DIR". A pretrained model's
+/* model: path = "DIR". A pretrained model's
  * config.json, when readable here, is read into cfg: the shape keys may then
  * be left out (taken from it) and must agree with it where written. Returns
  * whether cfg holds it. */
 static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *m, ModelFileConfig *cfg)
 {
-    Entry *e;
-    int v;
     bool have_cfg = false;
-    if ((e = find(s, "init")) && get_enum(c, e, init_llm_names, INIT_COUNT, &v)) m->from_scratch = v == INIT_SCRATCH;
     Entry *pe = find(s, "path");
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
     char pmsg[PATH_POLICY_MAX + 200];
@@ -38,22 +47,17 @@ static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *
     return have_cfg;
 }
 
-/* model: arch = llama | qwen2 | qwen3 (required without a config.json; from
- * its model_type otherwise). pe is the path entry. */
+/* model: arch (read by its row; required without a config.json, from its
+ * model_type otherwise). pe is the path entry, ok the rows read. */
 static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
-                             const Entry *pe)
+                             const Entry *pe, const bool *ok)
 {
     Entry *e;
-    int v;
     if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", arch_llm_names[ARCH_QWEN2]))) {
-        m->arch_at = e->at;
-        if (get_enum(c, e, arch_llm_names, ARCH_COUNT, &v)) {
-            m->arch = (ModelArch)v;
-            if (have_cfg && v != cfg->arch) {
-                Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_llm_names[v],
-                                     cfg->file, arch_llm_names[cfg->arch]);
-                diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_llm_names[cfg->arch]);
-            }
+        if (ok[row_of(PKB_MODEL, "arch")] && have_cfg && (int)m->arch != cfg->arch) {
+            Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_llm_names[m->arch],
+                                 cfg->file, arch_llm_names[cfg->arch]);
+            diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_llm_names[cfg->arch]);
         }
     } else if (have_cfg) {
         m->arch = (ModelArch)cfg->arch;
@@ -96,32 +100,31 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
 }
 
 /* model: the shape, layers, hidden, heads, ffn, vocab, max_context (each
- * required without a config.json, else taken from it and compared), kv_heads
- * (default: heads) and head_dim. Returns whether head_dim was given (or read). */
+ * read by its row, required without a config.json, else taken from it and
+ * compared), kv_heads (default: heads) and head_dim. Returns whether head_dim
+ * was given (or read). */
 static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
-                                   const Entry *pe)
+                                   const Entry *pe, const bool *ok)
 {
     Entry *e;
-    struct { const char *key; int *out; SrcRange *at; PlanLimitId lim; const char *ex; int cfg; const char *hf; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, PL_MODEL_LAYERS, "80", cfg->layers, "num_hidden_layers"},
-        {"hidden", &m->hidden, &m->hidden_at, PL_MODEL_HIDDEN, "8192", cfg->hidden, "hidden_size"},
-        {"heads", &m->heads, &m->heads_at, PL_MODEL_HEADS, "64", cfg->heads, "num_attention_heads"},
-        {"ffn", &m->ffn, &m->ffn_at, PL_MODEL_FFN, "29568", cfg->ffn, "intermediate_size"},
-        {"vocab", &m->vocab, &m->vocab_at, PL_MODEL_VOCAB, "152064", cfg->vocab, "vocab_size"},
-        {"max_context", &m->max_context, &m->max_context_at, PL_MODEL_MAX_CONTEXT, "32768", cfg->max_context,
-         "max_position_embeddings"},
-        {"kv_heads", &m->kv_heads, &m->kv_heads_at, PL_MODEL_KV_HEADS, NULL, cfg->kv_heads, "num_key_value_heads"},
-        {"head_dim", &m->head_dim, &m->head_dim_at, PL_MODEL_HEAD_DIM, NULL, cfg->head_dim, "head_dim"},
+    struct { const char *key; int *out; SrcRange *at; const char *ex; int cfg; const char *hf; } ints[] = {
+        {"layers", &m->layers, &m->layers_at, "80", cfg->layers, "num_hidden_layers"},
+        {"hidden", &m->hidden, &m->hidden_at, "8192", cfg->hidden, "hidden_size"},
+        {"heads", &m->heads, &m->heads_at, "64", cfg->heads, "num_attention_heads"},
+        {"ffn", &m->ffn, &m->ffn_at, "29568", cfg->ffn, "intermediate_size"},
+        {"vocab", &m->vocab, &m->vocab_at, "152064", cfg->vocab, "vocab_size"},
+        {"max_context", &m->max_context, &m->max_context_at, "32768", cfg->max_context, "max_position_embeddings"},
+        {"kv_heads", &m->kv_heads, &m->kv_heads_at, NULL, cfg->kv_heads, "num_key_value_heads"},
+        {"head_dim", &m->head_dim, &m->head_dim_at, NULL, cfg->head_dim, "head_dim"},
     };
     bool head_dim_set = false, kv_set = false;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         bool optional = ints[i].ex == NULL;
+        int row = row_of(PKB_MODEL, ints[i].key);
         e = have_cfg || optional ? find(s, ints[i].key) : require(c, s, ints[i].key, ints[i].ex);
         if (e) {
-            *ints[i].at = e->at;
-            bool ok = get_int32_lim(c, e, ints[i].lim, ints[i].out);
-            if (ok && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
-            if (ok && have_cfg && *ints[i].out != ints[i].cfg) {
+            if (ok[row] && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
+            if (ok[row] && have_cfg && *ints[i].out != ints[i].cfg) {
                 Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
                                      cfg->file, ints[i].hf, ints[i].cfg);
                 diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
@@ -129,7 +132,7 @@ static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const Mod
         } else if (have_cfg) {
             *ints[i].out = ints[i].cfg;
             *ints[i].at = pe->value->at;
-            within(c, pe->value->at, ints[i].key, ints[i].lim, ints[i].cfg,
+            within(c, pe->value->at, ints[i].key, model_reads[row].limit, ints[i].cfg,
                    arena_printf(c->a, "%d in %s", ints[i].cfg, cfg->file));
             if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
         }
@@ -138,33 +141,35 @@ static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const Mod
     return head_dim_set;
 }
 
-/* model: rope_theta, rms_eps (defaults by arch: llama 5e5 and 1e-5, qwen
- * 1e6 and 1e-6), tie_embeddings, each compared with config.json; RoPE
- * scaling in config.json is a warning (llmc-train refuses it). */
+/* model: rope_theta, rms_eps, tie_embeddings (read by their rows; when not
+ * written, from config.json, else by arch: llama 5e5 and 1e-5, qwen 1e6 and
+ * 1e-6), each written one compared with config.json; RoPE scaling in
+ * config.json is a warning (llmc-train refuses it). */
 static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelFileConfig *cfg, bool have_cfg,
-                                const Entry *pe)
+                                const Entry *pe, const bool *ok)
 {
     Entry *e;
     /* transformers' config defaults: gemma2 10000 and 1e-6 (tied embedding);
      * mistral and mixtral 1e6 and 1e-5 */
-    m->rope_theta = m->arch == ARCH_LLAMA ? 500000.0 : m->arch == ARCH_GEMMA2 ? 10000.0 : 1000000.0;
-    m->rms_eps = m->arch == ARCH_LLAMA || m->arch == ARCH_MISTRAL || m->arch == ARCH_MIXTRAL ? 1e-5 : 1e-6;
-    m->tie_embeddings = m->arch == ARCH_GEMMA2;
-    if (have_cfg) { m->rope_theta = cfg->rope_theta; m->rms_eps = cfg->rms_eps; m->tie_embeddings = cfg->tie_embeddings; }
-    struct { const char *key, *hf; double *out; PlanLimitId lim; double cfg; } nums[] = {
-        {"rope_theta", "rope_theta", &m->rope_theta, PL_MODEL_ROPE_THETA, cfg->rope_theta},
-        {"rms_eps", "rms_norm_eps", &m->rms_eps, PL_MODEL_RMS_EPS, cfg->rms_eps},
+    struct { const char *key, *hf; double *out; double cfg, dflt; } nums[] = {
+        {"rope_theta", "rope_theta", &m->rope_theta, cfg->rope_theta,
+         m->arch == ARCH_LLAMA ? 500000.0 : m->arch == ARCH_GEMMA2 ? 10000.0 : 1000000.0},
+        {"rms_eps", "rms_norm_eps", &m->rms_eps, cfg->rms_eps,
+         m->arch == ARCH_LLAMA || m->arch == ARCH_MISTRAL || m->arch == ARCH_MIXTRAL ? 1e-5 : 1e-6},
     };
-    for (int i = 0; i < 2; i++)
-        if ((e = find(s, nums[i].key)) && get_number_lim(c, e, nums[i].lim, nums[i].out) && have_cfg &&
-            fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
+    for (int i = 0; i < 2; i++) {
+        if (!ok[row_of(PKB_MODEL, nums[i].key)]) { *nums[i].out = have_cfg ? nums[i].cfg : nums[i].dflt; continue; }
+        e = find(s, nums[i].key);
+        if (have_cfg && fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
             Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
                                  cfg->file, nums[i].hf, nums[i].cfg);
             diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
         }
-    if ((e = find(s, "tie_embeddings")) && get_bool(c, e, &m->tie_embeddings) && have_cfg &&
-        m->tie_embeddings != cfg->tie_embeddings)
-        diag_error(c->d, e->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
+    }
+    if (!ok[row_of(PKB_MODEL, "tie_embeddings")])
+        m->tie_embeddings = have_cfg ? cfg->tie_embeddings : m->arch == ARCH_GEMMA2;
+    else if (have_cfg && m->tie_embeddings != cfg->tie_embeddings)
+        diag_error(c->d, find(s, "tie_embeddings")->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
                    m->tie_embeddings ? "true" : "false", cfg->file, cfg->tie_embeddings ? "true" : "false");
     if (have_cfg && cfg->rope_scaling[0]) {
         m->rope_scaling = arena_printf(c->a, "%s", cfg->rope_scaling);
@@ -251,20 +256,23 @@ static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
     }
 }
 
-/* model NAME { ... }: config.json (when readable), arch, tokenizer, the
- * shape and the numbers, then the shape rules. */
+/* model NAME { ... }: the keys the rows read, config.json (when readable),
+ * arch, tokenizer, the shape and the numbers, then the shape rules. */
 void check_model(Checker *c, const Item *it, PlanModel *m)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_MODEL);
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &s, PKB_MODEL, model_reads, m, ok);
+    m->from_scratch = m->init == INIT_SCRATCH;
     ModelFileConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     bool have_cfg = check_model_config(c, it, &s, m, &cfg);
     const Entry *pe = find(&s, "path");
-    check_model_arch(c, &s, m, &cfg, have_cfg, pe);
+    check_model_arch(c, &s, m, &cfg, have_cfg, pe, ok);
     check_model_tokenizer(c, it, &s, m);
-    bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe);
-    check_model_numbers(c, &s, m, &cfg, have_cfg, pe);
+    bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe, ok);
+    check_model_numbers(c, &s, m, &cfg, have_cfg, pe, ok);
     check_model_experts(c, &s, m, &cfg, have_cfg, pe);
     report_missing(c, &s);
     check_model_shape_rules(c, m, head_dim_set);

@@ -1045,7 +1045,7 @@ void check_train(Checker *c, const Item *it, PlanTrain *t)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_TRAIN);
-    check_row_keys(c, &s, PKB_TRAIN, train_reads, t);
+    check_row_keys(c, &s, PKB_TRAIN, train_reads, t, NULL);
     bool stage_ok = check_train_what(c, &s, t);
     Entry *tmpl = find(&s, "template");
     check_train_optimizer(c, &s, t);

@@ -5,6 +5,8 @@
  * reads its keys through these, so one message reads the same everywhere. */
 #include "check_internal.h"
 
+#include <assert.h>
+
 static uint64_t hash_name(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -133,9 +135,12 @@ void check_keys(Checker *c, Scope *s, PlanKeyBlock b)
     }
 }
 
-/* A row's default (its DEFAULT column, as the `.llm` writes it) into v. */
+/* A row's default (its DEFAULT column, as the `.llm` writes it) into v. A
+ * default derived by the block's rules ("") or a required key leaves v as
+ * the rules set it before the rows are read. */
 static void row_default(const PlanKey *k, const RowRead *r, void *v)
 {
+    if (!k->dflt[0] || strcmp(k->dflt, "required") == 0) return;
     switch (k->type) {
     case PK_INT: *(int *)v = (int)strtod(k->dflt, NULL); break;
     case PK_INT64: *(int64_t *)v = (int64_t)strtod(k->dflt, NULL); break;
@@ -153,12 +158,16 @@ static void row_default(const PlanKey *k, const RowRead *r, void *v)
 /* The keys of block b that its rows alone describe (READ ROW, ROW_AT): each
  * gets its default, then the plan's value if written, read by its TYPE within
  * its limit or vocabulary row into obj (the block's struct). The block's
- * rules read the rest, and may rely on these being read first. */
-void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *reads, void *obj)
+ * rules read the rest, and may rely on these being read first. ok (NULL: not
+ * wanted) gets, per row, whether the plan wrote the key and its value was
+ * read: the rules that compare a value with another source (a model's
+ * config.json) or derive a default need to know. */
+void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *reads, void *obj, bool *ok)
 {
     const PlanKeyList *l = &plan_key_lists[b];
     for (int k = 0; k < l->n; k++) {
         const RowRead *r = &reads[k];
+        if (ok) ok[k] = false;
         if (!r->read) continue;
         void *v = (char *)obj + r->off;
         row_default(&l->keys[k], r, v);
@@ -166,18 +175,30 @@ void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *r
         if (!e) continue;
         if (r->at_off != SIZE_MAX) *(SrcRange *)(void *)((char *)obj + r->at_off) = e->at;
         int n = 0, x;
+        bool got = false;
         switch (l->keys[k].type) {
-        case PK_INT: get_int32_lim(c, e, r->limit, v); break;
-        case PK_INT64: get_int_lim(c, e, r->limit, v); break;
-        case PK_NUM: get_number_lim(c, e, r->limit, v); break;
-        case PK_BOOL: get_bool(c, e, v); break;
+        case PK_INT: got = get_int32_lim(c, e, r->limit, v); break;
+        case PK_INT64: got = get_int_lim(c, e, r->limit, v); break;
+        case PK_NUM: got = get_number_lim(c, e, r->limit, v); break;
+        case PK_BOOL: got = get_bool(c, e, v); break;
         case PK_ENUM:
             while (r->names[n]) n++;
-            if (get_enum(c, e, r->names, n, &x)) *(int *)v = x;
+            if ((got = get_enum(c, e, r->names, n, &x))) *(int *)v = x;
             break;
         default: break;
         }
+        if (ok) ok[k] = got;
     }
+}
+
+/* The row of key in block b (the index into check_row_keys' ok). */
+int row_of(PlanKeyBlock b, const char *key)
+{
+    const PlanKeyList *l = &plan_key_lists[b];
+    for (int k = 0; k < l->n; k++)
+        if (strcmp(l->keys[k].key, key) == 0) return k;
+    assert(!"a key of the block's rows");
+    return 0;
 }
 
 Entry *find(const Scope *s, const char *key)

@@ -174,6 +174,7 @@ typedef struct {
     ModelArch arch; SrcRange arch_at;
     const char *path; SrcRange path_at;     /* HF model directory (config.json, safetensors) */
     const char *tokenizer; SrcRange tokenizer_at; /* dir with tokenizer.json; default = path */
+    ModelInit init;                         /* init = pretrained | scratch, as written */
     bool from_scratch;                      /* init = scratch: random init, path only for output config */
     int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
     SrcRange layers_at, hidden_at, heads_at, kv_heads_at, head_dim_at, ffn_at, vocab_at;

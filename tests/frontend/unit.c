@@ -112,13 +112,17 @@ static void key_rows(void)
             if (!r->read_by_row) continue;
             char *end;
             bool ok = false;
+            /* "" or "required": the block's rules give the default (check_row_keys leaves the field) */
+            bool rules_default = !r->dflt[0] || !strcmp(r->dflt, "required");
             switch (r->type) {
             case PK_INT: case PK_INT64: case PK_NUM:
                 strtod(r->dflt, &end);
-                ok = r->dflt[0] && !*end && !strncmp(r->row, "PL_", 3);
+                ok = (rules_default || !*end) && !strncmp(r->row, "PL_", 3);
                 break;
-            case PK_BOOL: ok = !strcmp(r->dflt, "true") || !strcmp(r->dflt, "false"); break;
-            case PK_ENUM: ok = concept_names(r->row) && plan_vocab_find(concept_names(r->row), r->dflt) == 0; break;
+            case PK_BOOL: ok = rules_default || !strcmp(r->dflt, "true") || !strcmp(r->dflt, "false"); break;
+            case PK_ENUM:
+                ok = concept_names(r->row) && (rules_default || plan_vocab_find(concept_names(r->row), r->dflt) == 0);
+                break;
             default: break;
             }
             if (!ok) { printf("# %s.%s: read by its row, but TYPE, ROW or DEFAULT \"%s\" does not fit\n", l->spelled, r->key, r->dflt); bad++; }
