@@ -171,13 +171,13 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
 /* dataset NAME { } */
 #define PLAN_KEYS_DATASET(X) \
     X("file",    PK_PATH,  NONE, "required", PK_ANY, "datasets[].file", RULE, _) \
-    X("format",  PK_ENUM,  format, "required", PK_ANY, "datasets[].format", RULE, _) \
+    X("format",  PK_ENUM,  format, "required", PK_ANY, "datasets[].format", ROW_AT, format) \
     X("columns", PK_BLOCK, NONE, "", PK_ANY, "-", RULE, _) \
     X("tags",    PK_BLOCK, NONE, "", PK_ANY, "-", RULE, _) \
-    X("ranking", PK_BOOL,  NONE, "false", PK_ANY, "-", RULE, _) \
-    X("samples", PK_INT64, PL_DATASET_SAMPLES, "", PK_ANY, "datasets[].samples", RULE, _) \
+    X("ranking", PK_BOOL,  NONE, "false", PK_ANY, "-", ROW, ranking) \
+    X("samples", PK_INT64, PL_DATASET_SAMPLES, "", PK_ANY, "datasets[].samples", ROW_AT, samples) \
     X("size",    PK_SIZE,  PL_DATASET_SIZE, "", PK_ANY, "datasets[].size_bytes", RULE, _) \
-    X("tokens",  PK_INT64, PL_DATASET_TOKENS, "", PK_ANY, "datasets[].tokens", RULE, _) \
+    X("tokens",  PK_INT64, PL_DATASET_TOKENS, "", PK_ANY, "datasets[].tokens", ROW_AT, tokens) \
     X("hf_hub",  PK_STRING, NONE, "", PK_ANY, "-", RULE, _)
 
 /* dataset NAME { columns { } }: the record's fields (dataset_info.json's columns) */

@@ -2,6 +2,16 @@
  * format, columns and tags, and the sizes the estimator reads. */
 #include "check_internal.h"
 
+/* The dataset keys contract/plan_keys.h's rows read (check_row_keys) before
+ * the rules below run. */
+static const RowRead dataset_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanDataset, type, row, field),
+    PLAN_KEYS_DATASET(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanDataset, type, field)
+PLAN_KEYS_DATASET(X)
+#undef X
 
 /* Fill a columns/tags sub-block; `slots` parallels block b's rows. */
 static void get_string_table(Checker *c, const Item *it, const Entry *e, PlanKeyBlock b, const char **slots[])
@@ -160,9 +170,10 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_DATASET);
     Entry *e;
-    int v;
-    ds->samples = -1;
+    ds->samples = -1;   /* not stated: the rows leave these (DEFAULT "") */
     ds->tokens = -1;
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &s, PKB_DATASET, dataset_reads, ds, ok);
     Entry *hub = find(&s, "hf_hub");
     if (hub) check_dataset_hub(c, &s, hub, ds);
     else if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
@@ -178,12 +189,8 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
             }
         }
     }
-    bool format_ok = false;
-    if ((e = require(c, &s, "format", format_llm_names[FORMAT_SHAREGPT]))) {
-        ds->format_at = e->at;
-        if (get_enum(c, e, format_llm_names, FORMAT_COUNT, &v)) { ds->format = (DataFormat)v; format_ok = true; }
-    }
-    if ((e = find(&s, "ranking"))) get_bool(c, e, &ds->ranking);
+    require(c, &s, "format", format_llm_names[FORMAT_SHAREGPT]);   /* read by its row */
+    bool format_ok = ok[row_of(PKB_DATASET, "format")];
     const char **col_slots[] = {&ds->columns.prompt, &ds->columns.query, &ds->columns.response,
                                 &ds->columns.history, &ds->columns.messages, &ds->columns.system,
                                 &ds->columns.tools, &ds->columns.text, &ds->columns.chosen,
@@ -195,14 +202,12 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
     if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, PKB_COLUMNS, col_slots); }
     if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, PKB_TAGS, tag_slots); }
-    if ((e = find(&s, "samples"))) { ds->samples_at = e->at; get_int_lim(c, e, PL_DATASET_SAMPLES, &ds->samples); }
     if ((e = find(&s, "size")) && get_size(c, e, &ds->size_bytes)) {
         ds->size_at = e->at;
         if (!within(c, e->value->at, "size", PL_DATASET_SIZE, (double)ds->size_bytes,
                     arena_printf(c->a, "%llu bytes", (unsigned long long)ds->size_bytes)))
             ds->size_bytes = 0;
     }
-    if ((e = find(&s, "tokens"))) { ds->tokens_at = e->at; get_int_lim(c, e, PL_DATASET_TOKENS, &ds->tokens); }
     report_missing(c, &s);
 
     if (!format_ok) return;
