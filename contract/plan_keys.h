@@ -141,7 +141,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
 
 /* profile NAME { }: a site's measured efficiency (docs/estimator.md) */
 #define PLAN_KEYS_PROFILE(X) \
-    X("backend",       PK_ENUM,    backend, "", PK_ANY, "-", RULE, _) \
+    X("backend",       PK_ENUM,    backend, "", PK_ANY, "-", ROW_AT, backend) \
     X("mfu",           PK_PERCENT, NONE, "", PK_ANY, "-", RULE, _) \
     X("step_overhead", PK_DURATION, NONE, "", PK_ANY, "-", RULE, _) \
     X("intra_node_bw", PK_RATE,    NONE, "", PK_ANY, "-", RULE, _) \

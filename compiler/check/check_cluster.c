@@ -327,18 +327,25 @@ void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 
 /* ---- profile NAME { } : a site profile (docs/estimator.md, "Site profiles") ---- */
 
+/* The profile keys contract/plan_keys.h's rows read (check_row_keys). */
+static const RowRead profile_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanProfile, type, row, field),
+    PLAN_KEYS_PROFILE(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanProfile, type, field)
+PLAN_KEYS_PROFILE(X)
+#undef X
 
 void check_profile(Checker *c, const Item *it, PlanProfile *p)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_PROFILE);
     Entry *e;
-    int v;
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &s, PKB_PROFILE, profile_reads, p, ok);
+    p->backend_set = ok[row_of(PKB_PROFILE, "backend")];   /* no default: the estimator's own */
     p->step_overhead_s = -1;
-    if ((e = find(&s, "backend"))) {
-        p->backend_at = e->at;
-        if (get_enum(c, e, backend_llm_names, BACKEND_COUNT, &v)) { p->backend = (PlanBackend)v; p->backend_set = true; }
-    }
     if ((e = find(&s, "mfu")) && e->value) {
         p->mfu_at = e->at;
         if (is_percent(e->value)) {
