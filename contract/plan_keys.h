@@ -27,9 +27,10 @@
  *   JSON      where plan.json holds it ("a|b": either, by its form); "-": not
  *             in plan.json (LLaMA-Factory's YAML, the job script, the estimate)
  *   READ      ROW: the checker reads it by this row alone (TYPE INT, INT64,
- *             NUM, BOOL or ENUM, ROW, DEFAULT) into FIELD, and ROW_AT also
- *             records where (FIELD_at); a DEFAULT of "" or "required" is
- *             then the rules' (they see whether the row read a value);
+ *             NUM, BOOL, ENUM or SIZE, ROW, DEFAULT) into FIELD, and ROW_AT
+ *             also records where (FIELD_at); a DEFAULT of "" or "required"
+ *             is then the rules' (they see whether the row read a value),
+ *             and a SIZE row's DEFAULT is always "";
  *             RULE: the block's rules read it
  *   FIELD     the member of the checker's block struct (plan.h) for READ
  *             ROW/ROW_AT; _ for RULE
@@ -176,7 +177,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X("tags",    PK_BLOCK, NONE, "", PK_ANY, "-", RULE, _) \
     X("ranking", PK_BOOL,  NONE, "false", PK_ANY, "-", ROW, ranking) \
     X("samples", PK_INT64, PL_DATASET_SAMPLES, "", PK_ANY, "datasets[].samples", ROW_AT, samples) \
-    X("size",    PK_SIZE,  PL_DATASET_SIZE, "", PK_ANY, "datasets[].size_bytes", RULE, _) \
+    X("size",    PK_SIZE,  PL_DATASET_SIZE, "", PK_ANY, "datasets[].size_bytes", ROW_AT, size_bytes) \
     X("tokens",  PK_INT64, PL_DATASET_TOKENS, "", PK_ANY, "datasets[].tokens", ROW_AT, tokens) \
     X("hf_hub",  PK_STRING, NONE, "", PK_ANY, "-", RULE, _)
 

@@ -202,12 +202,6 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
     if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, PKB_COLUMNS, col_slots); }
     if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, PKB_TAGS, tag_slots); }
-    if ((e = find(&s, "size")) && get_size(c, e, &ds->size_bytes)) {
-        ds->size_at = e->at;
-        if (!within(c, e->value->at, "size", PL_DATASET_SIZE, (double)ds->size_bytes,
-                    arena_printf(c->a, "%llu bytes", (unsigned long long)ds->size_bytes)))
-            ds->size_bytes = 0;
-    }
     report_missing(c, &s);
 
     if (!format_ok) return;

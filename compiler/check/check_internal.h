@@ -78,7 +78,7 @@ static inline bool is_number(const Term *t) { return t->kind == TERM_INT || t->k
  * rows, made by expanding PLAN_KEYS_<BLOCK> with CK_READ_##READ. */
 typedef struct {
     bool read;                  /* false: the block's rules read the key */
-    PlanLimitId limit;          /* PK_INT, PK_INT64, PK_NUM: its plan_limits.h row */
+    PlanLimitId limit;          /* PK_INT, PK_INT64, PK_NUM, PK_SIZE: its plan_limits.h row */
     const char *const *names;   /* PK_ENUM: the concept's `.llm` words, NULL-terminated */
     size_t off, at_off;         /* the value; its position (SIZE_MAX: not kept) */
 } RowRead;
@@ -87,6 +87,7 @@ typedef struct {
 #define CK_ROW_PK_INT64(row) row, NULL
 #define CK_ROW_PK_NUM(row) row, NULL
 #define CK_ROW_PK_BOOL(row) 0, NULL
+#define CK_ROW_PK_SIZE(row) row, NULL
 #define CK_ROW_PK_ENUM(row) 0, row##_llm_names
 #define CK_READ_RULE(T, type, row, field) {0}
 #define CK_READ_ROW(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), SIZE_MAX}
@@ -96,6 +97,7 @@ typedef struct {
 #define CK_SIZE_PK_INT64 sizeof(int64_t)
 #define CK_SIZE_PK_NUM sizeof(double)
 #define CK_SIZE_PK_BOOL sizeof(bool)
+#define CK_SIZE_PK_SIZE sizeof(uint64_t)
 #define CK_SIZE_PK_ENUM sizeof(int)
 #define CK_SIZE_RULE(T, type, field)
 #define CK_SIZE_ROW(T, type, field) \
@@ -128,6 +130,7 @@ bool get_enum(Checker *c, const Entry *e, const char *const *names, int n, int *
 bool get_quantity(Checker *c, const Entry *e, const Unit *units, int nunits,
                   const char *what, const char *example, double *out);
 bool get_size(Checker *c, const Entry *e, uint64_t *out);
+bool get_size_lim(Checker *c, const Entry *e, PlanLimitId id, uint64_t *out);
 bool get_duration(Checker *c, const Entry *e, double *out);
 bool is_percent(const Value *v);
 bool get_percent(Checker *c, const Entry *e, double max_pct, double *out);

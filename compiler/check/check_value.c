@@ -181,6 +181,7 @@ void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *r
         case PK_INT64: got = get_int_lim(c, e, r->limit, v); break;
         case PK_NUM: got = get_number_lim(c, e, r->limit, v); break;
         case PK_BOOL: got = get_bool(c, e, v); break;
+        case PK_SIZE: got = get_size_lim(c, e, r->limit, v); break;
         case PK_ENUM:
             while (r->names[n]) n++;
             if ((got = get_enum(c, e, r->names, n, &x))) *(int *)v = x;
@@ -499,6 +500,17 @@ bool get_size(Checker *c, const Entry *e, uint64_t *out)
         return false;
     }
     *out = (uint64_t)llround(x);
+    return true;
+}
+
+/* A size within its plan_limits.h row (bytes). */
+bool get_size_lim(Checker *c, const Entry *e, PlanLimitId id, uint64_t *out)
+{
+    uint64_t x;
+    if (!get_size(c, e, &x)) return false;
+    if (!within(c, e->value->at, e->key, id, (double)x, arena_printf(c->a, "%llu bytes", (unsigned long long)x)))
+        return false;
+    *out = x;
     return true;
 }
 

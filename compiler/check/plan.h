@@ -216,7 +216,7 @@ typedef struct {
     DatasetTags tags; SrcRange tags_at;
     bool ranking;
     int64_t samples; SrcRange samples_at;   /* record count if known, else -1 */
-    uint64_t size_bytes; SrcRange size_at;  /* file size if stated, else 0 */
+    uint64_t size_bytes; SrcRange size_bytes_at;  /* file size if stated, else 0 */
     int64_t tokens; SrcRange tokens_at;     /* token count if stated/measured, else -1 */
 } PlanDataset;
 

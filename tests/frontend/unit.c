@@ -120,6 +120,7 @@ static void key_rows(void)
                 ok = (rules_default || !*end) && !strncmp(r->row, "PL_", 3);
                 break;
             case PK_BOOL: ok = rules_default || !strcmp(r->dflt, "true") || !strcmp(r->dflt, "false"); break;
+            case PK_SIZE: ok = !r->dflt[0] && !strncmp(r->row, "PL_", 3); break;
             case PK_ENUM:
                 ok = concept_names(r->row) && (rules_default || plan_vocab_find(concept_names(r->row), r->dflt) == 0);
                 break;
