@@ -103,7 +103,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X("volumes",            PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \
     X("system_reserve",     PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
     X("shm",                PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
-    X("host_network",       PK_BOOL,     NONE, "", PK_ANY, "-", RULE, _) \
+    X("host_network",       PK_BOOL,     NONE, "false", PK_ANY, "-", ROW, host_network) \
     X("rdma",               PK_STRING,     NONE, "", PK_ANY, "-", RULE, _) \
     X("partition_max_time", PK_DURATION, NONE, "", PK_ANY, "-", RULE, _)
 

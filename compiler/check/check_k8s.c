@@ -3,6 +3,16 @@
  * and the plan's paths against the pods' volumes. */
 #include "check_internal.h"
 
+/* The kubernetes keys contract/plan_keys.h's rows read (check_row_keys). */
+static const RowRead k8s_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanK8s, type, row, field),
+    PLAN_KEYS_KUBERNETES(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanK8s, type, field)
+PLAN_KEYS_KUBERNETES(X)
+#undef X
+
 /* ---- Slurm on Kubernetes (docs/language.md, "Slurm on Kubernetes") ---- */
 
 static const char *const slurm_runtimes[] = {"hosts", "slinky", "soperator"};
@@ -441,7 +451,7 @@ static uint64_t k8s_default_reserve(uint64_t mem)
  * limit; default half of it), host_network (Slinky), rdma = "RESOURCE=COUNT"
  * (an extended resource such as rdma/ib or nvidia.com/hostdev) and
  * partition_max_time (the partition's MaxTime: the site's, not a job's). */
-static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
+static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k, const bool *ok)
 {
     Entry *x;
     uint64_t mem = cl->memory_bytes;
@@ -473,12 +483,10 @@ static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, Pla
             } else { k->shm_bytes = b; k->shm_at = x->value->at; }
         }
     }
-    if ((x = find(ks, "host_network")) && get_bool(c, x, &k->host_network)) {
-        k->host_network_at = x->value->at;
-        if (k->host_network && cl->slurm == SLURM_SOPERATOR) {
-            Diag *g = diag_error(c->d, x->value->at, "'host_network': Soperator's NodeSet has no hostNetwork field");
-            diag_note(g, "Soperator sets up its workers' network itself; 'host_network' is a Slinky setting");
-        }
+    if (ok[row_of(PKB_KUBERNETES, "host_network")] && k->host_network && cl->slurm == SLURM_SOPERATOR) {
+        Diag *g = diag_error(c->d, find(ks, "host_network")->value->at,
+                             "'host_network': Soperator's NodeSet has no hostNetwork field");
+        diag_note(g, "Soperator sets up its workers' network itself; 'host_network' is a Slinky setting");
     }
     const char *str;
     if ((x = find(ks, "rdma")) && get_string(c, x, &str)) {
@@ -533,7 +541,9 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
     ks.at = kb->key_at;
     check_keys(c, &ks, PKB_KUBERNETES);
-    check_k8s_node_fit(c, &ks, cl, k);
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &ks, PKB_KUBERNETES, k8s_reads, k, ok);
+    check_k8s_node_fit(c, &ks, cl, k, ok);
     check_k8s_names(c, &ks, cl, k);
     check_k8s_pool_gpus(c, &ks, cl, k);
     check_k8s_node_selector(c, &ks, k);

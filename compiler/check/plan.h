@@ -131,7 +131,7 @@ typedef struct {
     uint64_t system_reserve; SrcRange system_reserve_at;  /* memory the node keeps (kubelet, system) */
     uint64_t memory_limit;                  /* the slurmd pod's: memory - system_reserve, whole GiB */
     uint64_t shm_bytes; SrcRange shm_at;    /* /dev/shm (emptyDir, medium Memory); default half the limit */
-    bool host_network; SrcRange host_network_at;   /* the pod on the node's network (Slinky) */
+    bool host_network;                      /* the pod on the node's network (Slinky) */
     const char *rdma_resource; int rdma_count; SrcRange rdma_at;   /* "RESOURCE=COUNT"; NULL: none */
     double partition_max_seconds; SrcRange partition_max_at;     /* the partition's MaxTime; 0: none */
 } PlanK8s;
