@@ -39,6 +39,7 @@
 #endif
 #include "dist.h"
 #include "log.h"
+#include "stopsig.h"
 
 enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_TCP };
 
@@ -221,10 +222,14 @@ static int tcp_accept_all(int port)
     }
     double deadline = now_s() + D.timeout_ms / 1000.0;
     for (int joined = 1; joined < D.info.world;) {
+        /* a stop signal while ranks gather (a requeued segment can get Slurm's
+         * time-limit USR2 at once, and a rank may die of it before its handler
+         * is set): stop waiting, the caller exits as a stop */
+        if (stopsig_requested()) { close(ls); return -1; }
         int left_ms = (int)((deadline - now_s()) * 1000);
         struct pollfd p = { .fd = ls, .events = POLLIN };
-        int r = left_ms > 0 ? poll(&p, 1, left_ms) : 0;
-        if (r < 0 && errno == EINTR) continue;
+        int r = left_ms > 0 ? poll(&p, 1, left_ms < 250 ? left_ms : 250) : 0;
+        if ((r < 0 && errno == EINTR) || (r == 0 && left_ms > 250)) continue;
         if (r <= 0) {
             log_error("only %d of %d ranks connected to port %d within %d s",
                       joined, D.info.world, port, D.timeout_ms / 1000);
@@ -269,7 +274,7 @@ static int tcp_connect_root(const char *addr, int port)
     }
     double deadline = now_s() + D.timeout_ms / 1000.0;
     int fd = -1;
-    while (fd < 0 && now_s() < deadline) {
+    while (fd < 0 && now_s() < deadline && !stopsig_requested()) {
         for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
             fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
             if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) { close(fd); fd = -1; }
@@ -277,6 +282,7 @@ static int tcp_connect_root(const char *addr, int port)
         if (fd < 0) usleep(100 * 1000);
     }
     freeaddrinfo(res);
+    if (fd < 0 && stopsig_requested()) return -1;   /* the caller exits as a stop */
     if (fd < 0) {
         log_error("could not connect to rank 0 at %s:%d within %d s", addr, port, D.timeout_ms / 1000);
         return -1;

@@ -593,7 +593,14 @@ int train_loop_run(const TrainBackend *be, int argc, char **argv)
         goto out;
     }
     rc = 1;
-    if (be->dist_init(be->self, &R->rank, &R->world)) goto out;
+    if (be->dist_init(be->self, &R->rank, &R->world)) {
+        if (stopsig_requested()) {   /* stopped while the ranks gathered: the latest checkpoint stands */
+            log_info("stop signal %s before training began: exit %d to be requeued",
+                     stopsig_name() ? stopsig_name() : "?", STOP_EXIT_REQUEUE);
+            rc = STOP_EXIT_REQUEUE;
+        }
+        goto out;
+    }
     R->have_dist = 1;
     R->is0 = R->rank == 0;
     if (run_setup(R)) goto out;

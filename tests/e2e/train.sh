@@ -6,6 +6,7 @@
 #     weights bit-identical to an uninterrupted one
 #   - kill -9 of one rank (mpirun, and srun-style TCP): the job ends within 60 s with a
 #     clear message; the latest checkpoint verifies and a resume finishes the run
+#   - USR2 to a rank still waiting for the others: exit 3 at once (requeue), not a timeout
 #   - kill -9 while a checkpoint is being written: that checkpoint is never taken as
 #     the latest; resuming gives the uninterrupted run's weights
 set -u
@@ -142,6 +143,22 @@ if wait_for_line "$T/k2.0.log" 'checkpoint step 4 ' 60; then
     then ok "tcp: kill -9 of rank 0 stops rank 1 in $((SECONDS - start)) s with a message; latest checkpoint verifies"
     else bad "tcp: kill -9 of rank 0 (rank 1 exit $RC)" "$T/k2.0.log" "$T/k2.1.log" "$T/k2.verify"; fi
 else bad "tcp big run did not checkpoint" "$T/k2.0.log" "$T/k2.1.log"; fi
+
+# 4b. USR2 while the ranks gather (a requeued segment can get Slurm's time-limit signal
+# as it starts, and a peer may die of it before its handler): rank 1 waiting for rank 0
+# stops at once with exit 3 (requeue), not after LLMC_DIST_TIMEOUT with exit 1
+mkrun "$T/gather" 40 2 1
+port=$((22000 + $$ % 20000))
+(cd "$T/gather" && exec env LLMC_DIST_TIMEOUT=60 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 SLURM_LOCALID=1 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$BIN" run plan.json) >"$T/gather.1.log" 2>&1 &
+g1=$!; PIDS+=($g1)
+sleep 1.5
+start=$SECONDS
+kill -USR2 "$g1"
+wait_pid "$g1" 20
+if [[ $RC -eq 3 && $((SECONDS - start)) -lt 5 ]] && grep -q 'stop signal USR2 before training began: exit 3' "$T/gather.1.log"
+then ok "USR2 while the ranks gather: exit 3 in $((SECONDS - start)) s with a message"
+else bad "USR2 while the ranks gather (exit $RC)" "$T/gather.1.log"; fi
 
 # 5. kill -9 in the middle of writing a checkpoint: it is never the latest; resume == uninterrupted
 mkrun "$T/mid" 24 1 2 big
