@@ -77,6 +77,42 @@ m=$(pval "$T/g.llm" mfu)
 near "${m:-0}" "$($PY -c "print($m0 / 2)")" 0.002 && grep -q 'backend       = llmc' "$T/g.llm" && ok \
     || bad "gpu_metrics.jsonl: mfu $m, want $m0 / 2"
 
+# ---- the CUDA trainer's metrics.jsonl (runtime/train/metrics.c writes it for both
+# backends; llmc-train-cuda writes gpu_metrics.jsonl beside it): Qwen2.5-0.5B on 1 and
+# 4 H200, compiled with profile h200_llmc (mfu 0.42, 150 GBps inside the node); every
+# line in the trainer's format, one with a non-finite loss written as null with its
+# "nonfinite" note, step 1 three times slower (warm-up). The gpu_metrics.jsonl beside
+# it logs 10x slower steps: calibrate reads metrics.jsonl when both are there.
+gpu_run() {   # PLAN_JSON RUN_DIR
+    $PY - "$1" "$2" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["estimate"]["step_seconds"]
+with open(sys.argv[2] + "/metrics.jsonl", "w") as m, open(sys.argv[2] + "/gpu_metrics.jsonl", "w") as g:
+    for k in range(1, 61):
+        t = (3 if k == 1 else 1) * s
+        loss = "null" if k == 30 else "%.9g" % (3.0 - k / 100)
+        note = ',"nonfinite":{"loss":"nan"}' if k == 30 else ""
+        m.write('{"step":%d,"time":"2026-12-02T10:00:%02d.000Z","loss":%s,"lr":0.0003,"grad_norm":1.25,'
+                '"tokens":16384,"tokens_per_s":%.1f,"step_time_s":%.6f,"peak_rss_bytes":9876543210%s}\n'
+                % (k, k % 60, loss, 16384 / t, t, note))
+        g.write('{"step":%d,"step_time_s":%.6f,"gpu_peak_bytes":24000000000,"gpu_allocated_bytes":19000000000}\n'
+                % (k, 10 * t))
+PY
+}
+for g in 1 4; do
+    "$llmc" "$here/calib/llmc_q05b_${g}g.llm" -o "$T/q$g" >/dev/null 2>&1 || bad "compile llmc_q05b_${g}g"
+    mkdir -p "$T/q$g/run" && gpu_run "$T/q$g/plan.json" "$T/q$g/run"
+done
+if "$llmc" calibrate "$T/q1/run" "$T/q4/run" --name h200_llmc -o "$T/q.llm" 2>"$T/q.err"; then
+    m=$(pval "$T/q.llm" mfu) bw=$(pval "$T/q.llm" intra_node_bw)
+    near "$m" 0.42 0.01 && near "$bw" 150 0.03 && ok || bad "GPU metrics.jsonl fit: mfu $m (want 0.42), intra_node_bw $bw GBps (want 150)"
+    grep -q '^  backend       = llmc$' "$T/q.llm" && ! grep -q 'inter_node_bw\|step_overhead' "$T/q.llm" \
+        && grep -q "(qwen_gpu: 24 layers x 896, 1 node x 4 GPUs, 2 x 2048 x 1; metrics.jsonl, 54 steps)" "$T/q.err" \
+        && ok || bad "GPU profile: two runs, mfu and intra_node_bw, from metrics.jsonl (54 steps after warm-up):$(cat "$T/q.llm" "$T/q.err")"
+else
+    bad "calibrate GPU metrics.jsonl runs: $(cat "$T/q.err")"
+fi
+
 # ---- the CPU trainer's metrics.jsonl: steps of 2 x the estimate (mfu 0.2 -> 0.1) + 50 ms
 for b in 8 32; do
     mkdir -p "$T/s$b/runs/tiny_sft"
