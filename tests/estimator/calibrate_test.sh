@@ -142,7 +142,7 @@ echo "  prediction check (CPU trainer, batch 16 from 8 and 32): $(grep '^  check
 # rounds of 10 steps so that a busy machine slows them alike); the profile fitted on 8
 # and 32 (mfu and a time per step) must predict 16's measured step time within 15% —
 # the issue's bar for a calibrated estimate, and the drift threshold of llmc status
-# (CALIB_DRIFT_PERCENT). Seen in nine runs here: -12% to +11% (uncalibrated: +46% to +209%).
+# (CALIB_DRIFT_PERCENT). Seen in twelve runs here: -12% to +11% (uncalibrated: +46% to +270%).
 if [[ -z $train || ! -x $train ]]; then
     bad "the live prediction check needs llmc-train (calibrate_test.sh LLMC LLMC_TRAIN)"
 elif ! (LLMC=$(realpath "$llmc") LLMC_TRAIN=$(realpath "$train") STEPS=10 ROUNDS=4 DEST="$T/live" \
