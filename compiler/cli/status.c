@@ -2,6 +2,7 @@
  * trainer's progress and the plan's estimate side by side (docs/status.md). */
 #include "status.h"
 #include "arena.h"
+#include "calib_fit.h"
 #include "cli.h"
 #include "slurm_tools.h"
 #include "submit.h"
@@ -37,6 +38,18 @@ typedef struct {
     double elapsed;            /* LLaMA-Factory: elapsed_time (whole seconds), else NAN */
 } MPoint;
 
+/* The plan's estimate refitted to this run's step times: the profile
+ * `llmc calibrate` would fit from the run so far (calib_fit.h). */
+typedef struct {
+    bool ok;
+    char *note;                /* why there is none */
+    double measured_s;         /* calibrate's measurement of the run */
+    double first_step, last_step;
+    int steps_used;
+    double step_s;             /* the estimate's step time with the fitted profile */
+    double mfu, plan_mfu;      /* fitted; the plan's (0: not recorded) */
+} Refit;
+
 typedef struct {
     char node[128];
     int index;
@@ -61,6 +74,7 @@ typedef struct {
     double rows;               /* shard rows (index.json), else the estimate's sequences */
     bool done;                 /* result.json exists */
     double final_loss, result_eval_loss;
+    Refit refit;
     /* checkpoint */
     char *ckpt_name, *ckpt_note;
     long ckpt_step;
@@ -87,7 +101,7 @@ static void status_free(Status *s)
     free(s->metrics_path); free(s->ckpt_dir); free(s->shards_dir);
     free(s->pts); free(s->evals);
     free(s->ckpt_name); free(s->ckpt_note); free(s->slurm_note); free(s->acct_note);
-    free(s->gpus); free(s->gpu_note);
+    free(s->gpus); free(s->gpu_note); free(s->refit.note);
     memset(s, 0, sizeof *s);
 }
 
@@ -347,6 +361,40 @@ static void load_result(Status *s)
         free(buf);
     }
     free(path);
+}
+
+/* The run's step times refitted as `llmc calibrate` fits them (one run: the
+ * mfu, or the slope of elapsed_time for LLaMA-Factory), and the plan
+ * estimated again with that profile. */
+static void load_refit(Status *s)
+{
+    Refit *f = &s->refit;
+    if (!s->metrics_found) return;
+    CalibRun r;
+    memset(&r, 0, sizeof r);
+    r.arg = s->metrics_path;
+    r.data_path = xstrdup(s->metrics_path);
+    r.plan_path = xstrdup(s->plan_path);
+    r.src = strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0 ? CALIB_SRC_LF : CALIB_SRC_LLMC;
+    if (calib_run_load(&r) != CALIB_OK) {
+        f->note = xstrdup(r.err);
+    } else {
+        CalibFit fit;
+        calib_fit(&r, 1, &fit);
+        PlanProfile pf;
+        calib_fit_profile(&fit, &pf);
+        Estimate e;
+        f->step_s = calib_predict(&r, &pf, &e);
+        f->measured_s = r.step_s;
+        f->first_step = r.first_step;
+        f->last_step = r.last_step;
+        f->steps_used = r.steps_used;
+        f->mfu = fit.v[CALIB_P_MFU];
+        f->plan_mfu = r.est_default_mfu;
+        f->ok = isfinite(f->step_s) && f->step_s > 0;
+        if (!f->ok) f->note = cli_xprintf("%s: the plan has no step-time estimate to refit", s->plan_path);
+    }
+    calib_run_free(&r);
 }
 
 /* ---- checkpoints ---------------------------------------------------------- */
@@ -612,6 +660,10 @@ typedef struct {
     int window;
     double err_pct;            /* (estimate - measured) / measured */
     double eta_s, seg_left_s, seg_end_step;
+    bool eta_refit;            /* eta_s from the refit (else the median of the window) */
+    double plan_eta_s;         /* the plan's estimate for the same steps */
+    double refit_err_pct;      /* (estimate - refitted) / refitted */
+    bool drifts;               /* |refit_err_pct| > CALIB_DRIFT_PERCENT */
     long more_segments;
     bool finishes_in_segment;
 } Derived;
@@ -621,7 +673,7 @@ static Derived derive(const Status *s)
     Derived d;
     memset(&d, 0, sizeof d);
     d.step = d.loss = d.loss_smooth = d.tps = d.step_s = d.epoch = d.epochs_total = d.pct = NAN;
-    d.err_pct = d.eta_s = d.seg_left_s = d.seg_end_step = NAN;
+    d.err_pct = d.eta_s = d.seg_left_s = d.seg_end_step = d.plan_eta_s = d.refit_err_pct = NAN;
     d.more_segments = -1;
     d.total = s->total_steps > 0 ? s->total_steps : s->max_steps > 0 ? s->max_steps : s->est_steps;
     if (s->n) {
@@ -666,6 +718,17 @@ static Derived derive(const Status *s)
         d.err_pct = 100.0 * (s->est_step_s - d.step_s) / d.step_s;
     if (isfinite(d.step_s) && d.total > 0 && isfinite(d.step))
         d.eta_s = ((double)d.total - d.step) * d.step_s;
+    if (s->refit.ok) {
+        if (isfinite(s->est_step_s) && s->est_step_s > 0) {
+            d.refit_err_pct = 100.0 * (s->est_step_s - s->refit.step_s) / s->refit.step_s;
+            d.drifts = fabs(d.refit_err_pct) > CALIB_DRIFT_PERCENT;
+        }
+        if (d.total > 0 && isfinite(d.step)) {
+            d.eta_s = ((double)d.total - d.step) * s->refit.step_s;
+            d.eta_refit = true;
+            if (isfinite(s->est_step_s)) d.plan_eta_s = ((double)d.total - d.step) * s->est_step_s;
+        }
+    }
     if (s->done) d.eta_s = 0;
     if (s->have_job && strcmp(s->state, "RUNNING") == 0 && isfinite(s->job_limit) && isfinite(s->run_time)) {
         d.seg_left_s = s->job_limit - s->run_time;
@@ -673,7 +736,7 @@ static Derived derive(const Status *s)
         if (isfinite(d.eta_s)) {
             d.finishes_in_segment = d.eta_s <= d.seg_left_s;
             if (!d.finishes_in_segment) {
-                d.seg_end_step = d.step + d.seg_left_s / d.step_s;
+                d.seg_end_step = d.step + d.seg_left_s / (d.eta_refit ? s->refit.step_s : d.step_s);
                 d.more_segments = (long)ceil((d.eta_s - d.seg_left_s) / s->job_limit);
             }
         }
@@ -710,6 +773,30 @@ static long segments(const Status *s)
     if (s->log_segments > seg) seg = s->log_segments;
     if (s->acct_segments > seg) seg = s->acct_segments;
     return seg;
+}
+
+/* The refit: the step time `llmc calibrate` would fit from this run, beside
+ * the plan's, and whether the run drifts from the estimate. */
+static void print_refit(FILE *f, const Status *s, const Derived *d)
+{
+    const Refit *r = &s->refit;
+    if (!s->metrics_found) return;
+    if (!r->ok) {
+        fprintf(f, "  refit       not yet: %s\n", r->note ? r->note : "no measurement");
+        return;
+    }
+    fprintf(f, "  refit       %.4g s a step (steps %.0f-%.0f", r->step_s, r->first_step, r->last_step);
+    if (r->plan_mfu > 0) fprintf(f, "; mfu %.3g fitted, the plan's %.3g", r->mfu, r->plan_mfu);
+    else fprintf(f, "; mfu %.3g fitted", r->mfu);
+    fprintf(f, ")");
+    if (isfinite(d->refit_err_pct)) {
+        fprintf(f, ": estimate error %+.1f%%", d->refit_err_pct);
+        if (d->drifts)
+            fprintf(f, ", the run drifts from the estimate (beyond %.0f%%); fit the site profile from it: "
+                       "llmc calibrate %s", CALIB_DRIFT_PERCENT, s->out_dir);
+        else fprintf(f, ", within %.0f%% of the estimate", CALIB_DRIFT_PERCENT);
+    }
+    fprintf(f, "\n");
 }
 
 static void print_human(FILE *f, const Status *s, const Derived *d)
@@ -758,16 +845,21 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     if (isfinite(s->est_step_s)) fprintf(f, ", %.4g s estimated", s->est_step_s);
     if (isfinite(d->err_pct))
         fprintf(f, ": estimate error %+.1f%% (%s)", d->err_pct,
-                fabs(d->err_pct) < 10 ? "on target" : d->err_pct > 0 ? "the run is faster than planned"
+                fabs(d->err_pct) <= CALIB_DRIFT_PERCENT ? "on target" : d->err_pct > 0 ? "the run is faster than planned"
                                                                        : "the run is slower than planned");
     fprintf(f, "\n");
+    print_refit(f, s, d);
     if (s->done) {
         fprintf(f, "  eta         finished");
         if (isfinite(s->final_loss)) fprintf(f, " (final loss %.4f)", s->final_loss);
         fprintf(f, "\n");
     } else if (isfinite(d->eta_s)) {
         fprintf(f, "  eta         run: %s", fmt_dur(d->eta_s, a, sizeof a));
-        if (isfinite(s->est_total_s)) fprintf(f, " (the plan: %s in all)", fmt_dur(s->est_total_s, c, sizeof c));
+        if (d->eta_refit && isfinite(d->plan_eta_s))
+            fprintf(f, " refitted (the plan's estimate for these steps: %s", fmt_dur(d->plan_eta_s, b, sizeof b));
+        else fprintf(f, " (from the median step time");
+        if (isfinite(s->est_total_s)) fprintf(f, "; the plan: %s in all", fmt_dur(s->est_total_s, c, sizeof c));
+        fprintf(f, ")");
         if (isfinite(d->seg_left_s)) {
             if (d->finishes_in_segment)
                 fprintf(f, "; this segment: %s left, the run finishes in it", fmt_dur(d->seg_left_s, b, sizeof b));
@@ -860,8 +952,24 @@ static cJSON *to_json(const Status *s, const Derived *d)
     jset_num(t, "measured_seconds", d->step_s);
     jset_num(t, "estimated_seconds", s->est_step_s);
     jset_num(t, "estimate_error_percent", d->err_pct);
+    cJSON *rf = cJSON_AddObjectToObject(o, "refit");
+    cJSON_AddBoolToObject(rf, "fitted", s->refit.ok);
+    jset_str(rf, "note", s->refit.ok ? NULL : s->refit.note);
+    jset_num(rf, "measured_seconds", s->refit.ok ? s->refit.measured_s : NAN);
+    jset_num(rf, "first_step", s->refit.ok ? s->refit.first_step : NAN);
+    jset_num(rf, "last_step", s->refit.ok ? s->refit.last_step : NAN);
+    jset_num(rf, "steps_used", s->refit.ok ? s->refit.steps_used : NAN);
+    jset_num(rf, "step_seconds", s->refit.ok ? s->refit.step_s : NAN);
+    jset_num(rf, "mfu", s->refit.ok ? s->refit.mfu : NAN);
+    jset_num(rf, "plan_mfu", s->refit.plan_mfu > 0 ? s->refit.plan_mfu : NAN);
+    jset_num(rf, "estimate_error_percent", d->refit_err_pct);
+    if (isfinite(d->refit_err_pct)) cJSON_AddBoolToObject(rf, "drifts", d->drifts);
+    else cJSON_AddNullToObject(rf, "drifts");
+    cJSON_AddNumberToObject(rf, "drift_threshold_percent", CALIB_DRIFT_PERCENT);
     cJSON *e = cJSON_AddObjectToObject(o, "eta");
     jset_num(e, "run_seconds", d->eta_s);
+    jset_str(e, "from", !isfinite(d->eta_s) ? NULL : s->done ? "finished" : d->eta_refit ? "refit" : "median step time");
+    jset_num(e, "plan_seconds", d->plan_eta_s);
     jset_num(e, "planned_total_seconds", s->est_total_s);
     jset_num(e, "segment_left_seconds", d->seg_left_s);
     if (isfinite(d->seg_left_s) && isfinite(d->eta_s)) cJSON_AddBoolToObject(e, "finishes_in_segment", d->finishes_in_segment);
@@ -900,6 +1008,7 @@ static int collect(Status *s, const char *target, const char *job_id, char *err,
     if (strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) != 0) load_prom(s);
     load_rows(s);
     load_result(s);
+    load_refit(s);
     if (strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0) load_ckpt_lf(s);
     else load_ckpt_llmc(s);
     load_slurm(s, job_id);

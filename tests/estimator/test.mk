@@ -8,5 +8,5 @@ $(EST_TEST_BIN): tests/estimator/test_estimate.c $(COMPILER_LIB_OBJ)
 
 TEST_SUITES += estimator
 .PHONY: test-estimator
-test-estimator: $(EST_TEST_BIN) $(BUILD)/llmc
-	@bash tests/estimator/run.sh $(EST_TEST_BIN) $(BUILD)/llmc
+test-estimator: $(EST_TEST_BIN) $(BUILD)/llmc $(BUILD)/llmc-train
+	@bash tests/estimator/run.sh $(EST_TEST_BIN) $(BUILD)/llmc $(BUILD)/llmc-train

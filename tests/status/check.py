@@ -2,6 +2,7 @@
 """tests/status/check.py — independent checks of `llmc status` output (tests/status/status.sh).
 
     check.py running STATUS.json PLAN.json JOBID     the JSON of a running job against the files
+    check.py refit STATUS.json PLAN.json METRICS      the refit against the metrics file (and the plan)
     check.py segments STATUS.json N                    slurm.segments == N
     check.py svg FILE.svg METRICS.jsonl               the picture holds every step of the metrics
     check.py png FILE.png                             a valid PNG (CRCs, zlib, size) with the curve's colour
@@ -29,6 +30,49 @@ def metrics_lines(path):
             if line.endswith("\n") and line.strip():
                 out.append(json.loads(line))
     return out
+
+
+def calibrate_measure(m):
+    """llmc calibrate's measurement of an llmc metrics file (docs/estimator.md,
+    "Site profiles"): the first 10% of the steps (at least one) are warm-up,
+    the step time is the median of the rest."""
+    skip = max(1, math.ceil(0.1 * len(m)))
+    rest = m[skip:]
+    return statistics.median(x["step_time_s"] for x in rest), rest[0]["step"], rest[-1]["step"], len(rest)
+
+
+def check_refit(st, plan, m, total, step):
+    """The refit of status STATUS against the metrics lines m it was fitted on:
+    calibrate's measurement, the estimate refitted to it (one run fits the mfu
+    alone, so the refitted step time is the measured one), the ETA from it and
+    the drift at CALIB_DRIFT_PERCENT = 15."""
+    r = st["refit"]
+    if not r["fitted"]: fail(f"no refit: {r['note']}")
+    m = [x for x in m if x["step"] <= r["last_step"]]
+    meas, first, last, n = calibrate_measure(m)
+    close(r["measured_seconds"], meas, 1e-12, "refit measurement")
+    if (r["first_step"], r["last_step"], r["steps_used"]) != (first, last, n):
+        fail(f"refit steps {r['first_step']}-{r['last_step']} ({r['steps_used']}) != {first}-{last} ({n})")
+    close(r["step_seconds"], meas, 1e-6, "refitted step time")
+    est = plan["estimate"]["step_seconds"]
+    close(r["estimate_error_percent"], 100 * (est - r["step_seconds"]) / r["step_seconds"], 1e-9, "refit error")
+    if r["drift_threshold_percent"] != 15 or r["drifts"] != (abs(r["estimate_error_percent"]) > 15):
+        fail(f"drift {r['drifts']} at {r['estimate_error_percent']:+.2f}% (threshold {r['drift_threshold_percent']})")
+    close(r["plan_mfu"], plan["estimate"]["mfu"], 1e-12, "the plan's mfu")
+    e = st["eta"]
+    if e["from"] != "refit": fail(f"eta from {e['from']}")
+    close(e["run_seconds"], (total - step) * r["step_seconds"], 1e-9, "eta")
+    close(e["plan_seconds"], (total - step) * est, 1e-9, "the plan's eta")
+    return r
+
+
+def refit(status_path, plan_path, metrics_path):
+    st = json.load(open(status_path))
+    plan = json.load(open(plan_path))
+    r = check_refit(st, plan, metrics_lines(metrics_path), st["progress"]["total_steps"], st["progress"]["step"])
+    print(f"measured {r['measured_seconds']:.4g} s over steps {r['first_step']}-{r['last_step']}, refitted "
+          f"{r['step_seconds']:.4g} s (mfu {r['mfu']:.4g}, the plan's {r['plan_mfu']:.4g}), "
+          f"error {r['estimate_error_percent']:+.1f}%, drifts {r['drifts']}")
 
 
 def running(status_path, plan_path, jobid):
@@ -64,11 +108,11 @@ def running(status_path, plan_path, jobid):
     close(p["percent"], 100 * step / total, 1e-9, "percent")
     rows = json.load(open(os.path.join(pdir, plan["data"]["shards_dir"], "index.json")))["n_rows"]
     close(p["epoch"], step * plan["train"]["global_batch"] / rows, 1e-9, "epoch")
+    r = check_refit(st, plan, m, total, step)
     e = st["eta"]
-    close(e["run_seconds"], (total - step) * meas, 1e-9, "eta")
     left = sl["time_limit_seconds"] - sl["run_seconds"]
     close(e["segment_left_seconds"], left, 1e-9, "segment left")
-    if e["finishes_in_segment"] != ((total - step) * meas <= left): fail("finishes_in_segment")
+    if e["finishes_in_segment"] != ((total - step) * r["step_seconds"] <= left): fail("finishes_in_segment")
     c = st["checkpoint"]
     ck = os.path.join(pdir, plan["checkpoint"]["dir"])
     if not c["valid"]: fail(f"no valid checkpoint: {c['note']}")
@@ -82,7 +126,9 @@ def running(status_path, plan_path, jobid):
     if not (0 <= c["age_seconds"] < 300): fail(f"checkpoint age {c['age_seconds']}")
     if sl["segments"] != 1: fail(f"segments {sl['segments']} in a job never requeued")
     print(f"step {step}/{int(total)}, loss {p['loss']:.4f}, measured {meas:.4g} s vs estimated "
-          f"{t['estimated_seconds']:.4g} s ({t['estimate_error_percent']:+.1f}%), eta {e['run_seconds']:.0f} s")
+          f"{t['estimated_seconds']:.4g} s ({t['estimate_error_percent']:+.1f}%); refitted {r['step_seconds']:.4g} s "
+          f"(steps {r['first_step']}-{r['last_step']}, {r['estimate_error_percent']:+.1f}%, drifts {r['drifts']}), "
+          f"eta {e['run_seconds']:.0f} s")
 
 
 def segments(status_path, n):
@@ -184,4 +230,4 @@ def dashboard(dash_path, prom_path):
 
 
 if __name__ == "__main__":
-    {"dashboard": dashboard, "running": running, "segments": segments, "svg": svg, "png": png, "watch": watch}[sys.argv[1]](*sys.argv[2:])
+    {"dashboard": dashboard, "running": running, "refit": refit, "segments": segments, "svg": svg, "png": png, "watch": watch}[sys.argv[1]](*sys.argv[2:])

@@ -196,6 +196,64 @@ assert svg.count('class="eval"') == 2, "two held-out points"
 PYEOF
 then ok "LLaMA-Factory: step 50/200, loss, eval loss, step time from elapsed_time, checkpoint-40, plot with 2 held-out points"
 else bad "LLaMA-Factory backend" "$T/e.txt" "$T/lf.json" "$T/lf.txt"; fi
+# its refit: calibrate's slope of elapsed_time over the longest stretch without evaluation
+# (steps 1-25: int(25 x 2.5) - int(1 x 2.5) = 60 s over 24 steps), the ETA from it
+if $PY - "$T/lf.json" "$T/lf/plan.json" <<'PYEOF' 2>>"$T/e.txt"
+import json, sys
+s = json.load(open(sys.argv[1])); r = s["refit"]; e = s["eta"]
+est = json.load(open(sys.argv[2]))["estimate"]["step_seconds"]
+assert r["fitted"] and r["measured_seconds"] == 2.5 and (r["first_step"], r["last_step"]) == (1, 25), r
+assert abs(r["step_seconds"] - 2.5) <= 2.5e-6 and e["from"] == "refit" and abs(e["run_seconds"] - 150 * r["step_seconds"]) < 1e-6, (r, e)
+assert abs(r["estimate_error_percent"] - 100 * (est - r["step_seconds"]) / r["step_seconds"]) < 1e-9, r
+assert r["drifts"] == (abs(r["estimate_error_percent"]) > 15), r
+PYEOF
+then ok "LLaMA-Factory refit: 2.5 s a step from elapsed_time (steps 1-25), ETA 150 steps x 2.5 s"
+else bad "LLaMA-Factory refit" "$T/e.txt" "$T/lf.json"; fi
+
+# ---- the refit on metrics files written in the trainer's format (runtime/train/metrics.h):
+# step 1 five times the plan's estimate (the warm-up calibrate skips), then FACTOR x the
+# estimate. One run fits the mfu alone: the refitted step time is FACTOR x the estimate and
+# the mfu the plan's / FACTOR (compute time is FLOPs / mfu on this CPU plan, no fixed term; 1e-4:
+# the file's step times have 6 decimals);
+# drift beyond 15% (1.5x: the estimate is -33% off), none within (1.1x: -9.1%).
+refit_case() {   # NAME FACTOR STEPS
+    local d; d=$(copy_plan "$1") || return 1
+    RD=$d   # the copy's output directory
+    $PY - "$T/$1/p/plan.json" "$2" "$3" "$d/metrics.jsonl" <<'PYEOF'
+import json, sys
+plan, k, n, out = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+est = json.load(open(plan))["estimate"]["step_seconds"]
+with open(out, "w") as f:
+    for s in range(1, n + 1):
+        t = (5 if s == 1 else k) * est
+        f.write(json.dumps({"step": s, "time": "2026-12-02T10:00:00.000Z", "loss": 3 - s / 100, "lr": 1e-3,
+                            "grad_norm": 1.0, "tokens": 1000, "tokens_per_s": round(1000 / t, 1),
+                            "step_time_s": round(t, 6), "peak_rss_bytes": 40000000}) + "\n")
+PYEOF
+    PATH=/usr/bin:/bin "$LLMC" status "$T/$1/p" >"$T/$1.txt" 2>&1 &&
+        PATH=/usr/bin:/bin "$LLMC" status --format=json "$T/$1/p" >"$T/$1.json" 2>>"$T/$1.txt"
+}
+mfu_is() {   # STATUS.json WANT
+    $PY -c 'import json,sys; r=json.load(open(sys.argv[1]))["refit"]; w=float(sys.argv[2]); assert abs(r["mfu"]-w)<=1e-4*w, (r["mfu"], w)' "$@"
+}
+plan_mfu=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["estimate"]["mfu"])' "$OUT/plan.json")
+if refit_case refit_slow 1.5 40 && $PY "$HERE/check.py" refit "$T/refit_slow.json" "$T/refit_slow/p/plan.json" "$RD/metrics.jsonl" >"$T/check.txt" 2>&1 &&
+    mfu_is "$T/refit_slow.json" "$($PY -c "print($plan_mfu / 1.5)")" 2>>"$T/check.txt" &&
+    $PY -c 'import json,sys; r=json.load(open(sys.argv[1]))["refit"]; assert r["drifts"] and abs(r["estimate_error_percent"]+100/3)<0.01 and (r["first_step"],r["last_step"])==(5,40), r' "$T/refit_slow.json" 2>>"$T/check.txt" &&
+    grep -Eq '^  refit       [0-9.e-]+ s a step \(steps 5-40; mfu [0-9.e-]+ fitted, the plan.s [0-9.e-]+\): estimate error -33\.3%, the run drifts from the estimate \(beyond 15%\); fit the site profile from it: llmc calibrate .+$' "$T/refit_slow.txt" &&
+    grep -Eq '^  eta         run: .* refitted \(the plan.s estimate for these steps: ' "$T/refit_slow.txt"; then
+    ok "refit of a run 1.5x slower than planned: $(cat "$T/check.txt")"
+else bad "refit (1.5x)" "$T/refit_slow.txt" "$T/check.txt" "$T/refit_slow.json"; fi
+if refit_case refit_near 1.1 40 && $PY "$HERE/check.py" refit "$T/refit_near.json" "$T/refit_near/p/plan.json" "$RD/metrics.jsonl" >"$T/check.txt" 2>&1 &&
+    $PY -c 'import json,sys; r=json.load(open(sys.argv[1]))["refit"]; assert not r["drifts"] and abs(r["estimate_error_percent"]-100*(1/1.1-1))<0.01, r' "$T/refit_near.json" 2>>"$T/check.txt" &&
+    grep -Eq '^  refit       .*: estimate error -9\.1%, within 15% of the estimate$' "$T/refit_near.txt" && ! grep -q drifts "$T/refit_near.txt"; then
+    ok "refit of a run 1.1x slower than planned: no drift ($(cat "$T/check.txt"))"
+else bad "refit (1.1x)" "$T/refit_near.txt" "$T/check.txt" "$T/refit_near.json"; fi
+# three steps: the first is warm-up, two are too few to fit; said, exit 0, the ETA from the median
+if refit_case refit_few 1.5 3 && grep -Eq '^  refit       not yet: .*metrics.jsonl: 3 steps logged; calibration needs at least 3 after the first 1 \(warm-up\)$' "$T/refit_few.txt" &&
+    $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); r=s["refit"]; assert not r["fitted"] and r["drifts"] is None and "needs at least 3" in r["note"] and s["eta"]["from"]=="median step time", s' "$T/refit_few.json"; then
+    ok "three steps logged: 'refit not yet' with the reason, ETA from the median step time"
+else bad "refit with too few steps" "$T/refit_few.txt" "$T/refit_few.json"; fi
 
 # ---- a running job on the local Slurm --------------------------------------------
 if [[ $(id -u) -ne 0 ]]; then echo "FAIL the Slurm part needs root"; fail=$((fail + 1)); finish; fi

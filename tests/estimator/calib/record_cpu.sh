@@ -7,7 +7,9 @@
 # STEPS optimizer steps (--stop-after; each round resumes from the last
 # checkpoint), the shapes taking turns so that a busy machine slows them alike.
 # Copies each compiled plan.json and the run's metrics.jsonl to
-# tests/estimator/calib/cpu_bB/ (run dir = the compiled dir's runs/tiny_sft).
+# DEST/cpu_bB/ (DEST default tests/estimator/calib; run dir = the compiled dir's
+# runs/tiny_sft). calibrate_test.sh runs it with DEST in its own temporary
+# directory for the live prediction check.
 # Usage: tests/estimator/calib/record_cpu.sh [WORK_DIR]   (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -18,6 +20,7 @@ STEPS=${STEPS:-30}
 ROUNDS=${ROUNDS:-5}
 CPU=${CPU:-0}
 BATCHES=${BATCHES:-"8 16 32"}
+DEST=${DEST:-tests/estimator/calib}
 TINY=$PWD/examples/tiny
 for b in $BATCHES; do
     d=$WORK/b$b
@@ -40,7 +43,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 for b in $BATCHES; do
     d=$WORK/b$b
-    dst=tests/estimator/calib/cpu_b$b
+    dst=$DEST/cpu_b$b
     rm -rf "$dst"; mkdir -p "$dst/runs/tiny_sft"
     cp "$d/out/plan.json" "$dst/plan.json"
     cp "$d/out/runs/tiny_sft/metrics.jsonl" "$dst/runs/tiny_sft/metrics.jsonl"
