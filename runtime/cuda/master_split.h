@@ -1,5 +1,5 @@
 /* master_split.h — an fp32 master weight kept as its bf16 working weight plus the
- * 16 bits that copy drops (LLMC_MASTER=split, runtime/cuda/model_cuda.c).
+ * 16 bits that copy drops (train.master_weights = split, runtime/cuda/model_cuda.c).
  *
  * The bf16 weight the GEMMs read is the master's upper half, rounded; lo is the
  * signed distance from it, in units of the master's last bit, so
