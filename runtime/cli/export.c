@@ -156,7 +156,7 @@ int cmd_export(int argc, char **argv)
         return 1;
     }
     /* a full run's checkpoint holds every weight: the base is not read */
-    if ((plan.ft.method == METHOD_FULL || !run_init_weights(&m, &plan, &plan.model)) && !run_finetune_attach(&m, &plan)) {
+    if ((plan.ft.method == METHOD_FULL || !run_init_weights(&m, &plan, &plan.model, NULL)) && !run_finetune_attach(&m, &plan)) {
         if (model_trainable(&m, &tv)) log_error("the trainable tensors are not one contiguous range");
         else have_tv = 1;
     }

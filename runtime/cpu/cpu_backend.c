@@ -222,6 +222,20 @@ static void cpu_destroy(void *self)
     c->starts = NULL;
 }
 
+/* ZeRO-3 makes its state from its shard alone: the loop reads only [lo, hi)
+ * of the initial weights and of a resumed checkpoint on this rank. Below
+ * stage 3 every rank computes with the whole weights (hm->w itself). */
+static int cpu_state_part(void *self, const Model *hm, ModelPart *part)
+{
+    CpuBackend *c = self;
+    (void)hm;
+    if (c->zero < 3) return 0;
+    c->part_r[0][0] = c->lo;
+    c->part_r[0][1] = c->hi;
+    *part = (ModelPart){1, c->part_r};
+    return 0;
+}
+
 /* The loop's host state -> the shards (ZeRO >= 1; ZeRO 0 trains it in place). */
 static int cpu_set_state(void *self, const Model *hm, const AdamW *opt, int moments)
 {
@@ -357,7 +371,7 @@ void cpu_backend_init(TrainBackend *be, CpuBackend *c)
         .sum_f64 = cpu_sum_f64, .any = cpu_any, .barrier = cpu_barrier,
         /* ZeRO 0 trains the loop's host model and optimizer in place; the
          * shards of ZeRO >= 1 come and go through set/get_state */
-        .preflight = cpu_preflight, .create = cpu_create, .destroy = cpu_destroy,
+        .preflight = cpu_preflight, .create = cpu_create, .state_part = cpu_state_part, .destroy = cpu_destroy,
         .set_state = cpu_set_state, .get_state = cpu_get_state,
         .micro_step = cpu_micro_step, .optimizer_step = cpu_optimizer_step, .eval_forward = cpu_eval_forward,
     };

@@ -23,6 +23,7 @@ typedef struct {
     int zero, rank, world;
     size_t *starts;        /* world + 1 shard bounds of the flat buffer */
     size_t lo, hi;         /* this rank's shard */
+    size_t part_r[1][2];   /* state_part under ZeRO-3: [lo, hi) */
     float *gsh;            /* ZeRO >= 1: the shard's summed gradient */
     float *wsh;            /* ZeRO >= 1: the shard's weights (ZeRO 1-2: inside m->w) */
     AdamW osh;             /* ZeRO >= 1: the shard's moments and step count */

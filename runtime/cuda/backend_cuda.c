@@ -41,6 +41,8 @@ typedef struct {
     int have_cm;
     Model *hm;                          /* the loop's host mirror */
     size_t *cuda_off;                   /* host parameter i at flat offset cuda_off[i] */
+    size_t (*part_r)[2];                /* ZeRO-3: the host ranges of this rank's shard (state_part) */
+    int shard_only;                     /* ZeRO-3 full training: state made from the shard alone */
     float *flat, *flat_m, *flat_v;      /* host staging in the flat layout; moments on first use */
     int method;                         /* METHOD_FULL, _FREEZE or _LORA: what trains */
     size_t view_lo;                     /* freeze: where the trained window starts in hm->w */
@@ -323,6 +325,24 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
     return 0;
 }
 
+/* ZeRO-3 in full training makes this rank's state from its shard of the flat
+ * layout alone (model_cuda.c zero_set_flat reads only [shard_off, +shard_len)):
+ * the loop reads only the host ranges behind it, so a rank of a 72B run never
+ * holds the whole model in host memory. The shard under offload is the same
+ * (each rank's in its own pinned memory). ZeRO-2 converts every weight to bf16
+ * on every rank, LoRA and freeze upload the whole base: those read all. */
+static int cu_state_part(void *self, const Model *hm, ModelPart *part)
+{
+    CudaBackend *c = self;
+    c->shard_only = c->cm.zero == 3 && c->method == METHOD_FULL && !c->offload;
+    if (!c->shard_only) return 0;
+    if (!(c->part_r = malloc(((size_t)hm->n_params + 1) * sizeof *c->part_r))) { log_error("out of memory"); return -1; }
+    part->n = cuda_flat_range_to_host_part(hm, c->cuda_off, c->cm.shard_off, c->cm.shard_off + c->cm.shard_len,
+                                           c->part_r);
+    part->r = c->part_r;
+    return 0;
+}
+
 static void cu_destroy(void *self)
 {
     CudaBackend *c = self;
@@ -333,8 +353,9 @@ static void cu_destroy(void *self)
                  : c->cm.par.zero1 && c->d.world > 1, c->cm.shard_len, c->cm.n_total);
     if (c->gpu_mf) fclose(c->gpu_mf);
     free(c->ids_i); free(c->pos_i); free(c->tg); free(c->logits);
-    free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off); free(c->host_tmp);
+    free(c->flat); free(c->flat_m); free(c->flat_v); free(c->cuda_off); free(c->host_tmp); free(c->part_r);
     c->host_tmp = NULL;
+    c->part_r = NULL;
     if (c->have_cm) cuda_model_destroy(&c->cm);
     c->have_cm = 0;
 }
@@ -384,6 +405,17 @@ static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int momen
         const Model *p = &hm->lora->p;
         cuda_lora_set(&c->cm, p->w, moments ? opt->m : NULL, moments ? opt->v : NULL);
         c->cm.step = moments ? (int)opt->t : 0;
+        return 0;
+    }
+    if (c->shard_only) {   /* only the shard's window of the staging buffers is written or read */
+        size_t lo = c->cm.shard_off, hi = lo + c->cm.shard_len;
+        if (moments) {
+            if (moments_alloc(c)) return -1;
+            cuda_host_to_flat_range(hm, c->cuda_off, opt->m, c->flat_m, lo, hi);
+            cuda_host_to_flat_range(hm, c->cuda_off, opt->v, c->flat_v, lo, hi);
+        }
+        cuda_host_to_flat_range(hm, c->cuda_off, hm->w, c->flat, lo, hi);
+        cuda_model_set_flat(&c->cm, c->flat, moments ? c->flat_m : NULL, moments ? c->flat_v : NULL, (int)opt->t);
         return 0;
     }
     if (moments) {
@@ -554,7 +586,8 @@ int cmd_run_cuda(int argc, char **argv)
         .dist_init = cu_dist_init, .dist_finalize = cu_dist_finalize,
         .sum_f64 = cu_sum_f64, .any = cu_any, .barrier = cu_barrier,
         /* the state lives on the GPU; the loop's host model is its mirror */
-        .create = cu_create, .destroy = cu_destroy, .set_state = cu_set_state, .get_state = cu_get_state,
+        .create = cu_create, .state_part = cu_state_part, .destroy = cu_destroy, .set_state = cu_set_state,
+        .get_state = cu_get_state,
         .begin = cu_begin, .micro_step = cu_micro_step, .optimizer_step = cu_optimizer_step,
         .eval_forward = cu_eval_forward, .step_stats = cu_step_stats, .final_stats = cu_final_stats,
     };

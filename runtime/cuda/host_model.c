@@ -45,6 +45,40 @@ void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *fla
         memcpy(dst + hm->params[i].offset, flat + cuda_off[i], hm->params[i].numel * sizeof *dst);
 }
 
+/* The intersection of parameter i (flat [cuda_off[i], + numel)) with [lo, hi),
+ * as offsets into the parameter: 0 when empty. */
+static int param_window(const Model *hm, const size_t *cuda_off, int i, size_t lo, size_t hi, size_t *a, size_t *b)
+{
+    size_t s = cuda_off[i], e = s + hm->params[i].numel;
+    *a = (lo > s ? lo : s) - s;
+    *b = (hi < e ? hi : e) - s;
+    return lo < e && hi > s && *a < *b;
+}
+
+void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t lo,
+                             size_t hi)
+{
+    if (lo < hi) memset(flat + lo, 0, (hi - lo) * sizeof *flat);
+    for (int i = 0; i < hm->n_params; i++) {
+        size_t a, b;
+        if (param_window(hm, cuda_off, i, lo, hi, &a, &b))
+            memcpy(flat + cuda_off[i] + a, src + hm->params[i].offset + a, (b - a) * sizeof *flat);
+    }
+}
+
+int cuda_flat_range_to_host_part(const Model *hm, const size_t *cuda_off, size_t lo, size_t hi, size_t (*r)[2])
+{
+    int n = 0;
+    for (int i = 0; i < hm->n_params; i++) {
+        size_t a, b;
+        if (!param_window(hm, cuda_off, i, lo, hi, &a, &b)) continue;
+        r[n][0] = hm->params[i].offset + a;
+        r[n][1] = hm->params[i].offset + b;
+        n++;
+    }
+    return n;
+}
+
 int cuda_model_load_hf(CudaModel *cm, const ModelConfig *mc, const char *path, char *err, size_t errlen)
 {
     /* through a host fp32 copy in runtime/model/model.h's layout: the CPU runtime's

@@ -14,6 +14,13 @@ int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *
 /* Host buffer in Model order (src, hm->n_floats) <-> flat layout (flat, cm->n_total; padding zero). */
 void cuda_host_to_flat(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t n_total);
 void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *flat, float *dst);
+/* ZeRO-3's share of the above: only flat[lo, hi) is written (padding in it
+ * zeroed), so the rest of a large staging buffer is never touched. */
+void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t lo,
+                             size_t hi);
+/* The host-layout ranges that flat[lo, hi) is made from, one per parameter it
+ * meets, in host order, into r (room for hm->n_params); their count. */
+int cuda_flat_range_to_host_part(const Model *hm, const size_t *cuda_off, size_t lo, size_t hi, size_t (*r)[2]);
 
 /* Load HF weights (a directory or .safetensors file; F32/BF16/F16; sharded or not)
  * with the CPU runtime's loader and put them on the GPU. 0, or -1 with err. */

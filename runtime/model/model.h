@@ -149,6 +149,17 @@ void lora_free(Lora *l);
 /* m's targeted weights += scale * B A (double sums): the merged model. */
 void lora_merge(const Lora *l, Model *m);
 
+/* The part of a model's flat parameter buffer (its w, in the layout above)
+ * that one rank's training state is made from: n ranges [r[i][0], r[i][1]) of
+ * float offsets, increasing and not overlapping. A ZeRO-3 rank needs only its
+ * shard, so it reads only that much of the initial weights and of a resumed
+ * checkpoint (runtime/store/checkpoint.h); the rest of its buffers is never
+ * written, and a large calloc's untouched pages take no memory. n < 0: all. */
+typedef struct {
+    int n;
+    size_t (*r)[2];
+} ModelPart;
+
 /* What of m trains, as a Model of its own: params, n_params, n_floats, w and g
  * are what gradients, AdamW and checkpoints cover (cfg is m's; no hooks,
  * frozen or lora). With m->lora: the adapters (lora->p); with m->frozen: the

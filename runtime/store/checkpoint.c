@@ -402,9 +402,32 @@ static int write_model_file(const char *path, const Model *m, const float *buf, 
     return rc;
 }
 
-/* Read every tensor of m (name = prefix + param name) from st into buf. */
-static int read_model_tensors(const StModel *st, const Model *m, float *buf, const char *prefix, char *err, size_t errlen)
+/* Tensor t's elements that part asks for (all when part is NULL or n < 0),
+ * read to buf + off (off: the tensor's first float in the flat buffer). */
+static int read_tensor_part(const StModel *st, const StTensor *t, float *buf, size_t off, const ModelPart *part,
+                            size_t *n_read, char *err, size_t errlen)
 {
+    if (!part || part->n < 0) {
+        *n_read += t->numel;
+        return st_read_f32(st, t, buf + off, err, errlen);
+    }
+    for (int k = 0; k < part->n; k++) {
+        size_t lo = part->r[k][0] > off ? part->r[k][0] : off;
+        size_t hi = part->r[k][1] < off + t->numel ? part->r[k][1] : off + t->numel;
+        if (lo >= hi) continue;
+        if (st_read_f32_range(st, t, lo - off, hi - lo, buf + lo, err, errlen)) return -1;
+        *n_read += hi - lo;
+    }
+    return 0;
+}
+
+/* Read every tensor of m (name = prefix + param name) from st into buf; only
+ * part of it when part is set (every name and shape is checked all the same). */
+static int read_model_tensors(const StModel *st, const Model *m, float *buf, const char *prefix,
+                              const ModelPart *part, size_t *n_read, char *err, size_t errlen)
+{
+    size_t unused = 0;
+    if (!n_read) n_read = &unused;
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *p = &m->params[i];
         char name[160];
@@ -419,18 +442,25 @@ static int read_model_tensors(const StModel *st, const Model *m, float *buf, con
                      p->ndim > 1 ? (long long)p->shape[1] : 0LL);
             return -1;
         }
-        if (st_read_f32(st, t, buf + p->offset, err, errlen)) return -1;
+        if (read_tensor_part(st, t, buf, p->offset, part, n_read, err, errlen)) return -1;
     }
     return 0;
 }
 
-int load_hf_weights(const char *path, Model *m, char *err, size_t errlen)
+int load_hf_weights_part(const char *path, Model *m, const ModelPart *part, size_t *n_read, char *err,
+                         size_t errlen)
 {
     StModel st;
+    if (n_read) *n_read = 0;
     if (st_open(&st, path, err, errlen)) return -1;
-    int rc = read_model_tensors(&st, m, m->w, "", err, errlen);
+    int rc = read_model_tensors(&st, m, m->w, "", part, n_read, err, errlen);
     st_close(&st);
     return rc;
+}
+
+int load_hf_weights(const char *path, Model *m, char *err, size_t errlen)
+{
+    return load_hf_weights_part(path, m, NULL, NULL, err, errlen);
 }
 
 /* ---- training checkpoints ---- */
@@ -821,7 +851,7 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
 /* Verify and load one checkpoint directory. 0 loaded into m/opt/st; -1 it fails
  * verification (why in err, naming the file); -2 its fingerprint differs (err). */
 static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprint *fp, const CkptLimits *lim,
-                    Model *m, AdamW *opt, TrainState *st, int *has_fp, char *err, size_t errlen)
+                    Model *m, AdamW *opt, TrainState *st, const ModelPart *part, int *has_fp, char *err, size_t errlen)
 {
     char dir[4200], p[4300];
     snprintf(dir, sizeof dir, "%s/%s", ckpt_dir, name);
@@ -845,13 +875,13 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
     StModel sm;
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     if (st_open(&sm, p, err, errlen)) return -1;
-    rc = read_model_tensors(&sm, m, m->w, "", err, errlen);
+    rc = read_model_tensors(&sm, m, m->w, "", part, NULL, err, errlen);
     st_close(&sm);
     if (rc) return -1;
     snprintf(p, sizeof p, "%s/optimizer.safetensors", dir);
     if (st_open(&sm, p, err, errlen)) return -1;
-    rc = read_model_tensors(&sm, m, opt->m, "exp_avg.", err, errlen);
-    if (!rc) rc = read_model_tensors(&sm, m, opt->v, "exp_avg_sq.", err, errlen);
+    rc = read_model_tensors(&sm, m, opt->m, "exp_avg.", part, NULL, err, errlen);
+    if (!rc) rc = read_model_tensors(&sm, m, opt->v, "exp_avg_sq.", part, NULL, err, errlen);
     st_close(&sm);
     if (rc) return -1;
     *st = ps.st;
@@ -923,7 +953,7 @@ int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, in
     StModel sm;
     say(p, sizeof p, "%s/model.safetensors", step_dir);
     if (st_open(&sm, p, err, errlen)) return -1;
-    rc = read_model_tensors(&sm, m, m->w, "", err, errlen);
+    rc = read_model_tensors(&sm, m, m->w, "", NULL, NULL, err, errlen);
     st_close(&sm);
     if (rc) return -1;
     *step = ps.st.step;
@@ -942,7 +972,8 @@ int ckpt_plan_ref(const char *dir, CkptPlanRef *ref, int64_t *step, char *err, s
 }
 
 int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
-                AdamW *opt, TrainState *st, char *warn, size_t warnlen, char *err, size_t errlen)
+                AdamW *opt, TrainState *st, const ModelPart *part, char *warn, size_t warnlen, char *err,
+                size_t errlen)
 {
     if (warnlen) warn[0] = 0;
     int n;
@@ -980,7 +1011,7 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     const char *used = NULL;
     if (latest[0]) {
         tried++;
-        rc = try_load(ckpt_dir, latest, fp, lim, m, opt, st, &has_fp, first_why, sizeof first_why);
+        rc = try_load(ckpt_dir, latest, fp, lim, m, opt, st, part, &has_fp, first_why, sizeof first_why);
         say(first_name, sizeof first_name, "%s/%s (named by %s)", ckpt_dir, latest, lp);
         if (rc == 0) used = latest;
     } else {
@@ -991,7 +1022,7 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     for (int i = 0; rc == -1 && i < n; i++) {
         if (!strcmp(v[i].name, latest)) continue;
         tried++;
-        rc = try_load(ckpt_dir, v[i].name, fp, lim, m, opt, st, &has_fp, why, sizeof why);
+        rc = try_load(ckpt_dir, v[i].name, fp, lim, m, opt, st, part, &has_fp, why, sizeof why);
         if (rc == 0) used = v[i].name;
         if (rc == -2 || (rc == -1 && !have_latest && tried == 1)) say(first_why, sizeof first_why, "%s", why);
     }

@@ -85,8 +85,11 @@ int ckpt_plan_ref(const char *dir, CkptPlanRef *ref, int64_t *step, char *err, s
  *     naming both; when none passes, err names the failing file;
  *   - a checkpoint whose fingerprint differs from fp is refused, naming the fields.
  * warn (may be empty on return) gets a message the caller should log. */
+/* part: the part of m's weights and moments this rank reads (NULL: all;
+ * model.h ModelPart); the rest of m->w, opt->m and opt->v is left as it is. */
 int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
-                AdamW *opt, TrainState *st, char *warn, size_t warnlen, char *err, size_t errlen);
+                AdamW *opt, TrainState *st, const ModelPart *part, char *warn, size_t warnlen, char *err,
+                size_t errlen);
 
 /* The weights of one verified checkpoint, for an export (llmc-train export):
  * dir is a step directory (CKPT_DIR/step-NNNNNNNN) or a checkpoint directory
@@ -109,6 +112,11 @@ int ckpt_parse_state(const char *path, const char *text, int64_t dir_step, const
 /* Load weights from a HF directory (or file) into m; every tensor of m must be
  * present with the right shape (a tied model ignores lm_head.weight). */
 int load_hf_weights(const char *path, Model *m, char *err, size_t errlen);
+/* The same for part of m only (NULL: all; model.h ModelPart): every tensor's
+ * name and shape is still checked, only the part's bytes are read, and the
+ * rest of m->w is not written. The floats read into *n_read (may be NULL). */
+int load_hf_weights_part(const char *path, Model *m, const ModelPart *part, size_t *n_read, char *err,
+                         size_t errlen);
 
 /* Export m as a HF model directory (see above). tokenizer_dir may be NULL.
  * source_model: the HF directory the run started from, whose config.json the

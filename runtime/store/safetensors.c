@@ -363,36 +363,53 @@ const StTensor *st_find(const StModel *st, const char *name)
     return NULL;
 }
 
-int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, size_t errlen)
+/* Elements [first, first + count) of t into out. F32 straight into out;
+ * 16-bit types through a bounded buffer (ST_READ_CHUNK bytes), widened piece
+ * by piece: a rank reading its shard of a 72B checkpoint never holds a whole
+ * tensor's bytes (the embedding alone is 2.5 GB in bf16). */
+#define ST_READ_CHUNK ((size_t)4 << 20)
+int st_read_f32_range(const StModel *st, const StTensor *t, size_t first, size_t count, float *out, char *err,
+                      size_t errlen)
 {
     const char *path = st->files[t->file];
+    if (first > t->numel || count > t->numel - first) {
+        snprintf(err, errlen, "%s: elements [%zu, %zu) of tensor '%s' are outside its %zu", path, first,
+                 first + count, t->name, t->numel);
+        return -1;
+    }
+    if (!count) return 0;
     int fd = open(path, O_RDONLY);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    /* F32 is read straight into out; 16-bit types into a buffer, then widened */
-    size_t bytes = t->end - t->begin, es = dtype_size(t->dtype);
-    unsigned char *buf = t->dtype == ST_F32 ? (unsigned char *)out : malloc(bytes ? bytes : 1);
+    size_t es = dtype_size(t->dtype), bytes = count * es;
+    unsigned char *buf = t->dtype == ST_F32 ? (unsigned char *)out : malloc(bytes < ST_READ_CHUNK ? bytes : ST_READ_CHUNK);
     if (!buf) { close(fd); snprintf(err, errlen, "out of memory"); return -1; }
-    size_t got = 0;
-    while (got < bytes) {
-        ssize_t n = pread(fd, buf + got, bytes - got, (off_t)(st->data_start[t->file] + t->begin + got));
-        if (n <= 0) {
+    off_t at = (off_t)(st->data_start[t->file] + t->begin + first * es);
+    size_t done = 0;   /* bytes of the range read */
+    int rc = 0;
+    while (done < bytes && !rc) {
+        size_t want = t->dtype == ST_F32 ? bytes - done : (bytes - done < ST_READ_CHUNK ? bytes - done : ST_READ_CHUNK);
+        unsigned char *dst = t->dtype == ST_F32 ? buf + done : buf;
+        for (size_t got = 0; got < want;) {
+            ssize_t n = pread(fd, dst + got, want - got, at + (off_t)(done + got));
             if (n < 0 && errno == EINTR) continue;
-            snprintf(err, errlen, "%s: short read of tensor '%s'", path, t->name);
-            close(fd);
-            if (buf != (unsigned char *)out) free(buf);
-            return -1;
+            if (n <= 0) { snprintf(err, errlen, "%s: short read of tensor '%s'", path, t->name); rc = -1; break; }
+            got += (size_t)n;
         }
-        got += (size_t)n;
+        if (!rc && t->dtype != ST_F32)
+            for (size_t i = 0; i < want / es; i++) {
+                uint16_t h = (uint16_t)(buf[i * es] | (buf[i * es + 1] << 8));   /* little-endian, any host */
+                out[done / es + i] = t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
+            }
+        done += want;
     }
     close(fd);
-    if (t->dtype != ST_F32) {
-        for (size_t i = 0; i < t->numel; i++) {
-            uint16_t h = (uint16_t)(buf[i * es] | (buf[i * es + 1] << 8));   /* little-endian, any host */
-            out[i] = t->dtype == ST_BF16 ? st_bf16_to_f32(h) : st_f16_to_f32(h);
-        }
-        free(buf);
-    }
-    return 0;
+    if (buf != (unsigned char *)out) free(buf);
+    return rc;
+}
+
+int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, size_t errlen)
+{
+    return st_read_f32_range(st, t, 0, t->numel, out, err, errlen);
 }
 
 /* The file being written and, when wanted, the hash of every byte that goes

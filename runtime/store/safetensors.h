@@ -40,6 +40,10 @@ void st_close(StModel *st);
 const StTensor *st_find(const StModel *st, const char *name);
 /* Read a tensor converted to fp32 into out (t->numel floats). */
 int st_read_f32(const StModel *st, const StTensor *t, float *out, char *err, size_t errlen);
+/* Elements [first, first + count) of t, converted to fp32, into out (count
+ * floats): only those bytes are read (a rank's shard of a large checkpoint). */
+int st_read_f32_range(const StModel *st, const StTensor *t, size_t first, size_t count, float *out, char *err,
+                      size_t errlen);
 
 /* A tensor to write: fp32 data, stored as dtype (ST_F32 or ST_BF16). */
 typedef struct {

@@ -38,7 +38,7 @@ int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc)
     return 0;
 }
 
-int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
+int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc, const ModelPart *part)
 {
     if (plan->init == INIT_SCRATCH) {
         model_init_random(m, plan->seed, 0.02);   /* HF's initializer_range */
@@ -57,10 +57,14 @@ int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc)
         log_error("%s/config.json disagrees with the plan's model: %s (plan vs config)", plan->model_path, diff);
         return -1;
     }
-    if (load_hf_weights(plan->model_path, m, err, sizeof err)) {
+    size_t n_read = 0;
+    if (load_hf_weights_part(plan->model_path, m, part, &n_read, err, sizeof err)) {
         log_error("%s", err);
         return -1;
     }
+    if (part && part->n >= 0)   /* every rank says it: the figure is per rank */
+        log_info("initial weights: read %zu of %zu parameters (%.1f of %.1f MiB in fp32): this rank's part",
+                 n_read, m->n_floats, n_read * 4.0 / 1048576.0, m->n_floats * 4.0 / 1048576.0);
     return 0;
 }
 
@@ -246,12 +250,12 @@ void run_fingerprint(const RunPlan *p, const ShardSet *set, int64_t total, int64
 }
 
 int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, int fresh, Model *m, AdamW *opt,
-               TrainState *st, int is0)
+               TrainState *st, const ModelPart *part, int is0)
 {
     if (!plan->resume) return 0;   /* checkpoint.resume = false: the plan says start over */
     char err[2048], warn[2048];
     CkptLimits lim = {total, plan->global_batch, plan->context};
-    int got = ckpt_resume(plan->ckpt_dir, fp, &lim, fresh, m, opt, st, warn, sizeof warn, err, sizeof err);
+    int got = ckpt_resume(plan->ckpt_dir, fp, &lim, fresh, m, opt, st, part, warn, sizeof warn, err, sizeof err);
     if (is0 && warn[0]) log_warn("%s", warn);
     if (got < 0) { log_error("%s", err); return -1; }
     if (got && is0) log_info("resumed from %s at step %" PRId64, plan->ckpt_dir, st->step);

@@ -17,11 +17,14 @@
  * closed). mc is the model the rows are for. */
 int run_open_shards(ShardSet *set, const RunPlan *plan, const ModelConfig *mc);
 
-/* Fill an initialised model's weights; 0, or -1 after logging why. */
-int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc);
+/* Fill an initialised model's weights; 0, or -1 after logging why. part: the
+ * part of m's buffer this rank reads from the plan's HF model (NULL: all;
+ * model.h ModelPart); a random init always fills all of it (one RNG stream,
+ * so any rank count gives the same weights). */
+int run_init_weights(Model *m, const RunPlan *plan, const ModelConfig *mc, const ModelPart *part);
 
 /* What the run trains (plan->ft, docs/runtime.md "Fine-tuning"), attached to a
- * host model whose weights are set: freeze marks every tensor outside the
+ * host model (its layout: the weights need not be set yet): freeze marks every tensor outside the
  * trainable layers frozen; lora freezes the whole base and adds adapters on the
  * targeted linear layers (A from train.seed, B zero); full attaches nothing.
  * 0, or -1 after logging why. run_finetune_detach frees what attach made. */
@@ -51,10 +54,11 @@ int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *
 void run_fingerprint(const RunPlan *plan, const ShardSet *set, int64_t total, int64_t warmup, CkptFingerprint *fp);
 
 /* Resume from plan->ckpt_dir per checkpoint.resume and --fresh (ckpt_resume):
- * 1 resumed into m/opt/st, 0 start at step 0, -1 after logging why. Only rank 0
- * (is0) logs the warnings and the "resumed" line. */
+ * 1 resumed into m/opt/st (only part of m's weights and moments when part is
+ * set), 0 start at step 0, -1 after logging why. Only rank 0 (is0) logs the
+ * warnings and the "resumed" line. */
 int run_resume(const RunPlan *plan, const CkptFingerprint *fp, int64_t total, int fresh, Model *m, AdamW *opt,
-               TrainState *st, int is0);
+               TrainState *st, const ModelPart *part, int is0);
 
 /* Free space, before the first step: the checkpoint directory's file system
  * must hold one more checkpoint and the output directory's the export (the

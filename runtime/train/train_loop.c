@@ -367,7 +367,7 @@ static int run_setup(Run *R)
     if (run_open_shards(&R->set, plan, &plan->model)) return -1;
     R->have_set = 1;
     if (model_init(&R->hm, &plan->model)) { log_error("cannot allocate the model"); return -1; }
-    if (run_init_weights(&R->hm, plan, &plan->model) || run_finetune_attach(&R->hm, plan)) return -1;
+    if (run_finetune_attach(&R->hm, plan)) return -1;   /* the layout only: the weights come after create */
     if (model_trainable(&R->hm, &R->tv)) { log_error("the trainable tensors are not one contiguous range"); return -1; }
     R->have_tv = 1;
     if (R->is0 && run_check_space(plan, R->hm.n_floats, R->tv.n_floats)) return -1;
@@ -380,6 +380,12 @@ static int run_setup(Run *R)
     char where[128] = "", setup[512] = "";
     R->have_be = 1;   /* destroy() from here on, also after a failed create() */
     if (be->create(be->self, plan, &R->hm, &R->opt, &n_params, where, sizeof where, setup, sizeof setup)) return -1;
+    /* what this rank's state is made from (ZeRO-3: its shard): all it reads of the
+     * initial weights and of a resumed checkpoint */
+    ModelPart part = {-1, NULL};
+    if (be->state_part && be->state_part(be->self, &R->hm, &part)) return -1;
+    if (R->tv.w != R->hm.w || R->tv.n_floats != R->hm.n_floats) part.n = -1;   /* resume reads the view: all of it */
+    if (run_init_weights(&R->hm, plan, &plan->model, &part)) return -1;
 
     const int MB = plan->micro_batch, G = plan->global_batch;
     double epoch_steps = plan_epoch_steps(plan->epochs, (double)R->set.n_rows, G);
@@ -403,7 +409,7 @@ static int run_setup(Run *R)
     }
 
     rng_seed(&R->st.rng, plan->seed);
-    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->tv, &R->opt, &R->st, R->is0);
+    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->tv, &R->opt, &R->st, &part, R->is0);
     if (got < 0) return -1;
     if (be->set_state && be->set_state(be->self, &R->hm, &R->opt, got)) return -1;
     R->baseline = R->is0 ? unigram_baseline(&R->set, plan->model.vocab) : 0;

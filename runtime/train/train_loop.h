@@ -66,6 +66,12 @@ typedef struct TrainBackend {
      * fused, ...", or ""). */
     int (*create)(void *self, const RunPlan *plan, Model *hm, AdamW *opt, size_t *n_params, char *where,
                   size_t where_len, char *setup, size_t setup_len);
+    /* After create, before any weight is read: the part of the host model this
+     * rank's training state is made from (ZeRO-3: its shard), which is all the
+     * loop reads on this rank of the initial HF weights and of a resumed
+     * checkpoint (model.h ModelPart; part->r stays the backend's until destroy).
+     * set_state then reads nothing of hm and opt outside it. May be NULL: all. */
+    int (*state_part)(void *self, const Model *hm, ModelPart *part);
     /* Free what create made; called after a failed create too. */
     void (*destroy)(void *self);
     /* Take the host weights (and, when moments is set, the AdamW moments and

@@ -551,11 +551,51 @@ static void test_peft_roundtrip(const char *dir)
     model_free(&base);
 }
 
+/* st_read_f32_range: a window of a tensor equals that window of the whole
+ * read, for F32 and BF16 (BF16 read in 4 MiB pieces: a 3 Mi-element tensor
+ * crosses two piece boundaries), empty and whole windows, and a window
+ * outside the tensor refused with its name. */
+static void test_safetensors_range(const char *dir)
+{
+    enum { N = 3 << 20 };   /* 3 Mi floats: 6 MiB in BF16 */
+    char p[4200], err[512];
+    float *src = malloc(N * sizeof *src), *whole = malloc(N * sizeof *whole), *part = malloc(N * sizeof *part);
+    if (!src || !whole || !part) { check(0, "range test: out of memory"); free(src); free(whole); free(part); return; }
+    for (size_t i = 0; i < N; i++) src[i] = (float)((double)i * 0.37 - 1e5);   /* bf16 rounds these differently */
+    const size_t win[][2] = {{0, N}, {0, 0}, {N, 0}, {1, 5}, {(2 << 20) - 3, 7}, {(size_t)N - 9, 9},
+                             {12345, (2 << 20) + 777}};
+    for (int dt = 0; dt < 2; dt++) {
+        StWriteTensor t = {"big", 2, {3, N / 3}, src};
+        snprintf(p, sizeof p, "%s/range%d.safetensors", dir, dt);
+        StModel st;
+        int ok = st_write(p, &t, 1, dt ? ST_BF16 : ST_F32, NULL, err, sizeof err) == 0 &&
+                 st_open(&st, p, err, sizeof err) == 0;
+        const StTensor *x = ok ? st_find(&st, "big") : NULL;
+        ok = x && st_read_f32(&st, x, whole, err, sizeof err) == 0;
+        for (size_t w = 0; ok && w < sizeof win / sizeof win[0]; w++) {
+            memset(part, 0xff, (win[w][1] + 1) * sizeof *part);
+            ok = st_read_f32_range(&st, x, win[w][0], win[w][1], part, err, sizeof err) == 0 &&
+                 !memcmp(part, whole + win[w][0], win[w][1] * sizeof *part) &&
+                 (win[w][1] == N || isnan(part[win[w][1]]));   /* nothing written past the window */
+        }
+        check(ok, dt ? "st_read_f32_range, BF16 in pieces: every window equals the whole read's"
+                     : "st_read_f32_range, F32: every window equals the whole read's");
+        if (x) {
+            err[0] = 0;
+            check(st_read_f32_range(&st, x, N - 2, 3, part, err, sizeof err) == -1 && strstr(err, "'big'") &&
+                  strstr(err, "outside"), "st_read_f32_range: a window past the end is refused, naming the tensor");
+            st_close(&st);
+        }
+    }
+    free(src); free(whole); free(part);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) { fprintf(stderr, "usage: test_formats SCRATCH_DIR TINY_PLAN CONFIG_DIR\n"); return 2; }
     test_conversions();
     test_safetensors(argv[1]);
+    test_safetensors_range(argv[1]);
     test_sha256(argv[1]);
     test_metrics(argv[1]);
     test_metrics_append(argv[1]);

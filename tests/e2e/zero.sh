@@ -136,7 +136,34 @@ resume_case 0to3 1 4 0 2 2 3
 resume_case 3to0 4 1 3 1 4 0
 resume_case 2to3 2 2 2 2 2 3
 
-# 5. the checker: a two-node CPU plan with shard = zero3 compiles, and the trainer takes its plan.json
+# 5. an HF initial model under ZeRO-3 (runtime/store/checkpoint.h load_hf_weights_part):
+# each rank reads only its shard's parameters, the shards add up to the model,
+# and the run is 1 rank's bits (the reference's export is the initial model)
+pretrained() {   # pretrained DIR: model.init = pretrained from the reference's export
+    python3 - "$1/plan.json" "$REF/run/final" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"].update(init="pretrained", path=sys.argv[2])
+json.dump(p, open(sys.argv[1], "w"), indent=1)
+PYEOF
+}
+mkrun "$T/hf-ref" 1 4 0; pretrained "$T/hf-ref"; launch "$T/hf-ref" 1
+hf_rc=$RC
+for c in "2 2" "4 1"; do
+    read -r n a <<<"$c"
+    d=$T/hf-z3-n$n
+    mkrun "$d" $n $a 3; pretrained "$d"; launch "$d" $n
+    reads=$(grep -o 'initial weights: read [0-9]* of 22816 parameters' "$d/log" | awk '{s += $4; n++} END {print n, s}')
+    # whole 4096-float blocks: 2 ranks own 12288 + 10528, 4 ranks 8192 + 8192 + 6432 + 0
+    if [[ $hf_rc -eq 0 && $RC -eq 0 && $reads == "$n 22816" ]] && same_as "$T/hf-ref" "$d" &&
+       ! grep -q "initial weights: read 22816 of" "$d/log"
+    then ok "HF initial model, ZeRO-3 on $n ranks: each rank read only its shard (${reads#* } parameters read over $n ranks), bit-identical to 1 rank"
+    else bad "HF init under ZeRO-3 on $n ranks (exit $hf_rc, $RC; reads: $reads)" "$T/hf-ref/log" "$d/log"; fi
+done
+# a checkpoint resumed under ZeRO-3 reads each rank's shard of the weights and moments:
+# section 4's 0to3 and 2to3 cases end on the uninterrupted run's bits
+
+# 6. the checker: a two-node CPU plan with shard = zero3 compiles, and the trainer takes its plan.json
 sed 's/^  shard  *= none$/  shard = zero3/' "$ROOT/tests/e2e/tiny_2node.llm" >"$ROOT/tests/e2e/.zero3-$$.llm"
 (cd "$ROOT" && "$LLMC" "tests/e2e/.zero3-$$.llm" -o "$T/llmc-out") >"$T/llmc.log" 2>&1; rc=$?
 rm -f "$ROOT/tests/e2e/.zero3-$$.llm"
