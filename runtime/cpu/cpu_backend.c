@@ -255,6 +255,19 @@ static int cpu_set_state(void *self, const Model *hm, const AdamW *opt, int mome
     return 0;
 }
 
+/* ZeRO-3, for a checkpoint every rank writes its piece of: this rank's shard
+ * into the loop's host state at [lo, hi) (cpu_state_part). */
+static int cpu_get_state_part(void *self, Model *hm, AdamW *opt)
+{
+    CpuBackend *c = self;
+    size_t n = c->hi - c->lo;
+    memcpy(hm->w + c->lo, c->wsh, n * sizeof *c->wsh);
+    memcpy(opt->m + c->lo, c->osh.m, n * sizeof *c->osh.m);
+    memcpy(opt->v + c->lo, c->osh.v, n * sizeof *c->osh.v);
+    opt->t = c->osh.t;
+    return 0;
+}
+
 /* The shards -> the loop's host state: moments (and under ZeRO-3 the weights)
  * gathered on every rank (all of them hold the host state). */
 static int cpu_get_state(void *self, Model *hm, AdamW *opt, int is0)
@@ -372,7 +385,7 @@ void cpu_backend_init(TrainBackend *be, CpuBackend *c)
         /* ZeRO 0 trains the loop's host model and optimizer in place; the
          * shards of ZeRO >= 1 come and go through set/get_state */
         .preflight = cpu_preflight, .create = cpu_create, .state_part = cpu_state_part, .destroy = cpu_destroy,
-        .set_state = cpu_set_state, .get_state = cpu_get_state,
+        .set_state = cpu_set_state, .get_state = cpu_get_state, .get_state_part = cpu_get_state_part,
         .micro_step = cpu_micro_step, .optimizer_step = cpu_optimizer_step, .eval_forward = cpu_eval_forward,
     };
 }

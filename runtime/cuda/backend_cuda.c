@@ -466,6 +466,23 @@ static int cu_get_state(void *self, Model *hm, AdamW *opt, int is0)
     return 0;
 }
 
+/* ZeRO-3 in full training: this rank's shard into the loop's host state
+ * (the host ranges of cu_state_part) for a checkpoint each rank writes its
+ * piece of; through the staging buffers' shard window only. */
+static int cu_get_state_part(void *self, Model *hm, AdamW *opt)
+{
+    CudaBackend *c = self;
+    if (!c->shard_only) { log_error("get_state_part without a shard"); return -1; }
+    if (moments_alloc(c)) return -1;
+    size_t lo = c->cm.shard_off, hi = lo + c->cm.shard_len;
+    cuda_model_get_shard(&c->cm, c->flat, c->flat_m, c->flat_v);
+    cuda_flat_to_host_range(hm, c->cuda_off, c->flat, hm->w, lo, hi);
+    cuda_flat_to_host_range(hm, c->cuda_off, c->flat_m, opt->m, lo, hi);
+    cuda_flat_to_host_range(hm, c->cuda_off, c->flat_v, opt->v, lo, hi);
+    opt->t = c->cm.step;
+    return 0;
+}
+
 static int cu_begin(void *self, const RunPlan *plan, int64_t start_step, int is0)
 {
     CudaBackend *c = self;
@@ -587,7 +604,7 @@ int cmd_run_cuda(int argc, char **argv)
         .sum_f64 = cu_sum_f64, .any = cu_any, .barrier = cu_barrier,
         /* the state lives on the GPU; the loop's host model is its mirror */
         .create = cu_create, .state_part = cu_state_part, .destroy = cu_destroy, .set_state = cu_set_state,
-        .get_state = cu_get_state,
+        .get_state = cu_get_state, .get_state_part = cu_get_state_part,
         .begin = cu_begin, .micro_step = cu_micro_step, .optimizer_step = cu_optimizer_step,
         .eval_forward = cu_eval_forward, .step_stats = cu_step_stats, .final_stats = cu_final_stats,
     };

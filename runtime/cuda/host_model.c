@@ -66,6 +66,16 @@ void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const floa
     }
 }
 
+void cuda_flat_to_host_range(const Model *hm, const size_t *cuda_off, const float *flat, float *dst, size_t lo,
+                             size_t hi)
+{
+    for (int i = 0; i < hm->n_params; i++) {
+        size_t a, b;
+        if (param_window(hm, cuda_off, i, lo, hi, &a, &b))
+            memcpy(dst + hm->params[i].offset + a, flat + cuda_off[i] + a, (b - a) * sizeof *dst);
+    }
+}
+
 int cuda_flat_range_to_host_part(const Model *hm, const size_t *cuda_off, size_t lo, size_t hi, size_t (*r)[2])
 {
     int n = 0;

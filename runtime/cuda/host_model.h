@@ -18,6 +18,10 @@ void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *fla
  * zeroed), so the rest of a large staging buffer is never touched. */
 void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t lo,
                              size_t hi);
+/* And back: the parameters' elements in flat[lo, hi) into dst (host layout);
+ * nothing else of dst is written. */
+void cuda_flat_to_host_range(const Model *hm, const size_t *cuda_off, const float *flat, float *dst, size_t lo,
+                             size_t hi);
 /* The host-layout ranges that flat[lo, hi) is made from, one per parameter it
  * meets, in host order, into r (room for hm->n_params); their count. */
 int cuda_flat_range_to_host_part(const Model *hm, const size_t *cuda_off, size_t lo, size_t hi, size_t (*r)[2]);

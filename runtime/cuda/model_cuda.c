@@ -1701,6 +1701,19 @@ void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
     CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
 }
 
+void cuda_model_get_shard(CudaModel *m, float *w, float *mom1, float *mom2)
+{
+    if (!m->zero || !m->shard_len) return;
+    cudaStream_t st = (cudaStream_t)m->stream;
+    void *arr[3] = {m->master, m->m, m->v};
+    float *host[3] = {w, mom1, mom2};
+    for (int k = 0; k < 3; k++) {   /* one at a time: gacc holds one moment in fp32 */
+        const float *src = k ? mom_f32(m, arr[k], m->shard_len, m->gacc) : arr[k];
+        CUDA_CHECK(cudaMemcpyAsync(host[k] + m->shard_off, src, m->shard_len * sizeof(float), cudaMemcpyDefault, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+}
+
 double cuda_model_flops_per_token(const CudaModel *m, int T)
 {
     const ModelConfig *c = &m->cfg;

@@ -280,6 +280,11 @@ float cuda_model_step(CudaModel *m, float grad_mult, float lr, float b1, float b
  * nothing (the adapters move with cuda_lora_set/get). */
 void cuda_model_set_flat(CudaModel *m, const float *w, const float *mom1, const float *mom2, int step);
 void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2);
+/* ZeRO-2/3: this rank's shard of the fp32 master weights and AdamW moments
+ * into w, mom1, mom2 (full flat-layout arrays) at [shard_off, shard_off +
+ * shard_len); nothing else is written. No collective: each rank writes its
+ * piece of a checkpoint itself (runtime/store/checkpoint.h ckpt_shard_*). */
+void cuda_model_get_shard(CudaModel *m, float *w, float *mom1, float *mom2);
 
 /* FLOPs of one token's forward+backward: 6*N + 12*L*C*T (N: parameters in matmuls,
  * the LM head counted once even when tied to the embedding). Freeze and LoRA: the

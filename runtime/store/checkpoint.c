@@ -774,56 +774,76 @@ static void prune(const char *ckpt_dir, const char *latest, int keep)
     free(v);
 }
 
-int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
-              const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen)
+/* The write order of a new checkpoint: one more than any already in ckpt_dir. */
+static int64_t next_write_seq(const char *ckpt_dir)
 {
-    char name[32], tmp[4096], final[4096], p[4200];
-    snprintf(name, sizeof name, "step-%08" PRId64, st->step);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%s", ckpt_dir, name);
-    snprintf(final, sizeof final, "%s/%s", ckpt_dir, name);
-    if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
-    /* write order: one more than any checkpoint already there */
     int n_old;
     CkptEntry *old = scan_ckpts(ckpt_dir, &n_old);
     int64_t seq = 1;
     for (int i = 0; i < n_old; i++) if (old[i].seq >= seq) seq = old[i].seq + 1;
     free(old);
+    return seq;
+}
+
+/* The names of step's directory: step-NNNNNNNN and CKPT_DIR/.tmp-step-NNNNNNNN. */
+static void step_names(const char *ckpt_dir, int64_t step, char name[32], char tmp[4096])
+{
+    snprintf(name, 32, "step-%08" PRId64, step);
+    snprintf(tmp, 4096, "%s/.tmp-%s", ckpt_dir, name);
+}
+
+/* A fresh, empty temporary directory for step (a leftover of an interrupted save removed). */
+static int make_tmp_dir(const char *ckpt_dir, const char *name, const char *tmp, char *err, size_t errlen)
+{
+    if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
     char tname[48];
     snprintf(tname, sizeof tname, "tmp-%s", name);
-    if (clear_name(ckpt_dir, tmp, tname, err, errlen)) return -1;   /* a leftover of an interrupted save */
+    if (clear_name(ckpt_dir, tmp, tname, err, errlen)) return -1;
     if (mkdir(tmp, 0755)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    return 0;
+}
 
-    /* every file is hashed while it is written: the manifest reads nothing back */
-    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {"state.json", ""}};
-    double mb = (double)m->n_floats * 4 * 3 / 1e6, t0 = ckpt_now();
-    log_info("checkpoint write %s: %.1f MB (weights, optimizer moments, state; hashed while written)", name, mb);
-    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    if (write_model_file(p, m, m->w, "", ST_F32, known[0].hex, err, errlen)) return -1;
-    log_info("checkpoint write %s: model.safetensors done (%.1f MB, %.1f s)", name, mb / 3, ckpt_now() - t0);
-    /* optimizer moments: one file, exp_avg.* then exp_avg_sq.* */
-    char **n1, **n2;
-    int c1, c2;
-    StWriteTensor *t1 = model_tensors(m, opt->m, "exp_avg.", &n1, &c1);
-    StWriteTensor *t2 = model_tensors(m, opt->v, "exp_avg_sq.", &n2, &c2);
-    StWriteTensor *all = t1 && t2 ? malloc((size_t)(c1 + c2) * sizeof *all) : NULL;
-    int rc = -1;
+/* The optimizer file's tensors: exp_avg.* then exp_avg_sq.* (c1 + c2 of
+ * them), their names in n1 and n2 until optimizer_tensors_free. NULL when out
+ * of memory (nothing to free). */
+static StWriteTensor *optimizer_tensors(const Model *m, const AdamW *opt, char ***n1, char ***n2, int *c1, int *c2)
+{
+    StWriteTensor *t1 = model_tensors(m, opt->m, "exp_avg.", n1, c1);
+    StWriteTensor *t2 = model_tensors(m, opt->v, "exp_avg_sq.", n2, c2);
+    StWriteTensor *all = t1 && t2 ? malloc((size_t)(*c1 + *c2) * sizeof *all) : NULL;
     if (all) {
-        memcpy(all, t1, (size_t)c1 * sizeof *all);
-        memcpy(all + c1, t2, (size_t)c2 * sizeof *all);
-        snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-        rc = st_write_sha256(p, all, c1 + c2, ST_F32, "\"format\":\"llmc-adamw\"", known[1].hex, err, errlen);
-    } else {
-        snprintf(err, errlen, "out of memory");
+        memcpy(all, t1, (size_t)*c1 * sizeof *all);
+        memcpy(all + *c1, t2, (size_t)*c2 * sizeof *all);
+        free(t1);
+        free(t2);
+        return all;
     }
-    free(all);
-    if (t1) free_tensors(t1, n1, c1);
-    if (t2) free_tensors(t2, n2, c2);
-    if (rc) return -1;
+    if (t1) free_tensors(t1, *n1, *c1);
+    if (t2) free_tensors(t2, *n2, *c2);
+    return NULL;
+}
 
+static void optimizer_tensors_free(StWriteTensor *all, char **n1, int c1, char **n2, int c2)
+{
+    free_tensors(all, n1, c1);
+    for (int i = 0; i < c2; i++) free(n2[i]);
+    free(n2);
+}
+#define OPTIMIZER_META "\"format\":\"llmc-adamw\""
+
+/* The rest of a save, once model.safetensors and optimizer.safetensors are in
+ * tmp with their digests in known[0..1]: state.json, the manifest, the rename,
+ * `latest`, rotation. */
+static int finish_step(const char *ckpt_dir, const char *name, const char *tmp, int64_t seq, const AdamW *opt,
+                       const TrainState *st, const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep,
+                       ManifestHash known[3], char *err, size_t errlen)
+{
+    char final[4096], p[4200];
+    snprintf(final, sizeof final, "%s/%s", ckpt_dir, name);
     char *sj = state_json(opt, st, seq, fp, plan_ref);
     snprintf(p, sizeof p, "%s/state.json", tmp);
     if (!sj) snprintf(err, errlen, "%s: out of memory", p);
-    rc = sj ? write_file_atomic(p, sj, strlen(sj), err, errlen) : -1;
+    int rc = sj ? write_file_atomic(p, sj, strlen(sj), err, errlen) : -1;
     if (!rc) {
         Sha256 h;
         sha256_init(&h);
@@ -843,8 +863,125 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     if (write_file_atomic(p, latest, strlen(latest), err, errlen)) return -1;
     fsync_dir(ckpt_dir);
     prune(ckpt_dir, name, keep);
+    return 0;
+}
+
+int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
+              const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen)
+{
+    char name[32], tmp[4096], p[4200];
+    step_names(ckpt_dir, st->step, name, tmp);
+    if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
+    int64_t seq = next_write_seq(ckpt_dir);
+    if (make_tmp_dir(ckpt_dir, name, tmp, err, errlen)) return -1;
+
+    /* every file is hashed while it is written: the manifest reads nothing back */
+    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {"state.json", ""}};
+    double mb = (double)m->n_floats * 4 * 3 / 1e6, t0 = ckpt_now();
+    log_info("checkpoint write %s: %.1f MB (weights, optimizer moments, state; hashed while written)", name, mb);
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    if (write_model_file(p, m, m->w, "", ST_F32, known[0].hex, err, errlen)) return -1;
+    log_info("checkpoint write %s: model.safetensors done (%.1f MB, %.1f s)", name, mb / 3, ckpt_now() - t0);
+    /* optimizer moments: one file, exp_avg.* then exp_avg_sq.* */
+    char **n1, **n2;
+    int c1, c2, rc = -1;
+    StWriteTensor *all = optimizer_tensors(m, opt, &n1, &n2, &c1, &c2);
+    if (all) {
+        snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+        rc = st_write_sha256(p, all, c1 + c2, ST_F32, OPTIMIZER_META, known[1].hex, err, errlen);
+        optimizer_tensors_free(all, n1, c1, n2, c2);
+    } else {
+        snprintf(err, errlen, "out of memory");
+    }
+    if (rc || finish_step(ckpt_dir, name, tmp, seq, opt, st, fp, plan_ref, keep, known, err, errlen)) return -1;
     double dt = ckpt_now() - t0;
     log_info("checkpoint write %s: done, %.1f MB in %.1f s (%.0f MB/s, one pass)", name, mb, dt, dt > 0 ? mb / dt : 0.0);
+    return 0;
+}
+
+/* ---- sharded save: no rank holds the whole state ---- */
+
+int ckpt_shard_begin(const char *ckpt_dir, const Model *m, const AdamW *opt, int64_t step, char *err, size_t errlen)
+{
+    char name[32], tmp[4096], p[4200];
+    step_names(ckpt_dir, step, name, tmp);
+    if (make_tmp_dir(ckpt_dir, name, tmp, err, errlen)) return -1;
+    log_info("checkpoint write %s: %.1f MB (weights, optimizer moments, state; each rank writes its shard)", name,
+             (double)m->n_floats * 4 * 3 / 1e6);
+    char **names, **n1, **n2;
+    int n, c1, c2;
+    StWriteTensor *t = model_tensors(m, m->w, "", &names, &n);
+    StWriteTensor *all = t ? optimizer_tensors(m, opt, &n1, &n2, &c1, &c2) : NULL;
+    if (!all) {
+        if (t) free_tensors(t, names, n);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    int rc = st_create(p, t, n, ST_F32, "\"format\":\"pt\"", err, errlen);
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    if (!rc) rc = st_create(p, all, c1 + c2, ST_F32, OPTIMIZER_META, err, errlen);
+    free_tensors(t, names, n);
+    optimizer_tensors_free(all, n1, c1, n2, c2);
+    if (!rc) fsync_dir(tmp);
+    return rc;
+}
+
+/* The elements of part (flat offsets into buf's layout) that fall in tensor
+ * NAME = prefix + the param name, written in place; every tensor is checked
+ * against the model first. */
+static int fill_part(const StModel *sm, const Model *m, const char *prefix, const float *buf, const ModelPart *part,
+                     char *err, size_t errlen)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        const ParamInfo *pi = &m->params[i];
+        char name[160];
+        snprintf(name, sizeof name, "%s%s", prefix, pi->name);
+        const StTensor *t = st_find(sm, name);
+        if (!t || t->numel != pi->numel) { snprintf(err, errlen, "%s: tensor %s is missing", sm->files[0], name); return -1; }
+        for (int k = 0; k < part->n; k++) {
+            size_t lo = part->r[k][0] > pi->offset ? part->r[k][0] : pi->offset;
+            size_t hi = part->r[k][1] < pi->offset + pi->numel ? part->r[k][1] : pi->offset + pi->numel;
+            if (lo < hi && st_fill_f32(sm, t, lo - pi->offset, hi - lo, buf + lo, err, errlen)) return -1;
+        }
+    }
+    return 0;
+}
+
+int ckpt_shard_write(const char *ckpt_dir, const Model *m, const AdamW *opt, int64_t step, const ModelPart *part,
+                     char *err, size_t errlen)
+{
+    char name[32], tmp[4096], p[4200];
+    step_names(ckpt_dir, step, name, tmp);
+    StModel sm;
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    if (st_open(&sm, p, err, errlen)) return -1;
+    int rc = fill_part(&sm, m, "", m->w, part, err, errlen);
+    st_close(&sm);
+    if (rc) return -1;
+    snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
+    if (st_open(&sm, p, err, errlen)) return -1;
+    rc = fill_part(&sm, m, "exp_avg.", opt->m, part, err, errlen) ||
+         fill_part(&sm, m, "exp_avg_sq.", opt->v, part, err, errlen);
+    st_close(&sm);
+    return rc ? -1 : 0;
+}
+
+int ckpt_shard_finish(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
+                      const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen)
+{
+    char name[32], tmp[4096], p[4200];
+    step_names(ckpt_dir, st->step, name, tmp);
+    double t0 = ckpt_now(), mb = (double)m->n_floats * 4 * 3 / 1e6;
+    /* the pieces came from every rank: the digests are of the files as they are on disk */
+    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {"state.json", ""}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/%s", tmp, known[k].name);
+        if (sha256_file_hex(p, known[k].hex)) { snprintf(err, errlen, "%s: cannot hash: %s", p, strerror(errno)); return -1; }
+    }
+    if (finish_step(ckpt_dir, name, tmp, next_write_seq(ckpt_dir), opt, st, fp, plan_ref, keep, known, err, errlen))
+        return -1;
+    log_info("checkpoint write %s: done, %.1f MB hashed in %.1f s", name, mb, ckpt_now() - t0);
     return 0;
 }
 

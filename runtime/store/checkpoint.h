@@ -70,6 +70,23 @@ typedef struct {
 int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
               const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen);
 
+/* The same checkpoint, the same bytes, written by all ranks together when
+ * none holds the whole state (ZeRO-3): rank 0 calls ckpt_shard_begin (the
+ * step's temporary directory, model.safetensors and optimizer.safetensors at
+ * full size with their headers); then every rank ckpt_shard_write with the
+ * part it holds (m->w, opt->m, opt->v valid inside part; model.h ModelPart);
+ * then rank 0 ckpt_shard_finish (the files hashed as written, state.json,
+ * manifest, rename, `latest`, rotation, as ckpt_save). The caller puts a
+ * barrier between the three and stops all ranks when one fails. The
+ * temporary directory must be on a file system every rank writes to (the
+ * checkpoint directory of a multi-node job always is: every rank resumes
+ * from it). 0, or -1 with err. */
+int ckpt_shard_begin(const char *ckpt_dir, const Model *m, const AdamW *opt, int64_t step, char *err, size_t errlen);
+int ckpt_shard_write(const char *ckpt_dir, const Model *m, const AdamW *opt, int64_t step, const ModelPart *part,
+                     char *err, size_t errlen);
+int ckpt_shard_finish(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
+                      const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep, char *err, size_t errlen);
+
 /* The plan a checkpoint records (CHECKPOINT: a step directory, or a checkpoint
  * directory for the step its `latest` names; the manifest verified first).
  * 0 with *ref and *step set; 1 when the checkpoint records no plan (written

@@ -439,17 +439,19 @@ int st_write(const char *path, const StWriteTensor *t, int n, StDtype dtype,
     return st_write_sha256(path, t, n, dtype, metadata_json, NULL, err, errlen);
 }
 
-int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dtype,
-                    const char *metadata_json, char sha256_hex[65], char *err, size_t errlen)
+/* The header st_write writes for t (its JSON padded so the data section
+ * starts 8-aligned), malloc'd, its length in *len; the data bytes in *data_len.
+ * Built by hand to keep the tensors in the given order. NULL with err. */
+static char *st_header(const StWriteTensor *t, int n, StDtype dtype, const char *metadata_json, size_t *len_out,
+                       uint64_t *data_len, char *err, size_t errlen)
 {
     /* F32 (checkpoints: exact) or BF16 (exports, the dtype the models ship
      * in); F16 is read, never written */
-    if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return -1; }
+    if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return NULL; }
     size_t es = dtype_size(dtype);
-    /* Header JSON, built by hand to keep the tensors in the given order. */
     size_t cap = 256 + (metadata_json ? strlen(metadata_json) : 0) + (size_t)n * 256, len = 0;
     char *h = malloc(cap);
-    if (!h) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (!h) { snprintf(err, errlen, "out of memory"); return NULL; }
     len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{%s}", metadata_json ? metadata_json : "");
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -463,10 +465,67 @@ int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dty
         len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%llu,%llu]}",
                                 (unsigned long long)off, (unsigned long long)(off + numel * es));
         off += numel * es;
-        if (len + 256 >= cap) { free(h); snprintf(err, errlen, "st_write: header too long"); return -1; }
+        if (len + 256 >= cap) { free(h); snprintf(err, errlen, "st_write: header too long"); return NULL; }
     }
     h[len++] = '}';
     while ((len + 8) % 8) h[len++] = ' ';   /* data section starts 8-aligned */
+    *len_out = len;
+    *data_len = off;
+    return h;
+}
+
+int st_create(const char *path, const StWriteTensor *t, int n, StDtype dtype, const char *metadata_json, char *err,
+              size_t errlen)
+{
+    size_t len;
+    uint64_t data_len;
+    char *h = st_header(t, n, dtype, metadata_json, &len, &data_len, err, errlen);
+    if (!h) return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) { free(h); snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    unsigned char lenb[8];
+    for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    int rc = pwrite(fd, lenb, 8, 0) != 8 || pwrite(fd, h, len, 8) != (ssize_t)len ||
+             ftruncate(fd, (off_t)(8 + len + data_len)) || fsync(fd);
+    if (rc) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    if (close(fd) && !rc) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno)); rc = 1; }
+    free(h);
+    return rc ? -1 : 0;
+}
+
+int st_fill_f32(const StModel *st, const StTensor *t, size_t first, size_t count, const float *data, char *err,
+                size_t errlen)
+{
+    const char *path = st->files[t->file];
+    if (t->dtype != ST_F32 || first > t->numel || count > t->numel - first) {
+        snprintf(err, errlen, "%s: cannot write elements [%zu, %zu) of %s tensor '%s' (%zu elements) as F32", path,
+                 first, first + count, t->dtype == ST_F32 ? "F32" : "16-bit", t->name, t->numel);
+        return -1;
+    }
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
+    const unsigned char *b = (const unsigned char *)data;   /* F32 on disk is little-endian: x86-64's own */
+    off_t at = (off_t)(st->data_start[t->file] + t->begin + first * 4);
+    int rc = 0;
+    for (size_t done = 0, bytes = count * 4; done < bytes && !rc;) {
+        ssize_t k = pwrite(fd, b + done, bytes - done, at + (off_t)done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) rc = -1;
+        else done += (size_t)k;
+    }
+    if (!rc && fsync(fd)) rc = -1;
+    if (close(fd)) rc = -1;
+    if (rc) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    return rc;
+}
+
+int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dtype,
+                    const char *metadata_json, char sha256_hex[65], char *err, size_t errlen)
+{
+    size_t len;
+    uint64_t data_len;
+    char *h = st_header(t, n, dtype, metadata_json, &len, &data_len, err, errlen);
+    if (!h) return -1;
 
     /* written as PATH.tmp, fsync'd, renamed: PATH is never a partial file */
     char tmp[4096];

@@ -298,6 +298,7 @@ typedef struct {
     Model hm;
     Model tv;           /* what trains (model_trainable): AdamW, checkpoints and resume cover it */
     int have_tv;
+    ModelPart part;     /* what this rank's state is made from (backend state_part; n < 0: all) */
     AdamW opt;
     CkptPlanRef plan_ref;   /* recorded in each checkpoint: export needs no --plan */
     BatchBuf bb;
@@ -331,11 +332,35 @@ static void eta_text(char *out, size_t cap, int64_t n, double sum_s, int64_t lef
     else snprintf(out, cap, "%lds", t);
 }
 
+/* A checkpoint no rank holds whole (ZeRO-3): rank 0 lays the files out, every
+ * rank writes its part, rank 0 seals it. Each phase ends in a collective that
+ * tells every rank whether one failed, so all stop together. */
+static int save_checkpoint_sharded(Run *R)
+{
+    const TrainBackend *be = R->be;
+    const RunPlan *plan = &R->plan;
+    char err[1024] = "";
+    int bad = R->is0 && ckpt_shard_begin(plan->ckpt_dir, &R->tv, &R->opt, R->st.step, err, sizeof err);
+    if (bad) log_error("checkpoint: %s", err);
+    if (be->any(be->self, bad)) return -1;
+    bad = be->get_state_part(be->self, &R->hm, &R->opt) ||
+          ckpt_shard_write(plan->ckpt_dir, &R->tv, &R->opt, R->st.step, &R->part, err, sizeof err);
+    if (bad && err[0]) log_error("checkpoint: %s", err);
+    if (be->any(be->self, bad)) return -1;
+    bad = R->is0 && ckpt_shard_finish(plan->ckpt_dir, &R->tv, &R->opt, &R->st, &R->fp, &R->plan_ref,
+                                      plan->ckpt_keep, err, sizeof err);
+    if (bad) log_error("checkpoint: %s", err);
+    if (be->any(be->self, bad)) return -1;
+    if (R->is0 && R->have_prom) prom_write(R->prom_path, &R->prom);
+    return 0;
+}
+
 /* The backend's state into hm/opt, then (rank 0) a checkpoint of st. */
 static int save_checkpoint(Run *R)
 {
     const TrainBackend *be = R->be;
     char err[1024];
+    if (R->part.n >= 0 && be->get_state_part) return save_checkpoint_sharded(R);
     if (be->get_state && be->get_state(be->self, &R->hm, &R->opt, R->is0)) return -1;
     if (R->is0 && ckpt_save(R->plan.ckpt_dir, &R->tv, &R->opt, &R->st, &R->fp, &R->plan_ref, R->plan.ckpt_keep, err, sizeof err)) {
         log_error("checkpoint: %s", err);
@@ -382,10 +407,10 @@ static int run_setup(Run *R)
     if (be->create(be->self, plan, &R->hm, &R->opt, &n_params, where, sizeof where, setup, sizeof setup)) return -1;
     /* what this rank's state is made from (ZeRO-3: its shard): all it reads of the
      * initial weights and of a resumed checkpoint */
-    ModelPart part = {-1, NULL};
-    if (be->state_part && be->state_part(be->self, &R->hm, &part)) return -1;
-    if (R->tv.w != R->hm.w || R->tv.n_floats != R->hm.n_floats) part.n = -1;   /* resume reads the view: all of it */
-    if (run_init_weights(&R->hm, plan, &plan->model, &part)) return -1;
+    R->part = (ModelPart){-1, NULL};
+    if (be->state_part && be->state_part(be->self, &R->hm, &R->part)) return -1;
+    if (R->tv.w != R->hm.w || R->tv.n_floats != R->hm.n_floats) R->part.n = -1;   /* resume reads the view: all */
+    if (run_init_weights(&R->hm, plan, &plan->model, &R->part)) return -1;
 
     const int MB = plan->micro_batch, G = plan->global_batch;
     double epoch_steps = plan_epoch_steps(plan->epochs, (double)R->set.n_rows, G);
@@ -409,7 +434,7 @@ static int run_setup(Run *R)
     }
 
     rng_seed(&R->st.rng, plan->seed);
-    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->tv, &R->opt, &R->st, &part, R->is0);
+    int got = run_resume(plan, &R->fp, R->total, R->args.fresh, &R->tv, &R->opt, &R->st, &R->part, R->is0);
     if (got < 0) return -1;
     if (be->set_state && be->set_state(be->self, &R->hm, &R->opt, got)) return -1;
     R->baseline = R->is0 ? unigram_baseline(&R->set, plan->model.vocab) : 0;
@@ -532,6 +557,9 @@ static int run_finish(Run *R)
     const RunPlan *plan = &R->plan;
     char err[1024], final_dir[4200];
     if (save_checkpoint(R)) return -1;
+    /* a sharded checkpoint left the host model in pieces: the export needs it whole on rank 0 */
+    if (R->part.n >= 0 && be->get_state_part && be->get_state && be->get_state(be->self, &R->hm, &R->opt, R->is0))
+        return -1;
     if (!R->is0) return 0;
     metrics_close(&R->mf);
     if (run_write_final(plan, &R->hm, R->baseline, final_dir, sizeof final_dir)) return -1;

@@ -80,6 +80,11 @@ typedef struct TrainBackend {
     /* Bring the training state back into hm/opt on rank 0 (is0) for a checkpoint
      * or the export; collective (every rank calls it). May be NULL. */
     int (*get_state)(void *self, Model *hm, AdamW *opt, int is0);
+    /* With a state_part (part->n >= 0): this rank's part of the training state
+     * into hm/opt (weights and moments inside the part, and opt->t), for a
+     * checkpoint every rank writes its piece of (checkpoint.h ckpt_shard_*).
+     * No collective. NULL: checkpoints go through get_state. */
+    int (*get_state_part)(void *self, Model *hm, AdamW *opt);
     /* Side files that follow the run (called once after resume, every rank;
      * start_step: the step training starts from). May be NULL. */
     int (*begin)(void *self, const RunPlan *plan, int64_t start_step, int is0);

@@ -86,6 +86,15 @@ done
 grep -q 'ZeRO-3: 8192 of 22816 parameters on this rank' "$T/z3-n4/log" \
     && ok "ZeRO-3 on 4 ranks: rank 0 owns 8192 of 22816 parameters" || bad "ZeRO-3 shard size" "$T/z3-n4/log"
 
+# ZeRO-3's checkpoints are written by every rank in place (checkpoint.h ckpt_shard_*):
+# the same bytes as 1 rank's, file by file, and the manifest verifies
+ck=$T/z3-n4/ckpt/step-00000004
+if grep -q 'each rank writes its shard' "$T/z3-n4/log" && cmp -s "$REF/ckpt/step-00000004/model.safetensors" "$ck/model.safetensors" &&
+   cmp -s "$REF/ckpt/step-00000004/optimizer.safetensors" "$ck/optimizer.safetensors" &&
+   "$BIN" verify "$ck" >"$T/verify.log" 2>&1
+then ok "ZeRO-3 on 4 ranks: each rank wrote its shard of the checkpoint; model and optimizer files are 1 rank's bytes; verify passes"
+else bad "ZeRO-3 sharded checkpoint" "$T/z3-n4/log" "$T/verify.log"; fi
+
 # held-out evaluation after a ZeRO-3 run (rank 0 evaluates on the gathered weights): 1 rank's result
 mkrun "$T/ev-ref" 1 4 0
 launch "$T/ev-ref" 1 --eval-shards ../shards
