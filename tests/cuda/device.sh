@@ -391,6 +391,10 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     zrun zres-a 2 --stop-after $(python3 -c 'import sys; sys.path.insert(0, "tests/cuda"); import zero_check; print(zero_check.STEPS // 2)')
     zrun zres-b 4
     zcmp z2-full-r1 zres exact
+    rm -rf $r/run-zres3
+    zrun zres3-a 4 --stop-after $(python3 -c 'import sys; sys.path.insert(0, "tests/cuda"); import zero_check; print(zero_check.STEPS // 2)')
+    zrun zres3-b 2
+    zcmp z2-full-r1 zres3 exact
     zrun z1-full-r1 1
     zrun z1-off-r1 1; zcmp z1-full-r1 z1-off-r1 exact
     zcmp z1-full-r1 z2-full-r1 tol
@@ -403,7 +407,7 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
         for c in z2-nccl-r2 z3-nccl-r2 z3-nccl-off-r2; do ZT=nccl zrun $c 2; zcmp z2-full-r1 $c tol; done
     fi
     note "zero: $(grep -c '^zero: PASS' "$out/summary.txt") passed, $(grep -c '^zero: FAIL' "$out/summary.txt") failed, $((SECONDS - t0)) s"
-    rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt
+    rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt $r/run-zres3/ckpt
 fi
 if has dp && [[ $ngpu -ge 2 ]]; then
     for z in "" "--zero1"; do

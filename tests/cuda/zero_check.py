@@ -33,7 +33,9 @@ for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
 # resume across ranks and stages: ZeRO-2 on 2 ranks stops half way, ZeRO-3 on 4
 # ranks resumes from its checkpoint, in one output directory (run-zres); not
 # listed (device.sh runs them in order)
-RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False)}
+RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False),
+          # each ZeRO-3 rank writes its shard, another ZeRO-3 rank count reads its own (run-zres3)
+          "zres3-a": (3, 4, False, False), "zres3-b": (3, 2, False, False)}
 # several GPUs: the same over NCCL, one rank per GPU (not listed; device.sh runs
 # them where 2 GPUs exist)
 NCCL = {"z2-nccl-r2": (2, 2, False, False), "z3-nccl-r2": (3, 2, False, False), "z3-nccl-off-r2": (3, 2, True, False)}
@@ -43,7 +45,7 @@ def plans(rundir):
     base = json.load(open(os.path.join(rundir, "plan-gpu.json")))
     for name, (z, n, off, lora) in list(CASES.items()) + list(RESUME.items()) + list(NCCL.items()):
         q = json.loads(json.dumps(base))
-        out = "run-zres" if name in RESUME else "run-" + name
+        out = "run-" + (name[:-2] if name in RESUME else name)
         q["output"]["dir"] = out
         q["checkpoint"]["dir"] = out + "/ckpt"
         q["train"].update(max_steps=STEPS, micro_batch=MICRO, global_batch=GLOBAL, grad_accum=GLOBAL // MICRO // n)
