@@ -928,10 +928,10 @@ int ckpt_shard_begin(const char *ckpt_dir, const Model *m, const AdamW *opt, int
 }
 
 /* The elements of part (flat offsets into buf's layout) that fall in tensor
- * NAME = prefix + the param name, written in place; every tensor is checked
- * against the model first. */
-static int fill_part(const StModel *sm, const Model *m, const char *prefix, const float *buf, const ModelPart *part,
-                     char *err, size_t errlen)
+ * NAME = prefix + the param name, written in place through fd; every tensor is
+ * checked against the model first. */
+static int fill_part(const StModel *sm, int fd, const Model *m, const char *prefix, const float *buf,
+                     const ModelPart *part, char *err, size_t errlen)
 {
     for (int i = 0; i < m->n_params; i++) {
         const ParamInfo *pi = &m->params[i];
@@ -942,10 +942,28 @@ static int fill_part(const StModel *sm, const Model *m, const char *prefix, cons
         for (int k = 0; k < part->n; k++) {
             size_t lo = part->r[k][0] > pi->offset ? part->r[k][0] : pi->offset;
             size_t hi = part->r[k][1] < pi->offset + pi->numel ? part->r[k][1] : pi->offset + pi->numel;
-            if (lo < hi && st_fill_f32(sm, t, lo - pi->offset, hi - lo, buf + lo, err, errlen)) return -1;
+            if (lo < hi && st_fill(sm, fd, t, lo - pi->offset, hi - lo, buf + lo, err, errlen)) return -1;
         }
     }
     return 0;
+}
+
+/* This rank's part of n buffers (tensor names prefix[k] + param name) into
+ * the file at path that st_create laid out: opened once, synced once. */
+static int fill_file(const char *path, const Model *m, int n, const char *const *prefix, const float *const *buf,
+                     const ModelPart *part, char *err, size_t errlen)
+{
+    StModel sm;
+    if (st_open(&sm, path, err, errlen)) return -1;
+    int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
+    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); rc = -1; }
+    for (int k = 0; k < n && !rc; k++) rc = fill_part(&sm, fd, m, prefix[k], buf[k], part, err, errlen);
+    if (fd >= 0 && ((fsync(fd) && !rc) | (close(fd) && !rc))) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        rc = -1;
+    }
+    st_close(&sm);
+    return rc ? -1 : 0;
 }
 
 int ckpt_shard_write(const char *ckpt_dir, const Model *m, const AdamW *opt, int64_t step, const ModelPart *part,
@@ -953,18 +971,12 @@ int ckpt_shard_write(const char *ckpt_dir, const Model *m, const AdamW *opt, int
 {
     char name[32], tmp[4096], p[4200];
     step_names(ckpt_dir, step, name, tmp);
-    StModel sm;
+    const char *const wp[1] = {""}, *const op[2] = {"exp_avg.", "exp_avg_sq."};
+    const float *const wb[1] = {m->w}, *const ob[2] = {opt->m, opt->v};
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    if (st_open(&sm, p, err, errlen)) return -1;
-    int rc = fill_part(&sm, m, "", m->w, part, err, errlen);
-    st_close(&sm);
-    if (rc) return -1;
+    if (fill_file(p, m, 1, wp, wb, part, err, errlen)) return -1;
     snprintf(p, sizeof p, "%s/optimizer.safetensors", tmp);
-    if (st_open(&sm, p, err, errlen)) return -1;
-    rc = fill_part(&sm, m, "exp_avg.", opt->m, part, err, errlen) ||
-         fill_part(&sm, m, "exp_avg_sq.", opt->v, part, err, errlen);
-    st_close(&sm);
-    return rc ? -1 : 0;
+    return fill_file(p, m, 2, op, ob, part, err, errlen);
 }
 
 int ckpt_shard_finish(const char *ckpt_dir, const Model *m, const AdamW *opt, const TrainState *st,
@@ -1251,19 +1263,24 @@ static void special_ids(const char *tokdir, int *bos, int *eos)
     cJSON_Delete(tok);
 }
 
-int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
-              char *err, size_t errlen)
+/* DIR.tmp, empty: where an export is written before it is renamed into place. */
+static int export_tmp(const char *dir, char *tmp, size_t tmplen, char *err, size_t errlen)
+{
+    snprintf(tmp, tmplen, "%s.tmp", dir);
+    remove_flat_dir(tmp);
+    if (mkdir_parents(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
+    return 0;
+}
+
+/* Everything of an HF model directory but its weights: config.json (carried
+ * over from the source model, or written from m's shape) and the tokenizer's files. */
+static int export_side_files(const char *tmp, const Model *m, StDtype dtype, const char *tokenizer_dir,
+                             const char *source_model, char *err, size_t errlen)
 {
     static const char *tok_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja",
                                       "generation_config.json"};
-    char tmp[4096], p[4200], src[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
-    remove_flat_dir(tmp);
-    if (mkdir_parents(tmp)) { snprintf(err, errlen, "%s: %s", tmp, strerror(errno)); return -1; }
-    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
-    ManifestHash known[1] = {{"model.safetensors", ""}};
-    if (write_model_file(p, m, m->w, "", dtype, known[0].hex, err, errlen)) return -1;
+    char p[4200], src[4200];
     snprintf(p, sizeof p, "%s/config.json", tmp);
     const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : "float32";
     if (source_model) {
@@ -1285,7 +1302,14 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
         snprintf(err, errlen, "%s: no tokenizer.json or tokenizer_config.json to copy", tokenizer_dir);
         return -1;
     }
-    if (manifest_write_known(tmp, known, 1, err, errlen)) return -1;   /* the small files: read and hashed */
+    return 0;
+}
+
+/* The manifest (the weights' digest given, the small files read and hashed),
+ * then DIR.tmp renamed to DIR, both synced. */
+static int export_seal(const char *dir, const char *tmp, ManifestHash *weights, char *err, size_t errlen)
+{
+    if (manifest_write_known(tmp, weights, 1, err, errlen)) return -1;
     fsync_dir(tmp);
     remove_flat_dir(dir);
     if (rename(tmp, dir)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
@@ -1294,6 +1318,54 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
     char *slash = strrchr(parent, '/');
     if (slash) { *slash = 0; fsync_dir(parent[0] ? parent : "/"); }
     return 0;
+}
+
+int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
+              char *err, size_t errlen)
+{
+    char tmp[4096], p[4200];
+    if (export_tmp(dir, tmp, sizeof tmp, err, errlen)) return -1;
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    ManifestHash known[1] = {{"model.safetensors", ""}};
+    if (write_model_file(p, m, m->w, "", dtype, known[0].hex, err, errlen)) return -1;
+    if (export_side_files(tmp, m, dtype, tokenizer_dir, source_model, err, errlen)) return -1;
+    return export_seal(dir, tmp, known, err, errlen);
+}
+
+int hf_export_shard_begin(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir,
+                          const char *source_model, char *err, size_t errlen)
+{
+    char tmp[4096], p[4200], **names;
+    int n;
+    if (export_tmp(dir, tmp, sizeof tmp, err, errlen)) return -1;
+    StWriteTensor *t = model_tensors(m, m->w, "", &names, &n);
+    if (!t) { snprintf(err, errlen, "out of memory"); return -1; }
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    int rc = st_create(p, t, n, dtype, "\"format\":\"pt\"", err, errlen);
+    free_tensors(t, names, n);
+    if (rc || export_side_files(tmp, m, dtype, tokenizer_dir, source_model, err, errlen)) return -1;
+    fsync_dir(tmp);
+    return 0;
+}
+
+int hf_export_shard_write(const char *dir, const Model *m, const ModelPart *part, char *err, size_t errlen)
+{
+    char p[4200];
+    const char *const prefix[1] = {""};
+    const float *const buf[1] = {m->w};
+    snprintf(p, sizeof p, "%s.tmp/model.safetensors", dir);
+    return fill_file(p, m, 1, prefix, buf, part, err, errlen);
+}
+
+int hf_export_shard_finish(const char *dir, char *err, size_t errlen)
+{
+    char tmp[4096], p[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", dir);
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+    /* the pieces came from every rank: the digest is of the file as it is on disk */
+    ManifestHash known[1] = {{"model.safetensors", ""}};
+    if (sha256_file_hex(p, known[0].hex)) { snprintf(err, errlen, "%s: cannot hash: %s", p, strerror(errno)); return -1; }
+    return export_seal(dir, tmp, known, err, errlen);
 }
 
 /* ---- PEFT adapter export (LoRA) ---- */

@@ -142,6 +142,17 @@ int load_hf_weights_part(const char *path, Model *m, const ModelPart *part, size
  * (hf_config_write). */
 int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
               char *err, size_t errlen);
+/* The same export written by every rank of a run none of whose ranks holds
+ * the whole model (ZeRO-3), byte for byte what hf_export writes: rank 0
+ * hf_export_shard_begin (DIR.tmp with the weights file laid out at full size,
+ * config.json, the tokenizer's files), then every rank hf_export_shard_write
+ * with its part of m->w (model.h ModelPart), then rank 0
+ * hf_export_shard_finish (the file hashed as written, the manifest, the
+ * rename); each phase finished on every rank before the next starts. */
+int hf_export_shard_begin(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir,
+                          const char *source_model, char *err, size_t errlen);
+int hf_export_shard_write(const char *dir, const Model *m, const ModelPart *part, char *err, size_t errlen);
+int hf_export_shard_finish(const char *dir, char *err, size_t errlen);
 
 /* Export LoRA adapters as a PEFT adapter directory DIR: adapter_model.safetensors
  * (fp32, PEFT's tensor names: base_model.model.model.layers.N.self_attn.q_proj.

@@ -493,28 +493,44 @@ int st_create(const char *path, const StWriteTensor *t, int n, StDtype dtype, co
     return rc ? -1 : 0;
 }
 
-int st_fill_f32(const StModel *st, const StTensor *t, size_t first, size_t count, const float *data, char *err,
-                size_t errlen)
+/* count bytes of b at offset at of fd, through short writes and EINTR. */
+static int pwrite_all(int fd, const void *b, size_t count, off_t at)
+{
+    for (size_t done = 0; done < count;) {
+        ssize_t k = pwrite(fd, (const char *)b + done, count - done, at + (off_t)done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+int st_fill(const StModel *st, int fd, const StTensor *t, size_t first, size_t count, const float *data, char *err,
+            size_t errlen)
 {
     const char *path = st->files[t->file];
-    if (t->dtype != ST_F32 || first > t->numel || count > t->numel - first) {
-        snprintf(err, errlen, "%s: cannot write elements [%zu, %zu) of %s tensor '%s' (%zu elements) as F32", path,
-                 first, first + count, t->dtype == ST_F32 ? "F32" : "16-bit", t->name, t->numel);
+    if (t->dtype == ST_F16 || first > t->numel || count > t->numel - first) {
+        snprintf(err, errlen, "%s: cannot write elements [%zu, %zu) of %s tensor '%s' (%zu elements)", path, first,
+                 first + count, t->dtype == ST_F16 ? "F16" : t->dtype == ST_F32 ? "F32" : "BF16", t->name, t->numel);
         return -1;
     }
-    int fd = open(path, O_WRONLY);
-    if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    const unsigned char *b = (const unsigned char *)data;   /* F32 on disk is little-endian: x86-64's own */
-    off_t at = (off_t)(st->data_start[t->file] + t->begin + first * 4);
+    size_t es = t->dtype == ST_F32 ? 4 : 2;
+    off_t at = (off_t)(st->data_start[t->file] + t->begin + first * es);
     int rc = 0;
-    for (size_t done = 0, bytes = count * 4; done < bytes && !rc;) {
-        ssize_t k = pwrite(fd, b + done, bytes - done, at + (off_t)done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) rc = -1;
-        else done += (size_t)k;
+    if (t->dtype == ST_F32) {
+        rc = pwrite_all(fd, data, count * 4, at);   /* F32 on disk is little-endian: x86-64's own */
+    } else {
+        unsigned char buf[8192];   /* converted 4096 values at a time, as st_write does */
+        for (size_t k = 0; k < count && !rc; k += 4096) {
+            size_t m = count - k < 4096 ? count - k : 4096;
+            for (size_t j = 0; j < m; j++) {
+                uint16_t b = st_f32_to_bf16(data[k + j]);
+                buf[2 * j] = (unsigned char)b;
+                buf[2 * j + 1] = (unsigned char)(b >> 8);
+            }
+            rc = pwrite_all(fd, buf, 2 * m, at + (off_t)(2 * k));
+        }
     }
-    if (!rc && fsync(fd)) rc = -1;
-    if (close(fd)) rc = -1;
     if (rc) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
     return rc;
 }

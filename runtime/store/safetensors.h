@@ -63,15 +63,16 @@ int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dty
                     const char *metadata_json, char sha256_hex[65], char *err, size_t errlen);
 
 /* A file to be filled in pieces, by several writers at once (the ranks of a
- * sharded checkpoint): st_create writes the header st_write would write for t
- * and extends the file to its full size (the data zero); st_fill_f32 then
- * writes elements [first, first + count) of one of its F32 tensors in place
- * (t from st_open of that file), fsync'd. Every piece written, the file holds
- * st_write's bytes. */
+ * sharded checkpoint or export): st_create writes the header st_write would
+ * write for t and extends the file to its full size (the data zero); st_fill
+ * then writes elements [first, first + count) of one of its tensors in place
+ * (t from st_open of that file, fd open for writing on it; F32 as is, BF16
+ * rounded as st_write rounds), not fsync'd: the caller syncs fd once after
+ * its last piece. Every piece written, the file holds st_write's bytes. */
 int st_create(const char *path, const StWriteTensor *t, int n, StDtype dtype, const char *metadata_json, char *err,
               size_t errlen);
-int st_fill_f32(const StModel *st, const StTensor *t, size_t first, size_t count, const float *data, char *err,
-                size_t errlen);
+int st_fill(const StModel *st, int fd, const StTensor *t, size_t first, size_t count, const float *data, char *err,
+            size_t errlen);
 
 /* fp32 <-> bf16 (round to nearest even) and fp16 -> fp32 conversions. */
 uint16_t st_f32_to_bf16(float f);

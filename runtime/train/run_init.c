@@ -117,12 +117,22 @@ static int write_lora_export(const RunPlan *plan, const Model *m, StDtype dt, co
     return 0;
 }
 
+StDtype run_export_dtype(const RunPlan *plan)
+{
+    return plan->precision == PREC_BF16 ? ST_BF16 : ST_F32;
+}
+
+const char *run_export_source(const RunPlan *plan)
+{
+    /* a pretrained model's config.json is carried over (every key kept), not regenerated */
+    return plan->init != INIT_SCRATCH ? plan->model_path : NULL;
+}
+
 int run_export(const RunPlan *plan, const Model *m, const char *dir, const char *adapter_dir)
 {
     char err[1024];
-    StDtype dt = plan->precision == PREC_BF16 ? ST_BF16 : ST_F32;
-    /* a pretrained model's config.json is carried over (every key kept), not regenerated */
-    const char *source = plan->init != INIT_SCRATCH ? plan->model_path : NULL;
+    StDtype dt = run_export_dtype(plan);
+    const char *source = run_export_source(plan);
     if (m->lora) return write_lora_export(plan, m, dt, source, dir, adapter_dir);
     if (hf_export(dir, m, dt, plan->tokenizer_path, source, err, sizeof err)) {
         log_error("export: %s", err);
@@ -131,19 +141,30 @@ int run_export(const RunPlan *plan, const Model *m, const char *dir, const char 
     return 0;
 }
 
-/* OUT/final as a Hugging Face model directory (the plan's precision: bf16
- * or fp32 safetensors), then the loss curve beside metrics.jsonl. A curve
- * that cannot be written is reported but does not fail the run. */
-int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len)
+void run_final_dir(const RunPlan *plan, char *final_dir, size_t final_len)
 {
-    char svg[4200], adapter[4200];
     snprintf(final_dir, final_len, "%s/final", plan->out_dir);
-    snprintf(adapter, sizeof adapter, "%s/adapter", plan->out_dir);
-    if (run_export(plan, m, final_dir, adapter)) return -1;
+}
+
+/* A curve that cannot be written is reported but does not fail the run. */
+void run_write_curve(const RunPlan *plan, double baseline)
+{
+    char svg[4200];
     const char *slash = strrchr(plan->metrics_path, '/');
     snprintf(svg, sizeof svg, "%.*s/loss_curve.svg", slash ? (int)(slash - plan->metrics_path) : 1,
              slash ? plan->metrics_path : ".");
     if (metrics_svg(plan->metrics_path, svg, baseline)) log_error("%s: cannot write the loss curve", svg);
+}
+
+/* OUT/final as a Hugging Face model directory (the plan's precision: bf16
+ * or fp32 safetensors), then the loss curve beside metrics.jsonl. */
+int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len)
+{
+    char adapter[4200];
+    run_final_dir(plan, final_dir, final_len);
+    snprintf(adapter, sizeof adapter, "%s/adapter", plan->out_dir);
+    if (run_export(plan, m, final_dir, adapter)) return -1;
+    run_write_curve(plan, baseline);
     return 0;
 }
 

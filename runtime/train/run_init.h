@@ -37,10 +37,19 @@ void run_finetune_detach(Model *m);
  * and adapter_dir the PEFT adapter (peft_export). The end of a run and
  * `llmc-train export` both write through it. 0, or -1 after logging why. */
 int run_export(const RunPlan *plan, const Model *m, const char *dir, const char *adapter_dir);
+/* run_export's choices, for an export the ranks write together
+ * (checkpoint.h hf_export_shard_*): the dtype (the plan's precision) and the
+ * HF directory whose config.json is carried over (NULL: generated). */
+StDtype run_export_dtype(const RunPlan *plan);
+const char *run_export_source(const RunPlan *plan);
+/* OUT/final, the final export's directory. */
+void run_final_dir(const RunPlan *plan, char *final_dir, size_t final_len);
+/* The loss curve beside the metrics file (closed by the caller); baseline: the
+ * unigram loss drawn on it, 0 for none. Reported, not fatal, if it fails. */
+void run_write_curve(const RunPlan *plan, double baseline);
 
 /* Rank 0 at the end: the HF export into OUT/final (its path into final_dir) and
- * the loss curve beside the metrics file, which the caller has closed. baseline:
- * the unigram loss drawn on the curve, 0 for none. With LoRA adapters on m:
+ * the loss curve (run_write_curve). With LoRA adapters on m:
  * OUT/final is the merged model (W + scale B A), and OUT/adapter the PEFT
  * adapter (peft_export). 0, or -1 after logging why. */
 int run_write_final(const RunPlan *plan, const Model *m, double baseline, char *final_dir, size_t final_len);

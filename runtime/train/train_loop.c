@@ -551,18 +551,48 @@ static int run_steps(Run *R)
 
 /* Rank 0 after the last step: final checkpoint (a requeued job then has nothing
  * left to do), the HF export and loss curve, held-out eval, result.json. */
+/* The final HF export written by every rank, each its part of the weights
+ * (ZeRO-3: no rank holds them whole), phases ended by a collective as in
+ * save_checkpoint_sharded. The host model holds this rank's part: the
+ * sharded checkpoint just before took it from the backend. */
+static int export_sharded(Run *R, const char *final_dir)
+{
+    const TrainBackend *be = R->be;
+    const RunPlan *plan = &R->plan;
+    char err[1024] = "";
+    if (R->is0) log_info("export %s: each rank writes its part of the weights", final_dir);
+    int bad = R->is0 && hf_export_shard_begin(final_dir, &R->hm, run_export_dtype(plan), plan->tokenizer_path,
+                                              run_export_source(plan), err, sizeof err);
+    if (bad) log_error("export: %s", err);
+    if (be->any(be->self, bad)) return -1;
+    bad = hf_export_shard_write(final_dir, &R->hm, &R->part, err, sizeof err);
+    if (bad) log_error("export: %s", err);
+    if (be->any(be->self, bad)) return -1;
+    bad = R->is0 && hf_export_shard_finish(final_dir, err, sizeof err);
+    if (bad) log_error("export: %s", err);
+    return be->any(be->self, bad) ? -1 : 0;
+}
+
 static int run_finish(Run *R)
 {
     const TrainBackend *be = R->be;
     const RunPlan *plan = &R->plan;
     char err[1024], final_dir[4200];
     if (save_checkpoint(R)) return -1;
-    /* a sharded checkpoint left the host model in pieces: the export needs it whole on rank 0 */
-    if (R->part.n >= 0 && be->get_state_part && be->get_state && be->get_state(be->self, &R->hm, &R->opt, R->is0))
+    run_final_dir(plan, final_dir, sizeof final_dir);
+    /* a sharded run exports sharded; LoRA's part is of the adapters, whose
+     * merged export needs the base weights whole */
+    int sharded = R->part.n >= 0 && be->get_state_part, by_parts = sharded && !R->hm.lora;
+    if (by_parts && export_sharded(R, final_dir)) return -1;
+    /* evaluation runs on rank 0 alone: after a sharded run, the whole weights
+     * are gathered there for it (held-out checks of small runs, not 72B) */
+    if (sharded && (!by_parts || R->args.eval_dir) && be->get_state &&
+        be->get_state(be->self, &R->hm, &R->opt, R->is0))
         return -1;
     if (!R->is0) return 0;
     metrics_close(&R->mf);
-    if (run_write_final(plan, &R->hm, R->baseline, final_dir, sizeof final_dir)) return -1;
+    if (by_parts) run_write_curve(plan, R->baseline);
+    else if (run_write_final(plan, &R->hm, R->baseline, final_dir, sizeof final_dir)) return -1;
     double fl = final_loss(plan->metrics_path, R->total, R->last_loss);
     EvalResult ev;
     int have_eval = 0;

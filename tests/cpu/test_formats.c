@@ -3,6 +3,7 @@
  * schedules, plan.json loading, metrics lines (time, non-finite values, resume).
  * Usage: test_formats SCRATCH_DIR TINY_PLAN.json CONFIG_DIR ; prints "N passed, N failed".
  * CONFIG_DIR: tests/frontend/files (real config.json files, see its README.md). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -590,12 +591,58 @@ static void test_safetensors_range(const char *dir)
     free(src); free(whole); free(part);
 }
 
+/* st_create + st_fill: two tensors written in pieces, out of order and
+ * from two open descriptors (two "ranks"), give st_write's bytes exactly,
+ * for F32 and for BF16 (rounded as st_write rounds); a window past a
+ * tensor's end is refused naming the tensor. */
+static void test_safetensors_fill(const char *dir)
+{
+    enum { NA = 3 * 4099, NB = 10 };
+    static float a[NA], b[NB];
+    for (int i = 0; i < NA; i++) a[i] = (float)((double)i * 0.37 - 1e3);
+    for (int i = 0; i < NB; i++) b[i] = -(float)i / 3.0f;
+    StWriteTensor t[2] = {{"a", 2, {3, NA / 3}, a}, {"b", 1, {NB}, b}};
+    /* the pieces: of a, then of b, in an order no writer would choose */
+    const size_t pa[][2] = {{9000, NA - 9000}, {0, 1}, {4096, 4904}, {1, 4095}};
+    const size_t pb[][2] = {{5, 5}, {0, 5}};
+    char p[4200], q[4200], err[512];
+    for (int dt = 0; dt < 2; dt++) {
+        StDtype d = dt ? ST_BF16 : ST_F32;
+        snprintf(p, sizeof p, "%s/fill-ref%d.safetensors", dir, dt);
+        snprintf(q, sizeof q, "%s/fill%d.safetensors", dir, dt);
+        StModel st;
+        int ok = st_write(p, t, 2, d, "\"format\":\"pt\"", err, sizeof err) == 0 &&
+                 st_create(q, t, 2, d, "\"format\":\"pt\"", err, sizeof err) == 0 &&
+                 st_open(&st, q, err, sizeof err) == 0, opened = ok;
+        int fd0 = ok ? open(q, O_WRONLY) : -1, fd1 = ok ? open(q, O_WRONLY) : -1;
+        const StTensor *xa = ok ? st_find(&st, "a") : NULL, *xb = ok ? st_find(&st, "b") : NULL;
+        ok = ok && xa && xb && fd0 >= 0 && fd1 >= 0;
+        for (size_t k = 0; ok && k < sizeof pa / sizeof pa[0]; k++)
+            ok = st_fill(&st, k % 2 ? fd1 : fd0, xa, pa[k][0], pa[k][1], a + pa[k][0], err, sizeof err) == 0;
+        for (size_t k = 0; ok && k < sizeof pb / sizeof pb[0]; k++)
+            ok = st_fill(&st, k % 2 ? fd0 : fd1, xb, pb[k][0], pb[k][1], b + pb[k][0], err, sizeof err) == 0;
+        if (xb) {
+            err[0] = 0;
+            check(st_fill(&st, fd0, xb, 8, 3, b, err, sizeof err) == -1 && strstr(err, "'b'"),
+                  dt ? "st_fill BF16: a window past the end is refused, naming the tensor"
+                     : "st_fill F32: a window past the end is refused, naming the tensor");
+        }
+        if (fd0 >= 0) close(fd0);
+        if (fd1 >= 0) close(fd1);
+        if (opened) st_close(&st);
+        char hp[65] = "", hq[65] = "";
+        check(ok && sha256_file_hex(p, hp) == 0 && sha256_file_hex(q, hq) == 0 && !strcmp(hp, hq),
+              dt ? "st_create + st_fill in pieces, BF16: st_write's bytes" : "st_create + st_fill in pieces, F32: st_write's bytes");
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) { fprintf(stderr, "usage: test_formats SCRATCH_DIR TINY_PLAN CONFIG_DIR\n"); return 2; }
     test_conversions();
     test_safetensors(argv[1]);
     test_safetensors_range(argv[1]);
+    test_safetensors_fill(argv[1]);
     test_sha256(argv[1]);
     test_metrics(argv[1]);
     test_metrics_append(argv[1]);

@@ -94,6 +94,13 @@ if grep -q 'each rank writes its shard' "$T/z3-n4/log" && cmp -s "$REF/ckpt/step
    "$BIN" verify "$ck" >"$T/verify.log" 2>&1
 then ok "ZeRO-3 on 4 ranks: each rank wrote its shard of the checkpoint; model and optimizer files are 1 rank's bytes; verify passes"
 else bad "ZeRO-3 sharded checkpoint" "$T/z3-n4/log" "$T/verify.log"; fi
+# and the final export too (checkpoint.h hf_export_shard_*): 1 rank's bytes, manifest included
+if grep -q 'each rank writes its part of the weights' "$T/z3-n4/log" &&
+   cmp -s "$REF/run/final/model.safetensors" "$T/z3-n4/run/final/model.safetensors" &&
+   cmp -s "$REF/run/final/MANIFEST.sha256" "$T/z3-n4/run/final/MANIFEST.sha256" &&
+   [[ ! -e $T/z3-n4/run/final.tmp ]] && "$BIN" verify "$T/z3-n4/run/final" >"$T/verify-final.log" 2>&1
+then ok "ZeRO-3 on 4 ranks: each rank wrote its part of the final export; 1 rank's bytes and manifest; verify passes"
+else bad "ZeRO-3 sharded export" "$T/z3-n4/log" "$T/verify-final.log"; fi
 
 # held-out evaluation after a ZeRO-3 run (rank 0 evaluates on the gathered weights): 1 rank's result
 mkrun "$T/ev-ref" 1 4 0
