@@ -162,6 +162,17 @@ static void *dalloc(CudaModel *m, size_t bytes, int *fail)
         *fail = 1;
         return NULL;
     }
+    /* zeroed once, here: a kernel that reads an element before any step wrote
+     * it (padding, a tail) reads 0, the same in every run; and compute-sanitizer's
+     * initcheck, which does not see cuBLASLt's (TMA) stores, then reports only
+     * what no one wrote (docs/cuda.md, compute-sanitizer) */
+    if (cudaMemset(p, 0, bytes ? bytes : 16) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(p);
+        log_error("cannot clear %.2f GiB of GPU memory", bytes / 1073741824.0);
+        *fail = 1;
+        return NULL;
+    }
     m->bytes_allocated += bytes;
     return p;
 }

@@ -7,6 +7,7 @@
 # san first runs tests/cuda/initcheck_probe.c plainly and under initcheck (docs/cuda.md).
 #   TRUST_SEEDS="1 2 3 4 5"  the seeds of `seeds`
 #   TRUST_SAN="small-fp8 small-z2"  only these paths of `san` (default: every path)
+#   TRUST_TOOLS="initcheck racecheck" only these tools of `san` (default: each path's list)
 #   TRUST_TWICE="fp8 z3"             only these plans of `repro` (default: every plan)
 # Needs build/llmc-train-cuda and .cuda-run/tiny (tests/cuda/make_tiny_run.sh).
 # Shapes: tiny (head_dim 16: materialised attention only), small (head_dim 64,
@@ -107,13 +108,14 @@ fi
 san_one() {
     local name=$1 tools=$2 tool rc
     for tool in $tools; do
+        [[ -n ${TRUST_TOOLS:-} && " $TRUST_TOOLS " != *" $tool "* ]] && continue
         rm -rf "$r/run-san-$name"
         timeout "${TRUST_SAN_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --show-backtrace device --print-limit 2000 \
             $bin run "$r/plan-san-$name.json" --stop-after 3 > "$out/san_${name}_$tool.log" 2>&1
         rc=$?
-        note "sanitizer $tool $name: exit $rc ; $(grep -h 'ERROR SUMMARY' "$out/san_${name}_$tool.log" | tail -1)" \
+        note "sanitizer $tool $name: exit $rc ; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/san_${name}_$tool.log" | tail -1)" \
              "$( ((rc == 124)) && echo "(cut at ${TRUST_SAN_TIMEOUT:-900} s)")" \
-             "$(awk '/^========= [A-Z]/ { want = 1; next } want && /^=========     at / { sub(/^=========     at /, ""); sub(/\+0x.*/, ""); k[$0]++; want = 0 }
+             "$(awk '/^========= [A-Z]/ { want = 1; next } want && /^=========     at / { sub(/^=========     at /, ""); sub(/\(.*\)\+0x[0-9a-f]* in .*\//, " @ "); sub(/\(.*\)\+0x[0-9a-f]* in /, " @ "); k[$0]++; want = 0 }
                      END { for (x in k) printf "%s%s x%d", (n++ ? ", " : "by kernel: "), x, k[x] }' "$out/san_${name}_$tool.log")"
     done
 }
