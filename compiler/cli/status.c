@@ -8,6 +8,7 @@
 #include "submit.h"
 #include "emit.h"       /* LLMC_MERGE_YAML: a merge job's directory */
 #include "plan_vocab.h"   /* contract/: plan.json's words (backend) */
+#include "run_formats.h"  /* contract/: the names and keys of the files a run writes */
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -174,11 +175,11 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     }
     s->out_dir = join_path(s->plan_dir, od);
     const char *mt = jstr(out, "metrics");
-    s->metrics_path = join_path(s->out_dir, mt ? mt : "metrics.jsonl");
+    s->metrics_path = join_path(s->out_dir, mt ? mt : RUN_METRICS_FILE);
     /* LLaMA-Factory's log is named also while it does not exist yet */
     if (strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0) {
         free(s->metrics_path);
-        s->metrics_path = join_path(s->out_dir, "trainer_log.jsonl");
+        s->metrics_path = join_path(s->out_dir, LF_TRAINER_LOG_FILE);
     }
     s->ckpt_dir = jstr(ck, "dir") ? join_path(s->plan_dir, jstr(ck, "dir")) : NULL;
     s->shards_dir = jstr(da, "shards_dir") ? join_path(s->plan_dir, jstr(da, "shards_dir")) : NULL;
@@ -269,10 +270,11 @@ static int load_metrics(Status *s, char *err, size_t errlen)
         while (*q == ' ' || *q == '\t' || *q == '\r') q++;
         if (*q) {
             cJSON *o = cJSON_Parse(q);
-            const cJSON *stp = cJSON_GetObjectItemCaseSensitive(o, lf ? "current_steps" : "step");
+            const char *step_key = lf ? lf_log_keys[LK_CURRENT_STEPS] : metrics_keys[MK_STEP];
+            const cJSON *stp = cJSON_GetObjectItemCaseSensitive(o, step_key);
             if (!cJSON_IsObject(o) || !cJSON_IsNumber(stp)) {
                 snprintf(err, errlen, "%s:%zu: not a metrics line (expected a JSON object with \"%s\")",
-                         s->metrics_path, lineno, lf ? "current_steps" : "step");
+                         s->metrics_path, lineno, step_key);
                 cJSON_Delete(o);
                 free(buf);
                 free(path);
@@ -280,24 +282,26 @@ static int load_metrics(Status *s, char *err, size_t errlen)
             }
             if (lf) {
                 double st = stp->valuedouble;
-                double tot = jnum(o, "total_steps", -1);
-                if (tot > 0) { s->total_steps = (long)tot; s->total_src = "trainer_log.jsonl"; }
-                double ev = jnum(o, "eval_loss", NAN);
+                double tot = jnum(o, lf_log_keys[LK_TOTAL_STEPS], -1);
+                if (tot > 0) { s->total_steps = (long)tot; s->total_src = LF_TRAINER_LOG_FILE; }
+                double ev = jnum(o, lf_log_keys[LK_EVAL_LOSS], NAN);
                 if (isfinite(ev)) push_eval(s, st, ev);
-                double loss = jnum(o, "loss", NAN);
-                double el = parse_timedelta(jstr(o, "elapsed_time"));
+                double loss = jnum(o, lf_log_keys[LK_LOSS], NAN);
+                double el = parse_timedelta(jstr(o, lf_log_keys[LK_ELAPSED_TIME]));
                 if (isfinite(loss)) push_point(s, (MPoint){st, loss, NAN, NAN, NAN, el});
             } else {
-                const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, "loss");
+                const cJSON *lo = cJSON_GetObjectItemCaseSensitive(o, metrics_keys[MK_LOSS]);
                 if (!cJSON_IsNumber(lo)) {
-                    snprintf(err, errlen, "%s:%zu: not a metrics line (no numeric \"loss\")", s->metrics_path, lineno);
+                    snprintf(err, errlen, "%s:%zu: not a metrics line (no numeric \"%s\")", s->metrics_path, lineno,
+                             metrics_keys[MK_LOSS]);
                     cJSON_Delete(o);
                     free(buf);
                     free(path);
                     return -1;
                 }
-                push_point(s, (MPoint){stp->valuedouble, lo->valuedouble, jnum(o, "step_time_s", NAN),
-                                       jnum(o, "tokens_per_s", NAN), jnum(o, "tokens", NAN), NAN});
+                push_point(s, (MPoint){stp->valuedouble, lo->valuedouble, jnum(o, metrics_keys[MK_STEP_TIME_S], NAN),
+                                       jnum(o, metrics_keys[MK_TOKENS_PER_S], NAN), jnum(o, metrics_keys[MK_TOKENS], NAN),
+                                       NAN});
             }
             cJSON_Delete(o);
         }
@@ -308,16 +312,18 @@ static int load_metrics(Status *s, char *err, size_t errlen)
     return 0;
 }
 
-/* llmc_train_total_steps from the Prometheus file (the trainer's own count). */
+/* The total steps from the Prometheus file (the trainer's own count): the
+ * sample line NAME{LABELS} VALUE of its row. */
 static void load_prom(Status *s)
 {
-    char *path = join_path(s->out_dir, "llmc_train.prom"), *buf, e[256];
-    size_t len;
+    char *path = join_path(s->out_dir, RUN_PROM_FILE), *buf, e[256];
+    const char *name = prom_metric_names[PM_TOTAL_STEPS];
+    size_t len, nl = strlen(name);
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         for (char *l = buf; l && *l;) {
-            if (strncmp(l, "llmc_train_total_steps{", 23) == 0) {
+            if (strncmp(l, name, nl) == 0 && l[nl] == '{') {
                 char *sp = strchr(l, '}');
-                if (sp) { s->total_steps = atol(sp + 1); s->total_src = "llmc_train.prom"; }
+                if (sp) { s->total_steps = atol(sp + 1); s->total_src = RUN_PROM_FILE; }
             }
             l = strchr(l, '\n');
             if (l) l++;
@@ -331,11 +337,11 @@ static void load_rows(Status *s)
 {
     s->rows = s->est_rows;
     if (!s->shards_dir) return;
-    char *path = join_path(s->shards_dir, "index.json"), *buf, e[256];
+    char *path = join_path(s->shards_dir, SHARD_INDEX_FILE), *buf, e[256];
     size_t len;
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
-        double r = jnum(j, "n_rows", NAN);
+        double r = jnum(j, shard_index_keys[IX_N_ROWS], NAN);
         if (r > 0) s->rows = r;
         cJSON_Delete(j);
         free(buf);
@@ -345,17 +351,17 @@ static void load_rows(Status *s)
 
 static void load_result(Status *s)
 {
-    char *path = join_path(s->out_dir, "result.json"), *buf, e[256];
+    char *path = join_path(s->out_dir, RUN_RESULT_FILE), *buf, e[256];
     size_t len;
     s->final_loss = s->result_eval_loss = NAN;
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
         if (cJSON_IsObject(j)) {
             s->done = true;
-            s->final_loss = jnum(j, "final_loss", NAN);
-            s->result_eval_loss = jnum(j, "eval_loss", NAN);
+            s->final_loss = jnum(j, result_keys[RK_FINAL_LOSS], NAN);
+            s->result_eval_loss = jnum(j, result_keys[RK_EVAL_LOSS], NAN);
             if (isfinite(s->result_eval_loss))
-                push_eval(s, jnum(j, "steps", s->n ? s->pts[s->n - 1].step : 0), s->result_eval_loss);
+                push_eval(s, jnum(j, result_keys[RK_STEPS], s->n ? s->pts[s->n - 1].step : 0), s->result_eval_loss);
         }
         cJSON_Delete(j);
         free(buf);
@@ -403,7 +409,7 @@ static void load_ckpt_llmc(Status *s)
 {
     s->ckpt_step = -1;
     if (!s->ckpt_dir) { s->ckpt_note = xstrdup("the plan names no checkpoint directory"); return; }
-    char *lp = join_path(s->ckpt_dir, "latest"), *buf, e[512];
+    char *lp = join_path(s->ckpt_dir, ckpt_files[CF_LATEST]), *buf, e[512];
     size_t len;
     int r = cli_read_file(lp, &buf, &len, e, sizeof e);
     if (r) {
@@ -417,23 +423,23 @@ static void load_ckpt_llmc(Status *s)
     size_t k = strcspn(buf, "\r\n");
     buf[k] = 0;
     if (!buf[0] || strchr(buf, '/') || strcmp(buf, "..") == 0 || strcmp(buf, ".") == 0) {
-        s->ckpt_note = cli_xprintf("%s/latest does not name a checkpoint", s->ckpt_dir);
+        s->ckpt_note = cli_xprintf("%s/%s does not name a checkpoint", s->ckpt_dir, ckpt_files[CF_LATEST]);
         free(buf);
         return;
     }
     s->ckpt_name = buf;
-    char *d = join_path(s->ckpt_dir, buf), *man = cli_xprintf("%s/MANIFEST.sha256", d),
-         *sj = cli_xprintf("%s/state.json", d), *sb;
+    char *d = join_path(s->ckpt_dir, buf), *man = cli_xprintf("%s/%s", d, ckpt_files[CF_MANIFEST]),
+         *sj = cli_xprintf("%s/%s", d, ckpt_files[CF_STATE]), *sb;
     struct stat ms;
     if (stat(man, &ms) != 0 || !S_ISREG(ms.st_mode)) {
-        s->ckpt_note = cli_xprintf("%s: no MANIFEST.sha256", d);
+        s->ckpt_note = cli_xprintf("%s: no %s", d, ckpt_files[CF_MANIFEST]);
     } else if (cli_read_file(sj, &sb, &len, e, sizeof e) != 0) {
-        s->ckpt_note = cli_xprintf("%s: no readable state.json", d);
+        s->ckpt_note = cli_xprintf("%s: no readable %s", d, ckpt_files[CF_STATE]);
     } else {
         cJSON *j = cJSON_ParseWithLength(sb, len);
-        double step = jnum(j, "step", -1);
+        double step = jnum(j, CKPT_STATE_STEP_KEY, -1);
         if (step >= 0) { s->ckpt_step = (long)step; s->ckpt_valid = true; }
-        else s->ckpt_note = cli_xprintf("%s/state.json: no step", d);
+        else s->ckpt_note = cli_xprintf("%s/%s: no %s", d, ckpt_files[CF_STATE], CKPT_STATE_STEP_KEY);
         cJSON_Delete(j);
         free(sb);
     }
@@ -450,10 +456,11 @@ static void load_ckpt_lf(Status *s)
     long best = -1;
     while ((de = readdir(dir))) {
         char *end;
-        if (strncmp(de->d_name, "checkpoint-", 11) != 0) continue;
-        long n = strtol(de->d_name + 11, &end, 10);
+        size_t pl = strlen(LF_CKPT_PREFIX);
+        if (strncmp(de->d_name, LF_CKPT_PREFIX, pl) != 0) continue;
+        long n = strtol(de->d_name + pl, &end, 10);
         if (*end || n < 0 || n <= best) continue;
-        char *ts = cli_xprintf("%s/%s/trainer_state.json", s->out_dir, de->d_name);
+        char *ts = cli_xprintf("%s/%s/%s", s->out_dir, de->d_name, LF_CKPT_STATE_FILE);
         struct stat st;
         if (stat(ts, &st) == 0 && S_ISREG(st.st_mode)) {
             best = n;
@@ -465,7 +472,7 @@ static void load_ckpt_lf(Status *s)
     }
     closedir(dir);
     if (best >= 0) { s->ckpt_step = best; s->ckpt_valid = true; }
-    else s->ckpt_note = xstrdup("none yet (no checkpoint-N/trainer_state.json)");
+    else s->ckpt_note = xstrdup("none yet (no " LF_CKPT_PREFIX "N/" LF_CKPT_STATE_FILE ")");
 }
 
 /* ---- Slurm ---------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* shard_io.c — shard files and index.json: atomic writes, checked reads. */
 #include "shard_io.h"
+#include "run_formats.h"   /* contract/: index.json's name and keys, which llmc status reads too */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -183,27 +184,27 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
         labels += shards[i].n_label_tokens;
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "version", SHARD_INDEX_VERSION);
-    cJSON_AddNumberToObject(o, "context", info->context);
-    cJSON_AddNumberToObject(o, "vocab_size", info->vocab_size);
-    cJSON_AddNumberToObject(o, "pad_id", info->pad_id);
-    cJSON_AddBoolToObject(o, "packing", info->packing);
-    cJSON_AddStringToObject(o, "data_hash", info->data_hash ? info->data_hash : "");
-    cJSON_AddNumberToObject(o, "n_rows", (double)rows);
-    cJSON_AddNumberToObject(o, "n_docs", (double)docs);
-    cJSON_AddNumberToObject(o, "n_tokens", (double)info->n_tokens);
-    cJSON_AddNumberToObject(o, "n_label_tokens", (double)labels);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_VERSION], SHARD_INDEX_VERSION);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_CONTEXT], info->context);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_VOCAB_SIZE], info->vocab_size);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_PAD_ID], info->pad_id);
+    cJSON_AddBoolToObject(o, shard_index_keys[IX_PACKING], info->packing);
+    cJSON_AddStringToObject(o, shard_index_keys[IX_DATA_HASH], info->data_hash ? info->data_hash : "");
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_N_ROWS], (double)rows);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_N_DOCS], (double)docs);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_N_TOKENS], (double)info->n_tokens);
+    cJSON_AddNumberToObject(o, shard_index_keys[IX_N_LABEL_TOKENS], (double)labels);
     if (info->summary_json) {   /* nested as an object, not as a string of JSON */
         cJSON *s = cJSON_Parse(info->summary_json);
-        if (s) cJSON_AddItemToObject(o, "summary", s);
+        if (s) cJSON_AddItemToObject(o, shard_index_keys[IX_SUMMARY], s);
     }
-    cJSON *arr = cJSON_AddArrayToObject(o, "shards");
+    cJSON *arr = cJSON_AddArrayToObject(o, shard_index_keys[IX_SHARDS]);
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "file", shards[i].file);
-        cJSON_AddNumberToObject(e, "n_rows", (double)shards[i].n_rows);
-        cJSON_AddNumberToObject(e, "n_docs", (double)shards[i].n_docs);
-        cJSON_AddNumberToObject(e, "n_label_tokens", (double)shards[i].n_label_tokens);
+        cJSON_AddStringToObject(e, shard_entry_keys[SE_FILE], shards[i].file);
+        cJSON_AddNumberToObject(e, shard_entry_keys[SE_N_ROWS], (double)shards[i].n_rows);
+        cJSON_AddNumberToObject(e, shard_entry_keys[SE_N_DOCS], (double)shards[i].n_docs);
+        cJSON_AddNumberToObject(e, shard_entry_keys[SE_N_LABEL_TOKENS], (double)shards[i].n_label_tokens);
         cJSON_AddItemToArray(arr, e);
     }
     char *text = cJSON_Print(o);
@@ -217,7 +218,7 @@ int shard_index_write(const char *dir, const ShardIndexInfo *info, const ShardEn
     free(text);
     /* index.json last and atomically: replacing it is what makes the new set
      * the live one (readers open only the shards it lists) */
-    char *path = join_path(dir, "index.json");
+    char *path = join_path(dir, SHARD_INDEX_FILE);
     int rc = path ? shard_write_file_atomic(path, buf, len + 1, err, errlen)
                   : fail(err, errlen, "out of memory");
     free(path);
@@ -268,14 +269,14 @@ static int get_u64(const cJSON *o, const char *key, uint64_t *out, const char *w
 char *shard_index_data_hash(const char *dir)
 {
     char err[64];
-    char *path = join_path(dir, "index.json");
+    char *path = join_path(dir, SHARD_INDEX_FILE);
     if (!path) return NULL;
     char *text = shard_read_small_file(path, 64u << 20, err, sizeof err);
     free(path);
     if (!text) return NULL;
     cJSON *o = cJSON_Parse(text);
     free(text);
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "data_hash");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_DATA_HASH]);
     char *out = cJSON_IsString(h) ? strdup(h->valuestring) : NULL;
     cJSON_Delete(o);
     return out;
@@ -284,20 +285,20 @@ char *shard_index_data_hash(const char *dir)
 char **shard_index_files(const char *dir)
 {
     char err[64];
-    char *path = join_path(dir, "index.json");
+    char *path = join_path(dir, SHARD_INDEX_FILE);
     if (!path) return NULL;
     char *text = shard_read_small_file(path, 256u << 20, err, sizeof err);
     free(path);
     if (!text) return NULL;
     cJSON *o = cJSON_Parse(text);
     free(text);
-    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, "shards");
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_SHARDS]);
     char **names = NULL;
     if (cJSON_IsArray(arr)) {
         size_t n = (size_t)cJSON_GetArraySize(arr), k = 0;
         names = calloc(n + 1, sizeof *names);
         for (const cJSON *e = arr->child; names && e; e = e->next) {
-            const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, shard_entry_keys[SE_FILE]);
             /* plain names only: what prepare keeps or sweeps is always inside dir */
             if (cJSON_IsString(f) && f->valuestring[0] && !strchr(f->valuestring, '/') &&
                 !(names[k] = strdup(f->valuestring))) { shard_names_free(names); names = NULL; }
@@ -344,11 +345,11 @@ static int open_shard(ShardSet *set, ShardEntry *e, char *err, size_t errlen)
     if (h.version != SHARD_VERSION)
         return fail(err, errlen, "%s: shard version %u, expected %u", e->path, h.version, SHARD_VERSION);
     if (h.context != set->context || h.vocab_size != set->vocab_size || h.pad_id != set->pad_id)
-        return fail(err, errlen, "%s: header (context %u, vocab %u, pad %u) disagrees with index.json "
+        return fail(err, errlen, "%s: header (context %u, vocab %u, pad %u) disagrees with " SHARD_INDEX_FILE " "
                     "(context %u, vocab %u, pad %u)", e->path, h.context, h.vocab_size, h.pad_id,
                     set->context, set->vocab_size, set->pad_id);
     if (h.n_rows != e->n_rows || h.n_docs != e->n_docs || h.n_label_tokens != e->n_label_tokens)
-        return fail(err, errlen, "%s: header counts disagree with index.json", e->path);
+        return fail(err, errlen, "%s: header counts disagree with " SHARD_INDEX_FILE, e->path);
     struct stat st;
     if (fstat(e->fd, &st) != 0) return fail(err, errlen, "%s: %s", e->path, strerror(errno));
     /* the size must be exactly header + 9 bytes a cell (id 4, pos 4, mask 1):
@@ -369,7 +370,7 @@ int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
 {
     memset(set, 0, sizeof *set);
     set->dir = strdup(dir);
-    char *path = join_path(dir, "index.json");
+    char *path = join_path(dir, SHARD_INDEX_FILE);
     if (!set->dir || !path) { free(path); shard_set_close(set); return fail(err, errlen, "out of memory"); }
     char *text = shard_read_small_file(path, 256u << 20, err, errlen);
     if (!text) { free(path); shard_set_close(set); return -1; }
@@ -379,15 +380,15 @@ int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
     uint64_t v, context, vocab, pad, n_tokens;
     const cJSON *arr, *packing, *hash;
     if (!cJSON_IsObject(o)) { fail(err, errlen, "%s: not a JSON object", path); goto done; }
-    if (get_u64(o, "version", &v, path, err, errlen)) goto done;
+    if (get_u64(o, shard_index_keys[IX_VERSION], &v, path, err, errlen)) goto done;
     if (v != SHARD_INDEX_VERSION) {
         fail(err, errlen, "%s: index version %" PRIu64 ", expected %d", path, v, SHARD_INDEX_VERSION);
         goto done;
     }
-    if (get_u64(o, "context", &context, path, err, errlen) ||
-        get_u64(o, "vocab_size", &vocab, path, err, errlen) ||
-        get_u64(o, "pad_id", &pad, path, err, errlen) ||
-        get_u64(o, "n_tokens", &n_tokens, path, err, errlen))
+    if (get_u64(o, shard_index_keys[IX_CONTEXT], &context, path, err, errlen) ||
+        get_u64(o, shard_index_keys[IX_VOCAB_SIZE], &vocab, path, err, errlen) ||
+        get_u64(o, shard_index_keys[IX_PAD_ID], &pad, path, err, errlen) ||
+        get_u64(o, shard_index_keys[IX_N_TOKENS], &n_tokens, path, err, errlen))
         goto done;
     /* the header stores them as uint32; pad must be a token id */
     if (context == 0 || context > UINT32_MAX || vocab == 0 || vocab > UINT32_MAX || pad >= vocab) {
@@ -398,12 +399,12 @@ int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
     set->vocab_size = (uint32_t)vocab;
     set->pad_id = (uint32_t)pad;
     set->n_tokens = n_tokens;
-    packing = cJSON_GetObjectItemCaseSensitive(o, "packing");
+    packing = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_PACKING]);
     set->packing = cJSON_IsTrue(packing);
-    hash = cJSON_GetObjectItemCaseSensitive(o, "data_hash");
+    hash = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_DATA_HASH]);
     set->data_hash = strdup(cJSON_IsString(hash) ? hash->valuestring : "");
-    arr = cJSON_GetObjectItemCaseSensitive(o, "shards");
-    if (!cJSON_IsArray(arr)) { fail(err, errlen, "%s: 'shards' missing or not an array", path); goto done; }
+    arr = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_SHARDS]);
+    if (!cJSON_IsArray(arr)) { fail(err, errlen, "%s: '%s' missing or not an array", path, shard_index_keys[IX_SHARDS]); goto done; }
     set->n_shards = (size_t)cJSON_GetArraySize(arr);
     set->shards = calloc(set->n_shards ? set->n_shards : 1, sizeof *set->shards);
     if (!set->shards) { set->n_shards = 0; fail(err, errlen, "out of memory"); goto done; }
@@ -411,17 +412,17 @@ int shard_set_open(ShardSet *set, const char *dir, char *err, size_t errlen)
     size_t i = 0;
     for (const cJSON *e = arr->child; e; e = e->next, i++) {
         ShardEntry *s = &set->shards[i];
-        const cJSON *file = cJSON_GetObjectItemCaseSensitive(e, "file");
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(e, shard_entry_keys[SE_FILE]);
         if (!cJSON_IsString(file) || !file->valuestring[0] || strchr(file->valuestring, '/')) {
-            fail(err, errlen, "%s: shard %zu: 'file' must be a plain file name", path, i);
+            fail(err, errlen, "%s: shard %zu: '%s' must be a plain file name", path, i, shard_entry_keys[SE_FILE]);
             goto done;
         }
         s->file = strdup(file->valuestring);
         s->path = join_path(dir, file->valuestring);
         if (!s->file || !s->path) { fail(err, errlen, "out of memory"); goto done; }
-        if (get_u64(e, "n_rows", &s->n_rows, path, err, errlen) ||
-            get_u64(e, "n_docs", &s->n_docs, path, err, errlen) ||
-            get_u64(e, "n_label_tokens", &s->n_label_tokens, path, err, errlen))
+        if (get_u64(e, shard_entry_keys[SE_N_ROWS], &s->n_rows, path, err, errlen) ||
+            get_u64(e, shard_entry_keys[SE_N_DOCS], &s->n_docs, path, err, errlen) ||
+            get_u64(e, shard_entry_keys[SE_N_LABEL_TOKENS], &s->n_label_tokens, path, err, errlen))
             goto done;
         s->first_row = set->n_rows;
         set->n_rows += s->n_rows;

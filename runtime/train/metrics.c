@@ -1,12 +1,14 @@
 /* metrics.c — JSON-lines step metrics and the loss-curve SVG (metrics.h). */
 #include "metrics.h"
 #include "log.h"
+#include "run_formats.h"   /* contract/: the keys of a metrics line */
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -53,7 +55,7 @@ static char *metrics_fix_nonfinite(const char *line)
     }
     if (!fl || o == 0 || out[o - 1] != '}') { free(out); return NULL; }
     o--;   /* the flag goes before the closing brace */
-    snprintf(out + o, L + 600 - o, ",\"nonfinite\":{%s}}", flags);
+    snprintf(out + o, L + 600 - o, ",\"%s\":{%s}}", metrics_keys[MK_NONFINITE], flags);
     return out;
 }
 
@@ -92,15 +94,15 @@ int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
             cJSON *o = cJSON_Parse(line);
             if (!o && (fixed = metrics_fix_nonfinite(line))) o = cJSON_Parse(fixed);
             const char *text = fixed ? fixed : line;
-            cJSON *s = cJSON_GetObjectItem(o, "step");
+            cJSON *s = cJSON_GetObjectItem(o, metrics_keys[MK_STEP]);
             int is_step = cJSON_IsObject(o) && cJSON_IsNumber(s);
             int keep = is_step && whole && s->valuedouble <= (double)keep_through;
             cJSON_Delete(o);
             if (!is_step || !whole) {
-                char shown[120];
-                log_warn("%s:%" PRId64 ": %s, not kept: %s", path, lineno,
-                         !whole ? "a line cut short (no newline: the previous run stopped while writing it)"
-                                : "not a metrics line (a JSON object with \"step\")",
+                char shown[120], why[96];
+                if (!whole) snprintf(why, sizeof why, "a line cut short (no newline: the previous run stopped while writing it)");
+                else snprintf(why, sizeof why, "not a metrics line (a JSON object with \"%s\")", metrics_keys[MK_STEP]);
+                log_warn("%s:%" PRId64 ": %s, not kept: %s", path, lineno, why,
                          log_escape(shown, sizeof shown, line, (size_t)n));
             } else if (!keep) after++;
             if (keep) {
@@ -132,13 +134,37 @@ int metrics_open(MetricsFile *mf, const char *path, int64_t keep_through)
     return rc;
 }
 
-/* A number as JSON: %.9g when finite, else null and the field noted in flags. */
-static void json_num(char *out, size_t cap, const char *fmt, double v, const char *key, char *flags, size_t fcap)
+/* One metrics line being built: the keys in their row order (run_formats.h),
+ * the non-finite numbers named in flags for the closing "nonfinite" object. */
+typedef struct {
+    char text[1024], flags[256];
+    size_t len;
+    int over;   /* the line did not fit */
+} MetricsLine;
+
+/* ,"KEY":VALUE (no comma before the first key), VALUE printed by fmt. */
+__attribute__((format(printf, 3, 4)))
+static void line_put(MetricsLine *l, MetricsKey k, const char *fmt, ...)
 {
-    if (isfinite(v)) { snprintf(out, cap, fmt, v); return; }
-    snprintf(out, cap, "null");
-    size_t fl = strlen(flags);
-    snprintf(flags + fl, fcap - fl, "%s\"%s\":\"%s\"", fl ? "," : "", key, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    size_t cap = sizeof l->text;
+    int n = l->len < cap ? snprintf(l->text + l->len, cap - l->len, "%s\"%s\":", l->len > 1 ? "," : "", metrics_keys[k]) : -1;
+    if (n >= 0) l->len += (size_t)n;
+    va_list ap;
+    va_start(ap, fmt);
+    n = l->len < cap ? vsnprintf(l->text + l->len, cap - l->len, fmt, ap) : -1;
+    va_end(ap);
+    if (n >= 0) l->len += (size_t)n;
+    if (n < 0 || l->len >= cap) l->over = 1;
+}
+
+/* A number as JSON: fmt when finite, else null and the key named in flags. */
+static void line_num(MetricsLine *l, MetricsKey k, const char *fmt, double v)
+{
+    if (isfinite(v)) { line_put(l, k, fmt, v); return; }
+    line_put(l, k, "null");
+    size_t fl = strlen(l->flags);
+    snprintf(l->flags + fl, sizeof l->flags - fl, "%s\"%s\":\"%s\"", fl ? "," : "", metrics_keys[k],
+             isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
 }
 
 /* One line a step, written by one write() on an O_APPEND descriptor: a reader
@@ -149,19 +175,25 @@ static void json_num(char *out, size_t cap, const char *fmt, double v, const cha
 int metrics_write(MetricsFile *mf, const StepMetrics *m)
 {
     if (mf->fd < 0) return -1;
-    char t[32], loss[40], lr[40], gn[40], tps[40], stt[40], flags[256] = "", line[1024];
-    json_num(loss, sizeof loss, "%.9g", m->loss, "loss", flags, sizeof flags);
-    json_num(lr, sizeof lr, "%.9g", m->lr, "lr", flags, sizeof flags);
-    json_num(gn, sizeof gn, "%.9g", m->grad_norm, "grad_norm", flags, sizeof flags);
-    json_num(tps, sizeof tps, "%.1f", m->tokens_per_s, "tokens_per_s", flags, sizeof flags);
-    json_num(stt, sizeof stt, "%.6f", m->step_time_s, "step_time_s", flags, sizeof flags);
-    int len = snprintf(line, sizeof line,
-            "{\"step\":%lld,\"time\":\"%s\",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens\":%lld,"
-            "\"tokens_per_s\":%s,\"step_time_s\":%s,\"peak_rss_bytes\":%llu%s%s%s}\n",
-            (long long)m->step, log_time(t), loss, lr, gn, (long long)m->tokens, tps, stt,
-            (unsigned long long)m->peak_rss_bytes, flags[0] ? ",\"nonfinite\":{" : "", flags, flags[0] ? "}" : "");
-    if (len < 0 || (size_t)len >= sizeof line) { errno = EOVERFLOW; return -1; }
-    return write_all(mf->fd, line, (size_t)len);
+    char t[32];
+    MetricsLine l = {.text = "{", .len = 1};
+    line_put(&l, MK_STEP, "%lld", (long long)m->step);
+    line_put(&l, MK_TIME, "\"%s\"", log_time(t));
+    line_num(&l, MK_LOSS, "%.9g", m->loss);
+    line_num(&l, MK_LR, "%.9g", m->lr);
+    line_num(&l, MK_GRAD_NORM, "%.9g", m->grad_norm);
+    line_put(&l, MK_TOKENS, "%lld", (long long)m->tokens);
+    line_num(&l, MK_TOKENS_PER_S, "%.1f", m->tokens_per_s);
+    line_num(&l, MK_STEP_TIME_S, "%.6f", m->step_time_s);
+    line_put(&l, MK_PEAK_RSS_BYTES, "%llu", (unsigned long long)m->peak_rss_bytes);
+    if (l.flags[0]) line_put(&l, MK_NONFINITE, "{%s}", l.flags);
+    if (!l.over) {
+        int n = snprintf(l.text + l.len, sizeof l.text - l.len, "}\n");
+        if (n < 0 || l.len + (size_t)n >= sizeof l.text) l.over = 1;
+        else l.len += (size_t)n;
+    }
+    if (l.over) { errno = EOVERFLOW; return -1; }
+    return write_all(mf->fd, l.text, l.len);
 }
 
 void metrics_close(MetricsFile *mf)
@@ -182,7 +214,7 @@ int metrics_svg(const char *metrics_path, const char *svg_path, double baseline)
     size_t lcap = 0;
     while (getline(&line, &lcap, f) > 0) {
         cJSON *o = cJSON_Parse(line);
-        cJSON *s = cJSON_GetObjectItem(o, "step"), *l = cJSON_GetObjectItem(o, "loss");
+        cJSON *s = cJSON_GetObjectItem(o, metrics_keys[MK_STEP]), *l = cJSON_GetObjectItem(o, metrics_keys[MK_LOSS]);
         if (cJSON_IsNumber(s) && cJSON_IsNumber(l) && isfinite(l->valuedouble)) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 256;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "log.h"
 #include "prom.h"
+#include "run_formats.h"   /* contract/: the metric names llmc status reads */
 
 /* Label values escape backslash, double quote and newline. */
 static void escape_label(char *out, size_t cap, const char *s)
@@ -22,20 +23,19 @@ static void escape_label(char *out, size_t cap, const char *s)
     out[n] = '\0';
 }
 
-/* One metric of a TYPE (gauge or counter), labelled llmc_job: Prometheus'
- * own `job` label is the scrape job's (node_exporter here), so ours would be
- * renamed exported_job or overwrite it. */
-static void metric(FILE *f, const char *type, const char *name, const char *help, const char *job, double v)
+/* One metric of its row (run_formats.h), labelled RUN_PROM_JOB_LABEL:
+ * Prometheus' own `job` label is the scrape job's (node_exporter here), so ours
+ * would be renamed exported_job or overwrite it. A name ending in _total is a
+ * counter (it only grows), every other a gauge. */
+static void metric(FILE *f, PromMetric id, const char *job, double v)
 {
-    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-    if (isnan(v))      fprintf(f, "%s{llmc_job=\"%s\"} NaN\n", name, job);
-    else if (isinf(v)) fprintf(f, "%s{llmc_job=\"%s\"} %sInf\n", name, job, v > 0 ? "+" : "-");
-    else               fprintf(f, "%s{llmc_job=\"%s\"} %.17g\n", name, job, v);
-}
-
-static void gauge(FILE *f, const char *name, const char *help, const char *job, double v)
-{
-    metric(f, "gauge", name, help, job, v);
+    const char *name = prom_metric_names[id];
+    size_t n = strlen(name);
+    const char *type = n > 6 && strcmp(name + n - 6, "_total") == 0 ? "counter" : "gauge";
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, prom_metric_help[id], name, type);
+    if (isnan(v))      fprintf(f, "%s{" RUN_PROM_JOB_LABEL "=\"%s\"} NaN\n", name, job);
+    else if (isinf(v)) fprintf(f, "%s{" RUN_PROM_JOB_LABEL "=\"%s\"} %sInf\n", name, job, v > 0 ? "+" : "-");
+    else               fprintf(f, "%s{" RUN_PROM_JOB_LABEL "=\"%s\"} %.17g\n", name, job, v);
 }
 
 int prom_write(const char *path, const PromMetrics *m)
@@ -53,36 +53,32 @@ int prom_write(const char *path, const PromMetrics *m)
     }
     struct rusage ru;
     double rss = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss * 1024.0 : NAN;
-    gauge(f, "llmc_train_step", "Optimizer steps completed.", job, (double)m->step);
-    gauge(f, "llmc_train_total_steps", "Optimizer steps in the whole run.", job, (double)m->total_steps);
-    gauge(f, "llmc_train_loss", "Training loss of the last step.", job, m->loss);
-    gauge(f, "llmc_train_lr", "Learning rate of the last step.", job, m->lr);
-    gauge(f, "llmc_train_tokens_per_second", "Training throughput, all ranks.", job, m->tokens_per_second);
-    gauge(f, "llmc_train_step_seconds", "Wall time of the last step.", job, m->step_seconds);
-    /* a counter (it only grows, across resumes too: the checkpoint carries it), hence _total */
-    metric(f, "counter", "llmc_train_tokens_total", "Tokens trained on so far, all ranks.", job, m->tokens_total);
-    gauge(f, "llmc_train_grad_norm", "Gradient norm before clipping, last step.", job, m->grad_norm);
-    gauge(f, "llmc_train_world_size", "Ranks in the job.", job, (double)m->world_size);
-    gauge(f, "llmc_train_peak_rss_bytes", "Peak resident memory of rank 0.", job, rss);
-    if (m->step_seconds_estimate > 0)
-        gauge(f, "llmc_train_step_seconds_estimate", "The plan's estimated wall time of one step.", job,
-              m->step_seconds_estimate);
-    if (m->memory_estimate_bytes > 0)
-        gauge(f, "llmc_train_memory_estimate_bytes", "The plan's estimated memory per GPU.", job,
-              m->memory_estimate_bytes);
+    metric(f, PM_STEP, job, (double)m->step);
+    metric(f, PM_TOTAL_STEPS, job, (double)m->total_steps);
+    metric(f, PM_LOSS, job, m->loss);
+    metric(f, PM_LR, job, m->lr);
+    metric(f, PM_TOKENS_PER_SECOND, job, m->tokens_per_second);
+    metric(f, PM_STEP_SECONDS, job, m->step_seconds);
+    /* a counter across resumes too: the checkpoint carries it */
+    metric(f, PM_TOKENS_TOTAL, job, m->tokens_total);
+    metric(f, PM_GRAD_NORM, job, m->grad_norm);
+    metric(f, PM_WORLD_SIZE, job, (double)m->world_size);
+    metric(f, PM_PEAK_RSS_BYTES, job, rss);
+    if (m->step_seconds_estimate > 0) metric(f, PM_STEP_SECONDS_ESTIMATE, job, m->step_seconds_estimate);
+    if (m->memory_estimate_bytes > 0) metric(f, PM_MEMORY_ESTIMATE_BYTES, job, m->memory_estimate_bytes);
     if (m->checkpoint_dir) {
+        /* the latest complete checkpoint: CKPT_DIR/latest names step-N */
         char lp[4200], name[64] = "";
         struct stat st;
-        snprintf(lp, sizeof lp, "%s/latest", m->checkpoint_dir);
+        snprintf(lp, sizeof lp, "%s/%s", m->checkpoint_dir, ckpt_files[CF_LATEST]);
         FILE *l = stat(lp, &st) == 0 && S_ISREG(st.st_mode) ? fopen(lp, "r") : NULL;
         if (l) {
-            if (fscanf(l, "step-%63[0-9]", name) != 1) name[0] = 0;
+            if (fscanf(l, CKPT_STEP_PREFIX "%63[0-9]", name) != 1) name[0] = 0;
             fclose(l);
         }
         if (name[0]) {
-            gauge(f, "llmc_train_checkpoint_step", "Step of the latest complete checkpoint.", job, atof(name));
-            gauge(f, "llmc_train_checkpoint_timestamp_seconds", "When the latest checkpoint was completed (Unix time).",
-                  job, (double)st.st_mtime);
+            metric(f, PM_CHECKPOINT_STEP, job, atof(name));
+            metric(f, PM_CHECKPOINT_TIMESTAMP_SECONDS, job, (double)st.st_mtime);
         }
     }
     int bad = ferror(f) != 0;

@@ -8,9 +8,7 @@ OBJ=$(realpath --relative-to="$(cd "$(dirname "$0")/../.." && pwd)" "$(dirname "
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d /tmp/cli-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 PLAN=$ROOT/examples/tiny/tiny.llm
 MAKE=${MAKE:-make}
 
@@ -497,5 +495,4 @@ else
     echo "skip run on a small tmpfs: needs root and unshare"
 fi
 
-echo "cli: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish cli

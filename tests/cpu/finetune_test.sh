@@ -10,14 +10,10 @@
 set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
 HERE=$(cd "$(dirname "$0")" && pwd)
-T=$(mktemp -d /tmp/cpu-finetune.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+train_prelude cpu-finetune
 export LLMC_THREADS=1
 PY=/usr/bin/python3   # Debian's python3-torch
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
 
 # mkrun DIR METHOD [EDIT]: 12 steps on the shared shards; lora on q, v and down, rank 4, alpha 8
 mkrun() {
@@ -36,11 +32,11 @@ PYEOF
 run() { (cd "$1" && shift && "$BIN" run plan.json "$@") >"$T/log" 2>&1; }
 
 mkdir -p "$T/shards"
-"$MKSH" "$T/shards" 96 32 64 7 >/dev/null 2>&1 || { echo "FAIL make_shards"; echo "0 passed, 1 failed"; exit 1; }
+"$MKSH" "$T/shards" 96 32 64 7 >/dev/null 2>&1 || { bad make_shards; finish; }
 
 # the base: a full run's HF export
 mkrun "$T/base" full 'p["train"]["max_steps"] = 4'
-run "$T/base" || { bad "full base run" "$T/log"; echo "$pass passed, $fail failed"; exit 1; }
+run "$T/base" || { bad "full base run" "$T/log"; finish; }
 PRE='p["model"].update(init="pretrained", path="../base/run/final")'
 
 # 1. LoRA on the pretrained base
@@ -165,5 +161,4 @@ run "$T/ref"; rc=$?
 [[ $rc -eq 2 ]] && grep -qF "finetune.freeze_layers: 3 is not a number of trainable layers" "$T/log" \
     && ok "refused: freeze_layers beyond the model's layers" || bad "freeze_layers 3 (exit $rc)" "$T/log"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

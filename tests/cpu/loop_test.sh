@@ -14,7 +14,7 @@ TRAIN=$BIN
 
 mkdir -p "$T/shards" "$T/eval"
 "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 && "$MKSH" "$T/eval" 16 32 64 99 >/dev/null 2>&1 \
-    || { echo "FAIL make_shards"; echo "cpu-loop: 0 passed, 1 failed"; exit 1; }
+    || { bad make_shards; finish cpu-loop; }
 mkrun() {
     mkdir -p "$1"; cp -r "$T/shards" "$T/eval" "$1/"
     cp "$HERE/tiny_plan.json" "$1/plan.json"
@@ -74,5 +74,4 @@ if [[ $(ck "$T/stop.prom") == 5 && $(ck "$T/mir/run/llmc_train.prom") == 12 && $
 then ok "Prometheus checkpoint step: 5 after the stop checkpoint, 12 after the final one"
 else bad "Prometheus checkpoint step: $(ck "$T/stop.prom") after the stop at 5, $(ck "$T/cpu/run/llmc_train.prom") at the end (want 5, 12)"; fi
 
-echo "cpu-loop: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish cpu-loop

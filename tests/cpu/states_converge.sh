@@ -21,18 +21,12 @@
 set -u
 LLMC=$(realpath "$1"); BIN=$(realpath "$2")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-T=$(mktemp -d /tmp/cpu-converge.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-cp "$LLMC" "$T/llmc" && cp "$BIN" "$T/llmc-train" && LLMC="$T/llmc" BIN="$T/llmc-train"
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+train_prelude cpu-converge
+private_copy LLMC BIN
 cd "$ROOT"
 if ! "$LLMC" examples/tiny/tiny.llm -o "$T/tiny" >"$T/llmc.log" 2>&1; then
-    bad "llmc examples/tiny/tiny.llm" "$T/llmc.log"; echo "cpu-converge: $pass passed, $fail failed"; exit 1
+    bad "llmc examples/tiny/tiny.llm" "$T/llmc.log"; finish cpu-converge
 fi
 python3 - "$T/tiny/plan.json" "$T" <<'PY'
 import json, os, sys
@@ -51,7 +45,7 @@ json.dump(p, open(os.path.join(t, "tiny", "plan-eval.json"), "w"), indent=1)
 PY
 if "$BIN" prepare "$T/tiny/plan-fp32.json" >"$T/prep.log" 2>&1 && "$BIN" prepare "$T/tiny/plan-eval.json" >>"$T/prep.log" 2>&1
 then ok "tiny plan compiled and prepared (train and held-out shards)"
-else bad "prepare" "$T/prep.log"; echo "cpu-converge: $pass passed, $fail failed"; exit 1; fi
+else bad "prepare" "$T/prep.log"; finish cpu-converge; fi
 RUNS=()
 for st in fp32 bf16; do
     LLMC_THREADS=1 "$BIN" run "$T/tiny/plan-$st.json" --eval-shards "$T/tiny/shards-eval" >"$T/run-$st.log" 2>&1 &
@@ -68,5 +62,4 @@ sys.exit(0 if a["eval_documents"] == 400 == b["eval_documents"] and fb >= min(fa
 PY
 then ok "tiny plan, 2400 steps: bf16 states learn it as fp32 states do (at least min(fp32, 90%) - 2 points): $(cat "$T/cmp.out")"
 else bad "convergence (exit $rc0, $rc1): $(cat "$T/cmp.out" 2>/dev/null)" "$T/run-fp32.log" "$T/run-bf16.log"; fi
-echo "cpu-converge: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish cpu-converge

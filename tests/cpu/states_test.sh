@@ -16,7 +16,7 @@ same() { cmp -s "$1/run/final/model.safetensors" "$2/run/final/model.safetensors
          cmp -s "$1/ckpt/step-00000012/optimizer.safetensors" "$2/ckpt/step-00000012/optimizer.safetensors"; }
 BF='p["train"]["optimizer_states"]="bf16"'
 
-mkdir -p "$T/shards"; "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 || { echo "FAIL make_shards"; echo "cpu-states: 0 passed, 1 failed"; exit 1; }
+mkdir -p "$T/shards"; "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 || { bad make_shards; finish cpu-states; }
 
 mkrun "$T/f32"; run "$T/f32"; rc0=$?
 mkrun "$T/b1" "$BF"; run "$T/b1"; rc1=$?
@@ -111,5 +111,4 @@ mkrun "$T/w" 'p["train"]["optimizer_states"]="fp16"; p["train"]["master_weights"
 (cd "$T/w" && "$BIN" check-plan plan.json) >"$T/w.log" 2>&1; rc=$?
 [[ $rc -eq 1 ]] && grep -q 'train.master_weights' "$T/w.log" && grep -q '"fp32", "split"\|fp32.*split' "$T/w.log" \
     && ok "check-plan: master_weights \"half\" refused, the words it takes named" || bad "reader words (exit $rc)" "$T/w.log"
-echo "cpu-states: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish cpu-states

@@ -1,21 +1,15 @@
 # tests/cpu/synth_lib.sh — sourced by the CPU trainer's run tests on synthetic
 # shards (train_test.sh, states_test.sh), with NAME and BIN (llmc-train) set:
-# a scratch directory T (removed at exit, with the processes listed in PIDS), a
-# private copy of llmc-train in BIN (other builds in the shared tree may relink
-# build/llmc-train meanwhile), no rank environment, the ok/bad tallies, and
+# tests/lib.sh's training prelude (T, PIDS, no rank environment), a private copy
+# of llmc-train in BIN, the ok/bad tallies (logs' last 30 lines), and
 # mkrun DIR [python expression editing plan dict p]: a run directory holding the
 # shards of $T/shards and tests/cpu/tiny_plan.json edited.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-T=$(mktemp -d "/tmp/cpu-$NAME.XXXXXX")
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-cp "$BIN" "$T/llmc-train" && BIN="$T/llmc-train"
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
+. "$HERE/../lib.sh"   # ok, bad, finish, train_prelude, private_copy
+train_prelude "cpu-$NAME"
+private_copy BIN
 export LLMC_THREADS=2
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 30 "$f"; done; fail=$((fail + 1)); }
+BAD_TAIL=30
 PY=python3
 
 mkrun() {

@@ -6,13 +6,9 @@
 set -u
 LLMC=$(realpath "$1"); BIN=$(realpath "$2")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-T=$(mktemp -d /tmp/cpu-tiny.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-# private copies: other builds in the shared tree may relink the binaries meanwhile
-cp "$LLMC" "$T/llmc" && cp "$BIN" "$T/llmc-train" && LLMC="$T/llmc" BIN="$T/llmc-train"
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 20 "$f"; done; fail=$((fail + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+train_prelude cpu-tiny
+private_copy LLMC BIN
 cd "$ROOT"
 if "$LLMC" examples/tiny/tiny.llm -o "$T/tiny" >"$T/llmc.log" 2>&1 && [[ -f $T/tiny/plan.json ]]; then
     python3 - "$T/tiny/plan.json" "$T" <<'PY'
@@ -29,7 +25,7 @@ p["data"]["shards_dir"] = "shards-eval"
 json.dump(p, open(os.path.join(t, "tiny", "plan-eval.json"), "w"), indent=1)
 PY
     ok "llmc compiles examples/tiny/tiny.llm"
-else bad "llmc examples/tiny/tiny.llm" "$T/llmc.log"; echo "cpu-tiny: $pass passed, $((fail + 1)) failed"; exit 1; fi
+else bad "llmc examples/tiny/tiny.llm" "$T/llmc.log"; finish cpu-tiny; fi
 "$BIN" prepare "$T/tiny/plan.json" >"$T/prep.log" 2>&1 && "$BIN" prepare "$T/tiny/plan-eval.json" >>"$T/prep.log" 2>&1 \
     && ok "prepare: train and held-out shards" || bad "prepare" "$T/prep.log"
 "$BIN" run "$T/tiny/plan.json" --eval-shards "$T/tiny/shards-eval" >"$T/run.log" 2>&1; rc=$?
@@ -111,5 +107,4 @@ if [[ $rc -eq 1 ]] && ! grep -q "up to date" "$T/r4.log.prep" \
    && grep -q "was written with data.content [0-9a-f]\{32\}, the plan says [0-9a-f]\{32\} (it belongs to another plan" "$T/r4.log"
 then ok "content resume: one byte of the data changed: prepared again, the checkpoint refused naming data.content"
 else bad "content resume after a changed byte (exit $rc)" "$T/r4.log.prep" "$T/r4.log"; fi
-echo "cpu-tiny: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish cpu-tiny

@@ -11,7 +11,7 @@ NAME=train
 source "$(dirname "$0")/synth_lib.sh"
 losses() { $PY -c 'import json,sys; [print(json.loads(l)["step"], repr(json.loads(l)["loss"]), repr(json.loads(l)["grad_norm"])) for l in open(sys.argv[1])]' "$1"; }
 
-mkdir -p "$T/shards"; "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 || { echo "FAIL make_shards"; echo "cpu-train: 0 passed, 1 failed"; exit 1; }
+mkdir -p "$T/shards"; "$MKSH" "$T/shards" 64 32 64 7 >/dev/null 2>&1 || { bad make_shards; finish cpu-train; }
 
 # 1. a plain run learns: final loss well under the unigram baseline
 mkrun "$T/a"
@@ -452,5 +452,4 @@ mkrun "$T/fz"
 [[ $rc -eq 1 ]] && grep -q "error: checkpoint: .*/.tmp-step-00000004/.*: write failed: File too large" "$T/fz.log" \
     && ok "ulimit -f reached: 'write failed: File too large' naming the file, exit 1" || bad "file-size limit (exit $rc)" "$T/fz.log"
 
-echo "cpu-train: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish cpu-train

@@ -2,9 +2,8 @@
 # The CUDA suite for machines without a GPU; closes with "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-pass=0 fail=0
-ok() { echo "PASS $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. tests/lib.sh   # bad, finish
+ok() { echo "PASS $1"; pass=$((pass + 1)); }   # this suite's word for a pass
 tmp=$(mktemp -d /tmp/llmc-cuda-ci.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 bin=${BUILD:-build}/llmc-train-cuda
@@ -12,7 +11,7 @@ bin=${BUILD:-build}/llmc-train-cuda
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0}
 
 if make -s cuda SAN="${SAN:-0}" > "$tmp/build.log" 2>&1 && [[ -x $bin ]]; then ok "make cuda"
-else bad "make cuda"; tail -30 "$tmp/build.log"; echo "$pass passed, $fail failed"; exit 1; fi
+else bad "make cuda"; tail -30 "$tmp/build.log"; finish; fi
 
 # expect NAME WANT_EXIT WANT_TEXT CMD...: exit status and a phrase of the output
 expect() {
@@ -171,5 +170,4 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check
 fi
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

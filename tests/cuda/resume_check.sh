@@ -8,9 +8,7 @@ out=${1:?usage: resume_check.sh OUTDIR}
 mkdir -p "$out"
 BIN=${BIN:-./build/llmc-train-cuda}   # BIN=./build/llmc-train BASE=plan-cpu.json: the same on the CPU
 src=.cuda-run/tiny
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 # plan NAME [python edit of dict p]: a copy of plan-gpu.json with its own output dirs
 plan() {
     python3 - "$src/${BASE:-plan-gpu.json}" "$src/plan-$1.json" "$1" "${2:-}" <<'PY'
@@ -89,5 +87,4 @@ if [[ $rc -ne 0 && $rc2 -eq 0 ]] && grep -q -- "--fresh" "$out/nolatest.log"
 then ok "checkpoints without latest: refused (exit $rc), --fresh trains (exit 0)"
 else bad "no latest (exit $rc, fresh $rc2)"; tail -3 "$out/nolatest.log"; fi
 
-echo "resume-cuda: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish resume-cuda

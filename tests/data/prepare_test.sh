@@ -7,11 +7,10 @@ set -u
 BUILD=$1 S=$2
 TRAIN=$BUILD/llmc-train SHARD=$BUILD/tests/data/shard_test
 R=$(pwd)
-pass=0 fail=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 # the prefix log.h puts on every line: time (UTC, ms) and rank
 logp='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z \[[^]]*\] '
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-no() { fail=$((fail + 1)); echo "FAIL $1"; [[ -n ${2:-} ]] && echo "$2" | tail -n 15; }
+no() { fail=$((fail + 1)); echo "FAIL $1"; [[ -n ${2:-} ]] && echo "$2" | tail -n 15; }   # bad with an output, not a file
 
 # plan DIR FORMAT FILE CONTEXT PACKING POLICY [STAGE TEMPLATE]: a plan.json in DIR
 plan() {
@@ -484,5 +483,4 @@ if [[ $rc -ne 0 && $out == *"data.mask_history: cannot be true together with dat
     ok "masking refused: both switches, with pt, not a bool"
 else no "masking refused (exit $rc, $rc2, $rc3)" "$out / $out2 / $out3"; fi
 
-echo "prepare_test: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish prepare_test

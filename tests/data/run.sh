@@ -6,7 +6,7 @@ BUILD=${BUILD:-build}
 T=$BUILD/tests/data
 SCRATCH=$(mktemp -d /tmp/llmc-data-test.XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
-pass=0 fail=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 
 # run NAME CMD...: a check that prints its own "N passed, N failed" line
 run() {
@@ -90,5 +90,4 @@ check hostile-input hostile
 mkdir -p "$SCRATCH/prepare"
 run prepare bash tests/data/prepare_test.sh "$BUILD" "$SCRATCH/prepare"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -9,20 +9,16 @@
 # stops all ranks with exit 3. Every wait is bounded.
 set -u
 BIN=$(realpath "$1")
-T=$(mktemp -d /tmp/e2e-dist.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+train_prelude e2e-dist
+BAD_TAIL=all
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
 export OMPI_MCA_rmaps_base_oversubscribe=1
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID WORLD_SIZE RANK LOCAL_RANK
+unset WORLD_SIZE RANK LOCAL_RANK   # torchrun's, beside the prelude's
 # Under ASan (E2E_SAN=1) Open MPI's own allocations at exit are reported as
 # leaks (libmpi and its plugins); leak checking stays on for everything else.
 MPI_ENV=()
 [[ ${E2E_SAN:-0} == 1 ]] && MPI_ENV=(env ASAN_OPTIONS=detect_leaks=0)
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; cat "$f"; done; fail=$((fail + 1)); }
 
 # A port nobody listens on (tests may run beside other jobs).
 PORT=$((20000 + $$ % 20000))
@@ -213,5 +209,4 @@ if [[ -n "${NOMPI_BIN:-}" ]]; then
     BIN=$save
 fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -3,6 +3,7 @@
 # then the file it leaves (every metric, escaped label values, NaN/+Inf) through
 # `promtool check metrics`, Prometheus' own linter (Debian: prometheus).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 bin=$1
 d=$(mktemp -d /tmp/e2e-prom.XXXXXX)
 trap 'rm -rf "$d"' EXIT
@@ -14,9 +15,8 @@ fail=$(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p' <<<"$out")
 if ! command -v promtool >/dev/null; then
     echo "FAIL promtool not found (apt-get install prometheus; .ci/deps.sh installs it)"; fail=$((fail + 1))
 elif lint=$(promtool check metrics <"$d/llmc_train.prom" 2>&1); then
-    echo "ok   promtool check metrics: no problem found"; pass=$((pass + 1))
+    ok "promtool check metrics: no problem found"
 else
     echo "FAIL promtool check metrics:"; echo "$lint" | sed 's/^/     /'; fail=$((fail + 1))
 fi
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

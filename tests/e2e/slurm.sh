@@ -22,10 +22,8 @@ CLUSTER=$ROOT/tests/slurm/cluster.sh
 T=$(mktemp -d /tmp/e2e-slurm.XXXXXX)
 trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
 PY=python3
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
-finish() { echo "($SECONDS s)"; echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+BAD_TAIL=40 FINISH_SECONDS=1
 
 if [[ $(id -u) -ne 0 ]]; then echo "FAIL needs root (Slurm)"; fail=1; finish; fi
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID

@@ -2,7 +2,7 @@
 #   HERE=$(cd "$(dirname "$0")" && pwd); . "$HERE/slurm_lib.sh" NAME
 # It sets ROOT (the repository), CLUSTER (tests/slurm/cluster.sh) and T (a
 # scratch directory /tmp/NAME.XXXXXX, removed at exit with its cluster stopped),
-# and defines ok/bad/finish (the closing "N passed, N failed" line), job_field
+# and has ok/bad/finish from tests/lib.sh (the closing "N passed, N failed" line), job_field
 # JOB FIELD (from scontrol), wait_state JOB SECONDS STATE..., wait_for_line
 # FILE PATTERN SECONDS and
 # tiny_examples DIR. Slurm needs root: without it the test fails at once.
@@ -10,11 +10,9 @@ ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$ROOT/tests/slurm/cluster.sh
 T=$(mktemp -d "/tmp/$1.XXXXXX")
 trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
-pass=0 fail=0
+. "$ROOT/tests/lib.sh"   # ok, bad, finish
+BAD_TAIL=40
 . "$ROOT/tests/e2e/tiny_examples.sh"
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
-finish() { echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
 [[ $(id -u) -eq 0 ]] || { echo "FAIL needs root (Slurm)"; fail=1; finish; }
 job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 wait_state() {  # JOB SECONDS STATE... : until the job is in one of the states

@@ -13,17 +13,12 @@ set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2")
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-T=$(mktemp -d /tmp/e2e-train.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+train_prelude e2e-train
+BAD_TAIL=30
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
 export OMPI_MCA_rmaps_base_oversubscribe=1 LLMC_THREADS=1
 PY=python3
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 30 "$f"; done; fail=$((fail + 1)); }
 
 # mkrun DIR STEPS WORLD ACCUM [SIZE]: a run directory with plan.json on shared shards.
 # SIZE=big makes steps and checkpoints slow enough to be interrupted.
@@ -71,7 +66,7 @@ verify_latest() {   # verify_latest CKPT_DIR LOG -> 0 when latest names a checkp
 }
 
 mkdir -p "$T/shards"
-"$MKSH" "$T/shards" 96 32 64 7 >/dev/null 2>&1 || { echo "FAIL make_shards"; echo "0 passed, 1 failed"; exit 1; }
+"$MKSH" "$T/shards" 96 32 64 7 >/dev/null 2>&1 || { bad make_shards; finish; }
 
 # 1. mpirun: 2 ranks x accumulation 1 == 1 rank x accumulation 2
 mkrun "$T/one" 24 1 2
@@ -178,5 +173,4 @@ if [[ $rc -eq 0 ]] && grep -q "resumed from .* at step ${latest#step-}" "$T/mid2
         || bad "resume after the kill: final weights differ" "$T/mid2.log"
 else bad "resume after the kill (exit $rc)" "$T/mid2.log"; fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

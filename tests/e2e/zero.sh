@@ -14,16 +14,11 @@ set -u
 BIN=$(realpath "$1"); MKSH=$(realpath "$2"); LLMC=$(realpath "$3")
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-T=$(mktemp -d /tmp/e2e-zero.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+train_prelude e2e-zero
+BAD_TAIL=30
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp
 export OMPI_MCA_rmaps_base_oversubscribe=1 LLMC_THREADS=1
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 30 "$f"; done; fail=$((fail + 1)); }
 
 # mkrun DIR WORLD ACCUM ZERO [tied]: 8 steps of micro-batch 2, global batch
 # 2 x ACCUM x WORLD, a checkpoint every 4 steps, on the shared shards.
@@ -62,13 +57,13 @@ same_as() {   # same_as REF DIR: final weights and the step-4 optimizer state
 }
 
 mkdir -p "$T/shards"
-"$MKSH" "$T/shards" 96 32 64 7 >/dev/null 2>&1 || { echo "FAIL make_shards"; echo "0 passed, 1 failed"; exit 1; }
+"$MKSH" "$T/shards" 96 32 64 7 >/dev/null 2>&1 || { bad make_shards; finish; }
 
 # The reference: 1 rank, no sharding, accumulation 4.
 for tie in untied tied; do
     mkrun "$T/ref-$tie" 1 4 0 $tie
     launch "$T/ref-$tie" 1
-    [[ $RC -eq 0 ]] || { bad "1-rank reference ($tie, exit $RC)" "$T/ref-$tie/log"; echo "$pass passed, $fail failed"; exit 1; }
+    [[ $RC -eq 0 ]] || { bad "1-rank reference ($tie, exit $RC)" "$T/ref-$tie/log"; finish; }
 done
 REF=$T/ref-untied
 
@@ -197,5 +192,4 @@ if [[ $rc -eq 0 ]] && python3 -c 'import json,sys; f=json.load(open(sys.argv[1])
 then ok "llmc: method = lora with backend = llmc on a CPU cluster compiles (finetune in plan.json); check-plan accepts"
 else bad "llmc method = lora on CPUs (exit $rc)" "$T/llmc.log"; fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

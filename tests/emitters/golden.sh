@@ -14,9 +14,7 @@ set -u
 mode=$1
 LLMC=$(realpath "$2")
 ROOT=$(pwd)
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$ROOT/tests/lib.sh"   # ok, bad, finish
 
 plans=()
 for p in examples/*.llm examples/*/*.llm tests/emitters/plans/*.llm; do
@@ -108,5 +106,4 @@ for i in "${!SWEEP_NAME[@]}"; do
     fi
     rm -rf "$out"
 done
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -27,9 +27,7 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$ROOT/tests/lib.sh"   # ok, bad, finish
 # fold a sub-run's closing "N passed, N failed" line into the totals
 add_counts() {
     local line f
@@ -476,5 +474,4 @@ else
     fi
 fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -12,9 +12,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 PY=${PY:-python3}
 T=$(mktemp -d /tmp/llmc-calib-test.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+ok() { pass=$((pass + 1)); }   # quiet: only failures are shown
 # near GOT WANT REL: |got - want| <= rel x |want|
 near() { $PY -c 'import sys; g, w, r = map(float, sys.argv[1:]); sys.exit(0 if abs(g - w) <= r * abs(w) else 1)' "$@"; }
 # the value of KEY in a profile file (the number before any unit)
@@ -265,5 +264,4 @@ check_err "$T/p4.llm" "profile 'tcp_site' was measured on backend = llamafactory
 sed -e "s|^job bench {|job bench {\n  profile = nowhere|" "$here/plans/qwen05b_llmc_bench.llm" >"$T/p5.llm"
 check_err "$T/p5.llm" "nowhere"
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -5,7 +5,7 @@
 set -u
 unit=$1 llmc=$2 train=${3:-}
 here=$(dirname "$0")
-pass=0 fail=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 
 out=$("$unit" "$here" 2>&1); rc=$?
 echo "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
@@ -63,5 +63,4 @@ else
     echo "FAIL calibrate_test.sh printed no count"; fail=$((fail + 1))
 fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -7,18 +7,17 @@
 # Prints "N passed, N failed" last.
 set -u
 TIME=${FUZZ_SMOKE_TIME:-3}
-pass=0 fail=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 targets=$(sed -n 's/^FUZZ_TARGETS *+= *//p' tests/*/test.mk | tr ' ' '\n' | grep . | sort -u)
-[[ -n $targets ]] || { echo "FAIL: no FUZZ_TARGETS in tests/*/test.mk"; echo "0 passed, 1 failed"; exit 1; }
+[[ -n $targets ]] || { echo "FAIL: no FUZZ_TARGETS in tests/*/test.mk"; fail=1; finish; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in $targets; do
     if nice make --no-print-directory -s SAN=1 FUZZ_TIME="$TIME" "$t" >"$log" 2>&1 && grep -q '^Done [0-9]* runs' "$log" &&
        ! grep -q 'ERROR: \(libFuzzer\|AddressSanitizer\)\|runtime error:' "$log"; then
-        pass=$((pass + 1)); echo "ok   make SAN=1 $t: $(grep -c '^Done [0-9]* runs' "$log") fuzzer(s) ran ${TIME}s clean"
+        ok "make SAN=1 $t: $(grep -c '^Done [0-9]* runs' "$log") fuzzer(s) ran ${TIME}s clean"
     else
         fail=$((fail + 1)); echo "FAIL make SAN=1 $t"; grep -m1 -B2 -A12 'ERROR\|error:\|^fuzz_' "$log" | head -30
     fi
 done
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -10,7 +10,8 @@ TMP=$(mktemp -d /tmp/llmc-frontend.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 # A private copy: a concurrent `make` may relink the binary while the suite runs.
 cp "$LLMC" "$TMP/llmc" && LLMC=$TMP/llmc
-pass=0 fail=0
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+# quiet (hundreds of checks): only failures, with the run's LABEL
 ok()   { pass=$((pass + 1)); }
 bad()  { fail=$((fail + 1)); echo "FAIL${LABEL:+ [$LABEL]}: $*"; }
 
@@ -502,5 +503,4 @@ else
     [[ $rc -ne 0 && $f -eq 0 ]] && bad "unit tests exit $rc"
 fi
 
-echo "${LABEL:+$LABEL: }$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish "${LABEL:-}"

@@ -12,9 +12,8 @@ set -u
 MAKE_CMD=$1 BUILD=$2
 T=$(mktemp -d /tmp/llmc-boundaries.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; [[ -s $T/err ]] && head -5 "$T/err"; fail=$((fail + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+bad() { echo "FAIL $1"; [[ -s $T/err ]] && head -5 "$T/err"; fail=$((fail + 1)); }   # the failed build's first lines
 
 # What each folder may include besides itself (the pipeline, one direction).
 declare -A USES=(
@@ -138,5 +137,4 @@ for d in compiler/check runtime/plan; do builds "$d" plan_limits.h; done
 if grep -rnE '#[[:space:]]*include[[:space:]]*"[^"]*/' compiler runtime grammar >"$T/err"; then
     bad "a file includes a header by a path"
 else : >"$T/err"; ok "no file of compiler/, runtime/ or grammar/ includes a header by a path"; fi
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

@@ -8,11 +8,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER=$HERE/cluster.sh
 T=$(mktemp -d /tmp/slurm-harness.XXXXXX)
 trap '"$CLUSTER" stop "$T/gpu" >/dev/null 2>&1; "$CLUSTER" stop "$T/cpu" >/dev/null 2>&1; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; cat "$f"; done; fail=$((fail + 1)); }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+BAD_TAIL=all
 
-if [[ $(id -u) -ne 0 ]]; then echo "FAIL the Slurm harness needs root"; echo "0 passed, 1 failed"; exit 1; fi
+if [[ $(id -u) -ne 0 ]]; then bad "the Slurm harness needs root"; finish; fi
 
 # wait_job ID SECONDS -> JOB_STATE
 wait_job() {
@@ -91,5 +90,4 @@ echo "PartitionName=x Nodes=ALL" >"$T/empty.conf"
 if [[ $rc -eq 1 ]] && grep -q 'has no NodeName line' "$T/empty.out"; then ok "snippet without nodes: clear error"
 else bad "snippet without nodes (rc $rc)" "$T/empty.out"; fi
 
-echo "$pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

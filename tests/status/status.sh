@@ -13,10 +13,8 @@ CLUSTER=$ROOT/tests/slurm/cluster.sh
 PY=python3
 T=$(mktemp -d /tmp/status-test.XXXXXX)
 trap '"$CLUSTER" stop "$T/slurm" >/dev/null 2>&1; rm -rf "$T"' EXIT
-pass=0 fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; shift; for f in "$@"; do echo "--- $f"; tail -n 40 "$f"; done; fail=$((fail + 1)); }
-finish() { echo "($SECONDS s)"; echo "$pass passed, $fail failed"; [[ $fail -eq 0 ]]; exit; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
+BAD_TAIL=40 FINISH_SECONDS=1
 unset OMPI_COMM_WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_PROCID SLURM_JOB_ID SLURM_JOBID
 export LLMC_TRAIN=$BIN LLMC_THREADS=1
 
