@@ -19,6 +19,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "run_formats.h"   /* contract/: the checkpoint files' names */
 #include "hf_config.h"
 #include "log.h"
 #include "sha256.h"
@@ -145,7 +146,7 @@ static char **list_files(const char *dir, int *count)
         char p[4096];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (stat(p, &sb) || !S_ISREG(sb.st_mode) || !strcmp(e->d_name, "MANIFEST.sha256")) continue;
+        if (stat(p, &sb) || !S_ISREG(sb.st_mode) || !strcmp(e->d_name, ckpt_files[CF_MANIFEST])) continue;
         char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
         if (!nn) break;
         names = nn;
@@ -181,7 +182,7 @@ int manifest_write_known(const char *dir, const ManifestHash *known, int nknown,
     }
     if (!rc) {
         char p[4096];
-        snprintf(p, sizeof p, "%s/MANIFEST.sha256", dir);
+        snprintf(p, sizeof p, "%s/%s", dir, ckpt_files[CF_MANIFEST]);
         rc = write_file_atomic(p, text, len, err, errlen);
     }
     for (int i = 0; i < n; i++) free(names[i]);
@@ -281,7 +282,7 @@ static const char *manifest_line_name(const char *line, size_t L)
 int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
 {
     char p[4096];
-    snprintf(p, sizeof p, "%s/MANIFEST.sha256", dir);
+    snprintf(p, sizeof p, "%s/%s", dir, ckpt_files[CF_MANIFEST]);
     int fd = open_regular(p, NULL, err, errlen);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "r");
     if (!f) {
@@ -509,7 +510,7 @@ static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq
     if (!buf) return NULL;
     size_t len = (size_t)snprintf(buf, cap,
              "{\n  \"format\": \"llmc-train-checkpoint\",\n  \"version\": 2,\n  \"write_seq\": %" PRId64 ",\n"
-             "  \"step\": %" PRId64 ",\n"
+             "  \"" CKPT_STATE_STEP_KEY "\": %" PRId64 ",\n"
              "  \"adam_t\": %" PRId64 ",\n  \"rows_consumed\": %" PRId64 ",\n  \"tokens_seen\": %" PRId64 ",\n"
              "  \"rng\": [\"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\", \"%016" PRIx64 "\"]",
              write_seq, s->step, opt->t, s->rows_consumed, s->tokens_seen, s->rng.s[0], s->rng.s[1], s->rng.s[2],
@@ -648,7 +649,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
     }
 
     double max_steps = lim && lim->total_steps > 0 ? (double)lim->total_steps : EXACT_INT_MAX;
-    if (state_int(o, "step", 1, max_steps, &ps->st.step, path, err, errlen)) goto done;
+    if (state_int(o, CKPT_STATE_STEP_KEY, 1, max_steps, &ps->st.step, path, err, errlen)) goto done;
     if (dir_step >= 0 && ps->st.step != dir_step) {
         say(err, errlen, "%s: field \"step\" = %" PRId64 " but the directory is for step %" PRId64, path,
                  ps->st.step, dir_step);
@@ -695,10 +696,10 @@ done:
 /* The step of a directory name "step-NNNNNNNN" (8 or more digits), or -1. */
 static int64_t name_step(const char *name)
 {
-    if (strncmp(name, "step-", 5)) return -1;
-    size_t nd = strspn(name + 5, "0123456789");
-    if (nd < 8 || nd > 15 || name[5 + nd]) return -1;
-    return strtoll(name + 5, NULL, 10);
+    if (strncmp(name, CKPT_STEP_PREFIX, strlen(CKPT_STEP_PREFIX))) return -1;
+    size_t pl = strlen(CKPT_STEP_PREFIX), nd = strspn(name + pl, "0123456789");
+    if (nd < 8 || nd > 15 || name[pl + nd]) return -1;
+    return strtoll(name + pl, NULL, 10);
 }
 
 typedef struct {
@@ -736,7 +737,7 @@ static CkptEntry *scan_ckpts(const char *ckpt_dir, int *count)
         say(v[n].name, sizeof v[n].name, "%s", e->d_name);
         v[n].step = step;
         v[n].seq = -1;
-        snprintf(p, sizeof p, "%s/%s/state.json", ckpt_dir, e->d_name);
+        snprintf(p, sizeof p, "%s/%s/%s", ckpt_dir, e->d_name, ckpt_files[CF_STATE]);
         char *text = read_regular(p, STATE_MAX_BYTES, perr, sizeof perr);
         cJSON *o = text ? cJSON_Parse(text) : NULL;
         const cJSON *ws = cJSON_GetObjectItemCaseSensitive(o, "write_seq");
@@ -788,7 +789,7 @@ static int64_t next_write_seq(const char *ckpt_dir)
 /* The names of step's directory: step-NNNNNNNN and CKPT_DIR/.tmp-step-NNNNNNNN. */
 static void step_names(const char *ckpt_dir, int64_t step, char name[32], char tmp[4096])
 {
-    snprintf(name, 32, "step-%08" PRId64, step);
+    snprintf(name, 32, CKPT_STEP_PREFIX "%08" PRId64, step);
     snprintf(tmp, 4096, "%s/.tmp-%s", ckpt_dir, name);
 }
 
@@ -841,7 +842,7 @@ static int finish_step(const char *ckpt_dir, const char *name, const char *tmp, 
     char final[4096], p[4200];
     snprintf(final, sizeof final, "%s/%s", ckpt_dir, name);
     char *sj = state_json(opt, st, seq, fp, plan_ref);
-    snprintf(p, sizeof p, "%s/state.json", tmp);
+    snprintf(p, sizeof p, "%s/%s", tmp, ckpt_files[CF_STATE]);
     if (!sj) snprintf(err, errlen, "%s: out of memory", p);
     int rc = sj ? write_file_atomic(p, sj, strlen(sj), err, errlen) : -1;
     if (!rc) {
@@ -859,7 +860,7 @@ static int finish_step(const char *ckpt_dir, const char *name, const char *tmp, 
     fsync_dir(ckpt_dir);
     char latest[64];
     snprintf(latest, sizeof latest, "%s\n", name);
-    snprintf(p, sizeof p, "%s/latest", ckpt_dir);
+    snprintf(p, sizeof p, "%s/%s", ckpt_dir, ckpt_files[CF_LATEST]);
     if (write_file_atomic(p, latest, strlen(latest), err, errlen)) return -1;
     fsync_dir(ckpt_dir);
     prune(ckpt_dir, name, keep);
@@ -876,7 +877,7 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     if (make_tmp_dir(ckpt_dir, name, tmp, err, errlen)) return -1;
 
     /* every file is hashed while it is written: the manifest reads nothing back */
-    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {"state.json", ""}};
+    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {ckpt_files[CF_STATE], ""}};
     double mb = (double)m->n_floats * 4 * 3 / 1e6, t0 = ckpt_now();
     log_info("checkpoint write %s: %.1f MB (weights, optimizer moments, state; hashed while written)", name, mb);
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
@@ -986,7 +987,7 @@ int ckpt_shard_finish(const char *ckpt_dir, const Model *m, const AdamW *opt, co
     step_names(ckpt_dir, st->step, name, tmp);
     double t0 = ckpt_now(), mb = (double)m->n_floats * 4 * 3 / 1e6;
     /* the pieces came from every rank: the digests are of the files as they are on disk */
-    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {"state.json", ""}};
+    ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {ckpt_files[CF_STATE], ""}};
     for (int k = 0; k < 2; k++) {
         snprintf(p, sizeof p, "%s/%s", tmp, known[k].name);
         if (sha256_file_hex(p, known[k].hex)) { snprintf(err, errlen, "%s: cannot hash: %s", p, strerror(errno)); return -1; }
@@ -1014,7 +1015,7 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
     int mc = manifest_check(dir, NULL, err, errlen);
     if (mc) return -1;
     log_info("checkpoint verify %s: ok (%.1f s)", name, ckpt_now() - t0);
-    snprintf(p, sizeof p, "%s/state.json", dir);
+    snprintf(p, sizeof p, "%s/%s", dir, ckpt_files[CF_STATE]);
     char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
     if (!text) return -1;
     ParsedState ps;
@@ -1046,13 +1047,13 @@ static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, cha
 {
     char p[4300];
     struct stat sb;
-    say(p, sizeof p, "%s/state.json", dir);
+    say(p, sizeof p, "%s/%s", dir, ckpt_files[CF_STATE]);
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
         say(err, errlen, "%s: %s", dir, stat(dir, &sb) ? strerror(errno) : "not a directory");
         return -1;
     }
     if (stat(p, &sb) && errno == ENOENT) {   /* a checkpoint directory: the step `latest` names */
-        say(p, sizeof p, "%s/latest", dir);
+        say(p, sizeof p, "%s/%s", dir, ckpt_files[CF_LATEST]);
         char *text = read_regular(p, 256, err, errlen);
         if (!text) {
             say(err, errlen, "%s: neither a checkpoint step (no state.json) nor a checkpoint directory (no latest)", dir);
@@ -1084,7 +1085,7 @@ static int open_step(const char *dir, const CkptFingerprint *want, char *step_di
     char p[4400], name[256];
     if (step_dir_of(dir, step_dir, step_dir_len, name, sizeof name, err, errlen)) return -1;
     if (manifest_check(step_dir, NULL, err, errlen)) return -1;
-    say(p, sizeof p, "%s/state.json", step_dir);
+    say(p, sizeof p, "%s/%s", step_dir, ckpt_files[CF_STATE]);
     char *text = read_regular(p, STATE_MAX_BYTES, err, errlen);
     if (!text) return -1;
     int rc = parse_state(p, step_dir, text, name_step(name), NULL, want, ps, err, errlen);
@@ -1128,7 +1129,7 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     int n;
     CkptEntry *v = scan_ckpts(ckpt_dir, &n);
     char lp[4200], latest[32] = "", lerr[1024] = "";
-    say(lp, sizeof lp, "%s/latest", ckpt_dir);
+    say(lp, sizeof lp, "%s/%s", ckpt_dir, ckpt_files[CF_LATEST]);
     int have_latest = 0;
     struct stat lsb;
     int no_latest = lstat(lp, &lsb) && errno == ENOENT;

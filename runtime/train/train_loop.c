@@ -38,6 +38,7 @@
 #include "prom.h"
 #include "rng.h"
 #include "row_stream.h"
+#include "run_formats.h"   /* contract/: result.json, the metrics and Prometheus files */
 #include "sha256.h"
 #include "run_init.h"
 #include "shard_io.h"
@@ -251,16 +252,17 @@ static void write_result(const char *out_dir, int64_t steps, double final_loss, 
                          const EvalResult *ev)
 {
     char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/result.json", out_dir);
+    snprintf(path, sizeof path, "%s/" RUN_RESULT_FILE, out_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    fprintf(f, "{\n  \"steps\": %" PRId64 ",\n  \"final_loss\": %.6f,\n  \"unigram_baseline\": %.6f", steps,
-            final_loss, baseline);
+    const char *const *k = result_keys;   /* contract/run_formats.h */
+    fprintf(f, "{\n  \"%s\": %" PRId64 ",\n  \"%s\": %.6f,\n  \"%s\": %.6f", k[RK_STEPS], steps, k[RK_FINAL_LOSS],
+            final_loss, k[RK_UNIGRAM_BASELINE], baseline);
     if (ev)
-        fprintf(f, ",\n  \"eval_loss\": %.6f,\n  \"eval_documents\": %" PRId64 ",\n  \"eval_correct\": %" PRId64
-                   ",\n  \"eval_accuracy\": %.6f",
-                ev->loss, ev->docs, ev->correct, ev->docs ? (double)ev->correct / ev->docs : 0.0);
+        fprintf(f, ",\n  \"%s\": %.6f,\n  \"%s\": %" PRId64 ",\n  \"%s\": %" PRId64 ",\n  \"%s\": %.6f",
+                k[RK_EVAL_LOSS], ev->loss, k[RK_EVAL_DOCUMENTS], ev->docs, k[RK_EVAL_CORRECT], ev->correct,
+                k[RK_EVAL_ACCURACY], ev->docs ? (double)ev->correct / ev->docs : 0.0);
     fprintf(f, "\n}\n");
     int bad = fflush(f) || fsync(fileno(f));
     if (fclose(f) || bad || rename(tmp, path)) unlink(tmp);
@@ -275,10 +277,11 @@ static double final_loss(const char *metrics_path, int64_t total, double last)
     if (!f) return fl;
     double *ls = malloc((size_t)total * sizeof *ls);
     int64_t n = 0;
-    char line[512];
+    char line[512], key[32];
+    int kl = snprintf(key, sizeof key, "\"%s\":", metrics_keys[MK_LOSS]);
     while (ls && n < total && fgets(line, sizeof line, f)) {
-        char *p = strstr(line, "\"loss\":");
-        if (p) ls[n++] = strtod(p + 7, NULL);
+        char *p = strstr(line, key);
+        if (p) ls[n++] = strtod(p + kl, NULL);
     }
     fclose(f);
     int64_t k = n / 10 > 0 ? n / 10 : 1;
@@ -451,7 +454,7 @@ static int run_setup(Run *R)
                  "(micro %d x accum %d x ranks %d)%s, unigram baseline %.4f",
                  R->total, where, n_params, R->set.n_rows, plan->context, G, MB, plan->grad_accum, R->world, setup,
                  R->baseline);
-    snprintf(R->prom_path, sizeof R->prom_path, "%s/llmc_train.prom", plan->out_dir);
+    snprintf(R->prom_path, sizeof R->prom_path, "%s/" RUN_PROM_FILE, plan->out_dir);
     return 0;
 }
 
