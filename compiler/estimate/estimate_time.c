@@ -102,7 +102,7 @@ void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage 
          * ZeRO-1 one reduce-scatter before and one bf16 all-gather after AdamW
          * (+ the 4-byte norm all-reduce). */
         if (shard >= SHARD_ZERO2 && ts->trainable_params > 0 && ts->frozen_params <= 0) {
-            /* ZeRO-2/3 (model_cuda.c zero_step, cuda_model_micro): each
+            /* ZeRO-2/3 (model_cuda_step.c zero_step, model_cuda_pass.c cuda_model_micro): each
              * micro-step's gradients reduced unit by unit (layers + 1 units)
              * onto the owners' shards as backward finishes them; ZeRO-2 then
              * gathers the updated bf16 weights once, ZeRO-3 gathers each unit's
@@ -241,7 +241,7 @@ static void estimate_step_comm(const PlanJob *job, Estimate *e, const TrainState
     double total = 0, exposed = 0;
     if (llmc) {
         if (shard >= SHARD_ZERO2) {
-            /* ZeRO-2/3 (model_cuda.c): each unit's gradients reduced on the
+            /* ZeRO-2/3 (model_cuda_pass.c): each unit's gradients reduced on the
              * communication stream as backward finishes it (hidden under the
              * rest of backward); ZeRO-3 gathers the next layer while this one
              * computes (hidden under forward and backward, but the first);
@@ -344,7 +344,7 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
     const PlanTrain *t = job->run;
     const PlanCluster *c = job->cluster;
     if (!e->cpu_only && t->backend == BACKEND_LLMC && t->offload == OFFLOAD_OPTIMIZER && c->host_link_bytes_per_s > 0) {
-        /* llmc-train-cuda (model_cuda.c, offload_adamw): fp32 master, m and v
+        /* llmc-train-cuda (model_cuda_step.c, offload_adamw): fp32 master, m and v
          * up and back each optimizer step, 12 bytes per parameter each way,
          * both directions at once; AdamW runs on the GPU. The step waits for
          * the uploads (and the update, negligible beside them); the downloads
