@@ -216,8 +216,8 @@ void test_examples(void)
     Fixture f;
     Estimate e;
     int errors;
-    /* DESIGN.md / issue: qwen72b SFT on 32 x 8 H100, zero3 + recompute full,
-     * batch 4 x 2560 must fit (llamafactory: DeepSpeed ZeRO-3, as the example). */
+    /* examples/qwen72b_sft.llm: qwen72b SFT on 32 x 8 H100, zero3 + recompute
+     * full, batch 4 x 2560 must fit (llamafactory: DeepSpeed ZeRO-3, as there). */
     fixture(&f, model(ARCH_QWEN2, 80, 8192, 64, 8, 0, 29568, 152064, false), 32, 2560, 4,
             SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
     f.t.backend = BACKEND_LLAMAFACTORY;

@@ -59,8 +59,9 @@ void test_sft_tokens(void)
     Fixture f;
     Estimate e;
     int errors;
-    /* DESIGN.md: 37k samples at context 2560 in a 38 MB file is not 95M tokens
-     * per epoch: at 4 bytes/token it is 9.5M, 257 tokens per sample. */
+    /* examples/qwen72b_sft.llm's data (docs/estimator.md, "Tokens per epoch"):
+     * 37k samples at context 2560 in a 38 MB file is not 95M tokens per epoch:
+     * at 4 bytes/token it is 9.5M, 257 tokens per sample. */
     fixture(&f, model(ARCH_QWEN2, 24, 896, 14, 2, 0, 4864, 151936, true), 1, 2560, 4,
             SHARD_NONE, RECOMPUTE_NONE, -1);
     f.t.stage = STAGE_SFT;
