@@ -130,6 +130,7 @@ static inline double default_value(DefaultKind k, int backend)
 
 /* ---- small helpers every part uses ---------------------------------------- */
 
+/* The model's head_dim, or hidden / heads when it states none. */
 static inline int64_t head_dim_of(const PlanModel *m)
 {
     if (m->head_dim > 0) return m->head_dim;
@@ -180,11 +181,11 @@ static inline double llmc_state_bytes(const PlanTrain *t)
     return (t->master_weights == MASTER_SPLIT ? 2 : 4) + (t->optimizer_states == OSTATES_BF16 ? 4 : 8);
 }
 
+/* No GPU in the cluster: a CPU plan (host memory, CPU throughput). */
 static inline bool is_cpu_only(const PlanCluster *c)
 {
     return c->gpu == NULL || c->gpus_per_node <= 0;
 }
-
 
 /* Ranks on one node: one per GPU; on CPU nodes the job's tasks (default 1). */
 static inline int ranks_per_node(const PlanJob *job)

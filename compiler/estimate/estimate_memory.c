@@ -24,7 +24,6 @@ static int64_t add_sat(int64_t a, int64_t b)
     return r;
 }
 
-
 int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_layer)
 {
     int64_t h = m->hidden > 0 ? m->hidden : 0;

@@ -33,7 +33,6 @@ double estimate_job_mfu(const PlanJob *job, double dflt, Estimate *e)
     return dflt;
 }
 
-
 double estimate_default_mfu(const PlanJob *job, const EstimateDefault **mfu_row,
                             const EstimateDefault **method_row)
 {
@@ -83,7 +82,6 @@ void estimate_collective(const Fabric *f, CollKind k, double bytes, double *sent
     double ring = nodes > 1 ? (d - nodes) * HOP_LATENCY_LINK_S + nodes * hop_net : (d - 1) * HOP_LATENCY_LINK_S;
     *latency_s = d > 1 ? passes * ring : 0;
 }
-
 
 void estimate_comm_volume(const PlanModel *m, const TrainStates *ts, ShardStage shard, bool llmc_trainer,
                           Precision prec, Recompute rc, int grad_accum, int dp, CommVolume *v)
@@ -187,7 +185,6 @@ static double matmul_params(const PlanModel *m, const Estimate *e)
         n -= (double)m->layers * (m->experts - m->experts_per_token) * 3.0 * m->hidden * m->ffn;
     return n;
 }
-
 
 /* Time of `count` collectives moving `bytes` of tensor in all; adds the terms
  * to the estimate's sums and returns max(intra, inter) + latency. */

@@ -9,7 +9,6 @@
 
 #define ALIGN_ELEMS LLMC_CUDA_ALIGN_ELEMS
 
-
 static size_t take(size_t *cur, size_t n)
 {
     size_t o = *cur;

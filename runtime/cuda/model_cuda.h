@@ -18,7 +18,6 @@
 #include "gemm.h"
 #include "kernels.h"
 
-
 typedef struct {
     char name[96];
     size_t off, numel;          /* off: in the flat buffer */

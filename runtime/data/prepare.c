@@ -182,11 +182,9 @@ static int pack_batch(Packer *k, TokBatch *b)
     return 0;
 }
 
-
 typedef struct {
     uint64_t kept, skipped[REC_N_REASONS], shown;
 } Counts;
-
 
 double now_s(void)
 {

@@ -21,7 +21,6 @@ void test_params_issue(void)
     CHECK(layer == 218112000LL, "Llama-3-8B layer: %lld", (long long)layer);
 }
 
-
 void test_params_transformers(const cJSON *ref)
 {
     static const struct { const char *name; PlanModel m; } cases[] = {
@@ -333,7 +332,6 @@ void test_llmc_cuda_measured(const cJSON *ref)
     }
     CHECK(n >= 11, "llmc CUDA references present: %d", n);
 }
-
 
 void test_llmc_cudnn_measured(const cJSON *ref)
 {

@@ -163,7 +163,6 @@ void test_hostile(void)
 
 /* ---- communication (issue 12) ---- */
 
-
 void test_collectives(void)
 {
     /* 4 nodes x 8 GPUs, NVLink 4 (450 GB/s one way, 80% = 360 GB/s), 8 x 400
