@@ -48,8 +48,6 @@ typedef struct {
 int cli_add_override(const char *cmd, CliOverrides *o, const char *option, const char *arg);
 /* The diagnostics as diags_render writes them in JSON, as a tree (a new array). */
 struct cJSON *cli_diagnostics_json(Diags *d);
-/* The estimate as a JSON object (explain.c: every row of ESTIMATE_FIELDS). */
-struct cJSON *estimate_to_json(const Estimate *e);
 /* estimate_job, with the rows of the job's prepared shards when shards_dir
  * (may be NULL) holds an index.json for the plan's context and packing whose
  * tokens are the data's (estimate_job_rows); one that does not fit is a warning

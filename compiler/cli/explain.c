@@ -1018,26 +1018,6 @@ static cJSON *profile_to_json(const PlanProfile *p, const Estimate *e)
     return o;
 }
 
-/* The estimate as a JSON object: every row of ESTIMATE_FIELDS
- * (compiler/estimate/estimate_fields.c), keys as the field names, numbers as
- * cJSON prints them. */
-cJSON *estimate_to_json(const Estimate *e)
-{
-    cJSON *o = cJSON_CreateObject();
-    EstimateField f[ESTIMATE_FIELD_MAX];
-    int n = estimate_fields(e, f);
-    for (int i = 0; i < n; i++) {
-        switch (f[i].kind) {
-        case EST_NUM: cJSON_AddNumberToObject(o, f[i].key, f[i].num); break;
-        case EST_INT: cJSON_AddNumberToObject(o, f[i].key, (double)f[i].i); break;
-        case EST_BOOL: cJSON_AddBoolToObject(o, f[i].key, f[i].b); break;
-        case EST_TOKEN_SOURCE:
-        case EST_REFERENCE: cJSON_AddStringToObject(o, f[i].key, f[i].str); break;
-        }
-    }
-    return o;
-}
-
 /* ---- entry ---- */
 
 int explain_main(int argc, char **argv)

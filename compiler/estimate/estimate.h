@@ -388,6 +388,10 @@ typedef struct {
 } EstimateField;
 #define ESTIMATE_FIELD_MAX 128
 int estimate_fields(const Estimate *e, EstimateField out[ESTIMATE_FIELD_MAX]);
+/* The estimate as a JSON object (a new cJSON tree): every row of
+ * ESTIMATE_FIELDS, keys as the field names, numbers as cJSON prints them
+ * (`llmc explain --format=json`, `llmc --format=json`). */
+struct cJSON *estimate_to_json(const Estimate *e);
 
 /* Whether the llmc CUDA trainer runs its fused attention kernel for this model
  * at this context (head_dim 32, 64 or 128, context a multiple of 64); when not,

@@ -4,6 +4,7 @@
  * --format=json` (compiler/cli/explain.c, every field). One row per field
  * (docs/estimator.md, "plan.json estimate fields"); each writer keeps only its
  * number formatting. Add a field to the JSON by adding its row here. */
+#include <cjson/cJSON.h>
 #include "estimate.h"
 
 /* X(field, kind, position in plan.json's "estimate" or -1 when explain alone
@@ -86,3 +87,21 @@ int estimate_fields(const Estimate *e, EstimateField out[ESTIMATE_FIELD_MAX])
 #define EST_ONE(f, k, pos) +1
 _Static_assert(0 ESTIMATE_FIELDS(EST_ONE) ESTIMATE_MERGE_FIELDS(EST_ONE) <= ESTIMATE_FIELD_MAX,
                "ESTIMATE_FIELD_MAX is below the rows");
+
+/* Every row as cJSON prints it (explain's writer; plan.json's formats its own numbers). */
+cJSON *estimate_to_json(const Estimate *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    EstimateField f[ESTIMATE_FIELD_MAX];
+    int n = estimate_fields(e, f);
+    for (int i = 0; i < n; i++) {
+        switch (f[i].kind) {
+        case EST_NUM: cJSON_AddNumberToObject(o, f[i].key, f[i].num); break;
+        case EST_INT: cJSON_AddNumberToObject(o, f[i].key, (double)f[i].i); break;
+        case EST_BOOL: cJSON_AddBoolToObject(o, f[i].key, f[i].b); break;
+        case EST_TOKEN_SOURCE:
+        case EST_REFERENCE: cJSON_AddStringToObject(o, f[i].key, f[i].str); break;
+        }
+    }
+    return o;
+}

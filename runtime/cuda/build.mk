@@ -11,8 +11,10 @@ CUDA_OBJ    := $(patsubst runtime/cuda/%.c,$(BUILD)/cuda/%.o,$(CUDA_SRC)) \
                $(patsubst runtime/cuda/%.cu,$(BUILD)/cuda/%.cu.o,$(CUDA_CU))
 CUDA_CFLAGS := $(CFLAGS)
 # What runtime/cuda/ may include: itself and what the training loop's folder may
-# (runtime/build.mk), the CUDA headers; like cpu/, never compiler/.
-CUDA_INC    := -Iruntime/cuda $(call runtime_inc,train data store plan model base) -I$(CUDA_HOME)/include \
+# (runtime/build.mk), the CUDA headers; like cpu/, never compiler/. The same
+# folders' objects link into llmc-train-cuda (CUDA_RT_OBJ).
+CUDA_RT_DIRS := train data store plan model base
+CUDA_INC    := -Iruntime/cuda $(call runtime_inc,$(CUDA_RT_DIRS)) -I$(CUDA_HOME)/include \
                $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
 NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) -Xptxas -v
 CUDA_DEPS_LIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu)
@@ -20,16 +22,15 @@ CUDA_LDFLAGS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
 ifneq ($(CUDA_DEPS_LIB),)
 CUDA_LDFLAGS += -L$(CUDA_DEPS_LIB) -Wl,-rpath,$(abspath $(CUDA_DEPS_LIB))
 endif
-# The CPU runtime's modules that `run` shares with llmc-train: plan loader, shards,
-# data preparation and the tokenizer (prepare/tokenize/verify are llmc-train's own),
-# metrics, safetensors/checkpoints, HF config, the host model layout (model.o links
-# ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps on the GPU machine),
-# and the ranks' host transport (runtime/base/dist.c: cuda_coll.c's host collectives;
-# with Open MPI when the build found mpicc, runtime/build.mk's MPI_LIBS).
-CUDA_RT_OBJ := $(call runtime_objs,plan shard_io metrics safetensors hf_config checkpoint \
-               model ops_cpu cpus optim rng row_stream run_init sha256 log stopsig train_loop prom \
-               prepare tokenize_cmd tokenizer json_stream chat_template records unicode args \
-               pretok unicode_tables dist)
+# What llmc-train-cuda shares with llmc-train: every object of the folders the
+# CUDA backend stands on, as cpu/ does (runtime/build.mk) -- the training loop,
+# the data (tokenizer, prepare, shards; their generated lexer and tables), store
+# (safetensors, checkpoints, HF config), the plan loader, the host model layout
+# (model.o links ops_cpu.o, hence a CBLAS: OpenBLAS here, netlib BLAS from .deps
+# on the GPU machine) and base, whose dist.c is the ranks' host transport
+# (cuda_coll.c's host collectives; with Open MPI when the build found mpicc,
+# runtime/build.mk's MPI_LIBS). A file added to those folders links here too.
+CUDA_RT_OBJ := $(filter $(foreach d,$(CUDA_RT_DIRS),$(BUILD)/runtime/$(d)/%.o) $(BUILD)/gen-obj/rt_%.o,$(RUNTIME_OBJ))
 CUDA_NETLIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu/blas/libblas.so.3)
 ifneq ($(CUDA_NETLIB),)
 CUDA_BLAS   := $(abspath $(CUDA_NETLIB)) -Wl,-rpath,$(abspath $(dir $(CUDA_NETLIB)))

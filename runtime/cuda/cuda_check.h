@@ -1,7 +1,8 @@
 /* cuda_check.h — fail loudly on any CUDA runtime or NCCL error: print where and
  * what (a log.h error line), exit 1. A GPU error leaves the device state
- * unknown, so nothing retries: the one place the runtime exits on an error
- * (docs/runtime.md, "Errors"). */
+ * unknown, so nothing retries. One of the runtime's few exits, each for what has
+ * no caller to report to (the others: a failing cuBLASLt or cuDNN call, an
+ * allocation failing inside a step, a dead peer; docs/runtime.md, "Exits"). */
 #ifndef LLMC_CUDA_CHECK_H
 #define LLMC_CUDA_CHECK_H
 

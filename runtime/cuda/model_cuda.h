@@ -1,5 +1,6 @@
 /* model_cuda.h — the Llama/Qwen2 decoder on the GPU: bf16 weights and activations,
- * fp32 master weights, gradients and AdamW states (runtime/cuda/model_cuda.c).
+ * fp32 master weights, gradients and AdamW states (runtime/cuda/model_cuda.c:
+ * memory; model_cuda_pass.c: the passes; model_cuda_step.c: the optimizer step).
  *
  * All parameters live in one flat buffer (fp32 master, bf16 working copy, fp32
  * gradient): the per-layer matrices first (layer by layer, so a layer's gradients
@@ -16,7 +17,6 @@
 #include "cuda_layout.h"
 #include "gemm.h"
 #include "kernels.h"
-
 
 typedef struct {
     char name[96];

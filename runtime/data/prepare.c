@@ -7,63 +7,13 @@
  * depend on the number of threads. Shards are written whole (temp, fsync,
  * rename) and index.json last; a directory whose index.json carries the same
  * data hash is left alone. docs/shards.md describes the output. */
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <inttypes.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <cjson/cJSON.h>
-#include <openssl/evp.h>
-
-#include "args.h"
-#include "chat_template.h"
-#include "commands.h"
-#include "cpus.h"
-#include "json_stream.h"
-#include "log.h"
-#include "plan.h"
-#include "records.h"
-#include "shard_io.h"
-#include "stopsig.h"
-#include "tokenizer.h"
+#include "prepare_internal.h"
 
 #define BATCH 1024
 #define BATCH_BYTES ((size_t)32 << 20)   /* a batch also closes at this much rendered text */
 #define SLOT_KEEP ((size_t)1 << 20)      /* a slot's buffers above this are freed after use */
 #define MAX_SHOWN_BAD 10
 #define MAX_SHOWN_CHECK 100
-
-/* ---- the plan's data section ---- */
-
-/* plan.json as runtime/plan/plan.c reads it for preparing (run_plan_load_data),
- * with what prepare derives from it. */
-typedef struct {
-    RunPlan rp;
-    int pretrain;               /* stage "pt" */
-    const char *tokenizer_path;
-    const ChatTemplate *tpl;
-    const DatasetSpec *ds;
-    size_t n_ds;
-    uint32_t context;
-    int packing;
-    int skip_bad;               /* on_bad_record "skip" */
-    const char *shards_dir;
-    int64_t model_vocab;        /* -1 when absent */
-    char hash[33];              /* data_hash: 32 hex digits of a SHA-256 */
-    cJSON *cache;               /* content-cache.json as it is to be written */
-    int cache_reread;           /* a file's digest was not in the cache */
-} DataPlan;
 
 /* Messages go through log.h (docs/runtime.md, "Errors"), their text escaped
  * first: they echo file names, column and role names from the plan and the
@@ -85,7 +35,7 @@ static void say_line(SayKind kind, const char *fmt, va_list ap)
 }
 
 /* An error; returns -1, so that `return say_error(...)` reports and fails. */
-__attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) int say_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -94,7 +44,7 @@ __attribute__((format(printf, 1, 2))) static int say_error(const char *fmt, ...)
     return -1;
 }
 
-__attribute__((format(printf, 1, 2))) static void say_warn(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) void say_warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -102,7 +52,7 @@ __attribute__((format(printf, 1, 2))) static void say_warn(const char *fmt, ...)
     va_end(ap);
 }
 
-__attribute__((format(printf, 1, 2))) static void say_info(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) void say_info(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -111,226 +61,13 @@ __attribute__((format(printf, 1, 2))) static void say_info(const char *fmt, ...)
 }
 
 /* path relative to the plan's directory (docs/plan.md) unless absolute */
-static char *resolve(const char *dir, const char *path)
+char *resolve(const char *dir, const char *path)
 {
     if (path[0] == '/' || !dir[0]) return strdup(path);
     size_t a = strlen(dir), b = strlen(path);
     char *p = malloc(a + b + 2);
     if (p) { memcpy(p, dir, a); p[a] = '/'; memcpy(p + a + 1, path, b + 1); }
     return p;
-}
-
-static void free_plan(DataPlan *p)
-{
-    cJSON_Delete(p->cache);
-    p->cache = NULL;
-    run_plan_free(&p->rp);
-}
-
-/* ---- the data hash: what the tokens are made of (docs/shards.md) ----
- * SHA-256 of the plan fields that change the tokens and of the bytes of every
- * input file (datasets, tokenizer.json, tokenizer_config.json). Not of paths,
- * sizes, mtimes or the descriptive counts (samples, size, tokens): a `touch`,
- * a moved file or `samples = N` added to the .llm leave the hash, hence the
- * shards and a checkpoint's fingerprint (run_init.c), as they are. The
- * files' digests are cached in SHARDS/content-cache.json under their path,
- * size and mtime: a file is read again only when one of those changed. */
-
-static void sha_add(EVP_MD_CTX *h, const void *data, size_t n)
-{
-    EVP_DigestUpdate(h, data, n);
-}
-
-static void sha_add_str(EVP_MD_CTX *h, const char *s)
-{
-    sha_add(h, s, strlen(s) + 1);   /* with its NUL: fields cannot run into each other */
-}
-
-/* lowercase hex of the digest so far, up to n-1 characters, into out[n]; frees h */
-static int sha_final_hex(EVP_MD_CTX *h, char *out, size_t n)
-{
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    int ok = EVP_DigestFinal_ex(h, d, &len) == 1;
-    EVP_MD_CTX_free(h);
-    size_t k = 0;
-    for (unsigned i = 0; ok && i < len && k + 2 < n; i++, k += 2) snprintf(out + k, 3, "%02x", d[i]);
-    out[k] = 0;
-    return ok ? 0 : -1;
-}
-
-static EVP_MD_CTX *sha_new(void)
-{
-    EVP_MD_CTX *h = EVP_MD_CTX_new();
-    if (h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) != 1) { EVP_MD_CTX_free(h); h = NULL; }
-    return h;
-}
-
-/* SHA-256 of the regular file's bytes into hex[65]; 0, or -1 with err (a FIFO,
- * a device or a directory is refused, never waited on: open_regular_file). */
-static int sha_file(const char *path, const char *what, char hex[65], char *err, size_t errlen)
-{
-    FILE *f = open_regular_file(path, what, err, errlen);
-    if (!f) return -1;
-    EVP_MD_CTX *h = sha_new();
-    char *buf = malloc((size_t)1 << 20);
-    size_t r;
-    while (h && buf && (r = fread(buf, 1, (size_t)1 << 20, f)) > 0) sha_add(h, buf, r);
-    int bad = !h || !buf || ferror(f);
-    if (bad) snprintf(err, errlen, "%s: %s", path, !h || !buf ? "out of memory" : strerror(errno));
-    free(buf);
-    fclose(f);
-    if (bad) {
-        if (h) EVP_MD_CTX_free(h);
-        return -1;
-    }
-    if (sha_final_hex(h, hex, 65)) { snprintf(err, errlen, "%s: SHA-256 failed (libcrypto)", path); return -1; }
-    return 0;
-}
-
-/* The digest of one input file: from the cache when its path, size and mtime
- * match an entry, else read (and *reread set). The entry is added to fresh. */
-static int content_digest(const char *path, const char *what, const cJSON *cache, cJSON *fresh, char hex[65],
-                          int *reread, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(path, &st) != 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    char *real = realpath(path, NULL);   /* the key: one file, whatever the working directory */
-    const char *key = real ? real : path;
-    double size = (double)st.st_size, sec = (double)st.st_mtim.tv_sec, nsec = (double)st.st_mtim.tv_nsec;
-    const cJSON *e;
-    int found = 0;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(cache, "files")) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file");
-        const char *d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "sha256"));
-        const cJSON *sz = cJSON_GetObjectItemCaseSensitive(e, "size");
-        const cJSON *ms = cJSON_GetObjectItemCaseSensitive(e, "mtime_s");
-        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(e, "mtime_ns");
-        if (cJSON_IsString(f) && !strcmp(f->valuestring, key) && d && strlen(d) == 64 &&
-            strspn(d, "0123456789abcdef") == 64 && cJSON_IsNumber(sz) && sz->valuedouble == size &&
-            cJSON_IsNumber(ms) && ms->valuedouble == sec && cJSON_IsNumber(mn) && mn->valuedouble == nsec) {
-            memcpy(hex, d, 65);
-            found = 1;
-            break;
-        }
-    }
-    if (!found && sha_file(path, what, hex, err, errlen)) {
-        free(real);
-        return -1;
-    }
-    *reread |= !found;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "file", key);
-    free(real);
-    cJSON_AddNumberToObject(o, "size", size);
-    cJSON_AddNumberToObject(o, "mtime_s", sec);
-    cJSON_AddNumberToObject(o, "mtime_ns", nsec);
-    cJSON_AddStringToObject(o, "sha256", hex);
-    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(fresh, "files"), o);
-    return 0;
-}
-
-/* A plan section without the keys that do not change the tokens, added to h. */
-static void sha_add_section(EVP_MD_CTX *h, const cJSON *sec, const char *const *drop)
-{
-    cJSON *c = cJSON_Duplicate(sec, 1);
-    for (size_t i = 0; c && drop[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(c, drop[i]);
-    char *s = c ? cJSON_PrintUnformatted(c) : NULL;
-    sha_add_str(h, s ? s : "null");
-    free(s);
-    cJSON_Delete(c);
-}
-
-static char *cache_path(const DataPlan *p)
-{
-    size_t n = strlen(p->shards_dir) + sizeof "/content-cache.json";
-    char *s = malloc(n);
-    if (s) snprintf(s, n, "%s/content-cache.json", p->shards_dir);
-    return s;
-}
-
-/* The idempotence key and the shards' identity: the plan's stage, the
- * tokenizer's template, each dataset's format, columns and tags, the data
- * section but shards_dir, and the content of every input file. */
-static int data_hash(DataPlan *p, int reread)
-{
-    char *cp = cache_path(p);
-    char err[1024];
-    char *text = cp && !reread ? shard_read_small_file(cp, (size_t)1 << 26, err, sizeof err) : NULL;
-    cJSON *cache = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    free(cp);
-    p->cache = cJSON_CreateObject();
-    cJSON_AddItemToObject(p->cache, "files", cJSON_CreateArray());
-    EVP_MD_CTX *h = sha_new();
-    if (!h) { cJSON_Delete(cache); return say_error("libcrypto: SHA-256 unavailable"); }
-    sha_add_str(h, "llmc-shards-2");
-    sha_add_str(h, stage_json_names[p->rp.stage]);
-    const cJSON *root = p->rp.json;
-    sha_add_section(h, cJSON_GetObjectItemCaseSensitive(root, "tokenizer"), (const char *const[]){"path", NULL});
-    sha_add_section(h, cJSON_GetObjectItemCaseSensitive(root, "data"), (const char *const[]){"shards_dir", NULL});
-    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(root, "datasets");
-    size_t k = 0;
-    char hex[65];
-    int rc = 0;
-    for (const cJSON *d = cJSON_IsArray(ds) ? ds->child : NULL; d && k < p->n_ds; d = d->next, k++) {
-        sha_add_section(h, d, (const char *const[]){"name", "file", "samples", "size_bytes", "tokens", NULL});
-        if (content_digest(p->ds[k].file, "dataset", cache, p->cache, hex, &p->cache_reread, err, sizeof err)) {
-            rc = say_error("%s", err);
-            break;
-        }
-        sha_add_str(h, hex);
-    }
-    struct stat st;
-    int is_dir = stat(p->tokenizer_path, &st) == 0 && S_ISDIR(st.st_mode);
-    const char *const names[] = {"tokenizer.json", "tokenizer_config.json"};
-    for (int i = 0; !rc && i < (is_dir ? 2 : 1); i++) {
-        char tj[4200];
-        snprintf(tj, sizeof tj, is_dir ? "%s/%s" : "%s", p->tokenizer_path, names[i]);
-        /* unreadable: the tokenizer's loader says why, in its own words */
-        sha_add_str(h, content_digest(tj, "tokenizer file", cache, p->cache, hex, &p->cache_reread, err, sizeof err)
-                       ? "absent" : hex);
-    }
-    cJSON_Delete(cache);
-    if (rc) { EVP_MD_CTX_free(h); return rc; }
-    if (sha_final_hex(h, p->hash, sizeof p->hash)) return say_error("libcrypto: SHA-256 failed");
-    return 0;
-}
-
-/* SHARDS/content-cache.json rewritten (atomically) when a file was read for its
- * digest; a failure only costs the next prepare a reread (a warning). */
-static void save_content_cache(DataPlan *p)
-{
-    if (!p->cache || !p->cache_reread) return;
-    char *cp = cache_path(p), *text = cJSON_Print(p->cache), err[512];
-    if (cp && text && shard_write_file_atomic(cp, text, strlen(text), err, sizeof err))
-        say_warn("%s: not written (%s); the next prepare reads the input files again", cp, err);
-    p->cache_reread = 0;
-    free(cp);
-    free(text);
-}
-
-/* Read the plan through runtime/plan/plan.c (the one plan.json reader) and derive
- * the template and the data hash (reread: without content-cache.json). */
-static int load_plan(const char *path, DataPlan *p, int reread)
-{
-    memset(p, 0, sizeof *p);
-    char err[1024];
-    if (run_plan_load_data(&p->rp, path, err, sizeof err)) return say_error("%s", err);
-    const RunPlan *r = &p->rp;
-    p->pretrain = r->stage == STAGE_PT;
-    p->tokenizer_path = r->tokenizer_path;
-    p->ds = r->datasets;
-    p->n_ds = r->n_datasets;
-    p->context = (uint32_t)r->context;
-    p->packing = r->packing;
-    p->skip_bad = r->bad_records == BADREC_SKIP;
-    p->shards_dir = r->shards_dir;
-    p->model_vocab = r->model_vocab;
-    if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
-        return say_error("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
-    if (!p->pretrain && !p->tpl) return say_error("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
-    return data_hash(p, reread);
 }
 
 /* ---- tokenizing batches on worker threads ---- */
@@ -422,355 +159,6 @@ static void pool_wait(Pool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- packing rows into shards ---- */
-
-/* The stats file's length histogram (docs/estimator.md "The stats file"): bin i
- * holds documents of i*STATS_BIN .. (i+1)*STATS_BIN-1 tokens, the last bin all
- * longer ones; 4096 bins is what llmc reads. */
-#define STATS_BIN 16
-#define STATS_BINS 4096
-
-/* Per dataset, for index.json and the stats file: the estimator can use real
- * token counts. cut: documents the context cut tokens off (LLaMA-Factory's
- * cutoff_len does the same, silently); cut_untrained: those of them left with
- * no token to train (a prompt that fills the context). */
-typedef struct {
-    uint64_t kept, skipped, tokens, labels, cut, cut_untrained;
-    uint64_t hist[STATS_BINS];  /* documents by length as packed */
-} DatasetCounts;
-
-typedef struct {
-    const char *dir;
-    char prefix[16];            /* shard-PREFIX-NNNNN.bin: differs from the live set's */
-    uint32_t context, pad_id, vocab_size;
-    int packing, pretrain;
-    int dry;                    /* --check: count rows, write nothing */
-    uint64_t rows_per_shard;
-    /* the shard being filled: rows_in_shard complete rows + the open row */
-    uint32_t *ids, *pos;
-    uint8_t *mask;
-    uint64_t rows_in_shard;
-    uint32_t fill;              /* tokens in the open row */
-    uint64_t shard_docs, shard_labels;
-    ShardEntry *entries;
-    size_t n_entries;
-    uint64_t n_tokens, n_labels, n_rows, n_docs;
-    /* resuming (docs/shards.md "Resuming"): documents are numbered in stream order
-     * (doc_seq); a shard written inside document `resume_doc` leaves its first
-     * `resume_at` tokens in the shards so far. After every shard the journal
-     * (progress.json) records that point, the shards and the counts. */
-    uint64_t doc_seq, resume_doc, resume_at;
-    DatasetCounts *per_ds;      /* the documents done so far, by dataset */
-    size_t n_ds;
-    const char *data_hash;
-    int journal;                /* write progress.json after each shard */
-    int stopped;                /* that shard is written: stop now */
-    uint64_t journal_doc;       /* resume_doc as the journal last recorded it */
-} Packer;
-
-static int journal_write(Packer *k);
-
-static int write_shard(Packer *k)
-{
-    if (k->rows_in_shard == 0) return 0;
-    char name[64], err[512];
-    snprintf(name, sizeof name, "shard-%s-%05zu.bin", k->prefix, k->n_entries);
-    char *path = resolve(k->dir, name);
-    ShardHeader h = {.context = k->context, .n_rows = k->rows_in_shard, .vocab_size = k->vocab_size,
-                     .pad_id = k->pad_id, .n_docs = k->shard_docs, .n_label_tokens = k->shard_labels};
-    int rc = k->dry ? 0 : shard_write(path, &h, k->ids, k->pos, k->mask, err, sizeof err);
-    free(path);
-    if (rc) return say_error("%s", err);
-    ShardEntry *e = realloc(k->entries, (k->n_entries + 1) * sizeof *e);
-    if (!e) return say_error("out of memory");
-    k->entries = e;
-    e[k->n_entries++] = (ShardEntry){.file = strdup(name), .n_rows = k->rows_in_shard, .n_docs = k->shard_docs,
-                                     .n_label_tokens = k->shard_labels, .fd = -1};
-    k->n_rows += k->rows_in_shard;
-    k->rows_in_shard = 0;
-    k->shard_docs = k->shard_labels = 0;
-    if (k->journal && journal_write(k)) return -1;
-    if (stopsig_requested()) k->stopped = 1;
-    return 0;
-}
-
-/* Close the open row (pad it) and start a new one; write the shard when full. */
-static int close_row(Packer *k)
-{
-    if (k->fill == 0) return 0;
-    size_t base = (size_t)k->rows_in_shard * k->context;
-    for (uint32_t t = k->fill; t < k->context; t++) {
-        k->ids[base + t] = k->pad_id;
-        k->pos[base + t] = 0;
-        k->mask[base + t] = 0;
-    }
-    k->fill = 0;
-    k->rows_in_shard++;
-    if (k->rows_in_shard == k->rows_per_shard) return write_shard(k);
-    return 0;
-}
-
-/* Place tokens [from, to) of a document at the open row; the row must have room. */
-static void place(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t from, size_t to)
-{
-    size_t base = (size_t)k->rows_in_shard * k->context + k->fill;
-    for (size_t i = from; i < to; i++) {
-        size_t j = base + (i - from);
-        k->ids[j] = ids[i];
-        k->pos[j] = (uint32_t)(i - from);
-        k->mask[j] = i == from ? 0 : mask[i];   /* the first token of a segment predicts nothing */
-        k->shard_labels += k->mask[j];
-        k->n_labels += k->mask[j];
-    }
-    k->fill += (uint32_t)(to - from);
-    k->n_tokens += to - from;
-}
-
-/* A document is done: all its tokens are in rows (cut at the context unless
- * pre-training text is streamed); count it for its dataset. */
-static void doc_done(Packer *k, DatasetCounts *c, const uint8_t *mask, size_t n, uint64_t seq, int cut)
-{
-    uint64_t labels = 0;
-    for (size_t i = 1; i < n; i++) labels += mask[i];
-    c->tokens += n;
-    c->labels += labels;
-    c->cut += cut != 0;
-    c->cut_untrained += cut && !labels;
-    c->hist[n / STATS_BIN < STATS_BINS ? n / STATS_BIN : STATS_BINS - 1]++;
-    k->resume_doc = seq + 1;
-    k->resume_at = 0;
-}
-
-/* Pack document number seq (its tokens from `start` on: a resumed prepare
- * continues a streamed document where the last shard cut it). */
-static int pack_doc(Packer *k, const uint32_t *ids, const uint8_t *mask, size_t n, size_t start, int cut,
-                    DatasetCounts *c)
-{
-    uint64_t seq = k->doc_seq++;
-    if (n == 0) { doc_done(k, c, mask, 0, seq, cut); return 0; }
-    if (start == 0) k->n_docs++;
-    if (k->pretrain && k->packing) {
-        /* one stream of documents cut into rows; a piece continuing in the next row starts at pos 0 */
-        int first = start == 0;
-        size_t at = start;
-        while (at < n) {
-            size_t room = k->context - k->fill, take = n - at < room ? n - at : room;
-            if (first) { k->shard_docs++; first = 0; }
-            place(k, ids, mask, at, at + take);
-            at += take;
-            if (at == n) doc_done(k, c, mask, n, seq, cut);
-            else { k->resume_doc = seq; k->resume_at = at; }
-            if (k->fill == k->context && close_row(k)) return -1;
-        }
-        return 0;
-    }
-    if (n > k->context) { n = k->context; cut = 1; }   /* the tokenizer's cutoff is the context: not reached */
-    if (!k->packing || k->fill + n > k->context) {
-        k->resume_doc = seq;        /* a shard written here holds none of this document */
-        k->resume_at = 0;
-        if (close_row(k)) return -1;
-    }
-    k->shard_docs++;
-    place(k, ids, mask, 0, n);
-    doc_done(k, c, mask, n, seq, cut);
-    if (!k->packing || k->fill == k->context) return close_row(k);
-    return 0;
-}
-
-/* ---- the journal: resuming an interrupted prepare ---- */
-
-#define JOURNAL "progress.json"
-
-/* The histogram as a JSON array, cut after its last non-empty bin. */
-static cJSON *hist_json(const DatasetCounts *c)
-{
-    size_t n = STATS_BINS;
-    while (n > 1 && c->hist[n - 1] == 0) n--;
-    cJSON *a = cJSON_CreateArray();
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)c->hist[i]));
-    return a;
-}
-
-/* Write DIR/progress.json (atomically) for the shards written so far: what a
- * prepare stopped by a signal, killed or preempted continues from. */
-static int journal_write(Packer *k)
-{
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "version", 1);
-    cJSON_AddStringToObject(j, "data_hash", k->data_hash);
-    cJSON_AddStringToObject(j, "prefix", k->prefix);
-    cJSON_AddNumberToObject(j, "context", k->context);
-    cJSON_AddNumberToObject(j, "rows_per_shard", (double)k->rows_per_shard);
-    cJSON_AddNumberToObject(j, "resume_doc", (double)k->resume_doc);
-    cJSON_AddNumberToObject(j, "resume_at", (double)k->resume_at);
-    cJSON_AddNumberToObject(j, "n_tokens", (double)k->n_tokens);
-    cJSON_AddNumberToObject(j, "n_labels", (double)k->n_labels);
-    cJSON_AddNumberToObject(j, "n_rows", (double)k->n_rows);
-    cJSON_AddNumberToObject(j, "n_docs", (double)k->n_docs);
-    cJSON *sh = cJSON_AddArrayToObject(j, "shards");
-    for (size_t i = 0; i < k->n_entries; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "file", k->entries[i].file);
-        cJSON_AddNumberToObject(o, "n_rows", (double)k->entries[i].n_rows);
-        cJSON_AddNumberToObject(o, "n_docs", (double)k->entries[i].n_docs);
-        cJSON_AddNumberToObject(o, "n_label_tokens", (double)k->entries[i].n_label_tokens);
-        cJSON_AddItemToArray(sh, o);
-    }
-    cJSON *ds = cJSON_AddArrayToObject(j, "datasets");
-    for (size_t i = 0; i < k->n_ds; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "tokens", (double)k->per_ds[i].tokens);
-        cJSON_AddNumberToObject(o, "label_tokens", (double)k->per_ds[i].labels);
-        cJSON_AddNumberToObject(o, "records_cut", (double)k->per_ds[i].cut);
-        cJSON_AddNumberToObject(o, "records_cut_untrained", (double)k->per_ds[i].cut_untrained);
-        cJSON_AddItemToObject(o, "length_counts", hist_json(&k->per_ds[i]));
-        cJSON_AddItemToArray(ds, o);
-    }
-    char *text = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    k->journal_doc = k->resume_doc;
-    char *path = resolve(k->dir, JOURNAL), err[512];
-    int rc = text && path ? shard_write_file_atomic(path, text, strlen(text), err, sizeof err) : -1;
-    if (rc) say_error("%s", text && path ? err : "out of memory");
-    free(text);
-    free(path);
-    return rc;
-}
-
-static int journal_u64(const cJSON *o, const char *key, uint64_t *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0) return -1;
-    *out = (uint64_t)v->valuedouble;
-    return 0;
-}
-
-/* Take up the journal of an interrupted prepare of the same data (hash,
- * context, rows per shard, datasets): its shards (each there with the size its
- * rows make), counts and resume point go into k. 1 resumed; 0 no usable
- * journal (none, another data hash, or a shard missing: start over). */
-static int journal_take(Packer *k)
-{
-    char *path = resolve(k->dir, JOURNAL);
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    free(path);
-    if (!f) return 0;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    char buf[65536];
-    size_t got;
-    while (mem && (got = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, got, mem);
-    fclose(f);
-    if (mem) fclose(mem);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    uint64_t ctx, rps, n_ds;
-    const cJSON *hash = cJSON_GetObjectItemCaseSensitive(j, "data_hash");
-    const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(j, "prefix");
-    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(j, "shards");
-    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(j, "datasets");
-    int ok = cJSON_IsString(hash) && !strcmp(hash->valuestring, k->data_hash) && cJSON_IsString(prefix) &&
-             strlen(prefix->valuestring) < sizeof k->prefix && cJSON_IsArray(sh) && cJSON_IsArray(ds) &&
-             !journal_u64(j, "context", &ctx) && ctx == k->context && !journal_u64(j, "rows_per_shard", &rps) &&
-             rps == k->rows_per_shard && (n_ds = (uint64_t)cJSON_GetArraySize(ds)) == k->n_ds &&
-             !journal_u64(j, "resume_doc", &k->resume_doc) && !journal_u64(j, "resume_at", &k->resume_at) &&
-             !journal_u64(j, "n_tokens", &k->n_tokens) && !journal_u64(j, "n_labels", &k->n_labels) &&
-             !journal_u64(j, "n_rows", &k->n_rows) && !journal_u64(j, "n_docs", &k->n_docs);
-    size_t i = 0;
-    for (const cJSON *d = ok ? ds->child : NULL; d && ok; d = d->next, i++) {
-        ok = !journal_u64(d, "tokens", &k->per_ds[i].tokens) && !journal_u64(d, "label_tokens", &k->per_ds[i].labels) &&
-             !journal_u64(d, "records_cut", &k->per_ds[i].cut) &&
-             !journal_u64(d, "records_cut_untrained", &k->per_ds[i].cut_untrained);
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive(d, "length_counts");
-        ok = ok && cJSON_IsArray(h) && cJSON_GetArraySize(h) <= STATS_BINS;
-        size_t b = 0;
-        for (const cJSON *c = ok ? h->child : NULL; c && ok; c = c->next, b++) {
-            ok = cJSON_IsNumber(c) && c->valuedouble >= 0 && c->valuedouble <= 9007199254740992.0;
-            if (ok) k->per_ds[i].hist[b] = (uint64_t)c->valuedouble;
-        }
-    }
-    size_t n = ok ? (size_t)cJSON_GetArraySize(sh) : 0;
-    ShardEntry *e = ok && n ? calloc(n, sizeof *e) : NULL;
-    if (n && !e) ok = 0;
-    i = 0;
-    for (const cJSON *o = ok ? sh->child : NULL; o && ok; o = o->next, i++) {
-        const cJSON *file = cJSON_GetObjectItemCaseSensitive(o, "file");
-        char want[64];
-        snprintf(want, sizeof want, "shard-%s-%05zu.bin", prefix->valuestring, i);
-        ok = cJSON_IsString(file) && !strcmp(file->valuestring, want) && !journal_u64(o, "n_rows", &e[i].n_rows) &&
-             !journal_u64(o, "n_docs", &e[i].n_docs) && !journal_u64(o, "n_label_tokens", &e[i].n_label_tokens);
-        struct stat st;
-        char *p = ok ? resolve(k->dir, want) : NULL;
-        ok = ok && p && stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
-             (uint64_t)st.st_size == sizeof(ShardHeader) + e[i].n_rows * k->context * 9;
-        free(p);
-        e[i].fd = -1;
-        if (ok) e[i].file = strdup(want);
-    }
-    if (ok) {
-        snprintf(k->prefix, sizeof k->prefix, "%s", prefix->valuestring);
-        k->entries = e;
-        k->n_entries = n;
-        k->doc_seq = k->resume_doc;
-    } else {
-        for (size_t m = 0; e && m < n; m++) free(e[m].file);
-        free(e);
-        k->resume_doc = k->resume_at = k->n_tokens = k->n_labels = k->n_rows = k->n_docs = 0;
-        memset(k->per_ds, 0, k->n_ds * sizeof *k->per_ds);
-    }
-    cJSON_Delete(j);
-    return ok;
-}
-
-static void journal_remove(const char *dir)
-{
-    char *path = resolve(dir, JOURNAL);
-    if (path) unlink(path);
-    free(path);
-}
-
-/* ---- the stats file: what llmc's estimator reads beside each dataset ---- */
-
-/* FILE.stats.json beside each dataset (docs/estimator.md "The stats file"):
- * records kept, tokens as packed, the length histogram, and the settings they
- * depend on (context, packing, template; no paths, so that the same data and
- * settings give the same bytes wherever prepare runs). A cache for `llmc check/explain`, so a data directory that cannot be
- * written to is a warning. */
-static void write_stats(const DataPlan *plan, const DatasetCounts *per_ds)
-{
-    for (size_t i = 0; i < plan->n_ds; i++) {
-        const DatasetCounts *c = &per_ds[i];
-        if (c->kept == 0) continue;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "format", "llmc-data-stats");
-        cJSON_AddNumberToObject(o, "version", 1);
-        cJSON_AddNumberToObject(o, "records", (double)c->kept);
-        cJSON_AddNumberToObject(o, "tokens", (double)c->tokens);
-        cJSON_AddNumberToObject(o, "label_tokens", (double)c->labels);
-        cJSON_AddNumberToObject(o, "records_cut", (double)c->cut);
-        cJSON_AddNumberToObject(o, "records_cut_untrained", (double)c->cut_untrained);
-        cJSON_AddNumberToObject(o, "records_skipped", (double)c->skipped);
-        cJSON *h = cJSON_AddObjectToObject(o, "length_histogram");
-        cJSON_AddNumberToObject(h, "bin_tokens", STATS_BIN);
-        cJSON_AddItemToObject(h, "counts", hist_json(c));
-        cJSON_AddNumberToObject(o, "context", plan->context);
-        cJSON_AddBoolToObject(o, "packing", plan->packing);
-        if (plan->tpl) cJSON_AddStringToObject(o, "template", plan->tpl->name);
-        else cJSON_AddNullToObject(o, "template");
-        char *text = cJSON_Print(o);
-        cJSON_Delete(o);
-        size_t n = strlen(plan->ds[i].file) + sizeof ".stats.json";
-        char *path = malloc(n), err[512];
-        if (path) snprintf(path, n, "%s.stats.json", plan->ds[i].file);
-        if (!text || !path) say_warn("out of memory writing the stats of dataset %s", plan->ds[i].name);
-        else if (shard_write_file_atomic(path, text, strlen(text), err, sizeof err))
-            say_warn("%s (llmc estimates dataset %s from its file size instead)", err, plan->ds[i].name);
-        free(text);
-        free(path);
-    }
-}
-
 /* ---- the command ---- */
 
 /* A slot that held a big record gives its memory back instead of keeping it for the next. */
@@ -794,13 +182,11 @@ static int pack_batch(Packer *k, TokBatch *b)
     return 0;
 }
 
-
 typedef struct {
     uint64_t kept, skipped[REC_N_REASONS], shown;
 } Counts;
 
-
-static double now_s(void)
+double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -843,117 +229,6 @@ static void progress(Progress *pr, const Counts *c, const Packer *k, int final)
     FILE *o = info_to_stderr ? stderr : stdout;
     fprintf(o, "\r%s%s%s", log_prefix(), line, final ? "\n" : "");
     fflush(o);
-}
-
-/* Remove prepare's own files from dir (shard-*.bin, shard-*.bin.tmp,
- * index.json.tmp) except the shards named in keep (NULL-terminated). Files
- * prepare did not write are never touched; index.json is only ever replaced. */
-static int sweep_dir(const char *dir, char *const *keep)
-{
-    DIR *d = opendir(dir);
-    if (!d) return say_error("%s: %s", dir, strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        int ours = !strcmp(e->d_name, "index.json.tmp") || !strcmp(e->d_name, JOURNAL ".tmp") ||
-                   (!strncmp(e->d_name, "shard-", 6) &&
-                    ((n > 4 && !strcmp(e->d_name + n - 4, ".bin")) || (n > 8 && !strcmp(e->d_name + n - 8, ".bin.tmp"))));
-        for (size_t i = 0; ours && keep && keep[i]; i++)
-            if (!strcmp(keep[i], e->d_name)) ours = 0;
-        if (!ours) continue;
-        char *p = resolve(dir, e->d_name);
-        if (p) { unlink(p); free(p); }
-    }
-    closedir(d);
-    return 0;
-}
-
-/* New shard names must not be those of the live set, which stays readable
- * until the new index.json replaces it: take 8 hex digits of the data hash,
- * or the next 8 when the live set already uses them. */
-static void choose_prefix(char out[16], const char *hash, char *const *live)
-{
-    for (int half = 0; half < 2; half++) {
-        snprintf(out, 16, "%.8s", hash + 8 * half);
-        char head[32];
-        snprintf(head, sizeof head, "shard-%s-", out);
-        int used = 0;
-        for (size_t i = 0; live && live[i]; i++)
-            if (!strncmp(live[i], head, strlen(head))) used = 1;
-        if (!used) return;
-    }
-}
-
-/* Take DIR/.prepare.lock (flock, released by the kernel when this process
- * ends, however it ends): concurrent prepares of one plan, as the tasks of a
- * Slurm job array start them, run one after another. Returns the open fd, or
- * -1 after a message. A file system without locks is a warning, not an error. */
-static int lock_dir(const char *dir)
-{
-    char *path = resolve(dir, ".prepare.lock");
-    if (!path) return say_error("out of memory");
-    int fd = open(path, O_RDWR | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0) say_error("%s: not a regular file", path);
-        else say_error("%s: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        free(path);
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK) {
-            char holder[256];
-            ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-            holder[n > 0 ? n : 0] = '\0';
-            holder[strcspn(holder, "\n")] = '\0';
-            say_info("%s: another prepare of this output is running (%s); waiting for it to finish", path,
-                holder[0] ? holder : "its holder did not say who it is yet");
-            double t0 = now_s();
-            int rc;
-            while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {}
-            if (rc != 0) { say_error("%s: lock: %s", path, strerror(errno)); close(fd); free(path); return -1; }
-            say_info("%s: lock taken after %.0f s", path, now_s() - t0);
-        } else {
-            say_warn("%s: this file system does not lock (%s); concurrent prepares of this plan are not "
-                "kept apart", path, strerror(errno));
-            free(path);
-            return fd;
-        }
-    }
-    char host[128] = "?", text[256], when[32] = "";
-    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
-    host[sizeof host - 1] = '\0';
-    time_t t = time(NULL);
-    struct tm tm;
-    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    int len = snprintf(text, sizeof text, "pid %ld on %s since %s\n", (long)getpid(), host, when);
-    if (ftruncate(fd, 0) == 0 && len > 0 && pwrite(fd, text, (size_t)len, 0) < 0) { /* the holder note is best effort */ }
-    free(path);
-    return fd;
-}
-
-static int mkdirs(const char *path)
-{
-    char *p = strdup(path);
-    if (!p) return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) { free(p); return -1; }
-        *s = '/';
-    }
-    int rc = mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
-    free(p);
-    return rc;
-}
-
-/* Release the lock; the holder note goes with it. */
-static void unlock_dir(int fd)
-{
-    if (fd < 0) return;
-    if (ftruncate(fd, 0) != 0) { /* the note is only a hint for waiters */ }
-    close(fd);
 }
 
 static void usage(FILE *out)
@@ -1049,20 +324,6 @@ static int prep_parse_args(Prep *P, int argc, char **argv)
         args_int(cmd, "LLMC_SHARD_TOKENS", st_env, 1, 1LL << 40, &P->shard_tokens))
         return 2;
     return -1;
-}
-
-/* A --max-record-bytes other than the default changes which records are kept:
- * it becomes part of the data hash (the key index.json is compared by). */
-static void prep_key_max_record(Prep *P)
-{
-    if (P->max_record == (long long)JS_MAX_RECORD_DEFAULT) return;
-    EVP_MD_CTX *h = sha_new();
-    if (!h) return;
-    char n[32];
-    snprintf(n, sizeof n, "%lld", P->max_record);
-    sha_add_str(h, P->plan.hash);
-    sha_add_str(h, n);
-    sha_final_hex(h, P->plan.hash, sizeof P->plan.hash);
 }
 
 /* Up to date, or the lock. index.json is replaced atomically, so it is read
@@ -1493,7 +754,7 @@ int cmd_prepare(int argc, char **argv)
     info_to_stderr = P->check_only;
     if (load_plan(P->plan_path, &P->plan, P->force)) rc = 2;   /* --force: every file read again */
     else {
-        prep_key_max_record(P);
+        data_hash_max_record(&P->plan, P->max_record);
         if ((rc = prep_lock_unless_up_to_date(P)) < 0 && (rc = prep_load_tokenizer(P)) < 0)
             rc = prep_take_up_journal(P);
     }

@@ -7,8 +7,8 @@
 #                        and compiled from two working directories: same bytes
 #   make golden          re-record golden/ (review the diff before committing)
 EMIT_TEST := $(BUILD)/tests/emitters/emit_test
-EMIT_TEST_OBJ := $(filter $(BUILD)/compiler/emit/%.o,$(COMPILER_OBJ)) \
-                 $(call compiler_objs,diag arena model_files chat_templates estimate_fields estimate estimate_defaults gpu_catalog hostlist)
+EMIT_TEST_OBJ := $(filter $(BUILD)/compiler/emit/%.o $(BUILD)/compiler/estimate/%.o,$(COMPILER_OBJ)) \
+                 $(call compiler_objs,diag arena model_files chat_templates gpu_catalog hostlist)
 
 
 $(BUILD)/tests/emitters/emit_test.o: tests/emitters/emit_test.c

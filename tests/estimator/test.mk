@@ -2,9 +2,12 @@
 #   make test-estimator          (SAN=1 for ASan + UBSan)
 EST_TEST_BIN := $(BUILD)/tests/estimator/test_estimate
 
-$(EST_TEST_BIN): tests/estimator/test_estimate.c $(COMPILER_LIB_OBJ)
+# The checks, one file per topic (test_estimate.h lists them).
+EST_TEST_SRC := $(sort $(wildcard tests/estimator/*.c))
+
+$(EST_TEST_BIN): $(EST_TEST_SRC) tests/estimator/test_estimate.h $(COMPILER_LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(COMPILER_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(COMPILER_LIBS)
 
 TEST_SUITES += estimator
 .PHONY: test-estimator

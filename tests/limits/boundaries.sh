@@ -1,6 +1,7 @@
 #!/bin/bash
 # tests/limits/boundaries.sh MAKE BUILD — the include boundaries of the build
-# (compiler/build.mk, runtime/build.mk, runtime/cuda/build.mk). Every folder of
+# (compiler/build.mk, runtime/build.mk, runtime/cuda/build.mk), and at the end the
+# source files' size (none over MAX_LINES lines). Every folder of
 # compiler/ and runtime/ is compiled with the include paths of the folders it may
 # use, so a header from any other folder, or from the other program, is not
 # found. Probes are compiled with the build's own command line for an object of
@@ -137,4 +138,16 @@ for d in compiler/check runtime/plan; do builds "$d" plan_limits.h; done
 if grep -rnE '#[[:space:]]*include[[:space:]]*"[^"]*/' compiler runtime grammar >"$T/err"; then
     bad "a file includes a header by a path"
 else : >"$T/err"; ok "no file of compiler/, runtime/ or grammar/ includes a header by a path"; fi
+# The files' size (issue 29): no hand-written source file over MAX_LINES lines,
+# so that each stays one role a reader can hold. The build's outputs (build/,
+# where the generated lexers, parsers and tables go) and the dot folders (.deps,
+# .git) are not hand-written; every other file of these kinds is, tests' too.
+MAX_LINES=1500
+: >"$T/err"
+find . \( -path ./build -o -path './.*' \) -prune -o -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \
+    -o -name '*.cuh' -o -name '*.y' -o -name '*.re' \) -print0 | xargs -0 wc -l | grep -v ' total$' |
+    sed 's| \./| |' | sort -rn >"$T/lines"
+over=$(awk -v max=$MAX_LINES '$1 > max {printf " %s (%d lines)", $2, $1}' "$T/lines")
+if [[ -n $over ]]; then bad "source files over $MAX_LINES lines, to split by role:$over"
+else ok "no hand-written source file is over $MAX_LINES lines (the longest: $(awk 'NR == 1 {print $2, "with", $1}' "$T/lines"))"; fi
 finish

@@ -1,0 +1,163 @@
+/* estimate_startup.c — what a run costs besides its steps (docs/estimator.md,
+ * "Start-up and checkpoints", "Host memory"): tokenisation, loading, saves,
+ * resumes, the wall time over its segments, and host memory per node.
+ */
+#include "estimate_internal.h"
+
+/* Host memory per node (docs/estimator.md, "Host memory"), GPU plans. */
+void estimate_host(const PlanJob *job, Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    uint64_t mem = job->mem_bytes ? job->mem_bytes : c->memory_bytes;
+    e->host_usable_bytes = (double)mem;
+    e->host_fits = true;
+    if (e->cpu_only) return;   /* the per-rank memory check is the host's */
+    double g = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    TrainStates ts = plan_train_states(t, e);
+    double w, gr, o, offload = 0;
+    estimate_train_states(&ts, t->precision, t->shard, e->data_parallel, &w, &gr, &o, &offload);
+    double n = (double)e->params_total;
+    if (t->backend == BACKEND_LLAMAFACTORY) {
+        e->host_process_bytes = g * HOST_TORCH_PROCESS_BYTES;
+        /* ZeRO-3 (zero.Init): every rank reads one checkpoint file at a time;
+         * otherwise every rank builds the whole 16-bit model on the host first. */
+        e->host_model_bytes = g * (t->shard == SHARD_ZERO3 ? fmin(HOST_HF_SHARD_BYTES, 2 * n) : 2 * n);
+        /* The tokenizing workers LLaMA-Factory starts (preprocessing_num_workers
+         * as emitted). The tokenized set is an Arrow cache on disk,
+         * memory-mapped: page cache, not counted. */
+        double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
+        double workers = llamafactory_workers(cpus);
+        e->host_data_bytes = workers * HOST_WORKER_BYTES;
+        e->host_pinned_bytes = g * HOST_PINNED_BYTES;
+    } else {
+        /* llmc-train-cuda: every rank builds the fp32 weights on the host and
+         * uploads them through a staging copy in the GPU layout (2 x 4 x P); a
+         * checkpoint gathers master, m and v to rank 0's host, into the loop's
+         * AdamW moments and the staging copies of both (4 x 4 x P more,
+         * gather_to_host). Under offload the loop's fp32 model and moments are
+         * the training state itself (12 x P, pinned) and nothing is staged.
+         * Shards are memory-mapped: page cache, reclaimable, not counted. */
+        e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
+        bool llmc_offload = t->offload == OFFLOAD_OPTIMIZER;
+        e->host_model_bytes = llmc_offload ? 0 : g * 8 * n + 16 * n;
+        /* LoRA (one GPU): the fp32 base and its upload staging, and the adapters,
+         * their gradients, moments and staging (5 x 4 bytes each); nothing of the
+         * base is gathered back. Freeze: the same 8 x P, a host-layout array for
+         * the moments' window (4 x P), at a checkpoint the staging of both
+         * moments (8 x P) and the loop's moments of the trained part. */
+        if (t->method == METHOD_LORA) e->host_model_bytes = 8 * n + 20 * lora_params(t, t->model);
+        else if (t->method == METHOD_FREEZE)
+            e->host_model_bytes = 20 * n + 8 * fmin(n, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
+        /* one rank: the whole state; ZeRO-2/3 on several ranks: each its shard */
+        if (llmc_offload) offload = 12 * n / (e->data_parallel > 1 ? e->data_parallel : 1);
+        e->host_data_bytes = 0;
+        e->host_pinned_bytes = g * HOST_PINNED_BYTES;
+    }
+    e->host_offload_bytes = g * offload;
+    e->host_bytes = e->host_process_bytes + e->host_model_bytes + e->host_data_bytes + e->host_pinned_bytes +
+                    e->host_offload_bytes;
+    e->host_fits = mem == 0 || e->host_bytes <= e->host_usable_bytes;
+}
+
+/* Start-up, checkpoints and the wall time over all segments (docs/estimator.md,
+ * "Start-up and checkpoints"). */
+void estimate_startup(const PlanJob *job, Estimate *e)
+{
+    const PlanTrain *t = job->run;
+    const PlanCluster *c = job->cluster;
+    bool lf = t->backend == BACKEND_LLAMAFACTORY;
+    double nodes = job->nodes > 0 ? job->nodes : 1;
+    double n = (double)e->params_total, tr = e->trainable_params > 0 ? e->trainable_params : n;
+    bool adapters = t->method == METHOD_LORA || t->method == METHOD_QLORA;
+    Precision prec = e->cpu_only ? PREC_FP32 : t->precision;
+
+    /* Tokenisation: LLaMA-Factory tokenises the training data before the
+     * first step, on one node (data_shared_file_system) or on every node's
+     * first rank, with preprocessing_num_workers processes, while the other
+     * ranks wait at a barrier of ddp_timeout. Streaming tokenises on the fly.
+     * The llmc trainer reads shards `llmc-train prepare` wrote beforehand. */
+    e->ddp_timeout_seconds = lf ? (t->ddp_timeout_seconds > 0 ? t->ddp_timeout_seconds : 1800) : 0;
+    if (lf && !t->streaming && e->tokens_source != TOKENS_UNKNOWN && e->tokens_per_epoch > 0) {
+        double g = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+        double cpus = job->cpus_per_task > 0 ? (double)job->cpus_per_task * g : c->cpus;
+        e->tokenize_workers = llamafactory_workers(cpus);
+        e->tokenize_rate = t->tokenize_rate > 0 ? t->tokenize_rate : LF_TOKENIZE_TOKENS_PER_S;
+        e->tokenize_tokens = e->tokens_per_epoch;
+        e->tokenize_seconds = e->tokenize_tokens / (e->tokenize_workers * e->tokenize_rate);
+        e->tokenize_every_start = !t->tokenized_path;
+        double need = fmin(DDP_TIMEOUT_MAX_S,
+                           ceil((TOKENIZE_BARRIER_FACTOR * e->tokenize_seconds + TOKENIZE_BARRIER_SLACK_S) / 60) * 60);
+        if (need > e->ddp_timeout_seconds && !t->ddp_timeout_at.start.file &&
+            e->tokenize_seconds + TOKENIZE_BARRIER_SLACK_S <= DDP_TIMEOUT_MAX_S) {
+            e->ddp_timeout_seconds = need;
+            e->ddp_timeout_raised = true;
+        }
+    }
+
+    /* Loading: the 16-bit weights (QLoRA: as quantised on the GPU, read at
+     * 16 bits all the same) read by every node at each start; a scratch
+     * model of the llmc trainer reads nothing. */
+    bool scratch = t->model->from_scratch;
+    e->load_bytes = scratch ? 0 : 2 * n;
+    if (e->reference == REF_COPY) e->load_bytes += 2 * e->reference_params;
+    e->load_seconds = e->load_bytes / MODEL_LOAD_BYTES_PER_S;
+
+    /* One save. llmc: fp32 weights, Adam m and v, gathered to rank 0
+     * (docs/runtime.md, "Checkpoints"). LLaMA-Factory: the optimizer states of
+     * the trained parameters (every rank its partition), DeepSpeed's 16-bit
+     * module states (frozen weights excluded: the HF Trainer passes
+     * exclude_frozen_parameters for PEFT models; none without DeepSpeed) and
+     * the model's weights as safetensors (adapters: fp32 adapter weights),
+     * which rank 0 writes. */
+    double parallel, rank0;
+    if (!lf) {
+        parallel = 0;
+        rank0 = 12 * (t->method == METHOD_FULL ? n : tr);
+        e->checkpoint_export_bytes = 0;
+    } else {
+        double opt = optim_state_bytes(prec, t->optim) * tr;
+        double module = t->shard != SHARD_NONE ? value_bytes(prec) * (adapters || t->method == METHOD_FREEZE ? tr : n) : 0;
+        double export_ = adapters ? 4 * tr : value_bytes(prec) * n;
+        parallel = opt + (t->shard == SHARD_ZERO3 ? module : 0);
+        rank0 = export_ + (t->shard == SHARD_ZERO3 ? 0 : module);
+        e->checkpoint_export_bytes = export_;
+    }
+    e->checkpoint_bytes = parallel + rank0;
+    e->checkpoint_write_seconds = parallel / (nodes * CKPT_WRITE_BYTES_PER_S) + rank0 / CKPT_WRITE_BYTES_PER_S;
+    int keep = t->checkpoint_keep > 0 ? t->checkpoint_keep : 2;
+    e->checkpoint_kept_bytes = keep * e->checkpoint_bytes;
+    if (t->checkpoint_epoch) {   /* save_strategy: epoch */
+        double epochs = t->epochs > 0 && isfinite(t->epochs) ? t->epochs : 1;
+        double every = ceil((double)e->steps_total / epochs);
+        e->checkpoint_every_steps = every < 1 ? 1 : every > 9e18 ? INT64_MAX : (int64_t)every;
+    } else if (t->checkpoint_every_steps > 0) {
+        e->checkpoint_every_steps = t->checkpoint_every_steps;
+    } else if (e->step_seconds > 0) {
+        double every = ceil((t->checkpoint_every_seconds > 0 ? t->checkpoint_every_seconds : 1800) / e->step_seconds);
+        e->checkpoint_every_steps = every < 1 ? 1 : every > 9e18 ? INT64_MAX : (int64_t)every;
+    }
+    e->checkpoints_total = e->checkpoint_every_steps > 0 ? e->steps_total / e->checkpoint_every_steps : 0;
+    if (t->checkpoint_epoch && e->steps_total > 0)   /* one save at the end of every epoch */
+        e->checkpoints_total = (int64_t)ceil(t->epochs > 0 && isfinite(t->epochs) && t->epochs < 1e6 ? t->epochs : 1);
+    /* A requeued start reads the last checkpoint back (its states, not the export). */
+    double states = e->checkpoint_bytes - e->checkpoint_export_bytes;
+    e->resume_seconds = lf ? states / (nodes * CKPT_READ_BYTES_PER_S) : states / CKPT_READ_BYTES_PER_S;
+
+    /* The wall time: the first start, training, every save, and for every
+     * further segment a start that loads, resumes and (without
+     * tokenized_path) tokenises again. */
+    e->startup_seconds = e->tokenize_seconds + e->load_seconds;
+    double again = e->load_seconds + e->resume_seconds + (e->tokenize_every_start ? e->tokenize_seconds : 0);
+    double work = e->total_seconds + e->checkpoints_total * e->checkpoint_write_seconds;
+    e->wall_seconds = work + e->startup_seconds;
+    double limit = e->time_limit_seconds;
+    e->requeue_segments = 1;
+    if (limit > 0 && e->wall_seconds > limit) {
+        /* n segments hold work + first + (n - 1) x again <= n x limit. */
+        double seg = limit > again ? ceil((work + e->startup_seconds - again) / (limit - again)) : 1e9;
+        if (!(seg >= 2)) seg = 2;
+        e->requeue_segments = seg > 1e9 ? 1000000000 : (int)seg;
+        e->wall_seconds += (e->requeue_segments - 1) * again;
+    }
+}
