@@ -7,7 +7,7 @@
 int cmd_tokenize(int argc, char **argv);  /* runtime/data/tokenize_cmd.c: text on stdin -> ids (--decode) */
 int cmd_prepare(int argc, char **argv);   /* runtime/data/prepare.c: plan.json -> token shards */
 int cmd_run(int argc, char **argv);       /* runtime/cpu/cpu_backend.c over runtime/train/train_loop.c: plan.json -> training */
-int cmd_verify(int argc, char **argv);    /* runtime/store/checkpoint.c: sha256 manifest check */
+int cmd_verify(int argc, char **argv);    /* runtime/store/store_files.c: sha256 manifest check */
 int cmd_generate(int argc, char **argv);  /* runtime/cli/generate.c: an export's greedy answers to questions */
 int cmd_export(int argc, char **argv);    /* runtime/cli/export.c: a checkpoint -> HF model (and PEFT adapter) */
 

@@ -188,7 +188,7 @@ static int get_config(const Opts *o, ModelConfig *cfg)
     return 0;
 }
 
-/* A PEFT adapter directory as adapters on cfg's layers (runtime/store/checkpoint.c
+/* A PEFT adapter directory as adapters on cfg's layers (runtime/store/hf_export.c
  * peft_load); *alpha, *rslora as its config says. NULL after a message. */
 static Lora *lora_from_peft(const char *dir, const ModelConfig *cfg, int *alpha, int *rslora)
 {
@@ -485,7 +485,7 @@ static int cmd_check(int argc, char **argv)
     if (write_file(o.out, "logits.f32", logits, N * V * sizeof(float)) ||
         write_file(o.out, "grads.f32", grads, n_grads * sizeof(float)))
         return 1;
-    if (lora) {   /* the trained adapter as a PEFT directory (runtime/store/checkpoint.c's export) */
+    if (lora) {   /* the trained adapter as a PEFT directory (runtime/store/hf_export.c) */
         cuda_lora_get(&m, lora->p.w, NULL, NULL);
         snprintf(path, sizeof path, "%s/adapter", o.out);
         if (peft_export(path, lora, alpha, rslora, NULL, err, sizeof err)) {
