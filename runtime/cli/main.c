@@ -2,8 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 #include "args.h"
+#include "checkpoint.h"
 #include "commands.h"
 #include "cpu_backend.h"
+#include "data_commands.h"
 #include "plan.h"
 
 /* check-plan reads the plan as `run` does: the reader, then what the CPU

@@ -34,7 +34,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "commands.h"
 #include "cpu_backend.h"
 #include "backend_caps.h"   /* contract/: what this backend runs, as llmc checks it */
 #include "dist.h"

@@ -39,4 +39,8 @@ typedef struct {
 /* Fill be with the CPU backend's functions over c. */
 void cpu_backend_init(TrainBackend *be, CpuBackend *c);
 
+/* llmc-train run: the training loop over this backend (a subcommand: the
+ * arguments after "run", the exit status back). */
+int cmd_run(int argc, char **argv);
+
 #endif

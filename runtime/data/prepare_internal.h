@@ -1,6 +1,6 @@
 /* prepare_internal.h — what the files of `llmc-train prepare` share; nothing
  * outside runtime/data/prepare*.c includes it (the command's entry is
- * cmd_prepare, runtime/base/commands.h).
+ * cmd_prepare, data_commands.h).
  *
  * prepare.c is the command: its steps, the tokenizing threads and the messages;
  * prepare_plan.c reads the plan's data section and computes the data hash (the
@@ -33,7 +33,7 @@
 
 #include "args.h"
 #include "chat_template.h"
-#include "commands.h"
+#include "data_commands.h"
 #include "cpus.h"
 #include "json_stream.h"
 #include "log.h"

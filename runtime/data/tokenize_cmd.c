@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "args.h"
-#include "commands.h"
+#include "data_commands.h"
 #include "log.h"
 #include "tokenizer.h"
 

@@ -184,6 +184,9 @@ int manifest_write_known(const char *dir, const ManifestHash *known, int nknown,
  * or missing file (the first such file's name in err), -1 when the manifest
  * cannot be read (message in err). */
 int manifest_check(const char *dir, FILE *out, char *err, size_t errlen);
+/* llmc-train verify DIR (a subcommand: the arguments after "verify", the exit
+ * status back): manifest_check, its lines on standard output. */
+int cmd_verify(int argc, char **argv);
 
 /* fsync a directory (after renames inside it). */
 int fsync_dir(const char *dir);

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "commands.h"
 #include "run_formats.h"   /* contract/: the checkpoint files' names */
 #include "hf_config.h"
 #include "log.h"
