@@ -790,6 +790,9 @@ static void print_host_memory(Table *tb, const PlanJob *job, const Estimate *e)
     gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
             lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
                                           : "every rank builds the 16-bit model on the host")
+               : estimate_llmc_sharded(t, e) ? (t->model->from_scratch
+                   ? "each rank its part of weights, m, v and their GPU-layout staging; the random init whole"
+                   : "each rank its part of weights, m, v and their GPU-layout staging (ZeRO-3: no gather)")
                : t->offload == OFFLOAD_OPTIMIZER ? "none beyond the offloaded states (they are the host model)"
                : "fp32 weights and their GPU-layout copy per rank + rank 0's checkpoint gather (master, m, v)");
     gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
@@ -899,10 +902,13 @@ static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
     cli_fmt_duration(a, sizeof a, e->load_seconds);
     gb(b, sizeof b, e->load_bytes);
     row(tb, 0, "model load", a, "%s of 16-bit weights%s at 0.5 GB/s per node", b,
-        e->reference == REF_COPY ? " (with the reference model)" : "");
+        e->reference == REF_COPY ? " (with the reference model)"
+        : estimate_llmc_sharded(t, e) && e->load_bytes > 0 ? " (this node's ranks' parts)" : "");
     gb(a, sizeof a, e->checkpoint_bytes);
     gb(b, sizeof b, e->checkpoint_export_bytes);
-    row(tb, 0, "checkpoint size", a, "%s", t->backend == BACKEND_LLMC ? "fp32 weights + Adam m, v (rank 0)" : "");
+    row(tb, 0, "checkpoint size", a, "%s", t->backend != BACKEND_LLMC ? ""
+        : estimate_llmc_sharded(t, e) ? "fp32 weights + Adam m, v (each rank its part, in place)"
+        : "fp32 weights + Adam m, v (rank 0)");
     if (t->backend == BACKEND_LLAMAFACTORY)
         row(tb, 1, "of which weights", b, "%s", t->method == METHOD_LORA || t->method == METHOD_QLORA
                                                      ? "fp32 adapters, rank 0"

@@ -4,6 +4,15 @@
  */
 #include "estimate_internal.h"
 
+/* The llmc trainer keeps no whole copy of the model on any rank's host:
+ * ZeRO-3 in full training on several ranks (the CUDA backend's cu_state_part;
+ * the CPU backend shards the same way). */
+bool estimate_llmc_sharded(const PlanTrain *t, const Estimate *e)
+{
+    return t->backend != BACKEND_LLAMAFACTORY && t->shard == SHARD_ZERO3 && t->method == METHOD_FULL &&
+           e->data_parallel > 1;
+}
+
 /* Host memory per node (docs/estimator.md, "Host memory"), GPU plans. */
 void estimate_host(const PlanJob *job, Estimate *e)
 {
@@ -49,6 +58,17 @@ void estimate_host(const PlanJob *job, Estimate *e)
         if (t->method == METHOD_LORA) e->host_model_bytes = 8 * n + 20 * lora_params(t, t->model);
         else if (t->method == METHOD_FREEZE)
             e->host_model_bytes = 20 * n + 8 * fmin(n, fabs((double)t->freeze_layers) * (double)e->params_per_layer);
+        /* ZeRO-3 in full training on several ranks, offloaded or not: each rank
+         * holds only its part (backend_cuda.c cu_state_part): it reads its
+         * ranges of the HF weights into the loop's fp32 model, keeps its ranges
+         * of the moments for the checkpoints and of the GPU-layout staging of
+         * all three (6 x 4 x P / N touched; the arrays are sized for the whole
+         * model but the rest of their pages is never written), and writes its
+         * part of every checkpoint and of the export: nothing is gathered to
+         * rank 0. A model built from scratch is initialised whole on every rank
+         * (one random sequence over the whole model): 4 x P more. */
+        if (estimate_llmc_sharded(t, e))
+            e->host_model_bytes = g * (24 * n / e->data_parallel + (t->model->from_scratch ? 4 * n : 0));
         /* one rank: the whole state; ZeRO-2/3 on several ranks: each its shard */
         if (llmc_offload) offload = 12 * n / (e->data_parallel > 1 ? e->data_parallel : 1);
         e->host_data_bytes = 0;
@@ -100,10 +120,13 @@ void estimate_startup(const PlanJob *job, Estimate *e)
      * model of the llmc trainer reads nothing. */
     bool scratch = t->model->from_scratch;
     e->load_bytes = scratch ? 0 : 2 * n;
+    /* the llmc trainer's ZeRO-3 ranks read their own ranges: a node its ranks' */
+    if (!lf && estimate_llmc_sharded(t, e)) e->load_bytes /= nodes;
     if (e->reference == REF_COPY) e->load_bytes += 2 * e->reference_params;
     e->load_seconds = e->load_bytes / MODEL_LOAD_BYTES_PER_S;
 
-    /* One save. llmc: fp32 weights, Adam m and v, gathered to rank 0
+    /* One save. llmc: fp32 weights, Adam m and v, gathered to rank 0, or
+     * under ZeRO-3 on several ranks written by every rank, its part
      * (docs/runtime.md, "Checkpoints"). LLaMA-Factory: the optimizer states of
      * the trained parameters (every rank its partition), DeepSpeed's 16-bit
      * module states (frozen weights excluded: the HF Trainer passes
@@ -111,9 +134,10 @@ void estimate_startup(const PlanJob *job, Estimate *e)
      * the model's weights as safetensors (adapters: fp32 adapter weights),
      * which rank 0 writes. */
     double parallel, rank0;
-    if (!lf) {
-        parallel = 0;
-        rank0 = 12 * (t->method == METHOD_FULL ? n : tr);
+    if (!lf) {   /* ZeRO-3 on several ranks: each writes its part, in place */
+        bool sharded = estimate_llmc_sharded(t, e);
+        parallel = sharded ? 12 * n : 0;
+        rank0 = sharded ? 0 : 12 * (t->method == METHOD_FULL ? n : tr);
         e->checkpoint_export_bytes = 0;
     } else {
         double opt = optim_state_bytes(prec, t->optim) * tr;
@@ -142,7 +166,9 @@ void estimate_startup(const PlanJob *job, Estimate *e)
         e->checkpoints_total = (int64_t)ceil(t->epochs > 0 && isfinite(t->epochs) && t->epochs < 1e6 ? t->epochs : 1);
     /* A requeued start reads the last checkpoint back (its states, not the export). */
     double states = e->checkpoint_bytes - e->checkpoint_export_bytes;
-    e->resume_seconds = lf ? states / (nodes * CKPT_READ_BYTES_PER_S) : states / CKPT_READ_BYTES_PER_S;
+    /* every node its ranks' part (llamafactory; llmc under ZeRO-3), else rank 0's node all */
+    bool by_parts = lf || estimate_llmc_sharded(t, e);
+    e->resume_seconds = states / ((by_parts ? nodes : 1) * CKPT_READ_BYTES_PER_S);
 
     /* The wall time: the first start, training, every save, and for every
      * further segment a start that loads, resumes and (without

@@ -403,6 +403,41 @@ void test_host_memory(void)
     free(run_job(&f.j, &e, &errors));
     CHECK(e.host_model_bytes == 0 && e.host_offload_bytes == 12 * 494032768.0, "llmc offload host %.0f + %.0f",
           e.host_model_bytes, e.host_offload_bytes);
+    /* ZeRO-3 on several ranks (the llmc trainer's sharded state): a rank holds
+     * its part of the fp32 weights, m, v and their GPU-layout staging, 24P / N,
+     * and nothing is gathered: 72B on 32 x 8 GPUs, 8 x 24 x P / 256 = 54.5 GB a
+     * node. A node reads its ranks' 2P / 32 of the HF weights (4.5 GB, 9.1 s at
+     * 0.5 GB/s) and every node writes its part of the 12P checkpoint
+     * (27.3 s at 1 GB/s a node, instead of 14.5 min by rank 0 alone). */
+    const double P72 = 72706203648.0;
+    fixture(&f, q72, 32, 2560, 4, SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    char *t72 = run_job(&f.j, &e, &errors);
+    CHECK(e.host_model_bytes == 8 * 24 * P72 / 256 && e.host_fits && near(e.load_bytes, 2 * P72 / 32, 1e-12) &&
+          near(e.checkpoint_bytes, 12 * P72, 1e-12) && near(e.checkpoint_write_seconds, 12 * P72 / 32 / 1e9, 1e-12),
+          "llmc zero3 x 256: host %.0f, load %.0f, checkpoint %.0f in %.1f s", e.host_model_bytes, e.load_bytes,
+          e.checkpoint_bytes, e.checkpoint_write_seconds);
+    free(t72);
+    /* from scratch: the random initialisation is one sequence over the whole
+     * model, made on every rank (4P more each); nothing is read */
+    q72.from_scratch = true;
+    fixture(&f, q72, 32, 2560, 4, SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.host_model_bytes == 8 * (24 * P72 / 256 + 4 * P72) && e.load_bytes == 0, "llmc zero3 scratch: host %.0f",
+          e.host_model_bytes);
+    q72.from_scratch = false;
+    /* ZeRO-2 converts every weight on every rank: the whole 8P a rank and the
+     * gather to rank 0 (as one rank) */
+    fixture(&f, q72, 32, 2560, 4, SHARD_ZERO2, RECOMPUTE_FULL, 1e8);
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.host_model_bytes == (8 * 8 + 16) * P72 && !e.host_fits && e.load_bytes == 2 * P72 &&
+          near(e.checkpoint_write_seconds, 12 * P72 / 1e9, 1e-12), "llmc zero2 x 256: host %.0f", e.host_model_bytes);
+    /* one node, ZeRO-3 + offload (each rank pins its 12P / 8 beside its 24P / 8
+     * of the loop's parts): 36P = 2,617 GB, over a 2 TiB node */
+    fixture(&f, q72, 1, 2560, 4, SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
+    f.t.offload = OFFLOAD_OPTIMIZER;
+    free(run_job(&f.j, &e, &errors));
+    CHECK(e.host_model_bytes == 24 * P72 && e.host_offload_bytes == 12 * P72 && !e.host_fits,
+          "llmc zero3 + offload, 1 node: host %.0f + %.0f", e.host_model_bytes, e.host_offload_bytes);
 }
 
 void test_offload_time(void)
