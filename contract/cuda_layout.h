@@ -1,5 +1,5 @@
 /* cuda_layout.h — the llmc CUDA trainer's allocation constants, which llmc's
- * estimator counts (compiler/estimate/estimate.c) and the trainer allocates by
+ * estimator counts (compiler/estimate/estimate_memory.c) and the trainer allocates by
  * (runtime/cuda/): defined once, so the estimate cannot drift from the code.
  * Plain integers for both C and CUDA C (and two shape predicates at the end);
  * element counts unless a name says bytes. */

@@ -69,7 +69,7 @@ static const char *optimizer_states_name(Precision p)
 }
 
 /* The llmc CUDA trainer's states (train.master_weights, train.optimizer_states;
- * estimate.c llmc_state_bytes). */
+ * estimate_internal.h llmc_state_bytes). */
 static const char *llmc_states_text(const PlanTrain *t)
 {
     static const char *const text[2][2] = {
@@ -79,7 +79,7 @@ static const char *llmc_states_text(const PlanTrain *t)
     return text[t->master_weights == MASTER_SPLIT][t->optimizer_states == OSTATES_BF16];
 }
 
-/* The states of LLaMA-Factory's `optim` (estimate.c: optim_state_bytes). */
+/* The states of LLaMA-Factory's `optim` (estimate_internal.h: optim_state_bytes). */
 static const char *optim_states_text(OptimKind o, Precision p)
 {
     bool master = p != PREC_FP32 && p != PREC_PURE_BF16;

@@ -326,7 +326,7 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
 }
 
 /* ZeRO-3 in full training makes this rank's state from its shard of the flat
- * layout alone (model_cuda.c zero_set_flat reads only [shard_off, +shard_len)):
+ * layout alone (model_cuda_step.c zero_set_flat reads only [shard_off, +shard_len)):
  * the loop reads only the host ranges behind it, so a rank of a 72B run never
  * holds the whole model in host memory. The shard under offload is the same
  * (each rank's in its own pinned memory). ZeRO-2 converts every weight to bf16
