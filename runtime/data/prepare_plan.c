@@ -4,6 +4,7 @@
  * lock, the sweep of leftovers, names apart from the live set's).
  */
 #include "prepare_internal.h"
+#include "lock_holder.h"
 
 void free_plan(DataPlan *p)
 {
@@ -291,9 +292,7 @@ int lock_dir(const char *dir)
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
             char holder[256];
-            ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-            holder[n > 0 ? n : 0] = '\0';
-            holder[strcspn(holder, "\n")] = '\0';
+            lock_holder_read(fd, holder, sizeof holder);
             say_info("%s: another prepare of this output is running (%s); waiting for it to finish", path,
                 holder[0] ? holder : "its holder did not say who it is yet");
             double t0 = now_s();
@@ -308,14 +307,7 @@ int lock_dir(const char *dir)
             return fd;
         }
     }
-    char host[128] = "?", text[256], when[32] = "";
-    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
-    host[sizeof host - 1] = '\0';
-    time_t t = time(NULL);
-    struct tm tm;
-    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    int len = snprintf(text, sizeof text, "pid %ld on %s since %s\n", (long)getpid(), host, when);
-    if (ftruncate(fd, 0) == 0 && len > 0 && pwrite(fd, text, (size_t)len, 0) < 0) { /* the holder note is best effort */ }
+    lock_holder_write(fd);
     free(path);
     return fd;
 }

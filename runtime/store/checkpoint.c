@@ -21,6 +21,7 @@
 #include "args.h"
 #include "run_formats.h"   /* contract/: the checkpoint files' names */
 #include "hf_config.h"
+#include "lock_holder.h"
 #include "log.h"
 #include "sha256.h"
 #include "store_internal.h"
@@ -753,9 +754,7 @@ int run_lock_take(const char *dir, char *warn, size_t warn_cap, char *err, size_
             return fd;
         }
         char holder[256], shown[300];
-        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
-        holder[n > 0 ? n : 0] = '\0';
-        holder[strcspn(holder, "\n")] = '\0';
+        lock_holder_read(fd, holder, sizeof holder);
         snprintf(err, err_cap, "%s: another run of this plan is using %s (%s); not starting a second one "
                  "(it would write the same checkpoints and metrics)", path, dir,
                  holder[0] ? log_escape(shown, sizeof shown, holder, strlen(holder))
@@ -763,14 +762,6 @@ int run_lock_take(const char *dir, char *warn, size_t warn_cap, char *err, size_
         close(fd);
         return -1;
     }
-    char host[128] = "?", text[256], when[32] = "";
-    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
-    host[sizeof host - 1] = '\0';
-    time_t t = time(NULL);
-    struct tm tm;
-    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    int len = snprintf(text, sizeof text, "pid %ld on %s since %s\n", (long)getpid(), host, when);
-    /* the holder note is best effort: the lock itself is what keeps runs apart */
-    if (ftruncate(fd, 0) == 0 && len > 0 && pwrite(fd, text, (size_t)len, 0) < 0) {}
+    lock_holder_write(fd);
     return fd;
 }

@@ -1,7 +1,7 @@
 # tests/cpu — the CPU trainer: model/optimizer against PyTorch fixtures, formats,
 # plan loading, and training runs (resume bit-identity, export, verify).
 #   make test-cpu
-CPU_TEST_OBJ := $(call runtime_objs,model ops_cpu cpus rng safetensors optim sha256 hf_config plan checkpoint store_files model_tensors hf_export json_stream log metrics args)
+CPU_TEST_OBJ := $(call runtime_objs,model ops_cpu cpus rng safetensors optim sha256 hf_config plan checkpoint store_files model_tensors hf_export lock_holder json_stream log metrics args)
 
 $(BUILD)/tests/cpu/%.o: tests/cpu/%.c
 	@mkdir -p $(dir $@)
