@@ -35,18 +35,18 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
     Entry *e;
     int v;
     m->shard_gb = 5;   /* LLaMA-Factory's default export_size */
-    if ((e = require(c, &s, "adapter", "sft"))) { m->adapter_at = e->at; m->adapter = get_ref(c, e, K_TRAIN); }
-    if ((e = require(c, &s, "model", "qwen7b"))) { m->model_at = e->at; m->model = get_ref(c, e, K_MODEL); }
-    if ((e = require(c, &s, "output", "\"/mnt/data-hps/models/NAME-merged\""))) {
+    if ((e = require(c, &s, PLAN_KEY(MERGE, adapter), "sft"))) { m->adapter_at = e->at; m->adapter = get_ref(c, e, K_TRAIN); }
+    if ((e = require(c, &s, PLAN_KEY(MERGE, model), "qwen7b"))) { m->model_at = e->at; m->model = get_ref(c, e, K_MODEL); }
+    if ((e = require(c, &s, PLAN_KEY(MERGE, output), "\"/mnt/data-hps/models/NAME-merged\""))) {
         m->output_at = e->at;
         m->output_dir = get_plan_path(c, e, false);
     }
     const char *dtypes[] = {"auto", precision_llm_names[PREC_BF16], precision_llm_names[PREC_FP16],
                             precision_llm_names[PREC_FP32]};
-    if ((e = find(&s, "dtype")) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
-    if ((e = find(&s, "device")) && get_enum(c, e, merge_device_names, 2, &v)) { m->device = (MergeDevice)v; m->device_at = e->at; }
-    if ((e = find(&s, "shard_size"))) check_merge_shard_size(c, e, m);
-    if ((e = find(&s, "legacy_format"))) get_bool(c, e, &m->legacy_format);
+    if ((e = find(&s, PLAN_KEY(MERGE, dtype))) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
+    if ((e = find(&s, PLAN_KEY(MERGE, device))) && get_enum(c, e, merge_device_names, 2, &v)) { m->device = (MergeDevice)v; m->device_at = e->at; }
+    if ((e = find(&s, PLAN_KEY(MERGE, shard_size)))) check_merge_shard_size(c, e, m);
+    if ((e = find(&s, PLAN_KEY(MERGE, legacy_format)))) get_bool(c, e, &m->legacy_format);
     report_missing(c, &s);
     if (!m->model || !m->model->name || !m->output_dir) return;
     /* the merged model: the base's network, saved with the base's tokenizer

@@ -23,7 +23,7 @@ PLAN_KEYS_MODEL(X)
 static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *m, ModelFileConfig *cfg)
 {
     bool have_cfg = false;
-    Entry *pe = find(s, "path");
+    Entry *pe = find(s, PLAN_KEY(MODEL, path));
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
     char pmsg[PATH_POLICY_MAX + 200];
     if (m->path && path_policy_input_dir(pe->value->terms[0]->str, m->path, pmsg, sizeof pmsg)) {
@@ -53,8 +53,8 @@ static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFile
                              const Entry *pe, const bool *ok)
 {
     Entry *e;
-    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", arch_llm_names[ARCH_QWEN2]))) {
-        if (ok[row_of(PKB_MODEL, "arch")] && have_cfg && (int)m->arch != cfg->arch) {
+    if ((e = have_cfg ? find(s, PLAN_KEY(MODEL, arch)) : require(c, s, PLAN_KEY(MODEL, arch), arch_llm_names[ARCH_QWEN2]))) {
+        if (ok[PLAN_KEY_INDEX(MODEL, arch)] && have_cfg && (int)m->arch != cfg->arch) {
             Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_llm_names[m->arch],
                                  cfg->file, arch_llm_names[cfg->arch]);
             diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_llm_names[cfg->arch]);
@@ -70,9 +70,9 @@ static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFile
 static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanModel *m)
 {
     Entry *e;
-    if (!m->from_scratch) require(c, s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
+    if (!m->from_scratch) require(c, s, PLAN_KEY(MODEL, path), "\"/mnt/data-hps/models/NAME\"");   /* read above */
     char pmsg[PATH_POLICY_MAX + 200];
-    if ((e = find(s, "tokenizer"))) {
+    if ((e = find(s, PLAN_KEY(MODEL, tokenizer)))) {
         m->tokenizer_at = e->at;
         m->tokenizer = get_plan_path(c, e, false);
         if (m->tokenizer && path_policy_input_dir(e->value->terms[0]->str, m->tokenizer, pmsg, sizeof pmsg)) {
@@ -80,7 +80,7 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
             m->tokenizer = NULL;
         }
     }
-    else if (m->from_scratch && !find(s, "path") && !s->broken) {
+    else if (m->from_scratch && !find(s, PLAN_KEY(MODEL, path)) && !s->broken) {
         Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
@@ -166,10 +166,10 @@ static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelF
             diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
         }
     }
-    if (!ok[row_of(PKB_MODEL, "tie_embeddings")])
+    if (!ok[PLAN_KEY_INDEX(MODEL, tie_embeddings)])
         m->tie_embeddings = have_cfg ? cfg->tie_embeddings : m->arch == ARCH_GEMMA2;
     else if (have_cfg && m->tie_embeddings != cfg->tie_embeddings)
-        diag_error(c->d, find(s, "tie_embeddings")->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
+        diag_error(c->d, find(s, PLAN_KEY(MODEL, tie_embeddings))->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
                    m->tie_embeddings ? "true" : "false", cfg->file, cfg->tie_embeddings ? "true" : "false");
     if (have_cfg && cfg->rope_scaling[0]) {
         m->rope_scaling = arena_printf(c->a, "%s", cfg->rope_scaling);
@@ -268,7 +268,7 @@ void check_model(Checker *c, const Item *it, PlanModel *m)
     ModelFileConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     bool have_cfg = check_model_config(c, it, &s, m, &cfg);
-    const Entry *pe = find(&s, "path");
+    const Entry *pe = find(&s, PLAN_KEY(MODEL, path));
     check_model_arch(c, &s, m, &cfg, have_cfg, pe, ok);
     check_model_tokenizer(c, it, &s, m);
     bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe, ok);

@@ -1,5 +1,6 @@
 /* unit.c — C unit tests of front-end pieces: hostlists, the GPU catalogue,
- * did-you-mean, diagnostics rendering, frontend_load. Prints TAP-like lines. */
+ * did-you-mean, diagnostics rendering, frontend_load. Prints TAP-like lines;
+ * `unit keys` prints the key rows instead (print_key_rows). */
 #include "fmt.h"
 #include "frontend.h"
 #include "hostlist.h"
@@ -145,8 +146,23 @@ static void key_rows(void)
     check(bad == 0 && nrows > 100, what);
 }
 
-int main(void)
+/* `unit keys`: every row of contract/plan_keys.h, one a line, for
+ * tests/frontend/run.sh's docs test (the rows as llmc is built from them,
+ * not a second parse of the header): BLOCK KEY JSON, tab-separated. */
+static void print_key_rows(void)
 {
+    for (int b = 0; b < PKB_COUNT; b++)
+        for (int k = 0; k < plan_key_lists[b].n; k++)
+            printf("%s\t%s\t%s\n", plan_key_lists[b].spelled, plan_key_lists[b].keys[k].key,
+                   plan_key_lists[b].keys[k].json);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "keys")) {
+        print_key_rows();
+        return 0;
+    }
     key_rows();
     hosts("hgx[001-032]", 32, "hgx001", "hgx032");
     hosts("hgx[01-04,07]", 5, "hgx01", "hgx07");
