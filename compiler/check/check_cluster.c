@@ -365,7 +365,8 @@ void check_profile(Checker *c, const Item *it, PlanProfile *p)
         }
     }
     struct { const char *key; double *out; SrcRange *at; } bws[] = {
-        {"intra_node_bw", &p->intra_bytes_per_s, &p->intra_at}, {"inter_node_bw", &p->inter_bytes_per_s, &p->inter_at}};
+        {PLAN_KEY(PROFILE, intra_node_bw), &p->intra_bytes_per_s, &p->intra_at},
+        {PLAN_KEY(PROFILE, inter_node_bw), &p->inter_bytes_per_s, &p->inter_at}};
     for (int i = 0; i < 2; i++) {
         if (!(e = find(&s, bws[i].key)) || !e->value) continue;
         *bws[i].at = e->at;

@@ -210,10 +210,12 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     SrcRange cat = cols ? cols->key_at : ds->format_at;
     const DatasetColumns *co = &ds->columns;
     struct { const char *name, *val; bool alpaca, sharegpt, text; } use[] = {
-        {"prompt", co->prompt, 1, 0, 0}, {"query", co->query, 1, 0, 0}, {"response", co->response, 1, 0, 0},
-        {"history", co->history, 1, 0, 0}, {"messages", co->messages, 0, 1, 0}, {"system", co->system, 1, 1, 0},
-        {"tools", co->tools, 1, 1, 0}, {"text", co->text, 0, 0, 1}, {"chosen", co->chosen, 1, 1, 0},
-        {"rejected", co->rejected, 1, 1, 0}, {"kto_tag", co->kto_tag, 1, 1, 0},
+        {PLAN_KEY(COLUMNS, prompt), co->prompt, 1, 0, 0}, {PLAN_KEY(COLUMNS, query), co->query, 1, 0, 0},
+        {PLAN_KEY(COLUMNS, response), co->response, 1, 0, 0}, {PLAN_KEY(COLUMNS, history), co->history, 1, 0, 0},
+        {PLAN_KEY(COLUMNS, messages), co->messages, 0, 1, 0}, {PLAN_KEY(COLUMNS, system), co->system, 1, 1, 0},
+        {PLAN_KEY(COLUMNS, tools), co->tools, 1, 1, 0}, {PLAN_KEY(COLUMNS, text), co->text, 0, 0, 1},
+        {PLAN_KEY(COLUMNS, chosen), co->chosen, 1, 1, 0}, {PLAN_KEY(COLUMNS, rejected), co->rejected, 1, 1, 0},
+        {PLAN_KEY(COLUMNS, kto_tag), co->kto_tag, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof use / sizeof use[0]; i++) {
         if (!use[i].val) continue;

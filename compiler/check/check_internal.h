@@ -112,7 +112,6 @@ const char *value_desc(Checker *c, const Value *v);
 Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char *sub);
 void check_keys(Checker *c, Scope *s, PlanKeyBlock b);
 void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *reads, void *obj, bool *ok);
-int row_of(PlanKeyBlock b, const char *key);
 Entry *find(const Scope *s, const char *key);
 Entry *require(Checker *c, Scope *s, const char *key, const char *example);
 void report_missing(Checker *c, const Scope *s);

@@ -67,7 +67,7 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
         j->qos_at = e->value->at;
         if (!j->qos[0]) diag_error(c->d, e->value->at, "'qos' must not be empty");
     }
-    j->log_dir = "logs";
+    j->log_dir = plan_keys_JOB[PLAN_KEY_INDEX(JOB, logs)].dflt;
     if ((e = find(s, PLAN_KEY(JOB, logs)))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
     Entry *tasks = find(s, PLAN_KEY(JOB, tasks));
     if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }

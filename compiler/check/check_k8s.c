@@ -300,7 +300,7 @@ static void check_k8s_names(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8
             else { k->jail = str; k->jail_at = x->value->at; }
         }
     } else {
-        const char *only[] = {"munge_image", "jail"};
+        const char *only[] = {PLAN_KEY(KUBERNETES, munge_image), PLAN_KEY(KUBERNETES, jail)};
         for (int i = 0; i < 2; i++)
             if ((x = find(ks, only[i]))) diag_error(c->d, x->key_at, "'%s' is a Soperator setting; Slinky has none", only[i]);
     }
@@ -538,7 +538,7 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     k->cluster_name = "slurm";
     k->cpu_request_milli = (int64_t)cl->cpus * 1000;
     k->memory_request = cl->memory_bytes;
-    Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
+    Scope ks = scope_of(c, it, kb->sub, kb->nsub, PLAN_KEY(CLUSTER, kubernetes));
     ks.at = kb->key_at;
     check_keys(c, &ks, PKB_KUBERNETES);
     bool ok[PLAN_KEYS_MAX];
@@ -580,7 +580,7 @@ void check_k8s_paths(Checker *c, const PlanJob *j)
     if (!cl || !cl->k8s || !t) return;
     if (t->model && !t->model->from_scratch) check_k8s_path(c, cl, "model path", t->model->path, t->model->path_at);
     if (t->model && t->model->tokenizer && (!t->model->path || strcmp(t->model->tokenizer, t->model->path) != 0))
-        check_k8s_path(c, cl, "tokenizer", t->model->tokenizer, t->model->tokenizer_at);
+        check_k8s_path(c, cl, PLAN_KEY(MODEL, tokenizer), t->model->tokenizer, t->model->tokenizer_at);
     for (int i = 0; i < t->ndata; i++)
         if (t->data[i]) check_k8s_path(c, cl, "data file", t->data[i]->file, t->data[i]->file_at);
     for (int i = 0; i < t->neval_data; i++)

@@ -419,7 +419,7 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
         diag_help(g, "write sbatch { constraint = \"a100\" }");
         return;
     }
-    Scope s = scope_of(c, it, blk->sub, blk->nsub, "sbatch");
+    Scope s = scope_of(c, it, blk->sub, blk->nsub, SITE_KEY(sbatch));
     s.at = blk->key_at;
     check_keys(c, &s, PKB_SBATCH);
     Entry *e;
@@ -533,7 +533,7 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
         diag_help(g, "write container { runtime = pyxis  image = \"nvcr.io#nvidia/pytorch:24.05-py3\" }");
         return;
     }
-    Scope s = scope_of(c, it, blk->sub, blk->nsub, "container");
+    Scope s = scope_of(c, it, blk->sub, blk->nsub, SITE_KEY(container));
     s.at = blk->key_at;
     s.broken = it->broken;
     check_keys(c, &s, PKB_CONTAINER);

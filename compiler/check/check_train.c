@@ -264,8 +264,9 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     Diag *g;
-    static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
-                                               "freeze_layers"};
+    static const char *const llmc_ft_keys[] = {PLAN_KEY(TRAIN, lora_rank), PLAN_KEY(TRAIN, lora_alpha),
+                                               PLAN_KEY(TRAIN, lora_dropout), PLAN_KEY(TRAIN, lora_target),
+                                               PLAN_KEY(TRAIN, rslora), PLAN_KEY(TRAIN, freeze_layers)};
     const char *what = NULL;
     SrcRange at = t->at;
     Entry *sched = find(s, PLAN_KEY(TRAIN, schedule)), *ck = find(s, PLAN_KEY(TRAIN, checkpoint_every));
@@ -314,7 +315,9 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
     Entry *e;
     Diag *g;
     bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
-    static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora"};
+    static const char *const lora_keys[] = {PLAN_KEY(TRAIN, lora_rank), PLAN_KEY(TRAIN, lora_alpha),
+                                            PLAN_KEY(TRAIN, lora_dropout), PLAN_KEY(TRAIN, lora_target),
+                                            PLAN_KEY(TRAIN, dora), PLAN_KEY(TRAIN, rslora)};
     for (int k = 0; k < NUNITS(lora_keys); k++)
         if (!lora && (e = find(s, lora_keys[k]))) {
             g = diag_error(c->d, e->key_at, "'%s' is only used with method = lora or qlora", e->key);
@@ -362,7 +365,7 @@ static void check_train_lf_pref_rules(Checker *c, Scope *s, PlanTrain *t)
         g = diag_error(c->d, e->key_at, "'pref_loss' is only used with stage = dpo");
         diag_note(g, "orpo and simpo are dpo's pref_loss = orpo / simpo");
     }
-    static const char *const pref_keys[] = {"pref_beta", "pref_ftx", "ref_model"};
+    static const char *const pref_keys[] = {PLAN_KEY(TRAIN, pref_beta), PLAN_KEY(TRAIN, pref_ftx), PLAN_KEY(TRAIN, ref_model)};
     for (int k = 0; k < NUNITS(pref_keys); k++)
         if (!pref && (e = find(s, pref_keys[k])))
             diag_error(c->d, e->key_at, "'%s' is only used with stage = dpo or stage = kto", e->key);
@@ -738,7 +741,7 @@ static void check_train_warmup(Checker *c, Scope *s, PlanTrain *t)
         if (is_percent(wv)) get_percent(c, e, plan_limit(PL_TRAIN_WARMUP_RATIO)->max * 100, &t->warmup_ratio);
         else if (is_count_of(wv, "steps")) {
             if (wv->terms[0]->ival < 0) diag_error(c->d, wv->at, "'warmup' must not be negative");
-            else if (within(c, wv->terms[0]->at, "warmup", PL_TRAIN_WARMUP_STEPS,
+            else if (within(c, wv->terms[0]->at, PLAN_KEY(TRAIN, warmup), PL_TRAIN_WARMUP_STEPS,
                             wv->terms[0]->overflow ? INFINITY : (double)wv->terms[0]->ival, wv->terms[0]->text))
                 t->warmup_steps = wv->terms[0]->ival;
         } else if (wv->nterms == 1 && wv->terms[0]->kind == TERM_INT) {
@@ -864,7 +867,7 @@ static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
         } else if (is_count_of(e->value, "steps")) {
             const Term *n = e->value->terms[0];
             if (n->ival < 1 && !n->overflow) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
-            else if (within(c, n->at, "checkpoint_every", PL_CKPT_EVERY_STEPS, n->overflow ? INFINITY : (double)n->ival, n->text)) { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
+            else if (within(c, n->at, PLAN_KEY(TRAIN, checkpoint_every), PL_CKPT_EVERY_STEPS, n->overflow ? INFINITY : (double)n->ival, n->text)) { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
         } else {
             double secs;
             if (get_duration(c, e, &secs)) {
@@ -982,7 +985,7 @@ static void check_train_masking_rules(Checker *c, const PlanTrain *t)
     Diag *g;
     const SrcRange *at[2] = {&t->train_on_prompt_at, &t->mask_history_at};
     const bool set[2] = {t->train_on_prompt, t->mask_history};
-    static const char *const key[2] = {"train_on_prompt", "mask_history"};
+    static const char *const key[2] = {PLAN_KEY(TRAIN, train_on_prompt), PLAN_KEY(TRAIN, mask_history)};
     for (int k = 0; k < 2; k++)
         if (set[k] && t->stage != STAGE_SFT) {
             g = diag_error(c->d, *at[k], "'%s' is only used with stage = sft, not %s", key[k], stage_llm_names[t->stage]);

@@ -5,8 +5,6 @@
  * reads its keys through these, so one message reads the same everywhere. */
 #include "check_internal.h"
 
-#include <assert.h>
-
 static uint64_t hash_name(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -190,16 +188,6 @@ void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *r
         }
         if (ok) ok[k] = got;
     }
-}
-
-/* The row of key in block b (the index into check_row_keys' ok). */
-int row_of(PlanKeyBlock b, const char *key)
-{
-    const PlanKeyList *l = &plan_key_lists[b];
-    for (int k = 0; k < l->n; k++)
-        if (strcmp(l->keys[k].key, key) == 0) return k;
-    assert(!"a key of the block's rows");
-    return 0;
 }
 
 Entry *find(const Scope *s, const char *key)
