@@ -217,13 +217,13 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(model,              PK_REF,      NONE, "required", PK_ANY, "model.name", RULE, _) \
     X(data,               PK_REFS,     NONE, "required", PK_ANY, "datasets[].name", RULE, _) \
     X(template,           PK_ENUM,     NONE, "", PK_ANY, "tokenizer.template", RULE, _) \
-    X(context,            PK_INT,      PL_DATA_CONTEXT, "required", PK_ANY, "data.context", RULE, _) \
+    X(context,            PK_INT,      PL_DATA_CONTEXT, "required", PK_ANY, "data.context", ROW_AT, context) \
     X(epochs,             PK_NUM,      PL_TRAIN_EPOCHS, "1", PK_ANY, "train.epochs", ROW_AT, epochs) \
     X(max_steps,          PK_INT64,    PL_TRAIN_MAX_STEPS, "0", PK_ANY, "train.max_steps", ROW_AT, max_steps) \
     X(batch,              PK_PER_GPU,  PL_TRAIN_MICRO_BATCH, "required", PK_ANY, "train.micro_batch", RULE, _) \
     X(grad_accum,         PK_INT,      PL_TRAIN_GRAD_ACCUM, "1", PK_ANY, "train.grad_accum", ROW_AT, grad_accum) \
-    X(lr,                 PK_NUM,      PL_TRAIN_LR, "required", PK_ANY, "train.lr", RULE, _) \
-    X(min_lr,             PK_NUM,      PL_TRAIN_MIN_LR, "0", PK_ANY, "train.min_lr", RULE, _) \
+    X(lr,                 PK_NUM,      PL_TRAIN_LR, "required", PK_ANY, "train.lr", ROW_AT, lr) \
+    X(min_lr,             PK_NUM,      PL_TRAIN_MIN_LR, "0", PK_ANY, "train.min_lr", ROW, min_lr) \
     X(schedule,           PK_ENUM,     schedule, "cosine", PK_ANY, "train.schedule", ROW, schedule) \
     X(warmup,             PK_PERCENT,  PL_TRAIN_WARMUP_RATIO, "0", PK_ANY, "train.warmup_ratio|train.warmup_steps", RULE, _) \
     X(weight_decay,       PK_NUM,      PL_TRAIN_WEIGHT_DECAY, "0", PK_ANY, "train.weight_decay", ROW, weight_decay) \
@@ -239,7 +239,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(recompute,          PK_ENUM,     recompute, "none", PK_ANY, "train.recompute", ROW_AT, recompute) \
     X(attention,          PK_ENUM,     attention, "flash", PK_ANY, "train.attention", ROW, attention) \
     X(deterministic,      PK_BOOL,     NONE, "", PK_ANY, "train.deterministic", RULE, _) \
-    X(packing,            PK_BOOL,     NONE, "", PK_ANY, "data.packing", RULE, _) \
+    X(packing,            PK_BOOL,     NONE, "", PK_ANY, "data.packing", ROW, packing) \
     X(train_on_prompt,    PK_BOOL,     NONE, "false", PK_ANY, "data.train_on_prompt", RULE, _) \
     X(mask_history,       PK_BOOL,     NONE, "false", PK_ANY, "data.mask_history", RULE, _) \
     X(bad_records,        PK_ENUM,     bad_records, "fail", PK_ANY, "data.on_bad_record", ROW, bad_records) \
@@ -250,13 +250,13 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(checkpoint_every,   PK_STEPS,    PL_CKPT_EVERY_SECONDS, "30 min", PK_ANY, "checkpoint.every_seconds|checkpoint.every_steps", RULE, _) \
     X(checkpoint_keep,    PK_INT,      PL_CKPT_KEEP, "2", PK_ANY, "checkpoint.keep", ROW, checkpoint_keep) \
     X(method,             PK_ENUM,     method, "full", PK_ANY, "finetune.method", ROW_AT, method) \
-    X(lora_rank,          PK_INT,      PL_FINETUNE_LORA_RANK, "8", PK_ANY, "finetune.lora_rank", RULE, _) \
-    X(lora_alpha,         PK_INT,      PL_FINETUNE_LORA_ALPHA, "", PK_ANY, "finetune.lora_alpha", RULE, _) \
+    X(lora_rank,          PK_INT,      PL_FINETUNE_LORA_RANK, "8", PK_ANY, "finetune.lora_rank", ROW, lora_rank) \
+    X(lora_alpha,         PK_INT,      PL_FINETUNE_LORA_ALPHA, "", PK_ANY, "finetune.lora_alpha", ROW, lora_alpha) \
     X(lora_dropout,       PK_NUM,      PL_FINETUNE_LORA_DROPOUT, "0", PK_ANY, "finetune.lora_dropout", RULE, _) \
     X(lora_target,        PK_FORM,     lora_module, "", PK_ANY, "finetune.lora_target", RULE, _) \
     X(dora,               PK_BOOL,     NONE, "false", PK_LF, "-", ROW, use_dora) \
     X(rslora,             PK_BOOL,     NONE, "false", PK_ANY, "finetune.rslora", ROW, use_rslora) \
-    X(freeze_layers,      PK_INT,      PL_FINETUNE_FREEZE_LAYERS, "2", PK_ANY, "finetune.freeze_layers", RULE, _) \
+    X(freeze_layers,      PK_INT,      PL_FINETUNE_FREEZE_LAYERS, "2", PK_ANY, "finetune.freeze_layers", ROW, freeze_layers) \
     X(quant_bits,         PK_INT,      NONE, "", PK_LF, "-", RULE, _) \
     X(quant_method,       PK_ENUM,     NONE, "bnb", PK_LF, "-", RULE, _) \
     X(offload,            PK_ENUM,     offload, "none", PK_ANY, "parallel.offload", ROW_AT, offload) \
@@ -280,8 +280,8 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(interleave_probs,   PK_FORM,     NONE, "", PK_LF, "-", RULE, _) \
     X(max_samples,        PK_INT64,    NONE, "0", PK_LF, "-", RULE, _) \
     X(optim,              PK_ENUM,     optim, "adamw_torch", PK_LF, "-", RULE, _) \
-    X(liger_kernel,       PK_BOOL,     NONE, "false", PK_LF, "-", RULE, _) \
-    X(neat_packing,       PK_BOOL,     NONE, "false", PK_LF, "-", RULE, _) \
+    X(liger_kernel,       PK_BOOL,     NONE, "false", PK_LF, "-", ROW, liger_kernel) \
+    X(neat_packing,       PK_BOOL,     NONE, "false", PK_LF, "-", ROW, neat_packing) \
     X(wsd_decay,          PK_PERCENT,  NONE, "10%", PK_LF, "-", RULE, _)
 
 /* merge NAME { }: LLaMA-Factory's export of a LoRA run's adapter merged into
@@ -294,7 +294,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(dtype,           PK_ENUM,     NONE, "auto", PK_ANY, "-", RULE, _) \
     X(device,          PK_ENUM,     NONE, "cpu", PK_ANY, "-", RULE, _) \
     X(shard_size,      PK_SIZE,     NONE, "5 GB", PK_ANY, "-", RULE, _) \
-    X(legacy_format,   PK_BOOL,     NONE, "false", PK_ANY, "-", RULE, _)
+    X(legacy_format,   PK_BOOL,     NONE, "false", PK_ANY, "-", ROW, legacy_format)
 
 /* job NAME { } */
 #define PLAN_KEYS_JOB(X) \

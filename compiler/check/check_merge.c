@@ -10,6 +10,17 @@
  * of MergeDtype. The emitter writes LLaMA-Factory's. */
 static const char *const merge_device_names[] = {"cpu", "auto"};
 
+/* The merge keys contract/plan_keys.h's rows alone describe (READ ROW),
+ * read by check_row_keys before the rules below run. */
+static const RowRead merge_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanMerge, type, row, field),
+    PLAN_KEYS_MERGE(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanMerge, type, field)
+PLAN_KEYS_MERGE(X)
+#undef X
+
 /* shard_size: LLaMA-Factory's export_size is whole GB (max_shard_size "NGB") */
 static void check_merge_shard_size(Checker *c, const Entry *e, PlanMerge *m)
 {
@@ -26,12 +37,14 @@ static void check_merge_shard_size(Checker *c, const Entry *e, PlanMerge *m)
 }
 
 /* merge NAME { adapter = RUN  model = BASE  output = "DIR"  dtype  device
- * shard_size  legacy_format }: the keys, and the model it writes (the base's
- * shape at output, so that a train block may name the merge as its model). */
+ * shard_size  legacy_format }: the keys (legacy_format a row alone), and the
+ * model it writes (the base's shape at output, so that a train block may name
+ * the merge as its model). */
 void check_merge(Checker *c, const Item *it, PlanMerge *m)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_MERGE);
+    check_row_keys(c, &s, PKB_MERGE, merge_reads, m, NULL);
     Entry *e;
     int v;
     m->shard_gb = 5;   /* LLaMA-Factory's default export_size */
@@ -46,7 +59,6 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
     if ((e = find(&s, PLAN_KEY(MERGE, dtype))) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
     if ((e = find(&s, PLAN_KEY(MERGE, device))) && get_enum(c, e, merge_device_names, 2, &v)) { m->device = (MergeDevice)v; m->device_at = e->at; }
     if ((e = find(&s, PLAN_KEY(MERGE, shard_size)))) check_merge_shard_size(c, e, m);
-    if ((e = find(&s, PLAN_KEY(MERGE, legacy_format)))) get_bool(c, e, &m->legacy_format);
     report_missing(c, &s);
     if (!m->model || !m->model->name || !m->output_dir) return;
     /* the merged model: the base's network, saved with the base's tokenizer

@@ -192,29 +192,27 @@ static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
 
 /* train: the keys LLaMA-Factory reads beside the llmc trainer's: method's
  * LoRA/freeze/quantization settings, preference training, evaluation, data
- * loading, the DDP timeout and reporting (method, dora, rslora, offload,
- * data_shared_fs and streaming are rows alone). Defaults as LLaMA-Factory's
- * (lora_rank 8, lora_alpha 2 x rank, freeze_layers 2, pref_beta 0.1,
- * ddp_timeout 30 min). */
-static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+ * loading, the DDP timeout and reporting (method, lora_rank, dora, rslora,
+ * offload, data_shared_fs and streaming are rows alone; lora_alpha and
+ * freeze_layers are rows with a rule). Defaults as LLaMA-Factory's (lora_rank
+ * 8, lora_alpha 2 x rank, freeze_layers 2, pref_beta 0.1, ddp_timeout 30 min). */
+static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     Entry *e;
     int v;
-    t->lora_rank = 8;
     t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
-    t->freeze_layers = 2;
-    if ((e = find(s, PLAN_KEY(TRAIN, lora_rank)))) get_int32(c, e, 1, 4096, &t->lora_rank);
-    t->lora_alpha = 2 * t->lora_rank;
-    if ((e = find(s, PLAN_KEY(TRAIN, lora_alpha)))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
+    if (!ok[PLAN_KEY_INDEX(TRAIN, lora_alpha)]) t->lora_alpha = 2 * t->lora_rank;
     if ((e = find(s, PLAN_KEY(TRAIN, lora_dropout)))) {
+        const PlanLimit *l = plan_limit(PL_FINETUNE_LORA_DROPOUT);
         double x;
-        if (get_number(c, e, 0, false, 1, &x)) {
-            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
+        if (get_number(c, e, l->min, false, l->max, &x)) {   /* the row's open maximum, in words of its own */
+            if (x >= l->max) diag_error(c->d, e->value->at, "'lora_dropout' must be below %g, found %s", l->max, e->value->terms[0]->text);
             else t->lora_dropout = x;
         }
     }
     check_train_lora_target(c, s, t);
-    if ((e = find(s, PLAN_KEY(TRAIN, freeze_layers))) && get_int32(c, e, -1000, 1000, &t->freeze_layers)) {
+    if (ok[PLAN_KEY_INDEX(TRAIN, freeze_layers)]) {
+        e = find(s, PLAN_KEY(TRAIN, freeze_layers));
         if (t->freeze_layers == 0)
             diag_error(c->d, e->value->at, "'freeze_layers' must not be 0 (the number of trainable layers: N last, -N first)");
         else if (t->model && t->model->layers > 0 && abs(t->freeze_layers) > t->model->layers)
@@ -472,10 +470,10 @@ static void check_train_lf_mix(Checker *c, Scope *s, PlanTrain *t)
 
 /* The keys that pass to LLaMA-Factory's own arguments (names and types from
  * its dataclasses: tests/emitters/lf_keys.txt): optim = NAME (transformers'
- * OptimizerNames llmc estimates), liger_kernel = BOOL (enable_liger_kernel),
- * neat_packing = BOOL (sft only; packing on), wsd_decay = PERCENT (schedule =
+ * OptimizerNames llmc estimates), neat_packing (a row: sft only; packing
+ * on), wsd_decay = PERCENT (schedule =
  * wsd: the decay's share of the steps, default 10%). */
-static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
+static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     Entry *e;
     int v;
@@ -492,9 +490,8 @@ static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
             diag_warning(c->d, e->value->at, "optim = %s keeps 8-bit moments of bf16 weights: pure_bf16 saves "
                          "little more", optim_llm_names[t->optim]);
     }
-    if ((e = find(s, PLAN_KEY(TRAIN, liger_kernel)))) { t->liger_at = e->at; get_bool(c, e, &t->liger_kernel); }
-    if ((e = find(s, PLAN_KEY(TRAIN, neat_packing))) && get_bool(c, e, &t->neat_packing)) {
-        t->neat_packing_at = e->at;
+    if (ok[PLAN_KEY_INDEX(TRAIN, neat_packing)]) {
+        e = find(s, PLAN_KEY(TRAIN, neat_packing));
         if (t->neat_packing && t->stage != STAGE_SFT) {
             Diag *g = diag_error(c->d, e->key_at, "'neat_packing' is only used with stage = sft");
             diag_note(g, "LLaMA-Factory refuses it for other stages (hparams/parser.py)");
@@ -521,7 +518,7 @@ static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
 /* tokenize_rate = N: tokens per second one preprocessing worker tokenises
  * (the estimator's default otherwise; docs/estimator.md). max_samples = N:
  * LLaMA-Factory keeps the first N samples of each dataset. */
-static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t)
+static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     Entry *e;
     if ((e = find(s, PLAN_KEY(TRAIN, tokenize_rate)))) {
@@ -533,17 +530,17 @@ static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t)
         get_int(c, e, 1, (int64_t)1 << 50, &t->max_samples);
     }
     check_train_lf_mix(c, s, t);
-    check_train_lf_passthrough(c, s, t);
+    check_train_lf_passthrough(c, s, t, ok);
 }
 
-static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     if (t->backend == BACKEND_LLMC) {
         check_train_llmc_rules(c, s, t);
         return;
     }
     check_train_lf_method_rules(c, s, t);
-    check_train_lf_extras(c, s, t);
+    check_train_lf_extras(c, s, t, ok);
     check_train_lf_pref_rules(c, s, t);
     check_train_lf_eval_rules(c, s, t);
 }
@@ -677,7 +674,7 @@ static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
 }
 
 /* train: stage = ENUM, model = NAME, data = [NAME], template = ENUM,
- * context = INT. Returns whether the stage was read (the rules that depend
+ * context = INT (read by its row, required here). Returns whether the stage was read (the rules that depend
  * on it are skipped otherwise). */
 static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
 {
@@ -698,7 +695,7 @@ static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
     const char *template_names[TEMPLATE_COUNT];
     for (int i = 0; i < TEMPLATE_COUNT; i++) template_names[i] = chat_template_info((ChatTemplate)i)->name;
     if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, TEMPLATE_COUNT, &v)) t->template_ = (ChatTemplate)v; }
-    if ((e = require(c, s, PLAN_KEY(TRAIN, context), "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
+    require(c, s, PLAN_KEY(TRAIN, context), "4096");   /* read by its row */
     return stage_ok;
 }
 
@@ -796,15 +793,14 @@ static void check_train_seed(Checker *c, Scope *s, PlanTrain *t)
 
 /* train: the length and the optimizer keys that need more than their row
  * (epochs, max_steps, grad_accum, schedule, weight_decay, eps and grad_clip
- * are rows alone): batch, lr, min_lr, warmup, betas, seed (defaults: AdamW
- * as torch's, seed 42). */
-static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
+ * are rows alone; lr and min_lr are rows, required and at most lr here):
+ * batch, warmup, betas, seed (defaults: AdamW as torch's, seed 42). */
+static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
-    Entry *e;
     check_train_batch(c, s, t);
-    if ((e = require(c, s, PLAN_KEY(TRAIN, lr), "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
-    if ((e = find(s, PLAN_KEY(TRAIN, min_lr))) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
-        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
+    require(c, s, PLAN_KEY(TRAIN, lr), "1e-5");   /* lr and min_lr read by their rows */
+    if (ok[PLAN_KEY_INDEX(TRAIN, min_lr)] && t->lr > 0 && t->min_lr > t->lr)
+        diag_error(c->d, find(s, PLAN_KEY(TRAIN, min_lr))->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
     check_train_warmup(c, s, t);
     t->beta1 = 0.9;
     t->beta2 = 0.999;
@@ -833,14 +829,13 @@ static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
 /* train: how it runs, the keys that need more than their row (precision,
  * shard, recompute, attention, bad_records and backend are rows alone):
  * deterministic (default: on with backend = llmc, off with llamafactory, as
- * HF's full_determinism), packing (default: on for pt), train_on_prompt and
+ * HF's full_determinism), packing (a row; default: on for pt), train_on_prompt and
  * mask_history (default off; their rules in check_train_masking_rules), mfu,
  * bytes_per_token, output (default runs/NAME). */
-static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
+static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok, const bool *ok)
 {
     Entry *e;
-    t->packing = stage_ok && t->stage == STAGE_PT;
-    if ((e = find(s, PLAN_KEY(TRAIN, packing)))) get_bool(c, e, &t->packing);
+    if (!ok[PLAN_KEY_INDEX(TRAIN, packing)]) t->packing = stage_ok && t->stage == STAGE_PT;
     if ((e = find(s, PLAN_KEY(TRAIN, train_on_prompt)))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
     if ((e = find(s, PLAN_KEY(TRAIN, mask_history)))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
     check_train_mfu(c, s, t);
@@ -1048,20 +1043,21 @@ void check_train(Checker *c, const Item *it, PlanTrain *t)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_TRAIN);
-    check_row_keys(c, &s, PKB_TRAIN, train_reads, t, NULL);
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &s, PKB_TRAIN, train_reads, t, ok);
     bool stage_ok = check_train_what(c, &s, t);
     Entry *tmpl = find(&s, PLAN_KEY(TRAIN, template));
-    check_train_optimizer(c, &s, t);
-    check_train_execution(c, &s, t, stage_ok);
+    check_train_optimizer(c, &s, t, ok);
+    check_train_execution(c, &s, t, stage_ok, ok);
     check_train_checkpoints(c, &s, t);
-    check_train_lf_keys(c, &s, t);
+    check_train_lf_keys(c, &s, t, ok);
     report_missing(c, &s);
     check_train_model_rules(c, t, tmpl);
     check_train_output_path(c, &s, t);
     if (!stage_ok) return;
     check_train_stage_rules(c, &s, t, tmpl);
     check_train_masking_rules(c, t);
-    check_train_lf_rules(c, &s, t);
+    check_train_lf_rules(c, &s, t, ok);
     check_train_precision_rules(c, t);
     check_train_formats(c, &s, t);
 }

@@ -284,8 +284,8 @@ typedef struct PlanTrain {
     int64_t max_samples; SrcRange max_samples_at; /* 0 = all; LLaMA-Factory truncates each dataset to it */
     /* ---- LLaMA-Factory pass-through keys (issue 33), checked against its dataclasses ---- */
     OptimKind optim; SrcRange optim_at;     /* default adamw_torch (what the Trainer runs) */
-    bool liger_kernel; SrcRange liger_at;   /* enable_liger_kernel: fused kernels, no full logits */
-    bool neat_packing; SrcRange neat_packing_at; /* sft: packing without cross-attention (packing on) */
+    bool liger_kernel;                      /* enable_liger_kernel: fused kernels, no full logits */
+    bool neat_packing;                      /* sft: packing without cross-attention (packing on) */
     double wsd_decay; SrcRange wsd_decay_at; /* schedule = wsd: the decay's share of the steps (default 10%) */
     bool checkpoint_epoch;                  /* checkpoint_every = epoch: save_strategy epoch */
     double tokenize_rate; SrcRange tokenize_rate_at;     /* tokens/s per preprocessing worker; 0 = the
