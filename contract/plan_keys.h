@@ -16,8 +16,10 @@
  *             checker's rules name it PLAN_KEY(BLOCK, KEY), which compiles
  *             only for a row of the block, never as a string of their own)
  *   TYPE      PK_<TYPE> (PlanKeyType below): what the value is, with its unit
- *   ROW       PL_<ID>, the key's row in plan_limits.h; or a concept of
- *             plan_vocab.h (`shard`: its shard_llm_names); NONE: neither
+ *   ROW       PL_<ID>, the key's row in plan_limits.h, or PL_KEY_<ID>, its
+ *             row in PLAN_KEY_LIMITS below (a key plan.json does not hold);
+ *             or a concept of plan_vocab.h (`shard`: its shard_llm_names);
+ *             NONE: none of them
  *   DEFAULT   the value when the key is left out, as the `.llm` writes it;
  *             "required": it must be written; "": derived by the block's rules
  *             (docs/language.md says from what)
@@ -73,12 +75,57 @@ typedef enum {
 
 typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
 
+/* The bounds of the keys no plan_limits.h row bounds, because llmc-train
+ * does not read them (the job script, the estimate and LLaMA-Factory's YAML
+ * take them): one row each, as plan_limits.h's, named PL_KEY_<ID> in a key
+ * row's ROW column, applied by the checker alone.
+ * Columns: ID, KIND (PLAN_INT | PLAN_NUM), MIN, MAX, FLAGS (PLAN_MIN_OPEN,
+ * PLAN_MAX_OPEN), MEANING. */
+#define PLAN_KEY_LIMITS(X) \
+    X(CLUSTER_CPUS,        PLAN_INT, 1, 100000, 0, "CPU cores per node") \
+    X(K8S_POOL_GPUS,       PLAN_INT, 1, 64, 0, "nvidia.com/gpu each node of the Kubernetes pool offers") \
+    X(K8S_CPU_REQUEST,     PLAN_NUM, 0, 100000, PLAN_MIN_OPEN, "CPUs the slurmd pod requests (to 1m, a rule)") \
+    X(MODEL_EXPERTS,       PLAN_INT, 1, 1024, 0, "experts per mixture-of-experts layer") \
+    X(MODEL_EXPERTS_TOP_K, PLAN_INT, 1, 1024, 0, "experts each token is routed to") \
+    X(JOB_TASKS,           PLAN_INT, 1, 1024, 0, "tasks (trainer processes) per node") \
+    X(JOB_CPUS_PER_TASK,   PLAN_INT, 1, 100000, 0, "CPU cores per task") \
+    X(SBATCH_SWITCHES,     PLAN_INT, 1, 1024, 0, "most leaf switches of the allocation (--switches)") \
+    X(SBATCH_GPUS_PER_TASK,PLAN_INT, 1, 64, 0, "GPUs per task (--gpus-per-task)") \
+    X(TRAIN_QUANT_BITS,    PLAN_INT, 1, 64, 0, "qlora's bits per weight of the frozen base (4 or 8, a rule)") \
+    X(TRAIN_PREF_BETA,     PLAN_NUM, 0, 1000, PLAN_MIN_OPEN, "preference loss beta") \
+    X(TRAIN_PREF_FTX,      PLAN_NUM, 0, 1000, 0, "supervised loss weight of preference training") \
+    X(TRAIN_BYTES_PER_TOKEN, PLAN_NUM, 0, 1000, PLAN_MIN_OPEN, "bytes per token of a dataset known by size") \
+    X(TRAIN_TOKENIZE_RATE, PLAN_NUM, 0, 1e9, PLAN_MIN_OPEN, "tokens per second one preprocessing worker tokenises") \
+    X(TRAIN_MAX_SAMPLES,   PLAN_INT, 1, 1125899906842624.0, 0, "samples kept of each dataset (2^50 at most)")
+
+/* Their ids continue plan_limits.h's PlanLimitId: one number names a row of
+ * either table (plan_key_limit). */
+enum {
+    PL_KEY_FIRST_ = PL_COUNT - 1,
+#define PLAN_KEY_LIMIT_ID(id, kind, min, max, flags, meaning) PL_KEY_##id,
+    PLAN_KEY_LIMITS(PLAN_KEY_LIMIT_ID)
+#undef PLAN_KEY_LIMIT_ID
+    PL_KEY_END_
+};
+
+/* The row of limit id: plan_limits.h's (id < PL_COUNT) or a key's own. */
+static inline const PlanLimit *plan_key_limit(int id)
+{
+    static const PlanLimit rows[] = {
+#define PLAN_KEY_LIMIT_ROW(id, kind, min, max, flags, meaning) \
+    {"-", "-", kind, (double)(min), (double)(max), flags, "-", meaning},
+        PLAN_KEY_LIMITS(PLAN_KEY_LIMIT_ROW)
+#undef PLAN_KEY_LIMIT_ROW
+    };
+    return id < PL_COUNT ? plan_limit((PlanLimitId)id) : &rows[id - PL_COUNT];
+}
+
 /* cluster NAME { } */
 #define PLAN_KEYS_CLUSTER(X) \
     X(partition,      PK_STRING,   NONE, "required", PK_ANY, "slurm.partition", RULE, _) \
     X(nodes,          PK_HOSTLIST, NONE, "required", PK_ANY, "-", RULE, _) \
     X(gpu,            PK_GPUS,     NONE, "required", PK_ANY, "parallel.gpus_per_node", RULE, _) \
-    X(cpus,           PK_INT,      NONE, "required", PK_ANY, "-", RULE, _) \
+    X(cpus,           PK_INT,      PL_KEY_CLUSTER_CPUS, "required", PK_ANY, "-", ROW_AT, cpus) \
     X(memory,         PK_SIZE,     NONE, "required", PK_ANY, "-", RULE, _) \
     X(gpu_link,       PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
     X(network,        PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
@@ -98,10 +145,10 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(image,                PK_STRING,   NONE, "required", PK_ANY, "-", RULE, _) \
     X(munge_image,          PK_STRING,   NONE, "required", PK_ANY, "-", RULE, _) \
     X(jail,                 PK_STRING,   NONE, "required", PK_ANY, "-", RULE, _) \
-    X(pool_gpus,            PK_INT,      NONE, "required", PK_ANY, "-", RULE, _) \
+    X(pool_gpus,            PK_INT,      PL_KEY_K8S_POOL_GPUS, "required", PK_ANY, "-", RULE, _) \
     X(node_selector,        PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
     X(tolerations,          PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \
-    X(cpu_request,          PK_INT,      NONE, "", PK_ANY, "-", RULE, _) \
+    X(cpu_request,          PK_NUM,      PL_KEY_K8S_CPU_REQUEST, "", PK_ANY, "-", RULE, _) \
     X(memory_request,       PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
     X(volumes,              PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \
     X(system_reserve,       PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
@@ -122,8 +169,8 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(comment,         PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X(exclude,         PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X(nodelist,        PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
-    X(switches,        PK_INT,     NONE, "", PK_ANY, "-", RULE, _) \
-    X(gpus_per_task,   PK_INT,     NONE, "", PK_ANY, "-", RULE, _) \
+    X(switches,        PK_INT,     PL_KEY_SBATCH_SWITCHES, "", PK_ANY, "-", RULE, _) \
+    X(gpus_per_task,   PK_INT,     PL_KEY_SBATCH_GPUS_PER_TASK, "", PK_ANY, "-", RULE, _) \
     X(extra,           PK_FORM,    NONE, "", PK_ANY, "-", RULE, _)
 
 /* container { } of a cluster or job */
@@ -169,8 +216,8 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(rope_theta,          PK_NUM,   PL_MODEL_ROPE_THETA, "", PK_ANY, "model.rope_theta", ROW, rope_theta) \
     X(rms_eps,             PK_NUM,   PL_MODEL_RMS_EPS, "", PK_ANY, "model.rms_eps", ROW, rms_eps) \
     X(tie_embeddings,      PK_BOOL,  NONE, "", PK_ANY, "model.tie_embeddings", ROW, tie_embeddings) \
-    X(experts,             PK_INT,   NONE, "", PK_ANY, "-", RULE, _) \
-    X(experts_per_token,   PK_INT,   NONE, "", PK_ANY, "-", RULE, _)
+    X(experts,             PK_INT,   PL_KEY_MODEL_EXPERTS, "", PK_ANY, "-", RULE, _) \
+    X(experts_per_token,   PK_INT,   PL_KEY_MODEL_EXPERTS_TOP_K, "", PK_ANY, "-", RULE, _)
 
 /* dataset NAME { } */
 #define PLAN_KEYS_DATASET(X) \
@@ -244,7 +291,7 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(mask_history,       PK_BOOL,     NONE, "false", PK_ANY, "data.mask_history", RULE, _) \
     X(bad_records,        PK_ENUM,     bad_records, "fail", PK_ANY, "data.on_bad_record", ROW, bad_records) \
     X(mfu,                PK_PERCENT,  NONE, "", PK_ANY, "-", RULE, _) \
-    X(bytes_per_token,    PK_NUM,      NONE, "4", PK_ANY, "-", RULE, _) \
+    X(bytes_per_token,    PK_NUM,      PL_KEY_TRAIN_BYTES_PER_TOKEN, "4", PK_ANY, "-", ROW, bytes_per_token) \
     X(backend,            PK_ENUM,     backend, "llmc", PK_ANY, "backend", ROW_AT, backend) \
     X(output,             PK_PATH,     NONE, "", PK_ANY, "output.dir", RULE, _) \
     X(checkpoint_every,   PK_STEPS,    PL_CKPT_EVERY_SECONDS, "30 min", PK_ANY, "checkpoint.every_seconds|checkpoint.every_steps", RULE, _) \
@@ -257,12 +304,12 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(dora,               PK_BOOL,     NONE, "false", PK_LF, "-", ROW, use_dora) \
     X(rslora,             PK_BOOL,     NONE, "false", PK_ANY, "finetune.rslora", ROW, use_rslora) \
     X(freeze_layers,      PK_INT,      PL_FINETUNE_FREEZE_LAYERS, "2", PK_ANY, "finetune.freeze_layers", ROW, freeze_layers) \
-    X(quant_bits,         PK_INT,      NONE, "", PK_LF, "-", RULE, _) \
+    X(quant_bits,         PK_INT,      PL_KEY_TRAIN_QUANT_BITS, "", PK_LF, "-", RULE, _) \
     X(quant_method,       PK_ENUM,     NONE, "bnb", PK_LF, "-", RULE, _) \
     X(offload,            PK_ENUM,     offload, "none", PK_ANY, "parallel.offload", ROW_AT, offload) \
     X(pref_loss,          PK_ENUM,     NONE, "sigmoid", PK_LF, "-", RULE, _) \
-    X(pref_beta,          PK_NUM,      NONE, "0.1", PK_LF, "-", RULE, _) \
-    X(pref_ftx,           PK_NUM,      NONE, "0", PK_LF, "-", RULE, _) \
+    X(pref_beta,          PK_NUM,      PL_KEY_TRAIN_PREF_BETA, "0.1", PK_LF, "-", ROW, pref_beta) \
+    X(pref_ftx,           PK_NUM,      PL_KEY_TRAIN_PREF_FTX, "0", PK_LF, "-", ROW, pref_ftx) \
     X(ref_model,          PK_REF,      NONE, "", PK_LF, "-", RULE, _) \
     X(val_size,           PK_NUM,      NONE, "0", PK_LF, "-", RULE, _) \
     X(eval_data,          PK_REFS,     NONE, "", PK_LF, "-", RULE, _) \
@@ -275,10 +322,10 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(report_to,          PK_ENUM,     NONE, "none", PK_LF, "-", RULE, _) \
     X(run_name,           PK_STRING,   NONE, "", PK_LF, "-", RULE, _) \
     X(log_every,          PK_STEPS,    NONE, "1", PK_ANY, "output.log_every", RULE, _) \
-    X(tokenize_rate,      PK_NUM,      NONE, "", PK_LF, "-", RULE, _) \
+    X(tokenize_rate,      PK_NUM,      PL_KEY_TRAIN_TOKENIZE_RATE, "", PK_LF, "-", ROW_AT, tokenize_rate) \
     X(mix_strategy,       PK_ENUM,     mix, "concat", PK_LF, "-", RULE, _) \
     X(interleave_probs,   PK_FORM,     NONE, "", PK_LF, "-", RULE, _) \
-    X(max_samples,        PK_INT64,    NONE, "0", PK_LF, "-", RULE, _) \
+    X(max_samples,        PK_INT64,    PL_KEY_TRAIN_MAX_SAMPLES, "0", PK_LF, "-", ROW_AT, max_samples) \
     X(optim,              PK_ENUM,     optim, "adamw_torch", PK_LF, "-", RULE, _) \
     X(liger_kernel,       PK_BOOL,     NONE, "false", PK_LF, "-", ROW, liger_kernel) \
     X(neat_packing,       PK_BOOL,     NONE, "false", PK_LF, "-", ROW, neat_packing) \
@@ -301,10 +348,10 @@ typedef enum { PK_ANY, PK_LF, PK_LLMC } PlanKeyBackends;
     X(run,             PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
     X(cluster,         PK_REF,      NONE, "required", PK_ANY, "slurm.cluster", RULE, _) \
     X(nodes,           PK_INT,      NONE, "required", PK_ANY, "parallel.nodes", RULE, _) \
-    X(tasks,           PK_INT,      NONE, "", PK_ANY, "parallel.tasks_per_node", RULE, _) \
+    X(tasks,           PK_INT,      PL_KEY_JOB_TASKS, "", PK_ANY, "parallel.tasks_per_node", RULE, _) \
     X(time,            PK_DURATION, NONE, "required", PK_ANY, "slurm.time_limit_seconds", RULE, _) \
     X(mem,             PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
-    X(cpus_per_task,   PK_INT,      NONE, "", PK_ANY, "slurm.cpus_per_task", RULE, _) \
+    X(cpus_per_task,   PK_INT,      PL_KEY_JOB_CPUS_PER_TASK, "", PK_ANY, "slurm.cpus_per_task", ROW_AT, cpus_per_task) \
     X(account,         PK_STRING,   NONE, "", PK_ANY, "-", RULE, _) \
     X(qos,             PK_STRING,   NONE, "", PK_ANY, "-", RULE, _) \
     X(logs,            PK_PATH,     NONE, "logs", PK_ANY, "-", RULE, _) \

@@ -223,10 +223,21 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     }
 }
 
+/* The cluster keys contract/plan_keys.h's rows read (check_row_keys). */
+static const RowRead cluster_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanCluster, type, row, field),
+    PLAN_KEYS_CLUSTER(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanCluster, type, field)
+PLAN_KEYS_CLUSTER(X)
+#undef X
+
 void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_CLUSTER);
+    check_row_keys(c, &s, PKB_CLUSTER, cluster_reads, cl, NULL);
     Entry *e;
     if ((e = require(c, &s, PLAN_KEY(CLUSTER, partition), "\"gpu\""))) {
         cl->partition_at = e->at;
@@ -299,9 +310,7 @@ void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     }
     /* A node count instead of a hostlist: CPUs and memory are the admin's, optional. */
     bool minimal = cl->minimal;
-    if ((e = minimal ? find(&s, PLAN_KEY(CLUSTER, cpus)) : require(c, &s, PLAN_KEY(CLUSTER, cpus), "224"))) {
-        cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus);
-    }
+    if (!minimal) require(c, &s, PLAN_KEY(CLUSTER, cpus), "224");   /* read by its row */
     if ((e = minimal ? find(&s, PLAN_KEY(CLUSTER, memory)) : require(c, &s, PLAN_KEY(CLUSTER, memory), "2 TiB"))) {
         cl->memory_at = e->at;
         if (get_size(c, e, &cl->memory_bytes) && cl->memory_bytes < (1u << 20)) {

@@ -58,7 +58,6 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
         }
     }
     if ((e = find(s, PLAN_KEY(JOB, mem)))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
-    if ((e = find(s, PLAN_KEY(JOB, cpus_per_task)))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
     if ((e = find(s, PLAN_KEY(JOB, account))) && get_string(c, e, &j->account)) {
         j->account_at = e->value->at;
         if (!j->account[0]) diag_error(c->d, e->value->at, "'account' must not be empty");
@@ -70,7 +69,7 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
     j->log_dir = plan_keys_JOB[PLAN_KEY_INDEX(JOB, logs)].dflt;
     if ((e = find(s, PLAN_KEY(JOB, logs)))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
     Entry *tasks = find(s, PLAN_KEY(JOB, tasks));
-    if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
+    if (tasks) { j->tasks_at = tasks->at; get_int32_lim(c, tasks, PL_KEY_JOB_TASKS, &j->tasks_per_node); }
     if ((e = find(s, PLAN_KEY(JOB, after)))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
     if ((e = find(s, PLAN_KEY(JOB, profile)))) { j->profile_at = e->at; j->profile = get_ref(c, e, K_PROFILE); }
     check_site(c, it, s, &j->site);

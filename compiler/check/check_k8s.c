@@ -313,7 +313,7 @@ static void check_k8s_pool_gpus(Checker *c, Scope *ks, const PlanCluster *cl, Pl
     Entry *x;
     if (cl->gpu && (x = require(c, ks, PLAN_KEY(KUBERNETES, pool_gpus), "8"))) {
         k->pool_gpus_at = x->value ? x->value->at : x->at;
-        if (get_int32(c, x, 1, 64, &k->pool_gpus) && cl->gpus_per_node > k->pool_gpus) {
+        if (get_int32_lim(c, x, PL_KEY_K8S_POOL_GPUS, &k->pool_gpus) && cl->gpus_per_node > k->pool_gpus) {
             Diag *g = diag_error(c->d, cl->gpu_at, "%d GPUs per node, but the Kubernetes pool offers %d per node (nvidia.com/gpu)",
                                  cl->gpus_per_node, k->pool_gpus);
             diag_note(g, "pool_gpus = %d at line %d: a slurmd pod asking for nvidia.com/gpu: %d is never scheduled",
@@ -400,7 +400,7 @@ static void check_k8s_requests(Checker *c, Scope *ks, const PlanCluster *cl, Pla
     Entry *x;
     if ((x = find(ks, PLAN_KEY(KUBERNETES, cpu_request)))) {
         double v;
-        if (get_number(c, x, 0, true, 100000, &v)) {
+        if (get_number_lim(c, x, PL_KEY_K8S_CPU_REQUEST, &v)) {
             double m = v * 1000;
             if (fabs(m - llround(m)) > 1e-6) {
                 Diag *g = diag_error(c->d, x->value->at, "'cpu_request' is finer than Kubernetes' 1m (a thousandth of a CPU)");

@@ -191,11 +191,11 @@ static void check_model_experts(Checker *c, Scope *s, PlanModel *m, const ModelF
 {
     Entry *e;
     bool moe = m->arch == ARCH_MIXTRAL || m->arch == ARCH_QWEN3_MOE;
-    struct { const char *key, *hf, *ex; int *out; SrcRange *at; int cfg; } keys[] = {
+    struct { const char *key, *hf, *ex; int *out; SrcRange *at; int cfg, limit; } keys[] = {
         {PLAN_KEY(MODEL, experts), m->arch == ARCH_QWEN3_MOE ? "num_experts" : "num_local_experts", "8", &m->experts, &m->experts_at,
-         cfg->experts},
+         cfg->experts, PL_KEY_MODEL_EXPERTS},
         {PLAN_KEY(MODEL, experts_per_token), "num_experts_per_tok", "2", &m->experts_per_token, &m->experts_per_token_at,
-         cfg->experts_per_token},
+         cfg->experts_per_token, PL_KEY_MODEL_EXPERTS_TOP_K},
     };
     for (int i = 0; i < 2; i++) {
         if (!moe) {
@@ -209,7 +209,7 @@ static void check_model_experts(Checker *c, Scope *s, PlanModel *m, const ModelF
         e = have_cfg ? find(s, keys[i].key) : require(c, s, keys[i].key, keys[i].ex);
         if (e) {
             *keys[i].at = e->at;
-            if (get_int32(c, e, 1, 1024, keys[i].out) && have_cfg && *keys[i].out != keys[i].cfg) {
+            if (get_int32_lim(c, e, keys[i].limit, keys[i].out) && have_cfg && *keys[i].out != keys[i].cfg) {
                 Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", keys[i].key, *keys[i].out,
                                      cfg->file, keys[i].hf, keys[i].cfg);
                 diag_help(g, "write %s = %d, or leave it out to take it from config.json", keys[i].key, keys[i].cfg);

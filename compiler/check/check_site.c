@@ -365,8 +365,8 @@ static void check_site_sbatch_extra(Checker *c, Scope *s, PlanSite *site)
     if ((e = find(s, PLAN_KEY(SBATCH, nodelist))) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--nodelist")) {
         site->nodelist = str; site->nodelist_at = e->value->at;
     }
-    if ((e = find(s, PLAN_KEY(SBATCH, switches))) && get_int(c, e, 1, 1024, &v)) { site->switches = (int)v; site->switches_at = e->value->at; }
-    if ((e = find(s, PLAN_KEY(SBATCH, gpus_per_task))) && get_int(c, e, 1, 64, &v)) {
+    if ((e = find(s, PLAN_KEY(SBATCH, switches))) && get_int_lim(c, e, PL_KEY_SBATCH_SWITCHES, &v)) { site->switches = (int)v; site->switches_at = e->value->at; }
+    if ((e = find(s, PLAN_KEY(SBATCH, gpus_per_task))) && get_int_lim(c, e, PL_KEY_SBATCH_GPUS_PER_TASK, &v)) {
         site->gpus_per_task = (int)v; site->gpus_per_task_at = e->value->at;
     }
     if (!(e = find(s, PLAN_KEY(SBATCH, extra)))) return;

@@ -219,15 +219,12 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *
             diag_error(c->d, e->value->at, "'freeze_layers' (%d) is more than the %d layers of model '%s'",
                        t->freeze_layers, t->model->layers, t->model->name);
     }
-    if ((e = find(s, PLAN_KEY(TRAIN, quant_bits))) && get_int32(c, e, 1, 64, &t->quant_bits) && t->quant_bits != 4 && t->quant_bits != 8) {
+    if ((e = find(s, PLAN_KEY(TRAIN, quant_bits))) && get_int32_lim(c, e, PL_KEY_TRAIN_QUANT_BITS, &t->quant_bits) && t->quant_bits != 4 && t->quant_bits != 8) {
         diag_error(c->d, e->value->at, "'quant_bits' must be 4 or 8, found %d", t->quant_bits);
         t->quant_bits = 4;
     }
     if ((e = find(s, PLAN_KEY(TRAIN, quant_method))) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
-    t->pref_beta = 0.1;
     if ((e = find(s, PLAN_KEY(TRAIN, pref_loss)))) { t->pref_loss_at = e->at; if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v; }
-    if ((e = find(s, PLAN_KEY(TRAIN, pref_beta)))) get_number(c, e, 0, true, 1000, &t->pref_beta);
-    if ((e = find(s, PLAN_KEY(TRAIN, pref_ftx)))) get_number(c, e, 0, false, 1000, &t->pref_ftx);
     if ((e = find(s, PLAN_KEY(TRAIN, ref_model)))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
     check_train_val_size(c, s, t);
     if ((e = find(s, PLAN_KEY(TRAIN, eval_data)))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
@@ -515,20 +512,12 @@ static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t, const
     }
 }
 
-/* tokenize_rate = N: tokens per second one preprocessing worker tokenises
- * (the estimator's default otherwise; docs/estimator.md). max_samples = N:
- * LLaMA-Factory keeps the first N samples of each dataset. */
+/* The data mixture and the keys passed through to LLaMA-Factory
+ * (tokenize_rate, the estimator's tokens per second of one preprocessing
+ * worker, and max_samples, the first N samples of each dataset it keeps, are
+ * rows alone). */
 static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
-    Entry *e;
-    if ((e = find(s, PLAN_KEY(TRAIN, tokenize_rate)))) {
-        t->tokenize_rate_at = e->at;
-        get_number(c, e, 0, true, 1e9, &t->tokenize_rate);
-    }
-    if ((e = find(s, PLAN_KEY(TRAIN, max_samples)))) {
-        t->max_samples_at = e->at;
-        get_int(c, e, 1, (int64_t)1 << 50, &t->max_samples);
-    }
     check_train_lf_mix(c, s, t);
     check_train_lf_passthrough(c, s, t, ok);
 }
@@ -839,8 +828,6 @@ static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage
     if ((e = find(s, PLAN_KEY(TRAIN, train_on_prompt)))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
     if ((e = find(s, PLAN_KEY(TRAIN, mask_history)))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
     check_train_mfu(c, s, t);
-    t->bytes_per_token = 4.0;
-    if ((e = find(s, PLAN_KEY(TRAIN, bytes_per_token)))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
     t->deterministic = t->backend == BACKEND_LLMC;
     if ((e = find(s, PLAN_KEY(TRAIN, deterministic)))) { t->deterministic_at = e->key_at; get_bool(c, e, &t->deterministic); }
     if ((e = find(s, PLAN_KEY(TRAIN, output)))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
