@@ -100,7 +100,8 @@ static const char *const *concept_names(const char *row)
 
 /* contract/plan_keys.h against itself and the other contract tables: keys
  * unique in a block, every default the checker reads by its row parses, every
- * vocabulary concept and every limit the `.llm` sets names a key row. */
+ * vocabulary concept, every limit the `.llm` sets and every key limit
+ * (PLAN_KEY_LIMITS) names a key row. */
 static void key_rows(void)
 {
     int bad = 0, nrows = 0;
@@ -141,6 +142,16 @@ static void key_rows(void)
         snprintf(key, sizeof key, "%.*s", (int)strcspn(llm, " "), llm);
         if (!key_row(key)) { printf("# limit %s: no key row %s\n", plan_limit((PlanLimitId)i)->key, key); bad++; }
     }
+    /* every key limit of plan_keys.h bounds a key: some row names it */
+#define KEY_LIMIT(id, kind, min, max, flags, meaning) \
+    { \
+        bool named = false; \
+        for (int b = 0; b < PKB_COUNT; b++) \
+            for (int k = 0; k < plan_key_lists[b].n; k++) named |= !strcmp(plan_key_lists[b].keys[k].row, "PL_KEY_" #id); \
+        if (!named) { printf("# key limit PL_KEY_%s: no key row names it\n", #id); bad++; } \
+    }
+    PLAN_KEY_LIMITS(KEY_LIMIT)
+#undef KEY_LIMIT
     char what[128];
     snprintf(what, sizeof what, "plan_keys.h: %d rows agree with themselves, plan_vocab.h and plan_limits.h", nrows);
     check(bad == 0 && nrows > 100, what);
