@@ -17,7 +17,7 @@
  *             only for a row of the block, never as a string of their own)
  *   TYPE      PK_<TYPE> (PlanKeyType below): what the value is, with its unit
  *   ROW       PL_<ID>, the key's row in plan_limits.h, or PL_KEY_<ID>, its
- *             row in PLAN_KEY_LIMITS below (a key plan.json does not hold);
+ *             row in PLAN_KEY_LIMITS below (a key llmc-train does not read);
  *             or a concept of plan_vocab.h (`shard`: its shard_llm_names);
  *             NONE: none of them
  *   DEFAULT   the value when the key is left out, as the `.llm` writes it;

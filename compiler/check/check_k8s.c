@@ -279,11 +279,15 @@ static void check_k8s_names(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8
     SrcRange at;
     Entry *x;
     if (get_k8s_string(c, ks, PLAN_KEY(KUBERNETES, namespace), &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, namespace))->value->at, "namespace '%s' is not a DNS-1123 label: %s", str, why);
+        if ((why = dns_label_why(str)))
+            diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, namespace))->value->at,
+                       "namespace '%s' is not a DNS-1123 label: %s", str, why);
         else k->namespace_ = str;
     }
     if (get_k8s_string(c, ks, PLAN_KEY(KUBERNETES, cluster_name), &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, cluster_name))->value->at, "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
+        if ((why = dns_label_why(str)))
+            diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, cluster_name))->value->at,
+                       "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
         else k->cluster_name = str;
     }
     if ((x = require(c, ks, PLAN_KEY(KUBERNETES, image), "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&

@@ -57,7 +57,10 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
     const char *dtypes[] = {"auto", precision_llm_names[PREC_BF16], precision_llm_names[PREC_FP16],
                             precision_llm_names[PREC_FP32]};
     if ((e = find(&s, PLAN_KEY(MERGE, dtype))) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
-    if ((e = find(&s, PLAN_KEY(MERGE, device))) && get_enum(c, e, merge_device_names, 2, &v)) { m->device = (MergeDevice)v; m->device_at = e->at; }
+    if ((e = find(&s, PLAN_KEY(MERGE, device))) && get_enum(c, e, merge_device_names, 2, &v)) {
+        m->device = (MergeDevice)v;
+        m->device_at = e->at;
+    }
     if ((e = find(&s, PLAN_KEY(MERGE, shard_size)))) check_merge_shard_size(c, e, m);
     report_missing(c, &s);
     if (!m->model || !m->model->name || !m->output_dir) return;

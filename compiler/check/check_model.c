@@ -94,7 +94,8 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
         if (access(f, R_OK) == 0) return;
     }
     Diag *g = diag_error(c->d, m->tokenizer_at, "model '%s': %s \"%s\" holds neither tokenizer.json nor tokenizer_config.json",
-                         it->name ? it->name : "?", m->tokenizer == m->path ? PLAN_KEY(MODEL, path) : PLAN_KEY(MODEL, tokenizer), m->tokenizer);
+                         it->name ? it->name : "?",
+                         m->tokenizer == m->path ? PLAN_KEY(MODEL, path) : PLAN_KEY(MODEL, tokenizer), m->tokenizer);
     diag_note(g, "the trained model is exported with its tokenizer's files; llmc-train refuses to start without them");
     if (m->tokenizer == m->path) diag_help(g, "name the directory that holds them: tokenizer = \"DIR\"");
 }

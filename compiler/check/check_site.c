@@ -365,7 +365,10 @@ static void check_site_sbatch_extra(Checker *c, Scope *s, PlanSite *site)
     if ((e = find(s, PLAN_KEY(SBATCH, nodelist))) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--nodelist")) {
         site->nodelist = str; site->nodelist_at = e->value->at;
     }
-    if ((e = find(s, PLAN_KEY(SBATCH, switches))) && get_int_lim(c, e, PL_KEY_SBATCH_SWITCHES, &v)) { site->switches = (int)v; site->switches_at = e->value->at; }
+    if ((e = find(s, PLAN_KEY(SBATCH, switches))) && get_int_lim(c, e, PL_KEY_SBATCH_SWITCHES, &v)) {
+        site->switches = (int)v;
+        site->switches_at = e->value->at;
+    }
     if ((e = find(s, PLAN_KEY(SBATCH, gpus_per_task))) && get_int_lim(c, e, PL_KEY_SBATCH_GPUS_PER_TASK, &v)) {
         site->gpus_per_task = (int)v; site->gpus_per_task_at = e->value->at;
     }
@@ -434,7 +437,10 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
         directive_ok(c, e, str, "_.-", "--reservation")) {
         site->reservation = str; site->reservation_at = e->value->at;
     }
-    if ((e = find(&s, PLAN_KEY(SBATCH, gpus_per_node))) && get_bool(c, e, &b)) { site->gpus_per_node = b; site->gpus_per_node_at = e->value->at; }
+    if ((e = find(&s, PLAN_KEY(SBATCH, gpus_per_node))) && get_bool(c, e, &b)) {
+        site->gpus_per_node = b;
+        site->gpus_per_node_at = e->value->at;
+    }
     if ((e = find(&s, PLAN_KEY(SBATCH, gres_type))) && want_terms(c, e, 1, "a GRES type name or none")) {
         const Term *t = e->value->terms[0];
         if (t->kind == TERM_IDENT && strcmp(t->str, "none") == 0) {

@@ -206,7 +206,8 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *
         const PlanLimit *l = plan_limit(PL_FINETUNE_LORA_DROPOUT);
         double x;
         if (get_number(c, e, l->min, false, l->max, &x)) {   /* the row's open maximum, in words of its own */
-            if (x >= l->max) diag_error(c->d, e->value->at, "'lora_dropout' must be below %g, found %s", l->max, e->value->terms[0]->text);
+            if (x >= l->max)
+                diag_error(c->d, e->value->at, "'lora_dropout' must be below %g, found %s", l->max, e->value->terms[0]->text);
             else t->lora_dropout = x;
         }
     }
@@ -219,12 +220,16 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *
             diag_error(c->d, e->value->at, "'freeze_layers' (%d) is more than the %d layers of model '%s'",
                        t->freeze_layers, t->model->layers, t->model->name);
     }
-    if ((e = find(s, PLAN_KEY(TRAIN, quant_bits))) && get_int32_lim(c, e, PL_KEY_TRAIN_QUANT_BITS, &t->quant_bits) && t->quant_bits != 4 && t->quant_bits != 8) {
+    if ((e = find(s, PLAN_KEY(TRAIN, quant_bits))) && get_int32_lim(c, e, PL_KEY_TRAIN_QUANT_BITS, &t->quant_bits) &&
+        t->quant_bits != 4 && t->quant_bits != 8) {
         diag_error(c->d, e->value->at, "'quant_bits' must be 4 or 8, found %d", t->quant_bits);
         t->quant_bits = 4;
     }
     if ((e = find(s, PLAN_KEY(TRAIN, quant_method))) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
-    if ((e = find(s, PLAN_KEY(TRAIN, pref_loss)))) { t->pref_loss_at = e->at; if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v; }
+    if ((e = find(s, PLAN_KEY(TRAIN, pref_loss)))) {
+        t->pref_loss_at = e->at;
+        if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v;
+    }
     if ((e = find(s, PLAN_KEY(TRAIN, ref_model)))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
     check_train_val_size(c, s, t);
     if ((e = find(s, PLAN_KEY(TRAIN, eval_data)))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
@@ -325,7 +330,8 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
         diag_note(g, "qlora quantises the frozen base model and trains LoRA adapters on it");
     }
     if (t->method == METHOD_QLORA && t->quant_method == QUANT_EETQ && t->quant_bits != 8)
-        diag_error(c->d, (e = find(s, PLAN_KEY(TRAIN, quant_method))) ? e->value->at : t->method_at, "quant_method = eetq quantises to 8 bits only; set quant_bits = 8");
+        diag_error(c->d, (e = find(s, PLAN_KEY(TRAIN, quant_method))) ? e->value->at : t->method_at,
+                   "quant_method = eetq quantises to 8 bits only; set quant_bits = 8");
     /* LLaMA-Factory's quantization.py: only bitsandbytes at 4 bits loads
      * under ZeRO-3 (hqq, eetq and 8-bit bnb refuse it); adapter.py: DoRA
      * only on a bitsandbytes-quantised base */
@@ -849,7 +855,11 @@ static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
         } else if (is_count_of(e->value, "steps")) {
             const Term *n = e->value->terms[0];
             if (n->ival < 1 && !n->overflow) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
-            else if (within(c, n->at, PLAN_KEY(TRAIN, checkpoint_every), PL_CKPT_EVERY_STEPS, n->overflow ? INFINITY : (double)n->ival, n->text)) { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
+            else if (within(c, n->at, PLAN_KEY(TRAIN, checkpoint_every), PL_CKPT_EVERY_STEPS,
+                            n->overflow ? INFINITY : (double)n->ival, n->text)) {
+                t->checkpoint_every_steps = e->value->terms[0]->ival;
+                t->checkpoint_every_seconds = 0;
+            }
         } else {
             double secs;
             if (get_duration(c, e, &secs)) {
