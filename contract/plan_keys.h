@@ -305,9 +305,9 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(rslora,             PK_BOOL,     NONE, "false", PK_ANY, "finetune.rslora", ROW, use_rslora) \
     X(freeze_layers,      PK_INT,      PL_FINETUNE_FREEZE_LAYERS, "2", PK_ANY, "finetune.freeze_layers", ROW, freeze_layers) \
     X(quant_bits,         PK_INT,      PL_KEY_TRAIN_QUANT_BITS, "", PK_LF, "-", RULE, _) \
-    X(quant_method,       PK_ENUM,     NONE, "bnb", PK_LF, "-", RULE, _) \
+    X(quant_method,       PK_ENUM,     quant_method, "bnb", PK_LF, "-", ROW, quant_method) \
     X(offload,            PK_ENUM,     offload, "none", PK_ANY, "parallel.offload", ROW_AT, offload) \
-    X(pref_loss,          PK_ENUM,     NONE, "sigmoid", PK_LF, "-", RULE, _) \
+    X(pref_loss,          PK_ENUM,     pref_loss, "sigmoid", PK_LF, "-", ROW_AT, pref_loss) \
     X(pref_beta,          PK_NUM,      PL_KEY_TRAIN_PREF_BETA, "0.1", PK_LF, "-", ROW, pref_beta) \
     X(pref_ftx,           PK_NUM,      PL_KEY_TRAIN_PREF_FTX, "0", PK_LF, "-", ROW, pref_ftx) \
     X(ref_model,          PK_REF,      NONE, "", PK_LF, "-", RULE, _) \
@@ -319,7 +319,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(data_shared_fs,     PK_BOOL,     NONE, "true", PK_LF, "-", ROW, data_shared_fs) \
     X(streaming,          PK_BOOL,     NONE, "false", PK_LF, "-", ROW_AT, streaming) \
     X(ddp_timeout,        PK_DURATION, NONE, "30 min", PK_LF, "-", RULE, _) \
-    X(report_to,          PK_ENUM,     NONE, "none", PK_LF, "-", RULE, _) \
+    X(report_to,          PK_ENUM,     report_to, "none", PK_LF, "-", ROW, report_to) \
     X(run_name,           PK_STRING,   NONE, "", PK_LF, "-", RULE, _) \
     X(log_every,          PK_STEPS,    NONE, "1", PK_ANY, "output.log_every", RULE, _) \
     X(tokenize_rate,      PK_NUM,      PL_KEY_TRAIN_TOKENIZE_RATE, "", PK_LF, "-", ROW_AT, tokenize_rate) \
@@ -339,7 +339,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(model,           PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
     X(output,          PK_PATH,     NONE, "required", PK_ANY, "-", RULE, _) \
     X(dtype,           PK_ENUM,     NONE, "auto", PK_ANY, "-", RULE, _) \
-    X(device,          PK_ENUM,     NONE, "cpu", PK_ANY, "-", RULE, _) \
+    X(device,          PK_ENUM,     merge_device, "cpu", PK_ANY, "-", ROW_AT, device) \
     X(shard_size,      PK_SIZE,     NONE, "5 GB", PK_ANY, "-", RULE, _) \
     X(legacy_format,   PK_BOOL,     NONE, "false", PK_ANY, "-", ROW, legacy_format)
 

@@ -5,10 +5,10 @@
  * model); what it joins to its LoRA run after them (check_merge_links). */
 #include "check_internal.h"
 
-/* The `.llm` words of device, in the order of MergeDevice (plan.h); dtype's
- * are "auto" and precision's 16- and 32-bit words (check_merge), in the order
- * of MergeDtype. The emitter writes LLaMA-Factory's. */
-static const char *const merge_device_names[] = {"cpu", "auto"};
+/* device's words are contract/plan_vocab.h's PLAN_MERGE_DEVICE rows (read by
+ * its row); dtype's are "auto" and precision's 16- and 32-bit words
+ * (check_merge), in the order of MergeDtype. The emitter writes
+ * LLaMA-Factory's. */
 
 /* The merge keys contract/plan_keys.h's rows alone describe (READ ROW),
  * read by check_row_keys before the rules below run. */
@@ -57,10 +57,6 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
     const char *dtypes[] = {"auto", precision_llm_names[PREC_BF16], precision_llm_names[PREC_FP16],
                             precision_llm_names[PREC_FP32]};
     if ((e = find(&s, PLAN_KEY(MERGE, dtype))) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
-    if ((e = find(&s, PLAN_KEY(MERGE, device))) && get_enum(c, e, merge_device_names, 2, &v)) {
-        m->device = (MergeDevice)v;
-        m->device_at = e->at;
-    }
     if ((e = find(&s, PLAN_KEY(MERGE, shard_size)))) check_merge_shard_size(c, e, m);
     report_missing(c, &s);
     if (!m->model || !m->model->name || !m->output_dir) return;

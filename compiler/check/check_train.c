@@ -14,9 +14,6 @@ static const RowRead train_reads[] = {
 PLAN_KEYS_TRAIN(X)
 #undef X
 
-static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
-static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
-static const char *const report_names[] = {"none", "tensorboard", "wandb"};
 
 /* `data = [a, b]` or `data = a`: distinct dataset references. */
 static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int *nout)
@@ -193,13 +190,13 @@ static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
 /* train: the keys LLaMA-Factory reads beside the llmc trainer's: method's
  * LoRA/freeze/quantization settings, preference training, evaluation, data
  * loading, the DDP timeout and reporting (method, lora_rank, dora, rslora,
- * offload, data_shared_fs and streaming are rows alone; lora_alpha and
- * freeze_layers are rows with a rule). Defaults as LLaMA-Factory's (lora_rank
+ * quant_method, pref_loss, pref_beta, pref_ftx, offload, data_shared_fs,
+ * streaming and report_to are rows alone; lora_alpha and freeze_layers are
+ * rows with a rule). Defaults as LLaMA-Factory's (lora_rank
  * 8, lora_alpha 2 x rank, freeze_layers 2, pref_beta 0.1, ddp_timeout 30 min). */
 static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     Entry *e;
-    int v;
     t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
     if (!ok[PLAN_KEY_INDEX(TRAIN, lora_alpha)]) t->lora_alpha = 2 * t->lora_rank;
     if ((e = find(s, PLAN_KEY(TRAIN, lora_dropout)))) {
@@ -225,11 +222,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *
         diag_error(c->d, e->value->at, "'quant_bits' must be 4 or 8, found %d", t->quant_bits);
         t->quant_bits = 4;
     }
-    if ((e = find(s, PLAN_KEY(TRAIN, quant_method))) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
-    if ((e = find(s, PLAN_KEY(TRAIN, pref_loss)))) {
-        t->pref_loss_at = e->at;
-        if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v;
-    }
     if ((e = find(s, PLAN_KEY(TRAIN, ref_model)))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
     check_train_val_size(c, s, t);
     if ((e = find(s, PLAN_KEY(TRAIN, eval_data)))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
@@ -246,7 +238,6 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *
             else t->ddp_timeout_seconds = secs;
         }
     }
-    if ((e = find(s, PLAN_KEY(TRAIN, report_to))) && get_enum(c, e, report_names, 3, &v)) t->report_to = (ReportTo)v;
     if ((e = find(s, PLAN_KEY(TRAIN, run_name))) && get_string(c, e, &t->run_name)) {
         if (!t->run_name[0] || plan_control_char_at(t->run_name) >= 0) {
             diag_error(c->d, e->value->at, "'run_name' must be non-empty text without control characters");
@@ -343,7 +334,7 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
     if (t->method == METHOD_QLORA && t->use_dora && t->quant_method != QUANT_BNB) {
         e = find(s, PLAN_KEY(TRAIN, dora));
         diag_error(c->d, e ? e->key_at : t->at, "dora needs quant_method = bnb (LLaMA-Factory: DoRA is not compatible with %s)",
-                   quant_method_names[t->quant_method]);
+                   quant_method_llm_names[t->quant_method]);
     }
     if (t->offload != OFFLOAD_NONE) {
         if (t->shard < SHARD_ZERO2 || (t->offload == OFFLOAD_ALL && t->shard != SHARD_ZERO3)) {
@@ -371,7 +362,7 @@ static void check_train_lf_pref_rules(Checker *c, Scope *s, PlanTrain *t)
         if (!pref && (e = find(s, pref_keys[k])))
             diag_error(c->d, e->key_at, "'%s' is only used with stage = dpo or stage = kto", e->key);
     if (dpo && t->ref_model && (t->pref_loss == PREF_ORPO || t->pref_loss == PREF_SIMPO)) {
-        g = diag_error(c->d, t->ref_model_at, "pref_loss = %s uses no reference model", pref_loss_names[t->pref_loss]);
+        g = diag_error(c->d, t->ref_model_at, "pref_loss = %s uses no reference model", pref_loss_llm_names[t->pref_loss]);
         diag_help(g, "remove ref_model");
     }
     if (t->ref_model && t->model && t->ref_model->vocab != t->model->vocab) {

@@ -52,10 +52,9 @@ const GpuSpec *gpu_catalog_at(int i);
  * Those plan.json carries (ModelArch, DataFormat, TrainStage, FinetuneMethod,
  * Precision, ShardStage, Recompute, AttentionKind, LrSchedule, OffloadKind,
  * PlanBackend, BadRecordPolicy, LoraModule) are contract/plan_vocab.h's rows,
- * shared with llmc-train; these are the LLaMA-Factory-only ones. */
-typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
-typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
-typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;
+ * shared with llmc-train, and so are the LLaMA-Factory-only ones a key names
+ * (PrefLoss, QuantMethod, ReportTo, MergeDevice, MixStrategy, OptimKind,
+ * Fp8Backend: PLAN_VOCAB_LF_CONCEPTS); these are the rest. */
 /* Chat templates: compiler/check/chat_templates.c has one entry per value, in this order. */
 typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
@@ -317,7 +316,6 @@ typedef struct {
  * `llamafactory-cli export` of a LoRA run's adapter merged into its base
  * (docs/language.md, "merge NAME"). A job runs it (`run = NAME`); a train block
  * that names it as its model trains the merged model (`merged`). */
-typedef enum { MERGE_DEVICE_CPU, MERGE_DEVICE_AUTO } MergeDevice;           /* export_device */
 typedef enum { MERGE_DTYPE_AUTO, MERGE_DTYPE_BF16, MERGE_DTYPE_FP16, MERGE_DTYPE_FP32 } MergeDtype; /* infer_dtype */
 typedef struct PlanMerge {
     const char *name; SrcRange at;
