@@ -129,9 +129,9 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(memory,         PK_SIZE,     NONE, "required", PK_ANY, "-", RULE, _) \
     X(gpu_link,       PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
     X(network,        PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
-    X(network_kind,   PK_ENUM,     NONE, "", PK_ANY, "-", RULE, _) \
+    X(network_kind,   PK_ENUM,     network_kind, "infiniband", PK_ANY, "-", RULE, _) \
     X(host_link,      PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
-    X(slurm,          PK_FORM,     NONE, "hosts", PK_ANY, "-", RULE, _) \
+    X(slurm,          PK_FORM,     slurm, "hosts", PK_ANY, "-", RULE, _) \
     X(kubernetes,     PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
     X(env,            PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
     X(sbatch,         PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
@@ -188,7 +188,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(hbm,         PK_RATE,    NONE, "required", PK_ANY, "-", RULE, _) \
     X(gres_type,   PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X(mfu,         PK_PERCENT, NONE, "", PK_ANY, "-", RULE, _) \
-    X(vendor,      PK_ENUM,    NONE, "nvidia", PK_ANY, "-", RULE, _)
+    X(vendor,      PK_ENUM,    vendor, "nvidia", PK_ANY, "-", RULE, _)
 
 /* profile NAME { }: a site's measured efficiency (docs/estimator.md) */
 #define PLAN_KEYS_PROFILE(X) \

@@ -330,6 +330,39 @@ typedef enum { PLAN_MERGE_DEVICE(PLAN_VOCAB_ID) } MergeDevice;
 static const char *const merge_device_llm_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_LLM) NULL};
 static const char *const merge_device_json_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_JSON) NULL};
 
+/* cluster.slurm: who runs Slurm, the hosts themselves or an operator on
+ * Kubernetes (Slinky's slurm-operator, Nebius' Soperator), with its version. */
+#define PLAN_SLURM(X) \
+    X(SLURM_HOSTS,     "hosts",     "hosts") \
+    X(SLURM_SLINKY,    "slinky",    "slinky") \
+    X(SLURM_SOPERATOR, "soperator", "soperator")
+
+typedef enum { PLAN_SLURM(PLAN_VOCAB_ID) } SlurmRuntime;
+#define SLURM_COUNT (PLAN_SLURM(PLAN_VOCAB_ONE) 0)
+static const char *const slurm_llm_names[] = {PLAN_SLURM(PLAN_VOCAB_LLM) NULL};
+static const char *const slurm_json_names[] = {PLAN_SLURM(PLAN_VOCAB_JSON) NULL};
+
+/* cluster.network_kind: the inter-node fabric, for the estimate's
+ * collectives (RoCE: Ethernet's congestion control costs some bandwidth). */
+#define PLAN_NETWORK_KIND(X) \
+    X(NETWORK_INFINIBAND, "infiniband", "infiniband") \
+    X(NETWORK_ROCE,       "roce",       "roce")
+
+typedef enum { PLAN_NETWORK_KIND(PLAN_VOCAB_ID) } NetworkKind;
+#define NETWORK_KIND_COUNT (PLAN_NETWORK_KIND(PLAN_VOCAB_ONE) 0)
+static const char *const network_kind_llm_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_LLM) NULL};
+static const char *const network_kind_json_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_JSON) NULL};
+
+/* gpu.vendor: whose GPU a gpu block describes. */
+#define PLAN_GPU_VENDOR(X) \
+    X(VENDOR_NVIDIA, "nvidia", "nvidia") \
+    X(VENDOR_AMD,    "amd",    "amd")
+
+typedef enum { PLAN_GPU_VENDOR(PLAN_VOCAB_ID) } GpuVendor;
+#define VENDOR_COUNT (PLAN_GPU_VENDOR(PLAN_VOCAB_ONE) 0)
+static const char *const vendor_llm_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_LLM) NULL};
+static const char *const vendor_json_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_JSON) NULL};
+
 /* train.backend (plan.json backend): which trainer runs the plan. */
 #define PLAN_BACKEND(X) \
     X(BACKEND_LLMC,         "llmc",         "llmc") \
@@ -376,10 +409,14 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(backend,     PLAN_BACKEND,     "train.backend",     "backend",                PLAN_VOCAB_ALL_ROWS) \
     X(bad_records, PLAN_BAD_RECORDS, "train.bad_records", "data.on_bad_record",     PLAN_VOCAB_ALL_ROWS)
 
-/* The concepts only LLaMA-Factory's YAML (or its merge job's) holds, not
- * plan.json and not llmc-train: X(name, PLAN_ROWS, .llm key). The checker
- * reads their keys by these rows as it reads the concepts above. */
-#define PLAN_VOCAB_LF_CONCEPTS(X) \
+/* The concepts plan.json does not hold, nor llmc-train read (LLaMA-Factory's
+ * YAML, its merge job's, the job script or the estimate take them):
+ * X(name, PLAN_ROWS, .llm key). The checker reads their keys by these rows as
+ * it reads the concepts above. */
+#define PLAN_VOCAB_LLM_CONCEPTS(X) \
+    X(slurm,        PLAN_SLURM,        "cluster.slurm") \
+    X(network_kind, PLAN_NETWORK_KIND, "cluster.network_kind") \
+    X(vendor,       PLAN_GPU_VENDOR,   "gpu.vendor") \
     X(fp8_backend,  PLAN_FP8_BACKEND,  "train.fp8_backend") \
     X(mix,          PLAN_MIX,          "train.mix_strategy") \
     X(optim,        PLAN_OPTIM,        "train.optim") \

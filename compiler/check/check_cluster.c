@@ -14,7 +14,6 @@ static const Unit byte_rate_units[] = {{"MBps", 1e6}, {"GBps", 1e9}, {"TBps", 1e
 static const Unit bit_rate_units[] = {{"Mbps", 1e6}, {"Gbps", 1e9}, {"Tbps", 1e12}};
 static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};
 static const double link_rates[] = {600e9, 900e9, 1800e9, 64e9, 128e9};
-static const char *const network_kinds[] = {"infiniband", "roce"};
 /* GPU to host memory, as quoted (both directions): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200). */
 static const char *const host_link_names[] = {"pcie4", "pcie5", "c2c"};
 static const double host_link_rates[] = {64e9, 128e9, 900e9};
@@ -68,7 +67,6 @@ static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u,
 
 /* ---- gpu NAME { } : a GPU the catalogue lacks ---- */
 
-static const char *const vendor_names[] = {"nvidia", "amd"};
 static const Unit flops_units[] = {{"TFLOPS", 1}, {"PFLOPS", 1000}};
 
 void check_gpu(Checker *c, const Item *it, PlanGpu *g)
@@ -130,7 +128,7 @@ void check_gpu(Checker *c, const Item *it, PlanGpu *g)
         else spec->default_mfu = x;
     }
     int v;
-    if ((e = find(&s, PLAN_KEY(GPU, vendor))) && get_enum(c, e, vendor_names, 2, &v)) g->amd = v == 1;
+    if ((e = find(&s, PLAN_KEY(GPU, vendor))) && get_enum(c, e, vendor_llm_names, VENDOR_COUNT, &v)) g->amd = v == VENDOR_AMD;
     report_missing(c, &s);
 }
 
@@ -210,8 +208,8 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     }
     if ((e = find(s, PLAN_KEY(CLUSTER, network_kind)))) {
         int k;
-        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kinds, 2, &k))
-            cl->network_roce = k == 1;
+        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kind_llm_names, NETWORK_KIND_COUNT, &k))
+            cl->network_roce = k == NETWORK_ROCE;
     }
     if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
         cl->link_bytes_per_s = 0;

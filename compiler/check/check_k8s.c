@@ -15,7 +15,6 @@ PLAN_KEYS_KUBERNETES(X)
 
 /* ---- Slurm on Kubernetes (docs/language.md, "Slurm on Kubernetes") ---- */
 
-static const char *const slurm_runtimes[] = {"hosts", "slinky", "soperator"};
 static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
 
 static bool has_control(const char *s)
@@ -233,10 +232,9 @@ static void check_cluster_slurm(Checker *c, const Entry *e, PlanCluster *cl)
         cl->slurm_at = e->value->at;
         int r = -1;
         if (t->kind == TERM_IDENT)
-            for (int i = 0; i < 3; i++)
-                if (strcmp(t->str, slurm_runtimes[i]) == 0) r = i;
+            r = plan_vocab_find(slurm_llm_names, t->str);
         if (r < 0) {
-            const char *dym = t->kind == TERM_IDENT ? did_you_mean(t->str, slurm_runtimes, 3) : NULL;
+            const char *dym = t->kind == TERM_IDENT ? did_you_mean(t->str, slurm_llm_names, SLURM_COUNT) : NULL;
             Diag *g = dym ? diag_error(c->d, t->at, "unknown slurm '%s'; did you mean '%s'?", t->str, dym)
                           : diag_error(c->d, t->at, "'slurm' must be hosts, slinky or soperator, found %s", term_desc(c, t));
             diag_note(g, "slurm = hosts | slinky \"VERSION\" | soperator \"VERSION\"");
@@ -532,7 +530,7 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     }
     if (!kb || kb->value) {
         Diag *g = diag_error(c->d, kb ? kb->key_at : e->key_at, "a cluster with slurm = %s needs a 'kubernetes { }' block",
-                             slurm_runtimes[cl->slurm]);
+                             slurm_llm_names[cl->slurm]);
         diag_help(g, "add kubernetes { image = \"...:TAG\"  pool_gpus = 8 }");
         return;
     }

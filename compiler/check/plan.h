@@ -54,7 +54,7 @@ const GpuSpec *gpu_catalog_at(int i);
  * PlanBackend, BadRecordPolicy, LoraModule) are contract/plan_vocab.h's rows,
  * shared with llmc-train, and so are the LLaMA-Factory-only ones a key names
  * (PrefLoss, QuantMethod, ReportTo, MergeDevice, MixStrategy, OptimKind,
- * Fp8Backend: PLAN_VOCAB_LF_CONCEPTS); these are the rest. */
+ * Fp8Backend, SlurmRuntime: PLAN_VOCAB_LLM_CONCEPTS); these are the rest. */
 /* Chat templates: compiler/check/chat_templates.c has one entry per value, in this order. */
 typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
@@ -96,7 +96,6 @@ typedef struct {
 /* Where a cluster's Slurm runs: on its hosts (slurm.conf/gres.conf snippets),
  * or in Kubernetes under SchedMD's Slinky slurm-operator or Nebius Soperator
  * (their custom resources instead of the snippets; compiler/emit/emit_k8s.c). */
-typedef enum { SLURM_HOSTS, SLURM_SLINKY, SLURM_SOPERATOR } SlurmRuntime;
 
 typedef struct {                            /* `key[=value]:Effect`, as `kubectl taint` writes it */
     const char *key, *value, *effect;       /* value NULL: operator Exists */

@@ -90,15 +90,15 @@ static const PlanKey *key_row(const char *dotted)
 }
 
 /* The `.llm` spellings of a concept of plan_vocab.h named in a ROW column
- * (one plan.json holds, or one only LLaMA-Factory's YAML does). */
+ * (one plan.json holds, or one it does not: PLAN_VOCAB_LLM_CONCEPTS). */
 static const char *const *concept_names(const char *row)
 {
 #define CONCEPT(name, rows, llm, json, mask) if (!strcmp(row, #name)) return name##_llm_names;
     PLAN_VOCAB_CONCEPTS(CONCEPT)
 #undef CONCEPT
-#define LF_CONCEPT(name, rows, llm) if (!strcmp(row, #name)) return name##_llm_names;
-    PLAN_VOCAB_LF_CONCEPTS(LF_CONCEPT)
-#undef LF_CONCEPT
+#define LLM_CONCEPT(name, rows, llm) if (!strcmp(row, #name)) return name##_llm_names;
+    PLAN_VOCAB_LLM_CONCEPTS(LLM_CONCEPT)
+#undef LLM_CONCEPT
     return NULL;
 }
 
@@ -139,10 +139,10 @@ static void key_rows(void)
     if (!key_row(llm) || strcmp(key_row(llm)->row, #name)) { printf("# concept %s: no key row %s naming it\n", #name, llm); bad++; }
     PLAN_VOCAB_CONCEPTS(CONCEPT)
 #undef CONCEPT
-#define LF_CONCEPT(name, rows, llm) \
+#define LLM_CONCEPT(name, rows, llm) \
     if (!key_row(llm) || strcmp(key_row(llm)->row, #name)) { printf("# concept %s: no key row %s naming it\n", #name, llm); bad++; }
-    PLAN_VOCAB_LF_CONCEPTS(LF_CONCEPT)
-#undef LF_CONCEPT
+    PLAN_VOCAB_LLM_CONCEPTS(LLM_CONCEPT)
+#undef LLM_CONCEPT
     for (int i = 0; i < PL_COUNT; i++) {
         const char *llm = plan_limit((PlanLimitId)i)->llm;
         char key[64];
