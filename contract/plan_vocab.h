@@ -279,6 +279,90 @@ typedef enum { PLAN_OPTIM(PLAN_VOCAB_ID) } OptimKind;
 static const char *const optim_llm_names[] = {PLAN_OPTIM(PLAN_VOCAB_LLM) NULL};
 static const char *const optim_json_names[] = {PLAN_OPTIM(PLAN_VOCAB_JSON) NULL};
 
+/* train.pref_loss (LLaMA-Factory's FinetuningArguments.pref_loss, stage =
+ * dpo): the preference loss; orpo and simpo need no reference model.
+ * backend = llamafactory only; the JSON column is LLaMA-Factory's word. */
+#define PLAN_PREF_LOSS(X) \
+    X(PREF_SIGMOID,  "sigmoid",  "sigmoid") \
+    X(PREF_HINGE,    "hinge",    "hinge") \
+    X(PREF_IPO,      "ipo",      "ipo") \
+    X(PREF_KTO_PAIR, "kto_pair", "kto_pair") \
+    X(PREF_ORPO,     "orpo",     "orpo") \
+    X(PREF_SIMPO,    "simpo",    "simpo")
+
+typedef enum { PLAN_PREF_LOSS(PLAN_VOCAB_ID) } PrefLoss;
+#define PREF_COUNT (PLAN_PREF_LOSS(PLAN_VOCAB_ONE) 0)
+static const char *const pref_loss_llm_names[] = {PLAN_PREF_LOSS(PLAN_VOCAB_LLM) NULL};
+static const char *const pref_loss_json_names[] = {PLAN_PREF_LOSS(PLAN_VOCAB_JSON) NULL};
+
+/* train.quant_method (LLaMA-Factory's quantization_method, method = qlora):
+ * the library that quantises the frozen base. backend = llamafactory only. */
+#define PLAN_QUANT_METHOD(X) \
+    X(QUANT_BNB,  "bnb",  "bnb") \
+    X(QUANT_HQQ,  "hqq",  "hqq") \
+    X(QUANT_EETQ, "eetq", "eetq")
+
+typedef enum { PLAN_QUANT_METHOD(PLAN_VOCAB_ID) } QuantMethod;
+#define QUANT_COUNT (PLAN_QUANT_METHOD(PLAN_VOCAB_ONE) 0)
+static const char *const quant_method_llm_names[] = {PLAN_QUANT_METHOD(PLAN_VOCAB_LLM) NULL};
+static const char *const quant_method_json_names[] = {PLAN_QUANT_METHOD(PLAN_VOCAB_JSON) NULL};
+
+/* train.report_to (transformers' TrainingArguments.report_to): where
+ * LLaMA-Factory also logs its metrics. backend = llamafactory only. */
+#define PLAN_REPORT_TO(X) \
+    X(REPORT_NONE,        "none",        "none") \
+    X(REPORT_TENSORBOARD, "tensorboard", "tensorboard") \
+    X(REPORT_WANDB,       "wandb",       "wandb")
+
+typedef enum { PLAN_REPORT_TO(PLAN_VOCAB_ID) } ReportTo;
+#define REPORT_COUNT (PLAN_REPORT_TO(PLAN_VOCAB_ONE) 0)
+static const char *const report_to_llm_names[] = {PLAN_REPORT_TO(PLAN_VOCAB_LLM) NULL};
+static const char *const report_to_json_names[] = {PLAN_REPORT_TO(PLAN_VOCAB_JSON) NULL};
+
+/* merge.device (LLaMA-Factory's export_device): where the adapter is merged,
+ * in host memory or on the node's GPUs. */
+#define PLAN_MERGE_DEVICE(X) \
+    X(MERGE_DEVICE_CPU,  "cpu",  "cpu") \
+    X(MERGE_DEVICE_AUTO, "auto", "auto")
+
+typedef enum { PLAN_MERGE_DEVICE(PLAN_VOCAB_ID) } MergeDevice;
+#define MERGE_DEVICE_COUNT (PLAN_MERGE_DEVICE(PLAN_VOCAB_ONE) 0)
+static const char *const merge_device_llm_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_LLM) NULL};
+static const char *const merge_device_json_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_JSON) NULL};
+
+/* cluster.slurm: who runs Slurm, the hosts themselves or an operator on
+ * Kubernetes (Slinky's slurm-operator, Nebius' Soperator), with its version. */
+#define PLAN_SLURM(X) \
+    X(SLURM_HOSTS,     "hosts",     "hosts") \
+    X(SLURM_SLINKY,    "slinky",    "slinky") \
+    X(SLURM_SOPERATOR, "soperator", "soperator")
+
+typedef enum { PLAN_SLURM(PLAN_VOCAB_ID) } SlurmRuntime;
+#define SLURM_COUNT (PLAN_SLURM(PLAN_VOCAB_ONE) 0)
+static const char *const slurm_llm_names[] = {PLAN_SLURM(PLAN_VOCAB_LLM) NULL};
+static const char *const slurm_json_names[] = {PLAN_SLURM(PLAN_VOCAB_JSON) NULL};
+
+/* cluster.network_kind: the inter-node fabric, for the estimate's
+ * collectives (RoCE: Ethernet's congestion control costs some bandwidth). */
+#define PLAN_NETWORK_KIND(X) \
+    X(NETWORK_INFINIBAND, "infiniband", "infiniband") \
+    X(NETWORK_ROCE,       "roce",       "roce")
+
+typedef enum { PLAN_NETWORK_KIND(PLAN_VOCAB_ID) } NetworkKind;
+#define NETWORK_KIND_COUNT (PLAN_NETWORK_KIND(PLAN_VOCAB_ONE) 0)
+static const char *const network_kind_llm_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_LLM) NULL};
+static const char *const network_kind_json_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_JSON) NULL};
+
+/* gpu.vendor: whose GPU a gpu block describes. */
+#define PLAN_GPU_VENDOR(X) \
+    X(VENDOR_NVIDIA, "nvidia", "nvidia") \
+    X(VENDOR_AMD,    "amd",    "amd")
+
+typedef enum { PLAN_GPU_VENDOR(PLAN_VOCAB_ID) } GpuVendor;
+#define VENDOR_COUNT (PLAN_GPU_VENDOR(PLAN_VOCAB_ONE) 0)
+static const char *const vendor_llm_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_LLM) NULL};
+static const char *const vendor_json_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_JSON) NULL};
+
 /* train.backend (plan.json backend): which trainer runs the plan. */
 #define PLAN_BACKEND(X) \
     X(BACKEND_LLMC,         "llmc",         "llmc") \
@@ -324,6 +408,22 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(offload,     PLAN_OFFLOAD,     "train.offload",     "parallel.offload",       PLAN_VOCAB_ALL_ROWS) \
     X(backend,     PLAN_BACKEND,     "train.backend",     "backend",                PLAN_VOCAB_ALL_ROWS) \
     X(bad_records, PLAN_BAD_RECORDS, "train.bad_records", "data.on_bad_record",     PLAN_VOCAB_ALL_ROWS)
+
+/* The concepts plan.json does not hold, nor llmc-train read (LLaMA-Factory's
+ * YAML, its merge job's, the job script or the estimate take them):
+ * X(name, PLAN_ROWS, .llm key). The checker reads their keys by these rows as
+ * it reads the concepts above. */
+#define PLAN_VOCAB_LLM_CONCEPTS(X) \
+    X(slurm,        PLAN_SLURM,        "cluster.slurm") \
+    X(network_kind, PLAN_NETWORK_KIND, "cluster.network_kind") \
+    X(vendor,       PLAN_GPU_VENDOR,   "gpu.vendor") \
+    X(fp8_backend,  PLAN_FP8_BACKEND,  "train.fp8_backend") \
+    X(mix,          PLAN_MIX,          "train.mix_strategy") \
+    X(optim,        PLAN_OPTIM,        "train.optim") \
+    X(pref_loss,    PLAN_PREF_LOSS,    "train.pref_loss") \
+    X(quant_method, PLAN_QUANT_METHOD, "train.quant_method") \
+    X(report_to,    PLAN_REPORT_TO,    "train.report_to") \
+    X(merge_device, PLAN_MERGE_DEVICE, "merge.device")
 
 /* A mask holds a bit per row (PLAN_VOCAB_BIT): at most 32 rows a concept. */
 #ifndef __cplusplus

@@ -14,7 +14,6 @@ static const Unit byte_rate_units[] = {{"MBps", 1e6}, {"GBps", 1e9}, {"TBps", 1e
 static const Unit bit_rate_units[] = {{"Mbps", 1e6}, {"Gbps", 1e9}, {"Tbps", 1e12}};
 static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};
 static const double link_rates[] = {600e9, 900e9, 1800e9, 64e9, 128e9};
-static const char *const network_kinds[] = {"infiniband", "roce"};
 /* GPU to host memory, as quoted (both directions): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200). */
 static const char *const host_link_names[] = {"pcie4", "pcie5", "c2c"};
 static const double host_link_rates[] = {64e9, 128e9, 900e9};
@@ -68,7 +67,6 @@ static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u,
 
 /* ---- gpu NAME { } : a GPU the catalogue lacks ---- */
 
-static const char *const vendor_names[] = {"nvidia", "amd"};
 static const Unit flops_units[] = {{"TFLOPS", 1}, {"PFLOPS", 1000}};
 
 void check_gpu(Checker *c, const Item *it, PlanGpu *g)
@@ -84,35 +82,35 @@ void check_gpu(Checker *c, const Item *it, PlanGpu *g)
     }
     Entry *e;
     uint64_t bytes = 0;
-    if ((e = require(c, &s, "memory", "96 GB")) && get_size(c, e, &bytes)) {
+    if ((e = require(c, &s, PLAN_KEY(GPU, memory), "96 GB")) && get_size(c, e, &bytes)) {
         if (bytes < (1ull << 30)) diag_error(c->d, e->value->at, "GPU memory must be at least 1 GiB");
         else { spec->mem_bytes = (double)bytes; spec->usable_bytes = 0.98 * (double)bytes; }
     }
-    if ((e = find(&s, "usable")) && get_size(c, e, &bytes)) {
+    if ((e = find(&s, PLAN_KEY(GPU, usable))) && get_size(c, e, &bytes)) {
         if (spec->mem_bytes > 0 && (double)bytes > spec->mem_bytes)
             diag_error(c->d, e->value->at, "'usable' is more than the GPU's memory");
         else if (bytes < (1ull << 30)) diag_error(c->d, e->value->at, "'usable' must be at least 1 GiB");
         else spec->usable_bytes = (double)bytes;
     }
     double x;
-    if ((e = require(c, &s, "bf16", "989 TFLOPS")) &&
+    if ((e = require(c, &s, PLAN_KEY(GPU, bf16), "989 TFLOPS")) &&
         get_quantity(c, e, flops_units, NUNITS(flops_units), "a dense bf16 peak", "989 TFLOPS", &x)) {
         if (!(x > 0) || x > 100000) diag_error(c->d, e->value->at, "'bf16' must be between 0 and 100 PFLOPS");
         else spec->bf16_tflops = x;
     }
     /* a part without FP8 tensor cores leaves it out: precision = fp8 is refused there */
-    if ((e = find(&s, "fp8")) &&
+    if ((e = find(&s, PLAN_KEY(GPU, fp8))) &&
         get_quantity(c, e, flops_units, NUNITS(flops_units), "a dense FP8 peak", "1979 TFLOPS", &x)) {
         if (!(x > 0) || x > 100000) diag_error(c->d, e->value->at, "'fp8' must be between 0 and 100 PFLOPS");
         else spec->fp8_tflops = x;
     }
-    if ((e = require(c, &s, "hbm", "4 TBps")) && e->value &&
+    if ((e = require(c, &s, PLAN_KEY(GPU, hbm), "4 TBps")) && e->value &&
         get_rate(c, e, e->value->terms[0], e->value->nterms > 1 ? e->value->terms[1] : NULL, byte_rate_units,
                  bit_rate_units, "4 TBps", &x) && want_terms(c, e, 2, "a bandwidth"))
         spec->hbm_tbps = x / 1e12;
     spec->gres_type = NULL;
     const char *str;
-    if ((e = find(&s, "gres_type"))) {
+    if ((e = find(&s, PLAN_KEY(GPU, gres_type)))) {
         if (get_string(c, e, &str)) {
             bool ok = str[0] && str[0] != '-' && str[0] != '.';
             for (const char *p = str; *p; p++)
@@ -125,12 +123,12 @@ void check_gpu(Checker *c, const Item *it, PlanGpu *g)
         for (char *p = low; *p; p++) *p = (char)tolower((unsigned char)*p);
         spec->gres_type = low;
     }
-    if ((e = find(&s, "mfu")) && get_percent(c, e, 100, &x)) {
+    if ((e = find(&s, PLAN_KEY(GPU, mfu))) && get_percent(c, e, 100, &x)) {
         if (x <= 0) diag_error(c->d, e->value->at, "'mfu' must be more than 0%%");
         else spec->default_mfu = x;
     }
     int v;
-    if ((e = find(&s, "vendor")) && get_enum(c, e, vendor_names, 2, &v)) g->amd = v == 1;
+    if ((e = find(&s, PLAN_KEY(GPU, vendor))) && get_enum(c, e, vendor_llm_names, VENDOR_COUNT, &v)) g->amd = v == VENDOR_AMD;
     report_missing(c, &s);
 }
 
@@ -156,7 +154,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
         cl->nics = fab->nics; cl->nic_bits_per_s = fab->nic_bits_per_s; cl->network_default = true;
         cl->host_link_bytes_per_s = fab->host_link_bytes_per_s; cl->host_link_default = true;
     }
-    if ((e = find(s, "gpu_link")) && e->value) {
+    if ((e = find(s, PLAN_KEY(CLUSTER, gpu_link))) && e->value) {
         const Value *v = e->value;
         const Term *t = v->terms[0];
         double x;
@@ -174,7 +172,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
             want_terms(c, e, 2, "a bandwidth");
         }
     }
-    if ((e = find(s, "network")) && e->value) {
+    if ((e = find(s, PLAN_KEY(CLUSTER, network))) && e->value) {
         const Value *v = e->value;
         const Term *k = v->terms[0];
         double x;
@@ -190,7 +188,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
             cl->nics = (int)k->ival; cl->nic_bits_per_s = x; cl->network_default = false; cl->network_at = v->at;
         }
     }
-    if ((e = find(s, "host_link")) && e->value) {
+    if ((e = find(s, PLAN_KEY(CLUSTER, host_link))) && e->value) {
         const Value *v = e->value;
         const Term *t = v->terms[0];
         double x;
@@ -208,10 +206,10 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
             want_terms(c, e, 2, "a bandwidth");
         }
     }
-    if ((e = find(s, "network_kind"))) {
+    if ((e = find(s, PLAN_KEY(CLUSTER, network_kind)))) {
         int k;
-        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kinds, 2, &k))
-            cl->network_roce = k == 1;
+        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kind_llm_names, NETWORK_KIND_COUNT, &k))
+            cl->network_roce = k == NETWORK_ROCE;
     }
     if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
         cl->link_bytes_per_s = 0;
@@ -223,12 +221,23 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     }
 }
 
+/* The cluster keys contract/plan_keys.h's rows read (check_row_keys). */
+static const RowRead cluster_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanCluster, type, row, field),
+    PLAN_KEYS_CLUSTER(X)
+#undef X
+};
+#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanCluster, type, field)
+PLAN_KEYS_CLUSTER(X)
+#undef X
+
 void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_CLUSTER);
+    check_row_keys(c, &s, PKB_CLUSTER, cluster_reads, cl, NULL);
     Entry *e;
-    if ((e = require(c, &s, "partition", "\"gpu\""))) {
+    if ((e = require(c, &s, PLAN_KEY(CLUSTER, partition), "\"gpu\""))) {
         cl->partition_at = e->at;
         if (get_string(c, e, &cl->partition)) {
             bool ok = cl->partition[0] != 0;
@@ -237,7 +246,7 @@ void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
             if (!ok) diag_error(c->d, e->value->at, "partition name must be letters, digits, '_', '-' or '.'");
         }
     }
-    if ((e = require(c, &s, "nodes", "hgx[001-032]")) && want_terms(c, e, 1, "a hostlist")) {
+    if ((e = require(c, &s, PLAN_KEY(CLUSTER, nodes), "hgx[001-032]")) && want_terms(c, e, 1, "a hostlist")) {
         const Term *t = e->value->terms[0];
         cl->hostlist_at = t->at;
         if (t->kind == TERM_INT) {   /* a minimal cluster: a node count, the admin's slurm.conf has the rest */
@@ -255,7 +264,7 @@ void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
             diag_help(g, "for example: nodes = hgx[001-032]");
         }
     }
-    if ((e = require(c, &s, "gpu", "H100_80GB x 8")) && e->value) {
+    if ((e = require(c, &s, PLAN_KEY(CLUSTER, gpu), "H100_80GB x 8")) && e->value) {
         const Value *v = e->value;
         const Term *t = v->terms[0];
         cl->gpu_at = v->at;
@@ -299,10 +308,8 @@ void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
     }
     /* A node count instead of a hostlist: CPUs and memory are the admin's, optional. */
     bool minimal = cl->minimal;
-    if ((e = minimal ? find(&s, "cpus") : require(c, &s, "cpus", "224"))) {
-        cl->cpus_at = e->at; get_int32(c, e, 1, 100000, &cl->cpus);
-    }
-    if ((e = minimal ? find(&s, "memory") : require(c, &s, "memory", "2 TiB"))) {
+    if (!minimal) require(c, &s, PLAN_KEY(CLUSTER, cpus), "224");   /* read by its row */
+    if ((e = minimal ? find(&s, PLAN_KEY(CLUSTER, memory)) : require(c, &s, PLAN_KEY(CLUSTER, memory), "2 TiB"))) {
         cl->memory_at = e->at;
         if (get_size(c, e, &cl->memory_bytes) && cl->memory_bytes < (1u << 20)) {
             diag_error(c->d, e->value->at, "node memory must be at least 1 MiB");
@@ -344,9 +351,9 @@ void check_profile(Checker *c, const Item *it, PlanProfile *p)
     Entry *e;
     bool ok[PLAN_KEYS_MAX];
     check_row_keys(c, &s, PKB_PROFILE, profile_reads, p, ok);
-    p->backend_set = ok[row_of(PKB_PROFILE, "backend")];   /* no default: the estimator's own */
+    p->backend_set = ok[PLAN_KEY_INDEX(PROFILE, backend)];   /* no default: the estimator's own */
     p->step_overhead_s = -1;
-    if ((e = find(&s, "mfu")) && e->value) {
+    if ((e = find(&s, PLAN_KEY(PROFILE, mfu))) && e->value) {
         p->mfu_at = e->at;
         if (is_percent(e->value)) {
             if (get_percent(c, e, 100, &p->mfu) && p->mfu == 0) { diag_error(c->d, e->value->at, "'mfu' must be above 0%%"); p->mfu = 0; }
@@ -356,7 +363,7 @@ void check_profile(Checker *c, const Item *it, PlanProfile *p)
     } else if (e) {
         want_terms(c, e, 1, "a fraction or percentage");
     }
-    if ((e = find(&s, "step_overhead"))) {
+    if ((e = find(&s, PLAN_KEY(PROFILE, step_overhead)))) {
         p->step_overhead_at = e->at;
         double x;
         if (get_duration(c, e, &x)) {
@@ -365,7 +372,8 @@ void check_profile(Checker *c, const Item *it, PlanProfile *p)
         }
     }
     struct { const char *key; double *out; SrcRange *at; } bws[] = {
-        {"intra_node_bw", &p->intra_bytes_per_s, &p->intra_at}, {"inter_node_bw", &p->inter_bytes_per_s, &p->inter_at}};
+        {PLAN_KEY(PROFILE, intra_node_bw), &p->intra_bytes_per_s, &p->intra_at},
+        {PLAN_KEY(PROFILE, inter_node_bw), &p->inter_bytes_per_s, &p->inter_at}};
     for (int i = 0; i < 2; i++) {
         if (!(e = find(&s, bws[i].key)) || !e->value) continue;
         *bws[i].at = e->at;
@@ -374,7 +382,7 @@ void check_profile(Checker *c, const Item *it, PlanProfile *p)
         get_rate(c, e, val->terms[0], val->nterms == 2 ? val->terms[1] : NULL, byte_rate_units, bit_rate_units,
                  "40 GBps", bws[i].out);
     }
-    if ((e = find(&s, "from"))) p->from = get_string_list(c, e, &p->nfrom, "a list of run directories", NULL);
+    if ((e = find(&s, PLAN_KEY(PROFILE, from)))) p->from = get_string_list(c, e, &p->nfrom, "a list of run directories", NULL);
     if (!p->mfu_at.start.file && !p->step_overhead_at.start.file && !p->intra_at.start.file && !p->inter_at.start.file) {
         Diag *g = diag_error(c->d, it->name_at, "profile '%s' sets none of mfu, step_overhead, intra_node_bw, inter_node_bw",
                              p->name);

@@ -136,7 +136,7 @@ static bool check_dataset_file_kind(Checker *c, const Entry *e, PlanDataset *ds)
  * hf_hub_url), instead of file. */
 static void check_dataset_hub(Checker *c, Scope *s, const Entry *hub, PlanDataset *ds)
 {
-    Entry *f = find(s, "file");
+    Entry *f = find(s, PLAN_KEY(DATASET, file));
     if (f) {
         Diag *g = diag_error(c->d, f->key_at, "dataset '%s' names both 'file' and 'hf_hub'", ds->name);
         diag_help(g, "keep one: a local file or directory, or a Hub dataset");
@@ -174,9 +174,9 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     ds->tokens = -1;
     bool ok[PLAN_KEYS_MAX];
     check_row_keys(c, &s, PKB_DATASET, dataset_reads, ds, ok);
-    Entry *hub = find(&s, "hf_hub");
+    Entry *hub = find(&s, PLAN_KEY(DATASET, hf_hub));
     if (hub) check_dataset_hub(c, &s, hub, ds);
-    else if ((e = require(c, &s, "file", "\"/mnt/data-hps/data/NAME.json\""))) {
+    else if ((e = require(c, &s, PLAN_KEY(DATASET, file), "\"/mnt/data-hps/data/NAME.json\""))) {
         ds->file_at = e->at;
         if (!check_dataset_file_kind(c, e, ds)) ds->file = get_plan_path(c, e, true);
         if (ds->file && !ds->directory) {
@@ -189,8 +189,8 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
             }
         }
     }
-    require(c, &s, "format", format_llm_names[FORMAT_SHAREGPT]);   /* read by its row */
-    bool format_ok = ok[row_of(PKB_DATASET, "format")];
+    require(c, &s, PLAN_KEY(DATASET, format), format_llm_names[FORMAT_SHAREGPT]);   /* read by its row */
+    bool format_ok = ok[PLAN_KEY_INDEX(DATASET, format)];
     const char **col_slots[] = {&ds->columns.prompt, &ds->columns.query, &ds->columns.response,
                                 &ds->columns.history, &ds->columns.messages, &ds->columns.system,
                                 &ds->columns.tools, &ds->columns.text, &ds->columns.chosen,
@@ -199,7 +199,7 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
                                 &ds->tags.observation, &ds->tags.function, &ds->tags.system};
     _Static_assert(NUNITS(col_slots) == PLAN_KEYS_N_COLUMNS && NUNITS(tag_slots) == PLAN_KEYS_N_TAGS,
                    "a slot per row of contract/plan_keys.h");
-    Entry *cols = find(&s, "columns"), *tags = find(&s, "tags");
+    Entry *cols = find(&s, PLAN_KEY(DATASET, columns)), *tags = find(&s, PLAN_KEY(DATASET, tags));
     if (cols) { ds->columns_at = cols->at; get_string_table(c, it, cols, PKB_COLUMNS, col_slots); }
     if (tags) { ds->tags_at = tags->at; get_string_table(c, it, tags, PKB_TAGS, tag_slots); }
     report_missing(c, &s);
@@ -210,10 +210,12 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
     SrcRange cat = cols ? cols->key_at : ds->format_at;
     const DatasetColumns *co = &ds->columns;
     struct { const char *name, *val; bool alpaca, sharegpt, text; } use[] = {
-        {"prompt", co->prompt, 1, 0, 0}, {"query", co->query, 1, 0, 0}, {"response", co->response, 1, 0, 0},
-        {"history", co->history, 1, 0, 0}, {"messages", co->messages, 0, 1, 0}, {"system", co->system, 1, 1, 0},
-        {"tools", co->tools, 1, 1, 0}, {"text", co->text, 0, 0, 1}, {"chosen", co->chosen, 1, 1, 0},
-        {"rejected", co->rejected, 1, 1, 0}, {"kto_tag", co->kto_tag, 1, 1, 0},
+        {PLAN_KEY(COLUMNS, prompt), co->prompt, 1, 0, 0}, {PLAN_KEY(COLUMNS, query), co->query, 1, 0, 0},
+        {PLAN_KEY(COLUMNS, response), co->response, 1, 0, 0}, {PLAN_KEY(COLUMNS, history), co->history, 1, 0, 0},
+        {PLAN_KEY(COLUMNS, messages), co->messages, 0, 1, 0}, {PLAN_KEY(COLUMNS, system), co->system, 1, 1, 0},
+        {PLAN_KEY(COLUMNS, tools), co->tools, 1, 1, 0}, {PLAN_KEY(COLUMNS, text), co->text, 0, 0, 1},
+        {PLAN_KEY(COLUMNS, chosen), co->chosen, 1, 1, 0}, {PLAN_KEY(COLUMNS, rejected), co->rejected, 1, 1, 0},
+        {PLAN_KEY(COLUMNS, kto_tag), co->kto_tag, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof use / sizeof use[0]; i++) {
         if (!use[i].val) continue;
@@ -260,7 +262,7 @@ static void check_dataset_block(Checker *c, const Item *it, PlanDataset *ds)
         break;
     case FORMAT_TEXT:
         if (!co->text) diag_error(c->d, cat, "text dataset '%s' needs columns { text = \"...\" }", ds->name);
-        if (ds->ranking) diag_error(c->d, find(&s, "ranking")->value->at, "text datasets cannot be ranking datasets");
+        if (ds->ranking) diag_error(c->d, find(&s, PLAN_KEY(DATASET, ranking))->value->at, "text datasets cannot be ranking datasets");
         break;
     }
     if (ds->ranking && ds->format != FORMAT_TEXT && (!co->chosen || !co->rejected)) {

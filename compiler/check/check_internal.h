@@ -78,7 +78,7 @@ static inline bool is_number(const Term *t) { return t->kind == TERM_INT || t->k
  * rows, made by expanding PLAN_KEYS_<BLOCK> with CK_READ_##READ. */
 typedef struct {
     bool read;                  /* false: the block's rules read the key */
-    PlanLimitId limit;          /* PK_INT, PK_INT64, PK_NUM, PK_SIZE: its plan_limits.h row */
+    int limit;                  /* PK_INT, PK_INT64, PK_NUM, PK_SIZE: its limit row (plan_key_limit) */
     const char *const *names;   /* PK_ENUM: the concept's `.llm` words, NULL-terminated */
     size_t off, at_off;         /* the value; its position (SIZE_MAX: not kept) */
 } RowRead;
@@ -112,7 +112,6 @@ const char *value_desc(Checker *c, const Value *v);
 Scope scope_of(Checker *c, const Item *it, Entry **es, int n, const char *sub);
 void check_keys(Checker *c, Scope *s, PlanKeyBlock b);
 void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *reads, void *obj, bool *ok);
-int row_of(PlanKeyBlock b, const char *key);
 Entry *find(const Scope *s, const char *key);
 Entry *require(Checker *c, Scope *s, const char *key, const char *example);
 void report_missing(Checker *c, const Scope *s);
@@ -120,17 +119,17 @@ bool want_terms(Checker *c, const Entry *e, int n, const char *what);
 bool get_int(Checker *c, const Entry *e, int64_t min, int64_t max, int64_t *out);
 bool get_int32(Checker *c, const Entry *e, int min, int max, int *out);
 bool get_number(Checker *c, const Entry *e, double min, bool min_open, double max, double *out);
-bool within(Checker *c, SrcRange at, const char *what, PlanLimitId id, double x, const char *shown);
-bool get_int_lim(Checker *c, const Entry *e, PlanLimitId id, int64_t *out);
-bool get_int32_lim(Checker *c, const Entry *e, PlanLimitId id, int *out);
-bool get_number_lim(Checker *c, const Entry *e, PlanLimitId id, double *out);
+bool within(Checker *c, SrcRange at, const char *what, int id, double x, const char *shown);
+bool get_int_lim(Checker *c, const Entry *e, int id, int64_t *out);
+bool get_int32_lim(Checker *c, const Entry *e, int id, int *out);
+bool get_number_lim(Checker *c, const Entry *e, int id, double *out);
 bool get_string(Checker *c, const Entry *e, const char **out);
 bool get_bool(Checker *c, const Entry *e, bool *out);
 bool get_enum(Checker *c, const Entry *e, const char *const *names, int n, int *out);
 bool get_quantity(Checker *c, const Entry *e, const Unit *units, int nunits,
                   const char *what, const char *example, double *out);
 bool get_size(Checker *c, const Entry *e, uint64_t *out);
-bool get_size_lim(Checker *c, const Entry *e, PlanLimitId id, uint64_t *out);
+bool get_size_lim(Checker *c, const Entry *e, int id, uint64_t *out);
 bool get_duration(Checker *c, const Entry *e, double *out);
 bool is_percent(const Value *v);
 bool get_percent(Checker *c, const Entry *e, double max_pct, double *out);

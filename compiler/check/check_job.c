@@ -40,7 +40,7 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
     check_keys(c, s, PKB_JOB);
     check_row_keys(c, s, PKB_JOB, job_reads, j, NULL);
     Entry *e;
-    if ((e = require(c, s, "run", "NAME"))) {
+    if ((e = require(c, s, PLAN_KEY(JOB, run), "NAME"))) {
         j->run_at = e->at;
         /* a merge job: llamafactory-cli export of a merge block */
         const Symbol *sym = e->value && e->value->nterms == 1 && e->value->terms[0]->kind == TERM_IDENT
@@ -48,31 +48,30 @@ static Entry *check_job_keys(Checker *c, const Item *it, Scope *s, PlanJob *j)
         if (sym && sym->kind == K_MERGE) j->merge = sym->obj;
         else j->run = get_ref(c, e, K_TRAIN);
     }
-    if ((e = require(c, s, "cluster", "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
-    if ((e = require(c, s, "nodes", "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
-    if ((e = require(c, s, "time", "48 h"))) {
+    if ((e = require(c, s, PLAN_KEY(JOB, cluster), "NAME"))) { j->cluster_at = e->at; j->cluster = get_ref(c, e, K_CLUSTER); }
+    if ((e = require(c, s, PLAN_KEY(JOB, nodes), "32"))) { j->nodes_at = e->at; get_int32(c, e, 1, HOSTLIST_MAX_HOSTS, &j->nodes); }
+    if ((e = require(c, s, PLAN_KEY(JOB, time), "48 h"))) {
         j->time_at = e->at;
         if (get_duration(c, e, &j->time_seconds) && j->time_seconds < 60) {
             diag_error(c->d, e->value->at, "'time' must be at least 1 min");
             j->time_seconds = 0;
         }
     }
-    if ((e = find(s, "mem"))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
-    if ((e = find(s, "cpus_per_task"))) { j->cpus_per_task_at = e->at; get_int32(c, e, 1, 100000, &j->cpus_per_task); }
-    if ((e = find(s, "account")) && get_string(c, e, &j->account)) {
+    if ((e = find(s, PLAN_KEY(JOB, mem)))) { j->mem_at = e->at; get_size(c, e, &j->mem_bytes); }
+    if ((e = find(s, PLAN_KEY(JOB, account))) && get_string(c, e, &j->account)) {
         j->account_at = e->value->at;
         if (!j->account[0]) diag_error(c->d, e->value->at, "'account' must not be empty");
     }
-    if ((e = find(s, "qos")) && get_string(c, e, &j->qos)) {
+    if ((e = find(s, PLAN_KEY(JOB, qos))) && get_string(c, e, &j->qos)) {
         j->qos_at = e->value->at;
         if (!j->qos[0]) diag_error(c->d, e->value->at, "'qos' must not be empty");
     }
-    j->log_dir = "logs";
-    if ((e = find(s, "logs"))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
-    Entry *tasks = find(s, "tasks");
-    if (tasks) { j->tasks_at = tasks->at; get_int32(c, tasks, 1, 1024, &j->tasks_per_node); }
-    if ((e = find(s, "after"))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
-    if ((e = find(s, "profile"))) { j->profile_at = e->at; j->profile = get_ref(c, e, K_PROFILE); }
+    j->log_dir = plan_keys_JOB[PLAN_KEY_INDEX(JOB, logs)].dflt;
+    if ((e = find(s, PLAN_KEY(JOB, logs)))) { j->log_dir_at = e->at; const char *p = get_path(c, e, false); if (p) j->log_dir = p; }
+    Entry *tasks = find(s, PLAN_KEY(JOB, tasks));
+    if (tasks) { j->tasks_at = tasks->at; get_int32_lim(c, tasks, PL_KEY_JOB_TASKS, &j->tasks_per_node); }
+    if ((e = find(s, PLAN_KEY(JOB, after)))) { j->after_at = e->at; j->after = get_ref(c, e, K_JOB); }
+    if ((e = find(s, PLAN_KEY(JOB, profile)))) { j->profile_at = e->at; j->profile = get_ref(c, e, K_PROFILE); }
     check_site(c, it, s, &j->site);
     report_missing(c, s);
     return tasks;

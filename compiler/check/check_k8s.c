@@ -15,7 +15,6 @@ PLAN_KEYS_KUBERNETES(X)
 
 /* ---- Slurm on Kubernetes (docs/language.md, "Slurm on Kubernetes") ---- */
 
-static const char *const slurm_runtimes[] = {"hosts", "slinky", "soperator"};
 static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
 
 static bool has_control(const char *s)
@@ -233,10 +232,9 @@ static void check_cluster_slurm(Checker *c, const Entry *e, PlanCluster *cl)
         cl->slurm_at = e->value->at;
         int r = -1;
         if (t->kind == TERM_IDENT)
-            for (int i = 0; i < 3; i++)
-                if (strcmp(t->str, slurm_runtimes[i]) == 0) r = i;
+            r = plan_vocab_find(slurm_llm_names, t->str);
         if (r < 0) {
-            const char *dym = t->kind == TERM_IDENT ? did_you_mean(t->str, slurm_runtimes, 3) : NULL;
+            const char *dym = t->kind == TERM_IDENT ? did_you_mean(t->str, slurm_llm_names, SLURM_COUNT) : NULL;
             Diag *g = dym ? diag_error(c->d, t->at, "unknown slurm '%s'; did you mean '%s'?", t->str, dym)
                           : diag_error(c->d, t->at, "'slurm' must be hosts, slinky or soperator, found %s", term_desc(c, t));
             diag_note(g, "slurm = hosts | slinky \"VERSION\" | soperator \"VERSION\"");
@@ -278,29 +276,33 @@ static void check_k8s_names(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8
     const char *str;
     SrcRange at;
     Entry *x;
-    if (get_k8s_string(c, ks, "namespace", &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, "namespace")->value->at, "namespace '%s' is not a DNS-1123 label: %s", str, why);
+    if (get_k8s_string(c, ks, PLAN_KEY(KUBERNETES, namespace), &str, &at)) {
+        if ((why = dns_label_why(str)))
+            diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, namespace))->value->at,
+                       "namespace '%s' is not a DNS-1123 label: %s", str, why);
         else k->namespace_ = str;
     }
-    if (get_k8s_string(c, ks, "cluster_name", &str, &at)) {
-        if ((why = dns_label_why(str))) diag_error(c->d, find(ks, "cluster_name")->value->at, "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
+    if (get_k8s_string(c, ks, PLAN_KEY(KUBERNETES, cluster_name), &str, &at)) {
+        if ((why = dns_label_why(str)))
+            diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, cluster_name))->value->at,
+                       "cluster_name '%s' is not a DNS-1123 label: %s", str, why);
         else k->cluster_name = str;
     }
-    if ((x = require(c, ks, "image", "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&
+    if ((x = require(c, ks, PLAN_KEY(KUBERNETES, image), "\"ghcr.io/slinkyproject/slurmd:25.11-ubuntu24.04\"")) && get_string(c, x, &str) &&
         check_image(c, x, str)) {
         k->image = str; k->image_at = x->value->at;
     }
     if (cl->slurm == SLURM_SOPERATOR) {
-        if ((x = require(c, ks, "munge_image", "\"cr.eu-north1.nebius.cloud/soperator/munge:TAG\"")) && get_string(c, x, &str) &&
+        if ((x = require(c, ks, PLAN_KEY(KUBERNETES, munge_image), "\"cr.eu-north1.nebius.cloud/soperator/munge:TAG\"")) && get_string(c, x, &str) &&
             check_image(c, x, str)) {
             k->munge_image = str; k->munge_image_at = x->value->at;
         }
-        if ((x = require(c, ks, "jail", "\"jail-pvc\"")) && get_string(c, x, &str)) {
+        if ((x = require(c, ks, PLAN_KEY(KUBERNETES, jail), "\"jail-pvc\"")) && get_string(c, x, &str)) {
             if ((why = dns_subdomain_why(str))) diag_error(c->d, x->value->at, "claim name '%s' is not a Kubernetes name: %s", str, why);
             else { k->jail = str; k->jail_at = x->value->at; }
         }
     } else {
-        const char *only[] = {"munge_image", "jail"};
+        const char *only[] = {PLAN_KEY(KUBERNETES, munge_image), PLAN_KEY(KUBERNETES, jail)};
         for (int i = 0; i < 2; i++)
             if ((x = find(ks, only[i]))) diag_error(c->d, x->key_at, "'%s' is a Soperator setting; Slinky has none", only[i]);
     }
@@ -311,15 +313,15 @@ static void check_k8s_names(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8
 static void check_k8s_pool_gpus(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
 {
     Entry *x;
-    if (cl->gpu && (x = require(c, ks, "pool_gpus", "8"))) {
+    if (cl->gpu && (x = require(c, ks, PLAN_KEY(KUBERNETES, pool_gpus), "8"))) {
         k->pool_gpus_at = x->value ? x->value->at : x->at;
-        if (get_int32(c, x, 1, 64, &k->pool_gpus) && cl->gpus_per_node > k->pool_gpus) {
+        if (get_int32_lim(c, x, PL_KEY_K8S_POOL_GPUS, &k->pool_gpus) && cl->gpus_per_node > k->pool_gpus) {
             Diag *g = diag_error(c->d, cl->gpu_at, "%d GPUs per node, but the Kubernetes pool offers %d per node (nvidia.com/gpu)",
                                  cl->gpus_per_node, k->pool_gpus);
             diag_note(g, "pool_gpus = %d at line %d: a slurmd pod asking for nvidia.com/gpu: %d is never scheduled",
                       k->pool_gpus, k->pool_gpus_at.start.line, cl->gpus_per_node);
         }
-    } else if (!cl->gpu && (x = find(ks, "pool_gpus"))) {
+    } else if (!cl->gpu && (x = find(ks, PLAN_KEY(KUBERNETES, pool_gpus)))) {
         diag_warning(c->d, x->key_at, "'pool_gpus' on a cluster without GPUs is ignored");
     }
 }
@@ -330,7 +332,7 @@ static void check_k8s_node_selector(Checker *c, Scope *ks, PlanK8s *k)
 {
     const char *why;
     Entry *x;
-    if ((x = find(ks, "node_selector"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, node_selector)))) {
         const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu.present=true\"");
         if (l) {
             k->node_selector = arena_alloc(c->a, sizeof(char *) * (size_t)(l->nitems + 1));
@@ -361,7 +363,7 @@ static void check_k8s_tolerations(Checker *c, Scope *ks, PlanK8s *k)
 {
     const char *why;
     Entry *x;
-    if ((x = find(ks, "tolerations"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, tolerations)))) {
         const Term *l = get_strict_string_list(c, x, "\"nvidia.com/gpu:NoSchedule\"");
         if (l) {
             k->tolerations = arena_alloc(c->a, sizeof(PlanToleration) * (size_t)(l->nitems + 1));
@@ -398,9 +400,9 @@ static void check_k8s_tolerations(Checker *c, Scope *ks, PlanK8s *k)
 static void check_k8s_requests(Checker *c, Scope *ks, const PlanCluster *cl, PlanK8s *k)
 {
     Entry *x;
-    if ((x = find(ks, "cpu_request"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, cpu_request)))) {
         double v;
-        if (get_number(c, x, 0, true, 100000, &v)) {
+        if (get_number_lim(c, x, PL_KEY_K8S_CPU_REQUEST, &v)) {
             double m = v * 1000;
             if (fabs(m - llround(m)) > 1e-6) {
                 Diag *g = diag_error(c->d, x->value->at, "'cpu_request' is finer than Kubernetes' 1m (a thousandth of a CPU)");
@@ -413,7 +415,7 @@ static void check_k8s_requests(Checker *c, Scope *ks, const PlanCluster *cl, Pla
             }
         }
     }
-    if ((x = find(ks, "memory_request"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, memory_request)))) {
         uint64_t b;
         if (get_size(c, x, &b)) {
             if (b < (1u << 20)) diag_error(c->d, x->value->at, "'memory_request' must be at least 1 MiB");
@@ -456,7 +458,7 @@ static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, Pla
     Entry *x;
     uint64_t mem = cl->memory_bytes;
     k->system_reserve = k8s_default_reserve(mem);
-    if ((x = find(ks, "system_reserve"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, system_reserve)))) {
         uint64_t b;
         if (get_size(c, x, &b)) { k->system_reserve = b; k->system_reserve_at = x->value->at; }
     }
@@ -472,7 +474,7 @@ static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, Pla
     k->memory_request = k->memory_limit;
     k->shm_bytes = (k->memory_limit / 2 >> 30) << 30;
     if (!k->shm_bytes) k->shm_bytes = k->memory_limit / 2;
-    if ((x = find(ks, "shm"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, shm)))) {
         uint64_t b;
         if (get_size(c, x, &b)) {
             if (b < (64u << 20)) diag_error(c->d, x->value->at, "'shm' must be at least 64 MiB (Docker's default, already too small for NCCL)");
@@ -483,13 +485,13 @@ static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, Pla
             } else { k->shm_bytes = b; k->shm_at = x->value->at; }
         }
     }
-    if (ok[row_of(PKB_KUBERNETES, "host_network")] && k->host_network && cl->slurm == SLURM_SOPERATOR) {
-        Diag *g = diag_error(c->d, find(ks, "host_network")->value->at,
+    if (ok[PLAN_KEY_INDEX(KUBERNETES, host_network)] && k->host_network && cl->slurm == SLURM_SOPERATOR) {
+        Diag *g = diag_error(c->d, find(ks, PLAN_KEY(KUBERNETES, host_network))->value->at,
                              "'host_network': Soperator's NodeSet has no hostNetwork field");
         diag_note(g, "Soperator sets up its workers' network itself; 'host_network' is a Slinky setting");
     }
     const char *str;
-    if ((x = find(ks, "rdma")) && get_string(c, x, &str)) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, rdma))) && get_string(c, x, &str)) {
         const char *eq = strrchr(str, '=');
         const char *name = eq ? arena_printf(c->a, "%.*s", (int)(eq - str), str) : str;
         const char *why = !eq ? "it has no '=COUNT'"
@@ -505,7 +507,7 @@ static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, Pla
             diag_error(c->d, x->value->at, "'rdma' names '%s', which the pod asks for already (the cluster's GPUs)", name);
         } else { k->rdma_resource = name; k->rdma_count = (int)n; k->rdma_at = x->value->at; }
     }
-    if ((x = find(ks, "partition_max_time"))) {
+    if ((x = find(ks, PLAN_KEY(KUBERNETES, partition_max_time)))) {
         double secs;
         if (get_duration(c, x, &secs)) {
             if (secs < 60) diag_error(c->d, x->value->at, "'partition_max_time' must be at least 1 min");
@@ -518,8 +520,8 @@ static void check_k8s_node_fit(Checker *c, Scope *ks, const PlanCluster *cl, Pla
  * kubernetes { } block: names, pool, scheduling, requests, volumes, nodes. */
 void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
 {
-    Entry *e = find(s, "slurm");
-    Entry *kb = find(s, "kubernetes");
+    Entry *e = find(s, PLAN_KEY(CLUSTER, slurm));
+    Entry *kb = find(s, PLAN_KEY(CLUSTER, kubernetes));
     check_cluster_slurm(c, e, cl);
     if (cl->slurm == SLURM_HOSTS) {
         if (kb && (!e || cl->slurm_at.start.line))
@@ -528,7 +530,7 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     }
     if (!kb || kb->value) {
         Diag *g = diag_error(c->d, kb ? kb->key_at : e->key_at, "a cluster with slurm = %s needs a 'kubernetes { }' block",
-                             slurm_runtimes[cl->slurm]);
+                             slurm_llm_names[cl->slurm]);
         diag_help(g, "add kubernetes { image = \"...:TAG\"  pool_gpus = 8 }");
         return;
     }
@@ -538,7 +540,7 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     k->cluster_name = "slurm";
     k->cpu_request_milli = (int64_t)cl->cpus * 1000;
     k->memory_request = cl->memory_bytes;
-    Scope ks = scope_of(c, it, kb->sub, kb->nsub, "kubernetes");
+    Scope ks = scope_of(c, it, kb->sub, kb->nsub, PLAN_KEY(CLUSTER, kubernetes));
     ks.at = kb->key_at;
     check_keys(c, &ks, PKB_KUBERNETES);
     bool ok[PLAN_KEYS_MAX];
@@ -550,7 +552,7 @@ void check_cluster_k8s(Checker *c, const Item *it, Scope *s, PlanCluster *cl)
     check_k8s_tolerations(c, &ks, k);
     check_k8s_requests(c, &ks, cl, k);
     Entry *x;
-    if ((x = find(&ks, "volumes"))) check_k8s_volumes(c, x, k);
+    if ((x = find(&ks, PLAN_KEY(KUBERNETES, volumes)))) check_k8s_volumes(c, x, k);
     report_missing(c, &ks);
     check_k8s_nodes(c, cl, k);
     cl->k8s = k;
@@ -580,7 +582,7 @@ void check_k8s_paths(Checker *c, const PlanJob *j)
     if (!cl || !cl->k8s || !t) return;
     if (t->model && !t->model->from_scratch) check_k8s_path(c, cl, "model path", t->model->path, t->model->path_at);
     if (t->model && t->model->tokenizer && (!t->model->path || strcmp(t->model->tokenizer, t->model->path) != 0))
-        check_k8s_path(c, cl, "tokenizer", t->model->tokenizer, t->model->tokenizer_at);
+        check_k8s_path(c, cl, PLAN_KEY(MODEL, tokenizer), t->model->tokenizer, t->model->tokenizer_at);
     for (int i = 0; i < t->ndata; i++)
         if (t->data[i]) check_k8s_path(c, cl, "data file", t->data[i]->file, t->data[i]->file_at);
     for (int i = 0; i < t->neval_data; i++)

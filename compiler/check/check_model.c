@@ -23,7 +23,7 @@ PLAN_KEYS_MODEL(X)
 static bool check_model_config(Checker *c, const Item *it, Scope *s, PlanModel *m, ModelFileConfig *cfg)
 {
     bool have_cfg = false;
-    Entry *pe = find(s, "path");
+    Entry *pe = find(s, PLAN_KEY(MODEL, path));
     if (pe) { m->path_at = pe->at; m->path = get_plan_path(c, pe, false); }
     char pmsg[PATH_POLICY_MAX + 200];
     if (m->path && path_policy_input_dir(pe->value->terms[0]->str, m->path, pmsg, sizeof pmsg)) {
@@ -53,8 +53,8 @@ static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFile
                              const Entry *pe, const bool *ok)
 {
     Entry *e;
-    if ((e = have_cfg ? find(s, "arch") : require(c, s, "arch", arch_llm_names[ARCH_QWEN2]))) {
-        if (ok[row_of(PKB_MODEL, "arch")] && have_cfg && (int)m->arch != cfg->arch) {
+    if ((e = have_cfg ? find(s, PLAN_KEY(MODEL, arch)) : require(c, s, PLAN_KEY(MODEL, arch), arch_llm_names[ARCH_QWEN2]))) {
+        if (ok[PLAN_KEY_INDEX(MODEL, arch)] && have_cfg && (int)m->arch != cfg->arch) {
             Diag *g = diag_error(c->d, e->value->at, "arch = %s, but %s has model_type \"%s\"", arch_llm_names[m->arch],
                                  cfg->file, arch_llm_names[cfg->arch]);
             diag_help(g, "write arch = %s, or leave it out to take it from config.json", arch_llm_names[cfg->arch]);
@@ -70,9 +70,9 @@ static void check_model_arch(Checker *c, Scope *s, PlanModel *m, const ModelFile
 static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanModel *m)
 {
     Entry *e;
-    if (!m->from_scratch) require(c, s, "path", "\"/mnt/data-hps/models/NAME\"");   /* read above */
+    if (!m->from_scratch) require(c, s, PLAN_KEY(MODEL, path), "\"/mnt/data-hps/models/NAME\"");   /* read above */
     char pmsg[PATH_POLICY_MAX + 200];
-    if ((e = find(s, "tokenizer"))) {
+    if ((e = find(s, PLAN_KEY(MODEL, tokenizer)))) {
         m->tokenizer_at = e->at;
         m->tokenizer = get_plan_path(c, e, false);
         if (m->tokenizer && path_policy_input_dir(e->value->terms[0]->str, m->tokenizer, pmsg, sizeof pmsg)) {
@@ -80,7 +80,7 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
             m->tokenizer = NULL;
         }
     }
-    else if (m->from_scratch && !find(s, "path") && !s->broken) {
+    else if (m->from_scratch && !find(s, PLAN_KEY(MODEL, path)) && !s->broken) {
         Diag *g = diag_error(c->d, s->at, "model block '%s' trains from scratch and needs 'tokenizer'", it->name ? it->name : "?");
         diag_help(g, "add 'tokenizer = \"DIR\"' (a directory with tokenizer.json)");
     } else { m->tokenizer = m->path; m->tokenizer_at = m->path_at; }
@@ -94,7 +94,8 @@ static void check_model_tokenizer(Checker *c, const Item *it, Scope *s, PlanMode
         if (access(f, R_OK) == 0) return;
     }
     Diag *g = diag_error(c->d, m->tokenizer_at, "model '%s': %s \"%s\" holds neither tokenizer.json nor tokenizer_config.json",
-                         it->name ? it->name : "?", m->tokenizer == m->path ? "path" : "tokenizer", m->tokenizer);
+                         it->name ? it->name : "?",
+                         m->tokenizer == m->path ? PLAN_KEY(MODEL, path) : PLAN_KEY(MODEL, tokenizer), m->tokenizer);
     diag_note(g, "the trained model is exported with its tokenizer's files; llmc-train refuses to start without them");
     if (m->tokenizer == m->path) diag_help(g, "name the directory that holds them: tokenizer = \"DIR\"");
 }
@@ -107,32 +108,33 @@ static bool check_model_shape_keys(Checker *c, Scope *s, PlanModel *m, const Mod
                                    const Entry *pe, const bool *ok)
 {
     Entry *e;
-    struct { const char *key; int *out; SrcRange *at; const char *ex; int cfg; const char *hf; } ints[] = {
-        {"layers", &m->layers, &m->layers_at, "80", cfg->layers, "num_hidden_layers"},
-        {"hidden", &m->hidden, &m->hidden_at, "8192", cfg->hidden, "hidden_size"},
-        {"heads", &m->heads, &m->heads_at, "64", cfg->heads, "num_attention_heads"},
-        {"ffn", &m->ffn, &m->ffn_at, "29568", cfg->ffn, "intermediate_size"},
-        {"vocab", &m->vocab, &m->vocab_at, "152064", cfg->vocab, "vocab_size"},
-        {"max_context", &m->max_context, &m->max_context_at, "32768", cfg->max_context, "max_position_embeddings"},
-        {"kv_heads", &m->kv_heads, &m->kv_heads_at, NULL, cfg->kv_heads, "num_key_value_heads"},
-        {"head_dim", &m->head_dim, &m->head_dim_at, NULL, cfg->head_dim, "head_dim"},
+    struct { int row; int *out; SrcRange *at; const char *ex; int cfg; const char *hf; } ints[] = {
+        {PLAN_KEY_INDEX(MODEL, layers), &m->layers, &m->layers_at, "80", cfg->layers, "num_hidden_layers"},
+        {PLAN_KEY_INDEX(MODEL, hidden), &m->hidden, &m->hidden_at, "8192", cfg->hidden, "hidden_size"},
+        {PLAN_KEY_INDEX(MODEL, heads), &m->heads, &m->heads_at, "64", cfg->heads, "num_attention_heads"},
+        {PLAN_KEY_INDEX(MODEL, ffn), &m->ffn, &m->ffn_at, "29568", cfg->ffn, "intermediate_size"},
+        {PLAN_KEY_INDEX(MODEL, vocab), &m->vocab, &m->vocab_at, "152064", cfg->vocab, "vocab_size"},
+        {PLAN_KEY_INDEX(MODEL, max_context), &m->max_context, &m->max_context_at, "32768", cfg->max_context, "max_position_embeddings"},
+        {PLAN_KEY_INDEX(MODEL, kv_heads), &m->kv_heads, &m->kv_heads_at, NULL, cfg->kv_heads, "num_key_value_heads"},
+        {PLAN_KEY_INDEX(MODEL, head_dim), &m->head_dim, &m->head_dim_at, NULL, cfg->head_dim, "head_dim"},
     };
     bool head_dim_set = false, kv_set = false;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         bool optional = ints[i].ex == NULL;
-        int row = row_of(PKB_MODEL, ints[i].key);
-        e = have_cfg || optional ? find(s, ints[i].key) : require(c, s, ints[i].key, ints[i].ex);
+        int row = ints[i].row;
+        const char *key = plan_keys_MODEL[row].key;
+        e = have_cfg || optional ? find(s, key) : require(c, s, key, ints[i].ex);
         if (e) {
             if (ok[row] && optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
             if (ok[row] && have_cfg && *ints[i].out != ints[i].cfg) {
-                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", ints[i].key, *ints[i].out,
+                Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", key, *ints[i].out,
                                      cfg->file, ints[i].hf, ints[i].cfg);
-                diag_help(g, "write %s = %d, or leave it out to take it from config.json", ints[i].key, ints[i].cfg);
+                diag_help(g, "write %s = %d, or leave it out to take it from config.json", key, ints[i].cfg);
             }
         } else if (have_cfg) {
             *ints[i].out = ints[i].cfg;
             *ints[i].at = pe->value->at;
-            within(c, pe->value->at, ints[i].key, model_reads[row].limit, ints[i].cfg,
+            within(c, pe->value->at, key, model_reads[row].limit, ints[i].cfg,
                    arena_printf(c->a, "%d in %s", ints[i].cfg, cfg->file));
             if (optional) *(i == 6 ? &kv_set : &head_dim_set) = true;
         }
@@ -151,25 +153,26 @@ static void check_model_numbers(Checker *c, Scope *s, PlanModel *m, const ModelF
     Entry *e;
     /* transformers' config defaults: gemma2 10000 and 1e-6 (tied embedding);
      * mistral and mixtral 1e6 and 1e-5 */
-    struct { const char *key, *hf; double *out; double cfg, dflt; } nums[] = {
-        {"rope_theta", "rope_theta", &m->rope_theta, cfg->rope_theta,
+    struct { int row; const char *hf; double *out; double cfg, dflt; } nums[] = {
+        {PLAN_KEY_INDEX(MODEL, rope_theta), "rope_theta", &m->rope_theta, cfg->rope_theta,
          m->arch == ARCH_LLAMA ? 500000.0 : m->arch == ARCH_GEMMA2 ? 10000.0 : 1000000.0},
-        {"rms_eps", "rms_norm_eps", &m->rms_eps, cfg->rms_eps,
+        {PLAN_KEY_INDEX(MODEL, rms_eps), "rms_norm_eps", &m->rms_eps, cfg->rms_eps,
          m->arch == ARCH_LLAMA || m->arch == ARCH_MISTRAL || m->arch == ARCH_MIXTRAL ? 1e-5 : 1e-6},
     };
     for (int i = 0; i < 2; i++) {
-        if (!ok[row_of(PKB_MODEL, nums[i].key)]) { *nums[i].out = have_cfg ? nums[i].cfg : nums[i].dflt; continue; }
-        e = find(s, nums[i].key);
+        const char *key = plan_keys_MODEL[nums[i].row].key;
+        if (!ok[nums[i].row]) { *nums[i].out = have_cfg ? nums[i].cfg : nums[i].dflt; continue; }
+        e = find(s, key);
         if (have_cfg && fabs(*nums[i].out - nums[i].cfg) > 1e-9 * fabs(nums[i].cfg)) {
-            Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", nums[i].key, *nums[i].out,
+            Diag *g = diag_error(c->d, e->value->at, "%s = %g, but %s has %s = %g", key, *nums[i].out,
                                  cfg->file, nums[i].hf, nums[i].cfg);
-            diag_help(g, "write %s = %g, or leave it out to take it from config.json", nums[i].key, nums[i].cfg);
+            diag_help(g, "write %s = %g, or leave it out to take it from config.json", key, nums[i].cfg);
         }
     }
-    if (!ok[row_of(PKB_MODEL, "tie_embeddings")])
+    if (!ok[PLAN_KEY_INDEX(MODEL, tie_embeddings)])
         m->tie_embeddings = have_cfg ? cfg->tie_embeddings : m->arch == ARCH_GEMMA2;
     else if (have_cfg && m->tie_embeddings != cfg->tie_embeddings)
-        diag_error(c->d, find(s, "tie_embeddings")->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
+        diag_error(c->d, find(s, PLAN_KEY(MODEL, tie_embeddings))->value->at, "tie_embeddings = %s, but %s has tie_word_embeddings = %s",
                    m->tie_embeddings ? "true" : "false", cfg->file, cfg->tie_embeddings ? "true" : "false");
     if (have_cfg && cfg->rope_scaling[0]) {
         m->rope_scaling = arena_printf(c->a, "%s", cfg->rope_scaling);
@@ -189,11 +192,11 @@ static void check_model_experts(Checker *c, Scope *s, PlanModel *m, const ModelF
 {
     Entry *e;
     bool moe = m->arch == ARCH_MIXTRAL || m->arch == ARCH_QWEN3_MOE;
-    struct { const char *key, *hf, *ex; int *out; SrcRange *at; int cfg; } keys[] = {
-        {"experts", m->arch == ARCH_QWEN3_MOE ? "num_experts" : "num_local_experts", "8", &m->experts, &m->experts_at,
-         cfg->experts},
-        {"experts_per_token", "num_experts_per_tok", "2", &m->experts_per_token, &m->experts_per_token_at,
-         cfg->experts_per_token},
+    struct { const char *key, *hf, *ex; int *out; SrcRange *at; int cfg, limit; } keys[] = {
+        {PLAN_KEY(MODEL, experts), m->arch == ARCH_QWEN3_MOE ? "num_experts" : "num_local_experts", "8", &m->experts, &m->experts_at,
+         cfg->experts, PL_KEY_MODEL_EXPERTS},
+        {PLAN_KEY(MODEL, experts_per_token), "num_experts_per_tok", "2", &m->experts_per_token, &m->experts_per_token_at,
+         cfg->experts_per_token, PL_KEY_MODEL_EXPERTS_TOP_K},
     };
     for (int i = 0; i < 2; i++) {
         if (!moe) {
@@ -207,7 +210,7 @@ static void check_model_experts(Checker *c, Scope *s, PlanModel *m, const ModelF
         e = have_cfg ? find(s, keys[i].key) : require(c, s, keys[i].key, keys[i].ex);
         if (e) {
             *keys[i].at = e->at;
-            if (get_int32(c, e, 1, 1024, keys[i].out) && have_cfg && *keys[i].out != keys[i].cfg) {
+            if (get_int32_lim(c, e, keys[i].limit, keys[i].out) && have_cfg && *keys[i].out != keys[i].cfg) {
                 Diag *g = diag_error(c->d, e->value->at, "%s = %d, but %s has %s = %d", keys[i].key, *keys[i].out,
                                      cfg->file, keys[i].hf, keys[i].cfg);
                 diag_help(g, "write %s = %d, or leave it out to take it from config.json", keys[i].key, keys[i].cfg);
@@ -240,7 +243,7 @@ static void check_model_shape_rules(Checker *c, PlanModel *m, bool head_dim_set)
             if (m->hidden % m->heads != 0) {
                 Diag *g = diag_error(c->d, m->hidden_at, "hidden (%d) must be divisible by heads (%d)", m->hidden, m->heads);
                 diag_help(g, "or set head_dim explicitly (qwen3)");
-            } else if (within(c, m->hidden_at, "head_dim", PL_MODEL_HEAD_DIM, m->hidden / m->heads,
+            } else if (within(c, m->hidden_at, PLAN_KEY(MODEL, head_dim), PL_MODEL_HEAD_DIM, m->hidden / m->heads,
                               arena_printf(c->a, "hidden / heads = %d", m->hidden / m->heads))) {
                 m->head_dim = m->hidden / m->heads;
                 m->head_dim_at = m->hidden_at;
@@ -268,7 +271,7 @@ void check_model(Checker *c, const Item *it, PlanModel *m)
     ModelFileConfig cfg;
     memset(&cfg, 0, sizeof cfg);
     bool have_cfg = check_model_config(c, it, &s, m, &cfg);
-    const Entry *pe = find(&s, "path");
+    const Entry *pe = find(&s, PLAN_KEY(MODEL, path));
     check_model_arch(c, &s, m, &cfg, have_cfg, pe, ok);
     check_model_tokenizer(c, it, &s, m);
     bool head_dim_set = check_model_shape_keys(c, &s, m, &cfg, have_cfg, pe, ok);

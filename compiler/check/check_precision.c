@@ -46,7 +46,7 @@ static void check_llmc_only_keys(Checker *c, Scope *s, const PlanTrain *t)
  * quantised base (hparams/parser.py refuses fp8 with quantization_bit). */
 static void check_lf_fp8(Checker *c, Scope *s, PlanTrain *t)
 {
-    Entry *e = find(s, "fp8_backend");
+    Entry *e = find(s, PLAN_KEY(TRAIN, fp8_backend));
     int v;
     if (e) {
         t->fp8_backend_at = e->at;

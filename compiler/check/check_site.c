@@ -9,6 +9,10 @@
  * or a job block (merged over its cluster's). Every string here reaches the
  * job script; check_site refuses what would not mean what it says there. */
 
+/* A site key: a row of both the cluster's and the job's keys (it compiles
+ * only if it is), spelled as the rows spell it. */
+#define SITE_KEY(KEY) (&PLAN_KEY(CLUSTER, KEY)[0 * sizeof(PLAN_KEY(JOB, KEY))])
+
 typedef enum { NV_STRING, NV_INT, NV_BOOL, NV_ENUM } NcclValueKind;
 typedef struct {
     const char *name;
@@ -355,17 +359,20 @@ static void check_site_sbatch_extra(Checker *c, Scope *s, PlanSite *site)
     Entry *e;
     const char *str;
     int64_t v;
-    if ((e = find(s, "exclude")) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--exclude")) {
+    if ((e = find(s, PLAN_KEY(SBATCH, exclude))) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--exclude")) {
         site->exclude = str; site->exclude_at = e->value->at;
     }
-    if ((e = find(s, "nodelist")) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--nodelist")) {
+    if ((e = find(s, PLAN_KEY(SBATCH, nodelist))) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--nodelist")) {
         site->nodelist = str; site->nodelist_at = e->value->at;
     }
-    if ((e = find(s, "switches")) && get_int(c, e, 1, 1024, &v)) { site->switches = (int)v; site->switches_at = e->value->at; }
-    if ((e = find(s, "gpus_per_task")) && get_int(c, e, 1, 64, &v)) {
+    if ((e = find(s, PLAN_KEY(SBATCH, switches))) && get_int_lim(c, e, PL_KEY_SBATCH_SWITCHES, &v)) {
+        site->switches = (int)v;
+        site->switches_at = e->value->at;
+    }
+    if ((e = find(s, PLAN_KEY(SBATCH, gpus_per_task))) && get_int_lim(c, e, PL_KEY_SBATCH_GPUS_PER_TASK, &v)) {
         site->gpus_per_task = (int)v; site->gpus_per_task_at = e->value->at;
     }
-    if (!(e = find(s, "extra"))) return;
+    if (!(e = find(s, PLAN_KEY(SBATCH, extra)))) return;
     int n = 0;
     SrcRange *ats = NULL;
     const char **items = get_string_list(c, e, &n, "a list of \"--option=value\" strings", &ats);
@@ -415,23 +422,26 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
         diag_help(g, "write sbatch { constraint = \"a100\" }");
         return;
     }
-    Scope s = scope_of(c, it, blk->sub, blk->nsub, "sbatch");
+    Scope s = scope_of(c, it, blk->sub, blk->nsub, SITE_KEY(sbatch));
     s.at = blk->key_at;
     check_keys(c, &s, PKB_SBATCH);
     Entry *e;
     const char *str;
     bool b;
-    if ((e = find(&s, "constraint")) && get_string(c, e, &str) &&
+    if ((e = find(&s, PLAN_KEY(SBATCH, constraint))) && get_string(c, e, &str) &&
         directive_ok(c, e, str, "_.-&|*[]():,!", "--constraint")) {
         site->constraint = str; site->constraint_at = e->value->at;
     }
-    if ((e = find(&s, "exclusive")) && get_bool(c, e, &b)) { site->exclusive = b; site->exclusive_at = e->value->at; }
-    if ((e = find(&s, "reservation")) && get_string(c, e, &str) &&
+    if ((e = find(&s, PLAN_KEY(SBATCH, exclusive))) && get_bool(c, e, &b)) { site->exclusive = b; site->exclusive_at = e->value->at; }
+    if ((e = find(&s, PLAN_KEY(SBATCH, reservation))) && get_string(c, e, &str) &&
         directive_ok(c, e, str, "_.-", "--reservation")) {
         site->reservation = str; site->reservation_at = e->value->at;
     }
-    if ((e = find(&s, "gpus_per_node")) && get_bool(c, e, &b)) { site->gpus_per_node = b; site->gpus_per_node_at = e->value->at; }
-    if ((e = find(&s, "gres_type")) && want_terms(c, e, 1, "a GRES type name or none")) {
+    if ((e = find(&s, PLAN_KEY(SBATCH, gpus_per_node))) && get_bool(c, e, &b)) {
+        site->gpus_per_node = b;
+        site->gpus_per_node_at = e->value->at;
+    }
+    if ((e = find(&s, PLAN_KEY(SBATCH, gres_type))) && want_terms(c, e, 1, "a GRES type name or none")) {
         const Term *t = e->value->terms[0];
         if (t->kind == TERM_IDENT && strcmp(t->str, "none") == 0) {
             site->gres = 2; site->gres_type = NULL; site->gres_at = t->at;
@@ -439,12 +449,12 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
             site->gres = 1; site->gres_type = str; site->gres_at = t->at;
         }
     }
-    if ((e = find(&s, "mail_user")) && get_string(c, e, &str) &&
+    if ((e = find(&s, PLAN_KEY(SBATCH, mail_user))) && get_string(c, e, &str) &&
         directive_ok(c, e, str, "_.-+@", "--mail-user")) {
         if (!strchr(str, '@')) diag_warning(c->d, e->value->at, "'mail_user' has no '@'; Slurm sends it to a local user");
         site->mail_user = str; site->mail_user_at = e->value->at;
     }
-    if ((e = find(&s, "mail_type")) && want_terms(c, e, 1, "a list of mail events")) {
+    if ((e = find(&s, PLAN_KEY(SBATCH, mail_type))) && want_terms(c, e, 1, "a list of mail events")) {
         const Term *x = e->value->terms[0];
         Value one = {.terms = (Term **)&x, .nterms = 1};
         Value *single = &one;
@@ -473,7 +483,7 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
         }
         if (ok) { site->mail_type = joined; site->mail_type_at = e->value->at; }
     }
-    if ((e = find(&s, "comment")) && get_string(c, e, &str) &&
+    if ((e = find(&s, PLAN_KEY(SBATCH, comment))) && get_string(c, e, &str) &&
         directive_ok(c, e, str, " _.-+@:=,/()", "--comment")) {
         if (strlen(str) > 200) diag_error(c->d, e->value->at, "'comment' is longer than 200 characters");
         else if (str[0] == ' ' || str[strlen(str) - 1] == ' ') diag_error(c->d, e->value->at, "'comment' begins or ends with a space");
@@ -529,15 +539,15 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
         diag_help(g, "write container { runtime = pyxis  image = \"nvcr.io#nvidia/pytorch:24.05-py3\" }");
         return;
     }
-    Scope s = scope_of(c, it, blk->sub, blk->nsub, "container");
+    Scope s = scope_of(c, it, blk->sub, blk->nsub, SITE_KEY(container));
     s.at = blk->key_at;
     s.broken = it->broken;
     check_keys(c, &s, PKB_CONTAINER);
     Entry *e;
     int k = -1;
     const char *img = NULL;
-    if ((e = require(c, &s, "runtime", "pyxis"))) get_enum(c, e, container_runtimes, 2, &k);
-    if ((e = require(c, &s, "image", "\"nvcr.io#nvidia/pytorch:24.05-py3\"")) && get_string(c, e, &img)) {
+    if ((e = require(c, &s, PLAN_KEY(CONTAINER, runtime), "pyxis"))) get_enum(c, e, container_runtimes, 2, &k);
+    if ((e = require(c, &s, PLAN_KEY(CONTAINER, image), "\"nvcr.io#nvidia/pytorch:24.05-py3\"")) && get_string(c, e, &img)) {
         long cc = plan_control_char_at(img);
         if (!img[0]) { diag_error(c->d, e->value->at, "'image' must not be empty"); img = NULL; }
         else if (cc >= 0) {
@@ -549,7 +559,7 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
         else if (strpbrk(img, " \t,")) { diag_error(c->d, e->value->at, "'image' contains white space or ','"); img = NULL; }
         else site->image_at = e->value->at;
     }
-    if ((e = find(&s, "mounts"))) {
+    if ((e = find(&s, PLAN_KEY(CONTAINER, mounts)))) {
         int n = 0;
         SrcRange *ats = NULL;
         const char **ms = get_string_list(c, e, &n, "a list of \"SRC:DST\" mounts", &ats);
@@ -571,10 +581,10 @@ void check_site(Checker *c, const Item *it, Scope *s, PlanSite *site)
     site->exclusive = -1;
     site->gpus_per_node = -1;
     Entry *e;
-    if ((e = find(s, "env"))) check_site_env(c, e, site);
-    if ((e = find(s, "sbatch"))) check_site_sbatch(c, it, e, site);
-    if ((e = find(s, "container"))) check_site_container(c, it, e, site);
-    if ((e = find(s, "setup"))) {
+    if ((e = find(s, SITE_KEY(env)))) check_site_env(c, e, site);
+    if ((e = find(s, SITE_KEY(sbatch)))) check_site_sbatch(c, it, e, site);
+    if ((e = find(s, SITE_KEY(container)))) check_site_container(c, it, e, site);
+    if ((e = find(s, SITE_KEY(setup)))) {
         int n = 0;
         SrcRange *ats = NULL;
         const char **lines = get_string_list(c, e, &n, "a list of shell lines", &ats);

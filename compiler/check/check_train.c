@@ -14,9 +14,6 @@ static const RowRead train_reads[] = {
 PLAN_KEYS_TRAIN(X)
 #undef X
 
-static const char *const pref_loss_names[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
-static const char *const quant_method_names[] = {"bnb", "hqq", "eetq"};
-static const char *const report_names[] = {"none", "tensorboard", "wandb"};
 
 /* `data = [a, b]` or `data = a`: distinct dataset references. */
 static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int *nout)
@@ -106,7 +103,7 @@ static bool get_steps(Checker *c, const Entry *e, int64_t *out)
 static void check_train_lora_target(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = find(s, "lora_target")) && want_terms(c, e, 1, "'all' or a list of module names")) {
+    if ((e = find(s, PLAN_KEY(TRAIN, lora_target))) && want_terms(c, e, 1, "'all' or a list of module names")) {
         const Term *x = e->value->terms[0];
         if (x->kind == TERM_IDENT && strcmp(x->str, "all") == 0) {
             t->lora_target = NULL;
@@ -150,7 +147,7 @@ static void check_train_lora_target(Checker *c, Scope *s, PlanTrain *t)
 static void check_train_val_size(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = find(s, "val_size")) && e->value) {
+    if ((e = find(s, PLAN_KEY(TRAIN, val_size))) && e->value) {
         t->val_at = e->at;
         if (is_percent(e->value)) {
             double f;
@@ -171,7 +168,7 @@ static void check_train_val_size(Checker *c, Scope *s, PlanTrain *t)
 static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = find(s, "eval_batch")) && e->value) {
+    if ((e = find(s, PLAN_KEY(TRAIN, eval_batch))) && e->value) {
         const Value *bv = e->value;
         if (bv->nterms == 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
             strcmp(bv->terms[1]->str, "per") == 0 && bv->terms[2]->kind == TERM_IDENT && strcmp(bv->terms[2]->str, "gpu") == 0) {
@@ -192,52 +189,47 @@ static void check_train_eval_batch(Checker *c, Scope *s, PlanTrain *t)
 
 /* train: the keys LLaMA-Factory reads beside the llmc trainer's: method's
  * LoRA/freeze/quantization settings, preference training, evaluation, data
- * loading, the DDP timeout and reporting (method, dora, rslora, offload,
- * data_shared_fs and streaming are rows alone). Defaults as LLaMA-Factory's
- * (lora_rank 8, lora_alpha 2 x rank, freeze_layers 2, pref_beta 0.1,
- * ddp_timeout 30 min). */
-static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
+ * loading, the DDP timeout and reporting (method, lora_rank, dora, rslora,
+ * quant_method, pref_loss, pref_beta, pref_ftx, offload, data_shared_fs,
+ * streaming and report_to are rows alone; lora_alpha and freeze_layers are
+ * rows with a rule). Defaults as LLaMA-Factory's (lora_rank
+ * 8, lora_alpha 2 x rank, freeze_layers 2, pref_beta 0.1, ddp_timeout 30 min). */
+static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     Entry *e;
-    int v;
-    t->lora_rank = 8;
     t->quant_bits = t->method == METHOD_QLORA ? 4 : 0;
-    t->freeze_layers = 2;
-    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);
-    t->lora_alpha = 2 * t->lora_rank;
-    if ((e = find(s, "lora_alpha"))) get_int32(c, e, 1, 1 << 20, &t->lora_alpha);
-    if ((e = find(s, "lora_dropout"))) {
+    if (!ok[PLAN_KEY_INDEX(TRAIN, lora_alpha)]) t->lora_alpha = 2 * t->lora_rank;
+    if ((e = find(s, PLAN_KEY(TRAIN, lora_dropout)))) {
+        const PlanLimit *l = plan_limit(PL_FINETUNE_LORA_DROPOUT);
         double x;
-        if (get_number(c, e, 0, false, 1, &x)) {
-            if (x >= 1) diag_error(c->d, e->value->at, "'lora_dropout' must be below 1, found %s", e->value->terms[0]->text);
+        if (get_number(c, e, l->min, false, l->max, &x)) {   /* the row's open maximum, in words of its own */
+            if (x >= l->max)
+                diag_error(c->d, e->value->at, "'lora_dropout' must be below %g, found %s", l->max, e->value->terms[0]->text);
             else t->lora_dropout = x;
         }
     }
     check_train_lora_target(c, s, t);
-    if ((e = find(s, "freeze_layers")) && get_int32(c, e, -1000, 1000, &t->freeze_layers)) {
+    if (ok[PLAN_KEY_INDEX(TRAIN, freeze_layers)]) {
+        e = find(s, PLAN_KEY(TRAIN, freeze_layers));
         if (t->freeze_layers == 0)
             diag_error(c->d, e->value->at, "'freeze_layers' must not be 0 (the number of trainable layers: N last, -N first)");
         else if (t->model && t->model->layers > 0 && abs(t->freeze_layers) > t->model->layers)
             diag_error(c->d, e->value->at, "'freeze_layers' (%d) is more than the %d layers of model '%s'",
                        t->freeze_layers, t->model->layers, t->model->name);
     }
-    if ((e = find(s, "quant_bits")) && get_int32(c, e, 1, 64, &t->quant_bits) && t->quant_bits != 4 && t->quant_bits != 8) {
+    if ((e = find(s, PLAN_KEY(TRAIN, quant_bits))) && get_int32_lim(c, e, PL_KEY_TRAIN_QUANT_BITS, &t->quant_bits) &&
+        t->quant_bits != 4 && t->quant_bits != 8) {
         diag_error(c->d, e->value->at, "'quant_bits' must be 4 or 8, found %d", t->quant_bits);
         t->quant_bits = 4;
     }
-    if ((e = find(s, "quant_method")) && get_enum(c, e, quant_method_names, 3, &v)) t->quant_method = (QuantMethod)v;
-    t->pref_beta = 0.1;
-    if ((e = find(s, "pref_loss"))) { t->pref_loss_at = e->at; if (get_enum(c, e, pref_loss_names, 6, &v)) t->pref_loss = (PrefLoss)v; }
-    if ((e = find(s, "pref_beta"))) get_number(c, e, 0, true, 1000, &t->pref_beta);
-    if ((e = find(s, "pref_ftx"))) get_number(c, e, 0, false, 1000, &t->pref_ftx);
-    if ((e = find(s, "ref_model"))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
+    if ((e = find(s, PLAN_KEY(TRAIN, ref_model)))) { t->ref_model_at = e->at; t->ref_model = get_ref(c, e, K_MODEL); }
     check_train_val_size(c, s, t);
-    if ((e = find(s, "eval_data"))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
-    if ((e = find(s, "eval_every"))) { t->eval_every_at = e->at; get_steps(c, e, &t->eval_every_steps); }
+    if ((e = find(s, PLAN_KEY(TRAIN, eval_data)))) { t->eval_data_at = e->at; get_dataset_list(c, e, &t->eval_data, &t->neval_data); }
+    if ((e = find(s, PLAN_KEY(TRAIN, eval_every)))) { t->eval_every_at = e->at; get_steps(c, e, &t->eval_every_steps); }
     check_train_eval_batch(c, s, t);
-    if ((e = find(s, "tokenized_path"))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
+    if ((e = find(s, PLAN_KEY(TRAIN, tokenized_path)))) { t->tokenized_at = e->at; t->tokenized_path = get_plan_path(c, e, false); }
     t->ddp_timeout_seconds = 1800;
-    if ((e = find(s, "ddp_timeout"))) {
+    if ((e = find(s, PLAN_KEY(TRAIN, ddp_timeout)))) {
         t->ddp_timeout_at = e->at;
         double secs;
         if (get_duration(c, e, &secs)) {
@@ -246,15 +238,14 @@ static void check_train_lf_keys(Checker *c, Scope *s, PlanTrain *t)
             else t->ddp_timeout_seconds = secs;
         }
     }
-    if ((e = find(s, "report_to")) && get_enum(c, e, report_names, 3, &v)) t->report_to = (ReportTo)v;
-    if ((e = find(s, "run_name")) && get_string(c, e, &t->run_name)) {
+    if ((e = find(s, PLAN_KEY(TRAIN, run_name))) && get_string(c, e, &t->run_name)) {
         if (!t->run_name[0] || plan_control_char_at(t->run_name) >= 0) {
             diag_error(c->d, e->value->at, "'run_name' must be non-empty text without control characters");
             t->run_name = NULL;
         }
     }
     t->log_every = 1;
-    if ((e = find(s, "log_every"))) get_steps(c, e, &t->log_every);
+    if ((e = find(s, PLAN_KEY(TRAIN, log_every)))) get_steps(c, e, &t->log_every);
 }
 
 /* backend = llmc: the llmc trainer does pt and sft, full, freeze or LoRA
@@ -264,11 +255,12 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     Diag *g;
-    static const char *const llmc_ft_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "rslora",
-                                               "freeze_layers"};
+    static const char *const llmc_ft_keys[] = {PLAN_KEY(TRAIN, lora_rank), PLAN_KEY(TRAIN, lora_alpha),
+                                               PLAN_KEY(TRAIN, lora_dropout), PLAN_KEY(TRAIN, lora_target),
+                                               PLAN_KEY(TRAIN, rslora), PLAN_KEY(TRAIN, freeze_layers)};
     const char *what = NULL;
     SrcRange at = t->at;
-    Entry *sched = find(s, "schedule"), *ck = find(s, "checkpoint_every");
+    Entry *sched = find(s, PLAN_KEY(TRAIN, schedule)), *ck = find(s, PLAN_KEY(TRAIN, checkpoint_every));
     if (t->method == METHOD_QLORA) { what = "method = qlora"; at = t->method_at; }
     else if (t->stage > STAGE_SFT) { what = arena_printf(c->a, "stage = %s", stage_llm_names[t->stage]); at = t->stage_at; }
     else if (t->schedule == SCHED_WSD && sched) { what = "schedule = wsd"; at = sched->value->at; }
@@ -287,13 +279,13 @@ static void check_train_llmc_rules(Checker *c, Scope *s, PlanTrain *t)
         return;
     }
     if (t->method == METHOD_LORA && t->lora_dropout > 0) {
-        e = find(s, "lora_dropout");
+        e = find(s, PLAN_KEY(TRAIN, lora_dropout));
         g = diag_error(c->d, e ? e->value->at : t->method_at,
                        "lora_dropout = %g is not implemented by the llmc trainer (its LoRA has no dropout)",
                        t->lora_dropout);
         diag_help(g, "set lora_dropout = 0, or backend = llamafactory in run '%s'", t->name);
     }
-    if (t->method == METHOD_FREEZE && !find(s, "freeze_layers") && t->model && t->model->layers > 0 &&
+    if (t->method == METHOD_FREEZE && !find(s, PLAN_KEY(TRAIN, freeze_layers)) && t->model && t->model->layers > 0 &&
         t->freeze_layers > t->model->layers)
         diag_error(c->d, t->method_at, "method = freeze trains the last %d layers by default, but model '%s' has %d",
                    t->freeze_layers, t->model->name, t->model->layers);
@@ -314,20 +306,23 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
     Entry *e;
     Diag *g;
     bool lora = t->method == METHOD_LORA || t->method == METHOD_QLORA;
-    static const char *const lora_keys[] = {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "dora", "rslora"};
+    static const char *const lora_keys[] = {PLAN_KEY(TRAIN, lora_rank), PLAN_KEY(TRAIN, lora_alpha),
+                                            PLAN_KEY(TRAIN, lora_dropout), PLAN_KEY(TRAIN, lora_target),
+                                            PLAN_KEY(TRAIN, dora), PLAN_KEY(TRAIN, rslora)};
     for (int k = 0; k < NUNITS(lora_keys); k++)
         if (!lora && (e = find(s, lora_keys[k]))) {
             g = diag_error(c->d, e->key_at, "'%s' is only used with method = lora or qlora", e->key);
             diag_note(g, "run '%s' uses method = %s", t->name, method_llm_names[t->method]);
         }
-    if (t->method != METHOD_FREEZE && (e = find(s, "freeze_layers")))
+    if (t->method != METHOD_FREEZE && (e = find(s, PLAN_KEY(TRAIN, freeze_layers))))
         diag_error(c->d, e->key_at, "'freeze_layers' is only used with method = freeze");
-    if (t->method != METHOD_QLORA && ((e = find(s, "quant_bits")) || (e = find(s, "quant_method")))) {
+    if (t->method != METHOD_QLORA && ((e = find(s, PLAN_KEY(TRAIN, quant_bits))) || (e = find(s, PLAN_KEY(TRAIN, quant_method))))) {
         g = diag_error(c->d, e->key_at, "'%s' is only used with method = qlora", e->key);
         diag_note(g, "qlora quantises the frozen base model and trains LoRA adapters on it");
     }
     if (t->method == METHOD_QLORA && t->quant_method == QUANT_EETQ && t->quant_bits != 8)
-        diag_error(c->d, (e = find(s, "quant_method")) ? e->value->at : t->method_at, "quant_method = eetq quantises to 8 bits only; set quant_bits = 8");
+        diag_error(c->d, (e = find(s, PLAN_KEY(TRAIN, quant_method))) ? e->value->at : t->method_at,
+                   "quant_method = eetq quantises to 8 bits only; set quant_bits = 8");
     /* LLaMA-Factory's quantization.py: only bitsandbytes at 4 bits loads
      * under ZeRO-3 (hqq, eetq and 8-bit bnb refuse it); adapter.py: DoRA
      * only on a bitsandbytes-quantised base */
@@ -337,9 +332,9 @@ static void check_train_lf_method_rules(Checker *c, Scope *s, PlanTrain *t)
         diag_help(g, "use shard = zero2, or quant_bits = 4 with quant_method = bnb");
     }
     if (t->method == METHOD_QLORA && t->use_dora && t->quant_method != QUANT_BNB) {
-        e = find(s, "dora");
+        e = find(s, PLAN_KEY(TRAIN, dora));
         diag_error(c->d, e ? e->key_at : t->at, "dora needs quant_method = bnb (LLaMA-Factory: DoRA is not compatible with %s)",
-                   quant_method_names[t->quant_method]);
+                   quant_method_llm_names[t->quant_method]);
     }
     if (t->offload != OFFLOAD_NONE) {
         if (t->shard < SHARD_ZERO2 || (t->offload == OFFLOAD_ALL && t->shard != SHARD_ZERO3)) {
@@ -358,16 +353,16 @@ static void check_train_lf_pref_rules(Checker *c, Scope *s, PlanTrain *t)
     Entry *e;
     Diag *g;
     bool dpo = t->stage == STAGE_DPO, pref = dpo || t->stage == STAGE_KTO;
-    if (!dpo && (e = find(s, "pref_loss"))) {
+    if (!dpo && (e = find(s, PLAN_KEY(TRAIN, pref_loss)))) {
         g = diag_error(c->d, e->key_at, "'pref_loss' is only used with stage = dpo");
         diag_note(g, "orpo and simpo are dpo's pref_loss = orpo / simpo");
     }
-    static const char *const pref_keys[] = {"pref_beta", "pref_ftx", "ref_model"};
+    static const char *const pref_keys[] = {PLAN_KEY(TRAIN, pref_beta), PLAN_KEY(TRAIN, pref_ftx), PLAN_KEY(TRAIN, ref_model)};
     for (int k = 0; k < NUNITS(pref_keys); k++)
         if (!pref && (e = find(s, pref_keys[k])))
             diag_error(c->d, e->key_at, "'%s' is only used with stage = dpo or stage = kto", e->key);
     if (dpo && t->ref_model && (t->pref_loss == PREF_ORPO || t->pref_loss == PREF_SIMPO)) {
-        g = diag_error(c->d, t->ref_model_at, "pref_loss = %s uses no reference model", pref_loss_names[t->pref_loss]);
+        g = diag_error(c->d, t->ref_model_at, "pref_loss = %s uses no reference model", pref_loss_llm_names[t->pref_loss]);
         diag_help(g, "remove ref_model");
     }
     if (t->ref_model && t->model && t->ref_model->vocab != t->model->vocab) {
@@ -389,7 +384,7 @@ static void check_train_lf_eval_rules(Checker *c, Scope *s, PlanTrain *t)
         diag_note(g, "val_size holds out part of 'data'; eval_data names separate datasets");
     }
     bool evals = t->val_size > 0 || t->neval_data > 0;
-    if (!evals && ((e = find(s, "eval_every")) || (e = find(s, "eval_batch")))) {
+    if (!evals && ((e = find(s, PLAN_KEY(TRAIN, eval_every))) || (e = find(s, PLAN_KEY(TRAIN, eval_batch))))) {
         g = diag_error(c->d, e->key_at, "'%s' needs an evaluation set", e->key);
         diag_help(g, "add 'val_size = 5%%' or 'eval_data = [NAME]'");
     }
@@ -420,9 +415,9 @@ static void check_train_lf_eval_rules(Checker *c, Scope *s, PlanTrain *t)
  * interleave strategy. */
 static void check_train_lf_mix(Checker *c, Scope *s, PlanTrain *t)
 {
-    Entry *e, *pe = find(s, "interleave_probs");
+    Entry *e, *pe = find(s, PLAN_KEY(TRAIN, interleave_probs));
     int v;
-    if ((e = find(s, "mix_strategy"))) {
+    if ((e = find(s, PLAN_KEY(TRAIN, mix_strategy)))) {
         t->mix_at = e->at;
         if (get_enum(c, e, mix_llm_names, MIX_COUNT, &v)) t->mix = (MixStrategy)v;
     }
@@ -469,14 +464,14 @@ static void check_train_lf_mix(Checker *c, Scope *s, PlanTrain *t)
 
 /* The keys that pass to LLaMA-Factory's own arguments (names and types from
  * its dataclasses: tests/emitters/lf_keys.txt): optim = NAME (transformers'
- * OptimizerNames llmc estimates), liger_kernel = BOOL (enable_liger_kernel),
- * neat_packing = BOOL (sft only; packing on), wsd_decay = PERCENT (schedule =
+ * OptimizerNames llmc estimates), neat_packing (a row: sft only; packing
+ * on), wsd_decay = PERCENT (schedule =
  * wsd: the decay's share of the steps, default 10%). */
-static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
+static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     Entry *e;
     int v;
-    if ((e = find(s, "optim"))) {
+    if ((e = find(s, PLAN_KEY(TRAIN, optim)))) {
         t->optim_at = e->at;
         if (get_enum(c, e, optim_llm_names, OPTIM_COUNT, &v)) t->optim = (OptimKind)v;
         if (t->offload != OFFLOAD_NONE && t->optim != OPTIM_ADAMW_TORCH && t->optim != OPTIM_ADAMW_TORCH_FUSED) {
@@ -489,9 +484,8 @@ static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
             diag_warning(c->d, e->value->at, "optim = %s keeps 8-bit moments of bf16 weights: pure_bf16 saves "
                          "little more", optim_llm_names[t->optim]);
     }
-    if ((e = find(s, "liger_kernel"))) { t->liger_at = e->at; get_bool(c, e, &t->liger_kernel); }
-    if ((e = find(s, "neat_packing")) && get_bool(c, e, &t->neat_packing)) {
-        t->neat_packing_at = e->at;
+    if (ok[PLAN_KEY_INDEX(TRAIN, neat_packing)]) {
+        e = find(s, PLAN_KEY(TRAIN, neat_packing));
         if (t->neat_packing && t->stage != STAGE_SFT) {
             Diag *g = diag_error(c->d, e->key_at, "'neat_packing' is only used with stage = sft");
             diag_note(g, "LLaMA-Factory refuses it for other stages (hparams/parser.py)");
@@ -500,7 +494,7 @@ static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
         }
     }
     t->wsd_decay = 0.1;
-    if ((e = find(s, "wsd_decay"))) {
+    if ((e = find(s, PLAN_KEY(TRAIN, wsd_decay)))) {
         t->wsd_decay_at = e->at;
         if (t->schedule != SCHED_WSD) {
             Diag *g = diag_error(c->d, e->key_at, "'wsd_decay' is only used with schedule = wsd");
@@ -515,32 +509,24 @@ static void check_train_lf_passthrough(Checker *c, Scope *s, PlanTrain *t)
     }
 }
 
-/* tokenize_rate = N: tokens per second one preprocessing worker tokenises
- * (the estimator's default otherwise; docs/estimator.md). max_samples = N:
- * LLaMA-Factory keeps the first N samples of each dataset. */
-static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t)
+/* The data mixture and the keys passed through to LLaMA-Factory
+ * (tokenize_rate, the estimator's tokens per second of one preprocessing
+ * worker, and max_samples, the first N samples of each dataset it keeps, are
+ * rows alone). */
+static void check_train_lf_extras(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
-    Entry *e;
-    if ((e = find(s, "tokenize_rate"))) {
-        t->tokenize_rate_at = e->at;
-        get_number(c, e, 0, true, 1e9, &t->tokenize_rate);
-    }
-    if ((e = find(s, "max_samples"))) {
-        t->max_samples_at = e->at;
-        get_int(c, e, 1, (int64_t)1 << 50, &t->max_samples);
-    }
     check_train_lf_mix(c, s, t);
-    check_train_lf_passthrough(c, s, t);
+    check_train_lf_passthrough(c, s, t, ok);
 }
 
-static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t)
+static void check_train_lf_rules(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     if (t->backend == BACKEND_LLMC) {
         check_train_llmc_rules(c, s, t);
         return;
     }
     check_train_lf_method_rules(c, s, t);
-    check_train_lf_extras(c, s, t);
+    check_train_lf_extras(c, s, t, ok);
     check_train_lf_pref_rules(c, s, t);
     check_train_lf_eval_rules(c, s, t);
 }
@@ -674,28 +660,28 @@ static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
 }
 
 /* train: stage = ENUM, model = NAME, data = [NAME], template = ENUM,
- * context = INT. Returns whether the stage was read (the rules that depend
+ * context = INT (read by its row, required here). Returns whether the stage was read (the rules that depend
  * on it are skipped otherwise). */
 static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     int v;
     bool stage_ok = false;
-    if ((e = require(c, s, "stage", stage_llm_names[STAGE_SFT]))) {
+    if ((e = require(c, s, PLAN_KEY(TRAIN, stage), stage_llm_names[STAGE_SFT]))) {
         t->stage_at = e->at;
         if (get_enum(c, e, stage_llm_names, STAGE_COUNT, &v)) { t->stage = (TrainStage)v; stage_ok = true; }
     }
-    if ((e = require(c, s, "model", "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
-    if ((e = require(c, s, "data", "[NAME]"))) {
+    if ((e = require(c, s, PLAN_KEY(TRAIN, model), "NAME"))) { t->model_at = e->at; t->model = get_ref(c, e, K_MODEL); }
+    if ((e = require(c, s, PLAN_KEY(TRAIN, data), "[NAME]"))) {
         t->data_at = e->at;
         get_dataset_list(c, e, &t->data, &t->ndata);
     }
     t->template_ = TEMPLATE_NONE;
-    Entry *tmpl = find(s, "template");
+    Entry *tmpl = find(s, PLAN_KEY(TRAIN, template));
     const char *template_names[TEMPLATE_COUNT];
     for (int i = 0; i < TEMPLATE_COUNT; i++) template_names[i] = chat_template_info((ChatTemplate)i)->name;
     if (tmpl) { t->template_at = tmpl->at; if (get_enum(c, tmpl, template_names, TEMPLATE_COUNT, &v)) t->template_ = (ChatTemplate)v; }
-    if ((e = require(c, s, "context", "4096"))) { t->context_at = e->at; get_int32_lim(c, e, PL_DATA_CONTEXT, &t->context); }
+    require(c, s, PLAN_KEY(TRAIN, context), "4096");   /* read by its row */
     return stage_ok;
 }
 
@@ -704,7 +690,7 @@ static bool check_train_what(Checker *c, Scope *s, PlanTrain *t)
 static void check_train_batch(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = require(c, s, "batch", "4 per gpu")) && e->value) {
+    if ((e = require(c, s, PLAN_KEY(TRAIN, batch), "4 per gpu")) && e->value) {
         t->batch_at = e->at;
         const Value *bv = e->value;
         if (bv->nterms >= 3 && bv->terms[0]->kind == TERM_INT && bv->terms[1]->kind == TERM_IDENT &&
@@ -732,13 +718,13 @@ static void check_train_batch(Checker *c, Scope *s, PlanTrain *t)
 static void check_train_warmup(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = find(s, "warmup")) && e->value) {
+    if ((e = find(s, PLAN_KEY(TRAIN, warmup))) && e->value) {
         t->warmup_at = e->at;
         const Value *wv = e->value;
         if (is_percent(wv)) get_percent(c, e, plan_limit(PL_TRAIN_WARMUP_RATIO)->max * 100, &t->warmup_ratio);
         else if (is_count_of(wv, "steps")) {
             if (wv->terms[0]->ival < 0) diag_error(c->d, wv->at, "'warmup' must not be negative");
-            else if (within(c, wv->terms[0]->at, "warmup", PL_TRAIN_WARMUP_STEPS,
+            else if (within(c, wv->terms[0]->at, PLAN_KEY(TRAIN, warmup), PL_TRAIN_WARMUP_STEPS,
                             wv->terms[0]->overflow ? INFINITY : (double)wv->terms[0]->ival, wv->terms[0]->text))
                 t->warmup_steps = wv->terms[0]->ival;
         } else if (wv->nterms == 1 && wv->terms[0]->kind == TERM_INT) {
@@ -756,7 +742,7 @@ static void check_train_warmup(Checker *c, Scope *s, PlanTrain *t)
 static void check_train_betas(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = find(s, "betas")) && want_terms(c, e, 1, "a list of two numbers")) {
+    if ((e = find(s, PLAN_KEY(TRAIN, betas))) && want_terms(c, e, 1, "a list of two numbers")) {
         const Term *x = e->value->terms[0];
         if (x->kind != TERM_LIST || x->nitems != 2 || x->items[0]->nterms != 1 || x->items[1]->nterms != 1 ||
             !is_number(x->items[0]->terms[0]) || !is_number(x->items[1]->terms[0])) {
@@ -779,7 +765,7 @@ static void check_train_seed(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     int64_t seed;
-    if ((e = find(s, "seed"))) {
+    if ((e = find(s, PLAN_KEY(TRAIN, seed)))) {
         const Term *st = e->value && e->value->nterms == 1 ? e->value->terms[0] : NULL;
         const PlanLimit *l = plan_limit(PL_TRAIN_SEED);
         if (st && st->kind == TERM_INT && (st->overflow || (double)st->ival > l->max)) {
@@ -793,15 +779,14 @@ static void check_train_seed(Checker *c, Scope *s, PlanTrain *t)
 
 /* train: the length and the optimizer keys that need more than their row
  * (epochs, max_steps, grad_accum, schedule, weight_decay, eps and grad_clip
- * are rows alone): batch, lr, min_lr, warmup, betas, seed (defaults: AdamW
- * as torch's, seed 42). */
-static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
+ * are rows alone; lr and min_lr are rows, required and at most lr here):
+ * batch, warmup, betas, seed (defaults: AdamW as torch's, seed 42). */
+static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
-    Entry *e;
     check_train_batch(c, s, t);
-    if ((e = require(c, s, "lr", "1e-5"))) { t->lr_at = e->at; get_number_lim(c, e, PL_TRAIN_LR, &t->lr); }
-    if ((e = find(s, "min_lr")) && get_number_lim(c, e, PL_TRAIN_MIN_LR, &t->min_lr) && t->lr > 0 && t->min_lr > t->lr)
-        diag_error(c->d, e->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
+    require(c, s, PLAN_KEY(TRAIN, lr), "1e-5");   /* lr and min_lr read by their rows */
+    if (ok[PLAN_KEY_INDEX(TRAIN, min_lr)] && t->lr > 0 && t->min_lr > t->lr)
+        diag_error(c->d, find(s, PLAN_KEY(TRAIN, min_lr))->value->at, "min_lr (%g) must not exceed lr (%g)", t->min_lr, t->lr);
     check_train_warmup(c, s, t);
     t->beta1 = 0.9;
     t->beta2 = 0.999;
@@ -815,7 +800,7 @@ static void check_train_optimizer(Checker *c, Scope *s, PlanTrain *t)
 static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
-    if ((e = find(s, "mfu")) && e->value) {
+    if ((e = find(s, PLAN_KEY(TRAIN, mfu))) && e->value) {
         t->mfu_at = e->at;
         if (is_percent(e->value)) {
             if (get_percent(c, e, 100, &t->mfu) && t->mfu == 0) { diag_error(c->d, e->value->at, "'mfu' must be above 0%%"); t->mfu = 0; }
@@ -830,22 +815,19 @@ static void check_train_mfu(Checker *c, Scope *s, PlanTrain *t)
 /* train: how it runs, the keys that need more than their row (precision,
  * shard, recompute, attention, bad_records and backend are rows alone):
  * deterministic (default: on with backend = llmc, off with llamafactory, as
- * HF's full_determinism), packing (default: on for pt), train_on_prompt and
+ * HF's full_determinism), packing (a row; default: on for pt), train_on_prompt and
  * mask_history (default off; their rules in check_train_masking_rules), mfu,
  * bytes_per_token, output (default runs/NAME). */
-static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok)
+static void check_train_execution(Checker *c, Scope *s, PlanTrain *t, bool stage_ok, const bool *ok)
 {
     Entry *e;
-    t->packing = stage_ok && t->stage == STAGE_PT;
-    if ((e = find(s, "packing"))) get_bool(c, e, &t->packing);
-    if ((e = find(s, "train_on_prompt"))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
-    if ((e = find(s, "mask_history"))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
+    if (!ok[PLAN_KEY_INDEX(TRAIN, packing)]) t->packing = stage_ok && t->stage == STAGE_PT;
+    if ((e = find(s, PLAN_KEY(TRAIN, train_on_prompt)))) { t->train_on_prompt_at = e->key_at; get_bool(c, e, &t->train_on_prompt); }
+    if ((e = find(s, PLAN_KEY(TRAIN, mask_history)))) { t->mask_history_at = e->key_at; get_bool(c, e, &t->mask_history); }
     check_train_mfu(c, s, t);
-    t->bytes_per_token = 4.0;
-    if ((e = find(s, "bytes_per_token"))) get_number(c, e, 0, true, 1000, &t->bytes_per_token);
     t->deterministic = t->backend == BACKEND_LLMC;
-    if ((e = find(s, "deterministic"))) { t->deterministic_at = e->key_at; get_bool(c, e, &t->deterministic); }
-    if ((e = find(s, "output"))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
+    if ((e = find(s, PLAN_KEY(TRAIN, deterministic)))) { t->deterministic_at = e->key_at; get_bool(c, e, &t->deterministic); }
+    if ((e = find(s, PLAN_KEY(TRAIN, output)))) { t->output_at = e->at; t->output_dir = get_plan_path(c, e, false); }
     else { t->output_dir = arena_printf(c->a, "runs/%s", t->name); t->output_default = true; }
 }
 
@@ -855,7 +837,7 @@ static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
 {
     Entry *e;
     t->checkpoint_every_seconds = 1800;
-    if ((e = find(s, "checkpoint_every")) && e->value) {
+    if ((e = find(s, PLAN_KEY(TRAIN, checkpoint_every))) && e->value) {
         t->checkpoint_at = e->at;
         if (e->value->nterms == 1 && e->value->terms[0]->kind == TERM_IDENT && !strcmp(e->value->terms[0]->str, "epoch")) {
             /* LLaMA-Factory's save_strategy: epoch (backend = llamafactory only: check_train_llmc_rules) */
@@ -864,7 +846,11 @@ static void check_train_checkpoints(Checker *c, Scope *s, PlanTrain *t)
         } else if (is_count_of(e->value, "steps")) {
             const Term *n = e->value->terms[0];
             if (n->ival < 1 && !n->overflow) diag_error(c->d, e->value->at, "'checkpoint_every' must be at least 1 step");
-            else if (within(c, n->at, "checkpoint_every", PL_CKPT_EVERY_STEPS, n->overflow ? INFINITY : (double)n->ival, n->text)) { t->checkpoint_every_steps = e->value->terms[0]->ival; t->checkpoint_every_seconds = 0; }
+            else if (within(c, n->at, PLAN_KEY(TRAIN, checkpoint_every), PL_CKPT_EVERY_STEPS,
+                            n->overflow ? INFINITY : (double)n->ival, n->text)) {
+                t->checkpoint_every_steps = e->value->terms[0]->ival;
+                t->checkpoint_every_seconds = 0;
+            }
         } else {
             double secs;
             if (get_duration(c, e, &secs)) {
@@ -982,7 +968,7 @@ static void check_train_masking_rules(Checker *c, const PlanTrain *t)
     Diag *g;
     const SrcRange *at[2] = {&t->train_on_prompt_at, &t->mask_history_at};
     const bool set[2] = {t->train_on_prompt, t->mask_history};
-    static const char *const key[2] = {"train_on_prompt", "mask_history"};
+    static const char *const key[2] = {PLAN_KEY(TRAIN, train_on_prompt), PLAN_KEY(TRAIN, mask_history)};
     for (int k = 0; k < 2; k++)
         if (set[k] && t->stage != STAGE_SFT) {
             g = diag_error(c->d, *at[k], "'%s' is only used with stage = sft, not %s", key[k], stage_llm_names[t->stage]);
@@ -1011,7 +997,7 @@ static void check_train_masking_rules(Checker *c, const PlanTrain *t)
 static void check_train_output_path(Checker *c, Scope *s, const PlanTrain *t)
 {
     if (t->output_default || !t->output_dir) return;
-    const Entry *oe = find(s, "output");
+    const Entry *oe = find(s, PLAN_KEY(TRAIN, output));
     const char *value = oe && oe->value && oe->value->nterms == 1 && oe->value->terms[0]->kind == TERM_STRING
                         ? oe->value->terms[0]->str : t->output_dir;
     PathInput in[4 + 2 * 64];
@@ -1045,20 +1031,21 @@ void check_train(Checker *c, const Item *it, PlanTrain *t)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_TRAIN);
-    check_row_keys(c, &s, PKB_TRAIN, train_reads, t, NULL);
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &s, PKB_TRAIN, train_reads, t, ok);
     bool stage_ok = check_train_what(c, &s, t);
-    Entry *tmpl = find(&s, "template");
-    check_train_optimizer(c, &s, t);
-    check_train_execution(c, &s, t, stage_ok);
+    Entry *tmpl = find(&s, PLAN_KEY(TRAIN, template));
+    check_train_optimizer(c, &s, t, ok);
+    check_train_execution(c, &s, t, stage_ok, ok);
     check_train_checkpoints(c, &s, t);
-    check_train_lf_keys(c, &s, t);
+    check_train_lf_keys(c, &s, t, ok);
     report_missing(c, &s);
     check_train_model_rules(c, t, tmpl);
     check_train_output_path(c, &s, t);
     if (!stage_ok) return;
     check_train_stage_rules(c, &s, t, tmpl);
     check_train_masking_rules(c, t);
-    check_train_lf_rules(c, &s, t);
+    check_train_lf_rules(c, &s, t, ok);
     check_train_precision_rules(c, t);
     check_train_formats(c, &s, t);
 }

@@ -1,11 +1,9 @@
 /* check_value.c — the checker's vocabulary: a block's keys (unknown, duplicate,
  * missing, "did you mean"), typed values (integers, numbers within a
- * plan_limits.h row, strings, enums, quantities with units, percentages),
+ * limit row, strings, enums, quantities with units, percentages),
  * references between blocks, and the paths a plan names. Every block's file
  * reads its keys through these, so one message reads the same everywhere. */
 #include "check_internal.h"
-
-#include <assert.h>
 
 static uint64_t hash_name(const char *s)
 {
@@ -192,16 +190,6 @@ void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *r
     }
 }
 
-/* The row of key in block b (the index into check_row_keys' ok). */
-int row_of(PlanKeyBlock b, const char *key)
-{
-    const PlanKeyList *l = &plan_key_lists[b];
-    for (int k = 0; k < l->n; k++)
-        if (strcmp(l->keys[k].key, key) == 0) return k;
-    assert(!"a key of the block's rows");
-    return 0;
-}
-
 Entry *find(const Scope *s, const char *key)
 {
     for (int i = 0; i < s->n; i++)
@@ -322,7 +310,10 @@ bool get_number(Checker *c, const Entry *e, double min, bool min_open, double ma
     return true;
 }
 
-/* ---- limits of the contract (contract/plan_limits.h) ---- */
+/* ---- limits of the contract ----
+ * A limit id names a row of contract/plan_limits.h (a plan.json field, which
+ * llmc-train also checks) or of plan_keys.h's PLAN_KEY_LIMITS (a key it never
+ * reads); plan_key_limit finds either. */
 
 static const char *bound_text(Checker *c, const PlanLimit *l, double b)
 {
@@ -332,9 +323,9 @@ static const char *bound_text(Checker *c, const PlanLimit *l, double b)
 
 /* A value the plan derives or converts (a percentage, a beta of a list, a
  * product) against its row; `what` names it in the message. */
-bool within(Checker *c, SrcRange at, const char *what, PlanLimitId id, double x, const char *shown)
+bool within(Checker *c, SrcRange at, const char *what, int id, double x, const char *shown)
 {
-    const PlanLimit *l = plan_limit(id);
+    const PlanLimit *l = plan_key_limit(id);
     int why = plan_limit_violation(l, x);
     if (!why) return true;
     if (why == 1) diag_error(c->d, at, "'%s' is out of range", what);
@@ -344,13 +335,13 @@ bool within(Checker *c, SrcRange at, const char *what, PlanLimitId id, double x,
     return false;
 }
 
-bool get_int_lim(Checker *c, const Entry *e, PlanLimitId id, int64_t *out)
+bool get_int_lim(Checker *c, const Entry *e, int id, int64_t *out)
 {
-    const PlanLimit *l = plan_limit(id);
+    const PlanLimit *l = plan_key_limit(id);
     return get_int(c, e, (int64_t)l->min, (int64_t)l->max, out);
 }
 
-bool get_int32_lim(Checker *c, const Entry *e, PlanLimitId id, int *out)
+bool get_int32_lim(Checker *c, const Entry *e, int id, int *out)
 {
     int64_t v;
     if (!get_int_lim(c, e, id, &v)) return false;
@@ -358,9 +349,9 @@ bool get_int32_lim(Checker *c, const Entry *e, PlanLimitId id, int *out)
     return true;
 }
 
-bool get_number_lim(Checker *c, const Entry *e, PlanLimitId id, double *out)
+bool get_number_lim(Checker *c, const Entry *e, int id, double *out)
 {
-    const PlanLimit *l = plan_limit(id);
+    const PlanLimit *l = plan_key_limit(id);
     double x;
     if (!get_number(c, e, l->min, (l->flags & PLAN_MIN_OPEN) != 0, l->max, &x)) return false;
     if (!within(c, e->value->terms[0]->at, e->key, id, x, e->value->terms[0]->text)) return false;
@@ -503,8 +494,8 @@ bool get_size(Checker *c, const Entry *e, uint64_t *out)
     return true;
 }
 
-/* A size within its plan_limits.h row (bytes). */
-bool get_size_lim(Checker *c, const Entry *e, PlanLimitId id, uint64_t *out)
+/* A size within its limit row (bytes). */
+bool get_size_lim(Checker *c, const Entry *e, int id, uint64_t *out)
 {
     uint64_t x;
     if (!get_size(c, e, &x)) return false;

@@ -10,6 +10,7 @@
 #include "model_files.h"
 #include "plan.h"
 #include "hf_config_keys.h"   /* contract/ */
+#include "plan_keys.h"        /* contract/: the column keys named in messages */
 #include "diag.h"             /* diag_escape */
 
 #include <cjson/cJSON.h>
@@ -238,19 +239,19 @@ static void check_record(const PlanDataset *ds, const DatasetColumns *c, const D
     int nn = 0;
     switch (ds->format) {
     case FORMAT_ALPACA:
-        need[nn++] = (Need){c->prompt, "prompt"};
-        if (c->response) need[nn++] = (Need){c->response, "response"};
+        need[nn++] = (Need){c->prompt, PLAN_KEY(COLUMNS, prompt)};
+        if (c->response) need[nn++] = (Need){c->response, PLAN_KEY(COLUMNS, response)};
         break;
     case FORMAT_SHAREGPT:
-        need[nn++] = (Need){c->messages, "messages"};
+        need[nn++] = (Need){c->messages, PLAN_KEY(COLUMNS, messages)};
         break;
     case FORMAT_TEXT:
-        need[nn++] = (Need){c->text, "text"};
+        need[nn++] = (Need){c->text, PLAN_KEY(COLUMNS, text)};
         break;
     }
     if (ds->ranking) {
-        if (c->chosen) need[nn++] = (Need){c->chosen, "chosen"};
-        if (c->rejected) need[nn++] = (Need){c->rejected, "rejected"};
+        if (c->chosen) need[nn++] = (Need){c->chosen, PLAN_KEY(COLUMNS, chosen)};
+        if (c->rejected) need[nn++] = (Need){c->rejected, PLAN_KEY(COLUMNS, rejected)};
     }
     for (int i = 0; i < nn; i++)
         if (!has_key(r, need[i].col))
@@ -384,7 +385,7 @@ void dataset_check_records(const void *plan_dataset, Diags *d)
     SrcRange pat = ds->columns_at.start.file ? ds->columns_at : ds->format_at;
     for (int i = 0; i < ps.n; i++) {
         Problem *p = &ps.p[i];
-        bool tag = strstr(p->what, "tags") != NULL;
+        bool tag = strstr(p->what, PLAN_KEY(DATASET, tags)) != NULL;
         Diag *g = diag_error(d, tag && ds->tags_at.start.file ? ds->tags_at : pat, "dataset '%s': record %d of %s %s",
                              ds->name, p->first, ds->file, p->what);
         if (p->keys) diag_note(g, "its keys: %s", p->keys);

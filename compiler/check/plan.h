@@ -52,10 +52,9 @@ const GpuSpec *gpu_catalog_at(int i);
  * Those plan.json carries (ModelArch, DataFormat, TrainStage, FinetuneMethod,
  * Precision, ShardStage, Recompute, AttentionKind, LrSchedule, OffloadKind,
  * PlanBackend, BadRecordPolicy, LoraModule) are contract/plan_vocab.h's rows,
- * shared with llmc-train; these are the LLaMA-Factory-only ones. */
-typedef enum { PREF_SIGMOID, PREF_HINGE, PREF_IPO, PREF_KTO_PAIR, PREF_ORPO, PREF_SIMPO } PrefLoss;
-typedef enum { QUANT_BNB, QUANT_HQQ, QUANT_EETQ } QuantMethod;
-typedef enum { REPORT_NONE, REPORT_TENSORBOARD, REPORT_WANDB } ReportTo;
+ * shared with llmc-train, and so are the LLaMA-Factory-only ones a key names
+ * (PrefLoss, QuantMethod, ReportTo, MergeDevice, MixStrategy, OptimKind,
+ * Fp8Backend, SlurmRuntime: PLAN_VOCAB_LLM_CONCEPTS); these are the rest. */
 /* Chat templates: compiler/check/chat_templates.c has one entry per value, in this order. */
 typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
@@ -97,7 +96,6 @@ typedef struct {
 /* Where a cluster's Slurm runs: on its hosts (slurm.conf/gres.conf snippets),
  * or in Kubernetes under SchedMD's Slinky slurm-operator or Nebius Soperator
  * (their custom resources instead of the snippets; compiler/emit/emit_k8s.c). */
-typedef enum { SLURM_HOSTS, SLURM_SLINKY, SLURM_SOPERATOR } SlurmRuntime;
 
 typedef struct {                            /* `key[=value]:Effect`, as `kubectl taint` writes it */
     const char *key, *value, *effect;       /* value NULL: operator Exists */
@@ -284,8 +282,8 @@ typedef struct PlanTrain {
     int64_t max_samples; SrcRange max_samples_at; /* 0 = all; LLaMA-Factory truncates each dataset to it */
     /* ---- LLaMA-Factory pass-through keys (issue 33), checked against its dataclasses ---- */
     OptimKind optim; SrcRange optim_at;     /* default adamw_torch (what the Trainer runs) */
-    bool liger_kernel; SrcRange liger_at;   /* enable_liger_kernel: fused kernels, no full logits */
-    bool neat_packing; SrcRange neat_packing_at; /* sft: packing without cross-attention (packing on) */
+    bool liger_kernel;                      /* enable_liger_kernel: fused kernels, no full logits */
+    bool neat_packing;                      /* sft: packing without cross-attention (packing on) */
     double wsd_decay; SrcRange wsd_decay_at; /* schedule = wsd: the decay's share of the steps (default 10%) */
     bool checkpoint_epoch;                  /* checkpoint_every = epoch: save_strategy epoch */
     double tokenize_rate; SrcRange tokenize_rate_at;     /* tokens/s per preprocessing worker; 0 = the
@@ -317,7 +315,6 @@ typedef struct {
  * `llamafactory-cli export` of a LoRA run's adapter merged into its base
  * (docs/language.md, "merge NAME"). A job runs it (`run = NAME`); a train block
  * that names it as its model trains the merged model (`merged`). */
-typedef enum { MERGE_DEVICE_CPU, MERGE_DEVICE_AUTO } MergeDevice;           /* export_device */
 typedef enum { MERGE_DTYPE_AUTO, MERGE_DTYPE_BF16, MERGE_DTYPE_FP16, MERGE_DTYPE_FP32 } MergeDtype; /* infer_dtype */
 typedef struct PlanMerge {
     const char *name; SrcRange at;

@@ -470,13 +470,14 @@ if command -v groff >/dev/null; then
 fi
 # The keys are the rows of contract/plan_keys.h (column KEY), each documented;
 # each plan.json path a row names (column JSON, "a|b") is in a golden plan.json.
+# The rows as llmc is built from them: `UNIT keys` prints BLOCK KEY JSON.
+"$UNIT" keys >"$TMP/key_rows" || bad "$UNIT keys: exit $?"
 missing=""
-for k in $(grep -oE '^ +X\("[a-z_0-9]+"' contract/plan_keys.h | cut -d'"' -f2 | sort -u); do
+for k in $(cut -f2 "$TMP/key_rows" | sort -u); do
     grep -q "\`$k\`" docs/language.md || missing="$missing $k"
 done
-[[ $(grep -cE '^ +X\("[a-z_0-9]+"' contract/plan_keys.h) -gt 100 && -z $missing ]] && ok || bad "docs/language.md does not document:$missing"
-paths=$(grep -oE '^ +X\("[a-z_0-9]+", *[A-Z_0-9]+, *[a-z_A-Z0-9]+, *"[^"]*", *PK_[A-Z]+, *"[^"]*"' contract/plan_keys.h |
-        sed -E 's/.*"([^"]*)"$/\1/' | tr '|' '\n' | grep -v '^-$' | sort -u)
+[[ $(wc -l <"$TMP/key_rows") -gt 100 && -z $missing ]] && ok || bad "docs/language.md does not document:$missing"
+paths=$(cut -f3 "$TMP/key_rows" | tr '|' '\n' | grep -v '^-$' | sort -u)
 missing=$(python3 - $paths <<'PY'
 import glob, json, sys
 have = set()

@@ -1,5 +1,6 @@
 /* unit.c — C unit tests of front-end pieces: hostlists, the GPU catalogue,
- * did-you-mean, diagnostics rendering, frontend_load. Prints TAP-like lines. */
+ * did-you-mean, diagnostics rendering, frontend_load. Prints TAP-like lines;
+ * `unit keys` prints the key rows instead (print_key_rows). */
 #include "fmt.h"
 #include "frontend.h"
 #include "hostlist.h"
@@ -88,18 +89,23 @@ static const PlanKey *key_row(const char *dotted)
     return NULL;
 }
 
-/* The `.llm` spellings of a concept of plan_vocab.h named in a ROW column. */
+/* The `.llm` spellings of a concept of plan_vocab.h named in a ROW column
+ * (one plan.json holds, or one it does not: PLAN_VOCAB_LLM_CONCEPTS). */
 static const char *const *concept_names(const char *row)
 {
 #define CONCEPT(name, rows, llm, json, mask) if (!strcmp(row, #name)) return name##_llm_names;
     PLAN_VOCAB_CONCEPTS(CONCEPT)
 #undef CONCEPT
+#define LLM_CONCEPT(name, rows, llm) if (!strcmp(row, #name)) return name##_llm_names;
+    PLAN_VOCAB_LLM_CONCEPTS(LLM_CONCEPT)
+#undef LLM_CONCEPT
     return NULL;
 }
 
 /* contract/plan_keys.h against itself and the other contract tables: keys
  * unique in a block, every default the checker reads by its row parses, every
- * vocabulary concept and every limit the `.llm` sets names a key row. */
+ * vocabulary concept, every limit the `.llm` sets and every key limit
+ * (PLAN_KEY_LIMITS) names a key row. */
 static void key_rows(void)
 {
     int bad = 0, nrows = 0;
@@ -133,6 +139,10 @@ static void key_rows(void)
     if (!key_row(llm) || strcmp(key_row(llm)->row, #name)) { printf("# concept %s: no key row %s naming it\n", #name, llm); bad++; }
     PLAN_VOCAB_CONCEPTS(CONCEPT)
 #undef CONCEPT
+#define LLM_CONCEPT(name, rows, llm) \
+    if (!key_row(llm) || strcmp(key_row(llm)->row, #name)) { printf("# concept %s: no key row %s naming it\n", #name, llm); bad++; }
+    PLAN_VOCAB_LLM_CONCEPTS(LLM_CONCEPT)
+#undef LLM_CONCEPT
     for (int i = 0; i < PL_COUNT; i++) {
         const char *llm = plan_limit((PlanLimitId)i)->llm;
         char key[64];
@@ -140,13 +150,38 @@ static void key_rows(void)
         snprintf(key, sizeof key, "%.*s", (int)strcspn(llm, " "), llm);
         if (!key_row(key)) { printf("# limit %s: no key row %s\n", plan_limit((PlanLimitId)i)->key, key); bad++; }
     }
+    /* every key limit of plan_keys.h bounds a key: some row names it */
+#define KEY_LIMIT(id, kind, min, max, flags, meaning) \
+    { \
+        bool named = false; \
+        for (int b = 0; b < PKB_COUNT; b++) \
+            for (int k = 0; k < plan_key_lists[b].n; k++) named |= !strcmp(plan_key_lists[b].keys[k].row, "PL_KEY_" #id); \
+        if (!named) { printf("# key limit PL_KEY_%s: no key row names it\n", #id); bad++; } \
+    }
+    PLAN_KEY_LIMITS(KEY_LIMIT)
+#undef KEY_LIMIT
     char what[128];
     snprintf(what, sizeof what, "plan_keys.h: %d rows agree with themselves, plan_vocab.h and plan_limits.h", nrows);
     check(bad == 0 && nrows > 100, what);
 }
 
-int main(void)
+/* `unit keys`: every row of contract/plan_keys.h, one a line, for
+ * tests/frontend/run.sh's docs test (the rows as llmc is built from them,
+ * not a second parse of the header): BLOCK KEY JSON, tab-separated. */
+static void print_key_rows(void)
 {
+    for (int b = 0; b < PKB_COUNT; b++)
+        for (int k = 0; k < plan_key_lists[b].n; k++)
+            printf("%s\t%s\t%s\n", plan_key_lists[b].spelled, plan_key_lists[b].keys[k].key,
+                   plan_key_lists[b].keys[k].json);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && !strcmp(argv[1], "keys")) {
+        print_key_rows();
+        return 0;
+    }
     key_rows();
     hosts("hgx[001-032]", 32, "hgx001", "hgx032");
     hosts("hgx[01-04,07]", 5, "hgx01", "hgx07");

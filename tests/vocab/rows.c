@@ -2,8 +2,12 @@
  * tests/vocab/vocab.py (which so reads the rows the programs are built from,
  * not a second parse of the header):
  *   CONCEPT  LLM_KEY  JSON_PATH  INDEX  C_ID  LLM  JSON  LLMC_TRAIN(0/1)
- * tab-separated. */
+ * tab-separated; `rows keys`: every row of contract/plan_keys.h instead,
+ *   BLOCK  KEY
+ * (the key names the spellings search looks for in compiler/check/). */
 #include <stdio.h>
+#include <string.h>
+#include "plan_keys.h"
 #include "plan_vocab.h"
 
 static const char *concept, *llm_key, *json_path;
@@ -16,8 +20,14 @@ static unsigned accept;
     concept = #name; llm_key = key; json_path = path; accept = (mask); \
     ROWS(ROW)
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "keys")) {
+        for (int b = 0; b < PKB_COUNT; b++)
+            for (int k = 0; k < plan_key_lists[b].n; k++)
+                printf("%s\t%s\n", plan_key_lists[b].spelled, plan_key_lists[b].keys[k].key);
+        return 0;
+    }
     PLAN_VOCAB_CONCEPTS(CONCEPT)
     return 0;
 }

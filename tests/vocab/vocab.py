@@ -22,6 +22,12 @@ prints what llmc-train's plan reader made of a plan.json.
    Lines in tests/vocab/allowed.txt (another vocabulary that shares a word,
    with the reason) are let through; an entry that matches no line fails, so
    the list cannot go stale. The search is first run on lines it must flag.
+3. Keys in one place: the C sources of compiler/check/ (comments aside) are
+   searched for a string that is a key of contract/plan_keys.h's rows (ROWS
+   keys prints them), written whole ("lora_rank", not a message that names
+   it): the checker names a key PLAN_KEY(BLOCK, KEY), which compiles only for
+   a row of the block (rule k). allowed.txt lets through the same way a word
+   of another vocabulary that is also a key's name.
 Prints "N passed, N failed".
 """
 import json, os, re, subprocess, sys, tempfile
@@ -314,6 +320,21 @@ def findings(path, text, rows):
     return out
 
 
+def load_keys():
+    out = subprocess.run([ROWS, "keys"], capture_output=True, text=True, check=True).stdout
+    return {line.split("\t")[1] for line in out.splitlines()}
+
+
+def key_findings(text, keys):
+    """(line number, rule, line) for every line holding a string that is a key."""
+    out = []
+    for n, line in enumerate(strip_comments(text).splitlines(), 1):
+        hit = sorted(set(QUOTED.findall(line)) & keys)
+        if hit:
+            out.append((n, f"k: the key {hit[0]!r} as a string; name it PLAN_KEY(BLOCK, {hit[0]})", line.strip()))
+    return out
+
+
 def load_allowed():
     allowed = []
     for n, line in enumerate(open("tests/vocab/allowed.txt"), 1):
@@ -351,6 +372,21 @@ def search(rows):
         else:
             ok()
 
+    keys = load_keys()
+    if len(keys) >= 150:
+        ok()
+    else:
+        bad(f"rows keys: {len(keys)} distinct keys; expected at least 150")
+    for line, want in {'    if ((e = find(s, "lora_rank"))) get_int32(c, e, 1, 4096, &t->lora_rank);': True,
+                       '    static const char *const k[] = {"pref_beta", "pref_ftx"};': True,
+                       '    if ((e = find(s, PLAN_KEY(TRAIN, lora_rank)))) x = 1;': False,
+                       '    x = 1;   /* find(s, "lora_rank") */': False,
+                       '    diag_error(c->d, at, "\'lora_dropout\' must be below 1");': False}.items():
+        if bool(key_findings(line + "\n", keys)) == want:
+            ok()
+        else:
+            bad(f"the key search {'does not flag' if want else 'flags'}: {line}")
+
     allowed = load_allowed()
     files = []
     for top in ("compiler", "runtime", "grammar"):
@@ -360,13 +396,17 @@ def search(rows):
     flagged = 0
     for path in sorted(files):
         text = open(path, encoding="utf-8", errors="replace").read()
-        for n, rule, line in findings(path, text, rows):
+        found = findings(path, text, rows)
+        if path.startswith("compiler/check/"):
+            found += key_findings(text, keys)
+        for n, rule, line in found:
             a = next((a for a in allowed if a["path"] == path and a["text"] in line), None)
             if a:
                 a["used"] += 1
                 continue
             flagged += 1
-            bad(f"{path}:{n}: a spelling of contract/plan_vocab.h written again ({rule}):\n    {line}")
+            what = "a key of contract/plan_keys.h" if rule.startswith("k:") else "a spelling of contract/plan_vocab.h"
+            bad(f"{path}:{n}: {what} written again ({rule}):\n    {line}")
     if flagged == 0:
         ok()
     for a in allowed:
