@@ -406,6 +406,57 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     if [[ $ngpu -ge 2 ]]; then
         for c in z2-nccl-r2 z3-nccl-r2 z3-nccl-off-r2; do ZT=nccl zrun $c 2; zcmp z2-full-r1 $c tol; done
     fi
+    # a rank killed mid-run (ZeRO-3 on 4 ranks, each step a run of gathers and
+    # reduce-scatters): the others stop within 60 s with a message (rank 0 names
+    # the dead rank; the others lose rank 0, the hub of the host transport), the
+    # job's ranks all exit non-zero, the newest checkpoint verifies and resumes
+    python3 - "$r" <<'PY'
+import json, sys
+r = sys.argv[1]
+p = json.load(open(r + "/plan-z3-full-r4.json"))
+p["output"]["dir"] = "run-zkill"; p["checkpoint"]["dir"] = "run-zkill/ckpt"
+p["train"]["max_steps"] = 3000; p["checkpoint"]["every_steps"] = 10
+json.dump(p, open(r + "/plan-zkill.json", "w"), indent=1)
+PY
+    rm -rf $r/run-zkill
+    zport=$((zport + 1))
+    kp=()
+    for ((k = 0; k < 4; k++)); do
+        env LLMC_TRANSPORT=host RANK=$k WORLD_SIZE=4 LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
+            LLMC_DIST_TIMEOUT=300 timeout 300 ./build/llmc-train-cuda run $r/plan-zkill.json > "$out/zkill.$k.log" 2>&1 &
+        kp+=($!)
+    done
+    for ((i = 0; i < 600; i++)); do grep -q 'checkpoint step 20 ' "$out/zkill.0.log" && break; sleep 0.1; done
+    sleep 0.3
+    kill -9 "${kp[2]}"; wait "${kp[2]}" 2>/dev/null
+    tk=$SECONDS kres="" kgood=1
+    for k in 0 1 3; do
+        wait "${kp[$k]}"; rc=$?
+        kres+="rank $k exit $rc; "
+        [[ $rc -ne 0 && $rc -ne 124 ]] || kgood=0
+    done
+    kwait=$((SECONDS - tk))
+    (( kwait <= 60 )) || kgood=0
+    grep -q 'error: lost the connection to rank 2' "$out/zkill.0.log" || kgood=0
+    for k in 1 3; do grep -q 'error: lost the connection to rank 0' "$out/zkill.$k.log" || kgood=0; done
+    kl=$(cat $r/run-zkill/ckpt/latest 2>/dev/null)
+    kl=${kl:-step-0}
+    ./build/llmc-train-cuda verify "$r/run-zkill/ckpt/$kl" > "$out/zkill.verify.log" 2>&1 || kgood=0
+    kstep=$((10#${kl#step-}))
+    kstop=$((kstep + 2))
+    kp=()
+    zport=$((zport + 1))
+    for ((k = 0; k < 4; k++)); do
+        env LLMC_TRANSPORT=host RANK=$k WORLD_SIZE=4 LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
+            timeout 120 ./build/llmc-train-cuda run $r/plan-zkill.json --stop-after $kstop > "$out/zkill-resume.$k.log" 2>&1 &
+        kp+=($!)
+    done
+    krc=""; for k in "${kp[@]}"; do wait "$k"; krc+="$? "; done
+    grep -q "resumed from .* at step $kstep" "$out/zkill-resume.0.log" || kgood=0
+    [[ $krc == "3 3 3 3 " ]] || kgood=0
+    note "zero: $( ((kgood)) && echo PASS || echo FAIL) kill: rank 2 killed after step 20; ${kres}others stopped in ${kwait} s;" \
+         "rank 0: $(grep -ho 'error: .*' "$out/zkill.0.log" | head -1); latest ${kl:-none} verifies and resumes (exit $krc)"
+    rm -rf $r/run-zkill/ckpt
     note "zero: $(grep -c '^zero: PASS' "$out/summary.txt") passed, $(grep -c '^zero: FAIL' "$out/summary.txt") failed, $((SECONDS - t0)) s"
     rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt $r/run-zres3/ckpt
 fi

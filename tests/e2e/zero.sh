@@ -128,6 +128,43 @@ rc=0; for p in "${TCP[@]}"; do wait_pid "$p" 120; [[ $RC -eq 0 ]] || rc=$RC; don
 [[ $rc -eq 0 ]] && same_as "$REF" "$d" \
     && ok "ZeRO-3 on 4 TCP ranks: bit-identical to 1 rank" || bad "ZeRO-3 over TCP (exit $rc)" "$d"/log.*
 
+# 3b. a rank killed mid-run (ZeRO-3 on 4 TCP ranks): the others stop within 60 s
+# with a message (rank 0 names the dead rank; the others lose rank 0, their hub),
+# every rank exits non-zero, and the newest checkpoint verifies and resumes
+tcp_ranks() {   # DIR ARGS...: 4 TCP ranks of DIR/plan.json in the background -> TCP (pids), logs DIR/log.R
+    local d=$1; shift
+    PORT=$((PORT + 1))
+    while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+    TCP=()
+    for r in 0 1 2 3; do
+        (cd "$d" && exec env SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \
+            MASTER_PORT=$PORT LLMC_DIST_TIMEOUT=300 "$BIN" run plan.json "$@") >"$d/log.$r" 2>&1 &
+        TCP+=($!); PIDS+=($!)
+    done
+}
+d=$T/kill3
+mkrun "$d" 4 1 3
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["train"]["max_steps"] = 100000
+p["checkpoint"]["every_steps"] = 10; json.dump(p, open(sys.argv[1], "w"))' "$d/plan.json"
+tcp_ranks "$d"
+for ((i = 0; i < 600; i++)); do grep -q 'checkpoint step 20 ' "$d/log.0" 2>/dev/null && break; sleep 0.1; done
+sleep 0.2
+kill -9 "${TCP[2]}"; wait "${TCP[2]}" 2>/dev/null
+good=1 t0=$SECONDS
+for r in 0 1 3; do wait_pid "${TCP[$r]}" 60; [[ $RC -ne 0 && $RC -ne 124 ]] || good=0; done
+took=$((SECONDS - t0))
+grep -q 'error: lost the connection to rank 2' "$d/log.0" || good=0
+for r in 1 3; do grep -q 'error: lost the connection to rank 0' "$d/log.$r" || good=0; done
+latest=$(cat "$d/ckpt/latest" 2>/dev/null)
+"$BIN" verify "$d/ckpt/$latest" >"$d/verify.log" 2>&1 || good=0
+if [[ $good -eq 1 && $took -le 60 ]]; then
+    tcp_ranks "$d" --stop-after $((10#${latest#step-} + 2))
+    rc=""; for p in "${TCP[@]}"; do wait_pid "$p" 120; rc+="$RC "; done
+    [[ $rc == "3 3 3 3 " ]] && grep -q "resumed from ./ckpt at step $((10#${latest#step-}))" "$d/log.0" \
+        && ok "ZeRO-3 on 4 TCP ranks, rank 2 killed mid-run: the others stopped in ${took} s naming why, $latest verifies and resumes" \
+        || bad "ZeRO-3 kill: resume from $latest (exit $rc)" "$d"/log.*
+else bad "ZeRO-3 kill: the others (${took} s) or the checkpoint ${latest:-none}" "$d"/log.* "$d/verify.log"; fi
+
 # 4. stop after step 4 (a checkpoint, exit 3) under one stage and rank count, resume under another
 resume_case() {   # NAME  WORLD1 ACCUM1 ZERO1  WORLD2 ACCUM2 ZERO2
     local d=$T/resume-$1
