@@ -76,15 +76,13 @@ static void lf_method(Yaml *y, const JobLayout *L, const PlanTrain *t)
             yw_bool(y, "create_new_adapter", t->method == METHOD_LORA && t->shard != SHARD_ZERO3);
     }
     if (t->method == METHOD_QLORA) {
-        static const char *const qm[] = {"bnb", "hqq", "eetq"};
         yw_int(y, "quantization_bit", t->quant_bits);
-        yw_str(y, "quantization_method", qm[t->quant_method]);
+        yw_str(y, "quantization_method", quant_method_json_names[t->quant_method]);   /* contract/plan_vocab.h */
     }
     if (t->stage == STAGE_DPO || t->stage == STAGE_KTO) {
-        static const char *const pl[] = {"sigmoid", "hinge", "ipo", "kto_pair", "orpo", "simpo"};
         yw_float(y, "pref_beta", t->pref_beta);
         yw_float(y, "pref_ftx", t->pref_ftx);
-        if (t->stage == STAGE_DPO) yw_str(y, "pref_loss", pl[t->pref_loss]);
+        if (t->stage == STAGE_DPO) yw_str(y, "pref_loss", pref_loss_json_names[t->pref_loss]);
         if (t->ref_model && t->ref_model->path) {
             char *rp = artifact_path(L, t->ref_model->path);
             yw_str(y, "ref_model", rp);
@@ -223,8 +221,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
     yw_bool(y, "save_only_model", false);
     yw_bool(y, "plot_loss", true);
     yw_bool(y, "overwrite_output_dir", false);
-    static const char *const report[] = {"none", "tensorboard", "wandb"};
-    yw_str(y, "report_to", report[t->report_to]);
+    yw_str(y, "report_to", report_to_json_names[t->report_to]);
     yw_str(y, "run_name", t->run_name ? t->run_name : t->name);
 
     /* train */
