@@ -120,6 +120,9 @@ expect "run: LoRA on 2 ranks accepted" 1 "no CUDA device" $bin run "$tmp/lora2.j
 # results (tests/cuda/bench_table_input.jsonl: not measurements; a failed run,
 # one not run, a line that is not JSON, an eager run) is as expected.
 if bash -n bench/cuda/run.sh; then ok "bench/cuda/run.sh parses"; else bad "bench/cuda/run.sh parses"; fi
+for f in tests/cuda/device.sh tests/cuda/trust.sh; do   # the GPU machine's scripts: no GPU here, but they parse
+    if bash -n "$f"; then ok "$f parses"; else bad "$f parses"; fi
+done
 expect "BENCH_SHAPES: unknown row" 2 "BENCH_SHAPES: unknown row '3b-4096' (rows: 0.5b-2048 1.5b-2048" \
     env BENCH_SHAPES="1.5b-2048,3b-4096" bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "BENCH_STEPS: not a number" 2 "take a positive integer, not 'ten'" env BENCH_STEPS=ten bash bench/cuda/run.sh "$tmp/bench-bad"

@@ -9,6 +9,7 @@
 #   TRUST_SAN="small-fp8 small-z2"  only these paths of `san` (default: every path)
 #   TRUST_TOOLS="initcheck racecheck" only these tools of `san` (default: each path's list)
 #   TRUST_TWICE="fp8 z3"             only these plans of `repro` (default: every plan)
+#   TRUST_SEED_JOBS=10               runs of `seeds` at once (ours and the reference's)
 # Needs build/llmc-train-cuda and .cuda-run/tiny (tests/cuda/make_tiny_run.sh).
 # Shapes: tiny (head_dim 16: materialised attention only), small (head_dim 64,
 # cuDNN and the flash kernels), 0.5b (Qwen2.5-0.5B's layers on the tiny vocabulary).
@@ -66,16 +67,17 @@ PY
 twice() {
     local name=$1 base=$2; shift 2
     [[ -n ${TRUST_TWICE:-} && " $TRUST_TWICE " != *" $name "* ]] && return
-    for k in a b; do
+    for k in a b; do   # both at once: the bits may not depend on what else the GPU runs
         variant "$base" "$name$k" 42 "$@"
         rm -rf "$r/run-$name$k"
-        local t0=$SECONDS
-        $bin run "$r/plan-$name$k.json" > "$out/twice_$name$k.log" 2>&1 || note "twice $name: run $k exit $?"
-        echo "$name$k: $((SECONDS - t0)) s" >> "$out/times.txt"
+        ( t0=$SECONDS
+          $bin run "$r/plan-$name$k.json" > "$out/twice_$name$k.log" 2>&1 || note "twice $name: run $k exit $?"
+          echo "$name$k: $((SECONDS - t0)) s" >> "$out/times.txt" ) &
     done
+    wait
     note "twice $name ($*): $(same "${name}a" "${name}b")"
 }
-if has repro; then
+repro_section() {
     twice tiny plan-gpu
     twice small plan-gpu shape=small train.attention='"flash"'
     LLMC_ATTN=cudnn twice small-cudnn plan-gpu shape=small train.attention='"flash"'
@@ -89,18 +91,14 @@ if has repro; then
     twice fp8 plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"'
     twice states-bf16 plan-gpu shape=small train.attention='"flash"' train.optimizer_states='"bf16"' \
         train.master_weights='"split"'
-fi
-if has seeds; then
-    for s in $seeds; do
-        variant plan-gpu seed$s "$s"
-        rm -rf "$r/run-seed$s"
-        $bin run "$r/plan-seed$s.json" --eval-shards "$r/shards-eval" > "$out/seed$s.log" 2>&1
-        note "gpu seed $s: exit $? ; $(tr -d ' \n' < "$r/run-seed$s/result.json" 2>/dev/null)"
-    done
-    if [[ -f tests/cuda/torch_ref_seeds.sh ]]; then
-        bash tests/cuda/torch_ref_seeds.sh "$out/ref" $seeds 2>&1 | tee -a "$out/summary.txt"
-    fi
-fi
+}
+# the plan as it is over the seeds, ours and the PyTorch bf16 reference side by
+# side (tiny_recipes.py: every run at once, TRUST_SEED_JOBS of them)
+seeds_section() {
+    python3 tests/cuda/tiny_recipes.py "$out/seeds" --recipe "plan:" --seeds "${seeds// /,}" \
+        --jobs "${TRUST_SEED_JOBS:-10}" > "$out/seeds.log" 2>&1
+    note "seeds (exit $?): $(grep -h '^recipe ' "$out/seeds.log" | tr '\n' ';')"
+}
 # san NAME TOOLS BASE [KEY=JSON...]: each tool over 3 steps of the plan, in the
 # background (TRUST_JOBS paths at once: the tools are CPU-bound, the plans small), each
 # run cut at TRUST_SAN_TIMEOUT s; initcheck's reports are counted by kernel, so a
@@ -126,7 +124,7 @@ san() {
     while (( $(jobs -rp | wc -l) >= ${TRUST_JOBS:-6} )); do wait -n; done
     san_one "$name" "$tools" &
 }
-if has san; then
+san_section() {
     # initcheck's qkv_rope_fwd_k report: is the product's buffer really unwritten?
     if [[ -n ${TRUST_SAN:-} ]]; then :
     elif make -s initcheck-probe > "$out/probe_build.log" 2>&1; then
@@ -161,4 +159,10 @@ if has san; then
     san freeze "memcheck initcheck racecheck" plan-gpu-freeze
     san 0.5b "memcheck initcheck" plan-gpu shape=0.5b "$flash"
     wait
-fi
+}
+# the sections at once (one GPU holds them all; each its own runs and logs), so
+# that `device.sh OUT trust` fits one call
+for s in repro seeds san; do
+    if has $s; then ${s}_section & fi
+done
+wait
