@@ -387,7 +387,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "more forward");
     else if (t->stage == STAGE_DPO)
         assume(a, "pref_loss = %s: no reference model (use_ref_model is false)",
-               t->pref_loss == PREF_ORPO ? "orpo" : "simpo");
+               pref_loss_llm_names[t->pref_loss]);
     if (t->mfu > 0)
         assume(a, "mfu %.2f as the plan states%s", t->mfu, pf && pf->mfu > 0 ? " (over the profile's)" : "");
     else if (e->profile_mfu)

@@ -318,7 +318,6 @@ const char *lf_merge_yaml_name(void) { return LLMC_MERGE_YAML; }
 static void lf_merge_body(Yaml *y, const JobLayout *L)
 {
     static const char *const dtypes[] = {"auto", "bfloat16", "float16", "float32"};   /* MergeDtype */
-    static const char *const devices[] = {"cpu", "auto"};                            /* MergeDevice */
     const PlanMerge *m = L->merge;
     const PlanTrain *t = m->adapter;
     char *path = artifact_path(L, m->model->path);
@@ -335,7 +334,7 @@ static void lf_merge_body(Yaml *y, const JobLayout *L)
     yw_str(y, "export_dir", path);
     free(path);
     yw_int(y, "export_size", m->shard_gb);
-    yw_str(y, "export_device", devices[m->device]);
+    yw_str(y, "export_device", merge_device_json_names[m->device]);   /* contract/plan_vocab.h */
     yw_bool(y, "export_legacy_format", m->legacy_format);
 }
 

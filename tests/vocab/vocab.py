@@ -13,12 +13,13 @@ prints what llmc-train's plan reader made of a plan.json.
    row llmc-train does not run (its LLMC_TRAIN_* mask), refuses it naming the
    key and exactly the words it takes. A word that is no row is refused by both.
 2. Spellings in one place: the C sources of compiler/, runtime/ and grammar/
-   (comments aside) are searched for the rows' quoted spellings, written as
+   (comments aside) are searched for the rows' quoted spellings (those of
+   PLAN_VOCAB_LLM_CONCEPTS too, ROWS llm), written as
      a. a table or chain: two or more spellings of one concept on a line;
      b. a case or comparison of a value with its spelling: a concept's C id and
         one of its quoted spellings on a line;
      c. a comparison with a spelling: strcmp/strncmp and a quoted spelling on a
-        line (but for "none" and "all", words the language uses for many keys).
+        line (but for "none", "all" and "auto", words used for many keys).
    Lines in tests/vocab/allowed.txt (another vocabulary that shares a word,
    with the reason) are let through; an entry that matches no line fails, so
    the list cannot go stale. The search is first run on lines it must flag.
@@ -49,8 +50,8 @@ def bad(msg):
     print("FAIL:", msg)
 
 
-def load_rows():
-    out = subprocess.run([ROWS], capture_output=True, text=True, check=True).stdout
+def load_rows(which=None):
+    out = subprocess.run([ROWS] + ([which] if which else []), capture_output=True, text=True, check=True).stdout
     rows = []
     for line in out.splitlines():
         concept, key, path, index, cid, llm, js, accept = line.split("\t")
@@ -271,9 +272,10 @@ def unknown_words(rows, tmp):
 # ---------------------------------------------------------- spellings search
 
 # Words the language uses for several keys (`gpu = none`, `template = none`,
-# `lora_target = all`): a comparison with one alone (rule c) is not taken for
-# a row's spelling; rules a and b still see them.
-GENERAL_WORDS = {"none", "all"}
+# `lora_target = all`, `fp8_backend = auto`, `device = auto`, and `--color auto`):
+# a comparison with one alone (rule c) is not taken for a row's spelling; rules
+# a and b still see them.
+GENERAL_WORDS = {"none", "all", "auto"}
 QUOTED = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 
@@ -357,6 +359,7 @@ def search(rows):
         '    case ARCH_LLAMA: return "llama";': "b",
         '    if (!strcmp(mt, "qwen2")) out->arch = 1;': "c",
         '    bool lf = strcmp(s->backend, "llamafactory") == 0;': "c",
+        '    static const char *const qm[] = {"bnb", "hqq", "eetq"};': "a",   # a concept plan.json does not hold
     }
     must_not = ['    /* "llama", "qwen2" */ x = 1;', '    add_str(cols, "text", c.text);',
                 '    printf("%s\\n", arch_llm_names[ARCH_LLAMA]);']
@@ -425,7 +428,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         round_trip(rows, tmp)
         unknown_words(rows, tmp)
-    search(rows)
+    # the spellings search covers the concepts plan.json does not hold too
+    search(rows + load_rows("llm"))
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
