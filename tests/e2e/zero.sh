@@ -114,23 +114,7 @@ launch "$T/tied3" 2
     || bad "ZeRO-3 tied (exit $RC)" "$T/tied3/log"
 
 # 3. srun-style TCP ranks (peers relayed through rank 0), ZeRO-3 on 4 ranks
-d=$T/tcp3
-mkrun "$d" 4 1 3
 PORT=$((20000 + $$ % 20000))
-while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
-TCP=()
-for r in 0 1 2 3; do
-    (cd "$d" && exec env SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \
-        MASTER_PORT=$PORT "$BIN" run plan.json) >"$d/log.$r" 2>&1 &
-    TCP+=($!); PIDS+=($!)
-done
-rc=0; for p in "${TCP[@]}"; do wait_pid "$p" 120; [[ $RC -eq 0 ]] || rc=$RC; done
-[[ $rc -eq 0 ]] && same_as "$REF" "$d" \
-    && ok "ZeRO-3 on 4 TCP ranks: bit-identical to 1 rank" || bad "ZeRO-3 over TCP (exit $rc)" "$d"/log.*
-
-# 3b. a rank killed mid-run (ZeRO-3 on 4 TCP ranks): the others stop within 60 s
-# with a message (rank 0 names the dead rank; the others lose rank 0, their hub),
-# every rank exits non-zero, and the newest checkpoint verifies and resumes
 tcp_ranks() {   # DIR ARGS...: 4 TCP ranks of DIR/plan.json in the background -> TCP (pids), logs DIR/log.R
     local d=$1; shift
     PORT=$((PORT + 1))
@@ -142,6 +126,16 @@ tcp_ranks() {   # DIR ARGS...: 4 TCP ranks of DIR/plan.json in the background ->
         TCP+=($!); PIDS+=($!)
     done
 }
+d=$T/tcp3
+mkrun "$d" 4 1 3
+tcp_ranks "$d"
+rc=0; for p in "${TCP[@]}"; do wait_pid "$p" 120; [[ $RC -eq 0 ]] || rc=$RC; done
+[[ $rc -eq 0 ]] && same_as "$REF" "$d" \
+    && ok "ZeRO-3 on 4 TCP ranks: bit-identical to 1 rank" || bad "ZeRO-3 over TCP (exit $rc)" "$d"/log.*
+
+# 3b. a rank killed mid-run (ZeRO-3 on 4 TCP ranks): the others stop within 60 s
+# with a message (rank 0 names the dead rank; the others lose rank 0, their hub),
+# every rank exits non-zero, and the newest checkpoint verifies and resumes
 d=$T/kill3
 mkrun "$d" 4 1 3
 python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["train"]["max_steps"] = 100000
