@@ -81,6 +81,20 @@ cmd_stop() {
         SLURM_CONF="$STATE/slurm.conf" timeout 10 scancel --quiet --full --state=RUNNING,PENDING,SUSPENDED \
             --user=root 2>/dev/null && sleep 1
     fi
+    # Rounds, until a scan finds nothing: a process started while the last round
+    # was being killed (slurmd launching a job step's slurmstepd) is caught by the next.
+    local round
+    for ((round = 0; round < 5; round++)); do
+        stop_round "$STATE" || break
+    done
+    rm -f "$STATE"/run/*.pid
+    return 0
+}
+
+# stop_round STATE: kill (TERM, then KILL after 3 s, then wait for them to go)
+# every process of the cluster a scan finds; 1 when it found none.
+stop_round() {
+    local STATE=$1
     local pidfile pid pids=()
     for pidfile in "$STATE"/run/*.pid; do
         [[ -f "$pidfile" ]] || continue
@@ -116,19 +130,24 @@ cmd_stop() {
             pids+=("$c"); grew=1
         done <<<"$tree"
     done
-    [[ ${#pids[@]} -eq 0 ]] && return 0
+    rm -f "$STATE"/run/*.pid   # read once: a later round must not signal a reused pid
+    local live=()
+    for pid in "${pids[@]}"; do
+        [[ -d /proc/$pid ]] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && live+=("$pid")
+    done
+    [[ ${#live[@]} -eq 0 ]] && return 1
+    pids=("${live[@]}")
     kill -TERM "${pids[@]}" 2>/dev/null
     local i alive
-    for ((i = 0; i < 30; i++)); do
+    for ((i = 0; i < 60; i++)); do   # 3 s to go on TERM, then KILL; 3 s more to be gone
         alive=0
         for pid in "${pids[@]}"; do
             [[ -d /proc/$pid ]] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && alive=1
         done
         [[ $alive -eq 0 ]] && break
+        [[ $i -eq 30 ]] && kill -KILL "${pids[@]}" 2>/dev/null
         sleep 0.1
     done
-    [[ $alive -eq 1 ]] && kill -KILL "${pids[@]}" 2>/dev/null
-    rm -f "$STATE"/run/*.pid
     return 0
 }
 

@@ -72,7 +72,7 @@ left=""
 for p in $pids; do kill -0 "$p" 2>/dev/null && left+=" $p"; done
 if [[ -n "$pids" && -z "$left" ]] && no_process_left "$T/gpu" && [[ $((SECONDS - start)) -le 30 ]]; then
     ok "stop with a running job leaves no process ($((SECONDS - start)) s)"
-else bad "stop left processes:$left" "$T/stop.out"; fi
+else bad "stop left processes:$left (pid files: ${pids:-none}; marked processes left: $(no_process_left "$T/gpu" && echo no || echo yes); $((SECONDS - start)) s)" "$T/stop.out"; fi
 
 # 5. a CPU-only cluster of three nodes (a hostlist with a list and a range), no gres.conf
 if "$CLUSTER" start "$T/cpu" "$HERE/cpu3.slurm.conf" >"$T/startcpu.out" 2>&1; then
