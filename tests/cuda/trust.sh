@@ -3,7 +3,8 @@
 # plan giving the same bits, the tiny plan's held-out exact match over seeds (ours
 # and the PyTorch bf16 reference's), and compute-sanitizer over a few steps of
 # every path the trainer has.
-#   tests/cuda/trust.sh OUTDIR [SECTION...]     sections: repro seeds san (default: all)
+#   tests/cuda/trust.sh OUTDIR [SECTION...]     sections: repro seeds san hf (default: all)
+# hf: check_vs_hf.py, 200 steps against PyTorch + transformers (the default path unchanged)
 # san first runs tests/cuda/initcheck_probe.c plainly and under initcheck (docs/cuda.md).
 #   TRUST_SEEDS="1 2 3 4 5"  the seeds of `seeds`
 #   TRUST_SAN="small-fp8 small-z2"  only these paths of `san` (default: every path)
@@ -16,7 +17,7 @@
 set -uo pipefail
 out=${1:?usage: trust.sh OUTDIR [SECTION...]}
 shift
-sections=${*:-repro seeds san}
+sections=${*:-repro seeds san hf}
 has() { [[ " $sections " == *" $1 "* ]]; }
 seeds=${TRUST_SEEDS:-1 2 3 4 5}
 r=.cuda-run/tiny bin=./build/llmc-train-cuda
@@ -160,9 +161,13 @@ san_section() {
     san 0.5b "memcheck initcheck" plan-gpu shape=0.5b "$flash"
     wait
 }
+hf_section() {
+    python3 tests/cuda/check_vs_hf.py --bin "$bin" --work /tmp/trust_hf --steps 200 > "$out/check_vs_hf.log" 2>&1
+    note "check_vs_hf 200 steps (exit $?): $(tail -1 "$out/check_vs_hf.log") ; $(grep -h 'loss curve:' "$out/check_vs_hf.log")"
+}
 # the sections at once (one GPU holds them all; each its own runs and logs), so
-# that `device.sh OUT trust` fits one call
-for s in repro seeds san; do
-    if has $s; then ${s}_section & fi
+# that `device.sh OUT trust` fits one call; each section's wall time in times.txt
+for s in repro seeds san hf; do
+    if has $s; then ( t0=$SECONDS; ${s}_section; echo "section $s: $((SECONDS - t0)) s" >> "$out/times.txt" ) & fi
 done
 wait
