@@ -433,6 +433,18 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
         row(tb, 0, "offload", "unknown", "the cluster states no host_link and %s has no default", c->gpu->name);
         return;
     }
+    if (t->backend == BACKEND_LLMC && estimate_llmc_offload_shard(t, e)) {   /* the pinned shard, in place */
+        cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
+        gb(b, sizeof b, e->offload_h2d_bytes);
+        gb(d, sizeof d, e->offload_d2h_bytes);
+        row(tb, 0, "offload copies (host link)", a, "%s up, %s down per GPU per step (its shard: the summed gradient, "
+            "master, m, v) at %.0f%% of %.0f GB/s one way%s", b, d, 100 * default_of(DEF_HOST_LINK_EFFICIENCY),
+            c->host_link_bytes_per_s / 2e9, c->host_link_default ? " (catalogue)" : "");
+        cli_fmt_duration(a, sizeof a, e->offload_exposed_seconds);
+        row(tb, 1, "exposed", a, "the norm and AdamW reading the pinned shard in place; each micro-step's gradient "
+            "goes down behind backward");
+        return;
+    }
     if (t->backend == BACKEND_LLMC) {   /* llmc-train-cuda: the update streamed through the GPU */
         cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
         gb(b, sizeof b, e->offload_h2d_bytes);
@@ -681,10 +693,15 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     const char *units = llmc_zero && e->data_parallel > 1 ? " + gathered layers" : "";
     gib_row(tb, 0, "weights", e->weights_bytes, "%s%s%s", pn, t->shard >= SHARD_ZERO3 && (!llmc || llmc_zero) ? over : "",
             t->shard >= SHARD_ZERO3 && llmc_zero ? units : "");
+    bool shard_on_host = llmc_zero && t->offload == OFFLOAD_OPTIMIZER && e->data_parallel > 1;
     gib_row(tb, 0, "gradients", e->grads_bytes, "%s%s%s", llmc ? "fp32" : pn,
-            t->shard >= SHARD_ZERO2 && (!llmc || llmc_zero) ? over : "",
-            t->shard >= SHARD_ZERO2 && llmc_zero && e->data_parallel > 1 ? " + layer buckets" : "");
-    if (llmc && t->offload == OFFLOAD_OPTIMIZER)
+            t->shard >= SHARD_ZERO2 && (!llmc || llmc_zero) && !shard_on_host ? over : "",
+            shard_on_host ? " layer buckets (the shard's sum in host memory)"
+            : t->shard >= SHARD_ZERO2 && llmc_zero && e->data_parallel > 1 ? " + layer buckets" : "");
+    if (llmc && t->offload == OFFLOAD_OPTIMIZER && llmc_zero && e->data_parallel > 1)
+        gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "none: the shard's states and summed gradient are in "
+                "pinned host memory, updated in place over the host link");
+    else if (llmc && t->offload == OFFLOAD_OPTIMIZER)
         gib_row(tb, 0, "optimizer states", e->optimizer_bytes, "staging of the offloaded update (3 sets of master, "
                 "m, v chunks); the states are in host memory");
     else
@@ -790,16 +807,23 @@ static void print_host_memory(Table *tb, const PlanJob *job, const Estimate *e)
     gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
             lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
                                           : "every rank builds the 16-bit model on the host")
+               : estimate_llmc_sharded(t, e) && t->offload == OFFLOAD_OPTIMIZER ? (t->model->from_scratch
+                   ? "each rank its part of weights, m, v (no staging: the pinned shard); the random init whole"
+                   : "each rank its part of weights, m, v (no staging: the pinned shard; ZeRO-3: no gather)")
                : estimate_llmc_sharded(t, e) ? (t->model->from_scratch
                    ? "each rank its part of weights, m, v and their GPU-layout staging; the random init whole"
                    : "each rank its part of weights, m, v and their GPU-layout staging (ZeRO-3: no gather)")
-               : t->offload == OFFLOAD_OPTIMIZER ? "none beyond the offloaded states (they are the host model)"
+               : t->offload == OFFLOAD_OPTIMIZER && e->data_parallel <= 1
+                   ? "none beyond the offloaded states (they are the host model)"
                : "fp32 weights and their GPU-layout copy per rank + rank 0's checkpoint gather (master, m, v)");
     gib_row(tb, 0, "data and workers", e->host_data_bytes, "%s",
             lf ? "tokenizing workers (the tokenized set is memory-mapped)" : "shards memory-mapped (page cache)");
     gib_row(tb, 0, "pinned buffers", e->host_pinned_bytes, NULL);
     if (t->offload == OFFLOAD_NONE)
         gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "no offload in this plan");
+    else if (!lf && e->data_parallel > 1)
+        gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "%d x this rank's shard of fp32 master + Adam m + v "
+                "+ the summed fp32 gradient, pinned", c->gpus_per_node);
     else if (!lf)
         gib_row(tb, 0, "offloaded states", e->host_offload_bytes, "fp32 master + Adam m + v, pinned (the "
                 "training loop's own model and optimizer)");

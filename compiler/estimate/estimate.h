@@ -397,6 +397,7 @@ struct cJSON *estimate_to_json(const Estimate *e);
  * model on the host: it reads its ranges of the HF weights and writes its part of
  * each checkpoint and of the export (ZeRO-3, full training, several ranks). */
 bool estimate_llmc_sharded(const PlanTrain *t, const Estimate *e);
+bool estimate_llmc_offload_shard(const PlanTrain *t, const Estimate *e);
 /* Whether the llmc CUDA trainer runs its fused attention kernel for this model
  * at this context (head_dim 32, 64 or 128, context a multiple of 64); when not,
  * it materialises the scores whatever `attention` says, and so does the estimate. */

@@ -522,7 +522,8 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
              * norm) in fp32; ZeRO-3 keeps the shard's bf16 weights and gathers
              * a layer into one of two layer buffers (the next one prefetched)
              * and the last unit into its own; master and moments over the
-             * shard, in pinned host memory under offload. Shards are whole
+             * shard, in pinned host memory under offload, and there the shard's
+             * gradient too (offload_shard_alloc). Shards are whole
              * GRAD_NORM_BLOCKs; a unit's two ranges keep their alignment (one
              * LLMC_ALIGN_ELEMS of slack each). */
             double matrices, vectors, layers_n = m->layers > 0 ? m->layers : 0;
@@ -533,10 +534,10 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
             double zshard = ceil(blocks / world) * LLMC_GRAD_NORM_BLOCK_N;
             e->weights_bytes = shard == SHARD_ZERO3 ? 2 * (zshard + 2 * unit + tail) : 2 * flat;
             /* + the norm's fp32 sum per block */
-            e->grads_bytes = 4 * (zshard + 2 * unit + tail) + 4 * blocks;
-            e->optimizer_bytes = t->offload == OFFLOAD_OPTIMIZER ? 0 : k * zshard;
-            e->model_bytes_per_param = (shard == SHARD_ZERO3 ? 2 : 2 * world) / world + 4 / world +
-                                       (t->offload == OFFLOAD_OPTIMIZER ? 0 : k / world);
+            bool off = t->offload == OFFLOAD_OPTIMIZER;
+            e->grads_bytes = 4 * ((off ? 0 : zshard) + 2 * unit + tail) + 4 * blocks;
+            e->optimizer_bytes = off ? 0 : k * zshard;
+            e->model_bytes_per_param = (shard == SHARD_ZERO3 ? 2 : 2 * world) / world + (off ? 0 : (4 + k) / world);
         } else if (t->offload == OFFLOAD_OPTIMIZER && t->method == METHOD_FULL) {   /* master and moments in host memory */
             double chunk = fmin(LLMC_OFFLOAD_CHUNK, ceil(flat / 64) * 64);
             e->optimizer_bytes = LLMC_OFFLOAD_SETS * 3 * chunk * 4;

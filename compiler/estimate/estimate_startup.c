@@ -13,6 +13,15 @@ bool estimate_llmc_sharded(const PlanTrain *t, const Estimate *e)
            e->data_parallel > 1;
 }
 
+/* Optimizer offload of the llmc trainer on several ranks: ZeRO-2/3 in full
+ * training, each rank's shard of the states and of the summed gradient pinned
+ * in host memory and updated in place (runtime/cuda offload_shard_alloc). */
+bool estimate_llmc_offload_shard(const PlanTrain *t, const Estimate *e)
+{
+    return t->backend != BACKEND_LLAMAFACTORY && t->offload == OFFLOAD_OPTIMIZER && t->shard >= SHARD_ZERO2 &&
+           t->method == METHOD_FULL && e->data_parallel > 1;
+}
+
 /* Host memory per node (docs/estimator.md, "Host memory"), GPU plans. */
 void estimate_host(const PlanJob *job, Estimate *e)
 {
@@ -48,8 +57,10 @@ void estimate_host(const PlanJob *job, Estimate *e)
          * the training state itself (12 x P, pinned) and nothing is staged.
          * Shards are memory-mapped: page cache, reclaimable, not counted. */
         e->host_process_bytes = g * HOST_LLMC_PROCESS_BYTES;
-        bool llmc_offload = t->offload == OFFLOAD_OPTIMIZER;
-        e->host_model_bytes = llmc_offload ? 0 : g * 8 * n + 16 * n;
+        bool llmc_offload = t->offload == OFFLOAD_OPTIMIZER, ranks = e->data_parallel > 1;
+        /* one rank offloading: its loop state is the pinned state; offload on
+         * several ranks (ZeRO-2/3) pins each shard beside the loop's model */
+        e->host_model_bytes = llmc_offload && !ranks ? 0 : g * 8 * n + 16 * n;
         /* LoRA (one GPU): the fp32 base and its upload staging, and the adapters,
          * their gradients, moments and staging (5 x 4 bytes each); nothing of the
          * base is gathered back. Freeze: the same 8 x P, a host-layout array for
@@ -65,12 +76,16 @@ void estimate_host(const PlanJob *job, Estimate *e)
          * all three (6 x 4 x P / N touched; the arrays are sized for the whole
          * model but the rest of their pages is never written), and writes its
          * part of every checkpoint and of the export: nothing is gathered to
-         * rank 0. A model built from scratch is initialised whole on every rank
-         * (one random sequence over the whole model): 4 x P more. */
+         * rank 0. Offloaded, the pinned shard is the GPU layout itself and
+         * nothing is staged (3 x 4 x P / N). A model built from scratch is
+         * initialised whole on every rank (one random sequence over the whole
+         * model): 4 x P more. */
         if (estimate_llmc_sharded(t, e))
-            e->host_model_bytes = g * (24 * n / e->data_parallel + (t->model->from_scratch ? 4 * n : 0));
-        /* one rank: the whole state; ZeRO-2/3 on several ranks: each its shard */
-        if (llmc_offload) offload = 12 * n / (e->data_parallel > 1 ? e->data_parallel : 1);
+            e->host_model_bytes = g * ((llmc_offload ? 12 : 24) * n / e->data_parallel +
+                                       (t->model->from_scratch ? 4 * n : 0));
+        /* one rank: the whole state (12 x P); ZeRO-2/3 on several ranks: each
+         * its shard of master, m, v and the summed fp32 gradient (16 x P / N) */
+        if (llmc_offload) offload = ranks ? 16 * n / e->data_parallel : 12 * n;
         e->host_data_bytes = 0;
         e->host_pinned_bytes = g * HOST_PINNED_BYTES;
     }

@@ -348,6 +348,24 @@ static void estimate_step_offload(const PlanJob *job, Estimate *e, const TrainSt
          * finish behind the next forward pass. */
         double n = (double)e->params_total, link = c->host_link_bytes_per_s / 2 * HOST_LINK_EFFICIENCY;
         e->offload_time_known = true;
+        if (estimate_llmc_offload_shard(t, e)) {
+            /* ZeRO-2/3 on several ranks (model_cuda_step.c zero_step over the
+             * pinned shard, offload_shard_alloc): the norm reads the shard's
+             * summed gradient, then AdamW reads master, m, v and the gradient
+             * and writes master, m, v in place over the host link: 20 bytes
+             * of the shard up, 12 down at the same time, exposed. Each
+             * micro-step's reduced window goes down to the summed gradient (and
+             * from the second micro-step on is read back to be added to) on
+             * the communication stream, behind backward. */
+            double s = n / e->data_parallel, ga = t->grad_accum > 0 ? t->grad_accum : 1;
+            e->offload_h2d_bytes = 20 * s + 4 * s * (ga - 1);
+            e->offload_d2h_bytes = 12 * s + 4 * s * ga;
+            e->offload_pcie_seconds = (e->offload_h2d_bytes + e->offload_d2h_bytes) / link;
+            e->offload_pcie_exposed_seconds = 20 * s / link;
+            e->offload_exposed_seconds = e->offload_pcie_exposed_seconds;
+            e->offload_bound = e->offload_exposed_seconds > fmax(e->compute_seconds, e->comm_seconds);
+            return;
+        }
         e->offload_d2h_bytes = e->offload_h2d_bytes = 12 * n;
         e->offload_pcie_seconds = 24 * n / link;
         e->offload_pcie_exposed_seconds = 12 * n / link;

@@ -409,12 +409,21 @@ static int cu_set_state(void *self, const Model *hm, const AdamW *opt, int momen
     }
     if (c->shard_only) {   /* only the shard's window of the staging buffers is written or read */
         size_t lo = c->cm.shard_off, hi = lo + c->cm.shard_len;
+        if (cuda_model_host_shard(&c->cm, 0)) {   /* offloaded: into the pinned shard itself, no staging */
+            cuda_host_to_flat_range(hm, c->cuda_off, hm->w, cuda_model_host_shard(&c->cm, 0), lo, hi);
+            if (moments) {
+                cuda_host_to_flat_range(hm, c->cuda_off, opt->m, cuda_model_host_shard(&c->cm, 1), lo, hi);
+                cuda_host_to_flat_range(hm, c->cuda_off, opt->v, cuda_model_host_shard(&c->cm, 2), lo, hi);
+            }
+            cuda_model_host_shard_adopt(&c->cm, (int)opt->t, moments);
+            return 0;
+        }
         if (moments) {
             if (moments_alloc(c)) return -1;
-            cuda_host_to_flat_range(hm, c->cuda_off, opt->m, c->flat_m, lo, hi);
-            cuda_host_to_flat_range(hm, c->cuda_off, opt->v, c->flat_v, lo, hi);
+            cuda_host_to_flat_range(hm, c->cuda_off, opt->m, c->flat_m + lo, lo, hi);
+            cuda_host_to_flat_range(hm, c->cuda_off, opt->v, c->flat_v + lo, lo, hi);
         }
-        cuda_host_to_flat_range(hm, c->cuda_off, hm->w, c->flat, lo, hi);
+        cuda_host_to_flat_range(hm, c->cuda_off, hm->w, c->flat + lo, lo, hi);
         cuda_model_set_flat(&c->cm, c->flat, moments ? c->flat_m : NULL, moments ? c->flat_v : NULL, (int)opt->t);
         return 0;
     }
@@ -473,13 +482,19 @@ static int cu_get_state_part(void *self, Model *hm, AdamW *opt)
 {
     CudaBackend *c = self;
     if (!c->shard_only) { log_error("get_state_part without a shard"); return -1; }
-    if (moments_alloc(c)) return -1;
     size_t lo = c->cm.shard_off, hi = lo + c->cm.shard_len;
-    cuda_model_get_shard(&c->cm, c->flat, c->flat_m, c->flat_v);
-    cuda_flat_to_host_range(hm, c->cuda_off, c->flat, hm->w, lo, hi);
-    cuda_flat_to_host_range(hm, c->cuda_off, c->flat_m, opt->m, lo, hi);
-    cuda_flat_to_host_range(hm, c->cuda_off, c->flat_v, opt->v, lo, hi);
     opt->t = c->cm.step;
+    if (cuda_model_host_shard(&c->cm, 0)) {   /* offloaded: straight from the pinned shard */
+        cuda_flat_to_host_range(hm, c->cuda_off, cuda_model_host_shard(&c->cm, 0), hm->w, lo, hi);
+        cuda_flat_to_host_range(hm, c->cuda_off, cuda_model_host_shard(&c->cm, 1), opt->m, lo, hi);
+        cuda_flat_to_host_range(hm, c->cuda_off, cuda_model_host_shard(&c->cm, 2), opt->v, lo, hi);
+        return 0;
+    }
+    if (moments_alloc(c)) return -1;
+    cuda_model_get_shard(&c->cm, c->flat, c->flat_m, c->flat_v);
+    cuda_flat_to_host_range(hm, c->cuda_off, c->flat + lo, hm->w, lo, hi);
+    cuda_flat_to_host_range(hm, c->cuda_off, c->flat_m + lo, opt->m, lo, hi);
+    cuda_flat_to_host_range(hm, c->cuda_off, c->flat_v + lo, opt->v, lo, hi);
     return 0;
 }
 

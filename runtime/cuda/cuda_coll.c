@@ -96,15 +96,16 @@ static void fill_starts(CudaColl *c, size_t shard)
     for (int q = 0; q <= c->world; q++) c->starts[q] = (size_t)q * shard;
 }
 
+/* Default: d may be pinned host memory too (an offloaded shard) */
 static void to_host(void *h, const void *d, size_t bytes, cudaStream_t st)
 {
-    CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDefault, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 static void to_device(void *d, const void *h, size_t bytes, cudaStream_t st)
 {
-    CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, st));
+    CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyDefault, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -190,8 +191,8 @@ void cuda_coll_reduce_range_f32(CudaColl *c, float *buf, size_t base, size_t n, 
         }
         NCCL_CHECK(ncclGroupEnd());
         if (!mine) return;
-        if (add) k_add_f32(mine, buf + (a - base), b - a, st);
-        else CUDA_CHECK(cudaMemcpyAsync(mine, buf + (a - base), (b - a) * sizeof(float), cudaMemcpyDeviceToDevice, st));
+        if (add) k_add_f32(mine, buf + (a - base), b - a, st);   /* acc may be pinned host memory (offload) */
+        else CUDA_CHECK(cudaMemcpyAsync(mine, buf + (a - base), (b - a) * sizeof(float), cudaMemcpyDefault, st));
         return;
     }
     size_t seg = a < b ? b - a : 0;
@@ -216,14 +217,16 @@ void cuda_coll_allgather_range(CudaColl *c, const void *shard, const size_t *sta
             zl_owned(starts, q, base, n, &qa, &qb);
             if (qa >= qb) continue;
             char *dst = (char *)out + (qa - base) * elem;
-            const void *src = q == c->rank ? (const char *)shard + (qa - starts[q]) * elem : dst;
+            const void *src = q == c->rank && shard ? (const char *)shard + (qa - starts[q]) * elem : dst;
             NCCL_CHECK(ncclBroadcast(src, dst, (qb - qa) * elem, ncclChar, q, c->comm, st));
         }
         NCCL_CHECK(ncclGroupEnd());
         return;
     }
     char *h = stage(c, n * elem), *hmine = h + (a < b ? (a - base) * elem : 0);
-    if (a < b) to_host(hmine, (const char *)shard + (a - starts[c->rank]) * elem, (b - a) * elem, st);
+    if (a < b)
+        to_host(hmine, shard ? (const char *)shard + (a - starts[c->rank]) * elem : (const char *)out + (a - base) * elem,
+                (b - a) * elem, st);
     zl_clamp_starts(starts, c->world, base, n, c->starts);
     dist_allgather_bytes(hmine, c->starts, base, n, elem, h);
     to_device(out, h, n * elem, st);

@@ -48,7 +48,9 @@ void cuda_coll_allgather_bf16(CudaColl *c, const void *shard, void *out, size_t 
  * one add in the order one rank adds them; NCCL reduces into buf (which it
  * overwrites) and then adds. allgather_range: out (the window, indexed from base,
  * elements of elem bytes) gets every owner's part from its shard (indexed from
- * starts[owner]); shard may point into out. */
+ * starts[owner]); shard may point into out, or be NULL: this rank's part is
+ * in out already (in place). acc and shard may be pinned host memory (an
+ * offloaded shard); buf and out are device memory. */
 void cuda_coll_reduce_range_f32(CudaColl *c, float *buf, size_t base, size_t n, const size_t *starts, float *acc,
                                 int add, cudaStream_t st);
 void cuda_coll_allgather_range(CudaColl *c, const void *shard, const size_t *starts, size_t base, size_t n,

@@ -55,24 +55,24 @@ static int param_window(const Model *hm, const size_t *cuda_off, int i, size_t l
     return lo < e && hi > s && *a < *b;
 }
 
-void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t lo,
+void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *win, size_t lo,
                              size_t hi)
 {
-    if (lo < hi) memset(flat + lo, 0, (hi - lo) * sizeof *flat);
+    if (lo < hi) memset(win, 0, (hi - lo) * sizeof *win);
     for (int i = 0; i < hm->n_params; i++) {
         size_t a, b;
         if (param_window(hm, cuda_off, i, lo, hi, &a, &b))
-            memcpy(flat + cuda_off[i] + a, src + hm->params[i].offset + a, (b - a) * sizeof *flat);
+            memcpy(win + (cuda_off[i] + a - lo), src + hm->params[i].offset + a, (b - a) * sizeof *win);
     }
 }
 
-void cuda_flat_to_host_range(const Model *hm, const size_t *cuda_off, const float *flat, float *dst, size_t lo,
+void cuda_flat_to_host_range(const Model *hm, const size_t *cuda_off, const float *win, float *dst, size_t lo,
                              size_t hi)
 {
     for (int i = 0; i < hm->n_params; i++) {
         size_t a, b;
         if (param_window(hm, cuda_off, i, lo, hi, &a, &b))
-            memcpy(dst + hm->params[i].offset + a, flat + cuda_off[i] + a, (b - a) * sizeof *dst);
+            memcpy(dst + hm->params[i].offset + a, win + (cuda_off[i] + a - lo), (b - a) * sizeof *dst);
     }
 }
 

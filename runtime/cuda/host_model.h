@@ -14,13 +14,14 @@ int cuda_host_map(const Model *hm, const CudaModel *cm, size_t *cuda_off, char *
 /* Host buffer in Model order (src, hm->n_floats) <-> flat layout (flat, cm->n_total; padding zero). */
 void cuda_host_to_flat(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t n_total);
 void cuda_flat_to_host(const Model *hm, const size_t *cuda_off, const float *flat, float *dst);
-/* ZeRO-3's share of the above: only flat[lo, hi) is written (padding in it
- * zeroed), so the rest of a large staging buffer is never touched. */
-void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *flat, size_t lo,
+/* ZeRO-3's share of the above: win holds the flat layout's elements [lo, hi)
+ * only (win[0] is element lo: a shard's window of a staging buffer, or the
+ * offloaded shard itself), all written (padding zeroed). */
+void cuda_host_to_flat_range(const Model *hm, const size_t *cuda_off, const float *src, float *win, size_t lo,
                              size_t hi);
-/* And back: the parameters' elements in flat[lo, hi) into dst (host layout);
- * nothing else of dst is written. */
-void cuda_flat_to_host_range(const Model *hm, const size_t *cuda_off, const float *flat, float *dst, size_t lo,
+/* And back: the parameters' elements of the window win ([lo, hi), as above)
+ * into dst (host layout); nothing else of dst is written. */
+void cuda_flat_to_host_range(const Model *hm, const size_t *cuda_off, const float *win, float *dst, size_t lo,
                              size_t hi);
 /* The host-layout ranges that flat[lo, hi) is made from, one per parameter it
  * meets, in host order, into r (room for hm->n_params); their count. */

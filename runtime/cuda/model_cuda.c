@@ -325,18 +325,22 @@ static int zero_plan(CudaModel *m)
     return 0;
 }
 
-/* Offload under ZeRO-2/3: the shard's master weights and moments in pinned
- * host memory, zeroed (the moments start there; the weights come from set). */
+/* Offload under ZeRO-2/3: the shard's master weights, moments and summed
+ * gradient in pinned host memory, zeroed (the moments start there; the weights
+ * come from set), as DeepSpeed's offloaded optimizer keeps its fp32 gradient
+ * partition on the host: 72B on one node of 8 x 80 GB fits only so (the shard's
+ * fp32 gradient alone is 34 GiB a GPU there). The buckets stay on the device;
+ * their reduced windows are added onto gacc over the host link. */
 static int offload_shard_alloc(CudaModel *m)
 {
     size_t bytes = (m->n_state ? m->n_state : 1) * sizeof(float);
-    void **arr[3] = {(void **)&m->master, &m->m, &m->v};
-    for (int k = 0; k < 3; k++) {
+    void **arr[4] = {(void **)&m->master, &m->m, &m->v, (void **)&m->gacc};
+    for (int k = 0; k < 4; k++) {
         /* mapped: AdamW's kernel reads and writes it in place (one pointer for both sides, UVA) */
         if (cudaHostAlloc((void **)arr[k], bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
             cudaGetLastError();
             log_error("offload: cannot pin %.2f GiB of host memory for this rank's optimizer shard",
-                      3.0 * bytes / 1073741824.0);
+                      4.0 * bytes / 1073741824.0);
             return -1;
         }
         memset(*arr[k], 0, bytes);
@@ -346,7 +350,8 @@ static int offload_shard_alloc(CudaModel *m)
 
 /* ZeRO-2: whole bf16 weights; ZeRO-3: this rank's and one gathered layer and
  * the gathered last unit. Both: two layer buckets, the last unit's bucket, the
- * shard's gradient, the norm's block sums. */
+ * shard's gradient (in host memory under offload: offload_shard_alloc), the
+ * norm's block sums. */
 static void zero_alloc(CudaModel *m, int *fail)
 {
     const size_t BB = sizeof(bf16_t), FF = sizeof(float), tail = zl_unit_len(&m->units[m->cfg.layers]);
@@ -361,7 +366,7 @@ static void zero_alloc(CudaModel *m, int *fail)
     m->gbuf[0] = dalloc(m, m->unit_max * FF, fail);
     m->gbuf[1] = dalloc(m, m->unit_max * FF, fail);
     m->gtail = dalloc(m, tail * FF, fail);
-    m->gacc = dalloc(m, m->shard_len * FF, fail);
+    if (!m->off_shard) m->gacc = dalloc(m, m->shard_len * FF, fail);
     m->norm_parts = dalloc(m, grad_norm_blocks(m->n_total) * FF, fail);
 }
 
@@ -663,7 +668,7 @@ void cuda_model_destroy(CudaModel *m)
     free(m->starts); free(m->units); free(m->f8_woff);
     if (m->off_shard) {
         cudaDeviceSynchronize();
-        cudaFreeHost(m->master); cudaFreeHost(m->m); cudaFreeHost(m->v);
+        cudaFreeHost(m->master); cudaFreeHost(m->m); cudaFreeHost(m->v); cudaFreeHost(m->gacc);
     }
     memset(m, 0, sizeof *m);
 }

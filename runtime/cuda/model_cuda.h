@@ -158,7 +158,7 @@ typedef struct {
     const float *local_w;               /* not NULL: gathers read these host fp32 flat weights instead
                                            (cuda_model_zero3_local) */
     float *norm_parts;                  /* [blocks of n_total] the gradient's sums of squares */
-    int off_shard;                      /* master, m and v are pinned host memory (offload_shard): AdamW
+    int off_shard;                      /* master, m, v and gacc are pinned host memory (offload_shard): AdamW
                                            reads and writes them over the bus, in place */
     void *ev_ready, *ev_free[3];        /* cudaEvent_t: compute -> comm; buckets 0, 1, tail reusable */
     void *ev_gathered[3];               /* cudaEvent_t: wlayer[0], wlayer[1], wtail gathered */
@@ -285,6 +285,15 @@ void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2);
  * shard_len); nothing else is written. No collective: each rank writes its
  * piece of a checkpoint itself (runtime/store/checkpoint.h ckpt_shard_*). */
 void cuda_model_get_shard(CudaModel *m, float *w, float *mom1, float *mom2);
+/* Offloaded ZeRO-2/3 (off_shard): the shard's fp32 master weights (k = 0), m (1)
+ * or v (2) themselves, [shard_len] in pinned host memory, once the GPU is done
+ * with them; the backend reads and writes them in place, with no staging copy
+ * (72B on one node: 12 bytes a parameter of host memory saved). NULL otherwise.
+ * After writing them (ZeRO-3): host_shard_adopt makes the shard's bf16 weights
+ * from the master weights and takes the step count (moments: they were written
+ * too). */
+float *cuda_model_host_shard(CudaModel *m, int k);
+void cuda_model_host_shard_adopt(CudaModel *m, int step, int moments);
 
 /* FLOPs of one token's forward+backward: 6*N + 12*L*C*T (N: parameters in matmuls,
  * the LM head counted once even when tied to the embedding). Freeze and LoRA: the

@@ -411,7 +411,7 @@ void zero_allgather(CudaModel *m, const void *shard, size_t elem, size_t base, s
 {
     if (m->par.world > 1)
         cuda_coll_allgather_range(m->par.comm, shard, m->starts, base, n, elem, out, s);
-    else
+    else if (shard)
         CUDA_CHECK(cudaMemcpyAsync(out, (const char *)shard + base * elem, n * elem, cudaMemcpyDeviceToDevice, s));
 }
 
@@ -494,7 +494,7 @@ static void zero_bucket_reduce(CudaModel *m, int u)
         else if (add)
             k_add_f32(m->gacc + base, src, n, cs);
         else
-            CUDA_CHECK(cudaMemcpyAsync(m->gacc + base, src, n * sizeof(float), cudaMemcpyDeviceToDevice, cs));
+            CUDA_CHECK(cudaMemcpyAsync(m->gacc + base, src, n * sizeof(float), cudaMemcpyDefault, cs));
     }
     if (m->par.world > 1) CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_free[b], cs));
     PHASE(m, PH_GRAD_REDUCE);

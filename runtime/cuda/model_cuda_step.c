@@ -222,14 +222,20 @@ static void zero_set_flat(CudaModel *m, const float *w, const float *mom1, const
 }
 
 /* ZeRO-2/3: a shard array (master weights or a moment) whole into host (may be
- * NULL: this rank only takes part), a last-unit bucket at a time. Collective. */
+ * NULL: this rank only takes part), a last-unit bucket at a time. Collective.
+ * A shard in host memory (offload) is put in its place in the bucket first and
+ * gathered in place: collectives take device memory. */
 static void zero_get_host(CudaModel *m, const float *shard, float *host)
 {
     cudaStream_t st = (cudaStream_t)m->stream;
     size_t chunk = zl_unit_len(&m->units[m->cfg.layers]);
     for (size_t o = 0; o < m->n_total; o += chunk) {
-        size_t n = m->n_total - o < chunk ? m->n_total - o : chunk;
-        zero_allgather(m, shard, sizeof(float), o, n, m->gtail, st);
+        size_t n = m->n_total - o < chunk ? m->n_total - o : chunk, a, b;
+        zl_owned(m->starts, m->par.rank, o, n, &a, &b);
+        if (m->off_shard && a < b)
+            CUDA_CHECK(cudaMemcpyAsync(m->gtail + (a - o), shard + (a - m->shard_off), (b - a) * sizeof(float),
+                                       cudaMemcpyDefault, st));
+        zero_allgather(m, m->off_shard ? NULL : shard, sizeof(float), o, n, m->gtail, st);
         if (host) CUDA_CHECK(cudaMemcpyAsync(host + o, m->gtail, n * sizeof(float), cudaMemcpyDeviceToHost, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
@@ -334,13 +340,7 @@ void cuda_model_get_flat(CudaModel *m, float *w, float *mom1, float *mom2)
         void *arr[3] = {m->master, m->m, m->v};
         float *host[3] = {w, mom1, mom2};
         for (int k = 0; k < 3; k++) {
-            const float *src = k ? mom_f32(m, arr[k], m->shard_len, m->gacc) : arr[k];
-            if (m->off_shard && m->shard_len) {   /* collectives take device memory: through gacc (free now) */
-                CUDA_CHECK(cudaMemcpyAsync(m->gacc, src, m->shard_len * sizeof(float), cudaMemcpyDefault,
-                                           (cudaStream_t)m->stream));
-                src = m->gacc;
-            }
-            zero_get_host(m, src, host[k]);
+            zero_get_host(m, k ? mom_f32(m, arr[k], m->shard_len, m->gacc) : arr[k], host[k]);
         }
         return;
     }
@@ -373,6 +373,25 @@ void cuda_model_get_shard(CudaModel *m, float *w, float *mom1, float *mom2)
         CUDA_CHECK(cudaMemcpyAsync(host[k] + m->shard_off, src, m->shard_len * sizeof(float), cudaMemcpyDefault, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
     }
+}
+
+float *cuda_model_host_shard(CudaModel *m, int k)
+{
+    if (!m->off_shard) return NULL;
+    CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)m->stream));
+    return k == 0 ? m->master : k == 1 ? (float *)m->m : (float *)m->v;
+}
+
+void cuda_model_host_shard_adopt(CudaModel *m, int step, int moments)
+{
+    cudaStream_t st = (cudaStream_t)m->stream;
+    m->f8_stale = 1;
+    if (m->zero != 3) { log_error("internal error: host_shard_adopt is for ZeRO-3"); abort(); }
+    if (m->shard_len) k_f32_to_bf16(m->wsh, m->master, m->shard_len, st);   /* read over the host link */
+    if (moments) m->step = step;
+    gathers_forget(m);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaGetLastError());
 }
 
 double cuda_model_flops_per_token(const CudaModel *m, int T)

@@ -431,13 +431,28 @@ void test_host_memory(void)
     free(run_job(&f.j, &e, &errors));
     CHECK(e.host_model_bytes == (8 * 8 + 16) * P72 && !e.host_fits && e.load_bytes == 2 * P72 &&
           near(e.checkpoint_write_seconds, 12 * P72 / 1e9, 1e-12), "llmc zero2 x 256: host %.0f", e.host_model_bytes);
-    /* one node, ZeRO-3 + offload (each rank pins its 12P / 8 beside its 24P / 8
-     * of the loop's parts): 36P = 2,617 GB, over a 2 TiB node */
+    /* one node, ZeRO-3 + offload: each rank pins its 16P / 8 (master, m, v and
+     * the summed fp32 gradient) beside its 12P / 8 of the loop's parts (the
+     * pinned shard is the GPU layout: no staging): 28P = 2,036 GB + 6 GiB of
+     * processes and pinned buffers, inside a 2 TiB node. On the GPU the
+     * gradient is the buckets alone. Per step and GPU, AdamW in place: 20 bytes
+     * of the shard up (the norm's read of the gradient, then gradient, master,
+     * m, v), 12 down, and the one micro-step's gradient down, 4 bytes. */
     fixture(&f, q72, 1, 2560, 4, SHARD_ZERO3, RECOMPUTE_FULL, 1e8);
     f.t.offload = OFFLOAD_OPTIMIZER;
+    f.c.host_link_bytes_per_s = 128e9;
     free(run_job(&f.j, &e, &errors));
-    CHECK(e.host_model_bytes == 24 * P72 && e.host_offload_bytes == 12 * P72 && !e.host_fits,
-          "llmc zero3 + offload, 1 node: host %.0f + %.0f", e.host_model_bytes, e.host_offload_bytes);
+    double grads_off = e.grads_bytes;
+    CHECK(e.host_model_bytes == 12 * P72 && e.host_offload_bytes == 16 * P72 && e.host_fits &&
+          near(e.offload_h2d_bytes, 20 * P72 / 8, 1e-12) && near(e.offload_d2h_bytes, 16 * P72 / 8, 1e-12) &&
+          near(e.offload_pcie_exposed_seconds / e.offload_pcie_seconds, 20.0 / 36.0, 1e-12),
+          "llmc zero3 + offload, 1 node: host %.0f + %.0f, up %.0f down %.0f", e.host_model_bytes,
+          e.host_offload_bytes, e.offload_h2d_bytes, e.offload_d2h_bytes);
+    f.t.offload = OFFLOAD_NONE;
+    free(run_job(&f.j, &e, &errors));
+    /* the shard's fp32 gradient, whole GRAD_NORM_BLOCKs: at least 4P / 8 */
+    CHECK(e.grads_bytes - grads_off >= 4 * P72 / 8 && e.grads_bytes - grads_off < 4 * P72 / 8 * 1.001,
+          "llmc zero3 1 node: the gradient shard leaves the GPU under offload (%.0f)", e.grads_bytes - grads_off);
 }
 
 void test_offload_time(void)
