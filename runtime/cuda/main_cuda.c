@@ -47,7 +47,7 @@ static void usage(FILE *out)
           "  params --model NAME | --config config.json\n"
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--accum N] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
-          "        [--selective-recompute] [--zero1] [--offload] [--eager-attention] [--seed S] [--lora-rank R]\n"
+          "        [--selective-recompute] [--zero1 | --zero 1|2|3] [--offload] [--eager-attention] [--seed S] [--lora-rank R]\n"
           "        [--nondeterministic] [--fp8] [--master-weights fp32|split] [--optimizer-states fp32|bf16]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
           "        (LLMC_PHASE_TIMES=1: as many steps again with per-phase GPU times on stderr)\n"
@@ -71,7 +71,7 @@ static void usage(FILE *out)
 
 typedef struct {
     const char *model, *config, *weights, *tokens, *out, *lora;
-    int batch, seq, steps, warmup, recompute, zero1, eager, offload, accum, lora_rank, nondet;
+    int batch, seq, steps, warmup, recompute, zero1, zero, eager, offload, accum, lora_rank, nondet;
     int fp8, master_split, bf16_states;
     unsigned long long seed;
     float lr, wd, clip, b1, b2, eps;
@@ -94,7 +94,7 @@ static int attn_mode(const Opts *o)
 static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
 {
     enum { O_MODEL = 0x100, O_CONFIG, O_WEIGHTS, O_TOKENS, O_OUT, O_BATCH, O_SEQ, O_STEPS, O_WARMUP, O_ACCUM, O_LR,
-           O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_EAGER, O_LORA,
+           O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_ZERO, O_EAGER, O_LORA,
            O_LORA_RANK, O_NONDET, O_FP8, O_MASTER, O_STATES };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"config", required_argument, NULL, O_CONFIG},
@@ -108,6 +108,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         {"eps", required_argument, NULL, O_EPS}, {"seed", required_argument, NULL, O_SEED},
         {"recompute", no_argument, NULL, O_RECOMPUTE}, {"selective-recompute", no_argument, NULL, O_SELECTIVE},
         {"offload", no_argument, NULL, O_OFFLOAD}, {"zero1", no_argument, NULL, O_ZERO1},
+        {"zero", required_argument, NULL, O_ZERO},
         {"eager-attention", no_argument, NULL, O_EAGER}, {"lora", required_argument, NULL, O_LORA},
         {"lora-rank", required_argument, NULL, O_LORA_RANK}, {"nondeterministic", no_argument, NULL, O_NONDET},
         {"fp8", no_argument, NULL, O_FP8}, {"master-weights", required_argument, NULL, O_MASTER},
@@ -145,6 +146,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         else if (c == O_SELECTIVE) o->recompute = RECOMPUTE_SELECTIVE;
         else if (c == O_OFFLOAD) o->offload = 1;
         else if (c == O_ZERO1) o->zero1 = 1;
+        else if (c == O_ZERO) {   /* the plan's parallel.zero_stage: 2 and 3 shard gradients (and weights) */
+            if (args_int(cmd, opt, optarg, 0, 3, &iv)) return 2;
+            o->zero = (int)iv;
+            o->zero1 = iv >= 1;
+        }
         else if (c == O_EAGER) o->eager = 1;
         else if (c == O_NONDET) o->nondet = 1;
         else if (c == O_LORA) o->lora = optarg;
@@ -277,13 +283,15 @@ static int cmd_bench(int argc, char **argv)
     if (o.accum < 1) return args_usage_error("llmc-train-cuda bench", "--accum must be >= 1");
     CudaDist d;
     if (cuda_dist_init(&d) != 0) return 1;
-    CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .comm = d.comm,
+    CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .zero = o.zero, .comm = d.comm,
                         .comm_stream = d.comm_stream};
     CudaModel m;
     size_t base_used = device_used_bytes();
     CudaHostState hs = {0}, *off = NULL;
-    if (o.offload && host_state_alloc(&cfg, &hs)) return 1;
-    if (o.offload) off = &hs;
+    /* offload on several ranks: each its shard, pinned by the model (as `run` does) */
+    par.offload_shard = o.offload && d.world > 1;
+    if (o.offload && !par.offload_shard && host_state_alloc(&cfg, &hs)) return 1;
+    if (o.offload && !par.offload_shard) off = &hs;
     double t_setup = wall();
     /* --lora-rank: adapters on every linear layer, alpha 2r, on the frozen random base */
     Lora *lora = NULL;
@@ -344,10 +352,11 @@ static int cmd_bench(int argc, char **argv)
     double tok_s = (double)N * o.accum * d.world / step;
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
-        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,"
+        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,\"zero\":%d,"
                "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"states\":\"%s\",\"precision\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, bench_recompute_code(o.recompute), o.offload,
+               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.zero ? o.zero : o.zero1,
+               bench_recompute_code(o.recompute), o.offload,
                o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, master_weights_json_names[m.master_lo ? MASTER_SPLIT : MASTER_FP32],
                optimizer_states_json_names[m.bf16_states ? OSTATES_BF16 : OSTATES_FP32],
                precision_json_names[m.fp8 ? PREC_FP8 : PREC_BF16], m.n_real,

@@ -99,8 +99,8 @@ typedef struct {
     int rank, world, zero1;             /* data parallelism (cuda_dist.h) */
     int zero;                           /* the plan's ZeRO stage: 2 and 3 engage ZeRO-2/3 (full training;
                                            on one rank too, so that one rank runs the same sums) */
-    int offload_shard;                  /* ZeRO-2/3 with optimizer offload: the shard's master weights and
-                                           moments in pinned host memory (several ranks) */
+    int offload_shard;                  /* ZeRO-2/3 with optimizer offload: the shard's master weights,
+                                           moments and summed gradient in pinned host memory (several ranks) */
     struct CudaColl *comm;              /* collective transport (cuda_coll.h) or NULL */
     void *comm_stream;                  /* cudaStream_t for overlapped reductions */
 } CudaParallel;

@@ -112,8 +112,11 @@ san_one() {
         timeout "${TRUST_SAN_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --show-backtrace device --print-limit 2000 \
             $bin run "$r/plan-san-$name.json" --stop-after 3 > "$out/san_${name}_$tool.log" 2>&1
         rc=$?
+        # 3: --stop-after's "stopped, requeue me", the run's normal end here; any
+        # other status is a failure whatever the summary line says
         note "sanitizer $tool $name: exit $rc ; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/san_${name}_$tool.log" | tail -1)" \
              "$( ((rc == 124)) && echo "(cut at ${TRUST_SAN_TIMEOUT:-900} s)")" \
+             "$( ((rc != 3 && rc != 124)) && echo "FAILED: $(grep -hv '^=========\s*$' "$out/san_${name}_$tool.log" | grep -hi 'error\|fail\|abort\|internal' | grep -v 'ERROR SUMMARY' | tail -2 | tr '\n' ' ')")" \
              "$(awk '/^========= [A-Z]/ { want = 1; next } want && /^=========     at / { sub(/^=========     at /, ""); sub(/\(.*\)\+0x[0-9a-f]* in .*\//, " @ "); sub(/\(.*\)\+0x[0-9a-f]* in /, " @ "); k[$0]++; want = 0 }
                      END { for (x in k) printf "%s%s x%d", (n++ ? ", " : "by kernel: "), x, k[x] }' "$out/san_${name}_$tool.log")"
     done
