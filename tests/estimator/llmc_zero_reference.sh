@@ -6,16 +6,15 @@
 # test_estimate_memory.c). Rank 0 prints the bench line: its shard is the
 # largest (shards are whole GRAD_NORM_BLOCKs, the last rank's the shortest).
 # 7B does not fit this way: its states alone are 16 x 7.6e9 = 122 GB on the one
-# GPU (or pinned in a 128 GiB host under offload), so the rows stop at 3B.
+# GPU (or pinned in a 128 GiB host under offload). ZREF_MODELS picks the models
+# (default: 0.5B and 1.5B).
 # Needs a GPU machine (build/llmc-train-cuda). From the repository root:
 #   bash tests/estimator/llmc_zero_reference.sh OUTDIR > tests/estimator/llmc_zero_reference.json
 set -uo pipefail
 out=${1:?usage: llmc_zero_reference.sh OUTDIR}
 mkdir -p "$out"
-port=29700
-case_run() {   # MODEL WORLD ZERO OFFLOAD(0|1): one bench per rank, rank 0's line to OUT/row_*.json
-    local model=$1 world=$2 zero=$3 off=$4 k pids=() name="$1_w$2_z$3_o$4"
-    port=$((port + 1))
+case_run() {   # MODEL WORLD ZERO OFFLOAD(0|1) PORT: one bench per rank, rank 0's line to OUT/row_*.json
+    local model=$1 world=$2 zero=$3 off=$4 port=$5 k pids=() name="$1_w$2_z$3_o$4"
     for ((k = 0; k < world; k++)); do
         env LLMC_TRANSPORT=host LLMC_ATTN=flash RANK=$k WORLD_SIZE=$world LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 \
             MASTER_PORT=$port timeout 300 ./build/llmc-train-cuda bench --model "$model" --batch 2 --seq 1024 \
@@ -27,15 +26,15 @@ case_run() {   # MODEL WORLD ZERO OFFLOAD(0|1): one bench per rank, rank 0's lin
     for k in "${pids[@]}"; do wait "$k"; rcs+="$? "; done
     echo "$name: exit $rcs" >&2
 }
-for model in qwen2.5-0.5b qwen2.5-1.5b; do
+# each case its own port (the cases of a group run side by side, in subshells)
+port=29700
+for model in ${ZREF_MODELS:-qwen2.5-0.5b qwen2.5-1.5b}; do
     for world in 2 4; do
-        case_run $model $world 1 0   # the largest alone (one GPU holds every case's ranks)
-        for zo in "2 0" "3 0" "3 1"; do case_run $model $world $zo & done
+        case_run $model $world 1 0 $((port += 1))   # the largest alone (one GPU holds every case's ranks)
+        for zo in "2 0" "3 0" "3 1"; do port=$((port + 1)); case_run $model $world $zo $port & done
         wait
     done
 done
-case_run qwen2.5-3b 4 3 0
-case_run qwen2.5-3b 4 3 1
 cat "$out"/row_*.0.json | python3 -c '
 import json, sys
 keep = ("model", "batch", "seq", "world", "zero", "recompute", "offload", "attention", "params", "allocated_gib")

@@ -135,6 +135,10 @@ int main(int argc, char **argv)
     CHECK(cuda_ref != NULL, "read %s/llmc_cuda_reference.json", dir);
     if (cuda_ref) test_llmc_cuda_measured(cuda_ref);
     cJSON_Delete(cuda_ref);
+    cJSON *zero_ref = load_json(dir, "llmc_zero_reference.json");
+    CHECK(zero_ref != NULL, "read %s/llmc_zero_reference.json", dir);
+    if (zero_ref) test_llmc_zero_measured(zero_ref);
+    cJSON_Delete(zero_ref);
     test_llmc_cudnn_workspace();
     cJSON *cudnn_ref = load_json(dir, "cudnn_workspace_reference.json");
     CHECK(cudnn_ref != NULL, "read %s/cudnn_workspace_reference.json", dir);

@@ -65,6 +65,7 @@ void test_llama_layer_formula(void);
 void test_fit_boundary(void);
 void test_examples(void);
 void test_llmc_cuda_measured(const cJSON *ref);
+void test_llmc_zero_measured(const cJSON *ref);
 void test_llmc_cudnn_measured(const cJSON *ref);
 void test_llmc_cudnn_workspace(void);
 void test_llmc_cuda_allocation(void);
