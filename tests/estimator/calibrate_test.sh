@@ -136,6 +136,19 @@ err=$(sed -n 's/.*check .*with the profile (\([-+0-9.]*\)%).*/\1/p' <<<"$out")
 echo "  prediction check (CPU trainer, batch 16 from 8 and 32): $(grep '^  check     step' <<<"$out" | sed 's/^ *check *//')"
 [[ -n $err ]] && $PY -c "import sys; sys.exit(0 if abs($err) <= 15 else 1)" && ok || bad "prediction within 15%: $out"
 
+# ---- the same check on real runs of the CUDA trainer (calib/record_gpu.sh on one
+# H200: a Qwen2.5-0.5B-shaped model on the tiny data, bf16, micro batches 32, 64 and
+# 128 x 128 tokens, 60 steps each): fit 32 and 128, predict 64 within 15%, from the
+# loop's metrics.jsonl and from the GPU trainer's own gpu_metrics.jsonl alike
+# (recorded 2026-12-03: -0.1% with the profile, -16.8% before it)
+for src in "" /gpu_metrics.jsonl; do
+    out=$("$llmc" calibrate "$here/calib/gpu_b32/runs/tiny_sft$src" "$here/calib/gpu_b128/runs/tiny_sft$src" \
+          --check "$here/calib/gpu_b64/runs/tiny_sft$src" 2>&1 >/dev/null)
+    err=$(sed -n 's/.*check .*with the profile (\([-+0-9.]*\)%).*/\1/p' <<<"$out")
+    echo "  prediction check (CUDA trainer, H200, batch 64 from 32 and 128${src:+, $src}): $(grep '^  check     step' <<<"$out" | sed 's/^ *check *//')"
+    [[ -n $err ]] && $PY -c "import sys; sys.exit(0 if abs($err) <= 15 else 1)" && ok || bad "GPU prediction within 15% ($src): $out"
+done
+
 # ---- the prediction check live: the CPU trainer (LLMC_TRAIN) runs the tiny plan here
 # at micro batches 8, 16 and 32 (record_cpu.sh: one CPU, the shapes taking turns in 4
 # rounds of 10 steps so that a busy machine slows them alike); the profile fitted on 8
