@@ -330,6 +330,53 @@ typedef enum { PLAN_MERGE_DEVICE(PLAN_VOCAB_ID) } MergeDevice;
 static const char *const merge_device_llm_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_LLM) NULL};
 static const char *const merge_device_json_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_JSON) NULL};
 
+/* merge.dtype (LLaMA-Factory's infer_dtype): the dtype the merged model is
+ * saved in; auto: the base's torch_dtype (fp32 saved as bf16). The JSON column
+ * is LLaMA-Factory's word, which the merge job's YAML holds. */
+#define PLAN_MERGE_DTYPE(X) \
+    X(MERGE_DTYPE_AUTO, "auto", "auto") \
+    X(MERGE_DTYPE_BF16, "bf16", "bfloat16") \
+    X(MERGE_DTYPE_FP16, "fp16", "float16") \
+    X(MERGE_DTYPE_FP32, "fp32", "float32")
+
+typedef enum { PLAN_MERGE_DTYPE(PLAN_VOCAB_ID) } MergeDtype;
+#define MERGE_DTYPE_COUNT (PLAN_MERGE_DTYPE(PLAN_VOCAB_ONE) 0)
+static const char *const merge_dtype_llm_names[] = {PLAN_MERGE_DTYPE(PLAN_VOCAB_LLM) NULL};
+static const char *const merge_dtype_json_names[] = {PLAN_MERGE_DTYPE(PLAN_VOCAB_JSON) NULL};
+
+/* container.runtime (a cluster's or job's container { }): how the job script
+ * starts the trainer in an image, through pyxis (srun --container-image) or
+ * Apptainer (apptainer exec). */
+#define PLAN_CONTAINER_RUNTIME(X) \
+    X(CONTAINER_PYXIS,     "pyxis",     "pyxis") \
+    X(CONTAINER_APPTAINER, "apptainer", "apptainer")
+
+typedef enum { PLAN_CONTAINER_RUNTIME(PLAN_VOCAB_ID) } ContainerRuntime;
+#define CONTAINER_RUNTIME_COUNT (PLAN_CONTAINER_RUNTIME(PLAN_VOCAB_ONE) 0)
+static const char *const container_runtime_llm_names[] = {PLAN_CONTAINER_RUNTIME(PLAN_VOCAB_LLM) NULL};
+static const char *const container_runtime_json_names[] = {PLAN_CONTAINER_RUNTIME(PLAN_VOCAB_JSON) NULL};
+
+/* sbatch.mail_type: Slurm's mail events (sbatch --mail-type), a list of them. */
+#define PLAN_MAIL_TYPE(X) \
+    X(MAIL_NONE,           "NONE",           "NONE") \
+    X(MAIL_BEGIN,          "BEGIN",          "BEGIN") \
+    X(MAIL_END,            "END",            "END") \
+    X(MAIL_FAIL,           "FAIL",           "FAIL") \
+    X(MAIL_REQUEUE,        "REQUEUE",        "REQUEUE") \
+    X(MAIL_ALL,            "ALL",            "ALL") \
+    X(MAIL_INVALID_DEPEND, "INVALID_DEPEND", "INVALID_DEPEND") \
+    X(MAIL_STAGE_OUT,      "STAGE_OUT",      "STAGE_OUT") \
+    X(MAIL_TIME_LIMIT,     "TIME_LIMIT",     "TIME_LIMIT") \
+    X(MAIL_TIME_LIMIT_90,  "TIME_LIMIT_90",  "TIME_LIMIT_90") \
+    X(MAIL_TIME_LIMIT_80,  "TIME_LIMIT_80",  "TIME_LIMIT_80") \
+    X(MAIL_TIME_LIMIT_50,  "TIME_LIMIT_50",  "TIME_LIMIT_50") \
+    X(MAIL_ARRAY_TASKS,    "ARRAY_TASKS",    "ARRAY_TASKS")
+
+typedef enum { PLAN_MAIL_TYPE(PLAN_VOCAB_ID) } MailType;
+#define MAIL_TYPE_COUNT (PLAN_MAIL_TYPE(PLAN_VOCAB_ONE) 0)
+static const char *const mail_type_llm_names[] = {PLAN_MAIL_TYPE(PLAN_VOCAB_LLM) NULL};
+static const char *const mail_type_json_names[] = {PLAN_MAIL_TYPE(PLAN_VOCAB_JSON) NULL};
+
 /* cluster.slurm: who runs Slurm, the hosts themselves or an operator on
  * Kubernetes (Slinky's slurm-operator, Nebius' Soperator), with its version. */
 #define PLAN_SLURM(X) \
@@ -352,6 +399,34 @@ typedef enum { PLAN_NETWORK_KIND(PLAN_VOCAB_ID) } NetworkKind;
 #define NETWORK_KIND_COUNT (PLAN_NETWORK_KIND(PLAN_VOCAB_ONE) 0)
 static const char *const network_kind_llm_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_LLM) NULL};
 static const char *const network_kind_json_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_JSON) NULL};
+
+/* cluster.gpu_link: the link between a node's GPUs by name, for the
+ * estimate's collectives (or a bandwidth, NUMBER GBps). Each row's bandwidth
+ * is compiler/check/check_cluster.c's gpu_link_rates[], indexed by this enum. */
+#define PLAN_GPU_LINK(X) \
+    X(GPU_LINK_NVLINK3, "nvlink3", "nvlink3") \
+    X(GPU_LINK_NVLINK4, "nvlink4", "nvlink4") \
+    X(GPU_LINK_NVLINK5, "nvlink5", "nvlink5") \
+    X(GPU_LINK_PCIE4,   "pcie4",   "pcie4") \
+    X(GPU_LINK_PCIE5,   "pcie5",   "pcie5")
+
+typedef enum { PLAN_GPU_LINK(PLAN_VOCAB_ID) } GpuLink;
+#define GPU_LINK_COUNT (PLAN_GPU_LINK(PLAN_VOCAB_ONE) 0)
+static const char *const gpu_link_llm_names[] = {PLAN_GPU_LINK(PLAN_VOCAB_LLM) NULL};
+static const char *const gpu_link_json_names[] = {PLAN_GPU_LINK(PLAN_VOCAB_JSON) NULL};
+
+/* cluster.host_link: a GPU's link to host memory by name (DeepSpeed
+ * offload's path): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200); or a bandwidth.
+ * Each row's bandwidth is check_cluster.c's host_link_rates[]. */
+#define PLAN_HOST_LINK(X) \
+    X(HOST_LINK_PCIE4, "pcie4", "pcie4") \
+    X(HOST_LINK_PCIE5, "pcie5", "pcie5") \
+    X(HOST_LINK_C2C,   "c2c",   "c2c")
+
+typedef enum { PLAN_HOST_LINK(PLAN_VOCAB_ID) } HostLink;
+#define HOST_LINK_COUNT (PLAN_HOST_LINK(PLAN_VOCAB_ONE) 0)
+static const char *const host_link_llm_names[] = {PLAN_HOST_LINK(PLAN_VOCAB_LLM) NULL};
+static const char *const host_link_json_names[] = {PLAN_HOST_LINK(PLAN_VOCAB_JSON) NULL};
 
 /* gpu.vendor: whose GPU a gpu block describes. */
 #define PLAN_GPU_VENDOR(X) \
@@ -412,7 +487,9 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
 /* The concepts plan.json does not hold, nor llmc-train read (LLaMA-Factory's
  * YAML, its merge job's, the job script or the estimate take them):
  * X(name, PLAN_ROWS, .llm key). The checker reads their keys by these rows as
- * it reads the concepts above. */
+ * it reads the concepts above. (The chat templates' names, `template`, are
+ * one table with what each template is for and writes:
+ * compiler/check/chat_templates.c, which tests/vocab reads as their one place.) */
 #define PLAN_VOCAB_LLM_CONCEPTS(X) \
     X(slurm,        PLAN_SLURM,        "cluster.slurm") \
     X(network_kind, PLAN_NETWORK_KIND, "cluster.network_kind") \
@@ -423,7 +500,12 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(pref_loss,    PLAN_PREF_LOSS,    "train.pref_loss") \
     X(quant_method, PLAN_QUANT_METHOD, "train.quant_method") \
     X(report_to,    PLAN_REPORT_TO,    "train.report_to") \
-    X(merge_device, PLAN_MERGE_DEVICE, "merge.device")
+    X(merge_device, PLAN_MERGE_DEVICE, "merge.device") \
+    X(merge_dtype,  PLAN_MERGE_DTYPE,  "merge.dtype") \
+    X(gpu_link,     PLAN_GPU_LINK,     "cluster.gpu_link") \
+    X(host_link,    PLAN_HOST_LINK,    "cluster.host_link") \
+    X(container_runtime, PLAN_CONTAINER_RUNTIME, "container.runtime") \
+    X(mail_type,    PLAN_MAIL_TYPE,    "sbatch.mail_type")
 
 /* A mask holds a bit per row (PLAN_VOCAB_BIT): at most 32 rows a concept. */
 #ifndef __cplusplus

@@ -49,13 +49,13 @@ int gpu_catalog_count(void);
 const GpuSpec *gpu_catalog_at(int i);
 
 /* ---- enums ----
- * Those plan.json carries (ModelArch, DataFormat, TrainStage, FinetuneMethod,
- * Precision, ShardStage, Recompute, AttentionKind, LrSchedule, OffloadKind,
- * PlanBackend, BadRecordPolicy, LoraModule) are contract/plan_vocab.h's rows,
- * shared with llmc-train, and so are the LLaMA-Factory-only ones a key names
- * (PrefLoss, QuantMethod, ReportTo, MergeDevice, MixStrategy, OptimKind,
- * Fp8Backend, SlurmRuntime: PLAN_VOCAB_LLM_CONCEPTS); these are the rest. */
-/* Chat templates: compiler/check/chat_templates.c has one entry per value, in this order. */
+ * Every enum a key names is contract/plan_vocab.h's rows: those plan.json
+ * carries (ModelArch, TrainStage, Precision, ...), shared with llmc-train, and
+ * those only llmc's outputs take (PrefLoss, MergeDtype, ContainerRuntime,
+ * ...: PLAN_VOCAB_LLM_CONCEPTS); all but the chat templates below. */
+/* Chat templates: their names are one table with what each template is for
+ * and writes, compiler/check/chat_templates.c (which tests/vocab reads as the
+ * names' one place), one entry per value, in this order. */
 typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
     TEMPLATE_QWEN3_NOTHINK, TEMPLATE_LLAMA2, TEMPLATE_MISTRAL, TEMPLATE_GEMMA, TEMPLATE_GEMMA3,
@@ -68,7 +68,6 @@ typedef enum {
  * cluster or job block (docs/language.md, "Site settings"). A job's own settings
  * are merged over its cluster's by the checker into the job's `site`. ---- */
 typedef struct { const char *name, *value; SrcRange at; } PlanEnvVar;
-typedef enum { CONTAINER_NONE, CONTAINER_PYXIS, CONTAINER_APPTAINER } ContainerKind;
 typedef struct {
     PlanEnvVar *env; int nenv;              /* exported before the launch, in this order */
     const char **setup; int nsetup; SrcRange setup_at;  /* shell lines run before the launch */
@@ -87,8 +86,8 @@ typedef struct {
     int switches; SrcRange switches_at;           /* --switches=N; 0 unset */
     int gpus_per_task; SrcRange gpus_per_task_at; /* --gpus-per-task=N; 0 unset */
     const char **extra; int nextra; SrcRange extra_at; /* sbatch_extra: "--opt[=value]" lines */
-    ContainerKind container; SrcRange container_at;
-    const char *image; SrcRange image_at;
+    const char *image; SrcRange image_at;   /* the container's image; NULL: no container */
+    ContainerRuntime container; SrcRange container_at;   /* with an image */
     const char **mounts; int nmounts; SrcRange mounts_at;   /* "SRC:DST[:FLAGS]" */
 } PlanSite;
 
@@ -315,7 +314,6 @@ typedef struct {
  * `llamafactory-cli export` of a LoRA run's adapter merged into its base
  * (docs/language.md, "merge NAME"). A job runs it (`run = NAME`); a train block
  * that names it as its model trains the merged model (`merged`). */
-typedef enum { MERGE_DTYPE_AUTO, MERGE_DTYPE_BF16, MERGE_DTYPE_FP16, MERGE_DTYPE_FP32 } MergeDtype; /* infer_dtype */
 typedef struct PlanMerge {
     const char *name; SrcRange at;
     struct PlanTrain *adapter; SrcRange adapter_at;   /* the LoRA run whose adapter (its output) is merged */
@@ -357,7 +355,7 @@ typedef struct PlanJob {
 typedef struct {
     const char *name; SrcRange at;
     GpuSpec spec;            /* spec.name = name */
-    bool amd;                /* vendor = amd */
+    GpuVendor vendor;        /* `vendor`, read by its row */
 } PlanGpu;
 
 typedef struct Plan {
