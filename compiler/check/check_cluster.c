@@ -5,7 +5,6 @@
 
 /* ---- blocks ---- */
 
-
 /* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
  * bits per second for network adapters (as NICs are sold). Two types: a link
  * in Gbps or a NIC in GBps is an error, never a silent factor of 8. The lexer
@@ -80,9 +79,6 @@ static const RowRead gpu_reads[] = {
     PLAN_KEYS_GPU(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanGpu, type, field)
-PLAN_KEYS_GPU(X)
-#undef X
 
 void check_gpu(Checker *c, const Item *it, PlanGpu *g)
 {
@@ -241,9 +237,6 @@ static const RowRead cluster_reads[] = {
     PLAN_KEYS_CLUSTER(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanCluster, type, field)
-PLAN_KEYS_CLUSTER(X)
-#undef X
 
 void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 {
@@ -354,9 +347,6 @@ static const RowRead profile_reads[] = {
     PLAN_KEYS_PROFILE(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanProfile, type, field)
-PLAN_KEYS_PROFILE(X)
-#undef X
 
 void check_profile(Checker *c, const Item *it, PlanProfile *p)
 {

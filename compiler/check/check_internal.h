@@ -94,19 +94,13 @@ typedef struct {
 #define CK_READ_ROW(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), SIZE_MAX, false}
 #define CK_READ_ROW_AT(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), offsetof(T, field##_at), false}
 #define CK_READ_ROW_AT_VALUE(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), offsetof(T, field##_at), true}
-/* The struct member a row reads into has the size its TYPE writes. */
-#define CK_SIZE_PK_INT sizeof(int)
-#define CK_SIZE_PK_INT64 sizeof(int64_t)
-#define CK_SIZE_PK_NUM sizeof(double)
-#define CK_SIZE_PK_BOOL sizeof(bool)
-#define CK_SIZE_PK_SIZE sizeof(uint64_t)
-#define CK_SIZE_PK_ENUM sizeof(int)
-#define CK_SIZE_RULE(T, type, field)
-#define CK_SIZE_ROW(T, type, field) \
-    _Static_assert(sizeof(((T *)0)->field) == CK_SIZE_##type, "plan_keys.h: " #T "." #field " is not its TYPE");
-#define CK_SIZE_ROW_AT(T, type, field) CK_SIZE_ROW(T, type, field) \
-    _Static_assert(sizeof(((T *)0)->field##_at) == sizeof(SrcRange), "plan_keys.h: " #T "." #field "_at");
-#define CK_SIZE_ROW_AT_VALUE CK_SIZE_ROW_AT
+/* The struct members the rows read into are declared from the rows
+ * (PLAN_ROW_MEMBER, plan.h), of the C type the reader writes for the row's
+ * TYPE; an ENUM's is written as an int, which every concept's enum is. */
+#define CK_ENUM_IS_INT(name, ...) _Static_assert(sizeof(name##_enum) == sizeof(int), #name "_enum is not an int");
+PLAN_VOCAB_CONCEPTS(CK_ENUM_IS_INT)
+PLAN_VOCAB_LLM_CONCEPTS(CK_ENUM_IS_INT)
+#undef CK_ENUM_IS_INT
 
 /* check_value.c: keys, values, references, paths */
 const char *join_names(Arena *a, const char *const *names, int n);

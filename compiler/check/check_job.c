@@ -9,9 +9,6 @@ static const RowRead job_reads[] = {
     PLAN_KEYS_JOB(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanJob, type, field)
-PLAN_KEYS_JOB(X)
-#undef X
 
 /* Rules on a job's merged site settings. */
 static void check_job_site(Checker *c, const PlanJob *j)
@@ -29,7 +26,6 @@ static void check_job_site(Checker *c, const PlanJob *j)
         diag_help(g, "add mail_user = \"NAME@SITE\" to the sbatch block");
     }
 }
-
 
 /* job: run = NAME, cluster = NAME, nodes = INT, time = DURATION (at least
  * 1 min), mem, cpus_per_task, account, qos, logs (default "logs"), requeue

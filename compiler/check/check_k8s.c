@@ -9,9 +9,6 @@ static const RowRead k8s_reads[] = {
     PLAN_KEYS_KUBERNETES(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanK8s, type, field)
-PLAN_KEYS_KUBERNETES(X)
-#undef X
 
 /* ---- Slurm on Kubernetes (docs/language.md, "Slurm on Kubernetes") ---- */
 

@@ -14,9 +14,6 @@ static const RowRead merge_reads[] = {
     PLAN_KEYS_MERGE(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanMerge, type, field)
-PLAN_KEYS_MERGE(X)
-#undef X
 
 /* shard_size: LLaMA-Factory's export_size is whole GB (max_shard_size "NGB") */
 static void check_merge_shard_size(Checker *c, const Entry *e, PlanMerge *m)

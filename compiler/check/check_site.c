@@ -352,10 +352,6 @@ static const RowRead container_reads[] = {
     PLAN_KEYS_CONTAINER(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanSite, type, field)
-PLAN_KEYS_SBATCH(X)
-PLAN_KEYS_CONTAINER(X)
-#undef X
 
 /* The #SBATCH options llmc writes itself (templates/job_*.slurm.tmpl,
  * emit_slurm.c), long and short spellings: a free-form line may not set them

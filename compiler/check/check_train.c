@@ -10,10 +10,6 @@ static const RowRead train_reads[] = {
     PLAN_KEYS_TRAIN(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanTrain, type, field)
-PLAN_KEYS_TRAIN(X)
-#undef X
-
 
 /* `data = [a, b]` or `data = a`: distinct dataset references. */
 static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int *nout)
