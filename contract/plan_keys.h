@@ -39,7 +39,8 @@
  *             and a SIZE row's DEFAULT is always "";
  *             RULE: the block's rules read it
  *   FIELD     the member of the checker's block struct (plan.h) for READ
- *             ROW/ROW_AT/ROW_AT_VALUE; _ for RULE
+ *             ROW/ROW_AT/ROW_AT_VALUE, which the row declares (PLAN_ROW_MEMBER:
+ *             of TYPE's C type, with FIELD_at for ROW_AT*); _ for RULE
  *
  * This folder is shared by both programs and includes nothing of either.
  */

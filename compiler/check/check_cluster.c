@@ -218,7 +218,9 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     }
     if ((e = find(s, PLAN_KEY(CLUSTER, network_kind)))) {
         int k;
-        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kind_llm_names, NETWORK_KIND_COUNT, &k))
+        char words[64];
+        if (want_terms(c, e, 1, plan_vocab_list(words, sizeof words, network_kind_llm_names, PLAN_VOCAB_ALL_ROWS)) &&
+            get_enum(c, e, network_kind_llm_names, NETWORK_KIND_COUNT, &k))
             cl->network_roce = k == NETWORK_ROCE;
     }
     if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
