@@ -150,7 +150,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(jail,                 PK_STRING,   NONE, "required", PK_ANY, "-", RULE, _) \
     X(pool_gpus,            PK_INT,      PL_KEY_K8S_POOL_GPUS, "required", PK_ANY, "-", RULE, _) \
     X(node_selector,        PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
-    X(tolerations,          PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \
+    X(tolerations,          PK_FORM,     taint_effect, "", PK_ANY, "-", RULE, _) \
     X(cpu_request,          PK_NUM,      PL_KEY_K8S_CPU_REQUEST, "", PK_ANY, "-", RULE, _) \
     X(memory_request,       PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
     X(volumes,              PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \

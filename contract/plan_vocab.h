@@ -339,6 +339,17 @@ PLAN_VOCAB_DEFINE(container_runtime, PLAN_CONTAINER_RUNTIME, ContainerRuntime)
 PLAN_VOCAB_DEFINE(mail_type, PLAN_MAIL_TYPE, MailType)
 #define MAIL_TYPE_COUNT (PLAN_MAIL_TYPE(PLAN_VOCAB_ONE) 0)
 
+/* cluster.kubernetes.tolerations: the effect of a taint the slurmd pods
+ * tolerate, the EFFECT of each "KEY[=VALUE]:EFFECT" (as kubectl taint
+ * writes taints; the pod spec's word, which the JSON column is). */
+#define PLAN_TAINT_EFFECT(X) \
+    X(TAINT_NO_SCHEDULE,        "NoSchedule",       "NoSchedule") \
+    X(TAINT_PREFER_NO_SCHEDULE, "PreferNoSchedule", "PreferNoSchedule") \
+    X(TAINT_NO_EXECUTE,         "NoExecute",        "NoExecute")
+
+PLAN_VOCAB_DEFINE(taint_effect, PLAN_TAINT_EFFECT, TaintEffect)
+#define TAINT_EFFECT_COUNT (PLAN_TAINT_EFFECT(PLAN_VOCAB_ONE) 0)
+
 /* cluster.slurm: who runs Slurm, the hosts themselves or an operator on
  * Kubernetes (Slinky's slurm-operator, Nebius' Soperator), with its version. */
 #define PLAN_SLURM(X) \
@@ -453,7 +464,8 @@ PLAN_VOCAB_DEFINE(bad_records, PLAN_BAD_RECORDS, BadRecordPolicy)
     X(gpu_link,     PLAN_GPU_LINK,     "cluster.gpu_link") \
     X(host_link,    PLAN_HOST_LINK,    "cluster.host_link") \
     X(container_runtime, PLAN_CONTAINER_RUNTIME, "container.runtime") \
-    X(mail_type,    PLAN_MAIL_TYPE,    "sbatch.mail_type")
+    X(mail_type,    PLAN_MAIL_TYPE,    "sbatch.mail_type") \
+    X(taint_effect, PLAN_TAINT_EFFECT, "cluster.kubernetes.tolerations")
 
 /* A mask holds a bit per row (PLAN_VOCAB_BIT): at most 32 rows a concept. */
 #ifndef __cplusplus

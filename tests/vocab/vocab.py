@@ -377,6 +377,7 @@ def search(rows):
         'static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};': "a",
         '    static const char *const dtypes[] = {"auto", "bfloat16", "float16", "float32"};   /* MergeDtype */': "a",
         '    if (s->mail_type && strcmp(s->mail_type, "NONE") != 0) x = 1;': "c",
+        'static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};': "a",
         '    case TEMPLATE_LLAMA3: return "llama3";': "b",   # the template table's words, outside it
         '    if (!strcmp(tpl->name, "qwen3_nothink")) x = 1;': "c",
     }
