@@ -18,7 +18,8 @@
  *   TYPE      PK_<TYPE> (PlanKeyType below): what the value is, with its unit
  *   ROW       PL_<ID>, the key's row in plan_limits.h, or PL_KEY_<ID>, its
  *             row in PLAN_KEY_LIMITS below (a key llmc-train does not read);
- *             or a concept of plan_vocab.h (`shard`: its shard_llm_names);
+ *             or a concept of plan_vocab.h (`shard`: its shard_llm_names; a
+ *             RATE or FORM key's words, `gpu_link`, `mail_type`, too);
  *             NONE: none of them
  *   DEFAULT   the value when the key is left out, as the `.llm` writes it;
  *             "required": it must be written; "": derived by the block's rules
@@ -32,12 +33,14 @@
  *             in plan.json (LLaMA-Factory's YAML, the job script, the estimate)
  *   READ      ROW: the checker reads it by this row alone (TYPE INT, INT64,
  *             NUM, BOOL, ENUM or SIZE, ROW, DEFAULT) into FIELD, and ROW_AT
- *             also records where (FIELD_at); a DEFAULT of "" or "required"
+ *             also records where (FIELD_at: the entry, `key = value`;
+ *             ROW_AT_VALUE: the value); a DEFAULT of "" or "required"
  *             is then the rules' (they see whether the row read a value),
  *             and a SIZE row's DEFAULT is always "";
  *             RULE: the block's rules read it
  *   FIELD     the member of the checker's block struct (plan.h) for READ
- *             ROW/ROW_AT; _ for RULE
+ *             ROW/ROW_AT/ROW_AT_VALUE, which the row declares (PLAN_ROW_MEMBER:
+ *             of TYPE's C type, with FIELD_at for ROW_AT*); _ for RULE
  *
  * This folder is shared by both programs and includes nothing of either.
  */
@@ -127,10 +130,10 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(gpu,            PK_GPUS,     NONE, "required", PK_ANY, "parallel.gpus_per_node", RULE, _) \
     X(cpus,           PK_INT,      PL_KEY_CLUSTER_CPUS, "required", PK_ANY, "-", ROW_AT, cpus) \
     X(memory,         PK_SIZE,     NONE, "required", PK_ANY, "-", RULE, _) \
-    X(gpu_link,       PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
+    X(gpu_link,       PK_RATE,     gpu_link, "", PK_ANY, "-", RULE, _) \
     X(network,        PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
     X(network_kind,   PK_ENUM,     network_kind, "infiniband", PK_ANY, "-", RULE, _) \
-    X(host_link,      PK_RATE,     NONE, "", PK_ANY, "-", RULE, _) \
+    X(host_link,      PK_RATE,     host_link, "", PK_ANY, "-", RULE, _) \
     X(slurm,          PK_FORM,     slurm, "hosts", PK_ANY, "-", RULE, _) \
     X(kubernetes,     PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
     X(env,            PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
@@ -147,7 +150,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(jail,                 PK_STRING,   NONE, "required", PK_ANY, "-", RULE, _) \
     X(pool_gpus,            PK_INT,      PL_KEY_K8S_POOL_GPUS, "required", PK_ANY, "-", RULE, _) \
     X(node_selector,        PK_BLOCK,    NONE, "", PK_ANY, "-", RULE, _) \
-    X(tolerations,          PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \
+    X(tolerations,          PK_FORM,     taint_effect, "", PK_ANY, "-", RULE, _) \
     X(cpu_request,          PK_NUM,      PL_KEY_K8S_CPU_REQUEST, "", PK_ANY, "-", RULE, _) \
     X(memory_request,       PK_SIZE,     NONE, "", PK_ANY, "-", RULE, _) \
     X(volumes,              PK_FORM,     NONE, "", PK_ANY, "-", RULE, _) \
@@ -165,17 +168,17 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(gpus_per_node,   PK_BOOL,    NONE, "", PK_ANY, "-", RULE, _) \
     X(gres_type,       PK_FORM,    NONE, "", PK_ANY, "-", RULE, _) \
     X(mail_user,       PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
-    X(mail_type,       PK_FORM,    NONE, "", PK_ANY, "-", RULE, _) \
+    X(mail_type,       PK_FORM,    mail_type, "", PK_ANY, "-", RULE, _) \
     X(comment,         PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X(exclude,         PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X(nodelist,        PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
-    X(switches,        PK_INT,     PL_KEY_SBATCH_SWITCHES, "", PK_ANY, "-", RULE, _) \
-    X(gpus_per_task,   PK_INT,     PL_KEY_SBATCH_GPUS_PER_TASK, "", PK_ANY, "-", RULE, _) \
+    X(switches,        PK_INT,     PL_KEY_SBATCH_SWITCHES, "", PK_ANY, "-", ROW_AT_VALUE, switches) \
+    X(gpus_per_task,   PK_INT,     PL_KEY_SBATCH_GPUS_PER_TASK, "", PK_ANY, "-", ROW_AT_VALUE, gpus_per_task) \
     X(extra,           PK_FORM,    NONE, "", PK_ANY, "-", RULE, _)
 
 /* container { } of a cluster or job */
 #define PLAN_KEYS_CONTAINER(X) \
-    X(runtime,   PK_ENUM,    NONE, "required", PK_ANY, "-", RULE, _) \
+    X(runtime,   PK_ENUM,    container_runtime, "required", PK_ANY, "-", ROW, container) \
     X(image,     PK_STRING,  NONE, "required", PK_ANY, "-", RULE, _) \
     X(mounts,    PK_STRINGS, NONE, "", PK_ANY, "-", RULE, _)
 
@@ -188,7 +191,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(hbm,         PK_RATE,    NONE, "required", PK_ANY, "-", RULE, _) \
     X(gres_type,   PK_STRING,  NONE, "", PK_ANY, "-", RULE, _) \
     X(mfu,         PK_PERCENT, NONE, "", PK_ANY, "-", RULE, _) \
-    X(vendor,      PK_ENUM,    vendor, "nvidia", PK_ANY, "-", RULE, _)
+    X(vendor,      PK_ENUM,    vendor, "nvidia", PK_ANY, "-", ROW, vendor)
 
 /* profile NAME { }: a site's measured efficiency (docs/estimator.md) */
 #define PLAN_KEYS_PROFILE(X) \
@@ -338,7 +341,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(adapter,         PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
     X(model,           PK_REF,      NONE, "required", PK_ANY, "-", RULE, _) \
     X(output,          PK_PATH,     NONE, "required", PK_ANY, "-", RULE, _) \
-    X(dtype,           PK_ENUM,     NONE, "auto", PK_ANY, "-", RULE, _) \
+    X(dtype,           PK_ENUM,     merge_dtype, "auto", PK_ANY, "-", ROW_AT, dtype) \
     X(device,          PK_ENUM,     merge_device, "cpu", PK_ANY, "-", ROW_AT, device) \
     X(shard_size,      PK_SIZE,     NONE, "5 GB", PK_ANY, "-", RULE, _) \
     X(legacy_format,   PK_BOOL,     NONE, "false", PK_ANY, "-", ROW, legacy_format)
@@ -397,12 +400,13 @@ typedef struct {
     const char *dflt;
     PlanKeyBackends backends;
     const char *json;
-    bool read_by_row;          /* READ ROW or ROW_AT */
+    bool read_by_row;          /* READ ROW, ROW_AT or ROW_AT_VALUE */
 } PlanKey;
 
 #define PLAN_KEY_READ_RULE false
 #define PLAN_KEY_READ_ROW true
 #define PLAN_KEY_READ_ROW_AT true
+#define PLAN_KEY_READ_ROW_AT_VALUE true
 #define PLAN_KEY_ROW(key, type, row, dflt, backends, json, read, field) \
     {#key, type, #row, dflt, backends, json, PLAN_KEY_READ_##read},
 #define PLAN_KEY_COUNT_ONE(key, type, row, dflt, backends, json, read, field) +1

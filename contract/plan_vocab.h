@@ -13,7 +13,8 @@
  * Each concept's count is a constant beside its enum, not a value of it, so a
  * switch over the enum that misses a row is a -Wswitch error.
  * Each concept also gets <name>_llm_names[] and <name>_json_names[]:
- * NULL-terminated, indexed by the enum (plan_vocab_find looks a word up), and
+ * NULL-terminated, indexed by the enum (plan_vocab_find looks a word up), the
+ * alias <name>_enum of its enum (PLAN_VOCAB_DEFINE), and
  * one line in PLAN_VOCAB_CONCEPTS at the end, which tests/vocab walks: every
  * row's `.llm` spelling through llmc into plan.json and back through
  * llmc-train's reader, and the tree for spellings written anywhere but here.
@@ -33,6 +34,15 @@
 #define PLAN_VOCAB_JSON(id, llm, json) json,
 #define PLAN_VOCAB_ONE(id, llm, json) 1 +
 #define PLAN_VOCAB_BIT(id) (1u << (id))
+/* A concept's enum Type, its alias name##_enum (the C type of a key whose
+ * contract/plan_keys.h row names the concept: the checker's struct members
+ * are declared from the rows, PLAN_ROW_MEMBERS in compiler/check/plan.h),
+ * and its two spelling tables. */
+#define PLAN_VOCAB_DEFINE(name, ROWS, Type) \
+    typedef enum { ROWS(PLAN_VOCAB_ID) } Type; \
+    typedef Type name##_enum; \
+    static const char *const name##_llm_names[] = {ROWS(PLAN_VOCAB_LLM) NULL}; \
+    static const char *const name##_json_names[] = {ROWS(PLAN_VOCAB_JSON) NULL};
 
 /* model.arch: the decoder family (HF config.json's model_type, the same word).
  * llmc-train runs the first three (LLMC_TRAIN_ARCH); the others are for
@@ -46,10 +56,8 @@
     X(ARCH_MIXTRAL,   "mixtral",   "mixtral") \
     X(ARCH_QWEN3_MOE, "qwen3_moe", "qwen3_moe")
 
-typedef enum { PLAN_ARCH(PLAN_VOCAB_ID) } ModelArch;
+PLAN_VOCAB_DEFINE(arch, PLAN_ARCH, ModelArch)
 #define ARCH_COUNT (PLAN_ARCH(PLAN_VOCAB_ONE) 0)
-static const char *const arch_llm_names[] = {PLAN_ARCH(PLAN_VOCAB_LLM) NULL};
-static const char *const arch_json_names[] = {PLAN_ARCH(PLAN_VOCAB_JSON) NULL};
 /* The families runtime/model implements. */
 #define LLMC_TRAIN_ARCH (PLAN_VOCAB_BIT(ARCH_LLAMA) | PLAN_VOCAB_BIT(ARCH_QWEN2) | PLAN_VOCAB_BIT(ARCH_QWEN3))
 /* The families llmc-train implements are the first ARCH_LLMC_COUNT rows. */
@@ -60,10 +68,8 @@ static const char *const arch_json_names[] = {PLAN_ARCH(PLAN_VOCAB_JSON) NULL};
     X(INIT_PRETRAINED, "pretrained", "pretrained") \
     X(INIT_SCRATCH,    "scratch",    "scratch")
 
-typedef enum { PLAN_INIT(PLAN_VOCAB_ID) } ModelInit;
+PLAN_VOCAB_DEFINE(init, PLAN_INIT, ModelInit)
 #define INIT_COUNT (PLAN_INIT(PLAN_VOCAB_ONE) 0)
-static const char *const init_llm_names[] = {PLAN_INIT(PLAN_VOCAB_LLM) NULL};
-static const char *const init_json_names[] = {PLAN_INIT(PLAN_VOCAB_JSON) NULL};
 
 /* dataset.format (plan.json datasets[].format): LLaMA-Factory's formatting,
  * plus text for pre-training. */
@@ -72,10 +78,8 @@ static const char *const init_json_names[] = {PLAN_INIT(PLAN_VOCAB_JSON) NULL};
     X(FORMAT_SHAREGPT, "sharegpt", "sharegpt") \
     X(FORMAT_TEXT,     "text",     "text")
 
-typedef enum { PLAN_FORMAT(PLAN_VOCAB_ID) } DataFormat;
+PLAN_VOCAB_DEFINE(format, PLAN_FORMAT, DataFormat)
 #define FORMAT_COUNT (PLAN_FORMAT(PLAN_VOCAB_ONE) 0)
-static const char *const format_llm_names[] = {PLAN_FORMAT(PLAN_VOCAB_LLM) NULL};
-static const char *const format_json_names[] = {PLAN_FORMAT(PLAN_VOCAB_JSON) NULL};
 
 /* train.stage (plan.json stage): LLaMA-Factory's stages. */
 #define PLAN_STAGE(X) \
@@ -85,10 +89,8 @@ static const char *const format_json_names[] = {PLAN_FORMAT(PLAN_VOCAB_JSON) NUL
     X(STAGE_DPO, "dpo", "dpo") \
     X(STAGE_KTO, "kto", "kto")
 
-typedef enum { PLAN_STAGE(PLAN_VOCAB_ID) } TrainStage;
+PLAN_VOCAB_DEFINE(stage, PLAN_STAGE, TrainStage)
 #define STAGE_COUNT (PLAN_STAGE(PLAN_VOCAB_ONE) 0)
-static const char *const stage_llm_names[] = {PLAN_STAGE(PLAN_VOCAB_LLM) NULL};
-static const char *const stage_json_names[] = {PLAN_STAGE(PLAN_VOCAB_JSON) NULL};
 /* The stages llmc-train trains. */
 #define LLMC_TRAIN_STAGE (PLAN_VOCAB_BIT(STAGE_PT) | PLAN_VOCAB_BIT(STAGE_SFT))
 
@@ -100,10 +102,8 @@ static const char *const stage_json_names[] = {PLAN_STAGE(PLAN_VOCAB_JSON) NULL}
     X(METHOD_LORA,   "lora",   "lora") \
     X(METHOD_QLORA,  "qlora",  "qlora")
 
-typedef enum { PLAN_METHOD(PLAN_VOCAB_ID) } FinetuneMethod;
+PLAN_VOCAB_DEFINE(method, PLAN_METHOD, FinetuneMethod)
 #define METHOD_COUNT (PLAN_METHOD(PLAN_VOCAB_ONE) 0)
-static const char *const method_llm_names[] = {PLAN_METHOD(PLAN_VOCAB_LLM) NULL};
-static const char *const method_json_names[] = {PLAN_METHOD(PLAN_VOCAB_JSON) NULL};
 
 /* train.lora_target (plan.json finetune.lora_target): the linear layers of a
  * llama/qwen2/qwen3 decoder layer LoRA can adapt, by their HF module names (also
@@ -117,10 +117,8 @@ static const char *const method_json_names[] = {PLAN_METHOD(PLAN_VOCAB_JSON) NUL
     X(LORA_UP,   "up_proj",   "up_proj") \
     X(LORA_DOWN, "down_proj", "down_proj")
 
-typedef enum { PLAN_LORA_MODULE(PLAN_VOCAB_ID) } LoraModule;
+PLAN_VOCAB_DEFINE(lora_module, PLAN_LORA_MODULE, LoraModule)
 #define LORA_TARGETS (PLAN_LORA_MODULE(PLAN_VOCAB_ONE) 0)
-static const char *const lora_module_llm_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB_LLM) NULL};
-static const char *const lora_module_json_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB_JSON) NULL};
 
 /* train.precision: bf16/fp16 mixed precision (16-bit weights, gradients and
  * activations; fp32 master weights and AdamW moments), fp32, pure_bf16:
@@ -138,10 +136,8 @@ static const char *const lora_module_json_names[] = {PLAN_LORA_MODULE(PLAN_VOCAB
     X(PREC_PURE_BF16, "pure_bf16", "pure_bf16") \
     X(PREC_FP8,       "fp8",       "fp8")
 
-typedef enum { PLAN_PRECISION(PLAN_VOCAB_ID) } Precision;
+PLAN_VOCAB_DEFINE(precision, PLAN_PRECISION, Precision)
 #define PREC_COUNT (PLAN_PRECISION(PLAN_VOCAB_ONE) 0)
-static const char *const precision_llm_names[] = {PLAN_PRECISION(PLAN_VOCAB_LLM) NULL};
-static const char *const precision_json_names[] = {PLAN_PRECISION(PLAN_VOCAB_JSON) NULL};
 /* The precisions llmc-train reads (fp8: the CUDA backend alone runs it; the
  * CPU backend refuses it, contract/backend_caps.h FP8). */
 #define LLMC_TRAIN_PRECISION (PLAN_VOCAB_BIT(PREC_BF16) | PLAN_VOCAB_BIT(PREC_FP16) | PLAN_VOCAB_BIT(PREC_FP32) | \
@@ -158,10 +154,8 @@ static const char *const precision_json_names[] = {PLAN_PRECISION(PLAN_VOCAB_JSO
     X(MASTER_FP32,  "fp32",  "fp32") \
     X(MASTER_SPLIT, "split", "split")
 
-typedef enum { PLAN_MASTER_WEIGHTS(PLAN_VOCAB_ID) } MasterWeights;
+PLAN_VOCAB_DEFINE(master_weights, PLAN_MASTER_WEIGHTS, MasterWeights)
 #define MASTER_COUNT (PLAN_MASTER_WEIGHTS(PLAN_VOCAB_ONE) 0)
-static const char *const master_weights_llm_names[] = {PLAN_MASTER_WEIGHTS(PLAN_VOCAB_LLM) NULL};
-static const char *const master_weights_json_names[] = {PLAN_MASTER_WEIGHTS(PLAN_VOCAB_JSON) NULL};
 
 /* train.optimizer_states (plan.json train.optimizer_states): AdamW's m and v
  * in fp32 (8 bytes a trained parameter) or bf16 (4 bytes), updated in fp32
@@ -171,10 +165,8 @@ static const char *const master_weights_json_names[] = {PLAN_MASTER_WEIGHTS(PLAN
     X(OSTATES_FP32, "fp32", "fp32") \
     X(OSTATES_BF16, "bf16", "bf16")
 
-typedef enum { PLAN_OPTIM_STATES(PLAN_VOCAB_ID) } OptimStates;
+PLAN_VOCAB_DEFINE(optimizer_states, PLAN_OPTIM_STATES, OptimStates)
 #define OSTATES_COUNT (PLAN_OPTIM_STATES(PLAN_VOCAB_ONE) 0)
-static const char *const optimizer_states_llm_names[] = {PLAN_OPTIM_STATES(PLAN_VOCAB_LLM) NULL};
-static const char *const optimizer_states_json_names[] = {PLAN_OPTIM_STATES(PLAN_VOCAB_JSON) NULL};
 
 /* train.fp8_backend (LLaMA-Factory's Fp8Arguments.fp8_backend, with
  * precision = fp8): which library runs its FP8 linears. auto and torchao:
@@ -185,10 +177,8 @@ static const char *const optimizer_states_json_names[] = {PLAN_OPTIM_STATES(PLAN
     X(FP8B_TORCHAO, "torchao", "torchao") \
     X(FP8B_TE,      "te",      "te")
 
-typedef enum { PLAN_FP8_BACKEND(PLAN_VOCAB_ID) } Fp8Backend;
+PLAN_VOCAB_DEFINE(fp8_backend, PLAN_FP8_BACKEND, Fp8Backend)
 #define FP8B_COUNT (PLAN_FP8_BACKEND(PLAN_VOCAB_ONE) 0)
-static const char *const fp8_backend_llm_names[] = {PLAN_FP8_BACKEND(PLAN_VOCAB_LLM) NULL};
-static const char *const fp8_backend_json_names[] = {PLAN_FP8_BACKEND(PLAN_VOCAB_JSON) NULL};
 
 /* train.shard: the ZeRO stage. plan.json writes the number (parallel.zero_stage),
  * which is the enum's value; the JSON column is the word llmc's readers print. */
@@ -198,10 +188,8 @@ static const char *const fp8_backend_json_names[] = {PLAN_FP8_BACKEND(PLAN_VOCAB
     X(SHARD_ZERO2, "zero2", "zero2") \
     X(SHARD_ZERO3, "zero3", "zero3")
 
-typedef enum { PLAN_SHARD(PLAN_VOCAB_ID) } ShardStage;
+PLAN_VOCAB_DEFINE(shard, PLAN_SHARD, ShardStage)
 #define SHARD_COUNT (PLAN_SHARD(PLAN_VOCAB_ONE) 0)
-static const char *const shard_llm_names[] = {PLAN_SHARD(PLAN_VOCAB_LLM) NULL};
-static const char *const shard_json_names[] = {PLAN_SHARD(PLAN_VOCAB_JSON) NULL};
 
 /* train.recompute: what the backward pass recomputes instead of keeping. */
 #define PLAN_RECOMPUTE(X) \
@@ -209,20 +197,16 @@ static const char *const shard_json_names[] = {PLAN_SHARD(PLAN_VOCAB_JSON) NULL}
     X(RECOMPUTE_SELECTIVE, "selective", "selective") \
     X(RECOMPUTE_FULL,      "full",      "full")
 
-typedef enum { PLAN_RECOMPUTE(PLAN_VOCAB_ID) } Recompute;
+PLAN_VOCAB_DEFINE(recompute, PLAN_RECOMPUTE, Recompute)
 #define RECOMPUTE_COUNT (PLAN_RECOMPUTE(PLAN_VOCAB_ONE) 0)
-static const char *const recompute_llm_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_LLM) NULL};
-static const char *const recompute_json_names[] = {PLAN_RECOMPUTE(PLAN_VOCAB_JSON) NULL};
 
 /* train.attention: fused (flash) or materialised-score (eager) attention. */
 #define PLAN_ATTENTION(X) \
     X(ATTN_FLASH, "flash", "flash") \
     X(ATTN_EAGER, "eager", "eager")
 
-typedef enum { PLAN_ATTENTION(PLAN_VOCAB_ID) } AttentionKind;
+PLAN_VOCAB_DEFINE(attention, PLAN_ATTENTION, AttentionKind)
 #define ATTN_COUNT (PLAN_ATTENTION(PLAN_VOCAB_ONE) 0)
-static const char *const attention_llm_names[] = {PLAN_ATTENTION(PLAN_VOCAB_LLM) NULL};
-static const char *const attention_json_names[] = {PLAN_ATTENTION(PLAN_VOCAB_JSON) NULL};
 
 /* train.schedule: the learning-rate curve after warmup. */
 #define PLAN_SCHEDULE(X) \
@@ -231,10 +215,8 @@ static const char *const attention_json_names[] = {PLAN_ATTENTION(PLAN_VOCAB_JSO
     X(SCHED_CONSTANT, "constant", "constant") \
     X(SCHED_WSD,      "wsd",      "wsd")
 
-typedef enum { PLAN_SCHEDULE(PLAN_VOCAB_ID) } LrScheduleKind;
+PLAN_VOCAB_DEFINE(schedule, PLAN_SCHEDULE, LrScheduleKind)
 #define SCHED_COUNT (PLAN_SCHEDULE(PLAN_VOCAB_ONE) 0)
-static const char *const schedule_llm_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_LLM) NULL};
-static const char *const schedule_json_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_JSON) NULL};
 /* The schedules runtime/model implements (wsd: backend = llamafactory only). */
 #define LLMC_TRAIN_SCHEDULE (PLAN_VOCAB_BIT(SCHED_COSINE) | PLAN_VOCAB_BIT(SCHED_LINEAR) | PLAN_VOCAB_BIT(SCHED_CONSTANT))
 
@@ -244,10 +226,8 @@ static const char *const schedule_json_names[] = {PLAN_SCHEDULE(PLAN_VOCAB_JSON)
     X(OFFLOAD_OPTIMIZER, "optimizer", "optimizer") \
     X(OFFLOAD_ALL,       "all",       "all")
 
-typedef enum { PLAN_OFFLOAD(PLAN_VOCAB_ID) } OffloadKind;
+PLAN_VOCAB_DEFINE(offload, PLAN_OFFLOAD, OffloadKind)
 #define OFFLOAD_COUNT (PLAN_OFFLOAD(PLAN_VOCAB_ONE) 0)
-static const char *const offload_llm_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_LLM) NULL};
-static const char *const offload_json_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_JSON) NULL};
 
 /* train.mix_strategy (LLaMA-Factory's data_args.mix_strategy): how several
  * datasets make one: concatenated, or interleaved (stopping at the first
@@ -258,10 +238,8 @@ static const char *const offload_json_names[] = {PLAN_OFFLOAD(PLAN_VOCAB_JSON) N
     X(MIX_INTERLEAVE_OVER,  "interleave_over",  "interleave_over") \
     X(MIX_INTERLEAVE_ONCE,  "interleave_once",  "interleave_once")
 
-typedef enum { PLAN_MIX(PLAN_VOCAB_ID) } MixStrategy;
+PLAN_VOCAB_DEFINE(mix, PLAN_MIX, MixStrategy)
 #define MIX_COUNT (PLAN_MIX(PLAN_VOCAB_ONE) 0)
-static const char *const mix_llm_names[] = {PLAN_MIX(PLAN_VOCAB_LLM) NULL};
-static const char *const mix_json_names[] = {PLAN_MIX(PLAN_VOCAB_JSON) NULL};
 
 /* train.optim (LLaMA-Factory: transformers' TrainingArguments.optim,
  * OptimizerNames): the optimizer and where its states live. backend =
@@ -274,10 +252,8 @@ static const char *const mix_json_names[] = {PLAN_MIX(PLAN_VOCAB_JSON) NULL};
     X(OPTIM_PAGED_ADAMW_32BIT, "paged_adamw_32bit", "paged_adamw_32bit") \
     X(OPTIM_ADAFACTOR,         "adafactor",         "adafactor")
 
-typedef enum { PLAN_OPTIM(PLAN_VOCAB_ID) } OptimKind;
+PLAN_VOCAB_DEFINE(optim, PLAN_OPTIM, OptimKind)
 #define OPTIM_COUNT (PLAN_OPTIM(PLAN_VOCAB_ONE) 0)
-static const char *const optim_llm_names[] = {PLAN_OPTIM(PLAN_VOCAB_LLM) NULL};
-static const char *const optim_json_names[] = {PLAN_OPTIM(PLAN_VOCAB_JSON) NULL};
 
 /* train.pref_loss (LLaMA-Factory's FinetuningArguments.pref_loss, stage =
  * dpo): the preference loss; orpo and simpo need no reference model.
@@ -290,10 +266,8 @@ static const char *const optim_json_names[] = {PLAN_OPTIM(PLAN_VOCAB_JSON) NULL}
     X(PREF_ORPO,     "orpo",     "orpo") \
     X(PREF_SIMPO,    "simpo",    "simpo")
 
-typedef enum { PLAN_PREF_LOSS(PLAN_VOCAB_ID) } PrefLoss;
+PLAN_VOCAB_DEFINE(pref_loss, PLAN_PREF_LOSS, PrefLoss)
 #define PREF_COUNT (PLAN_PREF_LOSS(PLAN_VOCAB_ONE) 0)
-static const char *const pref_loss_llm_names[] = {PLAN_PREF_LOSS(PLAN_VOCAB_LLM) NULL};
-static const char *const pref_loss_json_names[] = {PLAN_PREF_LOSS(PLAN_VOCAB_JSON) NULL};
 
 /* train.quant_method (LLaMA-Factory's quantization_method, method = qlora):
  * the library that quantises the frozen base. backend = llamafactory only. */
@@ -302,10 +276,8 @@ static const char *const pref_loss_json_names[] = {PLAN_PREF_LOSS(PLAN_VOCAB_JSO
     X(QUANT_HQQ,  "hqq",  "hqq") \
     X(QUANT_EETQ, "eetq", "eetq")
 
-typedef enum { PLAN_QUANT_METHOD(PLAN_VOCAB_ID) } QuantMethod;
+PLAN_VOCAB_DEFINE(quant_method, PLAN_QUANT_METHOD, QuantMethod)
 #define QUANT_COUNT (PLAN_QUANT_METHOD(PLAN_VOCAB_ONE) 0)
-static const char *const quant_method_llm_names[] = {PLAN_QUANT_METHOD(PLAN_VOCAB_LLM) NULL};
-static const char *const quant_method_json_names[] = {PLAN_QUANT_METHOD(PLAN_VOCAB_JSON) NULL};
 
 /* train.report_to (transformers' TrainingArguments.report_to): where
  * LLaMA-Factory also logs its metrics. backend = llamafactory only. */
@@ -314,10 +286,8 @@ static const char *const quant_method_json_names[] = {PLAN_QUANT_METHOD(PLAN_VOC
     X(REPORT_TENSORBOARD, "tensorboard", "tensorboard") \
     X(REPORT_WANDB,       "wandb",       "wandb")
 
-typedef enum { PLAN_REPORT_TO(PLAN_VOCAB_ID) } ReportTo;
+PLAN_VOCAB_DEFINE(report_to, PLAN_REPORT_TO, ReportTo)
 #define REPORT_COUNT (PLAN_REPORT_TO(PLAN_VOCAB_ONE) 0)
-static const char *const report_to_llm_names[] = {PLAN_REPORT_TO(PLAN_VOCAB_LLM) NULL};
-static const char *const report_to_json_names[] = {PLAN_REPORT_TO(PLAN_VOCAB_JSON) NULL};
 
 /* merge.device (LLaMA-Factory's export_device): where the adapter is merged,
  * in host memory or on the node's GPUs. */
@@ -325,10 +295,60 @@ static const char *const report_to_json_names[] = {PLAN_REPORT_TO(PLAN_VOCAB_JSO
     X(MERGE_DEVICE_CPU,  "cpu",  "cpu") \
     X(MERGE_DEVICE_AUTO, "auto", "auto")
 
-typedef enum { PLAN_MERGE_DEVICE(PLAN_VOCAB_ID) } MergeDevice;
+PLAN_VOCAB_DEFINE(merge_device, PLAN_MERGE_DEVICE, MergeDevice)
 #define MERGE_DEVICE_COUNT (PLAN_MERGE_DEVICE(PLAN_VOCAB_ONE) 0)
-static const char *const merge_device_llm_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_LLM) NULL};
-static const char *const merge_device_json_names[] = {PLAN_MERGE_DEVICE(PLAN_VOCAB_JSON) NULL};
+
+/* merge.dtype (LLaMA-Factory's infer_dtype): the dtype the merged model is
+ * saved in; auto: the base's torch_dtype (fp32 saved as bf16). The JSON column
+ * is LLaMA-Factory's word, which the merge job's YAML holds. */
+#define PLAN_MERGE_DTYPE(X) \
+    X(MERGE_DTYPE_AUTO, "auto", "auto") \
+    X(MERGE_DTYPE_BF16, "bf16", "bfloat16") \
+    X(MERGE_DTYPE_FP16, "fp16", "float16") \
+    X(MERGE_DTYPE_FP32, "fp32", "float32")
+
+PLAN_VOCAB_DEFINE(merge_dtype, PLAN_MERGE_DTYPE, MergeDtype)
+#define MERGE_DTYPE_COUNT (PLAN_MERGE_DTYPE(PLAN_VOCAB_ONE) 0)
+
+/* container.runtime (a cluster's or job's container { }): how the job script
+ * starts the trainer in an image, through pyxis (srun --container-image) or
+ * Apptainer (apptainer exec). */
+#define PLAN_CONTAINER_RUNTIME(X) \
+    X(CONTAINER_PYXIS,     "pyxis",     "pyxis") \
+    X(CONTAINER_APPTAINER, "apptainer", "apptainer")
+
+PLAN_VOCAB_DEFINE(container_runtime, PLAN_CONTAINER_RUNTIME, ContainerRuntime)
+#define CONTAINER_RUNTIME_COUNT (PLAN_CONTAINER_RUNTIME(PLAN_VOCAB_ONE) 0)
+
+/* sbatch.mail_type: Slurm's mail events (sbatch --mail-type), a list of them. */
+#define PLAN_MAIL_TYPE(X) \
+    X(MAIL_NONE,           "NONE",           "NONE") \
+    X(MAIL_BEGIN,          "BEGIN",          "BEGIN") \
+    X(MAIL_END,            "END",            "END") \
+    X(MAIL_FAIL,           "FAIL",           "FAIL") \
+    X(MAIL_REQUEUE,        "REQUEUE",        "REQUEUE") \
+    X(MAIL_ALL,            "ALL",            "ALL") \
+    X(MAIL_INVALID_DEPEND, "INVALID_DEPEND", "INVALID_DEPEND") \
+    X(MAIL_STAGE_OUT,      "STAGE_OUT",      "STAGE_OUT") \
+    X(MAIL_TIME_LIMIT,     "TIME_LIMIT",     "TIME_LIMIT") \
+    X(MAIL_TIME_LIMIT_90,  "TIME_LIMIT_90",  "TIME_LIMIT_90") \
+    X(MAIL_TIME_LIMIT_80,  "TIME_LIMIT_80",  "TIME_LIMIT_80") \
+    X(MAIL_TIME_LIMIT_50,  "TIME_LIMIT_50",  "TIME_LIMIT_50") \
+    X(MAIL_ARRAY_TASKS,    "ARRAY_TASKS",    "ARRAY_TASKS")
+
+PLAN_VOCAB_DEFINE(mail_type, PLAN_MAIL_TYPE, MailType)
+#define MAIL_TYPE_COUNT (PLAN_MAIL_TYPE(PLAN_VOCAB_ONE) 0)
+
+/* cluster.kubernetes.tolerations: the effect of a taint the slurmd pods
+ * tolerate, the EFFECT of each "KEY[=VALUE]:EFFECT" (as kubectl taint
+ * writes taints; the pod spec's word, which the JSON column is). */
+#define PLAN_TAINT_EFFECT(X) \
+    X(TAINT_NO_SCHEDULE,        "NoSchedule",       "NoSchedule") \
+    X(TAINT_PREFER_NO_SCHEDULE, "PreferNoSchedule", "PreferNoSchedule") \
+    X(TAINT_NO_EXECUTE,         "NoExecute",        "NoExecute")
+
+PLAN_VOCAB_DEFINE(taint_effect, PLAN_TAINT_EFFECT, TaintEffect)
+#define TAINT_EFFECT_COUNT (PLAN_TAINT_EFFECT(PLAN_VOCAB_ONE) 0)
 
 /* cluster.slurm: who runs Slurm, the hosts themselves or an operator on
  * Kubernetes (Slinky's slurm-operator, Nebius' Soperator), with its version. */
@@ -337,10 +357,8 @@ static const char *const merge_device_json_names[] = {PLAN_MERGE_DEVICE(PLAN_VOC
     X(SLURM_SLINKY,    "slinky",    "slinky") \
     X(SLURM_SOPERATOR, "soperator", "soperator")
 
-typedef enum { PLAN_SLURM(PLAN_VOCAB_ID) } SlurmRuntime;
+PLAN_VOCAB_DEFINE(slurm, PLAN_SLURM, SlurmRuntime)
 #define SLURM_COUNT (PLAN_SLURM(PLAN_VOCAB_ONE) 0)
-static const char *const slurm_llm_names[] = {PLAN_SLURM(PLAN_VOCAB_LLM) NULL};
-static const char *const slurm_json_names[] = {PLAN_SLURM(PLAN_VOCAB_JSON) NULL};
 
 /* cluster.network_kind: the inter-node fabric, for the estimate's
  * collectives (RoCE: Ethernet's congestion control costs some bandwidth). */
@@ -348,20 +366,40 @@ static const char *const slurm_json_names[] = {PLAN_SLURM(PLAN_VOCAB_JSON) NULL}
     X(NETWORK_INFINIBAND, "infiniband", "infiniband") \
     X(NETWORK_ROCE,       "roce",       "roce")
 
-typedef enum { PLAN_NETWORK_KIND(PLAN_VOCAB_ID) } NetworkKind;
+PLAN_VOCAB_DEFINE(network_kind, PLAN_NETWORK_KIND, NetworkKind)
 #define NETWORK_KIND_COUNT (PLAN_NETWORK_KIND(PLAN_VOCAB_ONE) 0)
-static const char *const network_kind_llm_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_LLM) NULL};
-static const char *const network_kind_json_names[] = {PLAN_NETWORK_KIND(PLAN_VOCAB_JSON) NULL};
+
+/* cluster.gpu_link: the link between a node's GPUs by name, for the
+ * estimate's collectives (or a bandwidth, NUMBER GBps). Each row's bandwidth
+ * is compiler/check/check_cluster.c's gpu_link_rates[], indexed by this enum. */
+#define PLAN_GPU_LINK(X) \
+    X(GPU_LINK_NVLINK3, "nvlink3", "nvlink3") \
+    X(GPU_LINK_NVLINK4, "nvlink4", "nvlink4") \
+    X(GPU_LINK_NVLINK5, "nvlink5", "nvlink5") \
+    X(GPU_LINK_PCIE4,   "pcie4",   "pcie4") \
+    X(GPU_LINK_PCIE5,   "pcie5",   "pcie5")
+
+PLAN_VOCAB_DEFINE(gpu_link, PLAN_GPU_LINK, GpuLink)
+#define GPU_LINK_COUNT (PLAN_GPU_LINK(PLAN_VOCAB_ONE) 0)
+
+/* cluster.host_link: a GPU's link to host memory by name (DeepSpeed
+ * offload's path): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200); or a bandwidth.
+ * Each row's bandwidth is check_cluster.c's host_link_rates[]. */
+#define PLAN_HOST_LINK(X) \
+    X(HOST_LINK_PCIE4, "pcie4", "pcie4") \
+    X(HOST_LINK_PCIE5, "pcie5", "pcie5") \
+    X(HOST_LINK_C2C,   "c2c",   "c2c")
+
+PLAN_VOCAB_DEFINE(host_link, PLAN_HOST_LINK, HostLink)
+#define HOST_LINK_COUNT (PLAN_HOST_LINK(PLAN_VOCAB_ONE) 0)
 
 /* gpu.vendor: whose GPU a gpu block describes. */
 #define PLAN_GPU_VENDOR(X) \
     X(VENDOR_NVIDIA, "nvidia", "nvidia") \
     X(VENDOR_AMD,    "amd",    "amd")
 
-typedef enum { PLAN_GPU_VENDOR(PLAN_VOCAB_ID) } GpuVendor;
+PLAN_VOCAB_DEFINE(vendor, PLAN_GPU_VENDOR, GpuVendor)
 #define VENDOR_COUNT (PLAN_GPU_VENDOR(PLAN_VOCAB_ONE) 0)
-static const char *const vendor_llm_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_LLM) NULL};
-static const char *const vendor_json_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_JSON) NULL};
 
 /* train.backend (plan.json backend): which trainer runs the plan. */
 #define PLAN_BACKEND(X) \
@@ -370,10 +408,8 @@ static const char *const vendor_json_names[] = {PLAN_GPU_VENDOR(PLAN_VOCAB_JSON)
 
 /* (PlanBackend: the trainer a plan names; not llmc-train's TrainBackend, the
  * training loop's CPU or CUDA backend, runtime/train/train_loop.h) */
-typedef enum { PLAN_BACKEND(PLAN_VOCAB_ID) } PlanBackend;
+PLAN_VOCAB_DEFINE(backend, PLAN_BACKEND, PlanBackend)
 #define BACKEND_COUNT (PLAN_BACKEND(PLAN_VOCAB_ONE) 0)
-static const char *const backend_llm_names[] = {PLAN_BACKEND(PLAN_VOCAB_LLM) NULL};
-static const char *const backend_json_names[] = {PLAN_BACKEND(PLAN_VOCAB_JSON) NULL};
 
 /* train.bad_records (plan.json data.on_bad_record): a record prepare cannot
  * read stops it, or is skipped and counted. */
@@ -381,10 +417,8 @@ static const char *const backend_json_names[] = {PLAN_BACKEND(PLAN_VOCAB_JSON) N
     X(BADREC_FAIL, "fail", "fail") \
     X(BADREC_SKIP, "skip", "skip")
 
-typedef enum { PLAN_BAD_RECORDS(PLAN_VOCAB_ID) } BadRecordPolicy;
+PLAN_VOCAB_DEFINE(bad_records, PLAN_BAD_RECORDS, BadRecordPolicy)
 #define BADREC_COUNT (PLAN_BAD_RECORDS(PLAN_VOCAB_ONE) 0)
-static const char *const bad_records_llm_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB_LLM) NULL};
-static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB_JSON) NULL};
 
 /* Every concept above: X(name, PLAN_ROWS, .llm key, plan.json path, rows
  * llmc-train reads). The plan.json path is where llmc writes the JSON spelling
@@ -412,7 +446,9 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
 /* The concepts plan.json does not hold, nor llmc-train read (LLaMA-Factory's
  * YAML, its merge job's, the job script or the estimate take them):
  * X(name, PLAN_ROWS, .llm key). The checker reads their keys by these rows as
- * it reads the concepts above. */
+ * it reads the concepts above. (The chat templates' names, `template`, are
+ * one table with what each template is for and writes:
+ * compiler/check/chat_templates.c, which tests/vocab reads as their one place.) */
 #define PLAN_VOCAB_LLM_CONCEPTS(X) \
     X(slurm,        PLAN_SLURM,        "cluster.slurm") \
     X(network_kind, PLAN_NETWORK_KIND, "cluster.network_kind") \
@@ -423,7 +459,13 @@ static const char *const bad_records_json_names[] = {PLAN_BAD_RECORDS(PLAN_VOCAB
     X(pref_loss,    PLAN_PREF_LOSS,    "train.pref_loss") \
     X(quant_method, PLAN_QUANT_METHOD, "train.quant_method") \
     X(report_to,    PLAN_REPORT_TO,    "train.report_to") \
-    X(merge_device, PLAN_MERGE_DEVICE, "merge.device")
+    X(merge_device, PLAN_MERGE_DEVICE, "merge.device") \
+    X(merge_dtype,  PLAN_MERGE_DTYPE,  "merge.dtype") \
+    X(gpu_link,     PLAN_GPU_LINK,     "cluster.gpu_link") \
+    X(host_link,    PLAN_HOST_LINK,    "cluster.host_link") \
+    X(container_runtime, PLAN_CONTAINER_RUNTIME, "container.runtime") \
+    X(mail_type,    PLAN_MAIL_TYPE,    "sbatch.mail_type") \
+    X(taint_effect, PLAN_TAINT_EFFECT, "cluster.kubernetes.tolerations")
 
 /* A mask holds a bit per row (PLAN_VOCAB_BIT): at most 32 rows a concept. */
 #ifndef __cplusplus

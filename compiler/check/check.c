@@ -39,7 +39,13 @@ static void add_block(Checker *c, const Item *it)
     size_t sizes[K_COUNT] = {sizeof(PlanCluster), sizeof(PlanModel), sizeof(PlanDataset), sizeof(PlanTrain), sizeof(PlanJob),
                              sizeof(PlanGpu), sizeof(PlanProfile), sizeof(PlanMerge)};
     void *obj = arena_alloc(c->a, sizes[kind]);
-    /* Every Plan* struct starts with `const char *name; SrcRange at;`. */
+    /* Every Plan* struct starts with `const char *name; SrcRange at;` (its
+     * row members, PLAN_ROW_MEMBER, come after them). */
+#define CK_HEAD(T) \
+    _Static_assert(offsetof(T, name) == 0 && offsetof(T, at) == offsetof(PlanCluster, at), #T " starts with name, at");
+    CK_HEAD(PlanCluster) CK_HEAD(PlanModel) CK_HEAD(PlanDataset) CK_HEAD(PlanTrain) CK_HEAD(PlanJob) CK_HEAD(PlanGpu)
+    CK_HEAD(PlanProfile) CK_HEAD(PlanMerge)
+#undef CK_HEAD
     PlanCluster *head = obj;
     head->name = it->name;
     head->at = it->name_at;

@@ -5,18 +5,21 @@
 
 /* ---- blocks ---- */
 
-
 /* Bandwidths: bytes per second for links between GPUs (as NVIDIA quotes NVLink),
  * bits per second for network adapters (as NICs are sold). Two types: a link
  * in Gbps or a NIC in GBps is an error, never a silent factor of 8. The lexer
  * has no '/', so "GB/s" is written GBps and "Gb/s" Gbps. */
 static const Unit byte_rate_units[] = {{"MBps", 1e6}, {"GBps", 1e9}, {"TBps", 1e12}};
 static const Unit bit_rate_units[] = {{"Mbps", 1e6}, {"Gbps", 1e9}, {"Tbps", 1e12}};
-static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};
-static const double link_rates[] = {600e9, 900e9, 1800e9, 64e9, 128e9};
-/* GPU to host memory, as quoted (both directions): PCIe 4.0 / 5.0 x16, NVLink-C2C (GH200). */
-static const char *const host_link_names[] = {"pcie4", "pcie5", "c2c"};
-static const double host_link_rates[] = {64e9, 128e9, 900e9};
+/* The bandwidth of each named link, as quoted (both directions): the rows of
+ * contract/plan_vocab.h's PLAN_GPU_LINK and PLAN_HOST_LINK (GPU to host
+ * memory: PCIe 4.0 / 5.0 x16, NVLink-C2C on GH200), by their enums. */
+static const double gpu_link_rates[] = {
+    [GPU_LINK_NVLINK3] = 600e9, [GPU_LINK_NVLINK4] = 900e9, [GPU_LINK_NVLINK5] = 1800e9,
+    [GPU_LINK_PCIE4] = 64e9, [GPU_LINK_PCIE5] = 128e9};
+_Static_assert(NUNITS(gpu_link_rates) == GPU_LINK_COUNT, "a rate per PLAN_GPU_LINK row");
+static const double host_link_rates[] = {[HOST_LINK_PCIE4] = 64e9, [HOST_LINK_PCIE5] = 128e9, [HOST_LINK_C2C] = 900e9};
+_Static_assert(NUNITS(host_link_rates) == HOST_LINK_COUNT, "a rate per PLAN_HOST_LINK row");
 
 /* `NUMBER UNIT` for a rate; units: the table of this key, other: the other type. */
 static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u, const Unit *units,
@@ -69,10 +72,19 @@ static bool get_rate(Checker *c, const Entry *e, const Term *num, const Term *u,
 
 static const Unit flops_units[] = {{"TFLOPS", 1}, {"PFLOPS", 1000}};
 
+/* The gpu keys contract/plan_keys.h's rows alone describe (READ ROW: vendor),
+ * read by check_row_keys before the rules below run. */
+static const RowRead gpu_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanGpu, type, row, field),
+    PLAN_KEYS_GPU(X)
+#undef X
+};
+
 void check_gpu(Checker *c, const Item *it, PlanGpu *g)
 {
     Scope s = scope_of(c, it, it->entries, it->nentries, NULL);
     check_keys(c, &s, PKB_GPU);
+    check_row_keys(c, &s, PKB_GPU, gpu_reads, g, NULL);
     GpuSpec *spec = &g->spec;
     spec->name = g->name;
     spec->default_mfu = 0.35;
@@ -127,8 +139,6 @@ void check_gpu(Checker *c, const Item *it, PlanGpu *g)
         if (x <= 0) diag_error(c->d, e->value->at, "'mfu' must be more than 0%%");
         else spec->default_mfu = x;
     }
-    int v;
-    if ((e = find(&s, PLAN_KEY(GPU, vendor))) && get_enum(c, e, vendor_llm_names, VENDOR_COUNT, &v)) g->amd = v == VENDOR_AMD;
     report_missing(c, &s);
 }
 
@@ -136,7 +146,7 @@ void check_gpu(Checker *c, const Item *it, PlanGpu *g)
 static const GpuSpec *find_gpu(Checker *c, const char *name, bool *amd)
 {
     Symbol *sym = lookup(c, name);
-    if (sym && sym->kind == K_GPU) { if (amd) *amd = ((PlanGpu *)sym->obj)->amd; return &((PlanGpu *)sym->obj)->spec; }
+    if (sym && sym->kind == K_GPU) { if (amd) *amd = ((PlanGpu *)sym->obj)->vendor == VENDOR_AMD; return &((PlanGpu *)sym->obj)->spec; }
     const GpuSpec *g = gpu_catalog_find(name);
     if (amd) *amd = gpu_catalog_is_amd(g);
     return g;
@@ -161,8 +171,8 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
         if (t->kind == TERM_IDENT) {
             int k;
             if (want_terms(c, e, 1, "a link name or a bandwidth") &&
-                get_enum(c, e, link_names, NUNITS(link_names), &k)) {
-                cl->link_bytes_per_s = link_rates[k]; cl->link_default = false; cl->link_at = v->at;
+                get_enum(c, e, gpu_link_llm_names, GPU_LINK_COUNT, &k)) {
+                cl->link_bytes_per_s = gpu_link_rates[k]; cl->link_default = false; cl->link_at = v->at;
             }
         } else if (v->nterms <= 2 &&
                    get_rate(c, e, t, v->nterms == 2 ? v->terms[1] : NULL, byte_rate_units, bit_rate_units,
@@ -195,7 +205,7 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
         int k;
         if (t->kind == TERM_IDENT) {
             if (want_terms(c, e, 1, "a link name or a bandwidth") &&
-                get_enum(c, e, host_link_names, NUNITS(host_link_names), &k)) {
+                get_enum(c, e, host_link_llm_names, HOST_LINK_COUNT, &k)) {
                 cl->host_link_bytes_per_s = host_link_rates[k]; cl->host_link_default = false; cl->host_link_at = v->at;
             }
         } else if (v->nterms <= 2 &&
@@ -208,7 +218,9 @@ static void check_cluster_fabric(Checker *c, Scope *s, PlanCluster *cl)
     }
     if ((e = find(s, PLAN_KEY(CLUSTER, network_kind)))) {
         int k;
-        if (want_terms(c, e, 1, "infiniband or roce") && get_enum(c, e, network_kind_llm_names, NETWORK_KIND_COUNT, &k))
+        char words[64];
+        if (want_terms(c, e, 1, plan_vocab_list(words, sizeof words, network_kind_llm_names, PLAN_VOCAB_ALL_ROWS)) &&
+            get_enum(c, e, network_kind_llm_names, NETWORK_KIND_COUNT, &k))
             cl->network_roce = k == NETWORK_ROCE;
     }
     if (!cl->gpu && (cl->link_bytes_per_s > 0 && !cl->link_default)) {
@@ -227,9 +239,6 @@ static const RowRead cluster_reads[] = {
     PLAN_KEYS_CLUSTER(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanCluster, type, field)
-PLAN_KEYS_CLUSTER(X)
-#undef X
 
 void check_cluster(Checker *c, const Item *it, PlanCluster *cl)
 {
@@ -340,9 +349,6 @@ static const RowRead profile_reads[] = {
     PLAN_KEYS_PROFILE(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanProfile, type, field)
-PLAN_KEYS_PROFILE(X)
-#undef X
 
 void check_profile(Checker *c, const Item *it, PlanProfile *p)
 {

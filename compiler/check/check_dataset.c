@@ -9,9 +9,6 @@ static const RowRead dataset_reads[] = {
     PLAN_KEYS_DATASET(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanDataset, type, field)
-PLAN_KEYS_DATASET(X)
-#undef X
 
 /* Fill a columns/tags sub-block; `slots` parallels block b's rows. */
 static void get_string_table(Checker *c, const Item *it, const Entry *e, PlanKeyBlock b, const char **slots[])

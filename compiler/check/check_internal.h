@@ -72,8 +72,8 @@ typedef struct {
 
 static inline bool is_number(const Term *t) { return t->kind == TERM_INT || t->kind == TERM_FLOAT; }
 
-/* How the checker reads a row of contract/plan_keys.h marked READ ROW or
- * ROW_AT (check_row_keys): its limit or vocabulary, and where its value and
+/* How the checker reads a row of contract/plan_keys.h marked READ ROW,
+ * ROW_AT or ROW_AT_VALUE (check_row_keys): its limit or vocabulary, and where its value and
  * position go in the block's struct. A block's RowRead table parallels its
  * rows, made by expanding PLAN_KEYS_<BLOCK> with CK_READ_##READ. */
 typedef struct {
@@ -81,6 +81,7 @@ typedef struct {
     int limit;                  /* PK_INT, PK_INT64, PK_NUM, PK_SIZE: its limit row (plan_key_limit) */
     const char *const *names;   /* PK_ENUM: the concept's `.llm` words, NULL-terminated */
     size_t off, at_off;         /* the value; its position (SIZE_MAX: not kept) */
+    bool value_at;              /* the position is the value's (ROW_AT_VALUE), not the entry's */
 } RowRead;
 
 #define CK_ROW_PK_INT(row) row, NULL
@@ -90,20 +91,16 @@ typedef struct {
 #define CK_ROW_PK_SIZE(row) row, NULL
 #define CK_ROW_PK_ENUM(row) 0, row##_llm_names
 #define CK_READ_RULE(T, type, row, field) {0}
-#define CK_READ_ROW(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), SIZE_MAX}
-#define CK_READ_ROW_AT(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), offsetof(T, field##_at)}
-/* The struct member a row reads into has the size its TYPE writes. */
-#define CK_SIZE_PK_INT sizeof(int)
-#define CK_SIZE_PK_INT64 sizeof(int64_t)
-#define CK_SIZE_PK_NUM sizeof(double)
-#define CK_SIZE_PK_BOOL sizeof(bool)
-#define CK_SIZE_PK_SIZE sizeof(uint64_t)
-#define CK_SIZE_PK_ENUM sizeof(int)
-#define CK_SIZE_RULE(T, type, field)
-#define CK_SIZE_ROW(T, type, field) \
-    _Static_assert(sizeof(((T *)0)->field) == CK_SIZE_##type, "plan_keys.h: " #T "." #field " is not its TYPE");
-#define CK_SIZE_ROW_AT(T, type, field) CK_SIZE_ROW(T, type, field) \
-    _Static_assert(sizeof(((T *)0)->field##_at) == sizeof(SrcRange), "plan_keys.h: " #T "." #field "_at");
+#define CK_READ_ROW(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), SIZE_MAX, false}
+#define CK_READ_ROW_AT(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), offsetof(T, field##_at), false}
+#define CK_READ_ROW_AT_VALUE(T, type, row, field) {true, CK_ROW_##type(row), offsetof(T, field), offsetof(T, field##_at), true}
+/* The struct members the rows read into are declared from the rows
+ * (PLAN_ROW_MEMBER, plan.h), of the C type the reader writes for the row's
+ * TYPE; an ENUM's is written as an int, which every concept's enum is. */
+#define CK_ENUM_IS_INT(name, ...) _Static_assert(sizeof(name##_enum) == sizeof(int), #name "_enum is not an int");
+PLAN_VOCAB_CONCEPTS(CK_ENUM_IS_INT)
+PLAN_VOCAB_LLM_CONCEPTS(CK_ENUM_IS_INT)
+#undef CK_ENUM_IS_INT
 
 /* check_value.c: keys, values, references, paths */
 const char *join_names(Arena *a, const char *const *names, int n);

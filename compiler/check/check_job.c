@@ -9,9 +9,6 @@ static const RowRead job_reads[] = {
     PLAN_KEYS_JOB(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanJob, type, field)
-PLAN_KEYS_JOB(X)
-#undef X
 
 /* Rules on a job's merged site settings. */
 static void check_job_site(Checker *c, const PlanJob *j)
@@ -24,12 +21,11 @@ static void check_job_site(Checker *c, const PlanJob *j)
         if (s->gpus_per_node == 1)
             diag_error(c->d, s->gpus_per_node_at, "'gpus_per_node' on cluster '%s', which has no GPUs", cl->name);
     }
-    if (s->mail_type && !s->mail_user && strcmp(s->mail_type, "NONE") != 0) {
+    if (s->mail_type && !s->mail_user && strcmp(s->mail_type, mail_type_json_names[MAIL_NONE]) != 0) {
         Diag *g = diag_warning(c->d, s->mail_type_at, "'mail_type' without 'mail_user': Slurm mails the submitting user");
         diag_help(g, "add mail_user = \"NAME@SITE\" to the sbatch block");
     }
 }
-
 
 /* job: run = NAME, cluster = NAME, nodes = INT, time = DURATION (at least
  * 1 min), mem, cpus_per_task, account, qos, logs (default "logs"), requeue

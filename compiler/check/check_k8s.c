@@ -9,13 +9,8 @@ static const RowRead k8s_reads[] = {
     PLAN_KEYS_KUBERNETES(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanK8s, type, field)
-PLAN_KEYS_KUBERNETES(X)
-#undef X
 
 /* ---- Slurm on Kubernetes (docs/language.md, "Slurm on Kubernetes") ---- */
-
-static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
 
 static bool has_control(const char *s)
 {
@@ -375,12 +370,10 @@ static void check_k8s_tolerations(Checker *c, Scope *ks, PlanK8s *k)
                     diag_help(g, "for example: \"nvidia.com/gpu:NoSchedule\"");
                     continue;
                 }
-                int eff = -1;
-                for (int j = 0; j < 3; j++)
-                    if (strcmp(colon + 1, taint_effects[j]) == 0) eff = j;
+                int eff = plan_vocab_find(taint_effect_llm_names, colon + 1);
                 if (eff < 0) {
                     Diag *g = diag_error(c->d, t->at, "unknown taint effect '%s'", colon + 1);
-                    diag_note(g, "effects: NoSchedule, PreferNoSchedule, NoExecute");
+                    diag_note(g, "effects: %s", join_names(c->a, taint_effect_llm_names, TAINT_EFFECT_COUNT));
                     continue;
                 }
                 char *kv = arena_printf(c->a, "%.*s", (int)(colon - t->str), t->str);
@@ -388,7 +381,7 @@ static void check_k8s_tolerations(Checker *c, Scope *ks, PlanK8s *k)
                 if (eq) *eq = 0;
                 if ((why = label_key_why(c->a, kv))) { diag_error(c->d, t->at, "taint key '%s' is not a Kubernetes key: %s", kv, why); continue; }
                 if (eq && (why = label_name_why(eq + 1, true))) { diag_error(c->d, t->at, "taint value '%s' is not a Kubernetes label value: %s", eq + 1, why); continue; }
-                k->tolerations[k->ntolerations++] = (PlanToleration){kv, eq ? eq + 1 : NULL, taint_effects[eff]};
+                k->tolerations[k->ntolerations++] = (PlanToleration){kv, eq ? eq + 1 : NULL, taint_effect_json_names[eff]};
             }
         }
     }

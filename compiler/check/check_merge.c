@@ -5,21 +5,15 @@
  * model); what it joins to its LoRA run after them (check_merge_links). */
 #include "check_internal.h"
 
-/* device's words are contract/plan_vocab.h's PLAN_MERGE_DEVICE rows (read by
- * its row); dtype's are "auto" and precision's 16- and 32-bit words
- * (check_merge), in the order of MergeDtype. The emitter writes
- * LLaMA-Factory's. */
-
-/* The merge keys contract/plan_keys.h's rows alone describe (READ ROW),
- * read by check_row_keys before the rules below run. */
+/* The merge keys contract/plan_keys.h's rows alone describe (READ ROW):
+ * device and dtype by their words (contract/plan_vocab.h's PLAN_MERGE_DEVICE,
+ * PLAN_MERGE_DTYPE, whose JSON column is what the emitter writes), and
+ * legacy_format, read by check_row_keys before the rules below run. */
 static const RowRead merge_reads[] = {
 #define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanMerge, type, row, field),
     PLAN_KEYS_MERGE(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanMerge, type, field)
-PLAN_KEYS_MERGE(X)
-#undef X
 
 /* shard_size: LLaMA-Factory's export_size is whole GB (max_shard_size "NGB") */
 static void check_merge_shard_size(Checker *c, const Entry *e, PlanMerge *m)
@@ -37,7 +31,7 @@ static void check_merge_shard_size(Checker *c, const Entry *e, PlanMerge *m)
 }
 
 /* merge NAME { adapter = RUN  model = BASE  output = "DIR"  dtype  device
- * shard_size  legacy_format }: the keys (legacy_format a row alone), and the
+ * shard_size  legacy_format }: the keys (dtype, device, legacy_format rows alone), and the
  * model it writes (the base's shape at output, so that a train block may name
  * the merge as its model). */
 void check_merge(Checker *c, const Item *it, PlanMerge *m)
@@ -46,7 +40,6 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
     check_keys(c, &s, PKB_MERGE);
     check_row_keys(c, &s, PKB_MERGE, merge_reads, m, NULL);
     Entry *e;
-    int v;
     m->shard_gb = 5;   /* LLaMA-Factory's default export_size */
     if ((e = require(c, &s, PLAN_KEY(MERGE, adapter), "sft"))) { m->adapter_at = e->at; m->adapter = get_ref(c, e, K_TRAIN); }
     if ((e = require(c, &s, PLAN_KEY(MERGE, model), "qwen7b"))) { m->model_at = e->at; m->model = get_ref(c, e, K_MODEL); }
@@ -54,9 +47,6 @@ void check_merge(Checker *c, const Item *it, PlanMerge *m)
         m->output_at = e->at;
         m->output_dir = get_plan_path(c, e, false);
     }
-    const char *dtypes[] = {"auto", precision_llm_names[PREC_BF16], precision_llm_names[PREC_FP16],
-                            precision_llm_names[PREC_FP32]};
-    if ((e = find(&s, PLAN_KEY(MERGE, dtype))) && get_enum(c, e, dtypes, 4, &v)) { m->dtype = (MergeDtype)v; m->dtype_at = e->at; }
     if ((e = find(&s, PLAN_KEY(MERGE, shard_size)))) check_merge_shard_size(c, e, m);
     report_missing(c, &s);
     if (!m->model || !m->model->name || !m->output_dir) return;

@@ -12,9 +12,6 @@ static const RowRead model_reads[] = {
     PLAN_KEYS_MODEL(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanModel, type, field)
-PLAN_KEYS_MODEL(X)
-#undef X
 
 /* model: path = "DIR". A pretrained model's
  * config.json, when readable here, is read into cfg: the shape keys may then

@@ -338,10 +338,20 @@ static bool directive_ok(Checker *c, const Entry *e, const char *s, const char *
     return true;
 }
 
-static const char *const mail_type_names[] = {"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND",
-                                              "STAGE_OUT", "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80",
-                                              "TIME_LIMIT_50", "ARRAY_TASKS"};
-static const char *const container_runtimes[] = {"pyxis", "apptainer"};
+/* The sbatch and container keys contract/plan_keys.h's rows alone describe
+ * (READ ROW, ROW_AT_VALUE), read by check_row_keys into the site before the
+ * rules below run; mail_type's words and container runtime's are
+ * contract/plan_vocab.h's (PLAN_MAIL_TYPE, PLAN_CONTAINER_RUNTIME). */
+static const RowRead sbatch_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanSite, type, row, field),
+    PLAN_KEYS_SBATCH(X)
+#undef X
+};
+static const RowRead container_reads[] = {
+#define X(key, type, row, dflt, backends, json, read, field) CK_READ_##read(PlanSite, type, row, field),
+    PLAN_KEYS_CONTAINER(X)
+#undef X
+};
 
 /* The #SBATCH options llmc writes itself (templates/job_*.slurm.tmpl,
  * emit_slurm.c), long and short spellings: a free-form line may not set them
@@ -352,25 +362,17 @@ static const char *const sbatch_written[] = {
     "reservation", "mail-type", "mail-user", "comment", "exclude", "nodelist", "switches", "gpus-per-task",
     "dependency", "ntasks", "gpus", "mem-per-cpu", "mem-per-gpu", "array", "chdir", "export", "wrap"};
 
-/* sbatch { exclude = "HOSTLIST"  nodelist = "HOSTLIST"  switches = N  gpus_per_task = N
- *          extra = ["--opt=value", ...] } (docs/language.md, "Site settings"). */
+/* sbatch { exclude = "HOSTLIST"  nodelist = "HOSTLIST"  extra = ["--opt=value", ...] }
+ * (docs/language.md, "Site settings"; switches and gpus_per_task: their rows). */
 static void check_site_sbatch_extra(Checker *c, Scope *s, PlanSite *site)
 {
     Entry *e;
     const char *str;
-    int64_t v;
     if ((e = find(s, PLAN_KEY(SBATCH, exclude))) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--exclude")) {
         site->exclude = str; site->exclude_at = e->value->at;
     }
     if ((e = find(s, PLAN_KEY(SBATCH, nodelist))) && get_string(c, e, &str) && directive_ok(c, e, str, "_.-[],", "--nodelist")) {
         site->nodelist = str; site->nodelist_at = e->value->at;
-    }
-    if ((e = find(s, PLAN_KEY(SBATCH, switches))) && get_int_lim(c, e, PL_KEY_SBATCH_SWITCHES, &v)) {
-        site->switches = (int)v;
-        site->switches_at = e->value->at;
-    }
-    if ((e = find(s, PLAN_KEY(SBATCH, gpus_per_task))) && get_int_lim(c, e, PL_KEY_SBATCH_GPUS_PER_TASK, &v)) {
-        site->gpus_per_task = (int)v; site->gpus_per_task_at = e->value->at;
     }
     if (!(e = find(s, PLAN_KEY(SBATCH, extra)))) return;
     int n = 0;
@@ -425,6 +427,7 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
     Scope s = scope_of(c, it, blk->sub, blk->nsub, SITE_KEY(sbatch));
     s.at = blk->key_at;
     check_keys(c, &s, PKB_SBATCH);
+    check_row_keys(c, &s, PKB_SBATCH, sbatch_reads, site, NULL);
     Entry *e;
     const char *str;
     bool b;
@@ -467,19 +470,18 @@ static void check_site_sbatch(Checker *c, const Item *it, const Entry *blk, Plan
             const Term *w = items[i]->terms[0];
             int k = -1;
             if (w->kind == TERM_IDENT)
-                for (int j = 0; j < NUNITS(mail_type_names); j++)
-                    if (strcmp(w->str, mail_type_names[j]) == 0) k = j;
+                k = plan_vocab_find(mail_type_llm_names, w->str);
             if (k < 0 || items[i]->nterms != 1) {
-                const char *dym = w->kind == TERM_IDENT ? did_you_mean(w->str, mail_type_names, NUNITS(mail_type_names)) : NULL;
+                const char *dym = w->kind == TERM_IDENT ? did_you_mean(w->str, mail_type_llm_names, MAIL_TYPE_COUNT) : NULL;
                 Diag *g = dym ? diag_error(c->d, w->at, "unknown mail_type '%s'; did you mean '%s'?", w->str, dym)
                               : diag_error(c->d, w->at, "'mail_type' must be Slurm mail events, found %s", term_desc(c, w));
-                diag_note(g, "'mail_type' is a list of: %s", join_names(c->a, mail_type_names, NUNITS(mail_type_names)));
+                diag_note(g, "'mail_type' is a list of: %s", join_names(c->a, mail_type_llm_names, MAIL_TYPE_COUNT));
                 ok = false;
                 break;
             }
-            if (strlen(joined) + strlen(mail_type_names[k]) + 2 > 255) break;
+            if (strlen(joined) + strlen(mail_type_json_names[k]) + 2 > 255) break;
             if (i) strcat(joined, ",");
-            strcat(joined, mail_type_names[k]);
+            strcat(joined, mail_type_json_names[k]);
         }
         if (ok) { site->mail_type = joined; site->mail_type_at = e->value->at; }
     }
@@ -543,10 +545,11 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
     s.at = blk->key_at;
     s.broken = it->broken;
     check_keys(c, &s, PKB_CONTAINER);
+    bool ok[PLAN_KEYS_MAX];
+    check_row_keys(c, &s, PKB_CONTAINER, container_reads, site, ok);
     Entry *e;
-    int k = -1;
     const char *img = NULL;
-    if ((e = require(c, &s, PLAN_KEY(CONTAINER, runtime), "pyxis"))) get_enum(c, e, container_runtimes, 2, &k);
+    require(c, &s, PLAN_KEY(CONTAINER, runtime), container_runtime_llm_names[CONTAINER_PYXIS]);   /* read by its row */
     if ((e = require(c, &s, PLAN_KEY(CONTAINER, image), "\"nvcr.io#nvidia/pytorch:24.05-py3\"")) && get_string(c, e, &img)) {
         long cc = plan_control_char_at(img);
         if (!img[0]) { diag_error(c->d, e->value->at, "'image' must not be empty"); img = NULL; }
@@ -568,8 +571,7 @@ static void check_site_container(Checker *c, const Item *it, const Entry *blk, P
         if (ok) { site->mounts = ms; site->nmounts = n; site->mounts_at = e->value->at; }
     }
     report_missing(c, &s);
-    if (k >= 0 && img) {
-        site->container = k == 0 ? CONTAINER_PYXIS : CONTAINER_APPTAINER;
+    if (ok[PLAN_KEY_INDEX(CONTAINER, runtime)] && img) {
         site->image = img;
         site->container_at = blk->key_at;
     }
@@ -637,7 +639,7 @@ void merge_site(Checker *c, const PlanSite *cl, PlanSite *j)
         for (int i = 0; i < j->nextra; i++) m.extra[m.nextra++] = j->extra[i];
         m.extra_at = j->extra_at;
     }
-    if (j->container) {
+    if (j->image) {
         m.container = j->container; m.container_at = j->container_at;
         m.image = j->image; m.image_at = j->image_at;
         m.mounts = j->mounts; m.nmounts = j->nmounts; m.mounts_at = j->mounts_at;

@@ -10,10 +10,6 @@ static const RowRead train_reads[] = {
     PLAN_KEYS_TRAIN(X)
 #undef X
 };
-#define X(key, type, row, dflt, backends, json, read, field) CK_SIZE_##read(PlanTrain, type, field)
-PLAN_KEYS_TRAIN(X)
-#undef X
-
 
 /* `data = [a, b]` or `data = a`: distinct dataset references. */
 static void get_dataset_list(Checker *c, const Entry *e, PlanDataset ***out, int *nout)
@@ -615,9 +611,20 @@ static void check_train_template(Checker *c, const PlanTrain *t, SrcRange at)
         }
     }
     if (t->backend == BACKEND_LLMC && !ti->llmc) {
+        /* the templates llmc-train renders (the table's llmc column), "a and b" and "a or b" */
+        const char *mine[TEMPLATE_COUNT];
+        int n = 0;
+        for (int i = 1; i < chat_template_count(); i++)
+            if (chat_template_info((ChatTemplate)i)->llmc) mine[n++] = chat_template_info((ChatTemplate)i)->name;
+        char and_list[256] = "", or_list[256] = "";
+        for (int i = 0; i < n; i++) {
+            const char *sep = i == 0 ? "" : i < n - 1 ? ", " : NULL;
+            snprintf(and_list + strlen(and_list), sizeof and_list - strlen(and_list), "%s%s", sep ? sep : " and ", mine[i]);
+            snprintf(or_list + strlen(or_list), sizeof or_list - strlen(or_list), "%s%s", sep ? sep : " or ", mine[i]);
+        }
         Diag *g = diag_error(c->d, at, "template %s is not implemented by the llmc trainer yet", ti->name);
-        diag_note(g, "llmc-train renders the qwen and llama3 templates; LLaMA-Factory renders all of llmc's");
-        diag_help(g, "use backend = llamafactory in run '%s', or template = qwen or llama3", t->name);
+        diag_note(g, "llmc-train renders the %s templates; LLaMA-Factory renders all of llmc's", and_list);
+        diag_help(g, "use backend = llamafactory in run '%s', or template = %s", t->name, or_list);
     }
     if (!ti->tokens[0] || !m->tokenizer) return;
     int n = 0;

@@ -171,7 +171,8 @@ void check_row_keys(Checker *c, const Scope *s, PlanKeyBlock b, const RowRead *r
         row_default(&l->keys[k], r, v);
         Entry *e = find(s, l->keys[k].key);
         if (!e) continue;
-        if (r->at_off != SIZE_MAX) *(SrcRange *)(void *)((char *)obj + r->at_off) = e->at;
+        if (r->at_off != SIZE_MAX)
+            *(SrcRange *)(void *)((char *)obj + r->at_off) = r->value_at && e->value ? e->value->at : e->at;
         int n = 0, x;
         bool got = false;
         switch (l->keys[k].type) {

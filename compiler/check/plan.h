@@ -13,6 +13,27 @@
 #include <stdint.h>
 #include "diag.h"
 #include "plan_vocab.h"   /* contract/: the enums plan.json shares with llmc-train */
+#include "plan_keys.h"    /* contract/: the keys of each block, the members their rows read into */
+
+/* A block struct's members that its rows of contract/plan_keys.h read (READ
+ * ROW, ROW_AT, ROW_AT_VALUE; check_row_keys), declared from the rows:
+ * PLAN_KEYS_TRAIN(PLAN_ROW_MEMBER) is `int context; SrcRange context_at;
+ * double epochs; ...`. The C type is the TYPE column's (an ENUM's: its
+ * concept's enum, <concept>_enum of contract/plan_vocab.h), and the ROW_AT
+ * rows add FIELD_at; a RULE row declares nothing (its rules' members are
+ * written out in the struct). A block's expansion comes after its `name`
+ * and `at`, which every block struct starts with (compiler/check/check.c). */
+#define PLAN_ROW_MEMBER(key, type, row, dflt, backends, json, read, field) PLAN_ROW_MEMBER_##read(type, row, field)
+#define PLAN_ROW_MEMBER_RULE(type, row, field)
+#define PLAN_ROW_MEMBER_ROW(type, row, field) PLAN_ROW_CTYPE_##type(row) field;
+#define PLAN_ROW_MEMBER_ROW_AT(type, row, field) PLAN_ROW_CTYPE_##type(row) field; SrcRange field##_at;
+#define PLAN_ROW_MEMBER_ROW_AT_VALUE PLAN_ROW_MEMBER_ROW_AT
+#define PLAN_ROW_CTYPE_PK_INT(row) int
+#define PLAN_ROW_CTYPE_PK_INT64(row) int64_t
+#define PLAN_ROW_CTYPE_PK_NUM(row) double
+#define PLAN_ROW_CTYPE_PK_BOOL(row) bool
+#define PLAN_ROW_CTYPE_PK_SIZE(row) uint64_t
+#define PLAN_ROW_CTYPE_PK_ENUM(row) row##_enum
 
 /* ---- built-in GPU catalogue (compiler/check/gpu_catalog.c) ---- */
 typedef struct {
@@ -49,13 +70,13 @@ int gpu_catalog_count(void);
 const GpuSpec *gpu_catalog_at(int i);
 
 /* ---- enums ----
- * Those plan.json carries (ModelArch, DataFormat, TrainStage, FinetuneMethod,
- * Precision, ShardStage, Recompute, AttentionKind, LrSchedule, OffloadKind,
- * PlanBackend, BadRecordPolicy, LoraModule) are contract/plan_vocab.h's rows,
- * shared with llmc-train, and so are the LLaMA-Factory-only ones a key names
- * (PrefLoss, QuantMethod, ReportTo, MergeDevice, MixStrategy, OptimKind,
- * Fp8Backend, SlurmRuntime: PLAN_VOCAB_LLM_CONCEPTS); these are the rest. */
-/* Chat templates: compiler/check/chat_templates.c has one entry per value, in this order. */
+ * Every enum a key names is contract/plan_vocab.h's rows: those plan.json
+ * carries (ModelArch, TrainStage, Precision, ...), shared with llmc-train, and
+ * those only llmc's outputs take (PrefLoss, MergeDtype, ContainerRuntime,
+ * ...: PLAN_VOCAB_LLM_CONCEPTS); all but the chat templates below. */
+/* Chat templates: their names are one table with what each template is for
+ * and writes, compiler/check/chat_templates.c (which tests/vocab reads as the
+ * names' one place), one entry per value, in this order. */
 typedef enum {
     TEMPLATE_NONE, TEMPLATE_QWEN, TEMPLATE_LLAMA3, TEMPLATE_DEFAULT, TEMPLATE_EMPTY, TEMPLATE_QWEN3,
     TEMPLATE_QWEN3_NOTHINK, TEMPLATE_LLAMA2, TEMPLATE_MISTRAL, TEMPLATE_GEMMA, TEMPLATE_GEMMA3,
@@ -68,8 +89,11 @@ typedef enum {
  * cluster or job block (docs/language.md, "Site settings"). A job's own settings
  * are merged over its cluster's by the checker into the job's `site`. ---- */
 typedef struct { const char *name, *value; SrcRange at; } PlanEnvVar;
-typedef enum { CONTAINER_NONE, CONTAINER_PYXIS, CONTAINER_APPTAINER } ContainerKind;
 typedef struct {
+    /* read by their rows (PLAN_ROW_MEMBER): sbatch's switches and gpus_per_task
+     * (--switches=N, --gpus-per-task=N; 0 unset), the container's runtime */
+    PLAN_KEYS_SBATCH(PLAN_ROW_MEMBER)
+    PLAN_KEYS_CONTAINER(PLAN_ROW_MEMBER)
     PlanEnvVar *env; int nenv;              /* exported before the launch, in this order */
     const char **setup; int nsetup; SrcRange setup_at;  /* shell lines run before the launch */
     const char *constraint; SrcRange constraint_at;     /* #SBATCH --constraint */
@@ -84,11 +108,9 @@ typedef struct {
     /* issue 33's escape hatches: typed #SBATCH options and a checked free-form list */
     const char *exclude; SrcRange exclude_at;     /* --exclude=HOSTLIST */
     const char *nodelist; SrcRange nodelist_at;   /* --nodelist=HOSTLIST */
-    int switches; SrcRange switches_at;           /* --switches=N; 0 unset */
-    int gpus_per_task; SrcRange gpus_per_task_at; /* --gpus-per-task=N; 0 unset */
     const char **extra; int nextra; SrcRange extra_at; /* sbatch_extra: "--opt[=value]" lines */
-    ContainerKind container; SrcRange container_at;
-    const char *image; SrcRange image_at;
+    const char *image; SrcRange image_at;   /* the container's image; NULL: no container */
+    SrcRange container_at;                  /* the container block; its runtime: container (a row) */
     const char **mounts; int nmounts; SrcRange mounts_at;   /* "SRC:DST[:FLAGS]" */
 } PlanSite;
 
@@ -111,6 +133,7 @@ typedef struct {                            /* one shared volume: `pvc "CLAIM" a
 } PlanVolume;
 
 typedef struct {
+    PLAN_KEYS_KUBERNETES(PLAN_ROW_MEMBER)   /* read by their rows: host_network (Slinky) */
     SrcRange at;                            /* the `kubernetes` key */
     const char *namespace_;                 /* default "slurm" */
     const char *cluster_name;               /* Slinky: the Controller (helm release) name;
@@ -129,19 +152,18 @@ typedef struct {
     uint64_t system_reserve; SrcRange system_reserve_at;  /* memory the node keeps (kubelet, system) */
     uint64_t memory_limit;                  /* the slurmd pod's: memory - system_reserve, whole GiB */
     uint64_t shm_bytes; SrcRange shm_at;    /* /dev/shm (emptyDir, medium Memory); default half the limit */
-    bool host_network;                      /* the pod on the node's network (Slinky) */
     const char *rdma_resource; int rdma_count; SrcRange rdma_at;   /* "RESOURCE=COUNT"; NULL: none */
     double partition_max_seconds; SrcRange partition_max_at;     /* the partition's MaxTime; 0: none */
 } PlanK8s;
 
 typedef struct {
     const char *name; SrcRange at;          /* block name */
+    PLAN_KEYS_CLUSTER(PLAN_ROW_MEMBER)      /* read by their rows: cpus (per node) */
     const char *partition; SrcRange partition_at;
     const char *hostlist; SrcRange hostlist_at;   /* as written: "hgx[001-032]" */
     char **hosts; int nhosts;               /* expanded, in order */
     const GpuSpec *gpu; int gpus_per_node; SrcRange gpu_at;  /* `gpu = none`: gpu NULL,
                                                gpus_per_node 0 (CPU-only nodes) */
-    int cpus; SrcRange cpus_at;             /* per node */
     uint64_t memory_bytes; SrcRange memory_at;  /* per node (RealMemory) */
     /* ---- fabric (docs/language.md, cluster block; defaults from the GPU catalogue) ---- */
     double link_bytes_per_s; SrcRange link_at;  /* `gpu_link`: per GPU, both directions together;
@@ -169,16 +191,13 @@ struct PlanMerge;
 
 typedef struct {
     const char *name; SrcRange at;
-    ModelArch arch; SrcRange arch_at;
+    /* read by their rows: arch, init (as written), the shape (max_context:
+     * max_position_embeddings) and tie_embeddings; a shape key not written
+     * is the rules', from config.json */
+    PLAN_KEYS_MODEL(PLAN_ROW_MEMBER)
     const char *path; SrcRange path_at;     /* HF model directory (config.json, safetensors) */
     const char *tokenizer; SrcRange tokenizer_at; /* dir with tokenizer.json; default = path */
-    ModelInit init;                         /* init = pretrained | scratch, as written */
     bool from_scratch;                      /* init = scratch: random init, path only for output config */
-    int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
-    SrcRange layers_at, hidden_at, heads_at, kv_heads_at, head_dim_at, ffn_at, vocab_at;
-    int max_context; SrcRange max_context_at;     /* max_position_embeddings */
-    double rope_theta, rms_eps;
-    bool tie_embeddings;                    /* default: false (true for small Qwen) */
     bool qkv_bias;                          /* derived: qwen2 -> true, llama/qwen3 -> false */
     bool qk_norm;                           /* derived: qwen3 -> true */
     int norms_per_layer;                    /* derived: RMSNorm weights per layer, 2 (gemma2: 4, around
@@ -204,68 +223,49 @@ typedef struct {
 
 typedef struct {
     const char *name; SrcRange at;
+    /* read by their rows: format, ranking, and what is known of its size:
+     * samples (records; -1 unknown), size_bytes (as stated; 0 unknown),
+     * tokens (stated or measured; -1 unknown) */
+    PLAN_KEYS_DATASET(PLAN_ROW_MEMBER)
     const char *file; SrcRange file_at;     /* NULL for a Hub dataset */
     bool directory;                         /* `file = "DIR/"`: every file in DIR (shards of one type);
                                                backend = llamafactory only */
     const char *hf_hub; SrcRange hf_hub_at; /* `hf_hub = "org/name"`: dataset_info's hf_hub_url;
                                                backend = llamafactory only; NULL otherwise */
-    DataFormat format; SrcRange format_at;
     DatasetColumns columns; SrcRange columns_at;
     DatasetTags tags; SrcRange tags_at;
-    bool ranking;
-    int64_t samples; SrcRange samples_at;   /* record count if known, else -1 */
-    uint64_t size_bytes; SrcRange size_bytes_at;  /* file size if stated, else 0 */
-    int64_t tokens; SrcRange tokens_at;     /* token count if stated/measured, else -1 */
 } PlanDataset;
 
 typedef struct PlanTrain {
     const char *name; SrcRange at;
+    /* The keys contract/plan_keys.h's rows read (READ ROW, ROW_AT): one
+     * member each, FIELD (and FIELD_at), of the row's TYPE; their defaults and
+     * meaning are the rows' and docs/language.md's. */
+    PLAN_KEYS_TRAIN(PLAN_ROW_MEMBER)
+    /* The keys the train block's rules read (compiler/check/check_train.c),
+     * and what the rules derive. */
     TrainStage stage; SrcRange stage_at;
     PlanModel *model; SrcRange model_at;
     PlanDataset **data; int ndata; SrcRange data_at;
     ChatTemplate template_; SrcRange template_at;
-    int context; SrcRange context_at;
-    double epochs; SrcRange epochs_at;      /* may be fractional */
-    int64_t max_steps; SrcRange max_steps_at; /* 0 = derived from epochs */
     int micro_batch; SrcRange batch_at;     /* "4 per gpu" */
-    int grad_accum; SrcRange grad_accum_at; /* default 1 */
-    double lr, min_lr; SrcRange lr_at;
-    LrScheduleKind schedule;
     double warmup_ratio; int64_t warmup_steps; SrcRange warmup_at; /* one of them set */
-    double weight_decay, beta1, beta2, adam_eps, grad_clip;
+    double beta1, beta2;
     uint64_t seed;
-    Precision precision; SrcRange precision_at;
-    MasterWeights master_weights; SrcRange master_weights_at;   /* backend = llmc; default fp32 */
-    OptimStates optimizer_states; SrcRange optimizer_states_at; /* backend = llmc; default fp32 */
     Fp8Backend fp8_backend; SrcRange fp8_backend_at;            /* LLaMA-Factory, precision = fp8; default auto */
-    ShardStage shard; SrcRange shard_at;
-    Recompute recompute; SrcRange recompute_at;
-    AttentionKind attention;
     bool deterministic; SrcRange deterministic_at;  /* same bits every run; default: llmc on */
-    bool packing;                           /* default: true for pt, false for sft */
     bool train_on_prompt; SrcRange train_on_prompt_at;  /* sft: prompt tokens trained too */
     bool mask_history; SrcRange mask_history_at;        /* sft: only the last turn trained */
-    BadRecordPolicy bad_records;
     double mfu; SrcRange mfu_at;            /* 0 = GPU catalogue default */
-    double bytes_per_token;                 /* for size-only datasets; default 4.0 */
-    PlanBackend backend; SrcRange backend_at;
     const char *output_dir; SrcRange output_at;   /* where checkpoints/model go */
     int64_t checkpoint_every_steps;         /* 0 = derived from checkpoint_every_seconds */
     double checkpoint_every_seconds; SrcRange checkpoint_at; /* default 30 min */
-    int checkpoint_keep;                    /* default 2 */
 
     /* ---- fine-tuning method (backend = llamafactory only, but full) ---- */
-    FinetuneMethod method; SrcRange method_at;   /* default full */
-    int lora_rank, lora_alpha;              /* default 8 and 2 x rank */
     double lora_dropout;                    /* default 0 */
     const char **lora_target; int nlora_target;  /* module names; NULL/0 = all */
-    bool use_dora, use_rslora;
-    int freeze_layers;                      /* trainable layers: > 0 last N, < 0 first N; default 2 */
-    int quant_bits; QuantMethod quant_method;    /* qlora: 4 or 8 (default 4), bnb */
-    OffloadKind offload; SrcRange offload_at;    /* DeepSpeed CPU offload; default none */
+    int quant_bits;                         /* qlora: 4 or 8 (default 4) */
     /* ---- preference stages (rm, dpo, kto) ---- */
-    PrefLoss pref_loss; SrcRange pref_loss_at;   /* dpo; default sigmoid */
-    double pref_beta, pref_ftx;             /* default 0.1 and 0 */
     PlanModel *ref_model; SrcRange ref_model_at; /* NULL: LLaMA-Factory's default reference */
     /* ---- evaluation ---- */
     double val_size; SrcRange val_at;       /* 0 = none; < 1 a fraction, >= 1 a count */
@@ -274,22 +274,14 @@ typedef struct PlanTrain {
     int eval_batch;                         /* per GPU; 0 = batch */
     /* ---- data handling ---- */
     const char *tokenized_path; SrcRange tokenized_at;  /* NULL: tokenise on every start */
-    bool data_shared_fs;                    /* default true: one node tokenises for all */
-    bool streaming; SrcRange streaming_at;  /* pt only; needs max_steps */
     double ddp_timeout_seconds; SrcRange ddp_timeout_at; /* default 30 min; at: unset when not written */
     MixStrategy mix; SrcRange mix_at;       /* mix_strategy (LLaMA-Factory); default concat */
     double *interleave_probs; int ninterleave_probs; SrcRange interleave_probs_at; /* one per dataset */
-    int64_t max_samples; SrcRange max_samples_at; /* 0 = all; LLaMA-Factory truncates each dataset to it */
     /* ---- LLaMA-Factory pass-through keys (issue 33), checked against its dataclasses ---- */
     OptimKind optim; SrcRange optim_at;     /* default adamw_torch (what the Trainer runs) */
-    bool liger_kernel;                      /* enable_liger_kernel: fused kernels, no full logits */
-    bool neat_packing;                      /* sft: packing without cross-attention (packing on) */
     double wsd_decay; SrcRange wsd_decay_at; /* schedule = wsd: the decay's share of the steps (default 10%) */
     bool checkpoint_epoch;                  /* checkpoint_every = epoch: save_strategy epoch */
-    double tokenize_rate; SrcRange tokenize_rate_at;     /* tokens/s per preprocessing worker; 0 = the
-                                               estimator's default (docs/estimator.md) */
     /* ---- tracking ---- */
-    ReportTo report_to;
     const char *run_name;                   /* NULL: the train block's name */
     int64_t log_every;                      /* steps; default 1 */
     bool output_default;                    /* no `output`: output_dir "runs/NAME" is relative to the
@@ -302,7 +294,8 @@ typedef struct PlanTrain {
  * `profile = NAME`; each value set replaces the estimator's default. */
 typedef struct {
     const char *name; SrcRange at;
-    PlanBackend backend; bool backend_set; SrcRange backend_at; /* the trainer the runs measured */
+    PLAN_KEYS_PROFILE(PLAN_ROW_MEMBER)      /* read by their rows: backend, the trainer the runs measured */
+    bool backend_set;                       /* the plan wrote backend */
     double mfu; SrcRange mfu_at;            /* compute efficiency; 0 = not set */
     double step_overhead_s; SrcRange step_overhead_at;  /* per optimizer step; < 0 = not set */
     double intra_bytes_per_s; SrcRange intra_at;  /* effective per GPU, one direction, ring bus
@@ -315,21 +308,20 @@ typedef struct {
  * `llamafactory-cli export` of a LoRA run's adapter merged into its base
  * (docs/language.md, "merge NAME"). A job runs it (`run = NAME`); a train block
  * that names it as its model trains the merged model (`merged`). */
-typedef enum { MERGE_DTYPE_AUTO, MERGE_DTYPE_BF16, MERGE_DTYPE_FP16, MERGE_DTYPE_FP32 } MergeDtype; /* infer_dtype */
 typedef struct PlanMerge {
     const char *name; SrcRange at;
+    PLAN_KEYS_MERGE(PLAN_ROW_MEMBER)        /* read by their rows: dtype, device, legacy_format */
     struct PlanTrain *adapter; SrcRange adapter_at;   /* the LoRA run whose adapter (its output) is merged */
     PlanModel *model; SrcRange model_at;    /* the base: the model that run trains */
     const char *output_dir; SrcRange output_at;       /* export_dir: the merged model */
-    MergeDtype dtype; SrcRange dtype_at;    /* auto: the base's torch_dtype, fp32 saved as bf16 */
-    MergeDevice device; SrcRange device_at; /* cpu: merged in host memory; auto: on the node's GPUs */
     int shard_gb; SrcRange shard_size_at;   /* export_size: GB per safetensors shard (default 5) */
-    bool legacy_format;                     /* export_legacy_format: .bin instead of safetensors */
     PlanModel merged;                       /* the base's shape at output_dir, merged_from = this */
 } PlanMerge;
 
 typedef struct PlanJob {
     const char *name; SrcRange at;
+    PLAN_KEYS_JOB(PLAN_ROW_MEMBER)          /* read by their rows: cpus_per_task (default cpus /
+                                               gpus_per_node, the rules'), requeue */
     PlanTrain *run; SrcRange run_at;        /* NULL for a merge job */
     PlanMerge *merge;                       /* `run = MERGE`: the job exports that merge; NULL else */
     struct PlanJob *after; SrcRange after_at;  /* `after = JOB`: starts when JOB completed
@@ -339,11 +331,9 @@ typedef struct PlanJob {
     int nodes; SrcRange nodes_at;
     double time_seconds; SrcRange time_at;
     uint64_t mem_bytes; SrcRange mem_at;    /* per node --mem; 0 = all of node */
-    int cpus_per_task; SrcRange cpus_per_task_at; /* default cpus / gpus_per_node */
     const char *account; SrcRange account_at; /* NULL when not set */
     const char *qos; SrcRange qos_at;         /* NULL when not set */
     const char *log_dir; SrcRange log_dir_at; /* default "logs" */
-    bool requeue;                           /* default true: requeue on preemption */
     int tasks_per_node; SrcRange tasks_at;  /* `tasks`; default gpus_per_node, or 1 on a
                                                cluster with `gpu = none` (CPU-only: one
                                                trainer process per node, fp32, no --gres) */
@@ -357,7 +347,7 @@ typedef struct PlanJob {
 typedef struct {
     const char *name; SrcRange at;
     GpuSpec spec;            /* spec.name = name */
-    bool amd;                /* vendor = amd */
+    PLAN_KEYS_GPU(PLAN_ROW_MEMBER)   /* read by their rows: vendor */
 } PlanGpu;
 
 typedef struct Plan {

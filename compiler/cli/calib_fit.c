@@ -5,6 +5,7 @@
  * range-checked; a bad line is reported as FILE:LINE: in the run's err. */
 #include "calib_fit.h"
 #include "cli.h"
+#include "plan_keys.h"   /* contract/: the profile block's keys */
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -21,7 +22,8 @@
 #define CAL_LF_MIN_SPAN_S 10.0     /* elapsed_time has whole seconds: at least this span */
 
 const char *const calib_src_names[CALIB_SRC_COUNT] = {"metrics.jsonl", "gpu_metrics.jsonl", "trainer_log.jsonl"};
-const char *const calib_param_names[CALIB_P_COUNT] = {"mfu", "inter_node_bw", "intra_node_bw", "step_overhead"};
+const char *const calib_param_names[CALIB_P_COUNT] = {PLAN_KEY(PROFILE, mfu), PLAN_KEY(PROFILE, inter_node_bw),
+                                                      PLAN_KEY(PROFILE, intra_node_bw), PLAN_KEY(PROFILE, step_overhead)};
 
 /* The reason into r->err; returns CALIB_BAD_INPUT (the first reason is kept). */
 static int rfail(CalibRun *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

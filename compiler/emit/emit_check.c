@@ -180,8 +180,8 @@ static void check_site(const PlanSite *s, Diags *d)
     for (int i = 0; i < s->nsetup; i++)
         if (!s->setup[i] || plan_control_char_at(s->setup[i]) >= 0)
             diag_error(d, s->setup_at, "setup line %d is missing or has a control character", i + 1);
-    if (s->container != CONTAINER_NONE) {
-        if (!s->image || !*s->image || plan_control_char_at(s->image) >= 0 || strpbrk(s->image, " ,"))
+    if (s->image) {   /* a container */
+        if (!*s->image || plan_control_char_at(s->image) >= 0 || strpbrk(s->image, " ,"))
             diag_error(d, s->image_at, "container image is empty or has white space, ',' or a control character");
         for (int i = 0; i < s->nmounts; i++)
             if (!s->mounts[i] || s->mounts[i][0] != '/' || plan_control_char_at(s->mounts[i]) >= 0 ||

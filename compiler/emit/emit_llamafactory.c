@@ -189,7 +189,7 @@ static void lf_body(Yaml *y, const JobLayout *L, const Estimate *e)
         buf_free(&names);
     }
     yw_str(y, "dataset_dir", ".");   /* the job script runs in the compiled directory */
-    yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
+    yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : name_template(TEMPLATE_EMPTY));
     yw_int(y, "cutoff_len", t->context);
     yw_bool(y, "packing", t->packing);
     if (t->neat_packing) yw_bool(y, "neat_packing", true);   /* data_args.py */
@@ -317,7 +317,6 @@ const char *lf_merge_yaml_name(void) { return LLMC_MERGE_YAML; }
  * head is copied too); export_* as the merge block says. */
 static void lf_merge_body(Yaml *y, const JobLayout *L)
 {
-    static const char *const dtypes[] = {"auto", "bfloat16", "float16", "float32"};   /* MergeDtype */
     const PlanMerge *m = L->merge;
     const PlanTrain *t = m->adapter;
     char *path = artifact_path(L, m->model->path);
@@ -326,10 +325,10 @@ static void lf_merge_body(Yaml *y, const JobLayout *L)
     path = artifact_path(L, L->start_path ? L->start_path : t->output_dir);
     yw_str(y, "adapter_name_or_path", path);
     free(path);
-    yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : "empty");
+    yw_str(y, "template", name_template(t->template_) ? name_template(t->template_) : name_template(TEMPLATE_EMPTY));
     yw_str(y, "finetuning_type", method_json_names[METHOD_LORA]);
     yw_str(y, "stage", name_stage(t->stage));
-    yw_str(y, "infer_dtype", dtypes[m->dtype]);
+    yw_str(y, "infer_dtype", plan_vocab_name(merge_dtype_json_names, MERGE_DTYPE_COUNT, m->dtype));
     path = artifact_path(L, m->output_dir);
     yw_str(y, "export_dir", path);
     free(path);

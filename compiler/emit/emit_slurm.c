@@ -135,11 +135,11 @@ static void site_vars(Tmpl *t, const JobLayout *L)
     tmpl_set(t, "site_setup", b.data ? b.data : "");
     buf_free(&b);
 
-    bool box = s->container != CONTAINER_NONE;
+    bool box = s->image != NULL;   /* a container, s->container its runtime */
     tmpl_set(t, "container", box ? "1" : "");
     tmpl_set(t, "no_container", box ? "" : "1");
-    tmpl_set(t, "pyxis", s->container == CONTAINER_PYXIS ? "1" : "");
-    tmpl_set(t, "apptainer", s->container == CONTAINER_APPTAINER ? "1" : "");
+    tmpl_set(t, "pyxis", box && s->container == CONTAINER_PYXIS ? "1" : "");
+    tmpl_set(t, "apptainer", box && s->container == CONTAINER_APPTAINER ? "1" : "");
     tmpl_set(t, "apptainer_nv", !L->gpu ? "" : L->cluster->gpu_amd ? " --rocm" : " --nv");
     buf_init(&b);
     if (box) sh_quote(&b, s->image);

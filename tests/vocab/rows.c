@@ -3,11 +3,15 @@
  * not a second parse of the header):
  *   CONCEPT  LLM_KEY  JSON_PATH  INDEX  C_ID  LLM  JSON  LLMC_TRAIN(0/1)
  * tab-separated; `rows llm`: the same for the concepts plan.json does not hold
- * (PLAN_VOCAB_LLM_CONCEPTS; JSON_PATH "-"); `rows keys`: every row of contract/plan_keys.h instead,
+ * (PLAN_VOCAB_LLM_CONCEPTS; JSON_PATH "-"), and the chat templates, whose
+ * names' one place is compiler/check/chat_templates.c's table (concept
+ * template, C_ID TEMPLATE_<NAME>); `rows keys`: every row of contract/plan_keys.h instead,
  *   BLOCK  KEY
  * (the key names the spellings search looks for in compiler/check/). */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include "chat_templates.h"   /* compiler/check/: the template names' table */
 #include "plan_keys.h"
 #include "plan_vocab.h"
 
@@ -35,6 +39,12 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && !strcmp(argv[1], "llm")) {
         PLAN_VOCAB_LLM_CONCEPTS(LLM_CONCEPT)
+        for (int t = 0; t < chat_template_count(); t++) {
+            const char *name = chat_template_info((ChatTemplate)t)->name;
+            char id[64] = "TEMPLATE_";
+            for (size_t i = 0; name[i] && i + 10 < sizeof id; i++) id[9 + i] = (char)toupper((unsigned char)name[i]);
+            printf("template\ttrain.template\t-\t%d\t%s\t%s\t%s\t0\n", t, id, name, name);
+        }
         return 0;
     }
     PLAN_VOCAB_CONCEPTS(CONCEPT)

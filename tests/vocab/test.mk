@@ -9,7 +9,7 @@ $(BUILD)/tests/vocab/%.o: tests/vocab/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/vocab/rows: $(BUILD)/tests/vocab/rows.o
+$(BUILD)/tests/vocab/rows: $(BUILD)/tests/vocab/rows.o $(BUILD)/compiler/check/chat_templates.o
 	$(CC) $(LDFLAGS) -o $@ $^
 
 $(BUILD)/tests/vocab/readback: $(BUILD)/tests/vocab/readback.o $(VOCAB_READBACK_OBJ)

@@ -20,6 +20,8 @@ prints what llmc-train's plan reader made of a plan.json.
         one of its quoted spellings on a line;
      c. a comparison with a spelling: strcmp/strncmp and a quoted spelling on a
         line (but for "none", "all" and "auto", words used for many keys).
+   The chat templates' names are searched too; their one place is
+   compiler/check/chat_templates.c's table (ONE_PLACE), not contract/.
    Lines in tests/vocab/allowed.txt (another vocabulary that shares a word,
    with the reason) are let through; an entry that matches no line fails, so
    the list cannot go stale. The search is first run on lines it must flag.
@@ -297,11 +299,20 @@ def strip_comments(text):
     return "".join(out)
 
 
+# A concept whose words' one place is a table outside contract/, because the
+# table holds more than the words (ROWS llm prints it as it is built): the
+# chat templates, with what each one is for and writes. That file is not
+# searched for the concept's words; every other file is.
+ONE_PLACE = {"template": "compiler/check/chat_templates.c"}
+
+
 def findings(path, text, rows):
     """(line number, rule, line) for every line the rules flag."""
     spell = {}          # concept -> set of spellings
     ids = {}            # concept -> set of C ids
     for r in rows:
+        if ONE_PLACE.get(r["concept"]) == path:
+            continue
         spell.setdefault(r["concept"], set()).update([r["llm"], r["json"]])
         ids.setdefault(r["concept"], set()).add(r["id"])
     every = set().union(*spell.values())
@@ -360,6 +371,15 @@ def search(rows):
         '    if (!strcmp(mt, "qwen2")) out->arch = 1;': "c",
         '    bool lf = strcmp(s->backend, "llamafactory") == 0;': "c",
         '    static const char *const qm[] = {"bnb", "hqq", "eetq"};': "a",   # a concept plan.json does not hold
+        # the word lists the checker and the emitters once wrote themselves
+        'static const char *const container_runtimes[] = {"pyxis", "apptainer"};': "a",
+        'static const char *const host_link_names[] = {"pcie4", "pcie5", "c2c"};': "a",
+        'static const char *const link_names[] = {"nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"};': "a",
+        '    static const char *const dtypes[] = {"auto", "bfloat16", "float16", "float32"};   /* MergeDtype */': "a",
+        '    if (s->mail_type && strcmp(s->mail_type, "NONE") != 0) x = 1;': "c",
+        'static const char *const taint_effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};': "a",
+        '    case TEMPLATE_LLAMA3: return "llama3";': "b",   # the template table's words, outside it
+        '    if (!strcmp(tpl->name, "qwen3_nothink")) x = 1;': "c",
     }
     must_not = ['    /* "llama", "qwen2" */ x = 1;', '    add_str(cols, "text", c.text);',
                 '    printf("%s\\n", arch_llm_names[ARCH_LLAMA]);']
@@ -374,6 +394,13 @@ def search(rows):
             bad(f"the search flags a line it must not: {line}")
         else:
             ok()
+    # a table's words in their one place (ONE_PLACE) pass there, and nowhere else
+    line = '    {"qwen3_nothink", 0, {"qwen3"}, false, false, {0}},\n'
+    for path, want in ((ONE_PLACE["template"], False), ("compiler/emit/emit_llamafactory.c", True)):
+        if bool(findings(path, line, rows)) == want:
+            ok()
+        else:
+            bad(f"the search {'does not flag' if want else 'flags'} the template table's line in {path}")
 
     keys = load_keys()
     if len(keys) >= 150:
