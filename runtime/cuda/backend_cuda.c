@@ -585,8 +585,11 @@ static int cu_eval_forward(void *self, const Batch *b, int n_rows, double *loss_
     return 0;
 }
 
-/* GPU memory: our allocations plus what the device gained beyond them. */
-static double gpu_gib(const CudaBackend *c) { return (c->peak - c->base_used + c->cm.bytes_allocated) / 1073741824.0; }
+/* What the device gained beyond our allocations (0 when ranks sharing the GPU
+ * freed more than we took since the start: their figure is not ours), and
+ * GPU memory: our allocations plus that. */
+static size_t device_gained(const CudaBackend *c) { return c->peak > c->base_used ? c->peak - c->base_used : 0; }
+static double gpu_gib(const CudaBackend *c) { return (device_gained(c) + c->cm.bytes_allocated) / 1073741824.0; }
 
 static int cu_step_stats(void *self, int64_t step, double step_s, int is0, char *extra, size_t len)
 {
@@ -595,7 +598,7 @@ static int cu_step_stats(void *self, int64_t step, double step_s, int is0, char 
     if (used > c->peak) c->peak = used;
     if (!is0) return 0;
     fprintf(c->gpu_mf, "{\"step\":%" PRId64 ",\"step_time_s\":%.6f,\"gpu_peak_bytes\":%zu,"
-            "\"gpu_allocated_bytes\":%zu}\n", step, step_s, c->peak - c->base_used + c->cm.bytes_allocated,
+            "\"gpu_allocated_bytes\":%zu}\n", step, step_s, device_gained(c) + c->cm.bytes_allocated,
             c->cm.bytes_allocated);
     if (fflush(c->gpu_mf)) { log_error("%s: write failed", c->gpu_path); return -1; }
     snprintf(extra, len, " gpu %.2f GiB", gpu_gib(c));

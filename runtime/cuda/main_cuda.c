@@ -272,6 +272,14 @@ static int bench_recompute_code(int rc)
 {
     return rc == RECOMPUTE_FULL ? 1 : rc == RECOMPUTE_SELECTIVE ? 2 : 0;
 }
+/* The device's memory in use above what it held before the model: ranks sharing
+ * a GPU see each other's allocations come and go, so this can be below the
+ * start (then 0); their own figure is the model's allocations. */
+static double peak_above(size_t peak, size_t base)
+{
+    return peak > base ? (double)(peak - base) : 0.0;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     Opts o;
@@ -360,7 +368,7 @@ static int cmd_bench(int argc, char **argv)
                o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, master_weights_json_names[m.master_lo ? MASTER_SPLIT : MASTER_FP32],
                optimizer_states_json_names[m.bf16_states ? OSTATES_BF16 : OSTATES_FP32],
                precision_json_names[m.fp8 ? PREC_FP8 : PREC_BF16], m.n_real,
-               step * 1e3, t_min * 1e3, tok_s, mfu, (peak - base_used) / 1073741824.0,
+               step * 1e3, t_min * 1e3, tok_s, mfu, peak_above(peak, base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
     cuda_model_destroy(&m);
