@@ -11,6 +11,7 @@
 #   TRUST_TOOLS="initcheck racecheck" only these tools of `san` (default: each path's list)
 #   TRUST_TWICE="fp8 z3"             only these plans of `repro` (default: every plan)
 #   TRUST_SEED_JOBS=10               runs of `seeds` at once (ours and the reference's)
+#   TRUST_JOBS=6, TRUST_RACE_JOBS=3  paths of `san` at once; racecheck runs among them at once
 # Needs build/llmc-train-cuda and .cuda-run/tiny (tests/cuda/make_tiny_run.sh).
 # Shapes: tiny (head_dim 16: materialised attention only), small (head_dim 64,
 # cuDNN and the flash kernels), 0.5b (Qwen2.5-0.5B's layers on the tiny vocabulary).
@@ -109,9 +110,23 @@ san_one() {
     for tool in $tools; do
         [[ -n ${TRUST_TOOLS:-} && " $TRUST_TOOLS " != *" $tool "* ]] && continue
         rm -rf "$r/run-san-$name"
+        # racecheck's shadow state is large: at most TRUST_RACE_JOBS of them at once
+        # (with ten at once beside the repro and seed runs, three ended with status 9)
+        local slot=""
+        if [[ $tool == racecheck ]]; then
+            while [[ -z $slot ]]; do
+                for ((k = 1; k <= ${TRUST_RACE_JOBS:-3}; k++)); do
+                    exec {lockfd}>"$out/.race.$k"
+                    if flock -n "$lockfd"; then slot=$k; break; fi
+                    exec {lockfd}>&-
+                done
+                [[ -n $slot ]] || sleep 1
+            done
+        fi
         timeout "${TRUST_SAN_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --show-backtrace device --print-limit 2000 \
             $bin run "$r/plan-san-$name.json" --stop-after 3 > "$out/san_${name}_$tool.log" 2>&1
         rc=$?
+        [[ -n $slot ]] && exec {lockfd}>&-
         # 3: --stop-after's "stopped, requeue me", the run's normal end here; any
         # other status is a failure whatever the summary line says
         note "sanitizer $tool $name: exit $rc ; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/san_${name}_$tool.log" | tail -1)" \
