@@ -15,7 +15,8 @@
 #     host2: 1, 2 and 4 ranks of the tiny plan (ZeRO-1) sharing one GPU over the host
 #            transport (LLMC_TRANSPORT=host), against each other and against 1 rank
 #     zero: ZeRO-1/2/3 (with and without optimizer offload, full and LoRA) on 1, 2 and 4
-#           ranks sharing one GPU over the host transport, against 1 rank
+#           ranks sharing one GPU over the host transport, against 1 rank (the tiny plan,
+#           and 50 steps of the Qwen2.5-0.5B shape), the kill test
 #     split: master weights as bf16 + low halves (--master-weights split, the plan's
 #            train.master_weights) against HF; split-bench: its memory and speed beside the default
 #     fp8: precision = fp8 (tests/cuda/fp8_check.c: quantisation and FP8 GEMMs against fp64;
@@ -401,6 +402,11 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     for c in "z1-full-r2 2" "z1-full-r4 4"; do set -- $c; zrun $1 $2; zcmp z1-full-r1 $1 tol; done
     zrun z1-lora-r1 1
     for c in "z2-lora-r2 2" "z3-lora-r2 2" "z3-lora-r4 4"; do set -- $c; zrun $1 $2; zcmp z1-lora-r1 $1 tol; done
+    # the Qwen2.5-0.5B shape, 50 steps (zero_check.py HALF): the same bits on 1, 2 and 4 ranks
+    zrun h-z2-r1 1
+    zrun h-z3-r2 2; zcmp h-z2-r1 h-z3-r2 exact
+    zrun h-z3-off-r4 4; zcmp h-z2-r1 h-z3-off-r4 exact
+    rm -rf $r/run-h-*
     # 2+ GPUs: NCCL, one rank per GPU (NCCL reduces a window, then it is added:
     # another order than ((acc + g_0) + g_1), so tolerances)
     if [[ $ngpu -ge 2 ]]; then

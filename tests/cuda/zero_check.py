@@ -36,6 +36,12 @@ for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
 RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False),
           # each ZeRO-3 rank writes its shard, another ZeRO-3 rank count reads its own (run-zres3)
           "zres3-a": (3, 4, False, False), "zres3-b": (3, 2, False, False)}
+# the Qwen2.5-0.5B shape (24 layers of 896, flash attention; the tiny plan's data
+# and vocabulary), HALF_STEPS steps: ZeRO-2 on 1 rank against ZeRO-3 on 2 ranks and
+# ZeRO-3 + offload on 4 (not listed; device.sh runs them after the tiny cases)
+HALF_STEPS = 50
+HALF_SHAPE = dict(layers=24, hidden=896, heads=14, kv_heads=2, head_dim=64, ffn=4864)
+HALF = {"h-z2-r1": (2, 1, False, False), "h-z3-r2": (3, 2, False, False), "h-z3-off-r4": (3, 4, True, False)}
 # several GPUs: the same over NCCL, one rank per GPU (not listed; device.sh runs
 # them where 2 GPUs exist)
 NCCL = {"z2-nccl-r2": (2, 2, False, False), "z3-nccl-r2": (3, 2, False, False), "z3-nccl-off-r2": (3, 2, True, False)}
@@ -43,12 +49,17 @@ NCCL = {"z2-nccl-r2": (2, 2, False, False), "z3-nccl-r2": (3, 2, False, False), 
 
 def plans(rundir):
     base = json.load(open(os.path.join(rundir, "plan-gpu.json")))
-    for name, (z, n, off, lora) in list(CASES.items()) + list(RESUME.items()) + list(NCCL.items()):
+    for name, (z, n, off, lora) in (list(CASES.items()) + list(RESUME.items()) + list(NCCL.items()) +
+                                    list(HALF.items())):
         q = json.loads(json.dumps(base))
         out = "run-" + (name[:-2] if name in RESUME else name)
         q["output"]["dir"] = out
         q["checkpoint"]["dir"] = out + "/ckpt"
-        q["train"].update(max_steps=STEPS, micro_batch=MICRO, global_batch=GLOBAL, grad_accum=GLOBAL // MICRO // n)
+        q["train"].update(max_steps=HALF_STEPS if name in HALF else STEPS, micro_batch=MICRO, global_batch=GLOBAL,
+                          grad_accum=GLOBAL // MICRO // n)
+        if name in HALF:
+            q["model"].update(HALF_SHAPE)
+            q["train"]["attention"] = "flash"
         q["parallel"].update(world_size=n, data_parallel=n, gpus_per_node=n, zero_stage=z,
                              offload="optimizer" if off else "none")
         if lora:
@@ -77,6 +88,15 @@ def weights(d):
 
 
 def as_floats(dtype, raw):
+    try:   # the 0.5B shape's tensors: too many elements for lists
+        import numpy as np
+        if dtype == "BF16":
+            return (np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+        if dtype == "F32":
+            return np.frombuffer(raw, dtype=np.float32).astype(np.float64)
+        return np.zeros(0)
+    except ImportError:
+        pass
     if dtype == "BF16":
         return [struct.unpack("<f", b"\0\0" + raw[i:i + 2])[0] for i in range(0, len(raw), 2)]
     if dtype == "F32":
@@ -92,7 +112,8 @@ def cmp(rundir, ref, cand, expect):
         print(f"FAIL {ref} vs {cand}: {e}")
         return 1
     common = sorted(set(a) & set(b))
-    complete = len(common) == len(a) == len(b) == STEPS
+    n_steps = HALF_STEPS if ref in HALF else STEPS
+    complete = len(common) == len(a) == len(b) == n_steps
     dl = max((abs(a[s]["loss"] - b[s]["loss"]) for s in common), default=math.nan)
     rl = max((abs(a[s]["loss"] - b[s]["loss"]) / max(abs(a[s]["loss"]), 1e-30) for s in common), default=math.nan)
     gsame = all(a[s].get("grad_norm") == b[s].get("grad_norm") for s in common)
@@ -103,8 +124,9 @@ def cmp(rundir, ref, cand, expect):
     if not wsame:
         for k in wa.keys() & wb.keys():
             fa, fb = as_floats(*wa[k]), as_floats(*wb[k])
-            if len(fa) == len(fb):
-                dw = max([dw] + [abs(x - y) for x, y in zip(fa, fb)])
+            if len(fa) == len(fb) and len(fa):
+                dw = max(dw, max(abs(x - y) for x, y in zip(fa, fb)) if isinstance(fa, list)
+                         else float(abs(fa - fb).max()))
     facts = (f"{len(a)}/{len(b)} steps, grad norms {'bitwise equal' if gsame else f'differ (max {dg:.3g})'}, "
              f"weights {'bitwise equal' if wsame else f'differ (max {dw:.3g})'} ({len(wa)} tensors), "
              f"max |dloss| {dl:.3g} (rel {rl:.2g}), final loss {a[max(a)]['loss'] if a else '-'} / "
@@ -114,8 +136,8 @@ def cmp(rundir, ref, cand, expect):
         # ranks: a few fp32 roundings of a sum of 4 terms, never more than 1e-6 relative
         ok = complete and gsame and wsame and rl <= 1e-6
     else:
-        early = [abs(a[s]["loss"] - b[s]["loss"]) for s in common[:STEPS // 2]]
-        tail = common[-max(1, STEPS // 10):]
+        early = [abs(a[s]["loss"] - b[s]["loss"]) for s in common[:n_steps // 2]]
+        tail = common[-max(1, n_steps // 10):]
         fa = sum(a[s]["loss"] for s in tail) / len(tail)
         fb = sum(b[s]["loss"] for s in tail) / len(tail)
         ok = complete and bool(early) and sum(early) / len(early) < 0.01 and abs(fa - fb) / abs(fa) < 0.15
