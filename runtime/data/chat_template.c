@@ -29,6 +29,7 @@ static const ChatTemplate TEMPLATES[] = {
         .default_system = NULL,
         .bos_prefix = 1,   /* llama3's format_prefix is the bos token: it opens the first turn */
         .stop_word = "<|eot_id|>",
+        .pretrain_eos = "<|end_of_text|>",   /* LLaMA-Factory's pt data ends documents with it */
     },
 };
 

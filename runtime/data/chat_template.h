@@ -23,6 +23,8 @@ typedef struct {
     const char *default_system;                           /* NULL: none */
     int bos_prefix;                                       /* bos token before the first turn */
     const char *stop_word;                                /* replaces the tokenizer's eos */
+    const char *pretrain_eos;                             /* pre-training text ends with this token
+                                                             instead (NULL: the stop word) */
 } ChatTemplate;
 
 /* "qwen" or "llama3"; NULL for any other name. */

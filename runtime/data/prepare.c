@@ -360,7 +360,8 @@ static int prep_lock_unless_up_to_date(Prep *P)
 
 /* The tokenizer, checked against the model, and the special ids as
  * LLaMA-Factory sets them: the template's stop word replaces eos, pad falls
- * back to eos; pre-training text ends with eos (llama3: <|end_of_text|>).
+ * back to eos; pre-training text ends with eos (or the template's pretrain_eos:
+ * llama3's <|end_of_text|>).
  * -1 to go on, else the exit status. */
 static int prep_load_tokenizer(Prep *P)
 {
@@ -372,8 +373,8 @@ static int prep_load_tokenizer(Prep *P)
         return 1;
     }
     P->eos = plan->tpl ? tok_token_id(P->tok, plan->tpl->stop_word) : tok_eos_id(P->tok);
-    if (plan->tpl && !strcmp(plan->tpl->name, "llama3") && plan->pretrain)
-        P->eos = tok_token_id(P->tok, "<|end_of_text|>");
+    if (plan->tpl && plan->tpl->pretrain_eos && plan->pretrain)
+        P->eos = tok_token_id(P->tok, plan->tpl->pretrain_eos);
     P->pad = tok_pad_id(P->tok) >= 0 ? tok_pad_id(P->tok) : P->eos;
     P->bos = tok_bos_id(P->tok);
     if (P->eos < 0 || P->pad < 0) {
