@@ -106,7 +106,7 @@ int cmd_generate(int argc, char **argv)
     int first_q = optind < argc ? optind : 0;
     if (!dir || !first_q) return args_usage_error(cmd, "want an exported model directory and at least one question");
     const ChatTemplate *tpl = chat_template_find(tname);
-    if (!tpl) return args_usage_error(cmd, "--template: '%s' is not qwen or llama3", tname);
+    if (!tpl) return args_usage_error(cmd, "--template: '%s' is not %s", tname, chat_template_names(" or "));
     char err[1024] = "out of memory";
     ModelConfig cfg;
     Model m = {0};

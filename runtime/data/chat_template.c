@@ -1,6 +1,7 @@
 /* chat_template.c — rendering and tokenizing conversations as LLaMA-Factory does. */
 #include "chat_template.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,11 +34,26 @@ static const ChatTemplate TEMPLATES[] = {
     },
 };
 
+#define N_TEMPLATES (sizeof TEMPLATES / sizeof TEMPLATES[0])
+
 const ChatTemplate *chat_template_find(const char *name)
 {
-    for (size_t i = 0; name && i < sizeof TEMPLATES / sizeof TEMPLATES[0]; i++)
+    for (size_t i = 0; name && i < N_TEMPLATES; i++)
         if (!strcmp(TEMPLATES[i].name, name)) return &TEMPLATES[i];
     return NULL;
+}
+
+const char *chat_template_names(const char *sep)
+{
+    static char buf[256];   /* messages only: the names are short and few */
+    size_t len = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_TEMPLATES; i++) {
+        int n = snprintf(buf + len, sizeof buf - len, "%s%s", i ? sep : "", TEMPLATES[i].name);
+        if (n < 0 || (size_t)n >= sizeof buf - len) break;
+        len += (size_t)n;
+    }
+    return buf;
 }
 
 void chat_doc_reset(ChatDoc *doc)

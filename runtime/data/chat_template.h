@@ -27,8 +27,13 @@ typedef struct {
                                                              instead (NULL: the stop word) */
 } ChatTemplate;
 
-/* "qwen" or "llama3"; NULL for any other name. */
+/* The template of that name among those llmc-train renders (the table in
+ * chat_template.c, the one place their names are written on this side; the
+ * checker marks the same ones, tests/vocab checks both agree); NULL for any
+ * other name. */
 const ChatTemplate *chat_template_find(const char *name);
+/* Their names for a message, "qwen or llama3" (sep " or ") or "qwen, llama3". */
+const char *chat_template_names(const char *sep);
 
 typedef enum { ROLE_USER, ROLE_ASSISTANT, ROLE_OBSERVATION } ChatRole;
 

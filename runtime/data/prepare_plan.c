@@ -228,8 +228,10 @@ int load_plan(const char *path, DataPlan *p, int reread)
     p->shards_dir = r->shards_dir;
     p->model_vocab = r->model_vocab;
     if (r->template_ && !(p->tpl = chat_template_find(r->template_)))
-        return say_error("%s: tokenizer.template \"%s\" is not supported (qwen, llama3)", path, r->template_);
-    if (!p->pretrain && !p->tpl) return say_error("%s: an sft plan needs tokenizer.template (qwen or llama3)", path);
+        return say_error("%s: tokenizer.template \"%s\" is not supported (%s)", path, r->template_,
+                         chat_template_names(", "));
+    if (!p->pretrain && !p->tpl)
+        return say_error("%s: an sft plan needs tokenizer.template (%s)", path, chat_template_names(" or "));
     return data_hash(p, reread);
 }
 

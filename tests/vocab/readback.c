@@ -3,12 +3,20 @@
  * "CONCEPT VALUE" per concept of contract/plan_vocab.h, the enum's value as a
  * number (lora_module: one line per targeted module). run_plan_load first, then
  * run_plan_load_data (format, bad_records). A refusal prints
- * "refused: MESSAGE" and exits 1; usage exits 2. */
+ * "refused: MESSAGE" and exits 1; usage exits 2.
+ * readback --templates NAME...: "NAME 1" for each chat template llmc-train
+ * renders (runtime/data/chat_template.c), "NAME 0" for the others. */
 #include <stdio.h>
+#include <string.h>
 #include "../../runtime/plan/plan.h"   /* the runtime's, not compiler/check/plan.h (Makefile, TEST_INC) */
+#include "../../runtime/data/chat_template.h"
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--templates")) {
+        for (int i = 2; i < argc; i++) printf("%s %d\n", argv[i], chat_template_find(argv[i]) != NULL);
+        return 0;
+    }
     if (argc != 2) { fprintf(stderr, "usage: readback PLAN.json\n"); return 2; }
     RunPlan p;
     char err[1024];

@@ -43,7 +43,9 @@ int main(int argc, char **argv)
             const char *name = chat_template_info((ChatTemplate)t)->name;
             char id[64] = "TEMPLATE_";
             for (size_t i = 0; name[i] && i + 10 < sizeof id; i++) id[9 + i] = (char)toupper((unsigned char)name[i]);
-            printf("template\ttrain.template\t-\t%d\t%s\t%s\t%s\t0\n", t, id, name, name);
+            /* the last column: llmc-train renders it (the checker's mark) */
+            printf("template\ttrain.template\t-\t%d\t%s\t%s\t%s\t%d\n", t, id, name, name,
+                   chat_template_info((ChatTemplate)t)->llmc);
         }
         return 0;
     }

@@ -3,7 +3,8 @@
 # and back through llmc-train's plan reader to the same enum value), and the
 # tree searched for the rows' spellings written anywhere but contract/
 # (tests/vocab/vocab.py).
-VOCAB_READBACK_OBJ := $(call runtime_objs,plan model ops_cpu rng cpus args json_stream log)
+VOCAB_READBACK_OBJ := $(call runtime_objs,plan model ops_cpu rng cpus args json_stream log chat_template tokenizer \
+                      unicode unicode_tables pretok)
 
 $(BUILD)/tests/vocab/%.o: tests/vocab/%.c
 	@mkdir -p $(dir $@)

@@ -446,6 +446,24 @@ def search(rows):
             bad(f"tests/vocab/allowed.txt:{a['at']}: {a['path']}: no line holds {a['text']!r} any more; remove the entry")
 
 
+def templates_agree(llm_rows):
+    """The checker's mark of the chat templates llmc-train renders (the table's
+    llmc column) and llmc-train's own renderers (runtime/data/chat_template.c):
+    the same set, so neither list can drift from the other."""
+    marked = {r["llm"]: r["accept"] for r in llm_rows if r["concept"] == "template" and r["llm"] != "none"}
+    p = subprocess.run([READBACK, "--templates"] + sorted(marked), capture_output=True, text=True)
+    renders = dict((name, flag == "1") for name, flag in (l.split() for l in p.stdout.splitlines()))
+    if p.returncode != 0 or renders.keys() != marked.keys():
+        bad(f"readback --templates: exit {p.returncode}, {p.stdout!r} {p.stderr!r}")
+        return
+    differ = sorted(n for n in marked if marked[n] != renders[n])
+    if sum(marked.values()) >= 2 and not differ:
+        ok()
+    else:
+        bad("chat templates: the checker marks " + ", ".join(sorted(n for n in marked if marked[n])) +
+            " as llmc-train's; llmc-train renders " + ", ".join(sorted(n for n in renders if renders[n])))
+
+
 def main():
     rows = load_rows()
     if len(rows) >= 40 and len({r["concept"] for r in rows}) >= 14:
@@ -455,8 +473,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         round_trip(rows, tmp)
         unknown_words(rows, tmp)
+    llm_rows = load_rows("llm")
+    templates_agree(llm_rows)
     # the spellings search covers the concepts plan.json does not hold too
-    search(rows + load_rows("llm"))
+    search(rows + llm_rows)
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
