@@ -298,7 +298,8 @@ static int check_layout(const StModel *st, int t0, const char *path, uint64_t da
 
 /* A sharded model: model.safetensors.index.json maps each tensor name to
  * its file (weight_map); every file named is opened once, and each tensor
- * the map names must be in the file it names. */
+ * the map names must be in one of those files (a name in two files is
+ * refused by add_tensor; which file holds it is not compared with the map). */
 static int load_index(StModel *st, const char *dir, const char *index, char *err, size_t errlen)
 {
     char *text = read_small_file(index, 64u << 20, NULL, err, errlen);
