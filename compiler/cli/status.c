@@ -34,6 +34,7 @@
 enum { ST_OK = 0, ST_FAILED = 1, ST_USAGE = 2 };
 #define WINDOW 20          /* steps for the smoothed loss and the median step time */
 
+/* One line of the trainer's log: NAN where the log does not say (LLaMA-Factory logs no step time or tokens). */
 typedef struct {
     double step, loss, dt, tps, tokens;
     double elapsed;            /* LLaMA-Factory: elapsed_time (whole seconds), else NAN */
@@ -49,6 +50,8 @@ typedef struct {
     int steps_used;
     double step_s;             /* the estimate's step time with the fitted profile */
     double mfu, plan_mfu;      /* fitted; the plan's (0: not recorded) */
+/* Everything one view shows, gathered by collect(); every string is malloc'd and freed by status_free. A
+ * number the plan or the files do not give is NAN (or -1 for counts), printed as "?" or JSON null. */
 } Refit;
 
 typedef struct {
@@ -110,6 +113,7 @@ static void status_free(Status *s)
 /* ---- files ---------------------------------------------------------------- */
 
 
+/* REL against DIR (plan.json's paths are relative to its directory), malloc'd; NULL when REL is. */
 static char *join_path(const char *dir, const char *rel)
 {
     if (!rel) return NULL;
@@ -117,12 +121,14 @@ static char *join_path(const char *dir, const char *rel)
     return cli_xprintf("%s/%s", dir, rel);
 }
 
+/* O's string member K, or NULL (also when O is NULL or K is not a string). */
 static const char *jstr(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* O's number member K, or DFLT. */
 static double jnum(const cJSON *o, const char *k, double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -131,6 +137,9 @@ static double jnum(const cJSON *o, const char *k, double dflt)
 
 /* ---- the plan ------------------------------------------------------------- */
 
+/* TARGET (an output directory or its plan.json) read into S: where the run writes (made absolute against the
+ * plan's directory) and the estimate's figures. Only output.dir is required; the rest is shown when there.
+ * 0, or -1 with err. */
 static int load_plan(Status *s, const char *target, char *err, size_t errlen)
 {
     struct stat st;
@@ -185,6 +194,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     s->shards_dir = jstr(da, "shards_dir") ? join_path(s->plan_dir, jstr(da, "shards_dir")) : NULL;
     s->max_steps = (long)jnum(tr, "max_steps", -1);
     s->epochs = jnum(tr, "epochs", NAN);
+    /* a figure missing from the train block falls back to the estimate's, then to "unknown" */
     s->global_batch = (long)jnum(tr, "global_batch", jnum(es, "global_batch", 0));
     s->time_limit_s = jnum(sl, "time_limit_seconds", NAN);
     s->est_step_s = jnum(es, "step_seconds", NAN);
@@ -198,6 +208,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     return 0;
 }
 
+/* The same plan reading as `llmc status`, for `llmc calibrate` (status.h). */
 char *status_trainer_log(const char *dir, char *err, size_t errlen)
 {
     Status s;
@@ -213,6 +224,7 @@ char *status_trainer_log(const char *dir, char *err, size_t errlen)
 
 /* ---- the trainer's metrics ------------------------------------------------ */
 
+/* Append to the loss curve / the held-out losses; both arrays grow by doubling. */
 static void push_point(Status *s, MPoint p)
 {
     if (s->n == s->cap) {
@@ -250,7 +262,9 @@ static double parse_timedelta(const char *t)
 }
 
 /* Each complete line is one JSON object; a last line without its newline is
- * still being written and is skipped. Anything else is an error. */
+ * still being written and is skipped. Anything else is an error.
+ * 0 also when the log does not exist yet (metrics_found stays false); -1 with err on a line that is not ours.
+ * LLaMA-Factory's trainer_log.jsonl mixes training lines (with loss) and evaluation lines (eval_loss only). */
 static int load_metrics(Status *s, char *err, size_t errlen)
 {
     bool lf = strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0;
@@ -333,6 +347,7 @@ static void load_prom(Status *s)
     free(path);
 }
 
+/* Rows per epoch: the prepared shards' count (index.json) when they exist, else the estimate's. */
 static void load_rows(Status *s)
 {
     s->rows = s->est_rows;
@@ -349,6 +364,7 @@ static void load_rows(Status *s)
     free(path);
 }
 
+/* result.json marks the run finished; its held-out loss joins the curve at the final step. */
 static void load_result(Status *s)
 {
     char *path = join_path(s->out_dir, RUN_RESULT_FILE), *buf, e[256];
@@ -405,6 +421,8 @@ static void load_refit(Status *s)
 
 /* ---- checkpoints ---------------------------------------------------------- */
 
+/* The checkpoint `latest` names: its manifest present and its state.json's step. The hashes are not checked
+ * (llmc-train verify does that): status must stay quick beside a checkpoint of many GB. */
 static void load_ckpt_llmc(Status *s)
 {
     s->ckpt_step = -1;
@@ -422,6 +440,7 @@ static void load_ckpt_llmc(Status *s)
     free(lp);
     size_t k = strcspn(buf, "\r\n");
     buf[k] = 0;
+    /* a plain name inside the checkpoint directory, nothing that leads out of it */
     if (!buf[0] || strchr(buf, '/') || strcmp(buf, "..") == 0 || strcmp(buf, ".") == 0) {
         s->ckpt_note = cli_xprintf("%s/%s does not name a checkpoint", s->ckpt_dir, ckpt_files[CF_LATEST]);
         free(buf);
@@ -494,18 +513,24 @@ static double slurm_duration(const char *t)
     return d * 86400.0 + h * 3600.0 + m * 60.0 + sec;
 }
 
+/* P resolved (links, "..", relative) so two spellings of one directory compare equal; P itself when it cannot
+ * be resolved (on another machine). malloc'd. */
 static char *real_or_copy(const char *p)
 {
     char *r = realpath(p, NULL);
     return r ? r : xstrdup(p);
 }
 
+/* Cut S at its first newline (a tool's one-line message). */
 static void first_line(char *s)
 {
     s[strcspn(s, "\n")] = 0;
 }
 
 
+/* Slurm's view of the job: WANT_ID when given; else the newest job named like the plan's job whose batch
+ * script (Command) lies in the plan's directory, which is where llmc wrote it. Then the segments the job went
+ * through, counted three ways (scontrol's Restarts, the log's restart lines, sacct's rows): each can miss some. */
 static void load_slurm(Status *s, const char *want_id)
 {
     if (!cli_on_path("scontrol")) {
@@ -593,7 +618,8 @@ static void load_slurm(Status *s, const char *want_id)
 /* ---- nvidia-smi samples --------------------------------------------------- */
 
 /* LOGDIR/JOB-ID-gpu-NODE.csv: nvidia-smi --query-gpu=timestamp,index,utilization.gpu,
- * memory.used,memory.total,... --format=csv; the last sample of each GPU. */
+ * memory.used,memory.total,... --format=csv; the last sample of each GPU.
+ * The samples sit beside the job's log (StdOut's directory), one file per node, written by the job script. */
 static void load_gpus(Status *s)
 {
     if (!s->have_job || !s->stdout_path[0]) {
@@ -654,6 +680,7 @@ static void load_gpus(Status *s)
 
 /* ---- derived figures ------------------------------------------------------ */
 
+/* qsort's order for doubles, without the overflow of a subtraction cast to int. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -673,8 +700,11 @@ typedef struct {
     bool drifts;               /* |refit_err_pct| > CALIB_DRIFT_PERCENT */
     long more_segments;
     bool finishes_in_segment;
+/* The figures computed from a Status for display: progress, smoothed loss, step time, ETAs, segments. */
 } Derived;
 
+ * The step time is the median of the last WINDOW steps, which one slow step (a save, an evaluation) does not
+ * move; with a refit, the ETA uses the refitted step time instead.
 static Derived derive(const Status *s)
 {
     Derived d;
@@ -682,6 +712,7 @@ static Derived derive(const Status *s)
     d.step = d.loss = d.loss_smooth = d.tps = d.step_s = d.epoch = d.epochs_total = d.pct = NAN;
     d.err_pct = d.eta_s = d.seg_left_s = d.seg_end_step = d.plan_eta_s = d.refit_err_pct = NAN;
     d.more_segments = -1;
+    /* the total steps: the trainer's own count first, then the plan's max_steps, then the estimate */
     d.total = s->total_steps > 0 ? s->total_steps : s->max_steps > 0 ? s->max_steps : s->est_steps;
     if (s->n) {
         const MPoint *last = &s->pts[s->n - 1];
@@ -744,6 +775,7 @@ static Derived derive(const Status *s)
             d.finishes_in_segment = d.eta_s <= d.seg_left_s;
             if (!d.finishes_in_segment) {
                 d.seg_end_step = d.step + d.seg_left_s / (d.eta_refit ? s->refit.step_s : d.step_s);
+                /* what this segment cannot finish, in whole time limits */
                 d.more_segments = (long)ceil((d.eta_s - d.seg_left_s) / s->job_limit);
             }
         }
@@ -751,6 +783,8 @@ static Derived derive(const Status *s)
     return d;
 }
 
+/* The one word for the run: Slurm's state when the job is known ("done" when it COMPLETED and result.json
+ * exists, "completed" when it ended without one), else what the files say. */
 static const char *overall(const Status *s)
 {
     if (s->have_job) {
@@ -764,6 +798,7 @@ static const char *overall(const Status *s)
 
 /* ---- output --------------------------------------------------------------- */
 
+/* A duration in the two largest units ("3m05s", "2h10m", "3d04h"), "?" when unknown. */
 static const char *fmt_dur(double sec, char *b, size_t n)
 {
     if (!isfinite(sec)) snprintf(b, n, "?");
@@ -774,6 +809,7 @@ static const char *fmt_dur(double sec, char *b, size_t n)
     return b;
 }
 
+/* The segments the job ran in: the largest of the three counts load_slurm gathered. */
 static long segments(const Status *s)
 {
     long seg = s->restarts + 1;
@@ -806,6 +842,7 @@ static void print_refit(FILE *f, const Status *s, const Derived *d)
     fprintf(f, "\n");
 }
 
+/* The human view (docs/status.md): one line per topic, "?" for what is not known yet. */
 static void print_human(FILE *f, const Status *s, const Derived *d)
 {
     char a[32], b[32], c[32];
@@ -895,6 +932,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     }
 }
 
+/* JSON has no NaN or infinity: an unknown number is null, and the key is always there. */
 static void jset_num(cJSON *o, const char *k, double v)
 {
     if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
@@ -907,6 +945,7 @@ static void jset_str(cJSON *o, const char *k, const char *v)
     else cJSON_AddNullToObject(o, k);
 }
 
+/* The --format json view: the same figures as print_human, every key present (null when unknown). */
 static cJSON *to_json(const Status *s, const Derived *d)
 {
     cJSON *o = cJSON_CreateObject();
@@ -1007,6 +1046,9 @@ static cJSON *to_json(const Status *s, const Derived *d)
 
 /* ---- the command ---------------------------------------------------------- */
 
+/* One job's Status. The order matters: the refit needs the metrics, result.json's eval point the last step,
+ * the GPU samples the job's log path from Slurm. Only the plan and a malformed log are errors; anything else
+ * missing is a note in the view. */
 static int collect(Status *s, const char *target, const char *job_id, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
@@ -1037,6 +1079,7 @@ static int collect_merge(Status *s, const char *dir, const char *name, const cha
     char *buf;
     size_t len;
     if (cli_read_file(s->plan_path, &buf, &len, err, errlen)) return -1;
+    /* the YAML is llmc's own (emit), one key a line with a quoted value: a search, not a YAML parser */
     const char *key = strstr(buf, "\nexport_dir: \"");
     const char *v = key ? key + strlen("\nexport_dir: \"") : NULL, *q = v ? strchr(v, '"') : NULL;
     if (!q) {
@@ -1054,6 +1097,7 @@ static int collect_merge(Status *s, const char *dir, const char *name, const cha
     return 0;
 }
 
+/* Ctrl-C under --watch ends the loop after the current view instead of killing it half-printed. */
 static volatile sig_atomic_t stop_watch;
 static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
 
@@ -1080,6 +1124,8 @@ static const char *chain_state(const Status *st, int n, bool *failed)
     return "unknown";
 }
 
+/* Every job of a chain, then the chain's state; redrawn under --watch until the chain stops running. Exit
+ * status as status_main's, from chain_state. */
 static int chain_status(const char *target, bool json, bool watch, double interval, bool tty)
 {
     int rc = ST_OK;
@@ -1107,6 +1153,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         }
         bool failed;
         const char *state = chain_state(st, rd.n, &failed);
+        /* on a terminal each view replaces the last (cursor home, clear); a pipe gets them one after another */
         if (watch && tty && !json) fputs("\033[H\033[2J", stdout);
         if (json) {
             cJSON *o = cJSON_CreateObject();
@@ -1145,6 +1192,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         if (!watch || finished || stop_watch) break;
         if (!json && !tty) fputc('\n', stdout);
         struct timespec ts = {(time_t)interval, (long)(fmod(interval, 1.0) * 1e9)};
+        /* a signal other than Ctrl-C resumes the wait; Ctrl-C (stop_watch) ends it */
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_watch) {}
         if (stop_watch) break;
     }
@@ -1205,6 +1253,7 @@ int status_main(int argc, char **argv)
     if (argc - optind > 1) return cli_usage_error(cmd, "one OUT_DIR or plan.json, not '%s' too", argv[optind + 1]);
     target = argv[optind];
     if (job_id) {
+        /* digits, and '_' for an array task ("1234_7") */
         bool id = job_id[0] && strlen(job_id) <= 20;
         for (const char *p = job_id; *p; p++)
             if (!isdigit((unsigned char)*p) && *p != '_') id = false;
