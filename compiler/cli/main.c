@@ -77,6 +77,7 @@ typedef enum { SUB_COMPILE, SUB_CHECK, SUB_FMT } Sub;
 static const char *const sub_name[] = {"llmc", "llmc check", "llmc fmt"};
 static const char *const sub_usage[] = {usage_text, check_usage, fmt_usage};
 
+/* What parse_options read: the files in order (argv's own strings; the array is malloc'd) and the options. */
 typedef struct Options {
     DiagFormat format;
     int colour;
@@ -110,6 +111,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
     const char *cmd = sub_name[sub];
     o->format = DIAG_FMT_HUMAN;
     o->colour = -1;   /* auto: colour only on a terminal, and not under NO_COLOR */
+    /* never more files than arguments */
     o->files = xcalloc((size_t)argc + 1, sizeof(char *));
     optind = 1;
     opterr = 0;
@@ -166,6 +168,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
     return -1;
 }
 
+/* A usage error after parse_options allocated: frees what it holds, prints the message, returns 2. */
 static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
 {
     free(o->sets.items);
@@ -176,7 +179,8 @@ static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
 }
 
 /* Print every diagnostic at once, sorted into source order by diags_render;
- * JSON goes to stdout (a tool reads it), text to stderr. */
+ * JSON goes to stdout (a tool reads it), text to stderr.
+ * Returns 1 when there was an error, else 0; frees D. */
 static int finish(Diags *d, const Options *o)
 {
     if (o->quiet) diags_drop_notes(d);
@@ -187,7 +191,6 @@ static int finish(Diags *d, const Options *o)
     return rc;
 }
 
-/* Front end, then estimator and cross-file lints; the plan is kept for emitting. */
 /* Where a job's prepared shards are when the output is out_dir (plan.json's
  * data.shards_dir, "shards" beside it): OUT/shards, or OUT/JOB/shards for a
  * plan of several jobs. NULL without out_dir. malloc'd. */
@@ -201,6 +204,9 @@ static char *shards_dir_of(const char *out_dir, const Plan *plan, const PlanJob 
     return p;
 }
 
+/* Front end, then estimator and cross-file lints; the plan is kept for emitting. NULL (and *io_error) when
+ * PATH cannot be read; otherwise the plan, with its diagnostics in D. The estimates (one per job, *ests_out,
+ * malloc'd) exist only for a plan without errors; OUT_DIR, when compiling, locates the jobs' shards. */
 static Plan *check_one(const char *path, const CliOverrides *sets, const char *out_dir, Diags *d, Estimate **ests_out,
                        bool *io_error)
 {
@@ -224,6 +230,8 @@ static Plan *check_one(const char *path, const CliOverrides *sets, const char *o
     return plan;
 }
 
+/* llmc check PLAN...: every file checked with the same --set values, nothing written. Exit 2 when a file
+ * could not be read, else 1 on any error. */
 static int cmd_check(int argc, char **argv)
 {
     Options o = {0};
@@ -257,6 +265,7 @@ static int cmd_check(int argc, char **argv)
 /* The longest name of a point's directory. */
 #define SWEEP_MAX_LABEL 200
 
+/* One --sweep: its key and its values, parsed by sweep_axis. */
 typedef struct {
     const char *key;     /* "train.batch" (into the spec, keylen bytes) */
     int keylen;
@@ -320,6 +329,7 @@ static void sweep_label(char *out, size_t cap, const SweepAxis *ax, int vi)
 }
 
 typedef struct {
+    /* LABEL: "KEY=V[,KEY2=V2]", the point's directory name; checked against SWEEP_MAX_LABEL after it is built */
     char label[SWEEP_MAX_LABEL + 64];
     char *dir;
     char *args[2];           /* "train.batch=4": the point's --sweep overrides */
@@ -330,6 +340,7 @@ typedef struct {
     Estimate *ests;
 } SweepPoint;
 
+/* One row of the table, each column padded to W; the last column (the output) unpadded. */
 static void sweep_row(FILE *out, const char *const cell[7], const int w[7])
 {
     for (int c = 0; c < 6; c++) fprintf(out, "%-*s  ", w[c], cell[c]);
@@ -370,6 +381,7 @@ static void sweep_table(FILE *out, SweepPoint *pts, int npts)
     }
     int w[7] = {0};
     for (int i = 0; i < nrows; i++)
+            /* a cell may echo a value from the command line: escaped before its width is measured */
         for (int c = 0; c < 7; c++) {
             char *clean = diag_escape(cells[i][c]);
             snprintf(cells[i][c], sizeof cells[i][c], "%s", clean);
@@ -397,6 +409,7 @@ static int compile_sweep(Options *o)
     for (int i = 0; i < o->sets.n; i++) {
         const PlanOverride *ov = &o->sets.items[i];
         if (strcmp(ov->option, "--sweep") != 0) {
+            /* --set values apply to every point; the sweep values are added per point below */
             base.items[base.n++] = *ov;   /* room for two sweep values after them */
         } else if (sweep_axis(ov->arg, &ax[nax++])) {
             rc = EXIT_USAGE;
@@ -406,6 +419,7 @@ static int compile_sweep(Options *o)
     if (!rc && npts > SWEEP_MAX_POINTS) rc = cli_usage_error("llmc", "--sweep: %d points; at most %d", npts, SWEEP_MAX_POINTS);
     SweepPoint *pts = xcalloc((size_t)(rc ? 1 : npts), sizeof(SweepPoint));
     for (int i = 0; !rc && i < npts; i++) {
+        /* point i of the grid: the first axis varies slowest */
         int vi[2] = {nax == 2 ? i / ax[1].n : i, nax == 2 ? i % ax[1].n : 0};
         for (int k = 0; k < nax; k++) {
             sweep_label(pts[i].label, sizeof pts[i].label, &ax[k], vi[k]);
@@ -420,6 +434,7 @@ static int compile_sweep(Options *o)
             if (strcmp(pts[i].label, pts[j].label) == 0)
                 rc = cli_usage_error("llmc", "--sweep: two points are both '%s' (a value given twice, or values that differ only in characters a directory name cannot keep)", pts[i].label);
     }
+    /* the parent of the points' directories; each point's own is made by emit_outputs */
     if (!rc && mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
         char *clean = diag_escape(o->out_dir);
         fprintf(stderr, "llmc: error: cannot create '%s': %s\n", clean, strerror(errno));
@@ -447,6 +462,7 @@ static int compile_sweep(Options *o)
             p->jobs = xcalloc((size_t)plan->njobs + 1, sizeof(char *));
             p->ests = xcalloc((size_t)plan->njobs + 1, sizeof(Estimate));
             for (int j = 0; j < plan->njobs; j++) {
+                /* only the jobs that train (a run and a cluster) have a row: a merge job has no such estimate */
                 if (!plan->jobs[j]->run || !plan->jobs[j]->cluster) continue;
                 p->jobs[p->njobs] = xstrdup(plan->jobs[j]->name);
                 p->ests[p->njobs++] = ests[j];
@@ -520,6 +536,8 @@ static int compile_sweep(Options *o)
     return any_io ? EXIT_USAGE : any_errors ? EXIT_PLAN : EXIT_CLEAN;
 }
 
+/* llmc PLAN -o DIR: check, estimate, and write DIR only when the plan is clean (or one DIR per --sweep point).
+ * Exit 0 written, 1 errors in the plan, 2 when reading or writing failed. */
 static int cmd_compile(int argc, char **argv)
 {
     Options o = {0};
@@ -554,9 +572,6 @@ static int cmd_compile(int argc, char **argv)
     return rc;
 }
 
-/* Rewrite a file with several hard links in place (truncate, write, fsync), as
- * gofmt -w does: a rename would give this name a new inode and leave the other
- * names with the old text. Not atomic: the price of keeping the links. */
 /* Every byte of text to fd (short writes and EINTR retried). */
 static bool write_all(int fd, const char *text, size_t len)
 {
@@ -570,6 +585,9 @@ static bool write_all(int fd, const char *text, size_t len)
     return true;
 }
 
+/* Rewrite a file with several hard links in place (truncate, write, fsync), as
+ * gofmt -w does: a rename would give this name a new inode and leave the other
+ * names with the old text. Not atomic: the price of keeping the links. */
 static bool write_in_place(const char *target, const char *text, size_t len)
 {
     int fd = open(target, O_WRONLY | O_TRUNC | O_CLOEXEC);
@@ -596,6 +614,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
         free(target);
         return false;
     }
+    /* read-only: refused; several names: rewritten in place so every name sees the new text */
     if (!(st.st_mode & 0222) || st.st_nlink > 1) {
         bool ro = !(st.st_mode & 0222);
         bool ok = !ro && write_in_place(target, text, len);
@@ -633,6 +652,8 @@ static bool write_atomic(const char *path, const char *text, size_t len)
     return ok;
 }
 
+/* llmc fmt: a plan with syntax errors is not formatted (1); its diagnostics are shown. Without -w or --check
+ * the one file is printed to stdout. */
 static int cmd_fmt(int argc, char **argv)
 {
     Options o = {0};
@@ -675,6 +696,7 @@ static int cmd_fmt(int argc, char **argv)
     return status != EXIT_CLEAN ? status : drc;
 }
 
+/* The subcommand is argv[1]; each gets argv from its own name on, so its getopt sees it as argv[0]. */
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -50,8 +50,6 @@ typedef struct {
     int steps_used;
     double step_s;             /* the estimate's step time with the fitted profile */
     double mfu, plan_mfu;      /* fitted; the plan's (0: not recorded) */
-/* Everything one view shows, gathered by collect(); every string is malloc'd and freed by status_free. A
- * number the plan or the files do not give is NAN (or -1 for counts), printed as "?" or JSON null. */
 } Refit;
 
 typedef struct {
@@ -61,6 +59,8 @@ typedef struct {
     char time[64];
 } GpuSample;
 
+/* Everything one view shows, gathered by collect(); every string is malloc'd and freed by status_free. A
+ * number the plan or the files do not give is NAN (or -1 for counts), printed as "?" or JSON null. */
 typedef struct {
     /* the plan */
     char *plan_path, *plan_dir, *job, *backend, *out_dir, *metrics_path, *ckpt_dir, *shards_dir;
@@ -700,11 +700,11 @@ typedef struct {
     bool drifts;               /* |refit_err_pct| > CALIB_DRIFT_PERCENT */
     long more_segments;
     bool finishes_in_segment;
-/* The figures computed from a Status for display: progress, smoothed loss, step time, ETAs, segments. */
 } Derived;
 
+/* The figures computed from a Status for display: progress, smoothed loss, step time, ETAs, segments.
  * The step time is the median of the last WINDOW steps, which one slow step (a save, an evaluation) does not
- * move; with a refit, the ETA uses the refitted step time instead.
+ * move; with a refit, the ETA uses the refitted step time instead. */
 static Derived derive(const Status *s)
 {
     Derived d;

@@ -59,8 +59,8 @@ static size_t json_quote(char *out, size_t cap, size_t len, const char *s)
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         char e[8];
-        if (c == '"' || c == '\\') snprintf(e, sizeof e, "\\%c", c);
         /* control bytes escaped as JSON requires; bytes >= 0x80 (UTF-8) pass as they are */
+        if (c == '"' || c == '\\') snprintf(e, sizeof e, "\\%c", c);
         else if (c < 0x20) snprintf(e, sizeof e, "\\u%04x", c);
         else { e[0] = (char)c; e[1] = 0; }
         for (char *q = e; *q; q++, len++) if (len < cap) out[len] = *q;

@@ -318,8 +318,8 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t L = strlen(line);
-        if (L && line[L - 1] == '\n') line[--L] = 0;
         /* LINE full with no '\n': longer than any line we accept (a last line without '\n' is fine) */
+        if (L && line[L - 1] == '\n') line[--L] = 0;
         else if (L == sizeof line - 1) { snprintf(err, errlen, "%s:%d: line too long", p, lineno); rc = -1; break; }
         /* a blank line is skipped */
         if (!L) continue;
