@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* CAL_MAX_FILE: a log or plan.json larger than 256 MiB is refused (read_all), not read into memory. */
 #define CAL_MAX_FILE (256u << 20)
 #define CAL_WARMUP_SHARE 0.1       /* of a run's logged steps skipped as warm-up (at least 1) */
 #define CAL_MIN_STEPS 3            /* steps left to take the median of */
@@ -60,6 +61,7 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
+/* qsort's order for doubles, without the overflow of a subtraction cast to int. */
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -86,12 +88,14 @@ static bool parse_lf_elapsed(const char *t, double *out)
     }
     int h, m, s, used = 0;
     if (sscanf(t, " %d:%2d:%2d%n", &h, &m, &s, &used) != 3 || t[used] != 0) return false;
+    /* hours stay under 24 once there is a day part; without one the bound only keeps the arithmetic sane */
     if (h < 0 || h > 23 + (days == 0 ? 1000000 : 0) || m < 0 || m > 59 || s < 0 || s > 59) return false;
     *out = days * 86400 + h * 3600.0 + m * 60.0 + s;
     return true;
 }
 
-/* A number in [lo, hi] under key, else an error naming FILE:LINE. */
+/* A number in [lo, hi] under key, else an error naming FILE:LINE.
+ * An absent key is an error only when REQUIRED; false either way, with the first error kept in r->err. */
 static bool line_num(CalibRun *r, const cJSON *o, const char *key, double lo, double hi, int line, double *out,
                      bool required)
 {
@@ -111,10 +115,7 @@ static bool line_num(CalibRun *r, const cJSON *o, const char *key, double lo, do
     return true;
 }
 
-/* Each complete line one JSON object (a last line without its newline is
- * being written and is skipped). llmc: step and step_time_s on every line;
- * the first CAL_WARMUP_SHARE of the steps (at least the first) are warm-up;
- * the step time is the median of the rest. */
+/* One logged step and its time, sorted by time for the median. */
 typedef struct { double step, t; } StepTime;
 
 static int cmp_step_time(const void *a, const void *b)
@@ -122,6 +123,10 @@ static int cmp_step_time(const void *a, const void *b)
     return cmp_dbl(&((const StepTime *)a)->t, &((const StepTime *)b)->t);
 }
 
+/* Each complete line one JSON object (a last line without its newline is
+ * being written and is skipped). llmc: step and step_time_s on every line;
+ * the first CAL_WARMUP_SHARE of the steps (at least the first) are warm-up;
+ * the step time is the median of the rest. */
 static int read_llmc_metrics(CalibRun *r, char *buf, size_t len)
 {
     size_t cap = 1024, n = 0;
@@ -150,6 +155,7 @@ static int read_llmc_metrics(CalibRun *r, char *buf, size_t len)
         if (!ok) { rc = CALIB_BAD_INPUT; break; }
         if (step != floor(step)) { rc = rfail(r, "%s:%d: 'step' must be a whole number, found %g", r->data_path, line, step); break; }
         if (!(t > 0)) { rc = rfail(r, "%s:%d: 'step_time_s' must be above 0, found %g", r->data_path, line, t); break; }
+        /* (the steps before the resume ran in another process: its warm-up and speed are not this one's) */
         if (step < last_step) n = 0;   /* a resumed run starts over: the latest segment counts */
         last_step = step;
         if (n == cap) {
@@ -161,6 +167,7 @@ static int read_llmc_metrics(CalibRun *r, char *buf, size_t len)
     }
     if (!dt) return rfail(r, "out of memory");
     if (rc == CALIB_OK) {
+        /* warm-up: the first steps pay one-time costs and are not the steady step time */
         size_t skip = (size_t)ceil(CAL_WARMUP_SHARE * (double)n);
         if (skip < 1) skip = 1;
         if (n < skip + CAL_MIN_STEPS) {
@@ -224,6 +231,7 @@ static int read_lf_log(CalibRun *r, char *buf, size_t len)
             s0 = -1;
         }
         prev_step = cur; prev_el = el;
+        /* (elapsed_time then includes the evaluation's time, which is not a step's) */
         if (!train) { s0 = -1; continue; }   /* evaluation inside: the stretch ends */
         if (s0 < 0 || cur <= s0) { s0 = cur; e0 = el; continue; }
         s1 = cur; e1 = el;
@@ -242,8 +250,11 @@ static int read_lf_log(CalibRun *r, char *buf, size_t len)
 
 /* ---- the plan, from plan.json ---- */
 
+/* plan.json read back: a key the plan lacks takes a default; a key of the wrong type or range is an error
+ * (the first one kept), never silently replaced. */
 static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
+/* JCtx: the run whose err collects the first failure, the plan's path for messages, and whether all went well. */
 typedef struct { CalibRun *r; const char *path; bool ok; } JCtx;
 
 static double jnum(JCtx *c, const cJSON *o, const char *sect, const char *k, double lo, double hi, double dflt)
@@ -269,6 +280,7 @@ static int jenum(JCtx *c, const cJSON *o, const char *sect, const char *k, const
     return dflt;
 }
 
+/* A bool, DFLT when absent or not a bool (the switches have safe defaults; no error). */
 static bool jbool(const cJSON *o, const char *k, bool dflt)
 {
     const cJSON *v = jget(o, k);
@@ -287,6 +299,9 @@ static const GpuSpec *gpu_by_peak(double peak, bool fp32)
     return NULL;
 }
 
+/* plan.json back into the PlanJob the estimator takes (r->job, its parts in r->arena), with the estimate's own
+ * step time and mfu kept for comparison. Only what the estimate of a step reads is rebuilt: the model, the
+ * training shape, the parallel layout and the device, found from its peak (plan.json names no GPU). */
 static int build_plan(CalibRun *r)
 {
     size_t len;
@@ -322,6 +337,7 @@ static int build_plan(CalibRun *r)
     m->vocab = (int)jnum(&c, jm, "model", "vocab", 1, 1 << 24, 1);
     m->max_context = (int)jnum(&c, jm, "model", "max_context", 0, 1 << 24, 0);
     m->tie_embeddings = jbool(jm, "tie_embeddings", false);
+    /* the families' own defaults when an older plan.json lacks the flag */
     m->qkv_bias = jbool(jm, "qkv_bias", m->arch == ARCH_QWEN2);
     m->qk_norm = jbool(jm, "qk_norm", m->arch == ARCH_QWEN3);
     const cJSON *init = jget(jm, "init");
@@ -356,6 +372,7 @@ static int build_plan(CalibRun *r)
             t->lora_target = names; t->nlora_target = k;
         }
     }
+    /* QLoRA's base weights are 4-bit (the estimator's memory and speed follow them) */
     if (t->method == METHOD_QLORA) t->quant_bits = 4;
     int zero = (int)jnum(&c, jp, "parallel", "zero_stage", 0, 3, 0);
     t->shard = (ShardStage)zero;
@@ -396,6 +413,7 @@ static int build_plan(CalibRun *r)
             sp->default_mfu = jnum(&c, je, "estimate", "mfu", 1e-6, 1, 0.4);
             g = sp;
         }
+        /* the catalogue GPU's fabric, marked as defaults (the *_default flags) that a profile may override */
         cl->gpu = g;
         cl->gpus_per_node = gpn;
         const GpuFabric *fab = gpu_catalog_fabric(g);
@@ -424,6 +442,8 @@ static int build_plan(CalibRun *r)
 
 /* ---- the fit ---- */
 
+/* Only the fitted values go into the profile; the others stay unset so the estimator keeps its own defaults
+ * (step_overhead -1: unset). */
 void calib_fit_profile(const CalibFit *f, PlanProfile *pf)
 {
     memset(pf, 0, sizeof *pf);
@@ -435,6 +455,8 @@ void calib_fit_profile(const CalibFit *f, PlanProfile *pf)
     if (f->on[CALIB_P_OVERHEAD]) pf->step_overhead_s = f->v[CALIB_P_OVERHEAD];
 }
 
+/* The run's step time as the estimator predicts it under profile PF (NULL: the built-in defaults). The
+ * estimate's diagnostics are not wanted here and are dropped. */
 double calib_predict(CalibRun *r, const PlanProfile *pf, Estimate *e)
 {
     r->job.profile = pf;
@@ -445,6 +467,8 @@ double calib_predict(CalibRun *r, const PlanProfile *pf, Estimate *e)
     return e->step_seconds;
 }
 
+/* The fit's objective: the sum over the fitted runs of log(predicted / measured) squared, so a run off by a
+ * factor counts the same whether it is fast or slow; a run the estimate cannot time counts as far off (50). */
 static double loss(CalibRun *runs, int n, const CalibFit *f)
 {
     PlanProfile pf;
@@ -468,6 +492,7 @@ static void search(CalibRun *runs, int n, CalibFit *f, int k, double lo, double 
     double x1 = b - g * (b - a), x2 = a + g * (b - a);
 #define AT(x) (f->v[k] = logsp ? exp(x) : (x), loss(runs, n, f))
     double f1 = AT(x1), f2 = AT(x2);
+    /* 80 iterations shrink the bracket by 0.618^80, about 1e-17: below a double's resolution */
     for (int it = 0; it < 80; it++) {
         if (f1 <= f2) { b = x2; x2 = x1; f2 = f1; x1 = b - g * (b - a); f1 = AT(x1); }
         else { a = x1; x1 = x2; f1 = f2; x2 = a + g * (b - a); f2 = AT(x2); }
@@ -479,6 +504,9 @@ static void search(CalibRun *runs, int n, CalibFit *f, int k, double lo, double 
 #undef AT
 }
 
+/* Coordinate descent: each parameter searched in turn with the others fixed, repeated until a round no longer
+ * lowers the loss (at most 40 rounds). mfu and the bandwidths are searched in log space over their plausible
+ * ranges (lo, hi); the step overhead linearly from 0 to the fastest run's step time, which bounds it. */
 static void fit_values(CalibRun *runs, int n, CalibFit *f, double min_step)
 {
     static const double lo[CALIB_P_COUNT] = {1e-5, 1e6, 1e6, 0}, hi[CALIB_P_COUNT] = {1, 1e13, 1e13, 0};
@@ -531,6 +559,7 @@ void calib_fit(CalibRun *runs, int n, CalibFit *f)
     }
     f->shapes = distinct_shapes(runs, n);
     static const int order[CALIB_P_COUNT] = {CALIB_P_MFU, CALIB_P_INTER, CALIB_P_INTRA, CALIB_P_OVERHEAD};
+    /* no more parameters than distinct shapes: a value the runs cannot tell apart from another would be noise */
     bool want[CALIB_P_COUNT] = {true, multi_node, multi_gpu && !multi_node, !multi_node && !multi_gpu};
     if (multi_node && multi_gpu) want[CALIB_P_INTRA] = true;
     for (int k = 0, used = 0; k < CALIB_P_COUNT; k++)
@@ -539,6 +568,8 @@ void calib_fit(CalibRun *runs, int n, CalibFit *f)
     fit_values(runs, n, f, min_step);
 }
 
+/* The measurement from the run's log, then its plan.json; a log of one trainer with a plan for the other is
+ * refused (the step time would be compared with the wrong estimate). */
 int calib_run_load(CalibRun *r)
 {
     r->err[0] = 0;
