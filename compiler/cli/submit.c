@@ -22,16 +22,21 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The exit statuses of submit, cancel and logs (submit.h): 0 done, 1 Slurm refused or a job failed, 2 usage or
+ * I/O error. */
 enum { SUB_OK = 0, SUB_FAILED = 1, SUB_USAGE = 2 };
 
 /* ---- the directory's jobs ------------------------------------------------- */
 
+/* A regular file (stat follows links). */
 static bool is_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A job's name as the emitter writes it, and so safe as a directory and file name: letters, digits, '_', '-'
+ * and '.', not starting with '.', at most 200 bytes. A name read from a file that breaks this is not ours. */
 static bool job_name_ok(const char *s, size_t n)
 {
     if (n == 0 || n > 200) return false;
@@ -40,6 +45,7 @@ static bool job_name_ok(const char *s, size_t n)
     return s[0] != '.';
 }
 
+/* A Slurm job id: digits, with '_' for an array task ("1234_7"), at most 20 bytes (RunJob.id holds 32). */
 static bool job_id_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -49,6 +55,7 @@ static bool job_id_ok(const char *s)
     return true;
 }
 
+/* A chain's directory holds submit.sh and one subdirectory per job, but no plan.json of its own. */
 bool rundir_is_chain(const char *out)
 {
     char *plan = cli_xprintf("%s/plan.json", out), *sub = cli_xprintf("%s/submit.sh", out);
@@ -58,6 +65,7 @@ bool rundir_is_chain(const char *out)
     return chain;
 }
 
+/* Append job NAME (N bytes): its directory (OUT itself, or OUT/NAME in a chain) and its script NAME.slurm. */
 static void add_job(RunDir *rd, const char *name, size_t n)
 {
     rd->jobs = xrealloc(rd->jobs, sizeof(RunJob) * (size_t)(rd->n + 1));
@@ -79,6 +87,7 @@ void rundir_free(RunDir *rd)
     memset(rd, 0, sizeof *rd);
 }
 
+/* O's string member K, or NULL. */
 static const char *jstring(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -117,6 +126,8 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
             rc = -1;
             break;
         }
+        /* jobs.json lists the jobs in submission order: each found job moves to the next place, so the
+         * directory's order (the listing's) gives way to the order Slurm got them in */
         RunJob j = rd->jobs[k];   /* to its place in the submission order */
         memmove(&rd->jobs[placed + 1], &rd->jobs[placed], sizeof(RunJob) * (size_t)(k - placed));
         snprintf(j.id, sizeof j.id, "%s", id);
@@ -131,6 +142,8 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
     return rc;
 }
 
+/* OUT as submit.h describes it: one job (OUT/plan.json) or a chain (its jobs from .llmc-output, the list of
+ * files llmc wrote), then the record of the last submission (jobs.json) when there is one. */
 int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
 {
     memset(rd, 0, sizeof *rd);
@@ -209,6 +222,7 @@ static int job_state(const char *id, char *state, size_t n, char *outp, char *er
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)id, NULL};
     int rc = cli_run_capture(argv, &out);
     if (rc != 0) {
+        /* scontrol's wording for a job it no longer holds (past MinJobAge) or never had: not an error here */
         bool unknown = out && strstr(out, "Invalid job id");
         if (!unknown) *note = slurm_failure("scontrol show job", out);
         free(out);
@@ -231,6 +245,7 @@ static char *sbatch_option(const char *script_text, const char *key)
             const char *v = line + strlen(pat);
             return cli_xprintf("%.*s", (int)strcspn(v, "\n"), v);
         }
+        /* sbatch itself stops reading #SBATCH lines at the first command line */
         if (strncmp(line, "#!", 2) != 0 && strncmp(line, "#", 1) != 0 && line[0] != '\n') break;   /* past the header */
         line = strchr(line, '\n');
         if (line) line++;
@@ -244,6 +259,7 @@ static char *sbatch_option(const char *script_text, const char *key)
 static char *expand_output(const char *pat, const char *name, const char *id, const char *cwd)
 {
     if (!pat) return NULL;
+    /* room for each %x and %j eight times; a pattern with more is not expanded (NULL), never cut */
     size_t cap = strlen(pat) + strlen(name) * 8 + strlen(id) * 8 + strlen(cwd) + 8, o = 0;
     char *r = xmalloc(cap);
     if (pat[0] != '/') o = (size_t)snprintf(r, cap, "%s/", cwd);
@@ -271,6 +287,7 @@ static char *expand_output(const char *pat, const char *name, const char *id, co
 static int write_record(const RunDir *rd, const char *cwd, char *err, size_t errlen)
 {
     cJSON *root = cJSON_CreateObject();
+    /* the submission's working directory: relative --output patterns are relative to it */
     cJSON_AddStringToObject(root, "submitted_from", cwd);
     cJSON *arr = cJSON_AddArrayToObject(root, "jobs");
     for (int i = 0; i < rd->n; i++) {
@@ -310,7 +327,9 @@ static int write_record(const RunDir *rd, const char *cwd, char *err, size_t err
     return ok ? 0 : -1;
 }
 
-/* mkdir -p of the directory of a log pattern (Slurm does not create it). */
+/* mkdir -p of the directory of a log pattern (Slurm does not create it).
+ * A directory part that holds a '%' pattern cannot be made before the job has an id: left alone. Errors are
+ * ignored: sbatch then reports the log file it cannot open. */
 static void make_log_dir(const char *pattern, const char *cwd)
 {
     const char *slash = pattern ? strrchr(pattern, '/') : NULL;
@@ -341,6 +360,7 @@ static const char submit_usage[] =
 static int plain_options(int argc, char **argv, const char *cmd, const char *usage, const char *shortopts,
                          const struct option *more, int (*on_opt)(int c, const char *arg, void *ctx), void *ctx)
 {
+    /* the five common options, then MORE: room for ten */
     struct option longopts[16] = {CLI_COMMON_OPTIONS};
     int nl = 5;
     for (int i = 0; more && more[i].name && nl < 15; i++) longopts[nl++] = more[i];
@@ -366,6 +386,7 @@ static int plain_options(int argc, char **argv, const char *cmd, const char *usa
 int submit_main(int argc, char **argv)
 {
     const char *cmd = "llmc submit";
+    /* "+": options end at OUT_DIR, so what follows it is passed to sbatch untouched */
     int first = plain_options(argc, argv, cmd, submit_usage, "+:h", NULL, NULL, NULL);
     if (first < 0) return -first - 1;
     if (first == argc) return cli_usage_error(cmd, "no OUT_DIR given");
@@ -412,6 +433,7 @@ int submit_main(int argc, char **argv)
     char *script = rd.chain ? cli_xprintf("%s/submit.sh", rd.out) : xstrdup(rd.jobs[0].script);
     const char *prog = rd.chain ? "bash" : "sbatch";
     av[k++] = (char *)prog;
+    /* --parsable: sbatch prints "ID" or "ID;CLUSTER", nothing to scrape */
     if (!rd.chain) av[k++] = "--parsable";
     for (int i = 0; i < nextra && !rd.chain; i++) av[k++] = argv[first + 1 + i];
     av[k++] = script;
@@ -431,6 +453,7 @@ int submit_main(int argc, char **argv)
     char *out = NULL;
     int rc = cli_run_capture(av, &out);
     free(av);
+    /* the ids: sbatch's one line, or one "NAME: job ID" line per job from submit.sh */
     int submitted = 0;
     for (char *line = out; line && *line;) {
         char *nl = strchr(line, '\n');
@@ -468,6 +491,7 @@ int submit_main(int argc, char **argv)
         RunJob *j = &rd.jobs[i];
         if (cli_read_file(j->script, &text, &len, err, sizeof err) != 0) continue;
         char *name = sbatch_option(text, "job-name"), *o = sbatch_option(text, "output"), *e = sbatch_option(text, "error");
+        /* Slurm's default is slurm-%j.out in the submission directory; --error defaults to --output */
         j->stdout_path = expand_output(o ? o : "slurm-%j.out", name ? name : j->name, j->id, cwd);
         j->stderr_path = expand_output(e ? e : o ? o : "slurm-%j.out", name ? name : j->name, j->id, cwd);
         free(name); free(o); free(e); free(text);
@@ -477,6 +501,7 @@ int submit_main(int argc, char **argv)
         if (rd.jobs[i].after) printf("%s: job %s (after %s)\n", rd.jobs[i].name, rd.jobs[i].id, rd.jobs[i].after);
         else printf("%s: job %s\n", rd.jobs[i].name, rd.jobs[i].id);
     }
+    /* recorded even when a later job of a chain failed: the ones submitted must stay cancellable */
     if (submitted && write_record(&rd, cwd, err, sizeof err)) {
         fprintf(stderr, "%s: error: %s (the jobs are submitted)\n", cmd, err);
         status = SUB_USAGE;
@@ -510,6 +535,7 @@ static const char cancel_usage[] =
     "exit status: 0 cancelled (or nothing left to cancel), 1 scancel refused,\n"
     "             2 usage or I/O error, or no job recorded\n";
 
+/* llmc cancel OUT: scancel of every recorded job still pending or running, in one call. */
 int cancel_main(int argc, char **argv)
 {
     const char *cmd = "llmc cancel";
@@ -584,6 +610,7 @@ static const char logs_usage[] =
     "exit status: 0 printed (the job completed or is running), 1 the followed job ended\n"
     "             otherwise (FAILED, CANCELLED, TIMEOUT ...), 2 usage or I/O error\n";
 
+/* llmc logs' options (logs_opt fills them). */
 typedef struct {
     bool follow, err, metrics;
     const char *job;
@@ -591,6 +618,7 @@ typedef struct {
 
 enum { OPT_ERR = CLI_OPT_FIRST_FREE, OPT_METRICS, OPT_JOB };
 
+/* plain_options' callback: -1 when C was taken, else the exit status. */
 static int logs_opt(int c, const char *arg, void *ctx)
 {
     LogsOpts *o = ctx;
@@ -603,6 +631,7 @@ static int logs_opt(int c, const char *arg, void *ctx)
     }
 }
 
+/* Ctrl-C under -f ends the follow loop; the rest of the output already read is printed. */
 static volatile sig_atomic_t stop_follow;
 static void on_sigint(int sig) { (void)sig; stop_follow = 1; }
 
@@ -622,6 +651,8 @@ static int copy_new(int fd, off_t *off)
     return 0;
 }
 
+/* llmc logs OUT: the job's output file (or --err, --metrics), copied to stdout; with -f, followed like tail -f
+ * until the job ends. The path comes from jobs.json's record, else from scontrol. */
 int logs_main(int argc, char **argv)
 {
     const char *cmd = "llmc logs";
@@ -695,6 +726,7 @@ int logs_main(int argc, char **argv)
     struct timespec last_check = {0};
     for (;;) {
         if (fd < 0) {
+            /* O_NONBLOCK: a FIFO in the log's place must not hang the open; fstat then refuses it */
             fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
             struct stat st;
             if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
@@ -734,6 +766,7 @@ int logs_main(int argc, char **argv)
                 break;
             }
         }
+        /* new output is looked for four times a second */
         struct timespec ts = {0, 250 * 1000 * 1000};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_follow) {}
     }
