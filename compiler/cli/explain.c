@@ -20,6 +20,8 @@
 #include "estimate.h"
 #include "frontend.h"
 
+/* GIB: memory is shown in binary units (what nvidia-smi and the allocators report); bandwidths and file sizes
+ * in decimal GB (gb(), fmt_rate_gbs), as they are quoted. */
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
@@ -44,6 +46,7 @@ static const char explain_usage[] =
 
 /* ---- names and number formatting ---- */
 
+/* The .llm spellings (contract/plan_vocab.h): explain speaks the plan's language, not plan.json's. */
 static const char *shard_name(ShardStage s)
 {
     return plan_vocab_name(shard_llm_names, SHARD_COUNT, s);
@@ -119,6 +122,7 @@ typedef struct {
     bool colour;
 } Table;
 
+/* A section's title on its own line, bold when colour is on. */
 static void section(Table *t, const char *title)
 {
     fprintf(t->out, "\n%s%s%s\n", t->colour ? "\033[1m" : "", title, t->colour ? "\033[0m" : "");
@@ -137,12 +141,14 @@ static void row(Table *t, int depth, const char *label, const char *value, const
         va_end(ap);
     }
     int indent = 2 + 2 * depth;
+    /* labels padded to column 34, so the values of every section line up */
     int width = 34 - indent;
     fprintf(t->out, "%*s%-*s %12s", indent, "", width, label, value);
     if (detail[0]) fprintf(t->out, "   %s", detail);
     fputc('\n', t->out);
 }
 
+/* A row whose value is BYTES: MiB below 1 GiB, else GiB with two decimals. */
 static void gib_row(Table *t, int depth, const char *label, double bytes, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static void gib_row(Table *t, int depth, const char *label, double bytes, const char *fmt, ...)
@@ -167,12 +173,14 @@ static double link_eff(void)
     return r ? r->value : 0;
 }
 
+/* The same share for the inter-node network. */
 static double net_eff(void)
 {
     const EstimateDefault *r = estimate_default(DEF_NET_EFFICIENCY, -1, NULL, -1);
     return r ? r->value : 0;
 }
 
+/* Any other default of the estimator's table, for the assumption lines that quote it (0 when the row is absent). */
 static double default_of(DefaultKind k)
 {
     const EstimateDefault *r = estimate_default(k, -1, NULL, -1);
@@ -182,6 +190,7 @@ static double default_of(DefaultKind k)
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
+    /* more lines than collect_assumptions writes; assume() drops any past 32 rather than grow */
     char line[32][400];
     int n;
 } Assumptions;
@@ -204,6 +213,8 @@ static bool job_sets_omp(const PlanJob *job)
     return false;
 }
 
+/* Every stated default the estimate used in place of a measured or declared value, one sentence each: the
+ * "assumptions" section of the table and the JSON's "assumptions" array say the same. */
 static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptions *a)
 {
     const PlanTrain *t = job->run;
@@ -414,6 +425,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
 
 /* ---- human output ---- */
 
+/* Decimal TB / GB / MB, for traffic and files. */
 static void gb(char *buf, size_t n, double bytes)
 {
     if (bytes >= 1e12) snprintf(buf, n, "%.2f TB", bytes / 1e12);
@@ -527,6 +539,8 @@ static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e
     }
 }
 
+/* One optimizer step: compute (the FLOPs and the peak they run at), then the collectives inside and between
+ * nodes, then DeepSpeed offload's copies and CPU step. Nothing for a CPU job or one the estimate could not time. */
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
 {
     const PlanTrain *t = job->run;
@@ -539,6 +553,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
+        /* no collectives to break down: one GPU, or no bandwidth known to time them */
     if (e->data_parallel <= 1 || !e->fabric_known) {
         if (e->data_parallel <= 1) row(tb, 0, "communication", "none", "one GPU");
         else row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
@@ -1050,6 +1065,8 @@ static cJSON *profile_to_json(const PlanProfile *p, const Estimate *e)
 
 /* ---- entry ---- */
 
+/* llmc explain PLAN: the front end (with --set), the estimate of every job, then the table or the JSON. The
+ * diagnostics come first (stderr), so an error is seen before the figures it may have made wrong. */
 int explain_main(int argc, char **argv)
 {
     enum { OPT_SET = CLI_OPT_FIRST_FREE, OPT_SWEEP, OPT_SHARDS };
@@ -1071,6 +1088,7 @@ int explain_main(int argc, char **argv)
         if (c == OPT_SHARDS) { shards = optarg; continue; }
         int rc = EXPLAIN_USAGE;
         if (c == OPT_SET && (rc = cli_add_override(cmd, &sets, "--set", optarg)) == 0) continue;
+        /* --sweep is recognized only to point at the command that does it */
         if (c == OPT_SWEEP) cli_usage_error(cmd, "--sweep compiles one output per point: llmc PLAN -o DIR --sweep %s", optarg);
         else if (c != OPT_SET) rc = cli_getopt_error(cmd, c, argv);
         free(sets.items);
@@ -1109,6 +1127,7 @@ int explain_main(int argc, char **argv)
         cJSON *jobs = cJSON_AddArrayToObject(root, "jobs");
         for (int i = 0; !front_errors && i < plan->njobs; i++) {
             const PlanJob *job = plan->jobs[i];
+            /* a job with nothing to estimate (no run or merge, or no cluster) has no entry */
             if (!(job->run || job->merge) || !job->cluster) continue;
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "job", job->name);
