@@ -190,7 +190,7 @@ static double default_of(DefaultKind k)
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
-    /* more lines than collect_assumptions writes; assume() drops any past 32 rather than grow */
+    /* room for 32 sentences; assume() drops any past that rather than grow */
     char line[32][400];
     int n;
 } Assumptions;
@@ -441,10 +441,13 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
     const PlanCluster *c = job->cluster;
     char a[64], b[64], d[64];
     if (t->offload == OFFLOAD_NONE || e->cpu_only) return;
+    /* host_link is quoted for both directions together (plan.h): "/ 2e9" below is one way, in GB/s */
     if (!e->offload_time_known) {
         row(tb, 0, "offload", "unknown", "the cluster states no host_link and %s has no default", c->gpu->name);
         return;
     }
+    /* three layouts, three sets of copies: the llmc trainer's pinned ZeRO shard updated in place, its whole
+     * update streamed through the GPU, and DeepSpeed's CPU Adam */
     if (t->backend == BACKEND_LLMC && estimate_llmc_offload_shard(t, e)) {   /* the pinned shard, in place */
         cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
         gb(b, sizeof b, e->offload_h2d_bytes);
@@ -509,8 +512,6 @@ static void print_offload_bound(Table *tb, const PlanJob *job, const Estimate *e
             "(env { OMP_NUM_THREADS = N }) or a larger batch per GPU amortise it", ratio);
 }
 
-/* One optimizer step: compute beside each kind of communication, what
- * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
 /* A communication-bound step: each remedy estimated with the plan's other
  * settings (estimate_comm_remedies; llmc check prints the same as help). */
 static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e)
@@ -539,8 +540,10 @@ static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e
     }
 }
 
-/* One optimizer step: compute (the FLOPs and the peak they run at), then the collectives inside and between
- * nodes, then DeepSpeed offload's copies and CPU step. Nothing for a CPU job or one the estimate could not time. */
+/* One optimizer step: compute beside each kind of communication, what
+ * overlaps, and what bounds the step (docs/estimator.md, "Communication");
+ * then offload's copies and CPU step. Nothing for a CPU job or one the
+ * estimate could not time. */
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
 {
     const PlanTrain *t = job->run;
@@ -553,7 +556,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
-        /* no collectives to break down: one GPU, or no bandwidth known to time them */
+    /* no collectives to break down: one GPU, or no bandwidth known to time them */
     if (e->data_parallel <= 1 || !e->fabric_known) {
         if (e->data_parallel <= 1) row(tb, 0, "communication", "none", "one GPU");
         else row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
@@ -744,6 +747,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
         gib_row(tb, 1, "layer in backward", e->activations_working_bytes, "%s",
                 t->recompute == RECOMPUTE_FULL ? "one layer recomputed + its gradient buffers"
                                                : "gradient buffers of the layer in flight");
+    /* the rest of the activations, in neither the layers nor the scratch: the last norm's and lm_head's input */
     double head_in = e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes;
     if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
     if (e->fp8_weights_bytes > 0) {
@@ -881,6 +885,7 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     cli_fmt_count(a, sizeof a, e->tokens_total);
     row(tb, 0, "tokens to train", a, NULL);
     snprintf(a, sizeof a, "%.3g", e->flops_per_token);
+    /* 6N: forward 2N, backward 4N (input and weight gradients); a frozen weight has no weight gradient: 4N */
     bool frozen = t->method == METHOD_LORA || t->method == METHOD_QLORA || t->method == METHOD_FREEZE;
     row(tb, 0, "FLOPs per token", a, "%s + attention%s%s",
         frozen ? "6N trained + 4N frozen" : "6N",
@@ -889,6 +894,7 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
         t->stage == STAGE_KTO ? " + 3 forwards without gradient (KL, reference over target and KL)"
         : e->nograd_seqs_per_sample > 0 ? " + the reference forward" : "");
     cli_fmt_count(a, sizeof a, e->tokens_per_second);
+    /* a GPU's peak in TFLOP/s, a CPU core's in GFLOP/s */
     if (e->peak_flops_per_device >= 1e12)
         row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
             e->peak_flops_per_device / 1e12, e->mfu,
