@@ -167,6 +167,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     }
     s->plan_path = path;
     char *slash = strrchr(path, '/');
+    /* "/plan.json" has "/" for its directory, "plan.json" has "." */
     s->plan_dir = slash ? cli_xprintf("%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path) : xstrdup(".");
     s->job = xstrdup(jstr(j, "job") ? jstr(j, "job") : "?");
     s->backend = xstrdup(jstr(j, "backend") ? jstr(j, "backend") : "llmc");
@@ -203,6 +204,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     s->est_usable_bytes = jnum(es, "usable_bytes", NAN);
     s->est_steps = (long)jnum(es, "steps_total", -1);
     s->est_segments = (long)jnum(es, "requeue_segments", -1);
+    /* rows per epoch: packed sequences when the estimate counted them, else samples */
     s->est_rows = jnum(es, "sequences_per_epoch", jnum(es, "samples_per_epoch", NAN));
     cJSON_Delete(j);
     return 0;
@@ -267,6 +269,7 @@ static double parse_timedelta(const char *t)
  * LLaMA-Factory's trainer_log.jsonl mixes training lines (with loss) and evaluation lines (eval_loss only). */
 static int load_metrics(Status *s, char *err, size_t errlen)
 {
+    /* the two trainers' logs differ in keys (contract/run_formats.h names both) but share the line format */
     bool lf = strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0;
     char *path = xstrdup(s->metrics_path);
     char *buf;
@@ -296,6 +299,7 @@ static int load_metrics(Status *s, char *err, size_t errlen)
             }
             if (lf) {
                 double st = stp->valuedouble;
+                /* LLaMA-Factory states its own total on every line: the best total there is */
                 double tot = jnum(o, lf_log_keys[LK_TOTAL_STEPS], -1);
                 if (tot > 0) { s->total_steps = (long)tot; s->total_src = LF_TRAINER_LOG_FILE; }
                 double ev = jnum(o, lf_log_keys[LK_EVAL_LOSS], NAN);
@@ -335,6 +339,7 @@ static void load_prom(Status *s)
     size_t len, nl = strlen(name);
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         for (char *l = buf; l && *l;) {
+                /* "NAME{" and not a longer metric name that starts with NAME */
             if (strncmp(l, name, nl) == 0 && l[nl] == '{') {
                 char *sp = strchr(l, '}');
                 if (sp) { s->total_steps = atol(sp + 1); s->total_src = RUN_PROM_FILE; }
@@ -357,6 +362,7 @@ static void load_rows(Status *s)
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
         double r = jnum(j, shard_index_keys[IX_N_ROWS], NAN);
+        /* an index without a positive n_rows is not used: the estimate's figure stays */
         if (r > 0) s->rows = r;
         cJSON_Delete(j);
         free(buf);
@@ -372,6 +378,7 @@ static void load_result(Status *s)
     s->final_loss = s->result_eval_loss = NAN;
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
+            /* the trainer writes result.json (atomically) when the run ends: its presence means finished */
         if (cJSON_IsObject(j)) {
             s->done = true;
             s->final_loss = jnum(j, result_keys[RK_FINAL_LOSS], NAN);
@@ -436,6 +443,7 @@ static void load_ckpt_llmc(Status *s)
         return;
     }
     struct stat st;
+    /* `latest` is rewritten at each save: its age is the newest checkpoint's */
     if (stat(lp, &st) == 0) s->ckpt_age = difftime(time(NULL), st.st_mtime);
     free(lp);
     size_t k = strcspn(buf, "\r\n");
@@ -478,9 +486,11 @@ static void load_ckpt_lf(Status *s)
         size_t pl = strlen(LF_CKPT_PREFIX);
         if (strncmp(de->d_name, LF_CKPT_PREFIX, pl) != 0) continue;
         long n = strtol(de->d_name + pl, &end, 10);
+        /* "checkpoint-N" exactly, and only a higher N than the best so far */
         if (*end || n < 0 || n <= best) continue;
         char *ts = cli_xprintf("%s/%s/%s", s->out_dir, de->d_name, LF_CKPT_STATE_FILE);
         struct stat st;
+        /* a checkpoint directory without trainer_state.json (one still being written) is not counted */
         if (stat(ts, &st) == 0 && S_ISREG(st.st_mode)) {
             best = n;
             free(s->ckpt_name);
@@ -538,6 +548,7 @@ static void load_slurm(Status *s, const char *want_id)
         return;
     }
     char *out = NULL;
+    /* -o: one line per job; WANT_ID NULL ends the argv, which asks for every job scontrol knows */
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)want_id, NULL};
     int rc = cli_run_capture(argv, &out);
     if (rc != 0) {
@@ -556,6 +567,7 @@ static void load_slurm(Status *s, const char *want_id)
             bool match = want_id != NULL;
             if (!match && slurm_field(line, "JobName", val, sizeof val) && strcmp(val, s->job) == 0 &&
                 slurm_field(line, "Command", val, sizeof val)) {
+                /* Command is the batch script's path: its directory against the plan's */
                 char *slash = strrchr(val, '/');
                 if (slash) *slash = 0;
                 char *cdir = real_or_copy(slash ? (val[0] ? val : "/") : ".");
@@ -593,6 +605,7 @@ static void load_slurm(Status *s, const char *want_id)
         size_t len;
         if (cli_read_file(s->stdout_path, &buf, &len, e, sizeof e) == 0) {
             char pat[64];
+            /* the job id in the pattern: a log shared by several jobs counts only this one's starts */
             snprintf(pat, sizeof pat, "llmc: job %s restart ", s->job_id);
             s->log_segments = 0;
             for (char *p = buf; (p = strstr(p, pat)); p += strlen(pat)) s->log_segments++;
@@ -602,6 +615,7 @@ static void load_slurm(Status *s, const char *want_id)
     /* sacct: every segment of a requeued job (-D), when accounting storage is configured */
     s->acct_segments = -1;
     if (!cli_on_path("sacct")) { s->acct_note = xstrdup("sacct is not on PATH"); return; }
+    /* -n no header, -P parsable, -X the job not its steps, -D every requeued run (duplicates): one line each */
     char *av[] = {"sacct", "-n", "-P", "-X", "-D", "-j", s->job_id, "--format=JobID,State", NULL};
     rc = cli_run_capture(av, &out);
     if (rc != 0 || !out) {
@@ -638,6 +652,7 @@ static void load_gpus(Status *s)
     }
     for (size_t i = 0; i < g.gl_pathc; i++) {
         const char *fp = g.gl_pathv[i];
+        /* the node's name is what follows "-gpu-" in the file name (%N in the job script) */
         const char *nd = strstr(fp + strlen(dir), "-gpu-");
         char node[128];
         snprintf(node, sizeof node, "%s", nd ? nd + 5 : "?");
@@ -652,6 +667,7 @@ static void load_gpus(Status *s)
             char ts[64];
             int idx;
             double util, used, total;
+            /* nvidia-smi's CSV with units; the header line and a line being written (no '\n') do not match */
             if (nl && sscanf(line, "%63[^,], %d, %lf %%, %lf MiB, %lf MiB", ts, &idx, &util, &used, &total) == 5) {
                 size_t k;
                 for (k = 0; k < s->ngpus; k++)
@@ -719,6 +735,7 @@ static Derived derive(const Status *s)
         d.have_step = true;
         d.step = last->step;
         d.loss = last->loss;
+        /* the last WINDOW points: recent enough to follow the run, long enough to smooth the loss */
         size_t w = s->n < WINDOW ? s->n : WINDOW;
         d.window = (int)w;
         double sum = 0, tsum = 0;
@@ -744,6 +761,7 @@ static Derived derive(const Status *s)
             if (last->step > s->pts[j].step)
                 d.step_s = (last->elapsed - s->pts[j].elapsed) / (last->step - s->pts[j].step);
         }
+        /* no log line yet: the checkpoint's step is the progress known */
     } else if (s->ckpt_valid) {
         d.step = (double)s->ckpt_step;
     }
@@ -767,7 +785,9 @@ static Derived derive(const Status *s)
             if (isfinite(s->est_step_s)) d.plan_eta_s = ((double)d.total - d.step) * s->est_step_s;
         }
     }
+    /* finished: no ETA, whatever the step times say */
     if (s->done) d.eta_s = 0;
+    /* the current segment: what is left of its time limit, and whether the run ends inside it */
     if (s->have_job && strcmp(s->state, "RUNNING") == 0 && isfinite(s->job_limit) && isfinite(s->run_time)) {
         d.seg_left_s = s->job_limit - s->run_time;
         if (d.seg_left_s < 0) d.seg_left_s = 0;
@@ -812,6 +832,7 @@ static const char *fmt_dur(double sec, char *b, size_t n)
 /* The segments the job ran in: the largest of the three counts load_slurm gathered. */
 static long segments(const Status *s)
 {
+    /* Restarts counts requeues: the segments are one more */
     long seg = s->restarts + 1;
     if (s->log_segments > seg) seg = s->log_segments;
     if (s->acct_segments > seg) seg = s->acct_segments;
@@ -857,6 +878,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
         fprintf(f, "; segment %ld (%ld requeue%s", seg, seg - 1, seg == 2 ? "" : "s");
         if (s->est_segments > 0) fprintf(f, "; the plan expects %ld segment%s", s->est_segments, s->est_segments == 1 ? "" : "s");
         fprintf(f, ")\n");
+        /* a plan submitted several times: the newest job is shown, the count says there are others */
         if (s->njobs_matched > 1) fprintf(f, "              (%d jobs of this plan known; showing the newest)\n", s->njobs_matched);
         if (s->acct_note) fprintf(f, "              %s; segments from scontrol's Restarts and the job log\n", s->acct_note);
     } else {
@@ -889,6 +911,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     if (isfinite(s->est_step_s)) fprintf(f, ", %.4g s estimated", s->est_step_s);
     if (isfinite(d->err_pct))
         fprintf(f, ": estimate error %+.1f%% (%s)", d->err_pct,
+                /* the same threshold as calibrate's drift */
                 fabs(d->err_pct) <= CALIB_DRIFT_PERCENT ? "on target" : d->err_pct > 0 ? "the run is faster than planned"
                                                                        : "the run is slower than planned");
     fprintf(f, "\n");
@@ -1166,6 +1189,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
                 else cJSON_AddNullToObject(j, "after");
                 cJSON_AddItemToArray(arr, j);
             }
+            /* under --watch one line per view, so a reader can take each line as one JSON document */
             char *txt = watch ? cJSON_PrintUnformatted(o) : cJSON_Print(o);
             fputs(txt, stdout);
             fputc('\n', stdout);
@@ -1184,6 +1208,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         }
         fflush(stdout);
         rc = failed ? ST_FAILED : ST_OK;
+        /* --watch ends once the chain is no longer running */
         bool finished = strcmp(state, "running") != 0;
         for (int i = 0; i < rd.n; i++) status_free(&st[i]);
         free(st);
@@ -1279,6 +1304,7 @@ int status_main(int argc, char **argv)
     char recid[32] = "";
     struct stat tst;
     if (!job_id && stat(target, &tst) == 0 && S_ISDIR(tst.st_mode) && rundir_load(target, &rec, err, sizeof err) == 0) {
+        /* a single job's recorded id; a chain's are looked up per job in chain_status */
         if (rec.recorded && rec.n == 1 && rec.jobs[0].id[0]) snprintf(recid, sizeof recid, "%s", rec.jobs[0].id);
         rundir_free(&rec);
         if (recid[0]) job_id = recid;
@@ -1289,6 +1315,7 @@ int status_main(int argc, char **argv)
     free(mplan);
     free(myaml);
     if (merge_dir && plot) return cli_usage_error(cmd, "%s is a merge job's directory: it has no loss to plot", target);
+    /* the merge job's name is its directory's last component, as the chain names it */
     char *mname = NULL;
     if (merge_dir) {
         size_t tl = strlen(target);
@@ -1334,6 +1361,7 @@ int status_main(int argc, char **argv)
             }
         }
         bool active = s.have_job && slurm_state_active(s.state);
+        /* --watch stops once result.json is there and Slurm no longer runs the job */
         bool finished = s.done && !active;
         /* the exit status says how the job ended: Slurm's states other than these are failures */
         rc = s.have_job && !active && strcmp(s.state, "COMPLETED") != 0 ? ST_FAILED : ST_OK;
