@@ -117,6 +117,7 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
     cJSON_ArrayForEach(e, list) {
         const char *name = jstring(e, "job"), *id = jstring(e, "id"), *after = jstring(e, "after");
         int k = -1;
+        /* only among the jobs not placed yet: a name listed twice is not found the second time */
         for (int i = placed; name && i < rd->n; i++)
             if (strcmp(rd->jobs[i].name, name) == 0) k = i;
         if (!name || !id || !job_id_ok(id) || k < 0) {
@@ -138,6 +139,7 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
     }
     cJSON_Delete(root);
     free(path);
+    /* no jobs.json at all is fine (nothing submitted yet): recorded stays false */
     if (rc == 0) rd->recorded = true;
     return rc;
 }
@@ -157,6 +159,7 @@ int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
         return -1;
     }
     size_t n = strlen(out);
+    /* "out/" and "out" name one directory, and messages show it once */
     while (n > 1 && out[n - 1] == '/') n--;
     rd->out = cli_xprintf("%.*s", (int)n, out);
     char *plan = cli_xprintf("%s/plan.json", rd->out), *buf = NULL;
@@ -187,6 +190,8 @@ int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
             size_t rest = slash ? (size_t)(line + ll - slash) - 1 : 0;
             bool plan_file = slash && rest == strlen("plan.json") && strncmp(slash + 1, "plan.json", rest) == 0;
             bool merge_file = slash && rest == strlen(LLMC_MERGE_YAML) && strncmp(slash + 1, LLMC_MERGE_YAML, rest) == 0;
+            /* .llmc-output lists every file llmc wrote, one per line: a job is a directory holding its plan.json
+             * (or a merge job's YAML); '#' lines are comments */
             if (line[0] != '#' && (plan_file || merge_file) && job_name_ok(line, (size_t)(slash - line))) {
                 add_job(rd, line, (size_t)(slash - line));
                 rd->jobs[rd->n - 1].merge = merge_file;
@@ -228,6 +233,7 @@ static int job_state(const char *id, char *state, size_t n, char *outp, char *er
         free(out);
         return unknown ? 0 : -1;
     }
+    /* an answer without JobState is not a job line: treated as unknown */
     int known = slurm_field(out, "JobState", state, n) ? 1 : 0;
     if (outp && !slurm_field(out, "StdOut", outp, pn)) outp[0] = 0;
     if (errp && !slurm_field(out, "StdErr", errp, pn)) errp[0] = 0;
@@ -238,6 +244,7 @@ static int job_state(const char *id, char *state, size_t n, char *outp, char *er
 /* #SBATCH --KEY=VALUE of a job script (the first), or NULL. */
 static char *sbatch_option(const char *script_text, const char *key)
 {
+    /* only the script's header: sbatch reads #SBATCH lines up to the first command, and so does this */
     char pat[64];
     snprintf(pat, sizeof pat, "#SBATCH --%s=", key);
     for (const char *line = script_text; line && *line;) {
@@ -262,6 +269,7 @@ static char *expand_output(const char *pat, const char *name, const char *id, co
     /* room for each %x and %j eight times; a pattern with more is not expanded (NULL), never cut */
     size_t cap = strlen(pat) + strlen(name) * 8 + strlen(id) * 8 + strlen(cwd) + 8, o = 0;
     char *r = xmalloc(cap);
+    /* a relative pattern is relative to where sbatch ran, which jobs.json records as submitted_from */
     if (pat[0] != '/') o = (size_t)snprintf(r, cap, "%s/", cwd);
     for (const char *p = pat; *p; p++) {
         const char *add = NULL;
@@ -270,6 +278,7 @@ static char *expand_output(const char *pat, const char *name, const char *id, co
         else if (p[1] == 'x') add = name;
         else if (p[1] == 'j') add = id;
         else if (p[1] == '%') add = "%";
+        /* %N, %A, %a, %u ...: known only to Slurm; scontrol names the file while the job is known */
         else { free(r); return NULL; }
         if (*p == '%') p++;
         size_t al = strlen(add);
@@ -304,6 +313,7 @@ static int write_record(const RunDir *rd, const char *cwd, char *err, size_t err
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
+    /* mkstemp: two submits at once cannot write the same temporary file */
     char *path = cli_xprintf("%s/jobs.json", rd->out), *tmp = cli_xprintf("%s/.jobs.json.XXXXXX", rd->out);
     int fd = mkstemp(tmp);
     bool ok = fd >= 0 && text;
@@ -314,6 +324,7 @@ static int write_record(const RunDir *rd, const char *cwd, char *err, size_t err
         if (w <= 0) ok = false;
         else done += (size_t)w;
     }
+    /* 0644: mkstemp creates 0600, but jobs.json is as readable as the rest of the output */
     if (ok && (write(fd, "\n", 1) != 1 || fchmod(fd, 0644) != 0 || fsync(fd) != 0)) ok = false;
     if (fd >= 0 && close(fd) != 0) ok = false;
     if (ok && rename(tmp, path) != 0) ok = false;
@@ -397,6 +408,7 @@ int submit_main(int argc, char **argv)
         return SUB_USAGE;
     }
     /* a submission still pending or running is not submitted twice */
+        /* (a job Slurm no longer knows, or one that ended, does not stop a new submission) */
     for (int i = 0; rd.recorded && i < rd.n; i++) {
         char state[64], *note;
         if (!rd.jobs[i].id[0] || job_state(rd.jobs[i].id, state, sizeof state, NULL, NULL, 0, &note) != 1) {
@@ -435,6 +447,7 @@ int submit_main(int argc, char **argv)
     av[k++] = (char *)prog;
     /* --parsable: sbatch prints "ID" or "ID;CLUSTER", nothing to scrape */
     if (!rd.chain) av[k++] = "--parsable";
+    /* extra arguments go before the script for sbatch (its options), after it for submit.sh (passed on) */
     for (int i = 0; i < nextra && !rd.chain; i++) av[k++] = argv[first + 1 + i];
     av[k++] = script;
     for (int i = 0; i < nextra && rd.chain; i++) av[k++] = argv[first + 1 + i];
@@ -460,6 +473,7 @@ int submit_main(int argc, char **argv)
         if (nl) *nl = 0;
         if (!rd.chain) {
             char id[32];
+            /* "ID;CLUSTER" with several clusters: the id is before the ';' */
             size_t n = strcspn(line, ";");
             snprintf(id, sizeof id, "%.*s", (int)(n < 31 ? n : 31), line);
             if (job_id_ok(id) && rc == 0) snprintf(rd.jobs[0].id, sizeof rd.jobs[0].id, "%s", id), submitted = 1;
@@ -478,6 +492,7 @@ int submit_main(int argc, char **argv)
                     if (colon) rd.jobs[i].after = cli_xprintf("%.*s", (int)(colon - dep), dep);
                 }
                 /* submission order: this job after the ones already placed */
+                /* (as load_record does, so the record lists the jobs in the order they went to Slurm) */
                 RunJob j = rd.jobs[i];
                 memmove(&rd.jobs[submitted + 1], &rd.jobs[submitted], sizeof(RunJob) * (size_t)(i - submitted));
                 rd.jobs[submitted++] = j;
@@ -508,6 +523,7 @@ int submit_main(int argc, char **argv)
     } else if (submitted) {
         printf("recorded in %s/jobs.json\n", rd.out);
     }
+    /* a partial chain is reported with how to cancel what did go in */
     if (rc != 0 || submitted < rd.n) {
         char *why = rc < 0 ? cli_xprintf("%s could not be run", prog) : slurm_failure(rd.chain ? "submit.sh" : "sbatch", out);
         fprintf(stderr, "%s: error: %s", cmd, why);
@@ -568,6 +584,7 @@ int cancel_main(int argc, char **argv)
         if (!j->id[0]) continue;
         char state[64], *note;
         int known = job_state(j->id, state, sizeof state, NULL, NULL, 0, &note);
+            /* no answer from Slurm: nothing is cancelled, rather than cancel some jobs blind */
         if (known < 0) {
             fprintf(stderr, "%s: error: %s\n", cmd, note);
             free(note);
@@ -676,6 +693,7 @@ int logs_main(int argc, char **argv)
         return SUB_USAGE;
     }
     /* which job: --job, the only one, or the chain's first not completed */
+    /* the chain's first job not COMPLETED is the one running, waiting, or failed: the log worth reading */
     int pick = -1;
     char state[64] = "", outp[PATH_MAX] = "", errp[PATH_MAX] = "";
     bool have_state = false;
@@ -754,6 +772,7 @@ int logs_main(int argc, char **argv)
         /* the job's state every 2 s: once it ended, the rest is printed and that is all */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
+        /* scontrol at most every 2 s: the loop itself polls the file every 250 ms */
         if (j->id[0] && now.tv_sec - last_check.tv_sec >= 2) {
             last_check = now;
             char *note = NULL;
