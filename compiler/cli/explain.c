@@ -169,6 +169,7 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
  * defaults table, estimate_defaults.c). */
 static double link_eff(void)
 {
+    /* -1, NULL, -1: the row for any GPU and backend */
     const EstimateDefault *r = estimate_default(DEF_LINK_EFFICIENCY, -1, NULL, -1);
     return r ? r->value : 0;
 }
@@ -226,6 +227,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "measured", e->mfu * 100, job->merge->device == MERGE_DEVICE_AUTO ? "one GPU" : "the node's CPUs");
         return;
     }
+    /* one sentence per default the estimate used; the conditions mirror the estimator's own choices */
     assume(a, "memory is the worst case: every micro batch padded to the full context (%d)", t->context);
     if (e->cpu_only)
         assume(a, "CPU backend: fp32 weights, gradients, Adam m and v, activations; "
@@ -674,6 +676,7 @@ static void print_batch_sweep(Table *tb, const PlanJob *job, const Estimate *e)
         /* The total at powers of two up to the first that does not fit. */
         char sweep[256] = "";
         size_t used = 0;
+        /* doubling until the first batch that does not fit (or the line is full): each point a fresh estimate */
         for (int mb = 1; mb <= (1 << 20) && used + 32 < sizeof sweep; mb *= 2) {
             Estimate at;
             memset(&at, 0, sizeof at);
@@ -700,6 +703,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     else
         snprintf(title, sizeof title, "memory per %s (no memory stated to compare with)", dev);
     section(tb, title);
+    /* the CPU backend trains in fp32 whatever the plan's precision */
     Precision prec = e->cpu_only ? PREC_FP32 : t->precision;
     const char *pn = value_dtype_name(prec);
     char over[64] = "";
@@ -1036,9 +1040,11 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     }
     print_job_header(tb, job, e);
     print_device_memory(tb, job, e);
+    /* a CPU job's memory section is already the node's (per node, not per GPU) */
     if (!e->cpu_only) print_host_memory(tb, job, e);
     print_time(tb, job, e);
     print_step(tb, job, e);
+    /* start-up and checkpoints need the steps: without them there is no save count or wall time */
     if (!e->cpu_only && e->steps_total > 0) print_startup(tb, job, e);
 
     Assumptions as;
@@ -1056,6 +1062,7 @@ static cJSON *profile_to_json(const PlanProfile *p, const Estimate *e)
     cJSON_AddStringToObject(o, "name", p->name);
     cJSON_AddStringToObject(o, "file", p->at.start.file ? p->at.start.file : "");
     cJSON_AddNumberToObject(o, "line", p->at.start.line);
+    /* only the values the profile states; the *_used flags say which the estimate took (a plan's own mfu wins) */
     if (p->mfu > 0) cJSON_AddNumberToObject(o, "mfu", p->mfu);
     if (p->step_overhead_s >= 0 && p->step_overhead_at.start.file) cJSON_AddNumberToObject(o, "step_overhead_seconds", p->step_overhead_s);
     if (p->intra_bytes_per_s > 0) cJSON_AddNumberToObject(o, "intra_node_bytes_per_s", p->intra_bytes_per_s);
