@@ -118,6 +118,7 @@ static bool line_num(CalibRun *r, const cJSON *o, const char *key, double lo, do
 /* One logged step and its time, sorted by time for the median. */
 typedef struct { double step, t; } StepTime;
 
+/* By step time, for the median. */
 static int cmp_step_time(const void *a, const void *b)
 {
     return cmp_dbl(&((const StepTime *)a)->t, &((const StepTime *)b)->t);
@@ -257,6 +258,7 @@ static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_GetObject
 /* JCtx: the run whose err collects the first failure, the plan's path for messages, and whether all went well. */
 typedef struct { CalibRun *r; const char *path; bool ok; } JCtx;
 
+/* A number in [LO, HI]; DFLT when absent or null, and after a refusal (recorded once, in c->r->err). */
 static double jnum(JCtx *c, const cJSON *o, const char *sect, const char *k, double lo, double hi, double dflt)
 {
     const cJSON *v = jget(o, k);
@@ -269,6 +271,7 @@ static double jnum(JCtx *c, const cJSON *o, const char *sect, const char *k, dou
     return v->valuedouble;
 }
 
+/* The index of a plan.json spelling in NAMES (N rows); DFLT when absent; an unknown spelling is refused. */
 static int jenum(JCtx *c, const cJSON *o, const char *sect, const char *k, const char *const *names, int n, int dflt)
 {
     const cJSON *v = jget(o, k);
@@ -586,6 +589,7 @@ int calib_run_load(CalibRun *r)
     return rc;
 }
 
+/* The paths and the arena holding the rebuilt PlanJob; arg is the caller's and stays. */
 void calib_run_free(CalibRun *r)
 {
     free(r->data_path);

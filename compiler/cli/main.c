@@ -405,6 +405,7 @@ static int compile_sweep(Options *o)
 {
     SweepAxis ax[2] = {{0}};
     int nax = 0, rc = EXIT_CLEAN;
+    /* BASE: the --set values, with room for the (at most two) sweep values of a point appended after them */
     CliOverrides base = {xcalloc((size_t)o->sets.n + 2, sizeof(PlanOverride)), 0};
     for (int i = 0; i < o->sets.n; i++) {
         const PlanOverride *ov = &o->sets.items[i];
@@ -416,6 +417,7 @@ static int compile_sweep(Options *o)
         }
     }
     int npts = rc ? 0 : nax == 2 ? ax[0].n * ax[1].n : ax[0].n;
+    /* each point is a whole compile and an output directory: the grid is capped */
     if (!rc && npts > SWEEP_MAX_POINTS) rc = cli_usage_error("llmc", "--sweep: %d points; at most %d", npts, SWEEP_MAX_POINTS);
     SweepPoint *pts = xcalloc((size_t)(rc ? 1 : npts), sizeof(SweepPoint));
     for (int i = 0; !rc && i < npts; i++) {
@@ -430,6 +432,7 @@ static int compile_sweep(Options *o)
         if (strlen(pts[i].label) > SWEEP_MAX_LABEL)
             rc = cli_usage_error("llmc", "--sweep: the point '%.40s...' makes a directory name longer than %d bytes",
                                  pts[i].label, SWEEP_MAX_LABEL);
+            /* two points with one directory name would overwrite each other's output */
         for (int j = 0; !rc && j < i; j++)
             if (strcmp(pts[i].label, pts[j].label) == 0)
                 rc = cli_usage_error("llmc", "--sweep: two points are both '%s' (a value given twice, or values that differ only in characters a directory name cannot keep)", pts[i].label);
@@ -452,6 +455,7 @@ static int compile_sweep(Options *o)
         for (int k = 0; k < nax; k++) sets.items[sets.n++] = (PlanOverride){"--sweep", p->args[k]};
         Diags *d = diags_new();
         Estimate *ests = NULL;
+        /* each point is checked and estimated on its own, with its own diagnostics */
         Plan *plan = check_one(o->files[0], &sets, p->dir, d, &ests, &p->io_error);
         if (plan && !diags_error_count(d) && plan->njobs == 0) {
             SrcRange at = {{o->files[0], 1, 1}, {o->files[0], 1, 1}};
@@ -635,6 +639,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
     snprintf(tmp, n, "%s.llmc-fmt.XXXXXX", target);
     int fd = mkstemp(tmp);   /* a unique name: two fmt -w of one file cannot collide */
     bool ok = fd >= 0 && write_all(fd, text, len);
+    /* the new file takes the old one's owner (when allowed) and mode: a rewrite changes only the text */
     if (ok && fchown(fd, st.st_uid, st.st_gid) != 0) { /* not ours to give away: keep ours */ }
     if (ok && fchmod(fd, st.st_mode & 07777) != 0) ok = false;
     if (ok && fsync(fd) != 0) ok = false;
@@ -670,6 +675,7 @@ static int cmd_fmt(int argc, char **argv)
         int before = diags_error_count(d);
         SourceFile *sf = frontend_parse_file(o.files[i], a, d);
         if (!sf) { status = EXIT_USAGE; continue; }
+        /* a file with syntax errors is not formatted: the output would lose what the parser skipped */
         if (diags_error_count(d) > before) { if (status == EXIT_CLEAN) status = EXIT_PLAN; continue; }
         size_t len;
         char *text = fmt_source(sf, &len);

@@ -99,6 +99,7 @@ typedef struct {
     bool merge;                /* a merge job: out_dir is its export_dir, done its config.json written */
 } Status;
 
+/* Every string and array a Status owns; the Status is zeroed, so a second call is harmless. */
 static void status_free(Status *s)
 {
     free(s->plan_path); free(s->plan_dir); free(s->job); free(s->backend); free(s->out_dir);
@@ -1237,6 +1238,8 @@ static const char status_usage[] =
     "             1 the job ended otherwise (FAILED, CANCELLED, TIMEOUT ...), 2 usage or I/O error\n";
 
 
+/* The one-job view, or chain_status for a chain's directory; the job is --job's, else the one llmc submit
+ * recorded, else the newest of this plan Slurm knows (load_slurm). */
 int status_main(int argc, char **argv)
 {
     bool json = false, watch = false;

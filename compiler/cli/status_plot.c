@@ -194,6 +194,7 @@ static void crc_init(void)
         crc_table[n] = c;
     }
 }
+/* CRC C continued over N more bytes (start with 0): the inversions before and after are the specification's. */
 static uint32_t crc(uint32_t c, const uint8_t *p, size_t n)
 {
     c ^= 0xffffffffu;

@@ -394,6 +394,9 @@ static int plain_options(int argc, char **argv, const char *cmd, const char *usa
     return optind;
 }
 
+/* llmc submit OUT [ARGS...]: sbatch of the one job, or bash submit.sh for a chain (which submits its jobs in
+ * order with afterok), then the ids recorded in OUT/jobs.json for status, cancel and logs. A recorded job that
+ * is still pending or running blocks a second submission. */
 int submit_main(int argc, char **argv)
 {
     const char *cmd = "llmc submit";
