@@ -360,6 +360,7 @@ static int build_plan(CalibRun *r)
     t->recompute = (Recompute)jenum(&c, jt, "train", "recompute", recompute_json_names, RECOMPUTE_COUNT, RECOMPUTE_NONE);
     t->attention = (AttentionKind)jenum(&c, jt, "train", "attention", attention_json_names, ATTN_COUNT, ATTN_FLASH);
     t->deterministic = jbool(jt, "deterministic", t->backend == BACKEND_LLMC);
+    /* used only to guess tokens from a file size; the dataset below carries the estimate's own token count */
     t->bytes_per_token = 4.0;
     if (cJSON_IsObject(jf)) {
         t->method = (FinetuneMethod)jenum(&c, jf, "finetune", "method", method_json_names, METHOD_COUNT, METHOD_FULL);
@@ -406,6 +407,7 @@ static int build_plan(CalibRun *r)
         j->cpus_per_task = cores;
     } else {
         const GpuSpec *g = gpu_by_peak(peak, t->precision == PREC_FP32);
+            /* a GPU not in the catalogue: declared from the plan's own figures (peak, usable memory, mfu) */
         if (!g) {
             GpuSpec *sp = arena_alloc(a, sizeof *sp);
             sp->name = "declared";
@@ -432,9 +434,11 @@ static int build_plan(CalibRun *r)
     j->cluster = cl;
     j->nodes = nodes;
     j->tasks_per_node = cpu ? tpn : gpn;
+    /* the compiled estimate's own figures, for the before/after comparison */
     r->est_default_s = jnum(&c, je, "estimate", "step_seconds", 0, 1e12, 0);
     r->est_default_mfu = jnum(&c, je, "estimate", "mfu", 0, 1, 0);
     const cJSON *jn = jget(p, "job");
+    /* the shape line: what tells runs apart (distinct_shapes compares it past the job's name) */
     snprintf(r->shape, sizeof r->shape, "%s: %d layers x %d, %d node%s x %d %s, %d x %d x %d",
              cJSON_IsString(jn) ? jn->valuestring : "?", m->layers, m->hidden, nodes, nodes == 1 ? "" : "s",
              cpu ? tpn : gpn, cpu ? (tpn == 1 ? "rank" : "ranks") : "GPUs", t->micro_batch, t->context, t->grad_accum);
@@ -481,6 +485,7 @@ static double loss(CalibRun *runs, int n, const CalibFit *f)
         if (runs[i].check_only) continue;
         Estimate e;
         double p = calib_predict(&runs[i], &pf, &e);
+        /* log ratio: 10% slow and 10% fast weigh about the same */
         double q = p > 0 ? log(p / runs[i].step_s) : 50;
         s += q * q;
     }
@@ -512,6 +517,7 @@ static void search(CalibRun *runs, int n, CalibFit *f, int k, double lo, double 
  * ranges (lo, hi); the step overhead linearly from 0 to the fastest run's step time, which bounds it. */
 static void fit_values(CalibRun *runs, int n, CalibFit *f, double min_step)
 {
+    /* mfu in (0, 1]; bandwidths from 1 MB/s to 10 TB/s; the overhead's range is set per fit (min_step) */
     static const double lo[CALIB_P_COUNT] = {1e-5, 1e6, 1e6, 0}, hi[CALIB_P_COUNT] = {1, 1e13, 1e13, 0};
     for (int round = 0; round < 40; round++) {
         double before = loss(runs, n, f);
@@ -520,6 +526,7 @@ static void fit_values(CalibRun *runs, int n, CalibFit *f, double min_step)
             if (k == CALIB_P_OVERHEAD) search(runs, n, f, k, 0, min_step, false);
             else search(runs, n, f, k, lo[k], hi[k], true);
         }
+        /* no round improved the fit: converged */
         if (before - loss(runs, n, f) < 1e-14) break;
     }
     /* at its lower bound: none (the runs show no fixed cost per step) */
@@ -567,6 +574,7 @@ void calib_fit(CalibRun *runs, int n, CalibFit *f)
     if (multi_node && multi_gpu) want[CALIB_P_INTRA] = true;
     for (int k = 0, used = 0; k < CALIB_P_COUNT; k++)
         if (want[order[k]] && used < f->shapes) { f->on[order[k]] = true; used++; }
+    /* starting points only (10 GB/s between nodes, 100 GB/s inside one): the search moves them */
     f->v[CALIB_P_INTER] = 10e9; f->v[CALIB_P_INTRA] = 100e9; f->v[CALIB_P_OVERHEAD] = 0;
     fit_values(runs, n, f, min_step);
 }
