@@ -234,6 +234,7 @@ int calibrate_main(int argc, char **argv)
     }
     /* one trainer per profile */
     PlanBackend be = BACKEND_LLMC;
+    /* one profile describes one trainer: the two backends' step times are not comparable */
     for (int i = 0, first = 1; i < n && rc == CAL_OK; i++) {
         if (runs[i].check_only) continue;
         if (first) { be = runs[i].job.run->backend; first = 0; }

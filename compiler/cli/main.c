@@ -117,6 +117,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
     opterr = 0;
     int c;
     bool json = false;
+    /* a leading ':' in the short options: a missing value comes back as ':', not '?', for its own message */
     while ((c = getopt_long(argc, argv, ":ho:wq", longopts, NULL)) != -1) {
         int rc = -1;
         switch (c) {
@@ -163,6 +164,7 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
             return rc;
         }
     }
+    /* getopt_long (GNU) moves the operands after the options, so files and options mix in any order */
     for (int i = optind; i < argc; i++) o->files[o->nfiles++] = argv[i];
     if (o->out_dir && !o->out_dir[0]) return options_error(o, sub, "%s", "empty output directory (-o '')");
     return -1;
@@ -319,6 +321,7 @@ static void sweep_label(char *out, size_t cap, const SweepAxis *ax, int vi)
     size_t o = strlen(out);
     o += (size_t)snprintf(out + o, cap > o ? cap - o : 0, "%s%.*s=", o ? "," : "",
                           (int)(ax->keylen - (last - ax->key)), last);
+    /* cut at CAP; compile_sweep then refuses a label longer than SWEEP_MAX_LABEL, so nothing is cut silently */
     for (const char *v = ax->values[vi]; *v && o + 1 < cap; v++) {
         char ch = *v;
         bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -416,6 +419,7 @@ static int compile_sweep(Options *o)
             rc = EXIT_USAGE;
         }
     }
+    /* two axes: every pair (the grid); one axis: its values */
     int npts = rc ? 0 : nax == 2 ? ax[0].n * ax[1].n : ax[0].n;
     /* each point is a whole compile and an output directory: the grid is capped */
     if (!rc && npts > SWEEP_MAX_POINTS) rc = cli_usage_error("llmc", "--sweep: %d points; at most %d", npts, SWEEP_MAX_POINTS);
@@ -500,6 +504,7 @@ static int compile_sweep(Options *o)
             }
             cJSON_AddItemToObject(pt, "diagnostics", cli_diagnostics_json(d));
             cJSON_AddItemToArray(json, pt);
+            /* each point's diagnostics under its name, so a reader knows which value caused them */
         } else if (diags_error_count(d) + diags_warning_count(d) + diags_note_count(d) > 0) {
             char *clean = diag_escape(p->label);
             fprintf(stderr, "llmc: sweep point %s:\n", clean);
@@ -719,6 +724,7 @@ int main(int argc, char **argv)
         return EXIT_CLEAN;
     }
     /* a first word that is no subcommand is a plan to compile */
+    /* plain string compares: a plan file named like a subcommand is given as ./check */
     if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);

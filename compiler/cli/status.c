@@ -871,6 +871,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     fprintf(f, "%s: %s  (backend %s, plan %s)\n", s->job, overall(s), s->backend, s->plan_path);
     if (s->have_job) {
         fprintf(f, "  slurm       job %s %s", s->job_id, s->state);
+        /* a pending job's Reason (Priority, Resources, ...) is why it waits */
         if (strcmp(s->state, "PENDING") == 0 && s->reason[0]) fprintf(f, " (%s)", s->reason);
         if (strcmp(s->state, "RUNNING") == 0)
             fprintf(f, " on %s, %s of the %s limit", s->nodes, fmt_dur(s->run_time, a, sizeof a),
@@ -881,6 +882,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
         fprintf(f, ")\n");
         /* a plan submitted several times: the newest job is shown, the count says there are others */
         if (s->njobs_matched > 1) fprintf(f, "              (%d jobs of this plan known; showing the newest)\n", s->njobs_matched);
+        /* without sacct the segment count may be low: say where it came from */
         if (s->acct_note) fprintf(f, "              %s; segments from scontrol's Restarts and the job log\n", s->acct_note);
     } else {
         fprintf(f, "  slurm       %s\n", s->slurm_note);
