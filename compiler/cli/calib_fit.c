@@ -407,7 +407,7 @@ static int build_plan(CalibRun *r)
         j->cpus_per_task = cores;
     } else {
         const GpuSpec *g = gpu_by_peak(peak, t->precision == PREC_FP32);
-            /* a GPU not in the catalogue: declared from the plan's own figures (peak, usable memory, mfu) */
+        /* a GPU not in the catalogue: declared from the plan's own figures (peak, usable memory, mfu) */
         if (!g) {
             GpuSpec *sp = arena_alloc(a, sizeof *sp);
             sp->name = "declared";

@@ -711,6 +711,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     /* The llmc CUDA trainer: ZeRO-2/3 for full training (its fine-tuning
      * replicates the small trained state), plus its unit buffers. */
     bool llmc = e->llmc_cuda_allocation;
+    /* the detail of each row says what is sharded: ZeRO splits weights (3), gradients (2+) and states (1+) */
     bool llmc_zero = llmc && t->method == METHOD_FULL;
     const char *units = llmc_zero && e->data_parallel > 1 ? " + gathered layers" : "";
     gib_row(tb, 0, "weights", e->weights_bytes, "%s%s%s", pn, t->shard >= SHARD_ZERO3 && (!llmc || llmc_zero) ? over : "",
@@ -765,6 +766,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
         gib_row(tb, 0, "attention workspace", e->attn_workspace_bytes,
                 e->attn_cudnn_deterministic ? "cuDNN fused attention, deterministic backward"
                                             : "cuDNN fused attention, backward with fp32 atomics");
+    /* the llmc trainer computes the loss a chunk of rows at a time, so only that chunk's logits exist */
     if (e->logits_chunked)
         gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
                 "%.0f bytes x %.0f rows at a time x vocab %d, gradient in place",
@@ -824,9 +826,11 @@ static void print_host_memory(Table *tb, const PlanJob *job, const Estimate *e)
     else
         snprintf(title, sizeof title, "host memory per node (no memory stated to compare with)");
     section(tb, title);
+    /* the two trainers hold different things on the host: each line says which for this plan's */
     bool lf = t->backend == BACKEND_LLAMAFACTORY;
     gib_row(tb, 0, "trainer processes", e->host_process_bytes, "%d x %s", c->gpus_per_node,
             lf ? "PyTorch + CUDA + NCCL host side" : "llmc-train-cuda host side");
+    /* how the weights reach the GPUs decides this term: whole on each rank, a part per rank, or the offload */
     gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
             lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
                                           : "every rank builds the 16-bit model on the host")
@@ -933,6 +937,8 @@ static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
     const PlanTrain *t = job->run;
     char a[64], b[64], d[64];
     section(tb, "start-up and checkpoints");
+    /* LLaMA-Factory tokenises at start-up (the llmc trainer reads prepared shards): the ranks wait at a
+     * barrier meanwhile, which ddp_timeout must outlast */
     if (e->tokenize_seconds > 0) {
         cli_fmt_duration(a, sizeof a, e->tokenize_seconds);
         cli_fmt_count(b, sizeof b, e->tokenize_tokens);
@@ -971,6 +977,7 @@ static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
     fmt_int(a, sizeof a, (double)e->checkpoints_total);
     if (t->checkpoint_epoch) row(tb, 0, "saves", a, "every epoch (%lld steps)", (long long)e->checkpoint_every_steps);
     else row(tb, 0, "saves", a, "every %lld steps", (long long)e->checkpoint_every_steps);
+    /* each requeued segment reads the last checkpoint back before it trains */
     if (e->requeue_segments > 1) {
         cli_fmt_duration(a, sizeof a, e->resume_seconds);
         row(tb, 0, "resume", a, "a requeued start reads the states back");
@@ -995,6 +1002,7 @@ static void print_merge(Table *tb, const PlanJob *job, const Estimate *e)
             m->adapter->name, b, m->adapter->lora_rank, m->output_dir);
     section(tb, m->device == MERGE_DEVICE_AUTO ? "memory (device = auto: spread over the node's GPUs)"
                                                : "memory (device = cpu: host memory)");
+    /* device = auto spreads the model over the node's GPUs; device = cpu holds it all in host memory */
     if (m->device == MERGE_DEVICE_AUTO) {
         gib_row(tb, 0, "per GPU", e->total_bytes, "of %.1f GiB usable (%s)", e->usable_bytes / GIB, c->gpu->name);
         gib_row(tb, 1, "weights", e->weights_bytes, "%s / %d GPUs", e->merge_value_bytes == 4 ? "fp32" : "16-bit",

@@ -384,7 +384,7 @@ static void sweep_table(FILE *out, SweepPoint *pts, int npts)
     }
     int w[7] = {0};
     for (int i = 0; i < nrows; i++)
-            /* a cell may echo a value from the command line: escaped before its width is measured */
+        /* a cell may echo a value from the command line: escaped before its width is measured */
         for (int c = 0; c < 7; c++) {
             char *clean = diag_escape(cells[i][c]);
             snprintf(cells[i][c], sizeof cells[i][c], "%s", clean);
@@ -436,7 +436,7 @@ static int compile_sweep(Options *o)
         if (strlen(pts[i].label) > SWEEP_MAX_LABEL)
             rc = cli_usage_error("llmc", "--sweep: the point '%.40s...' makes a directory name longer than %d bytes",
                                  pts[i].label, SWEEP_MAX_LABEL);
-            /* two points with one directory name would overwrite each other's output */
+        /* two points with one directory name would overwrite each other's output */
         for (int j = 0; !rc && j < i; j++)
             if (strcmp(pts[i].label, pts[j].label) == 0)
                 rc = cli_usage_error("llmc", "--sweep: two points are both '%s' (a value given twice, or values that differ only in characters a directory name cannot keep)", pts[i].label);

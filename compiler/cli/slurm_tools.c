@@ -141,7 +141,7 @@ bool slurm_field(const char *line, const char *key, char *val, size_t vlen)
 {
     size_t kl = strlen(key);
     for (const char *p = line; (p = strstr(p, key)); p += kl) {
-            /* the key must start a field: "JobId" must not match inside "ArrayJobId=" */
+        /* the key must start a field: "JobId" must not match inside "ArrayJobId=" */
         if ((p == line || p[-1] == ' ') && p[kl] == '=') {
             const char *v = p + kl + 1;
             /* scontrol -o separates fields by spaces, so a value holding one (a path) is cut there */

@@ -340,7 +340,7 @@ static void load_prom(Status *s)
     size_t len, nl = strlen(name);
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         for (char *l = buf; l && *l;) {
-                /* "NAME{" and not a longer metric name that starts with NAME */
+            /* "NAME{" and not a longer metric name that starts with NAME */
             if (strncmp(l, name, nl) == 0 && l[nl] == '{') {
                 char *sp = strchr(l, '}');
                 if (sp) { s->total_steps = atol(sp + 1); s->total_src = RUN_PROM_FILE; }
@@ -379,7 +379,7 @@ static void load_result(Status *s)
     s->final_loss = s->result_eval_loss = NAN;
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
-            /* the trainer writes result.json (atomically) when the run ends: its presence means finished */
+        /* the trainer writes result.json (atomically) when the run ends: its presence means finished */
         if (cJSON_IsObject(j)) {
             s->done = true;
             s->final_loss = jnum(j, result_keys[RK_FINAL_LOSS], NAN);

@@ -411,7 +411,7 @@ int submit_main(int argc, char **argv)
         return SUB_USAGE;
     }
     /* a submission still pending or running is not submitted twice */
-        /* (a job Slurm no longer knows, or one that ended, does not stop a new submission) */
+    /* (a job Slurm no longer knows, or one that ended, does not stop a new submission) */
     for (int i = 0; rd.recorded && i < rd.n; i++) {
         char state[64], *note;
         if (!rd.jobs[i].id[0] || job_state(rd.jobs[i].id, state, sizeof state, NULL, NULL, 0, &note) != 1) {
@@ -587,7 +587,7 @@ int cancel_main(int argc, char **argv)
         if (!j->id[0]) continue;
         char state[64], *note;
         int known = job_state(j->id, state, sizeof state, NULL, NULL, 0, &note);
-            /* no answer from Slurm: nothing is cancelled, rather than cancel some jobs blind */
+        /* no answer from Slurm: nothing is cancelled, rather than cancel some jobs blind */
         if (known < 0) {
             fprintf(stderr, "%s: error: %s\n", cmd, note);
             free(note);

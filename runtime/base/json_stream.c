@@ -598,7 +598,7 @@ int js_next(JsonStream *s, JsonValue **out)
     char t[16];
     if (s->array) {
         if (s->state == 3) return JS_END;
-            /* the first call: step over the '[' that open_file saw */
+        /* the first call: step over the '[' that open_file saw */
         if (s->state == 0) {
             skip_ws(s);
             advance(s);   /* '[' (checked at open) */

@@ -763,7 +763,7 @@ int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
             /* checkable here when the directory that would hold it is readable here */
             char *dir = strdup(t);
             char *slash = dir ? strrchr(dir, '/') : NULL;
-                /* "/tok" has "/" for its directory, not "" */
+            /* "/tok" has "/" for its directory, not "" */
             if (slash) *(slash == dir ? slash + 1 : slash) = 0;
             const char *parent = !dir ? NULL : slash ? dir : ".";
             struct stat ps;

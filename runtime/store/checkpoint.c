@@ -620,7 +620,7 @@ static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, cha
     }
     if (stat(p, &sb) && errno == ENOENT) {   /* a checkpoint directory: the step `latest` names */
         store_say(p, sizeof p, "%s/%s", dir, ckpt_files[CF_LATEST]);
-            /* `latest` is one step name and a newline: 256 bytes is plenty, more is not a latest file */
+        /* `latest` is one step name and a newline: 256 bytes is plenty, more is not a latest file */
         char *text = store_read_regular(p, 256, err, errlen);
         if (!text) {
             store_say(err, errlen, "%s: neither a checkpoint step (no state.json) nor a checkpoint directory (no latest)", dir);

@@ -112,7 +112,7 @@ static int export_side_files(const char *tmp, const Model *m, StDtype dtype, con
     snprintf(p, sizeof p, "%s/config.json", tmp);
     /* config.json's torch_dtype names the dtype the weights are stored in */
     const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : "float32";
-        /* a fine-tuned model keeps its source's config.json, every key llmc-train does not read included */
+    /* a fine-tuned model keeps its source's config.json, every key llmc-train does not read included */
     if (source_model) {
         if (hf_config_derive(p, source_model, &m->cfg, torch_dtype, err, errlen)) return -1;
     } else {

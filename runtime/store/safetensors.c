@@ -349,7 +349,7 @@ int st_open(StModel *st, const char *path, char *err, size_t errlen)
     struct stat sb;
     if (stat(path, &sb)) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     int rc;
-        /* a directory: the sharded index when there is one, else the single file */
+    /* a directory: the sharded index when there is one, else the single file */
     if (S_ISDIR(sb.st_mode)) {
         char p[4096];
         snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);

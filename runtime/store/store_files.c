@@ -273,7 +273,7 @@ char *store_read_regular(const char *path, size_t max, char *err, size_t errlen)
     if (fd < 0) return NULL;
     char *buf = malloc(max + 1);
     size_t got = 0;
-        /* up to MAX + 1 bytes: one more than MAX tells a file that is too large */
+    /* up to MAX + 1 bytes: one more than MAX tells a file that is too large */
     while (buf && got <= max) {
         ssize_t n = read(fd, buf + got, max + 1 - got);
         if (n < 0 && errno == EINTR) continue;
