@@ -87,6 +87,7 @@ static bool parse_lf_elapsed(const char *t, double *out)
         t = p + 1;
     }
     int h, m, s, used = 0;
+    /* the whole rest must be H:MM:SS: a trailing fraction or text means another format, not a time */
     if (sscanf(t, " %d:%2d:%2d%n", &h, &m, &s, &used) != 3 || t[used] != 0) return false;
     /* hours stay under 24 once there is a day part; without one the bound only keeps the arithmetic sane */
     if (h < 0 || h > 23 + (days == 0 ? 1000000 : 0) || m < 0 || m > 59 || s < 0 || s > 59) return false;
@@ -227,6 +228,7 @@ static int read_lf_log(CalibRun *r, char *buf, size_t len)
         bool train = cJSON_GetObjectItemCaseSensitive(o, "loss") != NULL;
         cJSON_Delete(o);
         if (!ok) return CALIB_BAD_INPUT;
+            /* (steps or elapsed time going back) */
         if (prev_step >= 0 && (cur < prev_step || el < prev_el)) {
             /* a new process (resumed run): a new stretch */
             s0 = -1;
@@ -234,8 +236,10 @@ static int read_lf_log(CalibRun *r, char *buf, size_t len)
         prev_step = cur; prev_el = el;
         /* (elapsed_time then includes the evaluation's time, which is not a step's) */
         if (!train) { s0 = -1; continue; }   /* evaluation inside: the stretch ends */
+        /* the stretch starts at its first training line: later spans exclude the start-up it includes */
         if (s0 < 0 || cur <= s0) { s0 = cur; e0 = el; continue; }
         s1 = cur; e1 = el;
+        /* the longest span wins: whole-second timestamps are least coarse over the most time */
         if (e1 - e0 > best_span) { best_span = e1 - e0; best_steps = s1 - s0; best_first = s0; best_last = s1; }
     }
     if (best_steps < CAL_MIN_STEPS || best_span < CAL_LF_MIN_SPAN_S)

@@ -554,6 +554,7 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     if (e->cpu_only || e->step_seconds <= 0) return;
     section(tb, "one optimizer step");
     cli_fmt_duration(a, sizeof a, e->compute_seconds);
+    /* tokens computed per step: padded ones count, and a preference pair is two sequences */
     cli_fmt_count(b, sizeof b, (double)e->global_batch * (e->seqs_per_sample > 1 ? e->seqs_per_sample : 1) * e->padded_seq_tokens);
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
@@ -570,6 +571,8 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     cli_fmt_duration(a, sizeof a, e->comm_seconds);
     char kinds[192] = "";
     size_t k = 0;
+    /* only the collectives this sharding runs (gathers of weights, reduce-scatters or all-reduces of
+     * gradients), each with its bytes */
     if (e->comm_allgather_bytes > 0) { gb(b, sizeof b, e->comm_allgather_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-gather %s, ", b); }
     if (e->comm_reduce_scatter_bytes > 0 && k < sizeof kinds) { gb(d, sizeof d, e->comm_reduce_scatter_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "reduce-scatter %s, ", d); }
     if (e->comm_allreduce_bytes > 0 && k < sizeof kinds) { gb(x, sizeof x, e->comm_allreduce_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-reduce %s, ", x); }

@@ -756,6 +756,7 @@ static Derived derive(const Status *s)
         }
         /* LLaMA-Factory logs whole seconds since its start: the slope over the
          * window, back to where a requeued segment restarted the clock */
+            /* (no per-step times in the log: only LLaMA-Factory's elapsed_time to go by) */
         if (!nd && isfinite(last->elapsed)) {
             size_t j = s->n - 1;
             while (j > s->n - w && isfinite(s->pts[j - 1].elapsed) && s->pts[j - 1].elapsed <= s->pts[j].elapsed) j--;
@@ -768,6 +769,7 @@ static Derived derive(const Status *s)
     }
     if (isfinite(d.step) && d.total > 0) d.pct = 100.0 * d.step / (double)d.total;
     if (isfinite(d.step) && s->rows > 0 && s->global_batch > 0) {
+        /* epochs from rows consumed: step x global batch over the rows of one epoch */
         d.epoch = d.step * (double)s->global_batch / s->rows;
         if (d.total > 0) d.epochs_total = (double)d.total * (double)s->global_batch / s->rows;
     }
@@ -795,6 +797,7 @@ static Derived derive(const Status *s)
         if (isfinite(d.eta_s)) {
             d.finishes_in_segment = d.eta_s <= d.seg_left_s;
             if (!d.finishes_in_segment) {
+                /* the step the segment reaches before its time limit, at the same step time as the ETA */
                 d.seg_end_step = d.step + d.seg_left_s / (d.eta_refit ? s->refit.step_s : d.step_s);
                 /* what this segment cannot finish, in whole time limits */
                 d.more_segments = (long)ceil((d.eta_s - d.seg_left_s) / s->job_limit);
