@@ -263,7 +263,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
         ps->st.rng.s[i] = strtoull(h, NULL, 16);
         any |= ps->st.rng.s[i];
     }
-    /* xoshiro256** never leaves the all-zero state (it would give zeros forever), so such a file is not ours */
+    /* a seeded xoshiro256** state is never all zero (from zero it would give zeros forever): not ours */
     if (!any) { store_say(err, errlen, "%s: field \"rng\" is all zero (not a generator state)", path); goto done; }
     if (state_plan_ref(o, path, ps, err, errlen)) goto done;
     rc = 0;
