@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* CAL_MAX_FILE: a log or plan.json larger than 256 MiB is refused (read_all), not read into memory. */
 #define CAL_MAX_FILE (256u << 20)
 #define CAL_WARMUP_SHARE 0.1       /* of a run's logged steps skipped as warm-up (at least 1) */
 #define CAL_MIN_STEPS 3            /* steps left to take the median of */
@@ -60,6 +61,7 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
+/* qsort's order for doubles, without the overflow of a subtraction cast to int. */
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -85,13 +87,16 @@ static bool parse_lf_elapsed(const char *t, double *out)
         t = p + 1;
     }
     int h, m, s, used = 0;
+    /* the whole rest must be H:MM:SS: a trailing fraction or text means another format, not a time */
     if (sscanf(t, " %d:%2d:%2d%n", &h, &m, &s, &used) != 3 || t[used] != 0) return false;
+    /* hours stay under 24 once there is a day part; without one the bound only keeps the arithmetic sane */
     if (h < 0 || h > 23 + (days == 0 ? 1000000 : 0) || m < 0 || m > 59 || s < 0 || s > 59) return false;
     *out = days * 86400 + h * 3600.0 + m * 60.0 + s;
     return true;
 }
 
-/* A number in [lo, hi] under key, else an error naming FILE:LINE. */
+/* A number in [lo, hi] under key, else an error naming FILE:LINE.
+ * An absent key is an error only when REQUIRED; false either way, with the first error kept in r->err. */
 static bool line_num(CalibRun *r, const cJSON *o, const char *key, double lo, double hi, int line, double *out,
                      bool required)
 {
@@ -111,17 +116,19 @@ static bool line_num(CalibRun *r, const cJSON *o, const char *key, double lo, do
     return true;
 }
 
-/* Each complete line one JSON object (a last line without its newline is
- * being written and is skipped). llmc: step and step_time_s on every line;
- * the first CAL_WARMUP_SHARE of the steps (at least the first) are warm-up;
- * the step time is the median of the rest. */
+/* One logged step and its time, sorted by time for the median. */
 typedef struct { double step, t; } StepTime;
 
+/* By step time, for the median. */
 static int cmp_step_time(const void *a, const void *b)
 {
     return cmp_dbl(&((const StepTime *)a)->t, &((const StepTime *)b)->t);
 }
 
+/* Each complete line one JSON object (a last line without its newline is
+ * being written and is skipped). llmc: step and step_time_s on every line;
+ * the first CAL_WARMUP_SHARE of the steps (at least the first) are warm-up;
+ * the step time is the median of the rest. */
 static int read_llmc_metrics(CalibRun *r, char *buf, size_t len)
 {
     size_t cap = 1024, n = 0;
@@ -150,6 +157,7 @@ static int read_llmc_metrics(CalibRun *r, char *buf, size_t len)
         if (!ok) { rc = CALIB_BAD_INPUT; break; }
         if (step != floor(step)) { rc = rfail(r, "%s:%d: 'step' must be a whole number, found %g", r->data_path, line, step); break; }
         if (!(t > 0)) { rc = rfail(r, "%s:%d: 'step_time_s' must be above 0, found %g", r->data_path, line, t); break; }
+        /* (the steps before the resume ran in another process: its warm-up and speed are not this one's) */
         if (step < last_step) n = 0;   /* a resumed run starts over: the latest segment counts */
         last_step = step;
         if (n == cap) {
@@ -161,6 +169,7 @@ static int read_llmc_metrics(CalibRun *r, char *buf, size_t len)
     }
     if (!dt) return rfail(r, "out of memory");
     if (rc == CALIB_OK) {
+        /* warm-up: the first steps pay one-time costs and are not the steady step time */
         size_t skip = (size_t)ceil(CAL_WARMUP_SHARE * (double)n);
         if (skip < 1) skip = 1;
         if (n < skip + CAL_MIN_STEPS) {
@@ -219,14 +228,18 @@ static int read_lf_log(CalibRun *r, char *buf, size_t len)
         bool train = cJSON_GetObjectItemCaseSensitive(o, "loss") != NULL;
         cJSON_Delete(o);
         if (!ok) return CALIB_BAD_INPUT;
+            /* (steps or elapsed time going back) */
         if (prev_step >= 0 && (cur < prev_step || el < prev_el)) {
             /* a new process (resumed run): a new stretch */
             s0 = -1;
         }
         prev_step = cur; prev_el = el;
+        /* (elapsed_time then includes the evaluation's time, which is not a step's) */
         if (!train) { s0 = -1; continue; }   /* evaluation inside: the stretch ends */
+        /* the stretch starts at its first training line: later spans exclude the start-up it includes */
         if (s0 < 0 || cur <= s0) { s0 = cur; e0 = el; continue; }
         s1 = cur; e1 = el;
+        /* the longest span wins: whole-second timestamps are least coarse over the most time */
         if (e1 - e0 > best_span) { best_span = e1 - e0; best_steps = s1 - s0; best_first = s0; best_last = s1; }
     }
     if (best_steps < CAL_MIN_STEPS || best_span < CAL_LF_MIN_SPAN_S)
@@ -242,10 +255,14 @@ static int read_lf_log(CalibRun *r, char *buf, size_t len)
 
 /* ---- the plan, from plan.json ---- */
 
+/* plan.json read back: a key the plan lacks takes a default; a key of the wrong type or range is an error
+ * (the first one kept), never silently replaced. */
 static const cJSON *jget(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
+/* JCtx: the run whose err collects the first failure, the plan's path for messages, and whether all went well. */
 typedef struct { CalibRun *r; const char *path; bool ok; } JCtx;
 
+/* A number in [LO, HI]; DFLT when absent or null, and after a refusal (recorded once, in c->r->err). */
 static double jnum(JCtx *c, const cJSON *o, const char *sect, const char *k, double lo, double hi, double dflt)
 {
     const cJSON *v = jget(o, k);
@@ -258,6 +275,7 @@ static double jnum(JCtx *c, const cJSON *o, const char *sect, const char *k, dou
     return v->valuedouble;
 }
 
+/* The index of a plan.json spelling in NAMES (N rows); DFLT when absent; an unknown spelling is refused. */
 static int jenum(JCtx *c, const cJSON *o, const char *sect, const char *k, const char *const *names, int n, int dflt)
 {
     const cJSON *v = jget(o, k);
@@ -269,6 +287,7 @@ static int jenum(JCtx *c, const cJSON *o, const char *sect, const char *k, const
     return dflt;
 }
 
+/* A bool, DFLT when absent or not a bool (the switches have safe defaults; no error). */
 static bool jbool(const cJSON *o, const char *k, bool dflt)
 {
     const cJSON *v = jget(o, k);
@@ -287,6 +306,9 @@ static const GpuSpec *gpu_by_peak(double peak, bool fp32)
     return NULL;
 }
 
+/* plan.json back into the PlanJob the estimator takes (r->job, its parts in r->arena), with the estimate's own
+ * step time and mfu kept for comparison. Only what the estimate of a step reads is rebuilt: the model, the
+ * training shape, the parallel layout and the device, found from its peak (plan.json names no GPU). */
 static int build_plan(CalibRun *r)
 {
     size_t len;
@@ -322,6 +344,7 @@ static int build_plan(CalibRun *r)
     m->vocab = (int)jnum(&c, jm, "model", "vocab", 1, 1 << 24, 1);
     m->max_context = (int)jnum(&c, jm, "model", "max_context", 0, 1 << 24, 0);
     m->tie_embeddings = jbool(jm, "tie_embeddings", false);
+    /* the families' own defaults when an older plan.json lacks the flag */
     m->qkv_bias = jbool(jm, "qkv_bias", m->arch == ARCH_QWEN2);
     m->qk_norm = jbool(jm, "qk_norm", m->arch == ARCH_QWEN3);
     const cJSON *init = jget(jm, "init");
@@ -341,6 +364,7 @@ static int build_plan(CalibRun *r)
     t->recompute = (Recompute)jenum(&c, jt, "train", "recompute", recompute_json_names, RECOMPUTE_COUNT, RECOMPUTE_NONE);
     t->attention = (AttentionKind)jenum(&c, jt, "train", "attention", attention_json_names, ATTN_COUNT, ATTN_FLASH);
     t->deterministic = jbool(jt, "deterministic", t->backend == BACKEND_LLMC);
+    /* used only to guess tokens from a file size; the dataset below carries the estimate's own token count */
     t->bytes_per_token = 4.0;
     if (cJSON_IsObject(jf)) {
         t->method = (FinetuneMethod)jenum(&c, jf, "finetune", "method", method_json_names, METHOD_COUNT, METHOD_FULL);
@@ -356,6 +380,7 @@ static int build_plan(CalibRun *r)
             t->lora_target = names; t->nlora_target = k;
         }
     }
+    /* QLoRA's base weights are 4-bit (the estimator's memory and speed follow them) */
     if (t->method == METHOD_QLORA) t->quant_bits = 4;
     int zero = (int)jnum(&c, jp, "parallel", "zero_stage", 0, 3, 0);
     t->shard = (ShardStage)zero;
@@ -386,6 +411,7 @@ static int build_plan(CalibRun *r)
         j->cpus_per_task = cores;
     } else {
         const GpuSpec *g = gpu_by_peak(peak, t->precision == PREC_FP32);
+        /* a GPU not in the catalogue: declared from the plan's own figures (peak, usable memory, mfu) */
         if (!g) {
             GpuSpec *sp = arena_alloc(a, sizeof *sp);
             sp->name = "declared";
@@ -396,6 +422,7 @@ static int build_plan(CalibRun *r)
             sp->default_mfu = jnum(&c, je, "estimate", "mfu", 1e-6, 1, 0.4);
             g = sp;
         }
+        /* the catalogue GPU's fabric, marked as defaults (the *_default flags) that a profile may override */
         cl->gpu = g;
         cl->gpus_per_node = gpn;
         const GpuFabric *fab = gpu_catalog_fabric(g);
@@ -411,9 +438,11 @@ static int build_plan(CalibRun *r)
     j->cluster = cl;
     j->nodes = nodes;
     j->tasks_per_node = cpu ? tpn : gpn;
+    /* the compiled estimate's own figures, for the before/after comparison */
     r->est_default_s = jnum(&c, je, "estimate", "step_seconds", 0, 1e12, 0);
     r->est_default_mfu = jnum(&c, je, "estimate", "mfu", 0, 1, 0);
     const cJSON *jn = jget(p, "job");
+    /* the shape line: what tells runs apart (distinct_shapes compares it past the job's name) */
     snprintf(r->shape, sizeof r->shape, "%s: %d layers x %d, %d node%s x %d %s, %d x %d x %d",
              cJSON_IsString(jn) ? jn->valuestring : "?", m->layers, m->hidden, nodes, nodes == 1 ? "" : "s",
              cpu ? tpn : gpn, cpu ? (tpn == 1 ? "rank" : "ranks") : "GPUs", t->micro_batch, t->context, t->grad_accum);
@@ -424,6 +453,8 @@ static int build_plan(CalibRun *r)
 
 /* ---- the fit ---- */
 
+/* Only the fitted values go into the profile; the others stay unset so the estimator keeps its own defaults
+ * (step_overhead -1: unset). */
 void calib_fit_profile(const CalibFit *f, PlanProfile *pf)
 {
     memset(pf, 0, sizeof *pf);
@@ -435,6 +466,8 @@ void calib_fit_profile(const CalibFit *f, PlanProfile *pf)
     if (f->on[CALIB_P_OVERHEAD]) pf->step_overhead_s = f->v[CALIB_P_OVERHEAD];
 }
 
+/* The run's step time as the estimator predicts it under profile PF (NULL: the built-in defaults). The
+ * estimate's diagnostics are not wanted here and are dropped. */
 double calib_predict(CalibRun *r, const PlanProfile *pf, Estimate *e)
 {
     r->job.profile = pf;
@@ -445,6 +478,8 @@ double calib_predict(CalibRun *r, const PlanProfile *pf, Estimate *e)
     return e->step_seconds;
 }
 
+/* The fit's objective: the sum over the fitted runs of log(predicted / measured) squared, so a run off by a
+ * factor counts the same whether it is fast or slow; a run the estimate cannot time counts as far off (50). */
 static double loss(CalibRun *runs, int n, const CalibFit *f)
 {
     PlanProfile pf;
@@ -454,6 +489,7 @@ static double loss(CalibRun *runs, int n, const CalibFit *f)
         if (runs[i].check_only) continue;
         Estimate e;
         double p = calib_predict(&runs[i], &pf, &e);
+        /* log ratio: 10% slow and 10% fast weigh about the same */
         double q = p > 0 ? log(p / runs[i].step_s) : 50;
         s += q * q;
     }
@@ -468,6 +504,7 @@ static void search(CalibRun *runs, int n, CalibFit *f, int k, double lo, double 
     double x1 = b - g * (b - a), x2 = a + g * (b - a);
 #define AT(x) (f->v[k] = logsp ? exp(x) : (x), loss(runs, n, f))
     double f1 = AT(x1), f2 = AT(x2);
+    /* 80 iterations shrink the bracket by 0.618^80, about 1e-17: below a double's resolution */
     for (int it = 0; it < 80; it++) {
         if (f1 <= f2) { b = x2; x2 = x1; f2 = f1; x1 = b - g * (b - a); f1 = AT(x1); }
         else { a = x1; x1 = x2; f1 = f2; x2 = a + g * (b - a); f2 = AT(x2); }
@@ -479,8 +516,12 @@ static void search(CalibRun *runs, int n, CalibFit *f, int k, double lo, double 
 #undef AT
 }
 
+/* Coordinate descent: each parameter searched in turn with the others fixed, repeated until a round no longer
+ * lowers the loss (at most 40 rounds). mfu and the bandwidths are searched in log space over their plausible
+ * ranges (lo, hi); the step overhead linearly from 0 to the fastest run's step time, which bounds it. */
 static void fit_values(CalibRun *runs, int n, CalibFit *f, double min_step)
 {
+    /* mfu in (0, 1]; bandwidths from 1 MB/s to 10 TB/s; the overhead's range is set per fit (min_step) */
     static const double lo[CALIB_P_COUNT] = {1e-5, 1e6, 1e6, 0}, hi[CALIB_P_COUNT] = {1, 1e13, 1e13, 0};
     for (int round = 0; round < 40; round++) {
         double before = loss(runs, n, f);
@@ -489,6 +530,7 @@ static void fit_values(CalibRun *runs, int n, CalibFit *f, double min_step)
             if (k == CALIB_P_OVERHEAD) search(runs, n, f, k, 0, min_step, false);
             else search(runs, n, f, k, lo[k], hi[k], true);
         }
+        /* no round improved the fit: converged */
         if (before - loss(runs, n, f) < 1e-14) break;
     }
     /* at its lower bound: none (the runs show no fixed cost per step) */
@@ -531,14 +573,18 @@ void calib_fit(CalibRun *runs, int n, CalibFit *f)
     }
     f->shapes = distinct_shapes(runs, n);
     static const int order[CALIB_P_COUNT] = {CALIB_P_MFU, CALIB_P_INTER, CALIB_P_INTRA, CALIB_P_OVERHEAD};
+    /* no more parameters than distinct shapes: a value the runs cannot tell apart from another would be noise */
     bool want[CALIB_P_COUNT] = {true, multi_node, multi_gpu && !multi_node, !multi_node && !multi_gpu};
     if (multi_node && multi_gpu) want[CALIB_P_INTRA] = true;
     for (int k = 0, used = 0; k < CALIB_P_COUNT; k++)
         if (want[order[k]] && used < f->shapes) { f->on[order[k]] = true; used++; }
+    /* starting points only (10 GB/s between nodes, 100 GB/s inside one): the search moves them */
     f->v[CALIB_P_INTER] = 10e9; f->v[CALIB_P_INTRA] = 100e9; f->v[CALIB_P_OVERHEAD] = 0;
     fit_values(runs, n, f, min_step);
 }
 
+/* The measurement from the run's log, then its plan.json; a log of one trainer with a plan for the other is
+ * refused (the step time would be compared with the wrong estimate). */
 int calib_run_load(CalibRun *r)
 {
     r->err[0] = 0;
@@ -555,6 +601,7 @@ int calib_run_load(CalibRun *r)
     return rc;
 }
 
+/* The paths and the arena holding the rebuilt PlanJob; arg is the caller's and stays. */
 void calib_run_free(CalibRun *r)
 {
     free(r->data_path);

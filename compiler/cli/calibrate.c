@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The exit statuses are calib_fit.h's codes: 0 written, 1 a run's files are not usable, 2 usage or I/O. */
 enum { CAL_OK = CALIB_OK, CAL_BAD_INPUT = CALIB_BAD_INPUT, CAL_USAGE = CALIB_IO };
 #define CAL_MAX_RUNS 64
 #define CAL_PLAN_LEVELS 4          /* directories above a run searched for plan.json */
@@ -42,6 +43,7 @@ static const char calibrate_usage[] =
     "see docs/estimator.md, \"Site profiles\"\n";
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "llmc calibrate: error: ..." on stderr; returns 1 (the runs cannot be fitted as given). */
 static int fail(const char *fmt, ...)
 {
     va_list ap;
@@ -53,6 +55,7 @@ static int fail(const char *fmt, ...)
     return CAL_BAD_INPUT;
 }
 
+/* DIR/NAME, malloc'd; out of memory ends the command (exit 2). */
 static char *path_join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -65,11 +68,15 @@ static char *path_join(const char *dir, const char *name)
 static bool is_file(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISREG(st.st_mode); }
 static bool is_dir(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISDIR(st.st_mode); }
 
+/* RUN (r->arg) to its log (data_path, with which trainer wrote it) and to the plan.json of the output it sits in,
+ * looked for in its directory and up to CAL_PLAN_LEVELS above: the log sits in output.dir, somewhere inside
+ * the compiled output that holds plan.json. 0, or 2 after the message. */
 static int locate(CalibRun *r)
 {
     char *dir;
     if (is_dir(r->arg)) {
         dir = xstrdup(r->arg);
+        /* the logs in calib_src_names' order: the first one present is the run's */
         for (int k = 0; k < 3 && !r->data_path; k++) {
             char *p = path_join(dir, calib_src_names[k]);
             if (is_file(p)) { r->data_path = p; r->src = (CalibSource)k; } else free(p);
@@ -84,6 +91,7 @@ static int locate(CalibRun *r)
         r->data_path = xstrdup(r->arg);
         const char *base = strrchr(r->arg, '/');
         base = base ? base + 1 : r->arg;
+        /* a file given itself: its name says which trainer wrote it */
         r->src = strstr(base, "trainer_log") ? CALIB_SRC_LF : strstr(base, "gpu_metrics") ? CALIB_SRC_LLMC_GPU : CALIB_SRC_LLMC;
         dir = xstrdup(r->arg);
         char *sl = strrchr(dir, '/');
@@ -112,12 +120,15 @@ static int locate(CalibRun *r)
 
 /* ---- output ---- */
 
+/* A step time: ms below a second, four significant figures either way. */
 static void fmt_s(char *b, size_t n, double s)
 {
     if (s < 1) snprintf(b, n, "%.4g ms", s * 1e3);
     else snprintf(b, n, "%.4g s", s);
 }
 
+/* One run's two lines: its shape, and the measured step time against the estimate before and with profile PF.
+ * Written to stderr as a report, and as comments (LEAD "#") into the profile itself. */
 static void print_row(FILE *o, const char *lead, CalibRun *r, const PlanProfile *pf)
 {
     Estimate e;
@@ -143,6 +154,8 @@ static void put_str(FILE *o, const char *s)
     fputc('"', o);
 }
 
+/* The profile block, in .llm syntax, headed by the runs it was fitted from (as comments); only the fitted values
+ * are written, so the estimator keeps its own defaults for the rest. `from` names the runs for the record. */
 static void write_profile(FILE *o, const char *name, CalibRun *runs, int n, const CalibFit *f, PlanBackend be,
                           const PlanProfile *pf)
 {
@@ -167,6 +180,7 @@ static void write_profile(FILE *o, const char *name, CalibRun *runs, int n, cons
     fprintf(o, "]\n}\n");
 }
 
+/* A block name as the language takes it: a letter or '_', then letters, digits and '_'. */
 static bool name_ok(const char *s)
 {
     if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
@@ -176,6 +190,7 @@ static bool name_ok(const char *s)
     return true;
 }
 
+/* --check RUN: a run shown against the fitted profile but not fitted from (a held-out check). */
 int calibrate_main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -219,6 +234,7 @@ int calibrate_main(int argc, char **argv)
     }
     /* one trainer per profile */
     PlanBackend be = BACKEND_LLMC;
+    /* one profile describes one trainer: the two backends' step times are not comparable */
     for (int i = 0, first = 1; i < n && rc == CAL_OK; i++) {
         if (runs[i].check_only) continue;
         if (first) { be = runs[i].job.run->backend; first = 0; }
@@ -252,6 +268,7 @@ int calibrate_main(int argc, char **argv)
             char *tmp = malloc(L);
             if (!tmp) return CAL_USAGE;
             snprintf(tmp, L, "%s.tmp", out);
+            /* OUT.tmp, synced, renamed: an existing profile is replaced whole or not at all */
             FILE *o = fopen(tmp, "w");
             if (!o) { fprintf(stderr, "%s: error: %s: %s\n", cmd, tmp, strerror(errno)); free(tmp); rc = CAL_USAGE; }
             else {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* llmc's version, printed by --version (llmc-train has its own: runtime/base/args.h). */
 #define LLMC_VERSION "0.1.0"
 
 void cli_version(void) { puts("llmc " LLMC_VERSION); }
@@ -33,6 +34,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 int cli_getopt_error(const char *cmd, int c, char **argv)
 {
     /* the argument getopt stopped at: "--frobnicate", "--output" or "-x" */
+    /* a short option inside a cluster ("-qx") is named by its letter alone */
     const char *arg = optind > 0 ? argv[optind - 1] : "";
     char shortopt[3] = {'-', (char)optopt, 0};
     if (optopt && strncmp(arg, "--", 2) != 0) arg = shortopt;
@@ -57,6 +59,7 @@ int cli_colour(const char *cmd, const char *value, int *colour)
     return 0;
 }
 
+/* One decimal with K, M, B or T, as token and parameter counts are usually written. */
 void cli_fmt_count(char *buf, size_t n, double v)
 {
     if (v < 1e3) snprintf(buf, n, "%.0f", v);
@@ -66,6 +69,7 @@ void cli_fmt_count(char *buf, size_t n, double v)
     else snprintf(buf, n, "%.1fT", v / 1e12);
 }
 
+/* Each unit is kept up to twice the next one (120 s, 2 h, 72 h), so "90 s" is not "1.5 min". */
 void cli_fmt_duration(char *buf, size_t n, double sec)
 {
     if (sec < 1) snprintf(buf, n, "%.0f ms", sec * 1000);
@@ -85,6 +89,7 @@ static size_t key_len(const char *arg)
 int cli_add_override(const char *cmd, CliOverrides *o, const char *option, const char *arg)
 {
     size_t k = key_len(arg);
+    /* the same key from --set and --sweep is refused too: which value wins would be a guess */
     for (int i = 0; i < o->n; i++)
         if (key_len(o->items[i].arg) == k && strncmp(o->items[i].arg, arg, k) == 0)
             return cli_usage_error(cmd, "%s %.*s: the key is given twice (%s and %s)", option, (int)k, arg,
@@ -97,6 +102,7 @@ int cli_add_override(const char *cmd, CliOverrides *o, const char *option, const
 /* The diagnostics as diags_render writes them in JSON, parsed back into a tree. */
 cJSON *cli_diagnostics_json(Diags *d)
 {
+    /* notes alone are not reported: an empty array when there is no error or warning */
     if (diags_error_count(d) + diags_warning_count(d) == 0) return cJSON_CreateArray();
     char *text = NULL;
     size_t len = 0;
@@ -116,6 +122,7 @@ static bool read_index(const char *dir, double *rows, double *tokens, double *co
     if ((size_t)snprintf(path, sizeof path, "%s/index.json", dir) >= sizeof path) return false;
     FILE *fp = fopen(path, "rb");
     if (!fp) return false;
+    /* index.json is a few hundred bytes; one past 4 MiB is cut, fails to parse and counts as absent */
     char *buf = xmalloc(1 << 22);
     size_t n = fread(buf, 1, (1 << 22) - 1, fp);
     fclose(fp);
@@ -136,6 +143,8 @@ static bool read_index(const char *dir, double *rows, double *tokens, double *co
     return ok;
 }
 
+/* The shards' rows are used only when they were prepared for this plan: the same context and packing, and the
+ * same token count as the data's own stats; otherwise a warning says why and the steps come from the tokens. */
 int cli_estimate_job(const PlanJob *job, const char *shards_dir, Estimate *e, Diags *d)
 {
     double rows = 0, tokens = 0, context = 0;

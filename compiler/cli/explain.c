@@ -20,6 +20,8 @@
 #include "estimate.h"
 #include "frontend.h"
 
+/* GIB: memory is shown in binary units (what nvidia-smi and the allocators report); bandwidths and file sizes
+ * in decimal GB (gb(), fmt_rate_gbs), as they are quoted. */
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 enum { EXPLAIN_CLEAN = 0, EXPLAIN_PLAN = 1, EXPLAIN_USAGE = 2 };
@@ -44,6 +46,7 @@ static const char explain_usage[] =
 
 /* ---- names and number formatting ---- */
 
+/* The .llm spellings (contract/plan_vocab.h): explain speaks the plan's language, not plan.json's. */
 static const char *shard_name(ShardStage s)
 {
     return plan_vocab_name(shard_llm_names, SHARD_COUNT, s);
@@ -119,6 +122,7 @@ typedef struct {
     bool colour;
 } Table;
 
+/* A section's title on its own line, bold when colour is on. */
 static void section(Table *t, const char *title)
 {
     fprintf(t->out, "\n%s%s%s\n", t->colour ? "\033[1m" : "", title, t->colour ? "\033[0m" : "");
@@ -137,12 +141,14 @@ static void row(Table *t, int depth, const char *label, const char *value, const
         va_end(ap);
     }
     int indent = 2 + 2 * depth;
+    /* labels padded to column 34, so the values of every section line up */
     int width = 34 - indent;
     fprintf(t->out, "%*s%-*s %12s", indent, "", width, label, value);
     if (detail[0]) fprintf(t->out, "   %s", detail);
     fputc('\n', t->out);
 }
 
+/* A row whose value is BYTES: MiB below 1 GiB, else GiB with two decimals. */
 static void gib_row(Table *t, int depth, const char *label, double bytes, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static void gib_row(Table *t, int depth, const char *label, double bytes, const char *fmt, ...)
@@ -163,16 +169,19 @@ static void gib_row(Table *t, int depth, const char *label, double bytes, const 
  * defaults table, estimate_defaults.c). */
 static double link_eff(void)
 {
+    /* -1, NULL, -1: the row for any GPU and backend */
     const EstimateDefault *r = estimate_default(DEF_LINK_EFFICIENCY, -1, NULL, -1);
     return r ? r->value : 0;
 }
 
+/* The same share for the inter-node network. */
 static double net_eff(void)
 {
     const EstimateDefault *r = estimate_default(DEF_NET_EFFICIENCY, -1, NULL, -1);
     return r ? r->value : 0;
 }
 
+/* Any other default of the estimator's table, for the assumption lines that quote it (0 when the row is absent). */
 static double default_of(DefaultKind k)
 {
     const EstimateDefault *r = estimate_default(k, -1, NULL, -1);
@@ -182,6 +191,7 @@ static double default_of(DefaultKind k)
 /* ---- assumptions: everything that cannot be known at compile time ---- */
 
 typedef struct {
+    /* room for 32 sentences; assume() drops any past that rather than grow */
     char line[32][400];
     int n;
 } Assumptions;
@@ -204,6 +214,8 @@ static bool job_sets_omp(const PlanJob *job)
     return false;
 }
 
+/* Every stated default the estimate used in place of a measured or declared value, one sentence each: the
+ * "assumptions" section of the table and the JSON's "assumptions" array say the same. */
 static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptions *a)
 {
     const PlanTrain *t = job->run;
@@ -215,6 +227,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
                   "measured", e->mfu * 100, job->merge->device == MERGE_DEVICE_AUTO ? "one GPU" : "the node's CPUs");
         return;
     }
+    /* one sentence per default the estimate used; the conditions mirror the estimator's own choices */
     assume(a, "memory is the worst case: every micro batch padded to the full context (%d)", t->context);
     if (e->cpu_only)
         assume(a, "CPU backend: fp32 weights, gradients, Adam m and v, activations; "
@@ -414,6 +427,7 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
 
 /* ---- human output ---- */
 
+/* Decimal TB / GB / MB, for traffic and files. */
 static void gb(char *buf, size_t n, double bytes)
 {
     if (bytes >= 1e12) snprintf(buf, n, "%.2f TB", bytes / 1e12);
@@ -429,10 +443,13 @@ static void print_offload(Table *tb, const PlanJob *job, const Estimate *e)
     const PlanCluster *c = job->cluster;
     char a[64], b[64], d[64];
     if (t->offload == OFFLOAD_NONE || e->cpu_only) return;
+    /* host_link is quoted for both directions together (plan.h): "/ 2e9" below is one way, in GB/s */
     if (!e->offload_time_known) {
         row(tb, 0, "offload", "unknown", "the cluster states no host_link and %s has no default", c->gpu->name);
         return;
     }
+    /* three layouts, three sets of copies: the llmc trainer's pinned ZeRO shard updated in place, its whole
+     * update streamed through the GPU, and DeepSpeed's CPU Adam */
     if (t->backend == BACKEND_LLMC && estimate_llmc_offload_shard(t, e)) {   /* the pinned shard, in place */
         cli_fmt_duration(a, sizeof a, e->offload_pcie_seconds);
         gb(b, sizeof b, e->offload_h2d_bytes);
@@ -497,8 +514,6 @@ static void print_offload_bound(Table *tb, const PlanJob *job, const Estimate *e
             "(env { OMP_NUM_THREADS = N }) or a larger batch per GPU amortise it", ratio);
 }
 
-/* One optimizer step: compute beside each kind of communication, what
- * overlaps, and what bounds the step (docs/estimator.md, "Communication"). */
 /* A communication-bound step: each remedy estimated with the plan's other
  * settings (estimate_comm_remedies; llmc check prints the same as help). */
 static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e)
@@ -527,6 +542,10 @@ static void print_comm_remedies(Table *tb, const PlanJob *job, const Estimate *e
     }
 }
 
+/* One optimizer step: compute beside each kind of communication, what
+ * overlaps, and what bounds the step (docs/estimator.md, "Communication");
+ * then offload's copies and CPU step. Nothing for a CPU job or one the
+ * estimate could not time. */
 static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
 {
     const PlanTrain *t = job->run;
@@ -535,10 +554,12 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     if (e->cpu_only || e->step_seconds <= 0) return;
     section(tb, "one optimizer step");
     cli_fmt_duration(a, sizeof a, e->compute_seconds);
+    /* tokens computed per step: padded ones count, and a preference pair is two sequences */
     cli_fmt_count(b, sizeof b, (double)e->global_batch * (e->seqs_per_sample > 1 ? e->seqs_per_sample : 1) * e->padded_seq_tokens);
     row(tb, 0, "compute", a, "%s tokens%s x %.3g FLOPs / (%d x %.0f TFLOP/s x mfu %.2f)", b,
         e->padded_seq_tokens > e->seq_tokens ? " (padded)" : "", e->flops_per_token, e->world_size,
         e->peak_flops_per_device / 1e12, e->mfu);
+    /* no collectives to break down: one GPU, or no bandwidth known to time them */
     if (e->data_parallel <= 1 || !e->fabric_known) {
         if (e->data_parallel <= 1) row(tb, 0, "communication", "none", "one GPU");
         else row(tb, 0, "communication", "unknown", "the cluster states no gpu_link / network and %s has no default",
@@ -550,6 +571,8 @@ static void print_step(Table *tb, const PlanJob *job, const Estimate *e)
     cli_fmt_duration(a, sizeof a, e->comm_seconds);
     char kinds[192] = "";
     size_t k = 0;
+    /* only the collectives this sharding runs (gathers of weights, reduce-scatters or all-reduces of
+     * gradients), each with its bytes */
     if (e->comm_allgather_bytes > 0) { gb(b, sizeof b, e->comm_allgather_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-gather %s, ", b); }
     if (e->comm_reduce_scatter_bytes > 0 && k < sizeof kinds) { gb(d, sizeof d, e->comm_reduce_scatter_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "reduce-scatter %s, ", d); }
     if (e->comm_allreduce_bytes > 0 && k < sizeof kinds) { gb(x, sizeof x, e->comm_allreduce_bytes); k += (size_t)snprintf(kinds + k, sizeof kinds - k, "all-reduce %s, ", x); }
@@ -656,6 +679,7 @@ static void print_batch_sweep(Table *tb, const PlanJob *job, const Estimate *e)
         /* The total at powers of two up to the first that does not fit. */
         char sweep[256] = "";
         size_t used = 0;
+        /* doubling until the first batch that does not fit (or the line is full): each point a fresh estimate */
         for (int mb = 1; mb <= (1 << 20) && used + 32 < sizeof sweep; mb *= 2) {
             Estimate at;
             memset(&at, 0, sizeof at);
@@ -682,6 +706,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     else
         snprintf(title, sizeof title, "memory per %s (no memory stated to compare with)", dev);
     section(tb, title);
+    /* the CPU backend trains in fp32 whatever the plan's precision */
     Precision prec = e->cpu_only ? PREC_FP32 : t->precision;
     const char *pn = value_dtype_name(prec);
     char over[64] = "";
@@ -689,6 +714,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     /* The llmc CUDA trainer: ZeRO-2/3 for full training (its fine-tuning
      * replicates the small trained state), plus its unit buffers. */
     bool llmc = e->llmc_cuda_allocation;
+    /* the detail of each row says what is sharded: ZeRO splits weights (3), gradients (2+) and states (1+) */
     bool llmc_zero = llmc && t->method == METHOD_FULL;
     const char *units = llmc_zero && e->data_parallel > 1 ? " + gathered layers" : "";
     gib_row(tb, 0, "weights", e->weights_bytes, "%s%s%s", pn, t->shard >= SHARD_ZERO3 && (!llmc || llmc_zero) ? over : "",
@@ -729,6 +755,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
         gib_row(tb, 1, "layer in backward", e->activations_working_bytes, "%s",
                 t->recompute == RECOMPUTE_FULL ? "one layer recomputed + its gradient buffers"
                                                : "gradient buffers of the layer in flight");
+    /* the rest of the activations, in neither the layers nor the scratch: the last norm's and lm_head's input */
     double head_in = e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes;
     if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
     if (e->fp8_weights_bytes > 0) {
@@ -742,6 +769,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
         gib_row(tb, 0, "attention workspace", e->attn_workspace_bytes,
                 e->attn_cudnn_deterministic ? "cuDNN fused attention, deterministic backward"
                                             : "cuDNN fused attention, backward with fp32 atomics");
+    /* the llmc trainer computes the loss a chunk of rows at a time, so only that chunk's logits exist */
     if (e->logits_chunked)
         gib_row(tb, 0, "logits and their gradient", e->logits_bytes,
                 "%.0f bytes x %.0f rows at a time x vocab %d, gradient in place",
@@ -801,9 +829,11 @@ static void print_host_memory(Table *tb, const PlanJob *job, const Estimate *e)
     else
         snprintf(title, sizeof title, "host memory per node (no memory stated to compare with)");
     section(tb, title);
+    /* the two trainers hold different things on the host: each line says which for this plan's */
     bool lf = t->backend == BACKEND_LLAMAFACTORY;
     gib_row(tb, 0, "trainer processes", e->host_process_bytes, "%d x %s", c->gpus_per_node,
             lf ? "PyTorch + CUDA + NCCL host side" : "llmc-train-cuda host side");
+    /* how the weights reach the GPUs decides this term: whole on each rank, a part per rank, or the offload */
     gib_row(tb, 0, "model loading", e->host_model_bytes, "%s",
             lf ? (t->shard == SHARD_ZERO3 ? "one checkpoint file per rank at a time (zero.Init)"
                                           : "every rank builds the 16-bit model on the host")
@@ -866,6 +896,7 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
     cli_fmt_count(a, sizeof a, e->tokens_total);
     row(tb, 0, "tokens to train", a, NULL);
     snprintf(a, sizeof a, "%.3g", e->flops_per_token);
+    /* 6N: forward 2N, backward 4N (input and weight gradients); a frozen weight has no weight gradient: 4N */
     bool frozen = t->method == METHOD_LORA || t->method == METHOD_QLORA || t->method == METHOD_FREEZE;
     row(tb, 0, "FLOPs per token", a, "%s + attention%s%s",
         frozen ? "6N trained + 4N frozen" : "6N",
@@ -874,6 +905,7 @@ static void print_time(Table *tb, const PlanJob *job, const Estimate *e)
         t->stage == STAGE_KTO ? " + 3 forwards without gradient (KL, reference over target and KL)"
         : e->nograd_seqs_per_sample > 0 ? " + the reference forward" : "");
     cli_fmt_count(a, sizeof a, e->tokens_per_second);
+    /* a GPU's peak in TFLOP/s, a CPU core's in GFLOP/s */
     if (e->peak_flops_per_device >= 1e12)
         row(tb, 0, "tokens per second", a, "%d x %.1f TFLOP/s peak x mfu %.2f%s", e->world_size,
             e->peak_flops_per_device / 1e12, e->mfu,
@@ -908,6 +940,8 @@ static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
     const PlanTrain *t = job->run;
     char a[64], b[64], d[64];
     section(tb, "start-up and checkpoints");
+    /* LLaMA-Factory tokenises at start-up (the llmc trainer reads prepared shards): the ranks wait at a
+     * barrier meanwhile, which ddp_timeout must outlast */
     if (e->tokenize_seconds > 0) {
         cli_fmt_duration(a, sizeof a, e->tokenize_seconds);
         cli_fmt_count(b, sizeof b, e->tokenize_tokens);
@@ -946,6 +980,7 @@ static void print_startup(Table *tb, const PlanJob *job, const Estimate *e)
     fmt_int(a, sizeof a, (double)e->checkpoints_total);
     if (t->checkpoint_epoch) row(tb, 0, "saves", a, "every epoch (%lld steps)", (long long)e->checkpoint_every_steps);
     else row(tb, 0, "saves", a, "every %lld steps", (long long)e->checkpoint_every_steps);
+    /* each requeued segment reads the last checkpoint back before it trains */
     if (e->requeue_segments > 1) {
         cli_fmt_duration(a, sizeof a, e->resume_seconds);
         row(tb, 0, "resume", a, "a requeued start reads the states back");
@@ -970,6 +1005,7 @@ static void print_merge(Table *tb, const PlanJob *job, const Estimate *e)
             m->adapter->name, b, m->adapter->lora_rank, m->output_dir);
     section(tb, m->device == MERGE_DEVICE_AUTO ? "memory (device = auto: spread over the node's GPUs)"
                                                : "memory (device = cpu: host memory)");
+    /* device = auto spreads the model over the node's GPUs; device = cpu holds it all in host memory */
     if (m->device == MERGE_DEVICE_AUTO) {
         gib_row(tb, 0, "per GPU", e->total_bytes, "of %.1f GiB usable (%s)", e->usable_bytes / GIB, c->gpu->name);
         gib_row(tb, 1, "weights", e->weights_bytes, "%s / %d GPUs", e->merge_value_bytes == 4 ? "fp32" : "16-bit",
@@ -1015,9 +1051,11 @@ static void print_job(Table *tb, const PlanJob *job, const Estimate *e)
     }
     print_job_header(tb, job, e);
     print_device_memory(tb, job, e);
+    /* a CPU job's memory section is already the node's (per node, not per GPU) */
     if (!e->cpu_only) print_host_memory(tb, job, e);
     print_time(tb, job, e);
     print_step(tb, job, e);
+    /* start-up and checkpoints need the steps: without them there is no save count or wall time */
     if (!e->cpu_only && e->steps_total > 0) print_startup(tb, job, e);
 
     Assumptions as;
@@ -1035,6 +1073,7 @@ static cJSON *profile_to_json(const PlanProfile *p, const Estimate *e)
     cJSON_AddStringToObject(o, "name", p->name);
     cJSON_AddStringToObject(o, "file", p->at.start.file ? p->at.start.file : "");
     cJSON_AddNumberToObject(o, "line", p->at.start.line);
+    /* only the values the profile states; the *_used flags say which the estimate took (a plan's own mfu wins) */
     if (p->mfu > 0) cJSON_AddNumberToObject(o, "mfu", p->mfu);
     if (p->step_overhead_s >= 0 && p->step_overhead_at.start.file) cJSON_AddNumberToObject(o, "step_overhead_seconds", p->step_overhead_s);
     if (p->intra_bytes_per_s > 0) cJSON_AddNumberToObject(o, "intra_node_bytes_per_s", p->intra_bytes_per_s);
@@ -1050,6 +1089,8 @@ static cJSON *profile_to_json(const PlanProfile *p, const Estimate *e)
 
 /* ---- entry ---- */
 
+/* llmc explain PLAN: the front end (with --set), the estimate of every job, then the table or the JSON. The
+ * diagnostics come first (stderr), so an error is seen before the figures it may have made wrong. */
 int explain_main(int argc, char **argv)
 {
     enum { OPT_SET = CLI_OPT_FIRST_FREE, OPT_SWEEP, OPT_SHARDS };
@@ -1071,6 +1112,7 @@ int explain_main(int argc, char **argv)
         if (c == OPT_SHARDS) { shards = optarg; continue; }
         int rc = EXPLAIN_USAGE;
         if (c == OPT_SET && (rc = cli_add_override(cmd, &sets, "--set", optarg)) == 0) continue;
+        /* --sweep is recognized only to point at the command that does it */
         if (c == OPT_SWEEP) cli_usage_error(cmd, "--sweep compiles one output per point: llmc PLAN -o DIR --sweep %s", optarg);
         else if (c != OPT_SET) rc = cli_getopt_error(cmd, c, argv);
         free(sets.items);
@@ -1109,6 +1151,7 @@ int explain_main(int argc, char **argv)
         cJSON *jobs = cJSON_AddArrayToObject(root, "jobs");
         for (int i = 0; !front_errors && i < plan->njobs; i++) {
             const PlanJob *job = plan->jobs[i];
+            /* a job with nothing to estimate (no run or merge, or no cluster) has no entry */
             if (!(job->run || job->merge) || !job->cluster) continue;
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "job", job->name);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Exit statuses: 0 printed, 1 the config.json is not a model llmc takes, 2 usage or a file not readable. */
 enum { INIT_OK = 0, INIT_BAD_CONFIG = 1, INIT_USAGE = 2 };
 
 static const char init_usage[] = "usage: llmc init-model DIR [NAME]   print a model block for the HF model in DIR\n";
@@ -30,6 +31,7 @@ static void name_from_dir(const char *dir, char *out, size_t len)
     for (size_t i = 0; i < n; i++)
         if (dir[i] == '/' && i + 1 < n) base = dir + i + 1;
     size_t o = 0;
+    /* a name must not start with a digit: "7b" becomes "m_7b" */
     if (!isalpha((unsigned char)*base) && *base != '_' && len > 2) { out[o++] = 'm'; out[o++] = '_'; }
     for (const char *p = base; p < dir + n && o + 1 < len; p++)
         out[o++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '_';
@@ -37,6 +39,7 @@ static void name_from_dir(const char *dir, char *out, size_t len)
     if (!o || (o == 2 && out[0] == 'm')) snprintf(out, len, "model");
 }
 
+/* A block name the lexer reads as one identifier. */
 static bool is_ident(const char *s)
 {
     if (!isalpha((unsigned char)*s) && *s != '_') return false;
@@ -111,12 +114,14 @@ int init_model_main(int argc, char **argv)
         char cwd[2048];
         if (!getcwd(cwd, sizeof cwd)) { fputs("llmc: error: cannot name the working directory\n", stderr); return INIT_USAGE; }
         const char *rel = dir;
+        /* "./x" and ".//x" name x: the printed path stays tidy */
         while (rel[0] == '.' && rel[1] == '/') { rel += 2; dlen -= 2; while (*rel == '/') { rel++; dlen--; } }
         if (!strcmp(rel, ".") || dlen == 0) snprintf(path, sizeof path, "%s", cwd);
         else snprintf(path, sizeof path, "%s/%.*s", strcmp(cwd, "/") ? cwd : "", (int)dlen, rel);
     }
     ModelFileConfig c;
     char why[600];
+    /* rc > 0: the file could not be read; rc < 0: it was read but is not a model llmc takes */
     int rc = model_config_read(path, &c, why, (int)sizeof why);
     if (rc != 0) {
         char *clean = diag_escape(rc > 0 ? path : why);
@@ -139,6 +144,7 @@ int init_model_main(int argc, char **argv)
     if (c.rope_scaling[0])
         printf("# config.json asks for RoPE scaling %s: llmc-train refuses this model; train it\n"
                "# with backend = llamafactory, which applies the scaling\n", c.rope_scaling);
+    /* (tie_embeddings has 14 characters, experts_per_token 17) */
     int w = c.experts > 0 ? 17 : 14;   /* the canonical layout aligns on the longest key */
     printf("model %s {\n", name);
     printf("  %-*s = %s\n", w, "arch", (unsigned)c.arch < ARCH_COUNT ? arch_llm_names[c.arch] : "?");

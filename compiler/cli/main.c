@@ -77,6 +77,7 @@ typedef enum { SUB_COMPILE, SUB_CHECK, SUB_FMT } Sub;
 static const char *const sub_name[] = {"llmc", "llmc check", "llmc fmt"};
 static const char *const sub_usage[] = {usage_text, check_usage, fmt_usage};
 
+/* What parse_options read: the files in order (argv's own strings; the array is malloc'd) and the options. */
 typedef struct Options {
     DiagFormat format;
     int colour;
@@ -110,11 +111,13 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
     const char *cmd = sub_name[sub];
     o->format = DIAG_FMT_HUMAN;
     o->colour = -1;   /* auto: colour only on a terminal, and not under NO_COLOR */
+    /* never more files than arguments */
     o->files = xcalloc((size_t)argc + 1, sizeof(char *));
     optind = 1;
     opterr = 0;
     int c;
     bool json = false;
+    /* a leading ':' in the short options: a missing value comes back as ':', not '?', for its own message */
     while ((c = getopt_long(argc, argv, ":ho:wq", longopts, NULL)) != -1) {
         int rc = -1;
         switch (c) {
@@ -161,11 +164,13 @@ static int parse_options(int argc, char **argv, Options *o, Sub sub)
             return rc;
         }
     }
+    /* getopt_long (GNU) moves the operands after the options, so files and options mix in any order */
     for (int i = optind; i < argc; i++) o->files[o->nfiles++] = argv[i];
     if (o->out_dir && !o->out_dir[0]) return options_error(o, sub, "%s", "empty output directory (-o '')");
     return -1;
 }
 
+/* A usage error after parse_options allocated: frees what it holds, prints the message, returns 2. */
 static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
 {
     free(o->sets.items);
@@ -176,7 +181,8 @@ static int options_error(Options *o, Sub sub, const char *fmt, const char *arg)
 }
 
 /* Print every diagnostic at once, sorted into source order by diags_render;
- * JSON goes to stdout (a tool reads it), text to stderr. */
+ * JSON goes to stdout (a tool reads it), text to stderr.
+ * Returns 1 when there was an error, else 0; frees D. */
 static int finish(Diags *d, const Options *o)
 {
     if (o->quiet) diags_drop_notes(d);
@@ -187,7 +193,6 @@ static int finish(Diags *d, const Options *o)
     return rc;
 }
 
-/* Front end, then estimator and cross-file lints; the plan is kept for emitting. */
 /* Where a job's prepared shards are when the output is out_dir (plan.json's
  * data.shards_dir, "shards" beside it): OUT/shards, or OUT/JOB/shards for a
  * plan of several jobs. NULL without out_dir. malloc'd. */
@@ -201,6 +206,9 @@ static char *shards_dir_of(const char *out_dir, const Plan *plan, const PlanJob 
     return p;
 }
 
+/* Front end, then estimator and cross-file lints; the plan is kept for emitting. NULL (and *io_error) when
+ * PATH cannot be read; otherwise the plan, with its diagnostics in D. The estimates (one per job, *ests_out,
+ * malloc'd) exist only for a plan without errors; OUT_DIR, when compiling, locates the jobs' shards. */
 static Plan *check_one(const char *path, const CliOverrides *sets, const char *out_dir, Diags *d, Estimate **ests_out,
                        bool *io_error)
 {
@@ -224,6 +232,8 @@ static Plan *check_one(const char *path, const CliOverrides *sets, const char *o
     return plan;
 }
 
+/* llmc check PLAN...: every file checked with the same --set values, nothing written. Exit 2 when a file
+ * could not be read, else 1 on any error. */
 static int cmd_check(int argc, char **argv)
 {
     Options o = {0};
@@ -257,6 +267,7 @@ static int cmd_check(int argc, char **argv)
 /* The longest name of a point's directory. */
 #define SWEEP_MAX_LABEL 200
 
+/* One --sweep: its key and its values, parsed by sweep_axis. */
 typedef struct {
     const char *key;     /* "train.batch" (into the spec, keylen bytes) */
     int keylen;
@@ -310,6 +321,7 @@ static void sweep_label(char *out, size_t cap, const SweepAxis *ax, int vi)
     size_t o = strlen(out);
     o += (size_t)snprintf(out + o, cap > o ? cap - o : 0, "%s%.*s=", o ? "," : "",
                           (int)(ax->keylen - (last - ax->key)), last);
+    /* cut at CAP; compile_sweep then refuses a label longer than SWEEP_MAX_LABEL, so nothing is cut silently */
     for (const char *v = ax->values[vi]; *v && o + 1 < cap; v++) {
         char ch = *v;
         bool keep = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -320,6 +332,7 @@ static void sweep_label(char *out, size_t cap, const SweepAxis *ax, int vi)
 }
 
 typedef struct {
+    /* LABEL: "KEY=V[,KEY2=V2]", the point's directory name; checked against SWEEP_MAX_LABEL after it is built */
     char label[SWEEP_MAX_LABEL + 64];
     char *dir;
     char *args[2];           /* "train.batch=4": the point's --sweep overrides */
@@ -330,6 +343,7 @@ typedef struct {
     Estimate *ests;
 } SweepPoint;
 
+/* One row of the table, each column padded to W; the last column (the output) unpadded. */
 static void sweep_row(FILE *out, const char *const cell[7], const int w[7])
 {
     for (int c = 0; c < 6; c++) fprintf(out, "%-*s  ", w[c], cell[c]);
@@ -370,6 +384,7 @@ static void sweep_table(FILE *out, SweepPoint *pts, int npts)
     }
     int w[7] = {0};
     for (int i = 0; i < nrows; i++)
+        /* a cell may echo a value from the command line: escaped before its width is measured */
         for (int c = 0; c < 7; c++) {
             char *clean = diag_escape(cells[i][c]);
             snprintf(cells[i][c], sizeof cells[i][c], "%s", clean);
@@ -393,19 +408,24 @@ static int compile_sweep(Options *o)
 {
     SweepAxis ax[2] = {{0}};
     int nax = 0, rc = EXIT_CLEAN;
+    /* BASE: the --set values, with room for the (at most two) sweep values of a point appended after them */
     CliOverrides base = {xcalloc((size_t)o->sets.n + 2, sizeof(PlanOverride)), 0};
     for (int i = 0; i < o->sets.n; i++) {
         const PlanOverride *ov = &o->sets.items[i];
         if (strcmp(ov->option, "--sweep") != 0) {
+            /* --set values apply to every point; the sweep values are added per point below */
             base.items[base.n++] = *ov;   /* room for two sweep values after them */
         } else if (sweep_axis(ov->arg, &ax[nax++])) {
             rc = EXIT_USAGE;
         }
     }
+    /* two axes: every pair (the grid); one axis: its values */
     int npts = rc ? 0 : nax == 2 ? ax[0].n * ax[1].n : ax[0].n;
+    /* each point is a whole compile and an output directory: the grid is capped */
     if (!rc && npts > SWEEP_MAX_POINTS) rc = cli_usage_error("llmc", "--sweep: %d points; at most %d", npts, SWEEP_MAX_POINTS);
     SweepPoint *pts = xcalloc((size_t)(rc ? 1 : npts), sizeof(SweepPoint));
     for (int i = 0; !rc && i < npts; i++) {
+        /* point i of the grid: the first axis varies slowest */
         int vi[2] = {nax == 2 ? i / ax[1].n : i, nax == 2 ? i % ax[1].n : 0};
         for (int k = 0; k < nax; k++) {
             sweep_label(pts[i].label, sizeof pts[i].label, &ax[k], vi[k]);
@@ -416,10 +436,12 @@ static int compile_sweep(Options *o)
         if (strlen(pts[i].label) > SWEEP_MAX_LABEL)
             rc = cli_usage_error("llmc", "--sweep: the point '%.40s...' makes a directory name longer than %d bytes",
                                  pts[i].label, SWEEP_MAX_LABEL);
+        /* two points with one directory name would overwrite each other's output */
         for (int j = 0; !rc && j < i; j++)
             if (strcmp(pts[i].label, pts[j].label) == 0)
                 rc = cli_usage_error("llmc", "--sweep: two points are both '%s' (a value given twice, or values that differ only in characters a directory name cannot keep)", pts[i].label);
     }
+    /* the parent of the points' directories; each point's own is made by emit_outputs */
     if (!rc && mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
         char *clean = diag_escape(o->out_dir);
         fprintf(stderr, "llmc: error: cannot create '%s': %s\n", clean, strerror(errno));
@@ -437,6 +459,7 @@ static int compile_sweep(Options *o)
         for (int k = 0; k < nax; k++) sets.items[sets.n++] = (PlanOverride){"--sweep", p->args[k]};
         Diags *d = diags_new();
         Estimate *ests = NULL;
+        /* each point is checked and estimated on its own, with its own diagnostics */
         Plan *plan = check_one(o->files[0], &sets, p->dir, d, &ests, &p->io_error);
         if (plan && !diags_error_count(d) && plan->njobs == 0) {
             SrcRange at = {{o->files[0], 1, 1}, {o->files[0], 1, 1}};
@@ -447,6 +470,7 @@ static int compile_sweep(Options *o)
             p->jobs = xcalloc((size_t)plan->njobs + 1, sizeof(char *));
             p->ests = xcalloc((size_t)plan->njobs + 1, sizeof(Estimate));
             for (int j = 0; j < plan->njobs; j++) {
+                /* only the jobs that train (a run and a cluster) have a row: a merge job has no such estimate */
                 if (!plan->jobs[j]->run || !plan->jobs[j]->cluster) continue;
                 p->jobs[p->njobs] = xstrdup(plan->jobs[j]->name);
                 p->ests[p->njobs++] = ests[j];
@@ -480,6 +504,7 @@ static int compile_sweep(Options *o)
             }
             cJSON_AddItemToObject(pt, "diagnostics", cli_diagnostics_json(d));
             cJSON_AddItemToArray(json, pt);
+            /* each point's diagnostics under its name, so a reader knows which value caused them */
         } else if (diags_error_count(d) + diags_warning_count(d) + diags_note_count(d) > 0) {
             char *clean = diag_escape(p->label);
             fprintf(stderr, "llmc: sweep point %s:\n", clean);
@@ -520,6 +545,8 @@ static int compile_sweep(Options *o)
     return any_io ? EXIT_USAGE : any_errors ? EXIT_PLAN : EXIT_CLEAN;
 }
 
+/* llmc PLAN -o DIR: check, estimate, and write DIR only when the plan is clean (or one DIR per --sweep point).
+ * Exit 0 written, 1 errors in the plan, 2 when reading or writing failed. */
 static int cmd_compile(int argc, char **argv)
 {
     Options o = {0};
@@ -554,9 +581,6 @@ static int cmd_compile(int argc, char **argv)
     return rc;
 }
 
-/* Rewrite a file with several hard links in place (truncate, write, fsync), as
- * gofmt -w does: a rename would give this name a new inode and leave the other
- * names with the old text. Not atomic: the price of keeping the links. */
 /* Every byte of text to fd (short writes and EINTR retried). */
 static bool write_all(int fd, const char *text, size_t len)
 {
@@ -570,6 +594,9 @@ static bool write_all(int fd, const char *text, size_t len)
     return true;
 }
 
+/* Rewrite a file with several hard links in place (truncate, write, fsync), as
+ * gofmt -w does: a rename would give this name a new inode and leave the other
+ * names with the old text. Not atomic: the price of keeping the links. */
 static bool write_in_place(const char *target, const char *text, size_t len)
 {
     int fd = open(target, O_WRONLY | O_TRUNC | O_CLOEXEC);
@@ -596,6 +623,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
         free(target);
         return false;
     }
+    /* read-only: refused; several names: rewritten in place so every name sees the new text */
     if (!(st.st_mode & 0222) || st.st_nlink > 1) {
         bool ro = !(st.st_mode & 0222);
         bool ok = !ro && write_in_place(target, text, len);
@@ -616,6 +644,7 @@ static bool write_atomic(const char *path, const char *text, size_t len)
     snprintf(tmp, n, "%s.llmc-fmt.XXXXXX", target);
     int fd = mkstemp(tmp);   /* a unique name: two fmt -w of one file cannot collide */
     bool ok = fd >= 0 && write_all(fd, text, len);
+    /* the new file takes the old one's owner (when allowed) and mode: a rewrite changes only the text */
     if (ok && fchown(fd, st.st_uid, st.st_gid) != 0) { /* not ours to give away: keep ours */ }
     if (ok && fchmod(fd, st.st_mode & 07777) != 0) ok = false;
     if (ok && fsync(fd) != 0) ok = false;
@@ -633,6 +662,8 @@ static bool write_atomic(const char *path, const char *text, size_t len)
     return ok;
 }
 
+/* llmc fmt: a plan with syntax errors is not formatted (1); its diagnostics are shown. Without -w or --check
+ * the one file is printed to stdout. */
 static int cmd_fmt(int argc, char **argv)
 {
     Options o = {0};
@@ -649,6 +680,7 @@ static int cmd_fmt(int argc, char **argv)
         int before = diags_error_count(d);
         SourceFile *sf = frontend_parse_file(o.files[i], a, d);
         if (!sf) { status = EXIT_USAGE; continue; }
+        /* a file with syntax errors is not formatted: the output would lose what the parser skipped */
         if (diags_error_count(d) > before) { if (status == EXIT_CLEAN) status = EXIT_PLAN; continue; }
         size_t len;
         char *text = fmt_source(sf, &len);
@@ -675,6 +707,7 @@ static int cmd_fmt(int argc, char **argv)
     return status != EXIT_CLEAN ? status : drc;
 }
 
+/* The subcommand is argv[1]; each gets argv from its own name on, so its getopt sees it as argv[0]. */
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -691,6 +724,7 @@ int main(int argc, char **argv)
         return EXIT_CLEAN;
     }
     /* a first word that is no subcommand is a plan to compile */
+    /* plain string compares: a plan file named like a subcommand is given as ./check */
     if (strcmp(cmd, "check") == 0) return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "fmt") == 0) return cmd_fmt(argc - 1, argv + 1);
     if (strcmp(cmd, "explain") == 0) return explain_main(argc - 1, argv + 1);

@@ -17,8 +17,10 @@
 
 extern char **environ;
 
+/* MAX_FILE: cli_read_file refuses a file over 1 GiB rather than hold it in memory. */
 #define MAX_FILE (1u << 30)
 
+/* Measured first, then formatted: no length limit, and out of memory ends llmc (xmalloc). */
 char *cli_xprintf(const char *fmt, ...)
 {
     va_list ap;
@@ -37,6 +39,7 @@ int cli_read_file(const char *path, char **buf, size_t *len, char *err, size_t e
 {
     *buf = NULL;
     *len = 0;
+    /* O_NONBLOCK: a FIFO in a file's place must not hang the open; fstat then refuses it */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return 1;
@@ -54,6 +57,7 @@ int cli_read_file(const char *path, char **buf, size_t *len, char *err, size_t e
         close(fd);
         return -1;
     }
+    /* sized from fstat, grown if the file grows while read (a log being written) */
     size_t cap = (size_t)st.st_size + 1, n = 0;
     char *p = xmalloc(cap);
     for (;;) {
@@ -87,6 +91,7 @@ bool cli_on_path(const char *prog)
     char buf[PATH_MAX];
     while (*p) {
         size_t n = strcspn(p, ":");
+        /* an empty PATH element means the current directory, as the shell takes it */
         snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? p : ".", prog);
         if (access(buf, X_OK) == 0) return true;
         p += n;
@@ -106,6 +111,7 @@ int cli_run_capture(char *const argv[], char **out)
     posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
     posix_spawn_file_actions_adddup2(&fa, fd[1], 2);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
+    /* stdin from /dev/null: a client that would read input gets EOF instead of waiting on the terminal */
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     pid_t pid;
     int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
@@ -126,6 +132,7 @@ int cli_run_capture(char *const argv[], char **out)
     int wst;
     while (waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
     *out = b;
+    /* killed by a signal: -1, as if it could not run */
     return WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
 }
 
@@ -134,8 +141,10 @@ bool slurm_field(const char *line, const char *key, char *val, size_t vlen)
 {
     size_t kl = strlen(key);
     for (const char *p = line; (p = strstr(p, key)); p += kl) {
+        /* the key must start a field: "JobId" must not match inside "ArrayJobId=" */
         if ((p == line || p[-1] == ' ') && p[kl] == '=') {
             const char *v = p + kl + 1;
+            /* scontrol -o separates fields by spaces, so a value holding one (a path) is cut there */
             size_t n = strcspn(v, " \n");
             snprintf(val, vlen, "%.*s", (int)n, v);
             return true;
@@ -159,6 +168,8 @@ char *slurm_failure(const char *tool, char *out)
     return cli_xprintf("%s failed: %s", tool, last ? last + 1 : out);
 }
 
+/* Slurm's job states in which the job has not ended (squeue(1), "JOB STATE CODES"): waiting, running, being
+ * requeued, suspended or finishing. Any other state is final. */
 bool slurm_state_active(const char *state)
 {
     static const char *const active[] = {"RUNNING", "PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",

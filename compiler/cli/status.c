@@ -34,6 +34,7 @@
 enum { ST_OK = 0, ST_FAILED = 1, ST_USAGE = 2 };
 #define WINDOW 20          /* steps for the smoothed loss and the median step time */
 
+/* One line of the trainer's log: NAN where the log does not say (LLaMA-Factory logs no step time or tokens). */
 typedef struct {
     double step, loss, dt, tps, tokens;
     double elapsed;            /* LLaMA-Factory: elapsed_time (whole seconds), else NAN */
@@ -58,6 +59,8 @@ typedef struct {
     char time[64];
 } GpuSample;
 
+/* Everything one view shows, gathered by collect(); every string is malloc'd and freed by status_free. A
+ * number the plan or the files do not give is NAN (or -1 for counts), printed as "?" or JSON null. */
 typedef struct {
     /* the plan */
     char *plan_path, *plan_dir, *job, *backend, *out_dir, *metrics_path, *ckpt_dir, *shards_dir;
@@ -96,6 +99,7 @@ typedef struct {
     bool merge;                /* a merge job: out_dir is its export_dir, done its config.json written */
 } Status;
 
+/* Every string and array a Status owns; the Status is zeroed, so a second call is harmless. */
 static void status_free(Status *s)
 {
     free(s->plan_path); free(s->plan_dir); free(s->job); free(s->backend); free(s->out_dir);
@@ -110,6 +114,7 @@ static void status_free(Status *s)
 /* ---- files ---------------------------------------------------------------- */
 
 
+/* REL against DIR (plan.json's paths are relative to its directory), malloc'd; NULL when REL is. */
 static char *join_path(const char *dir, const char *rel)
 {
     if (!rel) return NULL;
@@ -117,12 +122,14 @@ static char *join_path(const char *dir, const char *rel)
     return cli_xprintf("%s/%s", dir, rel);
 }
 
+/* O's string member K, or NULL (also when O is NULL or K is not a string). */
 static const char *jstr(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* O's number member K, or DFLT. */
 static double jnum(const cJSON *o, const char *k, double dflt)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -131,6 +138,9 @@ static double jnum(const cJSON *o, const char *k, double dflt)
 
 /* ---- the plan ------------------------------------------------------------- */
 
+/* TARGET (an output directory or its plan.json) read into S: where the run writes (made absolute against the
+ * plan's directory) and the estimate's figures. Only output.dir is required; the rest is shown when there.
+ * 0, or -1 with err. */
 static int load_plan(Status *s, const char *target, char *err, size_t errlen)
 {
     struct stat st;
@@ -158,6 +168,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     }
     s->plan_path = path;
     char *slash = strrchr(path, '/');
+    /* "/plan.json" has "/" for its directory, "plan.json" has "." */
     s->plan_dir = slash ? cli_xprintf("%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path) : xstrdup(".");
     s->job = xstrdup(jstr(j, "job") ? jstr(j, "job") : "?");
     s->backend = xstrdup(jstr(j, "backend") ? jstr(j, "backend") : "llmc");
@@ -185,6 +196,7 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     s->shards_dir = jstr(da, "shards_dir") ? join_path(s->plan_dir, jstr(da, "shards_dir")) : NULL;
     s->max_steps = (long)jnum(tr, "max_steps", -1);
     s->epochs = jnum(tr, "epochs", NAN);
+    /* a figure missing from the train block falls back to the estimate's, then to "unknown" */
     s->global_batch = (long)jnum(tr, "global_batch", jnum(es, "global_batch", 0));
     s->time_limit_s = jnum(sl, "time_limit_seconds", NAN);
     s->est_step_s = jnum(es, "step_seconds", NAN);
@@ -193,11 +205,13 @@ static int load_plan(Status *s, const char *target, char *err, size_t errlen)
     s->est_usable_bytes = jnum(es, "usable_bytes", NAN);
     s->est_steps = (long)jnum(es, "steps_total", -1);
     s->est_segments = (long)jnum(es, "requeue_segments", -1);
+    /* rows per epoch: packed sequences when the estimate counted them, else samples */
     s->est_rows = jnum(es, "sequences_per_epoch", jnum(es, "samples_per_epoch", NAN));
     cJSON_Delete(j);
     return 0;
 }
 
+/* The same plan reading as `llmc status`, for `llmc calibrate` (status.h). */
 char *status_trainer_log(const char *dir, char *err, size_t errlen)
 {
     Status s;
@@ -213,6 +227,7 @@ char *status_trainer_log(const char *dir, char *err, size_t errlen)
 
 /* ---- the trainer's metrics ------------------------------------------------ */
 
+/* Append to the loss curve / the held-out losses; both arrays grow by doubling. */
 static void push_point(Status *s, MPoint p)
 {
     if (s->n == s->cap) {
@@ -250,9 +265,12 @@ static double parse_timedelta(const char *t)
 }
 
 /* Each complete line is one JSON object; a last line without its newline is
- * still being written and is skipped. Anything else is an error. */
+ * still being written and is skipped. Anything else is an error.
+ * 0 also when the log does not exist yet (metrics_found stays false); -1 with err on a line that is not ours.
+ * LLaMA-Factory's trainer_log.jsonl mixes training lines (with loss) and evaluation lines (eval_loss only). */
 static int load_metrics(Status *s, char *err, size_t errlen)
 {
+    /* the two trainers' logs differ in keys (contract/run_formats.h names both) but share the line format */
     bool lf = strcmp(s->backend, backend_json_names[BACKEND_LLAMAFACTORY]) == 0;
     char *path = xstrdup(s->metrics_path);
     char *buf;
@@ -282,6 +300,7 @@ static int load_metrics(Status *s, char *err, size_t errlen)
             }
             if (lf) {
                 double st = stp->valuedouble;
+                /* LLaMA-Factory states its own total on every line: the best total there is */
                 double tot = jnum(o, lf_log_keys[LK_TOTAL_STEPS], -1);
                 if (tot > 0) { s->total_steps = (long)tot; s->total_src = LF_TRAINER_LOG_FILE; }
                 double ev = jnum(o, lf_log_keys[LK_EVAL_LOSS], NAN);
@@ -321,6 +340,7 @@ static void load_prom(Status *s)
     size_t len, nl = strlen(name);
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         for (char *l = buf; l && *l;) {
+            /* "NAME{" and not a longer metric name that starts with NAME */
             if (strncmp(l, name, nl) == 0 && l[nl] == '{') {
                 char *sp = strchr(l, '}');
                 if (sp) { s->total_steps = atol(sp + 1); s->total_src = RUN_PROM_FILE; }
@@ -333,6 +353,7 @@ static void load_prom(Status *s)
     free(path);
 }
 
+/* Rows per epoch: the prepared shards' count (index.json) when they exist, else the estimate's. */
 static void load_rows(Status *s)
 {
     s->rows = s->est_rows;
@@ -342,6 +363,7 @@ static void load_rows(Status *s)
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
         double r = jnum(j, shard_index_keys[IX_N_ROWS], NAN);
+        /* an index without a positive n_rows is not used: the estimate's figure stays */
         if (r > 0) s->rows = r;
         cJSON_Delete(j);
         free(buf);
@@ -349,6 +371,7 @@ static void load_rows(Status *s)
     free(path);
 }
 
+/* result.json marks the run finished; its held-out loss joins the curve at the final step. */
 static void load_result(Status *s)
 {
     char *path = join_path(s->out_dir, RUN_RESULT_FILE), *buf, e[256];
@@ -356,6 +379,7 @@ static void load_result(Status *s)
     s->final_loss = s->result_eval_loss = NAN;
     if (cli_read_file(path, &buf, &len, e, sizeof e) == 0) {
         cJSON *j = cJSON_ParseWithLength(buf, len);
+        /* the trainer writes result.json (atomically) when the run ends: its presence means finished */
         if (cJSON_IsObject(j)) {
             s->done = true;
             s->final_loss = jnum(j, result_keys[RK_FINAL_LOSS], NAN);
@@ -405,6 +429,8 @@ static void load_refit(Status *s)
 
 /* ---- checkpoints ---------------------------------------------------------- */
 
+/* The checkpoint `latest` names: its manifest present and its state.json's step. The hashes are not checked
+ * (llmc-train verify does that): status must stay quick beside a checkpoint of many GB. */
 static void load_ckpt_llmc(Status *s)
 {
     s->ckpt_step = -1;
@@ -418,10 +444,12 @@ static void load_ckpt_llmc(Status *s)
         return;
     }
     struct stat st;
+    /* `latest` is rewritten at each save: its age is the newest checkpoint's */
     if (stat(lp, &st) == 0) s->ckpt_age = difftime(time(NULL), st.st_mtime);
     free(lp);
     size_t k = strcspn(buf, "\r\n");
     buf[k] = 0;
+    /* a plain name inside the checkpoint directory, nothing that leads out of it */
     if (!buf[0] || strchr(buf, '/') || strcmp(buf, "..") == 0 || strcmp(buf, ".") == 0) {
         s->ckpt_note = cli_xprintf("%s/%s does not name a checkpoint", s->ckpt_dir, ckpt_files[CF_LATEST]);
         free(buf);
@@ -459,9 +487,11 @@ static void load_ckpt_lf(Status *s)
         size_t pl = strlen(LF_CKPT_PREFIX);
         if (strncmp(de->d_name, LF_CKPT_PREFIX, pl) != 0) continue;
         long n = strtol(de->d_name + pl, &end, 10);
+        /* "checkpoint-N" exactly, and only a higher N than the best so far */
         if (*end || n < 0 || n <= best) continue;
         char *ts = cli_xprintf("%s/%s/%s", s->out_dir, de->d_name, LF_CKPT_STATE_FILE);
         struct stat st;
+        /* a checkpoint directory without trainer_state.json (one still being written) is not counted */
         if (stat(ts, &st) == 0 && S_ISREG(st.st_mode)) {
             best = n;
             free(s->ckpt_name);
@@ -494,18 +524,24 @@ static double slurm_duration(const char *t)
     return d * 86400.0 + h * 3600.0 + m * 60.0 + sec;
 }
 
+/* P resolved (links, "..", relative) so two spellings of one directory compare equal; P itself when it cannot
+ * be resolved (on another machine). malloc'd. */
 static char *real_or_copy(const char *p)
 {
     char *r = realpath(p, NULL);
     return r ? r : xstrdup(p);
 }
 
+/* Cut S at its first newline (a tool's one-line message). */
 static void first_line(char *s)
 {
     s[strcspn(s, "\n")] = 0;
 }
 
 
+/* Slurm's view of the job: WANT_ID when given; else the newest job named like the plan's job whose batch
+ * script (Command) lies in the plan's directory, which is where llmc wrote it. Then the segments the job went
+ * through, counted three ways (scontrol's Restarts, the log's restart lines, sacct's rows): each can miss some. */
 static void load_slurm(Status *s, const char *want_id)
 {
     if (!cli_on_path("scontrol")) {
@@ -513,6 +549,7 @@ static void load_slurm(Status *s, const char *want_id)
         return;
     }
     char *out = NULL;
+    /* -o: one line per job; WANT_ID NULL ends the argv, which asks for every job scontrol knows */
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)want_id, NULL};
     int rc = cli_run_capture(argv, &out);
     if (rc != 0) {
@@ -531,6 +568,7 @@ static void load_slurm(Status *s, const char *want_id)
             bool match = want_id != NULL;
             if (!match && slurm_field(line, "JobName", val, sizeof val) && strcmp(val, s->job) == 0 &&
                 slurm_field(line, "Command", val, sizeof val)) {
+                /* Command is the batch script's path: its directory against the plan's */
                 char *slash = strrchr(val, '/');
                 if (slash) *slash = 0;
                 char *cdir = real_or_copy(slash ? (val[0] ? val : "/") : ".");
@@ -568,6 +606,7 @@ static void load_slurm(Status *s, const char *want_id)
         size_t len;
         if (cli_read_file(s->stdout_path, &buf, &len, e, sizeof e) == 0) {
             char pat[64];
+            /* the job id in the pattern: a log shared by several jobs counts only this one's starts */
             snprintf(pat, sizeof pat, "llmc: job %s restart ", s->job_id);
             s->log_segments = 0;
             for (char *p = buf; (p = strstr(p, pat)); p += strlen(pat)) s->log_segments++;
@@ -577,6 +616,7 @@ static void load_slurm(Status *s, const char *want_id)
     /* sacct: every segment of a requeued job (-D), when accounting storage is configured */
     s->acct_segments = -1;
     if (!cli_on_path("sacct")) { s->acct_note = xstrdup("sacct is not on PATH"); return; }
+    /* -n no header, -P parsable, -X the job not its steps, -D every requeued run (duplicates): one line each */
     char *av[] = {"sacct", "-n", "-P", "-X", "-D", "-j", s->job_id, "--format=JobID,State", NULL};
     rc = cli_run_capture(av, &out);
     if (rc != 0 || !out) {
@@ -593,7 +633,8 @@ static void load_slurm(Status *s, const char *want_id)
 /* ---- nvidia-smi samples --------------------------------------------------- */
 
 /* LOGDIR/JOB-ID-gpu-NODE.csv: nvidia-smi --query-gpu=timestamp,index,utilization.gpu,
- * memory.used,memory.total,... --format=csv; the last sample of each GPU. */
+ * memory.used,memory.total,... --format=csv; the last sample of each GPU.
+ * The samples sit beside the job's log (StdOut's directory), one file per node, written by the job script. */
 static void load_gpus(Status *s)
 {
     if (!s->have_job || !s->stdout_path[0]) {
@@ -612,6 +653,7 @@ static void load_gpus(Status *s)
     }
     for (size_t i = 0; i < g.gl_pathc; i++) {
         const char *fp = g.gl_pathv[i];
+        /* the node's name is what follows "-gpu-" in the file name (%N in the job script) */
         const char *nd = strstr(fp + strlen(dir), "-gpu-");
         char node[128];
         snprintf(node, sizeof node, "%s", nd ? nd + 5 : "?");
@@ -626,6 +668,7 @@ static void load_gpus(Status *s)
             char ts[64];
             int idx;
             double util, used, total;
+            /* nvidia-smi's CSV with units; the header line and a line being written (no '\n') do not match */
             if (nl && sscanf(line, "%63[^,], %d, %lf %%, %lf MiB, %lf MiB", ts, &idx, &util, &used, &total) == 5) {
                 size_t k;
                 for (k = 0; k < s->ngpus; k++)
@@ -654,6 +697,7 @@ static void load_gpus(Status *s)
 
 /* ---- derived figures ------------------------------------------------------ */
 
+/* qsort's order for doubles, without the overflow of a subtraction cast to int. */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -675,6 +719,9 @@ typedef struct {
     bool finishes_in_segment;
 } Derived;
 
+/* The figures computed from a Status for display: progress, smoothed loss, step time, ETAs, segments.
+ * The step time is the median of the last WINDOW steps, which one slow step (a save, an evaluation) does not
+ * move; with a refit, the ETA uses the refitted step time instead. */
 static Derived derive(const Status *s)
 {
     Derived d;
@@ -682,12 +729,14 @@ static Derived derive(const Status *s)
     d.step = d.loss = d.loss_smooth = d.tps = d.step_s = d.epoch = d.epochs_total = d.pct = NAN;
     d.err_pct = d.eta_s = d.seg_left_s = d.seg_end_step = d.plan_eta_s = d.refit_err_pct = NAN;
     d.more_segments = -1;
+    /* the total steps: the trainer's own count first, then the plan's max_steps, then the estimate */
     d.total = s->total_steps > 0 ? s->total_steps : s->max_steps > 0 ? s->max_steps : s->est_steps;
     if (s->n) {
         const MPoint *last = &s->pts[s->n - 1];
         d.have_step = true;
         d.step = last->step;
         d.loss = last->loss;
+        /* the last WINDOW points: recent enough to follow the run, long enough to smooth the loss */
         size_t w = s->n < WINDOW ? s->n : WINDOW;
         d.window = (int)w;
         double sum = 0, tsum = 0;
@@ -707,17 +756,20 @@ static Derived derive(const Status *s)
         }
         /* LLaMA-Factory logs whole seconds since its start: the slope over the
          * window, back to where a requeued segment restarted the clock */
+            /* (no per-step times in the log: only LLaMA-Factory's elapsed_time to go by) */
         if (!nd && isfinite(last->elapsed)) {
             size_t j = s->n - 1;
             while (j > s->n - w && isfinite(s->pts[j - 1].elapsed) && s->pts[j - 1].elapsed <= s->pts[j].elapsed) j--;
             if (last->step > s->pts[j].step)
                 d.step_s = (last->elapsed - s->pts[j].elapsed) / (last->step - s->pts[j].step);
         }
+        /* no log line yet: the checkpoint's step is the progress known */
     } else if (s->ckpt_valid) {
         d.step = (double)s->ckpt_step;
     }
     if (isfinite(d.step) && d.total > 0) d.pct = 100.0 * d.step / (double)d.total;
     if (isfinite(d.step) && s->rows > 0 && s->global_batch > 0) {
+        /* epochs from rows consumed: step x global batch over the rows of one epoch */
         d.epoch = d.step * (double)s->global_batch / s->rows;
         if (d.total > 0) d.epochs_total = (double)d.total * (double)s->global_batch / s->rows;
     }
@@ -736,14 +788,18 @@ static Derived derive(const Status *s)
             if (isfinite(s->est_step_s)) d.plan_eta_s = ((double)d.total - d.step) * s->est_step_s;
         }
     }
+    /* finished: no ETA, whatever the step times say */
     if (s->done) d.eta_s = 0;
+    /* the current segment: what is left of its time limit, and whether the run ends inside it */
     if (s->have_job && strcmp(s->state, "RUNNING") == 0 && isfinite(s->job_limit) && isfinite(s->run_time)) {
         d.seg_left_s = s->job_limit - s->run_time;
         if (d.seg_left_s < 0) d.seg_left_s = 0;
         if (isfinite(d.eta_s)) {
             d.finishes_in_segment = d.eta_s <= d.seg_left_s;
             if (!d.finishes_in_segment) {
+                /* the step the segment reaches before its time limit, at the same step time as the ETA */
                 d.seg_end_step = d.step + d.seg_left_s / (d.eta_refit ? s->refit.step_s : d.step_s);
+                /* what this segment cannot finish, in whole time limits */
                 d.more_segments = (long)ceil((d.eta_s - d.seg_left_s) / s->job_limit);
             }
         }
@@ -751,6 +807,8 @@ static Derived derive(const Status *s)
     return d;
 }
 
+/* The one word for the run: Slurm's state when the job is known ("done" when it COMPLETED and result.json
+ * exists, "completed" when it ended without one), else what the files say. */
 static const char *overall(const Status *s)
 {
     if (s->have_job) {
@@ -764,6 +822,7 @@ static const char *overall(const Status *s)
 
 /* ---- output --------------------------------------------------------------- */
 
+/* A duration in the two largest units ("3m05s", "2h10m", "3d04h"), "?" when unknown. */
 static const char *fmt_dur(double sec, char *b, size_t n)
 {
     if (!isfinite(sec)) snprintf(b, n, "?");
@@ -774,8 +833,10 @@ static const char *fmt_dur(double sec, char *b, size_t n)
     return b;
 }
 
+/* The segments the job ran in: the largest of the three counts load_slurm gathered. */
 static long segments(const Status *s)
 {
+    /* Restarts counts requeues: the segments are one more */
     long seg = s->restarts + 1;
     if (s->log_segments > seg) seg = s->log_segments;
     if (s->acct_segments > seg) seg = s->acct_segments;
@@ -806,12 +867,14 @@ static void print_refit(FILE *f, const Status *s, const Derived *d)
     fprintf(f, "\n");
 }
 
+/* The human view (docs/status.md): one line per topic, "?" for what is not known yet. */
 static void print_human(FILE *f, const Status *s, const Derived *d)
 {
     char a[32], b[32], c[32];
     fprintf(f, "%s: %s  (backend %s, plan %s)\n", s->job, overall(s), s->backend, s->plan_path);
     if (s->have_job) {
         fprintf(f, "  slurm       job %s %s", s->job_id, s->state);
+        /* a pending job's Reason (Priority, Resources, ...) is why it waits */
         if (strcmp(s->state, "PENDING") == 0 && s->reason[0]) fprintf(f, " (%s)", s->reason);
         if (strcmp(s->state, "RUNNING") == 0)
             fprintf(f, " on %s, %s of the %s limit", s->nodes, fmt_dur(s->run_time, a, sizeof a),
@@ -820,7 +883,9 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
         fprintf(f, "; segment %ld (%ld requeue%s", seg, seg - 1, seg == 2 ? "" : "s");
         if (s->est_segments > 0) fprintf(f, "; the plan expects %ld segment%s", s->est_segments, s->est_segments == 1 ? "" : "s");
         fprintf(f, ")\n");
+        /* a plan submitted several times: the newest job is shown, the count says there are others */
         if (s->njobs_matched > 1) fprintf(f, "              (%d jobs of this plan known; showing the newest)\n", s->njobs_matched);
+        /* without sacct the segment count may be low: say where it came from */
         if (s->acct_note) fprintf(f, "              %s; segments from scontrol's Restarts and the job log\n", s->acct_note);
     } else {
         fprintf(f, "  slurm       %s\n", s->slurm_note);
@@ -852,6 +917,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     if (isfinite(s->est_step_s)) fprintf(f, ", %.4g s estimated", s->est_step_s);
     if (isfinite(d->err_pct))
         fprintf(f, ": estimate error %+.1f%% (%s)", d->err_pct,
+                /* the same threshold as calibrate's drift */
                 fabs(d->err_pct) <= CALIB_DRIFT_PERCENT ? "on target" : d->err_pct > 0 ? "the run is faster than planned"
                                                                        : "the run is slower than planned");
     fprintf(f, "\n");
@@ -895,6 +961,7 @@ static void print_human(FILE *f, const Status *s, const Derived *d)
     }
 }
 
+/* JSON has no NaN or infinity: an unknown number is null, and the key is always there. */
 static void jset_num(cJSON *o, const char *k, double v)
 {
     if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
@@ -907,6 +974,7 @@ static void jset_str(cJSON *o, const char *k, const char *v)
     else cJSON_AddNullToObject(o, k);
 }
 
+/* The --format json view: the same figures as print_human, every key present (null when unknown). */
 static cJSON *to_json(const Status *s, const Derived *d)
 {
     cJSON *o = cJSON_CreateObject();
@@ -1007,6 +1075,9 @@ static cJSON *to_json(const Status *s, const Derived *d)
 
 /* ---- the command ---------------------------------------------------------- */
 
+/* One job's Status. The order matters: the refit needs the metrics, result.json's eval point the last step,
+ * the GPU samples the job's log path from Slurm. Only the plan and a malformed log are errors; anything else
+ * missing is a note in the view. */
 static int collect(Status *s, const char *target, const char *job_id, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
@@ -1037,6 +1108,7 @@ static int collect_merge(Status *s, const char *dir, const char *name, const cha
     char *buf;
     size_t len;
     if (cli_read_file(s->plan_path, &buf, &len, err, errlen)) return -1;
+    /* the YAML is llmc's own (emit), one key a line with a quoted value: a search, not a YAML parser */
     const char *key = strstr(buf, "\nexport_dir: \"");
     const char *v = key ? key + strlen("\nexport_dir: \"") : NULL, *q = v ? strchr(v, '"') : NULL;
     if (!q) {
@@ -1054,6 +1126,7 @@ static int collect_merge(Status *s, const char *dir, const char *name, const cha
     return 0;
 }
 
+/* Ctrl-C under --watch ends the loop after the current view instead of killing it half-printed. */
 static volatile sig_atomic_t stop_watch;
 static void on_sigint(int sig) { (void)sig; stop_watch = 1; }
 
@@ -1080,6 +1153,8 @@ static const char *chain_state(const Status *st, int n, bool *failed)
     return "unknown";
 }
 
+/* Every job of a chain, then the chain's state; redrawn under --watch until the chain stops running. Exit
+ * status as status_main's, from chain_state. */
 static int chain_status(const char *target, bool json, bool watch, double interval, bool tty)
 {
     int rc = ST_OK;
@@ -1107,6 +1182,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         }
         bool failed;
         const char *state = chain_state(st, rd.n, &failed);
+        /* on a terminal each view replaces the last (cursor home, clear); a pipe gets them one after another */
         if (watch && tty && !json) fputs("\033[H\033[2J", stdout);
         if (json) {
             cJSON *o = cJSON_CreateObject();
@@ -1119,6 +1195,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
                 else cJSON_AddNullToObject(j, "after");
                 cJSON_AddItemToArray(arr, j);
             }
+            /* under --watch one line per view, so a reader can take each line as one JSON document */
             char *txt = watch ? cJSON_PrintUnformatted(o) : cJSON_Print(o);
             fputs(txt, stdout);
             fputc('\n', stdout);
@@ -1137,6 +1214,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         }
         fflush(stdout);
         rc = failed ? ST_FAILED : ST_OK;
+        /* --watch ends once the chain is no longer running */
         bool finished = strcmp(state, "running") != 0;
         for (int i = 0; i < rd.n; i++) status_free(&st[i]);
         free(st);
@@ -1145,6 +1223,7 @@ static int chain_status(const char *target, bool json, bool watch, double interv
         if (!watch || finished || stop_watch) break;
         if (!json && !tty) fputc('\n', stdout);
         struct timespec ts = {(time_t)interval, (long)(fmod(interval, 1.0) * 1e9)};
+        /* a signal other than Ctrl-C resumes the wait; Ctrl-C (stop_watch) ends it */
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_watch) {}
         if (stop_watch) break;
     }
@@ -1164,6 +1243,8 @@ static const char status_usage[] =
     "             1 the job ended otherwise (FAILED, CANCELLED, TIMEOUT ...), 2 usage or I/O error\n";
 
 
+/* The one-job view, or chain_status for a chain's directory; the job is --job's, else the one llmc submit
+ * recorded, else the newest of this plan Slurm knows (load_slurm). */
 int status_main(int argc, char **argv)
 {
     bool json = false, watch = false;
@@ -1205,6 +1286,7 @@ int status_main(int argc, char **argv)
     if (argc - optind > 1) return cli_usage_error(cmd, "one OUT_DIR or plan.json, not '%s' too", argv[optind + 1]);
     target = argv[optind];
     if (job_id) {
+        /* digits, and '_' for an array task ("1234_7") */
         bool id = job_id[0] && strlen(job_id) <= 20;
         for (const char *p = job_id; *p; p++)
             if (!isdigit((unsigned char)*p) && *p != '_') id = false;
@@ -1230,6 +1312,7 @@ int status_main(int argc, char **argv)
     char recid[32] = "";
     struct stat tst;
     if (!job_id && stat(target, &tst) == 0 && S_ISDIR(tst.st_mode) && rundir_load(target, &rec, err, sizeof err) == 0) {
+        /* a single job's recorded id; a chain's are looked up per job in chain_status */
         if (rec.recorded && rec.n == 1 && rec.jobs[0].id[0]) snprintf(recid, sizeof recid, "%s", rec.jobs[0].id);
         rundir_free(&rec);
         if (recid[0]) job_id = recid;
@@ -1240,6 +1323,7 @@ int status_main(int argc, char **argv)
     free(mplan);
     free(myaml);
     if (merge_dir && plot) return cli_usage_error(cmd, "%s is a merge job's directory: it has no loss to plot", target);
+    /* the merge job's name is its directory's last component, as the chain names it */
     char *mname = NULL;
     if (merge_dir) {
         size_t tl = strlen(target);
@@ -1285,6 +1369,7 @@ int status_main(int argc, char **argv)
             }
         }
         bool active = s.have_job && slurm_state_active(s.state);
+        /* --watch stops once result.json is there and Slurm no longer runs the job */
         bool finished = s.done && !active;
         /* the exit status says how the job ended: Slurm's states other than these are failures */
         rc = s.have_job && !active && strcmp(s.state, "COMPLETED") != 0 ? ST_FAILED : ST_OK;

@@ -23,6 +23,7 @@
 #define MT 40
 #define MB 50
 
+/* The data's range on both axes: steps (x) and loss (y). */
 typedef struct {
     double x0, x1, y0, y1;
 } Box;
@@ -83,6 +84,8 @@ static void xml_escape(FILE *f, const char *s)
     }
 }
 
+/* The SVG: white background, title, grid and tick labels, frame, axis names, the training line, the held-out
+ * points and a legend with their counts. Text is real text here, so the title is shown in full. */
 static void write_svg(FILE *f, const char *title, const StatusPoint *t, size_t nt, const StatusPoint *e, size_t ne)
 {
     Box b = bounds(t, nt, e, ne);
@@ -133,9 +136,11 @@ static void write_svg(FILE *f, const char *title, const StatusPoint *t, size_t n
 /* ---- PNG ------------------------------------------------------------------ */
 
 typedef struct {
+    /* 800 x 480 x 3 bytes, about 1.1 MB: allocated, never on the stack */
     uint8_t px[H][W][3];   /* RGB, 8 bits each, rows top to bottom: PNG colour type 2 as is */
 } Raster;
 
+/* One pixel, clipped to the picture: callers draw near the edges without checking. */
 static void put(Raster *r, int x, int y, const uint8_t c[3])
 {
     if (x >= 0 && x < W && y >= 0 && y < H) memcpy(r->px[y][x], c, 3);
@@ -180,6 +185,7 @@ static void text(Raster *r, int x, int y, const char *s, int anchor, const uint8
 /* CRC-32 (polynomial 0xedb88320, reflected), over each chunk's type and
  * data, as the PNG specification requires. */
 static uint32_t crc_table[256];
+/* The byte-at-a-time table; built on each PNG written, which costs nothing next to the raster. */
 static void crc_init(void)
 {
     for (uint32_t n = 0; n < 256; n++) {
@@ -188,6 +194,7 @@ static void crc_init(void)
         crc_table[n] = c;
     }
 }
+/* CRC C continued over N more bytes (start with 0): the inversions before and after are the specification's. */
 static uint32_t crc(uint32_t c, const uint8_t *p, size_t n)
 {
     c ^= 0xffffffffu;
@@ -195,6 +202,7 @@ static uint32_t crc(uint32_t c, const uint8_t *p, size_t n)
     return c ^ 0xffffffffu;
 }
 
+/* PNG's integers are big-endian. */
 static void be32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = (uint8_t)v; }
 
 /* A PNG chunk: big-endian length, type, data, CRC of type and data. */
@@ -211,6 +219,8 @@ static void chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n)
     fwrite(t, 1, 4, f);
 }
 
+/* The same picture as write_svg but for the title and the axis names: the built-in font has only digits, '.'
+ * and '-', enough for the tick values. */
 static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoint *e, size_t ne)
 {
     static const uint8_t white[3] = {255, 255, 255}, black[3] = {0, 0, 0}, grid[3] = {221, 221, 221},
@@ -271,6 +281,7 @@ static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoin
     size_t nblk = (raw_n + 65534) / 65535;
     size_t z_n = 2 + nblk * 5 + raw_n + 4;
     uint8_t *z = xmalloc(z_n), *q = z;
+    /* 0x78: deflate with a 32 KiB window; 0x01 makes the pair a multiple of 31, as zlib's header check wants */
     *q++ = 0x78; *q++ = 0x01;
     uint32_t s1 = 1, s2 = 0;
     for (size_t off = 0; off < raw_n; off += 65535) {
@@ -282,6 +293,7 @@ static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoin
         q += n;
     }
     for (size_t i = 0; i < raw_n; i++) {
+        /* 65521: the largest prime below 2^16, Adler-32's modulus */
         s1 = (s1 + raw[i]) % 65521;
         s2 = (s2 + s1) % 65521;
     }
@@ -293,6 +305,7 @@ static void write_png(FILE *f, const StatusPoint *t, size_t nt, const StatusPoin
     free(r);
 }
 
+/* Written as PATH.tmp and renamed, so a viewer never reads a half-written picture. */
 int status_plot(const char *path, const char *title, const StatusPoint *train, size_t ntrain,
                 const StatusPoint *eval, size_t neval, char *err, size_t errlen)
 {
@@ -312,6 +325,7 @@ int status_plot(const char *path, const char *title, const StatusPoint *train, s
     }
     if (png) write_png(f, train, ntrain, eval, neval);
     else write_svg(f, title, train, ntrain, eval, neval);
+    /* '|', not '||': fclose runs even after a write error */
     if (ferror(f) | fclose(f) || rename(tmp, path) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         unlink(tmp);

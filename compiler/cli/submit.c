@@ -22,16 +22,21 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The exit statuses of submit, cancel and logs (submit.h): 0 done, 1 Slurm refused or a job failed, 2 usage or
+ * I/O error. */
 enum { SUB_OK = 0, SUB_FAILED = 1, SUB_USAGE = 2 };
 
 /* ---- the directory's jobs ------------------------------------------------- */
 
+/* A regular file (stat follows links). */
 static bool is_file(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A job's name as the emitter writes it, and so safe as a directory and file name: letters, digits, '_', '-'
+ * and '.', not starting with '.', at most 200 bytes. A name read from a file that breaks this is not ours. */
 static bool job_name_ok(const char *s, size_t n)
 {
     if (n == 0 || n > 200) return false;
@@ -40,6 +45,7 @@ static bool job_name_ok(const char *s, size_t n)
     return s[0] != '.';
 }
 
+/* A Slurm job id: digits, with '_' for an array task ("1234_7"), at most 20 bytes (RunJob.id holds 32). */
 static bool job_id_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -49,6 +55,7 @@ static bool job_id_ok(const char *s)
     return true;
 }
 
+/* A chain's directory holds submit.sh and one subdirectory per job, but no plan.json of its own. */
 bool rundir_is_chain(const char *out)
 {
     char *plan = cli_xprintf("%s/plan.json", out), *sub = cli_xprintf("%s/submit.sh", out);
@@ -58,6 +65,7 @@ bool rundir_is_chain(const char *out)
     return chain;
 }
 
+/* Append job NAME (N bytes): its directory (OUT itself, or OUT/NAME in a chain) and its script NAME.slurm. */
 static void add_job(RunDir *rd, const char *name, size_t n)
 {
     rd->jobs = xrealloc(rd->jobs, sizeof(RunJob) * (size_t)(rd->n + 1));
@@ -79,6 +87,7 @@ void rundir_free(RunDir *rd)
     memset(rd, 0, sizeof *rd);
 }
 
+/* O's string member K, or NULL. */
 static const char *jstring(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -108,6 +117,7 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
     cJSON_ArrayForEach(e, list) {
         const char *name = jstring(e, "job"), *id = jstring(e, "id"), *after = jstring(e, "after");
         int k = -1;
+        /* only among the jobs not placed yet: a name listed twice is not found the second time */
         for (int i = placed; name && i < rd->n; i++)
             if (strcmp(rd->jobs[i].name, name) == 0) k = i;
         if (!name || !id || !job_id_ok(id) || k < 0) {
@@ -117,6 +127,8 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
             rc = -1;
             break;
         }
+        /* jobs.json lists the jobs in submission order: each found job moves to the next place, so the
+         * directory's order (the listing's) gives way to the order Slurm got them in */
         RunJob j = rd->jobs[k];   /* to its place in the submission order */
         memmove(&rd->jobs[placed + 1], &rd->jobs[placed], sizeof(RunJob) * (size_t)(k - placed));
         snprintf(j.id, sizeof j.id, "%s", id);
@@ -127,10 +139,13 @@ static int load_record(RunDir *rd, char *err, size_t errlen)
     }
     cJSON_Delete(root);
     free(path);
+    /* no jobs.json at all is fine (nothing submitted yet): recorded stays false */
     if (rc == 0) rd->recorded = true;
     return rc;
 }
 
+/* OUT as submit.h describes it: one job (OUT/plan.json) or a chain (its jobs from .llmc-output, the list of
+ * files llmc wrote), then the record of the last submission (jobs.json) when there is one. */
 int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
 {
     memset(rd, 0, sizeof *rd);
@@ -144,6 +159,7 @@ int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
         return -1;
     }
     size_t n = strlen(out);
+    /* "out/" and "out" name one directory, and messages show it once */
     while (n > 1 && out[n - 1] == '/') n--;
     rd->out = cli_xprintf("%.*s", (int)n, out);
     char *plan = cli_xprintf("%s/plan.json", rd->out), *buf = NULL;
@@ -174,6 +190,8 @@ int rundir_load(const char *out, RunDir *rd, char *err, size_t errlen)
             size_t rest = slash ? (size_t)(line + ll - slash) - 1 : 0;
             bool plan_file = slash && rest == strlen("plan.json") && strncmp(slash + 1, "plan.json", rest) == 0;
             bool merge_file = slash && rest == strlen(LLMC_MERGE_YAML) && strncmp(slash + 1, LLMC_MERGE_YAML, rest) == 0;
+            /* .llmc-output lists every file llmc wrote, one per line: a job is a directory holding its plan.json
+             * (or a merge job's YAML); '#' lines are comments */
             if (line[0] != '#' && (plan_file || merge_file) && job_name_ok(line, (size_t)(slash - line))) {
                 add_job(rd, line, (size_t)(slash - line));
                 rd->jobs[rd->n - 1].merge = merge_file;
@@ -209,11 +227,13 @@ static int job_state(const char *id, char *state, size_t n, char *outp, char *er
     char *argv[] = {"scontrol", "show", "job", "-o", (char *)id, NULL};
     int rc = cli_run_capture(argv, &out);
     if (rc != 0) {
+        /* scontrol's wording for a job it no longer holds (past MinJobAge) or never had: not an error here */
         bool unknown = out && strstr(out, "Invalid job id");
         if (!unknown) *note = slurm_failure("scontrol show job", out);
         free(out);
         return unknown ? 0 : -1;
     }
+    /* an answer without JobState is not a job line: treated as unknown */
     int known = slurm_field(out, "JobState", state, n) ? 1 : 0;
     if (outp && !slurm_field(out, "StdOut", outp, pn)) outp[0] = 0;
     if (errp && !slurm_field(out, "StdErr", errp, pn)) errp[0] = 0;
@@ -224,6 +244,7 @@ static int job_state(const char *id, char *state, size_t n, char *outp, char *er
 /* #SBATCH --KEY=VALUE of a job script (the first), or NULL. */
 static char *sbatch_option(const char *script_text, const char *key)
 {
+    /* only the script's header: sbatch reads #SBATCH lines up to the first command, and so does this */
     char pat[64];
     snprintf(pat, sizeof pat, "#SBATCH --%s=", key);
     for (const char *line = script_text; line && *line;) {
@@ -231,6 +252,7 @@ static char *sbatch_option(const char *script_text, const char *key)
             const char *v = line + strlen(pat);
             return cli_xprintf("%.*s", (int)strcspn(v, "\n"), v);
         }
+        /* sbatch itself stops reading #SBATCH lines at the first command line */
         if (strncmp(line, "#!", 2) != 0 && strncmp(line, "#", 1) != 0 && line[0] != '\n') break;   /* past the header */
         line = strchr(line, '\n');
         if (line) line++;
@@ -244,8 +266,10 @@ static char *sbatch_option(const char *script_text, const char *key)
 static char *expand_output(const char *pat, const char *name, const char *id, const char *cwd)
 {
     if (!pat) return NULL;
+    /* room for each %x and %j eight times; a pattern with more is not expanded (NULL), never cut */
     size_t cap = strlen(pat) + strlen(name) * 8 + strlen(id) * 8 + strlen(cwd) + 8, o = 0;
     char *r = xmalloc(cap);
+    /* a relative pattern is relative to where sbatch ran, which jobs.json records as submitted_from */
     if (pat[0] != '/') o = (size_t)snprintf(r, cap, "%s/", cwd);
     for (const char *p = pat; *p; p++) {
         const char *add = NULL;
@@ -254,6 +278,7 @@ static char *expand_output(const char *pat, const char *name, const char *id, co
         else if (p[1] == 'x') add = name;
         else if (p[1] == 'j') add = id;
         else if (p[1] == '%') add = "%";
+        /* %N, %A, %a, %u ...: known only to Slurm; scontrol names the file while the job is known */
         else { free(r); return NULL; }
         if (*p == '%') p++;
         size_t al = strlen(add);
@@ -271,6 +296,7 @@ static char *expand_output(const char *pat, const char *name, const char *id, co
 static int write_record(const RunDir *rd, const char *cwd, char *err, size_t errlen)
 {
     cJSON *root = cJSON_CreateObject();
+    /* the submission's working directory: relative --output patterns are relative to it */
     cJSON_AddStringToObject(root, "submitted_from", cwd);
     cJSON *arr = cJSON_AddArrayToObject(root, "jobs");
     for (int i = 0; i < rd->n; i++) {
@@ -287,6 +313,7 @@ static int write_record(const RunDir *rd, const char *cwd, char *err, size_t err
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
+    /* mkstemp: two submits at once cannot write the same temporary file */
     char *path = cli_xprintf("%s/jobs.json", rd->out), *tmp = cli_xprintf("%s/.jobs.json.XXXXXX", rd->out);
     int fd = mkstemp(tmp);
     bool ok = fd >= 0 && text;
@@ -297,6 +324,7 @@ static int write_record(const RunDir *rd, const char *cwd, char *err, size_t err
         if (w <= 0) ok = false;
         else done += (size_t)w;
     }
+    /* 0644: mkstemp creates 0600, but jobs.json is as readable as the rest of the output */
     if (ok && (write(fd, "\n", 1) != 1 || fchmod(fd, 0644) != 0 || fsync(fd) != 0)) ok = false;
     if (fd >= 0 && close(fd) != 0) ok = false;
     if (ok && rename(tmp, path) != 0) ok = false;
@@ -310,7 +338,9 @@ static int write_record(const RunDir *rd, const char *cwd, char *err, size_t err
     return ok ? 0 : -1;
 }
 
-/* mkdir -p of the directory of a log pattern (Slurm does not create it). */
+/* mkdir -p of the directory of a log pattern (Slurm does not create it).
+ * A directory part that holds a '%' pattern cannot be made before the job has an id: left alone. Errors are
+ * ignored: sbatch then reports the log file it cannot open. */
 static void make_log_dir(const char *pattern, const char *cwd)
 {
     const char *slash = pattern ? strrchr(pattern, '/') : NULL;
@@ -341,6 +371,7 @@ static const char submit_usage[] =
 static int plain_options(int argc, char **argv, const char *cmd, const char *usage, const char *shortopts,
                          const struct option *more, int (*on_opt)(int c, const char *arg, void *ctx), void *ctx)
 {
+    /* the five common options, then MORE: room for ten */
     struct option longopts[16] = {CLI_COMMON_OPTIONS};
     int nl = 5;
     for (int i = 0; more && more[i].name && nl < 15; i++) longopts[nl++] = more[i];
@@ -363,9 +394,13 @@ static int plain_options(int argc, char **argv, const char *cmd, const char *usa
     return optind;
 }
 
+/* llmc submit OUT [ARGS...]: sbatch of the one job, or bash submit.sh for a chain (which submits its jobs in
+ * order with afterok), then the ids recorded in OUT/jobs.json for status, cancel and logs. A recorded job that
+ * is still pending or running blocks a second submission. */
 int submit_main(int argc, char **argv)
 {
     const char *cmd = "llmc submit";
+    /* "+": options end at OUT_DIR, so what follows it is passed to sbatch untouched */
     int first = plain_options(argc, argv, cmd, submit_usage, "+:h", NULL, NULL, NULL);
     if (first < 0) return -first - 1;
     if (first == argc) return cli_usage_error(cmd, "no OUT_DIR given");
@@ -376,6 +411,7 @@ int submit_main(int argc, char **argv)
         return SUB_USAGE;
     }
     /* a submission still pending or running is not submitted twice */
+    /* (a job Slurm no longer knows, or one that ended, does not stop a new submission) */
     for (int i = 0; rd.recorded && i < rd.n; i++) {
         char state[64], *note;
         if (!rd.jobs[i].id[0] || job_state(rd.jobs[i].id, state, sizeof state, NULL, NULL, 0, &note) != 1) {
@@ -412,7 +448,9 @@ int submit_main(int argc, char **argv)
     char *script = rd.chain ? cli_xprintf("%s/submit.sh", rd.out) : xstrdup(rd.jobs[0].script);
     const char *prog = rd.chain ? "bash" : "sbatch";
     av[k++] = (char *)prog;
+    /* --parsable: sbatch prints "ID" or "ID;CLUSTER", nothing to scrape */
     if (!rd.chain) av[k++] = "--parsable";
+    /* extra arguments go before the script for sbatch (its options), after it for submit.sh (passed on) */
     for (int i = 0; i < nextra && !rd.chain; i++) av[k++] = argv[first + 1 + i];
     av[k++] = script;
     for (int i = 0; i < nextra && rd.chain; i++) av[k++] = argv[first + 1 + i];
@@ -431,12 +469,14 @@ int submit_main(int argc, char **argv)
     char *out = NULL;
     int rc = cli_run_capture(av, &out);
     free(av);
+    /* the ids: sbatch's one line, or one "NAME: job ID" line per job from submit.sh */
     int submitted = 0;
     for (char *line = out; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
         if (!rd.chain) {
             char id[32];
+            /* "ID;CLUSTER" with several clusters: the id is before the ';' */
             size_t n = strcspn(line, ";");
             snprintf(id, sizeof id, "%.*s", (int)(n < 31 ? n : 31), line);
             if (job_id_ok(id) && rc == 0) snprintf(rd.jobs[0].id, sizeof rd.jobs[0].id, "%s", id), submitted = 1;
@@ -455,6 +495,7 @@ int submit_main(int argc, char **argv)
                     if (colon) rd.jobs[i].after = cli_xprintf("%.*s", (int)(colon - dep), dep);
                 }
                 /* submission order: this job after the ones already placed */
+                /* (as load_record does, so the record lists the jobs in the order they went to Slurm) */
                 RunJob j = rd.jobs[i];
                 memmove(&rd.jobs[submitted + 1], &rd.jobs[submitted], sizeof(RunJob) * (size_t)(i - submitted));
                 rd.jobs[submitted++] = j;
@@ -468,6 +509,7 @@ int submit_main(int argc, char **argv)
         RunJob *j = &rd.jobs[i];
         if (cli_read_file(j->script, &text, &len, err, sizeof err) != 0) continue;
         char *name = sbatch_option(text, "job-name"), *o = sbatch_option(text, "output"), *e = sbatch_option(text, "error");
+        /* Slurm's default is slurm-%j.out in the submission directory; --error defaults to --output */
         j->stdout_path = expand_output(o ? o : "slurm-%j.out", name ? name : j->name, j->id, cwd);
         j->stderr_path = expand_output(e ? e : o ? o : "slurm-%j.out", name ? name : j->name, j->id, cwd);
         free(name); free(o); free(e); free(text);
@@ -477,12 +519,14 @@ int submit_main(int argc, char **argv)
         if (rd.jobs[i].after) printf("%s: job %s (after %s)\n", rd.jobs[i].name, rd.jobs[i].id, rd.jobs[i].after);
         else printf("%s: job %s\n", rd.jobs[i].name, rd.jobs[i].id);
     }
+    /* recorded even when a later job of a chain failed: the ones submitted must stay cancellable */
     if (submitted && write_record(&rd, cwd, err, sizeof err)) {
         fprintf(stderr, "%s: error: %s (the jobs are submitted)\n", cmd, err);
         status = SUB_USAGE;
     } else if (submitted) {
         printf("recorded in %s/jobs.json\n", rd.out);
     }
+    /* a partial chain is reported with how to cancel what did go in */
     if (rc != 0 || submitted < rd.n) {
         char *why = rc < 0 ? cli_xprintf("%s could not be run", prog) : slurm_failure(rd.chain ? "submit.sh" : "sbatch", out);
         fprintf(stderr, "%s: error: %s", cmd, why);
@@ -510,6 +554,7 @@ static const char cancel_usage[] =
     "exit status: 0 cancelled (or nothing left to cancel), 1 scancel refused,\n"
     "             2 usage or I/O error, or no job recorded\n";
 
+/* llmc cancel OUT: scancel of every recorded job still pending or running, in one call. */
 int cancel_main(int argc, char **argv)
 {
     const char *cmd = "llmc cancel";
@@ -542,6 +587,7 @@ int cancel_main(int argc, char **argv)
         if (!j->id[0]) continue;
         char state[64], *note;
         int known = job_state(j->id, state, sizeof state, NULL, NULL, 0, &note);
+        /* no answer from Slurm: nothing is cancelled, rather than cancel some jobs blind */
         if (known < 0) {
             fprintf(stderr, "%s: error: %s\n", cmd, note);
             free(note);
@@ -584,6 +630,7 @@ static const char logs_usage[] =
     "exit status: 0 printed (the job completed or is running), 1 the followed job ended\n"
     "             otherwise (FAILED, CANCELLED, TIMEOUT ...), 2 usage or I/O error\n";
 
+/* llmc logs' options (logs_opt fills them). */
 typedef struct {
     bool follow, err, metrics;
     const char *job;
@@ -591,6 +638,7 @@ typedef struct {
 
 enum { OPT_ERR = CLI_OPT_FIRST_FREE, OPT_METRICS, OPT_JOB };
 
+/* plain_options' callback: -1 when C was taken, else the exit status. */
 static int logs_opt(int c, const char *arg, void *ctx)
 {
     LogsOpts *o = ctx;
@@ -603,6 +651,7 @@ static int logs_opt(int c, const char *arg, void *ctx)
     }
 }
 
+/* Ctrl-C under -f ends the follow loop; the rest of the output already read is printed. */
 static volatile sig_atomic_t stop_follow;
 static void on_sigint(int sig) { (void)sig; stop_follow = 1; }
 
@@ -622,6 +671,8 @@ static int copy_new(int fd, off_t *off)
     return 0;
 }
 
+/* llmc logs OUT: the job's output file (or --err, --metrics), copied to stdout; with -f, followed like tail -f
+ * until the job ends. The path comes from jobs.json's record, else from scontrol. */
 int logs_main(int argc, char **argv)
 {
     const char *cmd = "llmc logs";
@@ -645,6 +696,7 @@ int logs_main(int argc, char **argv)
         return SUB_USAGE;
     }
     /* which job: --job, the only one, or the chain's first not completed */
+    /* the chain's first job not COMPLETED is the one running, waiting, or failed: the log worth reading */
     int pick = -1;
     char state[64] = "", outp[PATH_MAX] = "", errp[PATH_MAX] = "";
     bool have_state = false;
@@ -695,6 +747,7 @@ int logs_main(int argc, char **argv)
     struct timespec last_check = {0};
     for (;;) {
         if (fd < 0) {
+            /* O_NONBLOCK: a FIFO in the log's place must not hang the open; fstat then refuses it */
             fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
             struct stat st;
             if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
@@ -722,6 +775,7 @@ int logs_main(int argc, char **argv)
         /* the job's state every 2 s: once it ended, the rest is printed and that is all */
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
+        /* scontrol at most every 2 s: the loop itself polls the file every 250 ms */
         if (j->id[0] && now.tv_sec - last_check.tv_sec >= 2) {
             last_check = now;
             char *note = NULL;
@@ -734,6 +788,7 @@ int logs_main(int argc, char **argv)
                 break;
             }
         }
+        /* new output is looked for four times a second */
         struct timespec ts = {0, 250 * 1000 * 1000};
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !stop_follow) {}
     }

@@ -36,6 +36,7 @@ void *xmalloc(size_t size)
     return p;
 }
 
+/* As xmalloc: a zero count or size asks for one byte, so NULL only ever means out of memory. */
 void *xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
@@ -61,6 +62,7 @@ Arena *arena_new(void)
     return xcalloc(1, sizeof(Arena));
 }
 
+/* Every chunk, then the handle: an arena's allocations all end together, none is freed alone. */
 void arena_free(Arena *a)
 {
     if (!a) return;
@@ -93,6 +95,7 @@ void *arena_alloc(Arena *a, size_t size)
     return p;
 }
 
+/* S need not be NUL-terminated: a token's text points into the source buffer, N bytes long. */
 char *arena_strndup(Arena *a, const char *s, size_t n)
 {
     char *p = arena_alloc(a, n + 1);

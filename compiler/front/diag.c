@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+/* A file registered with diags_add_source: its own copy of the text, for the excerpt under a diagnostic. */
 typedef struct {
     char *file;
     char *text;
@@ -68,6 +69,7 @@ void diags_free(Diags *d)
 
 void diags_add_source(Diags *d, const char *file, const char *text, size_t len)
 {
+    /* a file registered twice keeps its first text */
     for (int i = 0; i < d->nsources; i++)
         if (strcmp(d->sources[i].file, file) == 0) return;
     d->sources = xrealloc(d->sources, sizeof(Source) * (size_t)(d->nsources + 1));
@@ -95,6 +97,7 @@ static const char *intern_file(Diags *d, const char *file)
     return d->names[d->nnames++];
 }
 
+/* FMT with AP into a malloc'd string (measured first, so no length limit). AP is used twice, hence the copy. */
 static char *vformat(const char *fmt, va_list ap)
 {
     va_list aq;
@@ -106,6 +109,7 @@ static char *vformat(const char *fmt, va_list ap)
     return p;
 }
 
+/* The totals count every diagnostic, shown or dropped: diags_error_count and the others report them all. */
 static void count(Diags *d, DiagSeverity sev)
 {
     if (sev == DIAG_ERROR) d->errors++;
@@ -113,6 +117,8 @@ static void count(Diags *d, DiagSeverity sev)
     else d->notes++;
 }
 
+/* Store one diagnostic; NULL past the cap, which diag_note/diag_help accept (add_extra ignores a NULL), so a
+ * caller never tests the result. AT NULL, or with no file: a diagnostic about no position ("llmc: error:"). */
 static Diag *add(Diags *d, DiagSeverity sev, const SrcRange *at, const char *fmt, va_list ap)
 {
     /* Past the cap a diagnostic is only counted: no formatting, no memory, so
@@ -131,6 +137,7 @@ static Diag *add(Diags *d, DiagSeverity sev, const SrcRange *at, const char *fmt
         g->at.end.file = g->at.start.file;
         if (g->at.end.line < g->at.start.line ||
             (g->at.end.line == g->at.start.line && g->at.end.col < g->at.start.col))
+            /* an inverted range would underline nothing: shown as its start */
             g->at.end = g->at.start;
     }
     g->message = vformat(fmt, ap);
@@ -186,6 +193,7 @@ Diag *diag_error_nopos(Diags *d, const char *fmt, ...)
     return g;
 }
 
+/* A "note: ..." or "help: ..." line under G, rendered after its excerpt; G NULL (a dropped diagnostic): nothing. */
 static void add_extra(Diag *g, const char *label, const char *fmt, va_list ap)
 {
     if (!g) return;
@@ -230,6 +238,8 @@ int diags_note_count(const Diags *d) { return d->notes; }
 
 /* ---- ordering ---- */
 
+/* Files sort in the order diags_add_source registered them, then the names only interned. Pointers are
+ * compared, not strings: add() interned every file name. */
 static int file_rank(const Diags *d, const char *file)
 {
     for (int i = 0; i < d->nsources; i++)
@@ -239,8 +249,11 @@ static int file_rank(const Diags *d, const char *file)
     return d->nsources + d->nnames;
 }
 
+/* cmp_diag's access to the Diags: qsort passes no context (qsort_r is not C11). */
 static const Diags *sort_ctx;
 
+/* Position-less diagnostics first, then by file, line, column; ties by insertion order (seq), which makes
+ * qsort, not itself stable, give the stable order diag.h promises. */
 static int cmp_diag(const void *pa, const void *pb)
 {
     const Diag *a = *(Diag *const *)pa, *b = *(Diag *const *)pb;
@@ -270,6 +283,7 @@ static void sort_diags(Diags *d)
 #define C_GREEN  "\033[1;32m"
 #define C_CYAN   "\033[1;36m"
 
+/* The registered text of FILE (an interned pointer), or NULL: then no excerpt is shown. */
 static Source *find_source(Diags *d, const char *file)
 {
     for (int i = 0; i < d->nsources; i++)
@@ -277,6 +291,7 @@ static Source *find_source(Diags *d, const char *file)
     return NULL;
 }
 
+/* line_start[i]: byte offset where line i+1 begins; built once, on the first excerpt of the file. */
 static void index_lines(Source *s)
 {
     if (s->line_start) return;
@@ -294,6 +309,8 @@ static void index_lines(Source *s)
 }
 
 /* Length of a valid UTF-8 sequence at p (max n bytes), 0 if invalid. */
+/* Overlong forms, surrogates and code points past U+10FFFF are invalid: shown as \xNN, never passed to the
+ * terminal. */
 static int utf8_len(const unsigned char *p, size_t n)
 {
     int len;
@@ -320,6 +337,7 @@ static int utf8_len(const unsigned char *p, size_t n)
  * at most 8 bytes to out, returns their number; *used is the input consumed. */
 static size_t display_char(const unsigned char *p, size_t n, bool keep_tab, char *out, size_t *used)
 {
+    /* KEEP_TAB: a message keeps its tabs; render_excerpt handles tabs itself and passes false */
     int l = utf8_len(p, n);
     if (l == 1 && ((p[0] >= 0x20 && p[0] != 0x7f) || (keep_tab && p[0] == '\t'))) {
         out[0] = (char)p[0];
@@ -343,6 +361,7 @@ char *diag_escape(const char *text)
 {
     const unsigned char *p = (const unsigned char *)text;
     size_t n = strlen(text), o = 0;
+    /* display_char writes at most 8 bytes and consumes at least one */
     char *out = xmalloc(n * 8 + 1);
     for (size_t i = 0; i < n;) {
         size_t used;
@@ -361,6 +380,9 @@ static void put_clean(FILE *out, const char *text)
     free(e);
 }
 
+/* The source line of G's start and, under it, '^' at the start and '~' under the rest of the range (to the end
+ * of the line when the range goes on past it). Columns are bytes (diag.h), mapped here to display columns: a
+ * multi-byte character takes one, an escape as many as its text. WIDTH is the line-number gutter's width. */
 static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool colour)
 {
     index_lines(s);
@@ -369,6 +391,7 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
     const unsigned char *base = (const unsigned char *)s->text + s->line_start[line - 1];
     size_t end = line < s->nlines ? s->line_start[line] - 1 : s->len;
     size_t linelen = end - s->line_start[line - 1];
+    /* a CRLF file: the '\r' is not part of the line shown */
     if (linelen && base[linelen - 1] == '\r') linelen--;
 
     size_t col0 = g->at.start.col > 0 ? (size_t)g->at.start.col - 1 : 0;
@@ -378,7 +401,9 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
     if (col1 > linelen) col1 = linelen;
     if (col1 <= col0) col1 = col0 + 1;
 
-    /* Very long lines: show a window around the position. */
+    /* Very long lines: show a window around the position. A start past byte 120 keeps 60 bytes before it
+     * (moved forward to a character's first byte); at most 240 bytes are shown, more only to reach the
+     * range's end. */
     size_t from = 0, to = linelen;
     if (col0 > 120) {
         from = col0 - 60;
@@ -388,6 +413,7 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
     if (to > linelen) to = linelen;
 
     /* Build the display line and the marker line side by side. */
+    /* up to 8 display bytes per source byte, plus "..." and the end-of-line '^' */
     size_t cap = (to - from) * 8 + 16;
     char *text = xmalloc(cap), *mark = xmalloc(cap);
     size_t nt = 0, nm = 0;
@@ -395,6 +421,7 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
     for (size_t i = from; i < to;) {
         char m = i >= col0 && i < col1 ? (i == col0 ? '^' : '~') : ' ';
         size_t used;
+        /* a tab is copied into both lines, so the marker stays under its column whatever the tab width */
         if (base[i] == '\t') { text[nt++] = '\t'; mark[nm++] = m == ' ' ? '\t' : m; i++; continue; }
         size_t w = display_char(base + i, to - i, false, text + nt, &used);
         nt += w;
@@ -404,6 +431,7 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
         i += used;
     }
     if (col0 >= to) mark[nm++] = '^';   /* end of line / end of file */
+    /* no trailing blanks after the marker */
     while (nm && mark[nm - 1] == ' ') nm--;
     fprintf(out, "%*d | %.*s\n", width, line, (int)nt, text);
     fprintf(out, "%*s | %s%.*s%s\n", width, "", colour ? C_GREEN : "", (int)nm, mark, colour ? C_RESET : "");
@@ -415,6 +443,7 @@ static void render_excerpt(FILE *out, Source *s, const Diag *g, int width, bool 
 static char *dropped_summary(const Diags *d)
 {
     static const char *const name[3][2] = {{"error", "errors"}, {"warning", "warnings"}, {"note", "notes"}};
+    /* three counts of at most 19 digits with their words fit */
     char buf[256] = "";
     size_t o = 0;
     int parts = 0;
@@ -429,6 +458,7 @@ static char *dropped_summary(const Diags *d)
     return xstrdup(buf);
 }
 
+/* clang's layout: "file:line:col: error: message", the excerpt, then "= note: ..." lines aligned on the gutter. */
 static void render_human(Diags *d, FILE *out, bool colour)
 {
     for (int i = 0; i < d->n; i++) {
@@ -437,6 +467,7 @@ static void render_human(Diags *d, FILE *out, bool colour)
         const char *sevc = g->severity == DIAG_ERROR ? C_RED : g->severity == DIAG_WARNING ? C_MAG : C_CYAN;
         if (colour) fputs(C_BOLD, out);
         if (g->has_pos) {
+            /* a file name is input too: it may hold control characters */
             put_clean(out, g->at.start.file);
             fprintf(out, ":%d:%d: ", g->at.start.line, g->at.start.col);
         } else {
@@ -446,6 +477,7 @@ static void render_human(Diags *d, FILE *out, bool colour)
         else fprintf(out, "%s: ", sev);
         put_clean(out, g->message);
         fputs(colour ? C_RESET "\n" : "\n", out);
+        /* the gutter fits five-digit line numbers, wider for a longer file, so excerpts line up */
         int width = 5;
         if (g->has_pos) {
             char buf[16];
@@ -473,6 +505,7 @@ static void render_human(Diags *d, FILE *out, bool colour)
 
 /* ---- JSON rendering ---- */
 
+/* {"line", "column"}: the 1-based byte position of diag.h. */
 static cJSON *pos_json(int line, int col)
 {
     cJSON *o = cJSON_CreateObject();
@@ -481,6 +514,8 @@ static cJSON *pos_json(int line, int col)
     return o;
 }
 
+/* One array of {severity, summary, detail, range} (diag.h); detail joins the note and help lines with '\n'. A
+ * final note with "not_shown" counts what the cap dropped. */
 static void render_json(Diags *d, FILE *out)
 {
     cJSON *arr = cJSON_CreateArray();
@@ -519,6 +554,7 @@ static void render_json(Diags *d, FILE *out)
             cJSON_AddItemToObject(r, "end", pos_json(g->at.end.line, g->at.end.col));
             cJSON_AddItemToObject(o, "range", r);
         } else {
+            /* a position-less diagnostic: "range": null, the key always present */
             cJSON_AddNullToObject(o, "range");
         }
         cJSON_AddItemToArray(arr, o);
@@ -569,6 +605,7 @@ void diags_drop_notes(Diags *d)
 
 void diags_render(Diags *d, FILE *out, DiagFormat fmt, int colour)
 {
+    /* stored in the order the stages found them; shown in source order */
     sort_diags(d);
     if (fmt == DIAG_FMT_JSON) {
         render_json(d, out);

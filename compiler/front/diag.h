@@ -38,8 +38,9 @@ typedef struct Diags Diags; /* the collection for one run */
 Diags *diags_new(void);
 void diags_free(Diags *);
 
-/* Register a source text so that rendering can show its lines. The buffer must
- * outlive the Diags. Files not registered render without the source excerpt. */
+/* Register a source text so that rendering can show its lines. The text is
+ * copied: the caller's buffer may be freed before rendering. Files not
+ * registered render without the source excerpt. */
 void diags_add_source(Diags *, const char *file, const char *text, size_t len);
 
 Diag *diag_error(Diags *, SrcRange at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

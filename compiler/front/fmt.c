@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The formatter's output buffer and where it is in the source: comments are placed by comparing their
+ * positions with the entries', and ci walks them once, in order. */
 typedef struct {
     char *buf;
     size_t len, cap;
@@ -22,6 +24,7 @@ typedef struct {
     int nlines;
 } Fmt;
 
+/* The byte offset of P (columns count bytes), clamped to the end of the text. */
 static size_t offset_of(const Fmt *f, SrcPos p)
 {
     if (p.line < 1 || p.line > f->nlines) return f->sf->len;
@@ -29,7 +32,8 @@ static size_t offset_of(const Fmt *f, SrcPos p)
     return o < f->sf->len ? o : f->sf->len;
 }
 
-/* Only blanks (and, when allowed, one '{') between a and b in the source? */
+/* Only blanks (and, when allowed, one '{') between a and b in the source?
+ * ALLOW_BRACE: after a block header the '{' may stand between the name and its trailing comment. */
 static bool blank_between(const Fmt *f, SrcPos a, SrcPos b, bool allow_brace)
 {
     size_t i = offset_of(f, a), j = offset_of(f, b);
@@ -41,6 +45,7 @@ static bool blank_between(const Fmt *f, SrcPos a, SrcPos b, bool allow_brace)
     return true;
 }
 
+/* Append N bytes, keeping the buffer NUL-terminated; it grows by doubling from 4 KiB. */
 static void put(Fmt *f, const char *s, size_t n)
 {
     if (f->len + n + 1 > f->cap) {
@@ -54,22 +59,26 @@ static void put(Fmt *f, const char *s, size_t n)
 
 static void puts_(Fmt *f, const char *s) { put(f, s, strlen(s)); }
 
+/* Two spaces per level (fmt.h). */
 static void indent(Fmt *f, int depth)
 {
     for (int i = 0; i < depth; i++) put(f, "  ", 2);
 }
 
+/* A strictly before B in the same file. */
 static bool before(SrcPos a, SrcPos b)
 {
     return a.line < b.line || (a.line == b.line && a.col < b.col);
 }
 
+/* The next comment not yet written, or NULL. */
 static const Comment *peek(Fmt *f)
 {
     return f->ci < f->sf->ncomments ? f->sf->comments[f->ci] : NULL;
 }
 
-/* Blank line when the source had one between the last thing and `line`. */
+/* Blank line when the source had one between the last thing and `line`.
+ * Several blank lines in the source give one; FIRST (the first thing in a block) never gets one. */
 static void gap(Fmt *f, int line, bool first)
 {
     if (!first && line > f->last_line + 1) put(f, "\n", 1);
@@ -91,7 +100,8 @@ static void comments_before(Fmt *f, SrcPos p, int depth, bool *first)
 }
 
 /* A comment right after `end` on its line (only blanks, or the block's '{'
- * when `brace`, between) ends the line just written. */
+ * when `brace`, between) ends the line just written.
+ * Always ends the line; last_line moves to END's line so the next gap() compares with it. */
 static void trailing(Fmt *f, SrcPos end, bool brace)
 {
     const Comment *c = peek(f);
@@ -106,6 +116,8 @@ static void trailing(Fmt *f, SrcPos end, bool brace)
 
 static void put_value(Fmt *f, const Value *v);
 
+/* A term as the user spelled it (t->text keeps quotes, escapes and number spelling); a list is rebuilt with
+ * ", " between its elements. */
 static void put_term(Fmt *f, const Term *t)
 {
     if (t->kind != TERM_LIST) {
@@ -120,6 +132,7 @@ static void put_term(Fmt *f, const Term *t)
     put(f, "]", 1);
 }
 
+/* Terms separated by one space, except "%" which sticks to its number ("3%"). */
 static void put_value(Fmt *f, const Value *v)
 {
     for (int i = 0; i < v->nterms; i++) {
@@ -128,7 +141,8 @@ static void put_value(Fmt *f, const Value *v)
     }
 }
 
-/* Does a comment of its own sit between entries a and b? (breaks alignment) */
+/* Does a comment of its own sit between entries a and b? (breaks alignment)
+ * A trailing comment of A (on A's last line) does not count: it stays at the end of A's line. */
 static bool comment_between(const Fmt *f, const Entry *a, const Entry *b)
 {
     for (int i = f->ci; i < f->sf->ncomments; i++) {
@@ -143,6 +157,8 @@ static bool comment_between(const Fmt *f, const Entry *a, const Entry *b)
 
 static void put_entries(Fmt *f, Entry **es, int n, int depth, SrcRange close);
 
+/* One entry at DEPTH: "key = value" with the key padded to WIDTH (the run's longest key), or a sub-block
+ * "key {" ... "}" with its entries one level deeper. */
 static void put_entry(Fmt *f, const Entry *e, int depth, int width)
 {
     indent(f, depth);
@@ -173,12 +189,14 @@ static void put_entry(Fmt *f, const Entry *e, int depth, int width)
     }
 }
 
+/* The entries of a block or sub-block, then the own-line comments left before its closing brace CLOSE. */
 static void put_entries(Fmt *f, Entry **es, int n, int depth, SrcRange close)
 {
     bool first = true;
     int i = 0;
     while (i < n) {
         /* A run: consecutive simple entries with no blank line or comment between. */
+        /* es[i..j] is the run: each next entry starts at most one line after the previous one ends */
         int j = i, width = 0;
         if (es[i]->value) {
             width = (int)strlen(es[i]->key);
@@ -199,21 +217,28 @@ static void put_entries(Fmt *f, Entry **es, int n, int depth, SrcRange close)
     comments_before(f, close.start, depth, &first);
 }
 
+/* Walks the items in order, writing each with the comments that come before it; see fmt.h for the result. */
 char *fmt_source(const SourceFile *sf, size_t *len)
 {
     Fmt f = {.sf = sf};
+    /* a text of len bytes has at most len + 1 lines */
     f.line_off = xmalloc(sizeof(size_t) * (sf->len + 2));
     f.line_off[f.nlines++] = 0;
     for (size_t i = 0; i < sf->len; i++)
         if (sf->text[i] == '\n') f.line_off[f.nlines++] = i + 1;
     bool first = true;
+    /* the item written last: a blank line is forced only next to a block, so `use` lines in a row keep the
+     * source's spacing */
     const Item *prev = NULL;
     for (int i = 0; i < sf->nitems; i++) {
         const Item *it = sf->items[i];
         /* Blocks are always set apart by one blank line. */
         const Comment *c = peek(&f);
+        /* START: where the item begins in the source, its leading comment included, so the blank line
+         * goes above the comment */
         int start = c && before(c->at.start, it->at.start) ? c->at.start.line : it->at.start.line;
         if (prev && (prev->kind == ITEM_BLOCK || it->kind == ITEM_BLOCK) && start <= f.last_line + 1)
+            /* makes gap() see a skipped line, so exactly one blank line is written */
             f.last_line = start - 2;
         comments_before(&f, it->at.start, 0, &first);
         gap(&f, it->at.start.line, first);
@@ -237,8 +262,10 @@ char *fmt_source(const SourceFile *sf, size_t *len)
         }
         prev = it;
     }
+    /* a position past every line: the comments after the last item */
     SrcPos end = {sf->path, 1 << 30, 0};
     comments_before(&f, end, 0, &first);
+    /* an empty file formats to "", never NULL */
     if (!f.buf) put(&f, "", 0);
     free(f.line_off);
     *len = f.len;

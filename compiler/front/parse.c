@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The Lemon parser generated from grammar/parser.y (%name LlmcParse); the generated parser.h holds only the
+ * TK_* token codes, so its entry points are declared here. */
 void *LlmcParseAlloc(void *(*)(size_t));
 void LlmcParseFree(void *, void (*)(void *));
 void LlmcParse(void *, int, Token, ParseCtx *);
@@ -26,6 +28,7 @@ SrcRange range_join(SrcRange a, SrcRange b)
  * only add errors far past the ones shown (DIAG_MAX_SHOWN). */
 #define ERROR_POS_MAX 4096
 
+/* Append P to c->error_pos (ctx_block consumes them), growing the array by doubling up to ERROR_POS_MAX. */
 static void note_error_pos(ParseCtx *c, SrcPos p)
 {
     if (c->nerror_pos == ERROR_POS_MAX) {
@@ -41,6 +44,9 @@ static void note_error_pos(ParseCtx *c, SrcPos p)
 
 /* ---- AST construction (called from the grammar actions) ---- */
 
+/* `KIND [NAME] { entries }` at the top level: an Item appended to the file's list. NAME is NULL for a block
+ * written without one. A block that held a syntax error is marked broken, so the checker does not also report
+ * the keys that error swallowed as missing. */
 void ctx_block(ParseCtx *c, const Token *kind, const Token *name, PtrVec *entries, const Token *close)
 {
     Item *it = arena_alloc(c->arena, sizeof(Item));
@@ -69,6 +75,7 @@ void ctx_block(ParseCtx *c, const Token *kind, const Token *name, PtrVec *entrie
     ptrvec_push(c->arena, &c->items, it);
 }
 
+/* `use "file.llm"`: the decoded path for the loader and the spelling as written for fmt. */
 void ctx_use(ParseCtx *c, const Token *kw, const Token *path)
 {
     Item *it = arena_alloc(c->arena, sizeof(Item));
@@ -82,6 +89,7 @@ void ctx_use(ParseCtx *c, const Token *kw, const Token *path)
     ptrvec_push(c->arena, &c->items, it);
 }
 
+/* `key = value` (SUB NULL) or a sub-block `key { ... }` (V NULL, CLOSE its '}'); the range covers either whole. */
 Entry *ctx_entry(ParseCtx *c, const Token *key, Value *v, PtrVec *sub, const Token *close)
 {
     Entry *e = arena_alloc(c->arena, sizeof(Entry));
@@ -99,6 +107,8 @@ Entry *ctx_entry(ParseCtx *c, const Token *key, Value *v, PtrVec *sub, const Tok
     return e;
 }
 
+/* Append term T to value V, or start a value with it when V is NULL (the grammar's first term); the value's
+ * range grows to end where T ends. */
 Value *ctx_value(ParseCtx *c, Value *v, Term *t)
 {
     if (!v) {
@@ -114,6 +124,8 @@ Value *ctx_value(ParseCtx *c, Value *v, Term *t)
     return v;
 }
 
+/* One literal term; the source spelling is kept (fmt writes it back as it was), with the decoded value beside
+ * it: a number parsed, a string unescaped. */
 Term *ctx_term(ParseCtx *c, TermKind kind, const Token *tok)
 {
     Term *t = arena_alloc(c->arena, sizeof(Term));
@@ -124,6 +136,7 @@ Term *ctx_term(ParseCtx *c, TermKind kind, const Token *tok)
     case TERM_INT:
         errno = 0;
         t->ival = strtoll(t->text, NULL, 10);
+        /* not an error here: the checker reports it with the key it belongs to */
         t->overflow = errno == ERANGE;
         t->fval = (double)t->ival;
         break;
@@ -141,6 +154,7 @@ Term *ctx_term(ParseCtx *c, TermKind kind, const Token *tok)
     return t;
 }
 
+/* `[ v, v, ... ]`, each element a value; ELEMS NULL for "[]". */
 Term *ctx_list(ParseCtx *c, const Token *open, PtrVec *elems, const Token *close)
 {
     Term *t = arena_alloc(c->arena, sizeof(Term));
@@ -156,6 +170,8 @@ Term *ctx_list(ParseCtx *c, const Token *open, PtrVec *elems, const Token *close
 
 /* ---- syntax errors ---- */
 
+/* The "found ..." half of a syntax error for token code MAJOR; a number or name is quoted, cut to 40 bytes so a
+ * runaway token does not flood the message. */
 static const char *token_desc(ParseCtx *c, int major, const Token *tok)
 {
     switch (major) {
@@ -178,6 +194,11 @@ static const char *token_desc(ParseCtx *c, int major, const Token *tok)
     }
 }
 
+/* Lemon's %syntax_error (through grammar/parser.y's report_syntax_error): MAJOR/TOK is the token it could not
+ * shift, EXPECTED[0..NTOKENS) the tokens the state would have taken. The raw set reads badly ("expected IDENT,
+ * KEY, INT, FLOAT, ..."), so it is turned into words: INT, STRING and '[' together mean a value is expected; IDENT
+ * and KEY without '=' or '}' mean the top level between blocks. A few shapes a user often writes get their own
+ * message (a key with no value, an entry after a '}' that closed its block early). */
 void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expected, int ntokens)
 {
     c->syntax_errors++;
@@ -186,9 +207,11 @@ void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expe
         diag_error(c->diags, tok->at, "syntax error");
         return;
     }
+    /* fewer than ten NAMES joined: well under 256 bytes */
     char buf[256] = "";
     const char *names[16];
     int n = 0;
+    /* the ntokens tests guard the EXPECTED indexes */
     bool value = ntokens > TK_LBRACKET && expected[TK_INT] && expected[TK_STRING] && expected[TK_LBRACKET];
     bool top = ntokens > TK_IDENT && expected[TK_IDENT] && expected[TK_KEY] && !expected[TK_EQ] &&
                !expected[TK_RBRACE] && !value;
@@ -236,10 +259,12 @@ void ctx_syntax_error(ParseCtx *c, int major, const Token *tok, const bool *expe
 
 /* ---- the driver loop ---- */
 
-/* Next token that is not a comment; comments are stored in the SourceFile. */
+/* Next token that is not a comment; comments are stored in the SourceFile.
+ * Returns the token's kind (0 at the end of input). */
 static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments)
 {
     for (;;) {
+        /* the lexer reports its own errors: only whether there was one is needed here */
         int errors = lx->errors;
         lexer_next(lx, t);
         if (lx->errors != errors) {
@@ -258,6 +283,9 @@ static int next_significant(Lexer *lx, Token *t, ParseCtx *c, PtrVec *comments)
     }
 }
 
+/* One file's text to its SourceFile (items and comments; syntax_errors counts the lexer's and the parser's).
+ * TEXT must outlive the result: tokens point into it. The loop holds two tokens because whether a name is a KEY
+ * depends on the token after it; the parser sees CUR once NEXT is known. */
 SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *a, Diags *d)
 {
     SourceFile *sf = arena_alloc(a, sizeof(SourceFile));
@@ -269,6 +297,7 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
     PtrVec comments = {0};
     Lexer lx;
     lexer_init(&lx, sf->path, text, len, a, d);
+    /* Lemon allocates with malloc: out of memory ends llmc as arena.c's out_of_memory does */
     void *parser = LlmcParseAlloc(malloc);
     if (!parser) {
         fputs("llmc: error: out of memory\n", stderr);
@@ -280,10 +309,13 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
     next_significant(&lx, &cur, &c, &comments);
     for (;;) {
         if (cur.kind == 0) {
+            /* token 0, the end of input: Lemon accepts, or reports what is still open */
             LlmcParse(parser, 0, cur, &c);
             break;
         }
         if (cur.kind == TK_LBRACKET || cur.kind == TK_LBRACE) {
+            /* counted here so deep nesting stops with a plain message long before Lemon's own stack
+             * (%stack_size 256) overflows; c.overflow below is the backstop */
             if (++depth > MAX_NESTING) {
                 diag_error(d, cur.at, "nesting deeper than %d levels", MAX_NESTING);
                 c.syntax_errors++;
@@ -302,6 +334,7 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
             (next.kind == TK_EQ || next.kind == TK_LBRACE))
             cur.kind = TK_KEY;
         LlmcParse(parser, cur.kind, cur, &c);
+        /* the tokens before the next one, for ctx_syntax_error's messages ("the value of 'lr' is missing") */
         if (cur.kind == TK_KEY) c.prev_key = cur;
         c.prev = cur;
         if (LlmcParseRecovering(parser)) {
@@ -314,10 +347,14 @@ SourceFile *parse_source(const char *path, const char *text, size_t len, Arena *
             break;
         }
         cur = next;
+        /* the lexer's list mode must be right before it reads the token after CUR, at the next turn's top */
         if (cur.kind == TK_RBRACKET && list_depth > 0) list_depth--;
+        /* a brace cannot stand inside a list: leaving list mode at one keeps a missing ']' from changing how
+         * the rest of the file is lexed */
         if (cur.kind == TK_LBRACE || cur.kind == TK_RBRACE) list_depth = 0;
         lx.in_list = list_depth > 0;
     }
+    /* the AST lives in the arena; only the parser and the error positions were malloc'd */
     LlmcParseFree(parser, free);
     free(c.error_pos);
 

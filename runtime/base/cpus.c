@@ -8,6 +8,7 @@
 #include "cpus.h"
 #include "log.h"
 
+/* The CPUs this process may run on: the affinity mask Slurm (or taskset) set, else every online CPU. */
 static int cpus_granted(void)
 {
     cpu_set_t set;

@@ -43,7 +43,11 @@
 
 enum { BACKEND_SINGLE, BACKEND_MPI, BACKEND_TCP };
 
+/* A peer's first message to rank 0 is three uint32 in host order: {HELLO_MAGIC, rank, world}. The magic turns
+ * away a stranger that happens to connect to MASTER_PORT; a rank twice or another world size fails the start. */
 #define HELLO_MAGIC 0x6c6c6d63u          /* "llmc" */
+/* Collectives move at most CHUNK_ELEMS elements per message so the receive buffer (D.scratch) has a fixed size
+ * whatever the tensor: 2^18 doubles = 2 MiB, allocated once at dist_init when world > 1. */
 #define CHUNK_ELEMS (1u << 18)           /* elements per reduction round */
 
 static struct {
@@ -55,6 +59,8 @@ static struct {
     void *scratch;      /* one chunk received from a peer (every rank when world > 1) */
 } D = { .backend = BACKEND_SINGLE, .info = { 0, 1, 0, "localhost" } };
 
+/* An environment variable as a non-negative int: FALLBACK when unset or empty, -2 when it is set but not a
+ * decimal from 0 to 2^24 (which the cast to int keeps whole). The caller names the variable in its message. */
 static int env_int(const char *name, int fallback)
 {
     const char *s = getenv(name);
@@ -79,6 +85,8 @@ _Noreturn void dist_abort(const char *why)
     exit(1);
 }
 
+/* A peer is gone or the transport broke while talking to it: WHAT is the verb phrase ("lost the connection to")
+ * the message completes with the peer's rank. Ends this process like dist_abort. */
 static _Noreturn void peer_failed(int peer, const char *what)
 {
     char msg[256];
@@ -88,11 +96,16 @@ static _Noreturn void peer_failed(int peer, const char *what)
 
 /* ---- TCP primitives ---------------------------------------------------- */
 
+/* The socket a message to or from PEER goes through. TCP is a star: rank 0 holds one socket per peer and every
+ * other rank holds only its socket to rank 0 (fd[0]), whichever peer the message is meant for. */
 static int tcp_fd_of(int peer)
 {
     return D.info.rank == 0 ? D.fd[peer] : D.fd[0];
 }
 
+/* Block until FD is ready for EVENTS (POLLIN or POLLOUT). Never returns on failure: no progress within
+ * LLMC_DIST_TIMEOUT, or a poll error other than a signal, ends the job (dist_abort), so a hung peer cannot
+ * hang this rank. EINTR (a stop signal arriving) polls again with a fresh timeout. */
 static void wait_fd(int fd, short events, int peer)
 {
     struct pollfd p = { .fd = fd, .events = events };
@@ -109,6 +122,9 @@ static void wait_fd(int fd, short events, int peer)
     }
 }
 
+/* Send all BYTES to PEER or end the job. MSG_NOSIGNAL: writing to a socket the peer closed would otherwise raise
+ * SIGPIPE and kill this rank with no message; MSG_DONTWAIT with wait_fd first: a full socket buffer waits in
+ * poll, where the timeout applies, never inside send. */
 static void tcp_send(int peer, const void *buf, size_t bytes)
 {
     int fd = tcp_fd_of(peer);
@@ -122,6 +138,8 @@ static void tcp_send(int peer, const void *buf, size_t bytes)
     }
 }
 
+/* Receive exactly BYTES from PEER or end the job; recv returning 0 is the peer closing its end (it exited or
+ * called dist_abort). */
 static void tcp_recv(int peer, void *buf, size_t bytes)
 {
     int fd = tcp_fd_of(peer);
@@ -137,6 +155,8 @@ static void tcp_recv(int peer, void *buf, size_t bytes)
 
 /* ---- point-to-point, whichever backend --------------------------------- */
 
+/* Blocking point-to-point send of BYTES to rank PEER over the chosen backend; ends the job on failure. Every
+ * collective below is written with this and recv_from only. */
 static void send_to(int peer, const void *buf, size_t bytes)
 {
 #ifdef LLMC_WITH_MPI
@@ -154,6 +174,7 @@ static void send_to(int peer, const void *buf, size_t bytes)
     tcp_send(peer, buf, bytes);
 }
 
+/* The matching blocking receive of exactly BYTES from rank PEER; ends the job on failure. */
 static void recv_from(int peer, void *buf, size_t bytes)
 {
 #ifdef LLMC_WITH_MPI
@@ -173,6 +194,10 @@ static void recv_from(int peer, void *buf, size_t bytes)
 
 /* ---- TCP rendezvous ------------------------------------------------------ */
 
+/* A peer's host that vanishes (power loss, network cut) closes nothing, so without keepalive a rank would wait
+ * the whole LLMC_DIST_TIMEOUT. First probe after 10 s idle, then every 5 s, dropped after 3 misses: a dead host
+ * is seen in about 25 s. TCP_NODELAY: the collectives' small messages (dist_any's 4 bytes) are not held back by
+ * Nagle's algorithm waiting for an acknowledgement. */
 static void set_keepalive(int fd)
 {
     int on = 1, idle = 10, intvl = 5, cnt = 3;
@@ -183,6 +208,7 @@ static void set_keepalive(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
 }
 
+/* Seconds on the monotonic clock: deadlines do not move when NTP or an administrator sets the wall clock. */
 static double now_s(void)
 {
     struct timespec t;
@@ -190,7 +216,9 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Rank 0: accept world-1 connections; each peer says who it is. */
+/* Rank 0: accept world-1 connections; each peer says who it is. 0 when every rank 1..world-1 has connected
+ * (D.fd[r] set); -1 (logged, unless a stop signal ended the wait) on a listen error, the LLMC_DIST_TIMEOUT
+ * deadline, or a peer that claims another world size or a rank already joined. */
 static int tcp_accept_all(int port)
 {
     /* IPv4 and IPv6 on one socket where the host has IPv6, else IPv4 only. */
@@ -228,6 +256,8 @@ static int tcp_accept_all(int port)
         if (stopsig_requested()) { close(ls); return -1; }
         int left_ms = (int)((deadline - now_s()) * 1000);
         struct pollfd p = { .fd = ls, .events = POLLIN };
+        /* poll in slices of at most 250 ms so a stop signal is seen within a quarter second */
+        /* slices of at most 250 ms: a stop signal is seen within a quarter second */
         int r = left_ms > 0 ? poll(&p, 1, left_ms < 250 ? left_ms : 250) : 0;
         if ((r < 0 && errno == EINTR) || (r == 0 && left_ms > 250)) continue;
         if (r <= 0) {
@@ -261,7 +291,9 @@ static int tcp_accept_all(int port)
     return 0;
 }
 
-/* Rank > 0: connect to rank 0, retrying while it is not listening yet. */
+/* Rank > 0: connect to rank 0, retrying while it is not listening yet. Ranks start in any order, so a refused
+ * connection is normal at first: every address MASTER_ADDR resolves to is tried every 100 ms until
+ * LLMC_DIST_TIMEOUT. 0 when connected and the hello is sent; -1 otherwise. */
 static int tcp_connect_root(const char *addr, int port)
 {
     char service[16];
@@ -296,6 +328,7 @@ static int tcp_connect_root(const char *addr, int port)
 
 /* ---- init --------------------------------------------------------------- */
 
+/* D.host (the name log lines and the start line show): Slurm's node name, else the host name. */
 static void set_host(void)
 {
     /* Slurm's node name tells ranks apart even when nodes share a host. */
@@ -318,6 +351,8 @@ static const struct {
 enum { LAUNCH_MPIRUN, LAUNCH_SRUN, LAUNCH_TORCHRUN, N_LAUNCHERS };
 
 /* *which: the launcher's index, or -1 for none (rank 0 of 1). */
+/* The rank, world and local rank the launcher's variables give, in OUT. Returns 1 (logged) when a variable is
+ * set but not a number or a rank is outside 0..world-1; a world of 1 needs no rank variable. */
 static int launcher_of(DistInfo *out, int *which)
 {
     out->rank = 0;
@@ -364,7 +399,8 @@ int dist_launcher(DistInfo *out, const char **name)
 }
 
 /* Ranks over TCP (srun's or torchrun-style variables): the rendezvous at
- * MASTER_ADDR:MASTER_PORT. */
+ * MASTER_ADDR:MASTER_PORT. WHO names the launcher in messages; ENV holds the rank and world it set. 0 when
+ * every rank is connected. */
 static int tcp_init(const char *who, const DistInfo *env)
 {
     const char *addr = getenv("MASTER_ADDR");
@@ -402,6 +438,7 @@ int dist_init(DistInfo *out)
     if (which == LAUNCH_MPIRUN) {
 #ifdef LLMC_WITH_MPI
         int provided;
+        /* FUNNELED: the process may have threads, but only this main thread calls MPI */
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
             log_error("MPI_Init failed");
             return 1;
@@ -425,6 +462,7 @@ int dist_init(DistInfo *out)
     }
     log_set_rank(D.info.rank, D.info.world, D.host);
     if (D.info.world > 1) {
+        /* sized for the widest element a collective moves (f64); the f32 ones use part of it */
         D.scratch = malloc(CHUNK_ELEMS * sizeof(double));
         if (!D.scratch) { log_error("out of memory"); return 1; }
     }
@@ -492,6 +530,7 @@ void dist_finalize(void)
                     recv_from(r, in, m * sizeof(T));                               \
                     for (size_t i = 0; i < m; i++) part[i] += in[i];               \
                 }                                                                  \
+                /* every rank gets rank 0's sum: the same bits everywhere */ \
                 for (int r = 1; r < D.info.world; r++) send_to(r, part, m * sizeof(T)); \
             } else {                                                               \
                 send_to(0, part, m * sizeof(T));                                   \
@@ -514,6 +553,7 @@ int dist_broadcast(void *buf, size_t bytes)
     return 0;
 }
 
+/* Also the barrier: no rank returns before rank 0 has heard from every rank. */
 int dist_any(int flag)
 {
     if (D.info.world == 1) return flag != 0;

@@ -9,10 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* BUF_SIZE: the file is read 64 KiB at a time. MAX_DEPTH: read_value recurses once per nesting level, so a
+ * file of "[[[[..." must stop at a bound well inside the C stack. ARENA_BLOCK: the usual record's values fit in
+ * one 64 KiB block, kept from record to record (arena_reset); a larger value gets a block of its own size. */
 #define BUF_SIZE (1u << 16)
 #define MAX_DEPTH 512
 #define ARENA_BLOCK (1u << 16)
 
+/* Every JsonValue and string of the current record is carved from these blocks, so js_next frees a whole
+ * record at once and a caller never frees a value. */
 typedef struct ArenaBlock ArenaBlock;
 struct ArenaBlock {
     ArenaBlock *next;
@@ -48,6 +53,8 @@ struct JsonStream {
 
 /* ---- arena ---- */
 
+/* N bytes, 16-aligned, for the current record. NULL either when the record would pass max_record (too_large
+ * set: the caller skips the record) or when malloc fails (too_large clear: the caller reports out of memory). */
 static void *arena_alloc(JsonStream *s, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
@@ -83,6 +90,8 @@ static void arena_reset(JsonStream *s)
 
 /* ---- input ---- */
 
+/* Load the next BUF_SIZE bytes. 0 at end of file or on a read error (read_error holds errno, reported by
+ * read_failed); the two are told apart only there, so every reader just sees the end of input. */
 static int refill(JsonStream *s)
 {
     if (s->eof) return 0;
@@ -97,12 +106,15 @@ static int refill(JsonStream *s)
     return 1;
 }
 
+/* The next byte (0-255) without consuming it, or -1 at the end of input. */
 static inline int peek(JsonStream *s)
 {
     if (s->pos == s->end && !refill(s)) return -1;
     return s->buf[s->pos];
 }
 
+/* Consume one byte and keep the position: columns count characters, so UTF-8 continuation bytes (10xxxxxx)
+ * do not move the column. */
 static inline void advance(JsonStream *s)
 {
     unsigned char c = s->buf[s->pos++];
@@ -111,6 +123,8 @@ static inline void advance(JsonStream *s)
     else if ((c & 0xC0) != 0x80) s->col++;
 }
 
+/* Record "file:line:col: [record N: ]message" in s->err. Only the first error of a record is kept (the one at
+ * its cause), and none after too_large: the caller reports that one in too_large(). */
 static void syntax(JsonStream *s, const char *fmt, ...)
 {
     if (s->failed || s->too_large) return;
@@ -126,6 +140,8 @@ static void syntax(JsonStream *s, const char *fmt, ...)
     }
 }
 
+/* The found-character half of a message: "'x'", "byte 0xNN", "end of file" or "the end of the line"; TMP is the
+ * caller's 16-byte buffer for the first two. */
 static const char *describe(int c, char *tmp)
 {
     if (c < 0) return "end of file";
@@ -148,6 +164,8 @@ static void skip_ws(JsonStream *s)
 
 /* ---- values ---- */
 
+/* Append N bytes to the string being decoded (s->scratch, grown by doubling, kept between records). -1 when
+ * the record would pass its limit (too_large set) or realloc fails. */
 static int scratch_put(JsonStream *s, const void *p, size_t n)
 {
     /* the string being read counts against the record's limit (it is copied to the arena next) */
@@ -168,6 +186,7 @@ static int scratch_put(JsonStream *s, const void *p, size_t n)
     return 0;
 }
 
+/* The four hex digits of a \u escape, the "\u" already consumed. */
 static int hex4(JsonStream *s, uint32_t *out)
 {
     uint32_t v = 0;
@@ -183,6 +202,7 @@ static int hex4(JsonStream *s, uint32_t *out)
     return 0;
 }
 
+/* Append code point C (at most 0x10FFFF: read_string only passes decoded \u values) as UTF-8. */
 static int put_cp(JsonStream *s, uint32_t c)
 {
     unsigned char u[4];
@@ -200,6 +220,9 @@ static int put_cp(JsonStream *s, uint32_t c)
 }
 
 /* A string after its opening quote has been consumed; result in scratch. */
+/* 0 on success: s->scratch holds the decoded bytes, NUL-terminated, s->scratch_len their count without it.
+ * -1 on a syntax error, out of memory or too large (s->in_str stays 1 then, so skip_rest knows it stopped
+ * inside a string). Bytes >= 0x20 are copied as they are: UTF-8 is not validated here. */
 static int read_string(JsonStream *s)
 {
     s->scratch_len = 0;
@@ -235,6 +258,7 @@ static int read_string(JsonStream *s)
         case 'u':
             advance(s);
             if (hex4(s, &cp)) return -1;
+            /* a high surrogate takes the next \u as its low half; unpaired halves become U+FFFD (json_stream.h) */
             if (cp >= 0xD800 && cp <= 0xDBFF && peek(s) == '\\') {
                 advance(s);
                 if (peek(s) != 'u') { syntax(s, "bad escape after a high surrogate"); return -1; }
@@ -262,6 +286,7 @@ static int read_string(JsonStream *s)
     return 0;
 }
 
+/* The decoded string in scratch, copied into the record's arena (scratch is reused by the next string). */
 static char *arena_string(JsonStream *s)
 {
     char *p = arena_alloc(s, s->scratch_len + 1);
@@ -269,6 +294,7 @@ static char *arena_string(JsonStream *s)
     return p;
 }
 
+/* true, false or null: the whole WORD must follow. */
 static int read_literal(JsonStream *s, const char *word)
 {
     for (const char *w = word; *w; w++) {
@@ -278,6 +304,9 @@ static int read_literal(JsonStream *s, const char *word)
     return 0;
 }
 
+/* A number by JSON's grammar: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?, so "01", "1." and ".5" are
+ * errors. v->num is its value, v->str its source text, kept in the arena. A number of 512 characters or more is
+ * refused (it does not fit TEXT). */
 static int read_number(JsonStream *s, JsonValue *v)
 {
     char text[512];
@@ -311,6 +340,9 @@ static int read_number(JsonStream *s, JsonValue *v)
     return 0;
 }
 
+/* One value and everything inside it, allocated in the record's arena; NULL on any error (message in s->err,
+ * or too_large set). DEPTH is this value's nesting level (the record is 1); s->depth counts the containers open
+ * now, for skip_rest. Members and elements are linked in file order through ->child and ->next. */
 static JsonValue *read_value(JsonStream *s, int depth)
 {
     if (depth > MAX_DEPTH) { syntax(s, "nesting deeper than %d", MAX_DEPTH); return NULL; }
@@ -400,6 +432,8 @@ static JsonValue *read_value(JsonStream *s, int depth)
 
 /* ---- records ---- */
 
+/* A stream over F (now owned by the stream, closed by js_close); NAME is copied for messages. Reads the first
+ * buffer at once to decide array or JSON Lines. NULL when out of memory (F is then still the caller's). */
 static JsonStream *open_file(FILE *f, const char *name)
 {
     JsonStream *s = calloc(1, sizeof *s);
@@ -419,6 +453,7 @@ static JsonStream *open_file(FILE *f, const char *name)
     return s;
 }
 
+/* What a path that is not a regular file is, for open_regular_file's message. */
 static const char *file_kind(mode_t m)
 {
     return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISCHR(m) ? "a character device" :
@@ -441,6 +476,7 @@ FILE *open_regular_file(const char *path, const char *what, char *err, size_t er
         close(fd);
         return NULL;
     }
+    /* the FIFO check is done: blocking reads again for stdio */
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     FILE *f = fdopen(fd, "rb");
@@ -475,6 +511,7 @@ uint64_t js_record_number(const JsonStream *s) { return s->record; }
 uint64_t js_offset(const JsonStream *s) { return s->offset; }
 int js_is_array(const JsonStream *s) { return s->array; }
 
+/* 1 (with the message in s->err, replacing any syntax message) when the end of input was a read error. */
 static int read_failed(JsonStream *s)
 {
     if (s->read_error) {
@@ -497,7 +534,7 @@ static int skip_rest(JsonStream *s)
     }
     for (;;) {
         if (in_str) {
-            /* a run of plain bytes at once */
+            /* one byte at a time; a backslash takes the byte after it along, so \" does not end the string */
             if (s->pos == s->end && !refill(s)) return -1;
             c = s->buf[s->pos];
             advance(s);
@@ -515,6 +552,9 @@ static int skip_rest(JsonStream *s)
     }
 }
 
+/* After read_value stopped on the size limit: skip the record, write the message and leave the stream where
+ * the next record starts. JS_TOO_LARGE, or JS_ERROR when the skip reached the end of the file inside the
+ * top-level array (the file is cut short) or a read error. */
 static int too_large(JsonStream *s)
 {
     int eof = skip_rest(s) != 0;
@@ -532,6 +572,8 @@ static int too_large(JsonStream *s)
     return JS_TOO_LARGE;
 }
 
+/* Per-record counters, reset before each record; rec_line/rec_col/rec_offset are where it begins, which the
+ * too-large message names because its end was never parsed. */
 static void record_start(JsonStream *s)
 {
     s->record++;
@@ -556,6 +598,7 @@ int js_next(JsonStream *s, JsonValue **out)
     char t[16];
     if (s->array) {
         if (s->state == 3) return JS_END;
+        /* the first call: step over the '[' that open_file saw */
         if (s->state == 0) {
             skip_ws(s);
             advance(s);   /* '[' (checked at open) */
@@ -608,6 +651,8 @@ int js_next(JsonStream *s, JsonValue **out)
         syntax(s, "unexpected %s after the record (JSON Lines: one value per line)", describe(c, t));
     }
     if (read_failed(s)) return JS_ERROR;
+    /* (a bad JSON Lines record costs one line; a bad record in an array ends the file, as there is no safe place
+     * to resume) */
     /* resynchronize at the next line */
     int c;
     while ((c = peek(s)) >= 0 && c != '\n') advance(s);

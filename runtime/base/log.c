@@ -9,6 +9,7 @@
 static char prefix[160];
 static char stamped[200];   /* log_prefix's answer: the time, then prefix */
 
+/* A line logged before log_set_rank (an early error) still gets the host name. */
 static void ensure_prefix(void)
 {
     if (!prefix[0]) log_set_rank(-1, -1, NULL);
@@ -47,6 +48,8 @@ const char *log_prefix(void)
     return stamped;
 }
 
+/* The one writer behind log_info/note/warn/error: "TIME PREFIX KIND message\n" to FD. A message longer than
+ * the 2 KiB line is cut (its last byte becomes the newline) rather than split over two writes. */
 static void log_line(int fd, const char *kind, const char *fmt, va_list ap)
 {
     char line[2048], t[32];
@@ -125,6 +128,7 @@ char *log_escape(char *out, size_t outlen, const char *s, size_t len)
     const unsigned char *p = (const unsigned char *)s;
     size_t o = 0, i = 0;
     while (i < len) {
+        /* one input character's output: itself, a named escape (\n) or \xNN; at most 4 bytes */
         char piece[8];
         size_t pn, step;
         unsigned c = p[i];

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+/* splitmix64 turns one 64-bit seed into the four state words: xoshiro must not start from an all-zero state,
+ * and nearby seeds (1, 2, 3) must give unrelated streams. The constants are the generator's published ones. */
 static uint64_t splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -28,10 +30,12 @@ uint64_t rng_next(Rng *r)
     return result;
 }
 
+/* The top 53 bits, scaled by 2^-53: every double in [0, 1) on a uniform grid. */
 double rng_uniform(Rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
 
 double rng_normal(Rng *r)
 {
+    /* Box-Muller: one normal from two uniforms (the second normal it could give is dropped) */
     double u1 = 1.0 - rng_uniform(r);   /* (0, 1]: log is finite */
     double u2 = rng_uniform(r);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The reader's state for one plan file. Every getter below records the first refusal here and returns a harmless
+ * default, so a section is read to its end without a check after each key; the caller tests `failed` once. */
 typedef struct {
     const char *file;
     char *err;
@@ -25,6 +27,7 @@ typedef struct {
 } Ctx;
 
 
+/* Refuse the plan at KEY (a dotted plan.json path, "train.lr"): "FILE: KEY: message" into c->err. */
 static void fail(Ctx *c, const char *key, const char *fmt, ...)
 {
     if (c->failed) return;    /* the first error is the one reported */
@@ -41,6 +44,8 @@ static void fail(Ctx *c, const char *key, const char *fmt, ...)
     log_escape(c->err, c->errlen, raw, strlen(raw));
 }
 
+/* OBJ's member KEY, or NULL with "SECT.KEY: missing key" recorded (SECT NULL: a top-level key). For required
+ * keys; a key that plans written before it lack goes through opt_enum/opt_bool, which look first. */
 static cJSON *member(Ctx *c, const cJSON *obj, const char *sect, const char *key)
 {
     char path[128];
@@ -50,6 +55,7 @@ static cJSON *member(Ctx *c, const cJSON *obj, const char *sect, const char *key
     return v;
 }
 
+/* A top-level section; NULL (recorded) when missing or not an object. */
 static cJSON *get_obj(Ctx *c, const cJSON *obj, const char *key)
 {
     cJSON *v = member(c, obj, NULL, key);
@@ -57,7 +63,8 @@ static cJSON *get_obj(Ctx *c, const cJSON *obj, const char *key)
     return v;
 }
 
-/* A string; NULL (without error) when null and nullable. */
+/* A string; NULL (without error) when null and nullable.
+ * The string is a malloc'd copy the caller frees; "" is refused like a wrong type. */
 static char *get_str(Ctx *c, const cJSON *obj, const char *sect, const char *key, int nullable)
 {
     cJSON *v = member(c, obj, sect, key);
@@ -90,11 +97,13 @@ static char *get_path(Ctx *c, const cJSON *obj, const char *sect, const char *ke
 }
 
 /* A number checked against its row of the contract (contract/plan_limits.h):
- * the same limits llmc's checker applies. if_null when null and nullable. */
+ * the same limits llmc's checker applies. if_null when null and nullable,
+ * and after a refusal too: the caller reads on, Ctx holds the message. */
 static double get_lim(Ctx *c, const cJSON *obj, PlanLimitId id, double if_null)
 {
     const PlanLimit *l = plan_limit(id);
     int nullable = (l->flags & PLAN_NULLABLE) != 0;
+    /* a datasets row is named by its element in messages: "datasets[3].samples" */
     const char *sect = strcmp(l->sect, "datasets") ? l->sect : c->elem;
     cJSON *v = member(c, obj, sect, l->key);
     char path[128];
@@ -106,6 +115,7 @@ static double get_lim(Ctx *c, const cJSON *obj, PlanLimitId id, double if_null)
         return if_null;
     }
     double x = v->valuedouble;
+    /* 2: not an integer; 3: below the minimum; 4: above the maximum (1, not finite, is caught above) */
     int why = plan_limit_violation(l, x);
     if (why == 2) {
         fail(c, path, "expected an integer, got %.17g", x);
@@ -120,6 +130,7 @@ static double get_lim(Ctx *c, const cJSON *obj, PlanLimitId id, double if_null)
     return x;
 }
 
+/* A required bool; false (with the failure recorded) when missing or not true/false. */
 static int get_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key)
 {
     cJSON *v = member(c, obj, sect, key);
@@ -135,9 +146,11 @@ static int get_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key)
 static int one_of(Ctx *c, const char *sect, const char *key, const char *val, const char *const *names,
                   unsigned accept)
 {
+    /* VAL NULL: the getter has recorded why already */
     if (!val) return -1;
     int k = plan_vocab_find(names, val);
     if (k >= 0 && (accept & PLAN_VOCAB_BIT(k))) return k;
+    /* LIST: the accepted spellings, comma-separated, for the message (strncat cuts a longer list) */
     char path[128], list[256] = "";
     snprintf(path, sizeof path, "%s%s%s", sect, sect[0] ? "." : "", key);
     for (int i = 0, n = 0; names[i]; i++) {
@@ -173,7 +186,8 @@ static int opt_bool(Ctx *c, const cJSON *obj, const char *sect, const char *key,
     return cJSON_GetObjectItemCaseSensitive(obj, key) ? get_bool(c, obj, sect, key) : dflt;
 }
 
-/* A directory the trainer writes (and rotates checkpoints) in. */
+/* A directory the trainer writes (and rotates checkpoints) in.
+ * DIR NULL: the key was missing or not a string, which the getter has already recorded. */
 static void check_write_dir(Ctx *c, const char *key, const char *dir)
 {
     const char *why = dir ? plan_write_dir_problem(dir) : NULL;
@@ -261,13 +275,15 @@ static void read_finetune(Ctx *c, const cJSON *root, RunFinetune *ft, const Mode
     if (!cJSON_IsArray(t) || !t->child) { fail(c, "finetune.lora_target", "expected a non-empty array of module names"); return; }
     for (const cJSON *e = t->child; e; e = e->next) {
         int m = cJSON_IsString(e) ? one_of(c, "finetune", "lora_target", e->valuestring, lora_module_json_names, PLAN_VOCAB_ALL_ROWS) : -1;
+        /* m is -1 only when a failure was just recorded, so the shift below never sees it */
         if (!cJSON_IsString(e)) fail(c, "finetune.lora_target", "expected module names (strings)");
         if (c->failed) return;
         ft->lora_targets |= 1u << m;
     }
 }
 
-/* A column or tag of datasets[i]: its string, or NULL when null or absent. */
+/* A column or tag of datasets[i]: its string, or NULL when null or absent.
+ * The string is malloc'd (freed by free_datasets). NEEDED: FORMAT reads this field, so its absence is a refusal. */
 static char *spec_field(Ctx *c, const cJSON *d, const char *sub, const char *key, int needed, const char *format)
 {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(d, sub);
@@ -294,14 +310,17 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
     if (!p->datasets) { fail(c, "datasets", "out of memory"); return; }
     int i = 0;
     for (const cJSON *d = ds->child; d && !c->failed; d = d->next, i++) {
+        /* counted before it is filled: calloc zeroed it, so run_plan_free frees a half-read element too */
         DatasetSpec *s = &p->datasets[p->n_datasets++];
         snprintf(c->elem, sizeof c->elem, "datasets[%d]", i);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(d, "name");
+        /* for messages; check_datasets has refused a control character in it */
         s->name = strdup(cJSON_IsString(name) ? name->valuestring : "?");
         char *file = get_path(c, d, c->elem, "file", 0);
         s->file = run_plan_resolve(p, file);
         free(file);
         int f = req_enum(c, d, c->elem, "format", format_json_names, PLAN_VOCAB_ALL_ROWS, -1);
+        /* which columns and tags are needed depends on the format */
         if (f < 0) return;
         s->format = (DataFormat)f;
         if (s->format != FORMAT_TEXT && pretrain)
@@ -328,6 +347,7 @@ static void load_datasets(Ctx *c, RunPlan *p, const cJSON *ds, int pretrain)
     }
 }
 
+/* Every string load_datasets may have set; NULL members (unset tags) are fine for free. */
 static void free_datasets(RunPlan *p)
 {
     for (size_t i = 0; i < p->n_datasets; i++) {
@@ -340,6 +360,9 @@ static void free_datasets(RunPlan *p)
     free(p->datasets);
 }
 
+/* The whole plan file, NUL-terminated and malloc'd, or NULL with the message in err. The buffer starts at 64 KiB
+ * (a plan.json is a few KiB) and doubles; a file past 64 MiB is refused, which bounds the memory a wrong file
+ * (a dataset given as the plan) can take. A short read means end of file; ferror tells it from a read error. */
 static char *read_file(const char *path, char *err, size_t errlen)
 {
     FILE *f = open_regular_file(path, "plan file", err, errlen);   /* a FIFO must not block */
@@ -349,6 +372,7 @@ static char *read_file(const char *path, char *err, size_t errlen)
     while (buf) {
         size_t n = fread(buf + len, 1, cap - len - 1, f);
         len += n;
+        /* a short read: the end of the file (or an error, which ferror tells below) */
         if (len < cap - 1) break;
         if (cap > (64u << 20)) { free(buf); buf = NULL; snprintf(err, errlen, "%s: larger than 64 MiB", path); fclose(f); return NULL; }
         char *nb = realloc(buf, cap * 2);
@@ -368,11 +392,13 @@ static char *read_file(const char *path, char *err, size_t errlen)
 static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
 {
     memset(p, 0, sizeof *p);
+    /* -1: no model.vocab to check the tokenizer against (prepare of a plan with no model) */
     p->model_vocab = -1;
     *llmc_backend = 1;
     char *text = read_file(path, c->err, c->errlen);
     if (!text) { c->failed = 1; return; }
     const char *end = NULL;
+    /* require_null_terminated = 1: anything after the top-level value is an error, not ignored */
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
         /* cJSON points at the failure; give line and column */
@@ -388,9 +414,11 @@ static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
     p->json = root;
     p->path = strdup(path);
     const char *slash = strrchr(path, '/');
+    /* the directory plan-relative paths resolve against: "/plan.json" gives "/", "plan.json" gives "." */
     p->dir = slash ? strndup(path, (size_t)(slash - path == 0 ? 1 : slash - path)) : strdup(".");
 
     if (!cJSON_IsObject(root)) { fail(c, "(top level)", "expected an object"); return; }
+    /* the version first: nothing else is read from a plan of another version */
     cJSON *ver = member(c, root, NULL, "llmc_plan_version");
     if (ver && (!cJSON_IsNumber(ver) || ver->valuedouble != RUN_PLAN_VERSION)) {
         if (cJSON_IsNumber(ver))
@@ -406,6 +434,7 @@ static void open_plan(Ctx *c, RunPlan *p, const char *path, int *llmc_backend)
     cJSON *st = member(c, root, NULL, "stage");
     if (st && !cJSON_IsString(st)) fail(c, "stage", "expected a string");
     else if (st) {
+        /* LLMC_TRAIN_STAGE: the stages this trainer runs; a known stage it does not run is refused by name */
         int k = one_of(c, "", "stage", st->valuestring, stage_json_names, LLMC_TRAIN_STAGE);
         p->stage = k < 0 ? STAGE_SFT : (TrainStage)k;
     }
@@ -471,6 +500,7 @@ static void read_model(Ctx *c, RunPlan *p, const cJSON *m)
     mc->qk_norm = get_bool(c, m, "model", "qk_norm");
     if (!c->failed && p->init == INIT_PRETRAINED && !p->model_path)
         fail(c, "model.path", "init is \"%s\" but path is null", init_json_names[INIT_PRETRAINED]);
+    /* the shape as a whole (heads a multiple of kv_heads, an even head_dim for RoPE): the model's own rule */
     char cerr[160];
     if (!c->failed && model_config_check(mc, cerr, sizeof cerr)) fail(c, "model", "%s", cerr);
 }
@@ -484,6 +514,7 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
 {
     p->epochs = get_lim(c, tr, PL_TRAIN_EPOCHS, -1);
     p->max_steps = (int64_t)get_lim(c, tr, PL_TRAIN_MAX_STEPS, -1);
+    /* -1 is null: one of the two must bound the run */
     if (!c->failed && p->epochs < 0 && p->max_steps < 0) fail(c, "train", "epochs and max_steps are both null");
     p->micro_batch = (int)get_lim(c, tr, PL_TRAIN_MICRO_BATCH, 0);
     p->grad_accum = (int)get_lim(c, tr, PL_TRAIN_GRAD_ACCUM, 0);
@@ -522,6 +553,7 @@ static void read_parallel(Ctx *c, RunPlan *p, const cJSON *pa)
     p->offload = (OffloadKind)opt_enum(c, pa, "parallel", "offload", offload_json_names, OFFLOAD_NONE);
     if (!c->failed && p->data_parallel > p->world_size)
         fail(c, "parallel.data_parallel", "%d exceeds world_size (%d)", p->data_parallel, p->world_size);
+    /* in 64 bits: three in-range ints can multiply past INT_MAX */
     if (!c->failed && (int64_t)p->global_batch != (int64_t)p->micro_batch * p->grad_accum * p->data_parallel)
         fail(c, "train.global_batch", "%d is not micro_batch (%d) x grad_accum (%d) x data_parallel (%d)",
              p->global_batch, p->micro_batch, p->grad_accum, p->data_parallel);
@@ -559,10 +591,6 @@ static void read_checkpoint_and_output(Ctx *c, RunPlan *p, const cJSON *ck, cons
     p->log_every = (int)get_lim(c, ou, PL_OUTPUT_LOG_EVERY, 0);
 }
 
-/* The directories of the inputs of a run (contract/path_policy.h's overlap
- * rules): the model (nothing written inside it), the tokenizer, each
- * dataset's directory, the plan's own directory. Up to max; returns how many.
- * dsdirs receives the malloc'd dataset directories (freed by the caller). */
 /* plan.json's SECT.KEY as written (for messages), or dflt. */
 static const char *written(const RunPlan *p, const char *sect, const char *key, const char *dflt)
 {
@@ -570,6 +598,10 @@ static const char *written(const RunPlan *p, const char *sect, const char *key, 
     return cJSON_IsString(v) ? v->valuestring : dflt;
 }
 
+/* The directories of the inputs of a run (contract/path_policy.h's overlap
+ * rules): the model (nothing written inside it), the tokenizer, each
+ * dataset's directory, the plan's own directory. Up to max; returns how many.
+ * dsdirs receives the malloc'd dataset directories (freed by the caller). */
 static int run_inputs(const RunPlan *p, const cJSON *ds, PathInput *in, int max, char **dsdirs, int *ndsdirs)
 {
     int n = 0;
@@ -603,6 +635,8 @@ static int run_inputs(const RunPlan *p, const cJSON *ds, PathInput *in, int max,
 static void check_run_paths(Ctx *c, const RunPlan *p, const cJSON *ds, int prepare)
 {
     if (c->failed) return;
+    /* path_policy_output's message quotes up to four paths (the output and an input, each as written and
+     * resolved); snprintf cuts what passes 3 x PATH_POLICY_MAX */
     char msg[3 * PATH_POLICY_MAX];
     const char *const insect[] = {"model", "tokenizer"};
     const char *const indir[] = {p->model_path, p->tokenizer_path};
@@ -611,6 +645,8 @@ static void check_run_paths(Ctx *c, const RunPlan *p, const cJSON *ds, int prepa
             fail(c, i ? "tokenizer.path" : "model.path", "%s", msg);
             return;
         }
+    /* the model, the tokenizer and the plan directory, then room for 256 dataset directories: run_inputs stops at
+     * MAX_IN, so a plan of more datasets has only the first ones' directories checked */
     enum { MAX_IN = 3 + 256 };
     PathInput in[MAX_IN];
     char *dsdirs[MAX_IN];
@@ -622,12 +658,14 @@ static void check_run_paths(Ctx *c, const RunPlan *p, const cJSON *ds, int prepa
         if (!outdir[i]) continue;
         /* the shards are the plan directory's own (shards/ beside plan.json): only other inputs count */
         int skip_plan_dir = i == 2;
+        /* the inputs this output must not overlap */
         PathInput sub[MAX_IN];
         int m = 0;
         for (int k = 0; k < n; k++)
             if (!(skip_plan_dir && in[k].path == p->dir)) sub[m++] = in[k];
         const char *dot = strchr(outkey[i], '.');
         char sect[32];
+        /* SECT.KEY split again to find the value as plan.json wrote it */
         snprintf(sect, sizeof sect, "%.*s", (int)(dot - outkey[i]), outkey[i]);
         if (path_policy_output(written(p, sect, dot + 1, outdir[i]), outdir[i], sub, m, msg, sizeof msg))
             fail(c, outkey[i], "%s", msg);
@@ -645,6 +683,7 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     open_plan(&c, p, path, &llmc_backend);
     if (c.failed) goto done;
     cJSON *root = p->json;
+    /* checked, not loaded: `run` trains from the shards prepare wrote; load_datasets is prepare's */
     check_datasets(&c, cJSON_GetObjectItemCaseSensitive(root, "datasets"), llmc_backend);
 
     cJSON *m = get_obj(&c, root, "model");
@@ -656,6 +695,7 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     cJSON *ou = get_obj(&c, root, "output");
     if (c.failed) goto done;
 
+    /* model before finetune: freeze_layers is checked against model.layers, and only once the model passed */
     read_model(&c, p, m);
     read_tokenizer_and_data(&c, p, tk, da);
     /* as llmc's checker (check_train_model_rules): no sequence longer than the model takes */
@@ -665,6 +705,7 @@ int run_plan_load(RunPlan *p, const char *path, char *err, size_t errlen)
     read_parallel(&c, p, pa);
     if (!c.failed) read_finetune(&c, root, &p->ft, &p->model);
     read_checkpoint_and_output(&c, p, ck, ou);
+    /* last: the overlap rules need every path read and resolved */
     check_run_paths(&c, p, cJSON_GetObjectItemCaseSensitive(root, "datasets"), 0);
 done:
     if (c.failed) { run_plan_free(p); return -1; }
@@ -713,6 +754,7 @@ int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
 {
     const char *t = p->tokenizer_path;
     if (!t) return 0;
+    /* messages quote the path as plan.json spells it; the checks use it resolved against the plan's directory */
     const char *value = written(p, "tokenizer", "path", t);
     struct stat st;
     if (stat(t, &st) != 0) {
@@ -721,6 +763,7 @@ int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
             /* checkable here when the directory that would hold it is readable here */
             char *dir = strdup(t);
             char *slash = dir ? strrchr(dir, '/') : NULL;
+            /* "/tok" has "/" for its directory, not "" */
             if (slash) *(slash == dir ? slash + 1 : slash) = 0;
             const char *parent = !dir ? NULL : slash ? dir : ".";
             struct stat ps;
@@ -739,6 +782,7 @@ int run_plan_tokenizer_check(const RunPlan *p, int strict, char *why, size_t n)
                  "tokenizer_config.json) from it with the model", value);
         return 1;
     }
+    /* either one will do (plan.h): the export copies the tokenizer files that exist */
     static const char *const need[] = {"tokenizer.json", "tokenizer_config.json"};
     for (int i = 0; i < 2; i++) {
         char f[PATH_POLICY_MAX + 64];
@@ -761,6 +805,7 @@ int cmd_check_plan(int argc, char **argv, RunPlanBackendCheck backend_check, voi
                               "usage: llmc-train check-plan PLAN.json\n"
                               "  read the plan as run does: exit 0 accepted, 1 refused (the field named)\n",
                               argc, argv, &path);
+    /* rc >= 0: --help or a usage error, already answered */
     if (rc >= 0) return rc;
     RunPlan p;
     char err[1024];
@@ -779,6 +824,7 @@ int cmd_check_plan(int argc, char **argv, RunPlanBackendCheck backend_check, voi
         run_plan_free(&p);
         return 1;
     }
+    /* 2: a path of another machine (the cluster's): said, not refused, as llmc check says "not readable here" */
     if (tk == 2) log_info("%s: tokenizer.path %s: not readable here, not checked (run checks it at start)", path, err);
     printf("%s: accepted (job %s)\n", path, p.job);
     run_plan_free(&p);

@@ -36,6 +36,8 @@ static double ckpt_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Key and value are cut to their fixed fields (39 and 79 bytes); the writer and the resume both build theirs
+ * through here, so a cut value still compares equal. */
 void ckpt_fp_add(CkptFingerprint *fp, const char *key, const char *fmt, ...)
 {
     if (fp->n >= CKPT_FP_MAX) return;
@@ -47,7 +49,9 @@ void ckpt_fp_add(CkptFingerprint *fp, const char *key, const char *fmt, ...)
     fp->n++;
 }
 
-/* Append s as a JSON string (quoted, escaped). */
+/* Append s as a JSON string (quoted, escaped).
+ * Returns the new length, counted on past CAP when OUT is full (nothing is written there), so the caller
+ * checks once at the end (len >= cap) instead of after every piece. */
 static size_t json_quote(char *out, size_t cap, size_t len, const char *s)
 {
     if (len < cap) out[len] = '"';
@@ -55,6 +59,7 @@ static size_t json_quote(char *out, size_t cap, size_t len, const char *s)
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         char e[8];
+        /* control bytes escaped as JSON requires; bytes >= 0x80 (UTF-8) pass as they are */
         if (c == '"' || c == '\\') snprintf(e, sizeof e, "\\%c", c);
         else if (c < 0x20) snprintf(e, sizeof e, "\\u%04x", c);
         else { e[0] = (char)c; e[1] = 0; }
@@ -64,6 +69,11 @@ static size_t json_quote(char *out, size_t cap, size_t len, const char *s)
     return len + 1;
 }
 
+/* state.json's text, malloc'd; NULL when out of memory or when it would pass CAP (then reported as out of
+ * memory by finish_step). The step counters and the generator state make the resume exact: the data order
+ * continues at rows_consumed and the RNG where it stopped. CAP: 1 KiB for the fixed fields, 300 bytes per
+ * fingerprint field (a 40-byte key and an 80-byte value, quoted), 6 bytes per byte of the plan's path (the
+ * longest escape, \u00XX). */
 static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq, const CkptFingerprint *fp,
                         const CkptPlanRef *plan_ref)
 {
@@ -97,6 +107,7 @@ static char *state_json(const AdamW *opt, const TrainState *s, int64_t write_seq
     return buf;
 }
 
+/* state.json is about 1 KiB with its fingerprint; a file past 1 MiB is not one. */
 #define STATE_MAX_BYTES (1u << 20)
 #define EXACT_INT_MAX 9007199254740992.0   /* 2^53: larger JSON numbers are not exact integers */
 
@@ -118,6 +129,7 @@ static int state_int(const cJSON *o, const char *key, double lo, double hi, int6
     return 0;
 }
 
+/* What parse_state takes from state.json: the training state and what a resume checks it against. */
 typedef struct {
     int64_t adam_t, write_seq;
     TrainState st;
@@ -172,6 +184,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
         goto done;
     }
     int64_t version;
+    /* version 1 (an older writer): no write_seq and no fingerprint required */
     if (state_int(o, "version", 1, 2, &version, path, err, errlen)) goto done;
     if (version >= 2 && state_int(o, "write_seq", 1, EXACT_INT_MAX, &ps->write_seq, path, err, errlen)) goto done;
 
@@ -189,6 +202,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
         for (int i = 0; i < want->n; i++) {
             const char *have = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fpo, want->f[i].key));
             known += have != NULL;
+            /* DIFF collects every differing field, each value cut to 60 bytes, so the message names them all */
             if (!have || !strcmp(have, want->f[i].val)) continue;   /* a key an older writer did not record */
             if (dl < sizeof diff)
                 dl += (size_t)snprintf(diff + dl, sizeof diff - dl, "%s%s %.60s, the plan says %s", nd ? "; " : "",
@@ -210,6 +224,8 @@ static int parse_state(const char *path, const char *name, const char *text, int
         }
     }
 
+    /* the counters against the plan (lim, NULL when only the weights are read): a checkpoint past the run's
+     * last step or with rows/tokens the batch and context cannot give is corrupt or another run's */
     double max_steps = lim && lim->total_steps > 0 ? (double)lim->total_steps : EXACT_INT_MAX;
     if (state_int(o, CKPT_STATE_STEP_KEY, 1, max_steps, &ps->st.step, path, err, errlen)) goto done;
     if (dir_step >= 0 && ps->st.step != dir_step) {
@@ -247,6 +263,7 @@ static int parse_state(const char *path, const char *name, const char *text, int
         ps->st.rng.s[i] = strtoull(h, NULL, 16);
         any |= ps->st.rng.s[i];
     }
+    /* a seeded xoshiro256** state is never all zero (from zero it would give zeros forever): not ours */
     if (!any) { store_say(err, errlen, "%s: field \"rng\" is all zero (not a generator state)", path); goto done; }
     if (state_plan_ref(o, path, ps, err, errlen)) goto done;
     rc = 0;
@@ -255,7 +272,8 @@ done:
     return rc;
 }
 
-/* The step of a directory name "step-NNNNNNNN" (8 or more digits), or -1. */
+/* The step of a directory name "step-NNNNNNNN" (8 or more digits), or -1.
+ * At most 15 digits: every such number is an exact integer in a double (2^53 is about 9e15). */
 static int64_t name_step(const char *name)
 {
     if (strncmp(name, CKPT_STEP_PREFIX, strlen(CKPT_STEP_PREFIX))) return -1;
@@ -264,11 +282,14 @@ static int64_t name_step(const char *name)
     return strtoll(name + pl, NULL, 10);
 }
 
+/* One step-* directory of a checkpoint directory, as scan_ckpts found it. */
 typedef struct {
     char name[32];
     int64_t step, seq;   /* seq: write_seq from state.json; 0 none recorded (older writer); -1 unreadable */
 } CkptEntry;
 
+/* Write order first, step second: a run resumed from an older step writes lower steps later, and those are
+ * the newest. An unreadable state.json (seq -1) sorts last. */
 static int cmp_newest_first(const void *a, const void *b)
 {
     const CkptEntry *x = a, *y = b;
@@ -277,7 +298,9 @@ static int cmp_newest_first(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The step-* directories of ckpt_dir, newest first by write order (then step). */
+/* The step-* directories of ckpt_dir, newest first by write order (then step).
+ * Only the write order is read from state.json here; verification is try_load's. NULL (count 0) when the
+ * directory cannot be read or holds none. */
 static CkptEntry *scan_ckpts(const char *ckpt_dir, int *count)
 {
     *count = 0;
@@ -292,6 +315,7 @@ static CkptEntry *scan_ckpts(const char *ckpt_dir, int *count)
         char p[4200], perr[256];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s", ckpt_dir, e->d_name);
+        /* lstat: a link named like a step is skipped, not followed */
         if (lstat(p, &sb) || !S_ISDIR(sb.st_mode)) continue;
         CkptEntry *nv = realloc(v, (size_t)(n + 1) * sizeof *nv);
         if (!nv) break;
@@ -328,10 +352,12 @@ static void prune(const char *ckpt_dir, const char *latest, int keep)
     CkptEntry *v = scan_ckpts(ckpt_dir, &n);
     int li = -1;
     for (int i = 0; i < n; i++) if (!strcmp(v[i].name, latest)) li = i;
+    /* LI is the just-written one's index, newest first: it and everything newer survive even past KEEP */
     int first_removable = keep > li + 1 ? keep : li + 1;
     for (int i = first_removable; i < n; i++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", ckpt_dir, v[i].name);
+        /* our step directories hold only files; one that holds more stays (rmdir fails) and is tried again */
         store_remove_flat_dir(p);
     }
     free(v);
@@ -348,14 +374,16 @@ static int64_t next_write_seq(const char *ckpt_dir)
     return seq;
 }
 
-/* The names of step's directory: step-NNNNNNNN and CKPT_DIR/.tmp-step-NNNNNNNN. */
+/* The names of step's directory: step-NNNNNNNN and CKPT_DIR/.tmp-step-NNNNNNNN.
+ * The temporary directory is a dot name beside the steps, so scan_ckpts never takes a half-written one for a step. */
 static void step_names(const char *ckpt_dir, int64_t step, char name[32], char tmp[4096])
 {
     snprintf(name, 32, CKPT_STEP_PREFIX "%08" PRId64, step);
     snprintf(tmp, 4096, "%s/.tmp-%s", ckpt_dir, name);
 }
 
-/* A fresh, empty temporary directory for step (a leftover of an interrupted save removed). */
+/* A fresh, empty temporary directory for step (a leftover of an interrupted save removed).
+ * TNAME ("tmp-step-NNNNNNNN") is the name store_clear_name sets a stuck leftover aside under. */
 static int make_tmp_dir(const char *ckpt_dir, const char *name, const char *tmp, char *err, size_t errlen)
 {
     if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
@@ -386,17 +414,22 @@ static StWriteTensor *optimizer_tensors(const Model *m, const AdamW *opt, char *
     return NULL;
 }
 
+/* store_free_tensors frees ALL and N1's names; N2's names (the second half of ALL) are freed here. */
 static void optimizer_tensors_free(StWriteTensor *all, char **n1, int c1, char **n2, int c2)
 {
     store_free_tensors(all, n1, c1);
     for (int i = 0; i < c2; i++) free(n2[i]);
     free(n2);
 }
+/* optimizer.safetensors' metadata: its own format name (a model's weights say "pt") */
 #define OPTIMIZER_META "\"format\":\"llmc-adamw\""
 
 /* The rest of a save, once model.safetensors and optimizer.safetensors are in
  * tmp with their digests in known[0..1]: state.json, the manifest, the rename,
- * `latest`, rotation. */
+ * `latest`, rotation.
+ * The order is the crash safety: the step directory appears under its name only complete (manifest written,
+ * synced), `latest` names it only once that rename is synced, and older checkpoints are pruned last, so a
+ * crash at any point leaves `latest` naming a whole checkpoint (or scan_ckpts finding one). */
 static int finish_step(const char *ckpt_dir, const char *name, const char *tmp, int64_t seq, const AdamW *opt,
                        const TrainState *st, const CkptFingerprint *fp, const CkptPlanRef *plan_ref, int keep,
                        ManifestHash known[3], char *err, size_t errlen)
@@ -435,11 +468,14 @@ int ckpt_save(const char *ckpt_dir, const Model *m, const AdamW *opt, const Trai
     char name[32], tmp[4096], p[4200];
     step_names(ckpt_dir, st->step, name, tmp);
     if (mkdir_parents(ckpt_dir)) { snprintf(err, errlen, "%s: %s", ckpt_dir, strerror(errno)); return -1; }
+    /* taken before the save: the checkpoints now there are the ones this one must sort after */
     int64_t seq = next_write_seq(ckpt_dir);
     if (make_tmp_dir(ckpt_dir, name, tmp, err, errlen)) return -1;
 
-    /* every file is hashed while it is written: the manifest reads nothing back */
+    /* every file is hashed while it is written: the manifest reads nothing back. known[0] and [1] are filled as
+     * the two files are written, known[2] (state.json) by finish_step, which writes it */
     ManifestHash known[3] = {{"model.safetensors", ""}, {"optimizer.safetensors", ""}, {ckpt_files[CF_STATE], ""}};
+    /* fp32 weights and AdamW's two moments: three floats per parameter */
     double mb = (double)m->n_floats * 4 * 3 / 1e6, t0 = ckpt_now();
     log_info("checkpoint write %s: %.1f MB (weights, optimizer moments, state; hashed while written)", name, mb);
     snprintf(p, sizeof p, "%s/model.safetensors", tmp);
@@ -490,6 +526,8 @@ int ckpt_shard_begin(const char *ckpt_dir, const Model *m, const AdamW *opt, int
     return rc;
 }
 
+/* Every rank, between ckpt_shard_begin and ckpt_shard_finish: its part of the weights into model.safetensors and
+ * of both moments into optimizer.safetensors, each file opened once (store_fill_file). */
 int ckpt_shard_write(const char *ckpt_dir, const Model *m, const AdamW *opt, int64_t step, const ModelPart *part,
                      char *err, size_t errlen)
 {
@@ -522,7 +560,9 @@ int ckpt_shard_finish(const char *ckpt_dir, const Model *m, const AdamW *opt, co
 }
 
 /* Verify and load one checkpoint directory. 0 loaded into m/opt/st; -1 it fails
- * verification (why in err, naming the file); -2 its fingerprint differs (err). */
+ * verification (why in err, naming the file); -2 its fingerprint differs (err).
+ * The manifest is checked before any byte is used: a damaged checkpoint is refused whole, never half-loaded.
+ * On -1, M and OPT may already hold part of this checkpoint's tensors: the caller loads another over them or fails. */
 static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprint *fp, const CkptLimits *lim,
                     Model *m, AdamW *opt, TrainState *st, const ModelPart *part, int *has_fp, char *err, size_t errlen)
 {
@@ -534,6 +574,7 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
         return -1;
     }
     double t0 = ckpt_now();
+    /* hashing a large checkpoint takes a while: the log says what the run is doing */
     log_info("checkpoint verify %s: sha256 manifest", name);
     int mc = manifest_check(dir, NULL, err, errlen);
     if (mc) return -1;
@@ -564,7 +605,9 @@ static int try_load(const char *ckpt_dir, const char *name, const CkptFingerprin
 }
 
 /* CHECKPOINT as a step directory: dir itself when it holds state.json, else
- * the step its `latest` names. Its name (step-NNNNNNNN) into name. 0, or -1. */
+ * the step its `latest` names. Its name (step-NNNNNNNN) into name. 0, or -1.
+ * For the readers of a path the user gives (export: ckpt_load_weights, ckpt_plan_ref), where either form may
+ * come; a resume scans its own checkpoint directory instead. */
 static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, char *name, size_t name_len, char *err,
                        size_t errlen)
 {
@@ -577,6 +620,7 @@ static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, cha
     }
     if (stat(p, &sb) && errno == ENOENT) {   /* a checkpoint directory: the step `latest` names */
         store_say(p, sizeof p, "%s/%s", dir, ckpt_files[CF_LATEST]);
+        /* `latest` is one step name and a newline: 256 bytes is plenty, more is not a latest file */
         char *text = store_read_regular(p, 256, err, errlen);
         if (!text) {
             store_say(err, errlen, "%s: neither a checkpoint step (no state.json) nor a checkpoint directory (no latest)", dir);
@@ -592,6 +636,7 @@ static int step_dir_of(const char *dir, char *step_dir, size_t step_dir_len, cha
         }
         store_say(step_dir, step_dir_len, "%s/%s", dir, name);
     } else {
+        /* a step directory given itself: its last path component is the step's name */
         const char *slash = strrchr(dir, '/');
         snprintf(name, name_len, "%s", slash && slash[1] ? slash + 1 : dir);
         store_say(step_dir, step_dir_len, "%s", dir);
@@ -616,6 +661,8 @@ static int open_step(const char *dir, const CkptFingerprint *want, char *step_di
     return rc ? -1 : 0;
 }
 
+/* The weights only, no moments and no state applied: `llmc-train export` of a checkpoint (runtime/cli/export.c).
+ * All of m->w is read (part NULL). */
 int ckpt_load_weights(const char *dir, const CkptFingerprint *want, Model *m, int64_t *step, char *step_dir,
                       size_t step_dir_len, char *err, size_t errlen)
 {
@@ -644,6 +691,7 @@ int ckpt_plan_ref(const char *dir, CkptPlanRef *ref, int64_t *step, char *err, s
     return 0;
 }
 
+/* 1 resumed (warn may say from which and why not `latest`), 0 nothing to resume (or --fresh), -1 with err. */
 int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimits *lim, int fresh, Model *m,
                 AdamW *opt, TrainState *st, const ModelPart *part, char *warn, size_t warnlen, char *err,
                 size_t errlen)
@@ -655,6 +703,8 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     store_say(lp, sizeof lp, "%s/%s", ckpt_dir, ckpt_files[CF_LATEST]);
     int have_latest = 0;
     struct stat lsb;
+    /* absent and unreadable differ: with no step directory, an absent `latest` is a fresh start, an unreadable
+     * one (a directory, no permission) an error */
     int no_latest = lstat(lp, &lsb) && errno == ENOENT;
     char *text = no_latest ? NULL : store_read_regular(lp, 256, lerr, sizeof lerr);
     if (text) {
@@ -666,6 +716,7 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     } else if (!no_latest) {
         have_latest = 1;   /* there, but unreadable: lerr says why */
     }
+    /* --fresh: the old checkpoints stay on disk (rotation removes them as new ones are written); only a warning */
     if (fresh) {
         if (n || have_latest)
             store_say(warn, warnlen, "--fresh: starting at step 0; the %d checkpoint(s) in %s are not resumed "
@@ -682,6 +733,7 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
     char first_why[1400] = "", first_name[4300] = "";
     int rc = -1, has_fp = 1, tried = 0;
     const char *used = NULL;
+    /* FIRST_WHY/FIRST_NAME: why the first candidate failed, the message the user needs when none loads */
     if (latest[0]) {
         tried++;
         rc = try_load(ckpt_dir, latest, fp, lim, m, opt, st, part, &has_fp, first_why, sizeof first_why);
@@ -692,11 +744,13 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
         store_say(first_name, sizeof first_name, "%s", lp);
     }
     char why[1400];
+    /* only a damaged checkpoint (-1) moves on to an older one; another plan's (-2) stops the search */
     for (int i = 0; rc == -1 && i < n; i++) {
         if (!strcmp(v[i].name, latest)) continue;
         tried++;
         rc = try_load(ckpt_dir, v[i].name, fp, lim, m, opt, st, part, &has_fp, why, sizeof why);
         if (rc == 0) used = v[i].name;
+        /* the failure worth reporting: another plan's checkpoint, or (no `latest`) the newest one's */
         if (rc == -2 || (rc == -1 && !have_latest && tried == 1)) store_say(first_why, sizeof first_why, "%s", why);
     }
     if (rc == -2) {
@@ -730,6 +784,8 @@ int ckpt_resume(const char *ckpt_dir, const CkptFingerprint *fp, const CkptLimit
 
 /* ---- the run lock (checkpoint.h) ---- */
 
+/* flock, not a lock file's existence: the kernel drops the lock when the process dies (a killed or preempted
+ * job), so no stale lock is ever left for a requeued run to trip on. */
 int run_lock_take(const char *dir, char *warn, size_t warn_cap, char *err, size_t err_cap)
 {
     warn[0] = '\0';
@@ -747,6 +803,7 @@ int run_lock_take(const char *dir, char *warn, size_t warn_cap, char *err, size_
         if (fd >= 0) close(fd);
         return -1;
     }
+    /* LOCK_NB: a second run is told at once, never queued behind the first */
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK) {
             snprintf(warn, warn_cap, "%s: this file system does not lock (%s); two runs of this plan at once are "
@@ -762,6 +819,7 @@ int run_lock_take(const char *dir, char *warn, size_t warn_cap, char *err, size_
         close(fd);
         return -1;
     }
+    /* who holds it, for the message a second run prints; the lock lasts while the returned fd is open */
     lock_holder_write(fd);
     return fd;
 }

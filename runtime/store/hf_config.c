@@ -17,16 +17,20 @@ static const char *arch_type(ModelArch a)
     return plan_vocab_name(arch_json_names, ARCH_COUNT, a);   /* HF's model_type is the row's JSON spelling */
 }
 
+/* config.json's "architectures" entry: the transformers class that loads the model for causal LM. */
 static const char *arch_class(ModelArch a)
 {
     return a == ARCH_LLAMA ? "LlamaForCausalLM" : a == ARCH_QWEN2 ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
 }
 
-/* An integer member, or dflt when absent and dflt >= 0. */
+/* An integer member, or dflt when absent and dflt >= 0.
+ * Refused: a fraction, a negative number or more than 1e9 (no model dimension comes near; the int it is stored
+ * in keeps it exactly). 0, or -1 with "PATH: ..." in err. */
 static int get_i(cJSON *o, const char *k, long dflt, long *out, const char *path, char *err, size_t errlen)
 {
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!v || cJSON_IsNull(v)) {
+        /* DFLT < 0 (HF_REQUIRED): the key must be there */
         if (dflt >= 0) { *out = dflt; return 0; }
         snprintf(err, errlen, "%s: missing \"%s\"", path, k);
         return -1;
@@ -85,6 +89,7 @@ static int read_rope(cJSON *o, const char *file, double *theta, char *err, size_
     return 0;
 }
 
+/* PATH: a model directory (its config.json is read) or the file itself. */
 int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
 {
     char file[4096];
@@ -105,6 +110,7 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
     memset(out, 0, sizeof *out);
     int rc = -1;
     const char *mt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "model_type"));
+    /* model_type chooses the family, and with it the flags below that config.json does not state */
     if (!mt) { snprintf(err, errlen, "%s: missing \"model_type\"", file); goto done; }
     int arch = plan_vocab_find(arch_json_names, mt);
     if (arch >= 0 && (LLMC_TRAIN_ARCH & PLAN_VOCAB_BIT(arch))) out->arch = (ModelArch)arch;
@@ -114,6 +120,8 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
                  plan_vocab_list(words, sizeof words, arch_json_names, LLMC_TRAIN_ARCH));
         goto done;
     }
+    /* a row's default may depend on rows above it (head_dim from hidden_size / num_attention_heads): the order of
+     * HF_CONFIG_INTS is the reading order */
     long iv;   /* each integer row in order (model_config_check below judges the shape) */
 #define READ_INT(field, key, rule) { \
         if (get_i(o, key, hf_config_int_default(rule, out->hidden, out->heads), &iv, file, err, errlen)) goto done; \
@@ -122,6 +130,8 @@ int hf_config_read(const char *path, ModelConfig *out, char *err, size_t errlen)
 #undef READ_INT
     if (read_rope(o, file, &out->rope_theta, err, errlen)) goto done;
     cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "rms_norm_eps");
+    /* the flags that are not config keys in every family: Qwen2 always has q/k/v biases and no key for them,
+     * Qwen3 always normalizes q and k; Llama says attention_bias */
     out->rms_eps = cJSON_IsNumber(v) ? v->valuedouble : HF_DEFAULT_RMS_EPS;
     out->tie_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings"));
     out->qkv_bias = out->arch == ARCH_QWEN2 ||
@@ -144,6 +154,8 @@ static void shortest_double(char *buf, size_t len, double v)
     if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", len - strlen(buf) - 1);
 }
 
+/* config.json for a model with no source config (trained from scratch): the keys transformers needs to load each
+ * family, written as PATH.tmp, fsync'd and renamed. BOS_ID/EOS_ID < 0 are left out. */
 int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dtype,
                     int bos_id, int eos_id, char *err, size_t errlen)
 {
@@ -161,6 +173,7 @@ int hf_config_write(const char *path, const ModelConfig *c, const char *torch_dt
     shortest_double(eps, sizeof eps, c->rms_eps);
     fprintf(f, "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n  \"hidden_act\": \"silu\",\n", theta, eps);
     fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_embeddings ? "true" : "false");
+    /* Qwen2 has no attention_bias key: its q/k/v biases are implied (hf_config_read) */
     if (c->arch != ARCH_QWEN2)
         fprintf(f, "  \"attention_bias\": %s,\n", c->qkv_bias ? "true" : "false");
     if (c->arch == ARCH_LLAMA) fprintf(f, "  \"mlp_bias\": false,\n");
@@ -183,6 +196,7 @@ static char *read_config_text(const char *file, size_t *len, char *err, size_t e
 {
     FILE *f = open_regular_file(file, "model config", err, errlen);
     if (!f) return NULL;
+    /* 16 MiB: HF_CONFIG_MAX_BYTES's bound (contract/hf_config_keys.h), restated here */
     enum { CONFIG_MAX = 16 << 20 };
     char *buf = malloc(CONFIG_MAX + 1);
     size_t n = buf ? fread(buf, 1, CONFIG_MAX + 1, f) : 0;
@@ -194,13 +208,15 @@ static char *read_config_text(const char *file, size_t *len, char *err, size_t e
     return buf;
 }
 
+/* JSON's four blanks. skip_value and top_members walk text cJSON has already accepted, so they check nothing. */
 static const char *skip_ws(const char *p)
 {
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     return p;
 }
 
-/* Past the end of the JSON value at p, in text cJSON has accepted. */
+/* Past the end of the JSON value at p, in text cJSON has accepted.
+ * P is at a value's first byte (not a blank); returns the byte after the value. */
 static const char *skip_value(const char *p)
 {
     int depth = 0;
@@ -232,6 +248,7 @@ static int top_members(const char *text, TopMember *out, int max)
     if (*p != '{') return 0;
     int n = 0;
     for (p = skip_ws(p + 1); *p == '"' && n < max; n++) {
+        /* the key: between its quotes (ke at the closing one), escapes left as written */
         const char *k = p + 1, *ke = skip_value(p) - 1;
         p = skip_ws(skip_ws(ke + 1) + 1);   /* past ':' */
         out[n] = (TopMember){k, (size_t)(ke - k), p, skip_value(p)};
@@ -251,12 +268,15 @@ int hf_config_derive(const char *path, const char *source, const ModelConfig *c,
     size_t len;
     char *text = read_config_text(src, &len, err, errlen);
     if (!text) return -1;
+    /* parsed only to check it is an object and count its members: the copy below is made from the text */
     cJSON *o = cJSON_ParseWithLength(text, len);
     int is_obj = cJSON_IsObject(o), n_keys = cJSON_GetArraySize(o);
     cJSON_Delete(o);
     if (!is_obj) { free(text); snprintf(err, errlen, "%s: not a JSON object", src); return -1; }
+    /* + 1: an object with no member still gets a valid allocation */
     TopMember *m = malloc(((size_t)n_keys + 1) * sizeof *m);
     if (!m) { free(text); snprintf(err, errlen, "out of memory"); return -1; }
+    /* the members located in the text itself, so the copy below keeps the source's bytes, order and spacing */
     int n = top_members(text, m, n_keys);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -277,11 +297,13 @@ int hf_config_derive(const char *path, const char *source, const ModelConfig *c,
         at = m[i].val_end;
         dtype_keys++;
     }
+    /* neither key: "torch_dtype" goes after the last member, before the closing brace and whatever follows it */
     if (!dtype_keys && n > 0) {
         fwrite(at, 1, (size_t)(m[n - 1].val_end - at), f);
         fprintf(f, ",\n  \"torch_dtype\": \"%s\"", torch_dtype);
         at = m[n - 1].val_end;
     }
+    /* the rest of the source, from the last replaced value on */
     fputs(at, f);
     free(m);
     free(text);
@@ -301,6 +323,8 @@ int hf_config_derive(const char *path, const char *source, const ModelConfig *c,
     return 0;
 }
 
+/* rope_theta is compared with a relative tolerance: a value that went through decimal text (a config written
+ * with %g) need not come back to the same bits. */
 int hf_config_diff(const ModelConfig *a, const ModelConfig *b, char *buf, size_t len)
 {
 #define CMP(field) \

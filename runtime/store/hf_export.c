@@ -27,7 +27,8 @@
 
 /* ---- HF export ---- */
 
-/* The id of an added token by its content, from tokenizer.json; -1 if absent. */
+/* The id of an added token by its content, from tokenizer.json; -1 if absent.
+ * Special tokens (bos/eos) are added tokens in tokenizer.json, so only that list is searched. */
 static int added_token_id(cJSON *tok, const char *content)
 {
     cJSON *e;
@@ -40,7 +41,8 @@ static int added_token_id(cJSON *tok, const char *content)
 }
 
 /* A JSON file of at most 256 MiB, parsed; NULL when it is not a regular file,
- * cannot be read or is not JSON. */
+ * cannot be read or is not JSON.
+ * NULL: special_ids leaves the ids unknown; peft_load refuses the adapter. */
 static cJSON *read_json(const char *path)
 {
     struct stat sb;
@@ -61,7 +63,9 @@ static cJSON *read_json(const char *path)
     return o;
 }
 
-/* bos/eos ids named by tokenizer_config.json, looked up in tokenizer.json. */
+/* bos/eos ids named by tokenizer_config.json, looked up in tokenizer.json.
+ * config.json of a model written from scratch names them; -1 each when unknown (then left out).
+ * tokenizer_config.json spells a token as a string or as an AddedToken object {"content": ...}. */
 static void special_ids(const char *tokdir, int *bos, int *eos)
 {
     *bos = *eos = -1;
@@ -84,7 +88,8 @@ static void special_ids(const char *tokdir, int *bos, int *eos)
     cJSON_Delete(tok);
 }
 
-/* DIR.tmp, empty: where an export is written before it is renamed into place. */
+/* DIR.tmp, empty: where an export is written before it is renamed into place.
+ * A leftover of an interrupted export is removed first. */
 static int export_tmp(const char *dir, char *tmp, size_t tmplen, char *err, size_t errlen)
 {
     snprintf(tmp, tmplen, "%s.tmp", dir);
@@ -98,12 +103,16 @@ static int export_tmp(const char *dir, char *tmp, size_t tmplen, char *err, size
 static int export_side_files(const char *tmp, const Model *m, StDtype dtype, const char *tokenizer_dir,
                              const char *source_model, char *err, size_t errlen)
 {
+    /* the tokenizer's files and generation_config.json, as an HF model directory holds them; each copied when
+     * present */
     static const char *tok_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                       "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja",
                                       "generation_config.json"};
     char p[4200], src[4200];
     snprintf(p, sizeof p, "%s/config.json", tmp);
+    /* config.json's torch_dtype names the dtype the weights are stored in */
     const char *torch_dtype = dtype == ST_BF16 ? "bfloat16" : "float32";
+    /* a fine-tuned model keeps its source's config.json, every key llmc-train does not read included */
     if (source_model) {
         if (hf_config_derive(p, source_model, &m->cfg, torch_dtype, err, errlen)) return -1;
     } else {
@@ -119,6 +128,7 @@ static int export_side_files(const char *tmp, const Model *m, StDtype dtype, con
         if (store_copy_file(src, p, err, errlen)) return -1;
         copied++;
     }
+    /* a tokenizer directory holding none of them is a wrong path, not a tokenizer */
     if (tokenizer_dir && !copied) {
         snprintf(err, errlen, "%s: no tokenizer.json or tokenizer_config.json to copy", tokenizer_dir);
         return -1;
@@ -132,15 +142,18 @@ static int export_seal(const char *dir, const char *tmp, ManifestHash *weights, 
 {
     if (manifest_write_known(tmp, weights, 1, err, errlen)) return -1;
     fsync_dir(tmp);
+    /* rename cannot replace a directory that holds files: the previous export is removed first, right before */
     store_remove_flat_dir(dir);
     if (rename(tmp, dir)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
     char parent[4096];
     snprintf(parent, sizeof parent, "%s", dir);
     char *slash = strrchr(parent, '/');
+    /* the rename lives in DIR's parent: "/x" has "/" for it */
     if (slash) { *slash = 0; fsync_dir(parent[0] ? parent : "/"); }
     return 0;
 }
 
+/* The whole export by one process: weights hashed while written, side files, manifest, rename into DIR. */
 int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir, const char *source_model,
               char *err, size_t errlen)
 {
@@ -153,6 +166,8 @@ int hf_export(const char *dir, const Model *m, StDtype dtype, const char *tokeni
     return export_seal(dir, tmp, known, err, errlen);
 }
 
+/* Rank 0's part of a sharded export (checkpoint.h): model.safetensors laid out at full size, the side files
+ * written; the ranks then fill their ranges (hf_export_shard_write) and rank 0 seals (hf_export_shard_finish). */
 int hf_export_shard_begin(const char *dir, const Model *m, StDtype dtype, const char *tokenizer_dir,
                           const char *source_model, char *err, size_t errlen)
 {
@@ -169,6 +184,7 @@ int hf_export_shard_begin(const char *dir, const Model *m, StDtype dtype, const 
     return 0;
 }
 
+/* Every rank: its part of the weights into DIR.tmp/model.safetensors, laid out by hf_export_shard_begin. */
 int hf_export_shard_write(const char *dir, const Model *m, const ModelPart *part, char *err, size_t errlen)
 {
     char p[4200];
@@ -195,6 +211,8 @@ int hf_export_shard_finish(const char *dir, char *err, size_t errlen)
  * contract/plan_vocab.h's rows. */
 #define peft_modules lora_module_json_names
 
+/* DIR as PEFT's save_pretrained leaves it: adapter_model.safetensors (fp32) and adapter_config.json, plus our
+ * manifest; built in DIR.tmp and renamed into place like an export. */
 int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const char *base_model, char *err,
                 size_t errlen)
 {
@@ -208,6 +226,7 @@ int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const cha
     /* PEFT's LoraConfig as save_pretrained writes it (the keys peft reads back) */
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToObject(c, "base_model_name_or_path", base_model ? cJSON_CreateString(base_model) : cJSON_CreateNull());
+    /* fixed: no bias trained, no other module saved; dropout 0.0 (it acts only in training) */
     cJSON_AddStringToObject(c, "bias", "none");
     cJSON_AddBoolToObject(c, "fan_in_fan_out", 0);
     cJSON_AddBoolToObject(c, "inference_mode", 1);
@@ -233,6 +252,7 @@ int peft_export(const char *dir, const Lora *l, int alpha, int rslora, const cha
     if (bad) { snprintf(err, errlen, "%s: cannot write", p); return -1; }
     if (manifest_write_known(tmp, known, 1, err, errlen)) return -1;   /* the config: read and hashed */
     fsync_dir(tmp);
+    /* as export_seal: rename cannot replace a directory that holds files */
     store_remove_flat_dir(dir);
     if (rename(tmp, dir)) { snprintf(err, errlen, "rename %s: %s", tmp, strerror(errno)); return -1; }
     return 0;
@@ -253,6 +273,8 @@ Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, cha
         if (k < LORA_TARGETS) targets |= 1u << k;
         else unknown = 1;
     }
+    /* r at most 1024: a literal here, not contract/plan_limits.h's lora_rank row (1..4096). A target module
+     * outside the seven this trainer adapts is refused, not dropped: the adapter would compute another function */
     if (!cJSON_IsNumber(r) || r->valuedouble != (int)r->valuedouble || r->valuedouble < 1 || r->valuedouble > 1024 ||
         !cJSON_IsNumber(al) || al->valuedouble < 1 || al->valuedouble > 1 << 20 || !targets || unknown) {
         snprintf(err, errlen, "%s: want r (an integer 1-1024), lora_alpha (1-%d) and target_modules among q_proj, "
@@ -261,6 +283,7 @@ Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, cha
         return NULL;
     }
     *alpha = (int)al->valuedouble;
+    /* absent means false, as in PEFT's LoraConfig */
     *rslora = cJSON_IsTrue(cJSON_GetObjectItem(j, "use_rslora"));
     Lora *l = lora_new(base, targets, (int)r->valuedouble, *alpha, *rslora, 1);
     cJSON_Delete(j);
@@ -270,6 +293,7 @@ Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, cha
     if (st_open(&st, path, err, errlen)) { lora_free(l); return NULL; }
     for (int i = 0; i < l->p.n_params; i++) {
         const ParamInfo *p = &l->p.params[i];
+        /* every adapter tensor lora_new made must be there at its size; extra tensors in the file are ignored */
         const StTensor *t = st_find(&st, p->name);
         if (!t || t->numel != p->numel) {
             snprintf(err, errlen, "%s: %s %s", path, p->name, t ? "has the wrong size" : "is missing");

@@ -27,6 +27,10 @@
 
 /* ---- tensors of a model ---- */
 
+/* One StWriteTensor per parameter of M, in M's order, its data pointing into BUF (the weights, or a moment
+ * buffer of the same flat layout) and its name PREFIX + the parameter's name ("exp_avg." for the optimizer's
+ * first moment). Nothing is copied but the names, which *names_out holds until store_free_tensors. NULL when out
+ * of memory. */
 StWriteTensor *store_model_tensors(const Model *m, const float *buf, const char *prefix, char ***names_out, int *n_out)
 {
     StWriteTensor *t = calloc((size_t)m->n_params, sizeof *t);
@@ -44,6 +48,7 @@ StWriteTensor *store_model_tensors(const Model *m, const float *buf, const char 
     return t;
 }
 
+/* What store_model_tensors returned: the names and the array, never the data (it is the caller's buffer). */
 void store_free_tensors(StWriteTensor *t, char **names, int n)
 {
     for (int i = 0; i < n; i++) free(names[i]);
@@ -59,6 +64,8 @@ int store_write_model_file(const char *path, const Model *m, const float *buf, c
     int n;
     StWriteTensor *t = store_model_tensors(m, buf, prefix, &names, &n);
     if (!t) { snprintf(err, errlen, "out of memory"); return -1; }
+    /* "format": "pt" in the metadata: transformers refuses a safetensors file whose metadata names no format it
+     * knows, so these files load there as they are */
     int rc = st_write_sha256(path, t, n, dt, "\"format\":\"pt\"", hex, err, errlen);
     store_free_tensors(t, names, n);
     return rc;
@@ -74,6 +81,7 @@ static int read_tensor_part(const StModel *st, const StTensor *t, float *buf, si
         return st_read_f32(st, t, buf + off, err, errlen);
     }
     for (int k = 0; k < part->n; k++) {
+        /* the part's ranges are flat offsets over the whole model: clipped to this tensor's [off, off + numel) */
         size_t lo = part->r[k][0] > off ? part->r[k][0] : off;
         size_t hi = part->r[k][1] < off + t->numel ? part->r[k][1] : off + t->numel;
         if (lo >= hi) continue;
@@ -136,8 +144,10 @@ static int fill_part(const StModel *sm, int fd, const Model *m, const char *pref
         char name[160];
         snprintf(name, sizeof name, "%s%s", prefix, pi->name);
         const StTensor *t = st_find(sm, name);
+        /* st_create laid this file out from the same model: a missing or resized tensor means another file */
         if (!t || t->numel != pi->numel) { snprintf(err, errlen, "%s: tensor %s is missing", sm->files[0], name); return -1; }
         for (int k = 0; k < part->n; k++) {
+            /* clipped to this tensor, as read_tensor_part clips */
             size_t lo = part->r[k][0] > pi->offset ? part->r[k][0] : pi->offset;
             size_t hi = part->r[k][1] < pi->offset + pi->numel ? part->r[k][1] : pi->offset + pi->numel;
             if (lo < hi && st_fill(sm, fd, t, lo - pi->offset, hi - lo, buf + lo, err, errlen)) return -1;
@@ -153,9 +163,11 @@ int store_fill_file(const char *path, const Model *m, int n, const char *const *
 {
     StModel sm;
     if (st_open(&sm, path, err, errlen)) return -1;
+    /* no O_TRUNC: the other ranks' pieces already in the file stay */
     int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); rc = -1; }
     for (int k = 0; k < n && !rc; k++) rc = fill_part(&sm, fd, m, prefix[k], buf[k], part, err, errlen);
+    /* '|', not '||': the close runs even when the fsync failed */
     if (fd >= 0 && ((fsync(fd) && !rc) | (close(fd) && !rc))) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
         rc = -1;

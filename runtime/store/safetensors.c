@@ -27,6 +27,7 @@ uint16_t st_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* Exact: the 16 bits become a float's top half, its lower mantissa bits zero. */
 float st_bf16_to_f32(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
@@ -57,8 +58,10 @@ float st_f16_to_f32(uint16_t h)
     return f;
 }
 
+/* Bytes per element of the three dtypes read (F32 4; BF16 and F16 2). */
 static size_t dtype_size(StDtype d) { return d == ST_F32 ? 4 : 2; }   /* the three dtypes read */
 
+/* A header's dtype string; -1 for any other (F64, I64, ...), which add_tensor refuses by name. */
 static int parse_dtype(const char *s, StDtype *out)
 {
     if (!strcmp(s, "F32")) *out = ST_F32;
@@ -68,6 +71,8 @@ static int parse_dtype(const char *s, StDtype *out)
     return 0;
 }
 
+/* The whole file, NUL-terminated and malloc'd, or NULL with err; reading MAX + 1 bytes tells a file of exactly
+ * MAX bytes from a larger one, which is refused. */
 static char *read_small_file(const char *path, size_t max, size_t *len, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
@@ -83,7 +88,8 @@ static char *read_small_file(const char *path, size_t max, size_t *len, char *er
 }
 
 /* The index of path in st->files, added when new: a sharded model's tensors
- * name their file by this index. */
+ * name their file by this index.
+ * -1 when out of memory; a realloc that failed leaves the arrays as they were, so st_close still frees them. */
 static int add_file(StModel *st, const char *path)
 {
     for (int i = 0; i < st->n_files; i++)
@@ -117,6 +123,7 @@ static int add_tensor(StModel *st, int fi, const char *path, const cJSON *e, uin
                  path, e->string);
         return -1;
     }
+    /* at most 8 dimensions: StTensor.shape's size */
     if (!cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 8 || !cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2) {
         snprintf(err, errlen, "%s: tensor '%s': bad shape or data_offsets", path, e->string);
         return -1;
@@ -126,6 +133,7 @@ static int add_tensor(StModel *st, int fi, const char *path, const cJSON *e, uin
     int too_big = 0;
     cJSON_ArrayForEach(d, sh) {
         /* each dimension an integer a double holds exactly; numel checked for overflow */
+        /* 1e12: far past any real dimension, and well inside a double's exact integers and a size_t */
         if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12 ||
             floor(d->valuedouble) != d->valuedouble) {
             snprintf(err, errlen, "%s: tensor '%s': shape is not a list of non-negative integers", path, e->string);
@@ -145,6 +153,7 @@ static int add_tensor(StModel *st, int fi, const char *path, const cJSON *e, uin
         snprintf(err, errlen, "%s: tensor '%s': data_offsets are not integers", path, e->string);
         return -1;
     }
+    /* offsets count from the start of the data section, which ends data_len bytes later */
     if (b0->valuedouble < 0 || b1->valuedouble < b0->valuedouble || b1->valuedouble > (double)data_len) {
         snprintf(err, errlen, "%s: tensor '%s': data_offsets outside the file", path, e->string);
         return -1;
@@ -173,6 +182,8 @@ static int add_tensor(StModel *st, int fi, const char *path, const cJSON *e, uin
 /* Parse one .safetensors file's header and append its tensors. */
 static int load_header(StModel *st, const char *path, char *err, size_t errlen)
 {
+    /* registered before the open so a shard's tensors can name it; a failed open leaves the name, and st_open's
+     * caller closes the whole StModel on any error */
     int fi = add_file(st, path);
     if (fi < 0) { snprintf(err, errlen, "out of memory"); return -1; }
     /* O_NONBLOCK: a FIFO without a writer must not block the open; only regular files are read */
@@ -212,6 +223,7 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
     }
     fclose(f);
     hdr[hlen] = 0;
+    /* hlen + 8 <= st_size was checked above, so no underflow */
     uint64_t data_len = (uint64_t)sb.st_size - 8 - hlen;
     st->data_start[fi] = 8 + hlen;
     cJSON *root = cJSON_Parse(hdr);
@@ -223,6 +235,7 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
     }
     int rc = 0, t0 = st->n_tensors;
     cJSON *e;
+    /* the header's members in file order; cJSON keeps that order, so errors name the first bad tensor */
     cJSON_ArrayForEach(e, root) {
         if (!strcmp(e->string, "__metadata__")) continue;   /* string pairs (format: pt), no tensor */
         if ((rc = add_tensor(st, fi, path, e, data_len, err, errlen))) break;
@@ -235,6 +248,8 @@ static int load_header(StModel *st, const char *path, char *err, size_t errlen)
 /* qsort has no context argument: the tensor array being sorted by index
  * (single-threaded: files are opened one at a time). */
 static const StTensor *layout_base;
+/* By start, then by end: an empty tensor (begin == end) sorts before a tensor starting at the same byte, so
+ * check_layout does not take it for an overlap. */
 static int cmp_by_offset(const void *a, const void *b)
 {
     const StTensor *x = &layout_base[*(const int *)a], *y = &layout_base[*(const int *)b];
@@ -283,7 +298,8 @@ static int check_layout(const StModel *st, int t0, const char *path, uint64_t da
 
 /* A sharded model: model.safetensors.index.json maps each tensor name to
  * its file (weight_map); every file named is opened once, and each tensor
- * the map names must be in the file it names. */
+ * the map names must be in one of those files (a name in two files is
+ * refused by add_tensor; which file holds it is not compared with the map). */
 static int load_index(StModel *st, const char *dir, const char *index, char *err, size_t errlen)
 {
     char *text = read_small_file(index, 64u << 20, NULL, err, errlen);
@@ -305,8 +321,10 @@ static int load_index(StModel *st, const char *dir, const char *index, char *err
             snprintf(err, errlen, "%s: weight_map entry '%s' is not a file name in the directory", index, e->string);
             rc = -1; break;
         }
+        /* DIR/NAME of one shard; a name too long for this is cut and then fails to open */
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
+        /* many tensors name the same shard: each file's header is read once */
         int seen = 0;
         for (int i = 0; i < st->n_files; i++) if (!strcmp(st->files[i], path)) seen = 1;
         if (!seen && load_header(st, path, err, errlen)) { rc = -1; break; }
@@ -331,6 +349,7 @@ int st_open(StModel *st, const char *path, char *err, size_t errlen)
     struct stat sb;
     if (stat(path, &sb)) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     int rc;
+    /* a directory: the sharded index when there is one, else the single file */
     if (S_ISDIR(sb.st_mode)) {
         char p[4096];
         snprintf(p, sizeof p, "%s/model.safetensors.index.json", path);
@@ -342,10 +361,12 @@ int st_open(StModel *st, const char *path, char *err, size_t errlen)
     } else {
         rc = load_header(st, path, err, errlen);
     }
+    /* a failed open frees what it built: the caller closes only a successful one */
     if (rc) st_close(st);
     return rc;
 }
 
+/* Frees what st_open built; safe on a zeroed or already closed StModel. */
 void st_close(StModel *st)
 {
     for (int i = 0; i < st->n_files; i++) free(st->files[i]);
@@ -356,6 +377,7 @@ void st_close(StModel *st)
     memset(st, 0, sizeof *st);
 }
 
+/* A linear scan: a model has a few hundred tensors and each is looked up once per load. */
 const StTensor *st_find(const StModel *st, const char *name)
 {
     for (int i = 0; i < st->n_tensors; i++)
@@ -372,15 +394,18 @@ int st_read_f32_range(const StModel *st, const StTensor *t, size_t first, size_t
                       size_t errlen)
 {
     const char *path = st->files[t->file];
+    /* written so that first + count cannot overflow */
     if (first > t->numel || count > t->numel - first) {
         snprintf(err, errlen, "%s: elements [%zu, %zu) of tensor '%s' are outside its %zu", path, first,
                  first + count, t->name, t->numel);
         return -1;
     }
+    /* opened per call: an StModel holds paths, not descriptors */
     if (!count) return 0;
     int fd = open(path, O_RDONLY);
     if (fd < 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     size_t es = dtype_size(t->dtype), bytes = count * es;
+    /* F32 is read straight into OUT (little-endian floats, the host's order on x86-64 and arm64) */
     unsigned char *buf = t->dtype == ST_F32 ? (unsigned char *)out : malloc(bytes < ST_READ_CHUNK ? bytes : ST_READ_CHUNK);
     if (!buf) { close(fd); snprintf(err, errlen, "out of memory"); return -1; }
     off_t at = (off_t)(st->data_start[t->file] + t->begin + first * es);
@@ -449,6 +474,9 @@ static char *st_header(const StWriteTensor *t, int n, StDtype dtype, const char 
      * in); F16 is read, never written */
     if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return NULL; }
     size_t es = dtype_size(dtype);
+    /* 256 bytes per tensor: its name, dtype, shape and offsets. The check after each tensor refuses a header
+     * that comes within 256 bytes of CAP; the names are the model's own (under 100 bytes with a prefix), so no
+     * single entry passes 256 */
     size_t cap = 256 + (metadata_json ? strlen(metadata_json) : 0) + (size_t)n * 256, len = 0;
     char *h = malloc(cap);
     if (!h) { snprintf(err, errlen, "out of memory"); return NULL; }
@@ -468,6 +496,7 @@ static char *st_header(const StWriteTensor *t, int n, StDtype dtype, const char 
         if (len + 256 >= cap) { free(h); snprintf(err, errlen, "st_write: header too long"); return NULL; }
     }
     h[len++] = '}';
+    /* (cap keeps room: the loop refused a header within 256 bytes of it) */
     while ((len + 8) % 8) h[len++] = ' ';   /* data section starts 8-aligned */
     *len_out = len;
     *data_len = off;
@@ -485,6 +514,7 @@ int st_create(const char *path, const StWriteTensor *t, int n, StDtype dtype, co
     if (fd < 0) { free(h); snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    /* ftruncate extends with zeros without writing them: a sparse file the ranks then fill */
     int rc = pwrite(fd, lenb, 8, 0) != 8 || pwrite(fd, h, len, 8) != (ssize_t)len ||
              ftruncate(fd, (off_t)(8 + len + data_len)) || fsync(fd);
     if (rc) snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
@@ -509,6 +539,7 @@ int st_fill(const StModel *st, int fd, const StTensor *t, size_t first, size_t c
             size_t errlen)
 {
     const char *path = st->files[t->file];
+    /* F16 is read, never written (st_header refuses it too) */
     if (t->dtype == ST_F16 || first > t->numel || count > t->numel - first) {
         snprintf(err, errlen, "%s: cannot write elements [%zu, %zu) of %s tensor '%s' (%zu elements)", path, first,
                  first + count, t->dtype == ST_F16 ? "F16" : t->dtype == ST_F32 ? "F32" : "BF16", t->name, t->numel);
@@ -553,6 +584,7 @@ int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dty
     if (out.hash) sha256_init(out.hash);
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    /* the header, then each tensor's data in the header's order, so the offsets st_header computed hold */
     int rc = write_all(&out, lenb, 8) || write_all(&out, h, len);
     free(h);
     for (int i = 0; i < n && !rc; i++) {
@@ -570,9 +602,12 @@ int st_write_sha256(const char *path, const StWriteTensor *t, int n, StDtype dty
             rc = write_all(&out, buf, 2 * m);
         }
     }
+    /* synced before the rename, so PATH names complete bytes even after a power loss */
     if (!rc) rc = fflush(f) || fsync(fileno(f));
     if (fclose(f)) rc = -1;
+    /* finalized even after a write error, which frees the hash context */
     int hash_failed = out.hash && sha256_final_hex(out.hash, sha256_hex);
+    /* a failed digest is no digest: the file is not published, or the manifest would vouch for zeros */
     if (!rc && hash_failed) {
         snprintf(err, errlen, "%s: sha256 failed (libcrypto)", path);
         unlink(tmp);

@@ -22,6 +22,7 @@ void sha256_init(Sha256 *s)
 
 void sha256_update(Sha256 *s, const void *data, size_t n)
 {
+    /* a zero-length piece is skipped: DATA may then be NULL */
     if (s->failed || !n) return;
     if (EVP_DigestUpdate(s->ctx, data, n) != 1) s->failed = 1;
 }
@@ -36,6 +37,7 @@ int sha256_final(Sha256 *s, uint8_t out[32])
     return ok ? 0 : -1;
 }
 
+/* As sha256_final, in 64 lowercase hex digits and a NUL; all zeros when hashing failed. */
 int sha256_final_hex(Sha256 *s, char hex[65])
 {
     uint8_t d[32];
@@ -44,6 +46,7 @@ int sha256_final_hex(Sha256 *s, char hex[65])
     return rc;
 }
 
+/* 0 with the file's digest in HEX; -1 with errno set (the open's or the read's, EIO when libcrypto failed). */
 int sha256_file_hex(const char *path, char hex[65])
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -34,6 +34,8 @@ void store_say(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A rename is durable only once its directory is synced: after a power loss the new name could otherwise be
+ * missing though the file's data is on disk. */
 int fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
@@ -43,6 +45,8 @@ int fsync_dir(const char *dir)
     return rc;
 }
 
+/* PATH holds DATA whole or keeps what it held: written as PATH.tmp, fsync'd, renamed over PATH (rename is
+ * atomic within a file system). The directory is not synced here; the caller syncs it after its renames. */
 int store_write_file_atomic(const char *path, const char *data, size_t n, char *err, size_t errlen)
 {
     char tmp[4096];
@@ -56,6 +60,8 @@ int store_write_file_atomic(const char *path, const char *data, size_t n, char *
     return 0;
 }
 
+/* FROM's bytes into TO (created or truncated), fsync'd. Not atomic: the callers copy into a temporary
+ * directory that is renamed into place as a whole. */
 int store_copy_file(const char *from, const char *to, char *err, size_t errlen)
 {
     FILE *in = fopen(from, "rb");
@@ -83,11 +89,13 @@ void store_remove_flat_dir(const char *dir)
     struct dirent *e;
     char p[4096];
     while ((e = readdir(d))) {
+        /* "." and ".." only: a dot file in a checkpoint directory is removed like the rest */
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         unlink(p);
     }
     closedir(d);
+    /* fails, leaving DIR, when something could not be unlinked (a subdirectory): store_clear_name checks */
     rmdir(dir);
 }
 
@@ -103,6 +111,7 @@ int store_clear_name(const char *ckpt_dir, const char *dir, const char *name, ch
     if (lstat(dir, &st) != 0 && errno == ENOENT) return 0;
     char aside[4200];
     int e = EEXIST;
+    /* the first free suffix; 1000 set-aside copies of one name means something else is wrong */
     for (int i = 1; i <= 1000; i++) {
         snprintf(aside, sizeof aside, "%s/.set-aside-%s-%d", ckpt_dir, name, i);
         if (lstat(aside, &st) == 0) continue;
@@ -118,6 +127,7 @@ int store_clear_name(const char *ckpt_dir, const char *dir, const char *name, ch
     return -1;
 }
 
+/* PATH is copied into a 4 KiB buffer (PATH_MAX on Linux); each '/' is cut in turn to create the prefix. */
 int mkdir_parents(const char *path)
 {
     char p[4096];
@@ -132,6 +142,7 @@ int mkdir_parents(const char *path)
     return 0;
 }
 
+/* qsort's comparison for an array of C strings: byte order, the same on every machine whatever the locale. */
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Sorted names of the regular files in dir (without MANIFEST.sha256). */
@@ -146,7 +157,10 @@ static char **list_files(const char *dir, int *count)
         char p[4096];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        /* a vanished name, a directory or a FIFO is skipped; stat follows links, so a link to a file is listed
+         * (and manifest_check then refuses it: open_regular does not follow links) */
         if (stat(p, &sb) || !S_ISREG(sb.st_mode) || !strcmp(e->d_name, ckpt_files[CF_MANIFEST])) continue;
+        /* out of memory ends the list early: a manifest of fewer files then fails its own check, never passes */
         char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
         if (!nn) break;
         names = nn;
@@ -155,9 +169,12 @@ static char **list_files(const char *dir, int *count)
     closedir(d);
     if (n) qsort(names, (size_t)n, sizeof *names, cmp_str);
     *count = n;
+    /* an empty directory gives an empty list, not NULL (which means DIR could not be read) */
     return names ? names : calloc(1, sizeof *names);
 }
 
+/* MANIFEST.sha256 over every regular file of DIR, each read and hashed; sha256sum's text format, so
+ * `sha256sum -c MANIFEST.sha256` in DIR checks it too. */
 int manifest_write(const char *dir, char *err, size_t errlen)
 {
     return manifest_write_known(dir, NULL, 0, err, errlen);
@@ -168,6 +185,7 @@ int manifest_write_known(const char *dir, const ManifestHash *known, int nknown,
     int n = 0;
     char **names = list_files(dir, &n);
     if (!names) { snprintf(err, errlen, "%s: %s", dir, strerror(errno)); return -1; }
+    /* a line is 64 hex digits, two spaces, the name (at most 255 bytes on Linux) and '\n': under 400 */
     size_t cap = (size_t)n * 400 + 1, len = 0;
     char *text = malloc(cap);
     int rc = text ? 0 : -1;
@@ -176,6 +194,7 @@ int manifest_write_known(const char *dir, const ManifestHash *known, int nknown,
         const char *have = NULL;
         for (int k = 0; k < nknown && !have; k++) if (!strcmp(known[k].name, names[i])) have = known[k].hex;
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        /* a known digest was computed over the bytes as they were written: no second read */
         if (have) snprintf(hex, sizeof hex, "%s", have);
         else if (sha256_file_hex(p, hex)) { snprintf(err, errlen, "%s: %s", p, strerror(errno)); rc = -1; break; }
         len += (size_t)snprintf(text + len, cap - len, "%s  %s\n", hex, names[i]);
@@ -224,7 +243,9 @@ static int open_regular(const char *path, int *not_regular, char *err, size_t er
     return fd;
 }
 
-/* sha256 of a regular file. 0, or -1 with err. */
+/* sha256 of a regular file. 0, or -1 with err.
+ * Through open_regular, so a FIFO or link listed in a manifest fails rather than blocks or vouches for another
+ * file. BUF: 1 MiB, static to keep it off the stack. */
 static int hash_regular(const char *path, char hex[65], int *not_regular, char *err, size_t errlen)
 {
     int fd = open_regular(path, not_regular, err, errlen);
@@ -252,6 +273,7 @@ char *store_read_regular(const char *path, size_t max, char *err, size_t errlen)
     if (fd < 0) return NULL;
     char *buf = malloc(max + 1);
     size_t got = 0;
+    /* up to MAX + 1 bytes: one more than MAX tells a file that is too large */
     while (buf && got <= max) {
         ssize_t n = read(fd, buf + got, max + 1 - got);
         if (n < 0 && errno == EINTR) continue;
@@ -289,14 +311,17 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
         if (fd >= 0) { close(fd); snprintf(err, errlen, "%s: %s", p, strerror(errno)); }
         return -1;
     }
+    /* LINE: 67 bytes of hash and separator plus a name; FIRST_BAD: the message err gets (it fits cmd_verify's) */
     char line[4600], first_bad[1200] = "";
     char **listed = NULL;
     int bad = 0, lines = 0, lineno = 0, rc = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t L = strlen(line);
+        /* LINE full with no '\n': longer than any line we accept (a last line without '\n' is fine) */
         if (L && line[L - 1] == '\n') line[--L] = 0;
         else if (L == sizeof line - 1) { snprintf(err, errlen, "%s:%d: line too long", p, lineno); rc = -1; break; }
+        /* a blank line is skipped */
         if (!L) continue;
         const char *name = manifest_line_name(line, L);
         if (!name) {
@@ -312,6 +337,7 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
         snprintf(fp, sizeof fp, "%s/%s", dir, name);
         int notreg = 0;
         const char *why = NULL;
+        /* the digest compares in either case: sha256sum writes lowercase, but a hand-made manifest may not */
         if (hash_regular(fp, hex, &notreg, herr, sizeof herr)) why = notreg ? "FAILED not a regular file" : "FAILED open or read";
         else if (strncasecmp(hex, line, 64)) why = "FAILED";
         if (why) {
@@ -321,9 +347,11 @@ int manifest_check(const char *dir, FILE *out, char *err, size_t errlen)
             }
             bad = 1;
         }
+        /* the same words sha256sum -c prints */
         if (out) fprintf(out, "%s: %s\n", name, why ? why : "OK");
     }
     fclose(f);
+    /* an empty manifest would vouch for nothing: unreadable, not verified */
     if (!rc && !lines) { snprintf(err, errlen, "%s: lists no files", p); rc = -1; }
     if (!rc) {
         /* a file present but not listed is also a mismatch: the manifest covers the whole directory */
