@@ -82,10 +82,11 @@ log=$OUT/log.txt
 note() { echo "$*" | tee -a "$log"; }
 t0=$SECONDS
 [[ -f $WORK/tokenizer/tokenizer.json ]] || xz -dk "$WORK/tokenizer/tokenizer.json.xz"
-for f in corpus heldout; do [[ -f $WORK/data/$f.jsonl ]] || xz -dk -T0 "$WORK/data/$f.jsonl.xz"; done
 if [[ $cpu == 1 ]]; then   # a few files: the CPU trainer's held-out pass is slow at Qwen's vocabulary
-    head -n 40 "$WORK/data/heldout.jsonl" > "$WORK/data/corpus.jsonl"
+    (xz -dc "$WORK/data/heldout.jsonl.xz" || true) | head -n 40 > "$WORK/data/corpus.jsonl"   # xz: SIGPIPE
     head -n 2 "$WORK/data/corpus.jsonl" > "$WORK/data/heldout.jsonl"
+else
+    for f in corpus heldout; do xz -dc -T0 "$WORK/data/$f.jsonl.xz" > "$WORK/data/$f.jsonl"; done
 fi
 note "unxz: $((SECONDS - t0)) s"
 # prepare: the baseline's shards, the held-out shards; the others share the
