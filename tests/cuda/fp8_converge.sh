@@ -14,12 +14,20 @@
 #                                  the variants trained side by side on the one GPU
 #                                  (--eval-shards: the held-out files), then
 #                                  OUT/converge.txt (PASS/FAIL lines), OUT/losses.tsv
-#                                  (every variant's loss per step), OUT/log.txt
+#                                  (every variant's loss per step), OUT/log.txt,
+#                                  OUT/runs.tar.xz (runs/NAME/{metrics.jsonl,result.json})
 #   fp8_converge.sh selftest       converge.py's comparison on fake metrics
 # WORK=.cuda-run/converge travels (the device tool carries .cuda-run/; ~28 MB).
 #   CONVERGE_VARIANTS="bf16 fp8 bf16s"  the first is the baseline (converge.py VARIANTS;
 #                                  fp8s: FP8 with bf16 states and split master weights)
 #   CONVERGE_STEPS=2000, CONVERGE_JOBS (run: variants at once; default all of them)
+#   CONVERGE_REUSE="bf16"          (run) these variants are not trained: their runs/NAME/
+#                                  are an earlier call's (tar -xJf OUT/runs.tar.xz -C WORK
+#                                  here before carrying WORK). The three variants take
+#                                  ~650 s of training side by side, over one 600 s device
+#                                  call: CONVERGE_VARIANTS="bf16 fp8" first, then
+#                                  CONVERGE_VARIANTS="bf16 bf16s" CONVERGE_REUSE=bf16
+#                                  (the same plan gives the same bits on the same GPU)
 #   CONVERGE_CORPUS=DIR            corpus.sh's output (prep; default: made in WORK/corpus)
 #   CONVERGE_CPU=1                 (prep and run) the same script on the CPU trainer:
 #                                  a 2-layer model of width 64, 16 steps of 4 x 128 tokens,
@@ -114,6 +122,11 @@ done
 atonce=${CONVERGE_JOBS:-$(wc -w <<<"$variants")}
 t=$SECONDS
 for v in $variants; do
+    if [[ " ${CONVERGE_REUSE:-} " == *" $v "* ]]; then   # trained by an earlier call
+        [[ -f $WORK/runs/$v/metrics.jsonl ]] && echo "$v: exit 0, reused" > "$WORK/$v/done.txt" ||
+            echo "$v: exit 1, reused but no $WORK/runs/$v/metrics.jsonl" > "$WORK/$v/done.txt"
+        continue
+    fi
     rm -rf "$WORK/runs/$v"
     ( t1=$SECONDS; rc=0
       $bin run "$WORK/$v/out/plan.json" --fresh --eval-shards "$WORK/$base/out/shards-eval" > "$WORK/$v/run.log" 2>&1 || rc=$?
@@ -136,5 +149,7 @@ if [[ ${#dirs[@]} -ge 2 && ${dirs[0]} == "$WORK/runs/$base" ]]; then
 else
     note "converge: FAIL (no metrics of the baseline $base or of any variant)"; rc=1
 fi
+# each run's metrics.jsonl and result.json in one file (the device tool returns few files)
+(cd "$WORK" && tar -cJf "$OUT/runs.tar.xz" $(for v in $variants; do ls runs/$v/metrics.jsonl runs/$v/result.json 2>/dev/null; done))
 note "fp8_converge run: $((SECONDS - t0)) s in all"
 (( bad == 0 && rc == 0 ))
