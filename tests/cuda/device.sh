@@ -5,8 +5,8 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2 zero fp8 fp8-bench
-#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench)
+#               split split-bench trust host2 zero fp8 fp8-bench converge
+#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench, converge)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -23,6 +23,8 @@
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
+#     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
+#          against bf16 (tests/cuda/fp8_converge.sh; needs .cuda-run/converge prepared here)
 #
 # `run` expects .cuda-run/tiny/ (made here by tests/cuda/make_tiny_run.sh: the tiny
 # plan compiled and prepared, plus the CPU trainer's metrics for comparison).
@@ -165,6 +167,19 @@ if has fp8-bench; then
         --master-weights split --optimizer-states bf16 --fp8 > "$out/f8_phases.json" 2> "$out/f8_phases.log"
     LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 32 --seq 1024 --steps 3 --warmup 1 \
         --master-weights split --optimizer-states bf16 > "$out/b16_phases.json" 2> "$out/b16_phases.log"
+fi
+# issue 31's convergence checks (tests/cuda/fp8_converge.sh, prepared here with
+# `fp8_converge.sh prep .cuda-run/converge`): CONVERGE_VARIANTS and CONVERGE_REUSE
+# pass through (three variants exceed one 600 s call: bf16 fp8, then bf16 bf16s
+# reusing bf16's runs)
+if has converge; then
+    if [[ -f .cuda-run/converge/bf16/out/plan.json ]]; then
+        bash tests/cuda/fp8_converge.sh run .cuda-run/converge "$out/converge" > "$out/converge.log" 2>&1
+        note "converge: exit $?"
+        grep -h '^converge\|FAIL' "$out/converge/converge.txt" "$out/converge.log" 2>/dev/null | sort -u | tee -a "$out/summary.txt"
+    else
+        note "converge: no .cuda-run/converge (run tests/cuda/fp8_converge.sh prep .cuda-run/converge here)"
+    fi
 fi
 if has trust && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     bash tests/cuda/trust.sh "$out/trust" > "$out/trust.log" 2>&1
