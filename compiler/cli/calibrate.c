@@ -77,7 +77,7 @@ static int locate(CalibRun *r)
     if (is_dir(r->arg)) {
         dir = xstrdup(r->arg);
         /* the logs in calib_src_names' order: the first one present is the run's */
-        for (int k = 0; k < 3 && !r->data_path; k++) {
+        for (int k = 0; k < CALIB_SRC_COUNT && !r->data_path; k++) {
             char *p = path_join(dir, calib_src_names[k]);
             if (is_file(p)) { r->data_path = p; r->src = (CalibSource)k; } else free(p);
         }

@@ -1,5 +1,6 @@
 /* cli.c — llmc's command-line conventions; see cli.h. */
 #include "cli.h"
+#include "run_formats.h"   /* contract/: index.json's name and keys */
 #include "diag.h"
 #include "arena.h"
 #include "estimate.h"
@@ -119,7 +120,7 @@ cJSON *cli_diagnostics_json(Diags *d)
 static bool read_index(const char *dir, double *rows, double *tokens, double *context, int *packing)
 {
     char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s/index.json", dir) >= sizeof path) return false;
+    if ((size_t)snprintf(path, sizeof path, "%s/" SHARD_INDEX_FILE, dir) >= sizeof path) return false;
     FILE *fp = fopen(path, "rb");
     if (!fp) return false;
     /* index.json is a few hundred bytes; one past 4 MiB is cut, fails to parse and counts as absent */
@@ -129,8 +130,10 @@ static bool read_index(const char *dir, double *rows, double *tokens, double *co
     buf[n] = 0;
     cJSON *o = cJSON_Parse(buf);
     free(buf);
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "n_rows"), *t = cJSON_GetObjectItemCaseSensitive(o, "n_tokens");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "context"), *p = cJSON_GetObjectItemCaseSensitive(o, "packing");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_N_ROWS]),
+                *t = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_N_TOKENS]);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_CONTEXT]),
+                *p = cJSON_GetObjectItemCaseSensitive(o, shard_index_keys[IX_PACKING]);
     bool ok = cJSON_IsNumber(r) && r->valuedouble >= 1 && r->valuedouble < 1e15 && cJSON_IsNumber(t) &&
               t->valuedouble >= 0 && cJSON_IsNumber(c) && cJSON_IsBool(p);
     if (ok) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "plan_limits.h"   /* contract/: the lora_rank row an adapter's r is read by */
 #include "run_formats.h"   /* contract/: the checkpoint files' names */
 #include "hf_config.h"
 #include "log.h"
@@ -273,12 +274,14 @@ Lora *peft_load(const char *dir, const Model *base, int *alpha, int *rslora, cha
         if (k < LORA_TARGETS) targets |= 1u << k;
         else unknown = 1;
     }
-    /* r at most 1024: a literal here, not contract/plan_limits.h's lora_rank row (1..4096). A target module
-     * outside the seven this trainer adapts is refused, not dropped: the adapter would compute another function */
-    if (!cJSON_IsNumber(r) || r->valuedouble != (int)r->valuedouble || r->valuedouble < 1 || r->valuedouble > 1024 ||
+    /* r within the plan's own lora_rank row (contract/plan_limits.h: what a plan may ask, the backends then
+     * check their own range). A target module outside the seven this trainer adapts is refused, not dropped:
+     * the adapter would compute another function */
+    const PlanLimit *rank = plan_limit(PL_FINETUNE_LORA_RANK);
+    if (!cJSON_IsNumber(r) || plan_limit_violation(rank, r->valuedouble) ||
         !cJSON_IsNumber(al) || al->valuedouble < 1 || al->valuedouble > 1 << 20 || !targets || unknown) {
-        snprintf(err, errlen, "%s: want r (an integer 1-1024), lora_alpha (1-%d) and target_modules among q_proj, "
-                 "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj", path, 1 << 20);
+        snprintf(err, errlen, "%s: want r (an integer %.0f-%.0f), lora_alpha (1-%d) and target_modules among q_proj, "
+                 "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj", path, rank->min, rank->max, 1 << 20);
         cJSON_Delete(j);
         return NULL;
     }

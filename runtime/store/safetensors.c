@@ -474,10 +474,18 @@ static char *st_header(const StWriteTensor *t, int n, StDtype dtype, const char 
      * in); F16 is read, never written */
     if (dtype == ST_F16) { snprintf(err, errlen, "st_write: F16 output is not supported"); return NULL; }
     size_t es = dtype_size(dtype);
-    /* 256 bytes per tensor: its name, dtype, shape and offsets. The check after each tensor refuses a header
-     * that comes within 256 bytes of CAP; the names are the model's own (under 100 bytes with a prefix), so no
-     * single entry passes 256 */
-    size_t cap = 256 + (metadata_json ? strlen(metadata_json) : 0) + (size_t)n * 256, len = 0;
+    /* Room counted from what each entry holds: its name, plus 128 bytes for the keys, the dtype and two
+     * 20-digit offsets, plus 21 per dimension (a sign and 19 digits and a comma); the closing brace and up to
+     * 7 bytes of alignment padding in the first 256. So no snprintf below is ever cut (the check in the loop
+     * guards the count itself). */
+    size_t cap = 256 + (metadata_json ? strlen(metadata_json) : 0), len = 0;
+    for (int i = 0; i < n; i++) {
+        if (t[i].ndim < 0 || t[i].ndim > 8) {
+            snprintf(err, errlen, "st_write: tensor '%s' has %d dimensions", t[i].name, t[i].ndim);
+            return NULL;
+        }
+        cap += strlen(t[i].name) + 128 + 21 * (size_t)t[i].ndim;
+    }
     char *h = malloc(cap);
     if (!h) { snprintf(err, errlen, "out of memory"); return NULL; }
     len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{%s}", metadata_json ? metadata_json : "");
@@ -493,10 +501,14 @@ static char *st_header(const StWriteTensor *t, int n, StDtype dtype, const char 
         len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%llu,%llu]}",
                                 (unsigned long long)off, (unsigned long long)(off + numel * es));
         off += numel * es;
-        if (len + 256 >= cap) { free(h); snprintf(err, errlen, "st_write: header too long"); return NULL; }
+        if (len + 8 >= cap) {
+            free(h);
+            snprintf(err, errlen, "internal error: st_write's header outgrew its room");
+            return NULL;
+        }
     }
     h[len++] = '}';
-    /* (cap keeps room: the loop refused a header within 256 bytes of it) */
+    /* (room for this and the padding: the first 256 bytes of cap beyond the metadata's prefix) */
     while ((len + 8) % 8) h[len++] = ' ';   /* data section starts 8-aligned */
     *len_out = len;
     *data_len = off;

@@ -539,7 +539,7 @@ static void test_peft_roundtrip(const char *dir)
     write_text(p, "{\"r\": 8, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\", \"lm_head\"]}");
     check(peft_load_fails_with(ad, &base, "target_modules among q_proj"), "peft_load: an unknown module refused");
     write_text(p, "{\"r\": 0, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]}");
-    check(peft_load_fails_with(ad, &base, "want r (an integer 1-1024)"), "peft_load: r = 0 refused");
+    check(peft_load_fails_with(ad, &base, "want r (an integer 1-4096)"), "peft_load: r = 0 refused");
     write_text(p, "{\"r\": 8, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\", \"k_proj\"]}");
     check(peft_load_fails_with(ad, &base, "k_proj.lora_A.weight is missing"), "peft_load: a missing tensor named");
     write_text(p, "{\"r\": 4, \"lora_alpha\": 16, \"target_modules\": [\"q_proj\"]}");
