@@ -55,13 +55,6 @@ typedef struct {
     char gpu_path[4200];
 } CudaBackend;
 
-static size_t device_used(void)
-{
-    size_t fr = 0, tot = 0;
-    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
-    return tot - fr;
-}
-
 /* What the plan asks for that this backend does not do (its row
  * llmc_backend_caps[LLMC_BACKEND_CUDA], contract/backend_caps.h, by which the
  * llmc checker refuses the same): 0, or -1 with the plan.json key and what to
@@ -286,7 +279,7 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                              &ft, &num) != 0)
         return -1;
     c->have_cm = 1;
-    c->base_used = device_used();
+    c->base_used = cuda_device_used();
     c->hm = hm;
     c->b1 = (float)plan->beta1;
     c->b2 = (float)plan->beta2;
@@ -585,20 +578,20 @@ static int cu_eval_forward(void *self, const Batch *b, int n_rows, double *loss_
     return 0;
 }
 
-/* What the device gained beyond our allocations (0 when ranks sharing the GPU
- * freed more than we took since the start: their figure is not ours), and
- * GPU memory: our allocations plus that. */
-static size_t device_gained(const CudaBackend *c) { return c->peak > c->base_used ? c->peak - c->base_used : 0; }
-static double gpu_gib(const CudaBackend *c) { return (device_gained(c) + c->cm.bytes_allocated) / 1073741824.0; }
+/* GPU memory: our allocations plus what the device gained beyond them. */
+static double gpu_gib(const CudaBackend *c)
+{
+    return (cuda_used_above(c->peak, c->base_used) + c->cm.bytes_allocated) / 1073741824.0;
+}
 
 static int cu_step_stats(void *self, int64_t step, double step_s, int is0, char *extra, size_t len)
 {
     CudaBackend *c = self;
-    size_t used = device_used();
+    size_t used = cuda_device_used();
     if (used > c->peak) c->peak = used;
     if (!is0) return 0;
     fprintf(c->gpu_mf, "{\"step\":%" PRId64 ",\"step_time_s\":%.6f,\"gpu_peak_bytes\":%zu,"
-            "\"gpu_allocated_bytes\":%zu}\n", step, step_s, device_gained(c) + c->cm.bytes_allocated,
+            "\"gpu_allocated_bytes\":%zu}\n", step, step_s, cuda_used_above(c->peak, c->base_used) + c->cm.bytes_allocated,
             c->cm.bytes_allocated);
     if (fflush(c->gpu_mf)) { log_error("%s: write failed", c->gpu_path); return -1; }
     snprintf(extra, len, " gpu %.2f GiB", gpu_gib(c));

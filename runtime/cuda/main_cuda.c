@@ -238,13 +238,6 @@ static double wall(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static size_t device_used_bytes(void)
-{
-    size_t fr = 0, tot = 0;
-    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
-    return tot - fr;
-}
-
 /* Host fp32 weights and zero AdamW moments in runtime/model/model.h's layout, for
  * --offload (the training loop's Model and AdamW play this part in `run`). */
 static int host_state_alloc(const ModelConfig *cfg, CudaHostState *hs)
@@ -272,14 +265,6 @@ static int bench_recompute_code(int rc)
 {
     return rc == RECOMPUTE_FULL ? 1 : rc == RECOMPUTE_SELECTIVE ? 2 : 0;
 }
-/* The device's memory in use above what it held before the model: ranks sharing
- * a GPU see each other's allocations come and go, so this can be below the
- * start (then 0); their own figure is the model's allocations. */
-static double peak_above(size_t peak, size_t base)
-{
-    return peak > base ? (double)(peak - base) : 0.0;
-}
-
 static int cmd_bench(int argc, char **argv)
 {
     Opts o;
@@ -294,7 +279,7 @@ static int cmd_bench(int argc, char **argv)
     CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .zero = o.zero, .comm = d.comm,
                         .comm_stream = d.comm_stream};
     CudaModel m;
-    size_t base_used = device_used_bytes();
+    size_t base_used = cuda_device_used();
     CudaHostState hs = {0}, *off = NULL;
     /* offload on several ranks: each its shard, pinned by the model (as `run` does) */
     par.offload_shard = o.offload && d.world > 1;
@@ -347,7 +332,7 @@ static int cmd_bench(int argc, char **argv)
         if (in_phase) phase_step_end(m.timer);
         CUDA_CHECK(cudaMemcpy(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost));
         double dt = wall() - t0;
-        size_t used = device_used_bytes();
+        size_t used = cuda_device_used();
         if (used > peak) peak = used;
         loss = (float)(cuda_dist_sum(&d, loss) / labels);
         if (timed) { t_sum += dt; if (dt < t_min) t_min = dt; }
@@ -368,7 +353,7 @@ static int cmd_bench(int argc, char **argv)
                o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, master_weights_json_names[m.master_lo ? MASTER_SPLIT : MASTER_FP32],
                optimizer_states_json_names[m.bf16_states ? OSTATES_BF16 : OSTATES_FP32],
                precision_json_names[m.fp8 ? PREC_FP8 : PREC_BF16], m.n_real,
-               step * 1e3, t_min * 1e3, tok_s, mfu, peak_above(peak, base_used) / 1073741824.0,
+               step * 1e3, t_min * 1e3, tok_s, mfu, cuda_used_above(peak, base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);
     cuda_model_destroy(&m);

@@ -300,5 +300,11 @@ void cuda_model_host_shard_adopt(CudaModel *m, int step, int moments);
  * products that run (no weight gradients for the frozen, no input gradients below
  * the lowest trained layer; the adapters' own). */
 double cuda_model_flops_per_token(const CudaModel *m, int T);
+/* Device memory in use (cudaMemGetInfo: every process on the GPU), and how far
+ * a high-water mark rose above a baseline: 0 when ranks sharing the GPU freed
+ * more than this one took since (their figure is not ours; each rank's own is
+ * bytes_allocated). For bench's and run's GPU memory figures. */
+size_t cuda_device_used(void);
+static inline size_t cuda_used_above(size_t peak, size_t base) { return peak > base ? peak - base : 0; }
 
 #endif

@@ -394,6 +394,13 @@ void cuda_model_host_shard_adopt(CudaModel *m, int step, int moments)
     CUDA_CHECK(cudaGetLastError());
 }
 
+size_t cuda_device_used(void)
+{
+    size_t fr = 0, tot = 0;
+    CUDA_CHECK(cudaMemGetInfo(&fr, &tot));
+    return tot - fr;
+}
+
 double cuda_model_flops_per_token(const CudaModel *m, int T)
 {
     const ModelConfig *c = &m->cfg;
