@@ -88,6 +88,19 @@ static void test_safetensors(const char *dir)
     if (!st.n_files) memset(&st, 0, sizeof st);
     st_close(&st);
 
+    /* a long name and eight dimensions: the header's room follows what the entries hold (it was 256 bytes an
+     * entry, which a 600-byte name ran past) */
+    char longname[601];
+    memset(longname, 'n', 600);
+    longname[600] = 0;
+    StWriteTensor lt[2] = {{longname, 8, {1, 1, 1, 1, 1, 1, 2, 3}, a}, {"y.bias", 1, {4}, b}};
+    snprintf(p, sizeof p, "%s/long.safetensors", dir);
+    ok = st_write(p, lt, 2, ST_F32, NULL, err, sizeof err) == 0 && st_open(&st, p, err, sizeof err) == 0;
+    x = ok ? st_find(&st, longname) : NULL;
+    check(x && x->ndim == 8 && x->shape[7] == 3 && st_read_f32(&st, x, out, err, sizeof err) == 0 &&
+          !memcmp(out, a, sizeof a), "st_write: a 600-byte name and 8 dimensions written and read back");
+    if (ok) st_close(&st);
+
     /* F16, handcrafted */
     uint16_t h[3] = {0x3c00, 0xc000, 0x3800};
     snprintf(p, sizeof p, "%s/f16.safetensors", dir);
@@ -560,7 +573,8 @@ static void test_safetensors_range(const char *dir)
 {
     enum { N = 3 << 20 };   /* 3 Mi floats: 6 MiB in BF16 */
     char p[4200], err[512];
-    float *src = malloc(N * sizeof *src), *whole = malloc(N * sizeof *whole), *part = malloc(N * sizeof *part);
+    /* part: one element past the largest window, the NaN that shows nothing was written beyond it */
+    float *src = malloc(N * sizeof *src), *whole = malloc(N * sizeof *whole), *part = malloc((N + 1) * sizeof *part);
     if (!src || !whole || !part) { check(0, "range test: out of memory"); free(src); free(whole); free(part); return; }
     for (size_t i = 0; i < N; i++) src[i] = (float)((double)i * 0.37 - 1e5);   /* bf16 rounds these differently */
     const size_t win[][2] = {{0, N}, {0, 0}, {N, 0}, {1, 5}, {(2 << 20) - 3, 7}, {(size_t)N - 9, 9},

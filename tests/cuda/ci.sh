@@ -173,6 +173,7 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "bench without a GPU" 1 "no CUDA device" $bin bench --model tiny --steps 1
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check
 fi
+expect "bench --zero 4 refused (ZeRO stages 0-3)" 2 "--zero" $bin bench --zero 4 --model tiny
 # the FP8 convergence check's comparison (issue 31): 0.5% apart passes, 2% fails, a cut run fails
 if bash tests/cuda/fp8_converge.sh selftest > "$tmp/converge.log" 2>&1; then ok "fp8_converge.sh selftest"
 else bad "fp8_converge.sh selftest"; tail -8 "$tmp/converge.log"; fi
