@@ -64,8 +64,9 @@ void k_attn_softmax_bwd(bf16_t *dPS, const bf16_t *P, long long rows, int T, kst
 void k_swap12(bf16_t *out, const bf16_t *in, int B, int A1, int A2, int D, kstream_t s);
 
 /* gu [N, 2F] = [gate | up] -> h [N, F] = silu(gate) * up */
-void k_swiglu_fwd(bf16_t *h, const bf16_t *gu, int N, int F, kstream_t s);
-void k_swiglu_bwd(bf16_t *dgu, const bf16_t *dh, const bf16_t *gu, int N, int F, kstream_t s);
+/* amax: NULL, or where the output's absolute maximum is atomically maxed in (FP8) */
+void k_swiglu_fwd(bf16_t *h, const bf16_t *gu, int N, int F, float *amax, kstream_t s);
+void k_swiglu_bwd(bf16_t *dgu, const bf16_t *dh, const bf16_t *gu, int N, int F, float *amax, kstream_t s);
 
 /* Fused softmax cross-entropy over a logits chunk [rows, V] (bf16), in place:
  * loss[r] = logsumexp - logit[target] (0 where target < 0), and when grad_scale != 0

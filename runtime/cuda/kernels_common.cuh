@@ -43,6 +43,32 @@ static __device__ __forceinline__ void store8(bf16 *p, const float f[8])
     *(uint4 *)p = u;
 }
 
+/* The largest |v| of 8 values as store8 writes them (rounded to bf16): what a
+ * later pass reading the stored tensor would find. */
+static __device__ __forceinline__ float max_abs8_stored(const float f[8])
+{
+    float mx = 0.f;
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, fabsf(__bfloat162float(__float2bfloat16_rn(f[i]))));
+    return mx;
+}
+
+/* amax[0] = max(amax[0], the block's mx): every thread of the block calls it
+ * (it synchronises), each with its own mx (>= 0). Non-negative floats order as
+ * their bits, so the atomic max of the bits is the max, whatever the order the
+ * blocks arrive in (NaN bits exceed inf's and win). */
+static __device__ __forceinline__ void block_amax_commit(float *amax, float mx)
+{
+    __shared__ float part[32];
+    mx = warp_max(mx);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        mx = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
+        mx = warp_max(mx);
+        if (threadIdx.x == 0) atomicMax((unsigned *)amax, __float_as_uint(mx));
+    }
+}
+
 static __device__ __forceinline__ void unpack8(float f[8], uint4 u)
 {
     const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;

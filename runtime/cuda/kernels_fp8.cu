@@ -24,16 +24,7 @@ __global__ void fp8_amax_k(float *amax, const bf16 *x, size_t n8)
         load8(f, x + i * 8);
         for (int k = 0; k < 8; k++) mx = fmaxf(mx, fabsf(f[k]));
     }
-    mx = warp_max(mx);
-    __shared__ float part[32];
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = mx;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        mx = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
-        mx = warp_max(mx);
-        /* non-negative floats order as their bits; NaN bits exceed inf's and win */
-        if (threadIdx.x == 0) atomicMax((unsigned *)amax, __float_as_uint(mx));
-    }
+    block_amax_commit(amax, mx);
 }
 
 /* The power of two that puts amax in the format's top binade (1 for 0, inf, NaN). */

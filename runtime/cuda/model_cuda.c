@@ -720,17 +720,54 @@ void adopt_weights(CudaModel *m, float *tmp)
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* One parameter's initial values into tmp[0, numel): normal for matrices, 1 for
+ * the norms' weights, 0 for biases (the same sequence whatever tmp is). */
+static void init_param(const CudaParam *p, int i, float *tmp, uint64_t seed, float std, cudaStream_t st)
+{
+    if (p->cols) k_init_normal(tmp, p->numel, seed * 1000003ull + (uint64_t)i, std, st);
+    else if (strstr(p->name, "norm")) k_fill(tmp, p->numel, 1.f, st);
+    else CUDA_CHECK(cudaMemsetAsync(tmp, 0, p->numel * sizeof(float), st));
+}
+
+/* ZeRO-2/3: parameter by parameter through a scratch of the largest one, so
+ * that no whole fp32 copy of the model is ever on a rank's device (7B: 30 GB,
+ * more than two ranks sharing one GPU can spare); the same values as the whole
+ * copy of cuda_model_init_random, rounded and sharded as adopt_weights does.
+ * The layout's padding stays as allocated: zero. */
+static void init_random_zero(CudaModel *m, uint64_t seed, float std)
+{
+    cudaStream_t st = m->stream;
+    size_t big = 1;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].numel > big) big = m->params[i].numel;
+    float *tmp;
+    CUDA_CHECK(cudaMalloc((void **)&tmp, big * sizeof(float)));
+    size_t lo = m->shard_off, hi = m->shard_off + m->shard_len;
+    for (int i = 0; i < m->n_params; i++) {
+        const CudaParam *p = &m->params[i];
+        init_param(p, i, tmp, seed, std, st);
+        if (m->zero == 2) k_f32_to_bf16(m->w + p->off, tmp, p->numel, st);
+        size_t a = p->off > lo ? p->off : lo, b = p->off + p->numel < hi ? p->off + p->numel : hi;
+        if (a >= b) continue;
+        if (m->zero == 3) k_f32_to_bf16(m->wsh + (a - lo), tmp + (a - p->off), b - a, st);
+        /* Default: master may be pinned host memory (off_shard) */
+        CUDA_CHECK(cudaMemcpyAsync(m->master + (a - lo), tmp + (a - p->off), (b - a) * sizeof(float),
+                                   cudaMemcpyDefault, st));
+    }
+    m->f8_stale = 1;
+    gathers_forget(m);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaFree(tmp));
+}
+
 void cuda_model_init_random(CudaModel *m, uint64_t seed, float std)
 {
+    if (m->zero) { init_random_zero(m, seed, std); return; }
     float *tmp = m->grad;   /* whole gradient buffer: scratch before training (7B: 30 GB not allocated twice) */
     cudaStream_t st = m->stream;
     if (!tmp) CUDA_CHECK(cudaMalloc((void **)&tmp, m->n_total * sizeof(float)));
     CUDA_CHECK(cudaMemsetAsync(tmp, 0, m->n_total * sizeof(float), st));
-    for (int i = 0; i < m->n_params; i++) {
-        const CudaParam *p = &m->params[i];
-        if (p->cols) k_init_normal(tmp + p->off, p->numel, seed * 1000003ull + (uint64_t)i, std, st);
-        else if (strstr(p->name, "norm")) k_fill(tmp + p->off, p->numel, 1.f, st);
-    }
+    for (int i = 0; i < m->n_params; i++) init_param(&m->params[i], i, tmp + m->params[i].off, seed, std, st);
     adopt_weights(m, tmp);
     if (tmp == m->grad) CUDA_CHECK(cudaMemsetAsync(m->grad, 0, m->n_total * sizeof(float), st));
     else CUDA_CHECK(cudaFree(tmp));

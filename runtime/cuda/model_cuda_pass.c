@@ -111,18 +111,27 @@ static void mm_fp8(CudaModel *m, int M, int N, int K, const uint8_t *A, int a_ty
     gemm_run(m->gemm, &a);
 }
 
+/* FP8: where the kernel producing a GEMM's input (kind F8_INPUT) or output
+ * gradient (F8_GRAD) maxes its |max| in, so that the GEMM's quantiser needs no
+ * amax pass of its own (amax_ready below); NULL without FP8. */
+static float *f8_amax_at(CudaModel *m, int l, int p, int kind)
+{
+    return m->fp8 ? m->f8_amax + F8_SLOT(m, l, p, kind) : NULL;
+}
+
 /* Y[N, out] = X[N, in] . W[out, in]^T (+ R, the residual, when not NULL). fp8: X
  * in E4M3 with its own scale, Hopper's fast accumulation (as in Transformer
- * Engine's forward; the gradients' products accumulate exactly). */
+ * Engine's forward; the gradients' products accumulate exactly); amax_ready:
+ * X's producer has put its maximum in the slot (f8_amax_at). */
 static void proj_fwd(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t *X, int in, size_t woff, int out,
-                     bf16_t *Y, const bf16_t *R)
+                     bf16_t *Y, const bf16_t *R, int amax_ready)
 {
     if (!m->fp8) {
         mm(m, 0, 1, z->N, out, in, X, in, wp(m, l, woff), in, Y, out, 0, R, 1.f, R ? 1.f : 0.f);
         return;
     }
     size_t k = F8_SLOT(m, l, p, F8_INPUT), w = F8_SLOT(m, l, p, F8_WEIGHT);
-    k_fp8_amax(m->f8_amax + k, X, (size_t)z->N * in, z->st);
+    if (!amax_ready) k_fp8_amax(m->f8_amax + k, X, (size_t)z->N * in, z->st);
     k_fp8_quant(m->f8_a, NULL, m->f8_sinv + k, X, z->N, in, m->f8_amax + k, 0, z->st);
     /* the residual: cuBLASLt takes no separate bf16 C beside FP8 operands (status 15,
      * measured on the H200), so D starts as R and accumulates in place */
@@ -132,16 +141,17 @@ static void proj_fwd(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t
 }
 
 /* dX[N, in] = dY[N, out] . W[out, in]. fp8: dY in E5M2 against W's transposed
- * E4M3 copy; with_wgrad: dY's transposed copy for proj_wgrad in the same pass. */
+ * E4M3 copy; with_wgrad: dY's transposed copy for proj_wgrad in the same pass;
+ * amax_ready: dY's producer has put its maximum in the slot. */
 static void proj_dgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t *dY, int out, size_t woff, int in,
-                       bf16_t *dX, int with_wgrad)
+                       bf16_t *dX, int with_wgrad, int amax_ready)
 {
     if (!m->fp8) {
         mm(m, 0, 0, z->N, in, out, dY, out, wp(m, l, woff), in, dX, in, 0, NULL, 1.f, 0.f);
         return;
     }
     size_t k = F8_SLOT(m, l, p, F8_GRAD), w = F8_SLOT(m, l, p, F8_WEIGHT);
-    k_fp8_amax(m->f8_amax + k, dY, (size_t)z->N * out, z->st);
+    if (!amax_ready) k_fp8_amax(m->f8_amax + k, dY, (size_t)z->N * out, z->st);
     k_fp8_quant(m->f8_dy, with_wgrad ? m->f8_dyt : NULL, m->f8_sinv + k, dY, z->N, out, m->f8_amax + k, 1, z->st);
     mm_fp8(m, z->N, in, out, m->f8_dy, GEMM_E5M2, m->f8_sinv + k, m->f8_wt + m->f8_woff[l * 4 + p], m->f8_sinv + w,
            dX, 0, NULL, 0.f, 0);
@@ -222,7 +232,7 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     PHASE(m, PH_NORM);
     /* Qwen3: the GEMM output is kept for the head norms' backward pass */
     bf16_t *qkv_out = c->qk_norm ? a->qkv_raw : m->qkv;
-    proj_fwd(m, &z, l, F8_QKV, a->ln1, z.C, o->qkv_w, z.QKVD, qkv_out, NULL);
+    proj_fwd(m, &z, l, F8_QKV, a->ln1, z.C, o->qkv_w, z.QKVD, qkv_out, NULL, 0);
     if (m->lora) cuda_lora_fwd(m, l, CL_QKV, a->ln1, qkv_out, z.QKVD);
     PHASE(m, PH_QKV_GEMM);
     if (c->qk_norm)
@@ -232,18 +242,18 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     PHASE(m, PH_ROPE);
     attn_fwd(m, &z, 1);
     PHASE(m, PH_ATTN);
-    proj_fwd(m, &z, l, F8_O, a->att, z.HD, o->o_w, z.C, a->xmid, x);
+    proj_fwd(m, &z, l, F8_O, a->att, z.HD, o->o_w, z.C, a->xmid, x, 0);
     if (m->lora) cuda_lora_fwd(m, l, CL_O, a->att, a->xmid, z.C);
     PHASE(m, PH_O_GEMM);
     k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps, z.st);
     PHASE(m, PH_NORM);
-    proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL);
+    proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 0);
     if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
     PHASE(m, PH_GU_GEMM);
-    k_swiglu_fwd(a->h, a->gu, z.N, z.F, z.st);
+    k_swiglu_fwd(a->h, a->gu, z.N, z.F, f8_amax_at(m, l, F8_DOWN, F8_INPUT), z.st);
     PHASE(m, PH_SWIGLU);
     if (!stop_before_down) {
-        proj_fwd(m, &z, l, F8_DOWN, a->h, z.F, o->down_w, z.C, m->xs[l + 1], a->xmid);
+        proj_fwd(m, &z, l, F8_DOWN, a->h, z.F, o->down_w, z.C, m->xs[l + 1], a->xmid, 1);
         if (m->lora) cuda_lora_fwd(m, l, CL_DOWN, a->h, m->xs[l + 1], z.C);
         PHASE(m, PH_DOWN_GEMM);
     } else if (m->lora) {   /* the down adapter's u, which its backward needs */
@@ -268,21 +278,21 @@ static void layer_bwd(CudaModel *m, int l)
     float *gj = m->junk;
     if (m->recompute == RECOMPUTE_SELECTIVE) {
         /* this layer's h and att from the kept GEMM outputs (shared buffers) */
-        k_swiglu_fwd(a->h, a->gu, N, F, z.st);
+        k_swiglu_fwd(a->h, a->gu, N, F, NULL, z.st);   /* the same h: its maximum is in the slot already */
         PHASE(m, PH_SWIGLU);
         attn_fwd(m, &z, 0);
         PHASE(m, PH_ATTN);
     }
 
     /* MLP */
-    proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt);
+    proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 0);
     PHASE(m, PH_DOWN_DX);
     if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
     PHASE(m, PH_DOWN_DW);
-    k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, z.st);
+    k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, f8_amax_at(m, l, F8_GU, F8_GRAD), z.st);
     PHASE(m, PH_SWIGLU_BWD);
-    proj_dgrad(m, &z, l, F8_GU, m->dgu, 2 * F, o->gu_w, C, m->dln, wt);
+    proj_dgrad(m, &z, l, F8_GU, m->dgu, 2 * F, o->gu_w, C, m->dln, wt, 1);
     PHASE(m, PH_GU_DX);
     if (wt) proj_wgrad(m, &z, l, F8_GU, m->dgu, 2 * F, a->ln2, C, gp(m, l, o->gu_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_GU, a->ln2, m->dgu, 2 * F, m->dln);
@@ -291,7 +301,7 @@ static void layer_bwd(CudaModel *m, int l)
                   (float *)m->logits, z.st);
     PHASE(m, PH_NORM_BWD);
     /* attention output projection */
-    proj_dgrad(m, &z, l, F8_O, m->dres, C, o->o_w, HD, m->datt, wt);
+    proj_dgrad(m, &z, l, F8_O, m->dres, C, o->o_w, HD, m->datt, wt, 0);
     PHASE(m, PH_O_DX);
     if (wt) proj_wgrad(m, &z, l, F8_O, m->dres, C, a->att, HD, gp(m, l, o->o_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_O, a->att, m->dres, C, m->datt);
@@ -319,7 +329,7 @@ static void layer_bwd(CudaModel *m, int l)
         k_head_norm_bwd(m->dqkv, wt ? gp(m, l, o->qk_norm) : gj, a->qkv_raw, wp(m, l, o->qk_norm), N, z.H, z.KV, z.D,
                         (float)c->rms_eps, (float *)m->logits, z.st);
     PHASE(m, PH_ROPE_BWD);
-    proj_dgrad(m, &z, l, F8_QKV, m->dqkv, QKVD, o->qkv_w, C, m->dln, wt);
+    proj_dgrad(m, &z, l, F8_QKV, m->dqkv, QKVD, o->qkv_w, C, m->dln, wt, 0);
     PHASE(m, PH_QKV_DX);
     if (wt) proj_wgrad(m, &z, l, F8_QKV, m->dqkv, QKVD, a->ln1, C, gp(m, l, o->qkv_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_QKV, a->ln1, m->dqkv, QKVD, m->dln);
