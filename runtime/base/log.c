@@ -8,6 +8,7 @@
 
 static char prefix[160];
 static char stamped[200];   /* log_prefix's answer: the time, then prefix */
+static int info_fd = STDOUT_FILENO;   /* log_info's stream (log_info_to_stderr) */
 
 /* A line logged before log_set_rank (an early error) still gets the host name. */
 static void ensure_prefix(void)
@@ -72,8 +73,13 @@ void log_info(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    log_line(STDOUT_FILENO, "", fmt, ap);
+    log_line(info_fd, "", fmt, ap);
     va_end(ap);
+}
+
+void log_info_to_stderr(void)
+{
+    info_fd = STDERR_FILENO;
 }
 
 void log_note(const char *fmt, ...)

@@ -26,6 +26,9 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* log_info's line on stderr: progress of a command whose stdout is its answer
  * (prepare --check's JSON summary), so that the answer stays parseable. */
 void log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* From now on log_info writes to stderr as log_note does: for a command whose
+ * stdout is its answer (bench's JSON line), whose ranks log their start. */
+void log_info_to_stderr(void);
 /* The same to stderr, with "warning: " after the prefix. */
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same to stderr, with "error: " after the prefix. */

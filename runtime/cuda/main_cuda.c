@@ -274,6 +274,7 @@ static int cmd_bench(int argc, char **argv)
     if (get_config(&o, &cfg)) return 2;
     if (o.steps < 1) return args_usage_error("llmc-train-cuda bench", "--steps must be >= 1");
     if (o.accum < 1) return args_usage_error("llmc-train-cuda bench", "--accum must be >= 1");
+    log_info_to_stderr();   /* stdout is the JSON line alone, also on several ranks */
     CudaDist d;
     if (cuda_dist_init(&d) != 0) return 1;
     CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .zero = o.zero, .comm = d.comm,

@@ -19,6 +19,7 @@ for p in libblas3 libblas-dev; do dpkg -x "$tmp"/${p}_*.deb .deps-cuda; done
 printf '/* netlib CBLAS for the GPU machine, which has no OpenBLAS */\n#include <x86_64-linux-gnu/cblas-netlib.h>\n' \
     > .deps-cuda/usr/include/cblas.h
 rm -rf .deps/usr/share .deps-cuda/usr/share
+rm -f .deps/usr/lib/x86_64-linux-gnu/lib{ssl,crypto}.a   # never linked; keeps the carry small
 mkdir -p .deps-cuda/bin .deps-cuda/ucd
 cp "$(command -v re2c)" .deps-cuda/bin/
 for f in UnicodeData.txt PropList.txt DerivedNormalizationProps.txt; do cp /usr/share/unicode/$f .deps-cuda/ucd/; done

@@ -7,7 +7,7 @@
 # largest (shards are whole GRAD_NORM_BLOCKs, the last rank's the shortest).
 # 7B does not fit this way: its states alone are 16 x 7.6e9 = 122 GB on the one
 # GPU (or pinned in a 128 GiB host under offload). ZREF_MODELS picks the models
-# (default: 0.5B and 1.5B).
+# (default: 0.5B and 1.5B); ZREF_CASES below.
 # Needs a GPU machine (build/llmc-train-cuda). From the repository root:
 #   bash tests/estimator/llmc_zero_reference.sh OUTDIR > tests/estimator/llmc_zero_reference.json
 set -uo pipefail
@@ -28,6 +28,11 @@ case_run() {   # MODEL WORLD ZERO OFFLOAD(0|1) PORT: one bench per rank, rank 0'
 }
 # each case its own port (the cases of a group run side by side, in subshells)
 port=29700
+# ZREF_CASES="MODEL:WORLD:ZERO:OFFLOAD ...": only these cases, one after another (a
+# case that failed or ran out of time beside others); the rows printed are theirs
+if [[ -n ${ZREF_CASES:-} ]]; then
+    for c in $ZREF_CASES; do IFS=: read -r m w z o <<< "$c"; case_run "$m" "$w" "$z" "$o" $((port += 1)); done
+else
 for model in ${ZREF_MODELS:-qwen2.5-0.5b qwen2.5-1.5b}; do
     for world in 2 4; do
         case_run $model $world 1 0 $((port += 1))   # the largest alone (one GPU holds every case's ranks)
@@ -35,6 +40,7 @@ for model in ${ZREF_MODELS:-qwen2.5-0.5b qwen2.5-1.5b}; do
         wait
     done
 done
+fi
 cat "$out"/row_*.0.json | python3 -c '
 import json, sys
 keep = ("model", "batch", "seq", "world", "zero", "recompute", "offload", "attention", "params", "allocated_gib")
