@@ -199,7 +199,7 @@ static int cu_preflight(void *self, const RunPlan *plan)
 static int cu_dist_init(void *self, int *rank, int *world)
 {
     CudaBackend *c = self;
-    if (cuda_dist_init(&c->d) != 0) return -1;
+    if (cuda_dist_init(&c->d, false) != 0) return -1;
     log_set_rank(c->d.rank, c->d.world, NULL);
     *rank = c->d.rank;
     *world = c->d.world;

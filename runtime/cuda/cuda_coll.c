@@ -12,7 +12,7 @@
 #include "log.h"
 #include "zero_layout.h"
 
-enum { COLL_NCCL, COLL_HOST };
+enum { COLL_NCCL, COLL_HOST, COLL_SOLO };
 
 struct CudaColl {
     int kind, rank, world;
@@ -48,6 +48,11 @@ CudaColl *cuda_coll_host(int rank, int world)
     return c;
 }
 
+CudaColl *cuda_coll_solo(int rank, int world)
+{
+    return coll_new(COLL_SOLO, rank, world);
+}
+
 void cuda_coll_destroy(CudaColl *c)
 {
     if (!c) return;
@@ -59,7 +64,7 @@ void cuda_coll_destroy(CudaColl *c)
 
 const char *cuda_coll_name(const CudaColl *c)
 {
-    return c->kind == COLL_NCCL ? "nccl" : "host";
+    return c->kind == COLL_NCCL ? "nccl" : c->kind == COLL_HOST ? "host" : "solo";
 }
 
 /* ---- host staging ---------------------------------------------------------
@@ -120,6 +125,13 @@ static void host_allgather(CudaColl *c, const void *shard, void *out, size_t sha
     to_device(out, h, bytes, st);
 }
 
+/* ---- solo: this rank's own part, as if every peer sent zeros ----------------- */
+
+static void solo_copy(void *dst, const void *src, size_t bytes, cudaStream_t st)
+{
+    if (bytes && dst != src) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, st));
+}
+
 /* ---- the collectives -------------------------------------------------------- */
 
 void cuda_coll_allreduce_f32(CudaColl *c, float *buf, size_t count, cudaStream_t st)
@@ -128,6 +140,7 @@ void cuda_coll_allreduce_f32(CudaColl *c, float *buf, size_t count, cudaStream_t
         NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, c->comm, st));
         return;
     }
+    if (c->kind == COLL_SOLO) return;
     size_t bytes = count * sizeof(float);
     float *h = (float *)stage(c, bytes);
     to_host(h, buf, bytes, st);
@@ -139,6 +152,10 @@ void cuda_coll_reduce_scatter_f32(CudaColl *c, const float *buf, float *out, siz
 {
     if (c->kind == COLL_NCCL) {
         NCCL_CHECK(ncclReduceScatter(buf, out, shard, ncclFloat, ncclSum, c->comm, st));
+        return;
+    }
+    if (c->kind == COLL_SOLO) {
+        solo_copy(out, buf + (size_t)c->rank * shard, shard * sizeof(float), st);
         return;
     }
     /* the whole buffer, then this rank's sum after it (dist_reduce_scatter_f32
@@ -157,6 +174,10 @@ void cuda_coll_allgather_f32(CudaColl *c, const float *shard, float *out, size_t
         NCCL_CHECK(ncclAllGather(shard, out, shard_len, ncclFloat, c->comm, st));
         return;
     }
+    if (c->kind == COLL_SOLO) {
+        solo_copy(out + (size_t)c->rank * shard_len, shard, shard_len * sizeof(float), st);
+        return;
+    }
     host_allgather(c, shard, out, shard_len, sizeof(float), st);
 }
 
@@ -164,6 +185,10 @@ void cuda_coll_allgather_bf16(CudaColl *c, const void *shard, void *out, size_t 
 {
     if (c->kind == COLL_NCCL) {
         NCCL_CHECK(ncclAllGather(shard, out, shard_len, ncclBfloat16, c->comm, st));
+        return;
+    }
+    if (c->kind == COLL_SOLO) {
+        solo_copy((char *)out + (size_t)c->rank * shard_len * 2, shard, shard_len * 2, st);
         return;
     }
     host_allgather(c, shard, out, shard_len, 2, st);
@@ -195,6 +220,12 @@ void cuda_coll_reduce_range_f32(CudaColl *c, float *buf, size_t base, size_t n, 
         else CUDA_CHECK(cudaMemcpyAsync(mine, buf + (a - base), (b - a) * sizeof(float), cudaMemcpyDefault, st));
         return;
     }
+    if (c->kind == COLL_SOLO) {   /* as NCCL's after its reduces: this rank's sum is its own part */
+        if (!mine) return;
+        if (add) k_add_f32(mine, buf + (a - base), b - a, st);
+        else solo_copy(mine, buf + (a - base), (b - a) * sizeof(float), st);
+        return;
+    }
     size_t seg = a < b ? b - a : 0;
     float *h = (float *)stage(c, (n + seg) * sizeof(float));   /* the window, then this rank's sum */
     float *hseg = h + n;
@@ -223,6 +254,12 @@ void cuda_coll_allgather_range(CudaColl *c, const void *shard, const size_t *sta
         NCCL_CHECK(ncclGroupEnd());
         return;
     }
+    if (c->kind == COLL_SOLO) {
+        if (a < b && shard)
+            solo_copy((char *)out + (a - base) * elem, (const char *)shard + (a - starts[c->rank]) * elem,
+                      (b - a) * elem, st);
+        return;
+    }
     char *h = stage(c, n * elem), *hmine = h + (a < b ? (a - base) * elem : 0);
     if (a < b)
         to_host(hmine, shard ? (const char *)shard + (a - starts[c->rank]) * elem : (const char *)out + (a - base) * elem,
@@ -234,6 +271,7 @@ void cuda_coll_allgather_range(CudaColl *c, const void *shard, const size_t *sta
 
 double cuda_coll_sum_f64(CudaColl *c, double v)
 {
+    if (c->kind == COLL_SOLO) return v;
     if (c->kind == COLL_HOST) {
         dist_allreduce_sum_f64(&v, 1);
         return v;

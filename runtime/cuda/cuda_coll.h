@@ -8,6 +8,12 @@
  *         bits on every rank and on every run), and copied back. It blocks the
  *         calling thread until the result is on the device, and is what lets
  *         several ranks share one GPU (NCCL refuses two ranks on one device).
+ *   solo  for measuring one rank's memory (bench only): the rank of an N-rank
+ *         job runs alone, as if its peers' contributions were zero; every
+ *         collective is a copy of its own part. Its allocations are the real
+ *         rank's (the same code, sizes from the same layout), so one GPU
+ *         measures a rank of a job too large to share it (7B and up); its
+ *         numbers are not a training.
  *
  * cuda_dist_init (cuda_dist.c) chooses the transport and makes the object.
  * Every call is made by every rank in the same order; an error ends the job
@@ -25,9 +31,10 @@ typedef struct CudaColl CudaColl;
  * memory (with a message). */
 CudaColl *cuda_coll_nccl(void *nccl_comm, int rank, int world);
 CudaColl *cuda_coll_host(int rank, int world);
+CudaColl *cuda_coll_solo(int rank, int world);
 /* Frees the object (NCCL: destroys the communicator). NULL is a no-op. */
 void cuda_coll_destroy(CudaColl *c);
-/* "nccl" or "host" */
+/* "nccl", "host" or "solo" */
 const char *cuda_coll_name(const CudaColl *c);
 
 /* In-place sum of count floats over all ranks. */

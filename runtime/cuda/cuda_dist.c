@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,12 +230,28 @@ static int rendezvous(const Hello *mine, int rank, int world, ncclUniqueId *id)
 
 /* ---- init ---------------------------------------------------------------------- */
 
-int cuda_dist_init(CudaDist *d)
+/* Gradient reductions run on this stream, overlapping the backward pass;
+ * non-blocking so it does not wait on the default stream. */
+static int comm_stream_new(CudaDist *d)
+{
+    cudaStream_t cs;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    d->comm_stream = cs;
+    return 0;
+}
+
+int cuda_dist_init(CudaDist *d, bool solo_ok)
 {
     memset(d, 0, sizeof *d);
     const char *t = getenv("LLMC_TRANSPORT");
+    bool solo = t && !strcmp(t, "solo");
     int mode = !t || !*t ? MODE_AUTO : !strcmp(t, "nccl") ? MODE_NCCL : !strcmp(t, "host") ? MODE_HOST : -1;
-    if (mode < 0) {
+    if (solo && !solo_ok) {
+        log_error("LLMC_TRANSPORT=solo measures one rank's memory (llmc-train-cuda bench), it does not train: "
+                  "use nccl or host");
+        return -1;
+    }
+    if (mode < 0 && !solo) {
         log_error("LLMC_TRANSPORT='%s': use nccl or host (unset: NCCL, or host when ranks share a GPU)", t);
         return -1;
     }
@@ -255,6 +272,13 @@ int cuda_dist_init(CudaDist *d)
     int dev = d->local_rank % ndev;
     CUDA_CHECK(cudaSetDevice(dev));
     if (d->world == 1) return 0;
+    if (solo) {
+        d->comm = cuda_coll_solo(d->rank, d->world);
+        if (!d->comm) return -1;
+        log_warn("LLMC_TRANSPORT=solo: rank %d of %d runs alone, its peers' parts taken as zero "
+                 "(its memory is the real rank's; its numbers are not a training)", d->rank, d->world);
+        return comm_stream_new(d);
+    }
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
     Hello mine = {.magic = RDV_MAGIC, .rank = (uint32_t)d->rank, .world = (uint32_t)d->world,
@@ -294,12 +318,7 @@ int cuda_dist_init(CudaDist *d)
     }
     log_info("rank %d of %d on GPU %d of %d, %s transport", d->rank, d->world, dev, ndev,
              cuda_coll_name(d->comm));
-    /* gradient reductions run here, overlapping the backward pass; non-blocking
-     * so it does not wait on the default stream */
-    cudaStream_t cs;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-    d->comm_stream = cs;
-    return 0;
+    return comm_stream_new(d);
 }
 
 void cuda_dist_finalize(CudaDist *d)

@@ -7,9 +7,12 @@
  * rank 0 picks the collective transport (cuda_coll.h) for all: LLMC_TRANSPORT=
  * nccl or host, or when unset NCCL, or host when two ranks share a GPU (a
  * warning says it is for testing). NCCL's unique id travels in the same
- * exchange; the host transport's ranks come from dist_init (mpirun or TCP). */
+ * exchange; the host transport's ranks come from dist_init (mpirun or TCP).
+ * LLMC_TRANSPORT=solo (bench only): no rendezvous, the rank runs alone. */
 #ifndef LLMC_CUDA_DIST_H
 #define LLMC_CUDA_DIST_H
+
+#include <stdbool.h>
 
 struct CudaColl;
 
@@ -19,8 +22,9 @@ typedef struct {
     void *comm_stream;       /* cudaStream_t for gradient buckets */
 } CudaDist;
 
-/* 0, or -1 with a message on stderr. */
-int cuda_dist_init(CudaDist *d);
+/* 0, or -1 with a message on stderr. solo_ok: LLMC_TRANSPORT=solo is accepted
+ * (cuda_coll.h: bench's measurement of one rank of an N-rank job, no peers). */
+int cuda_dist_init(CudaDist *d, bool solo_ok);
 void cuda_dist_finalize(CudaDist *d);
 /* Sum of one double over all ranks (small host values: label counts, losses). */
 double cuda_dist_sum(CudaDist *d, double v);

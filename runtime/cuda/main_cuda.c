@@ -20,6 +20,7 @@
 #include <time.h>
 #include <cuda_runtime_api.h>
 #include "cuda_check.h"
+#include "cuda_coll.h"
 #include "cuda_dist.h"
 #include "args.h"
 #include "checkpoint.h"
@@ -66,7 +67,8 @@ static void usage(FILE *out)
           "\n"
           "  --help, --version   (every command takes --help; --opt=VALUE or --opt VALUE)\n"
           "\n"
-          "models: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen3-1.7b, tiny\n", out);
+          "models: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, qwen2.5-14b, qwen2.5-72b,\n"
+          "        qwen3-1.7b, tiny\n", out);
 }
 
 typedef struct {
@@ -189,7 +191,7 @@ static int get_config(const Opts *o, ModelConfig *cfg)
     if (!o->model) { log_error("give --model NAME or --config FILE"); return -1; }
     if (model_preset(o->model, cfg) != 0) {
         log_error("unknown model '%s' (qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b, "
-                  "qwen2.5-14b, qwen3-1.7b, tiny)", o->model);
+                  "qwen2.5-14b, qwen2.5-72b, qwen3-1.7b, tiny)", o->model);
         return -1;
     }
     return 0;
@@ -276,7 +278,7 @@ static int cmd_bench(int argc, char **argv)
     if (o.accum < 1) return args_usage_error("llmc-train-cuda bench", "--accum must be >= 1");
     log_info_to_stderr();   /* stdout is the JSON line alone, also on several ranks */
     CudaDist d;
-    if (cuda_dist_init(&d) != 0) return 1;
+    if (cuda_dist_init(&d, true) != 0) return 1;
     CudaParallel par = {.rank = d.rank, .world = d.world, .zero1 = o.zero1, .zero = o.zero, .comm = d.comm,
                         .comm_stream = d.comm_stream};
     CudaModel m;
@@ -346,10 +348,10 @@ static int cmd_bench(int argc, char **argv)
     double tok_s = (double)N * o.accum * d.world / step;
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
-        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"zero1\":%d,\"zero\":%d,"
+        printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"transport\":\"%s\",\"zero1\":%d,\"zero\":%d,"
                "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"states\":\"%s\",\"precision\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
-               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, o.zero1, o.zero ? o.zero : o.zero1,
+               o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, d.comm ? cuda_coll_name(d.comm) : "none", o.zero1, o.zero ? o.zero : o.zero1,
                bench_recompute_code(o.recompute), o.offload,
                o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, master_weights_json_names[m.master_lo ? MASTER_SPLIT : MASTER_FP32],
                optimizer_states_json_names[m.bf16_states ? OSTATES_BF16 : OSTATES_FP32],
@@ -416,7 +418,7 @@ static int cmd_check(int argc, char **argv)
     int *tok = read_tokens(o.tokens, &B, &T, &S);
     if (!tok) return 2;
     CudaDist d;
-    if (cuda_dist_init(&d) != 0) return 1;
+    if (cuda_dist_init(&d, false) != 0) return 1;
     CudaParallel par = {.rank = 0, .world = 1};
     CudaModel m;
     CudaHostState hs = {0}, *off = NULL;

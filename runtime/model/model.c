@@ -145,6 +145,9 @@ int model_preset(const char *name, ModelConfig *c)
     } else if (!strcmp(name, "qwen2.5-14b")) {
         c->layers = 48; c->hidden = 5120; c->heads = 40; c->kv_heads = 8; c->ffn = 13824; c->head_dim = 128;
         c->vocab = 152064; c->tie_embeddings = 0; c->rms_eps = 1e-5;
+    } else if (!strcmp(name, "qwen2.5-72b")) {   /* bench's per-rank memory of the 72B plans (LLMC_TRANSPORT=solo) */
+        c->layers = 80; c->hidden = 8192; c->heads = 64; c->kv_heads = 8; c->ffn = 29568; c->head_dim = 128;
+        c->vocab = 152064; c->tie_embeddings = 0;
     } else if (!strcmp(name, "qwen3-1.7b")) {   /* q/k RMSNorm, no biases */
         c->arch = ARCH_QWEN3; c->layers = 28; c->hidden = 2048; c->heads = 16; c->kv_heads = 8; c->ffn = 6144;
         c->head_dim = 128; c->qkv_bias = 0; c->qk_norm = 1; c->max_context = 40960;

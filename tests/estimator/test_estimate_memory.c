@@ -261,6 +261,7 @@ static PlanModel preset(const char *name)
     return !strcmp(name, "qwen2.5-1.5b") ? model(ARCH_QWEN2, 28, 1536, 12, 2, 128, 8960, 151936, true)
          : !strcmp(name, "qwen2.5-3b")   ? model(ARCH_QWEN2, 36, 2048, 16, 2, 128, 11008, 151936, true)
          : !strcmp(name, "qwen2.5-7b")   ? model(ARCH_QWEN2, 28, 3584, 28, 4, 128, 18944, 152064, false)
+         : !strcmp(name, "qwen2.5-72b")  ? model(ARCH_QWEN2, 80, 8192, 64, 8, 128, 29568, 152064, false)
          : !strcmp(name, "qwen3-1.7b")   ? model(ARCH_QWEN3, 28, 2048, 16, 8, 128, 6144, 151936, true)
                                          : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
 }
@@ -348,15 +349,20 @@ void test_llmc_zero_measured(const cJSON *ref)
         int b = (int)num(row, "batch"), s = (int)num(row, "seq"), world = (int)num(row, "world");
         int zero = (int)num(row, "zero");
         bool off = num(row, "offload") != 0;
+        int rcode = (int)num(row, "recompute");   /* the bench line's code: 0 none, 1 full, 2 selective */
+        Recompute rc = rcode == 1 ? RECOMPUTE_FULL : rcode == 2 ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
         ShardStage shard = zero == 3 ? SHARD_ZERO3 : zero == 2 ? SHARD_ZERO2 : SHARD_ZERO1;
+        /* a rank's parts depend on the rank count alone (solo rows: one rank of
+         * a job of `world`, alone on the GPU; cuda_coll.h): nodes of 8 past 8 */
+        int per_node = world > 8 ? 8 : world;
         Fixture f;
-        fixture(&f, preset(name), 1, s, b, shard, RECOMPUTE_NONE, 1e6);
-        f.c.gpus_per_node = world;
+        fixture(&f, preset(name), world / per_node, s, b, shard, rc, 1e6);
+        f.c.gpus_per_node = per_node;
         f.t.attention = ATTN_FLASH;
         if (off) f.t.offload = OFFLOAD_OPTIMIZER;
         Estimate e;
         memset(&e, 0, sizeof e);
-        estimate_memory(&f.j, b, RECOMPUTE_NONE, shard, &e);
+        estimate_memory(&f.j, b, rc, shard, &e);
         double got = (e.weights_bytes + e.grads_bytes + e.optimizer_bytes + e.activations_bytes + e.logits_bytes) / GIB;
         double want = num(row, "allocated_gib");
         /* printed to 0.01 GiB; the estimate is above in every row, by 2 to 16
