@@ -23,11 +23,16 @@
 #   CONVERGE_STEPS=2000, CONVERGE_JOBS (run: variants at once; default all of them)
 #   CONVERGE_REUSE="bf16"          (run) these variants are not trained: their runs/NAME/
 #                                  are an earlier call's (tar -xJf OUT/runs.tar.xz -C WORK
-#                                  here before carrying WORK). The three variants take
-#                                  ~650 s of training side by side, over one 600 s device
-#                                  call: CONVERGE_VARIANTS="bf16 fp8" first, then
-#                                  CONVERGE_VARIANTS="bf16 bf16s" CONVERGE_REUSE=bf16
-#                                  (the same plan gives the same bits on the same GPU)
+#                                  here before carrying WORK). bf16 and fp8 side by side
+#                                  did not finish within 570 s while the fp8 section's
+#                                  checks shared the GPU (2026-12-03): give each call's
+#                                  variants the GPU alone, e.g. CONVERGE_VARIANTS="bf16 fp8"
+#                                  first, then CONVERGE_VARIANTS="bf16 bf16s"
+#                                  CONVERGE_REUSE=bf16 (the same plan gives the same bits
+#                                  on the same GPU)
+#   CONVERGE_DEADLINE=S            (run) stop each variant after S seconds (timeout's exit
+#                                  124); its line then says the step it reached and its
+#                                  seconds a step (default 0: no limit)
 #   CONVERGE_CORPUS=DIR            corpus.sh's output (prep; default: made in WORK/corpus)
 #   CONVERGE_CPU=1                 (prep and run) the same script on the CPU trainer:
 #                                  a 2-layer model of width 64, 16 steps of 4 x 128 tokens,
@@ -118,6 +123,15 @@ PY
     else $bin prepare "$WORK/$v/out/plan.json" > "$WORK/$v/prepare.log" 2>&1 || { note "prepare $v FAILED"; exit 1; }
     fi
 done
+# progress METRICS: "step N, X s a step" (the mean step time of its last 100 steps)
+progress() {
+    python3 - "$1" <<'PY' 2>/dev/null || echo "no metrics"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+last = rows[-100:]
+print(f"step {rows[-1]['step']}, {sum(r['step_time_s'] for r in last) / len(last):.3f} s a step")
+PY
+}
 # train: CONVERGE_JOBS variants at once (all by default: ~31 GiB each, the GPU has 141)
 atonce=${CONVERGE_JOBS:-$(wc -w <<<"$variants")}
 t=$SECONDS
@@ -129,8 +143,10 @@ for v in $variants; do
     fi
     rm -rf "$WORK/runs/$v"
     ( t1=$SECONDS; rc=0
-      $bin run "$WORK/$v/out/plan.json" --fresh --eval-shards "$WORK/$base/out/shards-eval" > "$WORK/$v/run.log" 2>&1 || rc=$?
-      echo "$v: exit $rc, $((SECONDS - t1)) s" > "$WORK/$v/done.txt"
+      timeout "${CONVERGE_DEADLINE:-0}" \
+          $bin run "$WORK/$v/out/plan.json" --fresh --eval-shards "$WORK/$base/out/shards-eval" > "$WORK/$v/run.log" 2>&1 || rc=$?
+      # how far it got: a run cut by the deadline (exit 124) says what the next attempt needs
+      echo "$v: exit $rc, $((SECONDS - t1)) s, $(progress "$WORK/runs/$v/metrics.jsonl")" > "$WORK/$v/done.txt"
       rm -rf "$WORK/runs/$v/checkpoints" "$WORK/runs/$v/final" ) &
     while (( $(jobs -rp | wc -l) >= atonce )); do wait -n || true; done
 done
