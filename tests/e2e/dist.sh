@@ -86,6 +86,18 @@ for n in 2 3; do
     else bad "tcp $n ranks (rc $rc)" "$T/tcp$n".*; fi
     [[ $n -eq 2 ]] && tcp2_hash=$hashes
 done
+# 3a. the same ranks on this one machine move their messages through shared memory
+# (dist.c's rings); LLMC_DIST_SHM=0 keeps TCP: both give the same bits
+if grep -q 'TCP rendezvous, shared memory)' "$T/tcp3.0"; then ok "tcp ranks on one machine: shared-memory rings"
+else bad "tcp ranks on one machine did not take shared memory" "$T/tcp3.0"; fi
+tcp_start 3 check "$T/plain3" LLMC_DIST_SHM=0
+rc=0; for p in "${TCP_PIDS[@]}"; do wait_pid "$p" 60; [[ $RC -eq 0 ]] || rc=$RC; done
+plain_hash=$(cat "$T/plain3".* | grep ' ok ' | awk '{print $4}' | sort -u)
+tcp3_hash=$(cat "$T/tcp3".* | grep ' ok ' | awk '{print $4}' | sort -u)
+if [[ $rc -eq 0 && $(cat "$T/plain3".* | grep -c ' ok ') -eq 3 && "$plain_hash" == "$tcp3_hash" ]] &&
+   grep -q 'TCP rendezvous)' "$T/plain3.0"
+then ok "LLMC_DIST_SHM=0: 3 ranks over TCP sockets, the same bits as shared memory"
+else bad "LLMC_DIST_SHM=0, 3 ranks (rc $rc)" "$T/plain3".*; fi
 mpi_hash=$(grep ' ok ' "$T/mpi2" | awk '{print $4}' | sort -u)
 if [[ -n "$mpi_hash" && "$mpi_hash" == "$tcp2_hash" ]]; then ok "mpirun and tcp give the same bits"
 else bad "mpirun ($mpi_hash) and tcp ($tcp2_hash) bits differ"; fi
@@ -113,9 +125,11 @@ if wait_for_line "$T/mpikill" 'rank 1/2 .*ready pid' 30; then
     else bad "mpirun: kill -9 of rank 1 (exit $RC)" "$T/mpikill"; fi
 else bad "mpirun loop did not start" "$T/mpikill"; fi
 
-# 5. kill -9 one rank on TCP (a middle rank, then rank 0): the others exit 1 within 60 s, saying why
-for victim in 1 0; do
-    tcp_start 3 loop "$T/tcpkill$victim" LLMC_DIST_TIMEOUT=300
+# 5. kill -9 one rank on TCP (a middle rank, then rank 0; shared memory, then rank 1
+# again over TCP sockets): the others exit 1 within 60 s, saying why
+for victim in 1 0 1s; do
+    shm=1; [[ $victim == 1s ]] && { victim=1; shm=0; }
+    tcp_start 3 loop "$T/tcpkill$victim" LLMC_DIST_TIMEOUT=300 LLMC_DIST_SHM=$shm
     if wait_for_line "$T/tcpkill$victim.$victim" 'ready' 30; then
         kill -9 "${TCP_PIDS[$victim]}"
         wait "${TCP_PIDS[$victim]}" 2>/dev/null   # reap quietly (no "Killed" line)
@@ -125,8 +139,9 @@ for victim in 1 0; do
             wait_pid "${TCP_PIDS[$r]}" 60
             [[ $RC -eq 1 ]] && grep -q 'error: lost the connection to rank' "$T/tcpkill$victim.$r" || good=0
         done
-        if [[ $good -eq 1 ]]; then ok "tcp: kill -9 of rank $victim stops the others with a message within 60 s"
-        else bad "tcp: kill -9 of rank $victim" "$T/tcpkill$victim".*; fi
+        how=$([[ $shm == 1 ]] && echo "shared memory" || echo "LLMC_DIST_SHM=0")
+        if [[ $good -eq 1 ]]; then ok "tcp ($how): kill -9 of rank $victim stops the others with a message within 60 s"
+        else bad "tcp ($how): kill -9 of rank $victim" "$T/tcpkill$victim".*; fi
     else bad "tcp loop did not start" "$T/tcpkill$victim".*; fi
 done
 

@@ -8,12 +8,16 @@
  *                     Writes "ready" once the first collective is done.
  *   dist_test leave0  rank 0 fails and leaves at once while the others wait for it
  *                     in a collective: the job must still end, with a message.
+ *   dist_test bw      rank 0 prints the ZeRO reduce-scatter's and all-gather's
+ *                     GB/s over 64 MiB of floats (LLMC_DIST_SHM=0 against the
+ *                     default: the figure behind dist.c's shared-memory rings).
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "dist.h"
 #include "log.h"
@@ -140,10 +144,42 @@ static int loop(const DistInfo *di)
     }
 }
 
+/* GB/s of one collective: each rank's buffer of n floats over the seconds of `rounds` calls */
+static int bw(const DistInfo *di)
+{
+    const size_t n = (size_t)16 << 20;   /* 64 MiB of f32 */
+    const int rounds = 8;
+    float *buf = malloc(n * sizeof *buf), *out = malloc(n * sizeof *out);
+    size_t *starts = malloc(((size_t)di->world + 1) * sizeof *starts);
+    if (!buf || !out || !starts) { log_error("out of memory"); return 1; }
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i % 1000);
+    for (int q = 0; q <= di->world; q++) starts[q] = n / (size_t)di->world * (size_t)q;
+    starts[di->world] = n;
+    for (int op = 0; op < 2; op++) {
+        dist_barrier();
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        for (int r = 0; r < rounds; r++) {
+            if (op == 0) dist_reduce_scatter_f32(buf, 0, n, starts, out, 0);
+            else dist_allgather_f32(out, starts, 0, n, buf);
+        }
+        dist_barrier();
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        if (di->rank == 0)
+            printf("%s %d ranks: %.2f GB/s of each rank's buffer (%.0f ms a call)\n",
+                   op == 0 ? "reduce-scatter" : "all-gather", di->world,
+                   (double)rounds * (double)n * sizeof(float) / s * 1e-9, s / rounds * 1e3);
+    }
+    free(buf); free(out); free(starts);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 2 || (strcmp(argv[1], "check") && strcmp(argv[1], "loop") && strcmp(argv[1], "leave0"))) {
-        fprintf(stderr, "usage: dist_test check|loop|leave0\n");
+    if (argc != 2 || (strcmp(argv[1], "check") && strcmp(argv[1], "loop") && strcmp(argv[1], "leave0") &&
+                      strcmp(argv[1], "bw"))) {
+        fprintf(stderr, "usage: dist_test check|loop|leave0|bw\n");
         return 2;
     }
     stopsig_install();
@@ -159,7 +195,7 @@ int main(int argc, char **argv)
         dist_finalize();
         return 0;
     }
-    int rc = strcmp(argv[1], "check") == 0 ? check(&di) : loop(&di);
+    int rc = !strcmp(argv[1], "check") ? check(&di) : !strcmp(argv[1], "bw") ? bw(&di) : loop(&di);
     dist_finalize();
     return rc;
 }
