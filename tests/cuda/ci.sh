@@ -75,6 +75,10 @@ json.dump(p, open(sys.argv[2], "w"))
 PY
 # ZeRO-2/3 and fine-tuning on several ranks pass the plan check (then: no GPU here)
 expect "run: ZeRO-3 on 2 ranks accepted" 1 "no CUDA device" $bin run "$tmp/zero3.json"
+# LLMC_TRANSPORT=solo (one rank of an N-rank job alone: bench's memory measurement) is
+# refused by run: it measures, it does not train
+expect "run: LLMC_TRANSPORT=solo refused" 1 "LLMC_TRANSPORT=solo measures one rank's memory" \
+    env LLMC_TRANSPORT=solo $bin run "$tmp/zero3.json"
 # The number formats (issue 31) through backend_caps.h's CUDA row, as llmc refuses them
 fmt_plan() {   # OUT KEY=JSON...: the tiny plan with train/parallel keys set
     python3 - tests/cpu/tiny_plan.json "$@" <<'PY'
@@ -174,6 +178,21 @@ if ! nvidia-smi -L > /dev/null 2>&1; then
     expect "attn_check without a GPU" 1 "no GPU" ${BUILD:-build}/attn_check
 fi
 expect "bench --zero 4 refused (ZeRO stages 0-3)" 2 "--zero" $bin bench --zero 4 --model tiny
+expect "LLMC_TRANSPORT unknown: the words it takes" 1 "use nccl or host" env LLMC_TRANSPORT=shm $bin bench --model tiny
+# the zero section's memory check (device.sh): every case's estimate from `llmc explain`
+# of its plan, then within 10% passes and 20% off fails
+if make -s ${BUILD:-build}/llmc SAN="${SAN:-0}" > "$tmp/llmc.log" 2>&1 &&
+   python3 tests/cuda/zero_check.py estimates "$tmp" ${BUILD:-build}/llmc > "$tmp/est.log" 2>&1; then
+    read -r n lo h3 < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); print(len(e), min(e.values()), e["h-z3-r2"])' \
+        "$tmp/zero_estimates.json")
+    g_ok=$(python3 -c "print($h3 * 1.05)") g_bad=$(python3 -c "print($h3 * 1.2)")
+    if [[ $n -eq 20 ]] && python3 -c "import sys; sys.exit(not $lo > 0)" &&
+       python3 tests/cuda/zero_check.py mem "$tmp" h-z3-r2 "$g_ok" > "$tmp/m1" &&
+       ! python3 tests/cuda/zero_check.py mem "$tmp" h-z3-r2 "$g_bad" > "$tmp/m2" &&
+       ! python3 tests/cuda/zero_check.py mem "$tmp" zres-a 1 > "$tmp/m3"; then
+        ok "zero_check.py: $n cases estimated by llmc explain; 5% off passes, 20% off and no estimate fail"
+    else bad "zero_check.py estimates/mem ($n cases, smallest $lo)"; cat "$tmp/est.log" "$tmp/m1" "$tmp/m2" 2>/dev/null; fi
+else bad "zero_check.py estimates"; tail -5 "$tmp/llmc.log" "$tmp/est.log"; fi
 # the FP8 convergence check's comparison (issue 31): 0.5% apart passes, 2% fails, a cut run fails
 if bash tests/cuda/fp8_converge.sh selftest > "$tmp/converge.log" 2>&1; then ok "fp8_converge.sh selftest"
 else bad "fp8_converge.sh selftest"; tail -8 "$tmp/converge.log"; fi

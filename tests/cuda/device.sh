@@ -370,7 +370,8 @@ fi
 # counters are not theirs) and one summary line. Resume: ZeRO-2 on 2 ranks stopped
 # half way and resumed by ZeRO-3 on 4 ranks must give ZeRO-2 on 1 rank's bits
 # (the checkpoint is whole and fp32; the bf16 weights are rounded from it as AdamW
-# rounds them).
+# rounds them). Memory: each case's rank 0 allocation against `llmc explain` of the
+# same plan (within 10%).
 if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
     r=.cuda-run/tiny
     zport=29600
@@ -389,6 +390,13 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
         mem=$(grep -ho 'rank [0-9]*: [0-9.]* GiB of GPU memory' "$out"/zero_$name.*.log | awk '{printf "%s%s ", $3, $4}')
         note "zero $name: exit ${rcs% } ; GPU memory per rank: ${mem:-none}; $(grep -ho 'ZeRO-[0-9][^,]*' "$out/zero_$name.0.log" | head -1)"
         [[ $rcs == *[1-9]* ]] && grep -h "error" "$out"/zero_$name.*.log | head -3
+        # rank 0's allocation against `llmc explain` of the same plan (zero_check.py estimates,
+        # written here by make_tiny_run.sh): within 10%
+        local g0
+        g0=$(grep -ho 'rank 0: [0-9.]* GiB of GPU memory' "$out/zero_$name.0.log" | awk '{print $3}')
+        [[ -f $r/zero_estimates.json ]] && grep -q "\"$name\"" $r/zero_estimates.json &&
+            note "zero: $(python3 tests/cuda/zero_check.py mem $r $name "${g0:-none}")"
+        return 0
     }
     zcmp() { note "zero: $(python3 tests/cuda/zero_check.py cmp $r "$@" 2>&1 | tail -1)"; }
     t0=$SECONDS

@@ -5,7 +5,8 @@
 # GPU plans in bf16, plan-gpu2 on 2 ranks with ZeRO-1 and the same global batch),
 # plan-{cpu,gpu}-{lora,freeze,freeze-first}.json (300 steps of fine-tuning),
 # prepare the held-out questions into shards-eval/, and train plan-cpu.json with
-# the CPU trainer (--eval-shards) for the reference metrics and result.json.
+# the CPU trainer (--eval-shards) for the reference metrics and result.json, and
+# zero_estimates.json (zero_check.py estimates) for the zero section.
 # Needs build/llmc and build/llmc-train. Add /.cuda-run/ to .git/info/exclude.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,3 +53,5 @@ for ft in lora freeze freeze-first; do
     build/llmc-train run .cuda-run/tiny/plan-cpu-$ft.json > /dev/null
     rm -rf .cuda-run/tiny/run-cpu-$ft/ckpt
 done
+# the zero section's per-case memory estimates (llmc explain of each case's plan)
+python3 tests/cuda/zero_check.py estimates .cuda-run/tiny build/llmc

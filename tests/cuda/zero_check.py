@@ -3,6 +3,16 @@
 
   zero_check.py plans RUNDIR          write RUNDIR/plan-z*.json from plan-gpu.json; print
                                       "NAME RANKS" per case
+  zero_check.py estimates RUNDIR LLMC [TINY_LLM]
+                                      (this machine, beside make_tiny_run.sh) `llmc explain`
+                                      of every case's plan as a .llm would say it
+                                      (examples/tiny/tiny.llm with --set): the GPU
+                                      memory a rank allocates, the tensor lines of its
+                                      "memory per GPU" (not the CUDA context), into
+                                      RUNDIR/zero_estimates.json
+  zero_check.py mem RUNDIR NAME GIB   a case's rank 0 allocation (the trainer's "GPU
+                                      memory allocated for the model" line) against
+                                      its estimate: PASS within 10%
   zero_check.py cmp RUNDIR REF CAND EXPECT
                                       compare run-REF with run-CAND; EXPECT is "exact"
                                       (gradient norms of every step and the exported
@@ -15,7 +25,7 @@ Every case runs the same global batch of 8 rows as micro-batches of 2: 1 rank
 accumulates 4, 2 ranks 2 each, 4 ranks 1 each (slot a*world + r on rank r,
 train_loop.c), so every rank count sees the same micro-batches.
 """
-import json, math, os, struct, sys
+import json, math, os, re, struct, subprocess, sys
 
 STEPS = 20
 MICRO, GLOBAL = 2, 8
@@ -67,6 +77,73 @@ def plans(rundir):
         json.dump(q, open(os.path.join(rundir, f"plan-{name}.json"), "w"), indent=1)
         if name in CASES:
             print(name, n)
+
+
+# the estimate's allocation tolerance in the zero section (issue 30: within 10%)
+MEM_TOL = 0.10
+
+
+def case_sets(name):
+    """A case as --set overrides of examples/tiny/tiny.llm (what plan-gpu.json and
+    plans() change: bf16 on the llmc trainer, the rank count as GPUs of one node, the
+    stage, offload, LoRA, the micro-batches, the 0.5B shape)."""
+    z, n, off, lora = {**CASES, **HALF}[name]
+    sets = ["train.precision=bf16", "train.backend=llmc", f"cluster.gpu=H200_141GB x {n}", "cluster.cpus=16",
+            f"train.batch={MICRO} per gpu", f"train.grad_accum={GLOBAL // MICRO // n}"]
+    if lora:   # the trainer keeps fine-tuning's state replicated (ZeRO-0) whatever the stage; so does llmc
+        sets += ["train.shard=none", "train.method=lora", "train.lora_rank=8", "train.lora_alpha=16"]
+    else:
+        sets.append(f"train.shard=zero{z}")
+    if off:
+        sets.append("train.offload=optimizer")
+    if name in HALF:
+        sets += [f"model.{k}={v}" for k, v in HALF_SHAPE.items()] + ["train.attention=flash"]
+    return sets
+
+
+# "  weights    0.4 MiB   ..." : the tensor lines of explain's "memory per GPU" (each a
+# top-level line; its indented sub-lines are parts of one of them)
+TENSOR_LINE = re.compile(r"^  (weights|gradients|optimizer states|activations|attention workspace|"
+                         r"logits and their gradient|communication buffers)\s+([0-9.]+) (MiB|GiB)\b")
+
+
+def estimates(rundir, llmc, tiny_llm="examples/tiny/tiny.llm"):
+    out = {}
+    for name in list(CASES) + list(HALF):
+        args = [os.path.abspath(llmc), "explain", os.path.basename(tiny_llm)]
+        for kv in case_sets(name):
+            args += ["--set", kv]
+        r = subprocess.run(args, cwd=os.path.dirname(tiny_llm) or ".", capture_output=True, text=True)
+        lines = r.stdout.splitlines()
+        if "memory per GPU" not in r.stdout:
+            sys.exit(f"zero_check.py estimates: llmc explain of {name} failed:\n{r.stderr}")
+        at = next(i for i, l in enumerate(lines) if l.startswith("memory per GPU"))
+        total, seen = 0.0, set()
+        for l in lines[at + 1:]:
+            if l.startswith("  total"):
+                break
+            m = TENSOR_LINE.match(l)
+            if m and m.group(1) not in seen:
+                seen.add(m.group(1))
+                total += float(m.group(2)) * (1 if m.group(3) == "GiB" else 1 / 1024)
+        out[name] = round(total, 6)
+    with open(os.path.join(rundir, "zero_estimates.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"zero_check.py estimates: {len(out)} cases into {rundir}/zero_estimates.json")
+
+
+def mem(rundir, name, gib):
+    try:
+        want = json.load(open(os.path.join(rundir, "zero_estimates.json")))[name]
+        got = float(gib)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"FAIL mem {name}: no estimate or no measurement ({e!r})")
+        return 1
+    err = got / want - 1 if want > 0 else math.inf
+    ok = abs(err) <= MEM_TOL
+    print(f"{'PASS' if ok else 'FAIL'} mem {name}: rank 0 allocated {got:.4f} GiB, llmc explain {want:.4f} GiB "
+          f"({100 * err:+.1f}%, bound {100 * MEM_TOL:.0f}%)")
+    return 0 if ok else 1
 
 
 def steps(d):
@@ -148,6 +225,10 @@ def cmp(rundir, ref, cand, expect):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "plans":
         plans(sys.argv[2])
+    elif len(sys.argv) in (4, 5) and sys.argv[1] == "estimates":
+        estimates(*sys.argv[2:])
+    elif len(sys.argv) == 5 and sys.argv[1] == "mem":
+        sys.exit(mem(*sys.argv[2:]))
     elif len(sys.argv) == 6 and sys.argv[1] == "cmp" and sys.argv[5] in ("exact", "tol"):
         sys.exit(cmp(*sys.argv[2:]))
     else:
