@@ -115,7 +115,6 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-
 /* The socket a message to or from PEER goes through. TCP is a star: rank 0 holds one socket per peer and every
  * other rank holds only its socket to rank 0 (fd[0]), whichever peer the message is meant for. */
 static int tcp_fd_of(int peer)
@@ -178,7 +177,7 @@ static void tcp_recv(int peer, void *buf, size_t bytes)
  * sender copies in and publishes head, the receiver copies out and publishes
  * tail (release/acquire, lock-free 64-bit atomics in the shared mapping). A
  * full or empty ring waits: a short spin, then 20 us sleeps, looking at the
- * peer's socket every 10 ms (no data travels there any more, so readable means
+ * peer's socket every 500 of them (no data travels there any more, so readable means
  * closed: the peer exited or was killed) and ending the job after
  * LLMC_DIST_TIMEOUT without progress, as a TCP wait does. Measured reason
  * (2026-12-03): the CUDA trainer's host transport ran ZeRO-3 on 2 ranks of the
@@ -203,7 +202,7 @@ static ShmRing *shm_ring(int from, int to)
     return &D.shm[2 * (peer - 1) + (from == 0 ? 0 : 1)];
 }
 
-/* Wait round `spins` of a full or empty ring: spin, then sleep; every 10 ms the
+/* Wait round `spins` of a full or empty ring: spin, then sleep; every 500 sleeps the
  * peer's socket says whether it is still there (1: gone; the caller looks at
  * the ring once more, since a peer may write its last message and exit); no
  * progress for LLMC_DIST_TIMEOUT ends the job. `since`: when the ring last moved. */
