@@ -550,7 +550,8 @@ static void shm_setup(int port)
         snprintf(name, sizeof name, "/llmc-dist-%ld-%d", (long)getpid(), port);
         int fd = use ? shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600) : -1;
         if (fd >= 0) {
-            if (ftruncate(fd, (off_t)bytes) == 0)
+            /* reserved now: a full /dev/shm (a container's 64 MiB) is TCP here, not a SIGBUS mid-run */
+            if (ftruncate(fd, (off_t)bytes) == 0 && posix_fallocate(fd, 0, (off_t)bytes) == 0)
                 map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             close(fd);
         }
