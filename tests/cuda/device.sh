@@ -361,7 +361,9 @@ fi
 # the order one rank adds them in; the norm adds fixed blocks in block order;
 # AdamW is elementwise; ZeRO-3's gathered bf16 weights are the shards' own --
 # and optimizer offload against the same run without it (the same AdamW kernel
-# on the same values, from pinned host memory). Within compare_runs.py's
+# on the same values, from pinned host memory). The steps computed from the same
+# weights (step 1, and after lr-0 updates) within 1e-6 relative (only the loss's fp32
+# sum order differs), then within compare_runs.py's
 # tolerances (early steps 1%, final loss 15%): ZeRO-1 on 2 and 4 ranks and ZeRO-2
 # against ZeRO-1 on 1 rank (ZeRO-1 sums a rank's micro-batches inside the GEMMs
 # before the ranks are summed: another order), and LoRA on 2 and 4 ranks (the
