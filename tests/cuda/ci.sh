@@ -193,6 +193,24 @@ if make -s ${BUILD:-build}/llmc SAN="${SAN:-0}" > "$tmp/llmc.log" 2>&1 &&
         ok "zero_check.py: $n cases estimated by llmc explain; 5% off passes, 20% off and no estimate fail"
     else bad "zero_check.py estimates/mem ($n cases, smallest $lo)"; cat "$tmp/est.log" "$tmp/m1" "$tmp/m2" 2>/dev/null; fi
 else bad "zero_check.py estimates"; tail -5 "$tmp/llmc.log" "$tmp/est.log"; fi
+# zero_check.py's tolerance comparison on made-up runs: a difference after the first
+# update passes; one at step 1 (computed from the same weights) fails
+python3 - "$tmp/zc" <<'PY' > "$tmp/zc.log" 2>&1
+import json, os, sys
+sys.path.insert(0, "tests/cuda")
+import zero_check as z
+d = sys.argv[1]
+def run(name, bump_at):
+    os.makedirs(f"{d}/run-{name}", exist_ok=True)
+    with open(f"{d}/run-{name}/metrics.jsonl", "w") as f:
+        for i in range(1, z.STEPS + 1):
+            loss = 5.0 - 0.01 * i + (2e-5 if i >= bump_at else 0)
+            f.write(json.dumps({"step": i, "loss": loss, "lr": 0 if i == 1 else 1e-3, "grad_norm": 1.0}) + "\n")
+run("z1-full-r1", 10**9); run("z1-full-r2", 3); run("z1-full-r4", 1)
+sys.exit(0 if (z.cmp(d, "z1-full-r1", "z1-full-r2", "tol"), z.cmp(d, "z1-full-r1", "z1-full-r4", "tol")) == (0, 1) else 1)
+PY
+if [[ $? -eq 0 ]]; then ok "zero_check.py tol: from the same weights within 1e-6, later within the trajectory's tolerances"
+else bad "zero_check.py tol on made-up runs"; cat "$tmp/zc.log"; fi
 # the FP8 convergence check's comparison (issue 31): 0.5% apart passes, 2% fails, a cut run fails
 if bash tests/cuda/fp8_converge.sh selftest > "$tmp/converge.log" 2>&1; then ok "fp8_converge.sh selftest"
 else bad "fp8_converge.sh selftest"; tail -8 "$tmp/converge.log"; fi
