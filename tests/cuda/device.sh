@@ -5,8 +5,9 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2 zero fp8 fp8-bench converge
-#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench, converge)
+#               split split-bench trust host2 zero fp8 fp8-bench converge zero-scale
+#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench, converge,
+#               zero-scale)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -23,6 +24,7 @@
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
+#     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
 #          against bf16 (tests/cuda/fp8_converge.sh; needs .cuda-run/converge prepared here)
 #
@@ -505,6 +507,40 @@ if has dp && [[ $ngpu -ge 2 ]]; then
         done
         wait
         note "dp2 $z: $(cat "$out/dp${z}_0.json")"
+    done
+fi
+# zero-scale (issue 30; needs 2+ GPUs, NCCL, one rank per GPU): throughput scaling of
+# ZeRO-1/2/3 and ZeRO-3 + optimizer offload at a fixed micro-batch per GPU (weak
+# scaling), 1 GPU against 2, 4, ... all of them; each row's tokens/s, its speed-up
+# over 1 GPU and the efficiency (speed-up / GPUs); rank 0's line per run.
+#   ZS_ROWS: "MODEL MICRO ACCUM,..." (default 1.5B and 7B at 2 x 2048, 8 accumulations)
+if has zero-scale && [[ $ngpu -ge 2 ]]; then
+    IFS=, read -ra zsrows <<< "${ZS_ROWS:-qwen2.5-1.5b 2 8,qwen2.5-7b 2 8}"
+    zs_port=29800
+    for v in "${zsrows[@]}"; do
+        set -- $v
+        for stage in "1" "2" "3" "3 --offload"; do
+            set -- $1 $2 $3 $stage
+            base="" base_w=1
+            for ((w = 1; w <= ngpu; w *= 2)); do
+                tag="$1_z$4${5:+off}_w$w"
+                zs_port=$((zs_port + 1))
+                for ((k = 0; k < w; k++)); do
+                    env LLMC_TRANSPORT=nccl RANK=$k WORLD_SIZE=$w LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 \
+                        MASTER_PORT=$zs_port timeout 600 ./build/llmc-train-cuda bench --model $1 --batch $2 \
+                        --seq 2048 --accum $3 --steps 3 --warmup 1 --zero $4 ${5:-} \
+                        > "$out/zs_$tag.$k.json" 2> "$out/zs_$tag.$k.log" &
+                done
+                wait
+                tps=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read())["tokens_per_s"])' \
+                      "$out/zs_$tag.0.json" 2>/dev/null)
+                # against the fewest GPUs that ran it (7B ZeRO-1 does not fit one)
+                [[ -z $base && -n $tps ]] && base=$tps base_w=$w
+                note "zero-scale $1 ${2}x2048x$3 ZeRO-$4${5:+ + offload} on $w GPUs: ${tps:-failed} tokens/s$(
+                    [[ -n $tps && -n $base ]] && python3 -c "s = $tps / $base; print(f', {s:.2f}x {$base_w} GPU(s), efficiency {s * $base_w / $w:.0%}')")"
+                [[ -z $tps ]] && grep -h 'error' "$out"/zs_$tag.*.log | head -2
+            done
+        done
     done
 fi
 # LoRA (rank 16 on every linear layer) and full training at the 0.5B-7B shapes: memory and throughput
