@@ -206,24 +206,20 @@ void cuda_coll_reduce_range_f32(CudaColl *c, float *buf, size_t base, size_t n, 
     size_t a, b;
     zl_owned(starts, c->rank, base, n, &a, &b);
     float *mine = a < b ? acc + (a - starts[c->rank]) : NULL;
-    if (c->kind == COLL_NCCL) {
-        NCCL_CHECK(ncclGroupStart());
-        for (int q = 0; q < c->world; q++) {
-            size_t qa, qb;
-            zl_owned(starts, q, base, n, &qa, &qb);
-            if (qa < qb)
-                NCCL_CHECK(ncclReduce(buf + (qa - base), buf + (qa - base), qb - qa, ncclFloat, ncclSum, q, c->comm, st));
+    if (c->kind == COLL_NCCL || c->kind == COLL_SOLO) {
+        if (c->kind == COLL_NCCL) {   /* solo: no peers, this rank's sum is its own part */
+            NCCL_CHECK(ncclGroupStart());
+            for (int q = 0; q < c->world; q++) {
+                size_t qa, qb;
+                zl_owned(starts, q, base, n, &qa, &qb);
+                if (qa < qb)
+                    NCCL_CHECK(ncclReduce(buf + (qa - base), buf + (qa - base), qb - qa, ncclFloat, ncclSum, q, c->comm, st));
+            }
+            NCCL_CHECK(ncclGroupEnd());
         }
-        NCCL_CHECK(ncclGroupEnd());
         if (!mine) return;
         if (add) k_add_f32(mine, buf + (a - base), b - a, st);   /* acc may be pinned host memory (offload) */
         else CUDA_CHECK(cudaMemcpyAsync(mine, buf + (a - base), (b - a) * sizeof(float), cudaMemcpyDefault, st));
-        return;
-    }
-    if (c->kind == COLL_SOLO) {   /* as NCCL's after its reduces: this rank's sum is its own part */
-        if (!mine) return;
-        if (add) k_add_f32(mine, buf + (a - base), b - a, st);
-        else solo_copy(mine, buf + (a - base), (b - a) * sizeof(float), st);
         return;
     }
     size_t seg = a < b ? b - a : 0;
