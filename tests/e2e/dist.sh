@@ -71,6 +71,14 @@ wait_pid() {
 # 1. plain run: rank 0 of 1
 if "$BIN" check >"$T/single" 2>&1 && grep -q '^rank 0/1 ok' "$T/single"; then ok "single rank"; else bad "single rank" "$T/single"; fi
 
+# 1b. log_info_to_stderr: a command whose stdout is its answer (bench's JSON line) moves
+# its progress lines, the ranks' start lines among them, to stderr
+"$BIN" logstream >"$T/ls.out" 2>"$T/ls.err"
+if grep -q 'progress on stdout' "$T/ls.out" && ! grep -q 'progress on stderr' "$T/ls.out" &&
+   grep -q 'progress on stderr' "$T/ls.err" && ! grep -q 'progress on stdout' "$T/ls.err"
+then ok "log_info_to_stderr: later progress lines on stderr, stdout left to the answer"
+else bad "log_info_to_stderr" "$T/ls.out" "$T/ls.err"; fi
+
 # 2. mpirun, 2 ranks: rank-order sums, same bits on both
 timeout 120 "${MPI_ENV[@]}" mpirun -np 2 "$BIN" check >"$T/mpi2" 2>&1; rc=$?
 if [[ $rc -eq 0 && $(grep -c ' ok ' "$T/mpi2") -eq 2 && $(grep ' ok ' "$T/mpi2" | awk '{print $4}' | sort -u | wc -l) -eq 1 ]]

@@ -8,6 +8,8 @@
  *                     Writes "ready" once the first collective is done.
  *   dist_test leave0  rank 0 fails and leaves at once while the others wait for it
  *                     in a collective: the job must still end, with a message.
+ *   dist_test logstream  a progress line on stdout, then log_info_to_stderr and one
+ *                     on stderr (a command whose stdout is its answer, as bench's).
  *   dist_test bw      rank 0 prints the ZeRO reduce-scatter's and all-gather's
  *                     GB/s over 64 MiB of floats (LLMC_DIST_SHM=0 against the
  *                     default: the figure behind dist.c's shared-memory rings).
@@ -178,9 +180,15 @@ static int bw(const DistInfo *di)
 int main(int argc, char **argv)
 {
     if (argc != 2 || (strcmp(argv[1], "check") && strcmp(argv[1], "loop") && strcmp(argv[1], "leave0") &&
-                      strcmp(argv[1], "bw"))) {
-        fprintf(stderr, "usage: dist_test check|loop|leave0|bw\n");
+                      strcmp(argv[1], "bw") && strcmp(argv[1], "logstream"))) {
+        fprintf(stderr, "usage: dist_test check|loop|leave0|bw|logstream\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "logstream")) {
+        log_info("progress on stdout");
+        log_info_to_stderr();
+        log_info("progress on stderr");
+        return 0;
     }
     stopsig_install();
     DistInfo di;
