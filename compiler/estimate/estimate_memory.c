@@ -350,8 +350,8 @@ double estimate_llmc_cudnn_workspace(const PlanModel *m, double b, double s, boo
  * (the residual stream at every layer input, and every layer's set unless
  * recomputed); working: one layer's set under recompute plus the forward and
  * backward scratch. */
-static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, Recompute rc,
-                                  double *layers_bytes, double *working_bytes)
+static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool flash, bool deterministic,
+                                  Recompute rc, double *layers_bytes, double *working_bytes)
 {
     bool recompute = rc == RECOMPUTE_FULL;
     double c = m->hidden, hd = (double)head_dim_of(m), heads = m->heads, f = m->ffn;
@@ -369,14 +369,17 @@ static void llmc_cuda_activations(const PlanModel *m, double s, double b, bool f
     double shared = rc == RECOMPUTE_SELECTIVE ? n * (q + f) * 2 : 0;
     double residual = (layers + 1) * n * c * 2;
     /* Forward scratch: fused qkv, o (eager), final norm output, its 1/rms,
-     * losses, token ids / positions / targets; the loss accumulator, the
-     * squared gradient norm with one partial per trained span, and the norm's
-     * partial sums (fp32). */
-    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12) + (1 + LLMC_SUMSQ_SLOTS + LLMC_SUMSQ_BLOCKS) * 4;
+     * losses, token ids / positions / targets, the embedding backward's plan
+     * (3 ints a token and one); the loss accumulator, the squared gradient norm
+     * with one partial per trained span, and the norm's partial sums (fp32). */
+    double fwd = n * (qkv * 2 + (flash ? 0 : q * 2) + c * 2 + 4 + 4 + 12 + 12) + 4 +
+                 (1 + LLMC_SUMSQ_SLOTS + LLMC_SUMSQ_BLOCKS) * 4;
     /* Backward scratch: d residual, d norm, d gate+up, d h, d attention,
-     * dq, dk, dv, d qkv; flash's fp32 accumulators or eager's dO and dP. */
+     * dq, dk, dv, d qkv; flash's fp32 dK and dV per query head (and dQ's
+     * accumulator when not deterministic; k_flash_bwd_scratch_floats) and
+     * its row sums, or eager's dO and dP. */
     double bwd = n * (2 * c + 3 * f + 3 * q + 4 * kv) * 2 +
-                 (flash ? n * (3 * q + heads) * 4 : n * q * 2 + b * heads * s * s * 2);
+                 (flash ? n * ((deterministic ? 2 : 3) * q + heads) * 4 : n * q * 2 + b * heads * s * s * 2);
     *layers_bytes = residual + (recompute ? 0 : layers * (layer - shared) + (layers > 0 ? shared : 0));
     *working_bytes = (recompute ? layer : 0) + fwd + bwd;
 }
@@ -560,7 +563,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
     double grad_buffers = 3.0 * s * b * act.ffn * bpv;
     double head_in = 2 * s * b * h * bpv;   /* final RMSNorm input, lm_head input */
     if (llmc_cuda) {
-        llmc_cuda_activations(m, s, b, flash, rc,
+        llmc_cuda_activations(m, s, b, flash, t->deterministic, rc,
                               &e->activations_layers_bytes, &e->activations_working_bytes);
         if (t->method == METHOD_LORA || t->method == METHOD_FREEZE) llmc_cuda_finetune(t, m, s * b, rc, e);
         if (t->precision == PREC_FP8) llmc_cuda_fp8(m, s * b, e);

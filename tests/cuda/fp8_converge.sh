@@ -30,8 +30,8 @@
 #                                  first, then CONVERGE_VARIANTS="bf16 bf16s"
 #                                  CONVERGE_REUSE=bf16 (the same plan gives the same bits
 #                                  on the same GPU)
-#   CONVERGE_DEADLINE=S            (run) stop each variant after S seconds (timeout's exit
-#                                  124); its line then says the step it reached and its
+#   CONVERGE_DEADLINE=S            (run) stop each variant after S seconds (SIGKILL: exit
+#                                  137); its line then says the step it reached and its
 #                                  seconds a step (default 0: no limit)
 #   CONVERGE_CORPUS=DIR            corpus.sh's output (prep; default: made in WORK/corpus)
 #   CONVERGE_CPU=1                 (prep and run) the same script on the CPU trainer:
@@ -143,9 +143,11 @@ for v in $variants; do
     fi
     rm -rf "$WORK/runs/$v"
     ( t1=$SECONDS; rc=0
-      timeout "${CONVERGE_DEADLINE:-0}" \
+      # KILL: SIGTERM would have the trainer write a preemption checkpoint (GBs, tens of
+      # seconds past the deadline); metrics.jsonl is written a line a step
+      timeout -s KILL "${CONVERGE_DEADLINE:-0}" \
           $bin run "$WORK/$v/out/plan.json" --fresh --eval-shards "$WORK/$base/out/shards-eval" > "$WORK/$v/run.log" 2>&1 || rc=$?
-      # how far it got: a run cut by the deadline (exit 124) says what the next attempt needs
+      # how far it got: a run cut by the deadline (exit 137) says what the next attempt needs
       echo "$v: exit $rc, $((SECONDS - t1)) s, $(progress "$WORK/runs/$v/metrics.jsonl")" > "$WORK/$v/done.txt"
       rm -rf "$WORK/runs/$v/checkpoints" "$WORK/runs/$v/final" ) &
     while (( $(jobs -rp | wc -l) >= atonce )); do wait -n || true; done

@@ -55,8 +55,8 @@ else
 fi
 cat "$out"/row_*.0.json | python3 -c '
 import json, sys
-keep = ("model", "batch", "seq", "world", "transport", "zero", "recompute", "offload", "attention", "params",
-        "allocated_gib")
+keep = ("model", "batch", "seq", "world", "transport", "zero", "recompute", "offload", "attention", "deterministic",
+        "params", "allocated_gib")
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 rows.sort(key=lambda r: (r["params"], r["world"], r["zero"], r["offload"], r["batch"], r["seq"]))
 json.dump([{k: r[k] for k in keep if k in r} for r in rows], sys.stdout, indent=1)
