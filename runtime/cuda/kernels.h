@@ -74,6 +74,10 @@ void k_swiglu_bwd(bf16_t *dgu, const bf16_t *dh, const bf16_t *gu, int N, int F,
 void k_cross_entropy(bf16_t *logits, float *loss, const int *targets, int rows, int V,
                      float grad_scale, kstream_t s);
 
+/* out[r] = the first index of row r's greatest logit [rows, V] (bf16), NaN skipped
+ * (0 for a row of NaN): logits_argmax's rule (runtime/train/train_loop.c). */
+void k_argmax_rows(const bf16_t *logits, int rows, int V, uint32_t *out, kstream_t s);
+
 /* *acc += sum(x[0..n)) — one block, deterministic. */
 void k_sum_add(float *acc, const float *x, int n, kstream_t s);
 /* out[0] = sum(x^2), deterministic (partials in scratch of k_sumsq_scratch() floats). */

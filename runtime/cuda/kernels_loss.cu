@@ -1,5 +1,5 @@
 /* kernels_loss.cu — the fused softmax cross-entropy over a chunk of logits (loss and, in place, its
- * gradient), and the summed loss. */
+ * gradient), each row's argmax (held-out evaluation), and the summed loss. */
 #include "kernels_common.cuh"
 
 /* ---- fused softmax cross-entropy: one block per row ---- */
@@ -58,6 +58,49 @@ extern "C" void k_cross_entropy(bf16_t *logits, float *loss, const int *targets,
                                 float grad_scale, kstream_t s)
 {
     cross_entropy_k<<<rows, CE_THREADS, 0, s>>>((bf16 *)logits, loss, targets, V, grad_scale);
+}
+
+/* ---- each row's argmax (held-out greedy decoding): one block per row ---- */
+
+#define ARGMAX_THREADS 256
+
+/* (x, i) beats (y, j): a value beats no value (i < 0: only NaN seen), a greater
+ * value wins, equal values go to the lower index -- so the reduction's result is
+ * the first index of the row's greatest non-NaN value, as logits_argmax's scan. */
+static __device__ __forceinline__ bool argmax_beats(float x, int i, float y, int j)
+{
+    return i >= 0 && (j < 0 || x > y || (x == y && i < j));
+}
+
+__global__ void argmax_rows_k(const bf16 *logits, int V, uint32_t *out)
+{
+    __shared__ float red_v[ARGMAX_THREADS / WARP];
+    __shared__ int red_i[ARGMAX_THREADS / WARP];
+    const bf16 *x = logits + (size_t)blockIdx.x * V;
+    int tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP;
+    float best = -INFINITY;
+    int bi = -1;
+    for (int v = tid; v < V; v += ARGMAX_THREADS) {   /* increasing v: strict > keeps the first */
+        float f = __bfloat162float(x[v]);
+        if (!isnan(f) && (bi < 0 || f > best)) { best = f; bi = v; }
+    }
+    for (int o = WARP / 2; o > 0; o /= 2) {
+        float ov = __shfl_down_sync(0xffffffffu, best, o);
+        int oi = __shfl_down_sync(0xffffffffu, bi, o);
+        if (argmax_beats(ov, oi, best, bi)) { best = ov; bi = oi; }
+    }
+    if (lane == 0) { red_v[wid] = best; red_i[wid] = bi; }
+    __syncthreads();
+    if (tid == 0) {
+        for (int w = 1; w < ARGMAX_THREADS / WARP; w++)
+            if (argmax_beats(red_v[w], red_i[w], best, bi)) { best = red_v[w]; bi = red_i[w]; }
+        out[blockIdx.x] = bi < 0 ? 0u : (uint32_t)bi;   /* a row of NaN: 0, as the scan */
+    }
+}
+
+extern "C" void k_argmax_rows(const bf16_t *logits, int rows, int V, uint32_t *out, kstream_t s)
+{
+    argmax_rows_k<<<rows, ARGMAX_THREADS, 0, s>>>((const bf16 *)logits, V, out);
 }
 
 __global__ void sum_add_k(float *acc, const float *x, int n)

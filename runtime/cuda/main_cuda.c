@@ -330,7 +330,7 @@ static int cmd_bench(int argc, char **argv)
         cuda_model_zero_grad(&m);
         CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
         for (int a = 0; a < o.accum; a++)   /* the same tokens again: the step's shape is what counts */
-            cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, a == o.accum - 1);
+            cuda_model_micro(&m, ids, pos, tg, (float)(1.0 / labels), NULL, NULL, a == o.accum - 1);
         norm = cuda_model_step(&m, 1.f, o.lr, o.b1, o.b2, o.eps, o.wd, o.clip);
         if (in_phase) phase_step_end(m.timer);
         CUDA_CHECK(cudaMemcpy(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost));
@@ -462,7 +462,7 @@ static int cmd_check(int argc, char **argv)
         if (!labels) { log_error("%s: batch %d has no label tokens", o.tokens, s); return 2; }
         cuda_model_zero_grad(&m);
         CUDA_CHECK(cudaMemsetAsync(m.loss_acc, 0, sizeof(float), m.stream));
-        cuda_model_micro(&m, ids, pos, tg, 1.0f / labels, s == 0 ? logits : NULL, 1);
+        cuda_model_micro(&m, ids, pos, tg, 1.0f / labels, s == 0 ? logits : NULL, NULL, 1);
         float loss;
         CUDA_CHECK(cudaMemcpyAsync(&loss, m.loss_acc, sizeof loss, cudaMemcpyDeviceToHost, m.stream));
         CUDA_CHECK(cudaStreamSynchronize(m.stream));

@@ -253,10 +253,12 @@ void cuda_model_init_random(CudaModel *m, uint64_t seed, float std);
  * Forward + loss; with grad_scale != 0 also the backward pass, gradients accumulated
  * into m->grad (dlogits scaled by grad_scale, i.e. 1/label tokens of the whole step).
  * The summed loss is added to the device scalar m->loss_acc. logits_out (host,
- * [B*T*V] fp32) receives the logits when not NULL (tests). last_micro: start the
- * bucketed gradient reduction as each layer finishes. */
+ * [B*T*V] fp32) receives the logits when not NULL (tests); argmax_out (host, [B*T]),
+ * forward only, each row's argmax (k_argmax_rows), on the model's stream: sync it
+ * before reading. last_micro: start the bucketed gradient reduction as each layer
+ * finishes. */
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
-                      float grad_scale, float *logits_out, int last_micro);
+                      float grad_scale, float *logits_out, uint32_t *argmax_out, int last_micro);
 /* ZeRO-3 forward passes on one rank without the others (rank 0's held-out
  * evaluation after training): w (host, flat layout, n_total floats: the
  * gathered master weights) feeds the gathers instead of the ranks' shards;

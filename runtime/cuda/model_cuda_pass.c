@@ -517,7 +517,7 @@ void cuda_model_zero3_local(CudaModel *m, const float *w)
 }
 
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
-                      float grad_scale, float *logits_out, int last_micro)
+                      float grad_scale, float *logits_out, uint32_t *argmax_out, int last_micro)
 {
     const ModelConfig *c = &m->cfg;
     cudaStream_t st = m->stream;
@@ -568,6 +568,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
             }
             free(hb);
         }
+        /* forward only: the embedding backward's plan is free and holds the argmax */
+        if (argmax_out && !train) k_argmax_rows(m->logits, rn, V, (uint32_t *)m->emb_plan + r0, st);
         k_cross_entropy(m->logits, m->losses + r0, m->targets + r0, rn, V, grad_scale, st);
         PHASE(m, PH_CE);
         if (!train) continue;
@@ -579,6 +581,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         PHASE(m, PH_LM_DW);
     }
     k_sum_add(m->loss_acc, m->losses, N, st);
+    if (argmax_out && !train)
+        CUDA_CHECK(cudaMemcpyAsync(argmax_out, m->emb_plan, (size_t)N * sizeof *argmax_out, cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaGetLastError());
     if (!train) return;
     k_rmsnorm_bwd(m->dres, full ? gp(m, L, m->off_norm) : m->junk, m->dln, m->xs[L], wp(m, L, m->off_norm), m->rstdf,

@@ -124,9 +124,10 @@ void logits_argmax(const float *logits, size_t rows, int V, uint32_t *argmax)
 {
     for (size_t n = 0; n < rows; n++) {
         const float *row = logits + n * V;
-        int best = 0;
-        for (int v = 1; v < V; v++) if (row[v] > row[best]) best = v;
-        argmax[n] = (uint32_t)best;
+        int best = -1;   /* none yet: NaN is never the greatest */
+        for (int v = 0; v < V; v++)
+            if (!isnan(row[v]) && (best < 0 || row[v] > row[best])) best = v;
+        argmax[n] = best < 0 ? 0 : (uint32_t)best;
     }
 }
 

@@ -115,7 +115,8 @@ typedef struct TrainBackend {
 } TrainBackend;
 
 /* argmax[n] = the index of the largest of logits[n*V .. n*V+V-1], the lowest
- * among ties, for n < rows: eval_forward's argmax from host logits. */
+ * among ties, NaN skipped (0 for a row of NaN), for n < rows: eval_forward's
+ * argmax from host logits (the CUDA backend's k_argmax_rows keeps the same rule). */
 void logits_argmax(const float *logits, size_t rows, int V, uint32_t *argmax);
 
 /* `PROG run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]`: argv[0] is

@@ -186,7 +186,8 @@ if make -s ${BUILD:-build}/llmc SAN="${SAN:-0}" > "$tmp/llmc.log" 2>&1 &&
     read -r n lo h3 < <(python3 -c 'import json,sys; e=json.load(open(sys.argv[1])); print(len(e), min(e.values()), e["h-z3-r2"])' \
         "$tmp/zero_estimates.json")
     g_ok=$(python3 -c "print($h3 * 1.05)") g_bad=$(python3 -c "print($h3 * 1.2)")
-    if [[ $n -eq 20 ]] && python3 -c "import sys; sys.exit(not $lo > 0)" &&
+    want=$(python3 -c 'import sys; sys.path.insert(0, "tests/cuda"); import zero_check as z; print(len(z.CASES) + len(z.HALF))')
+    if [[ $n -eq $want ]] && python3 -c "import sys; sys.exit(not $lo > 0)" &&
        python3 tests/cuda/zero_check.py mem "$tmp" h-z3-r2 "$g_ok" > "$tmp/m1" &&
        ! python3 tests/cuda/zero_check.py mem "$tmp" h-z3-r2 "$g_bad" > "$tmp/m2" &&
        ! python3 tests/cuda/zero_check.py mem "$tmp" zres-a 1 > "$tmp/m3"; then

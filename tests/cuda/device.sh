@@ -17,7 +17,7 @@
 #            transport (LLMC_TRANSPORT=host), against each other and against 1 rank
 #     zero: ZeRO-1/2/3 (with and without optimizer offload, full and LoRA) on 1, 2 and 4
 #           ranks sharing one GPU over the host transport, against 1 rank (the tiny plan,
-#           the kill test, then 50 steps of the Qwen2.5-0.5B shape)
+#           the kill test, then the same grid for 50 steps of the Qwen2.5-0.5B shape)
 #     split: master weights as bf16 + low halves (--master-weights split, the plan's
 #            train.master_weights) against HF; split-bench: its memory and speed beside the default
 #     fp8: precision = fp8 (tests/cuda/fp8_check.c: quantisation and FP8 GEMMs against fp64;
@@ -487,13 +487,36 @@ PY
     note "zero: $( ((kgood)) && echo PASS || echo FAIL) kill: rank 2 killed after step 20; ${kres}others stopped in ${kwait} s;" \
          "rank 0: $(grep -ho 'error: .*' "$out/zkill.0.log" | head -1); latest ${kl:-none} verifies and resumes (exit $krc)"
     rm -rf $r/run-zkill/ckpt
-    # the Qwen2.5-0.5B shape, 50 steps (zero_check.py HALF): the same bits on 1, 2 and 4
-    # ranks; the two sharded cases side by side (the host transport's time is the
-    # CPU's: 2.4 s a step on 2 ranks over TCP, one rank 0.03 s), each its own ports
-    zrun h-z2-r1 1
-    (zrun h-z3-r2 2; zcmp h-z2-r1 h-z3-r2 exact) &
-    (zport=$((zport + 50)); zrun h-z3-off-r4 4; zcmp h-z2-r1 h-z3-off-r4 exact) &
-    wait
+    # the Qwen2.5-0.5B shape, 50 steps (zero_check.py HALF), the tiny cases' grid: the
+    # one-rank references one after another (0.1 s a step), beside them the several-rank
+    # cases in two waves of 16 ranks (the host transport's time is the hub's CPU:
+    # ZeRO-3 on 2 or 4 ranks 2.3-2.4 s a step, 2026-12-03; 16 cores), each its own
+    # ports; each comparison once its case and its reference are done
+    rm -f $r/run-h-refs.done
+    (zrun h-z2-r1 1
+     zrun h-z3-r1 1; zcmp h-z2-r1 h-z3-r1 exact
+     zrun h-z1-r1 1; zcmp h-z1-r1 h-z2-r1 tol
+     zrun h-z1-off-r1 1; zcmp h-z1-r1 h-z1-off-r1 exact
+     zrun h-z1-lora-r1 1
+     touch $r/run-h-refs.done) &
+    hrefs=$!
+    hk=0
+    hwave() {   # "NAME RANKS REF EXPECT" ...: side by side
+        local c hp=()
+        for c in "$@"; do
+            hk=$((hk + 1))
+            (set -- $c; zport=$((zport + 100 * hk)); zrun $1 $2
+             while [[ ! -f $r/run-h-refs.done ]] && kill -0 $hrefs 2>/dev/null; do sleep 1; done
+             zcmp $3 $1 $4) &
+            hp+=($!)
+        done
+        wait "${hp[@]}"
+    }
+    hwave "h-z3-r2 2 h-z2-r1 exact" "h-z3-off-r4 4 h-z2-r1 exact" "h-z2-r4 4 h-z2-r1 exact" \
+          "h-z1-r2 2 h-z1-r1 tol" "h-z1-r4 4 h-z1-r1 tol"
+    hwave "h-z2-r2 2 h-z2-r1 exact" "h-z3-r4 4 h-z2-r1 exact" "h-z2-off-r2 2 h-z2-r1 exact" \
+          "h-z3-off-r2 2 h-z2-r1 exact" "h-z2-lora-r2 2 h-z1-lora-r1 tol" "h-z3-lora-r4 4 h-z1-lora-r1 tol"
+    wait $hrefs
     rm -rf $r/run-h-*
     note "zero: $(grep -c '^zero: PASS' "$out/summary.txt") passed, $(grep -c '^zero: FAIL' "$out/summary.txt") failed, $((SECONDS - t0)) s"
     rm -rf $r/run-z[123]-*/ckpt $r/run-zres/ckpt $r/run-zres3/ckpt

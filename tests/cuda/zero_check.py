@@ -50,11 +50,19 @@ RESUME = {"zres-a": (2, 2, False, False), "zres-b": (3, 4, False, False),
           # each ZeRO-3 rank writes its shard, another ZeRO-3 rank count reads its own (run-zres3)
           "zres3-a": (3, 4, False, False), "zres3-b": (3, 2, False, False)}
 # the Qwen2.5-0.5B shape (24 layers of 896, flash attention; the tiny plan's data
-# and vocabulary), HALF_STEPS steps: ZeRO-2 on 1 rank against ZeRO-3 on 2 ranks and
-# ZeRO-3 + offload on 4 (not listed; device.sh runs them after the tiny cases)
+# and vocabulary), HALF_STEPS steps, the tiny cases' grid again: ZeRO-2/3 on 1, 2, 4
+# ranks and with offload against ZeRO-2 on 1 rank (exact), ZeRO-1 on 2 and 4 ranks
+# against ZeRO-1 on 1 (tol) and with offload (exact), LoRA on 2 and 4 ranks against
+# 1 (tol) (not listed; device.sh runs them after the tiny cases)
 HALF_STEPS = 50
 HALF_SHAPE = dict(layers=24, hidden=896, heads=14, kv_heads=2, head_dim=64, ffn=4864)
-HALF = {"h-z2-r1": (2, 1, False, False), "h-z3-r2": (3, 2, False, False), "h-z3-off-r4": (3, 4, True, False)}
+HALF = {}
+for z, n in ((2, 1), (2, 2), (2, 4), (3, 1), (3, 2), (3, 4), (1, 1), (1, 2), (1, 4)):
+    HALF[f"h-z{z}-r{n}"] = (z, n, False, False)
+for z, n in ((1, 1), (2, 2), (3, 2), (3, 4)):
+    HALF[f"h-z{z}-off-r{n}"] = (z, n, True, False)
+for z, n in ((1, 1), (2, 2), (3, 4)):
+    HALF[f"h-z{z}-lora-r{n}"] = (z, n, False, True)
 # several GPUs: the same over NCCL, one rank per GPU (not listed; device.sh runs
 # them where 2 GPUs exist)
 NCCL = {"z2-nccl-r2": (2, 2, False, False), "z3-nccl-r2": (3, 2, False, False), "z3-nccl-off-r2": (3, 2, True, False)}
