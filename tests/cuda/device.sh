@@ -386,7 +386,7 @@ if has zero && [[ -f .cuda-run/tiny/plan-gpu.json ]]; then
         zport=$((zport + 1))
         for ((k = 0; k < n; k++)); do
             env LLMC_TRANSPORT=${ZT:-host} RANK=$k WORLD_SIZE=$n LOCAL_RANK=$k MASTER_ADDR=127.0.0.1 MASTER_PORT=$zport \
-                timeout 300 ./build/llmc-train-cuda run $r/plan-$name.json "$@" > "$out/zero_$name.$k.log" 2>&1 &
+                timeout ${zlimit:-300} ./build/llmc-train-cuda run $r/plan-$name.json "$@" > "$out/zero_$name.$k.log" 2>&1 &
             pids+=($!)
         done
         for k in "${pids[@]}"; do wait "$k"; rcs+="$? "; done
@@ -505,7 +505,7 @@ PY
         local c hp=()
         for c in "$@"; do
             hk=$((hk + 1))
-            (set -- $c; zport=$((zport + 100 * hk)); zrun $1 $2
+            (set -- $c; zport=$((zport + 100 * hk)); zlimit=480 zrun $1 $2   # 16 ranks share the cores
              while [[ ! -f $r/run-h-refs.done ]] && kill -0 $hrefs 2>/dev/null; do sleep 1; done
              zcmp $3 $1 $4) &
             hp+=($!)
