@@ -104,9 +104,12 @@ seeds_section() {
 # san NAME TOOLS BASE [KEY=JSON...]: each tool over 3 steps of the plan, in the
 # background (TRUST_JOBS paths at once: the tools are CPU-bound, the plans small), each
 # run cut at TRUST_SAN_TIMEOUT s; initcheck's reports are counted by kernel, so a
-# report outside the listed false positive (docs/cuda.md) is visible in the summary
+# report outside the listed false positive (docs/cuda.md) is visible in the summary.
+# SAN_RUN="ARGS" (before san): the run's arguments instead of --stop-after 3, to its
+# normal end (exit 0): the held-out pass after the last step (--eval-shards)
 san_one() {
-    local name=$1 tools=$2 tool rc
+    local name=$1 tools=$2 tool rc args=(--stop-after 3) want=3
+    [[ -n ${SAN_RUN:-} ]] && { read -ra args <<< "$SAN_RUN"; want=0; }
     for tool in $tools; do
         [[ -n ${TRUST_TOOLS:-} && " $TRUST_TOOLS " != *" $tool "* ]] && continue
         rm -rf "$r/run-san-$name"
@@ -124,14 +127,14 @@ san_one() {
             done
         fi
         timeout "${TRUST_SAN_TIMEOUT:-900}" compute-sanitizer --tool "$tool" --show-backtrace device --print-limit 2000 \
-            $bin run "$r/plan-san-$name.json" --stop-after 3 > "$out/san_${name}_$tool.log" 2>&1
+            $bin run "$r/plan-san-$name.json" "${args[@]}" > "$out/san_${name}_$tool.log" 2>&1
         rc=$?
         [[ -n $slot ]] && exec {lockfd}>&-
-        # 3: --stop-after's "stopped, requeue me", the run's normal end here; any
-        # other status is a failure whatever the summary line says
+        # 3: --stop-after's "stopped, requeue me", the run's normal end here (0 with
+        # SAN_RUN); any other status is a failure whatever the summary line says
         note "sanitizer $tool $name: exit $rc ; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/san_${name}_$tool.log" | tail -1)" \
              "$( ((rc == 124)) && echo "(cut at ${TRUST_SAN_TIMEOUT:-900} s)")" \
-             "$( ((rc != 3 && rc != 124)) && echo "FAILED: $(grep -hv '^=========\s*$' "$out/san_${name}_$tool.log" | grep -hi 'error\|fail\|abort\|internal' | grep -v 'ERROR SUMMARY' | tail -2 | tr '\n' ' ')")" \
+             "$( ((rc != want && rc != 124)) && echo "FAILED: $(grep -hv '^=========\s*$' "$out/san_${name}_$tool.log" | grep -hi 'error\|fail\|abort\|internal' | grep -v 'ERROR SUMMARY' | tail -2 | tr '\n' ' ')")" \
              "$(awk '/^========= [A-Z]/ { want = 1; next } want && /^=========     at / { sub(/^=========     at /, ""); sub(/\(.*\)\+0x[0-9a-f]* in .*\//, " @ "); sub(/\(.*\)\+0x[0-9a-f]* in /, " @ "); k[$0]++; want = 0 }
                      END { for (x in k) printf "%s%s x%d", (n++ ? ", " : "by kernel: "), x, k[x] }' "$out/san_${name}_$tool.log")"
     done
@@ -158,6 +161,8 @@ san_section() {
     all="memcheck initcheck racecheck synccheck"
     flash='train.attention="flash"'
     san tiny "$all" plan-gpu
+    # 3 steps to the end, then the held-out pass (k_argmax_rows)
+    SAN_RUN="--eval-shards $r/shards-eval" san tiny-eval "memcheck initcheck racecheck" plan-gpu train.max_steps=3
     san small-flash "$all" plan-gpu shape=small "$flash"
     LLMC_ATTN=cudnn san small-cudnn "$all" plan-gpu shape=small "$flash"
     san small-cudnn-nondet "memcheck initcheck racecheck" plan-gpu shape=small "$flash" train.deterministic=false
