@@ -8,6 +8,8 @@
  * one does (gpu_metrics.jsonl, " gpu X GiB"). The arithmetic is the CPU
  * backend's, so tests/cpu/loop_test.sh can ask for llmc-train's bits: the same
  * metrics, checkpoints, export, Prometheus file, evaluation and result.json. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +141,40 @@ static void mi_final_stats(void *self, char *extra, size_t len)
     snprintf(extra, len, ", state set %dx, gathered %dx", m->sets, m->gets);
 }
 
+/* `loop_test argmax`: logits_argmax's rule, which the CUDA backend's k_argmax_rows
+ * keeps: the first index of the greatest value, NaN never the greatest, 0 for a row
+ * of NaN. Prints "argmax: N passed, N failed". */
+static int argmax_cases(void)
+{
+    static const struct { float row[4]; uint32_t want; const char *what; } c[] = {
+        {{1, 3, 2, 0}, 1, "greatest"},
+        {{5, 2, 5, 5}, 0, "ties: the first"},
+        {{0, 2, 7, 7}, 2, "ties later: the first of them"},
+        {{NAN, 1, 4, 2}, 2, "NaN first is skipped"},
+        {{1, NAN, 0, NAN}, 0, "NaN later is skipped"},
+        {{NAN, NAN, NAN, NAN}, 0, "a row of NaN: 0"},
+        {{-INFINITY, -INFINITY, -1, -INFINITY}, 2, "-inf below any number"},
+        {{-INFINITY, -INFINITY, -INFINITY, -INFINITY}, 0, "all -inf: the first"},
+        {{2, INFINITY, INFINITY, NAN}, 1, "+inf: the first"},
+    };
+    int n = (int)(sizeof c / sizeof c[0]), pass = 0;
+    float rows[sizeof c / sizeof c[0]][4];
+    uint32_t got[sizeof c / sizeof c[0]];
+    for (int i = 0; i < n; i++) memcpy(rows[i], c[i].row, sizeof rows[i]);
+    logits_argmax(&rows[0][0], (size_t)n, 4, got);   /* all rows in one call, as eval_forward does */
+    for (int i = 0; i < n; i++) {
+        if (got[i] == c[i].want) pass++;
+        else printf("FAIL argmax %s: %u, want %u\n", c[i].what, got[i], c[i].want);
+    }
+    printf("argmax: %d passed, %d failed\n", pass, n - pass);
+    return pass != n;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "argmax")) return argmax_cases();
     if (argc < 2 || strcmp(argv[1], "run")) {
-        fprintf(stderr, "usage: loop_test run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh]\n");
+        fprintf(stderr, "usage: loop_test run PLAN.json [--eval-shards DIR] [--stop-after N] [--fresh] | argmax\n");
         return 2;
     }
     static Mirror m;

@@ -22,6 +22,9 @@ mkrun() {
 # the metrics without the wall-clock fields
 curve() { $PY -c 'import json,sys; [print(*(repr(json.loads(l)[k]) for k in ("step","loss","lr","grad_norm","tokens"))) for l in open(sys.argv[1])]' "$1"; }
 
+# the held-out argmax's rule (first of the greatest, NaN never; the CUDA kernel's too)
+"$LOOP" argmax > "$T/argmax.log" 2>&1 && ok "logits_argmax: $(tail -1 "$T/argmax.log")" ||
+    bad "logits_argmax" "$T/argmax.log"
 mkrun "$T/cpu"; (cd "$T/cpu" && "$TRAIN" run plan.json --eval-shards eval) >"$T/cpu.log" 2>&1; rc1=$?
 mkrun "$T/mir"; (cd "$T/mir" && "$LOOP" run plan.json --eval-shards eval) >"$T/mir.log" 2>&1; rc2=$?
 if [[ $rc1 -eq 0 && $rc2 -eq 0 ]]; then ok "llmc-train and the mirrored backend: both exit 0"
