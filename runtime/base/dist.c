@@ -184,7 +184,9 @@ static void tcp_recv(int peer, void *buf, size_t bytes)
  * 0.5B shape at 2.4 s a step over TCP loopback (one H200; 0.03 s on one rank);
  * `dist_test bw` on a 2-core machine, 64 MiB of f32 a rank, TCP sockets then
  * these rings: reduce-scatter 1.93 -> 2.29 GB/s (2 ranks), 0.65 -> 0.86 (4);
- * all-gather 2.31 -> 4.95 and 0.86 -> 1.97. */
+ * all-gather 2.31 -> 4.95 and 0.86 -> 1.97. In that trainer run the rings gave
+ * 2.3 s a step (2026-12-03, fourth session): its step is not bound by these
+ * copies, so what bounds it is still to be found. */
 #define SHM_RING_BYTES (8u << 20)   /* 8 chunks of f32 in flight per direction */
 
 typedef struct ShmRing {
