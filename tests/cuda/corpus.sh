@@ -10,6 +10,7 @@
 # OUT_DIR/manifest.tsv (each repository's commit; per file: split, sha256 of its
 # text, bytes, repository:path; the totals and each .jsonl's sha256).
 #   CORPUS_MIRRORS=/work/.mirror  where the mirrors are (OWNER+NAME/repo, bare or with .git)
+#                                  (a snapshot may lack its largest blobs: skipped, counted)
 #   CORPUS_REPOS="git+git vim+vim"  only these mirrors (default: every one there)
 #   CORPUS_BYTES=140000000          stop adding training text past this many bytes
 # Kept: text files (valid UTF-8, no NUL) with a documentation or source extension,
@@ -65,7 +66,7 @@ if only:
         sys.exit("corpus: no mirror " + ", ".join(sorted(missing)) + " in " + mirrors)
 if not repos:
     sys.exit("corpus: no mirrors in " + mirrors)
-files, commits = [], {}
+files, commits, absent = [], {}, 0
 for name in repos:
     gd = gitdir(name)
     commits[name] = git(gd, "rev-parse", "HEAD").decode().strip()
@@ -75,11 +76,14 @@ for name in repos:
         meta, path = row.split(b"\t", 1)
         mode, kind, sha, size = meta.split()
         path = path.decode("utf-8", "replace")
+        if kind == b"blob" and not size.isdigit():   # a snapshot mirror's absent blob: ls-tree says BAD
+            absent += 1
+            continue
         if kind == b"blob" and mode != b"120000" and wanted(path, int(size)):
             key = hashlib.sha256(f"{name}:{path}".encode()).hexdigest()
             files.append((key, name, path, sha.decode()))
 files.sort()
-skipped, seen, kept = {}, set(), {"train": [], "heldout": []}
+skipped, seen, kept = ({"absent from the mirror": absent} if absent else {}), set(), {"train": [], "heldout": []}
 total = {"train": 0, "heldout": 0}
 by_repo = {}
 for name in repos:   # read each repository's blobs in one git cat-file
