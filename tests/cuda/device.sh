@@ -366,7 +366,7 @@ fi
 # on the same values, from pinned host memory). The steps computed from the same
 # weights (step 1, and after lr-0 updates) within 1e-6 relative (only the loss's fp32
 # sum order differs), then within compare_runs.py's
-# tolerances (early steps 1%, final loss 15%): ZeRO-1 on 2 and 4 ranks and ZeRO-2
+# tolerances, relative (the first half's mean 1%, final loss 15%): ZeRO-1 on 2 and 4 ranks and ZeRO-2
 # against ZeRO-1 on 1 rank (ZeRO-1 sums a rank's micro-batches inside the GEMMs
 # before the ranks are summed: another order), and LoRA on 2 and 4 ranks (the
 # adapters' gradients are all-reduced per step: the same). Per case: each rank's
