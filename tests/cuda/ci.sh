@@ -216,6 +216,20 @@ sys.exit(0 if got == (0, 1, 0, 1) else 1)
 PY
 if [[ $? -eq 0 ]]; then ok "zero_check.py tol: from the same weights within 1e-6, later within the trajectory's relative tolerances"
 else bad "zero_check.py tol on made-up runs"; cat "$tmp/zc.log"; fi
+# compare_runs.py on made-up runs: near the same losses pass; a final loss 20% apart
+# fails; two final losses under the floor (a run that has learnt its data) pass
+python3 - "$tmp/cr" <<'PY'
+import json, os, sys
+os.makedirs(sys.argv[1], exist_ok=True)
+def run(name, end):
+    with open(f"{sys.argv[1]}/{name}.jsonl", "w") as f:
+        for i in range(1, 201):
+            f.write(json.dumps({"step": i, "loss": end + 2.0 * (200 - i) / 200}) + "\n")
+run("a", 0.5); run("b", 0.51); run("c", 0.6); run("d", 1e-5); run("e", 1.3e-5)
+PY
+cr() { python3 tests/cuda/compare_runs.py "$tmp/cr/$1.jsonl" "$tmp/cr/$2.jsonl" --early 10 --tol-early 0.2 > "$tmp/cr/$1$2.log" 2>&1; }
+if cr a b && ! cr a c && cr d e; then ok "compare_runs.py: 2% apart passes, 20% fails, both under the floor pass"
+else bad "compare_runs.py on made-up runs"; cat "$tmp/cr/"*.log; fi
 # the FP8 convergence check's comparison (issue 31): 0.5% apart passes, 2% fails, a cut run fails
 if bash tests/cuda/fp8_converge.sh selftest > "$tmp/converge.log" 2>&1; then ok "fp8_converge.sh selftest"
 else bad "fp8_converge.sh selftest"; tail -8 "$tmp/converge.log"; fi
