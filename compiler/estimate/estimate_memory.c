@@ -70,12 +70,19 @@ double projection_params(const PlanModel *m, double *widest)
  * a projection parameter; the widest projection's quantised scratch, N tokens
  * x max(in, out) x 3 bytes (the E4M3 input and its transpose, the E5M2
  * gradient and its transpose share it); one fp32 scale per weight, input and
- * output gradient of each projection. */
-static void llmc_cuda_fp8(const PlanModel *m, double tokens, Estimate *e)
+ * output gradient of each projection; each trained layer's four inputs
+ * transposed in E4M3 for the weight gradients, N x (2 hidden + heads x head_dim
+ * + ffn) bytes (kept from the forward pass: not under LoRA, which trains no
+ * projection, nor under full recompute, which quantises them again). */
+static void llmc_cuda_fp8(const PlanTrain *t, const PlanModel *m, double tokens, Recompute rc, Estimate *e)
 {
     double widest, layers = m->layers > 0 ? m->layers : 0;
     e->fp8_weights_bytes = 2 * layers * projection_params(m, &widest);
     e->fp8_scratch_bytes = tokens * widest * 3 + 4 * 3 * 4 * layers;
+    double trained = t->method == METHOD_FREEZE ? fmin(fabs((double)t->freeze_layers), layers)
+                   : t->method == METHOD_LORA ? 0 : layers;
+    if (rc != RECOMPUTE_FULL)
+        e->fp8_scratch_bytes += trained * tokens * (2.0 * m->hidden + m->heads * (double)head_dim_of(m) + m->ffn);
 }
 
 void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,
@@ -566,7 +573,7 @@ void estimate_memory(const PlanJob *job, int micro_batch, Recompute rc, ShardSta
         llmc_cuda_activations(m, s, b, flash, t->deterministic, rc,
                               &e->activations_layers_bytes, &e->activations_working_bytes);
         if (t->method == METHOD_LORA || t->method == METHOD_FREEZE) llmc_cuda_finetune(t, m, s * b, rc, e);
-        if (t->precision == PREC_FP8) llmc_cuda_fp8(m, s * b, e);
+        if (t->precision == PREC_FP8) llmc_cuda_fp8(t, m, s * b, rc, e);
         head_in = 0;                          /* in the residual stream and scratch */
     } else if (rc == RECOMPUTE_FULL) {
         e->activations_layers_bytes = layers * s * b * h * bpv;  /* each layer's input */

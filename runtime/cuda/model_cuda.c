@@ -412,7 +412,8 @@ static int numerics_setup(CudaModel *m, const CudaNumerics *num, const CudaHostS
 }
 
 /* FP8's buffers: every projection weight and its transpose, the maxima and
- * scales, the activation scratch (the largest input and output gradient). */
+ * scales, the activation scratch (the largest input and output gradient), the
+ * trained layers' transposed inputs. */
 static void fp8_alloc(CudaModel *m, int *fail)
 {
     const ModelConfig *c = &m->cfg;
@@ -436,6 +437,8 @@ static void fp8_alloc(CudaModel *m, int *fail)
     m->f8_a = dalloc(m, N * max_in, fail);
     m->f8_dy = dalloc(m, N * max_out, fail);
     m->f8_dyt = dalloc(m, N * max_out, fail);
+    if (m->finetune != METHOD_LORA && m->recompute != RECOMPUTE_FULL)
+        m->f8_xt = dalloc(m, (size_t)(m->train_hi - m->train_lo) * N * (2 * C + HD + F), fail);
     m->f8_amax = dalloc(m, 12 * L * F8_SLOT_FLOATS * sizeof(float), fail);
     m->f8_sinv = dalloc(m, 12 * L * F8_SLOT_FLOATS * sizeof(float), fail);
     m->f8_stale = 1;

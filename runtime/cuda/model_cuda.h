@@ -168,9 +168,14 @@ typedef struct {
      * again whenever w changed (f8_stale); f8_amax/f8_sinv: per-tensor maxima and
      * dequantisation scales [12 L]: weights, inputs, output gradients; f8_a: the
      * input's copy (forward) or its transpose (weight gradient); f8_dy, f8_dyt: the
-     * output gradient and its transpose. */
-    int fp8, f8_stale;
-    uint8_t *f8_w, *f8_wt, *f8_a, *f8_dy, *f8_dyt;
+     * output gradient and its transpose. f8_xt: each trained layer's four inputs
+     * transposed in E4M3 [train_hi - train_lo][N x (C + HD + C + F)], written by the
+     * forward pass's quantiser beside its row-major copy and read by the weight
+     * gradients, which otherwise quantise the bf16 input a second time (NULL: LoRA
+     * trains no projection, full recompute runs the forward again anyway);
+     * f8_keep: this micro-batch trains (a forward-only pass writes no transposes). */
+    int fp8, f8_stale, f8_keep;
+    uint8_t *f8_w, *f8_wt, *f8_a, *f8_dy, *f8_dyt, *f8_xt;
     size_t *f8_woff;                    /* [4 L]: offsets in f8_w / f8_wt */
     float *f8_amax, *f8_sinv;
     /* activations */

@@ -119,6 +119,17 @@ static float *f8_amax_at(CudaModel *m, int l, int p, int kind)
     return m->fp8 ? m->f8_amax + F8_SLOT(m, l, p, kind) : NULL;
 }
 
+/* Layer l's projection p's input transposed in E4M3 [in, N] for its weight
+ * gradient, kept from the forward pass; NULL where it is not kept (f8_xt). */
+static uint8_t *f8_xt_at(CudaModel *m, int l, int p)
+{
+    if (!m->f8_xt || l < m->train_lo || l >= m->train_hi) return NULL;
+    const ModelConfig *c = &m->cfg;
+    size_t N = (size_t)m->B * m->T, C = c->hidden, HD = (size_t)c->heads * c->head_dim, F = c->ffn;
+    size_t before[4] = {0, C, C + HD, 2 * C + HD};   /* qkv, o, gate-up, down: C, HD, C, F wide */
+    return m->f8_xt + (size_t)(l - m->train_lo) * N * (2 * C + HD + F) + N * before[p];
+}
+
 /* Y[N, out] = X[N, in] . W[out, in]^T (+ R, the residual, when not NULL). fp8: X
  * in E4M3 with its own scale, Hopper's fast accumulation (as in Transformer
  * Engine's forward; the gradients' products accumulate exactly); amax_ready:
@@ -132,7 +143,9 @@ static void proj_fwd(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t
     }
     size_t k = F8_SLOT(m, l, p, F8_INPUT), w = F8_SLOT(m, l, p, F8_WEIGHT);
     if (!amax_ready) k_fp8_amax(m->f8_amax + k, X, (size_t)z->N * in, z->st);
-    k_fp8_quant(m->f8_a, NULL, m->f8_sinv + k, X, z->N, in, m->f8_amax + k, 0, z->st);
+    /* the same quantised values transposed for the weight gradient, while X is read */
+    k_fp8_quant(m->f8_a, m->f8_keep ? f8_xt_at(m, l, p) : NULL, m->f8_sinv + k, X, z->N, in, m->f8_amax + k, 0,
+                z->st);
     /* the residual: cuBLASLt takes no separate bf16 C beside FP8 operands (status 15,
      * measured on the H200), so D starts as R and accumulates in place */
     if (R) CUDA_CHECK(cudaMemcpyAsync(Y, R, (size_t)z->N * out * sizeof(bf16_t), cudaMemcpyDeviceToDevice, z->st));
@@ -158,8 +171,8 @@ static void proj_dgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16
 }
 
 /* dW[out, in] (fp32; written by the step's first micro-batch, then accumulated)
- * = dY^T . X. fp8: from the transposed copies (dY's from proj_dgrad; X's made here
- * with the forward pass's scale). */
+ * = dY^T . X. fp8: from the transposed copies (dY's from proj_dgrad; X's kept
+ * by proj_fwd, else made here with the forward pass's maximum: the same bytes). */
 static void proj_wgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16_t *dY, int out, const bf16_t *X,
                        int in, float *dW)
 {
@@ -168,8 +181,12 @@ static void proj_wgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16
         return;
     }
     size_t kx = F8_SLOT(m, l, p, F8_INPUT), kg = F8_SLOT(m, l, p, F8_GRAD);
-    k_fp8_quant(NULL, m->f8_a, NULL, X, z->N, in, m->f8_amax + kx, 0, z->st);
-    mm_fp8(m, out, in, z->N, m->f8_dyt, GEMM_E5M2, m->f8_sinv + kg, m->f8_a, m->f8_sinv + kx, dW, 1, NULL,
+    const uint8_t *xt = f8_xt_at(m, l, p);
+    if (!xt) {
+        k_fp8_quant(NULL, m->f8_a, NULL, X, z->N, in, m->f8_amax + kx, 0, z->st);
+        xt = m->f8_a;
+    }
+    mm_fp8(m, out, in, z->N, m->f8_dyt, GEMM_E5M2, m->f8_sinv + kg, xt, m->f8_sinv + kx, dW, 1, NULL,
            m->grad_fresh ? 0.f : 1.f, 0);
 }
 
@@ -534,6 +551,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaMemcpyAsync(m->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, st));
     if (m->zero == 3) zero_use(m, L);
     if (m->fp8) {   /* the inputs' and gradients' maxima start again every micro-batch */
+        m->f8_keep = train;
         if (m->f8_stale) fp8_weights(m);
         CUDA_CHECK(cudaMemsetAsync(m->f8_amax + F8_SLOT(m, 0, 0, F8_INPUT), 0,
                                    8 * (size_t)L * F8_SLOT_FLOATS * sizeof(float), st));

@@ -663,16 +663,24 @@ void test_llmc_states_fp8(void)
      * 128 x 128 (o) + 2 x 128 x 256 (gate_up) + 256 x 128 (down) = 147,456;
      * 2 layers, 2 bytes each (E4M3 copy and its transpose) = 589,824. Scratch:
      * 128 tokens x the widest of (hidden 128, qkv 256, q 128, gate_up 512) x 3
-     * = 196,608, + 3 scales x 4 projections x 4 bytes x 2 layers = 96. */
+     * = 196,608, + 3 scales x 4 projections x 4 bytes x 2 layers = 96, + each
+     * layer's four inputs transposed for the weight gradients: 2 layers x 128
+     * tokens x (2 x 128 + 2 x 64 + 256) = 163,840 (none under full recompute). */
     double before;
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     before = e.total_bytes;
     CHECK(e.fp8_weights_bytes == 0 && e.fp8_scratch_bytes == 0, "bf16: no FP8 memory");
     f.t.precision = PREC_FP8;
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
-    CHECK(e.llmc_cuda_allocation && e.fp8_weights_bytes == 589824.0 && e.fp8_scratch_bytes == 196608.0 + 96,
+    CHECK(e.llmc_cuda_allocation && e.fp8_weights_bytes == 589824.0 &&
+          e.fp8_scratch_bytes == 196608.0 + 96 + 163840.0,
           "fp8 copies %.0f, scratch %.0f", e.fp8_weights_bytes, e.fp8_scratch_bytes);
-    CHECK(e.total_bytes == before + 589824.0 + 196608.0 + 96, "fp8 total: bf16's + %.0f", e.total_bytes - before);
+    CHECK(e.total_bytes == before + 589824.0 + 196608.0 + 96 + 163840.0, "fp8 total: bf16's + %.0f",
+          e.total_bytes - before);
+    f.t.recompute = RECOMPUTE_FULL;
+    estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
+    CHECK(e.fp8_scratch_bytes == 196608.0 + 96, "fp8 under full recompute: scratch %.0f", e.fp8_scratch_bytes);
+    f.t.recompute = RECOMPUTE_NONE;
     /* Time: FLOPs per token 6N + attention; the projections' share runs at the
      * FP8 peak (1979), the rest at bf16's (989). On the estimate's own N and
      * FLOPs per token: share = 6 x 294,912 / flops_per_token, and the blended
