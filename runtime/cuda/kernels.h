@@ -24,13 +24,15 @@ void k_embed_fwd(bf16_t *out, const int *ids, const bf16_t *wte, int N, int C, k
 /* plan: the rows grouped by token id, [order[N] | seg_start[U+1] | seg_id[U]] (U distinct ids) */
 void k_embed_bwd(float *dwte, const int *plan, int N, int U, const bf16_t *dx, int C, kstream_t s);
 
-/* out = x * rsqrt(mean(x^2) + eps) * w; rstd[n] saved for the backward pass. */
+/* out = x * rsqrt(mean(x^2) + eps) * w; rstd[n] saved for the backward pass;
+ * amax (FP8, else NULL): max |out| as stored, maxed in (as k_fp8_amax over out). */
 void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
-                   int N, int C, float eps, kstream_t s);
+                   int N, int C, float eps, float *amax, kstream_t s);
 /* dx = (dres ? dres : 0) + d(rmsnorm)/dx . dy ; dw += sum_n dy * xhat. dx may alias dres.
- * dw is summed in a fixed order (per-block partials in scratch, then a second kernel). */
+ * dw is summed in a fixed order (per-block partials in scratch, then a second kernel).
+ * amax (FP8, else NULL): max |dx| as stored, maxed in (as k_fp8_amax over dx). */
 void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
-                   const float *rstd, const bf16_t *dres, int N, int C, float *scratch, kstream_t s);
+                   const float *rstd, const bf16_t *dres, int N, int C, float *scratch, float *amax, kstream_t s);
 /* Floats of scratch that k_rmsnorm_bwd (rows of C) and k_bias_grad (rows of M) need. */
 size_t k_colsum_scratch(int C, int M);
 

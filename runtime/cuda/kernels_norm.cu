@@ -5,27 +5,35 @@
 
 /* ---- RMSNorm: one warp per row ---- */
 
-__global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 *w, int N, int C, float eps)
+/* amax (precision = fp8; NULL otherwise): the output's absolute maximum as stored,
+ * maxed into *amax for the quantiser of the GEMM that reads it (k_fp8_amax's result
+ * over out, bit for bit). A warp past the last row still joins the block's commit. */
+__global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 *w, int N, int C, float eps,
+                              float *amax)
 {
     int row = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    if (row >= N) return;
-    const bf16 *xr = x + (size_t)row * C;
-    float ss = 0.f;
-    for (int i = lane * 8; i < C; i += WARP * 8) {
-        float f[8];
-        load8(f, xr + i);
-        for (int k = 0; k < 8; k++) ss += f[k] * f[k];
+    float mx = 0.f;
+    if (row < N) {
+        const bf16 *xr = x + (size_t)row * C;
+        float ss = 0.f;
+        for (int i = lane * 8; i < C; i += WARP * 8) {
+            float f[8];
+            load8(f, xr + i);
+            for (int k = 0; k < 8; k++) ss += f[k] * f[k];
+        }
+        float r = rsqrtf(warp_sum(ss) / C + eps);
+        if (lane == 0) rstd[row] = r;
+        bf16 *o = out + (size_t)row * C;
+        for (int i = lane * 8; i < C; i += WARP * 8) {
+            float f[8], g[8];
+            load8(f, xr + i);
+            load8(g, w + i);
+            for (int k = 0; k < 8; k++) f[k] = f[k] * r * g[k];
+            store8(o + i, f);
+            if (amax) mx = fmaxf(mx, max_abs8_stored(f));
+        }
     }
-    float r = rsqrtf(warp_sum(ss) / C + eps);
-    if (lane == 0) rstd[row] = r;
-    bf16 *o = out + (size_t)row * C;
-    for (int i = lane * 8; i < C; i += WARP * 8) {
-        float f[8], g[8];
-        load8(f, xr + i);
-        load8(g, w + i);
-        for (int k = 0; k < 8; k++) f[k] = f[k] * r * g[k];
-        store8(o + i, f);
-    }
+    if (amax) block_amax_commit(amax, mx);   /* amax is the same for the whole grid */
 }
 
 
@@ -37,9 +45,10 @@ __global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 
 template <int VPL>
 __global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x,
                                                      const bf16 *w, const float *rstd, const bf16 *dres,
-                                                     int N, int C)
+                                                     int N, int C, float *amax)
 {
     __shared__ float red[VPL * WARP * 8];
+    float mx = 0.f;
     int warps = blockDim.x / WARP, wid = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     float acc[VPL][8];
 #pragma unroll
@@ -79,6 +88,7 @@ __global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, cons
                     acc[j][k] += b[k] * xh;
                 }
                 store8(dx + (size_t)row * C + i, o);
+                if (amax) mx = fmaxf(mx, max_abs8_stored(o));
             }
         }
     }
@@ -94,6 +104,7 @@ __global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, cons
         __syncthreads();
     }
     for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = red[i];
+    if (amax) block_amax_commit(amax, mx);
 }
 
 /* Rows wider than 2048: the row is read twice (the second time from cache). Each
@@ -102,8 +113,9 @@ __global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, cons
  * the same bits every run (a shared-memory atomicAdd per row left the order of the
  * warps' additions to the scheduler). part holds gridDim.x * warps rows of C. */
 __global__ void rmsnorm_bwd_wide_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x, const bf16 *w,
-                                   const float *rstd, const bf16 *dres, int N, int C)
+                                   const float *rstd, const bf16 *dres, int N, int C, float *amax)
 {
+    float mx = 0.f;
     int warps = blockDim.x / WARP, lane = threadIdx.x % WARP;
     float *dw = part + ((size_t)blockIdx.x * warps + threadIdx.x / WARP) * C;
     for (int i = lane * 8; i < C; i += WARP * 8)
@@ -129,8 +141,10 @@ __global__ void rmsnorm_bwd_wide_k(bf16 *dx, float *part, const bf16 *dy, const 
                 dw[i + k] += b[k] * xh;
             }
             store8(dx + (size_t)row * C + i, o);
+            if (amax) mx = fmaxf(mx, max_abs8_stored(o));
         }
     }
+    if (amax) block_amax_commit(amax, mx);
 }
 
 /* dst[c] += sum over p < P of part[p*M + c], in the order p = 0, 1, ...: 32 columns per
@@ -176,12 +190,14 @@ extern "C" size_t k_colsum_scratch(int C, int M)
 }
 
 extern "C" void k_rmsnorm_fwd(bf16_t *out, float *rstd, const bf16_t *x, const bf16_t *w,
-                              int N, int C, float eps, kstream_t s)
+                              int N, int C, float eps, float *amax, kstream_t s)
 {
-    rmsnorm_fwd_k<<<blocks_for(N, 8), 256, 0, s>>>((bf16 *)out, rstd, (const bf16 *)x, (const bf16 *)w, N, C, eps);
+    rmsnorm_fwd_k<<<blocks_for(N, 8), 256, 0, s>>>((bf16 *)out, rstd, (const bf16 *)x, (const bf16 *)w, N, C, eps,
+                                                   amax);
 }
 extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf16_t *x, const bf16_t *w,
-                              const float *rstd, const bf16_t *dres, int N, int C, float *scratch, kstream_t s)
+                              const float *rstd, const bf16_t *dres, int N, int C, float *scratch, float *amax,
+                              kstream_t s)
 {
     int blocks = (N + 7) / 8, cap = 2 * sm_count();
     if (cap > LLMC_CUDA_RMS_BWD_MAX_BLOCKS) cap = LLMC_CUDA_RMS_BWD_MAX_BLOCKS;
@@ -189,14 +205,14 @@ extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf1
     bf16 *o = (bf16 *)dx;
     const bf16 *g = (const bf16 *)dy, *xx = (const bf16 *)x, *ww = (const bf16 *)w, *r = (const bf16 *)dres;
     int vpl = (C + WARP * 8 - 1) / (WARP * 8);
-    if (vpl <= 1) rmsnorm_bwd_k<1><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
-    else if (vpl <= 2) rmsnorm_bwd_k<2><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
-    else if (vpl <= 4) rmsnorm_bwd_k<4><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
-    else if (vpl <= 6) rmsnorm_bwd_k<6><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
-    else if (vpl <= 8) rmsnorm_bwd_k<8><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+    if (vpl <= 1) rmsnorm_bwd_k<1><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
+    else if (vpl <= 2) rmsnorm_bwd_k<2><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
+    else if (vpl <= 4) rmsnorm_bwd_k<4><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
+    else if (vpl <= 6) rmsnorm_bwd_k<6><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
+    else if (vpl <= 8) rmsnorm_bwd_k<8><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
     else {   /* one partial row per warp: 8 per block, within the scratch's MAX_BLOCKS rows */
         if (blocks > LLMC_CUDA_RMS_BWD_MAX_BLOCKS / 8) blocks = LLMC_CUDA_RMS_BWD_MAX_BLOCKS / 8;
-        rmsnorm_bwd_wide_k<<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C);
+        rmsnorm_bwd_wide_k<<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
         blocks *= 8;
     }
     colsum_finish(dw, scratch, blocks, C, s);

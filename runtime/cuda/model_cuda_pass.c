@@ -245,11 +245,12 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     const CudaLayerOffsets *o = z.o;
     bf16_t *x = m->xs[l];
 
-    k_rmsnorm_fwd(a->ln1, a->rstd1, x, wp(m, l, o->ln1), z.N, z.C, (float)c->rms_eps, z.st);
+    k_rmsnorm_fwd(a->ln1, a->rstd1, x, wp(m, l, o->ln1), z.N, z.C, (float)c->rms_eps,
+                  f8_amax_at(m, l, F8_QKV, F8_INPUT), z.st);
     PHASE(m, PH_NORM);
     /* Qwen3: the GEMM output is kept for the head norms' backward pass */
     bf16_t *qkv_out = c->qk_norm ? a->qkv_raw : m->qkv;
-    proj_fwd(m, &z, l, F8_QKV, a->ln1, z.C, o->qkv_w, z.QKVD, qkv_out, NULL, 0);
+    proj_fwd(m, &z, l, F8_QKV, a->ln1, z.C, o->qkv_w, z.QKVD, qkv_out, NULL, 1);
     if (m->lora) cuda_lora_fwd(m, l, CL_QKV, a->ln1, qkv_out, z.QKVD);
     PHASE(m, PH_QKV_GEMM);
     if (c->qk_norm)
@@ -262,9 +263,10 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     proj_fwd(m, &z, l, F8_O, a->att, z.HD, o->o_w, z.C, a->xmid, x, 0);
     if (m->lora) cuda_lora_fwd(m, l, CL_O, a->att, a->xmid, z.C);
     PHASE(m, PH_O_GEMM);
-    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps, z.st);
+    k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps,
+                  f8_amax_at(m, l, F8_GU, F8_INPUT), z.st);
     PHASE(m, PH_NORM);
-    proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 0);
+    proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 1);
     if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
     PHASE(m, PH_GU_GEMM);
     k_swiglu_fwd(a->h, a->gu, z.N, z.F, f8_amax_at(m, l, F8_DOWN, F8_INPUT), z.st);
@@ -302,7 +304,8 @@ static void layer_bwd(CudaModel *m, int l)
     }
 
     /* MLP */
-    proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 0);
+    /* dres's maximum: from the RMSNorm backward above this layer (its ln1, or the final norm) */
+    proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 1);
     PHASE(m, PH_DOWN_DX);
     if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
@@ -315,10 +318,10 @@ static void layer_bwd(CudaModel *m, int l)
     if (m->lora) cuda_lora_bwd(m, l, CL_GU, a->ln2, m->dgu, 2 * F, m->dln);
     PHASE(m, PH_GU_DW);
     k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln2) : gj, m->dln, a->xmid, wp(m, l, o->ln2), a->rstd2, m->dres, N, C,
-                  (float *)m->logits, z.st);
+                  (float *)m->logits, f8_amax_at(m, l, F8_O, F8_GRAD), z.st);
     PHASE(m, PH_NORM_BWD);
     /* attention output projection */
-    proj_dgrad(m, &z, l, F8_O, m->dres, C, o->o_w, HD, m->datt, wt, 0);
+    proj_dgrad(m, &z, l, F8_O, m->dres, C, o->o_w, HD, m->datt, wt, 1);
     PHASE(m, PH_O_DX);
     if (wt) proj_wgrad(m, &z, l, F8_O, m->dres, C, a->att, HD, gp(m, l, o->o_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_O, a->att, m->dres, C, m->datt);
@@ -351,8 +354,9 @@ static void layer_bwd(CudaModel *m, int l)
     if (wt) proj_wgrad(m, &z, l, F8_QKV, m->dqkv, QKVD, a->ln1, C, gp(m, l, o->qkv_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_QKV, a->ln1, m->dqkv, QKVD, m->dln);
     PHASE(m, PH_QKV_DW);
+    /* dres is the next layer down's down-projection gradient: its maximum goes there */
     k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln1) : gj, m->dln, m->xs[l], wp(m, l, o->ln1), a->rstd1, m->dres, N, C,
-                  (float *)m->logits, z.st);
+                  (float *)m->logits, l > 0 ? f8_amax_at(m, l - 1, F8_DOWN, F8_GRAD) : NULL, z.st);
     PHASE(m, PH_NORM_BWD);
     CUDA_CHECK(cudaGetLastError());
 }
@@ -569,7 +573,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     /* Final norm, then LM head + cross-entropy chunk by chunk: bf16 logits of at
      * most ce_chunk rows exist at a time, and become dlogits in place. */
-    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], wp(m, L, m->off_norm), N, C, (float)c->rms_eps, st);
+    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], wp(m, L, m->off_norm), N, C, (float)c->rms_eps, NULL, st);
     PHASE(m, PH_NORM);
     for (int r0 = 0; r0 < N; r0 += m->ce_chunk) {
         int rn = N - r0 < m->ce_chunk ? N - r0 : m->ce_chunk;
@@ -604,7 +608,7 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
     CUDA_CHECK(cudaGetLastError());
     if (!train) return;
     k_rmsnorm_bwd(m->dres, full ? gp(m, L, m->off_norm) : m->junk, m->dln, m->xs[L], wp(m, L, m->off_norm), m->rstdf,
-                  NULL, N, C, (float *)m->logits, st);
+                  NULL, N, C, (float *)m->logits, f8_amax_at(m, L - 1, F8_DOWN, F8_GRAD), st);
     PHASE(m, PH_NORM_BWD);
     /* freeze: nothing below the lowest trained layer needs a gradient */
     int lowest = m->finetune == METHOD_FREEZE ? m->train_lo : 0;

@@ -19,6 +19,10 @@
  *    uniform, so RMS 2^-4/sqrt(3) = 3.6% and 7.2%; a product of two independently
  *    rounded operands has relative L2 error about the root sum of squares: 5.1%
  *    (E4M3 x E4M3) and 8.1% (E5M2 x E4M3). Bound checked: 1.5x those (7.7%, 12.2%).
+ * 5. The maxima fused into the kernels that produce a GEMM's FP8 operand (RMSNorm
+ *    forward and backward, SwiGLU forward and backward) equal k_fp8_amax over what
+ *    they stored, bit for bit, at the 0.5B and 7B widths (RMSNorm's backward has a
+ *    kernel per width class) and at a row count that leaves part of a block idle.
  * Closes with "N passed, N failed". */
 #include <math.h>
 #include <stdint.h>
@@ -213,6 +217,70 @@ static void free_tensor(Tensor *t)
     cudaFree(t->d); cudaFree(t->q); cudaFree(t->qt); cudaFree(t->amax); cudaFree(t->sinv);
 }
 
+/* n random bf16 values on the device (sd, with outliers as activations have). */
+static uint16_t *dev_random(size_t n, double sd, cudaStream_t st)
+{
+    uint16_t *h = malloc(n * 2), *d = NULL;
+    for (size_t i = 0; i < n; i++) h[i] = f2bf((float)(sd * nrand() * (i % 4099 == 7 ? 40 : 1)));
+    CK(cudaMalloc((void **)&d, n * 2));
+    CK(cudaMemcpyAsync(d, h, n * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaStreamSynchronize(st));
+    free(h);
+    return d;
+}
+
+/* Check 5 for one kernel: the fused maximum *fused against k_fp8_amax over out (n). */
+static void fused_amax_case(const char *name, int rows, int cols, const float *fused, const uint16_t *out, size_t n,
+                            cudaStream_t st)
+{
+    float *ref, h[2];
+    CK(cudaMalloc((void **)&ref, 4));
+    CK(cudaMemsetAsync(ref, 0, 4, st));
+    k_fp8_amax(ref, out, n, st);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(&h[0], fused, 4, cudaMemcpyDeviceToHost, st));
+    CK(cudaMemcpyAsync(&h[1], ref, 4, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    CK(cudaFree(ref));
+    char label[160];
+    snprintf(label, sizeof label, "%s maximum fused %dx%d (%g) equals k_fp8_amax's", name, rows, cols, h[1]);
+    check(h[0] == h[1] && h[1] > 0, label, "|fused - pass| %.3g (want %g)", fabs((double)h[0] - h[1]), 0.0);
+}
+
+static void fused_amax_checks(cudaStream_t st)
+{
+    static const int widths[][2] = {{896, 4864}, {3584, 18944}};   /* hidden, ffn: 0.5B, 7B */
+    const int rows = 300;                                             /* 8 rows a block: the last half idle */
+    float *amax, *rstd, *dw, *scratch;
+    CK(cudaMalloc((void **)&amax, 4 * sizeof(float)));
+    CK(cudaMalloc((void **)&rstd, rows * sizeof(float)));
+    for (int s = 0; s < 2; s++) {
+        int C = widths[s][0], F = widths[s][1];
+        uint16_t *x = dev_random((size_t)rows * C, 1.0, st), *w = dev_random(C, 0.3, st);
+        uint16_t *dy = dev_random((size_t)rows * C, 1e-3, st), *dres = dev_random((size_t)rows * C, 1e-3, st);
+        uint16_t *gu = dev_random((size_t)rows * 2 * F, 1.0, st), *dh = dev_random((size_t)rows * F, 1e-3, st);
+        uint16_t *out, *h, *dgu;
+        CK(cudaMalloc((void **)&out, (size_t)rows * C * 2));
+        CK(cudaMalloc((void **)&h, (size_t)rows * F * 2));
+        CK(cudaMalloc((void **)&dgu, (size_t)rows * 2 * F * 2));
+        CK(cudaMalloc((void **)&dw, C * sizeof(float)));
+        CK(cudaMalloc((void **)&scratch, k_colsum_scratch(C, C) * sizeof(float)));
+        CK(cudaMemsetAsync(amax, 0, 4 * sizeof(float), st));
+        CK(cudaMemsetAsync(dw, 0, C * sizeof(float), st));
+        k_rmsnorm_fwd(out, rstd, x, w, rows, C, 1e-6f, amax, st);
+        fused_amax_case("RMSNorm forward", rows, C, amax, out, (size_t)rows * C, st);
+        k_rmsnorm_bwd(out, dw, dy, x, w, rstd, dres, rows, C, scratch, amax + 1, st);
+        fused_amax_case("RMSNorm backward", rows, C, amax + 1, out, (size_t)rows * C, st);
+        k_swiglu_fwd(h, gu, rows, F, amax + 2, st);
+        fused_amax_case("SwiGLU forward", rows, F, amax + 2, h, (size_t)rows * F, st);
+        k_swiglu_bwd(dgu, dh, gu, rows, F, amax + 3, st);
+        fused_amax_case("SwiGLU backward", rows, 2 * F, amax + 3, dgu, (size_t)rows * 2 * F, st);
+        CK(cudaFree(x)); CK(cudaFree(w)); CK(cudaFree(dy)); CK(cudaFree(dres)); CK(cudaFree(gu)); CK(cudaFree(dh));
+        CK(cudaFree(out)); CK(cudaFree(h)); CK(cudaFree(dgu)); CK(cudaFree(dw)); CK(cudaFree(scratch));
+    }
+    CK(cudaFree(amax)); CK(cudaFree(rstd));
+}
+
 int main(void)
 {
     cudaStream_t st;
@@ -256,6 +324,7 @@ int main(void)
         free(Wt.h); free(hdt); free(hxt);
         free_tensor(&X); free_tensor(&W); free_tensor(&dY);
     }
+    fused_amax_checks(st);
     gemm_destroy(g);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
