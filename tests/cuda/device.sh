@@ -154,15 +154,17 @@ fi
 # step, bf16 master weights and moments): ours with split master weights and bf16
 # moments, bf16 GEMMs and FP8 GEMMs. 7B: micro-batch 4 (bf16) as llmq, fp8 4 too.
 if has fp8-bench; then
-    # F8_ROWS: "MODEL MICRO ACCUM,..." (default llmq's own)
+    # F8_ROWS: "MODEL MICRO ACCUM [BENCH ARGS...],..." (default llmq's own), e.g. a 7B row
+    # at a larger micro-batch under selective recompute: "qwen2.5-7b 16 8 --selective-recompute"
     IFS=, read -ra f8rows <<< "${F8_ROWS:-qwen2.5-0.5b 32 16,qwen2.5-1.5b 32 16,qwen2.5-3b 16 32,qwen2.5-7b 4 128}"
     for v in "${f8rows[@]}"; do
         set -- $v
+        tag=$1-$2${4:+$(echo "${*:4}" | tr -cd 'a-z0-9-')}
         for p in "" --fp8; do
             timeout 400 ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 1024 --accum $3 --steps 2 --warmup 1 \
-                --master-weights split --optimizer-states bf16 $p > "$out/f8b_$1$p.json" 2> "$out/f8b_$1$p.log"
-            note "bench $1 ${2}x1024x$3 split+bf16 states ${p:-bf16}: exit $? $(cat "$out/f8b_$1$p.json")"
-            grep -h "error" "$out/f8b_$1$p.log" | head -2
+                --master-weights split --optimizer-states bf16 $p "${@:4}" > "$out/f8b_$tag$p.json" 2> "$out/f8b_$tag$p.log"
+            note "bench $1 ${2}x1024x$3 ${*:4} split+bf16 states ${p:-bf16}: exit $? $(cat "$out/f8b_$tag$p.json")"
+            grep -h "error" "$out/f8b_$tag$p.log" | head -2
         done
     done
     LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 32 --seq 1024 --steps 3 --warmup 1 \
