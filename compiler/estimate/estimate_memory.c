@@ -73,16 +73,19 @@ double projection_params(const PlanModel *m, double *widest)
  * output gradient of each projection; each trained layer's four inputs
  * transposed in E4M3 for the weight gradients, N x (2 hidden + heads x head_dim
  * + ffn) bytes (kept from the forward pass: not under LoRA, which trains no
- * projection, nor under full recompute, which quantises them again). */
+ * projection, nor under full recompute, which quantises them again). With them
+ * kept, the bf16 ln1, ln2 and h are read by the forward pass only: one buffer
+ * each for all layers (h already under selective recompute). */
 static void llmc_cuda_fp8(const PlanTrain *t, const PlanModel *m, double tokens, Recompute rc, Estimate *e)
 {
     double widest, layers = m->layers > 0 ? m->layers : 0;
     e->fp8_weights_bytes = 2 * layers * projection_params(m, &widest);
     e->fp8_scratch_bytes = tokens * widest * 3 + 4 * 3 * 4 * layers;
-    double trained = t->method == METHOD_FREEZE ? fmin(fabs((double)t->freeze_layers), layers)
-                   : t->method == METHOD_LORA ? 0 : layers;
-    if (rc != RECOMPUTE_FULL)
-        e->fp8_scratch_bytes += trained * tokens * (2.0 * m->hidden + m->heads * (double)head_dim_of(m) + m->ffn);
+    if (rc == RECOMPUTE_FULL || t->method == METHOD_LORA || layers < 1) return;
+    double trained = t->method == METHOD_FREEZE ? fmin(fabs((double)t->freeze_layers), layers) : layers;
+    e->fp8_scratch_bytes += trained * tokens * (2.0 * m->hidden + m->heads * (double)head_dim_of(m) + m->ffn);
+    e->activations_layers_bytes -=
+        (layers - 1) * tokens * (2.0 * m->hidden + (rc == RECOMPUTE_SELECTIVE ? 0 : m->ffn)) * 2;
 }
 
 void estimate_model_states(double params, Precision prec, ShardStage shard, int dp,

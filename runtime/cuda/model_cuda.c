@@ -568,8 +568,11 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         CudaLayerActs *a = &m->acts[l];
         if (recompute == RECOMPUTE_FULL && l > 0) { *a = m->acts[0]; continue; }
         int shared = recompute == RECOMPUTE_SELECTIVE && l > 0;   /* h and att: recomputed */
-        a->ln1 = dalloc(m, N * C * BB, &fail);
-        a->ln2 = dalloc(m, N * C * BB, &fail);
+        /* FP8 with the inputs' transposes kept (f8_xt): the bf16 ln1, ln2 and h are read
+         * only by the forward pass's GEMMs, so one buffer each serves every layer */
+        int f8_shared = m->f8_xt && l > 0;
+        a->ln1 = f8_shared ? m->acts[0].ln1 : dalloc(m, N * C * BB, &fail);
+        a->ln2 = f8_shared ? m->acts[0].ln2 : dalloc(m, N * C * BB, &fail);
         a->q = dalloc(m, N * HD * BB, &fail);
         a->k = dalloc(m, N * KVD * BB, &fail);
         a->v = dalloc(m, N * KVD * BB, &fail);
@@ -578,7 +581,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         a->att = shared ? m->acts[0].att : dalloc(m, N * HD * BB, &fail);
         a->xmid = dalloc(m, N * C * BB, &fail);
         a->gu = dalloc(m, N * 2 * F * BB, &fail);
-        a->h = shared ? m->acts[0].h : dalloc(m, N * F * BB, &fail);
+        a->h = shared || f8_shared ? m->acts[0].h : dalloc(m, N * F * BB, &fail);
         if (c->qk_norm) a->qkv_raw = dalloc(m, N * QKVD * BB, &fail);
         a->rstd1 = dalloc(m, N * FF, &fail);
         a->rstd2 = dalloc(m, N * FF, &fail);

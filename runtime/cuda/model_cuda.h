@@ -171,8 +171,9 @@ typedef struct {
      * output gradient and its transpose. f8_xt: each trained layer's four inputs
      * transposed in E4M3 [train_hi - train_lo][N x (C + HD + C + F)], written by the
      * forward pass's quantiser beside its row-major copy and read by the weight
-     * gradients, which otherwise quantise the bf16 input a second time (NULL: LoRA
-     * trains no projection, full recompute runs the forward again anyway);
+     * gradients, which otherwise quantise the bf16 input a second time, so every
+     * layer's bf16 ln1, ln2 and h share one buffer each (NULL: LoRA trains no
+     * projection and reads them, full recompute runs the forward again anyway);
      * f8_keep: this micro-batch trains (a forward-only pass writes no transposes). */
     int fp8, f8_stale, f8_keep;
     uint8_t *f8_w, *f8_wt, *f8_a, *f8_dy, *f8_dyt, *f8_xt;

@@ -665,7 +665,9 @@ void test_llmc_states_fp8(void)
      * 128 tokens x the widest of (hidden 128, qkv 256, q 128, gate_up 512) x 3
      * = 196,608, + 3 scales x 4 projections x 4 bytes x 2 layers = 96, + each
      * layer's four inputs transposed for the weight gradients: 2 layers x 128
-     * tokens x (2 x 128 + 2 x 64 + 256) = 163,840 (none under full recompute). */
+     * tokens x (2 x 128 + 2 x 64 + 256) = 163,840 (none under full recompute);
+     * the bf16 ln1, ln2 and h then one buffer each for both layers: activations
+     * (2 - 1) x 128 x (2 x 128 + 256) x 2 = 131,072 less. */
     double before;
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     before = e.total_bytes;
@@ -675,11 +677,20 @@ void test_llmc_states_fp8(void)
     CHECK(e.llmc_cuda_allocation && e.fp8_weights_bytes == 589824.0 &&
           e.fp8_scratch_bytes == 196608.0 + 96 + 163840.0,
           "fp8 copies %.0f, scratch %.0f", e.fp8_weights_bytes, e.fp8_scratch_bytes);
-    CHECK(e.total_bytes == before + 589824.0 + 196608.0 + 96 + 163840.0, "fp8 total: bf16's + %.0f",
+    CHECK(e.total_bytes == before + 589824.0 + 196608.0 + 96 + 163840.0 - 131072.0, "fp8 total: bf16's + %.0f",
           e.total_bytes - before);
     f.t.recompute = RECOMPUTE_FULL;
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.fp8_scratch_bytes == 196608.0 + 96, "fp8 under full recompute: scratch %.0f", e.fp8_scratch_bytes);
+    /* selective recompute shares h already: only ln1 and ln2 more, 128 x 256 x 2 */
+    f.t.recompute = RECOMPUTE_SELECTIVE;
+    estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
+    double kept_fp8 = e.activations_layers_bytes;
+    f.t.precision = PREC_BF16;
+    estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
+    CHECK(kept_fp8 == e.activations_layers_bytes - 65536.0, "fp8 under selective recompute: kept %.0f, bf16 %.0f",
+          kept_fp8, e.activations_layers_bytes);
+    f.t.precision = PREC_FP8;
     f.t.recompute = RECOMPUTE_NONE;
     /* Time: FLOPs per token 6N + attention; the projections' share runs at the
      * FP8 peak (1979), the rest at bf16's (989). On the estimate's own N and
