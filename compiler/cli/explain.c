@@ -763,7 +763,7 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
                 "1 + 1 bytes per parameter");
         gib_row(tb, 0, "FP8 scratch and scales", e->fp8_scratch_bytes, "widest projection's E4M3 input and E5M2 "
                 "gradient (and transposes) for batch %d x context %d; %sfp32 per-tensor scales", t->micro_batch,
-                t->context, t->method != METHOD_LORA && t->recompute != RECOMPUTE_FULL
+                t->context, estimate_llmc_fp8_keeps_transposes(t, t->recompute)
                                  ? "each trained layer's inputs transposed in E4M3 for its weight gradients; " : "");
     }
     if (e->attn_cudnn)

@@ -402,6 +402,9 @@ bool estimate_llmc_offload_shard(const PlanTrain *t, const Estimate *e);
  * at this context (head_dim 32, 64 or 128, context a multiple of 64); when not,
  * it materialises the scores whatever `attention` says, and so does the estimate. */
 bool estimate_llmc_cuda_flash(const PlanModel *m, int context);
+/* precision = fp8 on the llmc CUDA trainer keeps each trained layer's E4M3
+ * input transposes from the forward pass (not under LoRA or full recompute). */
+bool estimate_llmc_fp8_keeps_transposes(const PlanTrain *t, Recompute rc);
 
 /* Whether the llmc CUDA trainer sends this model's attention at this context
  * through cuDNN's fused SDPA (head_dim 64 or 128, context a multiple of 64,

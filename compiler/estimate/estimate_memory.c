@@ -76,12 +76,17 @@ double projection_params(const PlanModel *m, double *widest)
  * projection, nor under full recompute, which quantises them again). With them
  * kept, the bf16 ln1, ln2 and h are read by the forward pass only: one buffer
  * each for all layers (h already under selective recompute). */
+bool estimate_llmc_fp8_keeps_transposes(const PlanTrain *t, Recompute rc)
+{
+    return rc != RECOMPUTE_FULL && t->method != METHOD_LORA;
+}
+
 static void llmc_cuda_fp8(const PlanTrain *t, const PlanModel *m, double tokens, Recompute rc, Estimate *e)
 {
     double widest, layers = m->layers > 0 ? m->layers : 0;
     e->fp8_weights_bytes = 2 * layers * projection_params(m, &widest);
     e->fp8_scratch_bytes = tokens * widest * 3 + 4 * 3 * 4 * layers;
-    if (rc == RECOMPUTE_FULL || t->method == METHOD_LORA || layers < 1) return;
+    if (!estimate_llmc_fp8_keeps_transposes(t, rc) || layers < 1) return;
     double trained = t->method == METHOD_FREEZE ? fmin(fabs((double)t->freeze_layers), layers) : layers;
     e->fp8_scratch_bytes += trained * tokens * (2.0 * m->hidden + m->heads * (double)head_dim_of(m) + m->ffn);
     e->activations_layers_bytes -=
