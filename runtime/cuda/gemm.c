@@ -10,6 +10,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include "gemm.h"
+#include "gemm_choices.h"
 #include "log.h"
 
 #define GEMM_CACHE 512
@@ -24,6 +25,7 @@ typedef struct {
     cublasLtMatmulAlgo_t algo;
     cublasLtMatmulAlgo_t spare[GEMM_TUNE_ALGOS];   /* FP8: cuBLASLt's further candidates, in its order */
     int n_spare;
+    long long choice_key[GEMM_KEY_LEN];   /* its line in the choices file */
 } GemmPlan;
 
 struct Gemm {
@@ -32,6 +34,9 @@ struct Gemm {
     void *ws;
     size_t ws_bytes;
     int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates */
+    const char *choices_path;   /* LLMC_GEMM_CHOICES: the choices file (gemm_choices.h), or NULL */
+    char choices_for[352];      /* its header: the cuBLASLt version and the GPU (name up to 256) */
+    GemmChoices choices;
     GemmPlan plans[GEMM_CACHE];
     int n_plans;
 };
@@ -45,6 +50,8 @@ static void lt_check(cublasStatus_t st, const char *what, const GemmArgs *a)
               a ? a->a_type : 0, a ? a->b_type : 0, a ? (double)a->beta : 0.0, a ? !a->C || a->C == a->D : 0);
     exit(1);   /* a failing library call, as CUDA_CHECK: the device state is unknown */
 }
+
+static int choices_open(Gemm *g, const char *path);
 
 Gemm *gemm_create(void *stream, size_t workspace_bytes)
 {
@@ -61,12 +68,50 @@ Gemm *gemm_create(void *stream, size_t workspace_bytes)
         free(g);
         return NULL;
     }
+    const char *path = getenv("LLMC_GEMM_CHOICES");
+    if (path && *path && choices_open(g, path)) {
+        gemm_destroy(g);
+        return NULL;
+    }
     return g;
+}
+
+/* The choices file's header for this process: what its algorithms are valid for. */
+static int choices_open(Gemm *g, const char *path)
+{
+    int dev = 0;
+    struct cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        log_error("LLMC_GEMM_CHOICES: cannot query the GPU");
+        return -1;
+    }
+    for (char *c = prop.name; *c; c++)
+        if (*c == ' ' || *c == '\t') *c = '_';
+    snprintf(g->choices_for, sizeof g->choices_for, "cublasLt=%zu gpu=%s sm=%d%d", cublasLtGetVersion(), prop.name,
+             prop.major, prop.minor);
+    char err[1024];
+    if (gemm_choices_read(&g->choices, path, g->choices_for, err, sizeof err)) {
+        log_error("LLMC_GEMM_CHOICES: %s", err);
+        return -1;
+    }
+    g->choices_path = path;
+    log_info("GEMM choices: %d shape(s) from %s%s", g->choices.n, path,
+             g->tune ? "; new shapes timed (LLMC_GEMM_TUNE=1) and added" : "; new shapes take cuBLASLt's first choice and are added");
+    return 0;
 }
 
 void gemm_destroy(Gemm *g)
 {
     if (!g) return;
+    if (g->choices_path && g->choices.dirty) {
+        char err[1024];
+        if (gemm_choices_write(&g->choices, g->choices_path, g->choices_for, err, sizeof err))
+            log_warn("LLMC_GEMM_CHOICES: %s (this run's choices are not kept)", err);
+        else
+            log_info("GEMM choices: %d shape(s) written to %s", g->choices.n, g->choices_path);
+    }
+    gemm_choices_free(&g->choices);
     for (int i = 0; i < g->n_plans; i++) {
         GemmPlan *p = &g->plans[i];
         cublasLtMatmulDescDestroy(p->desc);
@@ -155,6 +200,30 @@ static cudaDataType_t elem_type(int t)
     return t == GEMM_E4M3 ? CUDA_R_8F_E4M3 : t == GEMM_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_16BF;
 }
 
+/* The plan's shape as the choices file's key (gemm_choices.h's order). */
+static void choice_key_of(GemmPlan *p)
+{
+    const GemmArgs *k = &p->key;
+    long long v[GEMM_KEY_LEN] = {k->transA, k->transB, k->M, k->N, k->K, k->lda, k->ldb, k->ldd, k->strideA,
+                                 k->strideB, k->strideD, k->d_f32, k->batch, k->a_type, k->b_type,
+                                 k->fast_accum != 0, p->c_is_d, p->align[0], p->align[1], p->align[2], p->align[3]};
+    memcpy(p->choice_key, v, sizeof v);
+}
+
+/* The plan's algorithm into the choices file (written at gemm_destroy). */
+static void choice_record(Gemm *g, GemmPlan *p)
+{
+    if (!g->choices_path) return;
+    uint64_t words[GEMM_ALGO_WORDS];
+    _Static_assert(sizeof words == sizeof p->algo, "cublasLtMatmulAlgo_t is 8 words");
+    memcpy(words, &p->algo, sizeof words);
+    if (gemm_choices_set(&g->choices, p->choice_key, words)) {
+        log_error("LLMC_GEMM_CHOICES: cannot record the choice for M=%d N=%d K=%d (out of memory, or a "
+                  "shape value out of range)", p->key.M, p->key.N, p->key.K);
+        exit(1);
+    }
+}
+
 static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
 {
     const void *C = a->C ? a->C : a->D;
@@ -220,12 +289,31 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
                                             g->tune || fp8 ? GEMM_TUNE_ALGOS : 1, res, &found), "heuristic", a);
     cublasLtMatmulPreferenceDestroy(pref);
     if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
-    p->algo = res[found > 1 && g->tune ? fastest(g, p, a, res, found) : 0].algo;
+    GemmChoice *chosen = NULL;
+    if (g->choices_path) {   /* the choices file's algorithm for this shape, if it has one */
+        choice_key_of(p);
+        chosen = gemm_choices_find(&g->choices, p->choice_key);
+    }
+    if (chosen) {
+        cublasLtMatmulHeuristicResult_t check;
+        memcpy(&p->algo, chosen->algo, sizeof p->algo);
+        if (cublasLtMatmulAlgoCheck(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, &p->algo, &check) !=
+                CUBLAS_STATUS_SUCCESS || check.workspaceSize > g->ws_bytes) {
+            log_error("LLMC_GEMM_CHOICES %s: its algorithm for M=%d N=%d K=%d does not run this product "
+                      "(delete the file to choose again)", g->choices_path, a->M, a->N, a->K);
+            exit(1);
+        }
+    } else {
+        p->algo = res[found > 1 && g->tune ? fastest(g, p, a, res, found) : 0].algo;
+    }
     /* FP8: the heuristic does not see beta, and some of its FP8 kernels refuse a
      * product accumulated onto D (NOT_SUPPORTED at the call): gemm_run falls back
-     * to the next candidate, in the heuristic's fixed order (the same choice every run) */
-    for (int k = 1; fp8 && !g->tune && k < found; k++) p->spare[p->n_spare++] = res[k].algo;
+     * to the next candidate, in the heuristic's fixed order (the same choice every
+     * run; the choices file then keeps the one that ran) */
+    for (int k = 0; fp8 && (!g->tune || chosen) && k < found; k++)
+        if (memcmp(&res[k].algo, &p->algo, sizeof p->algo)) p->spare[p->n_spare++] = res[k].algo;
     g->n_plans++;
+    choice_record(g, p);
     return p;
 }
 
@@ -245,6 +333,7 @@ void gemm_run(Gemm *g, const GemmArgs *a)
            p->n_spare > 0) {
         p->algo = p->spare[0];
         memmove(p->spare, p->spare + 1, --p->n_spare * sizeof p->spare[0]);
+        choice_record(g, p);   /* the file keeps the algorithm that ran */
     }
     lt_check(st, "matmul", a);
 }

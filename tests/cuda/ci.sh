@@ -32,6 +32,11 @@ if make -s "${BUILD:-build}/zero_layout_test" SAN="${SAN:-0}" > "$tmp/zl.log" 2>
    "${BUILD:-build}/zero_layout_test" > "$tmp/zl.out" 2>&1; then ok "ZeRO layout: $(tail -1 "$tmp/zl.out")"
 else bad "ZeRO layout"; cat "$tmp/zl.log"; tail -12 "$tmp/zl.out"; fi
 
+# The GEMM choices file (runtime/cuda/gemm_choices.c), on the CPU.
+if make -s "${BUILD:-build}/gemm_choices_test" SAN="${SAN:-0}" > "$tmp/gc.log" 2>&1 &&
+   "${BUILD:-build}/gemm_choices_test" "$tmp" > "$tmp/gc.out" 2>&1; then ok "GEMM choices file: $(tail -1 "$tmp/gc.out")"
+else bad "GEMM choices file"; cat "$tmp/gc.log"; tail -12 "$tmp/gc.out"; fi
+
 # Parameter counts of the published checkpoints (Qwen2.5-0.5B: 494,032,768; 1.5B: 1,543,714,304).
 expect "qwen2.5-0.5b parameter count" 0 "parameters 494032768" $bin params --model qwen2.5-0.5b
 expect "qwen2.5-1.5b parameter count" 0 "parameters 1543714304" $bin params --model qwen2.5-1.5b

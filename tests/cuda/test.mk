@@ -20,6 +20,12 @@ $(BUILD)/zero_layout_test: tests/cuda/zero_layout_test.c runtime/cuda/zero_layou
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iruntime/cuda -Icontract -o $@ tests/cuda/zero_layout_test.c runtime/cuda/zero_layout.c $(LDFLAGS)
 
+# tests/cuda/gemm_choices_test.c: the GEMM choices file (runtime/cuda/gemm_choices.c,
+# plain C) on the CPU: round trip, and every malformed file refused with its line.
+$(BUILD)/gemm_choices_test: tests/cuda/gemm_choices_test.c runtime/cuda/gemm_choices.c runtime/cuda/gemm_choices.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iruntime/cuda -o $@ tests/cuda/gemm_choices_test.c runtime/cuda/gemm_choices.c $(LDFLAGS)
+
 # tests/cuda/attn_check.c: cuDNN attention against the flash kernels and an fp64
 # reference (needs a GPU to run; device.sh's `attn` step). `attn_check --time` times both.
 .PHONY: attn-check
@@ -33,7 +39,7 @@ $(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)
 # compute-sanitizer initcheck: issue 27's qkv_rope_fwd_k report).
 .PHONY: initcheck-probe
 initcheck-probe: $(BUILD)/initcheck_probe
-$(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o \
+$(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o $(BUILD)/cuda/gemm_choices.o \
                          $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
 
@@ -41,6 +47,6 @@ $(BUILD)/initcheck_probe: tests/cuda/initcheck_probe.c tests/cuda/host_bf16.h $(
 # GEMMs (gemm.c) against fp64 references (needs a GPU; device.sh's `fp8` step).
 .PHONY: fp8-check
 fp8-check: $(BUILD)/fp8_check
-$(BUILD)/fp8_check: tests/cuda/fp8_check.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o \
+$(BUILD)/fp8_check: tests/cuda/fp8_check.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o $(BUILD)/cuda/gemm_choices.o \
                    $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
