@@ -5,9 +5,9 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2 zero fp8 fp8-bench converge zero-scale
-#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench, converge,
-#               zero-scale)
+#               split split-bench trust host2 zero fp8 fp8-bench gemm-choices converge zero-scale
+#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench,
+#               gemm-choices, converge, zero-scale)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -25,6 +25,7 @@
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
+#     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
 #          against bf16 (tests/cuda/fp8_converge.sh; needs .cuda-run/converge prepared here)
@@ -172,6 +173,26 @@ if has fp8-bench; then
         --master-weights split --optimizer-states bf16 --fp8 > "$out/f8_phases.json" 2> "$out/f8_phases.log"
     LLMC_PHASE_TIMES=1 ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 32 --seq 1024 --steps 3 --warmup 1 \
         --master-weights split --optimizer-states bf16 > "$out/b16_phases.json" 2> "$out/b16_phases.log"
+fi
+# gemm-choices: LLMC_GEMM_CHOICES (runtime/cuda/gemm_choices.h) at llmq's shapes, FP8: each
+# row tuned once into a file (LLMC_GEMM_TUNE=1), then run from the file: the tuned speed
+# with a fixed choice (the same bits twice: trust.sh's `twice fp8-choices`).
+#   GC_ROWS: "MODEL MICRO ACCUM,..." (default the four FP8 rows, 7B at micro 8)
+if has gemm-choices; then
+    IFS=, read -ra gcrows <<< "${GC_ROWS:-qwen2.5-0.5b 32 16,qwen2.5-1.5b 32 16,qwen2.5-3b 16 32,qwen2.5-7b 8 64}"
+    for v in "${gcrows[@]}"; do
+        set -- $v
+        gc=$(cd "$out" && pwd)/gemm-choices-$1-$2.txt
+        rm -f "$gc"
+        for pass in tune file; do
+            env $([[ $pass == tune ]] && echo LLMC_GEMM_TUNE=1) LLMC_GEMM_CHOICES="$gc" timeout 400 \
+                ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 1024 --accum $3 --steps 2 --warmup 1 \
+                --master-weights split --optimizer-states bf16 --fp8 > "$out/gc_$1-$2-$pass.json" 2> "$out/gc_$1-$2-$pass.log"
+            note "gemm-choices $1 ${2}x1024x$3 fp8, $pass: exit $? $(cat "$out/gc_$1-$2-$pass.json");" \
+                 "$(($(wc -l < "$gc" 2>/dev/null || echo 1) - 1)) shapes in the file"
+            grep -h "error" "$out/gc_$1-$2-$pass.log" | head -2
+        done
+    done
 fi
 # issue 31's convergence checks (tests/cuda/fp8_converge.sh, prepared here with
 # `fp8_converge.sh prep .cuda-run/converge`): CONVERGE_VARIANTS and CONVERGE_REUSE

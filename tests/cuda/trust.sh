@@ -93,6 +93,17 @@ repro_section() {
     twice fp8 plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"'
     twice states-bf16 plan-gpu shape=small train.attention='"flash"' train.optimizer_states='"bf16"' \
         train.master_weights='"split"'
+    # a tuned GEMM choice made once (LLMC_GEMM_TUNE=1 into a choices file, gemm_choices.h),
+    # then the FP8 plan twice from the file: timings chose, the file fixes the bits
+    if [[ -z ${TRUST_TWICE:-} || " $TRUST_TWICE " == *" fp8-choices "* ]]; then
+        local gc=$PWD/$r/gemm-choices.txt
+        rm -f "$gc"
+        variant plan-gpu fp8-tune 42 shape=small train.attention='"flash"' train.precision='"fp8"'
+        rm -rf "$r/run-fp8-tune"
+        LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc $bin run "$r/plan-fp8-tune.json" --stop-after 2 > "$out/fp8-tune.log" 2>&1
+        note "GEMM choices tuned into a file: exit $? (3 wanted), $(($(wc -l < "$gc" 2>/dev/null || echo 1) - 1)) shapes"
+        LLMC_GEMM_CHOICES=$gc twice fp8-choices plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"'
+    fi
 }
 # the plan as it is over the seeds, ours and the PyTorch bf16 reference side by
 # side (tiny_recipes.py: every run at once, TRUST_SEED_JOBS of them)
