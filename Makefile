@@ -113,7 +113,7 @@ $(BUILD)/tests/% $(BUILD)/bench/% $(BUILD)/fuzz/%: private override CPPFLAGS += 
 all: $(BUILD)/llmc $(BUILD)/llmc-train
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$$(nproc) all
 	@bash tests/run-suites.sh $(TEST_SUITES)
 
 deps:
