@@ -761,8 +761,8 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     if (e->fp8_weights_bytes > 0) {
         gib_row(tb, 0, "FP8 weight copies", e->fp8_weights_bytes, "E4M3 projection weights and their transposes, "
                 "1 + 1 bytes per parameter");
-        gib_row(tb, 0, "FP8 scratch and scales", e->fp8_scratch_bytes, "widest projection's E4M3 input and E5M2 "
-                "gradient (and transposes) for batch %d x context %d; %sfp32 per-tensor scales", t->micro_batch,
+        gib_row(tb, 0, "FP8 scratch and scales", e->fp8_scratch_bytes, "the widest E4M3 input, and the widest E5M2 "
+                "output gradient and its transpose, for batch %d x context %d; %sfp32 per-tensor scales", t->micro_batch,
                 t->context, estimate_llmc_fp8_keeps_transposes(t, t->recompute)
                                  ? "each trained layer's inputs transposed in E4M3 for its weight gradients; " : "");
     }

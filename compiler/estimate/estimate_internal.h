@@ -215,8 +215,8 @@ static inline double zero3_gather_passes(Recompute rc)
 /* ---- between the parts ---------------------------------------------------- */
 
 /* estimate_memory.c */
-/* The projection GEMMs' parameters of one layer and the widest input or output. */
-double projection_params(const PlanModel *m, double *widest);
+/* The projection GEMMs' parameters of one layer, their widest input and widest output. */
+double projection_params(const PlanModel *m, double *widest_in, double *widest_out);
 /* LoRA adapter parameters of the plan's targets over every decoder layer. */
 double lora_params(const PlanTrain *t, const PlanModel *m);
 /* What the plan trains and where its states live (TrainStates, estimate.h). */

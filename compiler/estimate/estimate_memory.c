@@ -57,19 +57,20 @@ int64_t estimate_params(const PlanModel *m, int64_t *embedding, int64_t *per_lay
 /* The projection GEMMs of one layer precision = fp8 runs in FP8 (qkv, o,
  * gate_up, down): their weights' parameters and the widest input or output
  * (mixture of experts: the experts a token runs through, as one MLP). */
-double projection_params(const PlanModel *m, double *widest)
+double projection_params(const PlanModel *m, double *widest_in, double *widest_out)
 {
     double h = m->hidden, hd = (double)head_dim_of(m), q = m->heads * hd, kv = m->kv_heads * hd;
     double f = m->experts > 0 && m->experts_per_token > 0 ? (double)m->ffn * m->experts_per_token : m->ffn;
-    if (widest) *widest = fmax(fmax(h, q + 2 * kv), fmax(q, 2 * f));
+    if (widest_in) *widest_in = fmax(fmax(h, q), f);              /* qkv and gate_up read h, o q, down f */
+    if (widest_out) *widest_out = fmax(fmax(q + 2 * kv, h), 2 * f);
     return h * (q + 2 * kv) + q * h + 2 * h * f + f * h;
 }
 
 /* precision = fp8 on the llmc CUDA trainer: an E4M3 copy of each projection
  * weight and of its transpose (refreshed after each optimizer step), 2 bytes
- * a projection parameter; the widest projection's quantised scratch, N tokens
- * x max(in, out) x 3 bytes (the E4M3 input and its transpose, the E5M2
- * gradient and its transpose share it); one fp32 scale per weight, input and
+ * a projection parameter; the quantised scratch (model_cuda.c's fp8_alloc), N
+ * tokens x (the widest input + twice the widest output) bytes: the E4M3 input,
+ * the E5M2 output gradient and its transpose; one fp32 scale per weight, input and
  * output gradient of each projection; each trained layer's four inputs
  * transposed in E4M3 for the weight gradients, N x (2 hidden + heads x head_dim
  * + ffn) bytes (kept from the forward pass: not under LoRA, which trains no
@@ -83,9 +84,9 @@ bool estimate_llmc_fp8_keeps_transposes(const PlanTrain *t, Recompute rc)
 
 static void llmc_cuda_fp8(const PlanTrain *t, const PlanModel *m, double tokens, Recompute rc, Estimate *e)
 {
-    double widest, layers = m->layers > 0 ? m->layers : 0;
-    e->fp8_weights_bytes = 2 * layers * projection_params(m, &widest);
-    e->fp8_scratch_bytes = tokens * widest * 3 + 4 * 3 * 4 * layers;
+    double in, out, layers = m->layers > 0 ? m->layers : 0;
+    e->fp8_weights_bytes = 2 * layers * projection_params(m, &in, &out);
+    e->fp8_scratch_bytes = tokens * (in + 2 * out) + 4 * 3 * 4 * layers;
     if (!estimate_llmc_fp8_keeps_transposes(t, rc) || layers < 1) return;
     double trained = t->method == METHOD_FREEZE ? fmin(fabs((double)t->freeze_layers), layers) : layers;
     e->fp8_scratch_bytes += trained * tokens * (2.0 * m->hidden + m->heads * (double)head_dim_of(m) + m->ffn);

@@ -464,7 +464,7 @@ void estimate_time(const PlanJob *job, Estimate *e)
             /* the projections' forward, input- and weight-gradient GEMMs at
              * the FP8 peak, the rest (LM head, attention) at bf16's: one
              * peak, blended so that FLOPs / peak is the sum of both times */
-            double proj = (m->layers > 0 ? m->layers : 0) * projection_params(m, NULL);
+            double proj = (m->layers > 0 ? m->layers : 0) * projection_params(m, NULL, NULL);
             e->fp8_flops_share = estimate_flops_per_token(proj, share, 0, t->recompute, t->attention) / fpt;
             peak = 1 / ((1 - e->fp8_flops_share) / peak + e->fp8_flops_share / (c->gpu->fp8_tflops * 1e12));
         }

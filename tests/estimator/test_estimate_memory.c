@@ -273,12 +273,23 @@ static PlanModel preset(const char *name)
  * atomics, the trainer's default), or with deterministic that of the
  * deterministic form, which the rows measured before it was the default ran;
  * e->total_bytes then counts that form too. */
-static double llmc_allocated_form(const char *name, int b, int s, Recompute rc, bool off, int lora, bool flash,
-                                  bool cudnn, bool deterministic, Estimate *e)
+/* The number formats of a row (bench's "precision", "master" and "states");
+ * NULL: bf16 GEMMs with fp32 master weights and moments. */
+typedef struct { Precision precision; MasterWeights master; OptimStates states; } RowNumbers;
+
+static double llmc_allocated_numbers(const char *name, int b, int s, Recompute rc, bool off, int lora, bool flash,
+                                     bool cudnn, bool deterministic, const RowNumbers *nums, Estimate *e)
 {
     Fixture f;
     fixture(&f, preset(name), 1, s, b, SHARD_NONE, rc, 1e6);
     f.c.gpus_per_node = 1;
+    if (nums) {   /* rows measured on the H200, deterministic (the flash backward's scratch, cuDNN's fit) */
+        f.c.gpu = gpu_catalog_find("H200_141GB");
+        f.t.deterministic = deterministic;
+        f.t.precision = nums->precision;
+        f.t.master_weights = nums->master;
+        f.t.optimizer_states = nums->states;
+    }
     f.t.attention = flash || cudnn ? ATTN_FLASH : ATTN_EAGER;
     if (off) f.t.offload = OFFLOAD_OPTIMIZER;
     if (lora) { f.t.method = METHOD_LORA; f.t.lora_rank = lora; f.t.nlora_target = 0; }
@@ -290,7 +301,13 @@ static double llmc_allocated_form(const char *name, int b, int s, Recompute rc, 
         e->attn_workspace_bytes = det;
     }
     return e->weights_bytes + e->grads_bytes + e->optimizer_bytes + e->activations_bytes + e->logits_bytes +
-           (cudnn ? e->attn_workspace_bytes : 0);
+           e->fp8_weights_bytes + e->fp8_scratch_bytes + (cudnn ? e->attn_workspace_bytes : 0);
+}
+
+static double llmc_allocated_form(const char *name, int b, int s, Recompute rc, bool off, int lora, bool flash,
+                                  bool cudnn, bool deterministic, Estimate *e)
+{
+    return llmc_allocated_numbers(name, b, s, rc, off, lora, flash, cudnn, deterministic, NULL, e);
 }
 
 static double llmc_allocated(const char *name, int b, int s, Recompute rc, bool off, int lora, bool flash,
@@ -443,6 +460,30 @@ void test_llmc_cudnn_measured(const cJSON *ref)
         n++;
     }
     CHECK(n >= 1, "run references present: %d", n);
+    /* Number formats (issue 31): bench at llmq's shapes with split master
+     * weights, bf16 moments and FP8 GEMMs, cuDNN's deterministic attention:
+     * its allocations (printed to 0.01 GiB) against the estimate's tensors,
+     * FP8 copies and scratch included, with the cuDNN workspace. */
+    n = 0;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(ref, "numbers")) {
+        const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
+        int b = (int)num(row, "batch"), s = (int)num(row, "seq");
+        RowNumbers nums = {PREC_BF16, MASTER_FP32, OSTATES_FP32};
+        const char *prec = cJSON_GetObjectItemCaseSensitive(row, "precision")->valuestring;
+        const char *master = cJSON_GetObjectItemCaseSensitive(row, "master")->valuestring;
+        const char *states = cJSON_GetObjectItemCaseSensitive(row, "states")->valuestring;
+        nums.precision = !strcmp(prec, "fp8") ? PREC_FP8 : PREC_BF16;
+        nums.master = !strcmp(master, "split") ? MASTER_SPLIT : MASTER_FP32;
+        nums.states = !strcmp(states, "bf16") ? OSTATES_BF16 : OSTATES_FP32;
+        Estimate e;
+        double got = llmc_allocated_numbers(name, b, s, RECOMPUTE_NONE, false, 0, false, true,
+                                            num(row, "deterministic") != 0, &nums, &e) / GIB;
+        double want = num(row, "allocated_gib");
+        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d %s, %s master, %s states: estimate %.4f GiB, allocated %.2f GiB",
+              name, b, s, prec, master, states, got, want);
+        n++;
+    }
+    CHECK(n >= 5, "number-format references present: %d", n);
 }
 
 void test_llmc_cudnn_workspace(void)
@@ -662,8 +703,9 @@ void test_llmc_states_fp8(void)
     /* fp8: projection parameters per layer = 128 x (128 + 2 x 64) (qkv) +
      * 128 x 128 (o) + 2 x 128 x 256 (gate_up) + 256 x 128 (down) = 147,456;
      * 2 layers, 2 bytes each (E4M3 copy and its transpose) = 589,824. Scratch:
-     * 128 tokens x the widest of (hidden 128, qkv 256, q 128, gate_up 512) x 3
-     * = 196,608, + 3 scales x 4 projections x 4 bytes x 2 layers = 96, + each
+     * 128 tokens x (the widest input, of hidden 128, q 128, ffn 256, + twice the
+     * widest output, of qkv 256, hidden 128, gate_up 512) = 128 x (256 + 1024)
+     * = 163,840, + 3 scales x 4 projections x 4 bytes x 2 layers = 96, + each
      * layer's four inputs transposed for the weight gradients: 2 layers x 128
      * tokens x (2 x 128 + 2 x 64 + 256) = 163,840 (none under full recompute);
      * the bf16 ln1, ln2 and h then one buffer each for both layers: activations
@@ -675,13 +717,13 @@ void test_llmc_states_fp8(void)
     f.t.precision = PREC_FP8;
     estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
     CHECK(e.llmc_cuda_allocation && e.fp8_weights_bytes == 589824.0 &&
-          e.fp8_scratch_bytes == 196608.0 + 96 + 163840.0,
+          e.fp8_scratch_bytes == 163840.0 + 96 + 163840.0,
           "fp8 copies %.0f, scratch %.0f", e.fp8_weights_bytes, e.fp8_scratch_bytes);
-    CHECK(e.total_bytes == before + 589824.0 + 196608.0 + 96 + 163840.0 - 131072.0, "fp8 total: bf16's + %.0f",
+    CHECK(e.total_bytes == before + 589824.0 + 163840.0 + 96 + 163840.0 - 131072.0, "fp8 total: bf16's + %.0f",
           e.total_bytes - before);
     f.t.recompute = RECOMPUTE_FULL;
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
-    CHECK(e.fp8_scratch_bytes == 196608.0 + 96, "fp8 under full recompute: scratch %.0f", e.fp8_scratch_bytes);
+    CHECK(e.fp8_scratch_bytes == 163840.0 + 96, "fp8 under full recompute: scratch %.0f", e.fp8_scratch_bytes);
     /* selective recompute shares h already: only ln1 and ln2 more, 128 x 256 x 2 */
     f.t.recompute = RECOMPUTE_SELECTIVE;
     estimate_memory(&f.j, 2, RECOMPUTE_SELECTIVE, SHARD_NONE, &e);
