@@ -266,17 +266,17 @@ static PlanModel preset(const char *name)
                                          : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
 }
 
+/* A reference row's number formats (bench's "precision", "master", "states"). */
+typedef struct { Precision precision; MasterWeights master; OptimStates states; } RowNumbers;
+
 /* The GPU bytes the trainer allocates for a preset at b x s on one GPU: the
  * estimate's tensors, without the context allowance (cudnn: with the cuDNN
  * attention workspace, else the flash kernels alone). */
 /* cudnn: the estimate's cuDNN workspace is added (that of the backward with
  * atomics, the trainer's default), or with deterministic that of the
  * deterministic form, which the rows measured before it was the default ran;
- * e->total_bytes then counts that form too. */
-/* The number formats of a row (bench's "precision", "master" and "states");
- * NULL: bf16 GEMMs with fp32 master weights and moments. */
-typedef struct { Precision precision; MasterWeights master; OptimStates states; } RowNumbers;
-
+ * e->total_bytes then counts that form too. nums: the row's number formats
+ * (NULL: bf16 GEMMs, fp32 master weights and moments). */
 static double llmc_allocated_numbers(const char *name, int b, int s, Recompute rc, bool off, int lora, bool flash,
                                      bool cudnn, bool deterministic, const RowNumbers *nums, Estimate *e)
 {
@@ -468,13 +468,15 @@ void test_llmc_cudnn_measured(const cJSON *ref)
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(ref, "numbers")) {
         const char *name = cJSON_GetObjectItemCaseSensitive(row, "model")->valuestring;
         int b = (int)num(row, "batch"), s = (int)num(row, "seq");
-        RowNumbers nums = {PREC_BF16, MASTER_FP32, OSTATES_FP32};
-        const char *prec = cJSON_GetObjectItemCaseSensitive(row, "precision")->valuestring;
-        const char *master = cJSON_GetObjectItemCaseSensitive(row, "master")->valuestring;
-        const char *states = cJSON_GetObjectItemCaseSensitive(row, "states")->valuestring;
-        nums.precision = !strcmp(prec, "fp8") ? PREC_FP8 : PREC_BF16;
-        nums.master = !strcmp(master, "split") ? MASTER_SPLIT : MASTER_FP32;
-        nums.states = !strcmp(states, "bf16") ? OSTATES_BF16 : OSTATES_FP32;
+        const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "precision"));
+        const char *master = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "master"));
+        const char *states = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "states"));
+        /* bench's spellings are plan.json's (contract/plan_vocab.h) */
+        int pi = plan_vocab_find(precision_json_names, prec), mi = plan_vocab_find(master_weights_json_names, master),
+            si = plan_vocab_find(optimizer_states_json_names, states);
+        CHECK(pi >= 0 && mi >= 0 && si >= 0, "%s: number formats not plan.json spellings", name);
+        if (pi < 0 || mi < 0 || si < 0) continue;
+        RowNumbers nums = {(Precision)pi, (MasterWeights)mi, (OptimStates)si};
         Estimate e;
         double got = llmc_allocated_numbers(name, b, s, RECOMPUTE_NONE, false, 0, false, true,
                                             num(row, "deterministic") != 0, &nums, &e) / GIB;
