@@ -16,7 +16,9 @@ benchmarks/H100x1.md for 1024; 524,288 tokens per optimizer step, bf16 weights
 and AdamW moments) — and ours over it where the row has llmq's context and
 tokens per step (N/A elsewhere). When the file has FP8 runs (bench_impl
 "ours-fp8"): ours with --fp8, its memory, llmq's published FP8 figure (1024-token
-rows) and the ratio. An eager column appears when the file has eager runs. A run
+rows) and the ratio ("tuned GEMMs" in its heading when its runs took their GEMM
+choices from a tuned file, "gemm_choices": "tuned"). An eager column appears
+when the file has eager runs. A run
 that is missing prints "not run", a failed one "failed" (its error follows the
 table).
 """
@@ -91,7 +93,8 @@ def table(runs, rows):
         head += ["eager tok/s", "eager GiB"]
     head += ["llmq (published, H100) tok/s", "ours/llmq"]
     if fp8:
-        head += ["ours fp8 tok/s", "fp8 GiB", "llmq fp8 (published, H100)", "fp8/llmq fp8"]
+        tuned = any(r.get("gemm_choices") == "tuned" for (_, impl), r in runs.items() if impl == "ours-fp8")
+        head += ["ours fp8 tok/s" + (" (tuned GEMMs)" if tuned else ""), "fp8 GiB", "llmq fp8 (published, H100)", "fp8/llmq fp8"]
     lines, errors = [head], []
     for spec in rows:
         rid, model, batch, seq, accum = spec.split()

@@ -19,15 +19,24 @@
 #   3b-llmq    qwen2.5-3b   8 x 2048 x 32   (llmq's published H100 runs: its micro batch,
 #              524,288 tokens per optimizer step; BENCH_SHAPES=llmq picks these three)
 #   0.5b-llmq1k qwen2.5-0.5b 32 x 1024 x 16  3b-llmq1k qwen2.5-3b 16 x 1024 x 32
-#   1.5b-llmq1k qwen2.5-1.5b 32 x 1024 x 16  7b-llmq1k qwen2.5-7b  4 x 1024 x 128
+#   1.5b-llmq1k qwen2.5-1.5b 32 x 1024 x 16  7b-llmq1k qwen2.5-7b  8 x 1024 x 64
 #              (llmq's benchmarks/H100x1.md: T = 1024, 524,288 tokens per step, bf16
 #              master weights and moments; ours runs these with llmq's state sizes:
 #              --master-weights split --optimizer-states bf16, 12 bytes a parameter;
-#              BENCH_SHAPES=llmq1k picks these four; 7B full fine-tuning without offload)
+#              BENCH_SHAPES=llmq1k picks these four; 7B full fine-tuning without offload,
+#              at micro batch 8: llmq runs 4 in bf16 and 16 with recompute in FP8, ours
+#              fits 8 without recompute in both and it halves the fp32 gradient
+#              accumulations a step: 5% faster than 4 in bf16, 2026-12-04)
 # Environment:
 #   BENCH_SHAPES   the row IDs to run, space or comma separated; "llmq" and "all"
 #                  name the sets (default: the five)
 #   BENCH_FP8=0    no FP8 column (default: ours again with --fp8, precision = fp8, on every row)
+#   BENCH_GEMM_TUNE=1  the FP8 column's GEMMs as a tuned run chooses them: before each
+#                  FP8 run, one optimizer step of two micro-batches times cuBLASLt's
+#                  candidates for every GEMM shape into OUTDIR/gemm-choices-ROW.txt
+#                  (LLMC_GEMM_TUNE=1), and the timed run takes its choices from that file
+#                  (LLMC_GEMM_CHOICES: the same bits every run of the file); the table
+#                  marks the column "tuned GEMMs"
 #   BENCH_TORCH=0  no PyTorch runs;  BENCH_COMPILE=0  no torch.compile runs
 #   BENCH_EAGER=1  PyTorch eager as well (a column of its own)
 #   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
@@ -48,7 +57,7 @@ default_rows=("0.5b-2048 qwen2.5-0.5b 8 2048 1" "1.5b-2048 qwen2.5-1.5b 4 2048 1
               "1.5b-4096 qwen2.5-1.5b 2 4096 1" "1.5b-8192 qwen2.5-1.5b 1 8192 1")
 llmq_rows=("0.5b-llmq qwen2.5-0.5b 32 2048 8" "1.5b-llmq qwen2.5-1.5b 16 2048 16" "3b-llmq qwen2.5-3b 8 2048 32")
 llmq1k_rows=("0.5b-llmq1k qwen2.5-0.5b 32 1024 16" "1.5b-llmq1k qwen2.5-1.5b 32 1024 16"
-             "3b-llmq1k qwen2.5-3b 16 1024 32" "7b-llmq1k qwen2.5-7b 4 1024 128")
+             "3b-llmq1k qwen2.5-3b 16 1024 32" "7b-llmq1k qwen2.5-7b 8 1024 64")
 all_rows=("${default_rows[@]}" "${llmq_rows[@]}" "${llmq1k_rows[@]}")
 if [[ ${1:-} == --rows ]]; then printf '%s\n' "${all_rows[@]}"; exit 0; fi
 ids=()
@@ -81,6 +90,10 @@ case ${BENCH_FP8:-1} in
     0|1) ;;
     *) echo "bench/cuda/run.sh: BENCH_FP8 takes 0 or 1, not '$BENCH_FP8'" >&2; exit 2 ;;
 esac
+case ${BENCH_GEMM_TUNE:-0} in
+    0|1) ;;
+    *) echo "bench/cuda/run.sh: BENCH_GEMM_TUNE takes 0 or 1, not '$BENCH_GEMM_TUNE'" >&2; exit 2 ;;
+esac
 for v in "$steps" "$accum_steps" "$limit"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS, BENCH_ACCUM_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
 done
@@ -89,17 +102,18 @@ mkdir -p "$out" || exit 2
 make -s cuda || { echo "bench/cuda/run.sh: make cuda failed" >&2; exit 1; }
 : > "$out/bench.jsonl"
 
-# One run: impl, row ID, command... Appends its JSON line tagged with the row,
-# or an error line (exit status and the log's last line); never stops the script.
+# One run: impl, row ID, command... Appends its JSON line tagged with the row
+# (and "gemm_choices": "tuned" when RUN_TUNED=1), or an error line (exit status and
+# the log's last line); never stops the script.
 run() {
     local impl=$1 row=$2; shift 2
     local log="$out/$impl-$row.log" res="$out/$impl-$row.json" rc
     echo "== $impl $row" >&2
     timeout --kill-after=30 "$limit" "$@" > "$res" 2> "$log"
     rc=$?
-    python3 - "$res" "$log" "$impl" "$row" "$rc" >> "$out/bench.jsonl" <<'PY'
+    python3 - "$res" "$log" "$impl" "$row" "$rc" "${RUN_TUNED:-0}" >> "$out/bench.jsonl" <<'PY'
 import json, sys
-res, log, impl, row, rc = sys.argv[1:6]
+res, log, impl, row, rc, tuned = sys.argv[1:7]
 line = None
 for l in open(res, errors="replace"):
     if l.startswith("{"):
@@ -110,6 +124,8 @@ for l in open(res, errors="replace"):
 if rc == "0" and line is not None:
     line["row"] = row
     line["bench_impl"] = impl
+    if tuned == "1":
+        line["gemm_choices"] = "tuned"
 else:
     tail = [l.strip() for l in open(log, errors="replace") if l.strip()][-1:] or ["no output"]
     why = "timed out" if rc in ("124", "137") else f"exit {rc}"
@@ -132,7 +148,16 @@ for r in "${rows[@]}"; do
     read -r id model batch seq accum <<< "$r"
     step_args "$accum"; state_args "$id"
     run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" "${st[@]}"
-    if [[ ${BENCH_FP8:-1} == 1 ]]; then
+    if [[ ${BENCH_FP8:-1} == 1 && ${BENCH_GEMM_TUNE:-0} == 1 ]]; then
+        gc=$(cd "$out" && pwd)/gemm-choices-$id.txt
+        rm -f "$gc"
+        tsa=(--steps 1 --warmup 0); [[ $accum != 1 ]] && tsa=(--accum 2 --steps 1 --warmup 0)
+        LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
+            --model "$model" --batch "$batch" --seq "$seq" "${tsa[@]}" "${st[@]}" --fp8 > /dev/null 2> "$out/tune-$id.log" ||
+            echo "bench/cuda/run.sh: $id: the tuning run failed (exit $?; $out/tune-$id.log): the FP8 run chooses as untuned" >&2
+        RUN_TUNED=1 run ours-fp8 "$id" env LLMC_GEMM_CHOICES="$gc" ./build/llmc-train-cuda bench --model "$model" \
+            --batch "$batch" --seq "$seq" "${sa[@]}" "${st[@]}" --fp8
+    elif [[ ${BENCH_FP8:-1} == 1 ]]; then
         run ours-fp8 "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" \
             "${st[@]}" --fp8
     fi

@@ -14,7 +14,10 @@
 #include "log.h"
 
 #define GEMM_CACHE 512
-#define GEMM_TUNE_ALGOS 8
+/* LLMC_GEMM_TUNE=1 times this many of cuBLASLt's candidates per shape: at llmq's
+ * shapes the fastest was past the 8th for some FP8 products (2026-12-04) */
+#define GEMM_TUNE_ALGOS 24
+#define GEMM_FP8_SPARES 8       /* untuned FP8: the candidates asked for, as fallbacks */
 
 typedef struct {
     GemmArgs key;               /* pointers, alpha and beta zeroed; c_is_d set */
@@ -145,30 +148,34 @@ static int same_shape(const GemmArgs *x, const GemmArgs *y)
 }
 
 /* LLMC_GEMM_TUNE=1: of cuBLASLt's first GEMM_TUNE_ALGOS candidates for a new shape,
- * keep the fastest over a few runs on this call's operands. The runs write a scratch
- * output (beta 0), so the call's own result is untouched. The choice follows
- * timings, so two runs may pick different algorithms (last-bit differences): off
- * by default. Returns the index of the choice in res (0, cuBLASLt's first, on
- * any failure). */
+ * keep the fastest over a few runs on this call's operands. The runs write a zeroed
+ * scratch output with the call's own beta (an accumulating product reads its C: the
+ * fp32 weight gradients' cost is in the timing, and a candidate that refuses beta is
+ * not chosen), so the call's own result is untouched. The choice follows timings, so
+ * two runs may pick different algorithms (last-bit differences): off by default; a
+ * choices file (LLMC_GEMM_CHOICES) keeps it. Returns the index of the choice in res
+ * (0, cuBLASLt's first, on any failure). */
 static int fastest(Gemm *g, GemmPlan *p, const GemmArgs *a, const cublasLtMatmulHeuristicResult_t *res, int found)
 {
     size_t elems = (size_t)a->M * a->ldd;
     if (a->batch > 1) elems += (size_t)a->strideD * (a->batch - 1);
+    size_t bytes = elems * (a->d_f32 ? 4 : 2);
     void *scratch = NULL;
     cudaEvent_t e0, e1;
-    if (cudaMalloc(&scratch, elems * (a->d_f32 ? 4 : 2)) != cudaSuccess) { cudaGetLastError(); return 0; }
+    if (cudaMalloc(&scratch, bytes) != cudaSuccess) { cudaGetLastError(); return 0; }
+    cudaMemsetAsync(scratch, 0, bytes, g->stream);
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
-    const float one = 1.f, zero = 0.f;
+    const float one = 1.f, beta = a->beta;
     int best = 0;
     float best_ms = -1.f;
     for (int k = 0; k < found; k++) {
         if (res[k].state != CUBLAS_STATUS_SUCCESS) continue;
-        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &zero, scratch, p->lc,
+        cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc,
                                            scratch, p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
         cudaEventRecord(e0, g->stream);
         for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; r++)
-            st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &zero, scratch, p->lc, scratch,
+            st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc, scratch,
                                 p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
         cudaEventRecord(e1, g->stream);
         float ms = 0.f;
@@ -177,6 +184,7 @@ static int fastest(Gemm *g, GemmPlan *p, const GemmArgs *a, const cublasLtMatmul
             continue;
         if (best_ms < 0.f || ms < best_ms) { best = k; best_ms = ms; }
     }
+    cudaStreamSynchronize(g->stream);
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaFree(scratch);
@@ -286,7 +294,7 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     int found = 0;
     int fp8 = key.a_type || key.b_type;
     lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
-                                            g->tune || fp8 ? GEMM_TUNE_ALGOS : 1, res, &found), "heuristic", a);
+                                            g->tune ? GEMM_TUNE_ALGOS : fp8 ? GEMM_FP8_SPARES : 1, res, &found), "heuristic", a);
     cublasLtMatmulPreferenceDestroy(pref);
     if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
     GemmChoice *chosen = NULL;

@@ -78,6 +78,61 @@ __global__ void __launch_bounds__(256) fp8_quant_k(uint8_t *out, uint8_t *outT, 
     }
 }
 
+/* The same for rows and cols multiples of 16, in 128 x 64 tiles with 16-byte
+ * accesses throughout: thread t loads 16 columns of rows t/4 and t/4 + 64 (four
+ * 16-byte loads in flight), stores 16 bytes of each row-major, and 16 consecutive
+ * rows of one column transposed. (The 64 x 64 kernel above, 8-byte stores and one
+ * load in flight a pass, moved the [N, 2F] gradient at about 2.7 TB/s on the H200,
+ * 2026-12-04 phase table.) */
+#define QR 128
+#define QC 64
+__global__ void __launch_bounds__(256) fp8_quant16_k(uint8_t *out, uint8_t *outT, float *scale_inv, const bf16 *x,
+                                                     int rows, int cols, const float *amax, int e5m2)
+{
+    __shared__ __align__(16) uint8_t tile[QR][QC + 16];
+    float s = fp8_scale(*amax, e5m2 ? FP8_E5M2_MAX : FP8_E4M3_MAX);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && scale_inv) *scale_inv = 1.f / s;
+    int r0 = blockIdx.y * QR, c0 = blockIdx.x * QC;
+    int tr = threadIdx.x >> 2, tc = (threadIdx.x & 3) * 16;   /* 4 threads per row of 64, 64 rows a pass */
+    int c = c0 + tc;
+    uint4 v[2][2];
+#pragma unroll
+    for (int pass = 0; pass < 2; pass++) {
+        int r = r0 + tr + pass * 64;
+        v[pass][0] = v[pass][1] = make_uint4(0, 0, 0, 0);
+        if (r < rows && c < cols) {
+            const uint4 *p = (const uint4 *)(x + (size_t)r * cols + c);
+            v[pass][0] = p[0];
+            v[pass][1] = p[1];
+        }
+    }
+#pragma unroll
+    for (int pass = 0; pass < 2; pass++) {
+        int r = r0 + tr + pass * 64;
+        float f[16];
+        unpack8(f, v[pass][0]);
+        unpack8(f + 8, v[pass][1]);
+        uint4 q;
+        uint8_t *qb = (uint8_t *)&q;
+        for (int k = 0; k < 16; k++) qb[k] = to_fp8(f[k] * s, e5m2);
+        if (out && r < rows && c < cols) *(uint4 *)(out + (size_t)r * cols + c) = q;
+        *(uint4 *)&tile[tr + pass * 64][tc] = q;
+    }
+    if (!outT) return;
+    __syncthreads();
+    /* transposed: 64 columns x 8 runs of 16 rows, two a thread */
+#pragma unroll
+    for (int pass = 0; pass < 2; pass++) {
+        int task = threadIdx.x + pass * 256, tcol = task & 63, rb = (task >> 6) * 16;
+        int cc = c0 + tcol, r = r0 + rb;
+        if (cc >= cols || r >= rows) continue;
+        uint4 q;
+        uint8_t *qb = (uint8_t *)&q;
+        for (int k = 0; k < 16; k++) qb[k] = tile[rb + k][tcol];
+        *(uint4 *)(outT + (size_t)cc * rows + r) = q;
+    }
+}
+
 extern "C" void k_fp8_amax(float *amax, const bf16_t *x, size_t n, kstream_t s)
 {
     size_t n8 = n / 8;
@@ -89,6 +144,11 @@ extern "C" void k_fp8_amax(float *amax, const bf16_t *x, size_t n, kstream_t s)
 extern "C" void k_fp8_quant(uint8_t *out, uint8_t *outT, float *scale_inv, const bf16_t *x, int rows, int cols,
                             const float *amax, int e5m2, kstream_t s)
 {
+    if (rows % 16 == 0 && cols % 16 == 0) {
+        dim3 grid((cols + QC - 1) / QC, (rows + QR - 1) / QR);
+        fp8_quant16_k<<<grid, 256, 0, s>>>(out, outT, scale_inv, (const bf16 *)x, rows, cols, amax, e5m2);
+        return;
+    }
     dim3 grid((cols + QT - 1) / QT, (rows + QT - 1) / QT);
     fp8_quant_k<<<grid, 256, 0, s>>>(out, outT, scale_inv, (const bf16 *)x, rows, cols, amax, e5m2);
 }

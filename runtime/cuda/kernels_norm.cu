@@ -1,4 +1,4 @@
-/* kernels_norm.cu — RMSNorm forward and backward (one warp per row), Qwen3's
+/* kernels_norm.cu — RMSNorm forward (one warp per row) and backward (a block per group of rows), Qwen3's
  * per-head q/k RMSNorm, and the fixed-order column sums their weight gradients
  * (and the qkv bias's) finish with. */
 #include "kernels_common.cuh"
@@ -37,77 +37,56 @@ __global__ void rmsnorm_fwd_k(bf16 *out, float *rstd, const bf16 *x, const bf16 
 }
 
 
-/* RMSNorm backward, one warp per row with the row in registers: lane owns the
- * 8-column slices lane*8 + j*256 (j < VPL), reads x and dy once from memory, and
- * sums its columns' dw over the rows it visits in registers. The block then adds
- * its warps' sums in warp order in shared memory and writes one partial row per
- * block; colsum_finish_k adds the partials in block order: deterministic, no atomics. */
-template <int VPL>
-__global__ void __launch_bounds__(256) rmsnorm_bwd_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x,
-                                                     const bf16 *w, const float *rstd, const bf16 *dres,
-                                                     int N, int C, float *amax)
+/* RMSNorm backward for rows up to RMS_COLS_MAX wide, a block per row at a time:
+ * thread t owns columns 8t..8t+7 of every row (C/8 threads, rounded up to a warp),
+ * reads x and dy once, and keeps its columns' dw sums in registers over all the
+ * block's rows. The row's dot product is a block reduction: each warp's sum, then
+ * the warps' sums added in warp order by every thread (red is double-buffered: one
+ * barrier a row). The block writes one partial dw row; colsum_finish_k adds the
+ * partials in block order: deterministic, no atomics. 64 registers, no spills, so
+ * 2048 threads an SM. (One warp per row held C/256 x 8 floats of dw per lane: at
+ * C = 2048 its registers allowed 8 warps an SM, and wider rows kept their partials
+ * in global memory: 12.0 ms of a 297 ms 7B micro-batch, 7x the traffic bound,
+ * 2026-12-04. Two or four rows a barrier need 92-124 registers.) */
+#define RMS_COLS_MAX 8192
+__global__ void __launch_bounds__(1024) rmsnorm_bwd_k(bf16 *dx, float *part, const bf16 *dy, const bf16 *x,
+                                                      const bf16 *w, const float *rstd, const bf16 *dres,
+                                                      int N, int C, float *amax)
 {
-    __shared__ float red[VPL * WARP * 8];
-    float mx = 0.f;
-    int warps = blockDim.x / WARP, wid = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    float acc[VPL][8];
-#pragma unroll
-    for (int j = 0; j < VPL; j++)
-#pragma unroll
-        for (int k = 0; k < 8; k++) acc[j][k] = 0.f;
-    for (int row = blockIdx.x * warps + wid; row < N; row += gridDim.x * warps) {
-        const bf16 *xr = x + (size_t)row * C, *dyr = dy + (size_t)row * C;
-        uint4 xv[VPL], dv[VPL];
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            int i = (j * WARP + lane) * 8;
-            if (i < C) { xv[j] = *(const uint4 *)(xr + i); dv[j] = *(const uint4 *)(dyr + i); }
-        }
-        float r = rstd[row], dot = 0.f;   /* sum_c (dy*w) * x, times r below */
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            int i = (j * WARP + lane) * 8;
-            if (i < C) {
-                float a[8], b[8], g[8];
-                unpack8(a, xv[j]); unpack8(b, dv[j]); load8(g, w + i);
-                for (int k = 0; k < 8; k++) dot += b[k] * g[k] * a[k];
-            }
-        }
-        dot = warp_sum(dot) * r / C;
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            int i = (j * WARP + lane) * 8;
-            if (i < C) {
-                float a[8], b[8], g[8], o[8];
-                unpack8(a, xv[j]); unpack8(b, dv[j]); load8(g, w + i);
-                if (dres) load8(o, dres + (size_t)row * C + i);
-                else for (int k = 0; k < 8; k++) o[k] = 0.f;
-                for (int k = 0; k < 8; k++) {
-                    float xh = a[k] * r;
-                    o[k] += r * (b[k] * g[k] - xh * dot);
-                    acc[j][k] += b[k] * xh;
-                }
-                store8(dx + (size_t)row * C + i, o);
-                if (amax) mx = fmaxf(mx, max_abs8_stored(o));
-            }
-        }
-    }
-    for (int wv = 0; wv < warps; wv++) {
-        if (wid == wv) {
-#pragma unroll
-            for (int j = 0; j < VPL; j++) {
-                int i = (j * WARP + lane) * 8;
-                if (i < C)
-                    for (int k = 0; k < 8; k++) red[i + k] = (wv ? red[i + k] : 0.f) + acc[j][k];
-            }
-        }
+    __shared__ float red[2][WARP];
+    int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    int c = threadIdx.x * 8, on = c < C, buf = 0;
+    float g[8], acc[8], mx = 0.f;
+    for (int k = 0; k < 8; k++) { g[k] = 0.f; acc[k] = 0.f; }
+    if (on) load8(g, w + c);
+    for (int row = blockIdx.x; row < N; row += gridDim.x, buf ^= 1) {
+        float a[8], b[8], d = 0.f;
+        for (int k = 0; k < 8; k++) a[k] = b[k] = 0.f;
+        if (on) { load8(a, x + (size_t)row * C + c); load8(b, dy + (size_t)row * C + c); }
+        for (int k = 0; k < 8; k++) d += b[k] * g[k] * a[k];   /* sum_c (dy*w) * x */
+        d = warp_sum(d);
+        if (lane == 0) red[buf][wid] = d;
         __syncthreads();
+        if (!on) continue;
+        float dot = 0.f, rr = rstd[row], o[8];
+        for (int k = 0; k < nw; k++) dot += red[buf][k];
+        dot = dot * rr / C;
+        if (dres) load8(o, dres + (size_t)row * C + c);
+        else for (int k = 0; k < 8; k++) o[k] = 0.f;
+        for (int k = 0; k < 8; k++) {
+            float xh = a[k] * rr;
+            o[k] += rr * (b[k] * g[k] - xh * dot);
+            acc[k] += b[k] * xh;
+        }
+        store8(dx + (size_t)row * C + c, o);
+        if (amax) mx = fmaxf(mx, max_abs8_stored(o));
     }
-    for (int i = threadIdx.x; i < C; i += blockDim.x) part[(size_t)blockIdx.x * C + i] = red[i];
+    if (on)
+        for (int k = 0; k < 8; k++) part[(size_t)blockIdx.x * C + c + k] = acc[k];
     if (amax) block_amax_commit(amax, mx);
 }
 
-/* Rows wider than 2048: the row is read twice (the second time from cache). Each
+/* Rows wider than RMS_COLS_MAX: the row is read twice (the second time from cache). Each
  * warp sums its rows' dw into its own partial row of part (rows in a fixed order,
  * each lane its own columns), and colsum_finish adds the warps' partials in order:
  * the same bits every run (a shared-memory atomicAdd per row left the order of the
@@ -199,18 +178,17 @@ extern "C" void k_rmsnorm_bwd(bf16_t *dx, float *dw, const bf16_t *dy, const bf1
                               const float *rstd, const bf16_t *dres, int N, int C, float *scratch, float *amax,
                               kstream_t s)
 {
-    int blocks = (N + 7) / 8, cap = 2 * sm_count();
-    if (cap > LLMC_CUDA_RMS_BWD_MAX_BLOCKS) cap = LLMC_CUDA_RMS_BWD_MAX_BLOCKS;
-    if (blocks > cap) blocks = cap;
     bf16 *o = (bf16 *)dx;
     const bf16 *g = (const bf16 *)dy, *xx = (const bf16 *)x, *ww = (const bf16 *)w, *r = (const bf16 *)dres;
-    int vpl = (C + WARP * 8 - 1) / (WARP * 8);
-    if (vpl <= 1) rmsnorm_bwd_k<1><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
-    else if (vpl <= 2) rmsnorm_bwd_k<2><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
-    else if (vpl <= 4) rmsnorm_bwd_k<4><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
-    else if (vpl <= 6) rmsnorm_bwd_k<6><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
-    else if (vpl <= 8) rmsnorm_bwd_k<8><<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
-    else {   /* one partial row per warp: 8 per block, within the scratch's MAX_BLOCKS rows */
+    int blocks;
+    if (C <= RMS_COLS_MAX) {
+        int threads = (C / 8 + WARP - 1) / WARP * WARP;
+        int cap = sm_count() * (2048 / threads);
+        blocks = N < cap ? N : cap;
+        if (blocks > LLMC_CUDA_RMS_BWD_MAX_BLOCKS) blocks = LLMC_CUDA_RMS_BWD_MAX_BLOCKS;
+        rmsnorm_bwd_k<<<blocks, threads, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
+    } else {   /* one partial row per warp: 8 per block, within the scratch's MAX_BLOCKS rows */
+        blocks = (N + 7) / 8;
         if (blocks > LLMC_CUDA_RMS_BWD_MAX_BLOCKS / 8) blocks = LLMC_CUDA_RMS_BWD_MAX_BLOCKS / 8;
         rmsnorm_bwd_wide_k<<<blocks, 256, 0, s>>>(o, scratch, g, xx, ww, rstd, r, N, C, amax);
         blocks *= 8;

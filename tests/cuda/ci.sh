@@ -150,10 +150,12 @@ if [[ ${bench_rows[5]} == "0.5b-llmq qwen2.5-0.5b 32 2048 8" && ${bench_rows[6]}
 else bad "run.sh: llmq's shapes: ${bench_rows[*]:5}"; fi
 # llmq's benchmarks/H100x1.md: T = 1024, its micro batches, 524,288 tokens per step
 if [[ ${bench_rows[8]} == "0.5b-llmq1k qwen2.5-0.5b 32 1024 16" && ${bench_rows[9]} == "1.5b-llmq1k qwen2.5-1.5b 32 1024 16" &&
-      ${bench_rows[10]} == "3b-llmq1k qwen2.5-3b 16 1024 32" && ${bench_rows[11]} == "7b-llmq1k qwen2.5-7b 4 1024 128" ]]
+      ${bench_rows[10]} == "3b-llmq1k qwen2.5-3b 16 1024 32" && ${bench_rows[11]} == "7b-llmq1k qwen2.5-7b 8 1024 64" ]]
 then ok "run.sh: llmq's 1024-token shapes"
 else bad "run.sh: llmq's 1024-token shapes: ${bench_rows[*]:8}"; fi
 expect "BENCH_FP8: 0 or 1" 2 "BENCH_FP8 takes 0 or 1, not 'on'" env BENCH_FP8=on bash bench/cuda/run.sh "$tmp/bench-bad"
+expect "BENCH_GEMM_TUNE: 0 or 1" 2 "BENCH_GEMM_TUNE takes 0 or 1, not 'yes'" \
+    env BENCH_GEMM_TUNE=yes bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "bench_table: a row without ACCUM" 2 "want 'ID MODEL BATCH SEQ ACCUM'" \
     python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "1.5b-2048 qwen2.5-1.5b 4 2048"
 python3 - bench/cuda/torch_bench.py "${bench_rows[@]}" > "$tmp/shapes.out" 2>&1 <<'PY'

@@ -6,7 +6,8 @@
  * 2. k_fp8_quant: the scale is the power of two 2^e with amax * 2^e in
  *    (fmax/2, fmax]; every element is the representable value nearest to x * scale
  *    (E4M3: 448 max, E5M2: 57344; saturating), and the transposed copy holds the same
- *    bytes transposed.
+ *    bytes transposed (both kernels: 16-multiple shapes in 128 x 64 tiles, 8-multiple ones
+ *    in 64 x 64; shapes that cut the tiles at the edges too).
  * 3. The FP8 GEMMs (forward E4M3 x E4M3, input gradient E5M2 x E4M3, weight gradient
  *    E5M2 x E4M3 into fp32 with beta = 1) against an fp64 product of the dequantised
  *    operands: relative L2 error below 1e-3 for exact accumulation (fp32
@@ -23,6 +24,12 @@
  *    forward and backward, SwiGLU forward and backward) equal k_fp8_amax over what
  *    they stored, bit for bit, at the 0.5B and 7B widths (RMSNorm's backward has a
  *    kernel per width class) and at a row count that leaves part of a block idle.
+ * 6. RMSNorm's backward (which carries the fused maximum of 5) against fp64 at widths
+ *    from 64 to 9216 (both kernels), with and without the residual gradient added:
+ *    dx within bf16's rounding of the result (relative L2 <= 2^-9 plus fp32 sums of
+ *    C terms: bound 2.5e-3), every dw (fp32, a sum over the rows of products rounded
+ *    twice) within (rows + 2) * 2^-24 * sum |terms| of the fp64 sum, and a second
+ *    launch giving the same bits.
  * Closes with "N passed, N failed". */
 #include <math.h>
 #include <stdint.h>
@@ -281,6 +288,76 @@ static void fused_amax_checks(cudaStream_t st)
     CK(cudaFree(amax)); CK(cudaFree(rstd));
 }
 
+/* Check 6 at one width: x, w, dy, dres random; rstd from k_rmsnorm_fwd (the backward's
+ * own input), the reference in fp64 from the same bf16 inputs and rstd. */
+static void rmsnorm_bwd_case(int rows, int C, int with_dres, cudaStream_t st)
+{
+    size_t n = (size_t)rows * C;
+    uint16_t *hx = malloc(n * 2), *hdy = malloc(n * 2), *hres = malloc(n * 2), *hw = malloc((size_t)C * 2);
+    uint16_t *hdx = malloc(n * 2), *hdx2 = malloc(n * 2);
+    float *hr = malloc((size_t)rows * 4), *hdw = malloc((size_t)C * 4), *hdw2 = malloc((size_t)C * 4);
+    for (size_t i = 0; i < n; i++) {
+        hx[i] = f2bf((float)nrand());
+        hdy[i] = f2bf((float)(1e-3 * nrand()));
+        hres[i] = f2bf((float)(1e-3 * nrand()));
+    }
+    for (int c = 0; c < C; c++) hw[c] = f2bf((float)(1.0 + 0.3 * nrand()));
+    uint16_t *x, *dy, *dres, *w, *out, *dx;
+    float *rstd, *dw, *scratch, *amax;
+    CK(cudaMalloc((void **)&x, n * 2)); CK(cudaMalloc((void **)&dy, n * 2)); CK(cudaMalloc((void **)&dres, n * 2));
+    CK(cudaMalloc((void **)&out, n * 2)); CK(cudaMalloc((void **)&dx, n * 2)); CK(cudaMalloc((void **)&w, (size_t)C * 2));
+    CK(cudaMalloc((void **)&rstd, (size_t)rows * 4)); CK(cudaMalloc((void **)&dw, (size_t)C * 4));
+    CK(cudaMalloc((void **)&scratch, k_colsum_scratch(C, C) * sizeof(float))); CK(cudaMalloc((void **)&amax, 8));
+    CK(cudaMemcpyAsync(x, hx, n * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(dy, hdy, n * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(dres, hres, n * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(w, hw, (size_t)C * 2, cudaMemcpyHostToDevice, st));
+    k_rmsnorm_fwd(out, rstd, x, w, rows, C, 1e-6f, NULL, st);
+    for (int pass = 0; pass < 2; pass++) {
+        CK(cudaMemsetAsync(dw, 0, (size_t)C * 4, st));
+        CK(cudaMemsetAsync(amax, 0, 8, st));
+        k_rmsnorm_bwd(dx, dw, dy, x, w, rstd, with_dres ? dres : NULL, rows, C, scratch, amax, st);
+        CK(cudaGetLastError());
+        CK(cudaMemcpyAsync(pass ? hdx2 : hdx, dx, n * 2, cudaMemcpyDeviceToHost, st));
+        CK(cudaMemcpyAsync(pass ? hdw2 : hdw, dw, (size_t)C * 4, cudaMemcpyDeviceToHost, st));
+    }
+    CK(cudaMemcpyAsync(hr, rstd, (size_t)rows * 4, cudaMemcpyDeviceToHost, st));
+    CK(cudaStreamSynchronize(st));
+    double *got = malloc(n * 8), *ref = malloc(n * 8), *rw = calloc((size_t)C, 8), *aw = calloc((size_t)C, 8);
+    for (int r = 0; r < rows; r++) {
+        size_t o = (size_t)r * C;
+        double rr = hr[r], dot = 0;
+        for (int c = 0; c < C; c++) dot += (double)bf2f(hdy[o + c]) * bf2f(hw[c]) * bf2f(hx[o + c]) * rr;
+        dot /= C;
+        for (int c = 0; c < C; c++) {
+            double xh = bf2f(hx[o + c]) * rr, g = bf2f(hdy[o + c]);
+            ref[o + c] = (with_dres ? bf2f(hres[o + c]) : 0.0) + rr * (g * bf2f(hw[c]) - xh * dot);
+            got[o + c] = bf2f(hdx[o + c]);
+            rw[c] += g * xh;
+            aw[c] += fabs(g * xh);
+        }
+    }
+    double worst = 0;   /* the largest error as a share of its bound */
+    for (int c = 0; c < C; c++) {
+        double bound = (rows + 2) * ldexp(1.0, -24) * aw[c];
+        double share = fabs(hdw[c] - rw[c]) / (bound > 0 ? bound : 1e-300);
+        if (!(share <= worst)) worst = share;
+    }
+    char label[160];
+    snprintf(label, sizeof label, "RMSNorm backward %dx%d%s: dx vs fp64", rows, C, with_dres ? " + residual" : "");
+    double e = rel_l2(got, ref, n);
+    check(e <= 2.5e-3, label, "rel L2 %.3e (tolerance %.1e)", e, 2.5e-3);
+    snprintf(label, sizeof label, "RMSNorm backward %dx%d%s: dw vs fp64", rows, C, with_dres ? " + residual" : "");
+    check(worst <= 1.0, label, "worst error %.3f of its bound (want <= %g)", worst, 1.0);
+    snprintf(label, sizeof label, "RMSNorm backward %dx%d%s: the same bits twice", rows, C, with_dres ? " + residual" : "");
+    int same = !memcmp(hdx, hdx2, n * 2) && !memcmp(hdw, hdw2, (size_t)C * 4);
+    check(same, label, "%.0f (want %g)", (double)!same, 0.0);
+    free(hx); free(hdy); free(hres); free(hw); free(hdx); free(hdx2); free(hr); free(hdw); free(hdw2);
+    free(got); free(ref); free(rw); free(aw);
+    CK(cudaFree(x)); CK(cudaFree(dy)); CK(cudaFree(dres)); CK(cudaFree(out)); CK(cudaFree(dx)); CK(cudaFree(w));
+    CK(cudaFree(rstd)); CK(cudaFree(dw)); CK(cudaFree(scratch)); CK(cudaFree(amax));
+}
+
 int main(void)
 {
     cudaStream_t st;
@@ -324,7 +401,18 @@ int main(void)
         free(Wt.h); free(hdt); free(hxt);
         free_tensor(&X); free_tensor(&W); free_tensor(&dY);
     }
+    /* the quantiser's tiles cut by the edges: the 16-multiple kernel (128 x 64 tiles)
+     * and the 8-multiple one (64 x 64) */
+    static const int edge[][3] = {{272, 336, 0}, {272, 336, 1}, {200, 88, 0}, {200, 88, 1}};
+    for (int i = 0; i < 4; i++) {
+        Tensor t;
+        make_tensor(&t, edge[i][0], edge[i][1], edge[i][2], 1.0, edge[i][2] ? "edge tiles E5M2" : "edge tiles E4M3", st);
+        free_tensor(&t);
+    }
     fused_amax_checks(st);
+    static const int norm_widths[] = {64, 896, 2048, 3584, 8192, 9216};   /* 9216: the wide kernel */
+    for (int i = 0; i < 6; i++) rmsnorm_bwd_case(300, norm_widths[i], i != 1, st);
+    rmsnorm_bwd_case(2100, 3584, 1, st);   /* more rows than blocks: each block takes several */
     gemm_destroy(g);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
