@@ -8,6 +8,8 @@
 #     the same bytes); `bash -n` on every
 #     emitted script; every JSON/YAML artifact parses and has what its consumer
 #     needs (check_artifacts.py, Debian's /usr/bin/python3 with PyYAML).
+#     The llmc job scripts' exit-status protocol with stand-in srun/scontrol
+#     (job_protocol.sh: stops, requeues and failures, the early USR2 included).
 #  3. hostile plans (tests/emitters/plans/hostile/*.llm, first line
 #     "# expect: LINE:COL: MESSAGE") are rejected at that position, write
 #     nothing, and run nothing.
@@ -75,6 +77,15 @@ done < <(find "$T/unit" "$T/ex" -name '*.slurm' | sort)
     >"$T/artifacts.log" 2>&1
 grep -E '^(ok|FAIL)' "$T/artifacts.log" | sed "s#$T/##"
 add_counts "$T/artifacts.log" check_artifacts.py
+
+# the llmc job scripts' exit-status protocol (stop, requeue, failure), with
+# stand-in srun and scontrol: a CPU plan and a multi-node GPU plan
+for name in tiny qwen72b_sft_llmc; do
+    js=$(find "$T/ex/$name" -maxdepth 1 -name '*.slurm' | head -n 1)
+    bash tests/emitters/job_protocol.sh "$js" "$T/ex/$name/plan.json" >"$T/proto-$name.log" 2>&1
+    grep -E '^(ok|FAIL)' "$T/proto-$name.log" | sed "s#^\(ok  \|FAIL\) #&$name: #"
+    add_counts "$T/proto-$name.log" "job_protocol.sh $name"
+done
 
 # every key the LLaMA-Factory emitter can write, every emitted YAML and its
 # dataset_info.json against the list derived from LLaMA-Factory's source
