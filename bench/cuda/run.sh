@@ -148,18 +148,19 @@ for r in "${rows[@]}"; do
     read -r id model batch seq accum <<< "$r"
     step_args "$accum"; state_args "$id"
     run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" "${st[@]}"
-    if [[ ${BENCH_FP8:-1} == 1 && ${BENCH_GEMM_TUNE:-0} == 1 ]]; then
-        gc=$(cd "$out" && pwd)/gemm-choices-$id.txt
-        rm -f "$gc"
-        tsa=(--steps 1 --warmup 0); [[ $accum != 1 ]] && tsa=(--accum 2 --steps 1 --warmup 0)
-        LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
-            --model "$model" --batch "$batch" --seq "$seq" "${tsa[@]}" "${st[@]}" --fp8 > /dev/null 2> "$out/tune-$id.log" ||
-            echo "bench/cuda/run.sh: $id: the tuning run failed (exit $?; $out/tune-$id.log): the FP8 run chooses as untuned" >&2
-        RUN_TUNED=1 run ours-fp8 "$id" env LLMC_GEMM_CHOICES="$gc" ./build/llmc-train-cuda bench --model "$model" \
-            --batch "$batch" --seq "$seq" "${sa[@]}" "${st[@]}" --fp8
-    elif [[ ${BENCH_FP8:-1} == 1 ]]; then
-        run ours-fp8 "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" \
-            "${st[@]}" --fp8
+    if [[ ${BENCH_FP8:-1} == 1 ]]; then
+        pre=() tuned=0
+        if [[ ${BENCH_GEMM_TUNE:-0} == 1 ]]; then
+            gc=$(cd "$out" && pwd)/gemm-choices-$id.txt
+            rm -f "$gc"
+            tsa=(--steps 1 --warmup 0); [[ $accum != 1 ]] && tsa=(--accum 2 --steps 1 --warmup 0)
+            LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
+                --model "$model" --batch "$batch" --seq "$seq" "${tsa[@]}" "${st[@]}" --fp8 > /dev/null 2> "$out/tune-$id.log" ||
+                echo "bench/cuda/run.sh: $id: the tuning run failed (exit $?; $out/tune-$id.log): the FP8 run chooses as untuned" >&2
+            pre=(env LLMC_GEMM_CHOICES="$gc") tuned=1
+        fi
+        RUN_TUNED=$tuned run ours-fp8 "$id" "${pre[@]}" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" \
+            --seq "$seq" "${sa[@]}" "${st[@]}" --fp8
     fi
 done
 if [[ ${BENCH_TORCH:-1} == 1 ]]; then
