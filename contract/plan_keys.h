@@ -284,6 +284,7 @@ static inline const PlanLimit *plan_key_limit(int id)
     X(precision,          PK_ENUM,     precision, "bf16", PK_ANY, "train.precision", ROW_AT, precision) \
     X(master_weights,     PK_ENUM,     master_weights, "fp32", PK_LLMC, "train.master_weights", ROW_AT, master_weights) \
     X(optimizer_states,   PK_ENUM,     optimizer_states, "fp32", PK_LLMC, "train.optimizer_states", ROW_AT, optimizer_states) \
+    X(fp8_lm_head,        PK_BOOL,     NONE, "", PK_LLMC, "train.fp8_lm_head", ROW_AT, fp8_lm_head) \
     X(fp8_backend,        PK_ENUM,     fp8_backend, "auto", PK_LF, "-", RULE, _) \
     X(shard,              PK_ENUM,     shard, "none", PK_ANY, "parallel.zero_stage", ROW_AT, shard) \
     X(recompute,          PK_ENUM,     recompute, "none", PK_ANY, "train.recompute", ROW_AT, recompute) \

@@ -161,9 +161,10 @@ void check_dataset(Checker *c, const Item *it, PlanDataset *ds);
 /* check_train.c */
 void check_train(Checker *c, const Item *it, PlanTrain *t);
 
-/* check_precision.c: number formats against other keys (fp8, master_weights,
- * optimizer_states): the train block's rules, and the job's (its cluster's GPU) */
-void check_train_formats(Checker *c, Scope *s, PlanTrain *t);
+/* check_precision.c: number formats against other keys (fp8, fp8_lm_head,
+ * master_weights, optimizer_states): the train block's rules (ok: check_row_keys'
+ * per row), and the job's (its cluster's GPU) */
+void check_train_formats(Checker *c, Scope *s, PlanTrain *t, const bool *ok);
 void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t);
 
 /* check_merge.c: merge blocks (before the train blocks; their links after) */

@@ -2,9 +2,10 @@
  * keys and blocks: precision = fp8 (a GPU with FP8 tensor cores, the llmc
  * backend's FP8 row of contract/backend_caps.h, LLaMA-Factory's fp8_backend
  * and its refusal of FP8 with quantisation), and the llmc trainer's own
- * master_weights and optimizer_states (contract/plan_keys.h BACKENDS
- * PK_LLMC; master_weights = split against offload). The keys' words are read
- * by their rows (check_row_keys); here only what relates several.
+ * master_weights, optimizer_states and fp8_lm_head (contract/plan_keys.h
+ * BACKENDS PK_LLMC; master_weights = split against offload; fp8_lm_head only
+ * with fp8, its default). The keys' words are read by their rows
+ * (check_row_keys); here only what relates several.
  */
 #include "check_internal.h"
 
@@ -24,7 +25,8 @@ static const char *fp8_gpus(Checker *c)
 
 /* A train key of the llmc trainer's alone (PK_LLMC) on backend = llamafactory:
  * LLaMA-Factory keeps fp32 masters and moments under bf16 mixed precision and
- * bf16 everything under pure_bf16, nothing between. */
+ * bf16 everything under pure_bf16, nothing between; its FP8 has no switch
+ * for the LM head (fp8_lm_head). */
 static void check_llmc_only_keys(Checker *c, Scope *s, const PlanTrain *t)
 {
     const PlanKeyList *rows = &plan_key_lists[PKB_TRAIN];
@@ -33,6 +35,12 @@ static void check_llmc_only_keys(Checker *c, Scope *s, const PlanTrain *t)
         if (rows->keys[k].backends != PK_LLMC || !(e = find(s, rows->keys[k].key))) continue;
         Diag *g = diag_error(c->d, e->key_at, "'%s' is a setting of the llmc trainer; LLaMA-Factory has none",
                              e->key);
+        if (k == PLAN_KEY_INDEX(TRAIN, fp8_lm_head)) {
+            diag_note(g, "run '%s' uses backend = llamafactory, whose FP8 (fp8: true) has no switch for the LM head",
+                      t->name);
+            diag_help(g, "remove '%s', or backend = llmc", e->key);
+            continue;
+        }
         diag_note(g, "run '%s' uses backend = llamafactory, which keeps fp32 master weights and Adam m + v under "
                   "precision = bf16, and bf16 weights, gradients and Adam m + v (no fp32 copy) under precision = "
                   "pure_bf16", t->name);
@@ -63,12 +71,31 @@ static void check_lf_fp8(Checker *c, Scope *s, PlanTrain *t)
     }
 }
 
-void check_train_formats(Checker *c, Scope *s, PlanTrain *t)
+/* fp8_lm_head (read by its row, default derived here): on the llmc trainer
+ * the LM head's three GEMMs (logits, their input and weight gradients) in
+ * FP8 beside the projections', so only with precision = fp8; unless written,
+ * on with fp8. LLaMA-Factory has no such switch (its row's BACKENDS refuses
+ * the key there): off. */
+static void check_llmc_fp8_head(Checker *c, PlanTrain *t, bool set)
+{
+    if (t->backend != BACKEND_LLMC) { t->fp8_lm_head = false; return; }
+    if (!set) { t->fp8_lm_head = t->precision == PREC_FP8; return; }
+    if (!t->fp8_lm_head || t->precision == PREC_FP8) return;
+    Diag *g = diag_error(c->d, t->fp8_lm_head_at, "fp8_lm_head = true needs precision = fp8");
+    diag_note(g, "run '%s' trains in precision = %s%s; the LM head's GEMMs run in FP8 only beside the "
+              "projections'", t->name, precision_llm_names[t->precision],
+              written(t->precision_at) ? "" : " (the default)");
+    diag_help(g, "precision = fp8, or remove 'fp8_lm_head' in run '%s'", t->name);
+    t->fp8_lm_head = false;
+}
+
+void check_train_formats(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 {
     if (t->backend == BACKEND_LLAMAFACTORY) {
         check_llmc_only_keys(c, s, t);
         check_lf_fp8(c, s, t);
     }
+    check_llmc_fp8_head(c, t, ok[PLAN_KEY_INDEX(TRAIN, fp8_lm_head)]);
 }
 
 /* precision = fp8 on the job's cluster: a GPU with FP8 tensor cores (either

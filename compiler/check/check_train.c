@@ -1054,5 +1054,5 @@ void check_train(Checker *c, const Item *it, PlanTrain *t)
     check_train_masking_rules(c, t);
     check_train_lf_rules(c, &s, t, ok);
     check_train_precision_rules(c, t);
-    check_train_formats(c, &s, t);
+    check_train_formats(c, &s, t, ok);
 }

@@ -246,13 +246,18 @@ static void collect_assumptions(const PlanJob *job, const Estimate *e, Assumptio
         assume(a, "precision = pure_bf16 (LLaMA-Factory's): bf16 weights, gradients and Adam m + v (torch's "
                   "AdamW keeps its moments in the parameter dtype), no fp32 master copy: 2 + 2 + 4 bytes per "
                   "trainable parameter");
-    if (!e->cpu_only && t->precision == PREC_FP8)
-        assume(a, "precision = fp8: the projection GEMMs (qkv, o, gate_up, down of every layer: forward, input and "
-                  "weight gradients; %.0f%% of the FLOPs) run in FP8 at %.0f TFLOP/s (%s's dense FP8 peak), the LM "
-                  "head and attention in bf16 at %.0f; norms, loss and the optimizer in bf16/fp32; the bf16 "
+    if (!e->cpu_only && t->precision == PREC_FP8) {
+        /* fp8_lm_head: the llmc trainer's LM head GEMMs in FP8 too */
+        bool head = t->backend == BACKEND_LLMC && t->fp8_lm_head;
+        assume(a, "precision = fp8: the projection GEMMs%s (qkv, o, gate_up, down of every layer%s: forward, "
+                  "input and weight gradients; %.0f%% of the FLOPs) run in FP8 at %.0f TFLOP/s (%s's dense FP8 "
+                  "peak), %s in bf16 at %.0f; norms, loss and the optimizer in bf16/fp32; the bf16 "
                   "efficiency (mfu) for both, not yet calibrated for FP8",
-               100 * e->fp8_flops_share, job->cluster->gpu->fp8_tflops, job->cluster->gpu->name,
-               job->cluster->gpu->bf16_tflops);
+               head ? " and the LM head's" : "", head ? " and the logits, fp8_lm_head = true" : "",
+               100 * e->fp8_flops_share,
+               job->cluster->gpu->fp8_tflops, job->cluster->gpu->name,
+               head ? "attention" : "the LM head and attention", job->cluster->gpu->bf16_tflops);
+    }
     if (!e->cpu_only && e->activations_transformers && t->shard == SHARD_ZERO3)
         assume(a, "ZeRO-3 buckets as the HF Trainer fills \"auto\": reduce hidden^2, "
                   "prefetch 0.9 hidden^2 elements");
@@ -759,8 +764,9 @@ static void print_device_memory(Table *tb, const PlanJob *job, const Estimate *e
     double head_in = e->activations_bytes - e->activations_layers_bytes - e->activations_working_bytes;
     if (head_in > 0) gib_row(tb, 1, "final norm and lm_head input", head_in, NULL);
     if (e->fp8_weights_bytes > 0) {
-        gib_row(tb, 0, "FP8 weight copies", e->fp8_weights_bytes, "E4M3 projection weights and their transposes, "
-                "1 + 1 bytes per parameter");
+        gib_row(tb, 0, "FP8 weight copies", e->fp8_weights_bytes, "E4M3 projection%s weights and their "
+                "transposes, 1 + 1 bytes per parameter", t->backend == BACKEND_LLMC && t->fp8_lm_head
+                                                             ? " and LM head" : "");
         gib_row(tb, 0, "FP8 scratch and scales", e->fp8_scratch_bytes, "the widest E4M3 input, and the widest E5M2 "
                 "output gradient and its transpose, for batch %d x context %d; %sfp32 per-tensor scales", t->micro_batch,
                 t->context, estimate_llmc_fp8_keeps_transposes(t, t->recompute)

@@ -218,6 +218,7 @@ static void plan_json_train(cJSON *root, const PlanTrain *t, int data_parallel)
     add_str(tr, "precision", name_precision(t->precision));
     add_str(tr, "master_weights", plan_vocab_name(master_weights_json_names, MASTER_COUNT, t->master_weights));
     add_str(tr, "optimizer_states", plan_vocab_name(optimizer_states_json_names, OSTATES_COUNT, t->optimizer_states));
+    if (t->backend == BACKEND_LLMC) add_bool(tr, "fp8_lm_head", t->fp8_lm_head);   /* the llmc trainer's alone */
     add_str(tr, "recompute", name_recompute(t->recompute));
     add_str(tr, "attention", name_attention(t->attention));
     add_bool(tr, "deterministic", t->deterministic);

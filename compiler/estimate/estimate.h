@@ -119,12 +119,14 @@ typedef struct {
     bool attn_cudnn_deterministic;          /* ... in its deterministic form (train.deterministic) */
     double attn_workspace_bytes;            /* its workspace (deterministic backward), in total_bytes */
     /* ---- precision = fp8 (docs/estimator.md, "FP8") ---- */
-    double fp8_weights_bytes;               /* llmc CUDA: E4M3 copies of the projection weights and their
-                                               transposes, 2 bytes a projection parameter, in total_bytes */
+    double fp8_weights_bytes;               /* llmc CUDA: E4M3 copies of the projection weights (and with
+                                               fp8_lm_head the LM head's) and their transposes, 2 bytes a
+                                               parameter, in total_bytes */
     double fp8_scratch_bytes;               /* llmc CUDA: quantised input/gradient scratch of the widest
                                                projection and the per-tensor scales, in total_bytes */
-    double fp8_flops_share;                 /* the projection GEMMs' share of flops_per_token, run at the
-                                               GPU's FP8 peak (peak_flops_per_device blends the two) */
+    double fp8_flops_share;                 /* the projection GEMMs' (and with fp8_lm_head the LM head's)
+                                               share of flops_per_token, run at the GPU's FP8 peak
+                                               (peak_flops_per_device blends the two) */
     /* ---- a prepared shard directory (docs/estimator.md, "Rows from the shards") ---- */
     bool sequences_from_shards;             /* sequences_per_epoch = the rows `llmc-train prepare` wrote */
     /* ---- the job's site profile (docs/estimator.md, "Site profiles") ---- */

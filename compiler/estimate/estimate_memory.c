@@ -76,7 +76,11 @@ double projection_params(const PlanModel *m, double *widest_in, double *widest_o
  * + ffn) bytes (kept from the forward pass: not under LoRA, which trains no
  * projection, nor under full recompute, which quantises them again). With them
  * kept, the bf16 ln1, ln2 and h are read by the forward pass only: one buffer
- * each for all layers (h already under selective recompute). */
+ * each for all layers (h already under selective recompute). With
+ * fp8_lm_head the LM head's weight (the tied embedding's) has its E4M3 copy
+ * and transpose too, 2 bytes x vocab x hidden; its FP8 operands need no more
+ * (the final norm's E4M3 output in the scratch above, the logits' E5M2
+ * gradient in the logits chunk's buffer). */
 bool estimate_llmc_fp8_keeps_transposes(const PlanTrain *t, Recompute rc)
 {
     return rc != RECOMPUTE_FULL && t->method != METHOD_LORA;
@@ -86,6 +90,7 @@ static void llmc_cuda_fp8(const PlanTrain *t, const PlanModel *m, double tokens,
 {
     double in, out, layers = m->layers > 0 ? m->layers : 0;
     e->fp8_weights_bytes = 2 * layers * projection_params(m, &in, &out);
+    if (t->fp8_lm_head) e->fp8_weights_bytes += 2.0 * m->vocab * m->hidden;
     e->fp8_scratch_bytes = tokens * (in + 2 * out) + 4 * 3 * 4 * layers;
     if (!estimate_llmc_fp8_keeps_transposes(t, rc) || layers < 1) return;
     double trained = t->method == METHOD_FREEZE ? fmin(fabs((double)t->freeze_layers), layers) : layers;

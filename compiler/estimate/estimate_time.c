@@ -462,9 +462,12 @@ void estimate_time(const PlanJob *job, Estimate *e)
         e->fp8_flops_share = 0;
         if (t->precision == PREC_FP8 && c->gpu->fp8_tflops > 0 && fpt > 0) {
             /* the projections' forward, input- and weight-gradient GEMMs at
-             * the FP8 peak, the rest (LM head, attention) at bf16's: one
-             * peak, blended so that FLOPs / peak is the sum of both times */
+             * the FP8 peak (the llmc trainer's LM head's too with
+             * fp8_lm_head), the rest (attention, else the LM head) at
+             * bf16's: one peak, blended so that FLOPs / peak is the sum of
+             * both times */
             double proj = (m->layers > 0 ? m->layers : 0) * projection_params(m, NULL, NULL);
+            if (t->backend == BACKEND_LLMC && t->fp8_lm_head) proj += (double)m->vocab * m->hidden;
             e->fp8_flops_share = estimate_flops_per_token(proj, share, 0, t->recompute, t->attention) / fpt;
             peak = 1 / ((1 - e->fp8_flops_share) / peak + e->fp8_flops_share / (c->gpu->fp8_tflops * 1e12));
         }

@@ -538,6 +538,11 @@ static void read_train(Ctx *c, RunPlan *p, const cJSON *tr)
     p->master_weights = (MasterWeights)opt_enum(c, tr, "train", "master_weights", master_weights_json_names, MASTER_FP32);
     p->optimizer_states = (OptimStates)opt_enum(c, tr, "train", "optimizer_states", optimizer_states_json_names,
                                                 OSTATES_FP32);
+    /* the LM head's GEMMs in FP8 beside the projections': only with fp8, and so by default */
+    p->fp8_lm_head = opt_bool(c, tr, "train", "fp8_lm_head", p->precision == PREC_FP8);
+    if (!c->failed && p->fp8_lm_head && p->precision != PREC_FP8)
+        fail(c, "train.fp8_lm_head", "true needs precision fp8, found %s",
+             plan_vocab_name(precision_json_names, PREC_COUNT, p->precision));
     p->recompute = (Recompute)opt_enum(c, tr, "train", "recompute", recompute_json_names, RECOMPUTE_NONE);
     p->attention = (AttentionKind)opt_enum(c, tr, "train", "attention", attention_json_names, ATTN_FLASH);
     p->deterministic = opt_bool(c, tr, "train", "deterministic", 1);

@@ -80,6 +80,7 @@ typedef struct {
     Precision precision;        /* bf16, fp16, fp32 or fp8 (LLMC_TRAIN_PRECISION; fp8: the CUDA backend's) */
     MasterWeights master_weights;   /* fp32 or split (absent: fp32; the CPU backend's fp32 weights are their own master) */
     OptimStates optimizer_states;   /* AdamW m and v: fp32 or bf16 (absent: fp32) */
+    int fp8_lm_head;            /* train.fp8_lm_head: the LM head's GEMMs in FP8 too (absent: true with precision = fp8) */
     Recompute recompute;        /* absent: none */
     AttentionKind attention;    /* absent: flash */
     int deterministic;          /* the same bits every run (CUDA: no float atomics); absent: true */

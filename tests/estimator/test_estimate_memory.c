@@ -266,8 +266,9 @@ static PlanModel preset(const char *name)
                                          : model(ARCH_QWEN2, 24, 896, 14, 2, 64, 4864, 151936, true);
 }
 
-/* A reference row's number formats (bench's "precision", "master", "states"). */
-typedef struct { Precision precision; MasterWeights master; OptimStates states; } RowNumbers;
+/* A reference row's number formats (bench's "precision", "master", "states";
+ * "fp8_lm_head", absent: on with fp8, as plan.json's train.fp8_lm_head). */
+typedef struct { Precision precision; MasterWeights master; OptimStates states; bool fp8_lm_head; } RowNumbers;
 
 /* The GPU bytes the trainer allocates for a preset at b x s on one GPU: the
  * estimate's tensors, without the context allowance (cudnn: with the cuDNN
@@ -289,6 +290,7 @@ static double llmc_allocated_numbers(const char *name, int b, int s, Recompute r
         f.t.precision = nums->precision;
         f.t.master_weights = nums->master;
         f.t.optimizer_states = nums->states;
+        f.t.fp8_lm_head = nums->fp8_lm_head;
     }
     f.t.attention = flash || cudnn ? ATTN_FLASH : ATTN_EAGER;
     if (off) f.t.offload = OFFLOAD_OPTIMIZER;
@@ -476,13 +478,16 @@ void test_llmc_cudnn_measured(const cJSON *ref)
             si = plan_vocab_find(optimizer_states_json_names, states);
         CHECK(pi >= 0 && mi >= 0 && si >= 0, "%s: number formats not plan.json spellings", name);
         if (pi < 0 || mi < 0 || si < 0) continue;
-        RowNumbers nums = {(Precision)pi, (MasterWeights)mi, (OptimStates)si};
+        const cJSON *head = cJSON_GetObjectItemCaseSensitive(row, "fp8_lm_head");
+        RowNumbers nums = {(Precision)pi, (MasterWeights)mi, (OptimStates)si,
+                           head ? cJSON_IsTrue(head) : pi == PREC_FP8};
         Estimate e;
         double got = llmc_allocated_numbers(name, b, s, RECOMPUTE_NONE, false, 0, false, true,
                                             num(row, "deterministic") != 0, &nums, &e) / GIB;
         double want = num(row, "allocated_gib");
-        CHECK(fabs(got - want) <= 0.005 + 1e-9, "%s %d x %d %s, %s master, %s states: estimate %.4f GiB, allocated %.2f GiB",
-              name, b, s, prec, master, states, got, want);
+        CHECK(fabs(got - want) <= 0.005 + 1e-9,
+              "%s %d x %d %s%s, %s master, %s states: estimate %.4f GiB, allocated %.2f GiB", name, b, s, prec,
+              nums.fp8_lm_head ? " (LM head too)" : "", master, states, got, want);
         n++;
     }
     CHECK(n >= 9, "number-format references present: %d", n);
@@ -723,6 +728,17 @@ void test_llmc_states_fp8(void)
           "fp8 copies %.0f, scratch %.0f", e.fp8_weights_bytes, e.fp8_scratch_bytes);
     CHECK(e.total_bytes == before + 589824.0 + 163840.0 + 96 + 163840.0 - 131072.0, "fp8 total: bf16's + %.0f",
           e.total_bytes - before);
+    /* fp8_lm_head: the LM head's weight (the tied embedding, 512 x 128) in
+     * E4M3 and its transpose, 2 x 65,536 = 131,072 bytes more, nothing else
+     * (its E4M3 input in the scratch above, the E5M2 logits' gradient in the
+     * logits chunk's buffer) */
+    f.t.fp8_lm_head = true;
+    estimate_memory(&f.j, 2, RECOMPUTE_NONE, SHARD_NONE, &e);
+    CHECK(e.fp8_weights_bytes == 589824.0 + 131072.0 && e.fp8_scratch_bytes == 163840.0 + 96 + 163840.0 &&
+              e.total_bytes == before + 589824.0 + 131072.0 + 163840.0 + 96 + 163840.0 - 131072.0,
+          "fp8_lm_head: copies %.0f, scratch %.0f, total bf16's + %.0f", e.fp8_weights_bytes, e.fp8_scratch_bytes,
+          e.total_bytes - before);
+    f.t.fp8_lm_head = false;
     f.t.recompute = RECOMPUTE_FULL;
     estimate_memory(&f.j, 2, RECOMPUTE_FULL, SHARD_NONE, &e);
     CHECK(e.fp8_scratch_bytes == 163840.0 + 96, "fp8 under full recompute: scratch %.0f", e.fp8_scratch_bytes);
@@ -746,6 +762,16 @@ void test_llmc_states_fp8(void)
     CHECK(near(e.fp8_flops_share, share, 1e-12), "fp8 FLOP share %.6f, by hand %.6f", e.fp8_flops_share, share);
     CHECK(near(e.peak_flops_per_device, 1 / ((1 - share) / 989e12 + share / 1979e12), 1e-12),
           "blended peak %.4g", e.peak_flops_per_device);
+    /* fp8_lm_head: the LM head's 6 x 512 x 128 = 6 x 65,536 FLOPs per token
+     * join the share; FLOPs per token unchanged */
+    double fpt = e.flops_per_token;
+    f.t.fp8_lm_head = true;
+    free(run_job(&f.j, &e, &errors));
+    share = 6 * (294912.0 + 65536.0) / e.flops_per_token;
+    CHECK(e.flops_per_token == fpt && near(e.fp8_flops_share, share, 1e-12) &&
+              near(e.peak_flops_per_device, 1 / ((1 - share) / 989e12 + share / 1979e12), 1e-12),
+          "fp8_lm_head FLOP share %.6f, by hand %.6f", e.fp8_flops_share, share);
+    f.t.fp8_lm_head = false;
     f.t.precision = PREC_BF16;
     free(run_job(&f.j, &e, &errors));
     CHECK(e.peak_flops_per_device == 989e12 && e.fp8_flops_share == 0, "bf16 peak %.4g", e.peak_flops_per_device);

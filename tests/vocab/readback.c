@@ -1,7 +1,8 @@
 /* tests/vocab/readback.c PLAN.json — what llmc-train's plan reader
  * (runtime/plan/plan.c) made of the plan's enumerated words: one line
  * "CONCEPT VALUE" per concept of contract/plan_vocab.h, the enum's value as a
- * number (lora_module: one line per targeted module). run_plan_load first, then
+ * number (lora_module: one line per targeted module), and train.fp8_lm_head
+ * (0 or 1, as read or derived). run_plan_load first, then
  * run_plan_load_data (format, bad_records). A refusal prints
  * "refused: MESSAGE" and exits 1; usage exits 2.
  * readback --templates NAME...: "NAME 1" for each chat template llmc-train
@@ -26,6 +27,7 @@ int main(int argc, char **argv)
            (int)p.model.arch, (int)p.init, (int)p.stage, (int)p.backend, (int)p.ft.method, (int)p.precision,
            p.zero_stage, (int)p.recompute, (int)p.attention, (int)p.schedule, (int)p.offload, (int)p.master_weights,
            (int)p.optimizer_states);
+    printf("fp8_lm_head %d\n", p.fp8_lm_head);   /* a bool beside them (train.fp8_lm_head) */
     for (int m = 0; m < LORA_TARGETS; m++)
         if (p.ft.lora_targets & (1u << m)) printf("lora_module %d\n", m);
     run_plan_free(&p);

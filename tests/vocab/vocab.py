@@ -271,6 +271,46 @@ def unknown_words(rows, tmp):
         bad(f"plan.json train.recompute = ful: expected a refusal naming {words}, got {refusal or got}")
 
 
+def fp8_lm_head(tmp):
+    """train.fp8_lm_head, a bool beside the enums: llmc writes it for backend
+    llmc (false with bf16); llmc-train reads it, derives it when absent (true
+    with fp8) and refuses true with another precision, naming the key."""
+    d = tempfile.mkdtemp(dir=tmp)
+    src = os.path.join(d, "p.llm")
+    with open(src, "w") as f:
+        f.write(plan(d, gpu=True))
+    out = os.path.join(d, "out")
+    c = subprocess.run([LLMC, src, "-o", out], capture_output=True, text=True)
+    if c.returncode != 0:
+        bad(f"fp8_lm_head: the bf16 GPU plan does not compile:\n{c.stderr}")
+        return
+    pj = os.path.join(out, "plan.json")
+    doc = json.load(open(pj))
+    if doc["train"].get("fp8_lm_head") is False:
+        ok()
+    else:
+        bad(f"plan.json train.fp8_lm_head with bf16: {doc['train'].get('fp8_lm_head')!r}, expected false")
+    cases = [("bf16", False, 0, None), ("bf16", None, 0, None), ("fp8", None, 1, None), ("fp8", False, 0, None),
+             ("fp8", True, 1, None), ("bf16", True, None, "train.fp8_lm_head: true needs precision fp8, found bf16")]
+    for prec, head, want, refusal_want in cases:
+        doc["train"]["precision"] = prec
+        doc["train"].pop("fp8_lm_head", None)
+        if head is not None:
+            doc["train"]["fp8_lm_head"] = head
+        json.dump(doc, open(pj, "w"))
+        got, refusal = readback(pj)
+        what = f"plan.json precision {prec}, fp8_lm_head {'absent' if head is None else head}"
+        if refusal_want is not None:
+            if got is None and refusal_want in (refusal or ""):
+                ok()
+            else:
+                bad(f"{what}: expected the refusal \"{refusal_want}\", got {refusal or got}")
+        elif got is not None and got.get("fp8_lm_head") == [want]:
+            ok()
+        else:
+            bad(f"{what}: llmc-train read fp8_lm_head {got and got.get('fp8_lm_head')}, expected {want} ({refusal})")
+
+
 # ---------------------------------------------------------- spellings search
 
 # Words the language uses for several keys (`gpu = none`, `template = none`,
@@ -473,6 +513,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         round_trip(rows, tmp)
         unknown_words(rows, tmp)
+        fp8_lm_head(tmp)
     llm_rows = load_rows("llm")
     templates_agree(llm_rows)
     # the spellings search covers the concepts plan.json does not hold too
