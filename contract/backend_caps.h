@@ -151,4 +151,37 @@ static inline int llmc_lora_rank_nearest(LlmcBackendId b, int rank)
     return (rank / c->lora_rank_step + (rank % c->lora_rank_step != 0)) * c->lora_rank_step;
 }
 
+/* precision = fp8's GEMMs (cuBLASLt on Hopper) take operands whose every
+ * dimension is a multiple of LLMC_FP8_DIM_STEP elements (16 bytes of E4M3):
+ * the tokens of a micro-batch (micro_batch x context) and the model's widths,
+ * and with fp8_lm_head the vocabulary. The checker (check_precision.c) and the
+ * CUDA backend (model_cuda.c) refuse a plan by this one function. */
+#define LLMC_FP8_DIM_STEP 16
+
+typedef enum { LLMC_FP8_DIM_TOKENS, LLMC_FP8_DIM_MODEL, LLMC_FP8_DIM_VOCAB } LlmcFp8DimKind;
+
+typedef struct {
+    const char *what;   /* NULL: every dimension fits */
+    long long value;
+    LlmcFp8DimKind kind;   /* the key that sets it: the batch and context, the model's shape, the vocabulary */
+} LlmcFp8Dim;
+
+/* The first dimension of an FP8 run that is not a multiple of the step. */
+static inline LlmcFp8Dim llmc_fp8_dim_fault(long long tokens, int hidden, int heads, int kv_heads, int head_dim,
+                                            int ffn, int vocab, bool lm_head)
+{
+    long long hd = (long long)heads * head_dim;
+    const LlmcFp8Dim dims[] = {
+        {"the tokens of a micro-batch (micro_batch x context)", tokens, LLMC_FP8_DIM_TOKENS},
+        {"hidden", hidden, LLMC_FP8_DIM_MODEL},
+        {"heads x head_dim", hd, LLMC_FP8_DIM_MODEL},
+        {"the q/k/v width ((heads + 2 kv_heads) x head_dim)", hd + 2LL * kv_heads * head_dim, LLMC_FP8_DIM_MODEL},
+        {"ffn", ffn, LLMC_FP8_DIM_MODEL},
+        {"vocab", lm_head ? vocab : 0, LLMC_FP8_DIM_VOCAB},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].value % LLMC_FP8_DIM_STEP) return dims[i];
+    return (LlmcFp8Dim){NULL, 0, LLMC_FP8_DIM_TOKENS};
+}
+
 #endif

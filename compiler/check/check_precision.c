@@ -4,7 +4,8 @@
  * and its refusal of FP8 with quantisation), and the llmc trainer's own
  * master_weights, optimizer_states and fp8_lm_head (contract/plan_keys.h
  * BACKENDS PK_LLMC; master_weights = split against offload; fp8_lm_head only
- * with fp8, its default). The keys' words are read by their rows
+ * with fp8, its default; the dimensions of the CUDA backend's FP8 GEMMs).
+ * The keys' words are read by their rows
  * (check_row_keys); here only what relates several.
  */
 #include "check_internal.h"
@@ -99,27 +100,28 @@ void check_train_formats(Checker *c, Scope *s, PlanTrain *t, const bool *ok)
 }
 
 /* precision = fp8 on the job's cluster: a GPU with FP8 tensor cores (either
- * backend), and on the llmc backend what its row runs with FP8. */
-static void check_job_fp8(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t,
+ * backend), and on the llmc backend what its row runs with FP8; false when
+ * refused (or not known: a cluster without a GPU or hosts). */
+static bool check_job_fp8(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t,
                           LlmcBackendId backend)
 {
     SrcRange at = written(t->precision_at) ? t->precision_at : j->run_at;
     if (!cl->gpu) {
-        if (!cl->hostlist && !cl->minimal) return;
+        if (!cl->hostlist && !cl->minimal) return false;
         Diag *g = diag_error(c->d, at, "cluster '%s' has no GPUs, so run '%s' cannot use precision = fp8", cl->name,
                              t->name);
         diag_note(g, "FP8 needs GPU tensor cores; the llmc CPU backend trains in fp32");
         diag_help(g, "precision = fp32 on this cluster, or a cluster of GPUs with FP8 (%s)", fp8_gpus(c));
-        return;
+        return false;
     }
     if (!(cl->gpu->fp8_tflops > 0)) {
         Diag *g = diag_error(c->d, at, "precision = fp8 needs a GPU with FP8 tensor cores; %s (cluster '%s') has none",
                              cl->gpu->name, cl->name);
         diag_note(g, "FP8 tensor cores: %s; a gpu block states its own with fp8 = N TFLOPS", fp8_gpus(c));
         diag_help(g, "precision = bf16 in run '%s'", t->name);
-        return;
+        return false;
     }
-    if (t->backend != BACKEND_LLMC || llmc_fp8_ok(backend, (int)t->shard, t->offload)) return;
+    if (t->backend != BACKEND_LLMC || llmc_fp8_ok(backend, (int)t->shard, t->offload)) return true;
     const LlmcBackendCaps *caps = &llmc_backend_caps[backend];
     bool shard = (int)t->shard > caps->fp8_max_shard;
     const char *what = shard ? arena_printf(c->a, "shard = %s", shard_llm_names[t->shard])
@@ -132,6 +134,7 @@ static void check_job_fp8(Checker *c, const PlanJob *j, const PlanCluster *cl, c
               shard ? arena_printf(c->a, "shard = %s", shard_llm_names[caps->fp8_max_shard])
                     : arena_printf(c->a, "offload = %s", offload_llm_names[caps->fp8_max_offload]),
               t->name);
+    return false;
 }
 
 /* master_weights = split keeps the master's low half beside the bf16 weight
@@ -167,10 +170,48 @@ static void check_job_states(Checker *c, const PlanTrain *t, LlmcBackendId backe
     diag_help(g, "optimizer_states = fp32, or offload = none in run '%s'", t->name);
 }
 
+/* precision = fp8 on the CUDA backend: each dimension of its FP8 GEMMs a
+ * multiple of LLMC_FP8_DIM_STEP (contract/backend_caps.h, as the trainer
+ * refuses it), said at the key that sets it: the batch or the context, the
+ * model's shape, the vocabulary under fp8_lm_head. */
+static void check_job_fp8_dims(Checker *c, const PlanTrain *t)
+{
+    const PlanModel *m = t->model;
+    long long tokens = (long long)t->micro_batch * t->context;
+    LlmcFp8Dim bad = llmc_fp8_dim_fault(tokens, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab,
+                                        t->fp8_lm_head);
+    if (!bad.what) return;
+    int step = LLMC_FP8_DIM_STEP;
+    if (bad.kind == LLMC_FP8_DIM_TOKENS) {
+        Diag *g = diag_error(c->d, t->batch_at, "precision = fp8 needs %s to be a multiple of %d, found %d x %d = %lld",
+                             bad.what, step, t->micro_batch, t->context, tokens);
+        diag_note(g, "the llmc trainer's FP8 GEMMs (cuBLASLt on Hopper) take operands in whole 16-byte rows");
+        diag_help(g, "a micro batch or a context that makes a multiple of %d, or precision = bf16 in run '%s'", step,
+                  t->name);
+        return;
+    }
+    bool vocab = bad.kind == LLMC_FP8_DIM_VOCAB;
+    SrcRange at = vocab && written(t->fp8_lm_head_at) ? t->fp8_lm_head_at
+                : written(t->precision_at)            ? t->precision_at
+                                                      : t->model_at;
+    Diag *g = diag_error(c->d, at, "precision = fp8 needs model '%s' to have %s a multiple of %d, found %lld",
+                         m->name, bad.what, step, bad.value);
+    diag_note(g, "the llmc trainer's FP8 GEMMs (cuBLASLt on Hopper) take operands in whole 16-byte rows");
+    if (vocab) {
+        diag_note(g, "fp8_lm_head is true%s: the LM head's three GEMMs run in FP8 beside the projections'",
+                  written(t->fp8_lm_head_at) ? "" : " (its default under precision = fp8)");
+        diag_help(g, "fp8_lm_head = false (the LM head in bf16), or a vocabulary padded to a multiple of %d", step);
+    } else {
+        diag_help(g, "precision = bf16 in run '%s'", t->name);
+    }
+}
+
 void check_job_formats(Checker *c, const PlanJob *j, const PlanCluster *cl, const PlanTrain *t)
 {
     LlmcBackendId backend = cl->gpu ? LLMC_BACKEND_CUDA : LLMC_BACKEND_CPU;
-    if (t->precision == PREC_FP8) check_job_fp8(c, j, cl, t, backend);
+    if (t->precision == PREC_FP8) {
+        if (check_job_fp8(c, j, cl, t, backend) && t->backend == BACKEND_LLMC && t->model) check_job_fp8_dims(c, t);
+    }
     check_job_master(c, t, backend);
     check_job_states(c, t, backend);
 }
