@@ -17,7 +17,8 @@ and AdamW moments) — and ours over it where the row has llmq's context and
 tokens per step (N/A elsewhere). When the file has FP8 runs (bench_impl
 "ours-fp8"): ours with --fp8, its memory, llmq's published FP8 figure (1024-token
 rows) and the ratio ("tuned GEMMs" in its heading when its runs took their GEMM
-choices from a tuned file, "gemm_choices": "tuned"). An eager column appears
+choices from a tuned file, "gemm_choices": "tuned"; "LM head in FP8" or "in
+bf16" as its runs' "fp8_lm_head" says, train.fp8_lm_head). An eager column appears
 when the file has eager runs. A run
 that is missing prints "not run", a failed one "failed" (its error follows the
 table).
@@ -93,8 +94,13 @@ def table(runs, rows):
         head += ["eager tok/s", "eager GiB"]
     head += ["llmq (published, H100) tok/s", "ours/llmq"]
     if fp8:
-        tuned = any(r.get("gemm_choices") == "tuned" for (_, impl), r in runs.items() if impl == "ours-fp8")
-        head += ["ours fp8 tok/s" + (" (tuned GEMMs)" if tuned else ""), "fp8 GiB", "llmq fp8 (published, H100)", "fp8/llmq fp8"]
+        f8 = [r for (_, impl), r in runs.items() if impl == "ours-fp8" and "error" not in r]
+        notes = ["tuned GEMMs"] if any(r.get("gemm_choices") == "tuned" for r in f8) else []
+        lm_head = {r["fp8_lm_head"] for r in f8 if "fp8_lm_head" in r}
+        if lm_head:   # which way the LM head's GEMMs ran (train.fp8_lm_head); "mixed" if the runs differ
+            notes.append("LM head " + ("mixed" if len(lm_head) > 1 else "in FP8" if 1 in lm_head else "in bf16"))
+        head += ["ours fp8 tok/s" + (" (" + ", ".join(notes) + ")" if notes else ""), "fp8 GiB",
+                 "llmq fp8 (published, H100)", "fp8/llmq fp8"]
     lines, errors = [head], []
     for spec in rows:
         rid, model, batch, seq, accum = spec.split()

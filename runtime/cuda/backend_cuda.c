@@ -272,7 +272,7 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
                  3.0 * hm->n_floats * sizeof(float) / 1073741824.0);
     CudaFinetune ft;
     if (cu_finetune(c, hm, &ft)) return -1;
-    CudaNumerics num = {.fp8 = plan->precision == PREC_FP8, .master_split = plan->master_weights == MASTER_SPLIT,
+    CudaNumerics num = {.fp8 = plan->precision == PREC_FP8, .fp8_head = plan->fp8_lm_head, .master_split = plan->master_weights == MASTER_SPLIT,
                         .bf16_states = plan->optimizer_states == OSTATES_BF16, .seed = (uint32_t)plan->seed};
     if (cuda_model_create_ft(&c->cm, &plan->model, MB, T, rc_mode, attn, &par, c->offload ? &host : NULL,
                              &ft, &num) != 0)
@@ -312,7 +312,7 @@ static int cu_create(void *self, const RunPlan *plan, Model *hm, AdamW *opt, siz
              !c->cm.flash ? "materialised" : c->cm.deterministic ? "fused (deterministic)" : "fused",
              plan_vocab_name(recompute_json_names, RECOMPUTE_COUNT, c->cm.recompute), stage, zero_text,
              c->offload || c->cm.off_shard ? ", optimizer offloaded to host memory" : "", ft_text,
-             c->cm.fp8 ? ", FP8 projection GEMMs" : "", c->cm.master_lo ? ", split master weights" : "",
+             c->cm.f8_head ? ", FP8 projection and LM-head GEMMs" : c->cm.fp8 ? ", FP8 projection GEMMs" : "", c->cm.master_lo ? ", split master weights" : "",
              c->cm.bf16_states ? ", bf16 AdamW moments" : "");
     return 0;
 }

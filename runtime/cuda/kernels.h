@@ -72,9 +72,10 @@ void k_swiglu_bwd(bf16_t *dgu, const bf16_t *dh, const bf16_t *gu, int N, int F,
 
 /* Fused softmax cross-entropy over a logits chunk [rows, V] (bf16), in place:
  * loss[r] = logsumexp - logit[target] (0 where target < 0), and when grad_scale != 0
- * the row becomes dlogits = (softmax - onehot) * grad_scale (0 where target < 0). */
+ * the row becomes dlogits = (softmax - onehot) * grad_scale (0 where target < 0).
+ * amax (the FP8 LM head, else NULL): max |dlogits| as stored, maxed in. */
 void k_cross_entropy(bf16_t *logits, float *loss, const int *targets, int rows, int V,
-                     float grad_scale, kstream_t s);
+                     float grad_scale, float *amax, kstream_t s);
 
 /* out[r] = the first index of row r's greatest logit [rows, V] (bf16), NaN skipped
  * (0 for a row of NaN): logits_argmax's rule (runtime/train/train_loop.c). */

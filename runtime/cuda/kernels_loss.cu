@@ -6,7 +6,10 @@
 
 #define CE_THREADS 512
 
-__global__ void cross_entropy_k(bf16 *logits, float *loss, const int *targets, int V, float grad_scale)
+/* amax (FP8 LM head, else NULL): max |dlogits| as stored, maxed in (as k_fp8_amax
+ * over the chunk would: a masked row's zeros add nothing). */
+__global__ void cross_entropy_k(bf16 *logits, float *loss, const int *targets, int V, float grad_scale,
+                                float *amax)
 {
     __shared__ float red_m[CE_THREADS / WARP], red_s[CE_THREADS / WARP];
     int row = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP;
@@ -42,7 +45,7 @@ __global__ void cross_entropy_k(bf16 *logits, float *loss, const int *targets, i
     __syncthreads();   /* everyone has read x[tgt] before it is overwritten */
     if (tid == 0) loss[row] = logf(S) + M - xt;
     if (grad_scale == 0.f) return;
-    float inv = 1.f / S;
+    float inv = 1.f / S, mx = 0.f;
     for (int j = tid * 8; j < V; j += CE_THREADS * 8) {
         float f[8];
         load8(f, x + j);
@@ -50,14 +53,16 @@ __global__ void cross_entropy_k(bf16 *logits, float *loss, const int *targets, i
             float p = __expf(f[k] - M) * inv;
             f[k] = (p - (j + k == tgt ? 1.f : 0.f)) * grad_scale;
         }
+        mx = fmaxf(mx, max_abs8_stored(f));
         store8(x + j, f);
     }
+    if (amax) block_amax_commit(amax, mx);
 }
 
 extern "C" void k_cross_entropy(bf16_t *logits, float *loss, const int *targets, int rows, int V,
-                                float grad_scale, kstream_t s)
+                                float grad_scale, float *amax, kstream_t s)
 {
-    cross_entropy_k<<<rows, CE_THREADS, 0, s>>>((bf16 *)logits, loss, targets, V, grad_scale);
+    cross_entropy_k<<<rows, CE_THREADS, 0, s>>>((bf16 *)logits, loss, targets, V, grad_scale, amax);
 }
 
 /* ---- each row's argmax (held-out greedy decoding): one block per row ---- */

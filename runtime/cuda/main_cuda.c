@@ -49,20 +49,22 @@ static void usage(FILE *out)
           "        print the parameter table and count (no GPU needed)\n"
           "  bench --model NAME [--batch B] [--accum N] [--seq T] [--steps N] [--warmup N] [--recompute]\n"
           "        [--selective-recompute] [--zero1 | --zero 1|2|3] [--offload] [--eager-attention] [--seed S] [--lora-rank R]\n"
-          "        [--nondeterministic] [--fp8] [--master-weights fp32|split] [--optimizer-states fp32|bf16]\n"
+          "        [--nondeterministic] [--fp8] [--fp8-lm-head true|false] [--master-weights fp32|split]\n"
+          "        [--optimizer-states fp32|bf16]\n"
           "        time training steps on random weights and tokens; one JSON line per rank 0\n"
           "        (LLMC_PHASE_TIMES=1: as many steps again with per-phase GPU times on stderr)\n"
           "  check --config config.json --weights model.safetensors --tokens FILE --out DIR\n"
           "        [--lr X] [--wd X] [--clip X] [--beta1 X] [--beta2 X] [--eps X] [--recompute]\n"
           "        [--selective-recompute] [--offload] [--eager-attention] [--lora DIR] [--nondeterministic]\n"
-          "        [--fp8] [--master-weights fp32|split] [--optimizer-states fp32|bf16]\n"
+          "        [--fp8] [--fp8-lm-head true|false] [--master-weights fp32|split] [--optimizer-states fp32|bf16]\n"
           "        write step-0 logits and gradients and the loss of every step (tests/cuda/);\n"
           "        --lora DIR: train the PEFT adapter in DIR on the frozen base (gradients of the\n"
           "        adapters, and the trained adapter written to OUT/adapter)\n"
           "  --nondeterministic: fused attention's backward with float atomics (cuDNN's, or the\n"
           "        flash kernels' dQ): faster, different bits every run (the plan key\n"
           "        train.deterministic = false)\n"
-          "  --fp8, --master-weights, --optimizer-states: the plan keys train.precision = fp8,\n"
+          "  --fp8, --fp8-lm-head, --master-weights, --optimizer-states: the plan keys\n"
+          "        train.precision = fp8, train.fp8_lm_head (default: true with --fp8),\n"
           "        train.master_weights and train.optimizer_states\n"
           "\n"
           "  --help, --version   (every command takes --help; --opt=VALUE or --opt VALUE)\n"
@@ -74,14 +76,14 @@ static void usage(FILE *out)
 typedef struct {
     const char *model, *config, *weights, *tokens, *out, *lora;
     int batch, seq, steps, warmup, recompute, zero1, zero, eager, offload, accum, lora_rank, nondet;
-    int fp8, master_split, bf16_states;
+    int fp8, fp8_head, master_split, bf16_states;
     unsigned long long seed;
     float lr, wd, clip, b1, b2, eps;
 } Opts;
 
 static CudaNumerics numerics(const Opts *o)
 {
-    return (CudaNumerics){.fp8 = o->fp8, .master_split = o->master_split, .bf16_states = o->bf16_states,
+    return (CudaNumerics){.fp8 = o->fp8, .fp8_head = o->fp8_head, .master_split = o->master_split, .bf16_states = o->bf16_states,
                           .seed = (uint32_t)o->seed};
 }
 
@@ -97,7 +99,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
 {
     enum { O_MODEL = 0x100, O_CONFIG, O_WEIGHTS, O_TOKENS, O_OUT, O_BATCH, O_SEQ, O_STEPS, O_WARMUP, O_ACCUM, O_LR,
            O_WD, O_CLIP, O_B1, O_B2, O_EPS, O_SEED, O_RECOMPUTE, O_SELECTIVE, O_OFFLOAD, O_ZERO1, O_ZERO, O_EAGER, O_LORA,
-           O_LORA_RANK, O_NONDET, O_FP8, O_MASTER, O_STATES };
+           O_LORA_RANK, O_NONDET, O_FP8, O_FP8_HEAD, O_MASTER, O_STATES };
     static const struct option longopts[] = {
         {"model", required_argument, NULL, O_MODEL}, {"config", required_argument, NULL, O_CONFIG},
         {"weights", required_argument, NULL, O_WEIGHTS}, {"tokens", required_argument, NULL, O_TOKENS},
@@ -113,13 +115,15 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         {"zero", required_argument, NULL, O_ZERO},
         {"eager-attention", no_argument, NULL, O_EAGER}, {"lora", required_argument, NULL, O_LORA},
         {"lora-rank", required_argument, NULL, O_LORA_RANK}, {"nondeterministic", no_argument, NULL, O_NONDET},
-        {"fp8", no_argument, NULL, O_FP8}, {"master-weights", required_argument, NULL, O_MASTER},
+        {"fp8", no_argument, NULL, O_FP8}, {"fp8-lm-head", required_argument, NULL, O_FP8_HEAD},
+        {"master-weights", required_argument, NULL, O_MASTER},
         {"optimizer-states", required_argument, NULL, O_STATES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     o->batch = 8; o->accum = 1; o->seq = 2048; o->steps = 10; o->warmup = 3; o->seed = 1234;
+    o->fp8_head = 1;
     o->lr = 1e-4f; o->wd = 0.1f; o->clip = 1.0f; o->b1 = 0.9f; o->b2 = 0.95f; o->eps = 1e-8f;
     optind = 1;
     opterr = 0;
@@ -157,6 +161,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, Opts *o)
         else if (c == O_NONDET) o->nondet = 1;
         else if (c == O_LORA) o->lora = optarg;
         else if (c == O_FP8) o->fp8 = 1;
+        else if (c == O_FP8_HEAD) {
+            if (strcmp(optarg, "true") && strcmp(optarg, "false"))
+                return args_usage_error(cmd, "%s: '%s' is not true or false", opt, optarg);
+            o->fp8_head = !strcmp(optarg, "true");
+        }
         else if (c == O_MASTER || c == O_STATES) {   /* the plan keys' own words (plan_vocab.h) */
             const char *const *words = c == O_MASTER ? master_weights_json_names : optimizer_states_json_names;
             int v = plan_vocab_find(words, optarg);
@@ -349,13 +358,13 @@ static int cmd_bench(int argc, char **argv)
     double mfu = tok_s * cuda_model_flops_per_token(&m, o.seq) / (H200_BF16_PEAK * d.world);
     if (d.rank == 0)
         printf("{\"impl\":\"llmc-cuda\",\"model\":\"%s\",\"batch\":%d,\"accum\":%d,\"seq\":%d,\"world\":%d,\"transport\":\"%s\",\"zero1\":%d,\"zero\":%d,"
-               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"states\":\"%s\",\"precision\":\"%s\",\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
+               "\"recompute\":%d,\"offload\":%d,\"lora_rank\":%d,\"attention\":\"%s\",\"deterministic\":%d,\"master\":\"%s\",\"states\":\"%s\",\"precision\":\"%s\",\"fp8_lm_head\":%d,\"params\":%zu,\"step_ms\":%.2f,\"step_ms_min\":%.2f,\"tokens_per_s\":%.0f,"
                "\"mfu\":%.4f,\"peak_mem_gib\":%.2f,\"allocated_gib\":%.2f,\"loss\":%.4f}\n",
                o.model ? o.model : o.config, o.batch, o.accum, o.seq, d.world, d.comm ? cuda_coll_name(d.comm) : "none", o.zero1, o.zero ? o.zero : o.zero1,
                bench_recompute_code(o.recompute), o.offload,
                o.lora_rank, m.cudnn ? "cudnn" : m.flash ? "flash" : "eager", m.deterministic, master_weights_json_names[m.master_lo ? MASTER_SPLIT : MASTER_FP32],
                optimizer_states_json_names[m.bf16_states ? OSTATES_BF16 : OSTATES_FP32],
-               precision_json_names[m.fp8 ? PREC_FP8 : PREC_BF16], m.n_real,
+               precision_json_names[m.fp8 ? PREC_FP8 : PREC_BF16], m.f8_head, m.n_real,
                step * 1e3, t_min * 1e3, tok_s, mfu, cuda_used_above(peak, base_used) / 1073741824.0,
                m.bytes_allocated / 1073741824.0, loss);
     free(ids); free(pos); free(tg);

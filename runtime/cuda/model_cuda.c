@@ -7,6 +7,8 @@
  */
 #include "model_cuda_internal.h"
 
+#include "backend_caps.h"   /* contract/: the FP8 GEMMs' dimensions, as llmc check refuses them */
+
 #define ALIGN_ELEMS LLMC_CUDA_ALIGN_ELEMS
 
 static size_t take(size_t *cur, size_t n)
@@ -397,15 +399,16 @@ static int numerics_setup(CudaModel *m, const CudaNumerics *num, const CudaHostS
         return -1;
     }
     const ModelConfig *c = &m->cfg;
-    long long N = (long long)m->B * m->T, HD = (long long)c->heads * c->head_dim;
-    long long QKVD = HD + 2LL * c->kv_heads * c->head_dim;
-    if (num->fp8 && (N % 16 || c->hidden % 16 || HD % 16 || QKVD % 16 || c->ffn % 16)) {
-        log_error("precision = fp8: the FP8 GEMMs need multiples of 16 for the tokens per micro-batch (%lld), "
-                  "hidden (%d), heads x head_dim (%lld), the q/k/v width (%lld) and ffn (%d)",
-                  N, c->hidden, HD, QKVD, c->ffn);
+    LlmcFp8Dim bad = llmc_fp8_dim_fault((long long)m->B * m->T, c->hidden, c->heads, c->kv_heads, c->head_dim,
+                                        c->ffn, c->vocab, num->fp8_head);
+    if (num->fp8 && bad.what) {
+        log_error("precision = fp8: the FP8 GEMMs need %s to be a multiple of %d, found %lld%s", bad.what,
+                  LLMC_FP8_DIM_STEP, bad.value,
+                  bad.kind == LLMC_FP8_DIM_VOCAB ? " (train.fp8_lm_head = false keeps the LM head in bf16)" : "");
         return -1;
     }
     m->fp8 = num->fp8;
+    m->f8_head = num->fp8 && num->fp8_head;
     m->bf16_states = num->bf16_states;
     m->seed = num->seed;
     return num->master_split;
@@ -439,8 +442,12 @@ static void fp8_alloc(CudaModel *m, int *fail)
     m->f8_dyt = dalloc(m, N * max_out, fail);
     if (m->finetune != METHOD_LORA && m->recompute != RECOMPUTE_FULL)
         m->f8_xt = dalloc(m, (size_t)(m->train_hi - m->train_lo) * N * (2 * C + HD + F), fail);
-    m->f8_amax = dalloc(m, 12 * L * F8_SLOT_FLOATS * sizeof(float), fail);
-    m->f8_sinv = dalloc(m, 12 * L * F8_SLOT_FLOATS * sizeof(float), fail);
+    if (m->f8_head) {   /* the head's E4M3 weight [V, C] and its transpose */
+        m->f8_hw = dalloc(m, (size_t)c->vocab * C, fail);
+        m->f8_hwt = dalloc(m, (size_t)c->vocab * C, fail);
+    }
+    m->f8_amax = dalloc(m, F8_SLOTS(m) * F8_SLOT_FLOATS * sizeof(float), fail);
+    m->f8_sinv = dalloc(m, F8_SLOTS(m) * F8_SLOT_FLOATS * sizeof(float), fail);
     m->f8_stale = 1;
 }
 
@@ -587,12 +594,15 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
         a->rstd2 = dalloc(m, N * FF, &fail);
     }
     m->ce_chunk = (int)(N < LLMC_CUDA_CE_CHUNK_ROWS ? N : LLMC_CUDA_CE_CHUNK_ROWS);
+    /* The FP8 head's chunk holds its bf16 logits and the E5M2 gradient in both layouts
+     * (2 + 1 + 1 bytes an element) in the same bytes: half the rows, multiples of 16. */
+    if (m->f8_head) m->ce_chunk = m->ce_chunk >= 32 ? m->ce_chunk / 2 / 16 * 16 : 16;
     m->qkv = dalloc(m, N * QKVD * BB, &fail);
     if (!m->flash) m->o = dalloc(m, N * HD * BB, &fail);
     m->hf = dalloc(m, N * C * BB, &fail);
     /* The logits chunk doubles as the scratch of the column sums (norm-weight and
      * bias gradients), which run outside the LM-head phase. */
-    size_t logit_bytes = (size_t)m->ce_chunk * V * BB, colsum_bytes = k_colsum_scratch((int)C, (int)QKVD) * FF;
+    size_t logit_bytes = (size_t)m->ce_chunk * V * (m->f8_head ? 4 : BB), colsum_bytes = k_colsum_scratch((int)C, (int)QKVD) * FF;
     if (c->qk_norm && k_head_norm_scratch(c->head_dim) * FF > colsum_bytes)
         colsum_bytes = k_head_norm_scratch(c->head_dim) * FF;
     m->logits = dalloc(m, logit_bytes > colsum_bytes ? logit_bytes : colsum_bytes, &fail);

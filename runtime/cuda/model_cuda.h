@@ -174,9 +174,12 @@ typedef struct {
      * gradients, which otherwise quantise the bf16 input a second time, so every
      * layer's bf16 ln1, ln2 and h share one buffer each (NULL: LoRA trains no
      * projection and reads them, full recompute runs the forward again anyway);
-     * f8_keep: this micro-batch trains (a forward-only pass writes no transposes). */
-    int fp8, f8_stale, f8_keep;
-    uint8_t *f8_w, *f8_wt, *f8_a, *f8_dy, *f8_dyt, *f8_xt;
+     * f8_keep: this micro-batch trains (a forward-only pass writes no transposes).
+     * f8_head (train.fp8_lm_head): the LM head's three GEMMs in FP8 too, on f8_hw/f8_hwt,
+     * its weight [V, C] and transpose in E4M3; the final norm's output and the logits'
+     * gradient are quantised per chunk into the free scratch (model_cuda_pass.c). */
+    int fp8, f8_stale, f8_keep, f8_head;
+    uint8_t *f8_w, *f8_wt, *f8_a, *f8_dy, *f8_dyt, *f8_xt, *f8_hw, *f8_hwt;
     size_t *f8_woff;                    /* [4 L]: offsets in f8_w / f8_wt */
     float *f8_amax, *f8_sinv;
     /* activations */
@@ -235,6 +238,7 @@ int cuda_model_create(CudaModel *m, const ModelConfig *cfg, int B, int T, int re
  * optimizer_states); NULL: bf16 GEMMs, fp32 master weights and moments. */
 typedef struct {
     int fp8;                            /* the projections' GEMMs in FP8 (ZeRO-0..2, no offload) */
+    int fp8_head;                       /* with fp8: the LM head's GEMMs in FP8 too (train.fp8_lm_head) */
     int master_split;                   /* master weights as bf16 + low halves (not with offload or ZeRO-2/3) */
     int bf16_states;                    /* AdamW moments in bf16, rounded stochastically (not with offload) */
     uint32_t seed;                      /* the plan's seed, for that rounding */

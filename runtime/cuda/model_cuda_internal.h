@@ -40,6 +40,10 @@ enum { F8_WEIGHT, F8_INPUT, F8_GRAD };
 #define F8_SLOT_FLOATS 4
 #define F8_SLOT(m, l, p, kind) \
     (((size_t)(kind) * 4 * (m)->cfg.layers + (size_t)(l) * 4 + (size_t)(p)) * F8_SLOT_FLOATS)
+/* The LM head's (f8_head): its weight, the final norm's output, the logits' gradient,
+ * after the 12 L projection slots. */
+#define F8_HEAD_SLOT(m, kind) ((12 * (size_t)(m)->cfg.layers + (size_t)(kind)) * F8_SLOT_FLOATS)
+#define F8_SLOTS(m) (12 * (size_t)(m)->cfg.layers + 3)
 
 /* A phase boundary for the step's timer (phase_timer.h), when one is attached. */
 #define PHASE(m, p) do { if ((m)->timer) phase_mark((m)->timer, (p)); } while (0)

@@ -99,6 +99,13 @@ static void fp8_weights(CudaModel *m)
                         st);
         }
     }
+    if (m->f8_head) {   /* the head (the embedding when tied): [V, C] */
+        size_t k = F8_HEAD_SLOT(m, F8_WEIGHT);
+        const bf16_t *w = wp(m, L, m->off_lm);
+        CUDA_CHECK(cudaMemsetAsync(m->f8_amax + k, 0, sizeof(float), st));
+        k_fp8_amax(m->f8_amax + k, w, (size_t)m->cfg.vocab * m->cfg.hidden, st);
+        k_fp8_quant(m->f8_hw, m->f8_hwt, m->f8_sinv + k, w, m->cfg.vocab, m->cfg.hidden, m->f8_amax + k, 0, st);
+    }
     m->f8_stale = 0;
 }
 
@@ -537,6 +544,31 @@ void cuda_model_zero3_local(CudaModel *m, const float *w)
     gathers_forget(m);
 }
 
+/* The FP8 head's chunk buffer (m->logits, 4 ce_chunk V bytes): the bf16 logits [ce_chunk, V],
+ * then the E5M2 dlogits [rn, V], then their transpose [V, rn]. */
+static uint8_t *head_dl8(CudaModel *m)
+{
+    return (uint8_t *)m->logits + (size_t)2 * m->ce_chunk * m->cfg.vocab;
+}
+
+static uint8_t *head_dl8t(CudaModel *m)
+{
+    return (uint8_t *)m->logits + (size_t)3 * m->ce_chunk * m->cfg.vocab;
+}
+
+/* logits[rn, V] (bf16) = hf[r0 : r0 + rn] . W^T in FP8: the rows quantised with the
+ * whole hf's maximum (the final norm's), into f8_a, and transposed into f8_dy for the
+ * head's weight gradient (with_wgrad); both scratches are free between the layers'
+ * passes. Fast accumulation, as the projections' forward GEMMs. */
+static void head_fp8_fwd(CudaModel *m, int r0, int rn, int with_wgrad)
+{
+    size_t k = F8_HEAD_SLOT(m, F8_INPUT), C = m->cfg.hidden;
+    k_fp8_quant(m->f8_a, with_wgrad ? m->f8_dy : NULL, m->f8_sinv + k, m->hf + (size_t)r0 * C, rn, (int)C,
+                m->f8_amax + k, 0, m->stream);
+    mm_fp8(m, rn, m->cfg.vocab, (int)C, m->f8_a, GEMM_E4M3, m->f8_sinv + k, m->f8_hw,
+           m->f8_sinv + F8_HEAD_SLOT(m, F8_WEIGHT), m->logits, 0, NULL, 0.f, 1);
+}
+
 void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *targets,
                       float grad_scale, float *logits_out, uint32_t *argmax_out, int last_micro)
 {
@@ -559,6 +591,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         if (m->f8_stale) fp8_weights(m);
         CUDA_CHECK(cudaMemsetAsync(m->f8_amax + F8_SLOT(m, 0, 0, F8_INPUT), 0,
                                    8 * (size_t)L * F8_SLOT_FLOATS * sizeof(float), st));
+        if (m->f8_head)
+            CUDA_CHECK(cudaMemsetAsync(m->f8_amax + F8_HEAD_SLOT(m, F8_INPUT), 0, sizeof(float), st));
     }
     k_embed_fwd(m->xs[0], m->ids, wp(m, L, m->off_embed), N, C, st);
     PHASE(m, PH_EMBED);
@@ -573,11 +607,13 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
 
     /* Final norm, then LM head + cross-entropy chunk by chunk: bf16 logits of at
      * most ce_chunk rows exist at a time, and become dlogits in place. */
-    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], wp(m, L, m->off_norm), N, C, (float)c->rms_eps, NULL, st);
+    k_rmsnorm_fwd(m->hf, m->rstdf, m->xs[L], wp(m, L, m->off_norm), N, C, (float)c->rms_eps,
+                  m->f8_head ? m->f8_amax + F8_HEAD_SLOT(m, F8_INPUT) : NULL, st);
     PHASE(m, PH_NORM);
     for (int r0 = 0; r0 < N; r0 += m->ce_chunk) {
         int rn = N - r0 < m->ce_chunk ? N - r0 : m->ce_chunk;
-        mm(m, 0, 1, rn, V, C, m->hf + (size_t)r0 * C, C, wp(m, L, m->off_lm), C, m->logits, V, 0, NULL, 1.f, 0.f);
+        if (m->f8_head) head_fp8_fwd(m, r0, rn, train && full);
+        else mm(m, 0, 1, rn, V, C, m->hf + (size_t)r0 * C, C, wp(m, L, m->off_lm), C, m->logits, V, 0, NULL, 1.f, 0.f);
         PHASE(m, PH_LM_GEMM);
         if (logits_out) {
             uint16_t *hb = malloc((size_t)rn * V * 2);
@@ -592,14 +628,28 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         }
         /* forward only: the embedding backward's plan is free and holds the argmax */
         if (argmax_out && !train) k_argmax_rows(m->logits, rn, V, (uint32_t *)m->emb_plan + r0, st);
-        k_cross_entropy(m->logits, m->losses + r0, m->targets + r0, rn, V, grad_scale, st);
+        float *g8 = m->f8_head && train ? m->f8_amax + F8_HEAD_SLOT(m, F8_GRAD) : NULL;
+        if (g8) CUDA_CHECK(cudaMemsetAsync(g8, 0, sizeof(float), st));
+        k_cross_entropy(m->logits, m->losses + r0, m->targets + r0, rn, V, grad_scale, g8, st);
+        if (g8)   /* E5M2 dlogits [rn, V] (and [V, rn] for dW) behind the bf16 chunk */
+            k_fp8_quant(head_dl8(m), full ? head_dl8t(m) : NULL, m->f8_sinv + F8_HEAD_SLOT(m, F8_GRAD), m->logits,
+                        rn, V, g8, 1, st);
         PHASE(m, PH_CE);
         if (!train) continue;
-        mm(m, 0, 0, rn, C, V, m->logits, V, wp(m, L, m->off_lm), C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f, 0.f);
+        if (m->f8_head)   /* dhf[rn, C] = dlogits . W: against W's transposed E4M3 copy */
+            mm_fp8(m, rn, C, V, head_dl8(m), GEMM_E5M2, m->f8_sinv + F8_HEAD_SLOT(m, F8_GRAD), m->f8_hwt,
+                   m->f8_sinv + F8_HEAD_SLOT(m, F8_WEIGHT), m->dln + (size_t)r0 * C, 0, NULL, 0.f, 0);
+        else
+            mm(m, 0, 0, rn, C, V, m->logits, V, wp(m, L, m->off_lm), C, m->dln + (size_t)r0 * C, C, 0, NULL, 1.f,
+               0.f);
         PHASE(m, PH_LM_DX);
-        if (full)   /* fine-tuning keeps the head (and the embedding) frozen */
+        float beta = m->grad_fresh && r0 == 0 ? 0.f : 1.f;
+        if (full && m->f8_head)   /* dW[V, C] = dlogits^T . hf, both transposed copies K = rn wide */
+            mm_fp8(m, V, C, rn, head_dl8t(m), GEMM_E5M2, m->f8_sinv + F8_HEAD_SLOT(m, F8_GRAD), m->f8_dy,
+                   m->f8_sinv + F8_HEAD_SLOT(m, F8_INPUT), gp(m, L, m->off_lm), 1, NULL, beta, 0);
+        else if (full)   /* fine-tuning keeps the head (and the embedding) frozen */
             mm(m, 1, 0, V, C, rn, m->logits, V, m->hf + (size_t)r0 * C, C, gp(m, L, m->off_lm), C, 1, NULL, 1.f,
-               m->grad_fresh && r0 == 0 ? 0.f : 1.f);
+               beta);
         PHASE(m, PH_LM_DW);
     }
     k_sum_add(m->loss_acc, m->losses, N, st);

@@ -12,15 +12,18 @@ Tolerances are for bf16 weights/activations with fp32 accumulation against an fp
 reference: relative L2 error 2e-2 on logits, 5e-2 on each gradient tensor,
 |loss difference| 2e-2 at step 0 and 5e-2 over the curve.
 
---fp8 (precision = fp8: the projections' GEMMs in FP8): FP8 rounds each operand
+--fp8 (precision = fp8: the projections' and, as fp8_lm_head defaults, the LM head's
+GEMMs in FP8): FP8 rounds each operand
 element to within 2^-4 (E4M3) or 2^-3 (E5M2) of its value, uniformly, so 3.6% and
 7.2% RMS; a product of two rounded operands is off by about the root sum of
 squares, 5.1% (forward) and 8.1% (gradients, E5M2 x E4M3) in relative L2. The
 logits pass two layers of four projections whose errors enter the residual stream
-independently: sqrt(8) x 5.1% = 14%, tolerance 0.15. A weight's gradient passes
-its own product (8.1%) and the input gradients of the layers above it (up to
-4 more products of this model's 2 layers, in quadrature): sqrt(5) x 8.1% = 18%,
-tolerance 0.25. The loss at step 0 moves by the logits' error times their size
+independently, then the LM head's own product: sqrt(9) x 5.1% = 15.3%, tolerance
+0.17. A weight's gradient passes its own product (8.1%), the LM head's input
+gradient and the input gradients of the layers above it (up to 4 more products of
+this model's 2 layers, in quadrature): sqrt(6) x 8.1% = 20%, tolerance 0.25.
+--fp8-lm-head false keeps the head in bf16 (the logits' bound is then sqrt(8) x
+5.1% = 14%; the same tolerances hold). The loss at step 0 moves by the logits' error times their size
 (random init: logits within +-0.1): the bf16 tolerance holds. The curve: 0.1.
 --master-weights split and --optimizer-states bf16 are passed through (split is
 exact: bf16 tolerances; bf16 moments: bf16 tolerances for step 0, curve 0.1).
@@ -213,11 +216,13 @@ def main():
     ap.add_argument("--offload", action="store_true", help="master weights and AdamW moments in host memory")
     ap.add_argument("--arch", choices=["qwen2", "qwen3"], default="qwen2")
     ap.add_argument("--fp8", action="store_true", help="precision = fp8 (the projections' GEMMs in FP8)")
+    ap.add_argument("--fp8-lm-head", choices=["true", "false"], default="true",
+                    help="with --fp8: the LM head's GEMMs in FP8 too (train.fp8_lm_head)")
     ap.add_argument("--master-weights", choices=["fp32", "split"], default="fp32")
     ap.add_argument("--optimizer-states", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
     global TOL_LOGITS, TOL_GRAD, TOL_CURVE
-    if args.fp8: TOL_LOGITS, TOL_GRAD, TOL_CURVE = 0.15, 0.25, 0.1
+    if args.fp8: TOL_LOGITS, TOL_GRAD, TOL_CURVE = 0.17, 0.25, 0.1
     if args.optimizer_states == "bf16": TOL_CURVE = 0.1
     global ARCH
     ARCH = args.arch
@@ -230,7 +235,7 @@ def main():
     V = CFG["vocab_size"]
     extra = (["--recompute"] if args.recompute else []) + (["--eager-attention"] if args.eager_attention else []) + \
         (["--selective-recompute"] if args.selective_recompute else []) + (["--offload"] if args.offload else []) + \
-        (["--nondeterministic"] if args.nondeterministic else []) + (["--fp8"] if args.fp8 else []) + \
+        (["--nondeterministic"] if args.nondeterministic else []) + (["--fp8", "--fp8-lm-head", args.fp8_lm_head] if args.fp8 else []) + \
         ["--master-weights", args.master_weights, "--optimizer-states", args.optimizer_states]
 
     cfg, model = make_weights(1234)

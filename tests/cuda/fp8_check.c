@@ -21,9 +21,10 @@
  *    rounded operands has relative L2 error about the root sum of squares: 5.1%
  *    (E4M3 x E4M3) and 8.1% (E5M2 x E4M3). Bound checked: 1.5x those (7.7%, 12.2%).
  * 5. The maxima fused into the kernels that produce a GEMM's FP8 operand (RMSNorm
- *    forward and backward, SwiGLU forward and backward) equal k_fp8_amax over what
- *    they stored, bit for bit, at the 0.5B and 7B widths (RMSNorm's backward has a
- *    kernel per width class) and at a row count that leaves part of a block idle.
+ *    forward and backward, SwiGLU forward and backward, the cross-entropy's gradient
+ *    for the FP8 LM head) equal k_fp8_amax over what they stored, bit for bit, at the
+ *    0.5B and 7B widths (RMSNorm's backward has a kernel per width class) and at a row
+ *    count that leaves part of a block idle.
  * 6. RMSNorm's backward (which carries the fused maximum of 5) against fp64 at widths
  *    from 64 to 9216 (both kernels), with and without the residual gradient added:
  *    dx within bf16's rounding of the result (relative L2 <= 2^-9 plus fp32 sums of
@@ -257,7 +258,7 @@ static void fused_amax_case(const char *name, int rows, int cols, const float *f
 static void fused_amax_checks(cudaStream_t st)
 {
     static const int widths[][2] = {{896, 4864}, {3584, 18944}};   /* hidden, ffn: 0.5B, 7B */
-    const int rows = 300;                                             /* 8 rows a block: the last half idle */
+    enum { rows = 300 };                                              /* 8 rows a block: the last half idle */
     float *amax, *rstd, *dw, *scratch;
     CK(cudaMalloc((void **)&amax, 4 * sizeof(float)));
     CK(cudaMalloc((void **)&rstd, rows * sizeof(float)));
@@ -285,6 +286,20 @@ static void fused_amax_checks(cudaStream_t st)
         CK(cudaFree(x)); CK(cudaFree(w)); CK(cudaFree(dy)); CK(cudaFree(dres)); CK(cudaFree(gu)); CK(cudaFree(dh));
         CK(cudaFree(out)); CK(cudaFree(h)); CK(cudaFree(dgu)); CK(cudaFree(dw)); CK(cudaFree(scratch));
     }
+    /* the cross-entropy's gradient (the FP8 LM head's E5M2 operand), Qwen2.5's vocabulary,
+     * one row in 7 masked (target -1: a row of zeros) */
+    const int V = 151936;
+    int *tg, htg[rows];
+    float *loss;
+    for (int r = 0; r < rows; r++) htg[r] = r % 7 == 3 ? -1 : (int)(urand() * V) % V;
+    uint16_t *logits = dev_random((size_t)rows * V, 2.0, st);
+    CK(cudaMalloc((void **)&tg, sizeof htg));
+    CK(cudaMalloc((void **)&loss, rows * sizeof(float)));
+    CK(cudaMemcpyAsync(tg, htg, sizeof htg, cudaMemcpyHostToDevice, st));
+    CK(cudaMemsetAsync(amax, 0, sizeof(float), st));
+    k_cross_entropy(logits, loss, tg, rows, V, 1.f / 4096, amax, st);
+    fused_amax_case("cross-entropy gradient", rows, V, amax, logits, (size_t)rows * V, st);
+    CK(cudaFree(logits)); CK(cudaFree(tg)); CK(cudaFree(loss));
     CK(cudaFree(amax)); CK(cudaFree(rstd));
 }
 

@@ -90,7 +90,11 @@ repro_section() {
     twice z2 plan-gpu shape=small train.attention='"flash"' parallel.zero_stage=2
     twice z3 plan-gpu shape=small train.attention='"flash"' parallel.zero_stage=3
     # the number formats a plan chooses (issue 31)
-    twice fp8 plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"'
+    # (fp8_lm_head: the tiny plan, compiled with bf16, says false; fp8's default is true)
+    twice fp8 plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"' train.fp8_lm_head=true
+    twice fp8-bf16-head plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"' \
+        train.fp8_lm_head=false
+    twice lora-fp8 plan-gpu-lora train.precision='"fp8"' train.fp8_lm_head=true   # the head frozen: no dW
     twice states-bf16 plan-gpu shape=small train.attention='"flash"' train.optimizer_states='"bf16"' \
         train.master_weights='"split"'
     # a tuned GEMM choice made once (LLMC_GEMM_TUNE=1 into a choices file, gemm_choices.h),
@@ -98,11 +102,13 @@ repro_section() {
     if [[ -z ${TRUST_TWICE:-} || " $TRUST_TWICE " == *" fp8-choices "* ]]; then
         local gc=$PWD/$r/gemm-choices.txt
         rm -f "$gc"
-        variant plan-gpu fp8-tune 42 shape=small train.attention='"flash"' train.precision='"fp8"'
+        variant plan-gpu fp8-tune 42 shape=small train.attention='"flash"' train.precision='"fp8"' \
+            train.fp8_lm_head=true
         rm -rf "$r/run-fp8-tune"
         LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc $bin run "$r/plan-fp8-tune.json" --stop-after 2 > "$out/fp8-tune.log" 2>&1
         note "GEMM choices tuned into a file: exit $? (3 wanted), $(($(wc -l < "$gc" 2>/dev/null || echo 1) - 1)) shapes"
-        LLMC_GEMM_CHOICES=$gc twice fp8-choices plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"'
+        LLMC_GEMM_CHOICES=$gc twice fp8-choices plan-gpu shape=small train.attention='"flash"' train.precision='"fp8"' \
+            train.fp8_lm_head=true
     fi
 }
 # the plan as it is over the seeds, ours and the PyTorch bf16 reference side by
@@ -186,11 +192,13 @@ san_section() {
         model.qkv_bias=false
     san small-split "memcheck initcheck" plan-gpu shape=small "$flash" train.master_weights='"split"'
     san small-states-bf16 "memcheck initcheck" plan-gpu shape=small "$flash" train.optimizer_states='"bf16"'
-    san small-fp8 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" train.precision='"fp8"'
+    san small-fp8 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" train.precision='"fp8"' \
+        train.fp8_lm_head=true
     san small-z2 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" parallel.zero_stage=2
     san small-z3 "memcheck initcheck racecheck" plan-gpu shape=small "$flash" parallel.zero_stage=3
 
     san lora "$all" plan-gpu-lora
+    san lora-fp8 "memcheck initcheck racecheck" plan-gpu-lora train.precision='"fp8"' train.fp8_lm_head=true
     san freeze "memcheck initcheck racecheck" plan-gpu-freeze
     san 0.5b "memcheck initcheck" plan-gpu shape=0.5b "$flash"
     wait
