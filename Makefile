@@ -81,6 +81,11 @@ INSTALL ?= install
 TEST_SUITES   :=
 BENCH_TARGETS :=
 FUZZ_TARGETS  :=
+# What the suites build for themselves (test binaries; under build/san the
+# sanitized ones; the fuzz targets' binaries), built ahead by `make test`.
+TEST_BUILD     :=
+TEST_BUILD_SAN :=
+FUZZ_BINS      :=
 # seconds each fuzz target runs in `make fuzz` (issue 11: ten minutes each, no finding)
 FUZZ_TIME ?= 600
 GOLDEN_TARGETS :=
@@ -112,9 +117,23 @@ $(BUILD)/tests/% $(BUILD)/bench/% $(BUILD)/fuzz/%: private override CPPFLAGS += 
 .PHONY: all test demo deps cuda bench fuzz golden clean install uninstall
 all: $(BUILD)/llmc $(BUILD)/llmc-train
 
+# `make test` first builds, in parallel, what the suites would otherwise build one
+# at a time (TEST_BUILD, and what the cuda suite, tests/cuda/ci.sh, makes; with
+# SAN=1, TEST_BUILD_SAN and FUZZ_BINS), so that the suites that run side by side
+# (tests/run-suites.sh) find it built. With -k and its output in
+# build/test-build.log: what fails to build here fails again in its suite, which
+# shows the error and counts the failure.
+CUDA_SUITE_BUILD := cuda attn-check $(addprefix $(BUILD)/,master_split_test zero_layout_test gemm_choices_test)
 test: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) all
+	@t0=$$SECONDS; \
+	{ $(MAKE) --no-print-directory -s -k -j$$(nproc) $(TEST_BUILD) $(CUDA_SUITE_BUILD) & \
+	  $(MAKE) --no-print-directory -s -k -j$$(nproc) SAN=1 test-build-san & wait; } >$(BUILD)/test-build.log 2>&1; \
+	echo "=== test binaries built ahead: $$((SECONDS - t0)) s ($(BUILD)/test-build.log)"
 	@bash tests/run-suites.sh $(TEST_SUITES)
+
+.PHONY: test-build-san
+test-build-san: $(TEST_BUILD_SAN) $(FUZZ_BINS)
 
 deps:
 	@bash .ci/deps.sh

@@ -3,13 +3,25 @@
 # "N passed, N failed" lines, and close with the total. A suite that exits
 # non-zero without reporting a failure, or prints no such line, counts one failure.
 #
-# The suites named in BACKGROUND_SUITES (default: e2e-lf-timelimit, six minutes
-# spent mostly waiting for Slurm's time limits, on its own cluster and ports)
-# start first, in the background, and are reported at the end: the wall time is
-# the others' plus what is left of theirs.
+# The suites named in BACKGROUND_SUITES start first, in the background, and are
+# reported at the end: the wall time is the foreground's plus what is left of
+# theirs. Each word of BACKGROUND_SUITES is one lane, its suites joined by "+"
+# and run one after the other; the lanes run beside each other and beside the
+# foreground; a lane written "nice:A+B" runs under nice, taking the CPU the
+# others leave. A suite runs in a lane only when it shares nothing with what
+# runs beside it: its own Slurm cluster (tests/slurm/cluster.sh: state
+# directory, ports, spool), scratch directories and ports, and no build
+# output written by another (`make test` builds the suites' binaries ahead).
+# The default lanes: two of suites that mostly wait, on stand-ins that sleep
+# (time limits, Slurm's 30 s ticks, requeues, timeouts), e2e-lf-timelimit (six
+# minutes) first and then e2e-timelimit and status, whose trainers run until
+# Slurm stops them, once the foreground's busiest suites are done; and one of
+# checks that only compute and have no time limit to meet, niced.
 set -u
 total_pass=0 total_fail=0
-background=" ${BACKGROUND_SUITES-e2e-lf-timelimit} "
+background=${BACKGROUND_SUITES-e2e-lf-timelimit+e2e-timelimit+status \
+submit+slurm+e2e-dist+e2e-dist-san+e2e-prom+e2e-lf-chain+e2e-lf-merge \
+nice:estimator+boundaries+limits+golden+vocab}
 bg_dir=$(mktemp -d)
 trap 'rm -rf "$bg_dir"' EXIT
 
@@ -31,17 +43,34 @@ count() {
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
 }
 
-bg=()
-for s in "$@"; do
-    [[ $background == *" $s "* ]] || continue
-    echo "=== suite $s (in the background; reported at the end)"
-    ( t0=$SECONDS
-      make -s --no-print-directory "test-$s" >"$bg_dir/$s" 2>&1
-      echo "$? $((SECONDS - t0))" >"$bg_dir/$s.rc" ) &
-    bg+=("$s")
+requested=" $* " in_bg=" " bg=()
+for lane in $background; do
+    nice=
+    [[ $lane == nice:* ]] && { nice=nice; lane=${lane#nice:}; }
+    IFS=+ read -ra lane_suites <<<"$lane"
+    run=()
+    for s in "${lane_suites[@]}"; do
+        [[ $requested == *" $s "* && $in_bg != *" $s "* ]] || continue
+        run+=("$s"); in_bg+="$s "
+        echo "=== suite $s (in the background; reported at the end)"
+    done
+    ((${#run[@]})) || continue
+    bg+=("${run[@]}")
+    ( for s in "${run[@]}"; do
+          t0=$SECONDS
+          $nice make -s --no-print-directory "test-$s" >"$bg_dir/$s" 2>&1
+          echo "$? $((SECONDS - t0))" >"$bg_dir/$s.rc"
+      done ) &
 done
+# The foreground's order: that of the arguments, the suites named in LAST_SUITES
+# (default: cpu, whose trainers' BLAS threads slow down most beside the lanes)
+# moved to the end, when the lanes have mostly finished.
+last=" ${LAST_SUITES-cpu} " fg=() fg_last=()
 for s in "$@"; do
-    [[ $background == *" $s "* ]] && continue
+    [[ $in_bg == *" $s "* ]] && continue
+    if [[ $last == *" $s "* ]]; then fg_last+=("$s"); else fg+=("$s"); fi
+done
+for s in ${fg[@]+"${fg[@]}"} ${fg_last[@]+"${fg_last[@]}"}; do
     echo "=== suite $s"
     t0=$SECONDS
     log=$(mktemp)

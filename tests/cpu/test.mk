@@ -21,12 +21,15 @@ $(BUILD)/tests/cpu/test_formats: $(BUILD)/tests/cpu/test_formats.o $(CPU_TEST_OB
 
 TEST_SUITES += cpu
 .PHONY: test-cpu
-test-cpu: $(BUILD)/tests/cpu/loop_test $(BUILD)/tests/cpu/test_model $(BUILD)/tests/cpu/test_states $(BUILD)/tests/cpu/test_formats $(BUILD)/tests/cpu/make_shards $(BUILD)/llmc-train $(BUILD)/llmc
+CPU_TEST_BINS := $(addprefix $(BUILD)/tests/cpu/,loop_test test_model test_states test_formats make_shards)
+TEST_BUILD += $(CPU_TEST_BINS)
+test-cpu: $(CPU_TEST_BINS) $(BUILD)/llmc-train $(BUILD)/llmc
 	@bash tests/cpu/run.sh $(BUILD)
 
 # libFuzzer target for the safetensors reader (FUZZ_CC/FUZZ_FLAGS from tests/data/test.mk):
 #   make fuzz-cpu  runs it for FUZZ_TIME, from the repository root.
 FUZZ_TARGETS += fuzz-cpu
+FUZZ_BINS += $(BUILD)/fuzz/fuzz_safetensors
 $(BUILD)/fuzz/fuzz_safetensors: tests/cpu/fuzz_safetensors.c runtime/store/safetensors.c runtime/store/safetensors.h runtime/store/sha256.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< runtime/store/safetensors.c runtime/store/sha256.c $(CJSON_LIBS) $(CRYPTO_LIBS) -lm

@@ -11,11 +11,13 @@ $(BUILD)/tests/data/%: tests/data/%.c $(DATA_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(DATA_OBJ) -lcjson -lpthread -lm
 
 .PHONY: test-data
+TEST_BUILD += $(addprefix $(BUILD)/tests/data/,$(DATA_TESTS))
 test-data: $(addprefix $(BUILD)/tests/data/,$(DATA_TESTS)) $(BUILD)/llmc-train $(BUILD)/llmc
 	@BUILD=$(BUILD) bash tests/data/run.sh
 
 # libFuzzer targets (clang): `make fuzz-data` runs each for FUZZ_TIME, from the repository root.
 FUZZ_TARGETS += fuzz-data
+FUZZ_BINS += $(BUILD)/fuzz/fuzz_tokenizer $(BUILD)/fuzz/fuzz_json
 FUZZ_CC := clang
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
               $(RUNTIME_INC)

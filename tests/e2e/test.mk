@@ -19,6 +19,7 @@ $(BUILD)/tests/e2e/dist_test_nompi: $(BUILD)/tests/e2e/dist_test.o $(BUILD)/test
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -lm
 
 TEST_SUITES += e2e-dist
+TEST_BUILD += $(E2E_DIST_TEST) $(BUILD)/tests/e2e/dist_test_nompi
 .PHONY: test-e2e-dist
 test-e2e-dist: $(E2E_DIST_TEST) $(BUILD)/tests/e2e/dist_test_nompi
 	@NOMPI_BIN=$(BUILD)/tests/e2e/dist_test_nompi bash tests/e2e/dist.sh $(E2E_DIST_TEST)
@@ -44,6 +45,7 @@ test-e2e-slurm: $(BUILD)/llmc $(BUILD)/llmc-train $(E2E_DIST_TEST)
 # The same dist tests with runtime/base/dist.c built with ASan + UBSan (build/san).
 TEST_SUITES += e2e-dist-san
 .PHONY: test-e2e-dist-san
+TEST_BUILD_SAN += build/san/tests/e2e/dist_test
 test-e2e-dist-san:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/dist_test
 	@E2E_SAN=1 bash tests/e2e/dist.sh build/san/tests/e2e/dist_test
@@ -68,6 +70,7 @@ $(BUILD)/tests/e2e/prom_test.o: tests/e2e/prom_test.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 TEST_SUITES += e2e-prom
+TEST_BUILD_SAN += build/san/tests/e2e/prom_test
 .PHONY: test-e2e-prom
 test-e2e-prom:
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/e2e/prom_test

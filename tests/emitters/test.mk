@@ -23,6 +23,8 @@ GOLDEN_TARGETS += golden-record
 .PHONY: test-emitters test-golden golden-record
 # The unit tests run a second time built with ASan+UBSan (build/san).
 # So does llmc on every plan (its output compared byte for byte).
+TEST_BUILD += $(EMIT_TEST)
+TEST_BUILD_SAN += build/san/tests/emitters/emit_test build/san/llmc
 test-emitters: $(EMIT_TEST) $(BUILD)/llmc
 	@$(MAKE) --no-print-directory -s SAN=1 build/san/tests/emitters/emit_test build/san/llmc
 	@bash tests/emitters/run.sh $(EMIT_TEST) $(BUILD)/llmc build/san/tests/emitters/emit_test build/san/llmc
@@ -37,6 +39,7 @@ golden-record: $(BUILD)/llmc
 # artifact writer in memory): artifacts of accepted plans must be well formed
 # with nothing injected (tests/emitters/fuzz_emitters.c). clang-14.
 FUZZ_TARGETS += fuzz-emitters
+FUZZ_BINS += $(BUILD)/fuzz/fuzz_emitters
 EMIT_FUZZ_SRC := $(filter-out compiler/cli/main.c,$(COMPILER_SRC))
 $(BUILD)/fuzz/fuzz_emitters: tests/emitters/fuzz_emitters.c $(EMIT_FUZZ_SRC) $(GEN)/lexer.c $(GEN)/parser.c \
                           $(wildcard templates/*.tmpl) | $(GEN)/parser.h

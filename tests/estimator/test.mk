@@ -10,6 +10,7 @@ $(EST_TEST_BIN): $(EST_TEST_SRC) tests/estimator/test_estimate.h $(COMPILER_LIB_
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter-out %.h,$^) $(COMPILER_LIBS)
 
 TEST_SUITES += estimator
+TEST_BUILD += $(EST_TEST_BIN)
 .PHONY: test-estimator
 test-estimator: $(EST_TEST_BIN) $(BUILD)/llmc $(BUILD)/llmc-train
 	@bash tests/estimator/run.sh $(EST_TEST_BIN) $(BUILD)/llmc $(BUILD)/llmc-train

@@ -12,6 +12,8 @@ $(BUILD)/tests/frontend_unit: tests/frontend/unit.c $(FRONTEND_LIB_OBJ)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) -lcjson -lm
 
 .PHONY: test-frontend test-frontend-san fuzz-frontend
+TEST_BUILD += $(BUILD)/tests/frontend_unit
+TEST_BUILD_SAN += build/san/tests/frontend_unit
 test-frontend: $(BUILD)/llmc $(BUILD)/tests/frontend_unit
 	@bash tests/frontend/run.sh $(BUILD)/llmc $(BUILD)/tests/frontend_unit
 
@@ -28,6 +30,7 @@ test-frontend-san:
 
 # libFuzzer over lexer, parser, checker and formatter (clang); corpus: examples + bad plans.
 FUZZ_TARGETS += fuzz-frontend
+FUZZ_BINS += $(BUILD)/fuzz/fuzz_frontend
 $(BUILD)/fuzz/fuzz_frontend: tests/frontend/fuzz_frontend.c $(FRONTEND_LIB_SRC) $(GEN)/lexer.c $(GEN)/parser.c | $(GEN)/parser.h
 	@mkdir -p $(dir $@)
 	clang-14 -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \

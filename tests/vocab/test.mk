@@ -17,6 +17,7 @@ $(BUILD)/tests/vocab/readback: $(BUILD)/tests/vocab/readback.o $(VOCAB_READBACK_
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(CJSON_LIBS) $(BLAS_LIBS) -lm
 
 TEST_SUITES += vocab
+TEST_BUILD += $(BUILD)/tests/vocab/rows $(BUILD)/tests/vocab/readback
 .PHONY: test-vocab
 test-vocab: $(BUILD)/llmc $(BUILD)/llmc-train $(BUILD)/tests/vocab/rows $(BUILD)/tests/vocab/readback
 	@python3 tests/vocab/vocab.py $(BUILD)/llmc $(BUILD)/tests/vocab/rows $(BUILD)/tests/vocab/readback
