@@ -53,10 +53,15 @@ done
 restarts=$(job_field "$id" Restarts)
 if [[ $state == COMPLETED ]] && (( restarts >= 3 )); then ok "completed after $restarts requeues (3 min of steps, 1-minute limit)"
 else bad "job $id: $state after $restarts requeues" "$err" "$LLMC_STAND_IN_LOG"; finish; fi
-n_usr2=$(grep -c 'llmc: USR2, the time limit is near' "$err")
-n_requeue=$(grep -c "llmc: requeueing job $id; it resumes from .*/checkpoint-[0-9]*\$" "$err")
-if (( n_usr2 == restarts && n_requeue == restarts )); then ok "each of the $restarts segments: USR2, wait for a save, requeue"
-else bad "USR2 $n_usr2, requeues $n_requeue, restarts $restarts" "$err"; fi
+# The script's own lines in order: U for a warning, R for a requeue. Each
+# segment but the last is U R; the last segment may get a warning too (the
+# lead is 20-50 s and it may still be training then) and must then finish
+# without a requeue, so the sequence is (UR)^restarts with an optional U.
+lines=$(grep -o -e 'llmc: USR2, the time limit is near' -e "llmc: requeueing job $id; it resumes from .*/checkpoint-[0-9]*\$" "$err" |
+    sed -e 's/^llmc: USR2.*/U/' -e 's/^llmc: requeueing.*/R/' | tr -d '\n')
+want_seq=$(printf 'UR%.0s' $(seq 1 "$restarts"))
+if [[ $lines == "$want_seq" || $lines == "${want_seq}U" ]]; then ok "each of the $restarts requeued segments: USR2, wait for a save, requeue (script lines $lines)"
+else bad "script lines $lines (U = USR2, R = requeue), restarts $restarts" "$err"; fi
 ! grep -q 'DUE TO TIME LIMIT' "$err" && ok "never killed by the time limit" || bad "killed at the time limit" "$err"
 if grep -q "checkpoint-5 has no trainer_state.json (cut off while saving); moved to .*/incomplete-checkpoint-5.$id.0\$" "$err" &&
     [[ -f $T/run/incomplete-checkpoint-5.$id.0/model.safetensors && ! -e $T/run/checkpoint-5 ]]; then
