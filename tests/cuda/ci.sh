@@ -69,6 +69,12 @@ expect "Qwen3 (qk_norm) refused" 2 "qk_norm" $bin params --config "$tmp/qwen3.js
 if make -s attn-check SAN="${SAN:-0}" > "$tmp/attn.log" 2>&1; then ok "make attn-check"
 else bad "make attn-check"; tail -20 "$tmp/attn.log"; fi
 expect "attention documents for cuDNN's ragged layout" 0 "5 passed, 0 failed" ${BUILD:-build}/attn_check --documents
+# fp8_check runs on the GPU machine (device.sh's fp8 and fp8-san); here it builds, and
+# a section it does not have is refused before any CUDA call
+if make -s fp8-check SAN="${SAN:-0}" > "$tmp/fp8.log" 2>&1; then ok "make fp8-check"
+else bad "make fp8-check"; tail -20 "$tmp/fp8.log"; fi
+expect "fp8_check: an unknown section refused" 2 "unknown section 'gemms' (want quant, gemm, fused or norm)" \
+    ${BUILD:-build}/fp8_check quant gemms
 # What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
 python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
 import json, sys

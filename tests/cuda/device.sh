@@ -5,8 +5,8 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2 zero fp8 fp8-bench gemm-choices converge zero-scale
-#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-bench,
+#               split split-bench trust host2 zero fp8 fp8-san fp8-bench gemm-choices converge zero-scale
+#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench,
 #               gemm-choices, converge, zero-scale)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
@@ -23,6 +23,7 @@
 #            train.master_weights) against HF; split-bench: its memory and speed beside the default
 #     fp8: precision = fp8 (tests/cuda/fp8_check.c: quantisation and FP8 GEMMs against fp64;
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
+#     fp8-san: compute-sanitizer memcheck, racecheck, initcheck over fp8_check's kernel sections
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
@@ -151,6 +152,22 @@ if has fp8; then
     chk fp8_qwen3 --steps 20 --fp8 --arch qwen3 --head-dim 64
     chk states_bf16 --steps 200 --optimizer-states bf16
     chk split_states_bf16 --steps 50 --master-weights split --optimizer-states bf16
+fi
+# compute-sanitizer over fp8_check's own kernels (quantisers, fused maxima, RMSNorm
+# backward), without the cuBLASLt products that take most of its time. Sections,
+# not a --kernel-name filter: with the filter, initcheck reported the first GEMM's
+# output as uninitialised (the uninstrumented GEMM's writes unseen, we read it) and
+# racecheck stopped on an internal error inside that GEMM (2026-12-05, H100)
+if has fp8-san; then
+    if make -s -j8 fp8-check > "$out/fp8san_build.log" 2>&1; then
+        for tool in memcheck racecheck initcheck; do
+            timeout 300 compute-sanitizer --tool $tool --error-exitcode 7 ./build/fp8_check quant fused norm \
+                > "$out/fp8san_$tool.log" 2>&1
+            note "fp8 kernels under $tool: exit $? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/fp8san_$tool.log" | tail -1) $(tail -1 "$out/fp8san_$tool.log")"
+        done
+    else
+        note "fp8-san: build FAILED"; tail -20 "$out/fp8san_build.log"
+    fi
 fi
 # llmq's published H100 runs (benchmarks/H100x1.md: T = 1024, 524,288 tokens per
 # step, bf16 master weights and moments): ours with split master weights and bf16

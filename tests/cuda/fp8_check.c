@@ -31,6 +31,10 @@
  *    C terms: bound 2.5e-3), every dw (fp32, a sum over the rows of products rounded
  *    twice) within (rows + 2) * 2^-24 * sum |terms| of the fp64 sum, and a second
  *    launch giving the same bits.
+ * Usage: fp8_check [SECTION...], sections quant (1-2, at the GEMM shapes and the edge
+ * tiles), gemm (3-4), fused (5), norm (6); none named: all. The kernels' own
+ * sections run in seconds, so compute-sanitizer can go over them without the
+ * cuBLASLt products (device.sh's fp8-san step).
  * Closes with "N passed, N failed". */
 #include <math.h>
 #include <stdint.h>
@@ -373,8 +377,29 @@ static void rmsnorm_bwd_case(int rows, int C, int with_dres, cudaStream_t st)
     CK(cudaFree(rstd)); CK(cudaFree(dw)); CK(cudaFree(scratch)); CK(cudaFree(amax));
 }
 
-int main(void)
+static const char *const sections[] = {"quant", "gemm", "fused", "norm"};
+static int wanted[4];
+
+/* Marks the sections named on the command line (all when none is); 0 on a bad name. */
+static int parse_sections(int argc, char **argv)
 {
+    for (int i = 0; i < 4; i++) wanted[i] = argc < 2;
+    for (int a = 1; a < argc; a++) {
+        int i = 0;
+        while (i < 4 && strcmp(argv[a], sections[i])) i++;
+        if (i == 4) {
+            fprintf(stderr, "fp8_check: unknown section '%s' (want quant, gemm, fused or norm)\n", argv[a]);
+            return 0;
+        }
+        wanted[i] = 1;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (!parse_sections(argc, argv)) return 2;
+    int quant = wanted[0], gemm = wanted[1], fused = wanted[2], norm = wanted[3];
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     Gemm *g = gemm_create(st, 32u << 20);
@@ -383,12 +408,16 @@ int main(void)
      * projection (896 <- 1216, trimmed in K to keep the fp64 reference quick) */
     static const int shapes[][3] = {{256, 128, 256}, {512, 128, 128}, {512, 1216, 896}};
     const double E4 = 1.5 * 0.0510, E5 = 1.5 * 0.0808;
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 3 && (quant || gemm); s++) {
         int Ntok = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
         Tensor X, W, dY, Wt, dYt, Xt;
         make_tensor(&X, Ntok, in, 0, 1.0, "input E4M3", st);
         make_tensor(&W, out, in, 0, 0.02, "weight E4M3", st);
         make_tensor(&dY, Ntok, out, 1, 1e-4, "gradient E5M2", st);
+        if (!gemm) {
+            free_tensor(&X); free_tensor(&W); free_tensor(&dY);
+            continue;
+        }
         gemm_case(g, "forward (fast accumulation)", &X, &W, 1, 0, 0, 2e-2, E4, st);
         /* the residual added in place (bf16 D = C, beta 1): the product is ~10x the
          * base here, so D's bf16 rounding of the sum stays within the same bounds */
@@ -419,15 +448,15 @@ int main(void)
     /* the quantiser's tiles cut by the edges: the 16-multiple kernel (128 x 64 tiles)
      * and the 8-multiple one (64 x 64) */
     static const int edge[][3] = {{272, 336, 0}, {272, 336, 1}, {200, 88, 0}, {200, 88, 1}};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4 && quant; i++) {
         Tensor t;
         make_tensor(&t, edge[i][0], edge[i][1], edge[i][2], 1.0, edge[i][2] ? "edge tiles E5M2" : "edge tiles E4M3", st);
         free_tensor(&t);
     }
-    fused_amax_checks(st);
+    if (fused) fused_amax_checks(st);
     static const int norm_widths[] = {64, 896, 2048, 3584, 8192, 9216};   /* 9216: the wide kernel */
-    for (int i = 0; i < 6; i++) rmsnorm_bwd_case(300, norm_widths[i], i != 1, st);
-    rmsnorm_bwd_case(2100, 3584, 1, st);   /* more rows than blocks: each block takes several */
+    for (int i = 0; i < 6 && norm; i++) rmsnorm_bwd_case(300, norm_widths[i], i != 1, st);
+    if (norm) rmsnorm_bwd_case(2100, 3584, 1, st);   /* more rows than blocks: each block takes several */
     gemm_destroy(g);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
