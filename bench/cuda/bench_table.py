@@ -16,10 +16,12 @@ benchmarks/H100x1.md for 1024; 524,288 tokens per optimizer step, bf16 weights
 and AdamW moments) — and ours over it where the row has llmq's context and
 tokens per step (N/A elsewhere). When the file has FP8 runs (bench_impl
 "ours-fp8"): ours with --fp8, its memory, llmq's published FP8 figure (1024-token
-rows) and the ratio ("tuned GEMMs" in its heading when its runs took their GEMM
-choices from a tuned file, "gemm_choices": "tuned"; "LM head in FP8" or "in
+rows) and the ratio ("LM head in FP8" or "in
 bf16" as its runs' "fp8_lm_head" says, train.fp8_lm_head). An eager column appears
-when the file has eager runs. A run
+when the file has eager runs. Ours' and the FP8 column's headings say "tuned
+GEMMs" when every run of theirs took its GEMM choices from a tuned file
+("gemm_choices": "tuned", run.sh's BENCH_GEMM_TUNE=1), "tuned GEMMs in N of M
+rows" when some did. A run
 that is missing prints "not run", a failed one "failed" (its error follows the
 table).
 """
@@ -86,16 +88,27 @@ def published(model, batch, seq, accum, kind, run):
     return [f"{tok(tps)} at {pub_batch}x{seq}", f"{run['tokens_per_s'] / tps:.2f}x" if ok else "N/A"]
 
 
+def tuned_note(done):
+    """The heading's note on GEMM choices for a column's successful runs."""
+    n = sum(1 for r in done if r.get("gemm_choices") == "tuned")
+    if n == 0:
+        return []
+    return ["tuned GEMMs" if n == len(done) else f"tuned GEMMs in {n} of {len(done)} rows"]
+
+
 def table(runs, rows):
     eager = any(impl == "eager" for _, impl in runs)
     fp8 = any(impl == "ours-fp8" for _, impl in runs)
-    head = ["shape", "ours tok/s", "torch.compile tok/s", "ours/compile", "ours GiB", "compile GiB"]
+    ids = {spec.split()[0] for spec in rows}   # the notes count the rows shown
+    done = [r for (rid, impl), r in runs.items() if rid in ids and impl == "ours" and "error" not in r]
+    ours_head = "ours tok/s" + "".join(f" ({n})" for n in tuned_note(done))
+    head = ["shape", ours_head, "torch.compile tok/s", "ours/compile", "ours GiB", "compile GiB"]
     if eager:
         head += ["eager tok/s", "eager GiB"]
     head += ["llmq (published, H100) tok/s", "ours/llmq"]
     if fp8:
-        f8 = [r for (_, impl), r in runs.items() if impl == "ours-fp8" and "error" not in r]
-        notes = ["tuned GEMMs"] if any(r.get("gemm_choices") == "tuned" for r in f8) else []
+        f8 = [r for (rid, impl), r in runs.items() if rid in ids and impl == "ours-fp8" and "error" not in r]
+        notes = tuned_note(f8)
         lm_head = {r["fp8_lm_head"] for r in f8 if "fp8_lm_head" in r}
         if lm_head:   # which way the LM head's GEMMs ran (train.fp8_lm_head); "mixed" if the runs differ
             notes.append("LM head " + ("mixed" if len(lm_head) > 1 else "in FP8" if 1 in lm_head else "in bf16"))

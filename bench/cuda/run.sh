@@ -31,12 +31,13 @@
 #   BENCH_SHAPES   the row IDs to run, space or comma separated; "llmq" and "all"
 #                  name the sets (default: the five)
 #   BENCH_FP8=0    no FP8 column (default: ours again with --fp8, precision = fp8, on every row)
-#   BENCH_GEMM_TUNE=1  the FP8 column's GEMMs as a tuned run chooses them: before each
-#                  FP8 run, one optimizer step of two micro-batches times cuBLASLt's
-#                  candidates for every GEMM shape into OUTDIR/gemm-choices-ROW.txt
-#                  (LLMC_GEMM_TUNE=1), and the timed run takes its choices from that file
-#                  (LLMC_GEMM_CHOICES: the same bits every run of the file); the table
-#                  marks the column "tuned GEMMs"
+#   BENCH_GEMM_TUNE=1  both columns' GEMMs (ours bf16 and FP8) as a tuned run chooses
+#                  them: before each of ours, one optimizer step of two micro-batches
+#                  times cuBLASLt's candidates for every GEMM shape into
+#                  OUTDIR/gemm-choices-ROW-bf16.txt or -fp8.txt (LLMC_GEMM_TUNE=1), and
+#                  the timed run takes its choices from that file (LLMC_GEMM_CHOICES: the
+#                  same bits every run of the file); the table marks each column
+#                  "tuned GEMMs" (a run whose tuning failed runs untuned and is not marked)
 #   BENCH_TORCH=0  no PyTorch runs;  BENCH_COMPILE=0  no torch.compile runs
 #   BENCH_EAGER=1  PyTorch eager as well (a column of its own)
 #   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
@@ -144,23 +145,33 @@ step_args() {   # ACCUM: sets the array sa
 state_args() {   # ID: sets the array st
     st=(); [[ $1 == *-llmq1k ]] && st=(--master-weights split --optimizer-states bf16)
 }
+# BENCH_GEMM_TUNE=1: one optimizer step of the row (two micro-batches where it has
+# several) times cuBLASLt's candidates into a choices file; sets pre (the timed
+# run's prefix) and tuned, both empty/0 when tuning is off or failed.
+tune() {   # ID COLUMN (bf16 or fp8) BENCH ARGS...
+    local id=$1 col=$2; shift 2
+    pre=() tuned=0
+    [[ ${BENCH_GEMM_TUNE:-0} == 1 ]] || return 0
+    local gc tsa=(--steps 1 --warmup 0)
+    gc=$(cd "$out" && pwd)/gemm-choices-$id-$col.txt
+    rm -f "$gc"
+    [[ $accum != 1 ]] && tsa=(--accum 2 --steps 1 --warmup 0)
+    if LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
+        "$@" "${tsa[@]}" > /dev/null 2> "$out/tune-$id-$col.log"; then
+        pre=(env LLMC_GEMM_CHOICES="$gc") tuned=1
+    else
+        echo "bench/cuda/run.sh: $id: the $col tuning run failed (exit $?; $out/tune-$id-$col.log): its timed run chooses as untuned" >&2
+    fi
+}
 for r in "${rows[@]}"; do
     read -r id model batch seq accum <<< "$r"
     step_args "$accum"; state_args "$id"
-    run ours "$id" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" --seq "$seq" "${sa[@]}" "${st[@]}"
+    base=(--model "$model" --batch "$batch" --seq "$seq" "${st[@]}")
+    tune "$id" bf16 "${base[@]}"
+    RUN_TUNED=$tuned run ours "$id" ${pre[@]+"${pre[@]}"} ./build/llmc-train-cuda bench "${base[@]}" "${sa[@]}"
     if [[ ${BENCH_FP8:-1} == 1 ]]; then
-        pre=() tuned=0
-        if [[ ${BENCH_GEMM_TUNE:-0} == 1 ]]; then
-            gc=$(cd "$out" && pwd)/gemm-choices-$id.txt
-            rm -f "$gc"
-            tsa=(--steps 1 --warmup 0); [[ $accum != 1 ]] && tsa=(--accum 2 --steps 1 --warmup 0)
-            LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
-                --model "$model" --batch "$batch" --seq "$seq" "${tsa[@]}" "${st[@]}" --fp8 > /dev/null 2> "$out/tune-$id.log" ||
-                echo "bench/cuda/run.sh: $id: the tuning run failed (exit $?; $out/tune-$id.log): the FP8 run chooses as untuned" >&2
-            pre=(env LLMC_GEMM_CHOICES="$gc") tuned=1
-        fi
-        RUN_TUNED=$tuned run ours-fp8 "$id" "${pre[@]}" ./build/llmc-train-cuda bench --model "$model" --batch "$batch" \
-            --seq "$seq" "${sa[@]}" "${st[@]}" --fp8
+        tune "$id" fp8 "${base[@]}" --fp8
+        RUN_TUNED=$tuned run ours-fp8 "$id" ${pre[@]+"${pre[@]}"} ./build/llmc-train-cuda bench "${base[@]}" "${sa[@]}" --fp8
     fi
 done
 if [[ ${BENCH_TORCH:-1} == 1 ]]; then

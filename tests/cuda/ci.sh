@@ -176,7 +176,23 @@ expect "torch_bench.py takes every row's model" 0 "every row's model is in SHAPE
 python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "${bench_rows[@]}" > "$tmp/table.txt" 2>&1
 if diff -u tests/cuda/bench_table_expected.txt "$tmp/table.txt"; then ok "bench table from hand-made results"
 else bad "bench table from hand-made results"; fi
+# the "tuned GEMMs" note of ours' column: every run tuned, or some
+printf '%s\n' '{"row":"0.5b-2048","bench_impl":"ours","tokens_per_s":1000,"peak_mem_gib":1,"gemm_choices":"tuned"}' \
+    '{"row":"3b-2048","bench_impl":"ours","tokens_per_s":500,"peak_mem_gib":2}' > "$tmp/tuned.jsonl"
+expect "bench table: ours tuned in some rows" 0 "ours tok/s (tuned GEMMs in 1 of 2 rows)" \
+    python3 bench/cuda/bench_table.py "$tmp/tuned.jsonl" "0.5b-2048 qwen2.5-0.5b 8 2048 1" "3b-2048 qwen2.5-3b 4 2048 1"
+expect "bench table: ours tuned in every row" 0 "ours tok/s (tuned GEMMs)  " \
+    python3 bench/cuda/bench_table.py "$tmp/tuned.jsonl" "0.5b-2048 qwen2.5-0.5b 8 2048 1"
 if ! nvidia-smi -L > /dev/null 2>&1 && [[ ${SAN:-0} != 1 ]]; then   # run.sh builds build/, not build/san
+    # BENCH_GEMM_TUNE=1: both columns' tuning runs fail here; each timed run runs untuned, unmarked
+    BENCH_SHAPES=0.5b-2048 BENCH_GEMM_TUNE=1 BENCH_TORCH=0 BENCH_STEPS=1 BENCH_TIMEOUT=120 \
+        bash bench/cuda/run.sh "$tmp/bench-tune" > "$tmp/tune.out" 2> "$tmp/tune.err"
+    rc=$?
+    if [[ $rc -eq 1 ]] && grep -q "0.5b-2048: the bf16 tuning run failed" "$tmp/tune.err" &&
+       grep -q "0.5b-2048: the fp8 tuning run failed" "$tmp/tune.err" &&
+       (( $(grep -c '"error"' "$tmp/bench-tune/bench.jsonl") == 2 )) && ! grep -q "tuned" "$tmp/tune.out"; then
+        ok "bench BENCH_GEMM_TUNE=1 without a GPU: both tuning runs' failures said, the runs not marked tuned"
+    else bad "bench BENCH_GEMM_TUNE=1 without a GPU (exit $rc)"; cat "$tmp/tune.err" "$tmp/tune.out"; fi
     # Every run fails without a GPU: each is reported, the others still run, exit 1.
     BENCH_SHAPES=0.5b-2048,1.5b-8192 BENCH_STEPS=1 BENCH_TIMEOUT=120 bash bench/cuda/run.sh "$tmp/bench" \
         > "$tmp/bench.out" 2> "$tmp/bench.err"
