@@ -5,8 +5,8 @@
 #
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
-#               split split-bench trust host2 zero fp8 fp8-san fp8-bench gemm-choices converge zero-scale
-#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench,
+#               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
+#               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
 #               gemm-choices, converge, zero-scale)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
@@ -23,6 +23,8 @@
 #            train.master_weights) against HF; split-bench: its memory and speed beside the default
 #     fp8: precision = fp8 (tests/cuda/fp8_check.c: quantisation and FP8 GEMMs against fp64;
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
+#     llmq1k: issue 31's Done-when run (bench/cuda/run.sh at llmq's T = 1024 shapes, bf16 and
+#          FP8 columns with tuned GEMM choices; about 8 minutes on an H200)
 #     fp8-san: compute-sanitizer memcheck, racecheck, initcheck over fp8_check's kernel sections
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
@@ -635,6 +637,15 @@ if has ftbench; then
     done
     ./build/llmc-train-cuda bench --model qwen2.5-0.5b --batch 8 --seq 2048 --steps 10 --warmup 3 > "$out/full05.json" 2>/dev/null
     note "full 0.5b x8: $(cat "$out/full05.json")"
+fi
+# issue 31's Done-when run: llmq's four T = 1024 shapes, ours bf16 (split master,
+# bf16 moments) and FP8, both with tuned GEMM choices, one timed step a row
+if has llmq1k; then
+    BENCH_SHAPES=llmq1k BENCH_TORCH=0 BENCH_GEMM_TUNE=1 BENCH_ACCUM_STEPS=1 BENCH_TIMEOUT=${BENCH_TIMEOUT:-200} \
+        bash bench/cuda/run.sh "$out/llmq1k" > "$out/llmq1k.txt" 2>&1
+    note "llmq1k bench: exit $?"
+    cp "$out/llmq1k/bench.jsonl" "$out/llmq1k.jsonl" 2>/dev/null
+    tail -8 "$out/llmq1k.txt"
 fi
 if has bench; then
     for v in "qwen2.5-1.5b 4 LLMC_GEMM_TUNE=1" "qwen2.5-1.5b 4 --eager-attention" "qwen2.5-0.5b 8 --eager-attention" \
