@@ -26,6 +26,7 @@
 #     llmq1k: issue 31's Done-when run (bench/cuda/run.sh at llmq's T = 1024 shapes, bf16 and
 #          FP8 columns with tuned GEMM choices; about 8 minutes on an H200)
 #     fp8-san: compute-sanitizer memcheck, racecheck, initcheck over fp8_check's kernel sections
+#          (FP8SAN_TIMEOUT seconds a tool, default 300; under 50 s each on an H100)
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
@@ -163,7 +164,7 @@ fi
 if has fp8-san; then
     if make -s -j8 fp8-check > "$out/fp8san_build.log" 2>&1; then
         for tool in memcheck racecheck initcheck; do
-            timeout 300 compute-sanitizer --tool $tool --error-exitcode 7 ./build/fp8_check quant fused norm \
+            timeout ${FP8SAN_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 7 ./build/fp8_check quant fused norm \
                 > "$out/fp8san_$tool.log" 2>&1
             note "fp8 kernels under $tool: exit $? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/fp8san_$tool.log" | tail -1) $(tail -1 "$out/fp8san_$tool.log")"
         done
