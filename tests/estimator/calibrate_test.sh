@@ -18,6 +18,9 @@ ok() { pass=$((pass + 1)); }   # quiet: only failures are shown
 near() { $PY -c 'import sys; g, w, r = map(float, sys.argv[1:]); sys.exit(0 if abs(g - w) <= r * abs(w) else 1)' "$@"; }
 # the value of KEY in a profile file (the number before any unit)
 pval() { sed -n "s/^  $2 *= *\([0-9.e+-]*\).*/\1/p" "$1"; }
+# the "with the profile (E%)" error of calibrate --check's output, and whether it is within 15%
+check_err() { sed -n 's/.*check .*with the profile (\([-+0-9.]*\)%).*/\1/p' <<<"$1"; }
+within15() { [[ -n $1 ]] && $PY -c "import sys; sys.exit(0 if abs($1) <= 15 else 1)"; }
 est() { $PY -c 'import json, sys; print(json.load(open(sys.argv[1]))["estimate"][sys.argv[2]])' "$1" "$2"; }
 
 # ---- LLaMA-Factory: ZeRO-3 Qwen2.5-14B on 1 and 4 nodes, compiled with
@@ -132,9 +135,9 @@ near "${m:-0}" 0.1 0.005 && near "${o:-0}" 0.05 0.01 && ok || bad "CPU fit: mfu 
 # calib/record_cpu.sh): fit batches 8 and 32, predict 16 within 15%
 out=$("$llmc" calibrate "$here/calib/cpu_b8/runs/tiny_sft" "$here/calib/cpu_b32/runs/tiny_sft" \
       --check "$here/calib/cpu_b16/runs/tiny_sft" 2>&1 >/dev/null)
-err=$(sed -n 's/.*check .*with the profile (\([-+0-9.]*\)%).*/\1/p' <<<"$out")
+err=$(check_err "$out")
 echo "  prediction check (CPU trainer, batch 16 from 8 and 32): $(grep '^  check     step' <<<"$out" | sed 's/^ *check *//')"
-[[ -n $err ]] && $PY -c "import sys; sys.exit(0 if abs($err) <= 15 else 1)" && ok || bad "prediction within 15%: $out"
+within15 "$err" && ok || bad "prediction within 15%: $out"
 
 # ---- the same check on real runs of the CUDA trainer (calib/record_gpu.sh on one
 # H200: a Qwen2.5-0.5B-shaped model on the tiny data, bf16, micro batches 32, 64 and
@@ -144,9 +147,9 @@ echo "  prediction check (CPU trainer, batch 16 from 8 and 32): $(grep '^  check
 for src in "" /gpu_metrics.jsonl; do
     out=$("$llmc" calibrate "$here/calib/gpu_b32/runs/tiny_sft$src" "$here/calib/gpu_b128/runs/tiny_sft$src" \
           --check "$here/calib/gpu_b64/runs/tiny_sft$src" 2>&1 >/dev/null)
-    err=$(sed -n 's/.*check .*with the profile (\([-+0-9.]*\)%).*/\1/p' <<<"$out")
+    err=$(check_err "$out")
     echo "  prediction check (CUDA trainer, H200, batch 64 from 32 and 128${src:+, $src}): $(grep '^  check     step' <<<"$out" | sed 's/^ *check *//')"
-    [[ -n $err ]] && $PY -c "import sys; sys.exit(0 if abs($err) <= 15 else 1)" && ok || bad "GPU prediction within 15% ($src): $out"
+    within15 "$err" && ok || bad "GPU prediction within 15% ($src): $out"
 done
 
 # ---- the prediction check live: the CPU trainer (LLMC_TRAIN) runs the tiny plan here
@@ -160,10 +163,10 @@ done
 # steps, +2% to +17% with 10 of 4), so up to three independent recordings are made
 # and one must be within 15%. A broken fit misses on every one: uncalibrated, the
 # estimate is +46% to +270% off here. Quiet, the errors seen are -12% to +13%.
-live_errs=
 if [[ -z $train || ! -x $train ]]; then
     bad "the live prediction check needs llmc-train (calibrate_test.sh LLMC LLMC_TRAIN)"
 else
+    live_errs=
     for try in 1 2 3; do
         if ! (LLMC=$(realpath "$llmc") LLMC_TRAIN=$(realpath "$train") STEPS=4 ROUNDS=10 DEST="$T/live$try" \
                 bash "$here/calib/record_cpu.sh" "$T/live_work$try") >"$T/live$try.log" 2>&1; then
@@ -171,9 +174,9 @@ else
         fi
         out=$("$llmc" calibrate "$T/live$try/cpu_b8/runs/tiny_sft" "$T/live$try/cpu_b32/runs/tiny_sft" \
               --check "$T/live$try/cpu_b16/runs/tiny_sft" 2>&1 >/dev/null)
-        err=$(sed -n 's/.*check .*with the profile (\([-+0-9.]*\)%).*/\1/p' <<<"$out")
+        err=$(check_err "$out")
         echo "  prediction check live $try (this machine, batch 16 from 8 and 32): $(grep '^  check     step' <<<"$out" | sed 's/^ *check *//')"
-        if [[ -n $err ]] && $PY -c "import sys; sys.exit(0 if abs($err) <= 15 else 1)"; then live_errs=; break; fi
+        if within15 "$err"; then live_errs=; break; fi
         live_errs+="${live_errs:+; }try $try: ${err:-no figure}% ($out)"
     done
     [[ -z $live_errs ]] && ok || bad "live prediction within 15% in one of three recordings: $live_errs"
