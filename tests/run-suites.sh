@@ -16,7 +16,9 @@
 # (time limits, Slurm's 30 s ticks, requeues, timeouts), e2e-lf-timelimit (six
 # minutes) first and then e2e-timelimit and status, whose trainers run until
 # Slurm stops them, once the foreground's busiest suites are done; and one of
-# checks that only compute and have no time limit to meet, niced.
+# checks that only compute and have no time limit to meet, niced. The suites
+# named in QUIET_SUITES (default: estimator-live, a check timed by the wall clock)
+# run last, alone, once the foreground and every lane are done.
 set -u
 total_pass=0 total_fail=0
 background=${BACKGROUND_SUITES-e2e-lf-timelimit+e2e-timelimit+status \
@@ -65,21 +67,26 @@ done
 # The foreground's order: that of the arguments, the suites named in LAST_SUITES
 # (default: cpu, whose trainers' BLAS threads slow down most beside the lanes)
 # moved to the end, when the lanes have mostly finished.
-last=" ${LAST_SUITES-cpu} " fg=() fg_last=()
+last=" ${LAST_SUITES-cpu} " quiet=" ${QUIET_SUITES-estimator-live} " fg=() fg_last=() fg_quiet=()
 for s in "$@"; do
     [[ $in_bg == *" $s "* ]] && continue
-    if [[ $last == *" $s "* ]]; then fg_last+=("$s"); else fg+=("$s"); fi
+    if [[ $quiet == *" $s "* ]]; then fg_quiet+=("$s")
+    elif [[ $last == *" $s "* ]]; then fg_last+=("$s")
+    else fg+=("$s"); fi
 done
-for s in ${fg[@]+"${fg[@]}"} ${fg_last[@]+"${fg_last[@]}"}; do
+# run_fg SUITE: in the foreground, its output shown as it comes
+run_fg() {
+    local s=$1 t0=$SECONDS log rc
     echo "=== suite $s"
-    t0=$SECONDS
     log=$(mktemp)
     make -s --no-print-directory "test-$s" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     count "$s" "$log" "$rc" $((SECONDS - t0))
     rm -f "$log"
-done
+}
+for s in ${fg[@]+"${fg[@]}"} ${fg_last[@]+"${fg_last[@]}"}; do run_fg "$s"; done
 wait
+for s in ${fg_quiet[@]+"${fg_quiet[@]}"}; do run_fg "$s"; done
 for s in "${bg[@]}"; do
     echo "=== suite $s (ran in the background)"
     cat "$bg_dir/$s"

@@ -3,7 +3,7 @@
 # tests/estimator/expected/NAME.txt (and NAME.json for --format=json).
 # Closes with one "N passed, N failed" line. UPDATE=1 re-records the goldens.
 set -u
-unit=$1 llmc=$2 train=${3:-}
+unit=$1 llmc=$2
 here=$(dirname "$0")
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 
@@ -53,7 +53,7 @@ expect_exit 0 explain --help
 expect_exit 1 explain tests/estimator/plans/qwen32b_b8_no_requeue.llm --format=json
 
 # llmc calibrate and the profile block (tests/estimator/calibrate_test.sh)
-out=$(bash "$here/calibrate_test.sh" "$llmc" "$train" 2>&1)
+out=$(bash "$here/calibrate_test.sh" "$llmc" 2>&1)
 echo "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' <<<"$out" | tail -n 1)
 if [[ -n "$line" ]]; then

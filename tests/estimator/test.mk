@@ -12,5 +12,12 @@ $(EST_TEST_BIN): $(EST_TEST_SRC) tests/estimator/test_estimate.h $(COMPILER_LIB_
 TEST_SUITES += estimator
 TEST_BUILD += $(EST_TEST_BIN)
 .PHONY: test-estimator
-test-estimator: $(EST_TEST_BIN) $(BUILD)/llmc $(BUILD)/llmc-train
-	@bash tests/estimator/run.sh $(EST_TEST_BIN) $(BUILD)/llmc $(BUILD)/llmc-train
+test-estimator: $(EST_TEST_BIN) $(BUILD)/llmc
+	@bash tests/estimator/run.sh $(EST_TEST_BIN) $(BUILD)/llmc
+
+# The prediction check on runs of the CPU trainer made here, timed by the wall clock:
+# its own suite, which tests/run-suites.sh runs alone at the end (QUIET_SUITES).
+TEST_SUITES += estimator-live
+.PHONY: test-estimator-live
+test-estimator-live: $(BUILD)/llmc $(BUILD)/llmc-train
+	@bash tests/estimator/calibrate_live_test.sh $(BUILD)/llmc $(BUILD)/llmc-train

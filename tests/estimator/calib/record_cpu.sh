@@ -8,7 +8,7 @@
 # checkpoint), the shapes taking turns so that a busy machine slows them alike.
 # Copies each compiled plan.json and the run's metrics.jsonl to
 # DEST/cpu_bB/ (DEST default tests/estimator/calib; run dir = the compiled dir's
-# runs/tiny_sft). calibrate_test.sh runs it with DEST in its own temporary
+# runs/tiny_sft). calibrate_live_test.sh runs it with DEST in its own temporary
 # directory for the live prediction check.
 # Usage: tests/estimator/calib/record_cpu.sh [WORK_DIR]   (from the repository root)
 set -euo pipefail
