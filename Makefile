@@ -123,7 +123,7 @@ all: $(BUILD)/llmc $(BUILD)/llmc-train
 # (tests/run-suites.sh) find it built. With -k and its output in
 # build/test-build.log: what fails to build here fails again in its suite, which
 # shows the error and counts the failure.
-CUDA_SUITE_BUILD := cuda attn-check fp8-check $(addprefix $(BUILD)/,master_split_test zero_layout_test gemm_choices_test)
+CUDA_SUITE_BUILD := cuda attn-check fp8-check gemm-sm90-check $(addprefix $(BUILD)/,master_split_test zero_layout_test gemm_choices_test)
 test: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) all
 	@t0=$$SECONDS; \

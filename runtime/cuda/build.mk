@@ -16,7 +16,10 @@ CUDA_CFLAGS := $(CFLAGS)
 CUDA_RT_DIRS := train data store plan model base
 CUDA_INC    := -Iruntime/cuda $(call runtime_inc,$(CUDA_RT_DIRS)) -I$(CUDA_HOME)/include \
                $(if $(wildcard .deps/usr/include),-I.deps/usr/include)
-NVCCFLAGS   := $(CUDA_ARCH) -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) -Xptxas -v
+NVCC_COMMON := -O3 -std=c++17 -lineinfo -Xcompiler -Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) -Xptxas -v
+NVCCFLAGS   := $(CUDA_ARCH) $(NVCC_COMMON)
+# gemm_sm90.cu's wgmma and TMA instructions exist only in the arch-specific sm_90a target
+CUDA_ARCH_SM90A ?= -gencode=arch=compute_90a,code=sm_90a
 CUDA_DEPS_LIB := $(wildcard .deps/usr/lib/x86_64-linux-gnu)
 CUDA_LDFLAGS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64
 ifneq ($(CUDA_DEPS_LIB),)
@@ -64,6 +67,9 @@ $(BUILD)/cuda/%.cu.o: runtime/cuda/%.cu runtime/cuda/kernels.h runtime/cuda/kern
                       runtime/cuda/flash_attn.h contract/cuda_layout.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -c -o $@ $< 2> $(BUILD)/cuda/$*.ptxas.txt || { cat $(BUILD)/cuda/$*.ptxas.txt; exit 1; }
+
+$(BUILD)/cuda/gemm_sm90.cu.o: NVCCFLAGS := $(CUDA_ARCH_SM90A) $(NVCC_COMMON)
+$(BUILD)/cuda/gemm_sm90.cu.o: runtime/cuda/gemm_sm90.h runtime/cuda/gemm.h
 
 $(BUILD)/llmc-train-cuda: $(CUDA_OBJ) $(CUDA_RT_OBJ)
 	$(CC) -pthread -o $@ $^ $(LDFLAGS) $(CUDA_LDFLAGS) $(CUDA_LIBS)

@@ -75,6 +75,11 @@ if make -s fp8-check SAN="${SAN:-0}" > "$tmp/fp8.log" 2>&1; then ok "make fp8-ch
 else bad "make fp8-check"; tail -20 "$tmp/fp8.log"; fi
 expect "fp8_check: an unknown section refused" 2 "unknown section 'gemms' (want quant, gemm, fused or norm)" \
     ${BUILD:-build}/fp8_check quant gemms
+# gemm_sm90_check runs on the GPU machine (device.sh's gemm-sm90); here it builds (the
+# sm_90a kernels compile) and refuses a bad argument before any CUDA call
+if make -s gemm-sm90-check SAN="${SAN:-0}" > "$tmp/sm90.log" 2>&1; then ok "make gemm-sm90-check"
+else bad "make gemm-sm90-check"; tail -20 "$tmp/sm90.log"; fi
+expect "gemm_sm90_check: an unknown model refused" 2 "no model '13b'" ${BUILD:-build}/gemm_sm90_check --time --models 3b,13b
 # What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
 python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
 import json, sys

@@ -6,8 +6,9 @@
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
 #               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
+#               gemm-sm90
 #               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
-#               gemm-choices, converge, zero-scale)
+#               gemm-choices, converge, zero-scale, gemm-sm90)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -29,6 +30,9 @@
 #          (FP8SAN_TIMEOUT seconds a tool, default 300; under 50 s each on an H100)
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
+#     gemm-sm90: runtime/cuda/gemm_sm90.cu's bf16 products against cuBLASLt and fp64
+#          (tests/cuda/gemm_sm90_check.c), then both timed at the 12 projection GEMMs of
+#          GEMM_SM90_MODELS (default 3b,1.5b,7b; llmq1k micro batches)
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
@@ -641,6 +645,15 @@ if has ftbench; then
 fi
 # issue 31's Done-when run: llmq's four T = 1024 shapes, ours bf16 (split master,
 # bf16 moments) and FP8, both with tuned GEMM choices, one timed step a row
+if has gemm-sm90; then
+    if make -s -j8 gemm-sm90-check > "$out/gemm_sm90_build.log" 2>&1; then
+        timeout 300 ./build/gemm_sm90_check --time --models "${GEMM_SM90_MODELS:-3b,1.5b,7b}" > "$out/gemm_sm90.log" 2>&1
+        note "gemm_sm90 (exit $?): $(tail -1 "$out/gemm_sm90.log")"
+        grep -v "^PASS" "$out/gemm_sm90.log" | tee -a "$out/summary.txt"
+    else
+        note "gemm-sm90: build FAILED"; tail -20 "$out/gemm_sm90_build.log"
+    fi
+fi
 if has llmq1k; then
     BENCH_SHAPES=llmq1k BENCH_TORCH=0 BENCH_GEMM_TUNE=1 BENCH_ACCUM_STEPS=1 BENCH_TIMEOUT=${BENCH_TIMEOUT:-200} \
         bash bench/cuda/run.sh "$out/llmq1k" > "$out/llmq1k.txt" 2>&1

@@ -34,6 +34,15 @@ $(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)
                     $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) $(CUDNN_LIBS) -lcudart -lstdc++ -lm
 
+# tests/cuda/gemm_sm90_check.c: runtime/cuda/gemm_sm90.cu's bf16 products against
+# cuBLASLt and fp64, `--time` their speeds side by side (needs an sm_90 GPU; device.sh's
+# `gemm-sm90` step).
+.PHONY: gemm-sm90-check
+gemm-sm90-check: $(BUILD)/gemm_sm90_check
+$(BUILD)/gemm_sm90_check: tests/cuda/gemm_sm90_check.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o \
+                         $(BUILD)/cuda/gemm_choices.o $(BUILD)/cuda/gemm_sm90.cu.o $(BUILD)/runtime/base/log.o
+	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
+
 # tests/cuda/initcheck_probe.c: the QKV product into a never-written buffer, read by
 # the RoPE kernel, checked on the host (needs a GPU; trust.sh runs it plain and under
 # compute-sanitizer initcheck: issue 27's qkv_rope_fwd_k report).

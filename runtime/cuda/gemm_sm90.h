@@ -1,0 +1,24 @@
+/* gemm_sm90.h — bf16 products of our own on Hopper (runtime/cuda/gemm_sm90.cu), in
+ * gemm.h's row-major form and arguments: bf16 A and B (either transposition), D bf16 or
+ * fp32, C == D or NULL, one product (no batch). */
+#ifndef LLMC_CUDA_GEMM_SM90_H
+#define LLMC_CUDA_GEMM_SM90_H
+
+#include "gemm.h"
+
+/* 1 when the arguments are a product gemm_sm90_run takes: bf16 operands, batch 1, N
+ * even, lda and ldb multiples of 8, A and B 16-byte aligned, C NULL or D. */
+int gemm_sm90_supported(const GemmArgs *a);
+
+/* Launches the product on the stream (sm_90 only); -1 when unsupported or a CUDA call
+ * failed (nothing launched), else 0. */
+int gemm_sm90_run(const GemmArgs *a, void *stream);
+
+/* At most n clusters of two CTAs a launch (0: as many as can be resident); and the
+ * clusters the last launch ran (gemm_sm90_check's --clusters and its report). */
+void gemm_sm90_limit_clusters(int n);
+/* Clusters of n CTAs: 2 (the default: B multicast to both) or 1 (each CTA loads all). */
+void gemm_sm90_cluster_size(int n);
+int gemm_sm90_last_clusters(void);
+
+#endif

@@ -1,0 +1,326 @@
+/* gemm_sm90_check.c — runtime/cuda/gemm_sm90.cu's products against cuBLASLt (gemm.c)
+ * and against fp64, then their speeds side by side at the projections' shapes.
+ *
+ * Correctness, for the three layouts of a linear layer (row-major, x [T,in], W [out,in]):
+ *   forward  y [T,out]  = x . W^T   (transA 0, transB 1: both operands K-major)
+ *   dx       dx [T,in]  = dy . W    (transA 0, transB 0: B MN-major)
+ *   dW       dW [out,in] = dy^T . x (transA 1, transB 0: both MN-major; fp32, beta 1)
+ * and the fourth combination (transA 1, transB 1), at shapes that cut the 128 x 256 x 64
+ * tiles at every edge and at the 3B model's shapes. Each product's D is checked at 512
+ * sampled elements against an fp64 sum of the same bf16 operands: |D - ref| <= 2^-8 |ref|
+ * (bf16 D's rounding, 2^-9 relative, twice over) + K 2^-24 sum|a b| (fp32 accumulation of
+ * K terms, the worst case) + 2^-8 |beta C| (C's term, rounded with D), or for fp32 D
+ * 2^-22 |ref| in place of 2^-8; and the whole of ours against the whole of cuBLASLt's:
+ * relative L2 within 2^-8 (both round the same fp32 sums, to within accumulation order,
+ * to bf16). cuBLASLt's own sampled error is printed beside ours, not checked: with
+ * beta = 1 into bf16 it rounds more than once (1.37 of this bound on an H100, 2026-12-06).
+ * Operands repeat a pool of P random values (P prime, so no row or tile sees the same
+ * values at the same place): element i is pool[(i + offset) % P].
+ *
+ * --time: each model's 12 products (forward, dx, dW of qkv, o, gate/up, down at its
+ * llmq1k micro batch) timed both ways, TFLOP/s (3 warm-up runs, then 10 timed).
+ * Usage: gemm_sm90_check [--time] [--models 0.5b,1.5b,3b,7b] (default 3b) [--clusters N]
+ * [--cluster-size 1|2] (at most N clusters a launch, the report says how many ran; clusters
+ * of 1 or 2 CTAs, default 2).
+ * Closes with "N passed, N failed". Needs an sm_90 GPU. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime_api.h>
+#include "gemm.h"
+#include "gemm_sm90.h"
+#include "host_bf16.h"
+
+#define CK(call)                                                                                    \
+    do {                                                                                            \
+        cudaError_t e_ = (call);                                                                    \
+        if (e_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "gemm_sm90_check: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+#define POOL 4000037            /* prime */
+#define SAMPLES 512
+
+static int n_pass, n_fail;
+static uint16_t *pool;          /* bf16 values in [-1, 1) */
+static uint64_t rng = 0x13198a2e03707344ull;
+
+static void check(int ok, const char *what)
+{
+    printf("%s %s\n", ok ? "PASS" : "FAIL", what);
+    if (ok) n_pass++; else n_fail++;
+}
+
+static float pool_at(size_t i, size_t off) { return bf2f(pool[(i + off) % POOL]); }
+
+/* A device buffer of n bf16 values pool[(i + off) % POOL]. */
+static void *pool_buffer(size_t n, size_t off)
+{
+    void *d;
+    CK(cudaMalloc(&d, n * 2));
+    size_t done = 0, start = off % POOL;
+    while (done < n) {
+        size_t take = POOL - start < n - done ? POOL - start : n - done;
+        CK(cudaMemcpy((char *)d + done * 2, pool + start, take * 2, cudaMemcpyHostToDevice));
+        done += take;
+        start = 0;
+    }
+    return d;
+}
+
+typedef struct {
+    const char *name;
+    int M, N, K, transA, transB, d_f32;
+    float beta;
+} Case;
+
+/* Operand values as the product reads them: A(r,k), B(k,c) (gemm.h's layouts). */
+static double a_at(const Case *c, int r, int k)
+{
+    return c->transA ? pool_at((size_t)k * c->M + r, 11) : pool_at((size_t)r * c->K + k, 11);
+}
+static double b_at(const Case *c, int k, int col)
+{
+    return c->transB ? pool_at((size_t)col * c->K + k, 777) : pool_at((size_t)k * c->N + col, 777);
+}
+
+/* D's initial contents (C for beta != 0): bf16 pool values, widened for fp32 D. */
+static void *d_buffer(const Case *c)
+{
+    size_t n = (size_t)c->M * c->N;
+    void *bf = pool_buffer(n, 4242);
+    if (!c->d_f32) return bf;
+    float *h = malloc(n * sizeof *h);
+    uint16_t *hb = malloc(n * 2);
+    if (!h || !hb) { fprintf(stderr, "gemm_sm90_check: out of memory\n"); exit(1); }
+    CK(cudaMemcpy(hb, bf, n * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < n; i++) h[i] = bf2f(hb[i]);
+    void *d;
+    CK(cudaMalloc(&d, n * 4));
+    CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    CK(cudaFree(bf));
+    free(h); free(hb);
+    return d;
+}
+
+static GemmArgs args_of(const Case *c, const void *A, const void *B, void *D)
+{
+    GemmArgs a = {0};
+    a.transA = c->transA; a.transB = c->transB;
+    a.M = c->M; a.N = c->N; a.K = c->K;
+    a.A = A; a.lda = c->transA ? c->M : c->K;
+    a.B = B; a.ldb = c->transB ? c->K : c->N;
+    a.D = D; a.ldd = c->N;
+    a.d_f32 = c->d_f32;
+    a.alpha = 1.f; a.beta = c->beta;
+    a.batch = 1;
+    return a;
+}
+
+static double d_value(const Case *c, const void *h, size_t i)
+{
+    return c->d_f32 ? ((const float *)h)[i] : bf2f(((const uint16_t *)h)[i]);
+}
+
+/* Sampled elements of D against fp64; returns the worst |error| / bound. */
+static double sample_error(const Case *c, const void *h)
+{
+    double worst = 0;
+    for (int s = 0; s < SAMPLES; s++) {
+        int r = s == 0 ? c->M - 1 : (int)(splitmix_unit(&rng) * c->M);
+        int col = s == 0 ? c->N - 1 : (int)(splitmix_unit(&rng) * c->N);
+        double ref = 0, mag = 0;
+        for (int k = 0; k < c->K; k++) {
+            double t = a_at(c, r, k) * b_at(c, k, col);
+            ref += t; mag += fabs(t);
+        }
+        double c0 = c->beta != 0.f ? c->beta * (double)pool_at((size_t)r * c->N + col, 4242) : 0;
+        ref += c0;
+        double bound = (c->d_f32 ? 0x1p-22 : 0x1p-8) * fabs(ref) + c->K * 0x1p-24 * mag +
+                       (c->d_f32 ? 0x1p-24 : 0x1p-8) * fabs(c0) + 1e-30;
+        double e = fabs(d_value(c, h, (size_t)r * c->N + col) - ref) / bound;
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+static void correctness(const Case *c, Gemm *g, cudaStream_t st)
+{
+    size_t na = (size_t)c->M * c->K, nb = (size_t)c->K * c->N, nd = (size_t)c->M * c->N;
+    void *A = pool_buffer(na, 11), *B = pool_buffer(nb, 777);
+    void *D1 = d_buffer(c), *D2 = d_buffer(c);
+    GemmArgs a1 = args_of(c, A, B, D1), a2 = args_of(c, A, B, D2);
+    char what[256];
+    snprintf(what, sizeof what, "%s M=%d N=%d K=%d transA=%d transB=%d %s beta=%g", c->name, c->M, c->N, c->K,
+             c->transA, c->transB, c->d_f32 ? "fp32" : "bf16", c->beta);
+    if (!gemm_sm90_supported(&a2)) {
+        check(0, what);
+        printf("  not supported by gemm_sm90\n");
+        goto out;
+    }
+    gemm_run(g, &a1);
+    int rc = gemm_sm90_run(&a2, st);
+    CK(cudaStreamSynchronize(st));
+    if (rc) { check(0, what); printf("  gemm_sm90_run failed\n"); goto out; }
+    size_t es = c->d_f32 ? 4 : 2;
+    void *h1 = malloc(nd * es), *h2 = malloc(nd * es);
+    if (!h1 || !h2) { fprintf(stderr, "gemm_sm90_check: out of memory\n"); exit(1); }
+    CK(cudaMemcpy(h1, D1, nd * es, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h2, D2, nd * es, cudaMemcpyDeviceToHost));
+    double e_ours = sample_error(c, h2), e_lt = sample_error(c, h1), num = 0, den = 0;
+    for (size_t i = 0; i < nd; i++) {
+        double x = d_value(c, h2, i), y = d_value(c, h1, i);
+        num += (x - y) * (x - y); den += y * y;
+    }
+    double l2 = sqrt(num / (den > 0 ? den : 1e-300));
+    int ok = e_ours <= 1 && l2 <= 0x1p-8;
+    check(ok, what);
+    if (!ok || getenv("GEMM_SM90_VERBOSE"))
+        printf("  worst sampled error / bound: ours %.3g, cuBLASLt %.3g; ours against cuBLASLt rel L2 %.3g (bound %.3g)\n",
+               e_ours, e_lt, l2, 0x1p-8);
+    free(h1); free(h2);
+out:
+    CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D1)); CK(cudaFree(D2));
+}
+
+/* ms per run of the product, after 3 warm-up runs: 10 timed runs between events. */
+static double time_one(Gemm *g, const GemmArgs *a, int ours, cudaStream_t st)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 13; i++) {
+        if (i == 3) CK(cudaEventRecord(e0, st));
+        if (ours) { if (gemm_sm90_run(a, st)) return -1; } else gemm_run(g, a);
+    }
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+    return ms / 10;
+}
+
+typedef struct { const char *name; int T, hidden, qkv, ffn; } Model;
+
+static const Model models[] = {
+    {"0.5b", 32768, 896, 1152, 4864},
+    {"1.5b", 32768, 1536, 2048, 8960},
+    {"3b", 16384, 2048, 2560, 11008},
+    {"7b", 8192, 3584, 4608, 18944},
+};
+
+static void time_model(const Model *m, Gemm *g, cudaStream_t st)
+{
+    struct { const char *name; int in, out, beta_fwd; } proj[] = {
+        {"qkv", m->hidden, m->qkv, 0}, {"o", m->hidden, m->hidden, 1},
+        {"gate/up", m->hidden, 2 * m->ffn, 0}, {"down", m->ffn, m->hidden, 1},
+    };
+    double t_lt = 0, t_ours = 0, flops_all = 0;
+    printf("%s (T = %d): TFLOP/s, cuBLASLt / ours\n", m->name, m->T);
+    for (int p = 0; p < 4; p++) {
+        Case cs[3] = {
+            {"fwd", m->T, proj[p].out, proj[p].in, 0, 1, 0, (float)proj[p].beta_fwd},
+            {"dx", m->T, proj[p].in, proj[p].out, 0, 0, 0, 0.f},
+            {"dW", proj[p].out, proj[p].in, m->T, 1, 0, 1, 1.f},
+        };
+        for (int k = 0; k < 3; k++) {
+            const Case *c = &cs[k];
+            void *A = pool_buffer((size_t)c->M * c->K, 11), *B = pool_buffer((size_t)c->K * c->N, 777);
+            void *D = d_buffer(c);
+            GemmArgs a = args_of(c, A, B, D);
+            double flops = 2.0 * c->M * c->N * c->K;
+            double ms_lt = time_one(g, &a, 0, st), ms_ours = time_one(g, &a, 1, st);
+            printf("  %-8s %-4s M=%-6d N=%-6d K=%-6d %7.1f / %7.1f  (%+.1f%%, %d clusters)\n", proj[p].name, c->name,
+                   c->M, c->N, c->K, flops / ms_lt * 1e-9, ms_ours > 0 ? flops / ms_ours * 1e-9 : 0.0,
+                   ms_ours > 0 ? 100.0 * (ms_lt / ms_ours - 1) : 0.0, gemm_sm90_last_clusters());
+            t_lt += ms_lt; t_ours += ms_ours; flops_all += flops;
+            CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D));
+        }
+    }
+    printf("  all 12: cuBLASLt %.2f ms (%.1f TFLOP/s), ours %.2f ms (%.1f TFLOP/s)\n", t_lt, flops_all / t_lt * 1e-9,
+           t_ours, flops_all / t_ours * 1e-9);
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: gemm_sm90_check [--time] [--models 0.5b,1.5b,3b,7b] [--clusters N] [--cluster-size 1|2]\n");
+    return 2;
+}
+
+/* A whole positive number of at most 100000, or -1. */
+static int count_arg(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *s && !*end && v > 0 && v <= 100000 ? (int)v : -1;
+}
+
+int main(int argc, char **argv)
+{
+    int timing = 0, picked[8], n_picked = 0;
+    char list[64] = "3b";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--time")) {
+            timing = 1;
+        } else if (!strcmp(argv[i], "--models") && i + 1 < argc) {
+            if (strlen(argv[++i]) >= sizeof list) return usage();
+            strcpy(list, argv[i]);
+        } else if ((!strcmp(argv[i], "--clusters") || !strcmp(argv[i], "--cluster-size")) && i + 1 < argc) {
+            int v = count_arg(argv[i + 1]);
+            if (v < 0 || (!strcmp(argv[i], "--cluster-size") && v > 2)) {
+                fprintf(stderr, "gemm_sm90_check: %s takes %s, not '%s'\n", argv[i],
+                        strcmp(argv[i], "--clusters") ? "1 or 2" : "a positive number", argv[i + 1]);
+                return 2;
+            }
+            if (!strcmp(argv[i], "--clusters")) gemm_sm90_limit_clusters(v); else gemm_sm90_cluster_size(v);
+            i++;
+        } else {
+            return usage();
+        }
+    }
+    /* the models, checked before any CUDA call */
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        size_t i = 0;
+        while (i < sizeof models / sizeof *models && strcmp(tok, models[i].name)) i++;
+        if (i == sizeof models / sizeof *models) {
+            fprintf(stderr, "gemm_sm90_check: no model '%s' (0.5b, 1.5b, 3b, 7b)\n", tok);
+            return 2;
+        }
+        if (n_picked == 8) return usage();
+        picked[n_picked++] = (int)i;
+    }
+    pool = malloc(POOL * 2);
+    if (!pool) return 1;
+    for (size_t i = 0; i < POOL; i++) pool[i] = f2bf((float)(2 * splitmix_unit(&rng) - 1));
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    Gemm *g = gemm_create(st, 64u << 20);
+    if (!g) return 1;
+    static const Case cases[] = {
+        /* every layout, tiles cut at every edge (M, N, K not multiples of 128, 256, 64) */
+        {"edge fwd", 200, 88, 72, 0, 1, 0, 0.f},
+        {"edge dx", 200, 88, 72, 0, 0, 0, 0.f},
+        {"edge dW", 200, 88, 72, 1, 0, 1, 1.f},
+        {"edge tt", 200, 88, 72, 1, 1, 0, 0.f},
+        {"edge fwd+C", 300, 520, 200, 0, 1, 0, 1.f},
+        {"edge dx fp32", 300, 520, 200, 0, 0, 1, 0.f},
+        {"edge dW", 520, 296, 1000, 1, 0, 1, 1.f},
+        {"short K", 136, 264, 8, 0, 1, 0, 0.f},
+        /* the 3B model's shapes at a micro batch of 4096 tokens */
+        {"3b qkv fwd", 4096, 2560, 2048, 0, 1, 0, 0.f},
+        {"3b o fwd+residual", 4096, 2048, 2048, 0, 1, 0, 1.f},
+        {"3b down dx", 4096, 11008, 2048, 0, 0, 0, 0.f},
+        {"3b gate/up dW", 22016, 2048, 4096, 1, 0, 1, 1.f},
+        {"3b down dW", 2048, 11008, 4096, 1, 0, 1, 1.f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) correctness(&cases[i], g, st);
+    if (timing)
+        for (int i = 0; i < n_picked; i++) time_model(&models[picked[i]], g, st);
+    gemm_destroy(g);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
