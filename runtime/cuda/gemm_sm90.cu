@@ -18,7 +18,8 @@
  * have released it. Warpgroups 1 and 2 are the consumers: each multiplies
  * its 64 rows of A by all of B with wgmma (m64n256k16, fp32 accumulators in 128
  * registers a thread), releases a stage once the wgmma after it has been issued and
- * the one reading it has finished, and writes its 64 x 256 tile from registers.
+ * the one reading it has finished, and hands its 64 x 256 tile to the TMA unit through
+ * shared memory (sm90_store_tma) before it starts the next.
  * Operand layouts (wgmma takes both from shared memory, K-major or MN-major):
  *   A: transA 0, stored [M,K]: K-major, one 64 x 128 box a stage;
  *      transA 1, stored [K,M]: MN-major, two 64 (M) x 64 (K) boxes;
@@ -51,6 +52,7 @@ extern "C" {
 struct Sm90Smem {
     __nv_bfloat16 a[SM90_STAGES][SM90_BM * SM90_BK];   /* 16 KiB a stage */
     __nv_bfloat16 b[SM90_STAGES][SM90_BN * SM90_BK];   /* 32 KiB a stage */
+    uint8_t out[2][64 * 256];       /* a consumer's 16 KiB of D on its way out */
     uint64_t full[SM90_STAGES];     /* the stage's bytes have landed (producer's expect_tx) */
     uint64_t empty[SM90_STAGES];    /* the consumers are done reading it */
 };
@@ -234,10 +236,71 @@ __device__ __forceinline__ void sm90_store(const Sm90Params &p, float (&d)[128],
     }
 }
 
-template <int TA, int TB, int CL>
-__global__ void __launch_bounds__(SM90_THREADS, 1)
-k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, Sm90Params p)
+/* The epilogues: D from the registers with plain stores (a beta other than 0 and 1, or
+ * D not laid out for the TMA unit), or through shared memory and the TMA unit, which
+ * writes (beta 0) or adds into (beta 1: a reduction in L2, so D is never read into the
+ * SM) whole boxes of 64 rows x 128 bytes asynchronously while the warpgroup goes on to
+ * its next tile. The reduction rounds once more for bf16 D (the product is rounded to
+ * bf16 before the add, as cuBLASLt's beta = 1 does); for fp32 D it is the plain stores'
+ * single rounding of the fp32 sum. */
+enum { EPI_DIRECT, EPI_STORE, EPI_ADD };
+
+/* Named barrier `id` over the 128 threads of one warpgroup. */
+__device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+/* This warpgroup's 64 x 256 of D through its 16 KiB staging buffer, 16 KiB of D at a
+ * time (bf16: 128 columns, two 64 x 64 boxes; fp32: 64 columns, two 64 x 32 boxes),
+ * 128-byte swizzled (conflict-free writes from the accumulator layout); one thread
+ * issues the bulk copies. */
+template <int EPI, int F32>
+__device__ __forceinline__ void sm90_store_tma(const Sm90Params &p, const CUtensorMap *map_d, uint8_t *out,
+                                               float (&d)[128], int m0, int n0, int wg_id)
 {
+    const int ES = F32 ? 4 : 2, BOXC = 128 / ES, PART = 2 * BOXC, PARTS = 256 / PART;
+    int t = threadIdx.x % 128, lane = threadIdx.x % 32, w = t / 32;
+    bool leader = t == 0;
+#pragma unroll
+    for (int h = 0; h < PARTS; h++) {
+        /* the buffer is free once the previous copies have read it */
+        if (leader) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+        wg_barrier(wg_id);
+#pragma unroll
+        for (int jj = 0; jj < PART / 8; jj++) {
+            int j = PART / 8 * h + jj, lc = 8 * jj + 2 * (lane % 4), box = lc / BOXC, cb = lc % BOXC;
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int r = 16 * w + lane / 4 + 8 * i;
+                float v0 = p.alpha * d[4 * j + 2 * i], v1 = p.alpha * d[4 * j + 2 * i + 1];
+                /* 16-byte chunk cb*ES/16 of row r sits at chunk (that ^ r%8) */
+                uint8_t *at = out + box * 64 * 128 + r * 128 + ((((cb * ES / 16) ^ (r % 8)) * 16) | ((cb * ES) % 16));
+                if (F32) *(float2 *)at = make_float2(v0, v1);
+                else *(__nv_bfloat162 *)at = __floats2bfloat162_rn(v0, v1);
+            }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        wg_barrier(wg_id);
+        if (leader) {
+            for (int box = 0; box < 2; box++) {
+                uint32_t src = smem_u32(out + box * 64 * 128);
+                int c0 = n0 + PART * h + BOXC * box;
+                if (EPI == EPI_ADD)
+                    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group [%0, {%2, %3}], [%1];"
+                                 ::"l"((uint64_t)map_d), "r"(src), "r"(c0), "r"(m0) : "memory");
+                else
+                    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                                 ::"l"((uint64_t)map_d), "r"(src), "r"(c0), "r"(m0) : "memory");
+            }
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+    }
+}
+
+template <int TA, int TB, int EPI, int F32>
+__global__ void __launch_bounds__(SM90_THREADS, 1)
+k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+            const __grid_constant__ CUtensorMap map_d, Sm90Params p)
+{
+    const int CL = 2;
     extern __shared__ uint8_t smem_raw[];
     Sm90Smem &s = *(Sm90Smem *)(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     int wg = threadIdx.x / 128;
@@ -275,16 +338,7 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
                         tma_load(s.a[st], &map_a, &s.full[st], k0, m0);
                     }
                     /* this CTA's half of B: columns n0 + 128 rank .. + 127, to both CTAs */
-                    if (CL == 1) {
-                        for (int h = 0; h < 2; h++) {
-                            if (TB) {
-                                tma_load(s.b[st] + 2 * h * 64 * SM90_BK, &map_b, &s.full[st], n0 + 128 * h, k0);
-                                tma_load(s.b[st] + (2 * h + 1) * 64 * SM90_BK, &map_b, &s.full[st], n0 + 128 * h + 64, k0);
-                            } else {
-                                tma_load(s.b[st] + h * 128 * SM90_BK, &map_b, &s.full[st], k0, n0 + 128 * h);
-                            }
-                        }
-                    } else if (TB) {
+                    if (TB) {
                         for (int g = 2 * (int)rank; g < 2 * (int)rank + 2; g++)
                             tma_load_multicast(s.b[st] + g * 64 * SM90_BK, &map_b, &s.full[st], n0 + 64 * g, k0, 3);
                     } else {
@@ -326,7 +380,7 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
                 if (prev >= 0 && signals)
                     {
                     mbar_arrive(&s.empty[prev]);
-                    if (CL == 2) mbar_arrive_cluster(&s.empty[prev], rank ^ 1);
+                    mbar_arrive_cluster(&s.empty[prev], rank ^ 1);
                 }
                 prev = st;
             }
@@ -335,10 +389,14 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
             if (prev >= 0 && signals)
                 {
                     mbar_arrive(&s.empty[prev]);
-                    if (CL == 2) mbar_arrive_cluster(&s.empty[prev], rank ^ 1);
+                    mbar_arrive_cluster(&s.empty[prev], rank ^ 1);
                 }
-            sm90_store(p, d, (CL * mp + (int)rank) * SM90_BM + 64 * c, nb * SM90_BN);
+            int m0 = (CL * mp + (int)rank) * SM90_BM + 64 * c, n0 = nb * SM90_BN;
+            if (EPI == EPI_DIRECT) sm90_store(p, d, m0, n0);
+            else sm90_store_tma<EPI, F32>(p, &map_d, s.out[c], d, m0, n0, 1 + c);
         }
+        /* the last copies out of shared memory done before the CTA leaves */
+        if (EPI != EPI_DIRECT && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
     cluster_sync();   /* neither CTA leaves while the other may still arrive on its barriers */
 }
@@ -358,16 +416,17 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled(void)
     return fn;
 }
 
-/* A bf16 matrix of rows x cols (cols contiguous, rows ld apart) as boxes of
- * box_rows x 64 with the 128-byte swizzle. */
-static int make_map(CUtensorMap *map, const void *ptr, int rows, int cols, int ld, int box_rows)
+/* A matrix of rows x cols (cols contiguous, rows ld elements apart; bf16, or fp32 when
+ * f32) as boxes of box_rows x 128 bytes with the 128-byte swizzle. */
+static int make_map(CUtensorMap *map, const void *ptr, int rows, int cols, int ld, int box_rows, int f32)
 {
     PFN_cuTensorMapEncodeTiled_v12000 enc = encode_tiled();
     if (!enc) return -1;
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 2};
-    cuuint32_t box[2] = {64, (cuuint32_t)box_rows}, estr[2] = {1, 1};
-    CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)ptr, dims, strides, box, estr,
-                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    int es = f32 ? 4 : 2;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * es};
+    cuuint32_t box[2] = {(cuuint32_t)(128 / es), (cuuint32_t)box_rows}, estr[2] = {1, 1};
+    CUresult r = enc(map, f32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)ptr,
+                     dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? 0 : -1;
 }
@@ -383,11 +442,9 @@ extern "C" int gemm_sm90_supported(const GemmArgs *a)
 }
 
 static int clusters_cap;         /* gemm_sm90_limit_clusters */
-static int cluster_size = 2;     /* gemm_sm90_cluster_size */
 static int clusters_last;        /* the last launch's clusters */
 
 extern "C" void gemm_sm90_limit_clusters(int n) { clusters_cap = n > 0 ? n : 0; }
-extern "C" void gemm_sm90_cluster_size(int n) { cluster_size = n == 1 ? 1 : 2; }
 extern "C" int gemm_sm90_last_clusters(void) { return clusters_last; }
 
 extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
@@ -397,17 +454,23 @@ extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
     if (!gemm_sm90_supported(a)) return -1;
     CUtensorMap ma, mb;
     /* A: [M,K] (transA 0, boxes of 128 rows) or [K,M] (transA 1, 64 x 64 boxes) */
-    int ea = a->transA ? make_map(&ma, a->A, a->K, a->M, a->lda, 64) : make_map(&ma, a->A, a->M, a->K, a->lda, SM90_BM);
+    int ea = a->transA ? make_map(&ma, a->A, a->K, a->M, a->lda, 64, 0) : make_map(&ma, a->A, a->M, a->K, a->lda, SM90_BM, 0);
     /* B: [N,K] (transB 1, boxes of 128 rows: half a tile) or [K,N] (transB 0, 64 x 64 boxes) */
-    int eb = a->transB ? make_map(&mb, a->B, a->N, a->K, a->ldb, SM90_BN / 2) : make_map(&mb, a->B, a->K, a->N, a->ldb, 64);
+    int eb = a->transB ? make_map(&mb, a->B, a->N, a->K, a->ldb, SM90_BN / 2, 0) : make_map(&mb, a->B, a->K, a->N, a->ldb, 64, 0);
     if (ea || eb) return -1;
     Sm90Params p = {a->M, a->N, a->K, a->ldd, a->d_f32, a->D, a->C ? a->C : a->D, a->alpha, a->beta};
-    int CLS = cluster_size;
-    int pairs = ((a->M + CLS * SM90_BM - 1) / (CLS * SM90_BM)) * ((a->N + SM90_BN - 1) / SM90_BN);
+    int pairs = ((a->M + 2 * SM90_BM - 1) / (2 * SM90_BM)) * ((a->N + SM90_BN - 1) / SM90_BN);
+    /* beta 0 or 1, D's rows 16-byte multiples and D 16-byte aligned: the TMA epilogue
+     * (D as 64-row boxes of 128 bytes); else plain stores */
+    int f32 = a->d_f32;
+    int epi = (a->beta != 0.f && a->beta != 1.f) || (a->ldd * (f32 ? 4 : 2)) % 16 || (uintptr_t)a->D % 16
+                  ? EPI_DIRECT : a->beta != 0.f ? EPI_ADD : EPI_STORE;
+    CUtensorMap md = ma;
+    if (epi != EPI_DIRECT && make_map(&md, a->D, a->M, a->N, a->ldd, 64, f32)) return -1;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CLS; attr[0].val.clusterDim.y = 1; attr[0].val.clusterDim.z = 1;
+    attr[0].val.clusterDim.x = 2; attr[0].val.clusterDim.y = 1; attr[0].val.clusterDim.z = 1;
     cfg.blockDim = dim3(SM90_THREADS);
     cfg.dynamicSmemBytes = sizeof(Sm90Smem) + 1024;
     cfg.stream = (cudaStream_t)stream;
@@ -416,32 +479,36 @@ extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
     /* TA = transA (MN-major A), TB = !transB (MN-major B). The grid: as many clusters
      * as can be resident at once (not every GPC holds an even number of SMs), since a
      * persistent cluster that waits for a free pair of SMs would double the time. */
-#define SM90_LAUNCH(TA, TB, CL)                                                                              \
+#define SM90_LAUNCH(TA, TB, EPI, F32)                                                                        \
     do {                                                                                                     \
         static int resident;                                                                                 \
         if (!resident) {                                                                                     \
-            cfg.gridDim = dim3(CL * sms);                                                                    \
-            if (cudaFuncSetAttribute(k_gemm_sm90<TA, TB, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,   \
+            cfg.gridDim = dim3(2 * sms);                                                                     \
+            if (cudaFuncSetAttribute(k_gemm_sm90<TA, TB, EPI, F32>, cudaFuncAttributeMaxDynamicSharedMemorySize,  \
                                      (int)cfg.dynamicSmemBytes) != cudaSuccess ||                            \
-                cudaOccupancyMaxActiveClusters(&resident, k_gemm_sm90<TA, TB, CL>, &cfg) != cudaSuccess ||   \
+                cudaOccupancyMaxActiveClusters(&resident, k_gemm_sm90<TA, TB, EPI, F32>, &cfg) != cudaSuccess ||  \
                 resident < 1) { resident = 0; return -1; }                                                   \
         }                                                                                                    \
         int n_ = pairs < resident ? pairs : resident;                                                       \
         if (clusters_cap && n_ > clusters_cap) n_ = clusters_cap;                                            \
         clusters_last = n_;                                                                                  \
-        cfg.gridDim = dim3(CL * n_);                                                                         \
-        if (cudaLaunchKernelEx(&cfg, k_gemm_sm90<TA, TB, CL>, ma, mb, p) != cudaSuccess) return -1;         \
+        cfg.gridDim = dim3(2 * n_);                                                                          \
+        if (cudaLaunchKernelEx(&cfg, k_gemm_sm90<TA, TB, EPI, F32>, ma, mb, md, p) != cudaSuccess) return -1;    \
     } while (0)
-#define SM90_LAUNCH_CL(TA, TB)                                                                               \
+#define SM90_LAUNCH_EPI(TA, TB)                                                                              \
     do {                                                                                                     \
-        if (CLS == 1) SM90_LAUNCH(TA, TB, 1); else SM90_LAUNCH(TA, TB, 2);                                   \
+        if (epi == EPI_DIRECT) SM90_LAUNCH(TA, TB, EPI_DIRECT, 0);                                           \
+        else if (epi == EPI_STORE && f32) SM90_LAUNCH(TA, TB, EPI_STORE, 1);                                 \
+        else if (epi == EPI_STORE) SM90_LAUNCH(TA, TB, EPI_STORE, 0);                                        \
+        else if (f32) SM90_LAUNCH(TA, TB, EPI_ADD, 1);                                                       \
+        else SM90_LAUNCH(TA, TB, EPI_ADD, 0);                                                                \
     } while (0)
     if (a->transA) {
-        if (a->transB) SM90_LAUNCH_CL(1, 0); else SM90_LAUNCH_CL(1, 1);
+        if (a->transB) SM90_LAUNCH_EPI(1, 0); else SM90_LAUNCH_EPI(1, 1);
     } else {
-        if (a->transB) SM90_LAUNCH_CL(0, 0); else SM90_LAUNCH_CL(0, 1);
+        if (a->transB) SM90_LAUNCH_EPI(0, 0); else SM90_LAUNCH_EPI(0, 1);
     }
-#undef SM90_LAUNCH_CL
+#undef SM90_LAUNCH_EPI
 #undef SM90_LAUNCH
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

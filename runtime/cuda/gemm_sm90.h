@@ -17,8 +17,6 @@ int gemm_sm90_run(const GemmArgs *a, void *stream);
 /* At most n clusters of two CTAs a launch (0: as many as can be resident); and the
  * clusters the last launch ran (gemm_sm90_check's --clusters and its report). */
 void gemm_sm90_limit_clusters(int n);
-/* Clusters of n CTAs: 2 (the default: B multicast to both) or 1 (each CTA loads all). */
-void gemm_sm90_cluster_size(int n);
 int gemm_sm90_last_clusters(void);
 
 #endif

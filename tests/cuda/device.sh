@@ -32,7 +32,8 @@
 #          weights and bf16 moments), phase times of the 0.5B FP8 step
 #     gemm-sm90: runtime/cuda/gemm_sm90.cu's bf16 products against cuBLASLt and fp64
 #          (tests/cuda/gemm_sm90_check.c), then both timed at the 12 projection GEMMs of
-#          GEMM_SM90_MODELS (default 3b,1.5b,7b; llmq1k micro batches)
+#          GEMM_SM90_MODELS (default 3b,1.5b,7b; llmq1k micro batches), the 3B ones sustained
+#          for 15 s (at the power limit), then memcheck, racecheck, initcheck
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
@@ -650,6 +651,22 @@ if has gemm-sm90; then
         timeout 300 ./build/gemm_sm90_check --time --models "${GEMM_SM90_MODELS:-3b,1.5b,7b}" > "$out/gemm_sm90.log" 2>&1
         note "gemm_sm90 (exit $?): $(tail -1 "$out/gemm_sm90.log")"
         grep -v "^PASS" "$out/gemm_sm90.log" | tee -a "$out/summary.txt"
+        # the power-limited rate, as in a training step
+        timeout 120 ./build/gemm_sm90_check --sustain 15 --models 3b > "$out/gemm_sm90_sustain.log" 2>&1
+        note "gemm_sm90 sustained (exit $?):"; grep sustained "$out/gemm_sm90_sustain.log" | tee -a "$out/summary.txt"
+        # every kernel instrumented (a --kernel-name filter misleads initcheck: see fp8-san);
+        # racecheck reports hazards inside cuBLASLt's own nvjet_* kernels (its TMA and
+        # mbarrier protocol, 2026-12-06, H100), so ours are counted apart
+        for tool in memcheck racecheck initcheck; do
+            timeout 300 compute-sanitizer --tool $tool --error-exitcode 9 ./build/gemm_sm90_check \
+                > "$out/gemm_sm90_$tool.log" 2>&1
+            rc=$?
+            if [[ $tool == racecheck ]]; then
+                note "gemm_sm90 racecheck (exit $rc): $(grep -c 'Race reported.*k_gemm_sm90' "$out/gemm_sm90_$tool.log") hazards in k_gemm_sm90, $(grep -c 'Race reported.*nvjet' "$out/gemm_sm90_$tool.log") in cuBLASLt's kernels; $(tail -1 "$out/gemm_sm90_$tool.log")"
+            else
+                note "gemm_sm90 $tool (exit $rc): $(grep 'ERROR SUMMARY' "$out/gemm_sm90_$tool.log" | tail -1)"
+            fi
+        done
     else
         note "gemm-sm90: build FAILED"; tail -20 "$out/gemm_sm90_build.log"
     fi
