@@ -80,6 +80,8 @@ expect "fp8_check: an unknown section refused" 2 "unknown section 'gemms' (want 
 if make -s gemm-sm90-check SAN="${SAN:-0}" > "$tmp/sm90.log" 2>&1; then ok "make gemm-sm90-check"
 else bad "make gemm-sm90-check"; tail -20 "$tmp/sm90.log"; fi
 expect "gemm_sm90_check: an unknown model refused" 2 "no model '13b'" ${BUILD:-build}/gemm_sm90_check --time --models 3b,13b
+expect "gemm_sm90_check: --sustain 0 refused" 2 "--sustain takes 1 to 600 seconds, not '0'" \
+    ${BUILD:-build}/gemm_sm90_check --sustain 0
 # What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
 python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
 import json, sys
