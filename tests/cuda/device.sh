@@ -25,7 +25,8 @@
 #     fp8: precision = fp8 (tests/cuda/fp8_check.c: quantisation and FP8 GEMMs against fp64;
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
 #     llmq1k: issue 31's Done-when run (bench/cuda/run.sh at llmq's T = 1024 shapes, bf16 and
-#          FP8 columns with tuned GEMM choices; about 8 minutes on an H200)
+#          FP8 columns with tuned GEMM choices; about 8 minutes on an H200; LLMQ1K_ROWS:
+#          some of its rows, e.g. "1.5b-llmq1k 3b-llmq1k")
 #     fp8-san: compute-sanitizer memcheck, racecheck, initcheck over fp8_check's kernel sections
 #          (FP8SAN_TIMEOUT seconds a tool, default 300; under 50 s each on an H100)
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
@@ -672,7 +673,7 @@ if has gemm-sm90; then
     fi
 fi
 if has llmq1k; then
-    BENCH_SHAPES=llmq1k BENCH_TORCH=0 BENCH_GEMM_TUNE=1 BENCH_ACCUM_STEPS=1 BENCH_TIMEOUT=${BENCH_TIMEOUT:-200} \
+    BENCH_SHAPES=${LLMQ1K_ROWS:-llmq1k} BENCH_TORCH=0 BENCH_GEMM_TUNE=1 BENCH_ACCUM_STEPS=1 BENCH_TIMEOUT=${BENCH_TIMEOUT:-200} \
         bash bench/cuda/run.sh "$out/llmq1k" > "$out/llmq1k.txt" 2>&1
     note "llmq1k bench: exit $?"
     cp "$out/llmq1k/bench.jsonl" "$out/llmq1k.jsonl" 2>/dev/null
