@@ -217,33 +217,41 @@ static const Model models[] = {
     {"7b", 8192, 3584, 4608, 18944},
 };
 
+static const char *const proj_names[4] = {"qkv", "o", "gate/up", "down"};
+
+/* A model's 12 products: forward (+ residual for o and down), dx and dW (fp32, beta 1)
+ * of each projection in proj_names' order. */
+static void model_cases(const Model *m, Case cs[12])
+{
+    int in[4] = {m->hidden, m->hidden, m->hidden, m->ffn}, out[4] = {m->qkv, m->hidden, 2 * m->ffn, m->hidden};
+    for (int p = 0; p < 4; p++) {
+        Case c3[3] = {
+            {"fwd", m->T, out[p], in[p], 0, 1, 0, (float)(p == 1 || p == 3)},
+            {"dx", m->T, in[p], out[p], 0, 0, 0, 0.f},
+            {"dW", out[p], in[p], m->T, 1, 0, 1, 1.f},
+        };
+        for (int k = 0; k < 3; k++) cs[3 * p + k] = c3[k];
+    }
+}
+
 static void time_model(const Model *m, Gemm *g, cudaStream_t st)
 {
-    struct { const char *name; int in, out, beta_fwd; } proj[] = {
-        {"qkv", m->hidden, m->qkv, 0}, {"o", m->hidden, m->hidden, 1},
-        {"gate/up", m->hidden, 2 * m->ffn, 0}, {"down", m->ffn, m->hidden, 1},
-    };
+    Case cs[12];
+    model_cases(m, cs);
     double t_lt = 0, t_ours = 0, flops_all = 0;
     printf("%s (T = %d): TFLOP/s, cuBLASLt / ours\n", m->name, m->T);
-    for (int p = 0; p < 4; p++) {
-        Case cs[3] = {
-            {"fwd", m->T, proj[p].out, proj[p].in, 0, 1, 0, (float)proj[p].beta_fwd},
-            {"dx", m->T, proj[p].in, proj[p].out, 0, 0, 0, 0.f},
-            {"dW", proj[p].out, proj[p].in, m->T, 1, 0, 1, 1.f},
-        };
-        for (int k = 0; k < 3; k++) {
-            const Case *c = &cs[k];
-            void *A = pool_buffer((size_t)c->M * c->K, 11), *B = pool_buffer((size_t)c->K * c->N, 777);
-            void *D = d_buffer(c);
-            GemmArgs a = args_of(c, A, B, D);
-            double flops = 2.0 * c->M * c->N * c->K;
-            double ms_lt = time_one(g, &a, 0, st), ms_ours = time_one(g, &a, 1, st);
-            printf("  %-8s %-4s M=%-6d N=%-6d K=%-6d %7.1f / %7.1f  (%+.1f%%, %d clusters)\n", proj[p].name, c->name,
-                   c->M, c->N, c->K, flops / ms_lt * 1e-9, ms_ours > 0 ? flops / ms_ours * 1e-9 : 0.0,
-                   ms_ours > 0 ? 100.0 * (ms_lt / ms_ours - 1) : 0.0, gemm_sm90_last_clusters());
-            t_lt += ms_lt; t_ours += ms_ours; flops_all += flops;
-            CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D));
-        }
+    for (int i = 0; i < 12; i++) {
+        const Case *c = &cs[i];
+        void *A = pool_buffer((size_t)c->M * c->K, 11), *B = pool_buffer((size_t)c->K * c->N, 777);
+        void *D = d_buffer(c);
+        GemmArgs a = args_of(c, A, B, D);
+        double flops = 2.0 * c->M * c->N * c->K;
+        double ms_lt = time_one(g, &a, 0, st), ms_ours = time_one(g, &a, 1, st);
+        printf("  %-8s %-4s M=%-6d N=%-6d K=%-6d %7.1f / %7.1f  (%+.1f%%, %d clusters)\n", proj_names[i / 3], c->name,
+               c->M, c->N, c->K, flops / ms_lt * 1e-9, ms_ours > 0 ? flops / ms_ours * 1e-9 : 0.0,
+               ms_ours > 0 ? 100.0 * (ms_lt / ms_ours - 1) : 0.0, gemm_sm90_last_clusters());
+        t_lt += ms_lt; t_ours += ms_ours; flops_all += flops;
+        CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D));
     }
     printf("  all 12: cuBLASLt %.2f ms (%.1f TFLOP/s), ours %.2f ms (%.1f TFLOP/s)\n", t_lt, flops_all / t_lt * 1e-9,
            t_ours, flops_all / t_ours * 1e-9);
@@ -254,26 +262,18 @@ static void time_model(const Model *m, Gemm *g, cudaStream_t st)
  * the first and the last full second, cuBLASLt's and then ours. */
 static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
 {
-    int in[4] = {m->hidden, m->hidden, m->hidden, m->ffn}, out[4] = {m->qkv, m->hidden, 2 * m->ffn, m->hidden};
     Case cs[12];
     void *bufs[36];
     GemmArgs args[12];
     double flops = 0;
-    for (int p = 0; p < 4; p++) {
-        Case c3[3] = {
-            {"fwd", m->T, out[p], in[p], 0, 1, 0, (float)(p == 1 || p == 3)},
-            {"dx", m->T, in[p], out[p], 0, 0, 0, 0.f},
-            {"dW", out[p], in[p], m->T, 1, 0, 1, 1.f},
-        };
-        for (int k = 0; k < 3; k++) {
-            Case *c = &cs[3 * p + k];
-            *c = c3[k];
-            bufs[3 * (3 * p + k)] = pool_buffer((size_t)c->M * c->K, 11);
-            bufs[3 * (3 * p + k) + 1] = pool_buffer((size_t)c->K * c->N, 777);
-            bufs[3 * (3 * p + k) + 2] = d_buffer(c);
-            args[3 * p + k] = args_of(c, bufs[3 * (3 * p + k)], bufs[3 * (3 * p + k) + 1], bufs[3 * (3 * p + k) + 2]);
-            flops += 2.0 * c->M * c->N * c->K;
-        }
+    model_cases(m, cs);
+    for (int i = 0; i < 12; i++) {
+        const Case *c = &cs[i];
+        bufs[3 * i] = pool_buffer((size_t)c->M * c->K, 11);
+        bufs[3 * i + 1] = pool_buffer((size_t)c->K * c->N, 777);
+        bufs[3 * i + 2] = d_buffer(c);
+        args[i] = args_of(c, bufs[3 * i], bufs[3 * i + 1], bufs[3 * i + 2]);
+        flops += 2.0 * c->M * c->N * c->K;
     }
     for (int ours = 0; ours < 2; ours++) {
         double first = 0, last = 0, elapsed = 0;
