@@ -186,6 +186,16 @@ static void correctness(const Case *c, Gemm *g, cudaStream_t st)
     if (!ok || getenv("GEMM_SM90_VERBOSE"))
         printf("  worst sampled error / bound: ours %.3g, cuBLASLt %.3g; ours against cuBLASLt rel L2 %.3g (bound %.3g)\n",
                e_ours, e_lt, l2, 0x1p-8);
+    /* The same product into a fresh copy of C must give the same bits: no order
+       of accumulation may depend on scheduling (the trainer's same-bits-twice rule). */
+    void *D3 = d_buffer(c);
+    GemmArgs a3 = args_of(c, A, B, D3);
+    rc = gemm_sm90_run(&a3, st);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaMemcpy(h1, D3, nd * es, cudaMemcpyDeviceToHost));
+    CK(cudaFree(D3));
+    snprintf(what + strlen(what), sizeof what - strlen(what), ", same bits twice");
+    check(rc == 0 && memcmp(h1, h2, nd * es) == 0, what);
     free(h1); free(h2);
 out:
     CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D1)); CK(cudaFree(D2));
