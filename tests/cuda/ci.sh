@@ -82,6 +82,19 @@ else bad "make gemm-sm90-check"; tail -20 "$tmp/sm90.log"; fi
 expect "gemm_sm90_check: an unknown model refused" 2 "no model '13b'" ${BUILD:-build}/gemm_sm90_check --time --models 3b,13b
 expect "gemm_sm90_check: --sustain 0 refused" 2 "--sustain takes 1 to 600 seconds, not '0'" \
     ${BUILD:-build}/gemm_sm90_check --sustain 0
+# kernel_trace (a CUPTI trace preloaded into a CUDA program, bench/cuda) builds; gpu_gaps.py
+# finds the GPU's idle time in a small trace (two 5 us gaps, one 17 ms gap left out as
+# the host's own work), and refuses a record that ends before it starts
+if make -s kernel-trace SAN="${SAN:-0}" > "$tmp/kt.log" 2>&1; then ok "make kernel-trace"
+else bad "make kernel-trace"; tail -20 "$tmp/kt.log"; fi
+printf '0\t1000000\tkernel\tgemm\n500000\t1005000\tmemcpy\t8 bytes\n1010000\t2000000\tkernel\tswiglu\n2000000\t3000000\tkernel\tgemm\n20000000\t21000000\tkernel\tswiglu\n21005000\t22000000\tkernel\tgemm\n' > "$tmp/trace.tsv"
+expect "gpu_gaps: the idle time of a trace" 0 "busy 4.99 ms, idle in short gaps 0.010 ms (0.20% of busy + idle), 2 gaps, 6 records" \
+    python3 bench/cuda/gpu_gaps.py "$tmp/trace.tsv"
+expect "gpu_gaps: the last 2.5 ms" 0 "busy 2.00 ms, idle in short gaps 0.005 ms (0.25% of busy + idle), 1 gaps, 2 records" \
+    python3 bench/cuda/gpu_gaps.py "$tmp/trace.tsv" --last-ms 2.5
+printf '0\t10\tkernel\ta\n9\t8\tkernel\tb\n' > "$tmp/trace_bad.tsv"
+expect "gpu_gaps: a record that ends before it starts refused" 1 "trace_bad.tsv:2: ends before it starts" \
+    python3 bench/cuda/gpu_gaps.py "$tmp/trace_bad.tsv"
 # What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
 python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
 import json, sys

@@ -59,3 +59,12 @@ fp8-check: $(BUILD)/fp8_check
 $(BUILD)/fp8_check: tests/cuda/fp8_check.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o $(BUILD)/cuda/gemm_choices.o \
                    $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ)) $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
+
+# bench/cuda/kernel_trace.c: a CUPTI activity trace of any CUDA program, preloaded
+# (KERNEL_TRACE=out.tsv LD_PRELOAD=build/libkernel_trace.so ...); bench/cuda/gpu_gaps.py
+# reads it: the GPU's idle time between kernels inside a step.
+.PHONY: kernel-trace
+kernel-trace: $(BUILD)/libkernel_trace.so
+$(BUILD)/libkernel_trace.so: bench/cuda/kernel_trace.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CUDA_CFLAGS) -fPIC -shared -I$(CUDA_HOME)/include -o $@ $< $(CUDA_LDFLAGS) -L$(CUDA_HOME)/extras/CUPTI/lib64 -lcupti
