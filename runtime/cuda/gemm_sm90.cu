@@ -62,6 +62,7 @@ struct Sm90Params {
     void *D;
     const void *C;
     float alpha, beta;
+    const void *gu;                 /* EPI_SWIGLU_BWD: SwiGLU's input [M, 2N], ldd apart */
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
@@ -243,7 +244,37 @@ __device__ __forceinline__ void sm90_store(const Sm90Params &p, float (&d)[128],
  * its next tile. The reduction rounds once more for bf16 D (the product is rounded to
  * bf16 before the add, as cuBLASLt's beta = 1 does); for fp32 D it is the plain stores'
  * single rounding of the fp32 sum. */
-enum { EPI_DIRECT, EPI_STORE, EPI_ADD };
+enum { EPI_DIRECT, EPI_STORE, EPI_ADD, EPI_SWIGLU_BWD };
+
+/* SwiGLU's backward from the accumulators, the product being dh [M, N] (never stored):
+ * with g = gu[r, c], u = gu[r, N + c], s = sigmoid(g), D[r, c] = dh u s (1 + g (1 - s))
+ * and D[r, N + c] = dh g s (kernels_swiglu.cu's formulas, on dh unrounded). Plain loads
+ * and stores, as sm90_store. */
+__device__ __forceinline__ void sm90_swiglu_bwd(const Sm90Params &p, float (&d)[128], int m0, int n0)
+{
+    int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+    int r0 = m0 + 16 * w + lane / 4, c0 = n0 + 2 * (lane % 4);
+    const __nv_bfloat16 *gu = (const __nv_bfloat16 *)p.gu;
+    __nv_bfloat16 *dgu = (__nv_bfloat16 *)p.D;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int r = r0 + 8 * i;
+        if (r >= p.M) continue;
+        size_t row = (size_t)r * p.ldd;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            int c = c0 + 8 * j;
+            if (c >= p.N) continue;
+            float2 g = __bfloat1622float2(__ldg((const __nv_bfloat162 *)(gu + row + c)));
+            float2 u = __bfloat1622float2(__ldg((const __nv_bfloat162 *)(gu + row + p.N + c)));
+            float h0 = p.alpha * d[4 * j + 2 * i], h1 = p.alpha * d[4 * j + 2 * i + 1];
+            float s0 = 1.f / (1.f + __expf(-g.x)), s1 = 1.f / (1.f + __expf(-g.y));
+            *(__nv_bfloat162 *)(dgu + row + c) = __floats2bfloat162_rn(h0 * u.x * s0 * (1.f + g.x * (1.f - s0)),
+                                                                       h1 * u.y * s1 * (1.f + g.y * (1.f - s1)));
+            *(__nv_bfloat162 *)(dgu + row + p.N + c) = __floats2bfloat162_rn(h0 * g.x * s0, h1 * g.y * s1);
+        }
+    }
+}
 
 /* Named barrier `id` over the 128 threads of one warpgroup. */
 __device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
@@ -393,10 +424,11 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
                 }
             int m0 = (CL * mp + (int)rank) * SM90_BM + 64 * c, n0 = nb * SM90_BN;
             if (EPI == EPI_DIRECT) sm90_store(p, d, m0, n0);
+            else if (EPI == EPI_SWIGLU_BWD) sm90_swiglu_bwd(p, d, m0, n0);
             else sm90_store_tma<EPI, F32>(p, &map_d, s.out[c], d, m0, n0, 1 + c);
         }
         /* the last copies out of shared memory done before the CTA leaves */
-        if (EPI != EPI_DIRECT && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        if ((EPI == EPI_STORE || EPI == EPI_ADD) && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
     cluster_sync();   /* neither CTA leaves while the other may still arrive on its barriers */
 }
@@ -447,7 +479,8 @@ static int clusters_last;        /* the last launch's clusters */
 extern "C" void gemm_sm90_limit_clusters(int n) { clusters_cap = n > 0 ? n : 0; }
 extern "C" int gemm_sm90_last_clusters(void) { return clusters_last; }
 
-extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
+/* gu: NULL, or EPI_SWIGLU_BWD's input (gemm_sm90_swiglu_bwd). */
+static int sm90_launch(const GemmArgs *a, const void *gu, void *stream)
 {
     static int sms;
     if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return -1;
@@ -458,15 +491,16 @@ extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
     /* B: [N,K] (transB 1, boxes of 128 rows: half a tile) or [K,N] (transB 0, 64 x 64 boxes) */
     int eb = a->transB ? make_map(&mb, a->B, a->N, a->K, a->ldb, SM90_BN / 2, 0) : make_map(&mb, a->B, a->K, a->N, a->ldb, 64, 0);
     if (ea || eb) return -1;
-    Sm90Params p = {a->M, a->N, a->K, a->ldd, a->d_f32, a->D, a->C ? a->C : a->D, a->alpha, a->beta};
+    Sm90Params p = {a->M, a->N, a->K, a->ldd, a->d_f32, a->D, a->C ? a->C : a->D, a->alpha, a->beta, gu};
     int pairs = ((a->M + 2 * SM90_BM - 1) / (2 * SM90_BM)) * ((a->N + SM90_BN - 1) / SM90_BN);
     /* beta 0 or 1, D's rows 16-byte multiples and D 16-byte aligned: the TMA epilogue
      * (D as 64-row boxes of 128 bytes); else plain stores */
     int f32 = a->d_f32;
-    int epi = (a->beta != 0.f && a->beta != 1.f) || (a->ldd * (f32 ? 4 : 2)) % 16 || (uintptr_t)a->D % 16
+    int epi = gu ? EPI_SWIGLU_BWD
+              : (a->beta != 0.f && a->beta != 1.f) || (a->ldd * (f32 ? 4 : 2)) % 16 || (uintptr_t)a->D % 16
                   ? EPI_DIRECT : a->beta != 0.f ? EPI_ADD : EPI_STORE;
     CUtensorMap md = ma;
-    if (epi != EPI_DIRECT && make_map(&md, a->D, a->M, a->N, a->ldd, 64, f32)) return -1;
+    if ((epi == EPI_STORE || epi == EPI_ADD) && make_map(&md, a->D, a->M, a->N, a->ldd, 64, f32)) return -1;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -498,6 +532,7 @@ extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
 #define SM90_LAUNCH_EPI(TA, TB)                                                                              \
     do {                                                                                                     \
         if (epi == EPI_DIRECT) SM90_LAUNCH(TA, TB, EPI_DIRECT, 0);                                           \
+        else if (epi == EPI_SWIGLU_BWD) SM90_LAUNCH(TA, TB, EPI_SWIGLU_BWD, 0);                              \
         else if (epi == EPI_STORE && f32) SM90_LAUNCH(TA, TB, EPI_STORE, 1);                                 \
         else if (epi == EPI_STORE) SM90_LAUNCH(TA, TB, EPI_STORE, 0);                                        \
         else if (f32) SM90_LAUNCH(TA, TB, EPI_ADD, 1);                                                       \
@@ -511,4 +546,15 @@ extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream)
 #undef SM90_LAUNCH_EPI
 #undef SM90_LAUNCH
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream) { return sm90_launch(a, NULL, stream); }
+
+extern "C" int gemm_sm90_swiglu_bwd(const GemmArgs *a, const void *gu, void *stream)
+{
+    /* D and gu [M, 2N] bf16, ldd apart, 4-byte aligned with even ldd (bf16 pairs) */
+    if (!gu || a->d_f32 || a->beta != 0.f || a->C || a->ldd < 2 * a->N || a->ldd % 2 || (uintptr_t)gu % 4 ||
+        (uintptr_t)a->D % 4)
+        return -1;
+    return sm90_launch(a, gu, stream);
 }

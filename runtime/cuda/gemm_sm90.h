@@ -14,6 +14,13 @@ int gemm_sm90_supported(const GemmArgs *a);
  * failed (nothing launched), else 0. */
 int gemm_sm90_run(const GemmArgs *a, void *stream);
 
+/* The down projection's input gradient and SwiGLU's backward in one kernel: with the
+ * product dh = op(A) . op(B) [M, N] (N = the FFN width; never stored) and gu [M, 2N]
+ * the gate/up output (g then u a row, ldd apart), D [M, 2N] (ldd apart) gets dgu, as
+ * k_swiglu_bwd(D, dh, gu) would from dh unrounded. bf16 D, beta 0, no C; -1 when
+ * unsupported or a CUDA call failed, else 0. */
+int gemm_sm90_swiglu_bwd(const GemmArgs *a, const void *gu, void *stream);
+
 /* At most n clusters of two CTAs a launch (0: as many as can be resident); and the
  * clusters the last launch ran (gemm_sm90_check's --clusters and its report). */
 void gemm_sm90_limit_clusters(int n);

@@ -19,6 +19,14 @@
  * Operands repeat a pool of P random values (P prime, so no row or tile sees the same
  * values at the same place): element i is pool[(i + offset) % P].
  *
+ * The fused down-projection input gradient and SwiGLU backward (gemm_sm90_swiglu_bwd):
+ * dgu [T, 2F] from dh = dy . W_down (never stored) and gu [T, 2F] (g within [-4, 4)), at
+ * sampled elements against fp64: |dgu - ref| <= 2^-8 |ref| (bf16 rounding) + (K 2^-24
+ * sum|a b| + 2^-16 |dh|) |f| where f is dgu's factor on dh (u s (1 + g (1 - s)) or g s):
+ * the product's accumulation error as above, carried through f, plus __expf's and fp32's
+ * few ulps (2^-16 is ~100 times theirs); and the whole of it against cuBLASLt's dh
+ * rounded to bf16 then k_swiglu_bwd: relative L2 within 2^-7 (that path rounds dh once
+ * more); each twice, the same bits.
  * --time: each model's 12 products (forward, dx, dW of qkv, o, gate/up, down at its
  * llmq1k micro batch) timed both ways, TFLOP/s (3 warm-up runs, then 10 timed).
  * --sustain S: the 12 back to back for S seconds each way, the first and the last
@@ -35,6 +43,7 @@
 #include "gemm.h"
 #include "gemm_sm90.h"
 #include "host_bf16.h"
+#include "kernels.h"
 
 #define CK(call)                                                                                    \
     do {                                                                                            \
@@ -201,6 +210,95 @@ out:
     CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D1)); CK(cudaFree(D2));
 }
 
+/* gu [T, 2F]: 4 x the pool's values (exact in bf16), so that g spans [-4, 4). */
+static void *gu_buffer(int T, int F)
+{
+    size_t n = (size_t)T * 2 * F;
+    uint16_t *h = malloc(n * 2);
+    if (!h) { fprintf(stderr, "gemm_sm90_check: out of memory\n"); exit(1); }
+    for (size_t i = 0; i < n; i++) h[i] = f2bf(4.f * pool_at(i, 999));
+    void *d;
+    CK(cudaMalloc(&d, n * 2));
+    CK(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+/* The down projection's dx = dy [T, K] . W [K, F] (transA 0, transB 0) with SwiGLU's
+ * backward: ours fused, cuBLASLt's dh then k_swiglu_bwd. D and gu [T, 2F]. */
+static GemmArgs swiglu_args(int T, int F, int K, const void *A, const void *B, void *D)
+{
+    Case c = {"swiglu", T, F, K, 0, 0, 0, 0.f};
+    GemmArgs a = args_of(&c, A, B, D);
+    a.ldd = 2 * F;
+    return a;
+}
+
+static void swiglu_reference(Gemm *g, int T, int F, int K, const void *A, const void *B, void *dh, const void *gu,
+                             void *dgu, cudaStream_t st)
+{
+    GemmArgs a = swiglu_args(T, F, K, A, B, dh);
+    a.ldd = F;
+    gemm_run(g, &a);
+    k_swiglu_bwd(dgu, dh, gu, T, F, NULL, (kstream_t)st);
+}
+
+static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, cudaStream_t st)
+{
+    size_t nd = (size_t)T * 2 * F;
+    void *A = pool_buffer((size_t)T * K, 11), *B = pool_buffer((size_t)K * F, 777), *gu = gu_buffer(T, F);
+    void *D1, *D2, *D3, *dh;
+    CK(cudaMalloc(&D1, nd * 2)); CK(cudaMalloc(&D2, nd * 2)); CK(cudaMalloc(&D3, nd * 2));
+    CK(cudaMalloc(&dh, (size_t)T * F * 2));
+    char what[256];
+    snprintf(what, sizeof what, "%s: down dx + SwiGLU backward fused, T=%d F=%d K=%d", name, T, F, K);
+    GemmArgs a = swiglu_args(T, F, K, A, B, D1), a3 = swiglu_args(T, F, K, A, B, D3);
+    int rc = gemm_sm90_swiglu_bwd(&a, gu, st);
+    swiglu_reference(g, T, F, K, A, B, dh, gu, D2, st);
+    int rc3 = gemm_sm90_swiglu_bwd(&a3, gu, st);
+    CK(cudaStreamSynchronize(st));
+    uint16_t *h1 = malloc(nd * 2), *h2 = malloc(nd * 2), *h3 = malloc(nd * 2), *hg = malloc(nd * 2);
+    if (!h1 || !h2 || !h3 || !hg) { fprintf(stderr, "gemm_sm90_check: out of memory\n"); exit(1); }
+    CK(cudaMemcpy(h1, D1, nd * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h2, D2, nd * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h3, D3, nd * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hg, gu, nd * 2, cudaMemcpyDeviceToHost));
+    double worst = 0, num = 0, den = 0;
+    Case c = {"swiglu", T, F, K, 0, 0, 0, 0.f};
+    for (int s = 0; rc == 0 && s < SAMPLES; s++) {
+        int r = s == 0 ? T - 1 : (int)(splitmix_unit(&rng) * T), col = s == 0 ? F - 1 : (int)(splitmix_unit(&rng) * F);
+        double dh_ref = 0, mag = 0;
+        for (int k = 0; k < K; k++) {
+            double t = a_at(&c, r, k) * b_at(&c, k, col);
+            dh_ref += t; mag += fabs(t);
+        }
+        size_t i = (size_t)r * 2 * F + col;
+        double gv = bf2f(hg[i]), uv = bf2f(hg[i + F]), sg = 1 / (1 + exp(-gv));
+        double f[2] = {uv * sg * (1 + gv * (1 - sg)), gv * sg};
+        for (int h = 0; h < 2; h++) {
+            double ref = dh_ref * f[h];
+            double bound = 0x1p-8 * fabs(ref) + (K * 0x1p-24 * mag + 0x1p-16 * fabs(dh_ref)) * fabs(f[h]) + 1e-30;
+            double e = fabs(bf2f(h1[i + (size_t)h * F]) - ref) / bound;
+            if (e > worst) worst = e;
+        }
+    }
+    for (size_t i = 0; i < nd; i++) {
+        double x = bf2f(h1[i]), y = bf2f(h2[i]);
+        num += (x - y) * (x - y); den += y * y;
+    }
+    double l2 = sqrt(num / (den > 0 ? den : 1e-300));
+    int ok = rc == 0 && worst <= 1 && l2 <= 0x1p-7;
+    check(ok, what);
+    if (!ok || getenv("GEMM_SM90_VERBOSE"))
+        printf("  %s; worst sampled error / bound %.3g; against cuBLASLt + k_swiglu_bwd rel L2 %.3g (bound %.3g)\n",
+               rc ? "gemm_sm90_swiglu_bwd failed" : "ran", worst, l2, 0x1p-7);
+    snprintf(what + strlen(what), sizeof what - strlen(what), ", same bits twice");
+    check(rc3 == 0 && memcmp(h1, h3, nd * 2) == 0, what);
+    free(h1); free(h2); free(h3); free(hg);
+    CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(gu)); CK(cudaFree(D1)); CK(cudaFree(D2)); CK(cudaFree(D3));
+    CK(cudaFree(dh));
+}
+
 /* ms per run of the product, after 3 warm-up runs: 10 timed runs between events. */
 static double time_one(Gemm *g, const GemmArgs *a, int ours, cudaStream_t st)
 {
@@ -244,6 +342,37 @@ static void model_cases(const Model *m, Case cs[12])
     }
 }
 
+/* The down projection's dx and SwiGLU's backward: cuBLASLt's product then k_swiglu_bwd,
+ * against ours fused; ms a run (3 warm-up runs, then 10 timed), each way. */
+static void time_swiglu(const Model *m, Gemm *g, cudaStream_t st)
+{
+    int T = m->T, F = m->ffn, K = m->hidden;
+    void *A = pool_buffer((size_t)T * K, 11), *B = pool_buffer((size_t)K * F, 777), *gu = gu_buffer(T, F);
+    void *D, *dh;
+    CK(cudaMalloc(&D, (size_t)T * 2 * F * 2));
+    CK(cudaMalloc(&dh, (size_t)T * F * 2));
+    GemmArgs a = swiglu_args(T, F, K, A, B, D);
+    double ms[2];
+    for (int ours = 0; ours < 2; ours++) {
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+        for (int i = 0; i < 13; i++) {
+            if (i == 3) CK(cudaEventRecord(e0, st));
+            if (!ours) swiglu_reference(g, T, F, K, A, B, dh, gu, D, st);
+            else if (gemm_sm90_swiglu_bwd(&a, gu, st)) { printf("  gemm_sm90_swiglu_bwd failed\n"); exit(1); }
+        }
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float t;
+        CK(cudaEventElapsedTime(&t, e0, e1));
+        ms[ours] = t / 10;
+        CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+    }
+    printf("  down dx + SwiGLU backward: cuBLASLt + k_swiglu_bwd %.3f ms, ours fused %.3f ms (%+.1f%%)\n", ms[0], ms[1],
+           100.0 * (ms[0] / ms[1] - 1));
+    CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(gu)); CK(cudaFree(D)); CK(cudaFree(dh));
+}
+
 static void time_model(const Model *m, Gemm *g, cudaStream_t st)
 {
     Case cs[12];
@@ -265,6 +394,7 @@ static void time_model(const Model *m, Gemm *g, cudaStream_t st)
     }
     printf("  all 12: cuBLASLt %.2f ms (%.1f TFLOP/s), ours %.2f ms (%.1f TFLOP/s)\n", t_lt, flops_all / t_lt * 1e-9,
            t_ours, flops_all / t_ours * 1e-9);
+    time_swiglu(m, g, st);
 }
 
 /* The 12 products back to back, again and again, for `seconds` (the GPU reaches its
@@ -394,6 +524,8 @@ int main(int argc, char **argv)
         {"3b down dW", 2048, 11008, 4096, 1, 0, 1, 1.f},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) correctness(&cases[i], g, st);
+    correctness_swiglu("edge", 200, 136, 72, g, st);   /* tiles cut at every edge */
+    correctness_swiglu("3b", 4096, 11008, 2048, g, st);
     if (timing)
         for (int i = 0; i < n_picked; i++) time_model(&models[picked[i]], g, st);
     for (int i = 0; sustain && i < n_picked; i++) {

@@ -40,7 +40,8 @@ $(BUILD)/attn_check: tests/cuda/attn_check.c $(BUILD)/cuda/attn_cudnn.o $(BUILD)
 .PHONY: gemm-sm90-check
 gemm-sm90-check: $(BUILD)/gemm_sm90_check
 $(BUILD)/gemm_sm90_check: tests/cuda/gemm_sm90_check.c tests/cuda/host_bf16.h $(BUILD)/cuda/gemm.o \
-                         $(BUILD)/cuda/gemm_choices.o $(BUILD)/cuda/gemm_sm90.cu.o $(BUILD)/runtime/base/log.o
+                         $(BUILD)/cuda/gemm_choices.o $(BUILD)/cuda/gemm_sm90.cu.o $(BUILD)/cuda/kernels_swiglu.cu.o \
+                         $(BUILD)/runtime/base/log.o
 	$(CC) $(CUDA_CFLAGS) $(CUDA_INC) -o $@ $(filter %.c %.o,$^) $(LDFLAGS) $(CUDA_LDFLAGS) -lcublasLt -lcudart -lstdc++ -lm
 
 # tests/cuda/initcheck_probe.c: the QKV product into a never-written buffer, read by
