@@ -95,6 +95,14 @@ expect "gpu_gaps: the last 2.5 ms" 0 "busy 2.00 ms, idle in short gaps 0.005 ms 
 printf '0\t10\tkernel\ta\n9\t8\tkernel\tb\n' > "$tmp/trace_bad.tsv"
 expect "gpu_gaps: a record that ends before it starts refused" 1 "trace_bad.tsv:2: ends before it starts" \
     python3 bench/cuda/gpu_gaps.py "$tmp/trace_bad.tsv"
+# power_summary.py (device.sh llmq1k's power and SM clock): busy samples only, a sample
+# with a missing value or cut short skipped; a file without dmon's header refused
+printf '# gpu pwr gtemp mtemp mclk pclk\n# Idx W C C MHz MHz\n 0 75 30 35 2619 1980\n 0 699 60 55 2619 1395\n 0 700 61 55 2619 1335\n 0 650 61 55 2619 1755\n 0 698 61 55 2619 -\n 0 69\n' > "$tmp/dmon.txt"
+expect "power_summary: power and clock of the busy samples" 0 "pclk MHz: p10 1335, median 1395, p90 1755, max 1755 (3 busy samples)" \
+    python3 bench/cuda/power_summary.py "$tmp/dmon.txt"
+printf 'gpu pwr\n' > "$tmp/dmon_bad.txt"
+expect "power_summary: no dmon header refused" 1 "dmon_bad.txt:1: a sample before the header line" \
+    python3 bench/cuda/power_summary.py "$tmp/dmon_bad.txt"
 # What the CUDA backend does not do yet is refused before any rank starts (cu_unsupported).
 python3 - tests/cpu/tiny_plan.json "$tmp/zero3.json" <<'PY'
 import json, sys

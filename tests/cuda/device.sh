@@ -26,7 +26,8 @@
 #          check_vs_hf --fp8 with FP8's tolerances) and bf16 optimizer states against HF;
 #     llmq1k: issue 31's Done-when run (bench/cuda/run.sh at llmq's T = 1024 shapes, bf16 and
 #          FP8 columns with tuned GEMM choices; about 8 minutes on an H200; LLMQ1K_ROWS:
-#          some of its rows, e.g. "1.5b-llmq1k 3b-llmq1k")
+#          some of its rows, e.g. "1.5b-llmq1k 3b-llmq1k"; nvidia-smi dmon beside it, summarised
+#          by bench/cuda/power_summary.py: the power and SM clock while the rows ran)
 #     fp8-san: compute-sanitizer memcheck, racecheck, initcheck over fp8_check's kernel sections
 #          (FP8SAN_TIMEOUT seconds a tool, default 300; under 50 s each on an H100)
 #     fp8-bench: llmq's shapes at T = 1024 (bf16 GEMMs vs FP8, both with split master
@@ -673,9 +674,15 @@ if has gemm-sm90; then
     fi
 fi
 if has llmq1k; then
+    # the power and SM clock beside it (at the power limit, the clock comes down)
+    nvidia-smi dmon -s pc -d 1 > "$out/llmq1k_dmon.txt" 2>&1 &
+    dmon=$!
     BENCH_SHAPES=${LLMQ1K_ROWS:-llmq1k} BENCH_TORCH=0 BENCH_GEMM_TUNE=1 BENCH_ACCUM_STEPS=1 BENCH_TIMEOUT=${BENCH_TIMEOUT:-200} \
         bash bench/cuda/run.sh "$out/llmq1k" > "$out/llmq1k.txt" 2>&1
     note "llmq1k bench: exit $?"
+    kill $dmon 2>/dev/null; wait $dmon 2>/dev/null
+    note "llmq1k power: $(nvidia-smi --query-gpu=power.limit,clocks.max.sm --format=csv,noheader) (limit, max SM clock)"
+    python3 bench/cuda/power_summary.py "$out/llmq1k_dmon.txt" 2>&1 | tee -a "$out/summary.txt"
     cp "$out/llmq1k/bench.jsonl" "$out/llmq1k.jsonl" 2>/dev/null
     tail -8 "$out/llmq1k.txt"
 fi
