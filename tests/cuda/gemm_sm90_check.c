@@ -250,6 +250,9 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
     void *D1, *D2, *D3, *dh;
     CK(cudaMalloc(&D1, nd * 2)); CK(cudaMalloc(&D2, nd * 2)); CK(cudaMalloc(&D3, nd * 2));
     CK(cudaMalloc(&dh, (size_t)T * F * 2));
+    /* cuBLASLt writes dh through the TMA unit, which compute-sanitizer's initcheck does
+     * not see: without this, k_swiglu_bwd's reads of it are reported uninitialised */
+    CK(cudaMemset(dh, 0, (size_t)T * F * 2));
     char what[256];
     snprintf(what, sizeof what, "%s: down dx + SwiGLU backward fused, T=%d F=%d K=%d", name, T, F, K);
     GemmArgs a = swiglu_args(T, F, K, A, B, D1), a3 = swiglu_args(T, F, K, A, B, D3);
