@@ -226,9 +226,15 @@ static void *gu_buffer(int T, int F)
 
 /* The down projection's dx = dy [T, K] . W [K, F] (transA 0, transB 0) with SwiGLU's
  * backward: ours fused, cuBLASLt's dh then k_swiglu_bwd. D and gu [T, 2F]. */
-static GemmArgs swiglu_args(int T, int F, int K, const void *A, const void *B, void *D)
+static Case swiglu_case(int T, int F, int K)
 {
     Case c = {"swiglu", T, F, K, 0, 0, 0, 0.f};
+    return c;
+}
+
+static GemmArgs swiglu_args(int T, int F, int K, const void *A, const void *B, void *D)
+{
+    Case c = swiglu_case(T, F, K);
     GemmArgs a = args_of(&c, A, B, D);
     a.ldd = 2 * F;
     return a;
@@ -267,7 +273,7 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
     CK(cudaMemcpy(h3, D3, nd * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hg, gu, nd * 2, cudaMemcpyDeviceToHost));
     double worst = 0, num = 0, den = 0;
-    Case c = {"swiglu", T, F, K, 0, 0, 0, 0.f};
+    Case c = swiglu_case(T, F, K);
     for (int s = 0; rc == 0 && s < SAMPLES; s++) {
         int r = s == 0 ? T - 1 : (int)(splitmix_unit(&rng) * T), col = s == 0 ? F - 1 : (int)(splitmix_unit(&rng) * F);
         double dh_ref = 0, mag = 0;
@@ -302,14 +308,15 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
     CK(cudaFree(dh));
 }
 
-/* ms per run of the product, after 3 warm-up runs: 10 timed runs between events. */
-static double time_one(Gemm *g, const GemmArgs *a, int ours, cudaStream_t st)
+/* ms per run of run(ctx), after 3 warm-up runs: 10 timed runs between events; -1 when
+ * a run fails. */
+static double time_runs(int (*run)(void *ctx), void *ctx, cudaStream_t st)
 {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     for (int i = 0; i < 13; i++) {
         if (i == 3) CK(cudaEventRecord(e0, st));
-        if (ours) { if (gemm_sm90_run(a, st)) return -1; } else gemm_run(g, a);
+        if (run(ctx)) return -1;
     }
     CK(cudaEventRecord(e1, st));
     CK(cudaEventSynchronize(e1));
@@ -317,6 +324,17 @@ static double time_one(Gemm *g, const GemmArgs *a, int ours, cudaStream_t st)
     CK(cudaEventElapsedTime(&ms, e0, e1));
     CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
     return ms / 10;
+}
+
+typedef struct { Gemm *g; const GemmArgs *a; cudaStream_t st; const void *gu; void *dh; int T, F, K; } Run;
+
+static int run_lt(void *ctx) { Run *r = ctx; gemm_run(r->g, r->a); return 0; }
+static int run_ours(void *ctx) { Run *r = ctx; return gemm_sm90_run(r->a, r->st); }
+
+static double time_one(Gemm *g, const GemmArgs *a, int ours, cudaStream_t st)
+{
+    Run r = {g, a, st, NULL, NULL, 0, 0, 0};
+    return time_runs(ours ? run_ours : run_lt, &r, st);
 }
 
 typedef struct { const char *name; int T, hidden, qkv, ffn; } Model;
@@ -345,8 +363,16 @@ static void model_cases(const Model *m, Case cs[12])
     }
 }
 
+static int run_swiglu_reference(void *ctx)
+{
+    Run *r = ctx;
+    swiglu_reference(r->g, r->T, r->F, r->K, r->a->A, r->a->B, r->dh, r->gu, r->a->D, r->st);
+    return 0;
+}
+static int run_swiglu_ours(void *ctx) { Run *r = ctx; return gemm_sm90_swiglu_bwd(r->a, r->gu, r->st); }
+
 /* The down projection's dx and SwiGLU's backward: cuBLASLt's product then k_swiglu_bwd,
- * against ours fused; ms a run (3 warm-up runs, then 10 timed), each way. */
+ * against ours fused; ms a run (time_runs), each way. */
 static void time_swiglu(const Model *m, Gemm *g, cudaStream_t st)
 {
     int T = m->T, F = m->ffn, K = m->hidden;
@@ -355,24 +381,11 @@ static void time_swiglu(const Model *m, Gemm *g, cudaStream_t st)
     CK(cudaMalloc(&D, (size_t)T * 2 * F * 2));
     CK(cudaMalloc(&dh, (size_t)T * F * 2));
     GemmArgs a = swiglu_args(T, F, K, A, B, D);
-    double ms[2];
-    for (int ours = 0; ours < 2; ours++) {
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-        for (int i = 0; i < 13; i++) {
-            if (i == 3) CK(cudaEventRecord(e0, st));
-            if (!ours) swiglu_reference(g, T, F, K, A, B, dh, gu, D, st);
-            else if (gemm_sm90_swiglu_bwd(&a, gu, st)) { printf("  gemm_sm90_swiglu_bwd failed\n"); exit(1); }
-        }
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float t;
-        CK(cudaEventElapsedTime(&t, e0, e1));
-        ms[ours] = t / 10;
-        CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
-    }
-    printf("  down dx + SwiGLU backward: cuBLASLt + k_swiglu_bwd %.3f ms, ours fused %.3f ms (%+.1f%%)\n", ms[0], ms[1],
-           100.0 * (ms[0] / ms[1] - 1));
+    Run r = {g, &a, st, gu, dh, T, F, K};
+    double ms_lt = time_runs(run_swiglu_reference, &r, st), ms_ours = time_runs(run_swiglu_ours, &r, st);
+    if (ms_ours < 0) { printf("  gemm_sm90_swiglu_bwd failed\n"); exit(1); }
+    printf("  down dx + SwiGLU backward: cuBLASLt + k_swiglu_bwd %.3f ms, ours fused %.3f ms (%+.1f%%)\n", ms_lt,
+           ms_ours, 100.0 * (ms_lt / ms_ours - 1));
     CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(gu)); CK(cudaFree(D)); CK(cudaFree(dh));
 }
 
