@@ -1,8 +1,11 @@
 /* gemm_sm90.cu — bf16 matrix products of our own on Hopper's tensor cores (issue 31's
  * bf16 lever: cuBLASLt runs the projections' narrow shapes and the fp32-accumulating
  * weight gradients at 585-670 TFLOP/s where its wide ones reach 740; docs/PERFORMANCE.md,
- * "The bf16 step at 3B, GEMM by GEMM"). Not yet used by the trainer: it is taken only
- * where tests/cuda/gemm_sm90_check.c measures it faster than cuBLASLt at the same shape.
+ * "The bf16 step at 3B, GEMM by GEMM"). The trainer takes it only under LLMC_SWIGLU_SM90=1,
+ * for the two products with SwiGLU in their epilogues (gemm_sm90_swiglu_fwd/bwd), which
+ * measure slower in the step than cuBLASLt and the separate kernels (docs/PERFORMANCE.md);
+ * the plain products would be taken only where tests/cuda/gemm_sm90_check.c measures
+ * them faster than cuBLASLt at the same shape.
  *
  *   D[M,N] = alpha * op(A)[M,K] . op(B)[K,N] + beta * C     (gemm.h's row-major form)
  *
@@ -48,21 +51,28 @@ extern "C" {
 #define SM90_CONSUMER_WARPS 8       /* a CTA's consumer warps; both CTAs' free a stage */
 #define SM90_STAGE_BYTES ((SM90_BM + SM90_BN) * SM90_BK * 2)
 
-/* The dynamic shared memory, 1024-aligned (the 128-byte swizzle's period). */
-struct Sm90Smem {
-    __nv_bfloat16 a[SM90_STAGES][SM90_BM * SM90_BK];   /* 16 KiB a stage */
-    __nv_bfloat16 b[SM90_STAGES][SM90_BN * SM90_BK];   /* 32 KiB a stage */
-    uint8_t out[2][64 * 256];       /* a consumer's 16 KiB of D on its way out */
-    uint64_t full[SM90_STAGES];     /* the stage's bytes have landed (producer's expect_tx) */
-    uint64_t empty[SM90_STAGES];    /* the consumers are done reading it */
+/* The dynamic shared memory, 1024-aligned (the 128-byte swizzle's period): ST stages
+ * of A and B, and each consumer's EB bytes of epilogue staging. */
+template <int ST, int EB>
+struct Sm90SmemT {
+    __nv_bfloat16 a[ST][SM90_BM * SM90_BK];   /* 16 KiB a stage */
+    __nv_bfloat16 b[ST][SM90_BN * SM90_BK];   /* 32 KiB a stage */
+    uint8_t out[2][EB];             /* a consumer's D on its way out */
+    uint64_t full[ST];              /* the stage's bytes have landed (producer's expect_tx) */
+    uint64_t empty[ST];             /* the consumers are done reading it */
+    uint64_t gu_full[2][2];         /* EPI_SWIGLU_BWD: consumer c's buffer k holds its g and u */
 };
+/* The store epilogues: four stages, 16 KiB of D a consumer. EPI_SWIGLU_BWD: three
+ * stages, and two buffers a consumer of 64 x 64 of g and of u (8 KiB each), read by
+ * the TMA unit while the mainloop runs and overwritten in place by dg and du. */
+typedef Sm90SmemT<SM90_STAGES, 64 * 256> Sm90Smem;
+typedef Sm90SmemT<3, 2 * 16384> Sm90SmemSwiglu;
 
 struct Sm90Params {
     int M, N, K, ldd, d_f32;
     void *D;
     const void *C;
     float alpha, beta;
-    const void *gu;                 /* EPI_SWIGLU_BWD: SwiGLU's input [M, 2N], ldd apart */
 };
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
@@ -244,37 +254,7 @@ __device__ __forceinline__ void sm90_store(const Sm90Params &p, float (&d)[128],
  * its next tile. The reduction rounds once more for bf16 D (the product is rounded to
  * bf16 before the add, as cuBLASLt's beta = 1 does); for fp32 D it is the plain stores'
  * single rounding of the fp32 sum. */
-enum { EPI_DIRECT, EPI_STORE, EPI_ADD, EPI_SWIGLU_BWD };
-
-/* SwiGLU's backward from the accumulators, the product being dh [M, N] (never stored):
- * with g = gu[r, c], u = gu[r, N + c], s = sigmoid(g), D[r, c] = dh u s (1 + g (1 - s))
- * and D[r, N + c] = dh g s (kernels_swiglu.cu's formulas, on dh unrounded). Plain loads
- * and stores, as sm90_store. */
-__device__ __forceinline__ void sm90_swiglu_bwd(const Sm90Params &p, float (&d)[128], int m0, int n0)
-{
-    int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
-    int r0 = m0 + 16 * w + lane / 4, c0 = n0 + 2 * (lane % 4);
-    const __nv_bfloat16 *gu = (const __nv_bfloat16 *)p.gu;
-    __nv_bfloat16 *dgu = (__nv_bfloat16 *)p.D;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        int r = r0 + 8 * i;
-        if (r >= p.M) continue;
-        size_t row = (size_t)r * p.ldd;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            int c = c0 + 8 * j;
-            if (c >= p.N) continue;
-            float2 g = __bfloat1622float2(__ldg((const __nv_bfloat162 *)(gu + row + c)));
-            float2 u = __bfloat1622float2(__ldg((const __nv_bfloat162 *)(gu + row + p.N + c)));
-            float h0 = p.alpha * d[4 * j + 2 * i], h1 = p.alpha * d[4 * j + 2 * i + 1];
-            float s0 = 1.f / (1.f + __expf(-g.x)), s1 = 1.f / (1.f + __expf(-g.y));
-            *(__nv_bfloat162 *)(dgu + row + c) = __floats2bfloat162_rn(h0 * u.x * s0 * (1.f + g.x * (1.f - s0)),
-                                                                       h1 * u.y * s1 * (1.f + g.y * (1.f - s1)));
-            *(__nv_bfloat162 *)(dgu + row + p.N + c) = __floats2bfloat162_rn(h0 * g.x * s0, h1 * g.y * s1);
-        }
-    }
-}
+enum { EPI_DIRECT, EPI_STORE, EPI_ADD, EPI_SWIGLU_BWD, EPI_SWIGLU_FWD };
 
 /* Named barrier `id` over the 128 threads of one warpgroup. */
 __device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
@@ -326,25 +306,128 @@ __device__ __forceinline__ void sm90_store_tma(const Sm90Params &p, const CUtens
     }
 }
 
+/* EPI_SWIGLU_BWD's quarter q (64 columns) of a consumer's 64 x 256: g and u into its
+ * buffer buf, counted on the buffer's barrier. Columns past N are zero-filled by the
+ * TMA unit (the maps are N wide), rows past M too. */
+__device__ __forceinline__ void sm90_gu_load(uint8_t *buf, uint64_t *bar, const CUtensorMap *map_g,
+                                             const CUtensorMap *map_u, int m0, int n0, int q)
+{
+    mbar_arrive_expect_tx(bar, 2 * 8192);
+    tma_load(buf, map_g, bar, n0 + 64 * q, m0);
+    tma_load(buf + 8192, map_u, bar, n0 + 64 * q, m0);
+}
+
+/* SwiGLU's backward on quarter q of the accumulators (j = 8 q .. 8 q + 7), the product
+ * being dh: with g and u from buf (64 x 64 each, 128-byte swizzled rows) and
+ * s = sigmoid(g), dg = dh u s (1 + g (1 - s)) and du = dh g s written over them
+ * (kernels_swiglu.cu's formulas, on dh unrounded). */
+__device__ __forceinline__ void sm90_swiglu_quarter(float alpha, float (&d)[128], uint8_t *buf, int q)
+{
+    int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+        int j = 8 * q + jj, lc = 8 * jj + 2 * (lane % 4);
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int r = 16 * w + lane / 4 + 8 * i;
+            uint32_t off = r * 128 + ((((lc * 2 / 16) ^ (r % 8)) * 16) | ((lc * 2) % 16));
+            __nv_bfloat162 *gp = (__nv_bfloat162 *)(buf + off), *up = (__nv_bfloat162 *)(buf + 8192 + off);
+            float2 g = __bfloat1622float2(*gp), u = __bfloat1622float2(*up);
+            float h0 = alpha * d[4 * j + 2 * i], h1 = alpha * d[4 * j + 2 * i + 1];
+            float s0 = 1.f / (1.f + __expf(-g.x)), s1 = 1.f / (1.f + __expf(-g.y));
+            *gp = __floats2bfloat162_rn(h0 * u.x * s0 * (1.f + g.x * (1.f - s0)),
+                                        h1 * u.y * s1 * (1.f + g.y * (1.f - s1)));
+            *up = __floats2bfloat162_rn(h0 * g.x * s0, h1 * g.y * s1);
+        }
+    }
+}
+
+/* EPI_SWIGLU_FWD's epilogue: the tile's columns 0..127 are g and 128..255 u, both for
+ * features n0..n0+127 (the producer loads B's gate and up rows side by side). Each
+ * 64-feature piece goes out as three 64 x 64 boxes: g and u rounded to bf16 (gu's two
+ * F-wide views), and h = silu(g) u from the rounded values by k_swiglu_fwd's formula,
+ * so h is to the bit what that kernel makes of this gu. The boxes are staged
+ * alternately in the two 8 KiB halves of the consumer's buffer. */
+__device__ __forceinline__ void sm90_swiglu_fwd_store(float alpha, const CUtensorMap *map_g, const CUtensorMap *map_u,
+                                                      const CUtensorMap *map_h, uint8_t *out, float (&d)[128], int m0,
+                                                      int n0, int F, int wg_id)
+{
+    int t = threadIdx.x % 128, lane = t % 32, w = t / 32;
+    bool leader = t == 0;
+#pragma unroll
+    for (int pc = 0; pc < 2; pc++) {
+        if (n0 + 64 * pc >= F) break;
+#pragma unroll
+        for (int kind = 0; kind < 3; kind++) {   /* g, u, h */
+            uint8_t *buf = out + ((3 * pc + kind) & 1) * 8192;
+            /* the half is free once the copy before last has read it (the tile's first:
+               once the last tile's have, however many it made) */
+            if (leader) {
+                if (pc + kind == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                else asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+            }
+            wg_barrier(wg_id);
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) {
+                int jg = 8 * pc + jj, ju = 16 + jg, lc = 8 * jj + 2 * (lane % 4);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    int r = 16 * w + lane / 4 + 8 * i;
+                    __nv_bfloat162 g = __floats2bfloat162_rn(alpha * d[4 * jg + 2 * i], alpha * d[4 * jg + 2 * i + 1]);
+                    __nv_bfloat162 u = __floats2bfloat162_rn(alpha * d[4 * ju + 2 * i], alpha * d[4 * ju + 2 * i + 1]);
+                    __nv_bfloat162 v = g;
+                    if (kind == 1) v = u;
+                    if (kind == 2) {
+                        float2 gf = __bfloat1622float2(g), uf = __bfloat1622float2(u);
+                        v = __floats2bfloat162_rn(gf.x / (1.f + __expf(-gf.x)) * uf.x, gf.y / (1.f + __expf(-gf.y)) * uf.y);
+                    }
+                    *(__nv_bfloat162 *)(buf + r * 128 + ((((lc * 2 / 16) ^ (r % 8)) * 16) | ((lc * 2) % 16))) = v;
+                }
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            wg_barrier(wg_id);
+            if (leader) {
+                const CUtensorMap *map = kind == 0 ? map_g : kind == 1 ? map_u : map_h;
+                asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                             ::"l"((uint64_t)map), "r"(smem_u32(buf)), "r"(n0 + 64 * pc), "r"(m0) : "memory");
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+        }
+    }
+}
+
+/* map_b2: EPI_SWIGLU_FWD's up rows of B (map_b then holds the gate rows, each F wide).
+ * map_d: D (EPI_SWIGLU_BWD: its first N columns, dg; EPI_SWIGLU_FWD: gu's g columns);
+ * map_d2: EPI_SWIGLU_BWD's du columns of D, EPI_SWIGLU_FWD's u columns of gu;
+ * map_g, map_u: EPI_SWIGLU_BWD's g and u columns of its input gu; map_h: EPI_SWIGLU_FWD's
+ * h. Each N (or F) wide, so that the TMA unit stops at that column; unused ones are
+ * copies of map_a. */
 template <int TA, int TB, int EPI, int F32>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
 k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-            const __grid_constant__ CUtensorMap map_d, Sm90Params p)
+            const __grid_constant__ CUtensorMap map_b2, const __grid_constant__ CUtensorMap map_d,
+            const __grid_constant__ CUtensorMap map_d2, const __grid_constant__ CUtensorMap map_g,
+            const __grid_constant__ CUtensorMap map_u, const __grid_constant__ CUtensorMap map_h, Sm90Params p)
 {
     const int CL = 2;
+    constexpr bool SW = EPI == EPI_SWIGLU_BWD, SF = EPI == EPI_SWIGLU_FWD;
+    constexpr int TN = SF ? SM90_BN / 2 : SM90_BN;   /* output columns a tile: SF's are features */
+    constexpr int ST = SW ? 3 : SM90_STAGES;
+    typedef Sm90SmemT<ST, SW ? 2 * 16384 : 64 * 256> Smem;
     extern __shared__ uint8_t smem_raw[];
-    Sm90Smem &s = *(Sm90Smem *)(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
+    Smem &s = *(Smem *)(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     int wg = threadIdx.x / 128;
     uint32_t rank = cluster_rank();
     if (threadIdx.x == 0) {
-        for (int i = 0; i < SM90_STAGES; i++) {
+        for (int i = 0; i < ST; i++) {
             mbar_init(&s.full[i], 1);
             mbar_init(&s.empty[i], CL * SM90_CONSUMER_WARPS);
         }
+        for (int i = 0; i < 4; i++) mbar_init(&s.gu_full[i / 2][i % 2], 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cluster_sync();   /* both CTAs' barriers exist before either loads into or arrives on them */
-    int num_m = (p.M + SM90_BM - 1) / SM90_BM, num_n = (p.N + SM90_BN - 1) / SM90_BN;
+    int num_m = (p.M + SM90_BM - 1) / SM90_BM, num_n = (p.N + TN - 1) / TN;
     int num_mp = (num_m + CL - 1) / CL, pairs = num_mp * num_n, nk = (p.K + SM90_BK - 1) / SM90_BK;
     int cluster = blockIdx.x / CL, clusters = gridDim.x / CL;
     /* (a CTA whose tile of the pair lies below M computes zeros from the zero-filled
@@ -357,10 +440,10 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
             for (int t = cluster; t < pairs; t += clusters) {
                 int mp, nb;
                 sm90_tile(t, num_mp, num_n, &mp, &nb);
-                int m0 = (CL * mp + (int)rank) * SM90_BM, n0 = nb * SM90_BN;
+                int m0 = (CL * mp + (int)rank) * SM90_BM, n0 = nb * TN;
                 for (int kb = 0; kb < nk; kb++, it++) {
-                    int st = it % SM90_STAGES, k0 = kb * SM90_BK;
-                    mbar_wait(&s.empty[st], ((it / SM90_STAGES) & 1) ^ 1);
+                    int st = it % ST, k0 = kb * SM90_BK;
+                    mbar_wait(&s.empty[st], ((it / ST) & 1) ^ 1);
                     mbar_arrive_expect_tx(&s.full[st], SM90_STAGE_BYTES);
                     if (TA) {
                         tma_load(s.a[st], &map_a, &s.full[st], m0, k0);
@@ -368,12 +451,15 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
                     } else {
                         tma_load(s.a[st], &map_a, &s.full[st], k0, m0);
                     }
-                    /* this CTA's half of B: columns n0 + 128 rank .. + 127, to both CTAs */
+                    /* this CTA's half of B: columns n0 + 128 rank .. + 127, to both CTAs
+                     * (SF: rank 0 the gate rows n0.., rank 1 the up rows n0..) */
+                    const CUtensorMap *mbh = SF && rank ? &map_b2 : &map_b;
+                    int nh = SF ? n0 : n0 + 128 * (int)rank;
                     if (TB) {
-                        for (int g = 2 * (int)rank; g < 2 * (int)rank + 2; g++)
-                            tma_load_multicast(s.b[st] + g * 64 * SM90_BK, &map_b, &s.full[st], n0 + 64 * g, k0, 3);
+                        for (int g = 0; g < 2; g++)
+                            tma_load_multicast(s.b[st] + (2 * rank + g) * 64 * SM90_BK, mbh, &s.full[st], nh + 64 * g, k0, 3);
                     } else {
-                        tma_load_multicast(s.b[st] + rank * 128 * SM90_BK, &map_b, &s.full[st], k0, n0 + 128 * (int)rank, 3);
+                        tma_load_multicast(s.b[st] + rank * 128 * SM90_BK, mbh, &s.full[st], k0, nh, 3);
                     }
                 }
             }
@@ -386,14 +472,24 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
         float d[128];
 #pragma unroll
         for (int i = 0; i < 128; i++) d[i] = 0.f;
-        uint32_t it = 0;
+        uint32_t it = 0, gu_phase = 0;   /* bit k: the parity buffer k's barrier completes next */
+        bool leader = threadIdx.x % 128 == 0;
         for (int t = cluster; t < pairs; t += clusters) {
             int mp, nb;
             sm90_tile(t, num_mp, num_n, &mp, &nb);
+            int m0 = (CL * mp + (int)rank) * SM90_BM + 64 * c, n0 = nb * TN;
+            if (SW && leader) {
+                /* quarters 0 and 1 come in while the mainloop runs, once the last tile's
+                   stores have read the buffers */
+                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                for (int q = 0; q < 2; q++)
+                    if (n0 + 64 * q < p.N)
+                        sm90_gu_load(s.out[c] + q * 16384, &s.gu_full[c][q], &map_g, &map_u, m0, n0, q);
+            }
             int prev = -1;
             for (int kb = 0; kb < nk; kb++, it++) {
-                int st = it % SM90_STAGES;
-                mbar_wait(&s.full[st], (it / SM90_STAGES) & 1);
+                int st = it % ST;
+                mbar_wait(&s.full[st], (it / ST) & 1);
                 const __nv_bfloat16 *a = s.a[st] + c * 64 * SM90_BK, *b = s.b[st];
                 fence_acc(d);
                 wgmma_fence();
@@ -422,13 +518,37 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
                     mbar_arrive(&s.empty[prev]);
                     mbar_arrive_cluster(&s.empty[prev], rank ^ 1);
                 }
-            int m0 = (CL * mp + (int)rank) * SM90_BM + 64 * c, n0 = nb * SM90_BN;
             if (EPI == EPI_DIRECT) sm90_store(p, d, m0, n0);
-            else if (EPI == EPI_SWIGLU_BWD) sm90_swiglu_bwd(p, d, m0, n0);
+            else if (SW) {
+#pragma unroll
+                for (int q = 0; q < 4; q++) {   /* unrolled: d's indices must be constants */
+                    if (n0 + 64 * q >= p.N) break;
+                    int k = q % 2;
+                    uint8_t *buf = s.out[c] + k * 16384;
+                    mbar_wait(&s.gu_full[c][k], (gu_phase >> k) & 1);
+                    gu_phase ^= 1u << k;
+                    sm90_swiglu_quarter(p.alpha, d, buf, q);
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    wg_barrier(1 + c);
+                    if (leader) {
+                        asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                                     ::"l"((uint64_t)&map_d), "r"(smem_u32(buf)), "r"(n0 + 64 * q), "r"(m0) : "memory");
+                        asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                                     ::"l"((uint64_t)&map_d2), "r"(smem_u32(buf + 8192)), "r"(n0 + 64 * q), "r"(m0)
+                                     : "memory");
+                        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+                        if (q + 2 < 4 && n0 + 64 * (q + 2) < p.N) {
+                            /* the buffer is free once its stores have read it */
+                            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                            sm90_gu_load(buf, &s.gu_full[c][k], &map_g, &map_u, m0, n0, q + 2);
+                        }
+                    }
+                }
+            } else if (SF) sm90_swiglu_fwd_store(p.alpha, &map_d, &map_d2, &map_h, s.out[c], d, m0, n0, p.N, 1 + c);
             else sm90_store_tma<EPI, F32>(p, &map_d, s.out[c], d, m0, n0, 1 + c);
         }
         /* the last copies out of shared memory done before the CTA leaves */
-        if ((EPI == EPI_STORE || EPI == EPI_ADD) && threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        if (EPI != EPI_DIRECT && leader) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
     cluster_sync();   /* neither CTA leaves while the other may still arrive on its barriers */
 }
@@ -479,34 +599,52 @@ static int clusters_last;        /* the last launch's clusters */
 extern "C" void gemm_sm90_limit_clusters(int n) { clusters_cap = n > 0 ? n : 0; }
 extern "C" int gemm_sm90_last_clusters(void) { return clusters_last; }
 
-/* gu: NULL, or EPI_SWIGLU_BWD's input (gemm_sm90_swiglu_bwd). */
-static int sm90_launch(const GemmArgs *a, const void *gu, void *stream)
+/* fused: 0, EPI_SWIGLU_BWD (gu its input) or EPI_SWIGLU_FWD (h, ldh its second output;
+ * the product is gu [M, N = 2F]). */
+static int sm90_launch(const GemmArgs *a, int fused, const void *gu, void *h, int ldh, void *stream)
 {
     static int sms;
     if (!sms && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) return -1;
     if (!gemm_sm90_supported(a)) return -1;
-    CUtensorMap ma, mb;
+    int sf = fused == EPI_SWIGLU_FWD, F = a->N / 2;
+    int nb = sf ? F : a->N;   /* B's rows (transB 1) or columns a map; SF: gate, then up */
+    const __nv_bfloat16 *B2 = (const __nv_bfloat16 *)a->B + (a->transB ? (size_t)F * a->ldb : (size_t)F);
+    CUtensorMap ma, mb, mb2;
     /* A: [M,K] (transA 0, boxes of 128 rows) or [K,M] (transA 1, 64 x 64 boxes) */
     int ea = a->transA ? make_map(&ma, a->A, a->K, a->M, a->lda, 64, 0) : make_map(&ma, a->A, a->M, a->K, a->lda, SM90_BM, 0);
     /* B: [N,K] (transB 1, boxes of 128 rows: half a tile) or [K,N] (transB 0, 64 x 64 boxes) */
-    int eb = a->transB ? make_map(&mb, a->B, a->N, a->K, a->ldb, SM90_BN / 2, 0) : make_map(&mb, a->B, a->K, a->N, a->ldb, 64, 0);
+    int eb = a->transB ? make_map(&mb, a->B, nb, a->K, a->ldb, SM90_BN / 2, 0) : make_map(&mb, a->B, a->K, nb, a->ldb, 64, 0);
     if (ea || eb) return -1;
-    Sm90Params p = {a->M, a->N, a->K, a->ldd, a->d_f32, a->D, a->C ? a->C : a->D, a->alpha, a->beta, gu};
-    int pairs = ((a->M + 2 * SM90_BM - 1) / (2 * SM90_BM)) * ((a->N + SM90_BN - 1) / SM90_BN);
+    mb2 = mb;
+    if (sf && (a->transB ? make_map(&mb2, B2, F, a->K, a->ldb, SM90_BN / 2, 0) : make_map(&mb2, B2, a->K, F, a->ldb, 64, 0)))
+        return -1;
+    Sm90Params p = {a->M, sf ? F : a->N, a->K, a->ldd, a->d_f32, a->D, a->C ? a->C : a->D, a->alpha, a->beta};
+    int pairs = ((a->M + 2 * SM90_BM - 1) / (2 * SM90_BM)) * (sf ? (F + SM90_BN / 2 - 1) / (SM90_BN / 2) : (a->N + SM90_BN - 1) / SM90_BN);
     /* beta 0 or 1, D's rows 16-byte multiples and D 16-byte aligned: the TMA epilogue
      * (D as 64-row boxes of 128 bytes); else plain stores */
     int f32 = a->d_f32;
-    int epi = gu ? EPI_SWIGLU_BWD
+    int epi = fused ? fused
               : (a->beta != 0.f && a->beta != 1.f) || (a->ldd * (f32 ? 4 : 2)) % 16 || (uintptr_t)a->D % 16
                   ? EPI_DIRECT : a->beta != 0.f ? EPI_ADD : EPI_STORE;
-    CUtensorMap md = ma;
+    CUtensorMap md = ma, md2 = ma, mg = ma, mu = ma, mh = ma;
     if ((epi == EPI_STORE || epi == EPI_ADD) && make_map(&md, a->D, a->M, a->N, a->ldd, 64, f32)) return -1;
+    /* EPI_SWIGLU_BWD: dg, du, g and u as four N-wide views of D and gu ([M, 2N], ldd apart);
+       EPI_SWIGLU_FWD: g, u (F-wide views of D = gu) and h; all in 64 x 64 boxes, so that
+       the TMA unit stops each at the view's last column */
+    int w = sf ? F : a->N;
+    if (fused && (make_map(&md, a->D, a->M, w, a->ldd, 64, 0) ||
+                  make_map(&md2, (const __nv_bfloat16 *)a->D + w, a->M, w, a->ldd, 64, 0)))
+        return -1;
+    if (epi == EPI_SWIGLU_BWD &&
+        (make_map(&mg, gu, a->M, a->N, a->ldd, 64, 0) || make_map(&mu, (const __nv_bfloat16 *)gu + a->N, a->M, a->N, a->ldd, 64, 0)))
+        return -1;
+    if (sf && make_map(&mh, h, a->M, F, ldh, 64, 0)) return -1;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2; attr[0].val.clusterDim.y = 1; attr[0].val.clusterDim.z = 1;
     cfg.blockDim = dim3(SM90_THREADS);
-    cfg.dynamicSmemBytes = sizeof(Sm90Smem) + 1024;
+    cfg.dynamicSmemBytes = (epi == EPI_SWIGLU_BWD ? sizeof(Sm90SmemSwiglu) : sizeof(Sm90Smem)) + 1024;
     cfg.stream = (cudaStream_t)stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
@@ -527,12 +665,14 @@ static int sm90_launch(const GemmArgs *a, const void *gu, void *stream)
         if (clusters_cap && n_ > clusters_cap) n_ = clusters_cap;                                            \
         clusters_last = n_;                                                                                  \
         cfg.gridDim = dim3(2 * n_);                                                                          \
-        if (cudaLaunchKernelEx(&cfg, k_gemm_sm90<TA, TB, EPI, F32>, ma, mb, md, p) != cudaSuccess) return -1;    \
+        if (cudaLaunchKernelEx(&cfg, k_gemm_sm90<TA, TB, EPI, F32>, ma, mb, mb2, md, md2, mg, mu, mh, p) != cudaSuccess) \
+            return -1;                                                                                       \
     } while (0)
 #define SM90_LAUNCH_EPI(TA, TB)                                                                              \
     do {                                                                                                     \
         if (epi == EPI_DIRECT) SM90_LAUNCH(TA, TB, EPI_DIRECT, 0);                                           \
         else if (epi == EPI_SWIGLU_BWD) SM90_LAUNCH(TA, TB, EPI_SWIGLU_BWD, 0);                              \
+        else if (epi == EPI_SWIGLU_FWD) SM90_LAUNCH(TA, TB, EPI_SWIGLU_FWD, 0);                              \
         else if (epi == EPI_STORE && f32) SM90_LAUNCH(TA, TB, EPI_STORE, 1);                                 \
         else if (epi == EPI_STORE) SM90_LAUNCH(TA, TB, EPI_STORE, 0);                                        \
         else if (f32) SM90_LAUNCH(TA, TB, EPI_ADD, 1);                                                       \
@@ -548,13 +688,23 @@ static int sm90_launch(const GemmArgs *a, const void *gu, void *stream)
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream) { return sm90_launch(a, NULL, stream); }
+extern "C" int gemm_sm90_run(const GemmArgs *a, void *stream) { return sm90_launch(a, 0, NULL, NULL, 0, stream); }
 
 extern "C" int gemm_sm90_swiglu_bwd(const GemmArgs *a, const void *gu, void *stream)
 {
-    /* D and gu [M, 2N] bf16, ldd apart, 4-byte aligned with even ldd (bf16 pairs) */
-    if (!gu || a->d_f32 || a->beta != 0.f || a->C || a->ldd < 2 * a->N || a->ldd % 2 || (uintptr_t)gu % 4 ||
-        (uintptr_t)a->D % 4)
+    /* D and gu [M, 2N] bf16, ldd apart; their u halves start 16-byte aligned too (TMA) */
+    if (!gu || a->d_f32 || a->beta != 0.f || a->C || a->ldd < 2 * a->N || a->ldd % 8 || a->N % 8 ||
+        (uintptr_t)gu % 16 || (uintptr_t)a->D % 16)
         return -1;
-    return sm90_launch(a, gu, stream);
+    return sm90_launch(a, EPI_SWIGLU_BWD, gu, NULL, 0, stream);
+}
+
+extern "C" int gemm_sm90_swiglu_fwd(const GemmArgs *a, void *h, int ldh, void *stream)
+{
+    /* gu = D [M, N = 2F] and h [M, F] bf16; the u halves of gu and of B start 16-byte
+     * aligned too (TMA) */
+    if (!h || a->d_f32 || a->beta != 0.f || a->C || a->N % 16 || a->ldd % 8 || ldh % 8 || ldh < a->N / 2 ||
+        (uintptr_t)h % 16 || (uintptr_t)a->D % 16)
+        return -1;
+    return sm90_launch(a, EPI_SWIGLU_FWD, NULL, h, ldh, stream);
 }

@@ -21,6 +21,13 @@ int gemm_sm90_run(const GemmArgs *a, void *stream);
  * unsupported or a CUDA call failed, else 0. */
 int gemm_sm90_swiglu_bwd(const GemmArgs *a, const void *gu, void *stream);
 
+/* The gate/up projection's forward and SwiGLU in one kernel: the product gu = op(A) .
+ * op(B) [M, N = 2F] (B's first F rows, or columns for transB 0, the gate's, the next F
+ * the up's) into D (ldd apart), and h = silu(g) u [M, F] (ldh apart), as k_swiglu_fwd
+ * makes it from that gu, to the bit. bf16 D, beta 0, no C, N a multiple of 16; -1 when
+ * unsupported or a CUDA call failed, else 0. */
+int gemm_sm90_swiglu_fwd(const GemmArgs *a, void *h, int ldh, void *stream);
+
 /* At most n clusters of two CTAs a launch (0: as many as can be resident); and the
  * clusters the last launch ran (gemm_sm90_check's --clusters and its report). */
 void gemm_sm90_limit_clusters(int n);

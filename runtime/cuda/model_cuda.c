@@ -194,6 +194,30 @@ static int offload_create(CudaModel *m, const CudaHostState *h, int *fail)
     return *fail ? -1 : 0;
 }
 
+/* LLMC_SWIGLU_SM90=1 (an experiment of issue 31, off by default): the gate/up forward
+ * and the down projection's input gradient through gemm_sm90 with SwiGLU and its
+ * backward in their epilogues (gemm_sm90_swiglu_fwd/bwd: dh never stored, gu read
+ * once less). bf16 GEMMs, no LoRA, a Hopper GPU; else an error. */
+static int swiglu_sm90_setup(CudaModel *m)
+{
+    const char *env = getenv("LLMC_SWIGLU_SM90");
+    if (!env || !strcmp(env, "0")) return 0;
+    if (strcmp(env, "1")) {
+        log_error("LLMC_SWIGLU_SM90=%s: want 0 or 1", env);
+        return -1;
+    }
+    int dev = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major != 9 || m->fp8 || m->finetune == METHOD_LORA) {
+        log_error("LLMC_SWIGLU_SM90=1 needs a Hopper GPU (compute capability 9.x, this one %d.x), bf16 GEMMs "
+                  "(not precision = fp8) and no LoRA", major);
+        return -1;
+    }
+    m->swiglu_sm90 = 1;
+    return 0;
+}
+
 /* The fused-attention implementation: cuDNN's when it was built in, takes the
  * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
  * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
@@ -635,6 +659,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     m->dv = dalloc(m, N * KVD * BB, &fail);
     m->dqkv = dalloc(m, N * QKVD * BB, &fail);
     if (m->finetune == METHOD_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
+    if (swiglu_sm90_setup(m)) return -1;
     if (attn_cudnn_setup(m, &fail)) return -1;   /* last: it weighs its workspace against what is free */
     if (fail) return -1;
     if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {

@@ -110,6 +110,7 @@ typedef struct {
     int B, T, recompute;                /* micro-batch shape; recompute: a Recompute */
     int flash;                          /* fused attention (flash_attn.cu), else materialised scores */
     int deterministic;                  /* the same bits every run: no order-dependent float atomics */
+    int swiglu_sm90;                    /* LLMC_SWIGLU_SM90=1 (an experiment): SwiGLU in gemm_sm90's epilogues */
     /* parameters */
     CudaParam *params; int n_params;    /* the HF tensors */
     CudaLayerOffsets *lo;

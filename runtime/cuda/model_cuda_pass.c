@@ -7,6 +7,7 @@
  * GEMM of (G*T) x T, so grouped-query attention needs no K/V copies. The softmax
  * applies causality and document boundaries from pos (see shard.h). */
 #include "model_cuda_internal.h"
+#include "gemm_sm90.h"
 
 /* ---- forward / backward ---- */
 
@@ -197,6 +198,29 @@ static void proj_wgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16
            m->grad_fresh ? 0.f : 1.f, 0);
 }
 
+/* swiglu_sm90: gu = ln2 . W_gu^T and h = silu(g) u in one kernel (gemm_sm90_swiglu_fwd). */
+static void gu_swiglu_sm90(CudaModel *m, const LayerCtx *z, int l)
+{
+    GemmArgs a = {.transB = 1, .M = z->N, .N = 2 * z->F, .K = z->C, .A = z->a->ln2, .lda = z->C,
+                  .B = wp(m, l, z->o->gu_w), .ldb = z->C, .D = z->a->gu, .ldd = 2 * z->F, .alpha = 1.f, .batch = 1};
+    if (gemm_sm90_swiglu_fwd(&a, z->a->h, z->F, z->st)) {
+        log_error("gemm_sm90_swiglu_fwd refused layer %d's gate/up projection (%d x %d x %d)", l, z->N, 2 * z->F, z->C);
+        abort();
+    }
+}
+
+/* swiglu_sm90: dgu from dh = dres . W_down (never stored) and gu in one kernel
+ * (gemm_sm90_swiglu_bwd). */
+static void down_dx_swiglu_sm90(CudaModel *m, const LayerCtx *z, int l)
+{
+    GemmArgs a = {.M = z->N, .N = z->F, .K = z->C, .A = m->dres, .lda = z->C, .B = wp(m, l, z->o->down_w),
+                  .ldb = z->F, .D = m->dgu, .ldd = 2 * z->F, .alpha = 1.f, .batch = 1};
+    if (gemm_sm90_swiglu_bwd(&a, z->a->gu, z->st)) {
+        log_error("gemm_sm90_swiglu_bwd refused layer %d's down projection (%d x %d x %d)", l, z->N, z->F, z->C);
+        abort();
+    }
+}
+
 /* Fused attention of one layer: cuDNN when it took this micro-batch, the flash
  * kernels otherwise (the same path forward and backward). */
 static void attn_fused_fwd(CudaModel *m, const LayerCtx *z)
@@ -273,11 +297,16 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps,
                   f8_amax_at(m, l, F8_GU, F8_INPUT), z.st);
     PHASE(m, PH_NORM);
-    proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 1);
-    if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
-    PHASE(m, PH_GU_GEMM);
-    k_swiglu_fwd(a->h, a->gu, z.N, z.F, f8_amax_at(m, l, F8_DOWN, F8_INPUT), z.st);
-    PHASE(m, PH_SWIGLU);
+    if (m->swiglu_sm90) {
+        gu_swiglu_sm90(m, &z, l);
+        PHASE(m, PH_GU_GEMM);
+    } else {
+        proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 1);
+        if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
+        PHASE(m, PH_GU_GEMM);
+        k_swiglu_fwd(a->h, a->gu, z.N, z.F, f8_amax_at(m, l, F8_DOWN, F8_INPUT), z.st);
+        PHASE(m, PH_SWIGLU);
+    }
     if (!stop_before_down) {
         proj_fwd(m, &z, l, F8_DOWN, a->h, z.F, o->down_w, z.C, m->xs[l + 1], a->xmid, 1);
         if (m->lora) cuda_lora_fwd(m, l, CL_DOWN, a->h, m->xs[l + 1], z.C);
@@ -312,13 +341,20 @@ static void layer_bwd(CudaModel *m, int l)
 
     /* MLP */
     /* dres's maximum: from the RMSNorm backward above this layer (its ln1, or the final norm) */
-    proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 1);
-    PHASE(m, PH_DOWN_DX);
-    if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
-    if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
-    PHASE(m, PH_DOWN_DW);
-    k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, f8_amax_at(m, l, F8_GU, F8_GRAD), z.st);
-    PHASE(m, PH_SWIGLU_BWD);
+    if (m->swiglu_sm90) {
+        down_dx_swiglu_sm90(m, &z, l);
+        PHASE(m, PH_DOWN_DX);
+        if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
+        PHASE(m, PH_DOWN_DW);
+    } else {
+        proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 1);
+        PHASE(m, PH_DOWN_DX);
+        if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
+        if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
+        PHASE(m, PH_DOWN_DW);
+        k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, f8_amax_at(m, l, F8_GU, F8_GRAD), z.st);
+        PHASE(m, PH_SWIGLU_BWD);
+    }
     proj_dgrad(m, &z, l, F8_GU, m->dgu, 2 * F, o->gu_w, C, m->dln, wt, 1);
     PHASE(m, PH_GU_DX);
     if (wt) proj_wgrad(m, &z, l, F8_GU, m->dgu, 2 * F, a->ln2, C, gp(m, l, o->gu_w));

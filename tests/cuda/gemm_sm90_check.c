@@ -27,6 +27,10 @@
  * few ulps (2^-16 is ~100 times theirs); and the whole of it against cuBLASLt's dh
  * rounded to bf16 then k_swiglu_bwd: relative L2 within 2^-7 (that path rounds dh once
  * more); each twice, the same bits.
+ * The fused gate/up forward and SwiGLU (gemm_sm90_swiglu_fwd): gu [T, 2F] sampled against
+ * fp64 and against cuBLASLt's product as above, and h [T, F] equal to the bit to what
+ * k_swiglu_fwd makes of that gu (the epilogue computes h from the rounded g and u by the
+ * same formula); each twice, the same bits.
  * --time: each model's 12 products (forward, dx, dW of qkv, o, gate/up, down at its
  * llmq1k micro batch) timed both ways, TFLOP/s (3 warm-up runs, then 10 timed).
  * --sustain S: the 12 back to back for S seconds each way, the first and the last
@@ -256,9 +260,11 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
     void *D1, *D2, *D3, *dh;
     CK(cudaMalloc(&D1, nd * 2)); CK(cudaMalloc(&D2, nd * 2)); CK(cudaMalloc(&D3, nd * 2));
     CK(cudaMalloc(&dh, (size_t)T * F * 2));
-    /* cuBLASLt writes dh through the TMA unit, which compute-sanitizer's initcheck does
-     * not see: without this, k_swiglu_bwd's reads of it are reported uninitialised */
+    /* cuBLASLt writes dh, and ours D, through the TMA unit, whose stores
+     * compute-sanitizer's initcheck does not see: without this, k_swiglu_bwd's reads of
+     * dh and the copies of D are reported uninitialised */
     CK(cudaMemset(dh, 0, (size_t)T * F * 2));
+    CK(cudaMemset(D1, 0, nd * 2)); CK(cudaMemset(D3, 0, nd * 2));
     char what[256];
     snprintf(what, sizeof what, "%s: down dx + SwiGLU backward fused, T=%d F=%d K=%d", name, T, F, K);
     GemmArgs a = swiglu_args(T, F, K, A, B, D1), a3 = swiglu_args(T, F, K, A, B, D3);
@@ -306,6 +312,66 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
     free(h1); free(h2); free(h3); free(hg);
     CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(gu)); CK(cudaFree(D1)); CK(cudaFree(D2)); CK(cudaFree(D3));
     CK(cudaFree(dh));
+}
+
+/* The gate/up projection's forward with SwiGLU (gemm_sm90_swiglu_fwd): gu = x [T, K] .
+ * W^T (W [2F, K], transB 1; or W^T stored, [K, 2F], transB 0) and h [T, F]. */
+static Case swiglu_fwd_case(int T, int F, int K, int transB)
+{
+    Case c = {"swiglu fwd", T, 2 * F, K, 0, transB, 0, 0.f};
+    return c;
+}
+
+/* gu sampled against fp64 (sample_error's bound) and against cuBLASLt's product (rel L2
+ * within 2^-8, as correctness()); h to the bit what k_swiglu_fwd makes of our gu; both
+ * twice, the same bits. */
+static void correctness_swiglu_fwd(const char *name, int T, int F, int K, int transB, Gemm *g, cudaStream_t st)
+{
+    Case c = swiglu_fwd_case(T, F, K, transB);
+    size_t nd = (size_t)T * 2 * F, nh = (size_t)T * F;
+    void *A = pool_buffer((size_t)T * K, 11), *B = pool_buffer((size_t)2 * F * K, 777);
+    void *D1, *D2, *D3, *H1, *H2, *H3;
+    CK(cudaMalloc(&D1, nd * 2)); CK(cudaMalloc(&D2, nd * 2)); CK(cudaMalloc(&D3, nd * 2));
+    CK(cudaMalloc(&H1, nh * 2)); CK(cudaMalloc(&H2, nh * 2)); CK(cudaMalloc(&H3, nh * 2));
+    /* every output is written by TMA stores, which initcheck does not see */
+    CK(cudaMemset(D1, 0, nd * 2)); CK(cudaMemset(D2, 0, nd * 2)); CK(cudaMemset(D3, 0, nd * 2));
+    CK(cudaMemset(H1, 0, nh * 2)); CK(cudaMemset(H3, 0, nh * 2));
+    GemmArgs a1 = args_of(&c, A, B, D1), a2 = args_of(&c, A, B, D2), a3 = args_of(&c, A, B, D3);
+    int rc = gemm_sm90_swiglu_fwd(&a1, H1, F, st);
+    gemm_run(g, &a2);
+    k_swiglu_fwd(H2, D1, T, F, NULL, (kstream_t)st);   /* the unfused kernel on our gu */
+    int rc3 = gemm_sm90_swiglu_fwd(&a3, H3, F, st);
+    CK(cudaStreamSynchronize(st));
+    uint16_t *d1 = malloc(nd * 2), *d2 = malloc(nd * 2), *d3 = malloc(nd * 2);
+    uint16_t *h1 = malloc(nh * 2), *h2 = malloc(nh * 2), *h3 = malloc(nh * 2);
+    if (!d1 || !d2 || !d3 || !h1 || !h2 || !h3) { fprintf(stderr, "gemm_sm90_check: out of memory\n"); exit(1); }
+    CK(cudaMemcpy(d1, D1, nd * 2, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(d2, D2, nd * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(d3, D3, nd * 2, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(h1, H1, nh * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h2, H2, nh * 2, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(h3, H3, nh * 2, cudaMemcpyDeviceToHost));
+    double worst = rc == 0 ? sample_error(&c, d1) : 1e30, num = 0, den = 0;
+    for (size_t i = 0; i < nd; i++) {
+        double x = bf2f(d1[i]), y = bf2f(d2[i]);
+        num += (x - y) * (x - y); den += y * y;
+    }
+    double l2 = sqrt(num / (den > 0 ? den : 1e-300));
+    char what[256];
+    snprintf(what, sizeof what, "%s: gate/up forward + SwiGLU fused, T=%d F=%d K=%d transB=%d: gu", name, T, F, K,
+             transB);
+    int ok = rc == 0 && worst <= 1 && l2 <= 0x1p-8;
+    check(ok, what);
+    if (!ok || getenv("GEMM_SM90_VERBOSE"))
+        printf("  %s; worst sampled error / bound %.3g; against cuBLASLt rel L2 %.3g (bound %.3g)\n",
+               rc ? "gemm_sm90_swiglu_fwd failed" : "ran", worst, l2, 0x1p-8);
+    size_t bad = 0;
+    for (size_t i = 0; i < nh; i++) bad += h1[i] != h2[i];
+    snprintf(what + strlen(what) - 4, sizeof what - strlen(what) + 4, ": h equal to k_swiglu_fwd's on that gu");
+    check(rc == 0 && bad == 0, what);
+    if (bad) printf("  %zu of %zu elements differ\n", bad, nh);
+    snprintf(what + strlen(what), sizeof what - strlen(what), "; gu and h the same bits twice");
+    check(rc3 == 0 && !memcmp(d1, d3, nd * 2) && !memcmp(h1, h3, nh * 2), what);
+    free(d1); free(d2); free(d3); free(h1); free(h2); free(h3);
+    CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D1)); CK(cudaFree(D2)); CK(cudaFree(D3));
+    CK(cudaFree(H1)); CK(cudaFree(H2)); CK(cudaFree(H3));
 }
 
 /* ms per run of run(ctx), after 3 warm-up runs: 10 timed runs between events; -1 when
@@ -370,6 +436,14 @@ static int run_swiglu_reference(void *ctx)
     return 0;
 }
 static int run_swiglu_ours(void *ctx) { Run *r = ctx; return gemm_sm90_swiglu_bwd(r->a, r->gu, r->st); }
+static int run_swiglu_fwd_reference(void *ctx)
+{
+    Run *r = ctx;
+    gemm_run(r->g, r->a);
+    k_swiglu_fwd(r->dh, r->a->D, r->T, r->F, NULL, (kstream_t)r->st);
+    return 0;
+}
+static int run_swiglu_fwd_ours(void *ctx) { Run *r = ctx; return gemm_sm90_swiglu_fwd(r->a, r->dh, r->F, r->st); }
 
 /* The down projection's dx and SwiGLU's backward: cuBLASLt's product then k_swiglu_bwd,
  * against ours fused; ms a run (time_runs), each way. */
@@ -387,6 +461,18 @@ static void time_swiglu(const Model *m, Gemm *g, cudaStream_t st)
     printf("  down dx + SwiGLU backward: cuBLASLt + k_swiglu_bwd %.3f ms, ours fused %.3f ms (%+.1f%%)\n", ms_lt,
            ms_ours, 100.0 * (ms_lt / ms_ours - 1));
     CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(gu)); CK(cudaFree(D)); CK(cudaFree(dh));
+    /* the forward: gu = x . W^T, then h (r.dh holds h) */
+    Case c = swiglu_fwd_case(T, F, K, 1);
+    A = pool_buffer((size_t)T * K, 11); B = pool_buffer((size_t)2 * F * K, 777);
+    CK(cudaMalloc(&D, (size_t)T * 2 * F * 2));
+    CK(cudaMalloc(&dh, (size_t)T * F * 2));
+    GemmArgs af = args_of(&c, A, B, D);
+    Run rf = {g, &af, st, NULL, dh, T, F, K};
+    ms_lt = time_runs(run_swiglu_fwd_reference, &rf, st); ms_ours = time_runs(run_swiglu_fwd_ours, &rf, st);
+    if (ms_ours < 0) { printf("  gemm_sm90_swiglu_fwd failed\n"); exit(1); }
+    printf("  gate/up forward + SwiGLU: cuBLASLt + k_swiglu_fwd %.3f ms, ours fused %.3f ms (%+.1f%%)\n", ms_lt,
+           ms_ours, 100.0 * (ms_lt / ms_ours - 1));
+    CK(cudaFree(A)); CK(cudaFree(B)); CK(cudaFree(D)); CK(cudaFree(dh));
 }
 
 static void time_model(const Model *m, Gemm *g, cudaStream_t st)
@@ -542,6 +628,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) correctness(&cases[i], g, st);
     correctness_swiglu("edge", 200, 136, 72, g, st);   /* tiles cut at every edge */
     correctness_swiglu("3b", 4096, 11008, 2048, g, st);
+    correctness_swiglu_fwd("edge", 200, 136, 72, 1, g, st);   /* the last tile's features cut at 8 */
+    correctness_swiglu_fwd("edge", 200, 136, 72, 0, g, st);
+    correctness_swiglu_fwd("3b", 4096, 11008, 2048, 1, g, st);
     if (timing)
         for (int i = 0; i < n_picked; i++) time_model(&models[picked[i]], g, st);
     for (int i = 0; sustain && i < n_picked; i++) {
