@@ -6,9 +6,9 @@
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
 #               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
-#               gemm-sm90
+#               gemm-sm90 swiglu-sm90
 #               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
-#               gemm-choices, converge, zero-scale, gemm-sm90)
+#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -36,6 +36,9 @@
 #          (tests/cuda/gemm_sm90_check.c), then both timed at the 12 projection GEMMs of
 #          GEMM_SM90_MODELS (default 3b,1.5b,7b; llmq1k micro batches), the 3B ones sustained
 #          for 15 s (at the power limit), then memcheck, racecheck, initcheck
+#     swiglu-sm90: LLMC_SWIGLU_SM90=1 (SwiGLU in gemm_sm90's epilogues) in the trainer:
+#          check_vs_hf with it, then bench and phase times of SWIGLU_ROWS ("model batch accum",
+#          comma-separated; default the 1.5B and 3B shapes that fit an H100) without and with it
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
@@ -672,6 +675,25 @@ if has gemm-sm90; then
     else
         note "gemm-sm90: build FAILED"; tail -20 "$out/gemm_sm90_build.log"
     fi
+fi
+if has swiglu-sm90; then
+    LLMC_SWIGLU_SM90=1 chk swiglu_sm90 --steps 100
+    IFS=, read -ra rows <<< "${SWIGLU_ROWS:-qwen2.5-1.5b 16 4,qwen2.5-3b 8 4}"
+    for row in "${rows[@]}"; do
+        set -- $row
+        for f in 0 1 0 1; do   # alternating, twice: run-to-run spread beside the difference
+            LLMC_SWIGLU_SM90=$f ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 1024 --accum $3 --steps 1 \
+                --warmup 1 --master-weights split --optimizer-states bf16 > "$out/swiglu.json" 2>/dev/null
+            note "swiglu-sm90 $1 $2 x 1024 x $3 LLMC_SWIGLU_SM90=$f: $(cat "$out/swiglu.json")"
+        done
+        for f in 0 1; do
+            LLMC_PHASE_TIMES=1 LLMC_SWIGLU_SM90=$f ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 1024 \
+                --accum 1 --steps 2 --warmup 1 --master-weights split --optimizer-states bf16 \
+                > /dev/null 2> "$out/swiglu_phases_$1_$f.log"
+            note "swiglu-sm90 $1 phases, LLMC_SWIGLU_SM90=$f:"
+            grep -E "gate/up|swiglu|down dx|all GEMMs" "$out/swiglu_phases_$1_$f.log" | tee -a "$out/summary.txt"
+        done
+    done
 fi
 if has llmq1k; then
     # the power and SM clock beside it (at the power limit, the clock comes down)
