@@ -38,6 +38,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <type_traits>
 extern "C" {
 #include "gemm_sm90.h"
 }
@@ -62,11 +63,13 @@ struct Sm90SmemT {
     uint64_t empty[ST];             /* the consumers are done reading it */
     uint64_t gu_full[2][2];         /* EPI_SWIGLU_BWD: consumer c's buffer k holds its g and u */
 };
-/* The store epilogues: four stages, 16 KiB of D a consumer. EPI_SWIGLU_BWD: three
- * stages, and two buffers a consumer of 64 x 64 of g and of u (8 KiB each), read by
- * the TMA unit while the mainloop runs and overwritten in place by dg and du. */
+/* The store epilogues (and EPI_SWIGLU_FWD's, as two 8 KiB halves): four stages, 16 KiB
+ * of D a consumer. EPI_SWIGLU_BWD: three stages, and two 16 KiB buffers a consumer, each
+ * 64 x 64 of g and of u (8 KiB each), filled by the TMA unit while the mainloop runs and
+ * overwritten in place by dg and du. */
+#define SM90_SW_STAGES 3
 typedef Sm90SmemT<SM90_STAGES, 64 * 256> Sm90Smem;
-typedef Sm90SmemT<3, 2 * 16384> Sm90SmemSwiglu;
+typedef Sm90SmemT<SM90_SW_STAGES, 2 * 16384> Sm90SmemSwiglu;
 
 struct Sm90Params {
     int M, N, K, ldd, d_f32;
@@ -412,8 +415,8 @@ k_gemm_sm90(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ C
     const int CL = 2;
     constexpr bool SW = EPI == EPI_SWIGLU_BWD, SF = EPI == EPI_SWIGLU_FWD;
     constexpr int TN = SF ? SM90_BN / 2 : SM90_BN;   /* output columns a tile: SF's are features */
-    constexpr int ST = SW ? 3 : SM90_STAGES;
-    typedef Sm90SmemT<ST, SW ? 2 * 16384 : 64 * 256> Smem;
+    constexpr int ST = SW ? SM90_SW_STAGES : SM90_STAGES;
+    typedef typename std::conditional<SW, Sm90SmemSwiglu, Sm90Smem>::type Smem;
     extern __shared__ uint8_t smem_raw[];
     Smem &s = *(Smem *)(smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023));
     int wg = threadIdx.x / 128;
