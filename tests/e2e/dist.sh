@@ -151,22 +151,25 @@ else bad "mpirun loop did not start" "$T/mpikill"; fi
 
 # 5. kill -9 one rank on TCP (a middle rank, then rank 0; shared memory, then rank 1
 # again over TCP sockets): the others exit 1 within 60 s, saying why
-for victim in 1 0 1s; do
-    shm=1; [[ $victim == 1s ]] && { victim=1; shm=0; }
-    tcp_start 3 loop "$T/tcpkill$victim" LLMC_DIST_TIMEOUT=300 LLMC_DIST_SHM=$shm
-    if wait_for_line "$T/tcpkill$victim.$victim" 'ready' 30; then
+# (each case its own logs: with the first case's, the third could see that case's
+# 'ready' line before its own rank 1 has truncated the file, and kill it unstarted)
+for case in 1 0 1s; do
+    victim=$case shm=1; [[ $case == 1s ]] && { victim=1; shm=0; }
+    log="$T/tcpkill$case"
+    tcp_start 3 loop "$log" LLMC_DIST_TIMEOUT=300 LLMC_DIST_SHM=$shm
+    if wait_for_line "$log.$victim" 'ready' 30; then
         kill -9 "${TCP_PIDS[$victim]}"
         wait "${TCP_PIDS[$victim]}" 2>/dev/null   # reap quietly (no "Killed" line)
         good=1
         for r in 0 1 2; do
             [[ $r -eq $victim ]] && continue
             wait_pid "${TCP_PIDS[$r]}" 60
-            [[ $RC -eq 1 ]] && grep -q 'error: lost the connection to rank' "$T/tcpkill$victim.$r" || good=0
+            [[ $RC -eq 1 ]] && grep -q 'error: lost the connection to rank' "$log.$r" || good=0
         done
         how=$([[ $shm == 1 ]] && echo "shared memory" || echo "LLMC_DIST_SHM=0")
         if [[ $good -eq 1 ]]; then ok "tcp ($how): kill -9 of rank $victim stops the others with a message within 60 s"
-        else bad "tcp ($how): kill -9 of rank $victim" "$T/tcpkill$victim".*; fi
-    else bad "tcp loop did not start" "$T/tcpkill$victim".*; fi
+        else bad "tcp ($how): kill -9 of rank $victim" "$log".*; fi
+    else bad "tcp loop did not start" "$log".*; fi
 done
 
 # 6. USR2 to one rank (TCP) / TERM to one rank: all ranks finish the step and exit 3
