@@ -259,6 +259,10 @@ __device__ __forceinline__ void sm90_store(const Sm90Params &p, float (&d)[128],
  * single rounding of the fp32 sum. */
 enum { EPI_DIRECT, EPI_STORE, EPI_ADD, EPI_SWIGLU_BWD, EPI_SWIGLU_FWD };
 
+/* Byte offset of byte b of row r in a 128-byte-swizzled box (rows of 128 bytes, the box
+ * 1024-aligned): 16-byte chunk b/16 of row r sits at chunk (b/16) ^ (r%8). */
+__device__ __forceinline__ uint32_t swz128(int r, int b) { return r * 128 + ((((b / 16) ^ (r % 8)) * 16) | (b % 16)); }
+
 /* Named barrier `id` over the 128 threads of one warpgroup. */
 __device__ __forceinline__ void wg_barrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
@@ -285,8 +289,7 @@ __device__ __forceinline__ void sm90_store_tma(const Sm90Params &p, const CUtens
             for (int i = 0; i < 2; i++) {
                 int r = 16 * w + lane / 4 + 8 * i;
                 float v0 = p.alpha * d[4 * j + 2 * i], v1 = p.alpha * d[4 * j + 2 * i + 1];
-                /* 16-byte chunk cb*ES/16 of row r sits at chunk (that ^ r%8) */
-                uint8_t *at = out + box * 64 * 128 + r * 128 + ((((cb * ES / 16) ^ (r % 8)) * 16) | ((cb * ES) % 16));
+                uint8_t *at = out + box * 64 * 128 + swz128(r, cb * ES);
                 if (F32) *(float2 *)at = make_float2(v0, v1);
                 else *(__nv_bfloat162 *)at = __floats2bfloat162_rn(v0, v1);
             }
@@ -333,7 +336,7 @@ __device__ __forceinline__ void sm90_swiglu_quarter(float alpha, float (&d)[128]
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int r = 16 * w + lane / 4 + 8 * i;
-            uint32_t off = r * 128 + ((((lc * 2 / 16) ^ (r % 8)) * 16) | ((lc * 2) % 16));
+            uint32_t off = swz128(r, lc * 2);
             __nv_bfloat162 *gp = (__nv_bfloat162 *)(buf + off), *up = (__nv_bfloat162 *)(buf + 8192 + off);
             float2 g = __bfloat1622float2(*gp), u = __bfloat1622float2(*up);
             float h0 = alpha * d[4 * j + 2 * i], h1 = alpha * d[4 * j + 2 * i + 1];
@@ -384,7 +387,7 @@ __device__ __forceinline__ void sm90_swiglu_fwd_store(float alpha, const CUtenso
                         float2 gf = __bfloat1622float2(g), uf = __bfloat1622float2(u);
                         v = __floats2bfloat162_rn(gf.x / (1.f + __expf(-gf.x)) * uf.x, gf.y / (1.f + __expf(-gf.y)) * uf.y);
                     }
-                    *(__nv_bfloat162 *)(buf + r * 128 + ((((lc * 2 / 16) ^ (r % 8)) * 16) | ((lc * 2) % 16))) = v;
+                    *(__nv_bfloat162 *)(buf + swz128(r, lc * 2)) = v;
                 }
             }
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

@@ -214,6 +214,12 @@ static int swiglu_sm90_setup(CudaModel *m)
                   "(not precision = fp8) and no LoRA", major);
         return -1;
     }
+    /* the kernels' TMA rows: 16-byte multiples (gemm_sm90_swiglu_fwd/bwd refuse others) */
+    if (m->cfg.ffn % 8 || m->cfg.hidden % 8) {
+        log_error("LLMC_SWIGLU_SM90=1 needs the FFN width and hidden size to be multiples of 8 (here %d and %d)",
+                  m->cfg.ffn, m->cfg.hidden);
+        return -1;
+    }
     m->swiglu_sm90 = 1;
     return 0;
 }

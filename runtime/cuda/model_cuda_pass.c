@@ -297,13 +297,11 @@ static void layer_fwd(CudaModel *m, int l, int stop_before_down)
     k_rmsnorm_fwd(a->ln2, a->rstd2, a->xmid, wp(m, l, o->ln2), z.N, z.C, (float)c->rms_eps,
                   f8_amax_at(m, l, F8_GU, F8_INPUT), z.st);
     PHASE(m, PH_NORM);
-    if (m->swiglu_sm90) {
-        gu_swiglu_sm90(m, &z, l);
-        PHASE(m, PH_GU_GEMM);
-    } else {
-        proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 1);
-        if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
-        PHASE(m, PH_GU_GEMM);
+    if (m->swiglu_sm90) gu_swiglu_sm90(m, &z, l);   /* h too */
+    else proj_fwd(m, &z, l, F8_GU, a->ln2, z.C, o->gu_w, 2 * z.F, a->gu, NULL, 1);
+    if (m->lora) cuda_lora_fwd(m, l, CL_GU, a->ln2, a->gu, 2 * z.F);
+    PHASE(m, PH_GU_GEMM);
+    if (!m->swiglu_sm90) {
         k_swiglu_fwd(a->h, a->gu, z.N, z.F, f8_amax_at(m, l, F8_DOWN, F8_INPUT), z.st);
         PHASE(m, PH_SWIGLU);
     }
@@ -341,17 +339,13 @@ static void layer_bwd(CudaModel *m, int l)
 
     /* MLP */
     /* dres's maximum: from the RMSNorm backward above this layer (its ln1, or the final norm) */
-    if (m->swiglu_sm90) {
-        down_dx_swiglu_sm90(m, &z, l);
-        PHASE(m, PH_DOWN_DX);
-        if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
-        PHASE(m, PH_DOWN_DW);
-    } else {
-        proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 1);
-        PHASE(m, PH_DOWN_DX);
-        if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
-        if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
-        PHASE(m, PH_DOWN_DW);
+    if (m->swiglu_sm90) down_dx_swiglu_sm90(m, &z, l);   /* dgu, from dh never stored */
+    else proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 1);
+    PHASE(m, PH_DOWN_DX);
+    if (wt) proj_wgrad(m, &z, l, F8_DOWN, m->dres, C, a->h, F, gp(m, l, o->down_w));
+    if (m->lora) cuda_lora_bwd(m, l, CL_DOWN, a->h, m->dres, C, m->dh);
+    PHASE(m, PH_DOWN_DW);
+    if (!m->swiglu_sm90) {
         k_swiglu_bwd(m->dgu, m->dh, a->gu, N, F, f8_amax_at(m, l, F8_GU, F8_GRAD), z.st);
         PHASE(m, PH_SWIGLU_BWD);
     }

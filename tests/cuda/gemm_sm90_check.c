@@ -142,6 +142,17 @@ static double d_value(const Case *c, const void *h, size_t i)
     return c->d_f32 ? ((const float *)h)[i] : bf2f(((const uint16_t *)h)[i]);
 }
 
+/* ||x - y|| / ||y|| over n elements of D's type. */
+static double rel_l2(const Case *c, const void *x, const void *y, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = d_value(c, x, i), b = d_value(c, y, i);
+        num += (a - b) * (a - b); den += b * b;
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
 /* Sampled elements of D against fp64; returns the worst |error| / bound. */
 static double sample_error(const Case *c, const void *h)
 {
@@ -188,12 +199,7 @@ static void correctness(const Case *c, Gemm *g, cudaStream_t st)
     if (!h1 || !h2) { fprintf(stderr, "gemm_sm90_check: out of memory\n"); exit(1); }
     CK(cudaMemcpy(h1, D1, nd * es, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h2, D2, nd * es, cudaMemcpyDeviceToHost));
-    double e_ours = sample_error(c, h2), e_lt = sample_error(c, h1), num = 0, den = 0;
-    for (size_t i = 0; i < nd; i++) {
-        double x = d_value(c, h2, i), y = d_value(c, h1, i);
-        num += (x - y) * (x - y); den += y * y;
-    }
-    double l2 = sqrt(num / (den > 0 ? den : 1e-300));
+    double e_ours = sample_error(c, h2), e_lt = sample_error(c, h1), l2 = rel_l2(c, h2, h1, nd);
     int ok = e_ours <= 1 && l2 <= 0x1p-8;
     check(ok, what);
     if (!ok || getenv("GEMM_SM90_VERBOSE"))
@@ -278,7 +284,7 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
     CK(cudaMemcpy(h2, D2, nd * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h3, D3, nd * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hg, gu, nd * 2, cudaMemcpyDeviceToHost));
-    double worst = 0, num = 0, den = 0;
+    double worst = 0;
     Case c = swiglu_case(T, F, K);
     for (int s = 0; rc == 0 && s < SAMPLES; s++) {
         int r = s == 0 ? T - 1 : (int)(splitmix_unit(&rng) * T), col = s == 0 ? F - 1 : (int)(splitmix_unit(&rng) * F);
@@ -297,11 +303,7 @@ static void correctness_swiglu(const char *name, int T, int F, int K, Gemm *g, c
             if (e > worst) worst = e;
         }
     }
-    for (size_t i = 0; i < nd; i++) {
-        double x = bf2f(h1[i]), y = bf2f(h2[i]);
-        num += (x - y) * (x - y); den += y * y;
-    }
-    double l2 = sqrt(num / (den > 0 ? den : 1e-300));
+    double l2 = rel_l2(&c, h1, h2, nd);
     int ok = rc == 0 && worst <= 1 && l2 <= 0x1p-7;
     check(ok, what);
     if (!ok || getenv("GEMM_SM90_VERBOSE"))
@@ -348,12 +350,7 @@ static void correctness_swiglu_fwd(const char *name, int T, int F, int K, int tr
     CK(cudaMemcpy(d1, D1, nd * 2, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(d2, D2, nd * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(d3, D3, nd * 2, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(h1, H1, nh * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h2, H2, nh * 2, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(h3, H3, nh * 2, cudaMemcpyDeviceToHost));
-    double worst = rc == 0 ? sample_error(&c, d1) : 1e30, num = 0, den = 0;
-    for (size_t i = 0; i < nd; i++) {
-        double x = bf2f(d1[i]), y = bf2f(d2[i]);
-        num += (x - y) * (x - y); den += y * y;
-    }
-    double l2 = sqrt(num / (den > 0 ? den : 1e-300));
+    double worst = rc == 0 ? sample_error(&c, d1) : 1e30, l2 = rel_l2(&c, d1, d2, nd);
     char what[256];
     snprintf(what, sizeof what, "%s: gate/up forward + SwiGLU fused, T=%d F=%d K=%d transB=%d: gu", name, T, F, K,
              transB);
