@@ -6,8 +6,10 @@
 Samples whose power is at least --busy-w watts (default 300: the GPU at work, not
 idle between runs) are summarised: power and SM clock (pclk) at the 10th, 50th and
 90th percentile and at most. A GPU at its power limit shows power near the limit with
-the SM clock below its maximum (issue 31's bf16 rows)."""
+the SM clock below its maximum (issue 31's bf16 rows). --json: the medians as one JSON
+object (bench/cuda/run.sh's BENCH_POWER=1 puts it into each run's line)."""
 import argparse
+import json
 import sys
 
 
@@ -44,10 +46,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dmon")
     ap.add_argument("--busy-w", type=float, default=300.0)
+    ap.add_argument("--json", action="store_true",
+                    help="one JSON object: the busy samples' median power and SM clock, and their count")
     a = ap.parse_args()
     rows = [r for r in read_dmon(a.dmon) if len(r) == 2 and r["pwr"] >= a.busy_w]
     if not rows:
         sys.exit(f"power_summary: {a.dmon}: no sample at {a.busy_w:g} W or more")
+    if a.json:
+        print(json.dumps({"power_w_median": pct([r["pwr"] for r in rows], 50),
+                          "sm_mhz_median": pct([r["pclk"] for r in rows], 50), "power_samples": len(rows)}))
+        return
     for k, unit in (("pwr", "W"), ("pclk", "MHz")):
         xs = [r[k] for r in rows]
         print(f"{k} {unit}: p10 {pct(xs, 10):g}, median {pct(xs, 50):g}, p90 {pct(xs, 90):g}, max {max(xs):g}"

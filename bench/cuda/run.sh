@@ -43,6 +43,9 @@
 #   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
 #                  micro-batches per step: BENCH_ACCUM_STEPS, default 2 after 1)
 #   BENCH_TIMEOUT  seconds one run may take (default 900)
+#   BENCH_POWER=1  nvidia-smi dmon beside each timed run (OUTDIR/IMPL-ROW.dmon): the
+#                  busy samples' median power and SM clock go into its JSON line
+#                  (power_w_median, sm_mhz_median, power_samples; bench/cuda/power_summary.py)
 #   BENCH_PHASES=1 ours runs its timed steps again with an event after every
 #                  operation (LLMC_PHASE_TIMES=1): the GPU time per phase lands in
 #                  OUTDIR/ours-ROW.log (the step time in the table is unaffected)
@@ -95,6 +98,10 @@ case ${BENCH_GEMM_TUNE:-0} in
     0|1) ;;
     *) echo "bench/cuda/run.sh: BENCH_GEMM_TUNE takes 0 or 1, not '$BENCH_GEMM_TUNE'" >&2; exit 2 ;;
 esac
+case ${BENCH_POWER:-0} in
+    0|1) ;;
+    *) echo "bench/cuda/run.sh: BENCH_POWER takes 0 or 1, not '$BENCH_POWER'" >&2; exit 2 ;;
+esac
 for v in "$steps" "$accum_steps" "$limit"; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "bench/cuda/run.sh: BENCH_STEPS, BENCH_ACCUM_STEPS and BENCH_TIMEOUT take a positive integer, not '$v'" >&2; exit 2; }
 done
@@ -109,12 +116,18 @@ make -s cuda || { echo "bench/cuda/run.sh: make cuda failed" >&2; exit 1; }
 run() {
     local impl=$1 row=$2; shift 2
     local log="$out/$impl-$row.log" res="$out/$impl-$row.json" rc
+    local dmon=$out/$impl-$row.dmon dm=
     echo "== $impl $row" >&2
+    rm -f "$dmon"
+    if [[ ${BENCH_POWER:-0} == 1 ]]; then nvidia-smi dmon -s pc -d 1 > "$dmon" 2>&1 & dm=$!; fi
     timeout --kill-after=30 "$limit" "$@" > "$res" 2> "$log"
     rc=$?
-    python3 - "$res" "$log" "$impl" "$row" "$rc" "${RUN_TUNED:-0}" >> "$out/bench.jsonl" <<'PY'
+    [[ -n $dm ]] && { kill "$dm" 2>/dev/null; wait "$dm" 2>/dev/null; }
+    local power=
+    [[ -n $dm ]] && power=$(python3 bench/cuda/power_summary.py --json "$dmon" 2>/dev/null)
+    python3 - "$res" "$log" "$impl" "$row" "$rc" "${RUN_TUNED:-0}" "$power" >> "$out/bench.jsonl" <<'PY'
 import json, sys
-res, log, impl, row, rc, tuned = sys.argv[1:7]
+res, log, impl, row, rc, tuned, power = sys.argv[1:8]
 line = None
 for l in open(res, errors="replace"):
     if l.startswith("{"):
@@ -127,6 +140,8 @@ if rc == "0" and line is not None:
     line["bench_impl"] = impl
     if tuned == "1":
         line["gemm_choices"] = "tuned"
+    if power:
+        line.update(json.loads(power))
 else:
     tail = [l.strip() for l in open(log, errors="replace") if l.strip()][-1:] or ["no output"]
     why = "timed out" if rc in ("124", "137") else f"exit {rc}"

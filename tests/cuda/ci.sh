@@ -100,6 +100,8 @@ expect "gpu_gaps: a record that ends before it starts refused" 1 "trace_bad.tsv:
 printf '# gpu pwr gtemp mtemp mclk pclk\n# Idx W C C MHz MHz\n 0 75 30 35 2619 1980\n 0 699 60 55 2619 1395\n 0 700 61 55 2619 1335\n 0 650 61 55 2619 1755\n 0 698 61 55 2619 -\n 0 69\n' > "$tmp/dmon.txt"
 expect "power_summary: power and clock of the busy samples" 0 "pclk MHz: p10 1335, median 1395, p90 1755, max 1755 (3 busy samples)" \
     python3 bench/cuda/power_summary.py "$tmp/dmon.txt"
+expect "power_summary --json: the medians as one object" 0 '{"power_w_median": 699.0, "sm_mhz_median": 1395.0, "power_samples": 3}' \
+    python3 bench/cuda/power_summary.py --json "$tmp/dmon.txt"
 printf 'gpu pwr\n' > "$tmp/dmon_bad.txt"
 expect "power_summary: no dmon header refused" 1 "dmon_bad.txt:1: a sample before the header line" \
     python3 bench/cuda/power_summary.py "$tmp/dmon_bad.txt"

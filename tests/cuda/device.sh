@@ -700,9 +700,15 @@ if has llmq1k; then
     nvidia-smi dmon -s pc -d 1 > "$out/llmq1k_dmon.txt" 2>&1 &
     dmon=$!
     BENCH_SHAPES=${LLMQ1K_ROWS:-llmq1k} BENCH_TORCH=0 BENCH_GEMM_TUNE=1 BENCH_ACCUM_STEPS=1 BENCH_TIMEOUT=${BENCH_TIMEOUT:-200} \
-        bash bench/cuda/run.sh "$out/llmq1k" > "$out/llmq1k.txt" 2>&1
+        BENCH_POWER=1 bash bench/cuda/run.sh "$out/llmq1k" > "$out/llmq1k.txt" 2>&1
     note "llmq1k bench: exit $?"
     kill $dmon 2>/dev/null; wait $dmon 2>/dev/null
+    # each timed run's own median power and SM clock (BENCH_POWER=1)
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print("llmq1k %s %s: %s tok/s, %s W, %s MHz (%s samples)" % (r.get("bench_impl"), r.get("row"), r.get("tokens_per_s", r.get("error")),
+          r.get("power_w_median"), r.get("sm_mhz_median"), r.get("power_samples")))' "$out/llmq1k/bench.jsonl" 2>&1 | tee -a "$out/summary.txt"
     note "llmq1k power: $(nvidia-smi --query-gpu=power.limit,clocks.max.sm --format=csv,noheader) (limit, max SM clock)"
     python3 bench/cuda/power_summary.py "$out/llmq1k_dmon.txt" 2>&1 | tee -a "$out/summary.txt"
     cp "$out/llmq1k/bench.jsonl" "$out/llmq1k.jsonl" 2>/dev/null
