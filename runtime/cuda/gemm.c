@@ -37,6 +37,7 @@ struct Gemm {
     void *ws;
     size_t ws_bytes;
     int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates */
+    int sm_target;              /* gemm_create_side: the SMs cuBLASLt plans for (0: all) */
     const char *choices_path;   /* LLMC_GEMM_CHOICES: the choices file (gemm_choices.h), or NULL */
     char choices_for[352];      /* its header: the cuBLASLt version and the GPU (name up to 256) */
     GemmChoices choices;
@@ -56,14 +57,12 @@ static void lt_check(cublasStatus_t st, const char *what, const GemmArgs *a)
 
 static int choices_open(Gemm *g, const char *path);
 
-Gemm *gemm_create(void *stream, size_t workspace_bytes)
+static Gemm *gemm_new(void *stream, size_t workspace_bytes)
 {
     Gemm *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->stream = (cudaStream_t)stream;
     g->ws_bytes = workspace_bytes;
-    const char *tune = getenv("LLMC_GEMM_TUNE");
-    g->tune = tune && !strcmp(tune, "1");
     lt_check(cublasLtCreate(&g->lt), "create", NULL);
     if (cudaMalloc(&g->ws, workspace_bytes) != cudaSuccess) {
         log_error("cannot allocate %zu bytes of GEMM workspace", workspace_bytes);
@@ -71,6 +70,22 @@ Gemm *gemm_create(void *stream, size_t workspace_bytes)
         free(g);
         return NULL;
     }
+    return g;
+}
+
+Gemm *gemm_create_side(void *stream, size_t workspace_bytes, int sm_target)
+{
+    Gemm *g = gemm_new(stream, workspace_bytes);
+    if (g) g->sm_target = sm_target > 0 ? sm_target : 0;
+    return g;
+}
+
+Gemm *gemm_create(void *stream, size_t workspace_bytes)
+{
+    Gemm *g = gemm_new(stream, workspace_bytes);
+    if (!g) return NULL;
+    const char *tune = getenv("LLMC_GEMM_TUNE");
+    g->tune = tune && !strcmp(tune, "1");
     const char *path = getenv("LLMC_GEMM_CHOICES");
     if (path && *path && choices_open(g, path)) {
         gemm_destroy(g);
@@ -262,6 +277,11 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     lt_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc", a);
     lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "transa", a);
     lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "transb", a);
+    if (g->sm_target) {
+        int32_t sms = g->sm_target;
+        lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms),
+                 "SM count target", a);
+    }
     uint64_t a_rows = key.transB ? key.K : key.N, a_cols = key.transB ? key.N : key.K;
     uint64_t b_rows = key.transA ? key.M : key.K, b_cols = key.transA ? key.K : key.M;
     cudaDataType_t dt = key.d_f32 ? CUDA_R_32F : CUDA_R_16BF;

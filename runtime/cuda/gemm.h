@@ -23,6 +23,11 @@ typedef struct Gemm Gemm;
 enum { GEMM_BF16, GEMM_E4M3, GEMM_E5M2 };
 
 Gemm *gemm_create(void *stream, size_t workspace_bytes);
+/* A second handle for products on another stream, concurrent with the first's: its
+ * own workspace, no tuning or choices file (LLMC_GEMM_TUNE and LLMC_GEMM_CHOICES
+ * belong to the first), and cuBLASLt told to plan for sm_target SMs (its
+ * CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: the whole GPU). */
+Gemm *gemm_create_side(void *stream, size_t workspace_bytes, int sm_target);
 void gemm_destroy(Gemm *g);
 
 typedef struct {

@@ -224,6 +224,45 @@ static int swiglu_sm90_setup(CudaModel *m)
     return 0;
 }
 
+/* LLMC_WGRAD_SMS=n (an experiment of issue 31, off by default): the four projections'
+ * weight gradients of every layer on a side stream (their own cuBLASLt handle, planned
+ * for n SMs; 0: the whole GPU), beside the compute stream's input gradients and
+ * memory-bound kernels, which then overlap them. Each gradient's products in the same
+ * order as on one stream: the same bits every run (cuBLASLt's choice for an SM target may
+ * differ from its default's, and so may the last bits). bf16 GEMMs, full or freeze training on one rank without
+ * ZeRO-2/3 or recompute (the buffers the products read stay put); else an error. */
+static int wgrad_side_setup(CudaModel *m)
+{
+    const char *env = getenv("LLMC_WGRAD_SMS");
+    if (!env || !*env) return 0;
+    char *end;
+    long n = strtol(env, &end, 10);
+    int dev = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    if (*end || n < 0 || n > sms) {
+        log_error("LLMC_WGRAD_SMS=%s: want an SM count from 0 (the whole GPU) to %d", env, sms);
+        return -1;
+    }
+    if (m->fp8 || m->finetune == METHOD_LORA || m->par.world > 1 || m->zero || m->recompute != RECOMPUTE_NONE) {
+        log_error("LLMC_WGRAD_SMS needs bf16 GEMMs, full or freeze training, one rank, no ZeRO-2/3 and no "
+                  "recompute");
+        return -1;
+    }
+    cudaStream_t ws;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&ws, cudaStreamNonBlocking));
+    m->wstream = ws;
+    m->gemm_w = gemm_create_side(ws, 64u << 20, (int)n);
+    if (!m->gemm_w) return -1;
+    cudaEvent_t e[5];
+    for (int k = 0; k < 5; k++) CUDA_CHECK(cudaEventCreateWithFlags(&e[k], cudaEventDisableTiming));
+    m->ev_wg_in = e[0];
+    for (int k = 0; k < 4; k++) m->ev_wg[k] = e[k + 1];
+    log_info("LLMC_WGRAD_SMS=%ld: weight gradients on a side stream (cuBLASLt planned for %d SMs of %d)", n,
+             n ? (int)n : sms, sms);
+    return 0;
+}
+
 /* The fused-attention implementation: cuDNN's when it was built in, takes the
  * shape and LLMC_ATTN (cudnn|flash, default cudnn) does not say flash; the flash
  * kernels otherwise, and for micro-batches cuDNN declines (attn_cudnn_set_rows).
@@ -666,6 +705,7 @@ int cuda_model_create_ft(CudaModel *m, const ModelConfig *cfg, int B, int T, int
     m->dqkv = dalloc(m, N * QKVD * BB, &fail);
     if (m->finetune == METHOD_LORA && cuda_lora_create(m, ft->lora, &fail)) return -1;
     if (swiglu_sm90_setup(m)) return -1;
+    if (wgrad_side_setup(m)) return -1;
     if (attn_cudnn_setup(m, &fail)) return -1;   /* last: it weighs its workspace against what is free */
     if (fail) return -1;
     if (L + 1 > sizeof m->layer_done / sizeof m->layer_done[0]) {
@@ -707,6 +747,12 @@ void cuda_model_destroy(CudaModel *m)
         cudaHostUnregister(m->off.host_v);
     }
     if (m->gemm) gemm_destroy(m->gemm);
+    if (m->gemm_w) gemm_destroy(m->gemm_w);
+    if (m->wstream) {
+        cudaEventDestroy((cudaEvent_t)m->ev_wg_in);
+        for (int k = 0; k < 4; k++) cudaEventDestroy((cudaEvent_t)m->ev_wg[k]);
+        cudaStreamDestroy((cudaStream_t)m->wstream);
+    }
     attn_cudnn_destroy(m->cudnn);
     cuda_lora_destroy(m);
     phase_timer_free(m->timer);

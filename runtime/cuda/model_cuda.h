@@ -204,6 +204,11 @@ typedef struct {
     /* runtime */
     void *stream;                       /* cudaStream_t */
     Gemm *gemm;
+    /* LLMC_WGRAD_SMS (an experiment of issue 31, off by default): the layers' weight
+     * gradients on a side stream, concurrent with the compute stream's kernels */
+    Gemm *gemm_w;                       /* its products (cuBLASLt told of an SM target), or NULL */
+    void *wstream;                      /* cudaStream_t */
+    void *ev_wg_in, *ev_wg[4];          /* cudaEvent_t: their inputs ready; projection p's done */
     CudaParallel par;
     void *layer_done[512];              /* cudaEvent_t per layer, for bucket overlap */
     size_t bytes_allocated;             /* our cudaMalloc high-water mark */

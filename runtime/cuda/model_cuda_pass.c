@@ -80,6 +80,27 @@ static void wgrad(CudaModel *m, int M, int N, int K, const void *A, int lda, con
     mm(m, 1, 0, M, N, K, A, lda, B, ldb, dW, N, 1, NULL, 1.f, m->grad_fresh ? 0.f : 1.f);
 }
 
+/* LLMC_WGRAD_SMS: projection p's weight gradient on the side stream once the compute
+ * stream has made its inputs; ev_wg[p] marks its end (wgrad_wait). */
+static void wgrad_side(CudaModel *m, int p, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+                       float *dW)
+{
+    cudaStream_t ws = (cudaStream_t)m->wstream;
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_wg_in, (cudaStream_t)m->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ws, (cudaEvent_t)m->ev_wg_in, 0));
+    GemmArgs a = {.transA = 1, .M = M, .N = N, .K = K, .A = A, .lda = lda, .B = B, .ldb = ldb, .D = dW, .ldd = N,
+                  .d_f32 = 1, .alpha = 1.f, .beta = m->grad_fresh ? 0.f : 1.f, .batch = 1};
+    gemm_run(m->gemm_w, &a);
+    CUDA_CHECK(cudaEventRecord((cudaEvent_t)m->ev_wg[p], ws));
+}
+
+/* The compute stream waits for projection p's last side-stream weight gradient
+ * before it overwrites that product's inputs (a no-op before the first). */
+static void wgrad_wait(CudaModel *m, int p)
+{
+    if (m->gemm_w) CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)m->stream, (cudaEvent_t)m->ev_wg[p], 0));
+}
+
 /* The E4M3 copies of every projection weight and of its transpose, from the
  * current bf16 weights (after a step, a load, an initialisation). */
 static void fp8_weights(CudaModel *m)
@@ -185,7 +206,8 @@ static void proj_wgrad(CudaModel *m, const LayerCtx *z, int l, int p, const bf16
                        int in, float *dW)
 {
     if (!m->fp8) {
-        wgrad(m, out, in, z->N, dY, out, X, in, dW);
+        if (m->gemm_w) wgrad_side(m, p, out, in, z->N, dY, out, X, in, dW);
+        else wgrad(m, out, in, z->N, dY, out, X, in, dW);
         return;
     }
     size_t kx = F8_SLOT(m, l, p, F8_INPUT), kg = F8_SLOT(m, l, p, F8_GRAD);
@@ -338,6 +360,7 @@ static void layer_bwd(CudaModel *m, int l)
     }
 
     /* MLP */
+    wgrad_wait(m, F8_GU);   /* dgu: the layer above's gate/up weight gradient read it */
     /* dres's maximum: from the RMSNorm backward above this layer (its ln1, or the final norm) */
     if (m->swiglu_sm90) down_dx_swiglu_sm90(m, &z, l);   /* dgu, from dh never stored */
     else proj_dgrad(m, &z, l, F8_DOWN, m->dres, C, o->down_w, F, m->dh, wt, 1);
@@ -354,6 +377,7 @@ static void layer_bwd(CudaModel *m, int l)
     if (wt) proj_wgrad(m, &z, l, F8_GU, m->dgu, 2 * F, a->ln2, C, gp(m, l, o->gu_w));
     if (m->lora) cuda_lora_bwd(m, l, CL_GU, a->ln2, m->dgu, 2 * F, m->dln);
     PHASE(m, PH_GU_DW);
+    wgrad_wait(m, F8_DOWN);   /* dres, which the down weight gradient reads, is overwritten */
     k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln2) : gj, m->dln, a->xmid, wp(m, l, o->ln2), a->rstd2, m->dres, N, C,
                   (float *)m->logits, f8_amax_at(m, l, F8_O, F8_GRAD), z.st);
     PHASE(m, PH_NORM_BWD);
@@ -380,6 +404,7 @@ static void layer_bwd(CudaModel *m, int l)
             m->dk, D, (long long)T * D, scale, BKV);
     }
     PHASE(m, PH_ATTN_BWD);
+    wgrad_wait(m, F8_QKV);   /* dqkv: the layer above's qkv weight gradient read it */
     k_qkv_rope_bwd(m->dqkv, m->dq, m->dk, m->dv, m->pos, z.B, z.T, z.H, z.KV, z.D, (float)c->rope_theta, z.st);
     if (c->qkv_bias && wt) k_bias_grad(gp(m, l, o->qkv_b), m->dqkv, N, QKVD, (float *)m->logits, z.st);
     if (c->qk_norm)   /* dqkv: from the normed q, k to the GEMM output; q_norm/k_norm gradients accumulated */
@@ -392,6 +417,7 @@ static void layer_bwd(CudaModel *m, int l)
     if (m->lora) cuda_lora_bwd(m, l, CL_QKV, a->ln1, m->dqkv, QKVD, m->dln);
     PHASE(m, PH_QKV_DW);
     /* dres is the next layer down's down-projection gradient: its maximum goes there */
+    wgrad_wait(m, F8_O);
     k_rmsnorm_bwd(m->dres, wt ? gp(m, l, o->ln1) : gj, m->dln, m->xs[l], wp(m, l, o->ln1), a->rstd1, m->dres, N, C,
                   (float *)m->logits, l > 0 ? f8_amax_at(m, l - 1, F8_DOWN, F8_GRAD) : NULL, z.st);
     PHASE(m, PH_NORM_BWD);
@@ -706,6 +732,8 @@ void cuda_model_micro(CudaModel *m, const int *ids, const int *pos, const int *t
         }
     }
     if (train && full) k_embed_bwd(gp(m, L, m->off_embed), m->emb_plan, N, emb_segs, m->dres, C, st);
+    /* the side stream's gradients (and its reads of this micro-batch's activations) done */
+    for (int p = 0; p < 4; p++) wgrad_wait(m, p);
     PHASE(m, PH_EMBED_BWD);
     m->grad_fresh = 0;
     if (zero2) {

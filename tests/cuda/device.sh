@@ -6,9 +6,9 @@
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
 #               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
-#               gemm-sm90 swiglu-sm90
+#               gemm-sm90 swiglu-sm90 wgrad-side
 #               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
-#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90)
+#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -39,6 +39,9 @@
 #     swiglu-sm90: LLMC_SWIGLU_SM90=1 (SwiGLU in gemm_sm90's epilogues) in the trainer:
 #          check_vs_hf with it, then bench and phase times of SWIGLU_ROWS ("model batch accum",
 #          comma-separated; default the 1.5B and 3B shapes that fit an H100) without and with it
+#     wgrad-side: LLMC_WGRAD_SMS (the weight gradients on a side stream) in the trainer:
+#          check_vs_hf and the 0.5B-layer plan twice (same bits?) with it, then bench of
+#          WGRAD_ROWS (default as swiglu-sm90's) for each of WGRAD_SMS (off 0 116 100, twice)
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
@@ -693,6 +696,24 @@ if has swiglu-sm90; then
             note "swiglu-sm90 $1 phases, LLMC_SWIGLU_SM90=$f:"
             grep -E "gate/up|swiglu|down dx|all GEMMs" "$out/swiglu_phases_$1_$f.log" | tee -a "$out/summary.txt"
         done
+    done
+fi
+if has wgrad-side; then
+    # LLMC_WGRAD_SMS: the weight gradients on a side stream (cuBLASLt planned for that many SMs)
+    LLMC_WGRAD_SMS=${WGRAD_CHECK_SMS:-116} chk wgrad_side --steps 100
+    LLMC_WGRAD_SMS=${WGRAD_CHECK_SMS:-116} TRUST_TWICE=0.5b bash tests/cuda/trust.sh "$out/wgrad_trust" repro \
+        > "$out/wgrad_trust.log" 2>&1
+    note "wgrad-side same bits twice (0.5b plan, LLMC_WGRAD_SMS=${WGRAD_CHECK_SMS:-116}): $(grep -h 'twice 0.5b' "$out/wgrad_trust/summary.txt")"
+    IFS=, read -ra rows <<< "${WGRAD_ROWS:-qwen2.5-1.5b 16 4,qwen2.5-3b 8 4}"
+    for row in "${rows[@]}"; do
+        set -- $row
+        for s in ${WGRAD_SMS:-off 0 116 100 off 0 116 100}; do   # alternating, twice
+            if [[ $s == off ]]; then unset LLMC_WGRAD_SMS; else export LLMC_WGRAD_SMS=$s; fi
+            ./build/llmc-train-cuda bench --model $1 --batch $2 --seq 1024 --accum $3 --steps 1 \
+                --warmup 1 --master-weights split --optimizer-states bf16 > "$out/wgrad.json" 2>/dev/null
+            note "wgrad-side $1 $2 x 1024 x $3 LLMC_WGRAD_SMS=$s: $(cat "$out/wgrad.json")"
+        done
+        unset LLMC_WGRAD_SMS
     done
 fi
 if has llmq1k; then
