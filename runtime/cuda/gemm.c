@@ -247,6 +247,30 @@ static void choice_record(Gemm *g, GemmPlan *p)
     }
 }
 
+/* cuBLASLt's first `want` candidates for the plan's shape, at its operands' alignment;
+ * at least one, else a cuBLASLt error. */
+static int heuristic(Gemm *g, GemmPlan *p, const GemmArgs *a, cublasLtMatmulHeuristicResult_t *res, int want)
+{
+    cublasLtMatmulPreference_t pref;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
+    /* cuBLASLt's A is our B (see the top of the file) */
+    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int k = 0; k < 4; k++) {
+        uint32_t v = (uint32_t)p->align[k];
+        lt_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[k], &v, sizeof v), "alignment", a);
+    }
+    int found = 0;
+    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, want, res, &found),
+             "heuristic", a);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
+    return found;
+}
+
 static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
 {
     const void *C = a->C ? a->C : a->D;
@@ -298,25 +322,9 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     set_batch(p->lb, key.batch, key.strideA, a);
     set_batch(p->lc, key.batch, key.strideD, a);
 
-    cublasLtMatmulPreference_t pref;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
-    /* cuBLASLt's A is our B (see the top of the file) */
-    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int k = 0; k < 4; k++) {
-        uint32_t v = (uint32_t)align[k];
-        lt_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[k], &v, sizeof v), "alignment", a);
-    }
     cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
-    int found = 0;
     int fp8 = key.a_type || key.b_type;
-    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
-                                            g->tune ? GEMM_TUNE_ALGOS : fp8 ? GEMM_FP8_SPARES : 1, res, &found), "heuristic", a);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
+    int found = heuristic(g, p, a, res, g->tune ? GEMM_TUNE_ALGOS : fp8 ? GEMM_FP8_SPARES : 1);
     GemmChoice *chosen = NULL;
     if (g->choices_path) {   /* the choices file's algorithm for this shape, if it has one */
         choice_key_of(p);
@@ -343,6 +351,20 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     g->n_plans++;
     choice_record(g, p);
     return p;
+}
+
+int gemm_use_candidate(Gemm *g, const GemmArgs *a, int k)
+{
+    const void *C = a->C ? a->C : a->D;
+    GemmPlan *p = plan_for(g, a, C == a->D);
+    cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
+    if (k < 0 || k >= GEMM_TUNE_ALGOS) return -1;
+    int found = heuristic(g, p, a, res, k + 1);
+    if (k >= found || res[k].state != CUBLAS_STATUS_SUCCESS) return -1;
+    p->algo = res[k].algo;
+    p->n_spare = 0;
+    choice_record(g, p);
+    return 0;
 }
 
 void gemm_run(Gemm *g, const GemmArgs *a)

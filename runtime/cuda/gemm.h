@@ -47,5 +47,9 @@ typedef struct {
 
 /* Runs the product; on a cuBLASLt failure prints the shape and exits(1). */
 void gemm_run(Gemm *g, const GemmArgs *a);
+/* From now on a's shape runs cuBLASLt's k-th candidate (0: its first, the default), and
+ * a choices file records it; -1 where it has fewer (tests/cuda/gemm_sm90_check.c's
+ * --sustain-candidates: the candidates' rates at the power limit). */
+int gemm_use_candidate(Gemm *g, const GemmArgs *a, int k);
 
 #endif

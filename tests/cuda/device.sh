@@ -6,9 +6,10 @@
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
 #               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
-#               gemm-sm90 swiglu-sm90 wgrad-side
+#               gemm-sm90 swiglu-sm90 wgrad-side gemm-candidates
 #               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
-#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side)
+#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side,
+#               gemm-candidates)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -42,6 +43,9 @@
 #     wgrad-side: LLMC_WGRAD_SMS (the weight gradients on a side stream) in the trainer:
 #          check_vs_hf and the 0.5B-layer plan twice (same bits?) with it, then bench of
 #          WGRAD_ROWS (default as swiglu-sm90's) for each of WGRAD_SMS (off 0 116 100, twice)
+#     gemm-candidates: gemm_sm90_check --sustain-candidates GEMM_CAND_SECONDS (default 1) for
+#          GEMM_CAND_MODELS (default 3b): each product with each of cuBLASLt's first 8 candidates
+#          at the power limit
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
@@ -697,6 +701,17 @@ if has swiglu-sm90; then
             grep -E "gate/up|swiglu|down dx|all GEMMs" "$out/swiglu_phases_$1_$f.log" | tee -a "$out/summary.txt"
         done
     done
+fi
+if has gemm-candidates; then
+    # cuBLASLt's first 8 candidates for each projection product, each alone in a loop at the
+    # power limit: is its first choice (made for the boost clock) the fastest there?
+    if make -s -j8 gemm-sm90-check > "$out/gemm_cand_build.log" 2>&1; then
+        timeout 400 ./build/gemm_sm90_check --sustain-candidates "${GEMM_CAND_SECONDS:-1}" \
+            --models "${GEMM_CAND_MODELS:-3b}" > "$out/gemm_cand.log" 2>&1
+        note "gemm-candidates (exit $?):"; grep -E "candidate|all 12|failed" "$out/gemm_cand.log" | tee -a "$out/summary.txt"
+    else
+        note "gemm-candidates: build FAILED"; tail -20 "$out/gemm_cand_build.log"
+    fi
 fi
 if has wgrad-side; then
     # LLMC_WGRAD_SMS: the weight gradients on a side stream (cuBLASLt planned for that many SMs)
