@@ -36,7 +36,8 @@ struct Gemm {
     cudaStream_t stream;
     void *ws;
     size_t ws_bytes;
-    int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates */
+    int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates;
+                                   =sustain (2): each for ~0.2 s, at the power limit */
     int sm_target;              /* gemm_create_side: the SMs cuBLASLt plans for (0: all) */
     const char *choices_path;   /* LLMC_GEMM_CHOICES: the choices file (gemm_choices.h), or NULL */
     char choices_for[352];      /* its header: the cuBLASLt version and the GPU (name up to 256) */
@@ -85,7 +86,12 @@ Gemm *gemm_create(void *stream, size_t workspace_bytes)
     Gemm *g = gemm_new(stream, workspace_bytes);
     if (!g) return NULL;
     const char *tune = getenv("LLMC_GEMM_TUNE");
-    g->tune = tune && !strcmp(tune, "1");
+    g->tune = !tune || !*tune || !strcmp(tune, "0") ? 0 : !strcmp(tune, "1") ? 1 : !strcmp(tune, "sustain") ? 2 : -1;
+    if (g->tune < 0) {
+        log_error("LLMC_GEMM_TUNE=%s: want 0, 1 or sustain", tune);
+        gemm_destroy(g);
+        return NULL;
+    }
     const char *path = getenv("LLMC_GEMM_CHOICES");
     if (path && *path && choices_open(g, path)) {
         gemm_destroy(g);
@@ -115,7 +121,7 @@ static int choices_open(Gemm *g, const char *path)
     }
     g->choices_path = path;
     log_info("GEMM choices: %d shape(s) from %s%s", g->choices.n, path,
-             g->tune ? "; new shapes timed (LLMC_GEMM_TUNE=1) and added" : "; new shapes take cuBLASLt's first choice and are added");
+             g->tune ? "; new shapes timed (LLMC_GEMM_TUNE) and added" : "; new shapes take cuBLASLt's first choice and are added");
     return 0;
 }
 
@@ -163,7 +169,9 @@ static int same_shape(const GemmArgs *x, const GemmArgs *y)
 }
 
 /* LLMC_GEMM_TUNE=1: of cuBLASLt's first GEMM_TUNE_ALGOS candidates for a new shape,
- * keep the fastest over a few runs on this call's operands. The runs write a zeroed
+ * keep the fastest over a few runs on this call's operands (=sustain: over ~0.1 s of
+ * runs after ~0.1 s of them, at the power limit's clock: the rate a training step sees
+ * on a card at its limit, where the boost clock's fastest may not be). The runs write a zeroed
  * scratch output with the call's own beta (an accumulating product reads its C: the
  * fp32 weight gradients' cost is in the timing, and a candidate that refuses beta is
  * not chosen), so the call's own result is untouched. The choice follows timings, so
@@ -188,15 +196,25 @@ static int fastest(Gemm *g, GemmPlan *p, const GemmArgs *a, const cublasLtMatmul
         if (res[k].state != CUBLAS_STATUS_SUCCESS) continue;
         cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc,
                                            scratch, p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
-        cudaEventRecord(e0, g->stream);
-        for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; r++)
-            st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc, scratch,
-                                p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
-        cudaEventRecord(e1, g->stream);
+        /* =sustain: ~0.1 s of runs first, then ~0.1 s timed, so that the candidate runs
+         * at the clock the power limit leaves it (a training step's), not the boost clock */
+        int runs = 3;
         float ms = 0.f;
-        if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
-            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
-            continue;
+        for (int pass = 0; pass < (g->tune == 2 ? 3 : 1) && st == CUBLAS_STATUS_SUCCESS; pass++) {
+            cudaEventRecord(e0, g->stream);
+            for (int r = 0; r < runs && st == CUBLAS_STATUS_SUCCESS; r++)
+                st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc, scratch,
+                                    p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
+            cudaEventRecord(e1, g->stream);
+            if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
+                cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+                st = CUBLAS_STATUS_EXECUTION_FAILED;
+                break;
+            }
+            if (pass == 0) runs = ms > 0.f ? (int)(100.f / (ms / runs)) + 1 : 1000;   /* ~0.1 s of runs */
+            if (runs > 100000) runs = 100000;
+        }
+        if (st != CUBLAS_STATUS_SUCCESS) continue;
         if (best_ms < 0.f || ms < best_ms) { best = k; best_ms = ms; }
     }
     cudaStreamSynchronize(g->stream);

@@ -9,7 +9,8 @@
  * op(X) = X, or X^T when trans is set (X then stored [K,M] resp. [N,K]).
  * C == NULL means C = D (accumulate in place when beta != 0). `batch` > 1 runs
  * strided batches (strides in elements). The chosen algorithm is cached per shape
- * (cuBLASLt's first choice, or with LLMC_GEMM_TUNE=1 the fastest of its first 8);
+ * (cuBLASLt's first choice, or with LLMC_GEMM_TUNE=1 the fastest of its first 24 over a
+ * few runs, =sustain over ~0.1 s of runs: at the power limit's clock);
  * with LLMC_GEMM_CHOICES=FILE a shape's choice is read from the file, or made and
  * added to it (gemm_choices.h: a tuned choice made once, the same bits after). */
 #ifndef LLMC_CUDA_GEMM_H
