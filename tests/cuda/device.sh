@@ -731,7 +731,7 @@ if has gemm-sustain; then
                 --accum 2 --steps 1 --warmup 0 > /dev/null 2> "$out/gc_tune_$1_$t.log"
             note "gemm-sustain $1: tuning ($t) exit $?"
         done
-        for rep in 1 2; do
+        for ((rep = 0; rep < ${SUSTAIN_REPS:-2}; rep++)); do
             for t in none 1 sustain; do
                 if [[ $t == none ]]; then unset LLMC_GEMM_CHOICES; else export LLMC_GEMM_CHOICES="$abs/gc_$1_$t.txt"; fi
                 ./build/llmc-train-cuda bench "${b[@]}" --accum $3 --steps 1 --warmup 1 > "$out/gs.json" 2>/dev/null
