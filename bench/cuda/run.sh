@@ -37,9 +37,7 @@
 #                  OUTDIR/gemm-choices-ROW-bf16.txt or -fp8.txt (LLMC_GEMM_TUNE=1), and
 #                  the timed run takes its choices from that file (LLMC_GEMM_CHOICES: the
 #                  same bits every run of the file); the table marks each column
-#                  "tuned GEMMs" (a run whose tuning failed runs untuned and is not marked);
-#                  =sustain: LLMC_GEMM_TUNE=sustain, each candidate timed over ~0.1 s of runs
-#                  (at the clock the power limit leaves, as in the timed run)
+#                  "tuned GEMMs" (a run whose tuning failed runs untuned and is not marked)
 #   BENCH_TORCH=0  no PyTorch runs;  BENCH_COMPILE=0  no torch.compile runs
 #   BENCH_EAGER=1  PyTorch eager as well (a column of its own)
 #   BENCH_STEPS    timed steps (default 10, after 3 warm-up steps; rows of several
@@ -97,8 +95,8 @@ case ${BENCH_FP8:-1} in
     *) echo "bench/cuda/run.sh: BENCH_FP8 takes 0 or 1, not '$BENCH_FP8'" >&2; exit 2 ;;
 esac
 case ${BENCH_GEMM_TUNE:-0} in
-    0|1|sustain) ;;
-    *) echo "bench/cuda/run.sh: BENCH_GEMM_TUNE takes 0, 1 or sustain, not '$BENCH_GEMM_TUNE'" >&2; exit 2 ;;
+    0|1) ;;
+    *) echo "bench/cuda/run.sh: BENCH_GEMM_TUNE takes 0 or 1, not '$BENCH_GEMM_TUNE'" >&2; exit 2 ;;
 esac
 case ${BENCH_POWER:-0} in
     0|1) ;;
@@ -168,12 +166,12 @@ state_args() {   # ID: sets the array st
 tune() {   # ID COLUMN (bf16 or fp8) BENCH ARGS...
     local id=$1 col=$2; shift 2
     pre=() tuned=0
-    [[ ${BENCH_GEMM_TUNE:-0} != 0 ]] || return 0
+    [[ ${BENCH_GEMM_TUNE:-0} == 1 ]] || return 0
     local gc tsa=(--steps 1 --warmup 0)
     gc=$(cd "$out" && pwd)/gemm-choices-$id-$col.txt
     rm -f "$gc"
     [[ $accum != 1 ]] && tsa=(--accum 2 --steps 1 --warmup 0)
-    if LLMC_GEMM_TUNE=$BENCH_GEMM_TUNE LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
+    if LLMC_GEMM_TUNE=1 LLMC_GEMM_CHOICES=$gc timeout --kill-after=30 "$limit" ./build/llmc-train-cuda bench \
         "$@" "${tsa[@]}" > /dev/null 2> "$out/tune-$id-$col.log"; then
         pre=(env LLMC_GEMM_CHOICES="$gc") tuned=1
     else

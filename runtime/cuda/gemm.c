@@ -36,8 +36,7 @@ struct Gemm {
     cudaStream_t stream;
     void *ws;
     size_t ws_bytes;
-    int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates;
-                                   =sustain (2): each for ~0.2 s, at the power limit */
+    int tune;                   /* LLMC_GEMM_TUNE=1: time the heuristic's candidates */
     int sm_target;              /* gemm_create_side: the SMs cuBLASLt plans for (0: all) */
     const char *choices_path;   /* LLMC_GEMM_CHOICES: the choices file (gemm_choices.h), or NULL */
     char choices_for[352];      /* its header: the cuBLASLt version and the GPU (name up to 256) */
@@ -86,12 +85,7 @@ Gemm *gemm_create(void *stream, size_t workspace_bytes)
     Gemm *g = gemm_new(stream, workspace_bytes);
     if (!g) return NULL;
     const char *tune = getenv("LLMC_GEMM_TUNE");
-    g->tune = !tune || !*tune || !strcmp(tune, "0") ? 0 : !strcmp(tune, "1") ? 1 : !strcmp(tune, "sustain") ? 2 : -1;
-    if (g->tune < 0) {
-        log_error("LLMC_GEMM_TUNE=%s: want 0, 1 or sustain", tune);
-        gemm_destroy(g);
-        return NULL;
-    }
+    g->tune = tune && !strcmp(tune, "1");
     const char *path = getenv("LLMC_GEMM_CHOICES");
     if (path && *path && choices_open(g, path)) {
         gemm_destroy(g);
@@ -121,7 +115,7 @@ static int choices_open(Gemm *g, const char *path)
     }
     g->choices_path = path;
     log_info("GEMM choices: %d shape(s) from %s%s", g->choices.n, path,
-             g->tune ? "; new shapes timed (LLMC_GEMM_TUNE) and added" : "; new shapes take cuBLASLt's first choice and are added");
+             g->tune ? "; new shapes timed (LLMC_GEMM_TUNE=1) and added" : "; new shapes take cuBLASLt's first choice and are added");
     return 0;
 }
 
@@ -169,9 +163,7 @@ static int same_shape(const GemmArgs *x, const GemmArgs *y)
 }
 
 /* LLMC_GEMM_TUNE=1: of cuBLASLt's first GEMM_TUNE_ALGOS candidates for a new shape,
- * keep the fastest over a few runs on this call's operands (=sustain: over ~0.1 s of
- * runs after ~0.1 s of them, at the power limit's clock: the rate a training step sees
- * on a card at its limit, where the boost clock's fastest may not be). The runs write a zeroed
+ * keep the fastest over a few runs on this call's operands. The runs write a zeroed
  * scratch output with the call's own beta (an accumulating product reads its C: the
  * fp32 weight gradients' cost is in the timing, and a candidate that refuses beta is
  * not chosen), so the call's own result is untouched. The choice follows timings, so
@@ -196,25 +188,15 @@ static int fastest(Gemm *g, GemmPlan *p, const GemmArgs *a, const cublasLtMatmul
         if (res[k].state != CUBLAS_STATUS_SUCCESS) continue;
         cublasStatus_t st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc,
                                            scratch, p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
-        /* =sustain: ~0.1 s of runs first, then ~0.1 s timed, so that the candidate runs
-         * at the clock the power limit leaves it (a training step's), not the boost clock */
-        int runs = 3;
+        cudaEventRecord(e0, g->stream);
+        for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; r++)
+            st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc, scratch,
+                                p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
+        cudaEventRecord(e1, g->stream);
         float ms = 0.f;
-        for (int pass = 0; pass < (g->tune == 2 ? 3 : 1) && st == CUBLAS_STATUS_SUCCESS; pass++) {
-            cudaEventRecord(e0, g->stream);
-            for (int r = 0; r < runs && st == CUBLAS_STATUS_SUCCESS; r++)
-                st = cublasLtMatmul(g->lt, p->desc, &one, a->B, p->la, a->A, p->lb, &beta, scratch, p->lc, scratch,
-                                    p->lc, &res[k].algo, g->ws, g->ws_bytes, g->stream);
-            cudaEventRecord(e1, g->stream);
-            if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
-                cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-                st = CUBLAS_STATUS_EXECUTION_FAILED;
-                break;
-            }
-            if (pass == 0) runs = ms > 0.f ? (int)(100.f / (ms / runs)) + 1 : 1000;   /* ~0.1 s of runs */
-            if (runs > 100000) runs = 100000;
-        }
-        if (st != CUBLAS_STATUS_SUCCESS) continue;
+        if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            continue;
         if (best_ms < 0.f || ms < best_ms) { best = k; best_ms = ms; }
     }
     cudaStreamSynchronize(g->stream);
@@ -263,30 +245,6 @@ static void choice_record(Gemm *g, GemmPlan *p)
                   "shape value out of range)", p->key.M, p->key.N, p->key.K);
         exit(1);
     }
-}
-
-/* cuBLASLt's first `want` candidates for the plan's shape, at its operands' alignment;
- * at least one, else a cuBLASLt error. */
-static int heuristic(Gemm *g, GemmPlan *p, const GemmArgs *a, cublasLtMatmulHeuristicResult_t *res, int want)
-{
-    cublasLtMatmulPreference_t pref;
-    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
-    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
-    /* cuBLASLt's A is our B (see the top of the file) */
-    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int k = 0; k < 4; k++) {
-        uint32_t v = (uint32_t)p->align[k];
-        lt_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[k], &v, sizeof v), "alignment", a);
-    }
-    int found = 0;
-    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, want, res, &found),
-             "heuristic", a);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
-    return found;
 }
 
 static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
@@ -340,9 +298,25 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     set_batch(p->lb, key.batch, key.strideA, a);
     set_batch(p->lc, key.batch, key.strideD, a);
 
+    cublasLtMatmulPreference_t pref;
+    lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference", a);
+    lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &g->ws_bytes, sizeof g->ws_bytes), "preference", a);
+    /* cuBLASLt's A is our B (see the top of the file) */
+    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int k = 0; k < 4; k++) {
+        uint32_t v = (uint32_t)align[k];
+        lt_check(cublasLtMatmulPreferenceSetAttribute(pref, align_attr[k], &v, sizeof v), "alignment", a);
+    }
     cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
+    int found = 0;
     int fp8 = key.a_type || key.b_type;
-    int found = heuristic(g, p, a, res, g->tune ? GEMM_TUNE_ALGOS : fp8 ? GEMM_FP8_SPARES : 1);
+    lt_check(cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
+                                            g->tune ? GEMM_TUNE_ALGOS : fp8 ? GEMM_FP8_SPARES : 1, res, &found), "heuristic", a);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) lt_check(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic (no algorithm)", a);
     GemmChoice *chosen = NULL;
     if (g->choices_path) {   /* the choices file's algorithm for this shape, if it has one */
         choice_key_of(p);
@@ -369,20 +343,6 @@ static GemmPlan *plan_for(Gemm *g, const GemmArgs *a, int c_is_d)
     g->n_plans++;
     choice_record(g, p);
     return p;
-}
-
-int gemm_use_candidate(Gemm *g, const GemmArgs *a, int k)
-{
-    const void *C = a->C ? a->C : a->D;
-    GemmPlan *p = plan_for(g, a, C == a->D);
-    cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_ALGOS];
-    if (k < 0 || k >= GEMM_TUNE_ALGOS) return -1;
-    int found = heuristic(g, p, a, res, k + 1);
-    if (k >= found || res[k].state != CUBLAS_STATUS_SUCCESS) return -1;
-    p->algo = res[k].algo;
-    p->n_spare = 0;
-    choice_record(g, p);
-    return 0;
 }
 
 void gemm_run(Gemm *g, const GemmArgs *a)

@@ -9,8 +9,7 @@
  * op(X) = X, or X^T when trans is set (X then stored [K,M] resp. [N,K]).
  * C == NULL means C = D (accumulate in place when beta != 0). `batch` > 1 runs
  * strided batches (strides in elements). The chosen algorithm is cached per shape
- * (cuBLASLt's first choice, or with LLMC_GEMM_TUNE=1 the fastest of its first 24 over a
- * few runs, =sustain over ~0.1 s of runs: at the power limit's clock);
+ * (cuBLASLt's first choice, or with LLMC_GEMM_TUNE=1 the fastest of its first 8);
  * with LLMC_GEMM_CHOICES=FILE a shape's choice is read from the file, or made and
  * added to it (gemm_choices.h: a tuned choice made once, the same bits after). */
 #ifndef LLMC_CUDA_GEMM_H
@@ -48,9 +47,5 @@ typedef struct {
 
 /* Runs the product; on a cuBLASLt failure prints the shape and exits(1). */
 void gemm_run(Gemm *g, const GemmArgs *a);
-/* From now on a's shape runs cuBLASLt's k-th candidate (0: its first, the default), and
- * a choices file records it; -1 where it has fewer (tests/cuda/gemm_sm90_check.c's
- * --sustain-candidates: the candidates' rates at the power limit). */
-int gemm_use_candidate(Gemm *g, const GemmArgs *a, int k);
 
 #endif

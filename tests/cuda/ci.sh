@@ -190,7 +190,7 @@ if [[ ${bench_rows[8]} == "0.5b-llmq1k qwen2.5-0.5b 32 1024 16" && ${bench_rows[
 then ok "run.sh: llmq's 1024-token shapes"
 else bad "run.sh: llmq's 1024-token shapes: ${bench_rows[*]:8}"; fi
 expect "BENCH_FP8: 0 or 1" 2 "BENCH_FP8 takes 0 or 1, not 'on'" env BENCH_FP8=on bash bench/cuda/run.sh "$tmp/bench-bad"
-expect "BENCH_GEMM_TUNE: 0, 1 or sustain" 2 "BENCH_GEMM_TUNE takes 0, 1 or sustain, not 'yes'" \
+expect "BENCH_GEMM_TUNE: 0 or 1" 2 "BENCH_GEMM_TUNE takes 0 or 1, not 'yes'" \
     env BENCH_GEMM_TUNE=yes bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "bench_table: a row without ACCUM" 2 "want 'ID MODEL BATCH SEQ ACCUM'" \
     python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "1.5b-2048 qwen2.5-1.5b 4 2048"

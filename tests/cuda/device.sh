@@ -6,10 +6,9 @@
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
 #               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
-#               gemm-sm90 swiglu-sm90 wgrad-side gemm-candidates gemm-sustain
+#               gemm-sm90 swiglu-sm90 wgrad-side
 #               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
-#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side,
-#               gemm-candidates, gemm-sustain)
+#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -43,12 +42,6 @@
 #     wgrad-side: LLMC_WGRAD_SMS (the weight gradients on a side stream) in the trainer:
 #          check_vs_hf and the 0.5B-layer plan twice (same bits?) with it, then bench of
 #          WGRAD_ROWS (default as swiglu-sm90's) for each of WGRAD_SMS (off 0 116 100, twice)
-#     gemm-candidates: gemm_sm90_check --sustain-candidates GEMM_CAND_SECONDS (default 1) for
-#          GEMM_CAND_MODELS (default 3b): each product with each of cuBLASLt's first 8 candidates
-#          at the power limit
-#     gemm-sustain: SUSTAIN_ROWS ("model batch accum", comma-separated; default the 1.5B and
-#          3B shapes that fit an H100) in bf16 with GEMM choices tuned by LLMC_GEMM_TUNE=1 and
-#          =sustain, and untuned, alternating twice
 #     gemm-choices: llmq's shapes in FP8, GEMM choices tuned once into a file, then run from it
 #     zero-scale: 2+ GPUs, NCCL: ZeRO-1/2/3 (+ offload) throughput on 1, 2, 4, ... GPUs
 #     converge: the 0.5B shape from scratch on real text, 2,000 steps, FP8 and bf16 states
@@ -703,42 +696,6 @@ if has swiglu-sm90; then
             note "swiglu-sm90 $1 phases, LLMC_SWIGLU_SM90=$f:"
             grep -E "gate/up|swiglu|down dx|all GEMMs" "$out/swiglu_phases_$1_$f.log" | tee -a "$out/summary.txt"
         done
-    done
-fi
-if has gemm-candidates; then
-    # cuBLASLt's first 8 candidates for each projection product, each alone in a loop at the
-    # power limit: is its first choice (made for the boost clock) the fastest there?
-    if make -s -j8 gemm-sm90-check > "$out/gemm_cand_build.log" 2>&1; then
-        timeout 400 ./build/gemm_sm90_check --sustain-candidates "${GEMM_CAND_SECONDS:-1}" \
-            --models "${GEMM_CAND_MODELS:-3b}" > "$out/gemm_cand.log" 2>&1
-        note "gemm-candidates (exit $?):"; grep -E "candidate|all 12|failed" "$out/gemm_cand.log" | tee -a "$out/summary.txt"
-    else
-        note "gemm-candidates: build FAILED"; tail -20 "$out/gemm_cand_build.log"
-    fi
-fi
-if has gemm-sustain; then
-    # GEMM choices tuned at the boost clock (LLMC_GEMM_TUNE=1) and at the power limit's
-    # (=sustain), each into a choices file, then the rows timed from them and untuned,
-    # alternating twice
-    IFS=, read -ra rows <<< "${SUSTAIN_ROWS:-qwen2.5-1.5b 16 4,qwen2.5-3b 8 4}"
-    abs=$(cd "$out" && pwd)
-    for row in "${rows[@]}"; do
-        set -- $row
-        b=(--model $1 --batch $2 --seq 1024 --master-weights split --optimizer-states bf16)
-        for t in 1 sustain; do
-            rm -f "$abs/gc_$1_$t.txt"
-            LLMC_GEMM_TUNE=$t LLMC_GEMM_CHOICES="$abs/gc_$1_$t.txt" timeout 300 ./build/llmc-train-cuda bench "${b[@]}" \
-                --accum 2 --steps 1 --warmup 0 > /dev/null 2> "$out/gc_tune_$1_$t.log"
-            note "gemm-sustain $1: tuning ($t) exit $?"
-        done
-        for ((rep = 0; rep < ${SUSTAIN_REPS:-2}; rep++)); do
-            for t in none 1 sustain; do
-                if [[ $t == none ]]; then unset LLMC_GEMM_CHOICES; else export LLMC_GEMM_CHOICES="$abs/gc_$1_$t.txt"; fi
-                ./build/llmc-train-cuda bench "${b[@]}" --accum $3 --steps 1 --warmup 1 > "$out/gs.json" 2>/dev/null
-                note "gemm-sustain $1 $2 x 1024 x $3 choices=$t: $(cat "$out/gs.json")"
-            done
-        done
-        unset LLMC_GEMM_CHOICES
     done
 fi
 if has wgrad-side; then

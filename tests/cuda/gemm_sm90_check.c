@@ -35,9 +35,7 @@
  * llmq1k micro batch) timed both ways, TFLOP/s (3 warm-up runs, then 10 timed).
  * --sustain S: the 12 back to back for S seconds each way, the first and the last
  * second's rate (at the power limit, as in a training step).
- * --sustain-candidates S: each product alone for S seconds with each of cuBLASLt's first
- * 8 candidates: which is fastest at the power limit (not always its first choice?).
- * Usage: gemm_sm90_check [--time] [--sustain S] [--sustain-candidates S] [--models 0.5b,1.5b,3b,7b] (default 3b) [--clusters N]
+ * Usage: gemm_sm90_check [--time] [--sustain S] [--models 0.5b,1.5b,3b,7b] (default 3b) [--clusters N]
  * (at most N clusters of two CTAs a launch; the report says how many ran).
  * Closes with "N passed, N failed". Needs an sm_90 GPU. */
 #include <math.h>
@@ -498,41 +496,14 @@ static void time_model(const Model *m, Gemm *g, cudaStream_t st)
     time_swiglu(m, g, st);
 }
 
-/* The n products back to back, again and again, for `seconds` (the GPU reaches its power
- * limit within a second or two; time_one's 10 runs mostly do not): ms a round over the
- * first and the last full second, cuBLASLt's (ours 0) or ours. */
-static void sustain_loop(Gemm *g, const GemmArgs *args, int n_args, int ours, cudaStream_t st, int seconds,
-                         double *first, double *last)
-{
-    double elapsed = 0;
-    int rounds = 0;
-    *first = *last = 0;
-    while (elapsed < seconds * 1e3) {
-        /* one second's worth of rounds (estimated from the last), timed by events */
-        int n = rounds ? (int)(1e3 / (*last > 0 ? *last : 1)) + 1 : 1;
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-        CK(cudaEventRecord(e0, st));
-        for (int r = 0; r < n; r++)
-            for (int i = 0; i < n_args; i++)
-                if (ours) { if (gemm_sm90_run(&args[i], st)) { printf("  gemm_sm90_run failed\n"); exit(1); } }
-                else gemm_run(g, &args[i]);
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
-        elapsed += ms;
-        *last = ms / n;
-        if (rounds == 1) *first = *last;
-        rounds++;
-    }
-}
-
-/* The model's 12 products with their operands: args[12], bufs[36] to free; their FLOPs. */
-static double model_args(const Model *m, GemmArgs *args, void **bufs)
+/* The 12 products back to back, again and again, for `seconds` (the GPU reaches its
+ * power limit within a second or two; time_one's 10 runs mostly do not): TFLOP/s over
+ * the first and the last full second, cuBLASLt's and then ours. */
+static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
 {
     Case cs[12];
+    void *bufs[36];
+    GemmArgs args[12];
     double flops = 0;
     model_cases(m, cs);
     for (int i = 0; i < 12; i++) {
@@ -543,60 +514,38 @@ static double model_args(const Model *m, GemmArgs *args, void **bufs)
         args[i] = args_of(c, bufs[3 * i], bufs[3 * i + 1], bufs[3 * i + 2]);
         flops += 2.0 * c->M * c->N * c->K;
     }
-    return flops;
-}
-
-/* The 12 products in a loop for `seconds`: TFLOP/s over the first and the last full
- * second, cuBLASLt's and then ours. */
-static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
-{
-    void *bufs[36];
-    GemmArgs args[12];
-    double flops = model_args(m, args, bufs), first, last;
     for (int ours = 0; ours < 2; ours++) {
-        sustain_loop(g, args, 12, ours, st, seconds, &first, &last);
+        double first = 0, last = 0, elapsed = 0;
+        int rounds = 0;
+        while (elapsed < seconds * 1e3) {
+            /* one second's worth of rounds (estimated from the last), timed by events */
+            int n = rounds ? (int)(1e3 / (last > 0 ? last : 1)) + 1 : 1;
+            cudaEvent_t e0, e1;
+            CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+            CK(cudaEventRecord(e0, st));
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < 12; i++)
+                    if (ours) { if (gemm_sm90_run(&args[i], st)) { printf("  gemm_sm90_run failed\n"); exit(1); } }
+                    else gemm_run(g, &args[i]);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+            elapsed += ms;
+            last = ms / n;
+            if (rounds == 1) first = last;
+            rounds++;
+        }
         printf("  sustained %d s, %s: first second %.1f TFLOP/s, last second %.1f TFLOP/s\n", seconds,
                ours ? "ours" : "cuBLASLt", flops / first * 1e-9, flops / last * 1e-9);
     }
     for (int i = 0; i < 36; i++) CK(cudaFree(bufs[i]));
 }
 
-/* Each product alone in a loop for `seconds` with each of cuBLASLt's first 8 candidates
- * (gemm_use_candidate): the rate of the last second, at the power limit. Is cuBLASLt's
- * first choice, made for the boost clock, also the one that does most for the energy?
- * Leaves each shape on its first candidate. */
-static void sustain_candidates(const Model *m, Gemm *g, cudaStream_t st, int seconds)
-{
-    void *bufs[36];
-    GemmArgs args[12];
-    model_args(m, args, bufs);
-    double t_first = 0, t_best = 0, first, last;
-    for (int i = 0; i < 12; i++) {
-        const GemmArgs *a = &args[i];
-        double flops = 2.0 * a->M * a->N * a->K, ms0 = 0, best = 0;
-        int kbest = 0;
-        printf("  %-8s M=%-6d N=%-6d K=%-6d TFLOP/s by candidate:", proj_names[i / 3], a->M, a->N, a->K);
-        for (int k = 0; k < 8 && !gemm_use_candidate(g, a, k); k++) {
-            sustain_loop(g, a, 1, 0, st, seconds, &first, &last);
-            printf(" %d:%.1f", k, flops / last * 1e-9);
-            fflush(stdout);
-            if (k == 0) ms0 = last;
-            if (k == 0 || last < best) { best = last; kbest = k; }
-        }
-        printf("  best %d (%+.1f%%)\n", kbest, 100.0 * (ms0 / best - 1));
-        t_first += ms0;
-        t_best += best;
-        gemm_use_candidate(g, a, 0);
-    }
-    printf("  all 12, each at the power limit: first candidates %.2f ms, best %.2f ms (%+.1f%%)\n", t_first, t_best,
-           100.0 * (t_first / t_best - 1));
-    for (int i = 0; i < 36; i++) CK(cudaFree(bufs[i]));
-}
-
 static int usage(void)
 {
-    fprintf(stderr, "usage: gemm_sm90_check [--time] [--sustain SECONDS] [--sustain-candidates SECONDS] "
-                    "[--models 0.5b,1.5b,3b,7b] [--clusters N]\n");
+    fprintf(stderr, "usage: gemm_sm90_check [--time] [--sustain SECONDS] [--models 0.5b,1.5b,3b,7b] [--clusters N]\n");
     return 2;
 }
 
@@ -610,7 +559,7 @@ static int count_arg(const char *s)
 
 int main(int argc, char **argv)
 {
-    int timing = 0, sustain = 0, cand = 0, picked[8], n_picked = 0;
+    int timing = 0, sustain = 0, picked[8], n_picked = 0;
     char list[64] = "3b";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--time")) {
@@ -622,12 +571,6 @@ int main(int argc, char **argv)
             sustain = count_arg(argv[++i]);
             if (sustain < 0 || sustain > 600) {
                 fprintf(stderr, "gemm_sm90_check: --sustain takes 1 to 600 seconds, not '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--sustain-candidates") && i + 1 < argc) {
-            cand = count_arg(argv[++i]);
-            if (cand < 0 || cand > 60) {
-                fprintf(stderr, "gemm_sm90_check: --sustain-candidates takes 1 to 60 seconds, not '%s'\n", argv[i]);
                 return 2;
             }
         } else if (!strcmp(argv[i], "--clusters") && i + 1 < argc) {
@@ -690,11 +633,6 @@ int main(int argc, char **argv)
     for (int i = 0; sustain && i < n_picked; i++) {
         printf("%s (T = %d), the 12 products in a loop:\n", models[picked[i]].name, models[picked[i]].T);
         sustain_model(&models[picked[i]], g, st, sustain);
-    }
-    for (int i = 0; cand && i < n_picked; i++) {
-        printf("%s (T = %d), each product alone in a loop, %d s a candidate:\n", models[picked[i]].name,
-               models[picked[i]].T, cand);
-        sustain_candidates(&models[picked[i]], g, st, cand);
     }
     gemm_destroy(g);
     printf("%d passed, %d failed\n", n_pass, n_fail);
