@@ -6,9 +6,10 @@
 #   tests/cuda/device.sh OUTDIR [SECTION...]
 #     sections: attn check check-variants check-more lora run resume dp ftbench bench torch run7b
 #               split split-bench trust host2 zero fp8 fp8-san fp8-bench llmq1k gemm-choices converge zero-scale
-#               gemm-sm90 swiglu-sm90 wgrad-side
+#               gemm-sm90 swiglu-sm90 wgrad-side power-probe
 #               (default: all but run7b, split, split-bench, trust, host2, zero, fp8, fp8-san, fp8-bench, llmq1k,
-#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side)
+#               gemm-choices, converge, zero-scale, gemm-sm90, swiglu-sm90, wgrad-side,
+#               power-probe)
 #     (check-more: recompute full/selective, optimizer offload, Qwen3, eager attention)
 #     attn: cuDNN attention against the flash kernels (build/attn_check), then its timings
 #     lora: LoRA against PyTorch + peft (tests/cuda/check_lora.py)
@@ -39,6 +40,8 @@
 #     swiglu-sm90: LLMC_SWIGLU_SM90=1 (SwiGLU in gemm_sm90's epilogues) in the trainer:
 #          check_vs_hf with it, then bench and phase times of SWIGLU_ROWS ("model batch accum",
 #          comma-separated; default the 1.5B and 3B shapes that fit an H100) without and with it
+#     power-probe: bench/cuda/power_probe.py (PROBE_SECONDS a workload, default 4): is the card
+#          at its power limit under a bf16 GEMM, and how far below it under a memory-bound kernel?
 #     wgrad-side: LLMC_WGRAD_SMS (the weight gradients on a side stream) in the trainer:
 #          check_vs_hf and the 0.5B-layer plan twice (same bits?) with it, then bench of
 #          WGRAD_ROWS (default as swiglu-sm90's) for each of WGRAD_SMS (off 0 116 100, twice)
@@ -717,6 +720,11 @@ if has wgrad-side; then
         done
         unset LLMC_WGRAD_SMS
     done
+fi
+if has power-probe; then
+    # the card's power and SM clock under a bf16 GEMM, a copy, SwiGLU's forward, idle
+    timeout 90 python3 bench/cuda/power_probe.py --seconds "${PROBE_SECONDS:-4}" > "$out/power_probe.txt" 2>&1
+    note "power-probe (exit $?):"; tee -a "$out/summary.txt" < "$out/power_probe.txt"
 fi
 if has llmq1k; then
     # the power and SM clock beside it (at the power limit, the clock comes down)
