@@ -122,9 +122,11 @@ run() {
     if [[ ${BENCH_POWER:-0} == 1 ]]; then nvidia-smi dmon -s pc -d 1 > "$dmon" 2>&1 & dm=$!; fi
     timeout --kill-after=30 "$limit" "$@" > "$res" 2> "$log"
     rc=$?
-    [[ -n $dm ]] && { kill "$dm" 2>/dev/null; wait "$dm" 2>/dev/null; }
     local power=
-    [[ -n $dm ]] && power=$(python3 bench/cuda/power_summary.py --json "$dmon" 2>/dev/null)
+    if [[ -n $dm ]]; then
+        kill "$dm" 2>/dev/null; wait "$dm" 2>/dev/null
+        power=$(python3 bench/cuda/power_summary.py --json "$dmon" 2>/dev/null)
+    fi
     python3 - "$res" "$log" "$impl" "$row" "$rc" "${RUN_TUNED:-0}" "$power" >> "$out/bench.jsonl" <<'PY'
 import json, sys
 res, log, impl, row, rc, tuned, power = sys.argv[1:8]

@@ -192,6 +192,8 @@ else bad "run.sh: llmq's 1024-token shapes: ${bench_rows[*]:8}"; fi
 expect "BENCH_FP8: 0 or 1" 2 "BENCH_FP8 takes 0 or 1, not 'on'" env BENCH_FP8=on bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "BENCH_GEMM_TUNE: 0 or 1" 2 "BENCH_GEMM_TUNE takes 0 or 1, not 'yes'" \
     env BENCH_GEMM_TUNE=yes bash bench/cuda/run.sh "$tmp/bench-bad"
+expect "BENCH_POWER: 0 or 1" 2 "BENCH_POWER takes 0 or 1, not 'on'" \
+    env BENCH_POWER=on bash bench/cuda/run.sh "$tmp/bench-bad"
 expect "bench_table: a row without ACCUM" 2 "want 'ID MODEL BATCH SEQ ACCUM'" \
     python3 bench/cuda/bench_table.py tests/cuda/bench_table_input.jsonl "1.5b-2048 qwen2.5-1.5b 4 2048"
 python3 - bench/cuda/torch_bench.py "${bench_rows[@]}" > "$tmp/shapes.out" 2>&1 <<'PY'
