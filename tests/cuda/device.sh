@@ -36,7 +36,8 @@
 #     gemm-sm90: runtime/cuda/gemm_sm90.cu's bf16 products against cuBLASLt and fp64
 #          (tests/cuda/gemm_sm90_check.c), then both timed at the 12 projection GEMMs of
 #          GEMM_SM90_MODELS (default 3b,1.5b,7b; llmq1k micro batches), the 3B ones sustained
-#          for 15 s (at the power limit), then memcheck, racecheck, initcheck
+#          for 15 s (at the power limit; cuBLASLt also with the weight gradients accumulated
+#          into bf16, as llmq keeps them), then memcheck, racecheck, initcheck
 #     swiglu-sm90: LLMC_SWIGLU_SM90=1 (SwiGLU in gemm_sm90's epilogues) in the trainer:
 #          check_vs_hf with it, then bench and phase times of SWIGLU_ROWS ("model batch accum",
 #          comma-separated; default the 1.5B and 3B shapes that fit an H100) without and with it

@@ -34,7 +34,8 @@
  * --time: each model's 12 products (forward, dx, dW of qkv, o, gate/up, down at its
  * llmq1k micro batch) timed both ways, TFLOP/s (3 warm-up runs, then 10 timed).
  * --sustain S: the 12 back to back for S seconds each way, the first and the last
- * second's rate (at the power limit, as in a training step).
+ * second's rate (at the power limit, as in a training step); cuBLASLt also with the
+ * weight gradients accumulated into bf16.
  * Usage: gemm_sm90_check [--time] [--sustain S] [--models 0.5b,1.5b,3b,7b] (default 3b) [--clusters N]
  * (at most N clusters of two CTAs a launch; the report says how many ran).
  * Closes with "N passed, N failed". Needs an sm_90 GPU. */
@@ -498,12 +499,14 @@ static void time_model(const Model *m, Gemm *g, cudaStream_t st)
 
 /* The 12 products back to back, again and again, for `seconds` (the GPU reaches its
  * power limit within a second or two; time_one's 10 runs mostly do not): TFLOP/s over
- * the first and the last full second, cuBLASLt's and then ours. */
+ * the first and the last full second, cuBLASLt's, then cuBLASLt's with the weight
+ * gradients accumulated into bf16 instead of fp32 (as llmq keeps them: does the fp32
+ * read-modify-write cost at the limit?), then ours. */
 static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
 {
-    Case cs[12];
-    void *bufs[36];
-    GemmArgs args[12];
+    Case cs[12], cs16[12];
+    void *bufs[36], *bufs16[12];
+    GemmArgs args[12], args16[12];
     double flops = 0;
     model_cases(m, cs);
     for (int i = 0; i < 12; i++) {
@@ -512,9 +515,16 @@ static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
         bufs[3 * i + 1] = pool_buffer((size_t)c->K * c->N, 777);
         bufs[3 * i + 2] = d_buffer(c);
         args[i] = args_of(c, bufs[3 * i], bufs[3 * i + 1], bufs[3 * i + 2]);
+        cs16[i] = *c;
+        cs16[i].d_f32 = 0;
+        bufs16[i] = c->d_f32 ? d_buffer(&cs16[i]) : NULL;
+        args16[i] = c->d_f32 ? args_of(&cs16[i], bufs[3 * i], bufs[3 * i + 1], bufs16[i]) : args[i];
         flops += 2.0 * c->M * c->N * c->K;
     }
-    for (int ours = 0; ours < 2; ours++) {
+    static const char *const way[3] = {"cuBLASLt", "cuBLASLt, dW into bf16", "ours"};
+    for (int pass = 0; pass < 3; pass++) {
+        int ours = pass == 2;
+        const GemmArgs *run_args = pass == 1 ? args16 : args;
         double first = 0, last = 0, elapsed = 0;
         int rounds = 0;
         while (elapsed < seconds * 1e3) {
@@ -526,7 +536,7 @@ static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
             for (int r = 0; r < n; r++)
                 for (int i = 0; i < 12; i++)
                     if (ours) { if (gemm_sm90_run(&args[i], st)) { printf("  gemm_sm90_run failed\n"); exit(1); } }
-                    else gemm_run(g, &args[i]);
+                    else gemm_run(g, &run_args[i]);
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms;
@@ -538,9 +548,10 @@ static void sustain_model(const Model *m, Gemm *g, cudaStream_t st, int seconds)
             rounds++;
         }
         printf("  sustained %d s, %s: first second %.1f TFLOP/s, last second %.1f TFLOP/s\n", seconds,
-               ours ? "ours" : "cuBLASLt", flops / first * 1e-9, flops / last * 1e-9);
+               way[pass], flops / first * 1e-9, flops / last * 1e-9);
     }
     for (int i = 0; i < 36; i++) CK(cudaFree(bufs[i]));
+    for (int i = 0; i < 12; i++) if (bufs16[i]) CK(cudaFree(bufs16[i]));
 }
 
 static int usage(void)
