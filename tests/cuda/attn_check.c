@@ -4,6 +4,8 @@
  *   build/attn_check            correctness; closes with "N passed, N failed"
  *   build/attn_check --time     ms per forward / backward, flash vs cuDNN, at the
  *                               Qwen2.5-1.5B and 0.5B shapes
+ *   build/attn_check --time-gqa cuDNN's deterministic form at llmq's T = 1024 micro-batches,
+ *                               with the models' KV heads and with K, V widened to H
  *   build/attn_check --documents  the document parser alone (no GPU)
  *
  * Shapes: B=2, H=12, KV=2, T in {128, 2048}, D in {64, 128}, rows of one sequence
@@ -491,10 +493,50 @@ static void time_shape(const char *label, int B, int H, int KV, int T, int D)
     free(h); free(plain); free(docs);
 }
 
+/* cuDNN's deterministic form at one of llmq's T = 1024 micro-batches, with the model's
+ * KV heads and with K and V widened to H heads (MHA: no reduction of dK and dV over each
+ * group in the graph). The widening's copies are not timed: its bytes are printed. */
+static void time_gqa(const char *label, int B, int H, int KV, int T, int D)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int kv = pass ? H : KV;
+        size_t nq = (size_t)B * H * T * D, nk = (size_t)B * kv * T * D, ws = 0;
+        char err[512] = "";
+        AttnCudnn *a = attn_cudnn_create(1, err, sizeof err);
+        ws = a ? attn_cudnn_prepare(a, B, H, kv, T, D, err, sizeof err) : 0;
+        attn_cudnn_destroy(a);
+        if (!ws) { printf("%s KV=%d: cuDNN unavailable: %s\n", label, kv, err); return; }
+        Dev d;
+        dev_alloc(&d, B, H, kv, T, D, ws);
+        d.ws_bytes = ws;
+        bf16_t *h = malloc((nq + nk) * 2);
+        int *plain = malloc((size_t)B * T * 4);
+        if (!h || !plain) { fprintf(stderr, "attn_check: out of memory\n"); exit(1); }
+        fill(h, nq + nk, 1.0);
+        CK(cudaMemcpy(d.q, h, nq * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d.dO, h + nk, nq * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d.k, h + nq, nk * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(d.v, h, nk * 2, cudaMemcpyHostToDevice));
+        for (int i = 0; i < B * T; i++) plain[i] = i % T;
+        char what[64];
+        snprintf(what, sizeof what, "cuDNN determ., KV=%d%s", kv, pass ? " (widened)" : "");
+        time_impl(label, what, &d, plain, B, H, kv, T, D, 1, 1);
+        if (pass)   /* K, V widened (read KV, write H heads) and dK, dV summed back (read H, write KV) */
+            printf("%-14s widening and summing back would move %.1f MB a call\n", label,
+                   2.0 * 2 * (double)B * T * D * 2 * (KV + H) / 1e6);
+        dev_free(&d);
+        free(h); free(plain);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int timing = argc > 1 && !strcmp(argv[1], "--time"), parse_only = argc > 1 && !strcmp(argv[1], "--documents");
-    if (argc > 1 && !timing && !parse_only) { fprintf(stderr, "usage: attn_check [--time | --documents]\n"); return 2; }
+    int gqa = argc > 1 && !strcmp(argv[1], "--time-gqa");
+    if (argc > 1 && !timing && !parse_only && !gqa) {
+        fprintf(stderr, "usage: attn_check [--time | --time-gqa | --documents]\n");
+        return 2;
+    }
     if (parse_only) {   /* the document parser alone: no GPU needed */
         check_documents();
         printf("%d passed, %d failed\n", n_pass, n_fail);
@@ -502,6 +544,13 @@ int main(int argc, char **argv)
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) { fprintf(stderr, "attn_check: no GPU\n"); return 1; }
+    if (gqa) {   /* llmq's micro-batches at T = 1024 */
+        time_gqa("qwen2.5-3b", 16, 16, 2, 1024, 128);
+        time_gqa("qwen2.5-1.5b", 32, 12, 2, 1024, 128);
+        time_gqa("qwen2.5-7b", 8, 28, 4, 1024, 128);
+        time_gqa("qwen2.5-0.5b", 32, 14, 2, 1024, 64);
+        return 0;
+    }
     if (timing) {
         time_shape("qwen2.5-1.5b", 4, 12, 2, 2048, 128);
         time_shape("qwen2.5-0.5b", 8, 14, 2, 2048, 64);
