@@ -73,7 +73,7 @@ expect "attention documents for cuDNN's ragged layout" 0 "5 passed, 0 failed" ${
 # a section it does not have is refused before any CUDA call
 if make -s fp8-check SAN="${SAN:-0}" > "$tmp/fp8.log" 2>&1; then ok "make fp8-check"
 else bad "make fp8-check"; tail -20 "$tmp/fp8.log"; fi
-expect "fp8_check: an unknown section refused" 2 "unknown section 'gemms' (want quant, gemm, fused or norm)" \
+expect "fp8_check: an unknown section refused" 2 "unknown section 'gemms' (want quant, gemm, fused, norm or loss)" \
     ${BUILD:-build}/fp8_check quant gemms
 # gemm_sm90_check runs on the GPU machine (device.sh's gemm-sm90); here it builds (the
 # sm_90a kernels compile) and refuses a bad argument before any CUDA call

@@ -181,7 +181,7 @@ fi
 if has fp8-san; then
     if make -s -j8 fp8-check > "$out/fp8san_build.log" 2>&1; then
         for tool in memcheck racecheck initcheck; do
-            timeout ${FP8SAN_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 7 ./build/fp8_check quant fused norm \
+            timeout ${FP8SAN_TIMEOUT:-300} compute-sanitizer --tool $tool --error-exitcode 7 ./build/fp8_check quant fused norm loss \
                 > "$out/fp8san_$tool.log" 2>&1
             note "fp8 kernels under $tool: exit $? $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/fp8san_$tool.log" | tail -1) $(tail -1 "$out/fp8san_$tool.log")"
         done

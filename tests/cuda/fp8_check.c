@@ -31,8 +31,21 @@
  *    C terms: bound 2.5e-3), every dw (fp32, a sum over the rows of products rounded
  *    twice) within (rows + 2) * 2^-24 * sum |terms| of the fp64 sum, and a second
  *    launch giving the same bits.
+ * 7. The softmax cross-entropy (k_cross_entropy) against fp64, at Qwen's, Llama 3's,
+ *    a narrow and a wide vocabulary; masked rows, targets at the row's ends and dominant
+ *    targets (p ~ 1). The loss within 2e-4: the fp32 sum S carries (terms a thread +
+ *    rescales + reduction levels, <= 330) * 2^-24 ~ 2e-5 relative, and __expf
+ *    (2 + 1.17 |x|) ulp (~1.1e-5 at |x| = 80), so log S is off by <= 4e-5, and
+ *    logS + M - x_t rounds thrice at |values| <= 128 (<= 3 * 2^-17). Each gradient
+ *    element g = (p - onehot) * scale within 2^-8 |g| (bf16's unit roundoff: 8
+ *    significant bits) + 2^-22 |g| + 1e-4 p * scale (p's fp32 error: the same 4e-5 and
+ *    the products' rounding; as p, not g, for the target, where p - 1 cancels) +
+ *    2^-125 * scale (__expf flushes results below 2^-126 to 0) + 2^-133 (a bf16
+ *    subnormal's spacing: tiny p * scale falls below the normal range). Masked rows:
+ *    loss 0 and a row of zeros; with grad_scale 0 the logits untouched and the same
+ *    losses; a second launch the same bits.
  * Usage: fp8_check [SECTION...], sections quant (1-2, at the GEMM shapes and the edge
- * tiles), gemm (3-4), fused (5), norm (6); none named: all. The kernels' own
+ * tiles), gemm (3-4), fused (5), norm (6), loss (7); none named: all. The kernels' own
  * sections run in seconds, so compute-sanitizer can go over them without the
  * cuBLASLt products (device.sh's fp8-san step).
  * Closes with "N passed, N failed". */
@@ -377,18 +390,97 @@ static void rmsnorm_bwd_case(int rows, int C, int with_dres, cudaStream_t st)
     CK(cudaFree(rstd)); CK(cudaFree(dw)); CK(cudaFree(scratch)); CK(cudaFree(amax));
 }
 
-static const char *const sections[] = {"quant", "gemm", "fused", "norm"};
-static int wanted[4];
+/* Check 7 on hx [rows, V] with targets ht (device copies x0, tg): the losses and
+ * gradients against the fp64 reference, then the repeat and eval launches. */
+static void loss_check(int rows, int V, const uint16_t *hx, const int *ht, const uint16_t *x0, const int *tg,
+                       cudaStream_t st)
+{
+    const float scale = 1.f / 4096;
+    size_t n = (size_t)rows * V;
+    uint16_t *x, *hg = malloc(n * 2), *hg2 = malloc(n * 2), *he = malloc(n * 2);
+    float *loss, *hl = malloc((size_t)rows * 4), *hl2 = malloc((size_t)rows * 4), *hle = malloc((size_t)rows * 4);
+    CK(cudaMalloc((void **)&x, n * 2));
+    CK(cudaMalloc((void **)&loss, (size_t)rows * 4));
+    for (int pass = 0; pass < 3; pass++) {   /* gradient, gradient again, eval (grad_scale 0) */
+        CK(cudaMemcpyAsync(x, x0, n * 2, cudaMemcpyDeviceToDevice, st));
+        k_cross_entropy(x, loss, tg, rows, V, pass < 2 ? scale : 0.f, NULL, st);
+        CK(cudaGetLastError());
+        CK(cudaMemcpyAsync(pass == 0 ? hg : pass == 1 ? hg2 : he, x, n * 2, cudaMemcpyDeviceToHost, st));
+        CK(cudaMemcpyAsync(pass == 0 ? hl : pass == 1 ? hl2 : hle, loss, (size_t)rows * 4, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+    }
+    double worst_l = 0, worst_g = 0;   /* error / tolerance, worst */
+    int masked_ok = 1;
+    for (int r = 0; r < rows; r++) {
+        const uint16_t *xr = hx + (size_t)r * V, *gr = hg + (size_t)r * V;
+        if (ht[r] < 0) {
+            masked_ok &= hl[r] == 0.f;
+            for (int j = 0; j < V; j++) masked_ok &= gr[j] == 0;
+            continue;
+        }
+        double M = -INFINITY, S = 0;
+        for (int j = 0; j < V; j++) M = fmax(M, bf2f(xr[j]));
+        for (int j = 0; j < V; j++) S += exp(bf2f(xr[j]) - M);
+        double ref = log(S) + M - bf2f(xr[ht[r]]);
+        worst_l = fmax(worst_l, fabs(hl[r] - ref) / 2e-4);
+        for (int j = 0; j < V; j++) {
+            double p = exp(bf2f(xr[j]) - M) / S, gref = (p - (j == ht[r])) * scale;
+            double tol = (0x1p-8 + 0x1p-22) * fabs(gref) + 1e-4 * p * scale + 0x1p-125 * scale + 0x1p-133;
+            worst_g = fmax(worst_g, fabs(bf2f(gr[j]) - gref) / tol);
+        }
+    }
+    char label[160];
+    snprintf(label, sizeof label, "cross-entropy %dx%d: loss against fp64", rows, V);
+    check(worst_l <= 1, label, "worst |error| / tolerance %.3g (want <= %g)", worst_l, 1.0);
+    snprintf(label, sizeof label, "cross-entropy %dx%d: gradient against fp64", rows, V);
+    check(worst_g <= 1, label, "worst |error| / tolerance %.3g (want <= %g)", worst_g, 1.0);
+    snprintf(label, sizeof label, "cross-entropy %dx%d: masked rows zero", rows, V);
+    check(masked_ok, label, "%g%g", 0.0, 0.0);
+    int same = !memcmp(hg, hg2, n * 2) && !memcmp(hl, hl2, (size_t)rows * 4);
+    int eval = !memcmp(he, hx, n * 2) && !memcmp(hle, hl, (size_t)rows * 4);
+    snprintf(label, sizeof label, "cross-entropy %dx%d: a second launch the same bits", rows, V);
+    check(same, label, "%g%g", 0.0, 0.0);
+    snprintf(label, sizeof label, "cross-entropy %dx%d: grad_scale 0 leaves the logits, same losses", rows, V);
+    check(eval, label, "%g%g", 0.0, 0.0);
+    CK(cudaFree(x)); CK(cudaFree(loss));
+    free(hg); free(hg2); free(he); free(hl); free(hl2); free(hle);
+}
+
+/* Check 7 at one vocabulary width. */
+static void loss_case(int rows, int V, cudaStream_t st)
+{
+    size_t n = (size_t)rows * V;
+    uint16_t *hx = malloc(n * 2), *x0;
+    int *ht = malloc((size_t)rows * sizeof *ht), *tg;
+    for (int r = 0; r < rows; r++) {
+        int kind = r % 7;   /* 3: masked; 1 and 2: the row's last and first column; 4: dominant */
+        ht[r] = kind == 3 ? -1 : kind == 1 ? V - 1 : kind == 2 ? 0 : (int)(urand() * V) % V;
+        for (int j = 0; j < V; j++)   /* sd 2, with outliers as logits have */
+            hx[(size_t)r * V + j] = f2bf((float)(2.0 * nrand() * (j % 4099 == 7 ? 10 : 1)));
+        if (kind == 4) hx[(size_t)r * V + ht[r]] = f2bf(60.f);
+    }
+    CK(cudaMalloc((void **)&x0, n * 2));
+    CK(cudaMalloc((void **)&tg, (size_t)rows * sizeof *tg));
+    CK(cudaMemcpyAsync(x0, hx, n * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(tg, ht, (size_t)rows * sizeof *tg, cudaMemcpyHostToDevice, st));
+    loss_check(rows, V, hx, ht, x0, tg, st);
+    CK(cudaFree(x0)); CK(cudaFree(tg));
+    free(hx); free(ht);
+}
+
+static const char *const sections[] = {"quant", "gemm", "fused", "norm", "loss"};
+#define N_SECTIONS 5
+static int wanted[N_SECTIONS];
 
 /* Marks the sections named on the command line (all when none is); 0 on a bad name. */
 static int parse_sections(int argc, char **argv)
 {
-    for (int i = 0; i < 4; i++) wanted[i] = argc < 2;
+    for (int i = 0; i < N_SECTIONS; i++) wanted[i] = argc < 2;
     for (int a = 1; a < argc; a++) {
         int i = 0;
-        while (i < 4 && strcmp(argv[a], sections[i])) i++;
-        if (i == 4) {
-            fprintf(stderr, "fp8_check: unknown section '%s' (want quant, gemm, fused or norm)\n", argv[a]);
+        while (i < N_SECTIONS && strcmp(argv[a], sections[i])) i++;
+        if (i == N_SECTIONS) {
+            fprintf(stderr, "fp8_check: unknown section '%s' (want quant, gemm, fused, norm or loss)\n", argv[a]);
             return 0;
         }
         wanted[i] = 1;
@@ -399,7 +491,7 @@ static int parse_sections(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (!parse_sections(argc, argv)) return 2;
-    int quant = wanted[0], gemm = wanted[1], fused = wanted[2], norm = wanted[3];
+    int quant = wanted[0], gemm = wanted[1], fused = wanted[2], norm = wanted[3], loss = wanted[4];
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     Gemm *g = gemm_create(st, 32u << 20);
@@ -457,6 +549,8 @@ int main(int argc, char **argv)
     static const int norm_widths[] = {64, 896, 2048, 3584, 8192, 9216};   /* 9216: the wide kernel */
     for (int i = 0; i < 6 && norm; i++) rmsnorm_bwd_case(300, norm_widths[i], i != 1, st);
     if (norm) rmsnorm_bwd_case(2100, 3584, 1, st);   /* more rows than blocks: each block takes several */
+    static const int vocab[][2] = {{33, 151936}, {9, 128256}, {20, 200}, {5, 262144}};   /* rows, V */
+    for (int i = 0; i < 4 && loss; i++) loss_case(vocab[i][0], vocab[i][1], st);
     gemm_destroy(g);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
