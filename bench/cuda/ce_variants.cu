@@ -8,8 +8,7 @@
  * evict_first on the second). Prints each variant's time and its largest difference from
  * the runtime kernel's output. On an H100 (2026-12-07) none was more than 4% faster:
  * docs/PERFORMANCE.md, "The one-read cross-entropy".
- * Build (the GPU machine, after make cuda): nvcc -O3 -arch=sm_90 -std=c++17 -Iruntime/cuda -Icontract
- *   bench/cuda/ce_variants.cu build/cuda/kernels_*.cu.o -o build/ce_variants */
+ * Build: make ce-variants (tests/cuda/test.mk); run build/ce_variants on the GPU machine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -75,6 +75,9 @@ if make -s fp8-check SAN="${SAN:-0}" > "$tmp/fp8.log" 2>&1; then ok "make fp8-ch
 else bad "make fp8-check"; tail -20 "$tmp/fp8.log"; fi
 expect "fp8_check: an unknown section refused" 2 "unknown section 'gemms' (want quant, gemm, fused, norm or loss)" \
     ${BUILD:-build}/fp8_check quant gemms
+# the cross-entropy experiment runs on the GPU machine; here it builds
+if make -s ce-variants SAN="${SAN:-0}" > "$tmp/cev.log" 2>&1; then ok "make ce-variants"
+else bad "make ce-variants"; tail -20 "$tmp/cev.log"; fi
 # gemm_sm90_check runs on the GPU machine (device.sh's gemm-sm90); here it builds (the
 # sm_90a kernels compile) and refuses a bad argument before any CUDA call
 if make -s gemm-sm90-check SAN="${SAN:-0}" > "$tmp/sm90.log" 2>&1; then ok "make gemm-sm90-check"

@@ -69,3 +69,13 @@ kernel-trace: $(BUILD)/libkernel_trace.so
 $(BUILD)/libkernel_trace.so: bench/cuda/kernel_trace.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CUDA_CFLAGS) -fPIC -shared -I$(CUDA_HOME)/include -o $@ $< $(CUDA_LDFLAGS) -L$(CUDA_HOME)/extras/CUPTI/lib64 -lcupti
+
+# bench/cuda/ce_variants.cu: issue 31's cross-entropy experiment (the runtime's kernel
+# against a one-read cluster kernel and persistent L2-resident ones, timed; needs a GPU
+# to run, builds without one).
+.PHONY: ce-variants
+ce-variants: $(BUILD)/ce_variants
+$(BUILD)/ce_variants: bench/cuda/ce_variants.cu runtime/cuda/kernels_common.cuh $(filter $(BUILD)/cuda/kernels_%.cu.o,$(CUDA_OBJ))
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $(CUDA_INC) -o $@ $< $(filter %.o,$^) 2> $(BUILD)/ce_variants.ptxas.txt || \
+	    { cat $(BUILD)/ce_variants.ptxas.txt; exit 1; }
