@@ -28,65 +28,14 @@ static __device__ __forceinline__ uint4 ld_policy(const bf16 *p, uint64_t pol)
     return r;
 }
 
-template <int T, bool HINT>
-__global__ void __launch_bounds__(T) ce_persist_k(bf16 *logits, float *loss, const int *targets, int rows, int V,
-                                                  float grad_scale)
-{
-    __shared__ float red_m[T / WARP], red_s[T / WARP];
-    int tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP;
-    uint64_t keep = 0, drop = 0;
-    if (HINT) {
-        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(drop));
-    }
-    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
-        bf16 *x = logits + (size_t)row * V;
-        int tgt = targets[row];
-        float m = -INFINITY, sum = 0.f;
-#pragma unroll 4
-        for (int j = tid * 8; j < V; j += T * 8) {
-            float f[8];
-            unpack8(f, HINT ? ld_policy(x + j, keep) : *(const uint4 *)(x + j));
-            float lm = f[0];
-            for (int k = 1; k < 8; k++) lm = fmaxf(lm, f[k]);
-            if (lm > m) { sum *= __expf(m - lm); m = lm; }
-            for (int k = 0; k < 8; k++) sum += __expf(f[k] - m);
-        }
-        float mw = warp_max(m);
-        sum = (m == -INFINITY) ? 0.f : sum * __expf(m - mw);
-        sum = warp_sum(sum);
-        if (lane == 0) { red_m[wid] = mw; red_s[wid] = sum; }
-        __syncthreads();
-        float M = red_m[0];
-        for (int w = 1; w < T / WARP; w++) M = fmaxf(M, red_m[w]);
-        float S = 0.f;
-        for (int w = 0; w < T / WARP; w++) S += red_s[w] * __expf(red_m[w] - M);
-        float xt = __bfloat162float(x[tgt]);
-        __syncthreads();
-        if (tid == 0) loss[row] = logf(S) + M - xt;
-        float inv = 1.f / S;
-#pragma unroll 4
-        for (int j = tid * 8; j < V; j += T * 8) {
-            float f[8];
-            unpack8(f, HINT ? ld_policy(x + j, drop) : *(const uint4 *)(x + j));
-            for (int k = 0; k < 8; k++) {
-                float p = __expf(f[k] - M) * inv;
-                f[k] = (p - (j + k == tgt ? 1.f : 0.f)) * grad_scale;
-            }
-            store8(x + j, f);
-        }
-    }
-}
-
-/* ---- the one-read cluster kernel (tried 2026-12-07, not adopted: no faster) ---- */
-
-#define CE_THREADS 512
+/* ---- what the variants share ---- */
 
 /* Each thread's online-softmax pair (m: its largest logit, sum: of exp(x - m)) folded
- * into the block's (M, S), the warps in a fixed order: every thread gets the same. */
+ * into the block's (M, S) (T threads), the warps in a fixed order: every thread gets the same. */
+template <int T>
 static __device__ void block_softmax_stats(float m, float sum, float *M_out, float *S_out)
 {
-    __shared__ float red_m[CE_THREADS / WARP], red_s[CE_THREADS / WARP];
+    __shared__ float red_m[T / WARP], red_s[T / WARP];
     int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
     float mw = warp_max(m);
     sum = (m == -INFINITY) ? 0.f : sum * __expf(m - mw);
@@ -94,9 +43,9 @@ static __device__ void block_softmax_stats(float m, float sum, float *M_out, flo
     if (lane == 0) { red_m[wid] = mw; red_s[wid] = sum; }
     __syncthreads();
     float M = red_m[0];
-    for (int w = 1; w < CE_THREADS / WARP; w++) M = fmaxf(M, red_m[w]);
+    for (int w = 1; w < T / WARP; w++) M = fmaxf(M, red_m[w]);
     float S = 0.f;
-    for (int w = 0; w < CE_THREADS / WARP; w++) S += red_s[w] * __expf(red_m[w] - M);
+    for (int w = 0; w < T / WARP; w++) S += red_s[w] * __expf(red_m[w] - M);
     *M_out = M;
     *S_out = S;
 }
@@ -119,6 +68,45 @@ static __device__ __forceinline__ void softmax_grad8(float f[8], int j, int tgt,
     }
 }
 
+/* Persistent: gridDim.x blocks of T threads walk the rows, each row read twice. */
+template <int T, bool HINT>
+__global__ void __launch_bounds__(T) ce_persist_k(bf16 *logits, float *loss, const int *targets, int rows, int V,
+                                                  float grad_scale)
+{
+    int tid = threadIdx.x;
+    uint64_t keep = 0, drop = 0;
+    if (HINT) {
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(drop));
+    }
+    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+        bf16 *x = logits + (size_t)row * V;
+        int tgt = targets[row];
+        float m = -INFINITY, sum = 0.f, M, S;
+#pragma unroll 4
+        for (int j = tid * 8; j < V; j += T * 8) {
+            float f[8];
+            unpack8(f, HINT ? ld_policy(x + j, keep) : *(const uint4 *)(x + j));
+            online_softmax8(&m, &sum, f);
+        }
+        block_softmax_stats<T>(m, sum, &M, &S);
+        float xt = __bfloat162float(x[tgt]);
+        __syncthreads();   /* x[tgt] read, and the statistics' shared arrays free for the next row */
+        if (tid == 0) loss[row] = logf(S) + M - xt;
+        float inv = 1.f / S;
+#pragma unroll 4
+        for (int j = tid * 8; j < V; j += T * 8) {
+            float f[8];
+            unpack8(f, HINT ? ld_policy(x + j, drop) : *(const uint4 *)(x + j));
+            softmax_grad8(f, j, tgt, M, inv, grad_scale);
+            store8(x + j, f);
+        }
+    }
+}
+
+/* ---- the one-read cluster kernel (tried 2026-12-07, not adopted: no faster) ---- */
+
+#define CE_THREADS 512
 /* The cluster kernel: a row over a cluster of CE_RANKS blocks, each holding its span of
  * `span` logits in registers (CE_VECS 16-byte vectors a thread), so the row is read from
  * memory once instead of twice: 2 bytes a logit less traffic, a third of the pass. The
@@ -162,7 +150,7 @@ cross_entropy_cluster_k(bf16 *logits, float *loss, const int *targets, int V, in
             online_softmax8(&m, &sum, f);
         }
     }
-    block_softmax_stats(m, sum, &M, &S);
+    block_softmax_stats<CE_THREADS>(m, sum, &M, &S);
     float xt = rank == 0 && tid == 0 ? __bfloat162float(xr[tgt]) : 0.f;   /* before any block writes */
     if (tid == 0) { stat[0] = M; stat[1] = S; }
     cl.sync();   /* every block's (M, S) is in its shared memory, and the row is read */

@@ -435,13 +435,13 @@ static void loss_check(int rows, int V, const uint16_t *hx, const int *ht, const
     snprintf(label, sizeof label, "cross-entropy %dx%d: gradient against fp64", rows, V);
     check(worst_g <= 1, label, "worst |error| / tolerance %.3g (want <= %g)", worst_g, 1.0);
     snprintf(label, sizeof label, "cross-entropy %dx%d: masked rows zero", rows, V);
-    check(masked_ok, label, "%g%g", 0.0, 0.0);
+    check(masked_ok, label, "rows wrong %g (want %g)", (double)!masked_ok, 0.0);
     int same = !memcmp(hg, hg2, n * 2) && !memcmp(hl, hl2, (size_t)rows * 4);
     int eval = !memcmp(he, hx, n * 2) && !memcmp(hle, hl, (size_t)rows * 4);
     snprintf(label, sizeof label, "cross-entropy %dx%d: a second launch the same bits", rows, V);
-    check(same, label, "%g%g", 0.0, 0.0);
+    check(same, label, "differs %g (want %g)", (double)!same, 0.0);
     snprintf(label, sizeof label, "cross-entropy %dx%d: grad_scale 0 leaves the logits, same losses", rows, V);
-    check(eval, label, "%g%g", 0.0, 0.0);
+    check(eval, label, "differs %g (want %g)", (double)!eval, 0.0);
     CK(cudaFree(x)); CK(cudaFree(loss));
     free(hg); free(hg2); free(he); free(hl); free(hl2); free(hle);
 }
