@@ -15,6 +15,13 @@
 #   private_copy VAR... each binary the variable VAR names copied into $T, and VAR
 #                       pointed at the copy (other builds in the shared tree may
 #                       relink the originals meanwhile)
+#   free_port [AFTER]   sets PORT to a TCP port nobody listens on, the first after
+#                       AFTER (else from the script's pid), in 15000-19999
+# Ports on this host, kept apart so that suites side by side never meet: the local
+# Slurm clusters' daemons 10000-14999 and their jobs' rendezvous 20000-39999 (the
+# emitted script's 20000 + job id % 20000; tests/slurm/cluster.sh gives each running
+# cluster its own job ids), the tests' own rendezvous 15000-19999 (free_port), all
+# below the kernel's ephemeral ports (32768 up would be taken by outgoing connections).
 pass=0 fail=0
 BAD_TAIL=${BAD_TAIL:-20}
 
@@ -64,4 +71,15 @@ private_copy()
         cp "${!v}" "$T/$(basename "${!v}")" || return 1
         printf -v "$v" '%s' "$T/$(basename "${!v}")"
     done
+}
+
+free_port()
+{
+    local p=$(( ${1:-$(( 15000 + $$ % 5000 - 1 ))} + 1 )) i
+    for ((i = 0; i < 5000; i++, p++)); do
+        ((p > 19999)) && p=15000
+        ss -Htan "sport = :$p" 2>/dev/null | grep -q . || { PORT=$p; return 0; }
+    done
+    echo "free_port: no free port in 15000-19999" >&2
+    return 1
 }

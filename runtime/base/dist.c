@@ -368,8 +368,7 @@ static int tcp_accept_all(int port)
         if (stopsig_requested()) { close(ls); return -1; }
         int left_ms = (int)((deadline - now_s()) * 1000);
         struct pollfd p = { .fd = ls, .events = POLLIN };
-        /* poll in slices of at most 250 ms so a stop signal is seen within a quarter second */
-        /* slices of at most 250 ms: a stop signal is seen within a quarter second */
+        /* poll in slices of at most 250 ms: a stop signal is seen within a quarter second */
         int r = left_ms > 0 ? poll(&p, 1, left_ms < 250 ? left_ms : 250) : 0;
         if ((r < 0 && errno == EINTR) || (r == 0 && left_ms > 250)) continue;
         if (r <= 0) {

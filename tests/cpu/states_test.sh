@@ -68,8 +68,7 @@ else bad "bf16 states resume (exit $rca, $rcb)" "$T/br.log"; fi
 
 # 2 ranks with ZeRO-1 (each rank rounds its shard of the moments) == 1 rank with twice the accumulation
 mkrun "$T/bz" "$BF"'; p["train"]["grad_accum"]=1; p["parallel"]["world_size"]=2; p["parallel"]["data_parallel"]=2; p["parallel"]["zero_stage"]=1'
-PORT=$((23000 + $$ % 20000))
-while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+free_port
 RANKS=()
 for r in 0 1; do
     (cd "$T/bz" && SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \

@@ -108,8 +108,7 @@ cp -r "$T/ev/eval" "$T/ev0/eval"
 
 # 3. two ranks (srun-style TCP rendezvous) with accumulation 1 == one rank with accumulation 2
 mkrun "$T/c" 'p["train"]["grad_accum"]=1; p["parallel"]["world_size"]=2; p["parallel"]["data_parallel"]=2'
-PORT=$((21000 + $$ % 20000))
-while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+free_port
 RANKS=()
 for r in 0 1; do
     (cd "$T/c" && SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \

@@ -20,12 +20,9 @@ unset WORLD_SIZE RANK LOCAL_RANK   # torchrun's, beside the prelude's
 MPI_ENV=()
 [[ ${E2E_SAN:-0} == 1 ]] && MPI_ENV=(env ASAN_OPTIONS=detect_leaks=0)
 
-# A port nobody listens on (tests may run beside other jobs).
-PORT=$((20000 + $$ % 20000))
-next_port() {
-    PORT=$((PORT + 1))
-    while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
-}
+# A port nobody listens on (tests may run beside other jobs), a new one each time.
+PORT=
+next_port() { free_port $PORT; }
 
 # tcp_start N MODE LOGPREFIX [ENV...]: start N srun-style ranks in the background.
 tcp_start() {

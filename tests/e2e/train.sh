@@ -124,7 +124,7 @@ else bad "mpirun big run did not checkpoint" "$T/k1.log"; fi
 
 # 4. kill -9 of rank 0 on srun-style TCP ranks: rank 1 stops with a message within 60 s
 mkrun "$T/k2" 400 2 1 big
-port=$((21000 + $$ % 20000))
+free_port; port=$PORT
 for r in 0 1; do
     (cd "$T/k2" && exec env SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \
         MASTER_PORT=$port "$BIN" run plan.json) >"$T/k2.$r.log" 2>&1 &
@@ -143,7 +143,7 @@ else bad "tcp big run did not checkpoint" "$T/k2.0.log" "$T/k2.1.log"; fi
 # as it starts, and a peer may die of it before its handler): rank 1 waiting for rank 0
 # stops at once with exit 3 (requeue), not after LLMC_DIST_TIMEOUT with exit 1
 mkrun "$T/gather" 40 2 1
-port=$((22000 + $$ % 20000))
+free_port "$port"; port=$PORT
 (cd "$T/gather" && exec env LLMC_DIST_TIMEOUT=60 SLURM_STEP_NUM_TASKS=2 SLURM_PROCID=1 SLURM_LOCALID=1 \
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$BIN" run plan.json) >"$T/gather.1.log" 2>&1 &
 g1=$!; PIDS+=($g1)

@@ -114,11 +114,10 @@ launch "$T/tied3" 2
     || bad "ZeRO-3 tied (exit $RC)" "$T/tied3/log"
 
 # 3. srun-style TCP ranks (peers relayed through rank 0), ZeRO-3 on 4 ranks
-PORT=$((20000 + $$ % 20000))
+PORT=
 tcp_ranks() {   # DIR ARGS...: 4 TCP ranks of DIR/plan.json in the background -> TCP (pids), logs DIR/log.R
     local d=$1; shift
-    PORT=$((PORT + 1))
-    while ss -Htan "sport = :$PORT" 2>/dev/null | grep -q .; do PORT=$((PORT + 1)); done
+    free_port $PORT
     TCP=()
     for r in 0 1 2 3; do
         (cd "$d" && exec env SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=$r SLURM_LOCALID=$r MASTER_ADDR=127.0.0.1 \

@@ -27,8 +27,13 @@
 #     GPUs than this host has register as IDLE.
 # Ports: SlurmctldPort = BASE, node i gets BASE+1+i. BASE comes from
 # LLMC_SLURM_PORT_BASE, or else from a checksum of STATE_DIR (so two clusters with
-# different state directories, e.g. two test suites at once, get different ports);
-# it moves up by 100 while any of its ports is in use.
+# different state directories, e.g. two test suites at once, get different ports),
+# in 10000-14900; it moves up by 100 (wrapping) while any of its ports is in use.
+# Job ids: the emitted script's rendezvous port is 20000 + job id % 20000, so two
+# clusters numbering their jobs from 1 would both listen on 20001. Each cluster's
+# jobs start at FirstJobId = 400 x (BASE / 100 % 50) + 1: running clusters, whose
+# BASEs differ, get 400-id windows that never share a rendezvous port
+# (tests/lib.sh keeps the other port ranges of the tests apart).
 # A requeued job may start again after AuthInfo=cred_expire (10 s here, Slurm's
 # default is 120 s): tests of requeue need not wait two minutes. Starting it
 # earlier (scontrol update StartTime=now) races the revoked credential of the
@@ -206,18 +211,23 @@ cmd_start() {
 
     start_munge || die "munged is not answering and could not be started"
 
-    local base n tries
-    base=${LLMC_SLURM_PORT_BASE:-$((20000 + $(cksum <<<"$STATE" | cut -d' ' -f1) % 400 * 100))}
+    # One start at a time from the choice of ports until the daemons listen on them:
+    # two suites starting at the same moment would otherwise both find a base free.
+    # The daemons do not inherit the lock ({lock}>&-).
+    local base n tries lock
+    exec {lock}>/tmp/llmc-test-slurm-ports.lock && flock -w 300 "$lock" ||
+        die "cannot lock /tmp/llmc-test-slurm-ports.lock (another cluster start held it 300 s)"
+    base=${LLMC_SLURM_PORT_BASE:-$((10000 + $(cksum <<<"$STATE" | cut -d' ' -f1) % 50 * 100))}
     rewrite_snippet "$SNIPPET" "$base" >"$STATE/snippet.conf" || die "cannot read $SNIPPET"
     n=$(wc -l <"$STATE/nodes")
     [[ $n -ge 1 ]] || die "$SNIPPET has no NodeName line"
-    for ((tries = 0; tries < 20; tries++)); do
+    for ((tries = 0; tries < 50; tries++)); do
         local p busy=0
         for ((p = base; p <= base + n; p++)); do port_busy $p && { busy=1; break; }; done
         [[ $busy -eq 0 ]] && break
-        base=$((base + 100))
+        base=$((10000 + (base - 10000 + 100) % 5000))
     done
-    [[ $busy -eq 0 ]] || die "no free ports near $base"
+    [[ $busy -eq 0 ]] || die "no free ports for slurmctld and $n slurmd (from $base)"
     rewrite_snippet "$SNIPPET" "$base" >"$STATE/snippet.conf"
 
     local gres_types=""
@@ -227,6 +237,7 @@ cmd_start() {
 ClusterName=llmctest
 SlurmctldHost=localhost
 SlurmctldPort=$base
+FirstJobId=$((base / 100 % 50 * 400 + 1))
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -270,12 +281,12 @@ EOF
     local marker name
     marker=$(state_marker "$STATE")
     export SLURM_CONF="$STATE/slurm.conf"
-    env "$marker" slurmctld -f "$STATE/slurm.conf" -i ||
+    env "$marker" slurmctld -f "$STATE/slurm.conf" -i {lock}>&- ||
         { print_logs; cmd_stop "$STATE"; die "slurmctld did not start"; }
     while read -r name; do
         mkdir -p "$STATE/spool/$name"
         env "$marker" setsid slurmd -D -N "$name" -f "$STATE/slurm.conf" \
-            >>"$STATE/log/slurmd-$name.out" 2>&1 </dev/null &
+            >>"$STATE/log/slurmd-$name.out" 2>&1 </dev/null {lock}>&- &
     done <"$STATE/nodes"
 
     # Bounded wait: every node IDLE.
@@ -285,6 +296,7 @@ EOF
         if [[ -n "$states" ]] && ! grep -qv ' idle$' <<<"$states" &&
            [[ $(wc -l <<<"$states") -eq $n ]]; then
             echo "export SLURM_CONF=$STATE/slurm.conf"
+            exec {lock}>&-
             return 0
         fi
         sleep 0.1
