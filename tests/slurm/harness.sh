@@ -2,12 +2,13 @@
 # tests/slurm/harness.sh — the local Slurm harness itself (tests/slurm/cluster.sh):
 # start from an emitted-style snippet, nodes IDLE with their GPU gres, a job runs on
 # both nodes, stop with a job still running leaves no process behind; a CPU-only
-# snippet without gres.conf; a snippet without nodes is refused. Needs root.
+# snippet without gres.conf; a snippet without nodes is refused; two clusters started
+# at the same moment on the same port base get ports and job ids of their own. Needs root.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 CLUSTER=$HERE/cluster.sh
 T=$(mktemp -d /tmp/slurm-harness.XXXXXX)
-trap '"$CLUSTER" stop "$T/gpu" >/dev/null 2>&1; "$CLUSTER" stop "$T/cpu" >/dev/null 2>&1; rm -rf "$T"' EXIT
+trap 'for c in gpu cpu pa pb; do "$CLUSTER" stop "$T/$c" >/dev/null 2>&1; done; rm -rf "$T"' EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # ok, bad, finish (tests/lib.sh)
 BAD_TAIL=all
 
@@ -89,5 +90,24 @@ echo "PartitionName=x Nodes=ALL" >"$T/empty.conf"
 "$CLUSTER" start "$T/empty" "$T/empty.conf" >"$T/empty.out" 2>&1; rc=$?
 if [[ $rc -eq 1 ]] && grep -q 'has no NodeName line' "$T/empty.out"; then ok "snippet without nodes: clear error"
 else bad "snippet without nodes (rc $rc)" "$T/empty.out"; fi
+
+# 7. two clusters started at the same moment, both asked for one port base: each gets
+# its own (the choice is locked), and their first jobs' rendezvous ports (the emitted
+# script's 20000 + job id % 20000) differ, where two clusters numbering from 1 met
+for c in pa pb; do
+    LLMC_SLURM_PORT_BASE=12300 "$CLUSTER" start "$T/$c" "$HERE/cpu3.slurm.conf" >"$T/start-$c.out" 2>&1 &
+done
+wait
+declare -A ctld job
+for c in pa pb; do
+    ctld[$c]=$(sed -n 's/^SlurmctldPort=//p' "$T/$c/slurm.conf" 2>/dev/null)
+    job[$c]=$(SLURM_CONF=$T/$c/slurm.conf sbatch --parsable --output=/dev/null --wrap true 2>"$T/sbatch-$c.err")
+done
+if [[ -n ${ctld[pa]} && -n ${ctld[pb]} && ${ctld[pa]} != "${ctld[pb]}" && ${job[pa]} =~ ^[0-9]+$ && ${job[pb]} =~ ^[0-9]+$ ]] &&
+   (( (${job[pa]} - ${job[pb]}) % 20000 != 0 ))
+then ok "two clusters at once: slurmctld on ${ctld[pa]} and ${ctld[pb]}, first jobs ${job[pa]} and ${job[pb]} (rendezvous ports $((20000 + ${job[pa]} % 20000)), $((20000 + ${job[pb]} % 20000)))"
+else bad "two clusters at once: slurmctld '${ctld[pa]}' '${ctld[pb]}', jobs '${job[pa]}' '${job[pb]}'" \
+    "$T/start-pa.out" "$T/start-pb.out" "$T/sbatch-pa.err" "$T/sbatch-pb.err"; fi
+for c in pa pb; do "$CLUSTER" stop "$T/$c"; done
 
 finish
